@@ -1,0 +1,106 @@
+"""The `gpulab` command line.
+
+`gpulab` with no command starts the lab (the TUI). Each subcommand's module
+is imported only when that subcommand runs, so `gpulab --help` stays fast and
+loads none of torch, triton, jax or textual.
+
+Exit codes of `check`: 0 passed, 1 the solution failed (wrong, crashed, timed
+out, cheated), 2 gpulab could not run the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, help). Each module defines `add_arguments(parser)` and
+# `run(args) -> int`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("gpulab.commands.course", "list the lessons and your progress"),
+    "lesson": ("gpulab.commands.course", "print a lesson's text"),
+    "check": ("gpulab.commands.check", "grade an exercise (your workspace copy or --file)"),
+    "watch": ("gpulab.commands.check", "re-check an exercise every time you save it"),
+    "hint": ("gpulab.commands.course", "reveal the next hint of an exercise"),
+    "reset": ("gpulab.commands.course", "restore an exercise's starter (your file is backed up)"),
+    "solution": ("gpulab.commands.course", "show the reference solution (once you have passed)"),
+    "where": ("gpulab.commands.course", "print the workspace folder and an exercise's file"),
+    "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpulab",
+        description="gpulab: a terminal lab and tutor for GPU programming. "
+        "Run without a command to start the lab.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--workspace", metavar="DIR",
+                        help="workspace folder (default: $GPULAB_HOME, else ~/gpulab)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        p.set_defaults(_name=name)
+        # Arguments are declared in a light table per module; see _arguments().
+        for args, kwargs in _arguments(name):
+            p.add_argument(*args, **kwargs)
+    return parser
+
+
+def _version() -> str:
+    from gpulab import __version__
+
+    return f"gpulab {__version__}"
+
+
+def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
+    """Arguments per subcommand, declared here so --help imports nothing heavy."""
+    ex = (("exercise",), {"metavar": "EXERCISE", "help": "exercise id (softmax) or lesson number (2)"})
+    table: dict[str, list[tuple[tuple[str, ...], dict]]] = {
+        "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
+        "lesson": [ex],
+        "check": [
+            ex,
+            (("--file",), {"metavar": "PATH", "help": "grade this file instead of the workspace copy"}),
+            (("--json",), {"action": "store_true", "help": "print one JSON object"}),
+            (("--timeout",), {"type": float, "default": None, "metavar": "SECONDS",
+                              "help": "kill the check after this long (default 300)"}),
+            (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto",
+                             "help": "cuda, or cpu (Triton interpreter); default: cuda if present"}),
+            (("--no-timing",), {"action": "store_true", "help": "correctness only, no timing"}),
+        ],
+        "watch": [
+            ex,
+            (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"}),
+            (("--poll",), {"action": "store_true", "help": "poll instead of file events"}),
+        ],
+        "hint": [ex, (("--all",), {"action": "store_true", "help": "show every hint revealed so far"})],
+        "reset": [ex, (("--yes", "-y"), {"action": "store_true", "help": "don't ask"})],
+        "solution": [ex],
+        "where": [(("exercise",), {"metavar": "EXERCISE", "nargs": "?"})],
+        "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
+                                "every reference passes"}),
+                (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],
+    }
+    return table.get(name, [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        from gpulab.tui.app import run_app
+
+        return run_app(workspace=args.workspace)
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the gpulab CLI, one module each, imported on demand."""

@@ -1,0 +1,112 @@
+"""`gpulab check` and `gpulab watch`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpulab.commands.common import UsageError, console, find_lesson, guarded, open_course, open_workspace
+from gpulab.runner import DEFAULT_TIMEOUT, ERROR, run_check
+
+
+@guarded
+def run(args: Any) -> int:
+    return _watch(args) if args._name == "watch" else _check(args)
+
+
+def _target(args: Any):
+    course = open_course()
+    lesson = find_lesson(course, args.exercise)
+    ws = open_workspace(args)
+    if getattr(args, "file", None):
+        path = Path(args.file).expanduser()
+        if not path.is_file():
+            raise UsageError(f"no such file: {path}")
+        return lesson, ws, path.resolve(), False
+    return lesson, ws, ws.ensure_exercise(lesson), True
+
+
+def _check(args: Any) -> int:
+    lesson, ws, path, own = _target(args)
+    timeout = args.timeout if args.timeout else DEFAULT_TIMEOUT
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    quiet = args.json
+    err = console(stderr=True)
+
+    def on_event(ev: dict) -> None:
+        if quiet:
+            return
+        if ev.get("type") == "stage":
+            err.print(f"[dim]… {ev['text']}[/]", highlight=False)
+
+    result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
+                       device=args.device, on_event=on_event,
+                       extra={"workspace": str(ws.root)})
+    if own and result.get("status") != ERROR:
+        ws.record_result(lesson.exercise, result)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        from gpulab.report import render
+
+        console().print(render(result))
+    if result.get("status") == ERROR:
+        return 2
+    return 0 if result.get("passed") else 1
+
+
+def _watch(args: Any) -> int:
+    """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
+    lesson, ws, path, _ = _target(args)
+    con = console()
+    from gpulab.report import render
+
+    def once() -> None:
+        con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
+        result = run_check(lesson, path, device=args.device, extra={"workspace": str(ws.root)})
+        if result.get("status") != ERROR:
+            ws.record_result(lesson.exercise, result)
+        con.print(render(result))
+        con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
+
+    once()
+    try:
+        for _ in _changes(path, poll=args.poll):
+            once()
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _changes(path: Path, *, poll: bool = False):
+    """Yield each time `path` changes: watchfiles, else polling its mtime."""
+    if not poll:
+        try:
+            from watchfiles import watch
+
+            for changes in watch(path.parent, debounce=300, step=100, rust_timeout=0,
+                                 watch_filter=lambda _c, p: Path(p) == path):
+                if changes:
+                    yield
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. inotify limits, WSL drives
+            print(f"file events unavailable ({exc}); polling instead", file=sys.stderr)
+    last = _stamp(path)
+    while True:
+        time.sleep(0.5)
+        now = _stamp(path)
+        if now != last:
+            last = now
+            yield
+
+
+def _stamp(path: Path) -> tuple[float, int] | None:
+    try:
+        st = path.stat()
+        return (st.st_mtime, st.st_size)
+    except OSError:
+        return None

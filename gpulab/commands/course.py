@@ -1,0 +1,118 @@
+"""`gpulab list | lesson | hint | reset | solution | where`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from gpulab.commands.common import UsageError, console, find_lesson, guarded, open_course, open_workspace
+
+
+@guarded
+def run(args: Any) -> int:
+    return {"list": _list, "lesson": _lesson, "hint": _hint, "reset": _reset,
+            "solution": _solution, "where": _where}[args._name](args)
+
+
+def _list(args: Any) -> int:
+    course = open_course()
+    ws = open_workspace(args)
+    rows = []
+    for lesson in course.lessons:
+        st = ws.exercise_state(lesson.exercise)
+        status = "broken" if lesson.error else (st.get("status", "not started")
+                                                if lesson.ready else "coming")
+        rows.append({"lesson": lesson.id, "title": lesson.title, "exercise": lesson.exercise,
+                     "status": status, "grade": st.get("grade"),
+                     "attempts": len(st.get("attempts", [])), "error": lesson.error or None})
+    if args.json:
+        print(json.dumps({"workspace": str(ws.root), "lessons": rows}, indent=2))
+        return 0
+    from rich.table import Table
+
+    marks = {"passed": "[green]✔ passed[/]", "failed": "[red]✘ failed[/]",
+             "not started": "[dim]· not started[/]", "coming": "[dim]coming[/]",
+             "broken": "[red]! broken[/]"}
+    table = Table(title=f"gpulab — workspace {ws.root}", title_justify="left")
+    for col in ("#", "lesson", "exercise", "status", "grade", "tries"):
+        table.add_column(col)
+    for r, lesson in zip(rows, course.lessons):
+        table.add_row(lesson.number, lesson.title, r["exercise"], marks[r["status"]],
+                      r["grade"] or "", str(r["attempts"] or ""))
+    con = console()
+    con.print(table)
+    for r in rows:
+        if r["error"]:
+            con.print(f"[red]{r['lesson']}: {r['error']}[/]")
+    return 0
+
+
+def _lesson(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise, ready=False)
+    from rich.markdown import Markdown
+
+    console().print(Markdown(lesson.text()))
+    return 0
+
+
+def _hint(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise, ready=False)
+    if not lesson.hints:
+        raise UsageError(f"{lesson.exercise} has no hints yet")
+    ws = open_workspace(args)
+    level = ws.hint_level(lesson.exercise) if args.all else ws.reveal_hint(lesson)
+    from rich.markdown import Markdown
+
+    con = console()
+    names = ("nudge", "approach", "near-solution")
+    start = 0 if args.all else max(level - 1, 0)
+    for i in range(start, max(level, 1) if args.all else level):
+        con.print(f"[bold]Hint {i + 1} of {len(lesson.hints)} ({names[i]})[/]")
+        con.print(Markdown(lesson.hints[i]))
+    if level >= len(lesson.hints) and not args.all:
+        con.print("[dim]That was the last hint.[/]")
+    return 0
+
+
+def _reset(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise)
+    ws = open_workspace(args)
+    path = ws.exercise_path(lesson)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UsageError("reset needs confirmation: add --yes")
+        answer = input(f"Restore the starter of {lesson.exercise} over {path}? "
+                       "Your file is backed up first. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not reset")
+            return 1
+    backup = ws.reset(lesson)
+    print(f"restored the starter at {path}")
+    if backup:
+        print(f"your previous file is kept at {backup}")
+    return 0
+
+
+def _solution(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise)
+    ws = open_workspace(args)
+    text = ws.solution_text(lesson)
+    if text is None:
+        print(f"The reference solution of {lesson.exercise} opens once your own passes "
+              f"(gpulab check {lesson.exercise}).", file=sys.stderr)
+        return 1
+    from rich.syntax import Syntax
+
+    console().print(Syntax(text, "python", line_numbers=True))
+    return 0
+
+
+def _where(args: Any) -> int:
+    ws = open_workspace(args)
+    if args.exercise:
+        lesson = find_lesson(open_course(), args.exercise)
+        print(ws.ensure_exercise(lesson))
+    else:
+        print(ws.root)
+    return 0

@@ -1,0 +1,74 @@
+"""Rendering a check result for people (rich renderables; used by CLI and TUI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+    return "" if x is None else format(x, spec)
+
+
+def cases_table(result: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="Correctness", title_justify="left", expand=False)
+    for col in ("case", "dtype", "max abs err", "max rel err", "bad", ""):
+        t.add_column(col, overflow="fold")
+    for c in result.get("cases", []):
+        t.add_row(c.get("name") or c.get("shape", ""), c.get("dtype", ""),
+                  _fmt(c.get("max_abs")), _fmt(c.get("max_rel")),
+                  str(c.get("mismatches", "")) if "mismatches" in c else "",
+                  "[green]ok[/]" if c.get("passed") else "[red]FAIL[/]")
+    return t
+
+
+def timing_table(timing: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=f"Timing on {timing.get('device', 'GPU')} (median of N, L2 flushed)",
+              title_justify="left")
+    for col in ("shape", "dtype", "time µs", "p20–p80 µs", timing.get("unit", ""), "roofline",
+                "speedup"):
+        t.add_column(col)
+    for r in timing.get("cases", []):
+        t.add_row(r.get("shape", ""), r.get("dtype", ""), f"{r['ms'] * 1e3:.1f}",
+                  f"{r['p20_ms'] * 1e3:.1f}–{r['p80_ms'] * 1e3:.1f}",
+                  _fmt(r.get("throughput"), ".0f"),
+                  f"{r['roofline_fraction']:.0%}" if r.get("roofline_fraction") else "",
+                  f"{r['speedup']:.2f}x" if r.get("speedup") else "")
+    return t
+
+
+def render(result: dict[str, Any]) -> Any:
+    """A rich Group: headline, details, cases, timing, notes, learner output."""
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    ok = result.get("passed")
+    head = Text()
+    head.append(" PASS " if ok else " FAIL ", style="bold white on green" if ok else
+                "bold white on red")
+    head.append(f" {result.get('exercise', '')}: {result.get('summary', '')}")
+    parts.append(head)
+    if result.get("device"):
+        parts.append(Text(f"device: {result['device']}   time: {result.get('duration_s', 0):.1f} s",
+                          style="dim"))
+    if result.get("message"):
+        parts.append(Text(result["message"]))
+    if result.get("cases"):
+        parts.append(cases_table(result))
+        bad = [c for c in result["cases"] if not c.get("passed") and c.get("detail")]
+        for c in bad[:3]:
+            parts.append(Text(f"✘ {c.get('name')}: {c['detail']}", style="red"))
+    if result.get("timing"):
+        parts.append(timing_table(result["timing"]))
+    for s in result.get("skipped", []):
+        parts.append(Text(f"skipped: {s}", style="yellow"))
+    for n in result.get("notes", []):
+        parts.append(Text(n, style="dim"))
+    if result.get("output", "").strip():
+        parts.append(Text("Your program's output:", style="bold"))
+        parts.append(Text(result["output"].rstrip()[-2000:], style="dim"))
+    return Group(*parts)
