@@ -1,0 +1,104 @@
+"""Shared fixtures. Nothing here imports textual, torch or triton at import
+time: the GPU machine runs the headless tests without textual installed."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    # In a subprocess: importing torch here would slow every test session.
+    code = "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        return subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if gpu_items and not cuda_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    """A fresh workspace in a temp folder, also set as $GPULAB_HOME."""
+    from gpulab.workspace import Workspace
+
+    root = tmp_path / "workspace"
+    monkeypatch.setenv("GPULAB_HOME", str(root))
+    return Workspace.open(root)
+
+
+@pytest.fixture(scope="session")
+def course():
+    from gpulab.content import load_course
+
+    return load_course()
+
+
+def gpulab_env(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GPULAB_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("GPULAB_CONTENT", None)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_gpulab(tmp_path):
+    """Run the real CLI in a subprocess: run_gpulab("check", "softmax", input=...)."""
+
+    def run(*args: str, timeout: float = 300, input: str | None = None, env: dict | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "gpulab", *args],
+            capture_output=True, text=True, timeout=timeout, input=input,
+            env=env or gpulab_env(tmp_path / "workspace"), cwd=cwd or tmp_path,
+        )
+
+    return run
+
+
+@pytest.fixture
+def grade(tmp_path, course):
+    """Grade source text (or a path) for an exercise in a real child process.
+
+    Runs on the CPU (Triton interpreter) unless device="cuda" is passed.
+    """
+    from gpulab.runner import run_check
+
+    def _grade(exercise: str, source: str | Path, *, device: str = "cpu",
+               timeout: float = 120, timing: bool = True, name: str | None = None):
+        lesson = course.find(exercise)
+        assert lesson is not None, exercise
+        if isinstance(source, Path):
+            path = source
+        else:
+            path = tmp_path / (name or f"{exercise}_attempt.py")
+            path.write_text(source)
+        return run_check(lesson, path, device=device, timeout=timeout, timing=timing,
+                         extra={"workspace": str(tmp_path / "workspace")})
+
+    return _grade
+
+
+def reference_source(exercise: str) -> str:
+    return (REPO / "kernels" / f"{exercise}.py").read_text()
+
+
+def starter_source(exercise: str) -> str:
+    return (REPO / "exercises" / f"{exercise}.py").read_text()
