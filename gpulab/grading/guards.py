@@ -157,3 +157,53 @@ def tamper_snapshot() -> dict[str, Any]:
 def tampered(before: dict[str, Any]) -> list[str]:
     now = tamper_snapshot()
     return [k for k, v in before.items() if now[k] is not v]
+
+
+_WATCHED_TORCH = {
+    "softmax", "log_softmax", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "exp",
+    "exp2", "sum", "max", "amax", "mean", "rsqrt", "sqrt", "allclose", "isclose", "equal",
+    "isnan", "isinf", "where", "randn", "rand", "randint", "empty", "empty_like", "zeros",
+    "zeros_like", "ones", "cat", "stack", "abs", "sign", "tensor", "as_strided", "Generator",
+}
+
+
+def _watched_namespaces() -> list[tuple[str, dict]]:
+    """The namespaces whose entries a learner could swap to fool the grader:
+    torch's reference ops (a patched torch.softmax would make the reference
+    agree with anything) and gpulab's own grading code."""
+    import sys
+    import time
+
+    import torch.nn.functional as F
+
+    # torch's top level is curated: some of its entries are legitimately
+    # rewrapped on first use (torch._dynamo wraps torch.manual_seed).
+    top = {k: v for k, v in vars(torch).items() if k in _WATCHED_TORCH}
+    spaces = [("torch", top), ("torch.Tensor", vars(torch.Tensor)),
+              ("torch.nn.functional", vars(F)), ("torch.cuda", vars(torch.cuda)),
+              ("torch.cuda.Event", vars(torch.cuda.Event)), ("time", vars(time))]
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("gpulab.grading") and mod is not None:
+            spaces.append((name, vars(mod)))
+            for attr, obj in list(vars(mod).items()):
+                if isinstance(obj, type) and obj.__module__ == name:
+                    spaces.append((f"{name}.{attr}", vars(obj)))
+    return spaces
+
+
+def namespace_snapshot() -> dict[str, dict[str, int]]:
+    return {label: {k: id(v) for k, v in ns.items() if callable(v) or isinstance(v, type)}
+            for label, ns in _watched_namespaces()}
+
+
+def namespace_changes(before: dict[str, dict[str, int]]) -> list[str]:
+    """Names that now point at a different object than in `before`."""
+    changed = []
+    for label, ns in _watched_namespaces():
+        old = before.get(label)
+        if old is None:
+            continue
+        for k, ident in old.items():
+            if k in ns and id(ns[k]) != ident:
+                changed.append(f"{label}.{k}")
+    return changed

@@ -89,6 +89,11 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
         return {"status": "error", "summary": f"this exercise needs `{exc.name}`, which is not "
                 f"installed (pip install {exc.name})"}
     ctx = GradeContext(request=request, device=device, channel=channel)
+    from gpulab.grading.guards import namespace_changes, namespace_snapshot
+
+    # Taken before the learner's file is imported: anything it swaps in
+    # torch's ops or gpulab's grading code afterwards is a cheat.
+    before = namespace_snapshot()
     result: dict[str, Any] = {"device": device_label(device), "mode":
                               "interpreter" if ctx.interpreter else "native"}
     try:
@@ -112,6 +117,11 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
             elif ctx.interpreter:
                 summary += " (Triton interpreter on the CPU: correctness only, no timing)"
             result.update(status="passed", summary=summary)
+    changed = namespace_changes(before)
+    if changed:
+        result.update(status="failed", summary="cheat: your code replaced "
+                      f"{', '.join(changed[:5])} (the grader's own functions or torch's ops)",
+                      message="A solution must not patch torch or gpulab.")
     if ctx.timing and ctx.timing.get("implausible") and result.get("status") == "passed":
         result.update(status="failed", summary="implausible timing: " + ctx.timing["implausible"])
     result.update(cases=ctx.cases, skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing)

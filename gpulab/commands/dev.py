@@ -1,0 +1,75 @@
+"""`gpulab dev check`: prove the course itself (rustlings' `dev check`).
+
+For every lesson marked ready: the lesson text and starter exist, the starter
+has a TODO, the starter FAILS its grader and the reference PASSES it. Coming
+lessons are listed; broken manifest entries fail the check.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from gpulab.commands.common import console, guarded, open_course
+from gpulab.content import Course, Lesson
+
+
+def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
+    """Problems with one ready lesson (empty when it is sound)."""
+    from gpulab.runner import run_check
+
+    problems = []
+    if not lesson.reference_path.is_file():
+        return [f"reference {lesson.reference_path} is missing"]
+    starter = lesson.starter_path.read_text(encoding="utf-8")
+    if "TODO" not in starter:
+        problems.append(f"starter {lesson.starter_path} has no TODO")
+    missing = lesson.missing_requirements()
+    if missing:
+        return [f"skipped: needs {', '.join(missing)}"]
+    s = run_check(lesson, lesson.starter_path, device=device, timing=False)
+    if s.get("passed"):
+        problems.append("the starter PASSES its grader (it must fail until solved)")
+    elif s.get("status") == "error":
+        problems.append(f"the grader could not run on the starter: {s.get('summary')}")
+    r = run_check(lesson, lesson.reference_path, device=device, timing=False)
+    if not r.get("passed"):
+        problems.append(f"the reference FAILS its grader: {r.get('summary')}")
+    return problems
+
+
+def check_course(course: Course, device: str = "auto", out: Any = None) -> int:
+    failures = 0
+    for lesson in course.lessons:
+        if lesson.error:
+            failures += 1
+            _say(out, f"✘ {lesson.id}: {lesson.error}")
+            continue
+        if not lesson.ready:
+            _say(out, f"· {lesson.id}: coming (not checked)")
+            continue
+        problems = check_lesson(lesson, device)
+        if problems and all(p.startswith("skipped") for p in problems):
+            _say(out, f"- {lesson.id}: {problems[0]}")
+        elif problems:
+            failures += 1
+            for p in problems:
+                _say(out, f"✘ {lesson.id}: {p}")
+        else:
+            _say(out, f"✔ {lesson.id}: starter fails, reference passes")
+    return failures
+
+
+def _say(out: Any, text: str) -> None:
+    (out or console()).print(text, markup=False, highlight=False)
+
+
+@guarded
+def run(args: Any) -> int:
+    course = open_course()
+    failures = check_course(course, args.device)
+    print(f"{failures} problem(s)" if failures else "course OK", file=sys.stderr)
+    return 1 if failures else 0
+
+
+__all__ = ["check_course", "check_lesson"]

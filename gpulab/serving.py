@@ -1,0 +1,258 @@
+"""The roofline of LLM serving: analytic prefill and decode steps (lesson 09).
+
+Pure arithmetic, no heavy imports: the `gpulab serving` calculator, the TUI
+and the lesson 09 grader all take their numbers from here.
+
+Accounting conventions (the exercise's starter states the same ones; the
+grader holds learners to exactly these):
+
+* Weights a step multiplies through (`weight_params`): per layer the
+  attention projections W_q (hidden x heads*head_dim), W_k and W_v
+  (hidden x kv_heads*head_dim each), W_o (heads*head_dim x hidden) and a
+  gated MLP (3 x hidden x intermediate); plus the output projection
+  (hidden x vocab). The embedding lookup reads only a few rows and is left
+  out; norms and biases are left out.
+* FLOPs: 2 per weight per token (one multiply, one add), plus attention:
+  a query attending to n positions costs 4*heads*head_dim*n per layer
+  (2 for Q.K^T and 2 for P.V per element).
+* A prefill of S prompt tokens is causal: token i (0-based) attends to
+  i + 1 positions, S(S+1)/2 query-key pairs in all. A decode step at
+  context C attends to C positions per sequence.
+* Bytes: each step reads every weight once (shared by the whole batch).
+  Prefill also writes the prompt's KV cache; decode reads C tokens of KV
+  cache per sequence. Activations, and the new token's KV write, are left out.
+* KV bytes per token = 2 (K and V) * layers * kv_heads * head_dim * kv_bytes.
+* Time = max(FLOPs / peak, bytes / bandwidth), the ideal roofline. The step is
+  memory-bound when the memory time is the larger, else compute-bound (a tie
+  counts as compute-bound). TB/s and TFLOP/s are 10^12, never 2^40.
+* Tokens per second: prefill B*S / time (prompt tokens); decode B / time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+# Bytes per stored element. int4 ignores its group scales (about +3% for
+# 16-bit scales per group of 128 weights); the lesson says so.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+KV_DTYPES = ("bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A decoder-only transformer's shapes, and how its weights and KV are stored."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    intermediate: int
+    head_dim: int = 0  # 0: hidden // heads
+    tied: bool = False  # embedding and output projection share one matrix
+    weight_bytes: float = 2.0
+    kv_bytes: float = 2.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+
+    def with_dtypes(self, weights: str = "bf16", kv: str = "bf16") -> ModelConfig:
+        return replace(self, weight_bytes=DTYPE_BYTES[weights], kv_bytes=DTYPE_BYTES[kv])
+
+    def total_params(self) -> int:
+        """Every parameter a checkpoint stores, embedding included (norms left out)."""
+        return int(weight_params(self) + (0 if self.tied else self.vocab * self.hidden))
+
+
+# Shapes from each model's published config.json (Hugging Face) and, for
+# Llama 3, Table 3 of "The Llama 3 Herd of Models" (2024).
+PRESETS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in [
+        ModelConfig("llama-3-8b", 32, 4096, 32, 8, 128256, 14336,
+                    source="meta-llama/Meta-Llama-3-8B config.json"),
+        ModelConfig("llama-3-70b", 80, 8192, 64, 8, 128256, 28672,
+                    source="meta-llama/Meta-Llama-3-70B config.json"),
+        ModelConfig("llama-3.1-405b", 126, 16384, 128, 8, 128256, 53248,
+                    source="Llama 3 paper, Table 3"),
+        ModelConfig("llama-3.2-3b", 28, 3072, 24, 8, 128256, 8192, head_dim=128, tied=True,
+                    source="meta-llama/Llama-3.2-3B config.json"),
+        ModelConfig("qwen2.5-7b", 28, 3584, 28, 4, 152064, 18944,
+                    source="Qwen/Qwen2.5-7B config.json (QKV biases left out)"),
+    ]
+}
+DEFAULT_MODEL = "llama-3-8b"
+
+
+@dataclass(frozen=True)
+class Roof:
+    """The two roofs a step runs under: memory bandwidth and peak compute."""
+
+    name: str
+    bandwidth_tbs: float  # TB/s, 10^12 bytes/s
+    peak_tflops: float  # TFLOP/s of the dtype the matmuls run in
+
+    @property
+    def ridge(self) -> float:
+        """FLOP per byte where the two roofs meet."""
+        return self.peak_tflops / self.bandwidth_tbs
+
+
+def compute_dtype(weights: str, gpu) -> str:
+    """The dtype the matmuls run in for weights stored as `weights`.
+
+    fp8 weights use fp8 tensor cores where the GPU has them; int4 weights are
+    dequantised to bf16 inside the matmul (W4A16), so they compute at bf16.
+    """
+    if weights == "fp8" and gpu.tflops.get("fp8"):
+        return "fp8"
+    return "bf16" if gpu.tflops.get("bf16") else "fp16"
+
+
+def roof_for(gpu, weights: str = "bf16") -> Roof:
+    """A Roof from a gpulab.hardware.GPU for weights stored as `weights`."""
+    dt = compute_dtype(weights, gpu)
+    return Roof(f"{gpu.name} ({dt})", gpu.bandwidth_tbs, gpu.tflops[dt])
+
+
+@dataclass(frozen=True)
+class Step:
+    """One forward step of a batch: its work, traffic and ideal speed."""
+
+    flops: float
+    bytes: float
+    intensity: float
+    bound: str  # "memory" or "compute"
+    seconds: float
+    tokens_per_s: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def weight_params(cfg) -> float:
+    """Weights one forward step multiplies through (see the module docstring)."""
+    attn = cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim \
+        + cfg.heads * cfg.head_dim * cfg.hidden
+    mlp = 3 * cfg.hidden * cfg.intermediate
+    return float(cfg.layers * (attn + mlp) + cfg.hidden * cfg.vocab)
+
+
+def kv_bytes_per_token(cfg) -> float:
+    return float(2 * cfg.layers * cfg.kv_heads * cfg.head_dim * cfg.kv_bytes)
+
+
+def attention_flops(cfg, pairs: float) -> float:
+    """FLOPs of attention over `pairs` query-key pairs, all layers."""
+    return 4.0 * cfg.layers * cfg.heads * cfg.head_dim * pairs
+
+
+def _step(flops: float, nbytes: float, tokens: float, roof) -> Step:
+    t_compute = flops / (roof.peak_tflops * 1e12)
+    t_memory = nbytes / (roof.bandwidth_tbs * 1e12)
+    seconds = max(t_compute, t_memory)
+    return Step(flops=flops, bytes=nbytes, intensity=flops / nbytes,
+                bound="memory" if t_memory > t_compute else "compute",
+                seconds=seconds, tokens_per_s=tokens / seconds)
+
+
+def prefill_step(cfg, roof, batch: int, prompt_len: int) -> Step:
+    """Process `batch` prompts of `prompt_len` tokens each, from an empty cache."""
+    p = weight_params(cfg)
+    pairs = prompt_len * (prompt_len + 1) / 2
+    flops = batch * (2 * p * prompt_len + attention_flops(cfg, pairs))
+    nbytes = p * cfg.weight_bytes + batch * prompt_len * kv_bytes_per_token(cfg)
+    return _step(flops, nbytes, batch * prompt_len, roof)
+
+
+def decode_step(cfg, roof, batch: int, context: int) -> Step:
+    """Generate one token for each of `batch` sequences holding `context` tokens."""
+    p = weight_params(cfg)
+    flops = batch * (2 * p + attention_flops(cfg, context))
+    nbytes = p * cfg.weight_bytes + batch * context * kv_bytes_per_token(cfg)
+    return _step(flops, nbytes, batch, roof)
+
+
+def decode_intensity_limit(cfg, context: int) -> float:
+    """The intensity decode tends to as the batch grows without bound.
+
+    Weights are shared by the batch but the KV cache is not: past some batch
+    every extra sequence adds its own KV bytes, so intensity levels off here.
+    """
+    return (2 * weight_params(cfg) + attention_flops(cfg, context)) / (
+        context * kv_bytes_per_token(cfg))
+
+
+def decode_batch_to_ridge(cfg, roof, context: int) -> float | None:
+    """The batch at which decode turns compute-bound, or None if it never does."""
+    p = weight_params(cfg)
+    per_seq_flops = 2 * p + attention_flops(cfg, context)
+    per_seq_bytes = context * kv_bytes_per_token(cfg)
+    denom = per_seq_flops - roof.ridge * per_seq_bytes
+    if denom <= 0:
+        return None
+    return roof.ridge * p * cfg.weight_bytes / denom
+
+
+def memory_needed(cfg, batch: int, context: int) -> float:
+    """Bytes of GPU memory for the weights (embedding included) and the KV cache."""
+    return cfg.total_params() * cfg.weight_bytes + batch * context * kv_bytes_per_token(cfg)
+
+
+# --- a model from a Hugging Face config.json ---------------------------------
+
+_HF_FIELDS = {
+    "layers": "num_hidden_layers",
+    "hidden": "hidden_size",
+    "heads": "num_attention_heads",
+    "vocab": "vocab_size",
+    "intermediate": "intermediate_size",
+}
+
+
+def load_hf_config(path: str | Path) -> ModelConfig:
+    """A ModelConfig from a Hugging Face `config.json`. Raises ValueError naming
+    the file and the field when something is missing or wrong."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object at the top level")
+    if isinstance(data.get("text_config"), dict):  # multimodal wrappers
+        data = {**data, **data["text_config"]}
+
+    def field(key: str, default: int | None = None) -> int:
+        value = data.get(key, default)
+        if value is None:
+            raise ValueError(f"{path}: field '{key}' is missing")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{path}: field '{key}' must be a positive integer, got {value!r}")
+        return value
+
+    kw = {name: field(key) for name, key in _HF_FIELDS.items()}
+    kw["kv_heads"] = field("num_key_value_heads", kw["heads"])
+    head_dim = data.get("head_dim")
+    kw["head_dim"] = field("head_dim") if head_dim is not None else kw["hidden"] // kw["heads"]
+    return ModelConfig(name=path.parent.name or path.stem, tied=bool(
+        data.get("tie_word_embeddings", False)), source=str(path), **kw)
+
+
+def find_model(key: str) -> ModelConfig:
+    """A preset by name (case-insensitive), or a config.json path."""
+    k = key.strip().lower()
+    if k in PRESETS:
+        return PRESETS[k]
+    if key.endswith(".json") or Path(key).is_file():
+        return load_hf_config(key)
+    raise ValueError(f"unknown model '{key}'. Presets: {', '.join(PRESETS)}; "
+                     "or give the path of a Hugging Face config.json")

@@ -1,0 +1,55 @@
+"""Typed messages that workers post to the UI.
+
+Workers never touch widgets: they post one of these (post_message is
+thread-safe) and the app reacts on its own event loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from gpulab.content import Lesson
+from gpulab.tui.devinfo import GpuInfo
+
+
+class CheckProgress(Message):
+    """A stage or case event from the running check's child process."""
+
+    def __init__(self, run_id: int, event: dict[str, Any]) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        # Only the latest stage matters on screen; a flood of case events from
+        # a fast grader coalesces in the queue instead of queueing repaints.
+        return isinstance(message, CheckProgress) and message.run_id == self.run_id
+
+
+class CheckFinished(Message):
+    """A check ended (passed, failed, crashed, timed out or was cancelled)."""
+
+    def __init__(self, run_id: int, lesson: Lesson, result: dict[str, Any]) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.lesson = lesson
+        self.result = result
+
+
+class ExerciseChangedOnDisk(Message):
+    """The exercise file changed, and not by one of the lab's own writes."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+
+class GpuDetected(Message):
+    """NVML / nvidia-smi answered (or didn't)."""
+
+    def __init__(self, info: GpuInfo) -> None:
+        super().__init__()
+        self.info = info

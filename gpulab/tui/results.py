@@ -1,0 +1,152 @@
+"""The Results pane: a running check's progress, the last result, the history."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.timer import Timer
+from textual.widgets import ProgressBar, Static
+
+from gpulab.content import Lesson
+
+BARS = "▁▂▃▄▅▆▇█"
+HISTORY_ROWS = 8
+
+
+def spark(values: list[float]) -> str:
+    """A one-line sparkline of values (higher is taller)."""
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    return "".join(BARS[int((v - lo) / span * (len(BARS) - 1))] for v in values)
+
+
+def history_renderable(attempts: list[dict[str, Any]]) -> Any:
+    """Attempts on this exercise: pass/fail over time and speed where timed."""
+    if not attempts:
+        return Text("No attempts yet.", style="dim")
+    marks = Text()
+    for a in attempts[-40:]:
+        marks.append("✔" if a.get("passed") else "✘", style="green" if a.get("passed") else "red")
+    passed = sum(1 for a in attempts if a.get("passed"))
+    parts: list[Any] = [Text.assemble(("History ", "bold"),
+                                      f"{len(attempts)} attempts, {passed} passed  ", marks)]
+    speeds = [float(a["throughput"]) for a in attempts if a.get("throughput")]
+    if len(speeds) >= 2:
+        unit = next((a.get("unit", "") for a in reversed(attempts) if a.get("unit")), "")
+        parts.append(Text(f"speed {spark(speeds)}  best {max(speeds):.0f} {unit}, "
+                          f"last {speeds[-1]:.0f} {unit}"))
+    table = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
+    for col in ("when", "", "speed", "summary"):
+        table.add_column(col, overflow="ellipsis", no_wrap=col != "summary")
+    for a in reversed(attempts[-HISTORY_ROWS:]):
+        speed = f"{a['throughput']:.0f} {a.get('unit', '')}" if a.get("throughput") else ""
+        table.add_row(str(a.get("time", ""))[5:16].replace("T", " "),
+                      Text("✔", "green") if a.get("passed") else Text("✘", "red"),
+                      speed, str(a.get("summary", "")))
+    parts.append(table)
+    return Group(*parts)
+
+
+def progress_text(event: dict[str, Any]) -> str:
+    if event.get("type") == "case":
+        case = event.get("case") or {}
+        total = f" of {event['total']}" if event.get("total") else ""
+        mark = "ok" if case.get("passed") else "WRONG"
+        return f"case {event.get('index')}{total}: {case.get('name', '')} {mark}"
+    return str(event.get("text", ""))
+
+
+class ResultsPane(VerticalScroll):
+    """Progress while a check runs; afterwards the report and the history."""
+
+    HELP_TOPIC = "results"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, can_focus=True)
+        self._started = 0.0
+        self._stage = ""
+        self._ticker: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="progress-row"):
+            yield Static("", id="progress-text")
+            yield ProgressBar(total=None, show_eta=False, id="progress-bar")
+        yield Static("", id="result")
+        yield Static("", id="history")
+
+    def on_mount(self) -> None:
+        self.query_one("#progress-row").display = False
+
+    def show_idle(self, lesson: Lesson, last: dict[str, Any] | None,
+                  attempts: list[dict[str, Any]]) -> None:
+        """A lesson was opened: its last result, if any, and its history."""
+        self._stop_ticker()
+        self.query_one("#progress-row").display = False
+        if lesson.error or not lesson.ready:
+            body: Any = Text(f"Lesson {lesson.number} has no gradable exercise yet.", style="dim")
+        elif last:
+            body = self._report(last)
+        else:
+            body = Text.from_markup(f"No check yet for [b]{lesson.exercise}[/]. "
+                                    "Press [b]c[/] (or F5) to run it.")
+        self.query_one("#result", Static).update(body)
+        self.query_one("#history", Static).update(history_renderable(attempts))
+
+    def start(self, lesson: Lesson, device: str) -> None:
+        self._started = time.monotonic()
+        self._stage = "starting a fresh Python process"
+        where = "on the CPU (Triton interpreter)" if device == "cpu" else "on your GPU" \
+            if device == "cuda" else ""
+        self.query_one("#progress-row").display = True
+        bar = self.query_one(ProgressBar)
+        bar.update(total=None, progress=0)
+        self.query_one("#result", Static).update(
+            Text.from_markup(f"Checking [b]{lesson.exercise}[/] {where}… "
+                             "press [b]x[/] to cancel."))
+        self._tick()
+        self._stop_ticker()
+        # Elapsed seconds tick even when the child is silent (compiling): the
+        # learner sees the lab is alive. Twice a second costs one tiny repaint.
+        self._ticker = self.set_interval(0.5, self._tick)
+        self.scroll_home(animate=False)
+
+    def progress(self, event: dict[str, Any]) -> None:
+        self._stage = progress_text(event) or self._stage
+        if event.get("type") == "case" and event.get("total"):
+            self.query_one(ProgressBar).update(total=event["total"], progress=event.get("index", 0))
+        self._tick()
+
+    def _tick(self) -> None:
+        elapsed = time.monotonic() - self._started if self._started else 0.0
+        self.query_one("#progress-text", Static).update(f"{elapsed:4.1f} s  {self._stage}")
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
+    def finish(self, result: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+        self._stop_ticker()
+        self.query_one("#progress-row").display = False
+        self.query_one("#result", Static).update(self._report(result))
+        self.query_one("#history", Static).update(history_renderable(attempts))
+        self.scroll_home(animate=False)
+
+    @staticmethod
+    def _report(result: dict[str, Any]) -> Any:
+        from gpulab.report import render
+
+        if result.get("status") == "cancelled":
+            return Text("Check cancelled.", style="yellow")
+        try:
+            return render(result)
+        except Exception as exc:  # noqa: BLE001 - a malformed result file must not crash the UI
+            return Text(f"could not show this result: {type(exc).__name__}: {exc}", style="red")

@@ -1,0 +1,175 @@
+"""Modal screens: welcome, confirm, help, solution."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Markdown, TextArea
+
+from gpulab.tui.devinfo import GpuInfo
+
+
+def help_markdown(topic: str) -> str:
+    """Packaged help for a pane (gpulab/tui/help/<topic>.md), plus the keys page."""
+    base = resources.files("gpulab.tui") / "help"
+    try:
+        text = (base / f"{topic}.md").read_text(encoding="utf-8")
+    except (OSError, FileNotFoundError):
+        text = f"# {topic.title()}\n\nNo help written for this pane yet.\n"
+    try:
+        keys = (base / "keys.md").read_text(encoding="utf-8")
+    except (OSError, FileNotFoundError):
+        keys = ""
+    return text.rstrip() + "\n\n" + keys if topic != "keys" else text
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question. Enter or y answers yes, escape or n answers no."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", show=False),
+        Binding("n,escape", "answer(False)", "No", show=False),
+    ]
+
+    def __init__(self, question: str, *, yes: str = "Yes", no: str = "Cancel",
+                 title: str = "Are you sure?") -> None:
+        super().__init__()
+        self.question, self.yes, self.no, self.title_text = question, yes, no, title
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="dialog") as box:
+            box.border_title = self.title_text
+            yield Markdown(self.question, id="question")
+            with Horizontal(classes="buttons"):
+                yield Button(self.yes, variant="warning", id="yes")
+                yield Button(self.no, id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Help for the focused pane, from packaged Markdown."""
+
+    BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close", show=False)]
+
+    def __init__(self, topic: str) -> None:
+        super().__init__()
+        self.topic = topic
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help", classes="dialog wide") as box:
+            box.border_title = "Help"
+            box.border_subtitle = "escape closes"
+            yield Markdown(help_markdown(self.topic))
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+class SolutionScreen(ModalScreen[None]):
+    """The reference solution, read-only."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close", show=False)]
+
+    def __init__(self, name: str, text: str, *, syntax: bool = True) -> None:
+        super().__init__()
+        self.name_text, self.text = name, text
+        self.syntax = syntax
+
+    def compose(self) -> ComposeResult:
+        from gpulab.tui.editor import syntax_available
+
+        with Vertical(id="solution", classes="dialog wide") as box:
+            box.border_title = f"Reference solution: {self.name_text}"
+            box.border_subtitle = "read-only · escape closes"
+            lang = "python" if self.syntax and syntax_available() else None
+            yield TextArea.code_editor(self.text, language=lang, theme="css", read_only=True)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def welcome_markdown(*, first: bool, workspace: str, device_line: str, start: str) -> str:
+    hello = ("# Welcome to gpulab" if first else "# Welcome back")
+    return f"""{hello}
+
+A terminal lab for GPU programming: read a lesson, write the kernel, and
+check it. The check grades correctness first, then times your kernel and
+places it on your GPU's **roofline**: how close it gets to what the
+hardware can do.
+
+**Device.** {device_line}
+
+**Workspace.** `{workspace}`. Your copies of the exercises live in
+`exercises/`, progress in `.gpulab/`. Set `$GPULAB_HOME` to put it elsewhere.
+
+**How to begin.** {start} Read the **Lesson**, write code in the
+**Exercise** pane (or in your own editor: press **w** and every save is
+checked), press **c** to check, **h** for a hint. **?** or **F1** explains
+the pane you are in, **ctrl+p** finds any command, **q** quits.
+"""
+
+
+def device_line(info: GpuInfo | None, datasheet_gpu: str) -> str:
+    if info is None:
+        return "Looking for a GPU…"
+    if info.found:
+        return (f"{info.describe()} (from {info.source}). Checks time your kernels on it "
+                "and compare them with its roofline.")
+    return ("No NVIDIA GPU found here. That is fine for learning: your kernels run in the "
+            "**Triton interpreter** on the CPU, checks grade correctness at small sizes "
+            f"(no timing), and rooflines are drawn for a datasheet GPU ({datasheet_gpu}).")
+
+
+class WelcomeScreen(ModalScreen[bool]):
+    """First start: what gpulab is, the device, the workspace, how to begin."""
+
+    BINDINGS = [Binding("escape", "close(False)", "Close", show=False)]
+
+    def __init__(self, *, first: bool, workspace: str, start_label: str, start_text: str,
+                 datasheet_gpu: str, info: GpuInfo | None = None) -> None:
+        super().__init__()
+        self.first, self.workspace, self.datasheet_gpu = first, workspace, datasheet_gpu
+        self.start_label, self.start_text = start_label, start_text
+        self.info = info
+
+    def _markdown(self) -> str:
+        return welcome_markdown(first=self.first, workspace=self.workspace,
+                                device_line=device_line(self.info, self.datasheet_gpu),
+                                start=self.start_text)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="welcome", classes="dialog wide") as box:
+            box.border_title = "gpulab"
+            yield Markdown(self._markdown(), id="welcome-text")
+            with Horizontal(classes="buttons"):
+                yield Button(self.start_label, variant="primary", id="start")
+                yield Button("Look around", id="close")
+
+    def on_mount(self) -> None:
+        self.query_one("#start", Button).focus()
+
+    def show_device(self, info: GpuInfo) -> None:
+        self.info = info
+        if self.is_mounted:
+            self.query_one("#welcome-text", Markdown).update(self._markdown())
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "start")
+
+    def action_close(self, start: bool) -> None:
+        self.dismiss(start)

@@ -1,0 +1,146 @@
+"""Every way learner code can fail is a failed check with one clear message,
+and the next check runs normally (real child processes)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import gpulab_env, reference_source
+
+REF = reference_source("softmax")
+
+
+def alive(pid: int) -> bool:
+    """True if the process exists and is not a zombie (an orphan reparented
+    to an init that doesn't reap it stays a zombie, but runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_syntax_error_names_file_and_line(grade):
+    r = grade("softmax", "import torch\n\ndef softmax(x):\n    return x +\n", name="broken.py")
+    assert r["status"] == "failed"
+    assert "SyntaxError" in r["summary"] and "broken.py:4" in r["summary"]
+
+
+def test_import_error_is_reported(grade):
+    r = grade("softmax", "import not_a_real_module_xyz\n")
+    assert r["status"] == "failed"
+    assert "not_a_real_module_xyz" in r["summary"]
+
+
+def test_missing_function_is_named(grade):
+    r = grade("softmax", "import torch\n\ndef soft_max(x):\n    return x\n")
+    assert r["status"] == "failed"
+    assert "does not define `softmax`" in r["summary"]
+
+
+def test_exception_traceback_shows_only_learner_frames(grade):
+    src = "import torch\n\ndef helper(x):\n    return x[99999]\n\ndef softmax(x):\n    return helper(x)\n"
+    r = grade("softmax", src, name="mine.py")
+    assert r["status"] == "failed"
+    assert "IndexError" in r["summary"]
+    msg = r["message"]
+    assert "mine.py" in msg and "line 4" in msg and "line 7" in msg
+    assert "gpulab" not in msg.replace("mine.py", "")  # no grader internals
+
+
+def test_infinite_python_loop_times_out_and_leaves_no_process(grade, tmp_path):
+    marker = tmp_path / "pids"
+    src = (f"import os, subprocess, sys\n"
+           f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+           f"open({str(marker)!r}, 'w').write(f'{{os.getpid()}} {{p.pid}}')\n"
+           "def softmax(x):\n    while True:\n        pass\n")
+    t0 = time.monotonic()
+    r = grade("softmax", src, timeout=8)
+    assert time.monotonic() - t0 < 30
+    assert r["status"] == "timeout"
+    assert "timed out after 8 s" in r["summary"]
+    pids = [int(p) for p in marker.read_text().split()]
+    time.sleep(0.5)
+    for pid in pids:  # the child and the grandchild it started are both gone
+        assert not alive(pid)
+
+
+def test_infinite_loop_inside_a_kernel_times_out(grade):
+    src = REF.replace("    row = tl.program_id(0).to(tl.int64)",
+                      "    row = tl.program_id(0).to(tl.int64)\n"
+                      "    i = 0\n    while i < 1:\n        i = i * 1")
+    r = grade("softmax", src, timeout=10)
+    assert r["status"] == "timeout"
+
+
+def test_segfault_is_a_failed_check(grade):
+    r = grade("softmax", "import ctypes\n\ndef softmax(x):\n    return ctypes.string_at(0)\n")
+    assert r["status"] == "crashed"
+    assert "SIGSEGV" in r["summary"]
+
+
+def test_abort_is_a_failed_check(grade):
+    r = grade("softmax", "import os\n\ndef softmax(x):\n    os.abort()\n")
+    assert r["status"] == "crashed" and "SIGABRT" in r["summary"]
+
+
+def test_exit_during_import(grade):
+    r = grade("softmax", "import os\nos._exit(3)\n")
+    assert r["status"] == "crashed" and "code 3" in r["summary"]
+
+
+def test_sys_exit_is_caught(grade):
+    r = grade("softmax", "import sys\n\ndef softmax(x):\n    sys.exit(0)\n")
+    assert r["status"] == "failed" and "SystemExit" in r["summary"]
+
+
+def test_forged_results_on_stdout_and_fds_are_ignored(grade):
+    fake = '{"type": "result", "result": {"status": "passed", "summary": "forged"}}'
+    src = (
+        "import os, json\n"
+        f"FAKE = {fake!r}\n"
+        "print(FAKE)\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, (FAKE + '\\t' + '0' * 64 + '\\n').encode())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "def softmax(x):\n    return x\n"
+    )
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert r["summary"] != "forged"
+    assert "forged" in r["output"]  # the learner's prints are shown as output
+
+
+def test_next_check_after_a_crash_runs_normally(grade):
+    assert grade("softmax", "import os\nos.abort()\n")["status"] == "crashed"
+    assert grade("softmax", REF)["passed"]
+
+
+def test_ctrl_c_during_a_check_leaves_no_orphans(tmp_path):
+    """SIGINT to the CLI while a check hangs: it exits, and the child is gone."""
+    marker = tmp_path / "pid"
+    sol = tmp_path / "hang.py"
+    sol.write_text(f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                   "def softmax(x):\n    while True:\n        pass\n")
+    proc = subprocess.Popen([sys.executable, "-m", "gpulab", "check", "softmax", "--file",
+                             str(sol), "--device", "cpu"],
+                            env=gpulab_env(tmp_path / "ws"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), proc.communicate()[1]
+    child = int(marker.read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    time.sleep(0.5)
+    assert not alive(child)
+    assert not (tmp_path / "ws" / ".gpulab" / "results" / "softmax.json").exists()

@@ -1,0 +1,125 @@
+"""The softmax grader, end to end through real child processes on the CPU
+(Triton interpreter): the reference passes, the starter fails, and each wrong
+or cheating variant fails for the stated reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import reference_source, starter_source
+
+REF = reference_source("softmax")
+
+
+def variant(old: str, new: str, src: str = REF) -> str:
+    assert old in src, f"variant anchor not found: {old!r}"
+    return src.replace(old, new)
+
+
+def test_reference_passes(grade):
+    r = grade("softmax", REF)
+    assert r["passed"], r
+    assert r["status"] == "passed"
+    assert len(r["cases"]) >= 12
+    assert all(c["passed"] for c in r["cases"])
+    assert {c["dtype"] for c in r["cases"]} == {"fp32", "fp16", "bf16"}
+    assert r["mode"] == "interpreter" and r["timing"] is None
+    assert any("interpreter" in n for n in r["notes"])
+
+
+def test_starter_fails(grade):
+    r = grade("softmax", starter_source("softmax"))
+    assert not r["passed"]
+    assert r["status"] == "failed"
+
+
+WRONG = {
+    # No max subtraction: exp overflows on the large-magnitude rows.
+    "unstable": (variant("    x = x - tl.max(x, axis=0)", "    x = x"), "large magnitudes"),
+    # Assumes rows are n_cols apart: padded rows read the wrong elements.
+    "ignores row stride": (
+        variant("tl.load(x_ptr + row * x_row_stride + offs",
+                "tl.load(x_ptr + row * n_cols + offs"), "row stride"),
+    # Padding lanes load as 0 instead of -inf: they add exp(0 - max) to the sum.
+    "bad padding value": (variant('other=-float("inf"))', "other=0.0)"), "wrong"),
+    # Only the first half of the rows is computed: the rest stays poisoned (NaN).
+    "partial output": (variant("softmax_kernel[(n_rows,)]", "softmax_kernel[((n_rows + 1) // 2,)]"),
+                       "NaN"),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_wrong_variants_fail(grade, name):
+    src, why = WRONG[name]
+    r = grade("softmax", src)
+    assert not r["passed"], name
+    assert r["status"] == "failed"
+    assert why in (r["summary"] + " ".join(c.get("detail", "") + c.get("name", "")
+                                           for c in r["cases"] if not c["passed"])), r["summary"]
+
+
+CHEATS = {
+    "torch.softmax": ("return torch.softmax(x, dim=-1)", "torch.softmax"),
+    "Tensor.softmax": ("return x.softmax(-1)", "softmax"),
+    "F.softmax": ("return torch.nn.functional.softmax(x, dim=1)", "softmax"),
+    "log_softmax().exp()": ("return torch.log_softmax(x.float(), -1).exp().to(x.dtype)",
+                            "log_softmax"),
+    # Launch a kernel for show, compute with torch ops.
+    "torch maths": ("y = torch.empty_like(x)\n    softmax_kernel[(1,)](y, x, x.stride(0), "
+                    "y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))\n"
+                    "    e = (x.float() - x.float().amax(-1, keepdim=True)).exp()\n"
+                    "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
+                    "not written by your Triton kernel"),
+    "no kernel": ("e = (x.double() - x.double().amax(-1, keepdim=True)).exp()\n"
+                  "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
+                  "no Triton kernel was launched"),
+}
+
+
+@pytest.mark.parametrize("name", list(CHEATS))
+def test_cheats_are_rejected(grade, name):
+    body, why = CHEATS[name]
+    src = REF.split("def softmax(x: torch.Tensor)")[0] + (
+        f"def softmax(x: torch.Tensor) -> torch.Tensor:\n    {body}\n")
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert why in r["summary"], r["summary"]
+
+
+def test_writing_into_the_input_is_rejected(grade):
+    src = variant("y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)", "y = x",
+                  REF)
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "wrote into its inputs" in r["summary"]
+
+
+def test_cached_output_fails_the_second_draw(grade):
+    src = REF + (
+        "\n_cache = {}\n_real = softmax\n\n"
+        "def softmax(x):\n"
+        "    key = (tuple(x.shape), x.stride(0), x.dtype)\n"
+        "    if key not in _cache:\n"
+        "        _cache[key] = _real(x)\n"
+        "    y = torch.empty_like(_cache[key])\n"
+        "    softmax_kernel[(1,)](y, _cache[key], y.stride(0), y.stride(0), 1, BLOCK=1)\n"
+        "    return _cache[key]\n"
+    )
+    r = grade("softmax", src)
+    assert not r["passed"]
+
+
+def test_wrong_dtype_is_named(grade):
+    src = variant("dtype=x.dtype, device=x.device)", "dtype=torch.float32, device=x.device)")
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "dtype" in r["summary"]
+
+
+def test_patching_torch_reference_is_a_cheat(grade):
+    # Make torch.softmax agree with a wrong kernel: the reference would be fooled.
+    src = variant("    x = x - tl.max(x, axis=0)", "    x = x * 0.5") + (
+        "\ntorch.softmax = lambda x, dim=-1, dtype=None: softmax(x.to(torch.float32)).double()\n")
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "cheat" in r["summary"]
