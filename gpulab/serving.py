@@ -112,13 +112,24 @@ def compute_dtype(weights: str, gpu) -> str:
     """
     if weights == "fp8" and gpu.tflops.get("fp8"):
         return "fp8"
-    return "bf16" if gpu.tflops.get("bf16") else "fp16"
+    for dt in ("bf16", "fp16"):
+        if gpu.tflops.get(dt):
+            return dt
+    return "fp32"
+
+
+def usable(gpu) -> bool:
+    """Whether the GPU has the figures a serving roofline needs."""
+    return bool(gpu.bandwidth_tbs) and any(gpu.tflops.get(d) for d in ("bf16", "fp16"))
 
 
 def roof_for(gpu, weights: str = "bf16") -> Roof:
     """A Roof from a gpulab.hardware.GPU for weights stored as `weights`."""
+    if not usable(gpu):
+        raise ValueError(f"{gpu.name}: the hardware table lacks its bandwidth or its "
+                         "16-bit TFLOP/s, so it has no serving roofline")
     dt = compute_dtype(weights, gpu)
-    return Roof(f"{gpu.name} ({dt})", gpu.bandwidth_tbs, gpu.tflops[dt])
+    return Roof(f"{gpu.name} ({dt})", float(gpu.bandwidth_tbs), float(gpu.tflops[dt]))
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ def _random_config(rng: random.Random) -> serving.ModelConfig:
 
 
 def _random_roof(rng: random.Random, cfg: serving.ModelConfig) -> serving.Roof:
-    gpu = rng.choice(sorted(GPUS.values(), key=lambda g: g.key))
+    gpus = [g for g in GPUS.values() if serving.usable(g) and not getattr(g, "announced", False)]
+    gpu = rng.choice(sorted(gpus, key=lambda g: g.key))
     weights = {2.0: "bf16", 1.0: "fp8", 0.5: "int4"}[cfg.weight_bytes]
     return serving.roof_for(gpu, weights)
 
@@ -173,7 +174,7 @@ def _check_scalar(ctx, label: str, fn, want: float, args: tuple, where: str,
                   hint: str = "") -> None:
     got, err = _try(ctx, fn, *args)
     ok = not err and _close(got, want)
-    detail = err or ("" if ok else f"got {got!r}, expected {want:.6g}{hint} ({where})")
+    detail = err or ("" if ok else f"got {got!r}, expected {want:.6g}{hint} [{where}]")
     ctx.add_case({"name": label, "passed": ok, "detail": detail})
 
 
