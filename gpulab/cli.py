@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reset": ("gpulab.commands.course", "restore an exercise's starter (your file is backed up)"),
     "solution": ("gpulab.commands.course", "show the reference solution (once you have passed)"),
     "where": ("gpulab.commands.course", "print the workspace folder and an exercise's file"),
+    "serving": ("gpulab.commands.serving", "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
 }
 
@@ -80,6 +81,19 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
         "reset": [ex, (("--yes", "-y"), {"action": "store_true", "help": "don't ask"})],
         "solution": [ex],
         "where": [(("exercise",), {"metavar": "EXERCISE", "nargs": "?"})],
+        "serving": [
+            (("--model",), {"default": "llama-3-8b", "metavar": "NAME|config.json",
+                            "help": "a preset (see --models) or a Hugging Face config.json"}),
+            (("--batch",), {"type": int, "default": 1, "help": "sequences per step (default 1)"}),
+            (("--prompt",), {"type": int, "default": 2048, "help": "prefill prompt tokens (2048)"}),
+            (("--context",), {"type": int, "default": 4096, "help": "decode context tokens (4096)"}),
+            (("--weights",), {"choices": ["bf16", "fp8", "int4"], "default": "bf16"}),
+            (("--kv",), {"choices": ["bf16", "fp8"], "default": "bf16", "help": "KV-cache dtype"}),
+            (("--gpu",), {"metavar": "NAME", "help": "a GPU of the hardware table (default H100 SXM)"}),
+            (("--plot",), {"action": "store_true", "help": "draw both steps on the roofline"}),
+            (("--models",), {"action": "store_true", "help": "list the model presets"}),
+            (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+        ],
         "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
                                 "every reference passes"}),
                 (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],
