@@ -31,7 +31,7 @@ def _target(args: Any):
 
 def _check(args: Any) -> int:
     lesson, ws, path, own = _target(args)
-    timeout = args.timeout if args.timeout else DEFAULT_TIMEOUT
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     if timeout <= 0:
         raise UsageError("--timeout must be positive")
     quiet = args.json
