@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device call: environment, the softmax check natively, timing validation.
+# Usage on the GPU machine: bash scripts/gpu_session.sh  (writes under $OUT)
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 GPULAB_HOME=/tmp/gpulab-ws
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+for step in "$@"; do
+  echo "=== $step"
+  case "$step" in
+    softmax)
+      python3 -m gpulab check softmax --file kernels/softmax.py --json > "$OUT/softmax_ref.json"; echo "rc=$?"
+      python3 -c "import json; r=json.load(open('$OUT/softmax_ref.json')); print(r['summary']); [print(c['shape'], c['dtype'], round(c['ms']*1e3,1), 'us', round(c['throughput']), c['unit'], round(c['roofline_fraction'],3), 'x%.2f' % c['speedup']) for c in (r.get('timing') or {}).get('cases', [])]"
+      python3 -m gpulab check softmax --file exercises/softmax.py --no-timing | head -3; echo "rc=$?"
+      ;;
+    timing) python3 scripts/validate_timing.py "$OUT/timing_validation.json" ;;
+    pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30 ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
