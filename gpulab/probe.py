@@ -276,7 +276,7 @@ def snapshot_renderable(snap: dict[str, Any]) -> Any:
         versions.append(f"driver {fmt_field(nv.get('driver_version'))}")
         versions.append(f"CUDA (driver) {fmt_field(nv.get('cuda_driver_version'))}")
     else:
-        versions.append(f"NVML: n/a ({nv.get('reason')})")
+        versions.append(str(nv.get("reason")))
     if tr.get("available"):
         versions.append(f"torch {tr.get('torch')} (CUDA {tr.get('cuda_version') or 'n/a'})")
     else:
