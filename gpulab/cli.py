@@ -27,7 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "where": ("gpulab.commands.course", "print the workspace folder and an exercise's file"),
     "serving": ("gpulab.commands.serving", "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
-    "probe": ("gpulab.commands.probe", "show this machine's GPUs; --watch live, --bench measure ceilings"),
+    "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
+    "roofline": ("gpulab.commands.roofline", "plot the roofline with your graded runs on it"),
+    "glossary": ("gpulab.commands.glossary", "look up a term (no term: list them all)"),
 }
 
 
@@ -95,18 +97,30 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--models",), {"action": "store_true", "help": "list the model presets"}),
             (("--json",), {"action": "store_true", "help": "machine-readable output"}),
         ],
-        "probe": [
-            (("--json",), {"action": "store_true", "help": "print one JSON object (a line per refresh with --watch)"}),
-            (("--watch",), {"action": "store_true", "help": "refresh live until Ctrl-C"}),
-            (("--interval",), {"type": float, "default": 1.0, "metavar": "SECONDS",
-                               "help": "refresh period of --watch (default 1)"}),
-            (("--bench",), {"action": "store_true", "help": "run the microbenchmarks (GPU; minutes) and cache the ceilings"}),
-            (("--quick",), {"action": "store_true", "help": "with --bench: fewer sizes and shapes"}),
-            (("--gpu",), {"metavar": "NAME", "help": "datasheet GPU for rooflines without a GPU (remembered)"}),
-        ],
         "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
                                 "every reference passes"}),
                 (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],
+        "hardware": [
+            (("name",), {"metavar": "NAME", "nargs": "?", "help": "one GPU in detail (h200, B200)"}),
+            (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+            (("--roadmap",), {"action": "store_true", "help": "the generations the book names"}),
+        ],
+        "roofline": [
+            (("--gpu",), {"metavar": "NAME", "help": "datasheet GPU (default: this machine's, "
+                          "else the workspace setting, else H100 SXM)"}),
+            (("--dtype",), {"metavar": "DTYPE", "help": "fp32, tf32, fp16, bf16, fp8, fp4"}),
+            (("--measured",), {"action": "store_true", "help": "also draw measured ceilings"}),
+            (("--export",), {"metavar": "PATH", "help": "write PATH.svg (or .png with matplotlib)"}),
+            (("--remember",), {"action": "store_true", "help": "save --gpu as the workspace "
+                               "setting"}),
+            (("--json",), {"action": "store_true", "help": "the model and points as JSON"}),
+            (("--width",), {"type": int, "metavar": "COLS", "help": "plot width (default: terminal)"}),
+            (("--height",), {"type": int, "metavar": "ROWS", "help": "plot height"}),
+        ],
+        "glossary": [
+            (("term",), {"metavar": "TERM", "nargs": "*", "help": "a term, abbreviation or alias"}),
+            (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+        ],
     }
     return table.get(name, [])
 

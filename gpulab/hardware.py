@@ -209,7 +209,7 @@ GPUS: dict[str, GPU] = {g.key: g for g in [
                   "source": "measured"}),
     _make("b200", "B200 (HGX)", "Blackwell", "2025", "HBM3e", {
         "memory": F(180, flag="180 GB usable on HGX/DGX B200 sheets; 192 GB in earlier "
-                    "announcements", note="180 usable / 192"),
+                    "announcements"),
         "bandwidth": F(8.0), "fp32": _dense(80),
         "tf32": _dense(1125, flag="single source; unconfirmed dense figure"),
         "fp16": _dense(2250), "bf16": _dense(2250), "fp8": _dense(4500), "fp4": _dense(9000),
@@ -296,7 +296,7 @@ def format_value(gpu: GPU, name: str, *, flag_mark: bool = True) -> str:
     elif isinstance(f.value, float) and not f.value.is_integer():
         text = f"{f.value:g}"
     elif isinstance(f.value, (int, float)):
-        text = f"{int(f.value):,}" if f.value >= 10000 else f"{int(f.value)}"
+        text = f"{int(f.value):,}"
     else:
         text = str(f.value)
     return f"{text} ⚑" if f.flag and flag_mark else text

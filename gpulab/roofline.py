@@ -359,8 +359,9 @@ def draw(plt: Any, model: Model) -> None:
                  color="orange")
     if main:
         plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
-        plt.text(f"ridge {model.ridge:.0f} FLOP/B", model.ridge, main.flops / 1e12 / 2.2,
-                 alignment="center", color="blue")
+        # Left of the ridge, on the roof's row, is always empty: the slope is below.
+        plt.text(f"ridge {model.ridge:.0f} FLOP/B ", model.ridge / 1.15, main.flops / 1e12,
+                 alignment="right", color="blue")
     labelled: set[str] = set()
     for p in model.points:
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")

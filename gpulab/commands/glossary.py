@@ -1,0 +1,89 @@
+"""`gpulab glossary [TERM]`: every term, or the best match for one.
+
+Exit codes: 0 found (or listed), 1 no term matches, 2 the glossary is unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from gpulab.commands.common import UsageError, console, guarded
+from gpulab.glossary import Glossary, GlossaryError, Term, default_glossary
+
+
+@guarded
+def run(args: Any) -> int:
+    try:
+        gloss = default_glossary()
+    except GlossaryError as exc:
+        raise UsageError(str(exc)) from None
+    for err in gloss.errors:
+        print(f"warning: {err}", file=sys.stderr)
+    query = " ".join(args.term).strip()
+    if not query:
+        if args.json:
+            print(json.dumps([t.as_dict() for t in gloss.search("")], indent=2,
+                             ensure_ascii=False))
+        else:
+            console().print(listing(gloss))
+        return 0
+    term, suggestions = gloss.lookup(query)
+    if term is None:
+        if args.json:
+            print(json.dumps({"query": query, "found": None, "suggestions": suggestions},
+                             ensure_ascii=False))
+        else:
+            hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+            print(f"No glossary entry for {query!r}.{hint} `gpulab glossary` lists them all.",
+                  file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(term.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        console().print(entry(term))
+    return 0
+
+
+def _lesson_titles() -> dict[str, str]:
+    try:
+        from gpulab.content import load_course
+
+        return {lesson.id: lesson.title for lesson in load_course().lessons}
+    except Exception:  # noqa: BLE001 - titles are a nicety
+        return {}
+
+
+def entry(term: Term) -> Any:
+    """One term as a rich renderable (also used by the TUI's glossary pane)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = [Text(term.name, style="bold")]
+    if term.aliases:
+        parts.append(Text(f"also: {', '.join(term.aliases)}", style="dim"))
+    parts.append(Text(term.definition))
+    if term.formula:
+        parts.append(Text(f"  {term.formula}", style="cyan"))
+    if term.lessons:
+        titles = _lesson_titles()
+        parts.append(Text("Lessons: " + "; ".join(
+            f"{lid[:2]} {titles.get(lid, lid)}" for lid in term.lessons), style="dim"))
+    if term.see_also:
+        parts.append(Text(f"See also: {', '.join(term.see_also)}", style="dim"))
+    return Group(*parts)
+
+
+def listing(gloss: Glossary) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"Glossary ({len(gloss.terms)} terms; `gpulab glossary TERM` for one)",
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    width = max((len(term.name) for term in gloss.terms), default=10)
+    t.add_column("term", no_wrap=True, style="bold", min_width=width)
+    t.add_column("meaning", overflow="ellipsis", no_wrap=True)
+    for term in gloss.search(""):
+        t.add_row(term.name, term.definition.split(". ")[0].rstrip("."))
+    return t
