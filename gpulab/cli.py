@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
     "roofline": ("gpulab.commands.roofline", "plot the roofline with your graded runs on it"),
     "glossary": ("gpulab.commands.glossary", "look up a term (no term: list them all)"),
+    "probe": ("gpulab.commands.probe", "show this machine's GPUs; --watch live, --bench measure ceilings"),
 }
 
 
@@ -96,6 +97,15 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--plot",), {"action": "store_true", "help": "draw both steps on the roofline"}),
             (("--models",), {"action": "store_true", "help": "list the model presets"}),
             (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+        ],
+        "probe": [
+            (("--json",), {"action": "store_true", "help": "print one JSON object (a line per refresh with --watch)"}),
+            (("--watch",), {"action": "store_true", "help": "refresh live until Ctrl-C"}),
+            (("--interval",), {"type": float, "default": 1.0, "metavar": "SECONDS",
+                               "help": "refresh period of --watch (default 1)"}),
+            (("--bench",), {"action": "store_true", "help": "run the microbenchmarks (GPU; minutes) and cache the ceilings"}),
+            (("--quick",), {"action": "store_true", "help": "with --bench: fewer sizes and shapes"}),
+            (("--gpu",), {"metavar": "NAME", "help": "datasheet GPU for rooflines without a GPU (remembered)"}),
         ],
         "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
                                 "every reference passes"}),
