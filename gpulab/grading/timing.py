@@ -42,6 +42,16 @@ class L2Flusher:
         self.buf.zero_()
 
 
+# NVML's clock-event (throttle) reason bits.
+_THROTTLE_BITS = {
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sw_thermal": 0x20,
+    "hw_thermal": 0x40,
+    "power_brake": 0x80,
+}
+
+
 class ClockLog:
     """Samples SM clock, power and temperature through NVML in a thread."""
 
@@ -66,36 +76,36 @@ class ClockLog:
         except Exception:  # noqa: BLE001 - no NVML: timing still works, unlogged
             self._nvml = None
             return self
+        self._sample()  # at least one sample, however short the run
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
 
-    def _run(self) -> None:
+    def _sample(self) -> bool:
         nv, h = self._nvml, self._handle
-        reasons = {
-            "sw_power_cap": getattr(nv, "nvmlClocksThrottleReasonSwPowerCap", 0x4),
-            "hw_slowdown": getattr(nv, "nvmlClocksThrottleReasonHwSlowdown", 0x8),
-            "sw_thermal": getattr(nv, "nvmlClocksThrottleReasonSwThermalSlowdown", 0x20),
-            "hw_thermal": getattr(nv, "nvmlClocksThrottleReasonHwThermalSlowdown", 0x40),
-            "power_brake": getattr(nv, "nvmlClocksThrottleReasonHwPowerBrakeSlowdown", 0x80),
-        }
+        try:
+            s = {
+                "sm_mhz": float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                "temp_c": float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            }
+            mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+        except Exception:  # noqa: BLE001
+            return False
+        self.throttle_reasons |= {k for k, bit in _THROTTLE_BITS.items() if mask & bit}
+        self.samples.append(s)
+        return True
+
+    def _run(self) -> None:
         while not self._stop.wait(self.period):
-            try:
-                s = {
-                    "sm_mhz": float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-                    "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
-                    "temp_c": float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                }
-                mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
-                self.throttle_reasons |= {k for k, bit in reasons.items() if mask & bit}
-                self.samples.append(s)
-            except Exception:  # noqa: BLE001
+            if not self._sample():
                 return
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=1)
+            self._sample()
 
     def summary(self) -> dict[str, Any]:
         if not self.samples:
@@ -140,6 +150,7 @@ def measure(
     *,
     flusher: L2Flusher | None = None,
     warmup_s: float = 0.2,
+    max_warmup_s: float = 2.0,
     min_reps: int = 10,
     max_reps: int = 2000,
     budget_s: float = 3.0,
@@ -149,16 +160,29 @@ def measure(
     """Time `fn` on the current CUDA stream. Returns median and spread in ms."""
     stream = torch.cuda.current_stream()
     # Warm-up by time: the first call compiles/autotunes; keep going until the
-    # caches, clocks and allocator have settled.
+    # caches, clocks and allocator have settled. A heavy kernel pulls the
+    # clocks down to the power cap over about a second (seen on an H200: an
+    # 8192^3 bf16 matmul went 1980 -> 1515 MHz), so warm-up also continues,
+    # up to `max_warmup_s`, until two successive batches agree within 2%.
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    warm = 0
+    warm, previous = 0, None
     while True:
-        fn()
-        warm += 1
-        torch.cuda.synchronize()
-        if time.perf_counter() - t0 >= warmup_s and warm >= 2:
+        batch_start = time.perf_counter()
+        n = 0
+        while True:
+            fn()
+            n += 1
+            torch.cuda.synchronize()
+            if time.perf_counter() - batch_start >= warmup_s / 2 and n >= 2:
+                break
+        warm += n
+        per_call = (time.perf_counter() - batch_start) / n
+        elapsed = time.perf_counter() - t0
+        settled = previous is not None and abs(per_call - previous) <= 0.02 * previous
+        if elapsed >= warmup_s and (settled or elapsed >= max_warmup_s):
             break
+        previous = per_call
     times: list[float] = []
     started = time.perf_counter()
     with ClockLog() if log_clocks else _nullctx() as clocks:

@@ -1,0 +1,124 @@
+"""Sweep softmax kernel variants on a GPU to choose the reference's configs.
+
+Variants: one row per program with num_warps in {4, 8, 16, 32}; several rows
+per program (a 2-D block) for narrow rows; a persistent grid that loops over
+rows with software pipelining (tl.range num_stages), as in Triton's fused
+softmax tutorial. Each is checked against torch.softmax and timed with
+gpulab's harness (L2 flushed) beside torch.softmax. Writes JSON to argv[1].
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gpulab.grading.timing import L2Flusher, measure  # noqa: E402
+
+
+@triton.jit
+def row_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    tl.store(y_ptr + row * ys + offs, (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
+def rows_kernel(y_ptr, x_ptr, xs, ys, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
+    c = tl.arange(0, BLOCK)[None, :]
+    mask = (r < n_rows) & (c < n_cols)
+    x = tl.load(x_ptr + r * xs + c, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=1)[:, None]
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=1)[:, None]
+    tl.store(y_ptr + r * ys + c, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def persistent_kernel(y_ptr, x_ptr, xs, ys, n_rows, n_cols, BLOCK: tl.constexpr,
+                      STAGES: tl.constexpr):
+    start = tl.program_id(0)
+    step = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    for row in tl.range(start, n_rows, step, num_stages=STAGES):
+        row64 = row.to(tl.int64)
+        x = tl.load(x_ptr + row64 * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        num = tl.exp(x)
+        tl.store(y_ptr + row64 * ys + offs,
+                 (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def variants(n_rows: int, n_cols: int):
+    block = triton.next_power_of_2(n_cols)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for w in (4, 8, 16, 32):
+        yield f"row w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
+            y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
+    if block <= 4096:
+        for rows in (2, 4, 8):
+            for w in (4, 8, 16):
+                if rows * block > 16384:
+                    continue
+                yield f"rows{rows} w{w}", lambda x, y, rows=rows, w=w: rows_kernel[
+                    (triton.cdiv(n_rows, rows),)](y, x, x.stride(0), y.stride(0), n_rows, n_cols,
+                                                  ROWS=rows, BLOCK=block, num_warps=w)
+    for w in (8, 16):
+        for per_sm in (1, 2, 4):
+            for st in (1, 2):
+                yield f"persist{per_sm} w{w} s{st}", lambda x, y, w=w, p=per_sm, st=st: \
+                    persistent_kernel[(min(n_rows, sms * p),)](
+                        y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK=block, STAGES=st,
+                        num_warps=w)
+
+
+def main() -> int:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "softmax_sweep.json")
+    flusher = L2Flusher()
+    shapes = [(8192, 1024), (8192, 4096), (4096, 16384), (2048, 32768)]
+    results = []
+    for dt in (torch.float16, torch.float32):
+        for n_rows, n_cols in shapes:
+            x = torch.randn(n_rows, n_cols, device="cuda", dtype=dt)
+            ref = torch.softmax(x.float(), -1)
+            base = measure(lambda: torch.softmax(x, -1), flusher=flusher, log_clocks=False)["ms"]
+            nbytes = 2 * x.numel() * x.element_size()
+            best = None
+            for name, launch in variants(n_rows, n_cols):
+                y = torch.full_like(x, float("nan"))
+                try:
+                    launch(x, y)
+                    torch.cuda.synchronize()
+                except Exception as exc:  # noqa: BLE001 - e.g. out of resources
+                    results.append({"shape": [n_rows, n_cols], "dtype": str(dt), "variant": name,
+                                    "error": str(exc)[:200]})
+                    continue
+                err = (y.float() - ref).abs().max().item()
+                ms = measure(lambda: launch(x, y), flusher=flusher, log_clocks=False)["ms"]
+                row = {"shape": [n_rows, n_cols], "dtype": str(dt), "variant": name, "ms": ms,
+                       "tbs": nbytes / ms / 1e9, "speedup": base / ms, "err": err,
+                       "torch_ms": base}
+                results.append(row)
+                if err < 1e-2 and (best is None or ms < best["ms"]):
+                    best = row
+            print(f"{str(dt):14} {n_rows}x{n_cols}: torch {base * 1e3:7.1f} µs; best "
+                  f"{best['variant']:18} {best['ms'] * 1e3:7.1f} µs {best['tbs']:.2f} TB/s "
+                  f"{best['speedup']:.2f}x")
+    out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
