@@ -44,13 +44,15 @@ class Term:
 
 
 def _singular(word: str) -> str:
+    """A canonical singular, the same for both forms: "caches"/"cache" -> "cach",
+    "batches"/"batch" -> "batch". Not pretty English; only ever compared."""
     if len(word) <= 2 or word.endswith(("ss", "us", "is")):
         return word
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    return word[:-1] if word.endswith("s") else word
+    if word.endswith("s"):
+        word = word[:-1]
+    return word[:-1] if word.endswith(("che", "she", "xe")) else word
 
 
 def normalize(text: str) -> str:

@@ -1,0 +1,140 @@
+"""The hardware database, its ridge arithmetic, the roadmap, and `gpulab hardware`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from gpulab import hardware, roadmap
+from gpulab.hardware import DTYPES, GPUS, SOURCES, match_gpu
+
+# The GPUs the issue names, by key.
+ISSUE_GPUS = ("t4", "v100", "a10", "l4", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie",
+              "h200", "b200", "gb200", "mi300x", "rubin")
+
+# Every ⚑ in HARDWARE.md's table: (GPU, field).
+HARDWARE_MD_FLAGS = {("t4", "l2"), ("a10", "l2"), ("l4", "sms"), ("l4", "l2"),
+                     ("b200", "memory"), ("b200", "tf32"), ("b200", "l2"), ("gb200", "fp32"),
+                     ("gb200", "l2"), ("rubin", "bandwidth"), ("rubin", "fp4")}
+
+
+def test_ridge_arithmetic():
+    assert GPUS["h100-sxm"].ridge("bf16") == pytest.approx(989 / 3.35)
+    assert round(GPUS["h100-sxm"].ridge("bf16")) == 295
+    assert round(GPUS["h200"].ridge("bf16")) == 206
+    assert round(GPUS["h200"].ridge("fp8")) == 412
+    assert GPUS["b200"].ridge("fp4") == pytest.approx(9000 / 8.0)
+    assert GPUS["t4"].ridge("bf16") is None  # Turing has no bf16
+    assert set(GPUS["h200"].ridges()) == {"fp32", "tf32", "fp16", "bf16", "fp8"}
+
+
+def test_every_issue_gpu_is_there_with_bandwidth_and_sources():
+    for key in ISSUE_GPUS:
+        g = GPUS[key]
+        assert g.bandwidth_tbs > 0, key
+        assert g.sources and set(g.sources) <= set(SOURCES), key
+        for name, f in g.figures.items():
+            assert f.sources and set(f.sources) <= set(SOURCES), (key, name)
+            if name in DTYPES:
+                assert f.basis == "dense", (key, name)
+        for d, f in g.sparse.items():
+            assert f.basis == "sparse" and f.value >= g.tflops.get(d, 0), (key, d)
+        # The convenience fields come from the figures, not a second copy.
+        assert g.tflops == {d: float(g.figures[d].value) for d in DTYPES
+                            if d in g.figures and isinstance(g.figures[d].value, (int, float))}
+
+
+def test_flags_kept_where_hardware_md_flags():
+    flagged = {(g.key, f) for g in GPUS.values() for f in g.flags}
+    assert HARDWARE_MD_FLAGS <= flagged
+    for g in GPUS.values():
+        for f, why in g.flags.items():
+            assert len(why) > 15, (g.key, f)  # a reason, not just a mark
+    assert GPUS["rubin"].announced
+
+
+def test_dense_not_sparse():
+    # KernelAgent's table lists H100 fp16 1979 "without sparsity": the sparse figure.
+    assert GPUS["h100-sxm"].tflops["bf16"] == 989
+    assert GPUS["h100-sxm"].sparse["bf16"].value == 1979
+    assert GPUS["b200"].tflops["fp4"] == 9000 and GPUS["b200"].sparse["fp4"].value == 18000
+
+
+@pytest.mark.parametrize("name,key", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA H200", "h200"), ("Tesla T4", "t4"), ("NVIDIA A10", "a10"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+    ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200"), ("AMD Instinct MI300X", "mi300x"),
+    ("h100 sxm", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("vera rubin", "rubin"),
+    ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA L4", "l4"),
+])
+def test_match_gpu(name, key):
+    assert match_gpu(name).key == key
+
+
+def test_match_gpu_unknown():
+    assert match_gpu("NVIDIA GeForce RTX 4090") is None
+    assert match_gpu("") is None
+    assert "h200 (H200)" in hardware.known_names()
+
+
+def test_roadmap_ratios_come_from_the_table():
+    rows = {(r["from"], r["to"]): r for r in roadmap.ratios()}
+    t4_a100 = rows[("T4", "A100 80GB SXM")]
+    assert t4_a100["bandwidth"] == pytest.approx(2.039 / 0.32)
+    assert t4_a100["tflops_16bit"] == pytest.approx(312 / 65)
+    assert rows[("H100 SXM", "H200")]["tflops_16bit"] == pytest.approx(1.0)
+    assert rows[("B200 (HGX)", "Rubin (announced)")]["flags"]  # flagged figures say so
+
+
+def test_roadmap_notes_disagreements():
+    claims = {c.text: c for c in roadmap.claims()}
+    rubin = claims["Rubin: 50 PFLOPS FP4 (2.5× B200)"]
+    assert rubin.verdict == "disagrees"
+    assert "5.6×" in rubin.note and "2.5×" in rubin.note and "sparse" in rubin.note
+    vera = claims["Vera CPU: 72 ARM Grace cores"]
+    assert vera.verdict == "unconfirmed" and "Grace" in vera.note
+    assert claims["B200: FP4 at 9000 TFLOPS"].verdict == "agrees"
+
+
+def test_roadmap_recomputes_when_the_table_changes(monkeypatch):
+    b200 = GPUS["b200"]
+    changed = dataclasses.replace(b200, tflops={**b200.tflops, "fp4": 10000.0})
+    monkeypatch.setitem(GPUS, "b200", changed)
+    rubin = next(c for c in roadmap.claims() if c.text.startswith("Rubin: 50"))
+    assert "50,000 / 10,000 (B200 dense FP4) = 5.0×" in rubin.note
+    assert next(c for c in roadmap.claims() if "9000" in c.text).verdict == "disagrees"
+
+
+def test_roadmap_renderable_fits_80_columns():
+    import io
+
+    from rich.console import Console
+
+    con = Console(width=80, record=True, file=io.StringIO())
+    con.print(roadmap.roadmap_renderable())
+    text = con.export_text()
+    assert "Vera Rubin" in text and "disagrees" in text and "5.6×" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_cli_hardware(run_gpulab):
+    r = run_gpulab("hardware")
+    assert r.returncode == 0, r.stderr
+    assert "H200" in r.stdout and "295" in r.stdout and "206" in r.stdout and "⚑" in r.stdout
+    r = run_gpulab("hardware", "h200", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["key"] == "h200" and round(data["ridge_flop_per_byte"]["bf16"]) == 206
+    assert data["figures"]["bf16"]["basis"] == "dense"
+
+
+def test_cli_hardware_unknown_gpu_and_roadmap(run_gpulab):
+    r = run_gpulab("hardware", "rtx9090")
+    assert r.returncode == 2
+    assert "unknown GPU" in r.stderr and "h100-sxm" in r.stderr and "mi300x" in r.stderr
+    r = run_gpulab("hardware", "--roadmap")
+    assert r.returncode == 0, r.stderr
+    assert "2.5×" in r.stdout and "Turing" in r.stdout and "Vera Rubin" in r.stdout
