@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "where": ("gpulab.commands.course", "print the workspace folder and an exercise's file"),
     "serving": ("gpulab.commands.serving", "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
+    "serve": ("gpulab.commands.serve", "the lab in a browser (textual-serve, 127.0.0.1 only)"),
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
     "roofline": ("gpulab.commands.roofline", "plot the roofline with your graded runs on it"),
     "glossary": ("gpulab.commands.glossary", "look up a term (no term: list them all)"),
@@ -107,6 +108,9 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--quick",), {"action": "store_true", "help": "with --bench: fewer sizes and shapes"}),
             (("--gpu",), {"metavar": "NAME", "help": "datasheet GPU for rooflines without a GPU (remembered)"}),
         ],
+        "serve": [(("--host",), {"default": "127.0.0.1",
+                                 "help": "address to bind (default 127.0.0.1: this machine only)"}),
+                  (("--port",), {"type": int, "default": 8000, "help": "port (default 8000)"})],
         "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
                                 "every reference passes"}),
                 (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],

@@ -145,7 +145,7 @@ class ExercisePane(Vertical):
             except (ValueError, AttributeError):
                 shown = self.path
             state = "[b]● modified[/]" if self.dirty else "saved"
-            text = f"{shown} · {state} · ctrl+s save · esc leave"
+            text = f"{shown} · {state}"
         self.query_one("#editor-status", Static).update(text)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
@@ -37,7 +37,7 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
         marks.append("✔" if a.get("passed") else "✘", style="green" if a.get("passed") else "red")
     passed = sum(1 for a in attempts if a.get("passed"))
     parts: list[Any] = [Text.assemble(("History ", "bold"),
-                                      f"{len(attempts)} attempts, {passed} passed  ", marks)]
+                                      f"{len(attempts)} attempt{'s' if len(attempts) != 1 else ''}, {passed} passed  ", marks)]
     speeds = [float(a["throughput"]) for a in attempts if a.get("throughput")]
     if len(speeds) >= 2:
         unit = next((a.get("unit", "") for a in reversed(attempts) if a.get("unit")), "")
@@ -76,7 +76,7 @@ class ResultsPane(VerticalScroll):
         self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="progress-row"):
+        with Vertical(id="progress-row"):
             yield Static("", id="progress-text")
             yield ProgressBar(total=None, show_eta=False, id="progress-bar")
         yield Static("", id="result")
@@ -103,13 +103,12 @@ class ResultsPane(VerticalScroll):
     def start(self, lesson: Lesson, device: str) -> None:
         self._started = time.monotonic()
         self._stage = "starting a fresh Python process"
-        where = "on the CPU (Triton interpreter)" if device == "cpu" else "on your GPU" \
-            if device == "cuda" else ""
+        where = {"cpu": " on the CPU (Triton interpreter)", "cuda": " on your GPU"}.get(device, "")
         self.query_one("#progress-row").display = True
         bar = self.query_one(ProgressBar)
         bar.update(total=None, progress=0)
         self.query_one("#result", Static).update(
-            Text.from_markup(f"Checking [b]{lesson.exercise}[/] {where}… "
+            Text.from_markup(f"Checking [b]{lesson.exercise}[/]{where}… "
                              "press [b]x[/] to cancel."))
         self._tick()
         self._stop_ticker()

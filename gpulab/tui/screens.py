@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Markdown, TextArea
+from textual.widgets import Button, TextArea
 
 from gpulab.tui.devinfo import GpuInfo
 
@@ -42,6 +42,8 @@ class ConfirmScreen(ModalScreen[bool]):
         self.question, self.yes, self.no, self.title_text = question, yes, no, title
 
     def compose(self) -> ComposeResult:
+        from gpulab.tui.markdown import LabMarkdown as Markdown
+
         with Vertical(id="dialog", classes="dialog") as box:
             box.border_title = self.title_text
             yield Markdown(self.question, id="question")
@@ -70,6 +72,8 @@ class HelpScreen(ModalScreen[None]):
         self.topic = topic
 
     def compose(self) -> ComposeResult:
+        from gpulab.tui.markdown import LabMarkdown as Markdown
+
         with VerticalScroll(id="help", classes="dialog wide") as box:
             box.border_title = "Help"
             box.border_subtitle = "escape closes"
@@ -103,35 +107,28 @@ class SolutionScreen(ModalScreen[None]):
 
 
 def welcome_markdown(*, first: bool, workspace: str, device_line: str, start: str) -> str:
-    hello = ("# Welcome to gpulab" if first else "# Welcome back")
-    return f"""{hello}
+    hello = "Welcome to gpulab" if first else "Welcome back"
+    return f"""**{hello}**, a lab for GPU programming. Read a lesson, write the kernel,
+press **c**: gpulab checks that it is correct, then times it and places it on
+your GPU's **roofline**, the most the hardware allows.
 
-A terminal lab for GPU programming: read a lesson, write the kernel, and
-check it. The check grades correctness first, then times your kernel and
-places it on your GPU's **roofline**: how close it gets to what the
-hardware can do.
-
-**Device.** {device_line}
-
-**Workspace.** `{workspace}`. Your copies of the exercises live in
-`exercises/`, progress in `.gpulab/`. Set `$GPULAB_HOME` to put it elsewhere.
-
-**How to begin.** {start} Read the **Lesson**, write code in the
-**Exercise** pane (or in your own editor: press **w** and every save is
-checked), press **c** to check, **h** for a hint. **?** or **F1** explains
-the pane you are in, **ctrl+p** finds any command, **q** quits.
+- **Device**: {device_line}
+- **Workspace**: `{workspace}` holds your copies of the exercises and your
+  progress (`$GPULAB_HOME` moves it).
+- **Begin** {start}
+- **Keys**: **c** check · **h** hint · **w** re-check on every save (use your own
+  editor if you like) · **?** help · **ctrl+p** all commands · **q** quit
 """
 
 
 def device_line(info: GpuInfo | None, datasheet_gpu: str) -> str:
     if info is None:
-        return "Looking for a GPU…"
+        return "looking for a GPU…"
     if info.found:
-        return (f"{info.describe()} (from {info.source}). Checks time your kernels on it "
-                "and compare them with its roofline.")
-    return ("No NVIDIA GPU found here. That is fine for learning: your kernels run in the "
-            "**Triton interpreter** on the CPU, checks grade correctness at small sizes "
-            f"(no timing), and rooflines are drawn for a datasheet GPU ({datasheet_gpu}).")
+        return f"{info.describe()}. Checks time your kernels on it."
+    return ("no NVIDIA GPU here, and that is fine: kernels run in the **Triton "
+            "interpreter** on the CPU, checks grade correctness (no timing), and "
+            f"rooflines use a datasheet {datasheet_gpu}.")
 
 
 class WelcomeScreen(ModalScreen[bool]):
@@ -152,6 +149,8 @@ class WelcomeScreen(ModalScreen[bool]):
                                 start=self.start_text)
 
     def compose(self) -> ComposeResult:
+        from gpulab.tui.markdown import LabMarkdown as Markdown
+
         with VerticalScroll(id="welcome", classes="dialog wide") as box:
             box.border_title = "gpulab"
             yield Markdown(self._markdown(), id="welcome-text")
@@ -165,7 +164,7 @@ class WelcomeScreen(ModalScreen[bool]):
     def show_device(self, info: GpuInfo) -> None:
         self.info = info
         if self.is_mounted:
-            self.query_one("#welcome-text", Markdown).update(self._markdown())
+            self.query_one("#welcome-text").update(self._markdown())  # type: ignore[attr-defined]
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

@@ -77,4 +77,4 @@ class LessonList(OptionList):
         ready = [lesson for lesson in self.course.lessons if lesson.ready]
         passed = sum(1 for lesson in ready
                      if lesson_status(lesson, self.ws, exercises)[0] == PASSED)
-        return f"{passed} of {len(ready)} ready lessons passed"
+        return f"passed {passed} of {len(ready)} ready"

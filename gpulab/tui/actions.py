@@ -1,0 +1,243 @@
+"""The app's actions on lessons: open, check, hint, reset, solution, watch, help.
+
+A mixin of GpulabApp (app.py), split out to keep each module small. Every
+action is reachable by a key, from the command palette, and by the mouse
+(sidebar, tabs, buttons).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpulab.content import Lesson
+from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpulab.tui.app import GpulabApp
+
+
+class LessonActions:
+    """Mixed into GpulabApp; `self` is the app."""
+
+    # --- opening lessons ----------------------------------------------------------
+    def open_lesson(self: GpulabApp, lesson: Lesson | None, *, remember: bool = True) -> None:
+        from gpulab.tui.editor import ExercisePane
+        from gpulab.tui.sidebar import LessonList
+
+        if lesson is None:
+            return
+        pane = self.query_one(ExercisePane)
+        if self.lesson is not None and lesson.id != self.lesson.id and not pane.save():
+            self.notify("Answer the question about the changed file first.", severity="warning")
+            return
+        self.lesson = lesson
+        path = None
+        if lesson.ready:
+            try:
+                path = self.workspace.ensure_exercise(lesson)
+            except OSError as exc:
+                self.notify(f"cannot create your copy of {lesson.exercise}: {exc}",
+                            severity="error")
+        if remember:
+            self.workspace.set_last_lesson(lesson.id)
+        self.query_one(LessonList).select_lesson(lesson)
+        self.update_summary()
+        self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
+        pane.set_lesson(lesson, path)
+        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+        self._pane("results").show_idle(lesson, self.workspace.last_result(lesson.exercise),
+                                        attempts)
+        self._pane("roofline").set_lesson(lesson)
+        self.watch_file(path)
+        self._pane_shown(self.active_pane)  # the learner stays on the pane they were on
+        self.refresh_bindings()
+
+    def on_option_list_option_selected(self: GpulabApp, event: Any) -> None:
+        lesson = self.course.find(event.option.id or "")
+        if lesson is not None:
+            self.open_lesson(lesson)
+            self.action_show_pane("lesson")
+
+    def action_open_lesson(self: GpulabApp, key: str) -> None:
+        lesson = self.course.find(key)
+        if lesson is None:
+            self.notify(f"no lesson {key!r}", severity="error")
+            return
+        self.open_lesson(lesson)
+        self.action_show_pane("lesson")
+
+    def action_next_lesson(self: GpulabApp) -> None:
+        lessons = self.course.lessons
+        if self.lesson is None or self.lesson.index + 1 >= len(lessons):
+            self.notify("This is the last lesson.", timeout=3)
+            return
+        self.action_open_lesson(lessons[self.lesson.index + 1].exercise)
+
+    # --- checking -------------------------------------------------------------------
+    def _gradable(self: GpulabApp) -> Lesson | None:
+        lesson = self.lesson
+        if lesson is None:
+            self.notify("Pick a lesson first.", severity="warning")
+        elif lesson.error:
+            self.notify(f"Lesson {lesson.number} is broken: {lesson.error}", severity="error")
+        elif not lesson.ready:
+            self.notify(f"Lesson {lesson.number}'s exercise is coming soon.", timeout=3)
+        elif lesson.missing_requirements():
+            missing = " ".join(lesson.missing_requirements())
+            self.notify(f"{lesson.exercise} needs {missing}: pip install {missing}",
+                        severity="error")
+        else:
+            return lesson
+        return None
+
+    def action_check(self: GpulabApp, from_watch: bool = False) -> None:
+        from gpulab.tui.editor import ExercisePane
+
+        lesson = self._gradable()
+        if lesson is None:
+            return
+        pane = self.query_one(ExercisePane)
+        # Save first: the check grades the file on disk. In watch mode the
+        # disk already holds what the learner's own editor wrote.
+        if not from_watch and not pane.save():
+            self.notify("Not checked: answer the question about the changed file first.",
+                        severity="warning")
+            return
+        path = pane.path or self.workspace.ensure_exercise(lesson)
+        self.action_show_pane("results")
+        self.start_check(lesson, path)
+
+    def action_cancel_check(self: GpulabApp) -> None:
+        self.workers.cancel_group(self, "check")
+
+    def action_save(self: GpulabApp) -> None:
+        from gpulab.tui.editor import ExercisePane
+
+        self.query_one(ExercisePane).save(explicit=True)
+
+    def action_toggle_watch(self: GpulabApp) -> None:
+        if self._gradable() is None:
+            return
+        self.watch_mode = not self.watch_mode
+        self.workspace.set_setting("watch", self.watch_mode)
+        if self.watch_mode:
+            name = self.query_one("#exercise-pane").path  # type: ignore[attr-defined]
+            self.notify(f"Every save of {name} re-runs the check (from this editor with "
+                        "ctrl+s, or from your own editor). w stops.", title="Watch mode on",
+                        timeout=5)
+        else:
+            self.notify("Watch mode off.", timeout=2)
+
+    # --- hints, reset, solution ------------------------------------------------------
+    def action_hint(self: GpulabApp) -> None:
+        lesson = self._gradable()
+        if lesson is None:
+            return
+        before = self.workspace.hint_level(lesson.exercise)
+        level = self.workspace.reveal_hint(lesson)
+        if level == before:
+            self.notify("All three hints are showing. The solution unlocks once you pass.",
+                        timeout=4)
+        pane = self._pane("lesson")
+        pane.set_lesson(lesson, level)
+        self.action_show_pane("lesson")
+        pane.show_hints()
+
+    def action_reset(self: GpulabApp) -> None:
+        from gpulab.tui.editor import ExercisePane
+
+        lesson = self._gradable()
+        if lesson is None:
+            return
+        pane = self.query_one(ExercisePane)
+        if not pane.save():
+            return
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                self.notify("Reset cancelled; your file is untouched.", timeout=2)
+                return
+            try:
+                backup = self.workspace.reset(lesson)
+            except OSError as exc:
+                self.notify(f"reset failed: {exc}", severity="error")
+                return
+            pane.set_lesson(lesson, pane.path)
+            kept = f" Your file was saved as {backup}." if backup else ""
+            self.notify(f"{lesson.exercise} is back to the starter.{kept}", title="Reset",
+                        timeout=8)
+
+        self.push_screen(ConfirmScreen(
+            f"Reset **{lesson.exercise}** to the starter?\n\nYour current file is copied to "
+            f"`{self.workspace.backups_dir}` first, so nothing is lost.",
+            yes="Reset", no="Cancel", title="Reset the exercise"), answer)
+
+    def action_solution(self: GpulabApp) -> None:
+        lesson = self._gradable()
+        if lesson is None:
+            return
+        text = self.workspace.solution_text(lesson)
+        if text is None:
+            self.notify("The reference solution unlocks once your exercise passes. "
+                        "Hints (h) help meanwhile.", title="Locked", timeout=4)
+            return
+        self.push_screen(SolutionScreen(lesson.reference_path.name, text, syntax=self.syntax))
+
+    # --- help and welcome ----------------------------------------------------------------
+    def action_help(self: GpulabApp) -> None:
+        topic = "keys"
+        node = self.focused
+        while node is not None:
+            if getattr(node, "HELP_TOPIC", None):
+                topic = node.HELP_TOPIC  # type: ignore[attr-defined]
+                break
+            node = node.parent  # type: ignore[assignment]
+        else:
+            pane = self._pane(self.active_pane)
+            topic = getattr(pane, "HELP_TOPIC", topic)
+        self.push_screen(HelpScreen(topic))
+
+    def action_welcome(self: GpulabApp) -> None:
+        from gpulab import hardware
+
+        first = self.first_ready()
+        if first is None:
+            label, text = "Read lesson 01", "with lesson 01: no exercise is gradable yet."
+        elif first.index == 0:
+            label, text = f"Start lesson {first.number}", (
+                f"with lesson {first.number}, *{first.title}*.")
+        else:
+            label, text = f"Start lesson {first.number}", (
+                f"with lesson {first.number}, *{first.title}* (the ones before it are "
+                "not gradable yet).")
+        screen = WelcomeScreen(first=self.workspace.created, workspace=str(self.workspace.root),
+                               start_label=label, start_text=text,
+                               datasheet_gpu=hardware.GPUS[hardware.DEFAULT_GPU].name,
+                               info=self.gpu_info)
+
+        def answer(start: bool | None) -> None:
+            if start and first is not None:
+                self.open_lesson(first)
+                self.action_show_pane("lesson")
+
+        self.push_screen(screen, answer)
+        self.want_gpu_info()
+
+    def broadcast_gpu_info(self: GpulabApp) -> None:
+        """Tell whoever shows the device (welcome screen, Device pane)."""
+        info = self.gpu_info
+        if info is None:
+            return
+        for screen in self.screen_stack:
+            if isinstance(screen, WelcomeScreen):
+                screen.show_device(info)
+        self._pane("device").show_gpu_info(info)
+
+    # --- probe and roofline (built by other modules; see extra_panes.py) -------------
+    def action_probe(self: GpulabApp) -> None:
+        self.action_show_pane("device")
+        self._pane("device").run_probe()
+
+    def action_export_roofline(self: GpulabApp) -> None:
+        self.action_show_pane("roofline")
+        self._pane("roofline").export_svg()

@@ -1,0 +1,364 @@
+"""The gpulab app: a lesson sidebar, six panes, a footer, modal screens.
+
+`build_app` is the one factory for the CLI, the tests and `gpulab serve`.
+The UI process never imports torch, triton or jax: checks run in a child
+process driven by a thread worker; GPU detection asks NVML.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, TextArea
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from gpulab.content import ContentError, Course, Lesson, load_course
+from gpulab.runner import CANCELLED, DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.tui.actions import LessonActions
+from gpulab.tui.commands import GpulabCommands
+from gpulab.tui.devinfo import GpuInfo, detect_gpus
+from gpulab.tui.editor import ExercisePane
+from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
+from gpulab.tui.lesson_pane import LessonPane
+from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
+from gpulab.tui.results import ResultsPane
+from gpulab.tui.sidebar import LessonList
+from gpulab.tui.watcher import file_changes
+from gpulab.workspace import Workspace
+
+PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap")
+NARROW = 110  # columns below which the sidebar steps aside for code and tables
+TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap")
+
+
+class GpulabApp(LessonActions, App[int]):
+    """The lab. Actions that act on a lesson live in LessonActions (actions.py)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "gpulab"
+    COMMANDS = App.COMMANDS | {GpulabCommands}
+    BINDINGS = [
+        # q quits, except where it is a letter someone is typing (the editor).
+        Binding("q", "quit_q", "Quit", priority=True, id="app.quit",
+                tooltip="Quit gpulab (ctrl+q works everywhere)"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("c,f5", "check", "Check", id="app.check", tooltip="Grade the exercise"),
+        Binding("x", "cancel_check", "Cancel", id="app.cancel", tooltip="Stop the check"),
+        Binding("h", "hint", "Hint", id="app.hint", tooltip="Reveal the next hint level"),
+        Binding("w", "toggle_watch", "Watch", id="app.watch",
+                tooltip="Re-check every time the exercise file is saved"),
+        Binding("r", "reset", "Reset", id="app.reset", tooltip="Restore the starter"),
+        Binding("e", "edit", "Edit", id="app.edit", tooltip="Open the exercise in the editor"),
+        Binding("s", "solution", "Solution", show=False, id="app.solution"),
+        Binding("n", "next_lesson", "Next lesson", show=False, id="app.next"),
+        Binding("b", "toggle_sidebar", "Sidebar", show=False, id="app.sidebar"),
+        Binding("question_mark", "help", "Help", id="app.help",
+                tooltip="Help for the pane you are in"),
+        Binding("f1", "help", "Help", show=False, priority=True),
+        *[Binding(str(i + 1), f"show_pane('{p}')", t, show=False, id=f"app.pane.{p}")
+          for i, (p, t) in enumerate(zip(PANES, TITLES))],
+    ]
+
+    checking: reactive[bool] = reactive(False)
+    """A check is running (the cancel binding shows)."""
+    watch_mode: reactive[bool] = reactive(False)
+    """Re-check whenever the exercise file is saved."""
+
+    def __init__(self, workspace: Workspace, course: Course, *, device: str = "auto",
+                 gpu_info: GpuInfo | None = None, syntax: bool = True, poll: bool = False,
+                 check_timeout: float = DEFAULT_TIMEOUT, welcome: bool | None = None) -> None:
+        super().__init__()
+        self.workspace, self.course, self.device = workspace, course, device
+        self.gpu_info = gpu_info
+        self.syntax, self.poll, self.check_timeout = syntax, poll, check_timeout
+        self.show_welcome = workspace.created if welcome is None else welcome
+        self.lesson: Lesson | None = None
+        self._run_id = 0
+        self._watch_stop: asyncio.Event | None = None
+        self._sidebar_choice: bool | None = None  # None: automatic (see _fit_sidebar)
+
+    # --- layout ---------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header(icon="▦")
+        with Horizontal(id="main"):
+            with Vertical(id="sidebar"):
+                yield Static("", id="summary")
+                yield LessonList(self.course, self.workspace, id="lessons")
+            with TabbedContent(id="panes", initial="lesson"):
+                with TabPane("Lesson", id="lesson"):
+                    yield LessonPane(id="lesson-pane")
+                with TabPane("Exercise", id="exercise"):
+                    yield ExercisePane(syntax=self.syntax, id="exercise-pane")
+                with TabPane("Results", id="results"):
+                    yield ResultsPane(id="results-pane")
+                with TabPane("Roofline", id="roofline"):
+                    yield RooflinePane(id="roofline-pane")
+                with TabPane("Device", id="device"):
+                    yield DevicePane(id="device-pane")
+                with TabPane("Roadmap", id="roadmap"):
+                    yield RoadmapPane(id="roadmap-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        theme = self.workspace.get_setting("theme")
+        if isinstance(theme, str) and theme in self.available_themes:
+            self.theme = theme
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self.watch_mode = bool(self.workspace.get_setting("watch", False))
+        for warning in (*self.course.warnings, *self.workspace.warnings):
+            self.notify(warning, severity="warning", timeout=10)
+        self.open_lesson(self._initial_lesson(), remember=False)
+        self.query_one(LessonList).focus()
+        if self.show_welcome:
+            self.action_welcome()
+        elif self.lesson is not None:
+            status = self.workspace.status(self.lesson.exercise)
+            self.notify(f"Continuing lesson {self.lesson.number}, {self.lesson.title} "
+                        f"({status}).", title="Welcome back", timeout=4)
+
+    def _initial_lesson(self) -> Lesson | None:
+        last = self.workspace.load_state().get("last_lesson")
+        found = self.course.find(last) if isinstance(last, str) else None
+        return found or self.first_ready() or (self.course.lessons[0] if self.course.lessons
+                                               else None)
+
+    def first_ready(self) -> Lesson | None:
+        return next((lesson for lesson in self.course.lessons if lesson.ready), None)
+
+    def _remember_theme(self, theme: Any) -> None:
+        self.workspace.set_setting("theme", getattr(theme, "name", str(theme)))
+
+    @property
+    def active_pane(self) -> str:
+        return self.query_one("#panes", TabbedContent).active
+
+    def _pane(self, name: str) -> Any:
+        return self.query_one(f"#{name}-pane")
+
+    def update_summary(self) -> None:
+        self.query_one("#summary", Static).update(self.query_one(LessonList).summary())
+        watching = " · watching" if self.watch_mode else ""
+        self.sub_title = (f"{self.lesson.number} {self.lesson.title}{watching}"
+                          if self.lesson else "")
+
+    # --- panes ----------------------------------------------------------------
+    def action_show_pane(self, name: str) -> None:
+        self.query_one("#panes", TabbedContent).active = name
+        self._pane_shown(name)
+        if name == "exercise":
+            self.query_one(ExercisePane).editor.focus()
+        else:
+            self._pane(name).focus()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._pane_shown(event.pane.id or "")
+
+    def _pane_shown(self, name: str) -> None:
+        """Build a pane's content the first time it is shown (panes are lazy)."""
+        self._fit_sidebar()
+        pane = self.query_one(f"#{name}-pane") if name in PANES else None
+        if isinstance(pane, ExercisePane):
+            pane.ensure_loaded()
+        elif pane is not None and hasattr(pane, "ensure_rendered"):
+            pane.ensure_rendered()
+
+    def action_focus_tabs(self) -> None:
+        self.query_one("#panes", TabbedContent).query_one("Tabs").focus()
+
+    def action_toggle_sidebar(self) -> None:
+        self._sidebar_choice = not self.query_one("#sidebar").display
+        self._fit_sidebar()
+
+    def _fit_sidebar(self) -> None:
+        """Code and result tables need the width: below NARROW columns the sidebar
+        steps aside for those panes, unless the learner chose with b."""
+        wide_panes = ("exercise", "results", "roofline")
+        show = self._sidebar_choice
+        if show is None:
+            show = self.size.width >= NARROW or self.active_pane not in wide_panes
+        self.query_one("#sidebar").display = show
+
+    def on_resize(self) -> None:
+        if self.is_mounted:
+            self._fit_sidebar()
+
+    def action_edit(self) -> None:
+        self.action_show_pane("exercise")
+
+    # --- bindings that depend on state -------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "quit_q":
+            # False lets the key through to the editor: people type q there.
+            focused = self.focused
+            return not (isinstance(focused, TextArea) and not focused.read_only)
+        if action == "cancel_check":
+            return self.checking
+        if action in ("check", "reset", "solution", "hint", "toggle_watch"):
+            return True if self.lesson is not None and self.lesson.ready else None
+        return True
+
+    def watch_checking(self) -> None:
+        self.refresh_bindings()
+
+    def watch_watch_mode(self, on: bool) -> None:
+        if self.is_mounted and self.lesson is not None:
+            self.update_summary()
+
+    def on_unmount(self) -> None:
+        # Lets the watchfiles thread finish now instead of at its next timeout.
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+
+    async def action_quit_q(self) -> None:
+        await self.action_quit()
+
+    async def action_quit(self) -> None:
+        pane = self.query_one(ExercisePane)
+        if pane.dirty:
+            pane.save()
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+        self.workers.cancel_group(self, "check")
+        self.exit(0)
+
+    # --- checks -----------------------------------------------------------------
+    def start_check(self, lesson: Lesson, path: Path) -> None:
+        self._run_id += 1
+        self.checking = True
+        self._pane("results").start(lesson, self.device)
+        self._check_worker(self._run_id, lesson, path)
+
+    @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
+    def _check_worker(self, run_id: int, lesson: Lesson, path: Path) -> None:
+        worker = get_current_worker()
+        result = run_check(
+            lesson, path, timeout=self.check_timeout, device=self.device,
+            on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
+            # Cancelling the worker (x, a newer check, quitting) kills the child.
+            cancel=worker.cancelled_event,
+            extra={"workspace": str(self.workspace.root)},
+        )
+        if result.get("status") not in (ERROR, CANCELLED):
+            self.workspace.record_result(lesson.exercise, result)
+        self.post_message(CheckFinished(run_id, lesson, result))
+
+    def on_check_progress(self, message: CheckProgress) -> None:
+        if message.run_id == self._run_id:
+            self._pane("results").progress(message.event)
+
+    def on_check_finished(self, message: CheckFinished) -> None:
+        if message.run_id != self._run_id:
+            return  # a check that a newer one replaced
+        self.checking = False
+        result, lesson = message.result, message.lesson
+        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+        if self.lesson is not None and lesson.id == self.lesson.id:
+            self._pane("results").finish(result, attempts)
+            self._pane("roofline").set_lesson(lesson)
+        self.query_one(LessonList).rebuild()
+        self.update_summary()
+        status = result.get("status")
+        if status == CANCELLED:
+            self.notify("check cancelled", timeout=2)
+        elif result.get("passed"):
+            self.notify(f"{lesson.exercise}: {result.get('summary', '')}\nThe reference solution "
+                        "is unlocked (s); n opens the next lesson.", title="PASS", timeout=6)
+        else:
+            self.notify(f"{lesson.exercise}: {result.get('summary', '')}", title=status.upper()
+                        if isinstance(status, str) else "FAIL", severity="error", timeout=6)
+
+    @on(Worker.StateChanged)
+    def _worker_state(self, event: Worker.StateChanged) -> None:
+        """The one route for workers that died of an exception (a gpulab bug)."""
+        if event.state != WorkerState.ERROR:
+            return
+        worker = event.worker
+        if worker.group == "check":
+            self.checking = False
+        self.notify(f"{worker.description or worker.name} failed: "
+                    f"{type(worker.error).__name__}: {worker.error}", severity="error",
+                    title="gpulab error", timeout=10)
+
+    # --- files on disk ------------------------------------------------------------
+    def watch_file(self, path: Path | None) -> None:
+        """(Re)start watching the current exercise file."""
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+            self._watch_stop = None
+        if path is None:
+            return
+        self._watch_stop = stop = asyncio.Event()
+        self._file_watch_worker(path, stop)
+
+    @work(exclusive=True, group="file-watch", exit_on_error=False, description="file watcher")
+    async def _file_watch_worker(self, path: Path, stop: asyncio.Event) -> None:
+        async for _ in file_changes(path, stop, poll=self.poll):
+            self.post_message(ExerciseChangedOnDisk(path))
+
+    def on_exercise_changed_on_disk(self, message: ExerciseChangedOnDisk) -> None:
+        pane = self.query_one(ExercisePane)
+        if message.path != pane.path or pane.is_own_version():
+            return  # an old lesson's file, or the lab's own write
+        pane.disk_changed()
+        if self.watch_mode:
+            # A check already running on the old text is replaced (exclusive worker).
+            self.action_check(from_watch=True)
+
+    @on(ExercisePane.Saved)
+    def _saved(self, event: ExercisePane.Saved) -> None:
+        if event.explicit and self.watch_mode:
+            self.action_check(from_watch=True)
+
+    # --- device -------------------------------------------------------------------
+    def want_gpu_info(self) -> None:
+        """Start NVML detection once, if nobody has the answer yet."""
+        if self.gpu_info is None and not self.workers_in("gpu"):
+            self._detect_worker()
+
+    def workers_in(self, group: str) -> list[Worker]:
+        return [w for w in self.workers if w.group == group and not w.is_finished]
+
+    @work(thread=True, group="gpu", exit_on_error=False, description="GPU detection")
+    def _detect_worker(self) -> None:
+        self.post_message(GpuDetected(detect_gpus()))
+
+    def on_gpu_detected(self, message: GpuDetected) -> None:
+        self.gpu_info = message.info
+        self.broadcast_gpu_info()
+
+
+def build_app(workspace: Workspace | Path | str | None = None, *, device: str = "auto",
+              course: Course | None = None, **options: Any) -> GpulabApp:
+    """The app, for the CLI, `gpulab serve` and the tests alike.
+
+    `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
+    Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
+    events), check_timeout, welcome (force the welcome screen on or off).
+    Raises ContentError when the course manifest itself is unusable.
+    """
+    ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
+    return GpulabApp(ws, course or load_course(), device=device, **options)
+
+
+def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
+    """Start the lab in this terminal; returns the exit code."""
+    import sys
+
+    try:
+        app = build_app(workspace, device=device)
+    except ContentError as exc:
+        print(f"gpulab: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gpulab: cannot open the workspace: {exc}", file=sys.stderr)
+        return 2
+    code = app.run()
+    return int(code or 0)
