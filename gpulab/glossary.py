@@ -199,6 +199,35 @@ def load_glossary(path: Path | None = None, lesson_ids: set[str] | None = None) 
     return Glossary(tuple(terms), path, tuple(errors))
 
 
+def _lesson_titles() -> dict[str, str]:
+    try:
+        from gpulab.content import load_course
+
+        return {lesson.id: lesson.title for lesson in load_course().lessons}
+    except Exception:  # noqa: BLE001 - titles are a nicety
+        return {}
+
+
+def term_renderable(term: Term) -> Any:
+    """One term as a rich renderable (also used by the TUI's glossary pane)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = [Text(term.name, style="bold")]
+    if term.aliases:
+        parts.append(Text(f"also: {', '.join(term.aliases)}", style="dim"))
+    parts.append(Text(term.definition))
+    if term.formula:
+        parts.append(Text(f"  {term.formula}", style="cyan"))
+    if term.lessons:
+        titles = _lesson_titles()
+        parts.append(Text("Lessons: " + "; ".join(
+            f"{lid[:2]} {titles.get(lid, lid)}" for lid in term.lessons), style="dim"))
+    if term.see_also:
+        parts.append(Text(f"See also: {', '.join(term.see_also)}", style="dim"))
+    return Group(*parts)
+
+
 @lru_cache(maxsize=1)
 def default_glossary() -> Glossary:
     """The course's glossary, checked against the lesson manifest when it loads."""

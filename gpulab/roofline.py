@@ -285,122 +285,68 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
     return points, notes
 
 
-# --- plotting ----------------------------------------------------------------
+# --- for the CLI and the TUI -------------------------------------------------
 
-def axes(model: Model) -> tuple[float, float, float, float]:
-    """Decade-aligned (x_min, x_max, y_min, y_max): intensity, TFLOP/s."""
-    bws = [model.bandwidth] + ([model.measured_bandwidth] if model.measured_bandwidth else [])
-    ridges = [r.flops / model.bandwidth for r in model.roofs]
-    xs = [model.ridge / 300, max(ridges) * 3] + [p.intensity for p in model.points]
-    x0, x1 = 10 ** math.floor(math.log10(min(xs))), 10 ** math.ceil(math.log10(max(xs)))
-    tops = [r.flops for r in model.roofs + model.measured_roofs]
-    ys = [x0 * min(bws), max(tops) * 1.5] + [p.flops_per_s for p in model.points]
-    y0 = 10 ** math.floor(math.log10(min(ys) / 1e12))
-    y1 = 10 ** math.ceil(math.log10(max(ys) / 1e12))
-    return x0, x1, y0, y1
+def workspace_model(workspace: Any = None, gpu: str | None = None, dtype: str | None = None,
+                    measured: bool = True, detect: bool = True) -> tuple[Model, str]:
+    """(model, why this GPU) for a workspace: its setting 'gpu', results and ceilings."""
+    setting = workspace.get_setting("gpu") if workspace is not None else None
+    chosen, why = choose_gpu(gpu, setting, detect)
+    root = getattr(workspace, "root", None)
+    return build_model(chosen, dtype, root, measured=measured), why
 
 
-def decades(lo: float, hi: float) -> list[float]:
-    return [10.0 ** e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)]
+def summary_renderable(model: Model, why: str = "") -> Any:
+    """The numbers behind the plot and the learner's points (a rich Group)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
 
-
-def tick_label(v: float) -> str:
-    for div, suffix in ((1e6, "M"), (1e3, "k")):
-        if v >= div:
-            return f"{v / div:g}{suffix}"
-    return f"{v:g}"
-
-
-def roof_groups(roofs: list[Roof]) -> list[tuple[str, Roof]]:
-    """Roofs with equal peaks drawn once, named together ("fp16/bf16")."""
-    groups: dict[float, list[Roof]] = {}
-    for r in roofs:
-        groups.setdefault(r.flops, []).append(r)
-    return [("/".join(r.dtype for r in rs), rs[0]) for _, rs in sorted(groups.items())]
-
-
-def title(model: Model) -> str:
-    text = f"{model.gpu.name} {model.dtype} roofline · ridge {model.ridge:.0f} FLOP/B"
-    if model.measured_ridge:
-        text += f" (measured {model.measured_ridge:.0f})"
-    return text
+    g, roof = model.gpu, model.roof()
+    out: list[Any] = [Text(
+        f"{g.name}{f' ({why})' if why else ''}: datasheet {model.dtype} "
+        f"{roof.flops / 1e12:,.0f} TFLOP/s, {model.bandwidth / 1e12:g} TB/s → ridge "
+        f"{model.ridge:.0f} FLOP/byte")]
+    if model.measured_label and model.measured_bandwidth:
+        mroof = model.roof(measured=True)
+        line = f"measured ({model.measured_label}): {model.measured_bandwidth / 1e12:g} TB/s copy"
+        if mroof:
+            line += (f", {model.dtype} {mroof.flops / 1e12:,.0f} TFLOP/s → ridge "
+                     f"{model.measured_ridge:.0f} FLOP/byte")
+        out.append(Text(line, style="dim"))
+    if model.points:
+        t = Table(title="Your graded runs", title_justify="left")
+        for col in ("exercise", "case", "dtype", "FLOP/B", "TFLOP/s", "bound", "of roof"):
+            t.add_column(col, justify="right" if col in ("FLOP/B", "TFLOP/s", "of roof")
+                         else "left")
+        for p in model.points:
+            t.add_row(p.exercise, p.case, p.dtype, f"{p.intensity:.3g}",
+                      f"{p.flops_per_s / 1e12:.3g}", p.bound,
+                      f"{p.fraction:.0%}" if p.fraction is not None else "")
+        out.append(t)
+    else:
+        out.append(Text("No graded runs on this GPU yet: `gpulab check EXERCISE` on a GPU "
+                        "places your kernel here.", style="dim"))
+    for note in model.notes:
+        out.append(Text(f"note: {note}", style="yellow"))
+    return Group(*out)
 
 
 def draw(plt: Any, model: Model) -> None:
-    """Draw the roofline onto a plotext figure or module (or textual-plotext's `plt`).
+    """Draw onto a plotext figure or textual-plotext's `plt` (see gpulab.roofline_plot)."""
+    from gpulab.roofline_plot import draw as _draw
 
-    Uses only plotext 5 calls that textual-plotext's Plot also has; the caller
-    owns the size, theme and clearing.
-    """
-    x0, x1, y0, y1 = axes(model)
-    bw = model.bandwidth
-    plt.xscale("log")
-    plt.yscale("log")
-    # Invisible corners fix the decade-aligned ranges without xlim/ylim, whose
-    # meaning on log axes differs between plotext versions.
-    plt.scatter([x0, x1], [y0, y1], marker=" ")
-    main = model.roof()
-    for name, roof in roof_groups(model.roofs):
-        r = roof.flops / bw
-        if roof is main or model.dtype in name.split("/"):
-            plt.plot([x0, r, x1], [x0 * bw / 1e12, roof.flops / 1e12, roof.flops / 1e12],
-                     label=f"{name} datasheet", color="blue")
-        else:
-            plt.plot([r, x1], [roof.flops / 1e12] * 2, color="gray")
-            plt.text(f"{name} {roof.flops / 1e12:,.0f}{' ⚑' if roof.flag else ''}",
-                     r * 1.3, roof.flops / 1e12, alignment="left", color="gray")
-    mroof = model.roof(measured=True)
-    if model.measured_bandwidth:
-        mbw = model.measured_bandwidth
-        top = mroof.flops if mroof else max(r.flops for r in model.roofs)
-        xs = [x0, top / mbw] + ([x1] if mroof else [])
-        plt.plot(xs, [x * mbw / 1e12 for x in xs[:2]] + ([top / 1e12] if mroof else []),
-                 label=f"{model.dtype} measured" if mroof else "measured bandwidth",
-                 color="orange")
-    if main:
-        plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
-        # Left of the ridge, on the roof's row, is always empty: the slope is below.
-        plt.text(f"ridge {model.ridge:.0f} FLOP/B ", model.ridge / 1.15, main.flops / 1e12,
-                 alignment="right", color="blue")
-    labelled: set[str] = set()
-    for p in model.points:
-        plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
-        if p.exercise not in labelled:
-            labelled.add(p.exercise)
-            plt.text(p.exercise, p.intensity, p.flops_per_s / 1e12 * 2.2,
-                     alignment="center", color="red")
-    ticks = decades(x0, x1)
-    plt.xticks(ticks, [tick_label(t) for t in ticks])
-    ticks = decades(y0, y1)
-    plt.yticks(ticks, [tick_label(t) for t in ticks])
-    plt.title(title(model))
-    plt.xlabel("arithmetic intensity (FLOP/byte)")
-    plt.ylabel("TFLOP/s")
+    _draw(plt, model)
 
 
 def render_text(model: Model, width: int = 80, height: int = 24, color: bool = False) -> str:
-    """The plot as a string (ANSI colours only when asked)."""
-    import plotext
-    from plotext._figure import _figure_class
+    from gpulab.roofline_plot import render_text as _render
 
-    fig = _figure_class()
-    fig.plotsize(max(width, 40), max(height, 12))
-    fig.theme("clear")
-    draw(fig, model)
-    text = fig.build()
-    return text if color else plotext.uncolorize(text)
+    return _render(model, width, height, color)
 
 
 def export(model: Model, path: Path) -> None:
-    """Write the plot as .svg (no dependency) or .png (needs matplotlib)."""
-    suffix = path.suffix.lower()
-    if suffix == ".svg":
-        from gpulab.roofline_svg import to_svg
+    """Write .svg (no dependency) or .png (matplotlib; PlotUnavailable without it)."""
+    from gpulab.roofline_plot import export as _export
 
-        path.write_text(to_svg(model), encoding="utf-8")
-    elif suffix == ".png":
-        from gpulab.roofline_svg import save_png
-
-        save_png(model, path)
-    else:
-        raise ValueError(f"cannot export to {path.name}: use a .svg or .png file name")
+    _export(model, path)

@@ -1,16 +1,123 @@
-"""Roofline export for reports: SVG written by hand, PNG through matplotlib.
+"""Drawing the roofline: on a plotext figure (terminal, TUI), as SVG, as PNG.
 
-SVG needs no dependency, so every learner can put a roofline in a report;
-matplotlib is an optional extra (`pip install 'gpulab[plot]'`) used only here.
+plotext is imported only to render text; SVG is written by hand so every
+learner can put a roofline in a report; matplotlib is an optional extra
+(`pip install 'gpulab[plot]'`) used only for PNG.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
-from gpulab.roofline import Model, axes, decades, roof_groups, tick_label, title
+from gpulab.roofline import Model, Roof
+
+
+def axes(model: Model) -> tuple[float, float, float, float]:
+    """Decade-aligned (x_min, x_max, y_min, y_max): intensity, TFLOP/s."""
+    bws = [model.bandwidth] + ([model.measured_bandwidth] if model.measured_bandwidth else [])
+    ridges = [r.flops / model.bandwidth for r in model.roofs]
+    xs = [model.ridge / 300, max(ridges) * 3] + [p.intensity for p in model.points]
+    x0, x1 = 10 ** math.floor(math.log10(min(xs))), 10 ** math.ceil(math.log10(max(xs)))
+    tops = [r.flops for r in model.roofs + model.measured_roofs]
+    ys = [x0 * min(bws), max(tops) * 1.5] + [p.flops_per_s for p in model.points]
+    y0 = 10 ** math.floor(math.log10(min(ys) / 1e12))
+    y1 = 10 ** math.ceil(math.log10(max(ys) / 1e12))
+    return x0, x1, y0, y1
+
+
+def decades(lo: float, hi: float) -> list[float]:
+    return [10.0 ** e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)]
+
+
+def tick_label(v: float) -> str:
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
+def roof_groups(roofs: list[Roof]) -> list[tuple[str, Roof]]:
+    """Roofs with equal peaks drawn once, named together ("fp16/bf16")."""
+    groups: dict[float, list[Roof]] = {}
+    for r in roofs:
+        groups.setdefault(r.flops, []).append(r)
+    return [("/".join(r.dtype for r in rs), rs[0]) for _, rs in sorted(groups.items())]
+
+
+def title(model: Model) -> str:
+    text = f"{model.gpu.name} {model.dtype} roofline · ridge {model.ridge:.0f} FLOP/B"
+    if model.measured_ridge:
+        text += f" (measured {model.measured_ridge:.0f})"
+    return text
+
+
+def draw(plt: Any, model: Model) -> None:
+    """Draw the roofline onto a plotext figure or module (or textual-plotext's `plt`).
+
+    Uses only plotext 5 calls that textual-plotext's Plot also has; the caller
+    owns the size, theme and clearing.
+    """
+    x0, x1, y0, y1 = axes(model)
+    bw = model.bandwidth
+    plt.xscale("log")
+    plt.yscale("log")
+    # Invisible corners fix the decade-aligned ranges without xlim/ylim, whose
+    # meaning on log axes differs between plotext versions.
+    plt.scatter([x0, x1], [y0, y1], marker=" ")
+    main = model.roof()
+    for name, roof in roof_groups(model.roofs):
+        r = roof.flops / bw
+        if roof is main or model.dtype in name.split("/"):
+            plt.plot([x0, r, x1], [x0 * bw / 1e12, roof.flops / 1e12, roof.flops / 1e12],
+                     label=f"{name} datasheet", color="blue")
+        else:
+            plt.plot([r, x1], [roof.flops / 1e12] * 2, color="gray")
+            plt.text(f"{name} {roof.flops / 1e12:,.0f}{' ⚑' if roof.flag else ''}",
+                     r * 1.3, roof.flops / 1e12, alignment="left", color="gray")
+    mroof = model.roof(measured=True)
+    if model.measured_bandwidth:
+        mbw = model.measured_bandwidth
+        top = mroof.flops if mroof else max(r.flops for r in model.roofs)
+        xs = [x0, top / mbw] + ([x1] if mroof else [])
+        plt.plot(xs, [x * mbw / 1e12 for x in xs[:2]] + ([top / 1e12] if mroof else []),
+                 label=f"{model.dtype} measured" if mroof else "measured bandwidth",
+                 color="orange")
+    if main:
+        plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
+        # Left of the ridge, on the roof's row, is always empty: the slope is below.
+        plt.text(f"ridge {model.ridge:.0f} FLOP/B ", model.ridge / 1.15, main.flops / 1e12,
+                 alignment="right", color="blue")
+    labelled: set[str] = set()
+    for p in model.points:
+        plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
+        if p.exercise not in labelled:
+            labelled.add(p.exercise)
+            plt.text(p.exercise, p.intensity, p.flops_per_s / 1e12 * 2.2,
+                     alignment="center", color="red")
+    ticks = decades(x0, x1)
+    plt.xticks(ticks, [tick_label(t) for t in ticks])
+    ticks = decades(y0, y1)
+    plt.yticks(ticks, [tick_label(t) for t in ticks])
+    plt.title(title(model))
+    plt.xlabel("arithmetic intensity (FLOP/byte)")
+    plt.ylabel("TFLOP/s")
+
+
+def render_text(model: Model, width: int = 80, height: int = 24, color: bool = False) -> str:
+    """The plot as a string (ANSI colours only when asked)."""
+    import plotext
+    from plotext._figure import _figure_class
+
+    fig = _figure_class()
+    fig.plotsize(max(width, 40), max(height, 12))
+    fig.theme("clear")
+    draw(fig, model)
+    text = fig.build()
+    return text if color else plotext.uncolorize(text)
+
 
 BLUE, ORANGE, GRAY, RED = "#1f5fbf", "#e07b00", "#888888", "#c62828"
 
@@ -140,3 +247,14 @@ def save_png(model: Model, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     mpl.close(fig)
+
+
+def export(model: Model, path: Path) -> None:
+    """Write the plot as .svg (no dependency) or .png (needs matplotlib)."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".svg":
+        Path(path).write_text(to_svg(model), encoding="utf-8")
+    elif suffix == ".png":
+        save_png(model, Path(path))
+    else:
+        raise ValueError(f"cannot export to {Path(path).name}: use a .svg or .png file name")

@@ -135,3 +135,18 @@ def test_cli_glossary(run_gpulab):
     assert r.returncode == 1 and "Memory movement" in json.loads(r.stdout)["suggestions"]
     r = run_gpulab("glossary")
     assert r.returncode == 0 and "Vera Rubin" in r.stdout and "PartitionSpec" in r.stdout
+
+
+def test_term_renderable_and_module_search(gloss):
+    import io
+
+    from rich.console import Console
+
+    from gpulab import glossary
+
+    assert glossary.search("rope")[0].name == "RoPE"
+    assert glossary.lookup("SMs")[0].name == "SM"
+    con = Console(width=80, record=True, file=io.StringIO())
+    con.print(glossary.term_renderable(gloss.get("ridge point")))
+    text = con.export_text()
+    assert "I* = peak FLOP/s / bandwidth" in text and "01 GPU architecture tour" in text

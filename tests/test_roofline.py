@@ -144,7 +144,7 @@ def test_svg_export(plotted, tmp_path):
 
 
 def test_png_export(plotted, tmp_path):
-    from gpulab.roofline_svg import PlotUnavailable
+    from gpulab.roofline_plot import PlotUnavailable
 
     path = tmp_path / "roof.png"
     try:
@@ -199,3 +199,21 @@ def test_cli_roofline_errors(run_gpulab, tmp_path):
     assert r.returncode == 2 and "no fp4 figure" in r.stderr
     r = run_gpulab("roofline", "--gpu", "h200", "--export", str(tmp_path / "r.txt"))
     assert r.returncode == 2 and ".svg" in r.stderr
+
+
+def test_workspace_model_and_summary(ws):
+    import io
+
+    from rich.console import Console
+
+    ws.set_setting("gpu", "a100-80gb")
+    write_result(ws.root, "softmax", "NVIDIA A100-SXM4-80GB",
+                 [softmax_row(4096, 1024, "fp16", 2, 0.02)])
+    model, why = roofline.workspace_model(ws, detect=False)
+    assert model.gpu.key == "a100-80gb" and "setting" in why and len(model.points) == 1
+    model, why = roofline.workspace_model(ws, "h200", "fp8", measured=False)
+    assert (model.gpu.key, model.dtype, why) == ("h200", "fp8", "chosen with --gpu")
+    con = Console(width=80, record=True, file=io.StringIO())
+    con.print(roofline.summary_renderable(model, why))
+    text = con.export_text()
+    assert "ridge 412" in text and "A100-SXM4-80GB are not shown" in text

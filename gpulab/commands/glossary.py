@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from gpulab.commands.common import UsageError, console, guarded
-from gpulab.glossary import Glossary, GlossaryError, Term, default_glossary
+from gpulab.glossary import Glossary, GlossaryError, default_glossary, term_renderable
 
 
 @guarded
@@ -42,37 +42,8 @@ def run(args: Any) -> int:
     if args.json:
         print(json.dumps(term.as_dict(), indent=2, ensure_ascii=False))
     else:
-        console().print(entry(term))
+        console().print(term_renderable(term))
     return 0
-
-
-def _lesson_titles() -> dict[str, str]:
-    try:
-        from gpulab.content import load_course
-
-        return {lesson.id: lesson.title for lesson in load_course().lessons}
-    except Exception:  # noqa: BLE001 - titles are a nicety
-        return {}
-
-
-def entry(term: Term) -> Any:
-    """One term as a rich renderable (also used by the TUI's glossary pane)."""
-    from rich.console import Group
-    from rich.text import Text
-
-    parts: list[Any] = [Text(term.name, style="bold")]
-    if term.aliases:
-        parts.append(Text(f"also: {', '.join(term.aliases)}", style="dim"))
-    parts.append(Text(term.definition))
-    if term.formula:
-        parts.append(Text(f"  {term.formula}", style="cyan"))
-    if term.lessons:
-        titles = _lesson_titles()
-        parts.append(Text("Lessons: " + "; ".join(
-            f"{lid[:2]} {titles.get(lid, lid)}" for lid in term.lessons), style="dim"))
-    if term.see_also:
-        parts.append(Text(f"See also: {', '.join(term.see_also)}", style="dim"))
-    return Group(*parts)
 
 
 def listing(gloss: Glossary) -> Any:
