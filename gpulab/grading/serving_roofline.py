@@ -164,6 +164,11 @@ def _describe(cfg, roof) -> str:
             f"{roof.peak_tflops:g} TFLOP/s")
 
 
+def _fmt(v: Any) -> str:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    return f"{v:.10g}" if ok else repr(v)
+
+
 def _try(ctx, fn, *args) -> tuple[Any, str]:
     try:
         return call(fn, ctx.file, *args), ""
@@ -174,7 +179,7 @@ def _try(ctx, fn, *args) -> tuple[Any, str]:
 def _check_scalar(ctx, label: str, fn, want: float, args: tuple, where: str) -> None:
     got, err = _try(ctx, fn, *args)
     ok = not err and _close(got, want)
-    detail = err or ("" if ok else f"got {got!r}, expected {want:.6g} [{where}]")
+    detail = err or ("" if ok else f"got {_fmt(got)}, expected {_fmt(want)} [{where}]")
     ctx.add_case({"name": label, "passed": ok, "detail": detail})
 
 
@@ -191,8 +196,7 @@ def _check_step(ctx, label: str, kind: str, fn, args: tuple, want: dict) -> None
             for f in FIELDS:
                 ok = got[f] == want[f] if f == "bound" else _close(got[f], want[f])
                 if not ok:
-                    shown = f"{want[f]!r}" if f == "bound" else f"{want[f]:.6g}"
-                    detail = (f"{f}: got {got[f]!r}, expected {shown}"
+                    detail = (f"{f}: got {_fmt(got[f])}, expected {_fmt(want[f])}"
                               f"{_diagnose(kind, f, got[f], cfg, roof, batch, n)}")
                     if f == "bound":
                         t_c = want["flops"] / (roof.peak_tflops * 1e12)
