@@ -61,12 +61,65 @@ def persistent_kernel(y_ptr, x_ptr, xs, ys, n_rows, n_cols, BLOCK: tl.constexpr,
                  (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def online_kernel(y_ptr, x_ptr, xs, ys, n_cols, CHUNK: tl.constexpr, STAGES: tl.constexpr):
+    """Two passes over a row in chunks: a lane-wise online max/sum, then the
+    normalised store. Few registers, so many programs per SM hide latency;
+    the second read hits L2 while the rows in flight fit there."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * xs
+    y_row = y_ptr + row * ys
+    offs = tl.arange(0, CHUNK)
+    m = tl.full([CHUNK], -float("inf"), tl.float32)
+    s = tl.zeros([CHUNK], tl.float32)
+    for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
+        x = tl.load(x_row + start + offs, mask=start + offs < n_cols,
+                    other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        alpha = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))
+        p = tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
+        s = s * alpha + p
+        m = m_new
+    mx = tl.max(m, axis=0)
+    total = tl.sum(s * tl.exp(m - mx), axis=0)
+    inv = 1.0 / total
+    for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
+        mask = start + offs < n_cols
+        x = tl.load(x_row + start + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(y_row + start + offs, (tl.exp(x - mx) * inv).to(y_ptr.dtype.element_ty),
+                 mask=mask)
+
+
+@triton.jit
+def row_recompute_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
+    """The whole row in registers in its storage dtype; exp recomputed."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * xs + offs, mask=mask, other=-float("inf"))
+    mx = tl.max(x, axis=0).to(tl.float32)
+    total = tl.sum(tl.exp(x.to(tl.float32) - mx), axis=0)
+    inv = 1.0 / total
+    y = tl.exp(x.to(tl.float32) - mx) * inv
+    tl.store(y_ptr + row * ys + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
 def variants(n_rows: int, n_cols: int):
     block = triton.next_power_of_2(n_cols)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for w in (4, 8, 16, 32):
         yield f"row w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
             y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
+    if block >= 8192:
+        for chunk in (1024, 2048, 4096):
+            for w in (4, 8):
+                for st in (1, 2, 3):
+                    yield f"online c{chunk} w{w} s{st}", lambda x, y, c=chunk, w=w, st=st: \
+                        online_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols,
+                                                 CHUNK=c, STAGES=st, num_warps=w)
+        for w in (8, 16, 32):
+            yield f"recompute w{w}", lambda x, y, w=w: row_recompute_kernel[(n_rows,)](
+                y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
     if block <= 4096:
         for rows in (2, 4, 8):
             for w in (4, 8, 16):
