@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpulab.hardware import GPUS, GPU
+from gpulab.hardware import GPU, GPUS
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _sixteen(g: GPU) -> float | None:
 def ratios() -> list[dict[str, Any]]:
     """Step-by-step ratios along CHAIN, from the table: bandwidth, 16-bit, lowest precision."""
     rows = []
-    for a, b in zip(CHAIN, CHAIN[1:]):
+    for a, b in zip(CHAIN, CHAIN[1:], strict=False):
         ga, gb = GPUS[a], GPUS[b]
         row: dict[str, Any] = {"from": ga.name, "to": gb.name,
                                "bandwidth": gb.bandwidth_tbs / ga.bandwidth_tbs}

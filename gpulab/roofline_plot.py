@@ -183,7 +183,7 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
     out.append(text("TFLOP/s", 18, top + ph / 2, "middle",
                     extra=f' transform="rotate(-90 18 {top + ph / 2:.0f})"'))
     for xs, ys, label, color, dashed in _lines(model):
-        pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys))
+        pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
         dash = ' stroke-dasharray="6 4"' if dashed else ""
         out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" '
                    f'stroke-width="2"{dash}/>')

@@ -124,6 +124,7 @@ def test_cli_hardware(run_gpulab):
     r = run_gpulab("hardware")
     assert r.returncode == 0, r.stderr
     assert "H200" in r.stdout and "295" in r.stdout and "206" in r.stdout and "⚑" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
     r = run_gpulab("hardware", "h200", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
@@ -138,3 +139,6 @@ def test_cli_hardware_unknown_gpu_and_roadmap(run_gpulab):
     r = run_gpulab("hardware", "--roadmap")
     assert r.returncode == 0, r.stderr
     assert "2.5×" in r.stdout and "Turing" in r.stdout and "Vera Rubin" in r.stdout
+    r = run_gpulab("hardware", "--roadmap", "--json")
+    verdicts = {c["claim"]: c["verdict"] for c in json.loads(r.stdout)["claims"]}
+    assert verdicts["Rubin: 50 PFLOPS FP4 (2.5× B200)"] == "disagrees"

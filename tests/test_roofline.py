@@ -105,6 +105,7 @@ def plotted(tmp_path_factory):
 
 
 def test_text_plot_at_80x24(plotted):
+    pytest.importorskip("plotext")
     text = roofline.render_text(plotted, 80, 24)
     lines = text.splitlines()
     assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
@@ -182,6 +183,7 @@ def test_cli_roofline(run_gpulab, tmp_path):
     r = run_gpulab("roofline", "--gpu", "h200", "--width", "80", "--height", "24")
     assert r.returncode == 0, r.stderr
     assert "ridge 206 FLOP/B" in r.stdout and "softmax" in r.stdout and "memory-bound" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
     r = run_gpulab("roofline", "--gpu", "h200", "--export", str(tmp_path / "r.svg"))
     assert r.returncode == 0, r.stderr
     ET.parse(tmp_path / "r.svg")
@@ -217,3 +219,17 @@ def test_workspace_model_and_summary(ws):
     con.print(roofline.summary_renderable(model, why))
     text = con.export_text()
     assert "ridge 412" in text and "A100-SXM4-80GB are not shown" in text
+
+
+@pytest.mark.gpu
+def test_detects_this_gpu():
+    """On a GPU box NVML names the device and rooflines default to it."""
+    from gpulab.hardware import match_gpu
+
+    name = roofline.detected_gpu_name()
+    assert name, "NVML gave no device name on a CUDA machine"
+    gpu, why = roofline.choose_gpu(None, "t4")
+    if match_gpu(name) is not None:
+        assert gpu is match_gpu(name) and "this machine" in why
+    else:
+        assert gpu.key == "t4"  # unknown device: the workspace setting

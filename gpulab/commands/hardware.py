@@ -7,7 +7,7 @@ from typing import Any
 
 from gpulab import hardware
 from gpulab.commands.common import UsageError, console, guarded
-from gpulab.hardware import DTYPES, GPUS, GPU, SOURCES, format_value
+from gpulab.hardware import DTYPES, GPU, GPUS, SOURCES, format_value
 
 
 @guarded

@@ -45,12 +45,17 @@ def run(args: Any) -> int:
     width = args.width or cols
     height = args.height or max(16, min(lines - 2, 32))
     color = sys.stdout.isatty()
-    text = roofline.render_text(model, width, height, color=color)
-    if color:
+    try:
+        text = roofline.render_text(model, width, height, color=color)
+    except ImportError:  # a headless GPU box may lack plotext; the numbers still help
+        print("gpulab: the text plot needs plotext (pip install 'plotext<6'); "
+              "--export PATH.svg needs nothing", file=sys.stderr)
+        text = ""
+    if text and color:
         from rich.text import Text
 
         console().print(Text.from_ansi(text), soft_wrap=True)
-    else:
+    elif text:
         print(text)
     console().print(roofline.summary_renderable(model, why))
     return 0
