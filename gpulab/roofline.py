@@ -197,11 +197,12 @@ def build_model(gpu: GPU, dtype: str | None = None, workspace_root: Path | None 
     if measured:
         data, label = measured_ceilings(gpu, workspace_root)
         bw = (data or {}).get("copy_tbs") or (data or {}).get("read_tbs")
-        tf = (data or {}).get("tflops") or {}
-        if data and bw:
+        tf = (data or {}).get("tflops")
+        tf = tf if isinstance(tf, dict) else {}
+        if data and _positive(bw):
             model.measured_bandwidth = float(bw) * 1e12
-            model.measured_roofs = [Roof(d, float(v) * 1e12, measured=True)
-                                    for d, v in tf.items() if isinstance(v, (int, float)) and v]
+            model.measured_roofs = [Roof(str(d), float(v) * 1e12, measured=True)
+                                    for d, v in tf.items() if _positive(v)]
             model.measured_label = label
             if not model.roof(measured=True):
                 model.notes.append(f"no measured {dtype} peak; only the measured bandwidth "
@@ -223,15 +224,21 @@ def _row_flops_bytes(row: dict, lesson: Any) -> tuple[float | None, float | None
     if (not flops or not nbytes) and lesson is not None and isinstance(row.get("sizes"), dict):
         from gpulab.content import eval_formula
 
-        names = {**row["sizes"], "elt": _ELT.get(str(row.get("dtype")), 4)}
+        names = {k: v for k, v in row["sizes"].items() if _positive(v)}
+        names["elt"] = _ELT.get(str(row.get("dtype")), 4)
         try:
             flops = flops or (eval_formula(lesson.flops, names) if lesson.flops else None)
             nbytes = nbytes or (eval_formula(lesson.bytes, names) if lesson.bytes else None)
-        except (ValueError, TypeError, ZeroDivisionError):
+        except (ValueError, TypeError, ZeroDivisionError, OverflowError):
             pass
-    if not flops and nbytes and row.get("intensity"):
+    if not flops and _positive(nbytes) and _positive(row.get("intensity")):
         flops = row["intensity"] * nbytes
     return flops, nbytes
+
+
+def _positive(v: Any) -> bool:
+    """A finite number above zero (results files are learner-side data: trust nothing)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
 
 
 _ELT = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2,
@@ -267,17 +274,19 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
         exercise = str(result.get("exercise") or f.stem)
         lesson = course.find(exercise) if course else None
         for row in rows:
-            if not isinstance(row, dict) or not row.get("ms"):
+            if not isinstance(row, dict):
                 continue
             flops, nbytes = _row_flops_bytes(row, lesson)
-            if not flops or not nbytes:
-                notes.append(f"{f.name}: case {row.get('name')} has no FLOPs/bytes, not placed")
+            ms = row.get("ms")
+            if not all(_positive(v) for v in (flops, nbytes, ms)):
+                notes.append(f"{f.name}: case {row.get('name')} has no usable FLOPs, bytes "
+                             "and time; not placed")
                 continue
-            intensity, rate = flops / nbytes, flops / (row["ms"] * 1e-3)
+            intensity, rate = flops / nbytes, flops / (ms * 1e-3)
             dtype = str(row.get("dtype") or model.dtype)
             roof = model.attainable(intensity, dtype if model.roof(dtype) else None)
             points.append(Point(exercise, str(row.get("name") or row.get("shape") or ""), dtype,
-                                intensity, rate, float(row["ms"]), model.classify(intensity, dtype),
+                                intensity, rate, float(ms), model.classify(intensity, dtype),
                                 rate / roof if roof else None))
     for device, n in elsewhere.items():
         notes.append(f"{n} graded run(s) timed on {device} are not shown on the {model.gpu.name} "

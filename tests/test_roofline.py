@@ -62,6 +62,8 @@ def test_model_measured_from_cache_and_reference(tmp_path):
     cache = tmp_path / ".gpulab" / "ceilings"
     cache.mkdir(parents=True)
     (cache / "broken.json").write_text("{not json")
+    (cache / "odd.json").write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "date": "1",
+                                                "copy_tbs": "fast", "tflops": []}))
     (cache / "nvidia-h100-80gb-hbm3.json").write_text(json.dumps(
         {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-01", "copy_tbs": 3.0,
          "tflops": {"bf16": 700.0, "fp32": 50.0}}))
@@ -81,6 +83,9 @@ def test_points_from_results(tmp_path):
         softmax_row(4096, 1024, "fp16", 2, 0.01),
         softmax_row(2048, 4096, "fp32", 4, 0.02, sizes_only=True),  # manifest formulas
         {"name": "broken", "ms": 0.1},
+        {"name": "garbage", "ms": -1, "flops": "many", "bytes": 1e9, "intensity": "x"},
+        {"name": "bad sizes", "ms": 0.1, "sizes": {"M": "4096", "N": 1024}},
+        "not a row",
     ])
     write_result(tmp_path, "matmul", "NVIDIA A100-SXM4-80GB", [
         {"name": "x", "dtype": "bf16", "ms": 1.0, "flops": 1e12, "bytes": 1e9}])
@@ -94,6 +99,7 @@ def test_points_from_results(tmp_path):
     assert fp16.fraction == pytest.approx(fp16.flops_per_s / (1.25 * 4.8e12))
     notes = " ".join(m.notes)
     assert "A100" in notes and "junk.json" in notes and "broken" in notes
+    assert "garbage" in notes and "bad sizes" in notes
 
 
 @pytest.fixture(scope="module")
