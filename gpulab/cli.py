@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "solution": ("gpulab.commands.course", "show the reference solution (once you have passed)"),
     "where": ("gpulab.commands.course", "print the workspace folder and an exercise's file"),
     "serving": ("gpulab.commands.serving", "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s"),
+    "bench": ("gpulab.commands.bench", "time the reference kernels beside their baselines (GPU)"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
     "serve": ("gpulab.commands.serve", "the lab in a browser (textual-serve, 127.0.0.1 only)"),
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
@@ -111,6 +112,10 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
         "serve": [(("--host",), {"default": "127.0.0.1",
                                  "help": "address to bind (default 127.0.0.1: this machine only)"}),
                   (("--port",), {"type": int, "default": 8000, "help": "port (default 8000)"})],
+        "bench": [(("kernels",), {"nargs": "*", "metavar": "KERNEL",
+                                  "help": "bandwidth, softmax, matmul, flash_attention, "
+                                          "rope_rmsnorm (default: all)"}),
+                  (("--json",), {"metavar": "PATH", "help": "also write the results as JSON"})],
         "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
                                 "every reference passes"}),
                 (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],

@@ -1,0 +1,213 @@
+"""`gpulab bench`: time the reference kernels beside their baselines (GPU).
+
+Runs as `python -m gpulab.bench [KERNEL ...] [--json PATH]` in its own
+process (the CLI starts it), so torch and triton never load in the lab.
+With no GPU it exits 2 with a one-line explanation.
+
+Each kernel exercise's grader module supplies the cases: `bench_cases(ctx)`
+returning (case, {baseline name: zero-argument callable}) pairs if it has
+one, else its `timing_cases(ctx)` with its KernelSpec's baseline and any
+`bench_baselines(case)` it defines. Every number is a median from
+gpulab.grading.timing.measure (CUDA events, L2 flushed, adaptive stopping),
+the reference and its baselines timed in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+KERNELS = ("bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm")
+
+
+class BenchContext:
+    """The slice of GradeContext that timing_cases(ctx) uses."""
+
+    device = "cuda"
+    interpreter = False
+    want_timing = True
+
+    def __init__(self, secret: int = 0) -> None:
+        self.request = {"secret_seed": secret}
+        self.notes: list[str] = []
+
+    def seed(self, public: int) -> int:
+        return public
+
+    def stage(self, text: str) -> None:
+        print(f"  … {text}", file=sys.stderr, flush=True)
+
+
+def _spec(mod: Any) -> Any:
+    for name, args in (("SPEC", None), ("make_spec", ()), ("make_spec", (False,)),
+                       ("spec", (True,))):
+        obj = getattr(mod, name, None)
+        if obj is None:
+            continue
+        if args is None:
+            return obj
+        try:
+            return obj(*args)
+        except TypeError:
+            continue
+    raise RuntimeError(f"{mod.__name__} has no KernelSpec")
+
+
+def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, dict[str, Any]]]:
+    mod = importlib.import_module(f"gpulab.grading.{kernel}")
+    if hasattr(mod, "bench_cases"):
+        return mod.bench_cases(ctx)
+    spec = _spec(mod)
+    out = []
+    for case in mod.timing_cases(ctx):
+        if hasattr(mod, "bench_baselines"):
+            baselines = mod.bench_baselines(case)
+        else:
+            baselines = {spec.baseline_name: spec.baseline(case)}
+        out.append((case, baselines))
+    return out
+
+
+def load_reference(kernel: str, function: str) -> Any:
+    from gpulab.content import content_root
+    from gpulab.grading.learner import load_module
+
+    mod = load_module(str(content_root() / "kernels" / f"{kernel}.py"), f"reference_{kernel}")
+    return getattr(mod, function)
+
+
+def measured_ceilings() -> dict[str, Any]:
+    """Copy bandwidth and bf16/fp16 matmul peaks, measured now (a few seconds),
+    unless the probe's microbenchmarks cached them for this device."""
+    import torch
+
+    from gpulab import ceilings
+    from gpulab.grading.timing import measure
+    from gpulab.workspace import default_root
+
+    name = torch.cuda.get_device_name(0)
+    cached = ceilings.load_measured(default_root(), name)
+    if cached and cached.get("copy_tbs") and cached.get("tflops"):
+        return {**cached, "source": "cached microbenchmarks"}
+    src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB
+    dst = torch.empty_like(src)
+    copy_ms = measure(lambda: dst.copy_(src))["ms"]
+    del src, dst
+    tflops = {}
+    for label, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        best = 0.0
+        for n in (4096, 8192):
+            a = torch.randn(n, n, device="cuda", dtype=dt)
+            b = torch.randn(n, n, device="cuda", dtype=dt)
+            ms = measure(lambda a=a, b=b: a @ b, budget_s=1.5)["ms"]
+            best = max(best, 2 * n**3 / ms / 1e9)
+        tflops[label] = best
+    return {"copy_tbs": 2 * 2 * 1024**3 / copy_ms / 1e9, "tflops": tflops,
+            "source": "measured at the start of this bench"}
+
+
+def bench(kernels: list[str]) -> dict[str, Any]:
+    import torch
+    import triton
+
+    from gpulab.content import eval_formula, load_course
+    from gpulab.grading.compare import dtype_name
+    from gpulab.grading.timing import L2Flusher, measure
+
+    course = load_course()
+    ceil = measured_ceilings()
+    flusher = L2Flusher()
+    rows = []
+    for kernel in kernels:
+        lesson = course.find(kernel)
+        print(f"{kernel}:", file=sys.stderr, flush=True)
+        fn = load_reference(kernel, lesson.function)
+        for case, baselines in cases_for(kernel, BenchContext()):
+            print(f"  {case.name}", file=sys.stderr, flush=True)
+            t = measure(lambda case=case: fn(*case.args, **case.kwargs), flusher=flusher)
+            names = {**case.sizes, "elt": case.dtype.itemsize}
+            nbytes = eval_formula(lesson.bytes, names) if lesson.bytes else None
+            flops = eval_formula(lesson.flops, names) if lesson.flops else None
+            sec = t["ms"] * 1e-3
+            if lesson.kind == "compute" and flops:
+                peak = ceil["tflops"].get(dtype_name(case.dtype))
+                frac = flops / sec / (peak * 1e12) if peak else None
+                tput, unit = flops / sec / 1e12, "TFLOP/s"
+            else:
+                frac = nbytes / sec / (ceil["copy_tbs"] * 1e12) if nbytes else None
+                tput, unit = (nbytes / sec / 1e9 if nbytes else None), "GB/s"
+            for bname, bfn in baselines.items():
+                b = measure(bfn, flusher=flusher, log_clocks=False)
+                rows.append({
+                    "kernel": kernel, "shape": case.shape, "dtype": dtype_name(case.dtype),
+                    "ms": t["ms"], "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"],
+                    "baseline": bname, "baseline_ms": b["ms"], "speedup": b["ms"] / t["ms"],
+                    "throughput": tput, "unit": unit, "roofline_fraction": frac,
+                    "throttled": t["clocks"].get("throttled"),
+                })
+            torch.cuda.empty_cache()
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__, "triton": triton.__version__,
+        "ceilings": ceil, "results": rows,
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = report["ceilings"]
+    t = Table(title=f"{report['device']} — torch {report['torch']}, Triton {report['triton']}, "
+              f"{report['date'][:10]}; ceilings: copy {c['copy_tbs']:.2f} TB/s, "
+              f"bf16 {c['tflops'].get('bf16', 0):.0f} TFLOP/s ({c['source']})")
+    for col in ("kernel", "shape", "dtype", "µs", "rate", "roofline", "baseline", "base µs",
+                "speedup"):
+        t.add_column(col)
+    for r in report["results"]:
+        t.add_row(r["kernel"], r["shape"], r["dtype"], f"{r['ms'] * 1e3:.1f}",
+                  f"{r['throughput']:.0f} {r['unit']}" if r["throughput"] else "",
+                  f"{r['roofline_fraction']:.0%}" if r["roofline_fraction"] else "",
+                  r["baseline"], f"{r['baseline_ms'] * 1e3:.1f}", f"{r['speedup']:.2f}x")
+    Console(width=160).print(t)
+    by: dict[tuple[str, str], list[float]] = {}
+    for r in report["results"]:
+        by.setdefault((r["kernel"], r["baseline"]), []).append(r["speedup"])
+    for (k, b), xs in by.items():
+        g = math.exp(sum(math.log(x) for x in xs) / len(xs))
+        print(f"{k}: geometric-mean speedup {g:.2f}x over {b} "
+              f"(min {min(xs):.2f}x, {len(xs)} shapes)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="gpulab bench")
+    p.add_argument("kernels", nargs="*", metavar="KERNEL")
+    p.add_argument("--json", metavar="PATH")
+    args = p.parse_args(argv)
+    unknown = [k for k in args.kernels if k not in KERNELS]
+    if unknown:
+        print(f"gpulab bench: unknown kernel {', '.join(unknown)}; known: {', '.join(KERNELS)}",
+              file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpulab bench: needs a CUDA GPU (none found); on the CPU, `gpulab check` grades "
+              "correctness in the Triton interpreter", file=sys.stderr)
+        return 2
+    report = bench(list(args.kernels) or list(KERNELS))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,17 @@
+"""`gpulab bench`: runs gpulab.bench in a child process (torch stays out of the CLI)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+
+def run(args: Any) -> int:
+    cmd = [sys.executable, "-m", "gpulab.bench", *args.kernels]
+    if args.json:
+        cmd += ["--json", args.json]
+    try:
+        return subprocess.run(cmd).returncode
+    except KeyboardInterrupt:
+        return 130
