@@ -202,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         print("gpulab bench: needs a CUDA GPU (none found); on the CPU, `gpulab check` grades "
               "correctness in the Triton interpreter", file=sys.stderr)
         return 2
-    report = bench(list(args.kernels) or list(KERNELS))
+    from gpulab.gpulock import gpu_timing_lock
+
+    with gpu_timing_lock("gpulab bench", gpu=torch.cuda.current_device(),
+                         on_wait=lambda m: print(m, file=sys.stderr, flush=True)):
+        report = bench(list(args.kernels) or list(KERNELS))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     print_table(report)

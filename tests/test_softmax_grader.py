@@ -123,3 +123,52 @@ def test_patching_torch_reference_is_a_cheat(grade):
     r = grade("softmax", src)
     assert not r["passed"]
     assert "cheat" in r["summary"]
+
+
+# --- On a GPU: the cheats that only show up when timing --------------------
+
+@pytest.mark.gpu
+def test_gpu_reference_is_timed_and_graded(grade):
+    r = grade("softmax", REF, device="cuda", timeout=600)
+    assert r["passed"], r["summary"]
+    t = r["timing"]
+    assert t and t["grade"] in "ABCD" and len(t["cases"]) == 8
+    for row in t["cases"]:
+        assert row["ms"] > 0 and row["p20_ms"] <= row["ms"] <= row["p80_ms"]
+        assert 0.2 < row["roofline_fraction"] < 1.05
+        assert row["baseline"] == "torch.softmax" and row["speedup"] > 0
+        assert row["clocks"]["logged"]
+
+
+@pytest.mark.gpu
+def test_gpu_side_stream_is_rejected(grade):
+    src = variant("    softmax_kernel[(n_rows,)]",
+                  "    s = torch.cuda.Stream()\n    with torch.cuda.stream(s):\n"
+                  "        softmax_kernel[(n_rows,)]")
+    src = src.replace("                              BLOCK=block, num_warps=_num_warps(block))",
+                      "                                  BLOCK=block, num_warps=_num_warps(block))")
+    r = grade("softmax", src, device="cuda", timeout=600)
+    assert not r["passed"] and "side stream" in r["summary"]
+
+
+@pytest.mark.gpu
+def test_gpu_patched_timer_is_rejected(grade):
+    src = REF + "\ntorch.cuda.Event.elapsed_time = lambda self, end: 0.001\n"
+    r = grade("softmax", src, device="cuda", timeout=600)
+    assert not r["passed"] and "cheat" in r["summary"]
+
+
+@pytest.mark.gpu
+def test_gpu_cached_output_is_implausibly_fast(grade):
+    # Right answers, but repeated calls on the same input return a cached
+    # tensor without launching anything: faster than the memory system allows.
+    src = REF + (
+        "\n_cache = {}\n_real = softmax\n\n"
+        "def softmax(x):\n"
+        "    key = (x.data_ptr(), tuple(x.shape), x.dtype)\n"
+        "    if key not in _cache:\n"
+        "        _cache[key] = _real(x)\n"
+        "    return _cache[key]\n"
+    )
+    r = grade("softmax", src, device="cuda", timeout=600)
+    assert not r["passed"] and "implausible" in r["summary"]

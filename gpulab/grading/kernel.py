@@ -115,7 +115,17 @@ def _geomean(xs: list[float]) -> float:
 
 
 def time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> None:
-    """Time the learner's kernel and the baseline side by side (GPU only)."""
+    """Time the learner's kernel and the baseline side by side (GPU only),
+    holding the GPU's timing lock so no other gpulab run times at once."""
+    from gpulab.gpulock import gpu_timing_lock
+
+    index = torch.cuda.current_device()
+    with gpu_timing_lock(f"checking {ctx.request.get('exercise', '?')}", gpu=index,
+                         on_wait=ctx.stage):
+        _time_cases(ctx, spec, fn, cases)
+
+
+def _time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> None:
     from gpulab.grading.timing import L2Flusher, measure
 
     req = ctx.request
