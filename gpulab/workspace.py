@@ -35,6 +35,10 @@ FAILED = "failed"
 PASSED = "passed"
 
 
+class WorkspaceError(ValueError):
+    """A workspace path is unusable (e.g. it would lead outside the workspace)."""
+
+
 def default_root() -> Path:
     env = os.environ.get("GPULAB_HOME")
     if env:
@@ -80,7 +84,9 @@ class Workspace:
         # Exercise ids are validated as identifiers, so this holds; keep the
         # guard so a future change cannot make a manifest write outside.
         if not is_within(path, self.root):
-            raise ValueError(f"exercise path {path} escapes the workspace {self.root}")
+            raise WorkspaceError(
+                f"{path} leads outside the workspace {self.root} (a symbolic link?); "
+                "gpulab only reads and writes exercise files inside the workspace")
         return path
 
     def ensure_exercise(self, lesson: Lesson) -> Path:

@@ -82,3 +82,16 @@ def test_dev_check_proves_the_course(run_gpulab):
     r = run_gpulab("dev", "check", "--device", "cpu", timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "02_triton_101_softmax: starter fails, reference passes" in r.stdout
+
+
+def test_a_symlink_out_of_the_workspace_is_refused(run_gpulab, tmp_path):
+    path = run_gpulab("where").stdout.strip()
+    import os
+
+    outside = tmp_path / "outside.py"
+    outside.write_text("# not in the workspace\n")
+    os.makedirs(os.path.join(path, "exercises"), exist_ok=True)
+    os.symlink(outside, os.path.join(path, "exercises", "softmax.py"))
+    r = run_gpulab("reset", "softmax", "--yes")
+    assert r.returncode == 2 and "outside the workspace" in r.stderr
+    assert outside.read_text() == "# not in the workspace\n"

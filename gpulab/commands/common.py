@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from gpulab.content import ContentError, Course, Lesson, load_course
-from gpulab.workspace import Workspace
+from gpulab.workspace import Workspace, WorkspaceError
 
 
 class UsageError(Exception):
@@ -62,8 +62,12 @@ def guarded(fn):
     def wrapper(args: Any) -> int:
         try:
             return fn(args)
-        except UsageError as exc:
+        except (UsageError, WorkspaceError) as exc:
             print(f"gpulab: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            # A full disk, a read-only or unreachable workspace: say which file.
+            print(f"gpulab: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
             return 2
 
     return wrapper
