@@ -208,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
                          on_wait=lambda m: print(m, file=sys.stderr, flush=True)):
         report = bench(list(args.kernels) or list(KERNELS))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        from gpulab.fsutil import atomic_write_text
+
+        # Atomic: a Ctrl-C never leaves half a results file.
+        atomic_write_text(Path(args.json), json.dumps(report, indent=2) + "\n")
     print_table(report)
     return 0
 
