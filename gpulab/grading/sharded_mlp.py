@@ -149,7 +149,7 @@ def _flops(compiled: Any) -> float | None:
     return float(cost["flops"]) if isinstance(cost, dict) and "flops" in cost else None
 
 
-def _values_problem(y: Any, want: np.ndarray) -> str:
+def _values_problem(y: Any, want: np.ndarray, case: dict) -> str:
     if not isinstance(y, jax.Array):
         return f"returned {type(y).__name__}, expected a jax.Array"
     if tuple(y.shape) != want.shape:
@@ -160,6 +160,8 @@ def _values_problem(y: Any, want: np.ndarray) -> str:
     if not np.all(np.isfinite(got)):
         return "the output has NaN or inf"
     err = np.abs(got - want)
+    case["max_abs"] = float(err.max())
+    case["max_rel"] = float((err / np.maximum(np.abs(want), 1e-6)).max())
     tol = 1e-4 * (1 + np.abs(want))
     bad = err > tol
     if bad.any():
@@ -174,7 +176,7 @@ def check_step(ctx, mode: str, step: Any, mesh: Any, shape: tuple, data: tuple) 
     b, d, h, o = shape
     n = mesh.devices.size
     params, x, expected = data
-    name = f"{mode}: {b}×{d} → {h} → {o}"
+    name = f"{mode}: {b}×{d}→{h}→{o}"
     case = {"name": name, "passed": False, "shape": f"{b}×{d}→{h}→{o}", "dtype": "fp32"}
     try:
         compiled = call(lambda: step.lower(params, x).compile(), ctx.file)
@@ -185,7 +187,7 @@ def check_step(ctx, mode: str, step: Any, mesh: Any, shape: tuple, data: tuple) 
     except LearnerError as exc:
         case["detail"] = f"compiling or running it failed: {exc.summary}"
         return case
-    problem = _values_problem(y, expected)
+    problem = _values_problem(y, expected, case)
     want = EXPECTED[mode]
     if not problem:
         try:
