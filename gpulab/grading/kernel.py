@@ -170,7 +170,7 @@ def _time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> 
         flops = eval_formula(req["flops"], names) if req.get("flops") else None
         sec = t["ms"] * 1e-3
         # Carried in the row so the roofline can place this run later.
-        row.update(flops=flops, bytes=nbytes, kind=req.get("kind"),
+        row.update(flops=flops, bytes=nbytes, kind=req.get("kind"), sizes=dict(case.sizes),
                    intensity=(flops / nbytes) if flops and nbytes else None)
         if req.get("kind") == "compute" and flops:
             row["throughput"], row["unit"] = flops / sec / 1e12, "TFLOP/s"
