@@ -144,3 +144,20 @@ def test_ctrl_c_during_a_check_leaves_no_orphans(tmp_path):
     time.sleep(0.5)
     assert not alive(child)
     assert not (tmp_path / "ws" / ".gpulab" / "results" / "softmax.json").exists()
+
+
+@pytest.mark.gpu
+def test_gpu_illegal_memory_access_then_a_fresh_child(grade):
+    src = REF.replace("tl.store(y_ptr + row * y_row_stride + offs,",
+                      "tl.store(y_ptr + (1 << 40) + row * y_row_stride + offs,")
+    r = grade("softmax", src, device="cuda", timeout=300)
+    assert not r["passed"] and r["status"] in ("failed", "crashed")
+    assert "illegal memory access" in (r["summary"] + r.get("message", "")).lower()
+    assert grade("softmax", REF, device="cuda", timing=False)["passed"]
+
+
+@pytest.mark.gpu
+def test_gpu_out_of_memory_is_a_failed_check(grade):
+    src = "import torch\n\ndef softmax(x):\n    return torch.empty(10**14, device=x.device)\n"
+    r = grade("softmax", src, device="cuda", timeout=300)
+    assert not r["passed"] and "out of memory" in r["summary"].lower()
