@@ -114,7 +114,7 @@ def test_grader_draws_sound_unseen_configurations():
         assert serving.decode_step(cfg, roof, batch, context).bound == "compute"
         _, (cfg, roof, batch, prompt, context) = plan[-1]
         assert serving.prefill_step(cfg, roof, batch, prompt).bound == "memory"
-        for _, (cfg, roof, batch, prompt, context) in plan:
+        for _, (cfg, roof, batch, _prompt, context) in plan:
             want = serving.decode_step(cfg, roof, batch, context).as_dict()
             got = ref.decode_step(cfg, roof, batch, context)
             assert all(got[k] == pytest.approx(want[k], rel=1e-9) for k in grader.FIELDS
