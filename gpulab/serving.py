@@ -216,6 +216,42 @@ def memory_needed(cfg, batch: int, context: int) -> float:
     return cfg.total_params() * cfg.weight_bytes + batch * context * kv_bytes_per_token(cfg)
 
 
+SWEEP = (1, 4, 16, 64, 256, 1024)
+
+
+def calculate(model: ModelConfig, gpu, batch: int = 1, prompt: int = 2048,
+              context: int = 4096, weights: str = "bf16", kv: str = "bf16") -> dict:
+    """Everything the serving calculator shows, as plain data (CLI, --json, TUI).
+
+    `gpu` is a gpulab.hardware.GPU. Raises ValueError for unusable input.
+    """
+    if weights not in WEIGHT_DTYPES or kv not in KV_DTYPES:
+        raise ValueError(f"weights must be one of {WEIGHT_DTYPES} and kv one of {KV_DTYPES}")
+    for name, value in (("batch", batch), ("prompt", prompt), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+    cfg = model.with_dtypes(weights, kv)
+    roof = roof_for(gpu, weights)
+    pre = prefill_step(cfg, roof, batch, prompt)
+    dec = decode_step(cfg, roof, batch, context)
+    capacity = (gpu.memory_gb or 0) * 1e9
+    sweep = [{"batch": b, **decode_step(cfg, roof, b, context).as_dict(),
+              "fits": memory_needed(cfg, b, context) <= capacity} for b in SWEEP]
+    return {
+        "model": cfg.name, "source": cfg.source, "weights": weights, "kv": kv,
+        "total_params": cfg.total_params(), "weight_params": weight_params(cfg),
+        "kv_bytes_per_token": kv_bytes_per_token(cfg),
+        "gpu": gpu.name, "bandwidth_tbs": roof.bandwidth_tbs, "peak_tflops": roof.peak_tflops,
+        "compute_dtype": compute_dtype(weights, gpu), "ridge": roof.ridge,
+        "batch": batch, "prompt": prompt, "context": context,
+        "prefill": pre.as_dict(), "decode": dec.as_dict(),
+        "memory_needed_gb": memory_needed(cfg, batch, context) / 1e9,
+        "memory_gb": gpu.memory_gb, "decode_sweep": sweep,
+        "decode_intensity_limit": decode_intensity_limit(cfg, context),
+        "decode_batch_to_ridge": decode_batch_to_ridge(cfg, roof, context),
+    }
+
+
 # --- a model from a Hugging Face config.json ---------------------------------
 
 _HF_FIELDS = {

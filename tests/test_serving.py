@@ -148,7 +148,7 @@ def test_serving_command_text_and_errors(run_gpulab, tmp_path):
     r = run_gpulab("serving", "--gpu", "nosuchgpu")
     assert r.returncode == 2 and "unknown GPU" in r.stderr
     r = run_gpulab("serving", "--batch", "0")
-    assert r.returncode == 2 and "--batch must be at least 1" in r.stderr
+    assert r.returncode == 2 and "batch must be a whole number of at least 1" in r.stderr
     bad = tmp_path / "config.json"
     bad.write_text('{"hidden_size": 10}')
     r = run_gpulab("serving", "--model", str(bad))

@@ -15,8 +15,6 @@ from typing import Any
 from gpulab import hardware, serving
 from gpulab.commands.common import UsageError, console, guarded
 
-SWEEP = (1, 4, 16, 64, 256, 1024)
-
 
 def _si(x: float, unit: str) -> str:
     for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -35,49 +33,21 @@ def _time(s: float) -> str:
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
 
 
-def _setup(args: Any):
-    try:
-        model = serving.find_model(args.model)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    cfg = model.with_dtypes(args.weights, args.kv)
+def _gpu(args: Any):
     gpu = hardware.match_gpu(args.gpu) if args.gpu else hardware.GPUS[hardware.DEFAULT_GPU]
     if gpu is None:
         raise UsageError(f"unknown GPU '{args.gpu}'. Known: {', '.join(hardware.GPUS)}")
-    try:
-        roof = serving.roof_for(gpu, args.weights)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    for name in ("batch", "prompt", "context"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    return cfg, gpu, roof
+    return gpu
 
 
 def report(args: Any) -> dict[str, Any]:
     """Everything the calculator shows, as plain data (also the --json output)."""
-    cfg, gpu, roof = _setup(args)
-    pre = serving.prefill_step(cfg, roof, args.batch, args.prompt)
-    dec = serving.decode_step(cfg, roof, args.batch, args.context)
-    need = serving.memory_needed(cfg, args.batch, args.context)
-    sweep = []
-    for b in SWEEP:
-        s = serving.decode_step(cfg, roof, b, args.context)
-        sweep.append({"batch": b, **s.as_dict(),
-                      "fits": serving.memory_needed(cfg, b, args.context) <= gpu.memory_gb * 1e9})
-    return {
-        "model": cfg.name, "source": cfg.source, "weights": args.weights, "kv": args.kv,
-        "total_params": cfg.total_params(), "weight_params": serving.weight_params(cfg),
-        "kv_bytes_per_token": serving.kv_bytes_per_token(cfg),
-        "gpu": gpu.name, "bandwidth_tbs": roof.bandwidth_tbs, "peak_tflops": roof.peak_tflops,
-        "compute_dtype": serving.compute_dtype(args.weights, gpu), "ridge": roof.ridge,
-        "batch": args.batch, "prompt": args.prompt, "context": args.context,
-        "prefill": pre.as_dict(), "decode": dec.as_dict(),
-        "memory_needed_gb": need / 1e9, "memory_gb": gpu.memory_gb,
-        "decode_sweep": sweep,
-        "decode_intensity_limit": serving.decode_intensity_limit(cfg, args.context),
-        "decode_batch_to_ridge": serving.decode_batch_to_ridge(cfg, roof, args.context),
-    }
+    try:
+        model = serving.find_model(args.model)
+        return serving.calculate(model, _gpu(args), batch=args.batch, prompt=args.prompt,
+                                 context=args.context, weights=args.weights, kv=args.kv)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @guarded
@@ -169,8 +139,7 @@ def _plot(args: Any, d: dict[str, Any]) -> None:
     try:
         from gpulab import roofline
 
-        gpu = hardware.match_gpu(args.gpu) if args.gpu else hardware.GPUS[hardware.DEFAULT_GPU]
-        model = roofline.build_model(gpu, d["compute_dtype"], points=False)
+        model = roofline.build_model(_gpu(args), d["compute_dtype"], points=False)
         for kind in ("prefill", "decode"):
             s = d[kind]
             model.points.append(roofline.Point(
