@@ -141,6 +141,11 @@ def test_serving_command_text_and_errors(run_gpulab, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "ridge" in r.stdout and "decode" in r.stdout and "tokens/s" in r.stdout
     assert "fp8" in r.stdout and "H100" in r.stdout
+    r = run_gpulab("serving", "--gpu", "h200", "--plot")
+    assert r.returncode == 0, r.stderr
+    plot = r.stdout.split("H200 bf16 roofline", 1)
+    assert len(plot) == 2, r.stdout + r.stderr  # gpulab.roofline drew it
+    assert "prefill" in plot[1] and "decode" in plot[1]
     r = run_gpulab("serving", "--models")
     assert r.returncode == 0 and "llama-3.1-405b" in r.stdout
     r = run_gpulab("serving", "--model", "gpt-9")
