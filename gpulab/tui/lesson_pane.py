@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
+
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 
 from gpulab.content import Lesson
 
@@ -53,6 +57,7 @@ class LessonPane(VerticalScroll):
         self.lesson: Lesson | None = None
         self.revealed = 0
         self._shown: tuple[str, int] | None = None  # what is on screen now
+        self._lock = asyncio.Lock()
 
     def set_lesson(self, lesson: Lesson, revealed: int) -> None:
         self.lesson, self.revealed = lesson, revealed
@@ -60,21 +65,36 @@ class LessonPane(VerticalScroll):
             self.call_after_refresh(self.ensure_rendered)
 
     def ensure_rendered(self) -> None:
+        self.run_worker(self._render_lesson, group="lesson-render", exit_on_error=False)
+
+    async def _render_lesson(self, hints_on_top: bool = False) -> None:
+        async with self._lock:  # one render at a time: they mount and update the same widgets
+            try:
+                await self._render_locked(hints_on_top)
+            except NoMatches:
+                pass  # the app is closing and took the widgets with it
+
+    async def _render_locked(self, hints_on_top: bool) -> None:
         lesson = self.lesson
         if lesson is None or self._shown == (lesson.id, self.revealed):
+            if hints_on_top:
+                self.scroll_to_widget(self.query_one("#hints"), top=True, animate=False)
             return
         if not self.children:
             from gpulab.tui.markdown import LabMarkdown
 
-            self.mount(LabMarkdown("", id="lesson-text"), LabMarkdown("", id="hints"))
+            await self.mount(LabMarkdown("", id="lesson-text"), LabMarkdown("", id="hints"))
         if self._shown is None or self._shown[0] != lesson.id:
-            self.query_one("#lesson-text").update(lesson_markdown(lesson))  # type: ignore[attr-defined]
+            await self.query_one("#lesson-text").update(lesson_markdown(lesson))  # type: ignore[attr-defined]
             self.scroll_home(animate=False)
-        self.query_one("#hints").update(hints_markdown(lesson, self.revealed))  # type: ignore[attr-defined]
+        await self.query_one("#hints").update(hints_markdown(lesson, self.revealed))  # type: ignore[attr-defined]
         self._shown = (lesson.id, self.revealed)
+        if hints_on_top:
+            # After the layout has the new hint's height, or the scroll falls short.
+            self.call_after_refresh(self.scroll_to_widget, self.query_one("#hints"), top=True,
+                                    animate=False)
 
     def show_hints(self) -> None:
-        """Scroll the hints into view (after a reveal)."""
-        self.ensure_rendered()
-        self.call_after_refresh(self.scroll_to_widget, self.query_one("#hints"), top=True,
-                                animate=False)
+        """Render, then scroll the hints to the top of the pane (after a reveal)."""
+        self.run_worker(partial(self._render_lesson, True), group="lesson-render",
+                        exit_on_error=False)

@@ -1,0 +1,399 @@
+"""Pilot tests of the TUI: panes, bindings, checks in a real child process.
+
+Checks run for real (a child process, the Triton interpreter on the CPU,
+device "cpu" so the result is the same on every machine). Each full check
+costs a few seconds, so one test walks the main path (edit, check, watch
+mode re-check after an external write, solution) instead of several.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("textual")
+
+from conftest import reference_source, starter_source  # noqa: E402
+
+from gpulab.tui.app import GpulabApp, build_app  # noqa: E402
+from gpulab.tui.devinfo import GpuInfo  # noqa: E402
+from gpulab.tui.editor import ExercisePane  # noqa: E402
+from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen  # noqa: E402
+from gpulab.tui.sidebar import LessonList  # noqa: E402
+
+SIZE = (80, 24)
+pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def make_app(ws, **options) -> GpulabApp:
+    options.setdefault("welcome", False)
+    options.setdefault("gpu_info", GpuInfo())
+    app = build_app(ws, device="cpu", **options)
+    app.notes = []  # type: ignore[attr-defined]
+    notify = app.notify
+
+    def record(message, **kw):
+        app.notes.append(str(message))  # type: ignore[attr-defined]
+        return notify(message, **kw)
+
+    app.notify = record  # type: ignore[method-assign]
+    return app
+
+
+def screen_text(app) -> str:
+    svg = app.export_screenshot()
+    text = html.unescape("".join(re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S)))
+    return text.replace("\xa0", " ")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[\s│▕▏]+", "", text)
+
+
+def shows(app, *needles: str) -> bool:
+    """All needles are on screen (line breaks and borders ignored)."""
+    on_screen = _squash(screen_text(app))
+    return all(_squash(n) in on_screen for n in needles)
+
+
+async def wait_for(pilot, condition, timeout: float = 90.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        await pilot.pause(0.1)
+
+
+def softmax_path(ws) -> Path:
+    return ws.root / "exercises" / "softmax.py"
+
+
+async def open_softmax(pilot) -> None:
+    pilot.app.action_open_lesson("softmax")
+    await pilot.pause()
+
+
+# --- start-up -----------------------------------------------------------------------
+async def test_first_start_welcomes_and_begins(ws):
+    app = make_app(ws, welcome=None)  # a fresh workspace: ws.created
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, WelcomeScreen)
+        await wait_for(pilot, lambda: shows(app, "Welcome to gpulab"), 5, "welcome")
+        assert shows(app, "Triton interpreter")  # no GPU here, and what that means
+        assert shows(app, str(ws.root)[:20])
+        await pilot.press("enter")  # "Start lesson NN"
+        await pilot.pause()
+        assert not isinstance(app.screen, WelcomeScreen)
+        assert app.lesson is not None and app.lesson.ready
+        assert app.active_pane == "lesson"
+
+
+async def test_returning_learner_continues_where_they_left_off(ws):
+    from gpulab.workspace import Workspace
+
+    ws.set_last_lesson("02_triton_101_softmax")
+    again = Workspace.open(ws.root)
+    assert not again.created
+    app = make_app(again, welcome=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert not isinstance(app.screen, WelcomeScreen)
+        assert app.lesson.exercise == "softmax"
+        assert any("Continuing lesson 02" in n for n in app.notes)
+
+
+async def test_sidebar_lists_the_nine_lessons_with_status(ws, course):
+    ws.record_result("softmax", {"passed": True, "summary": "ok", "status": "passed"})
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        sidebar = app.query_one(LessonList)
+        assert sidebar.option_count == len(course.lessons) == 9
+        assert shows(app, "✔ 02 Triton 101: softmax", "passed")
+        # Keyboard: move to lesson 03 and open it with enter.
+        sidebar.focus()
+        sidebar.highlighted = 1
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.lesson.number == "03"
+        assert app.active_pane == "lesson"
+
+
+async def test_panes_by_key_and_by_mouse(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_softmax(pilot)
+        for key, pane in zip("123456", ("lesson", "exercise", "results", "roofline", "device",
+                                        "roadmap")):
+            if pane == "exercise":
+                await pilot.press("1")  # the editor would take the digit as text
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.active_pane == pane
+            if pane == "exercise":
+                assert app.focused is app.query_one(ExercisePane).editor
+                await pilot.press("escape")  # leave the editor
+        await pilot.click("#--content-tab-results")
+        await pilot.pause()
+        assert app.active_pane == "results"
+        await pilot.click("#--content-tab-lesson")
+        await pilot.pause()
+        assert app.active_pane == "lesson"
+
+
+async def test_palette_opens_a_lesson(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"open 03")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.lesson.number == "03", 10, "lesson 03 to open")
+
+
+# --- the editor -------------------------------------------------------------------------
+async def test_ctrl_s_saves_and_autosave_follows_typing(ws, monkeypatch):
+    import gpulab.tui.editor as editor_mod
+
+    monkeypatch.setattr(editor_mod, "AUTOSAVE_DELAY", 0.3)
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("e")
+        pane = app.query_one(ExercisePane)
+        await pilot.press("ctrl+home", "x", "y", "z", "enter")
+        assert pane.dirty
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert softmax_path(ws).read_text().startswith("xyz\n")
+        assert not pane.dirty
+        await pilot.press("q", "u")  # q is a letter in the editor, not quit
+        assert app.is_running and pane.dirty
+        await wait_for(pilot, lambda: not pane.dirty, 5, "autosave")
+        assert softmax_path(ws).read_text().startswith("xyz\nqu")
+
+
+async def test_external_change_reloads_a_clean_buffer(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("e")
+        pane = app.query_one(ExercisePane)
+        softmax_path(ws).write_text("# written by another editor\n")
+        await wait_for(pilot, lambda: pane.editor.text == "# written by another editor\n", 10,
+                       "reload")
+        assert not pane.dirty
+
+
+async def test_external_change_while_dirty_asks_and_never_overwrites_silently(ws, monkeypatch):
+    import gpulab.tui.editor as editor_mod
+
+    monkeypatch.setattr(editor_mod, "AUTOSAVE_DELAY", 60)  # keep the buffer dirty
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("e")
+        pane = app.query_one(ExercisePane)
+        await pilot.press("ctrl+home", "m", "i", "n", "e")
+        softmax_path(ws).write_text("theirs\n")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "the question")
+        assert softmax_path(ws).read_text() == "theirs\n"  # nothing written yet
+        # A save attempt while the question is open must not write either.
+        assert pane.save() is False and softmax_path(ws).read_text() == "theirs\n"
+        await pilot.press("n")  # keep mine
+        await pilot.pause()
+        assert softmax_path(ws).read_text().startswith("mine")
+        # Second round, this time reloading from disk.
+        await pilot.press("x")
+        softmax_path(ws).write_text("theirs again\n")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "the question")
+        await pilot.press("y")  # reload
+        await pilot.pause()
+        assert pane.editor.text == "theirs again\n" and not pane.dirty
+
+
+# --- checks -----------------------------------------------------------------------------
+async def test_edit_check_watch_and_solution(ws):
+    """Open lesson 02, edit, check (fails), then with watch mode on, another
+    editor writes the reference: the check re-runs by itself and passes."""
+    app = make_app(ws)
+    messages: list = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("e", "ctrl+home", "x", "enter", "escape")
+        await pilot.press("c")
+        assert app.checking and app.active_pane == "results"
+        await wait_for(pilot, lambda: not app.checking, what="the starter's check")
+        assert softmax_path(ws).read_text().startswith("x\n")  # saved before checking
+        result = ws.last_result("softmax")
+        assert result and not result["passed"]
+        assert shows(app, "FAIL")
+        assert any(type(m).__name__ == "CheckProgress" for m in messages)
+        assert ws.status("softmax") == "failed"
+        await pilot.press("s")  # solution still locked
+        assert not isinstance(app.screen, SolutionScreen)
+        assert any("unlocks once your exercise passes" in n for n in app.notes)
+
+        await pilot.press("w")
+        assert app.watch_mode
+        softmax_path(ws).write_text(reference_source("softmax"))
+        await wait_for(pilot, lambda: app.checking, 15, "watch mode to start a check")
+        await wait_for(pilot, lambda: not app.checking, what="the reference's check")
+        assert ws.last_result("softmax")["passed"]
+        assert shows(app, "PASS")
+        assert ws.status("softmax") == "passed"
+        assert len(ws.exercise_state("softmax")["attempts"]) == 2
+        assert app.query_one(ExercisePane).editor.text == reference_source("softmax")
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, SolutionScreen)
+        await pilot.press("escape")
+        await pilot.press("w")
+        assert not app.watch_mode
+
+
+async def test_cancel_a_running_check(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("c")
+        assert app.checking
+        await pilot.pause(0.3)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: not app.checking, 20, "the cancel")
+        assert shows(app, "Check cancelled")
+        assert ws.exercise_state("softmax").get("attempts") is None  # not an attempt
+
+
+async def test_worker_errors_surface_and_the_ui_carries_on(ws, monkeypatch):
+    import gpulab.tui.app as app_mod
+
+    def broken(*_a, **_k):
+        raise RuntimeError("simulated gpulab bug")
+
+    monkeypatch.setattr(app_mod, "run_check", broken)
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: not app.checking, 10, "the error")
+        assert any("simulated gpulab bug" in n for n in app.notes)
+        await pilot.press("1")
+        assert app.active_pane == "lesson"
+
+
+# --- hints, reset, help -----------------------------------------------------------------
+async def test_hints_one_level_at_a_time(ws, course):
+    lesson = course.find("softmax")
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("h")
+        await pilot.pause()
+        assert ws.hint_level("softmax") == 1 and app.active_pane == "lesson"
+        words = " ".join(lesson.hints[0].split()[:3]).replace("`", "")
+        await wait_for(pilot, lambda: shows(app, "Hint 1 of 3", words), 5, "hint 1 in view")
+        assert not shows(app, "Hint 2 of 3")
+        await pilot.press("h", "h")
+        assert ws.hint_level("softmax") == 3
+        await pilot.press("h")
+        assert ws.hint_level("softmax") == 3
+        assert any("All three hints" in n for n in app.notes)
+
+
+async def test_reset_asks_then_restores_the_starter(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        softmax_path(ws).write_text("my work\n")
+        await pilot.pause(0.8)
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")  # no
+        await pilot.pause()
+        assert softmax_path(ws).read_text() == "my work\n"
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert softmax_path(ws).read_text() == starter_source("softmax")
+        backups = list(ws.backups_dir.glob("softmax-*.py"))
+        assert len(backups) == 1 and backups[0].read_text() == "my work\n"
+        assert any(str(backups[0]) in n for n in app.notes)
+        await pilot.press("e")
+        assert app.query_one(ExercisePane).editor.text == starter_source("softmax")
+
+
+async def test_help_follows_the_focused_pane(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("e", "f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and app.screen.topic == "exercise"
+        await wait_for(pilot, lambda: shows(app, "never overwrites silently"), 5, "help text")
+        await pilot.press("escape", "escape")
+        app.query_one(LessonList).focus()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and app.screen.topic == "sidebar"
+        await pilot.press("escape")
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_broken_lesson_shows_its_error_and_the_rest_works(ws, tmp_path):
+    import shutil
+
+    from conftest import REPO
+    from gpulab.content import load_course
+
+    root = tmp_path / "content"
+    for part in ("lessons", "exercises", "kernels"):
+        shutil.copytree(REPO / part, root / part)
+    manifest = root / "lessons" / "manifest.toml"
+    text = manifest.read_text()
+    start = text.index('id = "03_triton_tiled_matmul"')
+    manifest.write_text(text[:start] + text[start:].replace('kind = "compute"',
+                                                            'kind = "bogus"', 1))
+    course = load_course(root)
+    broken = course.find("03")
+    assert broken.error
+    app = make_app(ws, course=course)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert shows(app, "⚠ 03", "broken")
+        app.action_open_lesson("03")
+        await wait_for(pilot, lambda: shows(app, "This lesson is broken"), 5, "the error")
+        await pilot.press("c")
+        assert not app.checking and any("broken" in n for n in app.notes)
+        app.action_open_lesson("softmax")
+        await pilot.pause()
+        assert app.lesson.exercise == "softmax" and app.lesson.ready
+
+
+async def test_theme_is_remembered(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.theme = "nord"
+        await pilot.pause()
+    assert ws.get_setting("theme") == "nord"
+    app2 = make_app(ws)
+    async with app2.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app2.theme == "nord"
