@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "where": ("gpulab.commands.course", "print the workspace folder and an exercise's file"),
     "serving": ("gpulab.commands.serving", "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s"),
     "bench": ("gpulab.commands.bench", "time the reference kernels beside their baselines (GPU)"),
+    "profile": ("gpulab.commands.profile", "profile your solution: top ops, trace; --nsys/--ncu"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
     "serve": ("gpulab.commands.serve", "the lab in a browser (textual-serve, 127.0.0.1 only)"),
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
@@ -116,6 +117,15 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
                                   "help": "bandwidth, softmax, matmul, flash_attention, "
                                           "rope_rmsnorm (default: all)"}),
                   (("--json",), {"metavar": "PATH", "help": "also write the results as JSON"})],
+        "profile": [
+            ex,
+            (("--file",), {"metavar": "PATH", "help": "profile this file instead of the workspace copy"}),
+            (("--steps",), {"type": int, "default": 5, "help": "steps recorded after warm-up (5)"}),
+            (("--nsys",), {"action": "store_true", "help": "run Nsight Systems (a timeline with NVTX)"}),
+            (("--ncu",), {"action": "store_true", "help": "run Nsight Compute (per-kernel counters)"}),
+            (("--print-command",), {"action": "store_true",
+                                    "help": "print the nsys and ncu command lines, run nothing"}),
+        ],
         "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
                                 "every reference passes"}),
                 (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],

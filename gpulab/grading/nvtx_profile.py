@@ -67,10 +67,10 @@ MARKS = {
     "optimizer_step": lambda n: n.startswith("Optimizer.step#"),
 }
 NEEDS = {
-    "forward": (MARKS["forward"], "a matmul (aten::addmm / aten::mm)"),
-    "loss": (MARKS["loss"], "the loss (aten::cross_entropy_loss)"),
-    "backward": (is_backward, "autograd's backward nodes (…Backward0)"),
-    "optimizer_step": (is_optim, "the optimizer update (Optimizer.step#…, aten::add_, "
+    "forward": (MARKS["forward"], "matmul (aten::addmm / aten::mm)"),
+    "loss": (MARKS["loss"], "loss op (aten::cross_entropy_loss)"),
+    "backward": (is_backward, "autograd backward node (…Backward0)"),
+    "optimizer_step": (is_optim, "optimizer update (Optimizer.step#…, aten::add_, "
                        "aten::_foreach_*)"),
 }
 # The backward pass runs matmuls of its own: those are not forward's work.
