@@ -28,6 +28,8 @@ import time
 from typing import Any
 
 GiB, MiB = 2**30, 2**20
+DEVICE = "cuda"  # a test's dry run points this at the CPU, with CUDA's calls faked
+FMA_ITERS, FMA_PROGRAMS_PER_SM = 1024, 64
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -68,10 +70,10 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
     from gpulab.grading.timing import measure
 
     n = nbytes // 4
-    src = torch.rand(n, device="cuda")
+    src = torch.rand(n, device=DEVICE)
     dst = torch.empty_like(src)
-    partial = torch.empty(triton_cdiv(n, 1024), device="cuda")
-    gib = f"{nbytes / GiB:.1f} GiB"
+    partial = torch.empty(triton_cdiv(n, 1024), device=DEVICE)
+    gib = _size(nbytes)
     rows = []
     fill_value = 1.2345  # not zero: writes of zeros could be special-cased
 
@@ -79,7 +81,7 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
         return bool(torch.equal(dst, src))
 
     def check_fill() -> bool:
-        return bool((dst == torch.tensor(fill_value, device="cuda")).all())
+        return bool((dst == torch.tensor(fill_value, device=DEVICE)).all())
 
     chunk = 2**26  # float64 sums chunk by chunk: a float64 copy of the buffer is 2x its size
     want = sum(float(src[i:i + chunk].double().sum()) for i in range(0, n, chunk))
@@ -151,7 +153,7 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
 
     rows = []
     for size in sizes:
-        src = torch.rand(size // 4, device="cuda")
+        src = torch.rand(size // 4, device=DEVICE)
         dst = torch.empty_like(src)
         k = max(1, min(512, (256 * MiB) // size))
         for kind, op, moves in (("copy", lambda: dst.copy_(src), 2),
@@ -174,9 +176,9 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
 
 
 def _graphed(torch: Any, op: Any, k: int) -> tuple[Any, bool]:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
     try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):  # warm-up off the capture, as CUDA graphs require
             for _ in range(3):
                 op()
@@ -227,16 +229,16 @@ def matmul_plan(torch: Any, cc: tuple[int, int], quick: bool) -> tuple[list, dic
 def _matmul_fn(torch: Any, dt: str, m: int, n: int, k: int) -> Any:
     if dt == "fp8":
         e4m3 = torch.float8_e4m3fn
-        a = torch.randn(m, k, device="cuda").to(e4m3)
-        b = torch.randn(n, k, device="cuda").to(e4m3).t()  # column-major, as cuBLAS wants
-        one = torch.ones((), device="cuda")
+        a = torch.randn(m, k, device=DEVICE).to(e4m3)
+        b = torch.randn(n, k, device=DEVICE).to(e4m3).t()  # column-major, as cuBLAS wants
+        one = torch.ones((), device=DEVICE)
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
                                         out_dtype=torch.bfloat16, use_fast_accum=True)
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
              "bf16": torch.bfloat16}[dt]
-    a = torch.randn(m, k, device="cuda", dtype=dtype)
-    b = torch.randn(k, n, device="cuda", dtype=dtype)
-    c = torch.empty(m, n, device="cuda", dtype=dtype)
+    a = torch.randn(m, k, device=DEVICE, dtype=dtype)
+    b = torch.randn(k, n, device=DEVICE, dtype=dtype)
+    c = torch.empty(m, n, device=DEVICE, dtype=dtype)
     return lambda: torch.mm(a, b, out=c)
 
 
@@ -275,9 +277,12 @@ def bench_fma(torch: Any, steps: Steps, sms: int, budget: float) -> list[dict[st
     from gpulab.grading.timing import measure
 
     steps.next("FMA ceiling (Triton, fp32 CUDA cores)")
-    block, iters = 1024, 2048
-    n = sms * 32 * block
-    x = torch.rand(n, device="cuda")
+    # 64 programs an SM: several waves, so the last, partial wave costs little.
+    # Each program's 4 warps carry 32 independent FMAs a thread (8 elements x
+    # 4 chains), enough to keep an SM's FP32 pipes full even alone.
+    block, iters = 1024, FMA_ITERS
+    n = sms * FMA_PROGRAMS_PER_SM * block
+    x = torch.rand(n, device=DEVICE)
     out = torch.empty_like(x)
     try:
         t = measure(lambda: K.fma(x, out, iters, block), budget_s=budget)
@@ -358,7 +363,7 @@ def run(quick: bool = False) -> int:
     for dt in dict.fromkeys(r["name"] for r in mm):
         result["tflops"][dt], result["tflops_method"][dt] = _best(mm, dt, "tflops")
     if fma:
-        result["fma_tflops"] = round(fma[0]["tflops"], 3)
+        result["fma_tflops"] = round(fma[0]["tflops"], 6)
     result["elapsed_s"] = round(time.monotonic() - started, 1)
     steps.finish()
     emit({"type": "result", "result": result})

@@ -17,9 +17,10 @@ from gpulab.commands.common import UsageError, console, guarded, open_workspace
 
 @guarded
 def run(args: Any) -> int:
+    gpu = _known_gpu(args.gpu) if args.gpu else None  # before the workspace is made
     ws = open_workspace(args)
-    if args.gpu:
-        _set_gpu(ws, args.gpu, quiet=args.json)
+    if gpu is not None:
+        _set_gpu(ws, gpu, quiet=args.json)
     if args.bench:
         return _bench(ws, args)
     if args.watch:
@@ -34,14 +35,19 @@ def run(args: Any) -> int:
     return 0
 
 
-def _set_gpu(ws: Any, name: str, quiet: bool) -> None:
+def _known_gpu(name: str) -> Any:
     from gpulab import hardware
-    from gpulab.probe import SETTING
 
     gpu = hardware.match_gpu(name)
     if gpu is None:
         known = ", ".join(f"{g.key} ({g.name})" for g in hardware.GPUS.values())
         raise UsageError(f"unknown GPU '{name}'. Known: {known}")
+    return gpu
+
+
+def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
+    from gpulab.probe import SETTING
+
     ws.set_setting(SETTING, gpu.key)
     if not quiet:
         print(f"rooflines will use the {gpu.name} datasheet when no known GPU is detected "
@@ -56,8 +62,8 @@ def _watch(ws: Any, args: Any) -> int:
     interval = args.interval
     if interval <= 0:
         raise UsageError("--interval must be positive")
-    torch_info = probe_torch.ask()
     try:
+        torch_info = probe_torch.ask()  # once: SMs and L2 don't change
         if args.json:  # one JSON object a line: a log another tool can read
             while True:
                 print(json.dumps(snapshot(ws, torch_info=torch_info), default=str), flush=True)
@@ -89,7 +95,7 @@ def _bench(ws: Any, args: Any) -> int:
 
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                      console=err, transient=True) as progress:
+                      console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("starting the benchmarks", total=None)
 
             def on_event(ev: dict) -> None:
