@@ -51,8 +51,10 @@ def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
                          "its exercise is not gradable yet")
     missing = lesson.missing_requirements()
     if ready and missing:
+        from gpulab.grading.harness import install_hint
+
         raise UsageError(f"exercise '{lesson.exercise}' needs {', '.join(missing)}: "
-                         f"pip install {' '.join(missing)}")
+                         f"{install_hint(missing[0])}")
     return lesson
 
 

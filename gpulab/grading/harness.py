@@ -31,6 +31,11 @@ class GradeContext:
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     timing: dict[str, Any] | None = None
+    # Set by the kernel grader when kernels ran (in the interpreter on a CPU);
+    # lessons without Triton (JAX, torch.compile, arithmetic) leave it False.
+    uses_triton: bool = False
+    # A grader may name where it ran ("8 simulated CPU devices (JAX)").
+    device_label: str | None = None
     _module: Any = None
 
     @property
@@ -71,12 +76,20 @@ class GradeContext:
         raise GradeFailed(summary, message)
 
 
-def device_label(device: str) -> str:
+def device_label(device: str, triton: bool = True) -> str:
     if device == "cuda":
         import torch
 
         return torch.cuda.get_device_name(0)
-    return f"CPU ({platform.machine()}), Triton interpreter"
+    return f"CPU ({platform.machine()})" + (", Triton interpreter" if triton else "")
+
+
+# Optional modules whose install command is a gpulab extra.
+EXTRAS = {"jax": "pip install 'gpulab[jax]'", "jaxlib": "pip install 'gpulab[jax]'"}
+
+
+def install_hint(module: str) -> str:
+    return EXTRAS.get(module, f"pip install {module}")
 
 
 def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[str, Any]:
@@ -87,15 +100,14 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
         if exc.name and exc.name.startswith("gpulab"):
             return {"status": "error", "summary": f"no grader for exercise '{exercise}' yet"}
         return {"status": "error", "summary": f"this exercise needs `{exc.name}`, which is not "
-                f"installed (pip install {exc.name})"}
+                f"installed ({install_hint(exc.name or '')})"}
     ctx = GradeContext(request=request, device=device, channel=channel)
     from gpulab.grading.guards import namespace_changes, namespace_snapshot
 
     # Taken before the learner's file is imported: anything it swaps in
     # torch's ops or gpulab's grading code afterwards is a cheat.
     before = namespace_snapshot()
-    result: dict[str, Any] = {"device": device_label(device), "mode":
-                              "interpreter" if ctx.interpreter else "native"}
+    result: dict[str, Any] = {}
     try:
         grader.grade(ctx)
     except LearnerError as exc:
@@ -114,9 +126,11 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
             summary = f"all {len(ctx.cases)} cases correct"
             if ctx.timing and ctx.timing.get("summary"):
                 summary += "; " + ctx.timing["summary"]
-            elif ctx.interpreter:
+            elif ctx.interpreter and ctx.uses_triton:
                 summary += " (Triton interpreter on the CPU: correctness only, no timing)"
             result.update(status="passed", summary=summary)
+    result["device"] = ctx.device_label or device_label(device, ctx.uses_triton)
+    result["mode"] = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
     changed = namespace_changes(before)
     if changed:
         result.update(status="failed", summary="cheat: your code replaced "

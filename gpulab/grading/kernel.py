@@ -87,6 +87,7 @@ def guarded_call(ctx: Any, spec: KernelSpec, fn: Callable, case: Case) -> Any:
 
 def check_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> None:
     """Correctness: every case against a float64 reference, under the guards."""
+    ctx.uses_triton = True
     total = len(cases)
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}")
