@@ -17,7 +17,7 @@ Contract (the grader checks all of it):
     else. torch.add, torch.mul, `+`, `*` and friends on tensors are off
     limits.
 
-On a GPU the grader times your kernel on 256-400 MB vectors, counts
+On a GPU the grader times your kernel on 200-270 MB vectors, counts
 3 * N * elt bytes (read x, read y, write out) and reports the fraction of the
 measured HBM bandwidth you reach, beside torch.add(y, x, alpha=alpha).
 
