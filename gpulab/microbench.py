@@ -338,6 +338,9 @@ def run(quick: bool = False) -> int:
     plan, skipped = matmul_plan(torch, cc, quick)
     steps = Steps(8 + 2 * len(sizes) + len(plan) + 1)
     budget = 1.0 if quick else 2.0
+    if nbytes < max(GiB, 8 * l2):
+        emit({"type": "note", "text": f"only {_size(free)} free on the GPU: bandwidth buffers "
+              f"of {_size(nbytes)}, under 1 GiB or 8x the L2, may read low"})
     flusher = L2Flusher()
     bw = bench_bandwidth(torch, steps, nbytes, flusher, budget)
     sweep = bench_sweep(torch, steps, sizes, l2)
