@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpulab.grading import learner
 from gpulab.grading.compare import bit_equal, compare, describe_mismatch, dtype_name
-from gpulab.grading.guards import LaunchRecorder, op_guard
+from gpulab.grading.guards import LaunchRecorder, _poison, op_guard
 from gpulab.grading.kernel import Case, KernelSpec, check_cases, time_cases
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -59,8 +59,16 @@ ALLOWED_ATEN = frozenset({
 # sum of squares of RMSNorm) has B*S*H elements, never D in these cases.
 
 
+# op_guard poisons torch.empty* through a TorchFunctionMode, and function modes
+# are not active inside an autograd.Function's backward; dispatch modes are.
+# So EagerGuard poisons fresh buffers itself, forward and backward alike.
+POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
+                      "new_empty_strided"})
+
+
 class EagerGuard(TorchDispatchMode):
-    """Records aten ops outside ALLOWED_ATEN run by the learner's code.
+    """Records aten ops outside ALLOWED_ATEN run by the learner's code, and
+    fills every buffer it allocates with NaN.
 
     Ignored: ops inside the Triton interpreter's launch (it copies arguments
     to and from the host with aten ops) and, on a GPU, ops that touch only
@@ -107,13 +115,15 @@ class EagerGuard(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if self._depth == 0:
-            problem = self._problem(func, args, kwargs, out)
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            if name in POISONED:
+                _poison(out)
+            problem = self._problem(name, args, kwargs, out)
             if problem:
                 self.ops.append(problem)
         return out
 
-    def _problem(self, func, args, kwargs, out) -> str | None:
-        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+    def _problem(self, name: str, args, kwargs, out) -> str | None:
         ins = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
                 if isinstance(o, torch.Tensor)]
