@@ -164,14 +164,18 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
         (33, 47, 65, "fp16", 16, "", "", "second draw"),
     ]
     if ctx.device == "cuda":
+        # Odd shapes stay under the reference's tuning threshold (512³) and
+        # the big ones match the timing shapes' dtypes and alignment, so a
+        # check compiles few kernel variants.
         specs += [
-            (513, 1025, 777, "bf16", 20, "", "", ""),
-            (1000, 300, 4000, "fp16", 21, "T", "", ""),
-            (257, 700, 1500, "bf16", 22, "", "T", ""),
-            (2048, 2048, 2048, "bf16", 23, "", "", ""),   # the autotuned path
-            (1024, 3072, 2048, "fp16", 24, "", "", ""),
-            (4, 5000, 4096, "fp16", 25, "", "", "(decode-like: 4 rows)"),
-            (700, 900, 800, "fp32", 26, "", "", ""),
+            (513, 1025, 255, "bf16", 20, "", "", ""),
+            (1000, 300, 400, "fp16", 21, "T", "", ""),
+            (257, 700, 700, "bf16", 22, "", "T", ""),
+            (128, 128, 8000, "bf16", 23, "", "", "(long K)"),
+            (4, 5000, 4096, "fp16", 24, "", "", "(decode-like: 4 rows)"),
+            (500, 600, 400, "fp32", 25, "", "", ""),
+            (2048, 2048, 2048, "bf16", 26, "", "", ""),
+            (1024, 3072, 2048, "fp16", 27, "", "", ""),
         ]
     return [make_case(ctx, M, N, K, dt, seed, la, lb, label)
             for M, N, K, dt, seed, la, lb, label in specs if dt not in skip]
