@@ -34,7 +34,7 @@ Systems is installed, `gpulab profile nvtx_profile --nsys` records a timeline.
 
 from contextlib import contextmanager
 
-import torch
+import torch  # noqa: F401  (you will need it)
 import torch.nn.functional as F
 
 

@@ -175,8 +175,9 @@ def render_profile(profile: dict[str, Any]) -> Any:
         parts.append(top_ops_table(profile["top_kernels"], title="Top GPU kernels"))
     if profile.get("top_ops"):
         parts.append(top_ops_table(profile["top_ops"], title="Top operations"))
-    if profile.get("trace"):
-        parts.append(Text(f"trace: {profile['trace']} (open in ui.perfetto.dev)", style="dim"))
+    if profile.get("nvtx") is not None:
+        seen = ", ".join(profile["nvtx"]) or "none"
+        parts.append(Text(f"NVTX ranges pushed (what Nsight Systems shows): {seen}", style="dim"))
     return Group(*parts)
 
 

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from gpulab import profiling
-from gpulab.commands.common import UsageError, console, find_lesson, guarded, open_course, open_workspace
+from gpulab.commands.common import (
+    UsageError,
+    console,
+    find_lesson,
+    guarded,
+    open_course,
+    open_workspace,
+)
 
 TIMEOUT_S = 600
 

@@ -237,7 +237,7 @@ def opaque_targets(graphs: list) -> list[str]:
                     bad.add(str(t))
                 continue
             module = getattr(t, "__module__", None) or ""
-            if not module.split(".")[0] in _PLAIN_MODULES:
+            if module.split(".")[0] not in _PLAIN_MODULES:
                 bad.add(getattr(t, "__qualname__", None) or getattr(t, "__name__", str(t)))
     return sorted(bad)
 
@@ -333,7 +333,7 @@ def grade(ctx: Any) -> None:
     names = [f"{b}×{s}×{d} {label}" for b, s, d, _, _, _, label in CASES]
 
     # 1. Eager outputs against the original.
-    for (label, args), name in zip(cases, names):
+    for (_, args), name in zip(cases, names, strict=True):
         ctx.stage(f"comparing outputs: {name}")
         expected = original(*_clone(args))
         mine = _clone(args)
@@ -418,13 +418,13 @@ def time_modes(ctx: Any, fn: Any, original: Any) -> None:
         shape = f"{b}×{s}×{d}"
         args = make_inputs(b, s, d, ctx.seed(500 + s), rms=1.0, device="cuda")
         expected = original(*_clone(args))
-        variants: list[tuple[str, Any]] = [("original step (eager)", lambda: original(*args)),
-                                           ("your step (eager)", lambda: fn(*args))]
+        variants: list[tuple] = [("original step (eager)", lambda a=args: original(*a)),
+                                 ("your step (eager)", lambda a=args: fn(*a))]
         for mode in ("default", "reduce-overhead"):
             torch._dynamo.reset()
             compiled = torch.compile(fn, mode=mode)
 
-            def call(compiled: Any = compiled, mode: str = mode) -> Any:
+            def call(compiled: Any = compiled, mode: str = mode, args: tuple = args) -> Any:
                 if mode == "reduce-overhead":
                     # Each call is a new step: CUDA-graph outputs may be reused.
                     torch.compiler.cudagraph_mark_step_begin()

@@ -1,0 +1,135 @@
+"""The graph_breaks grader (lesson 06), end to end through real child
+processes on the CPU: the reference passes, the starter fails with each of its
+five breaks named at its line, and each wrong or cheating variant fails for the
+stated reason. A GPU test checks the timing of the compile modes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import reference_source, starter_source
+
+REF = reference_source("graph_breaks")
+STARTER = starter_source("graph_breaks")
+
+
+def variant(old: str, new: str, src: str = REF) -> str:
+    assert old in src, f"variant anchor not found: {old!r}"
+    return src.replace(old, new, 1)
+
+
+def line_of(src: str, text: str) -> int:
+    return next(i for i, ln in enumerate(src.splitlines(), 1) if text in ln)
+
+
+def test_reference_passes(grade):
+    r = grade("graph_breaks", REF)
+    assert r["passed"], r
+    names = [c["name"] for c in r["cases"]]
+    # Outputs on both sides of the data-dependent branch, two Dynamo traces,
+    # and the compiled comparison.
+    assert any("not rescaled" in n for n in names) and any("RMS 8: rescaled" in n for n in names)
+    dyn = [c for c in r["cases"] if c["name"].startswith("Dynamo")]
+    assert len(dyn) == 2 and all(c["graph_breaks"] == 0 and c["ops"] > 20 for c in dyn)
+    assert any(n.startswith("compiled (aot_eager)") for n in names)
+    assert r["timing"] is None and r["duration_s"] < 60
+
+
+def test_starter_fails_with_each_break_at_its_line(grade):
+    r = grade("graph_breaks", STARTER)
+    assert r["status"] == "failed"
+    # The outputs match (the starter *is* the original); the breaks fail it.
+    outputs = [c for c in r["cases"] if "shape" in c]
+    assert len(outputs) == 7 and all(c["passed"] for c in outputs)
+    breaks = {c["line"]: c["detail"] for c in r["cases"] if c["name"].startswith("graph break")}
+    expected = {
+        'print(f"step:': "I/O",
+        "if rms > CAP:": "branch on a tensor",
+        "temp = scores.std().item()": ".item()",
+        "enumerate(lengths.tolist())": "Python numbers",
+        "np.partition(": "NumPy",
+    }
+    for code, kind in expected.items():
+        line = line_of(STARTER, code)
+        assert line in breaks, (code, breaks)
+        assert kind in breaks[line], (code, breaks[line])
+    # Each line is reported once, though two inputs are traced.
+    assert len([c for c in r["cases"] if c["name"].startswith("graph break")]) == len(breaks)
+
+
+WRONG = {
+    # One break left: a print after the first ops (explain would count it too).
+    "one break left": (variant("    B, S, D = x.shape\n",
+                               "    B, S, D = x.shape\n    print('shape', B, S, D)\n"),
+                       "graph break at line"),
+    # The rescale applied always: the branch's other side changes the output.
+    "outputs changed": (variant("x = x * torch.where(rms > CAP, CAP / rms, 1.0)",
+                                "x = x * (CAP / rms)"),
+                        "output differs from the original step"),
+    # The original code, excluded from tracing instead of fixed.
+    "disabled": (variant("def step(x, lengths, p):",
+                         "@torch.compiler.disable\ndef step(x, lengths, p):", STARTER),
+                 "torch.compiler.disable"),
+    # The original code hidden in a custom op: one opaque node, no break.
+    "custom op": (STARTER.replace("def step(x, lengths, p):", "def _orig(x, lengths, p):") + '''
+
+@torch.library.custom_op("cheat::block", mutates_args=())
+def _block(x: torch.Tensor, lengths: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor,
+           wv: torch.Tensor, wo: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+           norm1: torch.Tensor, norm2: torch.Tensor) -> torch.Tensor:
+    return _orig(x, lengths, dict(wq=wq, wk=wk, wv=wv, wo=wo, w1=w1, w2=w2,
+                                  norm1=norm1, norm2=norm2))
+
+
+@_block.register_fake
+def _(x, *args):
+    return torch.empty_like(x)
+
+
+def step(x, lengths, p):
+    return _block(x, lengths, *(p[k] for k in ("wq", "wk", "wv", "wo", "w1", "w2",
+                                                "norm1", "norm2")))
+''', "opaque calls"),
+    # Writes into its input.
+    "mutates input": (variant("    B, S, D = x.shape\n", "    B, S, D = x.shape\n    x.mul_(2.0)\n"),
+                      "wrote into its inputs"),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_wrong_variants_fail(grade, name):
+    src, expected = WRONG[name]
+    r = grade("graph_breaks", src)
+    assert r["status"] == "failed", (name, r["summary"])
+    text = r["summary"] + " " + r.get("message", "")
+    assert expected in text, (name, text)
+
+
+def test_config_change_is_undone(grade):
+    # capture_scalar_outputs would let .item() into the graph; the check runs
+    # with Dynamo's defaults and says so.
+    src = variant("import torch\n", "import torch\nimport torch._dynamo\n"
+                  "torch._dynamo.config.capture_scalar_outputs = True\n")
+    src = variant("scores = scores / scores.std().clamp_min(1.0)",
+                  "scores = scores / max(scores.std().item(), 1.0)", src)
+    r = grade("graph_breaks", src)
+    assert r["status"] == "failed"
+    assert any("capture_scalar_outputs" in n for n in r["notes"])
+    assert any(".item()" in c.get("detail", "") for c in r["cases"])
+
+
+@pytest.mark.gpu
+def test_gpu_times_eager_and_compile_modes(grade):
+    r = grade("graph_breaks", REF, device="cuda", timeout=600)
+    assert r["passed"], r
+    assert any(c["name"].startswith("compiled (inductor)") for c in r["cases"])
+    rows = r["timing"]["cases"]
+    names = {row["name"] for row in rows}
+    assert names == {"original step (eager)", "your step (eager)", "torch.compile default",
+                     "torch.compile reduce-overhead"}
+    for shape in {row["shape"].split(" ")[0] for row in rows}:
+        by = {row["name"]: row for row in rows if row["shape"].startswith(shape + " ")}
+        # Fusion: the compiled step launches fewer kernels than the eager one.
+        assert by["torch.compile default"]["kernels"] < by["your step (eager)"]["kernels"]
+        assert all(row["ms"] > 0 and row["speedup"] > 0 for row in by.values())
+    assert "reduce-overhead" in r["summary"]
