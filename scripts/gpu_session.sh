@@ -15,7 +15,12 @@ for step in "$@"; do
       python3 -m gpulab check softmax --file exercises/softmax.py --no-timing | head -3; echo "rc=$?"
       ;;
     timing) python3 scripts/validate_timing.py "$OUT/timing_validation.json" ;;
-    pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30 ;;
+    pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 ;;
+    pytest-gpu:*) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" $(echo "${step#pytest-gpu:}" | tr + " ") 2>&1 | tee -a "$OUT/pytest_gpu.txt" | tail -40 ;;
+    probe) python3 -m gpulab probe; python3 -m gpulab probe --json > "$OUT/probe.json" ;;
+    microbench) python3 -m gpulab probe --bench --quick 2>&1 | tail -40; cp /tmp/gpulab-ws/.gpulab/ceilings/*.json "$OUT/" 2>/dev/null ;;
+    sweep-softmax) python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
+    bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -37,6 +37,7 @@ class GradeContext:
     # A grader may name where it ran ("8 simulated CPU devices (JAX)").
     device_label: str | None = None
     _module: Any = None
+    _snapshot: Any = None
 
     @property
     def file(self) -> str:
@@ -62,7 +63,20 @@ class GradeContext:
         if self._module is None:
             self.stage("importing your file")
             self._module = load_module(self.file)
+            self.check_tampering()
         return self._module
+
+    def check_tampering(self) -> None:
+        """Fail now if the learner's code replaced torch's ops or the grader's."""
+        if self._snapshot is None:
+            return
+        from gpulab.grading.guards import namespace_changes
+
+        changed = namespace_changes(self._snapshot)
+        if changed:
+            raise GradeFailed(f"cheat: your code replaced {', '.join(changed[:5])} "
+                              "(the grader's own functions or torch's ops)",
+                              "A solution must not patch torch or gpulab.")
 
     def function(self, name: str | None = None) -> Any:
         return get_function(self.module(), name or self.request["function"], self.file)
@@ -107,6 +121,7 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
     # Taken before the learner's file is imported: anything it swaps in
     # torch's ops or gpulab's grading code afterwards is a cheat.
     before = namespace_snapshot()
+    ctx._snapshot = before
     result: dict[str, Any] = {}
     try:
         grader.grade(ctx)
