@@ -62,8 +62,12 @@ def render(result: dict[str, Any]) -> Any:
         bad = [c for c in result["cases"] if not c.get("passed") and c.get("detail")]
         for c in bad[:3]:
             parts.append(Text(f"✘ {c.get('name')}: {c['detail']}", style="red"))
-    if result.get("timing"):
+    if (result.get("timing") or {}).get("cases"):
         parts.append(timing_table(result["timing"]))
+    if (result.get("timing") or {}).get("profile"):  # lesson 07: ranges, top ops, trace
+        from gpulab.profiling import render_profile
+
+        parts.append(render_profile(result["timing"]["profile"]))
     for s in result.get("skipped", []):
         parts.append(Text(f"skipped: {s}", style="yellow"))
     for n in result.get("notes", []):
