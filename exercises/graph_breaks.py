@@ -19,9 +19,9 @@ Contract (the grader checks all of it):
   * Zero graph breaks: the grader traces your step with Dynamo and then
     compiles it with fullgraph=True, which fails on any break at all.
   * No shortcuts: leave `step` undecorated (no torch.compiler.disable, no
-    torch.compile: the grader compiles it), the
-    graph must contain the real ops (no allow_in_graph / custom-op wrapper
-    around the old code), and torch._dynamo.config stays at its defaults.
+    torch.compile: the grader compiles it); the graph must contain the real
+    ops (no allow_in_graph / custom-op wrapper around the old code); and
+    torch._dynamo.config stays at its defaults (the grader undoes changes).
 
 There are five breaks, of five different kinds. Find them yourself:
 
