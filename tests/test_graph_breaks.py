@@ -90,6 +90,12 @@ def step(x, lengths, p):
     return _block(x, lengths, *(p[k] for k in ("wq", "wk", "wv", "wo", "w1", "w2",
                                                 "norm1", "norm2")))
 ''', "opaque calls"),
+    # A different, wrong path only when Dynamo traces: eager outputs match,
+    # compiled ones must too, on both sides of the branch.
+    "differs when compiled": (variant(
+        "    x = x * torch.where(rms > CAP, CAP / rms, 1.0)",
+        "    x = x * (CAP / rms) if torch.compiler.is_compiling() else "
+        "x * torch.where(rms > CAP, CAP / rms, 1.0)"), "compiled (aot_eager)"),
     # Writes into its input.
     "mutates input": (variant("    B, S, D = x.shape\n", "    B, S, D = x.shape\n    x.mul_(2.0)\n"),
                       "wrote into its inputs"),
