@@ -4,7 +4,7 @@ Contract: `rmsnorm_rope(x, weight, cos, sin, eps=1e-6)` for x of shape
 (B, S, H, D), fp16/bf16/fp32, D a power of two from 16 to 256, unit stride
 along D and any strides on B, S, H (q or k sliced out of a fused QKV
 projection); weight (D,) in x's dtype or fp32; cos and sin (S, D//2) fp32.
-Returns a new contiguous y = RoPE(RMSNorm(x) * weight) in x's dtype (rotate-
+Returns a new tensor y = RoPE(RMSNorm(x) * weight) in x's dtype (rotate-
 half / NeoX convention), from a Triton kernel, and is differentiable: the
 gradients for x and weight come from a Triton backward kernel through a
 torch.autograd.Function. cos/sin get no gradient.
@@ -344,7 +344,7 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
                                       allow_unused=True)
         if v.banned or eg.ops:
             eager_fail(ctx, [*v.banned, *eg.ops], "your backward")
-        for t, s in zip(watched, snaps):
+        for t, s in zip(watched, snaps, strict=True):
             if not bit_equal(t.detach(), s):
                 ctx.fail(f"{name}: your code wrote into its inputs",
                          "x, weight, cos, sin and dy must be left as they were.")
@@ -366,6 +366,11 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
         record: dict[str, Any] = {"name": name, "shape": case.shape,
                                   "dtype": dtype_name(case.dtype), "passed": True}
         details = []
+        # y again: the forward that autograd records must be the graded one.
+        rep = compare(y, reference(case), *TOLERANCE[case.dtype])
+        if rep["mismatches"]:
+            record["passed"] = False
+            details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
         for label, got, ref, dt in (("dx", dx, gx, x.dtype), ("dweight", dw, gw, w.dtype)):
             if got.shape != ref.shape:
                 record["passed"] = False
@@ -453,10 +458,10 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list) -> None:
     rows, bwd_rows = ctx.timing["cases"], []
     with gpu_timing_lock("checking rope_rmsnorm", gpu=torch.cuda.current_device(),
                          on_wait=ctx.stage):
-        for (case, dy, xg, wg, y, yc), row in zip(prepared, list(rows)):
+        for (case, dy, xg, wg, y, yc), row in zip(prepared, list(rows), strict=True):
             x, w, cos, sin = case.args
             ctx.stage(f"timing {case.name}: torch.compile forward, both backwards")
-            c = measure(lambda: compiled(x, w, cos, sin), flusher=flusher, log_clocks=False)
+            c = measure(lambda a=case.args: compiled(*a), flusher=flusher, log_clocks=False)
             row["compile_ms"], row["speedup_compile"] = c["ms"], c["ms"] / row["ms"]
             last: dict[str, Any] = {}
 
@@ -469,7 +474,8 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list) -> None:
                 raise learner.LearnerError(
                     f"timing the backward of {case.name} failed: {exc}",
                     learner.format_learner_traceback(exc, ctx.file)) from None
-            b = measure(lambda: torch.autograd.grad(yc, (xg, wg), dy, retain_graph=True),
+            b = measure(lambda yc=yc, i=(xg, wg), dy=dy: torch.autograd.grad(yc, i, dy,
+                                                                   retain_graph=True),
                         flusher=flusher, log_clocks=False)
             bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
             # Work deferred past the timed region shows up as a wrong timed result.
