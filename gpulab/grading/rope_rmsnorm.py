@@ -426,6 +426,17 @@ def timing_cases(ctx: Any) -> list:
             for i, (B, S, H, D) in enumerate(TIMING_SHAPES)]
 
 
+def bench_cases(ctx: Any) -> list:
+    """For `gpulab bench`: the forward timing cases beside both baselines."""
+    compiled = torch.compile(unfused, dynamic=False)
+    out = []
+    for case, _, _ in timing_cases(ctx):
+        compiled(*case.args)        # compile now, not inside anyone's timing
+        out.append((case, {"eager chain": lambda a=case.args: unfused(*a),
+                           "torch.compile": lambda a=case.args: compiled(*a)}))
+    return out
+
+
 def backward_bytes(case: Case) -> float:
     """Minimal traffic of the backward: x and dy read, dx written, cos/sin read,
     weight read and dweight written."""
