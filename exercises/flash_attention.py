@@ -32,7 +32,7 @@ LOG2E = 1.4426950408889634  # exp(x) == exp2(x * LOG2E)
 
 @triton.jit
 def attention_kernel(
-    Q, K, V, O,
+    Q, K, V, O,  # noqa: E741 - the paper's names
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,

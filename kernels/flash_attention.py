@@ -123,7 +123,7 @@ def _attend_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride
 )
 @triton.jit
 def attention_kernel(
-    Q, K, V, O,
+    Q, K, V, O,  # noqa: E741 - the paper's names
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
