@@ -432,7 +432,16 @@ def _compiled(fn: Any, mode: str, args: tuple) -> tuple[Any, float]:
 
 
 def time_modes(ctx: Any, fn: Any, original: Any) -> None:
-    """Original vs your step: eager, torch.compile default, reduce-overhead."""
+    """Original vs your step: eager, torch.compile default, reduce-overhead,
+    holding the GPU's timing lock (compiles included: they are in the loop)."""
+    from gpulab.gpulock import gpu_timing_lock
+
+    with gpu_timing_lock("checking graph_breaks", gpu=torch.cuda.current_device(),
+                         on_wait=ctx.stage):
+        _time_modes(ctx, fn, original)
+
+
+def _time_modes(ctx: Any, fn: Any, original: Any) -> None:
     from gpulab.grading.guards import tamper_snapshot, tampered
     from gpulab.grading.timing import L2Flusher, measure
 
