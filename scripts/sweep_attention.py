@@ -100,7 +100,7 @@ def _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd, lo, hi, offs
 
 
 @triton.jit
-def attn_ptr(Q, K, V, O,
+def attn_ptr(Q, K, V, Out,
              sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sos, sod,
              H, S, qk_scale,
              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -129,8 +129,8 @@ def attn_ptr(Q, K, V, O,
         acc, l_i, m_i = _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd,
                                   0, S, offs_m, qk_scale, HEAD_DIM, BLOCK_N, False)
     out = acc / l_i[:, None]
-    tl.store(O + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :] * sod,
-             out.to(O.dtype.element_ty))
+    tl.store(Out + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :] * sod,
+             out.to(Out.dtype.element_ty))
 
 
 @triton.jit

@@ -173,6 +173,18 @@ def run_child(sweep, args) -> int:
     flusher = L2Flusher()
     deadline = args.deadline or (time.time() + args.budget)
     cases = [c for c in select_cases(sweep.cases(), args) if not log.case_done(c["label"])]
+    key_of = {c["label"]: c.get("compile_key") for c in sweep.cases()}
+
+    def failed_before(v: Variant, key) -> str | None:
+        # A variant that raised for one compile key (a compile error, out of
+        # shared memory) raises again for the next case with that key:
+        # don't pay for the compile twice.
+        for e in log.entries:
+            if (e["type"] == "row" and e.get("variant") == v.name and e.get("error")
+                    and key_of.get(e["case"]) == key):
+                return f"failed in {e['case']}"
+        return None
+
     # The first case of each compile key (kernels specialise on dtype, head
     # dim, causal...) compiles every variant: it gets a bigger share.
     seen: set = set()
@@ -187,7 +199,8 @@ def run_child(sweep, args) -> int:
         # a reserve kept for the baselines of the cases after it.
         left = deadline - time.time()
         share = left * weights[i] / sum(weights[i:])
-        case_deadline = time.time() + min(left - 8 * (len(cases) - i - 1), 1.3 * share)
+        case_deadline = time.time() + min(left - 5 * (len(cases) - i - 1), 1.3 * share)
+        log.emit(type="case_start", case=label)
         state = sweep.prepare(case)
         for rnd in (1, 2):
             for bname, bfn in sweep.baselines(state).items():
@@ -207,7 +220,7 @@ def run_child(sweep, args) -> int:
             for v in sweep.variants(case):
                 if not wanted(v.name, args.variants) or log.done(label, v.name):
                     continue
-                why = log.poisoned(v)
+                why = log.poisoned(v) or failed_before(v, case.get("compile_key"))
                 if why or time.time() > case_deadline:
                     log.emit(type="row", case=label, variant=v.name, family=v.family, cfg=v.cfg,
                              skipped=why or "time budget")
@@ -255,7 +268,9 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
     log_path = out.with_name(out.name + ".progress.jsonl")
     if log_path.exists():
         log_path.unlink()
-    Log(str(log_path))  # nothing yet
+    err_path = out.with_name(out.name + ".stderr.log")
+    if err_path.exists():
+        err_path.unlink()
     restarts = 0
     while True:
         left = deadline - time.time()
@@ -264,7 +279,10 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
             break
         cmd = [sys.executable, script, *argv, "--child-log", str(log_path),
                "--deadline", str(deadline - 10)]  # 10 s for the report
-        proc = subprocess.Popen(cmd, start_new_session=True)
+        # The child's stderr (compiler diagnostics can run to pages) goes to a
+        # file beside the JSON, so the table stays readable at the end of stdout.
+        with open(err_path, "a") as err_file:
+            proc = subprocess.Popen(cmd, start_new_session=True, stderr=err_file)
         last_size, last_change, hung = -1, time.time(), False
         while proc.poll() is None:
             time.sleep(0.5)
@@ -288,8 +306,17 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
             log.emit(type="crash", case=last["case"], variant=last["variant"],
                      family=last.get("family"), hung=hung, error=why)
             print(f"sweep: {last['case']} / {last['variant']}: {why}; resuming", flush=True)
+            if not hung:
+                tail = err_path.read_text(errors="replace").strip().splitlines()[-3:]
+                print("\n".join(f"    {ln[:160]}" for ln in tail), flush=True)
         elif rc != CONTEXT_LOST:
-            print(f"sweep: child exited rc={rc} outside a variant; resuming", flush=True)
+            # Outside a variant (data, reference, baselines): twice on the
+            # same case and that case is given up.
+            opened = [e["case"] for e in log.entries if e["type"] == "case_start"]
+            case = opened[-1] if opened else None
+            print(f"sweep: child exited rc={rc} outside a variant ({case}); resuming", flush=True)
+            if case and opened.count(case) >= 2:
+                log.emit(type="case_done", case=case, error=f"child died twice, rc={rc}")
         restarts += 1
         if restarts > 40:  # the time budget is the real limit; this guards a loop
             print("sweep: too many restarts, reporting what there is", flush=True)
@@ -394,7 +421,7 @@ def report(sweep, entries: list[dict], args, wall_s: float) -> None:
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=1, default=str))
     tmp.replace(out)
-    print(f"wrote {out}")
+    print(f"wrote {out} (full rows; the step log and the child's stderr beside it)")
 
 
 def list_variants(sweep, args) -> int:
