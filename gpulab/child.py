@@ -73,6 +73,16 @@ def main() -> int:
 
         result = grade_request(request, device, channel)
     except Exception as exc:  # a gpulab bug or an environment problem, not the learner's
+        low = str(exc).lower()
+        if any(k in low for k in ("illegal memory access", "misaligned address",
+                                  "device-side assert", "illegal instruction")):
+            # Reported late, at a later synchronisation, but caused by a kernel.
+            result = {"status": "failed",
+                      "summary": f"CUDA error from a kernel: {str(exc).splitlines()[0]}",
+                      "message": "An out-of-bounds load or store (check your masks and "
+                                 "offsets). The next check runs in a fresh process."}
+            channel.send({"type": "result", "result": result})
+            os._exit(0)
         result = {
             "status": "error",
             "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",

@@ -77,10 +77,18 @@ def get_function(module: ModuleType, name: str, file: str) -> Any:
     return fn
 
 
+def _sync_cuda() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def call(fn: Any, file: str, *args: Any, **kwargs: Any) -> Any:
     """Call the learner's function; any exception becomes a LearnerError."""
     try:
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        _sync_cuda()  # an asynchronous CUDA fault surfaces here, as the learner's
+        return out
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -89,7 +97,7 @@ def call(fn: Any, file: str, *args: Any, **kwargs: Any) -> Any:
         low = str(exc).lower()
         if "out of memory" in low:
             raise LearnerError(f"CUDA out of memory: {last}", tb) from None
-        if "illegal memory access" in low:
+        if "illegal memory access" in low or "misaligned address" in low:
             raise LearnerError(
                 "CUDA illegal memory access (an out-of-bounds load or store; check your masks)",
                 tb) from None
