@@ -238,3 +238,22 @@ def grade(ctx) -> None:
                          "run: A ≥ 1.0×, B ≥ 0.85×, C ≥ 0.70×. TFLOP/s count 4·B·H·Sq·Sk·D, "
                          "halved when causal.")
         time_cases(ctx, spec, fn, timing_cases(ctx))
+
+
+def bench_baselines(case: Case) -> dict:
+    """For `gpulab bench`: both of torch's fast SDPA backends on Hopper, the
+    CUDA FlashAttention-2 (flash) and cuDNN's (FlashAttention-3 class)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = case.args
+    causal = case.kwargs.get("causal", False)
+    scale = case.kwargs.get("sm_scale")
+
+    def backend(which):
+        def run():
+            with sdpa_kernel(which):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        return run
+
+    return {"SDPA flash": backend(SDPBackend.FLASH_ATTENTION),
+            "SDPA cuDNN": backend(SDPBackend.CUDNN_ATTENTION)}
