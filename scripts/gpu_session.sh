@@ -21,6 +21,12 @@ for step in "$@"; do
     microbench) python3 -m gpulab probe --bench --quick 2>&1 | tail -40; cp /tmp/gpulab-ws/.gpulab/ceilings/*.json "$OUT/" 2>/dev/null ;;
     sweep-softmax) python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
     bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;
+    devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
+    bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
+    check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
+      python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:])" ;;
+    sweep-matmul) timeout 200 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
+    sweep-attention) timeout 200 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     *) echo "unknown step $step" ;;
   esac
 done
