@@ -25,8 +25,9 @@ for step in "$@"; do
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:])" ;;
-    sweep-matmul) timeout 200 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
-    sweep-attention) timeout 200 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
+    fast:*) ex=${step#fast:}; timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --no-timing | head -4 ;;
+    sweep-matmul) timeout 150 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
+    sweep-attention) timeout 150 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     *) echo "unknown step $step" ;;
   esac
 done

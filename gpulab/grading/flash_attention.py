@@ -52,6 +52,10 @@ BANNED_LABEL = ("F.scaled_dot_product_attention, torch's softmax and torch's mat
 # half-ulps (4.9e-4 in fp16, 3.9e-3 in bf16) of the largest terms.
 TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-3, 3e-3),
              torch.bfloat16: (8e-3, 2.4e-2)}
+# On a GPU, tl.dot rounds fp32 inputs to tf32 (10-bit mantissa) by default,
+# as cuBLAS does when TF32 is allowed: both matmuls get tf32 slack there
+# (seen on an H200: 3e-4 relative on a 1x1x16 head).
+TOLERANCE_GPU = {**TOLERANCE, torch.float32: (1e-2, 1e-2)}
 
 
 def make_qkv(ctx, B: int, H: int, Sq: int, Sk: int, D: int, dtype: torch.dtype, seed: int,
@@ -206,13 +210,14 @@ def _baseline_name() -> str:
     return "SDPA"
 
 
-def make_spec() -> KernelSpec:
+def make_spec(interpreter: bool = False) -> KernelSpec:
+    tol = TOLERANCE if interpreter else TOLERANCE_GPU
     return KernelSpec(
         reference=reference,
         banned=BANNED,
         banned_aten=BANNED_ATEN,
         banned_label=BANNED_LABEL,
-        tolerance=lambda dt: TOLERANCE[dt],
+        tolerance=lambda dt: tol[dt],
         out_check=out_check,
         baseline=_sdpa_baseline,
         baseline_name=_baseline_name(),
@@ -229,7 +234,7 @@ def grade(ctx) -> None:
         ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
                          "correctness is graded, speed is not.")
         skip = interpreter_skips(ctx)
-    spec = make_spec()
+    spec = make_spec(ctx.interpreter)
     checked(ctx, spec, fn, correctness_cases(ctx, skip))
     if any(not c["passed"] for c in ctx.cases):
         return
