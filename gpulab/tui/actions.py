@@ -108,7 +108,9 @@ class LessonActions:
         self.start_check(lesson, path)
 
     def action_cancel_check(self: GpulabApp) -> None:
+        """x: stop the running check, and the microbenchmarks if they run."""
         self.workers.cancel_group(self, "check")
+        self.workers.cancel_group(self._pane("device"), "probe")
 
     def action_save(self: GpulabApp) -> None:
         from gpulab.tui.editor import ExercisePane

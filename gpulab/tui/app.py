@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import ContentError, Course, Lesson, load_course
@@ -70,6 +70,8 @@ class GpulabApp(LessonActions, App[int]):
     """A check is running (the cancel binding shows)."""
     watch_mode: reactive[bool] = reactive(False)
     """Re-check whenever the exercise file is saved."""
+    probing: reactive[bool] = reactive(False)
+    """The microbenchmarks are running (Device pane)."""
 
     def __init__(self, workspace: Workspace, course: Course, *, device: str = "auto",
                  gpu_info: GpuInfo | None = None, syntax: bool = True, poll: bool = False,
@@ -118,7 +120,7 @@ class GpulabApp(LessonActions, App[int]):
         self.query_one(LessonList).focus()
         if self.show_welcome:
             self.action_welcome()
-        elif self.lesson is not None:
+        elif self.lesson is not None and not self.workspace.created:
             status = self.workspace.status(self.lesson.exercise)
             self.notify(f"Continuing lesson {self.lesson.number}, {self.lesson.title} "
                         f"({status}).", title="Welcome back", timeout=4)
@@ -198,14 +200,19 @@ class GpulabApp(LessonActions, App[int]):
         if action == "quit_q":
             # False lets the key through to the editor: people type q there.
             focused = self.focused
-            return not (isinstance(focused, TextArea) and not focused.read_only)
+            typing = isinstance(focused, Input) or (isinstance(focused, TextArea)
+                                                   and not focused.read_only)
+            return not typing
         if action == "cancel_check":
-            return self.checking
+            return self.checking or self.probing
         if action in ("check", "reset", "solution", "hint", "toggle_watch"):
             return True if self.lesson is not None and self.lesson.ready else None
         return True
 
     def watch_checking(self) -> None:
+        self.refresh_bindings()
+
+    def watch_probing(self) -> None:
         self.refresh_bindings()
 
     def watch_watch_mode(self, on: bool) -> None:
@@ -227,6 +234,7 @@ class GpulabApp(LessonActions, App[int]):
         if self._watch_stop is not None:
             self._watch_stop.set()
         self.workers.cancel_group(self, "check")
+        self.workers.cancel_group(self.query_one("#device-pane"), "probe")
         self.exit(0)
 
     # --- checks -----------------------------------------------------------------
@@ -283,6 +291,8 @@ class GpulabApp(LessonActions, App[int]):
         worker = event.worker
         if worker.group == "check":
             self.checking = False
+        elif worker.group == "probe":
+            self.probing = False
         self.notify(f"{worker.description or worker.name} failed: "
                     f"{type(worker.error).__name__}: {worker.error}", severity="error",
                     title="gpulab error", timeout=10)

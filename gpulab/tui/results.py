@@ -55,6 +55,25 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
     return Group(*parts)
 
 
+def mini_model(result: dict[str, Any] | None, workspace: Any) -> Any:
+    """The roofline model with only this result's points, or None (untimed, unknown GPU)."""
+    timing = (result or {}).get("timing") or {}
+    if not timing.get("cases") or workspace is None:
+        return None
+    try:
+        from gpulab import hardware, roofline
+
+        gpu = hardware.match_gpu(str(timing.get("device") or result.get("device") or ""))
+        if gpu is None:
+            return None
+        model = roofline.build_model(gpu, None, workspace.root, measured=True)
+    except Exception:  # noqa: BLE001 - the plot is a nicety; the tables carry the numbers
+        return None
+    model.points = [p for p in model.points if p.exercise == result.get("exercise")]
+    model.notes = []
+    return model if model.points else None
+
+
 def progress_text(event: dict[str, Any]) -> str:
     if event.get("type") == "case":
         case = event.get("case") or {}
@@ -99,6 +118,8 @@ class ResultsPane(VerticalScroll):
                                     "Press [b]c[/] (or F5) to run it.")
         self.query_one("#result", Static).update(body)
         self.query_one("#history", Static).update(history_renderable(attempts))
+        # After the first paint: building the model reads every result file.
+        self.call_after_refresh(self._show_point, last if lesson.ready else None)
 
     def start(self, lesson: Lesson, device: str) -> None:
         self._started = time.monotonic()
@@ -137,7 +158,28 @@ class ResultsPane(VerticalScroll):
         self.query_one("#progress-row").display = False
         self.query_one("#result", Static).update(self._report(result))
         self.query_one("#history", Static).update(history_renderable(attempts))
+        self._show_point(result)
         self.scroll_home(animate=False)
+
+    def _show_point(self, result: dict[str, Any] | None) -> None:
+        """A small roofline with this run's timed cases, when it was timed on a GPU."""
+        model = mini_model(result, getattr(self.app, "workspace", None))
+        plots = self.query("#mini-roofline")
+        if model is None:
+            for plot in plots:
+                plot.display = False
+            return
+        from gpulab import roofline
+        from textual_plotext import PlotextPlot
+
+        plot = plots.first() if plots else PlotextPlot(id="mini-roofline")
+        if not plots:
+            self.mount(plot, before=self.query_one("#history"))
+        plot.display = True
+        plot.plt.clear_data()
+        plot.plt.clear_figure()
+        roofline.draw(plot.plt, model)
+        plot.refresh()
 
     @staticmethod
     def _report(result: dict[str, Any]) -> Any:
