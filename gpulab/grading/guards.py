@@ -106,6 +106,11 @@ class LaunchRecorder:
     def _record(self, fn: Any, args: tuple, kwargs: dict) -> None:
         storages = set()
         for a in list(args) + list(kwargs.values()):
+            # A TMA TensorDescriptor (triton.tools.tensor_descriptor) carries
+            # its tensor as `.base`: a kernel writing through it writes there.
+            base = getattr(a, "base", None)
+            if not isinstance(a, torch.Tensor) and isinstance(base, torch.Tensor):
+                a = base
             if isinstance(a, torch.Tensor):
                 storages.add(a.untyped_storage().data_ptr())
         stream = None
