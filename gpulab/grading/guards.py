@@ -53,20 +53,29 @@ class _FunctionGuard(TorchFunctionMode):
 
 
 class _DispatchGuard(TorchDispatchMode):
-    def __init__(self, banned_aten: set[str], v: Violations):
+    def __init__(self, banned_aten: set[str], v: Violations,
+                 banned_large: set[str] = frozenset(), large_numel: int = 4096):
         super().__init__()
         self.banned_aten, self.v = banned_aten, v
+        self.banned_large, self.large_numel = banned_large, large_numel
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         if name in self.banned_aten:
             self.v.banned.append(f"aten.{name}")
+        elif name in self.banned_large and any(
+                isinstance(a, torch.Tensor) and a.numel() >= self.large_numel
+                for a in list(args) + list((kwargs or {}).values())):
+            # Elementwise maths on whole operands: the exercise's work done by
+            # torch (small tensors, e.g. an autotuner's timing statistics, pass).
+            self.v.banned.append(f"aten.{name} on a large tensor")
         return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
 def op_guard(banned: Iterable[Any] = (), banned_aten: Iterable[str] = (),
-             poison: bool = True) -> Iterator[Violations]:
+             poison: bool = True, banned_large: Iterable[str] = (),
+             large_numel: int = 4096) -> Iterator[Violations]:
     """Record banned ops (by torch callable and by aten name) and poison empties."""
     banned = set(banned)
     names = {f: f"{getattr(f, '__module__', '') or 'torch'}.{getattr(f, '__name__', f)}"
@@ -74,7 +83,8 @@ def op_guard(banned: Iterable[Any] = (), banned_aten: Iterable[str] = (),
                                                                       "Tensor")
              for f in banned}
     v = Violations()
-    with _FunctionGuard(banned, names, v, poison), _DispatchGuard(set(banned_aten), v):
+    with _FunctionGuard(banned, names, v, poison), _DispatchGuard(
+            set(banned_aten), v, set(banned_large), large_numel):
         yield v
 
 

@@ -36,6 +36,9 @@ class KernelSpec:
     reference: Callable[[Case], torch.Tensor]
     banned: tuple = ()
     banned_aten: tuple[str, ...] = ()
+    # aten ops banned only when a tensor argument has >= 4096 elements: the
+    # elementwise pieces the op could be rebuilt from (mul + sum for matmul).
+    banned_large: tuple[str, ...] = ()
     banned_label: str = ""
     tolerance: Callable[[torch.dtype], tuple[float, float]] = lambda dt: DEFAULT_TOLERANCE[dt]
     out_check: Callable[[Case, Any], str | None] | None = None
@@ -59,7 +62,8 @@ def guarded_call(ctx: Any, spec: KernelSpec, fn: Callable, case: Case) -> Any:
     """Call the learner's function once under every guard; fail on a cheat."""
     bases = [_base(t) for t in _tensors(case.args, case.kwargs)]
     snapshots = [b.clone() for b in bases]
-    with LaunchRecorder() as launches, op_guard(spec.banned, spec.banned_aten) as v:
+    with LaunchRecorder() as launches, op_guard(spec.banned, spec.banned_aten,
+                                                        banned_large=spec.banned_large) as v:
         out = learner.call(fn, ctx.file, *case.args, **case.kwargs)
     if v.banned:
         names = ", ".join(sorted(set(v.banned)))

@@ -47,6 +47,9 @@ BANNED = _present(
 )
 BANNED_ATEN = ("mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "_scaled_mm", "linear",
                "mv", "addmv", "dot", "vdot", "einsum", "tensordot", "_int_mm")
+# Rebuilding the product from broadcast multiplies and a sum is matmul by
+# torch too: banned on operands of 4096+ elements (a wrapper needs neither).
+BANNED_LARGE = ("mul", "sum", "mean", "prod", "cumsum")
 BANNED_LABEL = "torch's matmul (torch.matmul, @, mm, bmm, addmm, einsum, F.linear)"
 
 # (atol, rtol). Inputs are scaled so every output has a standard deviation
@@ -212,6 +215,7 @@ def out_check(case: Case, out) -> str | None:
 def make_spec(interpreter: bool) -> KernelSpec:
     tol = TOL_CPU if interpreter else TOL_GPU
     return KernelSpec(
+        banned_large=BANNED_LARGE,
         reference=reference,
         banned=BANNED,
         banned_aten=BANNED_ATEN,
