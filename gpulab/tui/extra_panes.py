@@ -90,20 +90,16 @@ class RooflinePane(_LazyPane):
             summary.update(Text(f"The roofline could not be drawn: {event.error}", "yellow"))
             return
         try:
-            from textual_plotext import PlotextPlot
-
             from gpulab import roofline
+            from gpulab.tui.plot import roofline_plot
         except ImportError as exc:
             summary.update(unavailable("The roofline plot", exc))
             return
-        plots = self.query(PlotextPlot)
-        plot = plots.first() if plots else PlotextPlot(id="roofline-plot")
+        plots = self.query("#roofline-plot")
+        plot = plots.first() if plots else roofline_plot("roofline-plot")
         if not plots:
             self.mount(plot, before=summary)
-        plot.plt.clear_data()
-        plot.plt.clear_figure()
-        roofline.draw(plot.plt, event.model)
-        plot.refresh()
+        plot.show_model(event.model)
         summary.update(roofline.summary_renderable(event.model, event.why))
 
     def export_svg(self) -> None:

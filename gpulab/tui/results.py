@@ -169,17 +169,13 @@ class ResultsPane(VerticalScroll):
             for plot in plots:
                 plot.display = False
             return
-        from gpulab import roofline
-        from textual_plotext import PlotextPlot
+        from gpulab.tui.plot import roofline_plot
 
-        plot = plots.first() if plots else PlotextPlot(id="mini-roofline")
+        plot = plots.first() if plots else roofline_plot("mini-roofline")
         if not plots:
             self.mount(plot, before=self.query_one("#history"))
         plot.display = True
-        plot.plt.clear_data()
-        plot.plt.clear_figure()
-        roofline.draw(plot.plt, model)
-        plot.refresh()
+        plot.show_model(model)
 
     @staticmethod
     def _report(result: dict[str, Any]) -> Any:

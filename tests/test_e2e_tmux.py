@@ -1,0 +1,100 @@
+"""End to end in a real terminal: tmux runs `python -m gpulab` at 80x24; the
+test opens lesson 02 from the command palette, runs the check (a real child
+process), waits for the result on screen, and quits with q."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO, gpulab_env
+
+pytest.importorskip("textual")
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    """One tmux server of our own (-L), so nothing else's sessions are touched."""
+
+    def __init__(self) -> None:
+        self.socket = f"gpulab-e2e-{uuid.uuid4().hex[:8]}"
+
+    def run(self, *args: str) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                             text=True, timeout=30)
+        return out.stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "lab")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "lab", *keys)
+
+    def wait_for(self, text: str, timeout: float, *, gone: bool = False) -> str:
+        """Wait until `text` is on screen (or, with gone=True, no longer is)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if (text in screen) != gone:
+                return screen
+            time.sleep(0.25)
+        raise AssertionError(f"{text!r} never {'left' if gone else 'appeared'}; the screen "
+                             f"was:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
+                       timeout=30)
+
+
+@pytest.fixture
+def tmux():
+    t = Tmux()
+    yield t
+    t.kill()
+
+
+def test_open_lesson_02_check_and_quit(tmux, tmp_path):
+    home = tmp_path / "workspace"
+    env = gpulab_env(home)
+    env.pop("NO_COLOR", None)
+    exports = " ".join(f"{k}={shlex_quote(env[k])}" for k in ("GPULAB_HOME", "PYTHONPATH"))
+    command = (f"cd {shlex_quote(str(REPO))} && env {exports} TERM=xterm-256color "
+               f"{shlex_quote(sys.executable)} -m gpulab; echo GPULAB-EXIT-$?; sleep 60")
+    tmux.run("new-session", "-d", "-s", "lab", "-x", "80", "-y", "24", command)
+
+    tmux.wait_for("Look around", 60)  # a fresh workspace: the welcome screen
+    time.sleep(0.5)
+    tmux.keys("Escape")
+    tmux.wait_for("Look around", 10, gone=True)
+    tmux.keys("C-p")
+    tmux.wait_for("Search for commands", 10)
+    tmux.keys("-l", "lesson: open 02")
+    tmux.wait_for("Triton 101: softmax", 10)
+    tmux.keys("Enter")
+    tmux.wait_for("gpulab — 02 Triton 101: softmax", 10)
+    time.sleep(0.5)
+    tmux.keys("c")
+    screen = tmux.wait_for("Checking softmax", 20)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and " FAIL " not in screen and " PASS " not in screen:
+        time.sleep(0.5)
+        screen = tmux.screen()
+    assert " FAIL " in screen, screen  # the untouched starter fails, with its reason
+    assert "softmax:" in screen
+    tmux.keys("q")
+    tmux.wait_for("GPULAB-EXIT-0", 20)
+    state = (home / ".gpulab" / "state.json").read_text()
+    assert '"softmax"' in state and '"failed"' in state
+    assert os.path.isfile(home / "exercises" / "softmax.py")
+
+
+def shlex_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
