@@ -14,9 +14,43 @@ from tests.conftest import REPO
 
 HEAVY = ("torch", "triton", "jax", "textual", "numpy")
 
-CORE = ["gpulab", "gpulab.cli", "gpulab.content", "gpulab.workspace", "gpulab.runner",
-        "gpulab.fsutil", "gpulab.hardware", "gpulab.ceilings", "gpulab.report",
-        "gpulab.commands.course", "gpulab.commands.check", "gpulab.commands.dev"]
+# Every module the lab's own process may import (grading modules and
+# microbench_kernels run only in child processes and import torch/triton).
+CORE = ["gpulab"] + [f"gpulab.{m}" for m in (
+    "bench",
+    "ceilings",
+    "child",
+    "cli",
+    "content",
+    "fsutil",
+    "glossary",
+    "gpulock",
+    "hardware",
+    "microbench",
+    "microbench_runner",
+    "probe",
+    "probe_nvml",
+    "probe_torch",
+    "profiling",
+    "report",
+    "roadmap",
+    "roofline",
+    "roofline_plot",
+    "runner",
+    "serving",
+    "workspace",
+    "commands.course",
+    "commands.check",
+    "commands.dev",
+    "commands.probe",
+    "commands.roofline",
+    "commands.glossary",
+    "commands.hardware",
+    "commands.serving",
+    "commands.bench",
+    "commands.serve",
+    "commands.profile",
+)]
 
 
 def _loaded(code: str) -> list[str]:
