@@ -180,7 +180,7 @@ async def test_ctrl_s_saves_and_autosave_follows_typing(ws, monkeypatch):
         assert softmax_path(ws).read_text().startswith("xyz\n")
         assert not pane.dirty
         await pilot.press("q", "u")  # q is a letter in the editor, not quit
-        assert app.is_running and pane.dirty
+        assert app.is_running and pane.editor.text.startswith("xyz\nqu")
         await wait_for(pilot, lambda: not pane.dirty, 5, "autosave")
         assert softmax_path(ws).read_text().startswith("xyz\nqu")
 
@@ -397,3 +397,74 @@ async def test_theme_is_remembered(ws):
     async with app2.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app2.theme == "nord"
+
+
+# --- roofline, device, roadmap & glossary ----------------------------------------------
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+
+
+async def test_results_show_a_small_roofline_for_a_timed_run(ws):
+    """A result timed on a GPU (canned: this machine has none) draws this run's points."""
+    import json
+
+    (ws.state_dir / "results").mkdir(parents=True, exist_ok=True)
+    (ws.state_dir / "results" / "softmax.json").write_text(
+        (SNAPSHOTS / "timed_result.json").read_text(encoding="utf-8"))
+    app = make_app(ws, welcome=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: bool(app.query("#mini-roofline")), 10, "the mini plot")
+        plot = app.query_one("#mini-roofline")
+        assert plot.display and {p.exercise for p in plot.model.points} == {"softmax"}
+        assert len(plot.model.points) == len(json.loads(
+            (SNAPSHOTS / "timed_result.json").read_text())["timing"]["cases"])
+        await pilot.pause(0.3)
+        assert shows(app, "Timing on NVIDIA H200", "H200")
+        assert not shows(app, "could not be drawn")
+        # Resizing rebuilds the plot: plotext must not re-log its data (it did).
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause(0.3)
+        assert not shows(app, "could not be drawn")
+
+
+async def test_roofline_pane_and_export(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("4")
+        await wait_for(pilot, lambda: bool(app.query("#roofline-plot")), 20, "the roofline")
+        await pilot.pause(0.3)
+        assert shows(app, "roofline", "ridge") and not shows(app, "could not be drawn")
+        app.action_export_roofline()
+        await wait_for(pilot, lambda: (ws.root / "roofline.svg").is_file(), 20, "the SVG")
+        assert (ws.root / "roofline.svg").read_text().lstrip().startswith(("<svg", "<?xml"))
+
+
+async def test_roadmap_and_glossary_search(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("6")
+        await pilot.pause(0.3)
+        await pilot.click("#glossary-search")
+        await pilot.press(*"aritmetic intensty")  # typos are forgiven
+        await pilot.pause(0.3)
+        assert shows(app, "Arithmetic intensity")
+        assert app.is_running  # q-free text, and the letters went to the search box
+        await pilot.press("escape")
+
+
+async def test_device_pane_without_a_gpu(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("5")
+        await wait_for(pilot, lambda: shows(app, "no NVIDIA GPU here"), 10, "the device line")
+        # The probe asks torch in a child process; the measurement refuses without a GPU.
+        await pilot.press("m")
+        assert app.probing
+        await wait_for(pilot, lambda: not app.probing, 120, "the microbenchmarks to refuse")
+        assert shows(app, "Microbenchmarks:", "no CUDA GPU")
+        await wait_for(pilot, lambda: not shows(app, "Asking the GPU"), 60, "the probe")
+        assert not shows(app, "not available in this installation")

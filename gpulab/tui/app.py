@@ -186,7 +186,9 @@ class GpulabApp(LessonActions, App[int]):
         show = self._sidebar_choice
         if show is None:
             show = self.size.width >= NARROW or self.active_pane not in wide_panes
-        self.query_one("#sidebar").display = show
+        sidebar = self.query_one("#sidebar")
+        sidebar.display = show
+        sidebar.set_class(self.size.width >= NARROW, "roomy")  # room for whole titles
 
     def on_resize(self) -> None:
         if self.is_mounted:

@@ -78,23 +78,25 @@ class LessonPane(VerticalScroll):
         lesson = self.lesson
         if lesson is None or self._shown == (lesson.id, self.revealed):
             if hints_on_top:
-                self.scroll_to_widget(self.query_one("#hints"), top=True, animate=False)
+                self.anchor()
             return
         if not self.children:
             from gpulab.tui.markdown import LabMarkdown
 
             await self.mount(LabMarkdown("", id="lesson-text"), LabMarkdown("", id="hints"))
         if self._shown is None or self._shown[0] != lesson.id:
+            self.anchor(False)
             await self.query_one("#lesson-text").update(lesson_markdown(lesson))  # type: ignore[attr-defined]
             self.scroll_home(animate=False)
         await self.query_one("#hints").update(hints_markdown(lesson, self.revealed))  # type: ignore[attr-defined]
         self._shown = (lesson.id, self.revealed)
         if hints_on_top:
-            # After the layout has the new hint's height, or the scroll falls short.
-            self.call_after_refresh(self.scroll_to_widget, self.query_one("#hints"), top=True,
-                                    animate=False)
+            # The hints are last: anchoring keeps the newest in view while the
+            # Markdown lays out (a one-off scroll raced the layout and fell short).
+            # Scrolling by hand releases the anchor.
+            self.anchor()
 
     def show_hints(self) -> None:
-        """Render, then scroll the hints to the top of the pane (after a reveal)."""
+        """Render, then keep the hints in view (after a reveal)."""
         self.run_worker(partial(self._render_lesson, True), group="lesson-render",
                         exit_on_error=False)
