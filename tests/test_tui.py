@@ -185,8 +185,9 @@ async def test_ctrl_s_saves_and_autosave_follows_typing(ws, monkeypatch):
         assert softmax_path(ws).read_text().startswith("xyz\nqu")
 
 
-async def test_external_change_reloads_a_clean_buffer(ws):
-    app = make_app(ws)
+@pytest.mark.parametrize("poll", [False, True], ids=["file-events", "polling"])
+async def test_external_change_reloads_a_clean_buffer(ws, poll):
+    app = make_app(ws, poll=poll)
     async with app.run_test(size=SIZE) as pilot:
         await open_softmax(pilot)
         await pilot.press("e")
@@ -292,6 +293,39 @@ async def test_worker_errors_surface_and_the_ui_carries_on(ws, monkeypatch):
         assert any("simulated gpulab bug" in n for n in app.notes)
         await pilot.press("1")
         assert app.active_pane == "lesson"
+
+
+async def test_next_lesson_sidebar_toggle_and_ctrl_q(ws):
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("n")
+        assert app.lesson.number == "03"
+        sidebar = app.query_one("#sidebar")
+        assert sidebar.display
+        await pilot.press("b")
+        assert not sidebar.display
+        await pilot.press("b")
+        assert sidebar.display
+        await pilot.press("e", "ctrl+q")  # quits from inside the editor too
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_welcome_names_the_gpu_that_nvml_reports(ws, monkeypatch):
+    """This machine has no GPU: NVML's answers are faked, the rest is real."""
+    import pynvml
+
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCount", lambda: 1)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: i)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetName", lambda h: "NVIDIA H200")
+    monkeypatch.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: "570.86")
+    app = make_app(ws, welcome=True, gpu_info=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: shows(app, "NVIDIA H200, driver 570.86"), 10, "the GPU")
+        assert app.gpu_info.source == "nvml"
 
 
 # --- hints, reset, help -----------------------------------------------------------------
@@ -451,8 +485,9 @@ async def test_roadmap_and_glossary_search(ws):
         await pilot.press(*"aritmetic intensty")  # typos are forgiven
         await pilot.pause(0.3)
         assert shows(app, "Arithmetic intensity")
-        assert app.is_running  # q-free text, and the letters went to the search box
-        await pilot.press("escape")
+        await pilot.press("space", "q")  # a letter in the search box, not quit
+        assert app.is_running
+        assert app.query_one("#glossary-search").value == "aritmetic intensty q"
 
 
 async def test_device_pane_without_a_gpu(ws):
