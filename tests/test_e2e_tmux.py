@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import REPO, gpulab_env
 
 pytest.importorskip("textual")

@@ -134,7 +134,7 @@ async def test_panes_by_key_and_by_mouse(ws):
     async with app.run_test(size=(120, 40)) as pilot:
         await open_softmax(pilot)
         for key, pane in zip("123456", ("lesson", "exercise", "results", "roofline", "device",
-                                        "roadmap")):
+                                        "roadmap"), strict=True):
             if pane == "exercise":
                 await pilot.press("1")  # the editor would take the digit as text
             await pilot.press(key)
@@ -394,6 +394,7 @@ async def test_broken_lesson_shows_its_error_and_the_rest_works(ws, tmp_path):
     import shutil
 
     from conftest import REPO
+
     from gpulab.content import load_course
 
     root = tmp_path / "content"

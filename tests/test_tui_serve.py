@@ -12,7 +12,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import gpulab_env
 
 pytest.importorskip("textual_serve")

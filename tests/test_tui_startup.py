@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import gpulab_env
 
 pytest.importorskip("textual")

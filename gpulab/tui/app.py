@@ -63,7 +63,7 @@ class GpulabApp(LessonActions, App[int]):
                 tooltip="Help for the pane you are in"),
         Binding("f1", "help", "Help", show=False, priority=True),
         *[Binding(str(i + 1), f"show_pane('{p}')", t, show=False, id=f"app.pane.{p}")
-          for i, (p, t) in enumerate(zip(PANES, TITLES))],
+          for i, (p, t) in enumerate(zip(PANES, TITLES, strict=True))],
     ]
 
     checking: reactive[bool] = reactive(False)
