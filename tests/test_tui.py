@@ -489,6 +489,8 @@ async def test_roadmap_and_glossary_search(ws):
         await pilot.press("space", "q")  # a letter in the search box, not quit
         assert app.is_running
         assert app.query_one("#glossary-search").value == "aritmetic intensty q"
+        await pilot.press("escape", "1")  # escape leaves the box; 1 is a key again
+        assert app.active_pane == "lesson"
 
 
 async def test_device_pane_without_a_gpu(ws):
@@ -504,3 +506,27 @@ async def test_device_pane_without_a_gpu(ws):
         assert shows(app, "Microbenchmarks:", "no CUDA GPU")
         await wait_for(pilot, lambda: not shows(app, "Asking the GPU"), 60, "the probe")
         assert not shows(app, "not available in this installation")
+
+
+async def test_progress_stages_drive_the_bar(ws, course):
+    from textual.widgets import ProgressBar
+
+    from gpulab.tui.results import ResultsPane, spark
+
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        pane = app.query_one(ResultsPane)
+        pane.start(course.find("softmax"), "cpu")
+        pane.progress({"type": "stage", "text": "importing your file"})
+        bar = pane.query_one(ProgressBar)
+        assert bar.total is None
+        pane.progress({"type": "stage", "text": "case 5 of 14: 7×1000 fp32"})
+        assert (bar.progress, bar.total) == (4, 14)
+        pane.progress({"type": "case", "index": 6, "total": 14,
+                       "case": {"name": "6×781 fp16", "passed": False}})
+        assert (bar.progress, bar.total) == (6, 14)
+        await pilot.press("3")
+        await pilot.pause()
+        assert shows(app, "case 6 of 14: 6×781 fp16 WRONG")
+    assert spark([1, 2, 3]) == "▁▄█" and spark([]) == ""

@@ -283,6 +283,11 @@ class RoadmapPane(_LazyPane):
             roadmap = unavailable("The roadmap", exc)
         self.query_one("#roadmap", Static).update(roadmap)
 
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape" and isinstance(self.app.focused, Input):
+            event.stop()
+            self.focus()  # leave the search box; single-letter keys work again
+
     @on(Input.Changed, "#glossary-search")
     def _search(self, event: Input.Changed) -> None:
         self._show_terms(event.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from textual.widgets import ProgressBar, Static
 from gpulab.content import Lesson
 
 BARS = "▁▂▃▄▅▆▇█"
+STEP = re.compile(r"\b(\d+) of (\d+)\b")
 HISTORY_ROWS = 8
 
 
@@ -142,6 +144,10 @@ class ResultsPane(VerticalScroll):
         self._stage = progress_text(event) or self._stage
         if event.get("type") == "case" and event.get("total"):
             self.query_one(ProgressBar).update(total=event["total"], progress=event.get("index", 0))
+        elif (m := STEP.search(self._stage)) is not None:
+            # Graders announce "case 5 of 14: …" / "timing 2 of 3: …" as stages.
+            done, total = int(m.group(1)) - 1, int(m.group(2))
+            self.query_one(ProgressBar).update(total=total, progress=max(done, 0))
         self._tick()
 
     def _tick(self) -> None:
