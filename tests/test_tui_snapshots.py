@@ -38,13 +38,17 @@ def _snapshots_in_tests_snapshots(monkeypatch):
 
 @pytest.fixture
 def snapshot_ws(monkeypatch):
+    """The fixed workspace (its path is on the welcome screen), one test at a time
+    even under pytest-xdist."""
+    from gpulab.fsutil import file_lock
     from gpulab.workspace import Workspace
 
-    if WORKSPACE.exists():
-        shutil.rmtree(WORKSPACE)
-    monkeypatch.setenv("GPULAB_HOME", str(WORKSPACE))
-    monkeypatch.setenv("GPULAB_CONTENT", str(HERE / "course"))
-    return Workspace.open(WORKSPACE)
+    with file_lock(WORKSPACE.parent / "lock"):
+        if WORKSPACE.exists():
+            shutil.rmtree(WORKSPACE)
+        monkeypatch.setenv("GPULAB_HOME", str(WORKSPACE))
+        monkeypatch.setenv("GPULAB_CONTENT", str(HERE / "course"))
+        yield Workspace.open(WORKSPACE)
 
 
 def build(ws, **options):
