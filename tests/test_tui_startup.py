@@ -50,8 +50,9 @@ asyncio.run(main())
 """
 
 
-def run_script(tmp_path, **env_extra: str) -> dict:
-    env = gpulab_env(tmp_path / "workspace", **env_extra)
+def run_script(tmp_path) -> dict:
+    env = gpulab_env(tmp_path / "workspace")
+    env.pop("NO_COLOR", None)
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "workspace")],
                          capture_output=True, text=True, timeout=180, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -68,5 +69,8 @@ def test_first_screen_is_fast_and_the_ui_never_imports_torch(tmp_path):
     assert report["no_color"] is False
 
 
-def test_no_color_is_respected(tmp_path):
-    assert run_script(tmp_path, NO_COLOR="1")["no_color"] is True
+def test_no_color_is_respected(ws, monkeypatch):
+    from gpulab.tui.app import build_app
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert build_app(ws, device="cpu").no_color is True  # Textual then draws in monochrome
