@@ -530,3 +530,27 @@ async def test_progress_stages_drive_the_bar(ws, course):
         await pilot.pause()
         assert shows(app, "case 6 of 14: 6×781 fp16 WRONG")
     assert spark([1, 2, 3]) == "▁▄█" and spark([]) == ""
+
+
+async def test_keys_stay_with_an_open_dialog(ws):
+    """Behind "Reset?" no check starts; in help q closes help, not the lab."""
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("c", "h")
+        assert not app.checking and ws.hint_level("softmax") == 0
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")  # closes help rather than stacking another
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.is_running and not isinstance(app.screen, HelpScreen)

@@ -53,6 +53,8 @@ class LessonActions:
         self.refresh_bindings()
 
     def on_option_list_option_selected(self: GpulabApp, event: Any) -> None:
+        if event.option_list.id != "lessons":
+            return  # another list (the command palette's) bubbling up
         lesson = self.course.find(event.option.id or "")
         if lesson is not None:
             self.open_lesson(lesson)

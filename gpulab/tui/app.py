@@ -29,11 +29,15 @@ from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
 from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
 from gpulab.tui.results import ResultsPane
+from gpulab.tui.screens import HelpScreen, SolutionScreen
 from gpulab.tui.sidebar import LessonList
 from gpulab.tui.watcher import file_changes
 from gpulab.workspace import Workspace
 
 PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap")
+# App actions that act on the lesson or the layout: off while a dialog is open.
+LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
+                  "toggle_sidebar", "help", "show_pane"}
 NARROW = 110  # columns below which the sidebar steps aside for code and tables
 TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap")
 
@@ -199,14 +203,18 @@ class GpulabApp(LessonActions, App[int]):
 
     # --- bindings that depend on state -------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        modal = len(self.screen_stack) > 1
         if action == "quit_q":
-            # False lets the key through to the editor: people type q there.
+            # False lets the key through: people type q in the editor and the
+            # search boxes, and q closes help and the solution.
             focused = self.focused
             typing = isinstance(focused, Input) or (isinstance(focused, TextArea)
                                                    and not focused.read_only)
-            return not typing
+            return not typing and not isinstance(self.screen, (HelpScreen, SolutionScreen))
         if action == "cancel_check":
             return self.checking or self.probing
+        if modal and action in LESSON_ACTIONS:
+            return False  # not behind a dialog's back (a check under "Reset?", help on help)
         if action in ("check", "reset", "solution", "hint", "toggle_watch"):
             return True if self.lesson is not None and self.lesson.ready else None
         return True
