@@ -74,3 +74,14 @@ def test_no_color_is_respected(ws, monkeypatch):
 
     monkeypatch.setenv("NO_COLOR", "1")
     assert build_app(ws, device="cpu").no_color is True  # Textual then draws in monochrome
+
+
+def test_an_unusable_course_or_workspace_is_a_message_not_a_crash(run_gpulab, tmp_path):
+    out = run_gpulab(env=gpulab_env(tmp_path / "ws", GPULAB_CONTENT=str(tmp_path / "none")))
+    assert out.returncode == 2
+    assert "manifest.toml" in out.stderr and "Traceback" not in out.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out = run_gpulab("--workspace", str(blocker / "ws"))
+    assert out.returncode == 2
+    assert "cannot open the workspace" in out.stderr and "Traceback" not in out.stderr
