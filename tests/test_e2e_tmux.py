@@ -58,6 +58,7 @@ def tmux():
     t.kill()
 
 
+@pytest.mark.slow
 def test_open_lesson_02_check_and_quit(tmux, tmp_path):
     home = tmp_path / "workspace"
     env = gpulab_env(home)

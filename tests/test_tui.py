@@ -129,6 +129,7 @@ async def test_sidebar_lists_the_nine_lessons_with_status(ws, course):
         assert app.active_pane == "lesson"
 
 
+@pytest.mark.slow
 async def test_panes_by_key_and_by_mouse(ws):
     app = make_app(ws)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -226,6 +227,7 @@ async def test_external_change_while_dirty_asks_and_never_overwrites_silently(ws
 
 
 # --- checks -----------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_edit_check_watch_and_solution(ws):
     """Open lesson 02, edit, check (fails), then with watch mode on, another
     editor writes the reference: the check re-runs by itself and passes."""
@@ -493,6 +495,7 @@ async def test_roadmap_and_glossary_search(ws):
         assert app.active_pane == "lesson"
 
 
+@pytest.mark.slow
 async def test_device_pane_without_a_gpu(ws):
     app = make_app(ws)
     async with app.run_test(size=(120, 40)) as pilot:

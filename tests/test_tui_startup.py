@@ -59,6 +59,7 @@ def run_script(tmp_path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_first_screen_is_fast_and_the_ui_never_imports_torch(tmp_path):
     report = run_script(tmp_path)
     print(f"first paint after {report['first_paint_cpu_s']:.2f} s of CPU")
