@@ -124,7 +124,7 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
         rows.append(_row("bandwidth", kind, method, t, buffer_bytes=nbytes, bytes=counted,
                          counted="read + write" if moves == 2 else kind,
                          tbs=counted / (t["ms"] * 1e-3) / 1e12))
-    del src, dst, partial
+    src = dst = partial = None  # drop the buffers before the next stage
     torch.cuda.empty_cache()
     return rows
 
@@ -159,8 +159,9 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
         # An elementwise kernel, not copy_: inside a CUDA graph copy_ becomes a
         # memcpy node served by the copy engines (2.76 TB/s for 1 GiB on an
         # H200, against 4.25 for the same copy launched as a kernel).
-        for kind, op, moves in (("copy", lambda: torch.mul(src, 1.0, out=dst), 2),
-                                ("read", lambda: torch.sum(src), 1)):
+        for kind, op, moves in (
+                ("copy", lambda src=src, dst=dst: torch.mul(src, 1.0, out=dst), 2),
+                ("read", lambda src=src: torch.sum(src), 1)):
             steps.next(f"sweep {kind} {_size(size)}")
             fn, graphed = _graphed(torch, op, k)
             try:
@@ -173,7 +174,7 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
                              cuda_graph=graphed, per_call_ms=per_call,
                              fits_l2=moves * size <= l2,
                              tbs=moves * size / (per_call * 1e-3) / 1e12))
-        del src, dst
+        src = dst = None  # free before the next size
     torch.cuda.empty_cache()
     return rows
 

@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpulab.commands.common import UsageError, console, find_lesson, guarded, open_course, open_workspace
+from gpulab.commands.common import (
+    UsageError,
+    console,
+    find_lesson,
+    guarded,
+    open_course,
+    open_workspace,
+)
 from gpulab.runner import DEFAULT_TIMEOUT, ERROR, run_check
 
 

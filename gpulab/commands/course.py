@@ -6,7 +6,14 @@ import json
 import sys
 from typing import Any
 
-from gpulab.commands.common import UsageError, console, find_lesson, guarded, open_course, open_workspace
+from gpulab.commands.common import (
+    UsageError,
+    console,
+    find_lesson,
+    guarded,
+    open_course,
+    open_workspace,
+)
 
 
 @guarded
@@ -37,7 +44,7 @@ def _list(args: Any) -> int:
     table = Table(title=f"gpulab — workspace {ws.root}", title_justify="left")
     for col in ("#", "lesson", "exercise", "status", "grade", "tries"):
         table.add_column(col)
-    for r, lesson in zip(rows, course.lessons):
+    for r, lesson in zip(rows, course.lessons, strict=True):
         table.add_row(lesson.number, lesson.title, r["exercise"], marks[r["status"]],
                       r["grade"] or "", str(r["attempts"] or ""))
     con = console()

@@ -154,7 +154,7 @@ class LaunchRecorder:
         if not torch.cuda.is_available():
             return set()
         default = torch.cuda.current_stream().cuda_stream
-        return {l.stream for l in self.launches if l.stream not in (None, default)}
+        return {launch.stream for launch in self.launches if launch.stream not in (None, default)}
 
 
 def tamper_snapshot() -> dict[str, Any]:

@@ -17,7 +17,13 @@ import torch
 from gpulab import ceilings
 from gpulab.content import eval_formula
 from gpulab.grading import learner
-from gpulab.grading.compare import DEFAULT_TOLERANCE, bit_equal, compare, describe_mismatch, dtype_name
+from gpulab.grading.compare import (
+    DEFAULT_TOLERANCE,
+    bit_equal,
+    compare,
+    describe_mismatch,
+    dtype_name,
+)
 from gpulab.grading.guards import LaunchRecorder, op_guard, tamper_snapshot, tampered
 
 
@@ -70,7 +76,7 @@ def guarded_call(ctx: Any, spec: KernelSpec, fn: Callable, case: Case) -> Any:
         ctx.fail(f"cheat: your code called {names}, the op this exercise replaces",
                  f"{spec.banned_label or 'The library op'} is off the graded path: "
                  "write the computation in your Triton kernel.")
-    for b, s in zip(bases, snapshots):
+    for b, s in zip(bases, snapshots, strict=True):
         if not bit_equal(b, s):
             ctx.fail(f"case {case.name}: your code wrote into its inputs",
                      "Inputs must be left exactly as they were; write to a new output tensor.")
