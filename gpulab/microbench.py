@@ -321,7 +321,6 @@ def _driver() -> str | None:
 
 
 def run(quick: bool = False) -> int:
-    started = time.monotonic()
     try:
         import torch
     except ImportError as exc:
@@ -329,6 +328,16 @@ def run(quick: bool = False) -> int:
     if not torch.cuda.is_available():
         return _refuse("torch sees no CUDA GPU here (microbenchmarks measure a GPU; "
                        "`gpulab probe` shows what this machine has)")
+    from gpulab.gpulock import gpu_timing_lock
+
+    # Ceilings measured beside someone else's timing run would read low.
+    with gpu_timing_lock("gpulab probe --bench", gpu=torch.cuda.current_device(),
+                         on_wait=lambda m: emit({"type": "note", "text": m})):
+        return _run(torch, quick)
+
+
+def _run(torch: Any, quick: bool) -> int:
+    started = time.monotonic()
     from importlib.metadata import version
 
     from gpulab.grading.timing import L2Flusher, l2_bytes
