@@ -331,7 +331,7 @@ def run(quick: bool = False) -> int:
     from gpulab.gpulock import gpu_timing_lock
 
     # Ceilings measured beside someone else's timing run would read low.
-    with gpu_timing_lock("gpulab probe --bench", gpu=torch.cuda.current_device(),
+    with gpu_timing_lock("gpulab probe --bench", gpu=0,  # it measures device 0
                          on_wait=lambda m: emit({"type": "note", "text": m})):
         return _run(torch, quick)
 
