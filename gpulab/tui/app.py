@@ -1,4 +1,4 @@
-"""The gpulab app: a lesson sidebar, six panes, a footer, modal screens.
+"""The gpulab app: a lesson sidebar, seven panes, a footer, modal screens.
 
 `build_app` is the one factory for the CLI, the tests and `gpulab serve`.
 The UI process never imports torch, triton or jax: checks run in a child
@@ -30,16 +30,17 @@ from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
 from gpulab.tui.results import ResultsPane
 from gpulab.tui.screens import HelpScreen, SolutionScreen
+from gpulab.tui.serving_pane import ServingPane
 from gpulab.tui.sidebar import LessonList
 from gpulab.tui.watcher import file_changes
 from gpulab.workspace import Workspace
 
-PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap")
+PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving")
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
                   "toggle_sidebar", "help", "show_pane"}
 NARROW = 110  # columns below which the sidebar steps aside for code and tables
-TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap")
+TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
 
 
 class GpulabApp(LessonActions, App[int]):
@@ -110,6 +111,8 @@ class GpulabApp(LessonActions, App[int]):
                     yield DevicePane(id="device-pane")
                 with TabPane("Roadmap", id="roadmap"):
                     yield RoadmapPane(id="roadmap-pane")
+                with TabPane("Serving", id="serving"):
+                    yield ServingPane(id="serving-pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -186,7 +189,7 @@ class GpulabApp(LessonActions, App[int]):
     def _fit_sidebar(self) -> None:
         """Code and result tables need the width: below NARROW columns the sidebar
         steps aside for those panes, unless the learner chose with b."""
-        wide_panes = ("exercise", "results", "roofline")
+        wide_panes = ("exercise", "results", "roofline", "serving")
         show = self._sidebar_choice
         if show is None:
             show = self.size.width >= NARROW or self.active_pane not in wide_panes

@@ -27,13 +27,16 @@ class GpulabCommands(Provider):
                "your file is backed up first (r)")
         yield ("solution: show", partial(run, "solution"), "once the exercise passes (s)")
         for name, key in (("lesson", "1"), ("exercise", "2"), ("results", "3"),
-                          ("roofline", "4"), ("device", "5"), ("roadmap", "6")):
+                          ("roofline", "4"), ("device", "5"), ("roadmap", "6"),
+                          ("serving", "7")):
             yield (f"view: {name}", partial(run, f"show_pane('{name}')"), f"key {key}")
         yield ("view: toggle sidebar", partial(run, "toggle_sidebar"), "key b")
         yield ("probe: run microbenchmarks", partial(run, "probe"),
                "measure this GPU's bandwidth and FLOP/s ceilings")
         yield ("roofline: export SVG", partial(run, "export_roofline"),
                "write the roofline with your runs to the workspace")
+        yield ("serving: calculator", partial(run, "show_pane('serving')"),
+               "LLM serving on the roofline: model, batch, context, dtype, GPU (7)")
         yield ("help: this pane", partial(run, "help"), "? or F1")
         yield ("help: welcome", partial(run, "welcome"), "the welcome screen again")
         course = getattr(app, "course", None)

@@ -1,0 +1,338 @@
+"""The Serving pane: lesson 09's roofline-of-serving calculator, interactive.
+
+Pick a model preset, a batch, a prompt and a context length, the weight and
+KV-cache dtypes and a GPU; the pane prints what gpulab.serving.calculate says
+(the same numbers as `gpulab serving` and the exercise's grader) and puts the
+prefill and decode steps on that GPU's roofline. Everything recomputes on
+every keystroke: it is a few dozen multiplications, so no worker is needed.
+The form is mounted the first time the pane is shown, keeping start-up light.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.validation import ValidationResult, Validator
+from textual.widgets import Input, Label, Select, Static
+
+from gpulab import hardware, serving
+from gpulab.tui.extra_panes import _LazyPane, unavailable
+
+# Far beyond any real serving setup, and small enough that the arithmetic
+# stays in floating-point range (prompt**2 appears in the prefill FLOPs).
+MAX_COUNT = 10_000_000
+COUNT_FIELDS = ("batch", "prompt", "context")
+DEFAULTS = {"batch": 1, "prompt": 2048, "context": 4096}
+DETECT_POLLS = 40  # x 0.5 s: how long to wait for NVML's answer before giving up
+
+
+def parse_count(text: str, name: str) -> int:
+    """A whole number from 1 to MAX_COUNT ("4,096" and "4_096" allowed), else ValueError."""
+    cleaned = text.strip().replace(",", "").replace("_", "")
+    if not cleaned:
+        raise ValueError(f"{name}: empty; type a whole number such as {DEFAULTS[name]}")
+    if not cleaned.lstrip("+-").isdigit():
+        raise ValueError(f"{name}: {text.strip()!r} is not a whole number")
+    value = int(cleaned)
+    if value < 1:
+        raise ValueError(f"{name}: must be at least 1, got {value}")
+    if value > MAX_COUNT:
+        raise ValueError(f"{name}: at most {MAX_COUNT:,}, got {value:,}")
+    return value
+
+
+class _Count(Validator):
+    """Marks the field invalid (red) as soon as its text is not a usable count."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def validate(self, value: str) -> ValidationResult:
+        try:
+            parse_count(value, self.name)
+        except ValueError as exc:
+            return self.failure(str(exc))
+        return self.success()
+
+
+def usable_gpus() -> dict[str, Any]:
+    """GPUs from the hardware table that have a bandwidth and a 16-bit peak."""
+    return {key: gpu for key, gpu in hardware.GPUS.items() if serving.usable(gpu)}
+
+
+def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
+    """(key, why), in the Roofline pane's order: this machine, the setting, the default."""
+    gpus = usable_gpus()
+
+    def key_of(name: Any) -> str | None:
+        gpu = hardware.match_gpu(name) if isinstance(name, str) and name else None
+        return gpu.key if gpu is not None and gpu.key in gpus else None
+
+    if gpu_names and (key := key_of(gpu_names[0])):
+        return key, "this machine"
+    if key := key_of(setting):
+        return key, "workspace setting"
+    return hardware.DEFAULT_GPU, "default" + ("" if gpu_names else ", no GPU here")
+
+
+def _si(x: float, unit: str) -> str:
+    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3g} s"
+    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+
+
+def _intensity(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def tokens(x: float) -> str:
+    """Tokens per second as the pane prints them (the tests look for this text)."""
+    return f"{x:,.0f}"
+
+
+BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
+
+
+def results_renderable(d: dict[str, Any], why: str) -> Group:
+    """The numbers, sized for 78 columns: model, GPU, both steps, memory, the ridge batch."""
+    head = Text.assemble(
+        (d["model"], "bold"), f" {d['total_params'] / 1e9:.2f} B params · weights {d['weights']}"
+        f" · KV {d['kv']} {d['kv_bytes_per_token'] / 1024:g} KiB/token\n",
+        (d["gpu"], "bold"), f" ({why}): {d['bandwidth_tbs']:g} TB/s · {d['peak_tflops']:,.0f} "
+        f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B")
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s"):
+        table.add_column(col, justify="left" if col in ("step", "bound") else "right",
+                         no_wrap=True)
+    for kind, shape in (("prefill", f"{d['batch']}×{d['prompt']}"),
+                        ("decode", f"{d['batch']}×1 @{d['context']}")):
+        s = d[kind]
+        table.add_row(kind, shape, _si(s["flops"], ""), _si(s["bytes"], "B"),
+                      _intensity(s["intensity"]),
+                      Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
+                      _time(s["seconds"]), tokens(s["tokens_per_s"]))
+    need, have = d["memory_needed_gb"], d["memory_gb"] or 0
+    memory = Text(f"memory: {need:,.1f} GB of {have:g} GB: ")
+    if need <= have:
+        memory.append("fits", "green")
+    else:
+        gpus = f"about {math.ceil(need / have)}" if have else "more"
+        memory.append(f"does not fit on one GPU ({gpus} needed)", "red")
+    b = d["decode_batch_to_ridge"]
+    if b is None:
+        ridge = Text(f"decode never turns compute-bound at context {d['context']} "
+                     f"(it levels off at {d['decode_intensity_limit']:.3g} FLOP/B)")
+    else:
+        ridge = Text(f"decode turns compute-bound from a batch of about {b:,.0f} "
+                     f"at context {d['context']}")
+    return Group(head, table, memory, ridge)
+
+
+def sweep_renderable(d: dict[str, Any]) -> Table:
+    t = Table(title=f"decode at context {d['context']}, by batch", title_justify="left",
+              box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    for col in ("batch", "FLOP/B", "bound", "tokens/s", "fits"):
+        t.add_column(col, justify="left" if col in ("bound", "fits") else "right")
+    for r in d["decode_sweep"]:
+        t.add_row(str(r["batch"]), _intensity(r["intensity"]),
+                  Text(r["bound"], style=BOUND_STYLE.get(r["bound"], "")),
+                  tokens(r["tokens_per_s"]), "yes" if r["fits"] else Text("no", style="red"))
+    return t
+
+
+def plot_model(d: dict[str, Any], gpu: Any) -> Any:
+    """The GPU's datasheet roofline in the matmuls' dtype, with the two steps as points."""
+    from gpulab import roofline
+
+    model = roofline.build_model(gpu, d["compute_dtype"], points=False)
+    for kind in ("prefill", "decode"):
+        s = d[kind]
+        model.points.append(roofline.Point(
+            exercise=kind, case=kind, dtype=d["compute_dtype"], intensity=s["intensity"],
+            flops_per_s=s["flops"] / s["seconds"], ms=s["seconds"] * 1e3, bound=s["bound"]))
+    return model
+
+
+class ServingPane(_LazyPane):
+    """Lesson 09's calculator: a model, a batch and a GPU in; bound and tokens/s out."""
+
+    HELP_TOPIC = "serving"
+    DEFAULT_CSS = """
+    ServingPane { padding: 0 1; height: 1fr; }
+    ServingPane .form-row { height: 1; width: 100%; }
+    ServingPane .form-row Label { padding: 0 1 0 0; }
+    ServingPane .form-row Label.gap { padding: 0 1 0 2; }
+    ServingPane Input { width: 9; }
+    ServingPane #serving-model { width: 20; }
+    ServingPane #serving-gpu { width: 21; }
+    ServingPane #serving-weights, ServingPane #serving-kv { width: 10; }
+    ServingPane #serving-error { color: $text-error; display: none; }
+    ServingPane #serving-error.-shown { display: block; }
+    ServingPane #serving-results { margin-top: 1; }
+    ServingPane #serving-plot { height: 1fr; min-height: 14; }
+    ServingPane #serving-sweep { margin: 1 0; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.result: dict[str, Any] | None = None
+        """The last good calculation (serving.calculate's dict); kept while a field is bad."""
+        self.errors: dict[str, str] = {}
+        """Field name -> what is wrong with it, for the fields that are wrong now."""
+        self.auto_gpu = ("", "")
+        """(key, why) of the GPU picked for the learner; another choice is "chosen here"."""
+        self._detect_timer: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Building the calculator…", style="dim"), id="serving-loading")
+
+    # --- building ---------------------------------------------------------------------
+    def build(self) -> None:
+        app: Any = self.app
+        info = app.gpu_info
+        if info is None:
+            app.want_gpu_info()
+        setting = app.workspace.get_setting("gpu")
+        self.auto_gpu = default_gpu(info.names if info else (), setting)
+        gpu_key = self.auto_gpu[0]
+        gpus = usable_gpus()
+        models = [(name, name) for name in serving.PRESETS]
+        dtypes = [(d, d) for d in serving.WEIGHT_DTYPES]
+        kv = [(d, d) for d in serving.KV_DTYPES]
+        row1 = Horizontal(
+            Label("model"), self._select(models, serving.DEFAULT_MODEL, "serving-model"),
+            Label("gpu", classes="gap"),
+            self._select([(g.name, k) for k, g in gpus.items()], gpu_key, "serving-gpu"),
+            Label("weights", classes="gap"),
+            self._select(dtypes, "bf16", "serving-weights"), classes="form-row")
+        row2 = Horizontal(
+            *self._count("batch"), *self._count("prompt", gap=True),
+            *self._count("context", gap=True), Label("kv", classes="gap"),
+            self._select(kv, "bf16", "serving-kv"), classes="form-row")
+        self.query_one("#serving-loading").remove()
+        self.mount_all([row1, row2, Static("", id="serving-error"),
+                        Static("", id="serving-results")])
+        try:
+            from gpulab.tui.plot import roofline_plot
+
+            self.mount(roofline_plot("serving-plot"))
+        except ImportError as exc:
+            self.mount(Static(unavailable("The roofline plot", exc), id="serving-noplot"))
+        self.mount(Static("", id="serving-sweep"))
+        self.call_after_refresh(self.recompute)
+        if info is None:
+            self._detect_timer = self.set_interval(0.5, self._await_detection,
+                                                   repeat=DETECT_POLLS, name="serving-gpu")
+
+    @staticmethod
+    def _select(options: list[tuple[str, str]], value: str, id: str) -> Select[str]:
+        return Select(options, value=value, allow_blank=False, compact=True, id=id)
+
+    @staticmethod
+    def _count(name: str, gap: bool = False) -> tuple[Label, Input]:
+        field = Input(str(DEFAULTS[name]), id=f"serving-{name}", compact=True,
+                      validators=[_Count(name)], validate_on=["changed"],
+                      tooltip=f"{name}: a whole number from 1 to {MAX_COUNT:,}")
+        return Label(name, classes="gap" if gap else ""), field
+
+    def _await_detection(self) -> None:
+        """NVML answers in a worker; once it has, start from this machine's GPU
+        unless the learner has already picked one."""
+        app: Any = self.app
+        if app.gpu_info is None:
+            return
+        self._detect_timer.stop()
+        select = self.query_one("#serving-gpu", Select)
+        if select.value != self.auto_gpu[0]:
+            return  # the learner chose: leave it
+        self.auto_gpu = default_gpu(app.gpu_info.names, app.workspace.get_setting("gpu"))
+        if select.value != self.auto_gpu[0]:
+            select.value = self.auto_gpu[0]  # posts Select.Changed, which recomputes
+        else:
+            self.recompute()
+
+    # --- recomputing --------------------------------------------------------------------
+    @on(Input.Changed)
+    def _input_changed(self, event: Input.Changed) -> None:
+        if (event.input.id or "").startswith("serving-"):
+            event.stop()
+            self.recompute()
+
+    @on(Select.Changed)
+    def _select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        self.recompute()
+
+    def read_inputs(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """(the calculator's arguments, field -> error) from the form as it is now."""
+        values: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for name in COUNT_FIELDS:
+            try:
+                values[name] = parse_count(self.query_one(f"#serving-{name}", Input).value, name)
+            except ValueError as exc:
+                errors[name] = str(exc)
+        for name in ("model", "gpu", "weights", "kv"):
+            values[name] = self.query_one(f"#serving-{name}", Select).value
+        return values, errors
+
+    def recompute(self) -> None:
+        if not self.query("#serving-model"):
+            return  # not built yet
+        values, self.errors = self.read_inputs()
+        error = self.query_one("#serving-error", Static)
+        if not self.errors:
+            gpu = hardware.GPUS.get(values["gpu"])
+            model = serving.PRESETS.get(values["model"])
+            try:
+                if gpu is None or model is None:
+                    raise ValueError(f"unknown choice: {values['model']!r} on {values['gpu']!r}")
+                data = serving.calculate(model, gpu, batch=values["batch"],
+                                         prompt=values["prompt"], context=values["context"],
+                                         weights=values["weights"], kv=values["kv"])
+            except (ValueError, ArithmeticError) as exc:
+                self.errors["calculator"] = str(exc)
+            else:
+                self.result = data
+                error.update("")
+                error.remove_class("-shown")
+                self._show(gpu)
+                return
+        kept = " Showing the last valid result." if self.result is not None else ""
+        error.update(Text("; ".join(self.errors.values()) + "." + kept))
+        error.add_class("-shown")
+
+    def _show(self, gpu: Any) -> None:
+        d = self.result
+        assert d is not None
+        key, why = self.auto_gpu
+        why = why if gpu.key == key else "chosen here"
+        self.query_one("#serving-results", Static).update(results_renderable(d, why))
+        self.query_one("#serving-sweep", Static).update(sweep_renderable(d))
+        plots = self.query("#serving-plot")
+        if plots:
+            try:
+                plots.first().show_model(plot_model(d, gpu))
+            except ValueError as exc:  # a GPU the roofline model cannot draw
+                self.query_one("#serving-sweep", Static).update(
+                    Text(f"The roofline could not be drawn: {exc}", style="yellow"))
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape" and isinstance(self.app.focused, Input):
+            event.stop()
+            self.focus()  # leave the field; single-letter keys and 1-7 work again

@@ -1,0 +1,197 @@
+"""The Serving pane (lesson 09's calculator), driven with Pilot at 80x24 and 120x40.
+
+Every figure on screen must be gpulab.serving.calculate's for the same inputs,
+so the tests compute the expected dict themselves and look for its bound and
+tokens/s on the screen. No GPU is needed: the calculator is arithmetic.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("textual")
+pytest.importorskip("textual_plotext")
+
+from test_tui import make_app, shows  # noqa: E402
+
+from gpulab import hardware, serving  # noqa: E402
+from gpulab.tui.devinfo import GpuInfo  # noqa: E402
+from gpulab.tui.screens import HelpScreen  # noqa: E402
+from gpulab.tui.serving_pane import ServingPane, parse_count, tokens  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+KEY_NAMES = {"-": "minus", ",": "comma", "_": "underscore", " ": "space"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def expected(model="llama-3-8b", gpu=hardware.DEFAULT_GPU, **kw) -> dict:
+    return serving.calculate(serving.PRESETS[model], hardware.GPUS[gpu], **kw)
+
+
+async def open_calculator(pilot) -> ServingPane:
+    await pilot.press("7")
+    pane = pilot.app.query_one(ServingPane)
+    for _ in range(50):
+        await pilot.pause(0.05)
+        if pane.result is not None:
+            break
+    assert pilot.app.active_pane == "serving" and pane.result is not None
+    return pane
+
+
+async def type_into(pilot, field_id: str, text: str) -> None:
+    pilot.app.query_one(f"#{field_id}").focus()
+    await pilot.pause()
+    await pilot.press("ctrl+a", "ctrl+k", *[KEY_NAMES.get(c, c) for c in text])
+    await pilot.pause()
+
+
+async def choose(pilot, downs: int) -> None:
+    """With a Select focused: open its list, move `downs` rows, pick."""
+    await pilot.press("enter")
+    await pilot.pause()
+    await pilot.press(*(["down"] * downs), "enter")
+    await pilot.pause()
+
+
+def same_numbers(got: dict, want: dict) -> bool:
+    return all(got[k] == want[k] for k in ("model", "gpu", "weights", "kv", "batch", "prompt",
+                                           "context", "prefill", "decode",
+                                           "decode_batch_to_ridge", "memory_needed_gb"))
+
+
+def on_screen(app, data: dict, *more: str) -> bool:
+    """The bound and the tokens/s of both steps are printed (and `more`): one screenshot."""
+    return shows(app, *(f"{data[k]['bound']}" for k in ("prefill", "decode")),
+                 *(tokens(data[k]["tokens_per_s"]) for k in ("prefill", "decode")), *more)
+
+
+def test_parse_count():
+    assert parse_count(" 4,096 ", "context") == 4096
+    assert parse_count("1_024", "batch") == 1024
+    for bad, why in (("abc", "not a whole number"), ("-3", "at least 1"), ("0", "at least 1"),
+                     ("", "empty"), ("2.5", "not a whole number"), ("1e9", "not a whole"),
+                     (str(10**40), "at most")):
+        with pytest.raises(ValueError, match=why):
+            parse_count(bad, "batch")
+
+
+async def test_keyboard_only_every_field_matches_the_calculator(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = await open_calculator(pilot)
+        want = expected()
+        assert same_numbers(pane.result, want) and on_screen(app, want, "default, no GPU here")
+        assert not app.query_one("#sidebar").display  # the pane takes the whole width
+
+        # Tab from the pane reaches the model list first; 70B is the next preset.
+        await pilot.press("tab")
+        assert app.focused.id == "serving-model"
+        await choose(pilot, 1)
+        want = expected("llama-3-70b")
+        # 141 GB of bf16 weights on an 80 GB GPU
+        assert same_numbers(pane.result, want) and on_screen(app, want, "does not fit on one")
+
+        # gpu: H100 SXM -> H200 is two rows down; weights: bf16 -> fp8 one row.
+        await pilot.press("tab")
+        assert app.focused.id == "serving-gpu"
+        await choose(pilot, 2)
+        await pilot.press("tab")
+        await choose(pilot, 1)
+        want = expected("llama-3-70b", "h200", weights="fp8")
+        assert pane.result["compute_dtype"] == "fp8" and same_numbers(pane.result, want)
+        assert on_screen(app, want, "H200 (chosen here)")
+
+        # batch, then prompt, then context, typed; kv to fp8.
+        await pilot.press("tab")
+        assert app.focused.id == "serving-batch"
+        await pilot.press("ctrl+a", "ctrl+k", "6", "4", "tab", "ctrl+a", "ctrl+k", "5", "1", "2",
+                          "tab", "ctrl+a", "ctrl+k", "3", "2", "7", "6", "8", "tab")
+        await pilot.pause()
+        assert app.focused.id == "serving-kv"
+        await choose(pilot, 1)
+        want = expected("llama-3-70b", "h200", weights="fp8", kv="fp8", batch=64, prompt=512,
+                        context=32768)
+        b = want["decode_batch_to_ridge"]
+        assert same_numbers(pane.result, want) and on_screen(
+            app, want, f"from a batch of about {b:,.0f}" if b else "never turns compute")
+
+        # Escape leaves the field; ? then opens this pane's help.
+        await pilot.press("escape", "question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and app.screen.topic == "serving"
+
+
+async def test_a_bad_number_is_a_field_error_and_the_last_result_stays(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = await open_calculator(pilot)
+        await type_into(pilot, "serving-batch", "16")
+        good = expected(batch=16)
+        assert same_numbers(pane.result, good)
+        batch, error = app.query_one("#serving-batch"), app.query_one("#serving-error")
+        for bad, why in (("-3", "batch: must be at least 1"),
+                         ("abc", "batch: 'abc' is not a whole number"),
+                         ("", "batch: empty")):
+            await type_into(pilot, "serving-batch", bad)
+            assert set(pane.errors) == {"batch"} and why in pane.errors["batch"]
+            assert batch.has_class("-invalid") and error.display
+            assert same_numbers(pane.result, good) and on_screen(app, good, why, "last valid")
+        # A second bad field is reported too; fixing both clears the message.
+        await type_into(pilot, "serving-context", "0")
+        assert set(pane.errors) == {"batch", "context"}
+        await type_into(pilot, "serving-context", "8,192")
+        await type_into(pilot, "serving-batch", "4")
+        assert pane.errors == {} and not error.display and not batch.has_class("-invalid")
+        want = expected(batch=4, context=8192)
+        assert same_numbers(pane.result, want) and on_screen(app, want)
+
+
+async def test_the_plot_labels_both_steps_at_120x40(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+p")  # the palette's "serving: calculator" opens the pane
+        await pilot.pause()
+        await pilot.press(*"serving calc", "enter")
+        pane = await open_calculator(pilot)  # 7 again is harmless
+        plot = app.query_one("#serving-plot")
+        await type_into(pilot, "serving-batch", "256")
+        app.query_one("#serving-weights").value = "int4"  # multiplies in bf16 (W4A16)
+        await pilot.pause(0.2)
+        want = expected(batch=256, weights="int4")
+        assert same_numbers(pane.result, want)
+        points = {p.exercise: p for p in plot.model.points}
+        assert set(points) == {"prefill", "decode"} and plot.model.dtype == "bf16"
+        for kind in points:
+            assert points[kind].intensity == pytest.approx(want[kind]["intensity"])
+            assert points[kind].flops_per_s == pytest.approx(
+                want[kind]["flops"] / want[kind]["seconds"])
+        drawn = plot.render().plain
+        assert "prefill" in drawn and "decode" in drawn and "ridge" in drawn
+        assert shows(app, "decode at context 4096, by batch")
+
+
+async def test_the_gpu_starts_as_this_machines_else_the_setting(ws):
+    ws.set_setting("gpu", "a100-80gb")
+    # No answer from NVML yet: the pane asks, waits, and keeps the setting (no GPU here).
+    app = make_app(ws, gpu_info=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = await open_calculator(pilot)
+        assert app.query_one("#serving-gpu").value == "a100-80gb"
+        for _ in range(200):
+            if app.gpu_info is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.6)  # the pane looks every 0.5 s
+        if not app.gpu_info.found:  # this machine has no GPU: the setting stands
+            assert pane.result["gpu"] == "A100 80GB SXM" and shows(app, "workspace setting")
+    app = make_app(ws, gpu_info=GpuInfo(("NVIDIA H200",), "550.0", "nvml"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = await open_calculator(pilot)
+        assert same_numbers(pane.result, expected(gpu="h200"))
+        assert shows(app, "H200 (this machine)")
