@@ -7,6 +7,8 @@ tokens/s on the screen. No GPU is needed: the calculator is arithmetic.
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 pytest.importorskip("textual")
@@ -17,7 +19,14 @@ from test_tui import make_app, shows  # noqa: E402
 from gpulab import hardware, serving  # noqa: E402
 from gpulab.tui.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.screens import HelpScreen  # noqa: E402
-from gpulab.tui.serving_pane import ServingPane, parse_count, tokens  # noqa: E402
+from gpulab.tui.serving_pane import (  # noqa: E402
+    ServingPane,
+    default_gpu,
+    parse_count,
+    results_renderable,
+    tokens,
+    usable_gpus,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -81,12 +90,36 @@ def test_parse_count():
             parse_count(bad, "batch")
 
 
+def test_default_gpu_order():
+    assert default_gpu(("NVIDIA H200",), "a10") == ("h200", "detected")
+    assert default_gpu(("Quadro X",), "a10") == ("a10", "setting")
+    assert default_gpu((), "rubin") == (hardware.DEFAULT_GPU, "default")  # no serving figures
+    assert default_gpu(("Quadro X",), None)[1] == "default; no datasheet for Quadro X"
+
+
+def test_the_numbers_fit_80_columns_for_every_gpu_model_and_dtype():
+    """No wrapped or cut line at 76 columns (80, less padding and scrollbar)."""
+    from rich.console import Console
+
+    for gpu in usable_gpus().values():
+        for model in serving.PRESETS.values():
+            for weights in serving.WEIGHT_DTYPES:
+                for batch, prompt, context in ((1, 2048, 4096), (1024, 131072, 1_000_000)):
+                    d = serving.calculate(model, gpu, batch=batch, prompt=prompt,
+                                          context=context, weights=weights, kv="fp8")
+                    con = Console(width=76, record=True, file=io.StringIO())
+                    con.print(results_renderable(d, "setting"))
+                    text = con.export_text()
+                    assert len(text.splitlines()) == 7 and "…" not in text, text
+
+
+@pytest.mark.slow
 async def test_keyboard_only_every_field_matches_the_calculator(ws):
     app = make_app(ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = await open_calculator(pilot)
         want = expected()
-        assert same_numbers(pane.result, want) and on_screen(app, want, "default, no GPU here")
+        assert same_numbers(pane.result, want) and on_screen(app, want, "H100 SXM (default)")
         assert not app.query_one("#sidebar").display  # the pane takes the whole width
 
         # Tab from the pane reaches the model list first; 70B is the next preset.
@@ -105,7 +138,7 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
         await choose(pilot, 1)
         want = expected("llama-3-70b", "h200", weights="fp8")
         assert pane.result["compute_dtype"] == "fp8" and same_numbers(pane.result, want)
-        assert on_screen(app, want, "H200 (chosen here)")
+        assert on_screen(app, want, "H200 (chosen)")
 
         # batch, then prompt, then context, typed; kv to fp8.
         await pilot.press("tab")
@@ -119,7 +152,7 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
                         context=32768)
         b = want["decode_batch_to_ridge"]
         assert same_numbers(pane.result, want) and on_screen(
-            app, want, f"from a batch of about {b:,.0f}" if b else "never turns compute")
+            app, want, f"from a batch of about {b:,.0f}" if b else "stays memory-bound at every")
 
         # Escape leaves the field; ? then opens this pane's help.
         await pilot.press("escape", "question_mark")
@@ -189,9 +222,9 @@ async def test_the_gpu_starts_as_this_machines_else_the_setting(ws):
             await pilot.pause(0.05)
         await pilot.pause(0.6)  # the pane looks every 0.5 s
         if not app.gpu_info.found:  # this machine has no GPU: the setting stands
-            assert pane.result["gpu"] == "A100 80GB SXM" and shows(app, "workspace setting")
+            assert pane.result["gpu"] == "A100 80GB SXM" and shows(app, "A100 80GB SXM (setting)")
     app = make_app(ws, gpu_info=GpuInfo(("NVIDIA H200",), "550.0", "nvml"))
     async with app.run_test(size=(80, 24)) as pilot:
         pane = await open_calculator(pilot)
         assert same_numbers(pane.result, expected(gpu="h200"))
-        assert shows(app, "H200 (this machine)")
+        assert shows(app, "H200 (detected)")

@@ -77,27 +77,30 @@ def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
         return gpu.key if gpu is not None and gpu.key in gpus else None
 
     if gpu_names and (key := key_of(gpu_names[0])):
-        return key, "this machine"
+        return key, "detected"
     if key := key_of(setting):
-        return key, "workspace setting"
-    return hardware.DEFAULT_GPU, "default" + ("" if gpu_names else ", no GPU here")
+        return key, "setting"
+    return hardware.DEFAULT_GPU, f"default; no datasheet for {gpu_names[0]}" if gpu_names \
+        else "default"
 
 
 def _si(x: float, unit: str) -> str:
-    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for div, prefix in ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"),
+                        (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
             return f"{x / div:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
 
 
 def _time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+    for div, unit in ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms")):
+        if s >= div:
+            return f"{s / div:.3g} {unit}"
+    return f"{s * 1e6:.3g} µs"
 
 
 def _intensity(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+    return f"{x:.3g}" if x < 100 or x >= 1e6 else f"{x:,.0f}"
 
 
 def tokens(x: float) -> str:
@@ -113,7 +116,7 @@ def results_renderable(d: dict[str, Any], why: str) -> Group:
     head = Text.assemble(
         (d["model"], "bold"), f" {d['total_params'] / 1e9:.2f} B params · weights {d['weights']}"
         f" · KV {d['kv']} {d['kv_bytes_per_token'] / 1024:g} KiB/token\n",
-        (d["gpu"], "bold"), f" ({why}): {d['bandwidth_tbs']:g} TB/s · {d['peak_tflops']:,.0f} "
+        (d["gpu"], "bold"), f" ({why}): {d['bandwidth_tbs']:.3g} TB/s · {d['peak_tflops']:,.0f} "
         f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B")
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
     for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s"):
@@ -127,16 +130,17 @@ def results_renderable(d: dict[str, Any], why: str) -> Group:
                       Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
                       _time(s["seconds"]), tokens(s["tokens_per_s"]))
     need, have = d["memory_needed_gb"], d["memory_gb"] or 0
-    memory = Text(f"memory: {need:,.1f} GB of {have:g} GB: ")
+    memory = Text(f"memory: {need:,.1f} GB of {have:g} GB: " if need < 100 else
+                  f"memory: {need:,.0f} GB of {have:g} GB: ")
     if need <= have:
         memory.append("fits", "green")
     else:
-        gpus = f"about {math.ceil(need / have)}" if have else "more"
+        gpus = f"about {math.ceil(need / have):,}" if have else "more"
         memory.append(f"does not fit on one GPU ({gpus} needed)", "red")
     b = d["decode_batch_to_ridge"]
     if b is None:
-        ridge = Text(f"decode never turns compute-bound at context {d['context']} "
-                     f"(it levels off at {d['decode_intensity_limit']:.3g} FLOP/B)")
+        ridge = Text(f"decode stays memory-bound at every batch at context {d['context']} "
+                     f"(≤ {d['decode_intensity_limit']:.3g} FLOP/B)")
     else:
         ridge = Text(f"decode turns compute-bound from a batch of about {b:,.0f} "
                      f"at context {d['context']}")
@@ -195,7 +199,7 @@ class ServingPane(_LazyPane):
         self.errors: dict[str, str] = {}
         """Field name -> what is wrong with it, for the fields that are wrong now."""
         self.auto_gpu = ("", "")
-        """(key, why) of the GPU picked for the learner; another choice is "chosen here"."""
+        """(key, why) of the GPU picked for the learner; another choice is "chosen"."""
         self._detect_timer: Any = None
 
     def compose(self) -> ComposeResult:
@@ -321,7 +325,7 @@ class ServingPane(_LazyPane):
         d = self.result
         assert d is not None
         key, why = self.auto_gpu
-        why = why if gpu.key == key else "chosen here"
+        why = why if gpu.key == key else "chosen"
         self.query_one("#serving-results", Static).update(results_renderable(d, why))
         self.query_one("#serving-sweep", Static).update(sweep_renderable(d))
         plots = self.query("#serving-plot")
