@@ -95,8 +95,12 @@ def draw(plt: Any, model: Model) -> None:
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
         if p.exercise not in labelled:
             labelled.add(p.exercise)
+            # Centred labels near an edge get clipped ("prefi"): anchor them
+            # on the side that has room.
+            where = math.log(p.intensity / x0) / math.log(x1 / x0) if p.intensity > 0 else 0.5
+            align = "right" if where > 0.75 else "left" if where < 0.25 else "center"
             plt.text(p.exercise, p.intensity, p.flops_per_s / 1e12 * 2.2,
-                     alignment="center", color="red")
+                     alignment=align, color="red")
     ticks = decades(x0, x1)
     plt.xticks(ticks, [tick_label(t) for t in ticks])
     ticks = decades(y0, y1)
