@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -102,16 +102,9 @@ def reference(case: Case) -> torch.Tensor:
 
 def out_check(case: Case, out) -> str | None:
     x = case.args[0]
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, expected a torch.Tensor"
-    if out.shape != x.shape:
-        return f"returned shape {tuple(out.shape)}, expected {tuple(x.shape)}"
-    if out.dtype != x.dtype:
-        return f"returned dtype {out.dtype}, expected {x.dtype} (the inputs' dtype)"
-    if out.device != x.device:
-        return f"returned a tensor on {out.device}, expected {x.device}"
-    if not out.is_contiguous():
-        return "returned a non-contiguous tensor; allocate a new contiguous output"
+    problem = output_problem(out, x.shape, x, "the inputs", contiguous=True)
+    if problem:
+        return problem
     for name, t in (("x", x), ("y", case.args[1])):
         if out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
             return f"returned a tensor sharing memory with {name}; allocate a new output"

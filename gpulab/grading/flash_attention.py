@@ -19,8 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.compare import dtype_name
-from gpulab.grading.kernel import Case, KernelSpec, time_cases
+from gpulab.grading.kernel import Case, KernelSpec, output_problem, time_cases
 from gpulab.grading.matmul import BANNED as MATMUL_BANNED
 from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
@@ -180,15 +179,7 @@ def reference(case: Case) -> torch.Tensor:
 
 def out_check(case: Case, out) -> str | None:
     q = case.args[0]
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, expected a torch.Tensor"
-    if out.shape != q.shape:
-        return f"returned shape {tuple(out.shape)}, expected {tuple(q.shape)} (B, H, Sq, D)"
-    if out.dtype != q.dtype:
-        return f"returned dtype {dtype_name(out.dtype)}, expected {dtype_name(q.dtype)} (q's dtype)"
-    if out.device != q.device:
-        return f"returned a tensor on {out.device}, expected {q.device}"
-    return None
+    return output_problem(out, q.shape, q, "q")
 
 
 def _sdpa_baseline(case: Case):

@@ -56,6 +56,24 @@ class KernelSpec:
     grades: tuple[tuple[float, str], ...] = ((0.85, "A"), (0.70, "B"), (0.50, "C"), (0.0, "D"))
 
 
+def output_problem(out: Any, shape: tuple, like: torch.Tensor, like_name: str,
+                   contiguous: bool = False) -> str | None:
+    """What is wrong with a returned tensor's type, shape, dtype or device
+    (and layout, when the contract asks for a contiguous output), or None."""
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}, expected a torch.Tensor"
+    if tuple(out.shape) != tuple(shape):
+        return f"returned shape {tuple(out.shape)}, expected {tuple(shape)}"
+    if out.dtype != like.dtype:
+        return (f"returned dtype {dtype_name(out.dtype)}, expected {dtype_name(like.dtype)} "
+                f"({like_name}'s dtype)")
+    if out.device != like.device:
+        return f"returned a tensor on {out.device}, expected {like.device}"
+    if contiguous and not out.is_contiguous():
+        return "returned a non-contiguous tensor; allocate a new contiguous output"
+    return None
+
+
 def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.compare import dtype_name
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
 from gpulab.grading.learner import LearnerError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -200,16 +199,7 @@ def reference(case: Case) -> torch.Tensor:
 
 def out_check(case: Case, out) -> str | None:
     a, b = case.args
-    want = (a.shape[0], b.shape[1])
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, expected a torch.Tensor"
-    if tuple(out.shape) != want:
-        return f"returned shape {tuple(out.shape)}, expected {want} (M, N)"
-    if out.dtype != a.dtype:
-        return f"returned dtype {dtype_name(out.dtype)}, expected {dtype_name(a.dtype)} (a's dtype)"
-    if out.device != a.device:
-        return f"returned a tensor on {out.device}, expected {a.device}"
-    return None
+    return output_problem(out, (a.shape[0], b.shape[1]), a, "a")
 
 
 def make_spec(interpreter: bool) -> KernelSpec:

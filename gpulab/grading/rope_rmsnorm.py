@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from gpulab.grading import learner
 from gpulab.grading.compare import bit_equal, compare, describe_mismatch, dtype_name
 from gpulab.grading.guards import LaunchRecorder, _poison, op_guard
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -201,15 +201,7 @@ def reference_grads(case: Case, dy: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 def out_check(case: Case, out) -> str | None:
     x = case.args[0]
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, expected a torch.Tensor"
-    if out.shape != x.shape:
-        return f"returned shape {tuple(out.shape)}, expected {tuple(x.shape)}"
-    if out.dtype != x.dtype:
-        return f"returned dtype {out.dtype}, expected {x.dtype} (x's dtype)"
-    if out.device != x.device:
-        return f"returned a tensor on {out.device}, expected {x.device}"
-    return None
+    return output_problem(out, x.shape, x, "x")
 
 
 # --- cases ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_WIDTH = 32768
@@ -89,17 +89,7 @@ def reference(case: Case) -> torch.Tensor:
 
 def out_check(case: Case, out) -> str | None:
     x = case.args[0]
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, expected a torch.Tensor"
-    if out.shape != x.shape:
-        return f"returned shape {tuple(out.shape)}, expected {tuple(x.shape)}"
-    if out.dtype != x.dtype:
-        return f"returned dtype {out.dtype}, expected {x.dtype} (the input's dtype)"
-    if out.device != x.device:
-        return f"returned a tensor on {out.device}, expected {x.device}"
-    if not out.is_contiguous():
-        return "returned a non-contiguous tensor; allocate a new contiguous output"
-    return None
+    return output_problem(out, x.shape, x, "the input", contiguous=True)
 
 
 SPEC = KernelSpec(
