@@ -26,6 +26,8 @@ for step in "$@"; do
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:])" ;;
     fast:*) ex=${step#fast:}; timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --no-timing | head -4 ;;
+    sweep-matmul:*|sweep-attention:*) name=${step%%:*}; name=${name#sweep-}; args=$(echo "${step#*:}" | tr + " ")
+      timeout 560 python3 scripts/sweep_$name.py "$OUT/${name}_sweep.json" $args 2>&1 | tail -60 ;;
     sweep-matmul) timeout 150 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     sweep-attention) timeout 150 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     *) echo "unknown step $step" ;;

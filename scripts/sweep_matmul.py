@@ -229,7 +229,9 @@ FAMILIES = {
                        _cfg(128, 256, 64, 3, 8, group=4), _cfg(128, 256, 64, 3, 8, group=16)],
     # Fewer, longer K steps (96 KiB a stage): half the barrier round trips.
     "tma": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8), _cfg(256, 128, 64, 3, 8),
-            _cfg(128, 256, 128, 2, 8)],
+            _cfg(128, 256, 128, 2, 8),
+            # The winner of the quick sweep with fewer/more tile-rows per group.
+            _cfg(128, 256, 64, 4, 8, group=4), _cfg(128, 256, 64, 4, 8, group=16)],
     "desc_persistent": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8, sub=True)],
     "persistent": [_cfg(128, 256, 64, 3, 8), _cfg(256, 128, 64, 3, 8), _cfg(128, 128, 64, 4, 8)],
     "grouped": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8), _cfg(256, 128, 64, 3, 8),
