@@ -26,6 +26,13 @@ longest query blocks. Families (configs named BMxBN wN sN):
            TMA loads, consumer warps do the math. Triton's tutorial enables
            it on Hopper for the non-causal forward; where a release cannot
            compile it for sm_90 the error is recorded.
+  tma_poly tma with a share of each score tile's exp2s (p1/2, p1/4, p1/8 of
+           the columns) computed by a polynomial on the FMA pipe instead of
+           MUFU (FlashAttention-4's trick; _exp2_poly)
+  tma_pipe tma with the key loop pipelined by hand so that a tensor-core
+           product overlaps the softmax (FlashAttention-3's intra-warpgroup
+           overlap): "pv" runs the previous tile's P·V during it, "qk" the
+           next tile's Q·Kᵀ (_loop_pipe says why only one of them can)
 """
 
 from __future__ import annotations
@@ -58,10 +65,101 @@ LOG2E = 1.4426950408889634
 # --------------------------------------------------------------------------
 
 @triton.jit
-def _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
-                         BLOCK_N: tl.constexpr, MASK: tl.constexpr):
-    """Fold one tile of scores qk (BLOCK_M x BLOCK_N, raw q·k) and its V tile
-    into the running (acc, l, m). m is kept in scaled log2 units."""
+def _exp2_poly(x, DEG: tl.constexpr):
+    """2^x for x <= 0 on the FMA pipe (FlashAttention-4's trick): Hopper's
+    MUFU does ~16 exp2/clk/SM against ~4096 bf16 tensor FLOP/clk/SM, so at
+    D=64 (256 FLOP per score) the exp2s alone take as long as both matmuls.
+    2^x = 2^n · 2^f, n = round(x), f = x - n in [-1/2, 1/2]; 2^f by a minimax
+    polynomial. Max relative error against torch.exp2 over [-126, 0],
+    measured in the interpreter: 7.5e-5 at degree 3 (1.4e-4 within 1e-4 of
+    -126, where the result is a denormal), 2.7e-6 at degree 4; P is rounded
+    to bf16 (3.9e-3) afterwards."""
+    # Clamped at 2^-126, the smallest normal float: masked scores (-1e6,
+    # -inf) give 1.2e-38, never an underflowed exponent field or a NaN.
+    x = tl.maximum(x, -126.0)
+    # Adding 1.5·2^23 rounds x to an integer and leaves it in the low
+    # mantissa bits (the ulp there is 1): no float-to-int conversion, which
+    # runs at about MUFU's own rate. Without fast-math nothing folds
+    # (x + c) - c back to x (checked: the sm_90 SASS keeps both FADDs).
+    xr = x + 12582912.0
+    f = x - (xr - 12582912.0)
+    if DEG == 3:
+        y = f * 0.05517175048589706 + 0.24261131882667542
+        y = y * f + 0.6932609677314758
+        y = y * f + 0.9999280571937561
+    else:
+        y = f * 0.009570818394422531 + 0.05591840669512749
+        y = y * f + 0.24024727940559387
+        y = y * f + 0.6931217312812805
+        y = y * f + 0.9999992847442627
+    # Multiply by 2^n by adding n to the exponent field: the shift keeps
+    # xr's low 9 bits, n in two's complement, and drops the magic number's
+    # (mod 2^32). y is in [0.7, 1.42] and n in [-126, 0], n = -126 only with
+    # f >= 0: the exponent field stays in [0, 127], 0 (a denormal, ~1e-38)
+    # only where y(f) < 1 at f ~ 0.
+    bits = y.to(tl.int32, bitcast=True) + (xr.to(tl.int32, bitcast=True) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _halves(x):
+    """Split a (BM, BN) tile into its left and right column halves. A
+    thread of a wgmma accumulator holds a column pair in every 8-column
+    group, so the column bits from 8 up select registers and the
+    reshape/permute/split only renames registers (checked in the sm_90 TTGIR
+    and PTX: linear layouts, no shuffles, no shared memory) for halves of at
+    least 8 columns."""
+    BM: tl.constexpr = x.shape[0]
+    BN: tl.constexpr = x.shape[1]
+    return x.reshape([BM, 2, BN // 2]).permute(0, 2, 1).split()
+
+
+@triton.jit
+def _unhalves(a, b):
+    BM: tl.constexpr = a.shape[0]
+    BN: tl.constexpr = a.shape[1]
+    return tl.join(a, b).permute(0, 2, 1).reshape([BM, 2 * BN])
+
+
+@triton.jit
+def _exp2_mixed(x, POLY: tl.constexpr, DEG: tl.constexpr):
+    """exp2 of a score tile with 1/POLY of it (the rightmost columns) on
+    the FMA pipe and the rest on MUFU, so the two units work in parallel.
+    POLY: 0 none (all MUFU), 1 all, 2 a half, 4 a quarter, 8 an eighth. The
+    polynomial costs 8 FP32/ALU ops a score in the sm_90 SASS (FMNMX, 3
+    FADD, 3 FFMA, one LEA for the shift-and-add) against one MUFU op at 1/8
+    of the FP32 rate, and the softmax already spends ~3 FP32 ops a score, so
+    the balance point is nearer a quarter than a half; the sweep decides."""
+    if POLY == 0:
+        p = tl.math.exp2(x)
+    elif POLY == 1:
+        p = _exp2_poly(x, DEG)
+    elif POLY == 2:
+        a, b = _halves(x)
+        p = _unhalves(tl.math.exp2(a), _exp2_poly(b, DEG))
+    elif POLY == 4:
+        a, b = _halves(x)
+        b0, b1 = _halves(b)
+        p = _unhalves(tl.math.exp2(a), _unhalves(tl.math.exp2(b0), _exp2_poly(b1, DEG)))
+    else:
+        tl.static_assert(POLY == 8, "POLY is 0, 1, 2, 4 or 8")
+        a, b = _halves(x)
+        b0, b1 = _halves(b)
+        c0, c1 = _halves(b1)
+        p = _unhalves(tl.math.exp2(a), _unhalves(
+            tl.math.exp2(b0), _unhalves(tl.math.exp2(c0), _exp2_poly(c1, DEG))))
+    return p
+
+
+@triton.jit
+def _softmax_tile(m_i, qk, offs_m, start_n, qk_scale,
+                  BLOCK_N: tl.constexpr, MASK: tl.constexpr,
+                  POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+    """The softmax half of a step: P (fp32), the factor alpha that rescales
+    what was accumulated before, the row sums of P and the new m (kept in
+    scaled log2 units). The caller folds the sums into l, so the tma, desc
+    and fa2 kernels keep their order (l updated after the P·V is issued).
+    POLY > 0 computes part of the exp2s by polynomial (_exp2_mixed)."""
     if MASK:
         offs_n = start_n + tl.arange(0, BLOCK_N)
         qk = qk * qk_scale + tl.where(offs_m[:, None] >= offs_n[None, :], 0.0, -1.0e6)
@@ -72,9 +170,19 @@ def _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
         # the tile, then scale-and-subtract is one FMA per score.
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         qk = qk * qk_scale - m_new[:, None]
-    p = tl.math.exp2(qk)
+    p = _exp2_mixed(qk, POLY, POLY_DEG)
     alpha = tl.math.exp2(m_i - m_new)  # 0 on the first tile (m_i = -inf)
-    l_ij = tl.sum(p, 1)
+    return p, alpha, tl.sum(p, 1), m_new
+
+
+@triton.jit
+def _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
+                         BLOCK_N: tl.constexpr, MASK: tl.constexpr,
+                         POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+    """Fold one tile of scores qk (BLOCK_M x BLOCK_N, raw q·k) and its V tile
+    into the running (acc, l, m)."""
+    p, alpha, l_ij, m_new = _softmax_tile(m_i, qk, offs_m, start_n, qk_scale, BLOCK_N, MASK,
+                                          POLY, POLY_DEG)
     acc = acc * alpha[:, None]
     acc = tl.dot(p.to(v.dtype), v, acc)
     l_i = l_i * alpha + l_ij
@@ -93,7 +201,7 @@ def _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd, lo, hi, offs
         qk = tl.dot(q, tl.trans(k))
         v = tl.load(v_ptrs)
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
-                                             BLOCK_N, MASK)
+                                             BLOCK_N, MASK, 0, 3)
         k_ptrs += BLOCK_N * sks
         v_ptrs += BLOCK_N * svs
     return acc, l_i, m_i
@@ -135,21 +243,75 @@ def attn_ptr(Q, K, V, Out,
 
 @triton.jit
 def _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, lo, hi, offs_m, qk_scale,
-               BLOCK_N: tl.constexpr, MASK: tl.constexpr, WS: tl.constexpr):
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr, WS: tl.constexpr,
+               POLY: tl.constexpr, POLY_DEG: tl.constexpr):
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([row0 + start_n, 0])
         qk = tl.dot(q, k.T)
         v = desc_v.load([row0 + start_n, 0])
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
-                                             BLOCK_N, MASK)
+                                             BLOCK_N, MASK, POLY, POLY_DEG)
     return acc, l_i, m_i
+
+
+@triton.jit
+def _loop_pipe(acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0, lo, hi, offs_m, qk_scale,
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr, PIPE: tl.constexpr,
+               POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+    """The key loop pipelined by hand so that one tensor-core product runs
+    while this warpgroup does a tile's softmax (FlashAttention-3's
+    intra-warpgroup overlap). Tiles [lo, hi) get their softmax here; on entry
+    p and alpha belong to tile lo - BLOCK_N, whose P·V is still to do.
+
+    wgmma is asynchronous, but Triton 3.6 (asyncLaunchDots in
+    WGMMAPipeline.cpp) leaves a dot in flight past its statement only if its
+    result goes straight to the loop's yield and every use of the previous
+    iteration's result comes after a `wait 0` earlier in the body, i.e.
+    after a dot that stays synchronous. So one of the two products can
+    overlap the softmax, and PIPE picks which:
+      1 ("qk")  P·V of the previous tile (synchronous; its wait also retires
+                this tile's Q·Kᵀ), then the next tile's Q·Kᵀ, in flight
+                during this tile's softmax. Needs tile hi to exist (its
+                scores are returned in qk) and a second fp32 score tile in
+                registers. Triton marks the Q·Kᵀ async, but the score tile
+                is carried round the loop by register copies that read the
+                in-flight accumulator, and ptxas 12.8 then serialises every
+                wgmma of the kernel (its C7514 note): expect no gain.
+      2 ("pv")  this tile's Q·Kᵀ (synchronous; retires the last P·V), then
+                the previous tile's P·V, in flight during this tile's
+                softmax: FlashAttention-3's order (its Algorithm 2). Only
+                the P of the tile before is extra in registers, and ptxas
+                interleaves the P·V wgmmas with the MUFU work as intended.
+    p is carried in fp32 and cast where it is used: AccelerateMatmul stages
+    a dot operand that comes straight from a loop-carried value through
+    shared memory, and then the wgmma has to be waited on at once."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        if PIPE == 1:
+            v = desc_v.load([row0 + start_n - BLOCK_N, 0])
+            acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
+            qk_next = tl.dot(q, desc_k.load([row0 + start_n + BLOCK_N, 0]).T)
+            p, alpha, l_ij, m_i = _softmax_tile(m_i, qk, offs_m, start_n, qk_scale, BLOCK_N,
+                                                MASK, POLY, POLY_DEG)
+            l_i = l_i * alpha + l_ij
+            qk = qk_next
+        else:
+            # A new name, not qk: the scores must not become loop-carried.
+            s_j = tl.dot(q, desc_k.load([row0 + start_n, 0]).T)
+            v = desc_v.load([row0 + start_n - BLOCK_N, 0])
+            acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
+            p, alpha, l_ij, m_i = _softmax_tile(m_i, s_j, offs_m, start_n, qk_scale, BLOCK_N,
+                                                MASK, POLY, POLY_DEG)
+            l_i = l_i * alpha + l_ij
+    return acc, l_i, m_i, qk, p, alpha
 
 
 @triton.jit
 def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr, DEVICE_DESC: tl.constexpr, WS: tl.constexpr):
+              CAUSAL: tl.constexpr, DEVICE_DESC: tl.constexpr, WS: tl.constexpr,
+              PIPE: tl.constexpr, POLY: tl.constexpr, POLY_DEG: tl.constexpr):
     # q, k, v, o are viewed as (B·H·S, HEAD_DIM): head bh owns rows [bh·S, bh·S + S).
     # S is a multiple of BLOCK_M, so no box crosses into the next head.
     if DEVICE_DESC:
@@ -171,14 +333,53 @@ def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    if CAUSAL:
+    if PIPE:
+        # One pipelined stream over the tiles this program visits, [0, end):
+        # tile 0's softmax first (masked in a causal run: for start_m = 0 it
+        # is a diagonal tile, otherwise the mask is all true), then the loop
+        # over the unmasked tiles and the diagonal ones (P·V lagging a tile
+        # behind the softmax), then the last tile's P·V alone. S is a
+        # multiple of BLOCK_M and BLOCK_M of BLOCK_N (the launcher checks),
+        # so a non-causal run has no partial tile to mask.
+        end = (start_m + 1) * BLOCK_M if CAUSAL else S
+        diag = start_m * BLOCK_M if CAUSAL else S  # where the masked tiles start
+        qk = tl.dot(q, desc_k.load([row0, 0]).T)
+        p, alpha, l_ij, m_i = _softmax_tile(m_i, qk, offs_m, 0, qk_scale, BLOCK_N, CAUSAL,
+                                            POLY, POLY_DEG)
+        l_i = l_i * alpha + l_ij
+        # Mode 1 computes the scores a tile ahead, so its loop stops a tile
+        # short and the last softmax is peeled (needs a second tile).
+        loop_end = end - BLOCK_N if PIPE == 1 else end
+        if PIPE == 1:
+            if end > BLOCK_N:
+                qk = tl.dot(q, desc_k.load([row0 + BLOCK_N, 0]).T)
+        acc, l_i, m_i, qk, p, alpha = _loop_pipe(
+            acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0, BLOCK_N,
+            tl.minimum(diag, loop_end), offs_m, qk_scale, BLOCK_N, False, PIPE, POLY, POLY_DEG)
+        if CAUSAL:
+            acc, l_i, m_i, qk, p, alpha = _loop_pipe(
+                acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0,
+                tl.maximum(diag, BLOCK_N), loop_end, offs_m, qk_scale, BLOCK_N, True, PIPE,
+                POLY, POLY_DEG)
+        if PIPE == 1:
+            if end > BLOCK_N:
+                last = end - BLOCK_N
+                v = desc_v.load([row0 + last - BLOCK_N, 0])
+                acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
+                p, alpha, l_ij, m_i = _softmax_tile(m_i, qk, offs_m, last, qk_scale, BLOCK_N,
+                                                    CAUSAL, POLY, POLY_DEG)
+                l_i = l_i * alpha + l_ij
+        v = desc_v.load([row0 + end - BLOCK_N, 0])
+        acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
+    elif CAUSAL:
         acc, l_i, m_i = _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, 0, start_m * BLOCK_M,
-                                   offs_m, qk_scale, BLOCK_N, False, WS)
+                                   offs_m, qk_scale, BLOCK_N, False, WS, POLY, POLY_DEG)
         acc, l_i, m_i = _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, start_m * BLOCK_M,
-                                   (start_m + 1) * BLOCK_M, offs_m, qk_scale, BLOCK_N, True, WS)
+                                   (start_m + 1) * BLOCK_M, offs_m, qk_scale, BLOCK_N, True, WS,
+                                   POLY, POLY_DEG)
     else:
         acc, l_i, m_i = _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, 0, S,
-                                   offs_m, qk_scale, BLOCK_N, False, WS)
+                                   offs_m, qk_scale, BLOCK_N, False, WS, POLY, POLY_DEG)
     out = acc / l_i[:, None]
     desc_o.store([row0 + start_m * BLOCK_M, 0], out.to(q.dtype))
 
@@ -187,8 +388,8 @@ def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
 # Variants
 # --------------------------------------------------------------------------
 
-def _cfg(bm, bn, warps, stages):
-    return {"BM": bm, "BN": bn, "warps": warps, "stages": stages}
+def _cfg(bm, bn, warps, stages, **extra):
+    return {"BM": bm, "BN": bn, "warps": warps, "stages": stages, **extra}
 
 
 # Per head dim. On sm_90 a warpgroup (4 warps) owns 64 rows per wgmma, so 8
@@ -201,15 +402,48 @@ CONFIGS = {
     128: [_cfg(128, 128, 8, 3), _cfg(128, 128, 8, 2), _cfg(128, 64, 4, 3)],
 }
 EXTRA = {64: {"tma": [_cfg(256, 64, 8, 3)]}, 128: {}}
-FAMILIES = ["tma", "desc", "desc_ws", "fa2"]
+# tma_poly: which share of the exp2s goes to the polynomial balances MUFU
+# against the FMA pipe, and the balance differs with D (the matmul time per
+# score doubles from 64 to 128), so each config runs at a half and a
+# quarter, and the configs measured best for tma at an eighth too.
+POLY_SHARES = {64: {(128, 64, 4, 3): (2, 4, 8)}, 128: {(128, 128, 8, 3): (2, 4, 8)}}
+# tma_pipe keeps one more K tile in shared memory than tma (the wait Triton
+# puts after the loop holds the prologue's K buffer), so at D=128 128x128
+# with 3 stages needs 262 KB, over the H200's 227: 2 stages there, and
+# 128x64 with 8 warps (160-176 registers, no spills) in its place. Mode 2
+# ("pv") in every config; mode 1 ("qk"), which ptxas serialises (see
+# _loop_pipe), in one config per head dim to measure what that costs.
+PIPE_CONFIGS = {64: CONFIGS[64],
+                128: [_cfg(128, 128, 8, 2), _cfg(128, 64, 4, 3), _cfg(128, 64, 8, 3)]}
+PIPE_QK = {64: (128, 128, 8, 3), 128: (128, 128, 8, 2)}
+PIPE_MODES = {1: "qk", 2: "pv"}  # which product overlaps the softmax
+FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2"]
+
+
+def _family_configs(fam: str, D: int) -> list[dict]:
+    base = CONFIGS[D] + EXTRA[D].get(fam, [])
+    if fam == "tma_poly":
+        return [dict(c, poly=share, deg=3) for c in base
+                for share in POLY_SHARES[D].get((c["BM"], c["BN"], c["warps"], c["stages"]),
+                                                (2, 4))]
+    if fam == "tma_pipe":
+        return [dict(c, pipe=mode) for c in PIPE_CONFIGS[D]
+                for mode in ((2, 1) if (c["BM"], c["BN"], c["warps"], c["stages"]) == PIPE_QK[D]
+                             else (2,))]
+    return base
 
 
 def variants(case: dict) -> list[Variant]:
     D = case["D"]
     out = []
     for fam in FAMILIES:
-        for c in CONFIGS[D] + EXTRA[D].get(fam, []):
-            out.append(Variant(f"{fam} {c['BM']}x{c['BN']} w{c['warps']} s{c['stages']}", fam, c))
+        for c in _family_configs(fam, D):
+            name = f"{fam} {c['BM']}x{c['BN']} w{c['warps']} s{c['stages']}"
+            if c.get("poly"):
+                name += f" p1/{c['poly']}" + (f" d{c['deg']}" if c["deg"] != 3 else "")
+            if c.get("pipe"):
+                name += " " + PIPE_MODES[c["pipe"]]
+            out.append(Variant(name, fam, c))
     return out
 
 
@@ -337,7 +571,7 @@ def launcher(v: Variant, state: dict):
         return run
     for t in (q, k, vv, o):
         assert t.is_contiguous(), "descriptor variants need contiguous (B, H, S, D) tensors"
-    if v.family == "tma":
+    if v.family in ("tma", "tma_poly", "tma_pipe"):
         rows = B * H * S
         args = [TensorDescriptor(t, shape=[rows, D], strides=[D, 1], block_shape=blk)
                 for t, blk in ((q, [BM, D]), (k, [BN, D]), (vv, [BN, D]), (o, [BM, D]))]
@@ -346,9 +580,12 @@ def launcher(v: Variant, state: dict):
         args = [q, k, vv, o]
         device_desc, ws = True, v.family == "desc_ws"
 
+    pipe, poly, deg = c.get("pipe", 0), c.get("poly", 0), c.get("deg", 3)
+
     def run():
         attn_desc[grid](*args, B * H, S, qk_scale, HEAD_DIM=D, BLOCK_M=BM, BLOCK_N=BN,
-                        CAUSAL=causal, DEVICE_DESC=device_desc, WS=ws, **opts)
+                        CAUSAL=causal, DEVICE_DESC=device_desc, WS=ws, PIPE=pipe, POLY=poly,
+                        POLY_DEG=deg, **opts)
         return o
     return run
 
