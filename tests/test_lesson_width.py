@@ -1,0 +1,159 @@
+"""Code blocks in the lessons fit the lesson pane of an 80x24 terminal.
+
+Textual's Markdown does not wrap code blocks: a line wider than the pane is
+cut off at its edge. Both kinds of block count, ```-fenced and indented (the
+lessons' formulas): both render as the same PlainFence (gpulab/tui/markdown.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+from rich.cells import cell_len
+
+REPO = Path(__file__).resolve().parent.parent
+LESSON_FILES = sorted((REPO / "lessons").glob("*/lesson.md"))
+
+# Columns of a code line that show whole in the lesson pane at 80x24. The
+# sidebar stays beside the Lesson tab there (app.py, _fit_sidebar), so:
+# 80 - 26 sidebar - 2 LessonPane padding (0 1) - 2 scrollbar - 4 Markdown
+# padding (0 2) = 46 for the block, less the block's own left padding of 2 = 44.
+# Measured with tmux capture-pane too; with the sidebar hidden (b) it is 70.
+# test_code_width_is_the_lesson_panes keeps the number in step with the CSS.
+CODE_WIDTH = 44
+
+
+# What a block nested in a list or quote loses to its left: a bullet ("• "), a
+# right-aligned number (" 1. ", from Textual's MarkdownOrderedList), or a
+# quote's border and padding (MarkdownBlockQuote: border-left, padding 0 1).
+BULLET_INDENT = 2
+QUOTE_INDENT = 3
+
+
+def _indents(tokens) -> list[int]:
+    """For each token, the columns its enclosing lists and quotes take."""
+    out, stack = [], []
+    for i, tok in enumerate(tokens):
+        if tok.type == "bullet_list_open":
+            stack.append(BULLET_INDENT)
+        elif tok.type == "ordered_list_open":
+            items = sum(1 for t in tokens[i + 1:] if t.type == "list_item_open"
+                        and t.level == tok.level + 1 and t.map[0] < tok.map[1])
+            last = int(tok.attrGet("start") or 1) + max(items, 1) - 1
+            stack.append(len(f"{last}. ") + 1)
+        elif tok.type == "blockquote_open":
+            stack.append(QUOTE_INDENT)
+        elif tok.type in ("bullet_list_close", "ordered_list_close", "blockquote_close"):
+            stack.pop()
+        out.append(sum(stack))
+    return out
+
+
+def too_wide(path: Path, width: int = CODE_WIDTH) -> list[str]:
+    """'file:line: N columns (M fit): text' for each code line that is cut off."""
+    name = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    tokens = MarkdownIt("gfm-like").parse(path.read_text(encoding="utf-8"))  # as Textual does
+    found = []
+    for tok, indent in zip(tokens, _indents(tokens), strict=True):
+        if tok.type not in ("fence", "code_block") or tok.map is None:
+            continue
+        first = tok.map[0] + (tok.type == "fence")  # 0-based line of the first code line
+        fits = width - indent
+        for i, line in enumerate(tok.content.rstrip("\n").split("\n")):
+            cells = cell_len(line.expandtabs(8))
+            if cells > fits:
+                found.append(f"{name}:{first + i + 1}: {cells} columns ({fits} fit): {line}")
+    return found
+
+
+def test_every_lesson_is_checked():
+    assert len(LESSON_FILES) >= 9
+
+
+@pytest.mark.parametrize("path", LESSON_FILES, ids=lambda p: p.parent.name)
+def test_code_lines_fit_the_lesson_pane(path):
+    wide = too_wide(path)
+    assert not wide, (f"{len(wide)} code line(s) wider than {CODE_WIDTH} columns, "
+                      "cut off in the lesson pane at 80x24:\n" + "\n".join(wide))
+
+
+def test_too_wide_names_file_and_line(tmp_path):
+    md = tmp_path / "lesson.md"
+    wide, fit = "x" * (CODE_WIDTH + 1), "y" * CODE_WIDTH
+    md.write_text(f"# T\n\n```python\nok\n{wide}\n```\n\n    {fit}\n    Σₖ{fit[1:]}\n\n"
+                  f"- item\n\n  ```\n  {fit[2:]}\n  {fit[1:]}\n  ```\n", encoding="utf-8")
+    assert too_wide(md) == [
+        f"{md}:5: {CODE_WIDTH + 1} columns ({CODE_WIDTH} fit): {wide}",
+        f"{md}:9: {CODE_WIDTH + 1} columns ({CODE_WIDTH} fit): Σₖ{fit[1:]}",
+        f"{md}:15: {CODE_WIDTH - 1} columns ({CODE_WIDTH - 2} fit): {fit[1:]}",
+    ]
+
+
+def shown_width(fence) -> int:
+    """Columns of code a PlainFence shows: its right edge less the code's start."""
+    label = fence.children[0]
+    return fence.region.right - label.region.x - label.styles.padding.left
+
+
+@pytest.mark.anyio
+async def test_code_width_is_the_lesson_panes(tmp_path):
+    """CODE_WIDTH is what a code block shows in the app at 80x24."""
+    pytest.importorskip("textual")
+    from gpulab.tui.app import build_app
+    from gpulab.tui.devinfo import GpuInfo
+    from gpulab.tui.markdown import PlainFence
+
+    app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson(app.course.find("matmul"))  # long: the pane has its scrollbar
+        widths: list[int] = []
+        for _ in range(200):  # until the layout settles (the scrollbar comes late)
+            await pilot.pause(0.05)
+            fences = app.query(PlainFence)
+            if (fences and fences.first().children
+                    and app.query_one("#lesson-pane").show_vertical_scrollbar):
+                widths.append(shown_width(fences.first()))
+                if len(widths) >= 5 and len(set(widths[-5:])) == 1:
+                    break
+        assert app.query_one("#sidebar").display, "the sidebar stays beside the lesson"
+        assert widths and widths[-1] == CODE_WIDTH
+
+
+@pytest.mark.anyio
+async def test_nested_blocks_lose_what_too_wide_subtracts():
+    """Lists and quotes take BULLET_INDENT, an ordered list's numbers, QUOTE_INDENT."""
+    pytest.importorskip("textual")
+    from textual.app import App
+
+    from gpulab.tui.markdown import LabMarkdown, PlainFence
+
+    text = ("```\ntop\n```\n\n"
+            "- a\n\n  ```\n  b\n  ```\n\n"
+            "1. a\n2. b\n\n   ```\n   c\n   ```\n\n"  # " 1. " and " 2. "
+            "text\n\n" + "".join(f"{n}. x\n" for n in range(1, 11))  # "  9. " and " 10. "
+            + "\n    ```\n    d\n    ```\n\n"
+            "text\n\n> q\n>\n> ```\n> e\n> ```\n")
+
+    class Page(App):
+        def compose(self):
+            yield LabMarkdown(text)
+
+    async with Page().run_test(size=(80, 40)) as pilot:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            fences = list(pilot.app.query(PlainFence))
+            if len(fences) == 5 and all(f.children and f.region.width for f in fences):
+                break
+        tokens = MarkdownIt("gfm-like").parse(text)
+        indents = [n for tok, n in zip(tokens, _indents(tokens), strict=True)
+                   if tok.type == "fence"]
+        assert [f.code.strip() for f in fences] == ["top", "b", "c", "d", "e"]
+        top = shown_width(fences[0])
+        assert [top - shown_width(f) for f in fences] == indents == [0, 2, 4, 5, 3]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
