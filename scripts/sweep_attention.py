@@ -427,9 +427,12 @@ def _family_configs(fam: str, D: int) -> list[dict]:
                 for share in POLY_SHARES[D].get((c["BM"], c["BN"], c["warps"], c["stages"]),
                                                 (2, 4))]
     if fam == "tma_pipe":
-        return [dict(c, pipe=mode) for c in PIPE_CONFIGS[D]
-                for mode in ((2, 1) if (c["BM"], c["BN"], c["warps"], c["stages"]) == PIPE_QK[D]
-                             else (2,))]
+        out = [dict(c, pipe=mode) for c in PIPE_CONFIGS[D]
+               for mode in ((2, 1) if (c["BM"], c["BN"], c["warps"], c["stages"]) == PIPE_QK[D]
+                            else (2,))]
+        # Both tricks at once: P·V under the softmax, a quarter of its exp2s
+        # on the FMA pipe.
+        return out + [dict(c, pipe=2, poly=4, deg=3) for c in PIPE_CONFIGS[D]]
     return base
 
 
