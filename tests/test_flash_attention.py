@@ -77,7 +77,7 @@ WRONG = {
     "no causal mask": (
         variant("                keep = keep & (offs_m[:, None] >= offs_n[None, :])\n",
                 "                keep = keep\n"),
-        "B1 H2 Sq130 Sk130 D64 fp16 (causal)", "B2 H3 Sq100 Sk77 D32 fp32"),
+        "B1 H2 Sq130 Sk130 D64 causal fp16", "B2 H3 Sq100 Sk77 D32 fp32"),
     # The running max grows but the old sums are not rescaled.
     "no rescale": (
         variant("        l_i = l_i * alpha + tl.sum(p, 1)\n        acc = acc * alpha[:, None]\n",
@@ -93,7 +93,7 @@ WRONG = {
         variant("        *q.stride(), *k.stride(), *v.stride(), *o.stride(),\n",
                 "        *_packed(q), *_packed(k), *_packed(v), *o.stride(),\n") +
         "\n\ndef _packed(t):\n    B, H, S, D = t.shape\n    return (H * S * D, S * D, D, 1)\n",
-        "B1 H2 Sq80 Sk80 D32 fp32 (causal, (B, S, H, D) memory)", "B1 H1 Sq150 Sk150 D128"),
+        "B1 H2 Sq80 Sk80 D32 causal fp32 ((B, S, H, D) memory)", "B1 H1 Sq150 Sk150 D128"),
 }
 
 

@@ -90,8 +90,10 @@ def make_case(ctx, B, H, Sq, Sk, D, causal, dt, seed, layout="", scale=1.0, sm_s
         kwargs["causal"] = True
     if sm_scale is not None:
         kwargs["sm_scale"] = sm_scale
-    shape = f"B{B} H{H} Sq{Sq} Sk{Sk} D{D}"
-    extras = [x for x in ("causal" if causal else "", LAYOUT_NAMES.get(layout, ""),
+    # "causal" is part of the shape: tables that show only the shape (the
+    # bench, the roofline) must still tell the two passes apart.
+    shape = f"B{B} H{H} Sq{Sq} Sk{Sk} D{D}" + (" causal" if causal else "")
+    extras = [x for x in (LAYOUT_NAMES.get(layout, ""),
                           f"sm_scale={sm_scale:g}" if sm_scale is not None else "", label) if x]
     name = f"{shape} {dt}" + (f" ({', '.join(extras)})" if extras else "")
     return Case(name=name, args=(q, k, v), kwargs=kwargs, dtype=q.dtype, shape=shape,
