@@ -119,14 +119,20 @@ async def test_sidebar_lists_the_nine_lessons_with_status(ws, course):
         await pilot.pause()
         sidebar = app.query_one(LessonList)
         assert sidebar.option_count == len(course.lessons) == 9
+        # At 80 columns the list steps aside for the lesson; b brings it, focused.
+        assert not app.query_one("#sidebar").display
+        await pilot.press("b")
+        await pilot.pause()
+        assert app.query_one("#sidebar").display and app.focused is sidebar
         assert shows(app, "✔ 02 Triton 101: softmax", "passed")
-        # Keyboard: move to lesson 03 and open it with enter.
-        sidebar.focus()
+        # Keyboard: move to lesson 03 and open it with enter; the list steps aside.
         sidebar.highlighted = 1
         await pilot.press("down", "enter")
         await pilot.pause()
         assert app.lesson.number == "03"
         assert app.active_pane == "lesson"
+        assert not app.query_one("#sidebar").display
+        assert app.focused is app.query_one("#lesson-pane")
 
 
 @pytest.mark.slow
@@ -304,11 +310,11 @@ async def test_next_lesson_sidebar_toggle_and_ctrl_q(ws):
         await pilot.press("n")
         assert app.lesson.number == "03"
         sidebar = app.query_one("#sidebar")
+        assert not sidebar.display  # below 110 columns it steps aside for the lesson
+        await pilot.press("b")
         assert sidebar.display
         await pilot.press("b")
         assert not sidebar.display
-        await pilot.press("b")
-        assert sidebar.display
         await pilot.press("e", "ctrl+q")  # quits from inside the editor too
         await pilot.pause()
         assert not app.is_running
@@ -412,6 +418,8 @@ async def test_broken_lesson_shows_its_error_and_the_rest_works(ws, tmp_path):
     assert broken.error
     app = make_app(ws, course=course)
     async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("b")  # the lesson list
         await pilot.pause()
         assert shows(app, "⚠ 03", "broken")
         app.action_open_lesson("03")

@@ -30,12 +30,13 @@ def test_serve_defaults_to_this_machine_only():
     assert (args.host, args.port) == ("127.0.0.1", 8000)
 
 
-async def read_screen(url: str, limit: int = 200_000, quiet_s: float = 10.0) -> bytes:
+async def read_screen(url: str, until: bytes, limit: int = 200_000,
+                      quiet_s: float = 10.0) -> bytes:
     import aiohttp  # textual-serve's own dependency
 
     got = b""
     async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
-        while len(got) < limit and b"passed" not in got:
+        while len(got) < limit and until not in got:
             try:
                 msg = await asyncio.wait_for(ws.receive(), quiet_s)
             except asyncio.TimeoutError:
@@ -67,8 +68,10 @@ def test_serve_answers_a_browser(tmp_path):
         assert page is not None, proc.stdout.read() if proc.poll() is not None else "no answer"
         assert "gpulab" in page
         # The page's websocket starts one `python -m gpulab` and streams its screen.
-        screen = asyncio.run(read_screen(f"http://127.0.0.1:{port}/ws?width=80&height=24"))
-        assert b"passed" in screen and b"Lesson" in screen
+        # At 80 columns the lesson list steps aside and all seven tabs show.
+        screen = asyncio.run(read_screen(f"http://127.0.0.1:{port}/ws?width=80&height=24",
+                                         until=b"Serving"))
+        assert b"Lesson" in screen and b"Serving" in screen
     finally:
         # The server leads its own process group, with the app it started for us.
         os.killpg(proc.pid, signal.SIGINT)

@@ -57,6 +57,7 @@ class LessonActions:
             return  # another list (the command palette's) bubbling up
         lesson = self.course.find(event.option.id or "")
         if lesson is not None:
+            self._sidebar_choice = None  # shown with b to pick one: it steps aside again
             self.open_lesson(lesson)
             self.action_show_pane("lesson")
 

@@ -39,7 +39,7 @@ PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serv
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
                   "toggle_sidebar", "help", "show_pane"}
-NARROW = 110  # columns below which the sidebar steps aside for code and tables
+NARROW = 110  # columns below which the sidebar steps aside for lessons, code, tables
 TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
 
 
@@ -124,7 +124,10 @@ class GpulabApp(LessonActions, App[int]):
         for warning in (*self.course.warnings, *self.workspace.warnings):
             self.notify(warning, severity="warning", timeout=10)
         self.open_lesson(self._initial_lesson(), remember=False)
-        self.query_one(LessonList).focus()
+        if self.query_one("#sidebar").display:
+            self.query_one(LessonList).focus()
+        else:  # below NARROW columns: the lesson, with the list a b away
+            self._focus_pane(self.active_pane)
         if self.show_welcome:
             self.action_welcome()
         elif self.lesson is not None and not self.workspace.created:
@@ -161,6 +164,9 @@ class GpulabApp(LessonActions, App[int]):
     def action_show_pane(self, name: str) -> None:
         self.query_one("#panes", TabbedContent).active = name
         self._pane_shown(name)
+        self._focus_pane(name)
+
+    def _focus_pane(self, name: str) -> None:
         if name == "exercise":
             self.query_one(ExercisePane).editor.focus()
         else:
@@ -183,19 +189,25 @@ class GpulabApp(LessonActions, App[int]):
         self.query_one("#panes", TabbedContent).query_one("Tabs").focus()
 
     def action_toggle_sidebar(self) -> None:
+        """b: the lesson list, shown (and focused, to pick a lesson) or put away."""
         self._sidebar_choice = not self.query_one("#sidebar").display
         self._fit_sidebar()
+        if self._sidebar_choice:
+            self.query_one(LessonList).focus()
 
     def _fit_sidebar(self) -> None:
-        """Code and result tables need the width: below NARROW columns the sidebar
-        steps aside for those panes, unless the learner chose with b."""
-        wide_panes = ("exercise", "results", "roofline", "serving")
+        """Code, lesson text and result tables need the width: below NARROW columns
+        the sidebar steps aside for those panes, unless the learner chose with b."""
+        wide_panes = ("lesson", "exercise", "results", "roofline", "serving")
         show = self._sidebar_choice
         if show is None:
             show = self.size.width >= NARROW or self.active_pane not in wide_panes
         sidebar = self.query_one("#sidebar")
         sidebar.display = show
         sidebar.set_class(self.size.width >= NARROW, "roomy")  # room for whole titles
+        focused = sidebar.screen.focused
+        if not show and focused is not None and sidebar in focused.ancestors_with_self:
+            self._focus_pane(self.active_pane)  # not a hidden list taking the keys
 
     def on_resize(self) -> None:
         if self.is_mounted:

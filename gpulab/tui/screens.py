@@ -117,7 +117,8 @@ your GPU's **roofline**, the most the hardware allows.
   progress (`$GPULAB_HOME` moves it).
 - **Begin** {start}
 - **Keys**: **c** check · **h** hint · **w** re-check on every save (use your own
-  editor if you like) · **?** help · **ctrl+p** all commands · **q** quit
+  editor if you like) · **b** the lesson list · **?** help · **ctrl+p** all
+  commands · **q** quit
 """
 
 
