@@ -17,11 +17,11 @@ REPO = Path(__file__).resolve().parent.parent
 LESSON_FILES = sorted((REPO / "lessons").glob("*/lesson.md"))
 
 # Columns of a code line that show whole in the lesson pane at 80x24. Below
-# 110 columns the sidebar steps aside for the Lesson tab (app.py, _fit_sidebar),
+# 118 columns (NARROW) the sidebar steps aside for the Lesson tab (app.py, _fit_sidebar),
 # so: 80 - 2 LessonPane padding (0 1) - 2 scrollbar - 4 Markdown padding (0 2)
 # = 72 for the block, less the block's own left padding of 2 = 70.
 # Measured with tmux capture-pane too. With the sidebar shown (b) it is 44;
-# from 110 columns the 38-column sidebar stays, leaving width - 48 (62 at 110).
+# from 118 columns the 38-column sidebar stays, leaving width - 48 (70 at 118).
 # test_code_width_is_the_lesson_panes keeps the number in step with the CSS.
 CODE_WIDTH = 70
 

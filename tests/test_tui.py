@@ -310,7 +310,7 @@ async def test_next_lesson_sidebar_toggle_and_ctrl_q(ws):
         await pilot.press("n")
         assert app.lesson.number == "03"
         sidebar = app.query_one("#sidebar")
-        assert not sidebar.display  # below 110 columns it steps aside for the lesson
+        assert not sidebar.display  # below NARROW columns it steps aside for the lesson
         await pilot.press("b")
         assert sidebar.display
         await pilot.press("b")
@@ -318,6 +318,22 @@ async def test_next_lesson_sidebar_toggle_and_ctrl_q(ws):
         await pilot.press("e", "ctrl+q")  # quits from inside the editor too
         await pilot.pause()
         assert not app.is_running
+
+
+async def test_sidebar_follows_each_resize(ws):
+    """The sidebar decision uses the new width at once (a handler that read
+    App.size saw the previous one and lagged a resize behind)."""
+    from gpulab.tui.app import NARROW
+
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        sidebar = app.query_one("#sidebar")
+        for width, shown in ((NARROW + 2, True), (NARROW - 18, False), (NARROW + 7, True),
+                             (NARROW - 4, False)):
+            await pilot.resize_terminal(width, 30)
+            await pilot.pause(0.1)
+            assert sidebar.display == shown, (width, sidebar.display)
 
 
 async def test_welcome_names_the_gpu_that_nvml_reports(ws, monkeypatch):

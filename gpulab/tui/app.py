@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -39,7 +39,10 @@ PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serv
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
                   "toggle_sidebar", "help", "show_pane"}
-NARROW = 110  # columns below which the sidebar steps aside for lessons, code, tables
+# Columns below which the sidebar steps aside for lessons, code, tables: the
+# 38-column sidebar plus the 10 columns of pane chrome leave the 70 that lesson
+# code blocks are written to (tests/test_lesson_width.py) from 118 up.
+NARROW = 118
 TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
 
 
@@ -195,23 +198,26 @@ class GpulabApp(LessonActions, App[int]):
         if self._sidebar_choice:
             self.query_one(LessonList).focus()
 
-    def _fit_sidebar(self) -> None:
+    def _fit_sidebar(self, width: int | None = None) -> None:
         """Code, lesson text and result tables need the width: below NARROW columns
         the sidebar steps aside for those panes, unless the learner chose with b."""
+        width = self.size.width if width is None else width
         wide_panes = ("lesson", "exercise", "results", "roofline", "serving")
         show = self._sidebar_choice
         if show is None:
-            show = self.size.width >= NARROW or self.active_pane not in wide_panes
+            show = width >= NARROW or self.active_pane not in wide_panes
         sidebar = self.query_one("#sidebar")
         sidebar.display = show
-        sidebar.set_class(self.size.width >= NARROW, "roomy")  # room for whole titles
+        sidebar.set_class(width >= NARROW, "roomy")  # room for whole titles
         focused = sidebar.screen.focused
         if not show and focused is not None and sidebar in focused.ancestors_with_self:
             self._focus_pane(self.active_pane)  # not a hidden list taking the keys
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        # This handler runs before App._on_resize stores the new size, so
+        # self.size is still the old one here: use the event's.
         if self.is_mounted:
-            self._fit_sidebar()
+            self._fit_sidebar(event.size.width)
 
     def action_edit(self) -> None:
         self.action_show_pane("exercise")
