@@ -3,18 +3,27 @@
 Textual's Markdown does not wrap code blocks: a line wider than the pane is
 cut off at its edge. Both kinds of block count, ```-fenced and indented (the
 lessons' formulas): both render as the same PlainFence (gpulab/tui/markdown.py).
+The hints in lessons/manifest.toml are checked the same way: the third one is
+mostly code.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 from rich.cells import cell_len
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # as gpulab/content.py
+
 REPO = Path(__file__).resolve().parent.parent
 LESSON_FILES = sorted((REPO / "lessons").glob("*/lesson.md"))
+MANIFEST = REPO / "lessons" / "manifest.toml"
 
 # Columns of a code line that show whole in the lesson pane at 80x24. Below
 # 118 columns (NARROW) the sidebar steps aside for the Lesson tab (app.py, _fit_sidebar),
@@ -24,6 +33,17 @@ LESSON_FILES = sorted((REPO / "lessons").glob("*/lesson.md"))
 # from 118 columns the 38-column sidebar stays, leaving width - 48 (70 at 118).
 # test_code_width_is_the_lesson_panes keeps the number in step with the CSS.
 CODE_WIDTH = 70
+
+# Columns of a hint's code line that show whole at 80x24. The revealed hints are
+# a second LabMarkdown (#hints) in the same LessonPane, below the lesson text
+# (gpulab/tui/lesson_pane.py); its CSS (app.tcss, #hints) adds only a margin and
+# a border on top, nothing at the sides, and hints_markdown puts each hint at the
+# top level of that Markdown, after its bold title: so a hint's fence gets
+# CODE_WIDTH too. Measured with tmux capture-pane: lesson 04, h three times, cut
+# its third hint's 76-column tl.store line after 70 (before the hints were
+# rewrapped). test_hint_code_width_is_the_lesson_panes keeps the number in step
+# with the app.
+HINT_CODE_WIDTH = CODE_WIDTH
 
 
 # What a block nested in a list or quote loses to its left: a bullet ("• "), a
@@ -52,10 +72,9 @@ def _indents(tokens) -> list[int]:
     return out
 
 
-def too_wide(path: Path, width: int = CODE_WIDTH) -> list[str]:
-    """'file:line: N columns (M fit): text' for each code line that is cut off."""
-    name = path.relative_to(REPO) if path.is_relative_to(REPO) else path
-    tokens = MarkdownIt("gfm-like").parse(path.read_text(encoding="utf-8"))  # as Textual does
+def wide_code_lines(text: str, width: int) -> list[tuple[int, int, int, str]]:
+    """(0-based line in text, columns, columns that fit, line) for each code line cut off."""
+    tokens = MarkdownIt("gfm-like").parse(text)  # as Textual does
     found = []
     for tok, indent in zip(tokens, _indents(tokens), strict=True):
         if tok.type not in ("fence", "code_block") or tok.map is None:
@@ -65,7 +84,30 @@ def too_wide(path: Path, width: int = CODE_WIDTH) -> list[str]:
         for i, line in enumerate(tok.content.rstrip("\n").split("\n")):
             cells = cell_len(line.expandtabs(8))
             if cells > fits:
-                found.append(f"{name}:{first + i + 1}: {cells} columns ({fits} fit): {line}")
+                found.append((first + i, cells, fits, line))
+    return found
+
+
+def too_wide(path: Path, width: int = CODE_WIDTH) -> list[str]:
+    """'file:line: N columns (M fit): text' for each code line that is cut off."""
+    name = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return [f"{name}:{i + 1}: {cells} columns ({fits} fit): {line}"
+            for i, cells, fits, line in wide_code_lines(path.read_text(encoding="utf-8"), width)]
+
+
+def hints_too_wide(path: Path = MANIFEST, width: int = HINT_CODE_WIDTH) -> list[str]:
+    """'lesson hint H, line L: N columns (M fit): text' for each hint code line cut off.
+
+    L is the line within the hint's text (the manifest's own line numbers drift
+    with each backslash-continued prose line before it).
+    """
+    manifest = tomllib.loads(path.read_text(encoding="utf-8"))
+    found = []
+    for lesson in manifest.get("lesson", []):
+        for h, hint in enumerate(lesson.get("hints", []), 1):
+            for i, cells, fits, line in wide_code_lines(hint, width):
+                found.append(f"{lesson.get('id')} hint {h}, line {i + 1}: "
+                             f"{cells} columns ({fits} fit): {line}")
     return found
 
 
@@ -78,6 +120,41 @@ def test_code_lines_fit_the_lesson_pane(path):
     wide = too_wide(path)
     assert not wide, (f"{len(wide)} code line(s) wider than {CODE_WIDTH} columns, "
                       "cut off in the lesson pane at 80x24:\n" + "\n".join(wide))
+
+
+def test_hint_code_lines_fit_the_lesson_pane():
+    assert tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["lesson"], "no lessons"
+    wide = hints_too_wide()
+    assert not wide, (f"{len(wide)} hint code line(s) wider than {HINT_CODE_WIDTH} columns, "
+                      "cut off in the lesson pane at 80x24:\n" + "\n".join(wide))
+
+
+def test_hints_too_wide_names_lesson_hint_and_line(tmp_path):
+    toml = tmp_path / "manifest.toml"
+    wide, fit = "x" * (HINT_CODE_WIDTH + 1), "y" * HINT_CODE_WIDTH
+    toml.write_text(f'''[[lesson]]
+id = "01_a"
+hints = ["`{wide}` is inline code, prose wraps", """Prose.
+
+```python
+{fit}
+{wide}
+```""", """- a list
+
+  ```
+  {fit}
+  ```
+"""]
+
+[[lesson]]
+id = "02_b"
+hints = ["    {wide}"]
+''', encoding="utf-8")
+    assert hints_too_wide(toml) == [
+        f"01_a hint 2, line 5: {HINT_CODE_WIDTH + 1} columns ({HINT_CODE_WIDTH} fit): {wide}",
+        f"01_a hint 3, line 4: {HINT_CODE_WIDTH} columns ({HINT_CODE_WIDTH - 2} fit): {fit}",
+        f"02_b hint 1, line 1: {HINT_CODE_WIDTH + 1} columns ({HINT_CODE_WIDTH} fit): {wide}",
+    ]
 
 
 def test_too_wide_names_file_and_line(tmp_path):
@@ -120,6 +197,33 @@ async def test_code_width_is_the_lesson_panes(tmp_path):
                     break
         assert not app.query_one("#sidebar").display, "the sidebar steps aside"
         assert widths and widths[-1] == CODE_WIDTH
+
+
+@pytest.mark.anyio
+async def test_hint_code_width_is_the_lesson_panes(tmp_path):
+    """HINT_CODE_WIDTH is what a revealed hint's code block shows at 80x24."""
+    pytest.importorskip("textual")
+    from gpulab.tui.app import build_app
+    from gpulab.tui.devinfo import GpuInfo
+    from gpulab.tui.markdown import PlainFence
+
+    app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
+    async with app.run_test(size=(80, 24)) as pilot:
+        lesson = app.course.find("flash_attention")
+        for _ in range(len(lesson.hints)):
+            app.workspace.reveal_hint(lesson)
+        app.open_lesson(lesson)  # long: the pane has its scrollbar
+        widths: list[int] = []
+        for _ in range(200):  # until the layout settles (the scrollbar comes late)
+            await pilot.pause(0.05)
+            fences = app.query_one("#hints").query(PlainFence)
+            if (fences and fences.first().children
+                    and app.query_one("#lesson-pane").show_vertical_scrollbar):
+                widths.append(shown_width(fences.first()))
+                if len(widths) >= 5 and len(set(widths[-5:])) == 1:
+                    break
+        assert not app.query_one("#sidebar").display, "the sidebar steps aside"
+        assert widths and widths[-1] == HINT_CODE_WIDTH
 
 
 @pytest.mark.anyio
