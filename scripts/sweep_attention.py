@@ -33,6 +33,12 @@ longest query blocks. Families (configs named BMxBN wN sN):
            product overlaps the softmax (FlashAttention-3's intra-warpgroup
            overlap): "pv" runs the previous tile's P·V during it, "qk" the
            next tile's Q·Kᵀ (_loop_pipe says why only one of them can)
+  fa3      kernels/flash_attention_fa3.py, the Gluon FlashAttention-3
+           schedule (a TMA loader warp, two consumer warpgroups taking turns
+           at the tensor cores, P·V of one tile under the softmax of the
+           next); configs 128xBN sN, "free" without the turn-taking. Gluon
+           has no interpreter: --selftest skips it (tests compile it for
+           sm_90 instead)
 """
 
 from __future__ import annotations
@@ -417,10 +423,25 @@ PIPE_CONFIGS = {64: CONFIGS[64],
                 128: [_cfg(128, 128, 8, 2), _cfg(128, 64, 4, 3), _cfg(128, 64, 8, 3)]}
 PIPE_QK = {64: (128, 128, 8, 3), 128: (128, 128, 8, 2)}
 PIPE_MODES = {1: "qk", 2: "pv"}  # which product overlaps the softmax
-FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2"]
+# fa3: BLOCK_M is fixed at 128 (two warpgroups of 64 rows); the K/V ring
+# takes what shared memory is left: at D = 128 a 128-row stage pair is
+# 64 KiB, so two stages. Measured on the H200 (attention-fa3-first.json):
+# 64-row key tiles lost 10-20% and the turn-taking moved nothing by more than
+# ~3% either way, so the variants now are the share of exp2s on the FMA pipe
+# (p1/n: one in n; at D = 64 MUFU and the tensor cores are evenly loaded),
+# each with and without the turns ("free"), and 256-row key tiles at D = 64.
+FA3_CONFIGS = {64: [(128, 3), (128, 2), (256, 2)], 128: [(128, 2)]}
+FA3_POLY = {64: (0, 2, 4, 8), 128: (0, 4, 8)}
+FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2", "fa3"]
 
 
 def _family_configs(fam: str, D: int) -> list[dict]:
+    if fam == "fa3":
+        (bn0, st0), *others = FA3_CONFIGS[D]
+        return ([_cfg(128, bn0, 12, st0, pingpong=pp, poly=poly)
+                 for poly in FA3_POLY[D] for pp in (True, False)]
+                + [_cfg(128, bn, 12, st, pingpong=True, poly=poly)
+                   for bn, st in others for poly in (0, 4)])
     base = CONFIGS[D] + EXTRA[D].get(fam, [])
     if fam == "tma_poly":
         return [dict(c, poly=share, deg=3) for c in base
@@ -442,8 +463,10 @@ def variants(case: dict) -> list[Variant]:
     for fam in FAMILIES:
         for c in _family_configs(fam, D):
             name = f"{fam} {c['BM']}x{c['BN']} w{c['warps']} s{c['stages']}"
+            if fam == "fa3" and not c["pingpong"]:
+                name += " free"
             if c.get("poly"):
-                name += f" p1/{c['poly']}" + (f" d{c['deg']}" if c["deg"] != 3 else "")
+                name += f" p1/{c['poly']}" + (f" d{c['deg']}" if c.get("deg", 3) != 3 else "")
             if c.get("pipe"):
                 name += " " + PIPE_MODES[c["pipe"]]
             out.append(Variant(name, fam, c))
@@ -574,6 +597,14 @@ def launcher(v: Variant, state: dict):
         return run
     for t in (q, k, vv, o):
         assert t.is_contiguous(), "descriptor variants need contiguous (B, H, S, D) tensors"
+    if v.family == "fa3":
+        from kernels import flash_attention_fa3 as fa3
+
+        def run():
+            fa3.launch(q, k, vv, o, causal, state["scale"], tiles=(BN, c["stages"]),
+                       pingpong=c["pingpong"], poly=c["poly"])
+            return o
+        return run
     if v.family in ("tma", "tma_poly", "tma_pipe"):
         rows = B * H * S
         args = [TensorDescriptor(t, shape=[rows, D], strides=[D, 1], block_shape=blk)
@@ -606,8 +637,8 @@ def selftest(args) -> int:
                     "S": 256, "D": D, "causal": causal}
             state = prepare(case, device="cpu", dtype=torch.float16)
             for v in variants(case):
-                if not common.wanted(v.name, args.variants):
-                    continue
+                if not common.wanted(v.name, args.variants) or v.family == "fa3":
+                    continue  # Gluon kernels need a GPU (no interpreter)
                 t0 = time.time()
                 state["o"].fill_(float("nan"))
                 try:

@@ -1,0 +1,375 @@
+"""FlashAttention-3-style forward for Hopper (sm_90), written in Gluon.
+
+The Triton kernel in flash_attention.py is the lesson: one instruction stream
+per program, and the compiler decides how the two matmuls and the softmax
+overlap. On Hopper that leaves the tensor cores idle while the softmax runs
+(the exponentials go through the MUFU unit, ~16 per clock per SM, against
+the tensor cores' ~4096 FLOP per clock). FlashAttention-3 closes the gap with
+three schedules that Triton 3.6 cannot express, so this file writes them by
+hand in Gluon, Triton's dialect where warps, barriers and wgmma waits are
+explicit:
+
+1. Warp specialisation. One warp only issues TMA copies of K and V into a
+   ring of shared-memory stages; two consumer warpgroups only compute.
+   Ready/empty mbarriers hand each stage over.
+2. Ping-pong. The program owns 128 query rows; warpgroup 0 takes rows 0-63
+   and warpgroup 1 rows 64-127, and a pair of mbarriers makes them take
+   turns issuing their matmuls, so one warpgroup's softmax runs while the
+   other's wgmmas keep the tensor cores busy.
+3. Intra-warpgroup overlap. Each warpgroup issues S_j = Q K_j^T and
+   O += P_{j-1} V_{j-1} together, asynchronously, then waits only for S_j,
+   so its softmax of tile j runs while P_{j-1} V_{j-1} is still in flight.
+
+Only for sm_90+, bf16/fp16, head dim 64 or 128, contiguous (B, H, S, D)
+tensors with S a multiple of the tiles; flash_attention.py decides. Gluon
+has no interpreter, so the CPU tests compile this file for sm_90 and check
+the PTX; the numbers are checked on the GPU (tests marked gpu).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+LOG2E = 1.4426950408889634
+
+# Gluon renamed the TMA copies after Triton 3.6 (async_load/async_store);
+# take whichever this release has.
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+# BLOCK_N, stages of K/V per head dim: 128-wide K tiles keep each wgmma long;
+# two stages of K and V (2 x 2 x 128 x 128 x 2 bytes = 128 KiB at D = 128)
+# plus Q and the output staging fit in the 227 KiB of shared memory.
+FA3_TILES = {64: (128, 3), 128: (128, 2)}
+BLOCK_M = 128  # two warpgroups x 64 rows
+
+
+@gluon.jit
+def _loader(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+            kv_row0, n_tiles):
+    """One warp: TMA-copy K_j then V_j into stage j % STAGES once it is free."""
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    for j in range(n_tiles):
+        s = j % STAGES
+        # A fresh mbarrier counts as having finished the phase before phase 0,
+        # so waiting on the opposite parity lets the first pass through the
+        # ring go straight on.
+        free_phase = ((j // STAGES) & 1) ^ 1
+        row = kv_row0 + j * BLOCK_N
+        mbarrier.wait(k_empty.index(s), free_phase)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        _tma_load(k_desc, [row, 0], k_ready.index(s), k_smem.index(s))
+        mbarrier.wait(v_empty.index(s), free_phase)
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        _tma_load(v_desc, [row, 0], v_ready.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _wait_turn(turn, i, WG: gl.constexpr, PINGPONG: gl.constexpr):
+    """Block until it is this warpgroup's i-th turn to issue matmuls.
+
+    Warpgroup 0 goes first: its i-th turn needs i arrivals from warpgroup 1
+    on turn[0]; warpgroup 1's i-th turn needs i + 1 arrivals from warpgroup 0
+    on turn[1]. Neither can run two turns ahead, so parity waits suffice.
+    """
+    if PINGPONG:
+        if WG == 0:
+            mbarrier.wait(turn.index(0), (i & 1) ^ 1)
+        else:
+            mbarrier.wait(turn.index(1), i & 1)
+
+
+@gluon.jit
+def _end_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
+    """This warpgroup's matmuls are issued: the other one may issue its own."""
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - WG))
+
+
+# 2^x by a degree-3 polynomial on the FMA pipe (FlashAttention-4's trick), in
+# PTX: x clamped at -126; adding 1.5 * 2^23 rounds it to n and leaves n in the
+# low mantissa bits; f = x - n in [-1/2, 1/2]; 2^f by a minimax cubic (max
+# relative error 7.5e-5 against exp2, far under the bf16 rounding of P that
+# follows); n shifted into the exponent field. scripts/sweep_attention.py's
+# _exp2_poly is the same algorithm in Triton, with its derivation.
+_POLY_EXP2 = """
+max.f32 x, {x}, 0fC2FC0000;
+add.rn.f32 xr, x, 0f4B400000;
+sub.rn.f32 f, xr, 0f4B400000;
+sub.rn.f32 f, x, f;
+fma.rn.f32 y, f, 0f3D61FBC6, 0f3E786F1A;
+fma.rn.f32 y, y, f, 0f3F31798D;
+fma.rn.f32 y, y, f, 0f3F7FFB49;
+mov.b32 bx, xr;
+shl.b32 bx, bx, 23;
+mov.b32 by, y;
+add.s32 by, by, bx;
+mov.b32 {out}, by;
+"""
+
+
+def _exp2_asm(pack: int) -> str:
+    """PTX for `pack` exp2s: the first by the polynomial, the rest by MUFU."""
+    lines = ["{", ".reg .f32 x, xr, f, y;", ".reg .b32 bx, by;"]
+    lines.append(_POLY_EXP2.format(x=f"${pack}", out="$0"))
+    lines += [f"ex2.approx.ftz.f32 ${i}, ${pack + i};" for i in range(1, pack)]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_EXP2_ASM_2 = gl.constexpr(_exp2_asm(2))
+_EXP2_ASM_4 = gl.constexpr(_exp2_asm(4))
+_EXP2_ASM_8 = gl.constexpr(_exp2_asm(8))
+
+
+@gluon.jit
+def _exp2(x, POLY: gl.constexpr):
+    """exp2 of a tile; with POLY = n, one element in n goes to the FMA pipe.
+
+    MUFU does ~16 exp2 per clock per SM against the tensor cores' ~4096
+    FLOP: at D = 64 a score's exp2 takes as long as its 256 FLOP of matmul,
+    so moving a share of them to the (otherwise idle) FMA pipe can pay.
+    """
+    if POLY == 2:
+        return gl.inline_asm_elementwise(_EXP2_ASM_2, "=f,=f,f,f", [x], dtype=gl.float32,
+                                         is_pure=True, pack=2)
+    elif POLY == 4:
+        return gl.inline_asm_elementwise(_EXP2_ASM_4, "=f,=f,=f,=f,f,f,f,f", [x],
+                                         dtype=gl.float32, is_pure=True, pack=4)
+    elif POLY == 8:
+        return gl.inline_asm_elementwise(_EXP2_ASM_8, "=f,=f,=f,=f,=f,=f,=f,=f,f,f,f,f,f,f,f,f", [x],
+                                         dtype=gl.float32, is_pure=True, pack=8)
+    else:
+        return gl.exp2(x)
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, qk_scale, offs_m, start_n, MASKED: gl.constexpr,
+             s_layout: gl.constexpr, BLOCK_N: gl.constexpr, POLY: gl.constexpr):
+    """Online softmax of one score tile: returns p (fp32), new m, new l, alpha."""
+    if MASKED:  # the causal diagonal
+        offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = gl.expand_dims(offs_m, 1) >= gl.expand_dims(offs_n, 0)
+        s = gl.where(keep, s * qk_scale, -1.0e6)
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        s = s - gl.expand_dims(m_new, 1)
+    else:
+        # scale the row maxima, not the tile: scale-and-subtract is one FMA
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+        s = s * qk_scale - gl.expand_dims(m_new, 1)
+    p = _exp2(s, POLY)
+    alpha = gl.exp2(m_i - m_new)  # 0 on the first tile (m_i = -inf)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
+def _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+              k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+              WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr):
+    """One warpgroup: 64 query rows against every K/V tile of the ring."""
+    ROWS: gl.constexpr = 64
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    my_q = q_smem.index(WG)
+    mbarrier.expect(q_bar.index(WG), q_desc.block_type.nbytes)
+    _tma_load(q_desc, [q_row + WG * ROWS, 0], q_bar.index(WG), my_q)
+    offs_m = q_pos + WG * ROWS + gl.arange(0, ROWS, layout=row_layout)
+
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_layout)
+    l_i = gl.zeros([ROWS], gl.float32, layout=row_layout)
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(q_bar.index(WG), 0)
+
+    # Tile 0: S_0 alone (there is no P_{-1} to multiply yet).
+    mbarrier.wait(k_ready.index(0), 0)
+    _wait_turn(turn, 0, WG, PINGPONG)
+    s = warpgroup_mma(my_q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    _end_turn(turn, WG, PINGPONG)
+    s = warpgroup_mma_wait(0, deps=(s, ))
+    mbarrier.arrive(k_empty.index(0))
+    if n_full == 0:  # causal, first row block: tile 0 is the diagonal
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, offs_m, 0, True, s_layout, BLOCK_N, POLY)
+    else:
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, offs_m, 0, False, s_layout, BLOCK_N, POLY)
+    p = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_tiles):
+        s_idx = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        _wait_turn(turn, j, WG, PINGPONG)
+        s = warpgroup_mma(my_q, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+        _end_turn(turn, WG, PINGPONG)
+        # S_j was issued first, so it is done once at most one group is left.
+        s = warpgroup_mma_wait(1, deps=(s, ))
+        mbarrier.arrive(k_empty.index(s_idx))
+        if j >= n_full:
+            p_next, m_i, l_i, alpha_next = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
+                                                    True, s_layout, BLOCK_N, POLY)
+        else:
+            p_next, m_i, l_i, alpha_next = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
+                                                    False, s_layout, BLOCK_N, POLY)
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+        mbarrier.arrive(v_empty.index(prev))
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha_next, gl.SliceLayout(1, o_layout)), 1)
+        p = gl.convert_layout(p_next.to(dtype), p_layout)
+
+    last = (n_tiles - 1) % STAGES
+    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
+    _wait_turn(turn, n_tiles, WG, PINGPONG)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    _end_turn(turn, WG, PINGPONG)
+    acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+    mbarrier.arrive(v_empty.index(last))
+
+    out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+    my_o = o_smem.index(WG)
+    my_o.store(out.to(dtype))
+    fence_async_shared()
+    _tma_store(o_desc, [q_row + WG * ROWS, 0], my_o)
+    tma.store_wait(pendings=0)
+
+@gluon.jit
+def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
+           CAUSAL: gl.constexpr, STAGES: gl.constexpr):
+    """This program's rows and tiles, its shared memory and barriers."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
+    dtype: gl.constexpr = q_desc.dtype
+
+    block = gl.program_id(0)
+    if CAUSAL:
+        block = gl.num_programs(0) - 1 - block  # longest rows first
+    bh = gl.program_id(1)
+    q_pos = block * 128
+    q_row = bh * Sq + q_pos
+    kv_row0 = bh * Sk
+    if CAUSAL:
+        n_tiles = (q_pos + 128) // BLOCK_N
+        n_full = q_pos // BLOCK_N  # tiles wholly left of the diagonal
+    else:
+        n_tiles = Sk // BLOCK_N
+        n_full = n_tiles
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
+    o_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], o_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bar.index(i), count=1)
+        mbarrier.init(turn.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # both warpgroups release a stage
+        mbarrier.init(v_empty.index(i), count=2)
+    fence_async_shared()
+
+    args = (q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+            k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale)
+    load_args = (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                 kv_row0, n_tiles)
+    return args, load_args
+
+
+# Worker partitions take no constexpr arguments in Triton 3.6 (and a
+# partition function cannot be one), so each schedule gets its own kernel
+# whose consumer functions have the constants baked in.
+@functools.cache
+def attention_fa3_kernel(pingpong: bool = True, poly: int = 0):
+    PINGPONG = gl.constexpr(pingpong)
+    POLY = gl.constexpr(poly)
+
+    @gluon.jit
+    def consumer0(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale):
+        _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+                  0, PINGPONG, POLY)
+
+    @gluon.jit
+    def consumer1(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale):
+        _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+                  1, PINGPONG, POLY)
+
+    @gluon.jit
+    def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
+                      CAUSAL: gl.constexpr, STAGES: gl.constexpr):
+        args, load_args = _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
+                                 CAUSAL, STAGES)
+        # Warpgroup 0 is the default partition (the kernel's 4 warps),
+        # warpgroup 1 a 4-warp worker, the loader a 1-warp worker; setmaxnreg
+        # gives the loader 24 registers a thread and the consumers 240.
+        gl.warp_specialize([(consumer0, args), (consumer1, args), (_loader, load_args)],
+                           [4, 1], [240, 24])
+
+    return attention_fa3
+
+
+def shared_layout(dtype, block):
+    gl_dtype = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+    return gl.NVMMASharedLayout.get_default_for(block, gl_dtype)
+
+
+def supported(q, k, v, o) -> bool:
+    """True where this kernel applies (the caller has checked for sm_90+)."""
+    D = q.shape[3]
+    if D not in FA3_TILES or q.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    bn, _ = FA3_TILES[D]
+    if q.shape[2] % BLOCK_M or k.shape[2] % bn:
+        return False
+    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v, o))
+
+
+def launch(q, k, v, o, causal: bool, sm_scale: float, tiles=None, pingpong: bool = True,
+           poly: int = 0) -> None:
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    B, H, Sq, D = q.shape
+    Sk = k.shape[2]
+    bn, stages = tiles or FA3_TILES[D]
+
+    def desc(t, rows, box):
+        block = [box, D]
+        return TensorDescriptor(t, [rows, D], [D, 1], block, shared_layout(t.dtype, block))
+
+    attention_fa3_kernel(pingpong, poly)[(Sq // BLOCK_M, B * H)](
+        desc(q, B * H * Sq, 64), desc(k, B * H * Sk, bn), desc(v, B * H * Sk, bn),
+        desc(o, B * H * Sq, 64), Sq, Sk, sm_scale * LOG2E,
+        CAUSAL=causal, STAGES=stages, num_warps=4,
+    )
