@@ -40,11 +40,17 @@ Details that make it fast:
 Portable: plain pointer loads (no TMA, no warp specialisation) run in the
 Triton interpreter and on T4, A100, H100 and H200. On Hopper (sm_90+) a
 second kernel at the end of this file loads tiles through TMA descriptors;
-`launch` picks it when the shapes allow.
+`launch` picks it when the shapes allow. On sm_90 itself a third,
+flash_attention_fa3.py beside this file, goes further: the FlashAttention-3
+schedule written in Gluon, where warps and barriers are explicit (read this
+file first; that one is the next step).
 """
 
+import importlib.util
 import math
 import os
+import sys
+from pathlib import Path
 
 import torch
 import triton
@@ -297,8 +303,50 @@ def launch_tma(q, k, v, o, causal: bool, sm_scale: float, tiles) -> None:
     )
 
 
+_FA3 = None  # the Gluon module once loaded, False where it cannot be
+
+
+def _fa3_module():
+    """kernels/flash_attention_fa3.py, where this file sits beside it on an
+    sm_90 GPU (wgmma is sm_90-only: Blackwell has other tensor-core
+    instructions). GPULAB_FA3=0 turns it off, to compare."""
+    global _FA3
+    if _FA3 is None:
+        _FA3 = False
+        path = Path(__file__).with_name("flash_attention_fa3.py")
+        if os.environ.get("GPULAB_FA3", "1") != "0" and path.is_file():
+            try:
+                spec = importlib.util.spec_from_file_location("gpulab_flash_attention_fa3", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                _FA3 = mod
+            except Exception as exc:  # an older Triton without Gluon, say
+                print(f"flash_attention: FA3 kernel unavailable ({exc}); using the Triton one",
+                      file=sys.stderr)
+    return _FA3 or None
+
+
+def _try_fa3(q, k, v, o, causal: bool, sm_scale: float) -> bool:
+    global _FA3
+    if _INTERPRETER or not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return False
+    fa3 = _fa3_module()
+    if fa3 is None or not fa3.supported(q, k, v, o, causal):
+        return False
+    try:
+        fa3.launch(q, k, v, o, causal, sm_scale)
+    except Exception as exc:  # a Triton whose Gluon no longer compiles it
+        print(f"flash_attention: FA3 kernel failed ({type(exc).__name__}: "
+              f"{str(exc).strip().splitlines()[-1][:200]}); using the Triton one", file=sys.stderr)
+        _FA3 = False
+        return False
+    return True
+
+
 def launch(q, k, v, o, causal: bool, sm_scale: float) -> None:
     """Launch the kernel into a preallocated o (handy for benchmarks)."""
+    if _try_fa3(q, k, v, o, causal, sm_scale):
+        return
     tiles = _tma_tiles(q, k, v, o)
     if tiles is not None:
         launch_tma(q, k, v, o, causal, sm_scale, tiles)

@@ -48,11 +48,29 @@ LOG2E = 1.4426950408889634
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
-# BLOCK_N, stages of K/V per head dim: 128-wide K tiles keep each wgmma long;
-# two stages of K and V (2 x 2 x 128 x 128 x 2 bytes = 128 KiB at D = 128)
-# plus Q and the output staging fit in the 227 KiB of shared memory.
-FA3_TILES = {64: (128, 3), 128: (128, 2)}
-BLOCK_M = 128  # two warpgroups x 64 rows
+# The schedule per (head dim, causal), chosen on an H200 with
+# scripts/sweep_attention.py (family fa3) and scripts/fa3_probe.py:
+#   num_wg    consumer warpgroups of 64 query rows each. Three at D = 64
+#             non-causal, as FlashAttention-3 does: there the softmax takes
+#             as long as both matmuls, and a third warpgroup keeps the tensor
+#             cores fed (1.11 against 1.26 ms at B4 H32 S4096). Three get 160
+#             registers a thread, too few for the causal mask (it spills and
+#             lost), and for D = 128's 64 x 128 accumulator.
+#   block_n   keys per tile: 128 keeps each wgmma long (64 lost 10-20%).
+#   stages    depth of the K/V ring: at D = 128 two stages of K and V are
+#             2 x 2 x 128 x 128 x 2 bytes = 128 KiB, which with Q and the
+#             output staging fills most of the 227 KiB of shared memory.
+#   pingpong  the warpgroups take turns issuing their matmuls. It moved two
+#             warpgroups by a few percent either way; with three it
+#             deadlocked about once in a few hundred launches (see
+#             BENCHMARKS.md), so launch() refuses that combination.
+#   poly      one exp2 in `poly` by the polynomial above; it lost 0-15%.
+SCHEDULES = {
+    (64, False): {"num_wg": 3, "block_n": 128, "stages": 3, "pingpong": False, "poly": 0},
+    (64, True): {"num_wg": 2, "block_n": 128, "stages": 3, "pingpong": True, "poly": 0},
+    (128, False): {"num_wg": 2, "block_n": 128, "stages": 2, "pingpong": False, "poly": 0},
+    (128, True): {"num_wg": 2, "block_n": 128, "stages": 2, "pingpong": False, "poly": 0},
+}
 
 
 @gluon.jit
@@ -80,9 +98,11 @@ def _loader(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
 def _wait_turn(turn, i, WG: gl.constexpr, PINGPONG: gl.constexpr):
     """Block until it is this warpgroup's i-th turn to issue matmuls.
 
-    Warpgroup 0 goes first: its i-th turn needs i arrivals from warpgroup 1
-    on turn[0]; warpgroup 1's i-th turn needs i + 1 arrivals from warpgroup 0
-    on turn[1]. Neither can run two turns ahead, so parity waits suffice.
+    Round robin: warpgroup w arrives on turn[w + 1] (the last on turn[0])
+    once its matmuls are issued. Warpgroup 0 goes first: its i-th turn needs
+    i arrivals from the last warpgroup; warpgroup w > 0 needs i + 1 arrivals
+    from warpgroup w - 1. None can run two turns ahead, so parity waits
+    suffice.
     """
     if PINGPONG:
         if WG == 0:
@@ -93,9 +113,9 @@ def _wait_turn(turn, i, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 @gluon.jit
 def _end_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
-    """This warpgroup's matmuls are issued: the other one may issue its own."""
+    """This warpgroup's matmuls are issued: the next one may issue its own."""
     if PINGPONG:
-        mbarrier.arrive(turn.index(1 - WG))
+        mbarrier.arrive(turn.index((WG + 1) % turn.type.shape[0]))
 
 
 # 2^x by a degree-3 polynomial on the FMA pipe (FlashAttention-4's trick), in
@@ -177,9 +197,41 @@ def _softmax(s, m_i, l_i, qk_scale, offs_m, start_n, MASKED: gl.constexpr,
 
 @gluon.jit
 def _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-              k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+              k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
               WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr):
-    """One warpgroup: 64 query rows against every K/V tile of the ring."""
+    """One warpgroup: 64 query rows against every K/V tile of the ring.
+
+    With three warpgroups (192 rows) the last row block of a head can be
+    short: a warpgroup whose rows all lie past Sq only hands the stages
+    back, so the loader and the others never wait for it.
+    """
+    if q_pos + WG * 64 < Sq:
+        _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+                WG, PINGPONG, POLY)
+    else:
+        _drain(k_smem, k_ready, v_ready, k_empty, v_empty, turn, n_tiles, WG, PINGPONG)
+
+
+@gluon.jit
+def _drain(k_smem, k_ready, v_ready, k_empty, v_empty, turn, n_tiles,
+           WG: gl.constexpr, PINGPONG: gl.constexpr):
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    for j in range(n_tiles):
+        mbarrier.wait(k_ready.index(j % STAGES), (j // STAGES) & 1)
+        _wait_turn(turn, j, WG, PINGPONG)
+        _end_turn(turn, WG, PINGPONG)
+        mbarrier.arrive(k_empty.index(j % STAGES))
+        mbarrier.wait(v_ready.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(j % STAGES))
+    _wait_turn(turn, n_tiles, WG, PINGPONG)
+    _end_turn(turn, WG, PINGPONG)
+
+
+@gluon.jit
+def _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+            k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+            WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr):
     ROWS: gl.constexpr = 64
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -257,8 +309,9 @@ def _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_
 
 @gluon.jit
 def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
-           CAUSAL: gl.constexpr, STAGES: gl.constexpr):
+           CAUSAL: gl.constexpr, STAGES: gl.constexpr, NUM_WG: gl.constexpr):
     """This program's rows and tiles, its shared memory and barriers."""
+    BLOCK_M: gl.constexpr = 64 * NUM_WG
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     dtype: gl.constexpr = q_desc.dtype
@@ -267,38 +320,38 @@ def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
     if CAUSAL:
         block = gl.num_programs(0) - 1 - block  # longest rows first
     bh = gl.program_id(1)
-    q_pos = block * 128
+    q_pos = block * BLOCK_M
     q_row = bh * Sq + q_pos
     kv_row0 = bh * Sk
-    if CAUSAL:
-        n_tiles = (q_pos + 128) // BLOCK_N
+    if CAUSAL:  # Sq == Sk
+        n_tiles = gl.minimum((q_pos + BLOCK_M + BLOCK_N - 1) // BLOCK_N, Sk // BLOCK_N)
         n_full = q_pos // BLOCK_N  # tiles wholly left of the diagonal
     else:
         n_tiles = Sk // BLOCK_N
         n_full = n_tiles
 
-    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
-    o_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], o_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, 64, HEAD_DIM], q_desc.layout)
+    o_smem = gl.allocate_shared_memory(dtype, [NUM_WG, 64, HEAD_DIM], o_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
+    for i in gl.static_range(NUM_WG):
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # both warpgroups release a stage
-        mbarrier.init(v_empty.index(i), count=2)
+        mbarrier.init(k_empty.index(i), count=NUM_WG)  # every warpgroup releases a stage
+        mbarrier.init(v_empty.index(i), count=NUM_WG)
     fence_async_shared()
 
     args = (q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-            k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale)
+            k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale)
     load_args = (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
                  kv_row0, n_tiles)
     return args, load_args
@@ -308,34 +361,47 @@ def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
 # partition function cannot be one), so each schedule gets its own kernel
 # whose consumer functions have the constants baked in.
 @functools.cache
-def attention_fa3_kernel(pingpong: bool = True, poly: int = 0):
+def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2):
     PINGPONG = gl.constexpr(pingpong)
     POLY = gl.constexpr(poly)
+    NUM_WG = gl.constexpr(num_wg)
 
     @gluon.jit
     def consumer0(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale):
+                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
         _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
                   0, PINGPONG, POLY)
 
     @gluon.jit
     def consumer1(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale):
+                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
         _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
+                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
                   1, PINGPONG, POLY)
+
+    @gluon.jit
+    def consumer2(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
+        _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
+                  2, PINGPONG, POLY)
 
     @gluon.jit
     def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
                       CAUSAL: gl.constexpr, STAGES: gl.constexpr):
         args, load_args = _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
-                                 CAUSAL, STAGES)
-        # Warpgroup 0 is the default partition (the kernel's 4 warps),
-        # warpgroup 1 a 4-warp worker, the loader a 1-warp worker; setmaxnreg
-        # gives the loader 24 registers a thread and the consumers 240.
-        gl.warp_specialize([(consumer0, args), (consumer1, args), (_loader, load_args)],
-                           [4, 1], [240, 24])
+                                 CAUSAL, STAGES, NUM_WG)
+        # Warpgroup 0 is the default partition (the kernel's 4 warps), the
+        # other consumer warpgroups 4-warp workers, the loader a 1-warp
+        # worker. setmaxnreg hands registers out by warpgroup, 64K in all:
+        # the loader's gets 24 a thread, two consumers 240 each, three 160.
+        if NUM_WG == 2:
+            gl.warp_specialize([(consumer0, args), (consumer1, args), (_loader, load_args)],
+                               [4, 1], [240, 24])
+        else:
+            gl.warp_specialize([(consumer0, args), (consumer1, args), (consumer2, args),
+                                (_loader, load_args)], [4, 4, 1], [160, 160, 24])
 
     return attention_fa3
 
@@ -345,31 +411,36 @@ def shared_layout(dtype, block):
     return gl.NVMMASharedLayout.get_default_for(block, gl_dtype)
 
 
-def supported(q, k, v, o) -> bool:
-    """True where this kernel applies (the caller has checked for sm_90+)."""
+def supported(q, k, v, o, causal: bool) -> bool:
+    """True where this kernel applies (the caller has checked for sm_90)."""
     D = q.shape[3]
-    if D not in FA3_TILES or q.dtype not in (torch.float16, torch.bfloat16):
+    if (D, causal) not in SCHEDULES or q.dtype not in (torch.float16, torch.bfloat16):
         return False
-    bn, _ = FA3_TILES[D]
-    if q.shape[2] % BLOCK_M or k.shape[2] % bn:
+    sched = SCHEDULES[D, causal]
+    # Each warpgroup's 64 rows are all in or all out (see _consumer); two
+    # warpgroups need whole 128-row blocks.
+    if q.shape[2] % (64 if sched["num_wg"] == 3 else 128) or k.shape[2] % sched["block_n"]:
         return False
     return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v, o))
 
 
-def launch(q, k, v, o, causal: bool, sm_scale: float, tiles=None, pingpong: bool = True,
-           poly: int = 0) -> None:
+def launch(q, k, v, o, causal: bool, sm_scale: float, schedule: dict | None = None) -> None:
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     B, H, Sq, D = q.shape
     Sk = k.shape[2]
-    bn, stages = tiles or FA3_TILES[D]
+    sched = dict(SCHEDULES[D, causal], **(schedule or {}))
+    bn, num_wg = sched["block_n"], sched["num_wg"]
+    if num_wg == 3 and sched["pingpong"]:
+        raise ValueError("turn-taking among three warpgroups deadlocks (BENCHMARKS.md)")
 
     def desc(t, rows, box):
         block = [box, D]
         return TensorDescriptor(t, [rows, D], [D, 1], block, shared_layout(t.dtype, block))
 
-    attention_fa3_kernel(pingpong, poly)[(Sq // BLOCK_M, B * H)](
+    kernel = attention_fa3_kernel(sched["pingpong"], sched["poly"], num_wg)
+    kernel[(triton.cdiv(Sq, 64 * num_wg), B * H)](
         desc(q, B * H * Sq, 64), desc(k, B * H * Sk, bn), desc(v, B * H * Sk, bn),
         desc(o, B * H * Sq, 64), Sq, Sk, sm_scale * LOG2E,
-        CAUSAL=causal, STAGES=stages, num_warps=4,
+        CAUSAL=causal, STAGES=sched["stages"], num_warps=4,
     )

@@ -423,25 +423,26 @@ PIPE_CONFIGS = {64: CONFIGS[64],
                 128: [_cfg(128, 128, 8, 2), _cfg(128, 64, 4, 3), _cfg(128, 64, 8, 3)]}
 PIPE_QK = {64: (128, 128, 8, 3), 128: (128, 128, 8, 2)}
 PIPE_MODES = {1: "qk", 2: "pv"}  # which product overlaps the softmax
-# fa3: BLOCK_M is fixed at 128 (two warpgroups of 64 rows); the K/V ring
-# takes what shared memory is left: at D = 128 a 128-row stage pair is
-# 64 KiB, so two stages. Measured on the H200 (attention-fa3-first.json):
-# 64-row key tiles lost 10-20% and the turn-taking moved nothing by more than
-# ~3% either way, so the variants now are the share of exp2s on the FMA pipe
-# (p1/n: one in n; at D = 64 MUFU and the tensor cores are evenly loaded),
-# each with and without the turns ("free"), and 256-row key tiles at D = 64.
-FA3_CONFIGS = {64: [(128, 3), (128, 2), (256, 2)], 128: [(128, 2)]}
-FA3_POLY = {64: (0, 2, 4, 8), 128: (0, 4, 8)}
+# fa3: BLOCK_M is 64 rows per consumer warpgroup. Measured on the H200
+# (raw: attention-fa3-first.json, attention-fa3-poly.json): 64-row key
+# tiles lost 10-20%, 256-row ones spill; the turn-taking moved results by a
+# few percent either way; a share of exp2s on the FMA pipe (p1/n) lost 0-15%
+# at both head dims. So the variants now are the number of consumer
+# warpgroups (FlashAttention-3 uses three at D = 64, where the softmax is as
+# long as the matmuls and a third warpgroup keeps the tensor cores fed) and
+# the depth of the K/V ring, with and without the turns ("free").
+FA3_CONFIGS = {  # (warpgroups, key tile, stages)
+    64: [(2, 128, 3), (3, 128, 3), (3, 128, 2), (3, 128, 4)],
+    128: [(2, 128, 2)],
+}
 FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2", "fa3"]
 
 
 def _family_configs(fam: str, D: int) -> list[dict]:
     if fam == "fa3":
-        (bn0, st0), *others = FA3_CONFIGS[D]
-        return ([_cfg(128, bn0, 12, st0, pingpong=pp, poly=poly)
-                 for poly in FA3_POLY[D] for pp in (True, False)]
-                + [_cfg(128, bn, 12, st, pingpong=True, poly=poly)
-                   for bn, st in others for poly in (0, 4)])
+        # Three warpgroups only free-running: with turns they deadlock (BENCHMARKS.md).
+        return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0)
+                for wg, bn, st in FA3_CONFIGS[D] for pp in ((True, False) if wg == 2 else (False,))]
     base = CONFIGS[D] + EXTRA[D].get(fam, [])
     if fam == "tma_poly":
         return [dict(c, poly=share, deg=3) for c in base
@@ -582,7 +583,7 @@ def launcher(v: Variant, state: dict):
     B, H, S, D = q.shape
     c = v.cfg
     BM, BN = c["BM"], c["BN"]
-    if S % BM or BM % BN:
+    if v.family != "fa3" and (S % BM or BM % BN):  # fa3 handles a short last block
         raise ValueError(f"S={S} must be a multiple of BLOCK_M={BM}, and BLOCK_M of BLOCK_N={BN}")
     opts = {"num_warps": c["warps"], "num_stages": c["stages"]}
     grid = (S // BM, B * H)
@@ -601,8 +602,9 @@ def launcher(v: Variant, state: dict):
         from kernels import flash_attention_fa3 as fa3
 
         def run():
-            fa3.launch(q, k, vv, o, causal, state["scale"], tiles=(BN, c["stages"]),
-                       pingpong=c["pingpong"], poly=c["poly"])
+            fa3.launch(q, k, vv, o, causal, state["scale"],
+                       schedule={"num_wg": BM // 64, "block_n": BN, "stages": c["stages"],
+                                 "pingpong": c["pingpong"], "poly": c["poly"]})
             return o
         return run
     if v.family in ("tma", "tma_poly", "tma_pipe"):
