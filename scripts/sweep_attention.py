@@ -440,7 +440,10 @@ FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2", "fa3"]
 
 def _family_configs(fam: str, D: int) -> list[dict]:
     if fam == "fa3":
-        # Three warpgroups only free-running: with turns they deadlock (BENCHMARKS.md).
+        # Three warpgroups only free-running: with turns they deadlocked
+        # (a wrong barrier index, since fixed; run `scripts/fa3_probe.py
+        # --stress` on a GPU before adding them back, since a hang here
+        # costs the rest of the family its run).
         return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0)
                 for wg, bn, st in FA3_CONFIGS[D] for pp in ((True, False) if wg == 2 else (False,))]
     base = CONFIGS[D] + EXTRA[D].get(fam, [])

@@ -39,7 +39,7 @@ out = {}
 for D, causal, pingpong, poly, wg in ((128, False, True, 0, 2), (64, True, True, 0, 2),
                                       (128, True, True, 0, 2), (128, True, False, 0, 2),
                                       (64, False, True, 0, 2), (64, False, True, 4, 2),
-                                      (64, True, False, 0, 3)):
+                                      (64, True, False, 0, 3), (64, False, True, 0, 3)):
     bn, stages = fa3.SCHEDULES[D, causal]["block_n"], fa3.SCHEDULES[D, causal]["stages"]
     sig = {"q_desc": desc(64, D), "k_desc": desc(bn, D), "v_desc": desc(bn, D),
            "o_desc": desc(64, D), "Sq": "i32", "Sk": "i32", "qk_scale": "fp32",
@@ -47,8 +47,9 @@ for D, causal, pingpong, poly, wg in ((128, False, True, 0, 2), (64, True, True,
     src = GluonASTSource(fa3.attention_fa3_kernel(pingpong, poly, wg), sig,
                          constexprs={"CAUSAL": causal, "STAGES": stages})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    out[f"{D}-{causal}-{pingpong}-{poly}" + ("-3wg" if wg == 3 else "")] = {"ptx": k.asm["ptx"], "shared": k.metadata.shared,
-                                              "warps": k.metadata.num_warps}
+    out[f"{D}-{causal}-{pingpong}-{poly}" + ("-3wg" if wg == 3 else "")] = {
+        "ptx": k.asm["ptx"], "ttgir": k.asm["ttgir"], "shared": k.metadata.shared,
+        "warps": k.metadata.num_warps}
 print(json.dumps(out))
 """
 
@@ -153,3 +154,21 @@ def test_fa3_matches_float64_on_the_gpu():
     assert len(rows) >= 40
     bad = [row for row in rows if not row["err"] < 2e-2 or math.isnan(row["err"])]
     assert not bad, bad
+
+
+def test_fa3_three_warpgroup_turns_go_round(compiled):
+    """With three warpgroups taking turns, warpgroup w waits on turn[w] and
+    arrives on turn[(w + 1) % 3]. A version that had warpgroup 2 wait on
+    turn[1] deadlocked on the H200 (BENCHMARKS.md): turn[1] could then run
+    two phases ahead of warpgroup 1. Checked in the TTGIR: in the worker
+    partitions of warpgroups 1 and 2, the turn buffer (the 12th partition
+    argument) is indexed at {1, 2} and {2, 0}."""
+    ttgir = compiled["64-False-True-0-3wg"]["ttgir"]
+    parts = re.split(r"\n\s*partition(\d+)\(", ttgir)[1:]
+    used = {}
+    for num, body in zip(parts[0::2], parts[1::2]):
+        header_args = re.findall(r"(%arg\d+):", body[:body.index("{")])
+        turn = header_args[11]
+        used[int(num)] = {int(c) for c in re.findall(re.escape(turn) + r"\[%c(\d+)_i32", body)}
+    assert used.get(0) == {1, 2}, used  # warpgroup 1
+    assert used.get(1) == {2, 0}, used  # warpgroup 2
