@@ -235,6 +235,10 @@ def _drain(k_smem, k_ready, v_ready, k_empty, v_empty, turn, n_tiles,
 def _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
             k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
             WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr):
+    """The FlashAttention-2 loop of flash_attention.py for 64 rows, with the
+    loads taken from the ring and the two matmuls of each step in flight
+    together: step j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1}, waits
+    for S_j only, and runs the softmax of tile j under P_{j-1} V_{j-1}."""
     ROWS: gl.constexpr = 64
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -309,6 +313,7 @@ def _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_re
     fence_async_shared()
     _tma_store(o_desc, [q_row + WG * ROWS, 0], my_o)
     tma.store_wait(pendings=0)
+
 
 @gluon.jit
 def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
