@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, the softmax check natively, timing validation.
-# Usage on the GPU machine: bash scripts/gpu_session.sh  (writes under $OUT)
+# Usage on the GPU machine: bash scripts/gpu_session.sh STEP...  (writes under $OUT)
+# e.g. fa3:stress fa3:chosen sweep-softmax:--only=smem bench
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 GPULAB_HOME=/tmp/gpulab-ws
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -20,6 +21,8 @@ for step in "$@"; do
     probe) python3 -m gpulab probe; python3 -m gpulab probe --json > "$OUT/probe.json" ;;
     microbench) python3 -m gpulab probe --bench --quick 2>&1 | tail -40; cp /tmp/gpulab-ws/.gpulab/ceilings/*.json "$OUT/" 2>/dev/null ;;
     sweep-softmax) python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
+    sweep-softmax:*) timeout 300 python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" $(echo "${step#sweep-softmax:}" | tr + " ") 2>&1 | grep -v Warning ;;
+    fa3:*) timeout 300 python3 scripts/fa3_probe.py --"${step#fa3:}" 2>&1 | cut -c1-300 ;;
     bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;
     devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;

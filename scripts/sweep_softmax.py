@@ -3,8 +3,13 @@
 Variants: one row per program with num_warps in {4, 8, 16, 32}; several rows
 per program (a 2-D block) for narrow rows; a persistent grid that loops over
 rows with software pipelining (tl.range num_stages), as in Triton's fused
-softmax tutorial. Each is checked against torch.softmax and timed with
-gpulab's harness (L2 flushed) beside torch.softmax. Writes JSON to argv[1].
+softmax tutorial; on sm_90, for fp16/bf16 rows of 8192 and more, the
+shared-memory-resident Gluon kernel of scripts/softmax_smem.py ("smem bB cC
+wW": B row buffers, chunks of C lines of 256, W compute warps). Each is
+checked against torch.softmax and timed with gpulab's harness (L2 flushed)
+beside torch.softmax. Writes JSON to argv[1]; `--only=PREFIX[,PREFIX]`
+keeps the variants whose names start so (`--only=smem`) (run it under `timeout`: there is
+no watchdog here).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpulab.grading.timing import L2Flusher, measure  # noqa: E402
 
 
@@ -104,9 +110,29 @@ def row_recompute_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * ys + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def variants(n_rows: int, n_cols: int):
+def smem_variants(n_rows: int, n_cols: int, dtype):
+    """The Gluon kernel's configurations that fit: the buffers' shared
+    memory (nbuf rows) within 200 KiB, chunks dividing the row."""
+    if torch.cuda.get_device_capability() != (9, 0) or dtype not in (torch.float16,
+                                                                      torch.bfloat16):
+        return
+    import softmax_smem
+
+    probe = torch.empty(1, n_cols, dtype=dtype)
+    for nbuf in (2, 3, 4, 6):
+        for cr in (16, 32, 64):
+            for w in (4, 8):
+                if not softmax_smem.supported(probe, nbuf, cr):
+                    continue
+                yield f"smem b{nbuf} c{cr} w{w}", lambda x, y, b=nbuf, c=cr, w=w: \
+                    softmax_smem.launch(x, y, nbuf=b, chunk_rows=c, num_warps=w)
+
+
+def variants(n_rows: int, n_cols: int, dtype=torch.float32):
     block = triton.next_power_of_2(n_cols)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if block >= 8192:
+        yield from smem_variants(n_rows, n_cols, dtype)
     for w in (4, 8, 16, 32):
         yield f"row w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
             y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
@@ -138,7 +164,12 @@ def variants(n_rows: int, n_cols: int):
 
 
 def main() -> int:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "softmax_sweep.json")
+    args = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+    only = ()  # name prefixes to keep; () keeps every variant
+    for a in sys.argv[1:]:
+        if a.startswith("--only="):
+            only = tuple(a.split("=", 1)[1].split(","))
+    out = Path(args[0] if args else "softmax_sweep.json")
     flusher = L2Flusher()
     shapes = [(8192, 1024), (8192, 4096), (4096, 16384), (2048, 32768)]
     results = []
@@ -149,7 +180,9 @@ def main() -> int:
             base = measure(lambda: torch.softmax(x, -1), flusher=flusher, log_clocks=False)["ms"]
             nbytes = 2 * x.numel() * x.element_size()
             best = None
-            for name, launch in variants(n_rows, n_cols):
+            for name, launch in variants(n_rows, n_cols, dt):
+                if only and not name.startswith(only):
+                    continue
                 y = torch.full_like(x, float("nan"))
                 try:
                     launch(x, y)
@@ -166,6 +199,9 @@ def main() -> int:
                 results.append(row)
                 if err < 1e-2 and (best is None or ms < best["ms"]):
                     best = row
+            if best is None:
+                print(f"{str(dt):14} {n_rows}x{n_cols}: no variant ran correctly")
+                continue
             print(f"{str(dt):14} {n_rows}x{n_cols}: torch {base * 1e3:7.1f} µs; best "
                   f"{best['variant']:18} {best['ms'] * 1e3:7.1f} µs {best['tbs']:.2f} TB/s "
                   f"{best['speedup']:.2f}x")
