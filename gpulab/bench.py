@@ -20,6 +20,7 @@ import importlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,29 @@ def measured_ceilings() -> dict[str, Any]:
             "source": "measured at the start of this bench"}
 
 
-def bench(kernels: list[str]) -> dict[str, Any]:
+def side_by_side(fns: dict[str, Callable[[], Any]], measure_one: Callable[..., dict[str, Any]],
+                 rounds: int = 1) -> dict[str, dict[str, Any]]:
+    """Time each of `fns` `rounds` times, the order rotating every round
+    (A B C, then B C A, ...), so that clocks drifting during the run (a GPU
+    settling on its power cap, warming up) fall on every side alike rather
+    than on whichever is timed last. Per name: the median of its rounds'
+    medians, the rounds themselves, and the first round's other fields.
+    One round is the plain order: the first function, then the rest."""
+    names = list(fns)
+    got: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            got[n].append(measure_one(fns[n], first=(n == names[0])))
+    out = {}
+    for n, ms in got.items():
+        times = sorted(m["ms"] for m in ms)
+        mid = len(times) // 2
+        med = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+        out[n] = {**ms[0], "ms": med, "rounds_ms": [m["ms"] for m in ms]}
+    return out
+
+
+def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
     import torch
     import triton
 
@@ -130,7 +153,12 @@ def bench(kernels: list[str]) -> dict[str, Any]:
         fn = load_reference(kernel, lesson.function)
         for case, baselines in cases_for(kernel, BenchContext()):
             print(f"  {case.name}", file=sys.stderr, flush=True)
-            t = measure(lambda case=case, fn=fn: fn(*case.args, **case.kwargs), flusher=flusher)
+            # Several rounds split the time one round would take.
+            timed = side_by_side(
+                {"": lambda case=case, fn=fn: fn(*case.args, **case.kwargs), **baselines},
+                lambda f, first: measure(f, flusher=flusher, log_clocks=first,
+                                         budget_s=3.0 / rounds), rounds)
+            t = timed.pop("")
             names = {**case.sizes, "elt": case.dtype.itemsize}
             nbytes = eval_formula(lesson.bytes, names) if lesson.bytes else None
             flops = eval_formula(lesson.flops, names) if lesson.flops else None
@@ -142,21 +170,22 @@ def bench(kernels: list[str]) -> dict[str, Any]:
             else:
                 frac = nbytes / sec / (ceil["copy_tbs"] * 1e12) if nbytes else None
                 tput, unit = (nbytes / sec / 1e9 if nbytes else None), "GB/s"
-            for bname, bfn in baselines.items():
-                b = measure(bfn, flusher=flusher, log_clocks=False)
+            for bname, b in timed.items():
                 rows.append({
                     "kernel": kernel, "shape": case.shape, "dtype": dtype_name(case.dtype),
                     "ms": t["ms"], "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"],
                     "baseline": bname, "baseline_ms": b["ms"], "speedup": b["ms"] / t["ms"],
                     "throughput": tput, "unit": unit, "roofline_fraction": frac,
                     "throttled": t["clocks"].get("throttled"),
+                    **({"rounds": rounds, "ms_rounds": t["rounds_ms"],
+                        "baseline_ms_rounds": b["rounds_ms"]} if rounds > 1 else {}),
                 })
             torch.cuda.empty_cache()
     return {
         "device": torch.cuda.get_device_name(0),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__, "triton": triton.__version__,
-        "ceilings": ceil, "results": rows,
+        "ceilings": ceil, "rounds": rounds, "results": rows,
     }
 
 
@@ -190,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="gpulab bench")
     p.add_argument("kernels", nargs="*", metavar="KERNEL")
     p.add_argument("--json", metavar="PATH")
+    p.add_argument("--rounds", type=int, default=1, metavar="N")
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        print("gpulab bench: --rounds must be 1 or more", file=sys.stderr)
+        return 2
     unknown = [k for k in args.kernels if k not in KERNELS]
     if unknown:
         print(f"gpulab bench: unknown kernel {', '.join(unknown)}; known: {', '.join(KERNELS)}",
@@ -206,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with gpu_timing_lock("gpulab bench", gpu=torch.cuda.current_device(),
                          on_wait=lambda m: print(m, file=sys.stderr, flush=True)):
-        report = bench(list(args.kernels) or list(KERNELS))
+        report = bench(list(args.kernels) or list(KERNELS), rounds=args.rounds)
     if args.json:
         from gpulab.fsutil import atomic_write_text
 

@@ -116,7 +116,10 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
         "bench": [(("kernels",), {"nargs": "*", "metavar": "KERNEL",
                                   "help": "bandwidth, softmax, matmul, flash_attention, "
                                           "rope_rmsnorm (default: all)"}),
-                  (("--json",), {"metavar": "PATH", "help": "also write the results as JSON"})],
+                  (("--json",), {"metavar": "PATH", "help": "also write the results as JSON"}),
+                  (("--rounds",), {"type": int, "default": 1, "metavar": "N",
+                                   "help": "time each reference and baseline N times, "
+                                           "interleaved (default 1)"})],
         "profile": [
             ex,
             (("--file",), {"metavar": "PATH", "help": "profile this file instead of the workspace copy"}),

@@ -11,6 +11,8 @@ def run(args: Any) -> int:
     cmd = [sys.executable, "-m", "gpulab.bench", *args.kernels]
     if args.json:
         cmd += ["--json", args.json]
+    if getattr(args, "rounds", 1) != 1:
+        cmd += ["--rounds", str(args.rounds)]
     try:
         return subprocess.run(cmd).returncode
     except KeyboardInterrupt:
