@@ -519,6 +519,27 @@ async def test_roadmap_and_glossary_search(ws):
         assert app.active_pane == "lesson"
 
 
+async def test_slash_jumps_to_the_glossary_but_types_in_the_editor(ws):
+    app = make_app(ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("/")  # from the lesson pane: straight to the search box
+        await pilot.pause(0.3)
+        assert app.active_pane == "roadmap"
+        assert app.focused is app.query_one("#glossary-search")
+        await pilot.press(*"mbarrier")
+        await pilot.pause(0.3)
+        assert shows(app, "two phases ahead")  # the mbarrier term, found
+        await pilot.press("escape", "2")  # the exercise editor
+        await pilot.pause(0.3)
+        editor = app.query_one("#exercise-pane").editor
+        editor.focus()
+        before = editor.text
+        await pilot.press("/")  # a character there, not a jump
+        await pilot.pause(0.2)
+        assert app.active_pane == "exercise" and editor.text.count("/") == before.count("/") + 1
+
+
 @pytest.mark.slow
 async def test_device_pane_without_a_gpu(ws):
     app = make_app(ws)

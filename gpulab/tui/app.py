@@ -38,7 +38,7 @@ from gpulab.workspace import Workspace
 PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving")
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
-                  "toggle_sidebar", "help", "show_pane"}
+                  "toggle_sidebar", "help", "show_pane", "glossary"}
 # Columns below which the sidebar steps aside for lessons, code, tables: the
 # 38-column sidebar plus the 10 columns of pane chrome leave the 70 that lesson
 # code blocks are written to (tests/test_lesson_width.py) from 118 up.
@@ -67,6 +67,8 @@ class GpulabApp(LessonActions, App[int]):
         Binding("s", "solution", "Solution", show=False, id="app.solution"),
         Binding("n", "next_lesson", "Next lesson", show=False, id="app.next"),
         Binding("b", "toggle_sidebar", "Sidebar", show=False, id="app.sidebar"),
+        Binding("slash", "glossary", "Glossary", show=False, id="app.glossary",
+                tooltip="Search the glossary (Roadmap pane)"),
         Binding("question_mark", "help", "Help", id="app.help",
                 tooltip="Help for the pane you are in"),
         Binding("f1", "help", "Help", show=False, priority=True),
@@ -168,6 +170,12 @@ class GpulabApp(LessonActions, App[int]):
         self.query_one("#panes", TabbedContent).active = name
         self._pane_shown(name)
         self._focus_pane(name)
+
+    def action_glossary(self) -> None:
+        """Jump to the glossary's search box (in the Roadmap pane) from
+        anywhere but a text field, where / is a character."""
+        self.action_show_pane("roadmap")
+        self.query_one("#glossary-search", Input).focus()
 
     def _focus_pane(self, name: str) -> None:
         if name == "exercise":
