@@ -23,6 +23,7 @@ STRESS = [  # the same, but 300 launches each: a race that deadlocks rarely
     (4, 32, 4096, 64, False, {"num_wg": 3, "pingpong": False, "reps": 300}),
     (1, 32, 16384, 64, False, {"num_wg": 3, "pingpong": False, "reps": 60}),
     (4, 32, 4096, 64, False, {"num_wg": 2, "reps": 300}),
+    (4, 32, 4096, 64, True, {"num_wg": 3, "pingpong": True, "reps": 300}),
 ]
 
 # The reference's own schedules (SCHEDULES in the kernel file) on the bench
