@@ -374,26 +374,20 @@ def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2):
     POLY = gl.constexpr(poly)
     NUM_WG = gl.constexpr(num_wg)
 
-    @gluon.jit
-    def consumer0(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
-        _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-                  0, PINGPONG, POLY)
+    def consumer(wg: int):
+        WG = gl.constexpr(wg)
 
-    @gluon.jit
-    def consumer1(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
-        _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-                  1, PINGPONG, POLY)
+        def run(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
+            _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+                      k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
+                      WG, PINGPONG, POLY)
+        # Its own name: Triton names a compiled function by the Python one,
+        # not by the constants it closes over, so three `run`s would be one.
+        run.__name__ = run.__qualname__ = f"consumer{wg}"
+        return gluon.jit(run)
 
-    @gluon.jit
-    def consumer2(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
-        _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-                  2, PINGPONG, POLY)
+    consumer0, consumer1, consumer2 = consumer(0), consumer(1), consumer(2)
 
     @gluon.jit
     def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,

@@ -175,28 +175,35 @@ def shown_width(fence) -> int:
     return fence.region.right - label.region.x - label.styles.padding.left
 
 
+async def settled_fence_width(app, pilot, scope) -> int | None:
+    """The shown width of the first code block under `scope`, once the lesson
+    pane has its scrollbar (it comes late) and five polls agree."""
+    from gpulab.tui.markdown import PlainFence
+
+    widths: list[int] = []
+    for _ in range(200):
+        await pilot.pause(0.05)
+        fences = scope.query(PlainFence)
+        if (fences and fences.first().children
+                and app.query_one("#lesson-pane").show_vertical_scrollbar):
+            widths.append(shown_width(fences.first()))
+            if len(widths) >= 5 and len(set(widths[-5:])) == 1:
+                break
+    return widths[-1] if widths else None
+
+
 @pytest.mark.anyio
 async def test_code_width_is_the_lesson_panes(tmp_path):
     """CODE_WIDTH is what a code block shows in the app at 80x24."""
     pytest.importorskip("textual")
     from gpulab.tui.app import build_app
     from gpulab.tui.devinfo import GpuInfo
-    from gpulab.tui.markdown import PlainFence
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson(app.course.find("matmul"))  # long: the pane has its scrollbar
-        widths: list[int] = []
-        for _ in range(200):  # until the layout settles (the scrollbar comes late)
-            await pilot.pause(0.05)
-            fences = app.query(PlainFence)
-            if (fences and fences.first().children
-                    and app.query_one("#lesson-pane").show_vertical_scrollbar):
-                widths.append(shown_width(fences.first()))
-                if len(widths) >= 5 and len(set(widths[-5:])) == 1:
-                    break
+        assert await settled_fence_width(app, pilot, app) == CODE_WIDTH
         assert not app.query_one("#sidebar").display, "the sidebar steps aside"
-        assert widths and widths[-1] == CODE_WIDTH
 
 
 @pytest.mark.anyio
@@ -205,7 +212,6 @@ async def test_hint_code_width_is_the_lesson_panes(tmp_path):
     pytest.importorskip("textual")
     from gpulab.tui.app import build_app
     from gpulab.tui.devinfo import GpuInfo
-    from gpulab.tui.markdown import PlainFence
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -213,17 +219,8 @@ async def test_hint_code_width_is_the_lesson_panes(tmp_path):
         for _ in range(len(lesson.hints)):
             app.workspace.reveal_hint(lesson)
         app.open_lesson(lesson)  # long: the pane has its scrollbar
-        widths: list[int] = []
-        for _ in range(200):  # until the layout settles (the scrollbar comes late)
-            await pilot.pause(0.05)
-            fences = app.query_one("#hints").query(PlainFence)
-            if (fences and fences.first().children
-                    and app.query_one("#lesson-pane").show_vertical_scrollbar):
-                widths.append(shown_width(fences.first()))
-                if len(widths) >= 5 and len(set(widths[-5:])) == 1:
-                    break
+        assert await settled_fence_width(app, pilot, app.query_one("#hints")) == HINT_CODE_WIDTH
         assert not app.query_one("#sidebar").display, "the sidebar steps aside"
-        assert widths and widths[-1] == HINT_CODE_WIDTH
 
 
 @pytest.mark.anyio
