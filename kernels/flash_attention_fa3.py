@@ -52,27 +52,30 @@ _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_globa
 
 # The schedule per (head dim, causal), chosen on an H200 with
 # scripts/sweep_attention.py (family fa3) and scripts/fa3_probe.py:
-#   num_wg    consumer warpgroups of 64 query rows each. Three at D = 64
-#             non-causal, as FlashAttention-3 does: there the softmax takes
-#             as long as both matmuls, and a third warpgroup keeps the tensor
-#             cores fed (1.11 against 1.26 ms at B4 H32 S4096). Three get 160
-#             registers a thread, too few for the causal mask (it spills and
-#             lost), and for D = 128's 64 x 128 accumulator.
+#   num_wg    consumer warpgroups of 64 query rows each. Three at D = 64,
+#             as FlashAttention-3 does: there the softmax takes as long as
+#             both matmuls, and a third warpgroup keeps the tensor cores fed
+#             (1.07 against 1.25 ms at B4 H32 S4096; 0.67 against 0.72 ms
+#             causal). Three get 160 registers a thread: enough for causal
+#             only with the split loops (see _attend), and too few for
+#             D = 128's 64 x 128 accumulator.
 #   block_n   keys per tile: 128 keeps each wgmma long (64 lost 10-20%).
 #   stages    depth of the K/V ring: at D = 128 two stages of K and V are
 #             2 x 2 x 128 x 128 x 2 bytes = 128 KiB, which with Q and the
 #             output staging fills most of the 227 KiB of shared memory.
-#   pingpong  the warpgroups take turns issuing their matmuls. It moved two
-#             warpgroups by a few percent either way. With three it
-#             deadlocked on the H200, because warpgroup 2 waited on turn[1]
-#             instead of turn[2] (fixed in _wait_turn, with a CPU test; not
-#             yet measured since, so no schedule here uses it).
+#             At D = 64 two, three and four were within 3% of each other.
+#   pingpong  the warpgroups take turns issuing their matmuls: +2-5% for
+#             three warpgroups, a few percent either way for two.
+#   lpt       causal launch order: heads in L2-sized groups, longest row
+#             blocks first (see _setup). +8% at D64 S4096, +1-3% elsewhere.
 #   poly      one exp2 in `poly` by the polynomial above; it lost 0-15%.
 SCHEDULES = {
-    (64, False): {"num_wg": 3, "block_n": 128, "stages": 3, "pingpong": False, "poly": 0},
-    (64, True): {"num_wg": 2, "block_n": 128, "stages": 3, "pingpong": True, "poly": 0},
+    (64, False): {"num_wg": 3, "block_n": 128, "stages": 2, "pingpong": True, "poly": 0},
+    (64, True): {"num_wg": 3, "block_n": 128, "stages": 2, "pingpong": True, "poly": 0,
+                 "lpt": True},
     (128, False): {"num_wg": 2, "block_n": 128, "stages": 2, "pingpong": False, "poly": 0},
-    (128, True): {"num_wg": 2, "block_n": 128, "stages": 2, "pingpong": False, "poly": 0},
+    (128, True): {"num_wg": 2, "block_n": 128, "stages": 2, "pingpong": True, "poly": 0,
+                  "lpt": True},
 }
 
 
@@ -199,9 +202,51 @@ def _softmax(s, m_i, l_i, qk_scale, offs_m, start_n, MASKED: gl.constexpr,
 
 
 @gluon.jit
+def _kv_loop(acc, p, m_i, l_i, my_q, s_zero, k_smem, v_smem, k_ready, v_ready, k_empty,
+             v_empty, turn, offs_m, qk_scale, n_full, lo, hi, WG: gl.constexpr,
+             PINGPONG: gl.constexpr, POLY: gl.constexpr, MASK: gl.constexpr):
+    """Steps lo..hi-1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} issued together,
+    the softmax of tile j under the second. MASK: 0 never, 1 always, 2 from
+    tile n_full on (a branch per tile)."""
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    s_layout: gl.constexpr = s_zero.type.layout
+    o_layout: gl.constexpr = acc.type.layout
+    for j in range(lo, hi):
+        s_idx = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        _wait_turn(turn, j, WG, PINGPONG)
+        s = warpgroup_mma(my_q, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+        _end_turn(turn, WG, PINGPONG)
+        # S_j was issued first, so it is done once at most one group is left.
+        s = warpgroup_mma_wait(1, deps=(s, ))
+        mbarrier.arrive(k_empty.index(s_idx))
+        if MASK == 2:
+            if j >= n_full:
+                p_next, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
+                                                   True, s_layout, BLOCK_N, POLY)
+            else:
+                p_next, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
+                                                   False, s_layout, BLOCK_N, POLY)
+        else:
+            p_next, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
+                                               MASK == 1, s_layout, BLOCK_N, POLY)
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+        mbarrier.arrive(v_empty.index(prev))
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        p = gl.convert_layout(p_next.to(p.dtype), p.type.layout)
+    return acc, p, m_i, l_i
+
+
+@gluon.jit
 def _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
               k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-              WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr):
+              WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr,
+              SPLIT: gl.constexpr):
     """One warpgroup: 64 query rows against every K/V tile of the ring.
 
     With three warpgroups (192 rows) the last row block of a head can be
@@ -211,7 +256,7 @@ def _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_
     if q_pos + WG * 64 < Sq:
         _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
                 k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
-                WG, PINGPONG, POLY)
+                WG, PINGPONG, POLY, SPLIT)
     else:
         _drain(k_smem, k_ready, v_ready, k_empty, v_empty, turn, n_tiles, WG, PINGPONG)
 
@@ -234,7 +279,7 @@ def _drain(k_smem, k_ready, v_ready, k_empty, v_empty, turn, n_tiles,
 @gluon.jit
 def _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
             k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
-            WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr):
+            WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr, SPLIT: gl.constexpr):
     """The FlashAttention-2 loop of flash_attention.py for 64 rows, with the
     loads taken from the ring and the two matmuls of each step in flight
     together: step j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1}, waits
@@ -275,29 +320,23 @@ def _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_re
         p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, offs_m, 0, False, s_layout, BLOCK_N, POLY)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
-    for j in range(1, n_tiles):
-        s_idx = j % STAGES
-        prev = (j - 1) % STAGES
-        mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        _wait_turn(turn, j, WG, PINGPONG)
-        s = warpgroup_mma(my_q, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
-                          is_async=True)
-        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-        _end_turn(turn, WG, PINGPONG)
-        # S_j was issued first, so it is done once at most one group is left.
-        s = warpgroup_mma_wait(1, deps=(s, ))
-        mbarrier.arrive(k_empty.index(s_idx))
-        if j >= n_full:
-            p_next, m_i, l_i, alpha_next = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
-                                                    True, s_layout, BLOCK_N, POLY)
-        else:
-            p_next, m_i, l_i, alpha_next = _softmax(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
-                                                    False, s_layout, BLOCK_N, POLY)
-        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
-        mbarrier.arrive(v_empty.index(prev))
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha_next, gl.SliceLayout(1, o_layout)), 1)
-        p = gl.convert_layout(p_next.to(dtype), p_layout)
+    if SPLIT:
+        # Tiles left of the diagonal need no mask, the diagonal ones do: two
+        # loops, each compiled for its own case, so the unmasked one never
+        # holds the mask's registers (three warpgroups at 160 registers
+        # spill otherwise). With two warpgroups one loop that branches per
+        # tile measured 5-7% faster on the causal shapes, so SCHEDULES says.
+        split = gl.maximum(gl.minimum(n_full, n_tiles), 1)
+        acc, p, m_i, l_i = _kv_loop(acc, p, m_i, l_i, my_q, s_zero, k_smem, v_smem, k_ready,
+                                    v_ready, k_empty, v_empty, turn, offs_m, qk_scale, n_full,
+                                    1, split, WG, PINGPONG, POLY, 0)
+        acc, p, m_i, l_i = _kv_loop(acc, p, m_i, l_i, my_q, s_zero, k_smem, v_smem, k_ready,
+                                    v_ready, k_empty, v_empty, turn, offs_m, qk_scale, n_full,
+                                    split, n_tiles, WG, PINGPONG, POLY, 1)
+    else:
+        acc, p, m_i, l_i = _kv_loop(acc, p, m_i, l_i, my_q, s_zero, k_smem, v_smem, k_ready,
+                                    v_ready, k_empty, v_empty, turn, offs_m, qk_scale, n_full,
+                                    1, n_tiles, WG, PINGPONG, POLY, 2)
 
     last = (n_tiles - 1) % STAGES
     mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
@@ -316,7 +355,7 @@ def _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_re
 
 
 @gluon.jit
-def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
+def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
            CAUSAL: gl.constexpr, STAGES: gl.constexpr, NUM_WG: gl.constexpr):
     """This program's rows and tiles, its shared memory and barriers."""
     BLOCK_M: gl.constexpr = 64 * NUM_WG
@@ -324,10 +363,22 @@ def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     dtype: gl.constexpr = q_desc.dtype
 
-    block = gl.program_id(0)
+    # One flat grid over (head, row block). Programs run roughly in launch
+    # order, so with a causal mask (a row block's work grows with its
+    # position) the longest blocks go first and the short ones fill the
+    # last wave. Heads go in groups of G whose K and V stay in L2 while
+    # their blocks run: the longest block of each of G heads, then the
+    # next longest of each, and so on (FlashAttention-3's LPT scheduler).
+    # G = 1 is head after head.
+    n_blocks = gl.cdiv(Sq, BLOCK_M)
+    pid = gl.program_id(0)
+    group = pid // (G * n_blocks)
+    heads = gl.minimum(G, gl.num_programs(0) // n_blocks - group * G)
+    idx = pid - group * G * n_blocks
+    bh = group * G + idx % heads
+    block = idx // heads
     if CAUSAL:
-        block = gl.num_programs(0) - 1 - block  # longest rows first
-    bh = gl.program_id(1)
+        block = n_blocks - 1 - block
     q_pos = block * BLOCK_M
     q_row = bh * Sq + q_pos
     kv_row0 = bh * Sk
@@ -369,8 +420,10 @@ def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
 # partition function cannot be one), so each schedule gets its own kernel
 # whose consumer functions have the constants baked in.
 @functools.cache
-def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2):
+def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2,
+                         split: bool = False):
     PINGPONG = gl.constexpr(pingpong)
+    SPLIT = gl.constexpr(split)
     POLY = gl.constexpr(poly)
     NUM_WG = gl.constexpr(num_wg)
 
@@ -381,7 +434,7 @@ def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2):
                 k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
             _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
                       k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-                      WG, PINGPONG, POLY)
+                      WG, PINGPONG, POLY, SPLIT)
         # Its own name: Triton names a compiled function by the Python one,
         # not by the constants it closes over, so three `run`s would be one.
         run.__name__ = run.__qualname__ = f"consumer{wg}"
@@ -390,9 +443,9 @@ def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2):
     consumer0, consumer1, consumer2 = consumer(0), consumer(1), consumer(2)
 
     @gluon.jit
-    def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
+    def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
                       CAUSAL: gl.constexpr, STAGES: gl.constexpr):
-        args, load_args = _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale,
+        args, load_args = _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
                                  CAUSAL, STAGES, NUM_WG)
         # Warpgroup 0 is the default partition (the kernel's 4 warps), the
         # other consumer warpgroups 4-warp workers, the loader a 1-warp
@@ -438,9 +491,26 @@ def launch(q, k, v, o, causal: bool, sm_scale: float, schedule: dict | None = No
         block = [box, D]
         return TensorDescriptor(t, [rows, D], [D, 1], block, shared_layout(t.dtype, block))
 
-    kernel = attention_fa3_kernel(sched["pingpong"], sched["poly"], num_wg)
-    kernel[(triton.cdiv(Sq, 64 * num_wg), B * H)](
+    # Three warpgroups (160 registers each) need the split loops on causal
+    # shapes, where the mask's registers made one loop spill; two do not.
+    split = sched.get("split", num_wg == 3 and causal)
+    kernel = attention_fa3_kernel(sched["pingpong"], sched["poly"], num_wg, split)
+    n_blocks = triton.cdiv(Sq, 64 * num_wg)
+    kernel[(n_blocks * B * H, )](
         desc(q, B * H * Sq, 64), desc(k, B * H * Sk, bn), desc(v, B * H * Sk, bn),
         desc(o, B * H * Sq, 64), Sq, Sk, sm_scale * LOG2E,
+        heads_per_group(sched.get("lpt", False), B * H, Sk, D, q.element_size()),
         CAUSAL=causal, STAGES=sched["stages"], num_warps=4,
     )
+
+
+L2_SHARE = 32 << 20  # bytes of K and V to keep in L2 at once: the H200 has 50 MiB
+
+
+def heads_per_group(lpt: bool | int, heads: int, Sk: int, D: int, elt: int) -> int:
+    """G for the kernel's launch order: 1 (head after head) unless `lpt`,
+    then as many heads as have their K and V fit in L2_SHARE (a number
+    instead of True sets G itself, for the tests)."""
+    if lpt is True:
+        return max(1, min(heads, L2_SHARE // (2 * Sk * D * elt)))
+    return max(1, min(heads, int(lpt)))

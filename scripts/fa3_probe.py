@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ STRESS = [  # the same, but 300 launches each: a race that deadlocks rarely
     (1, 32, 16384, 64, False, {"num_wg": 3, "pingpong": False, "reps": 60}),
     (4, 32, 4096, 64, False, {"num_wg": 2, "reps": 300}),
     (4, 32, 4096, 64, True, {"num_wg": 3, "pingpong": True, "reps": 300}),
+    (4, 32, 4096, 64, True, {"num_wg": 3, "pingpong": False, "reps": 300}),
 ]
 
 # The reference's own schedules (SCHEDULES in the kernel file) on the bench
@@ -48,7 +50,10 @@ CASES = [  # (B, H, S, D, causal, schedule)
 def one(B, H, S, D, causal, sched) -> dict:
     import torch
     sys.path.insert(0, str(ROOT))
-    from kernels import flash_attention_fa3 as fa3
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import sweep_common
+
+    fa3 = sweep_common.fa3_module()  # GPULAB_FA3_FILE picks a candidate file
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -88,10 +93,11 @@ def main() -> int:
         row = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "schedule": sched, **res}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    if out := __import__("os").environ.get("OUT"):
+    if out := os.environ.get("OUT"):
+        tag = "_" + Path(os.environ["GPULAB_FA3_FILE"]).stem if os.environ.get("GPULAB_FA3_FILE") else ""
         name = ("fa3_chosen.json" if "--chosen" in sys.argv
                 else "fa3_stress.json" if "--stress" in sys.argv else "fa3_probe.json")
-        Path(out, name).write_text(json.dumps(rows, indent=1))
+        Path(out, name.replace(".json", tag + ".json")).write_text(json.dumps(rows, indent=1))
     return 0
 
 

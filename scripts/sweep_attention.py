@@ -432,20 +432,21 @@ PIPE_MODES = {1: "qk", 2: "pv"}  # which product overlaps the softmax
 # long as the matmuls and a third warpgroup keeps the tensor cores fed) and
 # the depth of the K/V ring, with and without the turns ("free").
 FA3_CONFIGS = {  # (warpgroups, key tile, stages)
-    64: [(2, 128, 3), (3, 128, 3), (3, 128, 2), (3, 128, 4)],
+    64: [(2, 128, 3), (3, 128, 2), (3, 128, 3), (3, 128, 4)],
     128: [(2, 128, 2)],
 }
 FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2", "fa3"]
 
 
-def _family_configs(fam: str, D: int) -> list[dict]:
+def _family_configs(fam: str, D: int, causal: bool = False) -> list[dict]:
     if fam == "fa3":
-        # Three warpgroups only free-running: with turns they deadlocked
-        # (a wrong barrier index, since fixed; run `scripts/fa3_probe.py
-        # --stress` on a GPU before adding them back, since a hang here
-        # costs the rest of the family its run).
-        return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0)
-                for wg, bn, st in FA3_CONFIGS[D] for pp in ((True, False) if wg == 2 else (False,))]
+        # Three warpgroups with turns deadlocked once (a wrong barrier index,
+        # since fixed and run 1800 times clean by `scripts/fa3_probe.py
+        # --stress`). "lpt" is the launch order of the causal shapes (heads
+        # in L2-sized groups, longest row blocks first; see the kernel).
+        return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0, lpt=lpt)
+                for wg, bn, st in FA3_CONFIGS[D] for pp in (True, False)
+                for lpt in ((False, True) if causal else (False,))]
     base = CONFIGS[D] + EXTRA[D].get(fam, [])
     if fam == "tma_poly":
         return [dict(c, poly=share, deg=3) for c in base
@@ -465,10 +466,12 @@ def variants(case: dict) -> list[Variant]:
     D = case["D"]
     out = []
     for fam in FAMILIES:
-        for c in _family_configs(fam, D):
+        for c in _family_configs(fam, D, case["causal"]):
             name = f"{fam} {c['BM']}x{c['BN']} w{c['warps']} s{c['stages']}"
             if fam == "fa3" and not c["pingpong"]:
                 name += " free"
+            if c.get("lpt"):
+                name += " lpt"
             if c.get("poly"):
                 name += f" p1/{c['poly']}" + (f" d{c['deg']}" if c.get("deg", 3) != 3 else "")
             if c.get("pipe"):
@@ -602,12 +605,13 @@ def launcher(v: Variant, state: dict):
     for t in (q, k, vv, o):
         assert t.is_contiguous(), "descriptor variants need contiguous (B, H, S, D) tensors"
     if v.family == "fa3":
-        from kernels import flash_attention_fa3 as fa3
+        fa3 = common.fa3_module()
 
         def run():
             fa3.launch(q, k, vv, o, causal, state["scale"],
                        schedule={"num_wg": BM // 64, "block_n": BN, "stages": c["stages"],
-                                 "pingpong": c["pingpong"], "poly": c["poly"]})
+                                 "pingpong": c["pingpong"], "poly": c["poly"],
+                                 "lpt": c.get("lpt", False)})
             return o
         return run
     if v.family in ("tma", "tma_poly", "tma_pipe"):

@@ -456,3 +456,21 @@ def main(script: str, sweep) -> int:
         report(sweep, Log(args.child_log).entries, args, time.time() - t0)
         return rc
     return supervise(script, argv, args, sweep)
+
+
+def fa3_module():
+    """kernels/flash_attention_fa3.py, or the file GPULAB_FA3_FILE names (to
+    measure a candidate change of the kernel beside the committed one)."""
+    import importlib.util
+    import os
+    import sys
+    path = os.environ.get("GPULAB_FA3_FILE")
+    if not path:
+        from kernels import flash_attention_fa3
+        return flash_attention_fa3
+    if "gpulab_fa3_candidate" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpulab_fa3_candidate", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpulab_fa3_candidate"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["gpulab_fa3_candidate"]

@@ -39,12 +39,14 @@ out = {}
 for D, causal, pingpong, poly, wg in ((128, False, True, 0, 2), (64, True, True, 0, 2),
                                       (128, True, True, 0, 2), (128, True, False, 0, 2),
                                       (64, False, True, 0, 2), (64, False, True, 4, 2),
-                                      (64, True, False, 0, 3), (64, False, True, 0, 3)):
+                                      (64, True, False, 0, 3), (64, False, True, 0, 3),
+                                      (64, True, True, 0, 3)):
     bn, stages = fa3.SCHEDULES[D, causal]["block_n"], fa3.SCHEDULES[D, causal]["stages"]
     sig = {"q_desc": desc(64, D), "k_desc": desc(bn, D), "v_desc": desc(bn, D),
-           "o_desc": desc(64, D), "Sq": "i32", "Sk": "i32", "qk_scale": "fp32",
+           "o_desc": desc(64, D), "Sq": "i32", "Sk": "i32", "qk_scale": "fp32", "G": "i32",
            "CAUSAL": "constexpr", "STAGES": "constexpr"}
-    src = GluonASTSource(fa3.attention_fa3_kernel(pingpong, poly, wg), sig,
+    split = wg == 3 and causal  # as launch() picks it
+    src = GluonASTSource(fa3.attention_fa3_kernel(pingpong, poly, wg, split), sig,
                          constexprs={"CAUSAL": causal, "STAGES": stages})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     out[f"{D}-{causal}-{pingpong}-{poly}" + ("-3wg" if wg == 3 else "")] = {
@@ -113,13 +115,16 @@ cases = []
 for D in (64, 128):
     for causal in (False, True):
         # S = 128: one block, short for three warpgroups; 640 = 3 x 192 + 64.
-        for B, H, S in ((1, 1, 128), (2, 3, 256), (1, 2, 640), (1, 1, 2048)):
+        for B, H, S in ((1, 1, 128), (2, 3, 256), (1, 5, 640), (1, 1, 2048)):
             cases.append((B, H, S, S, D, causal))
     cases.append((1, 2, 256, 1024, D, False))  # Sq != Sk
 for B, H, Sq, Sk, D, causal in cases:
     for dtype in (torch.bfloat16, torch.float16):
         for sched in ({}, {"pingpong": False, "poly": 4}, {"block_n": 64, "stages": 4, "poly": 8},
-                      {"num_wg": 2, "pingpong": True}, {"num_wg": 3, "pingpong": False}):
+                      {"num_wg": 2, "pingpong": True}, {"num_wg": 3, "pingpong": False},
+                      # heads in groups of 2 (uneven where H is odd), split loops
+                      {"num_wg": 3, "pingpong": True, "lpt": 2},
+                      {"num_wg": 2, "split": True, "lpt": True}):
             if D == 128 and sched.get("num_wg") == 3:
                 continue  # 160 registers cannot hold a 64 x 128 accumulator and scores
             tiles = sched.get("block_n", 128)
