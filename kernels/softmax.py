@@ -16,7 +16,21 @@ Design:
     the max and the sum without a branch.
   * num_warps grows with the row: a 32768-wide row spread over 4 warps would
     need 256 fp32 registers a thread for the row alone and spill.
+
+On Hopper (sm_90), for wide fp16/bf16 rows, softmax_smem.py beside this file
+goes further: each row streams through shared memory by TMA while a loader
+warp fetches the next rows (see its docstring). It is one more candidate,
+not a replacement: the first call of each shape runs this file's kernel and
+each candidate configuration, keeps only the candidates whose output
+matches this kernel's, times them all and remembers the fastest (what
+@triton.autotune does). So the lesson's kernel runs wherever it is as fast,
+and everywhere the Hopper one cannot (the interpreter, a T4, an A100).
 """
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
 
 import torch
 import triton
@@ -47,11 +61,99 @@ def _num_warps(block: int) -> int:
     return 2 if block >= 256 else 1
 
 
+def _launch_triton(x: torch.Tensor, y: torch.Tensor) -> None:
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols,
+                              BLOCK=block, num_warps=_num_warps(block))
+
+
+# The shared-memory kernel's configurations tried on the first call of a
+# shape: (lines of 256 per chunk, compute warps, programs per SM), each with
+# the deepest ring of chunks that fits.
+SMEM_CONFIGS = [(32, 8, 1), (16, 8, 1), (64, 4, 1), (32, 8, 2)]
+SMEM_MIN_COLS = 4096  # narrower rows: the Triton kernel's launch is cheaper
+_SMEM = None  # the Gluon module once loaded, False where it cannot be
+_CHOICE: dict = {}  # (rows, cols, dtype) -> the fastest launcher
+
+
+def _smem_module():
+    """softmax_smem.py beside this file, on an sm_90 GPU with Gluon.
+    GPULAB_SOFTMAX_SMEM=0 turns it off, to compare."""
+    global _SMEM
+    if _SMEM is None:
+        _SMEM = False
+        path = Path(__file__).with_name("softmax_smem.py")
+        if os.environ.get("GPULAB_SOFTMAX_SMEM", "1") != "0" and path.is_file():
+            try:
+                spec = importlib.util.spec_from_file_location("gpulab_softmax_smem", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                _SMEM = mod
+            except Exception as exc:  # an older Triton without Gluon, say
+                print(f"softmax: shared-memory kernel unavailable ({exc}); using the Triton one",
+                      file=sys.stderr)
+    return _SMEM or None
+
+
+def _candidates(x: torch.Tensor) -> dict:
+    """Launchers for x: this file's kernel, and on sm_90 the shared-memory
+    kernel's configurations that fit."""
+    out = {"triton": _launch_triton}
+    if (not x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+            or x.dtype not in (torch.float16, torch.bfloat16) or x.shape[1] < SMEM_MIN_COLS
+            or torch.cuda.get_device_capability(x.device) != (9, 0)):
+        return out
+    smem = _smem_module()
+    if smem is None:
+        return out
+    line = smem.BOX * x.element_size()
+    for cr, warps, per_sm in SMEM_CONFIGS:
+        slots = 200 * 1024 // per_sm // (cr * line)
+        if smem.supported(x, slots, cr, per_sm):
+            out[f"smem c{cr} w{warps} p{per_sm}"] = (
+                lambda a, b, n=slots, c=cr, w=warps, p=per_sm:
+                smem.launch(a, b, slots=n, chunk_rows=c, num_warps=w, per_sm=p))
+    return out
+
+
+def _choose(x: torch.Tensor, y: torch.Tensor, launchers: dict) -> str:
+    """The fastest launcher among those whose output matches the Triton
+    kernel's on x (a candidate that fails or disagrees is dropped)."""
+    _launch_triton(x, y)
+    want = y.float()
+    ok = {"triton": _launch_triton}
+    for name, fn in launchers.items():
+        if name == "triton":
+            continue
+        try:
+            got = torch.full_like(y, float("nan"))
+            fn(x, got)
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a Triton whose Gluon no longer compiles it
+            print(f"softmax: {name} failed ({type(exc).__name__}); not used", file=sys.stderr)
+            continue
+        if float((got.float() - want).abs().max()) <= 2e-3:  # NaN fails too
+            ok[name] = fn
+        else:
+            print(f"softmax: {name} disagrees with the Triton kernel; not used", file=sys.stderr)
+    if len(ok) == 1:
+        return "triton"
+    times = {name: triton.testing.do_bench(lambda fn=fn: fn(x, y), warmup=10, rep=40)
+             for name, fn in ok.items()}
+    return min(times, key=times.get)
+
+
 def softmax(x: torch.Tensor) -> torch.Tensor:
     assert x.ndim == 2 and x.stride(1) == 1, "expects a 2-D tensor with unit column stride"
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    block = triton.next_power_of_2(n_cols)
-    softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols,
-                              BLOCK=block, num_warps=_num_warps(block))
+    launchers = _candidates(x)
+    if len(launchers) == 1:
+        _launch_triton(x, y)
+        return y
+    key = (n_rows, n_cols, x.dtype)
+    if key not in _CHOICE:
+        _CHOICE[key] = _choose(x, y, launchers)
+    launchers[_CHOICE[key]](x, y)
     return y

@@ -4,8 +4,9 @@ Variants: one row per program with num_warps in {4, 8, 16, 32}; several rows
 per program (a 2-D block) for narrow rows; a persistent grid that loops over
 rows with software pipelining (tl.range num_stages), as in Triton's fused
 softmax tutorial; on sm_90, for fp16/bf16 rows of 8192 and more, the
-shared-memory-resident Gluon kernel of scripts/softmax_smem.py ("smem bB cC
-wW": B row buffers, chunks of C lines of 256, W compute warps). Each is
+shared-memory-resident Gluon kernel of kernels/softmax_smem.py ("smem nS cC
+wW pP": a ring of S chunks of C lines of 256, W compute warps, P programs an
+SM). Each is
 checked against torch.softmax and timed with gpulab's harness (L2 flushed)
 beside torch.softmax. Writes JSON to argv[1]; `--only=PREFIX[,PREFIX]`
 keeps the variants whose names start so (`--only=smem`) (run it under `timeout`: there is
@@ -111,21 +112,26 @@ def row_recompute_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
 
 
 def smem_variants(n_rows: int, n_cols: int, dtype):
-    """The Gluon kernel's configurations that fit: the buffers' shared
-    memory (nbuf rows) within 200 KiB, chunks dividing the row."""
+    """The Gluon kernel's configurations that fit: a ring of `slots` chunks
+    of C lines of 256 (a row and a chunk at least, 200 KiB at most a
+    program), W compute warps, P programs an SM."""
     if torch.cuda.get_device_capability() != (9, 0) or dtype not in (torch.float16,
                                                                       torch.bfloat16):
         return
-    import softmax_smem
+    from kernels import softmax_smem
 
     probe = torch.empty(1, n_cols, dtype=dtype)
-    for nbuf in (2, 3, 4, 6):
+    line_bytes = softmax_smem.BOX * probe.element_size()
+    for per_sm in (1, 2):
         for cr in (16, 32, 64):
-            for w in (4, 8):
-                if not softmax_smem.supported(probe, nbuf, cr):
-                    continue
-                yield f"smem b{nbuf} c{cr} w{w}", lambda x, y, b=nbuf, c=cr, w=w: \
-                    softmax_smem.launch(x, y, nbuf=b, chunk_rows=c, num_warps=w)
+            most = 200 * 1024 // per_sm // (cr * line_bytes)
+            for slots in (most, ):  # the deepest ring that fits
+                for w in (4, 8, 16):
+                    if not softmax_smem.supported(probe, slots, cr, per_sm):
+                        continue
+                    yield f"smem n{slots} c{cr} w{w} p{per_sm}", \
+                        lambda x, y, n=slots, c=cr, w=w, p=per_sm: \
+                        softmax_smem.launch(x, y, slots=n, chunk_rows=c, num_warps=w, per_sm=p)
 
 
 def variants(n_rows: int, n_cols: int, dtype=torch.float32):
