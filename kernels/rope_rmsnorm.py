@@ -39,13 +39,13 @@ import triton.language as tl
 
 
 @triton.jit
-def _fwd_tile(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, pos, hblk,
-              S, H, stride_xb, stride_xs, stride_xh, stride_cs, eps,
-              D: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
-    """BLOCK_H heads of one position pos = b * S + s."""
+def _rmsnorm_rope_fwd(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr,
+                      S, H, stride_xb, stride_xs, stride_xh, stride_cs, eps,
+                      D: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
+    pos = tl.program_id(0)               # b * S + s
     b = (pos // S).to(tl.int64)          # int64: offsets can pass 2**31 on big tensors
     s = (pos % S).to(tl.int64)
-    h = hblk * BLOCK_H + tl.arange(0, BLOCK_H)
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     j = tl.arange(0, HALF)
     mask = (h < H)[:, None]              # the last block of heads may be partial
 
@@ -70,26 +70,6 @@ def _fwd_tile(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, pos, hblk,
     y_row = y_ptr + (pos.to(tl.int64) * H + h[:, None]) * D    # y is contiguous
     tl.store(y_row + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(y_row + HALF + j[None, :], y2.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _rmsnorm_rope_fwd(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr,
-                      S, H, stride_xb, stride_xs, stride_xh, stride_cs, eps, n_pos,
-                      D: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
-                      PER_SM: tl.constexpr = 0):
-    """PER_SM = 0: one program per (position, block of heads), a 2-D grid.
-    Otherwise a persistent 1-D grid of PER_SM programs an SM, each walking
-    tiles pid, pid + grid, ...: the tiles are small (a few KB), so this
-    saves the block scheduler a launch per tile and lets the compiler
-    pipeline one tile's loads under the last one's arithmetic."""
-    if PER_SM == 0:
-        _fwd_tile(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, tl.program_id(0), tl.program_id(1),
-                  S, H, stride_xb, stride_xs, stride_xh, stride_cs, eps, D, HALF, BLOCK_H)
-    else:
-        n_hblk = tl.cdiv(H, BLOCK_H)
-        for work in tl.range(tl.program_id(0), n_pos * n_hblk, tl.num_programs(0)):
-            _fwd_tile(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, work // n_hblk, work % n_hblk,
-                      S, H, stride_xb, stride_xs, stride_xh, stride_cs, eps, D, HALF, BLOCK_H)
 
 
 @triton.jit
@@ -185,12 +165,8 @@ def _num_warps(block_h: int, D: int) -> int:
     return 4 if block_h * D >= 2048 else (2 if block_h * D >= 512 else 1)
 
 
-def _configs(persistent: bool = False) -> list:
-    out = [triton.Config({"ELEMS": e}, num_warps=w) for e in (1024, 2048, 4096) for w in (4, 8)]
-    if persistent:  # the forward's persistent grid, 4 or 8 programs an SM
-        out += [triton.Config({"ELEMS": e, "PER_SM": p}, num_warps=w)
-                for e in (2048, 4096) for w in (4, 8) for p in (4, 8)]
-    return out
+def _configs() -> list:
+    return [triton.Config({"ELEMS": e}, num_warps=w) for e in (1024, 2048, 4096) for w in (4, 8)]
 
 
 def _prune(configs, named_args, **kwargs):
@@ -200,15 +176,13 @@ def _prune(configs, named_args, **kwargs):
     seen, out = set(), []
     for c in configs:
         bh = _block_h(H, D, c.kwargs["ELEMS"])
-        per_sm = c.kwargs.get("PER_SM", 0)
-        if (bh, c.num_warps, per_sm) not in seen:
-            seen.add((bh, c.num_warps, per_sm))
-            extra = {"PER_SM": per_sm} if per_sm else {}
-            out.append(triton.Config({"BLOCK_H": bh, **extra}, num_warps=c.num_warps))
+        if (bh, c.num_warps) not in seen:
+            seen.add((bh, c.num_warps))
+            out.append(triton.Config({"BLOCK_H": bh}, num_warps=c.num_warps))
     return out
 
 
-_fwd_tuned = triton.autotune(_configs(persistent=True), key=["H", "D"],
+_fwd_tuned = triton.autotune(_configs(), key=["H", "D"],
                              prune_configs_by={"early_config_prune": _prune})(_rmsnorm_rope_fwd)
 _bwd_tuned = triton.autotune(_configs(), key=["H", "D"],
                              prune_configs_by={"early_config_prune": _prune})(_rmsnorm_rope_bwd)
@@ -230,15 +204,9 @@ class _RMSNormRoPE(torch.autograd.Function):
         B, S, H, D = x.shape
         y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
         args = (x, weight, cos, sin, y, S, H, x.stride(0), x.stride(1), x.stride(2),
-                cos.stride(0), eps, B * S)
+                cos.stride(0), eps)
         if _tuned(x):
-            sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-
-            def grid(meta):
-                tiles = (B * S, triton.cdiv(H, meta["BLOCK_H"]))
-                if meta.get("PER_SM", 0):
-                    return (min(tiles[0] * tiles[1], sms * meta["PER_SM"]), )
-                return tiles
+            grid = lambda meta: (B * S, triton.cdiv(H, meta["BLOCK_H"]))  # noqa: E731
             _fwd_tuned[grid](*args, D=D, HALF=D // 2)
         else:
             bh = _block_h(H, D)
