@@ -1,5 +1,8 @@
 """A warp-specialised Hopper (sm_90) matmul in Gluon: a candidate to beat
-kernels/matmul.py's 1.03x of cuBLAS on an H200. Not yet run on a GPU.
+kernels/matmul.py's 1.03x of cuBLAS on an H200. Measured there
+(benchmarks/h200-2026-11-30/matmul-gluon.json): correct on every shape,
+0.995x cuBLAS at best (two warpgroups, persistent, 3 stages), 0.93-0.998x
+with three; so it stays an experiment and BENCHMARKS.md says why.
 
 C = A @ B, A (M, K) and B (K, N) row-major, C (M, N); bf16 or fp16 in and
 out, fp32 accumulation.
