@@ -441,7 +441,7 @@ FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2", "fa3"]
 def _family_configs(fam: str, D: int, causal: bool = False) -> list[dict]:
     if fam == "fa3":
         # Three warpgroups with turns deadlocked once (a wrong barrier index,
-        # since fixed and run 1800 times clean by `scripts/fa3_probe.py
+        # since fixed and run 1560 times clean by `scripts/fa3_probe.py
         # --stress`). "lpt" is the launch order of the causal shapes (heads
         # in L2-sized groups, longest row blocks first; see the kernel).
         return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0, lpt=lpt)
