@@ -157,6 +157,16 @@ def supported(x: torch.Tensor, slots: int, chunk_rows: int, per_sm: int = 1) -> 
 
 def launch(x: torch.Tensor, y: torch.Tensor, slots: int = 12, chunk_rows: int = 32,
            num_warps: int = 8, per_sm: int = 1) -> None:
+    prepare(x, y, slots, chunk_rows, num_warps, per_sm)()
+
+
+def prepare(x: torch.Tensor, y: torch.Tensor, slots: int = 12, chunk_rows: int = 32,
+            num_warps: int = 8, per_sm: int = 1):
+    """Everything a launch on (x, y) needs, built once; returns a function
+    that launches. Python's share of a launch is most of its cost at these
+    sizes (~100 us on the H200's host, against ~80 us of GPU time:
+    BENCHMARKS.md), so scripts/softmax_launch_cost.py times `launch`,
+    which builds all of this every call, against the prepared launch."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     M, N = x.shape
@@ -168,9 +178,12 @@ def launch(x: torch.Tensor, y: torch.Tensor, slots: int = 12, chunk_rows: int = 
         return TensorDescriptor(t, [M * R, BOX], [BOX, 1], [chunk_rows, BOX], lay)
 
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    softmax_smem_kernel(num_warps)[(min(M, sms * per_sm),)](
-        desc(x.view(M * R, BOX)), desc(y.view(M * R, BOX)), M, R=R, NSLOT=slots,
-        num_warps=num_warps)
+    kernel = softmax_smem_kernel(num_warps)[(min(M, sms * per_sm),)]
+    x_desc, y_desc = desc(x.view(M * R, BOX)), desc(y.view(M * R, BOX))
+
+    def run():
+        kernel(x_desc, y_desc, M, R=R, NSLOT=slots, num_warps=num_warps)
+    return run
 
 
 if __name__ == "__main__":  # a quick check on a GPU

@@ -1,6 +1,7 @@
 """Where the Gluon softmax's time goes on a GPU: for each candidate of
 kernels/softmax.py (its Triton kernel and the shared-memory kernel's
-configurations), the host (Python) time of a launch, the time back to back
+configurations, and those with their descriptors built once), the host
+(Python) time of a launch, the time back to back
 (triton.testing.do_bench) and the GPU time with the L2 flushed between calls
 (gpulab's harness, which hides host time), on the two widest fp16 shapes.
 Raw: benchmarks/h200-2026-11-30/softmax-launch-cost.txt.
@@ -49,6 +50,24 @@ def main() -> int:
             gpu = measure(lambda fn=fn: fn(x, got), flusher=flusher, log_clocks=False)["ms"] * 1e3
             print(f"{rows}x{cols} {name:20} err {err:.1e} host {host:6.1f} us  "
                   f"do_bench {back:6.1f} us  measure {gpu:6.1f} us", flush=True)
+        # The same configurations with the descriptors built once: what is
+        # left is Gluon's own dispatch.
+        smem = ref._smem_module()
+        for cr, warps, per_sm in ref.SMEM_CONFIGS:
+            slots = 200 * 1024 // per_sm // (cr * smem.BOX * x.element_size())
+            if not smem.supported(x, slots, cr, per_sm):
+                continue
+            run = smem.prepare(x, y, slots, cr, warps, per_sm)
+            run()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(50):
+                run()
+            host = (time.perf_counter() - t0) / 50 * 1e6
+            torch.cuda.synchronize()
+            back = triton.testing.do_bench(run, warmup=10, rep=40) * 1e3
+            print(f"{rows}x{cols} prepared c{cr} w{warps} p{per_sm:<6} host {host:6.1f} us  "
+                  f"do_bench {back:6.1f} us", flush=True)
         print("choose ->", ref._choose(x, y, launchers), flush=True)
     return 0
 
