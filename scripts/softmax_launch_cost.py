@@ -46,8 +46,10 @@ def main() -> int:
                 fn(x, got)
             host = (time.perf_counter() - t0) / 50 * 1e6
             torch.cuda.synchronize()
-            back = triton.testing.do_bench(lambda fn=fn: fn(x, got), warmup=10, rep=40) * 1e3
-            gpu = measure(lambda fn=fn: fn(x, got), flusher=flusher, log_clocks=False)["ms"] * 1e3
+            def call(fn=fn, x=x, got=got):
+                fn(x, got)
+            back = triton.testing.do_bench(call, warmup=10, rep=40) * 1e3
+            gpu = measure(call, flusher=flusher, log_clocks=False)["ms"] * 1e3
             print(f"{rows}x{cols} {name:20} err {err:.1e} host {host:6.1f} us  "
                   f"do_bench {back:6.1f} us  measure {gpu:6.1f} us", flush=True)
         # The same configurations with the descriptors built once: what is
