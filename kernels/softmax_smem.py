@@ -113,14 +113,67 @@ def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr, NUM_WARPS: gl.
     tma.store_wait(pendings=0)
 
 
+@gluon.jit
+def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr,
+                     NUM_WARPS: gl.constexpr):
+    """_compute with one exp2 an element instead of two. _compute's passes
+    run two exp2 per element (the online sum's, then the normalising one's)
+    and the SM's MUFU unit does 16 a clock: on a 32768-wide fp16 row that is
+    ~2.3 us of the ~4 us its bytes take at the copy ceiling. Here pass 1
+    finds only the max (no exp); pass 2 computes p = exp2(x - max) once,
+    sums it and writes p over x in the row's storage dtype; pass 3 scales p
+    by 1/sum. The price: p is rounded to the storage dtype before the
+    scaling, so y is within one unit in the last place of the exact result
+    instead of half of one (softmax.py uses it for fp16 only)."""
+    NSLOT: gl.constexpr = bufs.type.shape[0]
+    CR: gl.constexpr = y_desc.block_type.shape[0]
+    NCH: gl.constexpr = R // CR
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NUM_WARPS, 1], [1, 0])
+    lines: gl.constexpr = gl.SliceLayout(1, layout)
+    g0 = 0
+    for row in range(gl.program_id(0), n_rows, gl.num_programs(0)):
+        m = gl.full([CR], float("-inf"), gl.float32, layout=lines)
+        for c in gl.static_range(NCH):
+            g = g0 + c
+            mbarrier.wait(ready.index(g % NSLOT), (g // NSLOT) & 1)
+            m = gl.maximum(m, gl.max(bufs.index(g % NSLOT).load(layout).to(gl.float32), axis=1))
+        row_max = gl.max(m, axis=0) * LOG2E  # max(x) * log2(e) = max(x * log2(e))
+        s = gl.zeros([CR], gl.float32, layout=lines)
+        for c in gl.static_range(NCH):
+            # Each thread writes back exactly the elements it read (one
+            # layout throughout), so no barrier is needed before pass 3.
+            chunk = bufs.index((g0 + c) % NSLOT)
+            p = gl.exp2(chunk.load(layout).to(gl.float32) * LOG2E - row_max)
+            s += gl.sum(p, axis=1)
+            chunk.store(p.to(y_desc.dtype))
+        inv = 1.0 / gl.sum(s, axis=0)
+        for c in gl.static_range(NCH):
+            g = g0 + c
+            chunk = bufs.index(g % NSLOT)
+            chunk.store((chunk.load(layout).to(gl.float32) * inv).to(y_desc.dtype))
+            fence_async_shared()
+            _barrier()
+            _tma_store(y_desc, [row * R + c * CR, 0], chunk)
+            tma.store_wait(pendings=1)
+            if g > 0:
+                mbarrier.arrive(empty.index((g - 1) % NSLOT))
+        g0 += NCH
+    tma.store_wait(pendings=0)
+
+
 @functools.cache
-def softmax_smem_kernel(num_warps: int):
+def softmax_smem_kernel(num_warps: int, one_exp: bool = False):
     NUM_WARPS = gl.constexpr(num_warps)
 
     # Partitions take no constexpr arguments in Triton 3.6: bake them in.
-    @gluon.jit
-    def compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
-        _compute(y_desc, bufs, ready, empty, n_rows, R, NUM_WARPS)
+    if one_exp:
+        @gluon.jit
+        def compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
+            _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R, NUM_WARPS)
+    else:
+        @gluon.jit
+        def compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
+            _compute(y_desc, bufs, ready, empty, n_rows, R, NUM_WARPS)
 
     @gluon.jit
     def softmax_smem(x_desc, y_desc, n_rows, R: gl.constexpr, NSLOT: gl.constexpr):
@@ -138,7 +191,10 @@ def softmax_smem_kernel(num_warps: int):
     return softmax_smem
 
 
+@functools.cache
 def shared_layout(dtype):
+    # Cached: building a Gluon layout object costs more Python than the
+    # descriptor that carries it (~15 us on the H200's host).
     bits = {torch.float16: 16, torch.bfloat16: 16, torch.float32: 32}[dtype]
     return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2)
 
@@ -155,35 +211,57 @@ def supported(x: torch.Tensor, slots: int, chunk_rows: int, per_sm: int = 1) -> 
             and slots * chunk_rows * BOX * x.element_size() <= 200 * 1024 // per_sm)
 
 
+@functools.cache
+def _sm_count(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+class Launcher:
+    """Launches of one configuration on one (rows, cols, dtype), with what
+    does not change between calls built once.
+
+    Python's share of a launch is most of its cost at these sizes: through
+    Gluon's JIT dispatch (binding and specialising the arguments, looking up
+    the compiled kernel) a launch with two host TMA descriptors costs
+    ~100 us of the H200's host, more than the ~80 us the kernel runs, so
+    back to back it was no faster than the Triton kernel (BENCHMARKS.md,
+    softmax). So the first call goes through the JIT, which compiles and
+    returns the compiled kernel, and later calls launch that directly: all
+    that is left per call is two descriptors, which must be rebuilt because
+    they hold the tensors' addresses (Triton's launcher turns each into a
+    CUtensorMap in C)."""
+
+    def __init__(self, rows: int, cols: int, dtype, device, slots: int = 12,
+                 chunk_rows: int = 32, num_warps: int = 8, per_sm: int = 1,
+                 one_exp: bool = False):
+        self.rows, self.R, self.slots, self.num_warps = rows, cols // BOX, slots, num_warps
+        self.shape, self.block = [rows * self.R, BOX], [chunk_rows, BOX]
+        self.layout = shared_layout(dtype)
+        self.grid = (min(rows, _sm_count(device) * per_sm), 1, 1)
+        self.jit = softmax_smem_kernel(num_warps, one_exp)
+        self.compiled = None
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        # x and y as [rows * R, 256] lines, without making views of them.
+        x_desc = TensorDescriptor(x, self.shape, [BOX, 1], self.block, self.layout)
+        y_desc = TensorDescriptor(y, self.shape, [BOX, 1], self.block, self.layout)
+        if self.compiled is not None:
+            # The launcher takes every argument, constexprs included, in order.
+            self.compiled[self.grid](x_desc, y_desc, self.rows, self.R, self.slots)
+        else:
+            self.compiled = self.jit[self.grid](x_desc, y_desc, self.rows, R=self.R,
+                                                NSLOT=self.slots, num_warps=self.num_warps)
+
+
 def launch(x: torch.Tensor, y: torch.Tensor, slots: int = 12, chunk_rows: int = 32,
-           num_warps: int = 8, per_sm: int = 1) -> None:
-    prepare(x, y, slots, chunk_rows, num_warps, per_sm)()
-
-
-def prepare(x: torch.Tensor, y: torch.Tensor, slots: int = 12, chunk_rows: int = 32,
-            num_warps: int = 8, per_sm: int = 1):
-    """Everything a launch on (x, y) needs, built once; returns a function
-    that launches. Python's share of a launch is most of its cost at these
-    sizes (~100 us on the H200's host, against ~80 us of GPU time:
-    BENCHMARKS.md), so scripts/softmax_launch_cost.py times `launch`,
-    which builds all of this every call, against the prepared launch."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
+           num_warps: int = 8, per_sm: int = 1, one_exp: bool = False) -> None:
+    """One launch through Gluon's JIT, everything built afresh (what the
+    sweep times with the L2 flushed, where host time is hidden)."""
     M, N = x.shape
-    R = N // BOX
     assert supported(x, slots, chunk_rows, per_sm), (tuple(x.shape), slots, chunk_rows)
-    lay = shared_layout(x.dtype)
-
-    def desc(t):
-        return TensorDescriptor(t, [M * R, BOX], [BOX, 1], [chunk_rows, BOX], lay)
-
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    kernel = softmax_smem_kernel(num_warps)[(min(M, sms * per_sm),)]
-    x_desc, y_desc = desc(x.view(M * R, BOX)), desc(y.view(M * R, BOX))
-
-    def run():
-        kernel(x_desc, y_desc, M, R=R, NSLOT=slots, num_warps=num_warps)
-    return run
+    Launcher(M, N, x.dtype, x.device, slots, chunk_rows, num_warps, per_sm, one_exp)(x, y)
 
 
 if __name__ == "__main__":  # a quick check on a GPU

@@ -22,6 +22,7 @@ for step in "$@"; do
     microbench) python3 -m gpulab probe --bench --quick 2>&1 | tail -40; cp /tmp/gpulab-ws/.gpulab/ceilings/*.json "$OUT/" 2>/dev/null ;;
     sweep-softmax) python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
     sweep-softmax:*) timeout 300 python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" $(echo "${step#sweep-softmax:}" | tr + " ") 2>&1 | grep -v Warning ;;
+    softmax-ring) timeout 300 python3 scripts/softmax_ring_probe.py "$OUT/softmax_ring_probe.json" 2>&1 | grep -v Warning ;;
     softmax-launch) timeout 120 python3 scripts/softmax_launch_cost.py 2>&1 | grep -v Warning | tee "$OUT/softmax_launch_cost.txt" ;;
     fa3:*) timeout 300 python3 scripts/fa3_probe.py --"${step#fa3:}" 2>&1 | cut -c1-300 ;;
     bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;

@@ -1,6 +1,7 @@
 """Where the Gluon softmax's time goes on a GPU: for each candidate of
 kernels/softmax.py (its Triton kernel and the shared-memory kernel's
-configurations, and those with their descriptors built once), the host
+configurations through their Launcher, and again through Gluon's JIT on
+every call), the host
 (Python) time of a launch, the time back to back
 (triton.testing.do_bench) and the GPU time with the L2 flushed between calls
 (gpulab's harness, which hides host time), on the two widest fp16 shapes.
@@ -10,6 +11,7 @@ Raw: benchmarks/h200-2026-11-30/softmax-launch-cost.txt.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import time
@@ -37,6 +39,7 @@ def main() -> int:
         ref._launch_triton(x, y)
         want = y.float()
         for name, fn in launchers.items():
+            fn(x, y)  # the first call compiles
             got = torch.full_like(y, float("nan"))
             fn(x, got)
             torch.cuda.synchronize()
@@ -52,14 +55,15 @@ def main() -> int:
             gpu = measure(call, flusher=flusher, log_clocks=False)["ms"] * 1e3
             print(f"{rows}x{cols} {name:20} err {err:.1e} host {host:6.1f} us  "
                   f"do_bench {back:6.1f} us  measure {gpu:6.1f} us", flush=True)
-        # The same configurations with the descriptors built once: what is
-        # left is Gluon's own dispatch.
+        # The same configurations through the JIT on every call (what the
+        # launcher did before it kept its compiled kernel), for the record.
         smem = ref._smem_module()
         for cr, warps, per_sm in ref.SMEM_CONFIGS:
             slots = 200 * 1024 // per_sm // (cr * smem.BOX * x.element_size())
             if not smem.supported(x, slots, cr, per_sm):
                 continue
-            run = smem.prepare(x, y, slots, cr, warps, per_sm)
+            run = functools.partial(smem.launch, x, y, slots=slots, chunk_rows=cr,
+                                    num_warps=warps, per_sm=per_sm)
             run()
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -68,7 +72,7 @@ def main() -> int:
             host = (time.perf_counter() - t0) / 50 * 1e6
             torch.cuda.synchronize()
             back = triton.testing.do_bench(run, warmup=10, rep=40) * 1e3
-            print(f"{rows}x{cols} prepared c{cr} w{warps} p{per_sm:<6} host {host:6.1f} us  "
+            print(f"{rows}x{cols} via JIT c{cr} w{warps} p{per_sm:<7} host {host:6.1f} us  "
                   f"do_bench {back:6.1f} us", flush=True)
         print("choose ->", ref._choose(x, y, launchers), flush=True)
     return 0

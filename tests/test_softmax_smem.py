@@ -26,14 +26,15 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from kernels import softmax_smem as m
 
 out = {}
-for n, slots, cr, w in ((32768, 12, 32, 8), (16384, 3, 64, 4)):
+for n, slots, cr, w, one_exp in ((32768, 12, 32, 8, 0), (16384, 3, 64, 4, 0),
+                                 (32768, 6, 64, 16, 1)):
     lay = m.shared_layout(torch.float16)
     d = f"tensordesc<fp16[{cr}, {m.BOX}],{lay!r}>"
     sig = {"x_desc": d, "y_desc": d, "n_rows": "i32", "R": "constexpr", "NSLOT": "constexpr"}
-    src = GluonASTSource(m.softmax_smem_kernel(w), sig,
+    src = GluonASTSource(m.softmax_smem_kernel(w, bool(one_exp)), sig,
                          constexprs={"R": n // m.BOX, "NSLOT": slots})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": w})
-    out[f"{n}-{slots}-{cr}"] = {"ptx": k.asm["ptx"], "shared": k.metadata.shared}
+    out[f"{n}-{slots}-{cr}-{w}-{one_exp}"] = {"ptx": k.asm["ptx"], "shared": k.metadata.shared}
 print(json.dumps(out))
 """
 
@@ -48,7 +49,7 @@ def compiled():
 
 def test_softmax_smem_compiles_for_sm90_with_its_design(compiled):
     for key, k in compiled.items():
-        ptx, n, slots, cr = k["ptx"], *map(int, key.split("-"))
+        ptx, n, slots, cr, w, one_exp = k["ptx"], *map(int, key.split("-"))
         # The ring of chunk slots is the shared memory: slots x cr lines of
         # 256 fp16.
         ring = slots * cr * 256 * 2
@@ -62,6 +63,11 @@ def test_softmax_smem_compiles_for_sm90_with_its_design(compiled):
         assert "fence.proxy.async.shared::cta" in ptx, key  # writes ordered for the TMA
         assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx), key  # the loader
         assert "ld.local" not in ptx and "st.local" not in ptx, key
+        # exp2 a thread runs per row: one per element on the one-exp path;
+        # two per element (and a few per line) on the default one.
+        per_thread = n // (w * 32)
+        ex2 = len(re.findall(r"ex2\.approx", ptx))
+        assert ex2 == per_thread if one_exp else ex2 > 2 * per_thread, (key, ex2)
 
 
 def test_a_slot_is_released_once_all_but_the_newest_store_have_read_it(compiled):
@@ -105,11 +111,18 @@ def test_softmax_smem_matches_torch_on_the_gpu():
                 if not m.supported(x, slots, cr, per_sm):
                     continue
                 for n in {slots, cols // m.BOX // cr + 1}:  # deepest ring, and the least
-                    y = torch.full_like(x, float("nan"))
-                    m.launch(x, y, slots=n, chunk_rows=cr, num_warps=w, per_sm=per_sm)
-                    err = float((y.float() - want).abs().max())
-                    if not err < 2e-3:
-                        bad.append((rows, cols, str(dtype), cr, w, per_sm, n, err))
+                    for one_exp in (False, True):
+                        # Through the JIT, then the Launcher's direct launch.
+                        launcher = m.Launcher(rows, cols, dtype, x.device, slots=n,
+                                              chunk_rows=cr, num_warps=w, per_sm=per_sm,
+                                              one_exp=one_exp)
+                        for _ in range(2):
+                            y = torch.full_like(x, float("nan"))
+                            launcher(x, y)
+                            err = float((y.float() - want).abs().max())
+                            if not err < 2e-3:
+                                bad.append((rows, cols, str(dtype), cr, w, per_sm, n, one_exp,
+                                            err))
     assert not bad, bad
 
 
