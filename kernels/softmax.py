@@ -17,18 +17,18 @@ Design:
   * num_warps grows with the row: a 32768-wide row spread over 4 warps would
     need 256 fp32 registers a thread for the row alone and spill.
 
-On Hopper (sm_90), for wide fp16/bf16 rows, softmax_smem.py beside this file
-goes further: each row streams through shared memory by TMA while a loader
-warp fetches the next rows (see its docstring). It is one more candidate,
-not a replacement: the first call of each shape runs this file's kernel and
-each candidate configuration, keeps only the candidates whose output
-matches this kernel's, times them all back to back and keeps a candidate
-only if it is 5% faster (what @triton.autotune does, with a margin). So the
-lesson's kernel runs wherever it is as fast, and everywhere the Hopper one
-cannot (the interpreter, a T4, an A100). Measured on an H200: the Gluon
-kernel's GPU time is 80 us on 2048 x 32768 fp16 against this kernel's 93,
-but its launch costs ~100 us of Python, so back to back it is no faster
-and this kernel is kept (BENCHMARKS.md, softmax).
+On a GPU the first call of each shape also tries the two kernels further
+down (several rows a program for narrow rows; groups with a single
+cross-warp reduction for wide rows) and, on Hopper (sm_90) for wide
+fp16/bf16 rows, softmax_smem.py beside this file, where each row streams
+through shared memory by TMA while a loader warp fetches the next rows. It
+checks each candidate's output against this kernel's, times them all back
+to back and keeps a candidate only if it is 3% faster (what
+@triton.autotune does, with a margin). So the lesson's kernel runs wherever
+it is as fast, and everywhere the others cannot (the interpreter runs it
+alone). On an H200 (BENCHMARKS.md, softmax) the multi-row kernel wins
+8192 x 1024 fp16, the grouped one 4096 x 16384 fp16 (70 us against 74) and
+the shared-memory one 2048 x 32768 fp16 (78 us against 93).
 """
 
 import importlib.util
@@ -203,19 +203,12 @@ def _candidates(x: torch.Tensor) -> dict:
     if smem is None:
         return out
     line = smem.BOX * x.element_size()
-    # In fp16 each configuration is also tried with one exp2 an element
-    # (softmax_smem._compute_one_exp): its p is rounded to fp16 once before
-    # the scaling, which costs at most half an fp16 ulp more. bf16's
-    # rounding is 8x coarser, so bf16 keeps the exactly rounded path.
-    paths = (False, True) if x.dtype == torch.float16 else (False,)
     for cr, warps, per_sm in SMEM_CONFIGS:
         slots = 200 * 1024 // per_sm // (cr * line)
-        if not smem.supported(x, slots, cr, per_sm):
-            continue
-        for one_exp in paths:
-            name = f"smem c{cr} w{warps} p{per_sm}" + (" 1exp" if one_exp else "")
-            out[name] = smem.Launcher(*x.shape, x.dtype, x.device, slots=slots, chunk_rows=cr,
-                                      num_warps=warps, per_sm=per_sm, one_exp=one_exp)
+        if smem.supported(x, slots, cr, per_sm):
+            out[f"smem c{cr} w{warps} p{per_sm}"] = smem.Launcher(
+                *x.shape, x.dtype, x.device, slots=slots, chunk_rows=cr, num_warps=warps,
+                per_sm=per_sm)
     return out
 
 
