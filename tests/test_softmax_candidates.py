@@ -103,6 +103,6 @@ def test_every_candidate_matches_on_the_gpu():
                     y = torch.full_like(x, float("nan"))
                     launch(x, y)
                     err = error(y, x)
-                    if not err < 2e-3:
+                    if not err < (1e-5 if dtype == torch.float32 else 2e-3):
                         bad.append((rows, cols, str(dtype), name, err))
     assert not bad, bad

@@ -165,3 +165,8 @@ def test_reference_keeps_the_fastest_candidate_that_matches(monkeypatch):
     assert mod._choose(x, y, launchers) == "triton"
     launchers["noise"] = launcher("noise")  # 2.5% faster: within the margin
     assert mod._choose(x, y, launchers) == "triton"
+    # fp32, where y.float() is y itself: the expected output must be a copy,
+    # or a candidate would be compared with its own output and always pass.
+    x32, y32 = x.float(), y.float()
+    assert mod._choose(x32, y32, {"triton": mod._launch_triton, "wrong": launcher("wrong", wrong=True),
+                                  "slow": launcher("slow")}) == "triton"
