@@ -602,3 +602,33 @@ async def test_keys_stay_with_an_open_dialog(ws):
         await pilot.press("q")
         await pilot.pause()
         assert app.is_running and not isinstance(app.screen, HelpScreen)
+
+
+def test_split_first_screen_cuts_at_a_blank_line_outside_code():
+    from gpulab.tui.lesson_pane import split_first_screen
+
+    short = "# T\n\nOne paragraph.\n"
+    assert split_first_screen(short) == (short, "")
+    lines = [f"line {i}" for i in range(10)] + ["```python", "x = 1", "", "y = 2", "```", "",
+                                                "after"]
+    text = "\n".join(lines) + "\n"
+    head, rest = split_first_screen(text, lines=11)
+    assert head + rest == text
+    # Not at the blank line inside the fence (line 12), but after the fence closes.
+    assert head.endswith("```\n\n") and rest == "after\n"
+
+
+async def test_the_whole_lesson_is_rendered_after_the_first_screen(ws, course):
+    # The Lesson pane renders a lesson's first screenful, then appends the rest.
+    from gpulab.tui.lesson_pane import lesson_markdown
+
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        md = app.query_one("#lesson-text")
+        want = lesson_markdown(course.find("softmax"))
+        await wait_for(pilot, lambda: md.source == want, 10, "the whole lesson")
+        # and laid out: scrolled to the end, the lesson's last words are on screen
+        last_words = " ".join(want.split()[-4:]).replace("`", "")
+        app.query_one("#lesson-pane").scroll_end(animate=False)
+        await wait_for(pilot, lambda: shows(app, last_words), 5, "its last words")

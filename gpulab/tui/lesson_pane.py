@@ -42,6 +42,25 @@ def lesson_markdown(lesson: Lesson) -> str:
     return text
 
 
+FIRST_SCREEN_LINES = 30  # source lines rendered before the first paint of a lesson
+
+
+def split_first_screen(text: str, lines: int = FIRST_SCREEN_LINES) -> tuple[str, str]:
+    """The lesson cut at the first blank line, outside a code fence, from
+    `lines` on: the head fills the first screen and is rendered alone, the
+    rest is appended after it has painted. (Textual re-parses the last block
+    of the head with the rest, so any cut renders the same in the end; a
+    blank line between blocks just avoids a flash of a half block.)"""
+    parts = text.splitlines(keepends=True)
+    fenced = False
+    for i, line in enumerate(parts):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif i >= lines and not fenced and not line.strip():
+            return "".join(parts[:i + 1]), "".join(parts[i + 1:])
+    return text, ""
+
+
 class LessonPane(VerticalScroll):
     """Lesson text and hints, rendered only once shown and after the first paint.
 
@@ -86,8 +105,18 @@ class LessonPane(VerticalScroll):
             await self.mount(LabMarkdown("", id="lesson-text"), LabMarkdown("", id="hints"))
         if self._shown is None or self._shown[0] != lesson.id:
             self.anchor(False)
-            await self.query_one("#lesson-text").update(lesson_markdown(lesson))  # type: ignore[attr-defined]
+            text = self.query_one("#lesson-text")
+            head, rest = split_first_screen(lesson_markdown(lesson))
+            await text.update(head)  # type: ignore[attr-defined]
             self.scroll_home(animate=False)
+            if rest:
+                # Mounting a whole lesson's blocks (~160 widgets for lesson
+                # 01) before anything paints put the first screen at ~1 s
+                # on a 2-core machine: paint the first screenful, then the rest.
+                painted = asyncio.Event()
+                self.call_after_refresh(painted.set)
+                await painted.wait()
+                await text.append(rest)  # type: ignore[attr-defined]
         await self.query_one("#hints").update(hints_markdown(lesson, self.revealed))  # type: ignore[attr-defined]
         self._shown = (lesson.id, self.revealed)
         if hints_on_top:
