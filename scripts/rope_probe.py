@@ -95,7 +95,10 @@ def main() -> int:
             fn = mod.rmsnorm_rope if hasattr(mod, "rmsnorm_rope") else mod.fused_rmsnorm_rope
             o = fn(x, w, cos, sin)
             want = o if want is None else want
-            assert name in DIAGNOSTIC or torch.equal(o, want), f"{name} differs from ref"
+            # Each variant autotunes afresh and may pick another tile, which
+            # sums the squares over D in another order: close, not equal.
+            assert name in DIAGNOSTIC or torch.allclose(o.float(), want.float(), atol=2e-2,
+                                                        rtol=2e-2), f"{name} differs from ref"
             m = measure(lambda fn=fn, a=(x, w, cos, sin): fn(*a), flusher=flusher)
             row[name] = {"us": m["ms"] * 1e3, "tbs": nbytes / (m["ms"] * 1e-3) / 1e12,
                          "p20_us": m["p20_ms"] * 1e3, "p80_us": m["p80_ms"] * 1e3}
