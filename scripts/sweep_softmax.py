@@ -187,7 +187,7 @@ def variants(n_rows: int, n_cols: int, dtype=torch.float32):
             y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
         yield f"recip w{w}", lambda x, y, w=w: recip_kernel[(n_rows,)](
             y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
-        for e in sorted({min(block, e) for e in (16, 32)}):  # group sizes
+        for e in sorted({min(block, e) for e in (8, 16, 32)}):  # group sizes
             yield f"grouped e{e} w{w}", lambda x, y, w=w, e=e: grouped_kernel[(n_rows,)](
                 y, x, x.stride(0), y.stride(0), n_cols, G=block // e, E=e, num_warps=w)
     if block >= 8192:
