@@ -6,7 +6,10 @@ rows with software pipelining (tl.range num_stages), as in Triton's fused
 softmax tutorial; on sm_90, for fp16/bf16 rows of 8192 and more, the
 shared-memory-resident Gluon kernel of kernels/softmax_smem.py ("smem nS cC
 wW pP": a ring of S chunks of C lines of 256, W compute warps, P programs an
-SM). Each is
+SM); row kernels with a reciprocal instead of a division ("recip"), with
+one cross-warp reduction over groups of E elements ("grouped eE"), and with
+two programs a row that combine through global memory ("split eE", "r32":
+at most 32 registers a thread). Each is
 checked against torch.softmax and timed with gpulab's harness (L2 flushed)
 beside torch.softmax. Writes JSON to argv[1]; `--only=PREFIX[,PREFIX]`
 keeps the variants whose names start so (`--only=smem`) (run it under `timeout`: there is
@@ -154,6 +157,65 @@ def grouped_kernel(y_ptr, x_ptr, xs, ys, n_cols, G: tl.constexpr, E: tl.constexp
     tl.store(y_ptr + row * ys + offs, (p * c[:, None]).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def split_kernel(y_ptr, x_ptr, xs, ys, n_cols, half, part_ptr, flag_ptr, G: tl.constexpr,
+                 E: tl.constexpr):
+    """Two programs a row, each a half, for rows too wide for two programs
+    an SM to hold whole (2048 x 32768 fp16: a whole row is one program an
+    SM, and its reductions cannot overlap another's loads). Each half takes
+    its (max, sum) as grouped_kernel does and publishes them; whichever of
+    the two arrives second (an atomic counter a row, zeroed per launch)
+    combines both and writes the whole row: its own half from registers,
+    the other re-read from L2, where its partner loaded it moments before.
+    No program ever waits for another, so there is no deadlock however the
+    programs are scheduled (the interpreter runs them one after another)."""
+    pid = tl.program_id(0)
+    row = (pid // 2).to(tl.int64)
+    part = pid % 2  # columns [part * half, part * half + half), half a multiple of 16
+    offs = tl.arange(0, G)[:, None] * E + tl.arange(0, E)[None, :]
+    start = part * half
+    cols = start + offs
+    mask = cols < tl.minimum(start + half, n_cols)
+    x = tl.load(x_ptr + row * xs + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x * 1.4426950408889634
+    m = tl.max(x, axis=1)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)
+    p = tl.exp2(x - m_safe[:, None])
+    m_own, s_own = tl.reduce((m, tl.sum(p, axis=1)), 0, _max_sum)
+    tl.store(part_ptr + pid * 2, m_own)
+    tl.store(part_ptr + pid * 2 + 1, s_own)
+    # acq_rel: our partial is visible before the count moves; the partner's
+    # is visible to us once we see its count.
+    if tl.atomic_add(flag_ptr + row, 1, sem="acq_rel") == 1:
+        other = pid ^ 1
+        m_other = tl.load(part_ptr + other * 2, volatile=True)
+        s_other = tl.load(part_ptr + other * 2 + 1, volatile=True)
+        row_max, total = _max_sum(m_own, s_own, m_other, s_other)
+        inv = 1.0 / total
+        scale = tl.where(m == -float("inf"), 0.0, tl.exp2(m - row_max) * inv)
+        tl.store(y_ptr + row * ys + cols, (p * scale[:, None]).to(y_ptr.dtype.element_ty),
+                 mask=mask)
+        o_start = (1 - part) * half
+        o_cols = o_start + offs
+        o_mask = o_cols < tl.minimum(o_start + half, n_cols)
+        xo = tl.load(x_ptr + row * xs + o_cols, mask=o_mask, other=-float("inf")).to(tl.float32)
+        yo = tl.exp2(xo * 1.4426950408889634 - row_max) * inv
+        tl.store(y_ptr + row * ys + o_cols, yo.to(y_ptr.dtype.element_ty), mask=o_mask)
+
+
+def launch_split(x, y, group: int, num_warps: int, maxnreg: int | None = None) -> None:
+    n_rows, n_cols = x.shape
+    # Halves of a multiple of 16 columns, so the second starts aligned (and
+    # Triton, seeing the argument divisible by 16, vectorises its loads).
+    half = triton.cdiv(triton.cdiv(n_cols, 2), 16) * 16
+    block = triton.next_power_of_2(half)
+    part = torch.empty(n_rows * 4, dtype=torch.float32, device=x.device)
+    flags = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
+    split_kernel[(2 * n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, half, part, flags,
+                                G=block // group, E=group, num_warps=num_warps,
+                                **({"maxnreg": maxnreg} if maxnreg else {}))
+
+
 def smem_variants(n_rows: int, n_cols: int, dtype):
     """The Gluon kernel's configurations that fit: a ring of `slots` chunks
     of C lines of 256 (a row and a chunk at least, 200 KiB at most a
@@ -190,6 +252,14 @@ def variants(n_rows: int, n_cols: int, dtype=torch.float32):
         for e in sorted({min(block, e) for e in (8, 16, 32)}):  # group sizes
             yield f"grouped e{e} w{w}", lambda x, y, w=w, e=e: grouped_kernel[(n_rows,)](
                 y, x, x.stride(0), y.stride(0), n_cols, G=block // e, E=e, num_warps=w)
+        if block >= 16384 and w >= 8:
+            for e in (8, 16):
+                yield f"split e{e} w{w}", lambda x, y, w=w, e=e: launch_split(x, y, e, w)
+                if w == 32:
+                    # 32 registers a thread (no spills when compiled for
+                    # sm_90 by Triton 3.6): two 1024-thread programs an SM.
+                    yield f"split e{e} w{w} r32", lambda x, y, w=w, e=e: launch_split(
+                        x, y, e, w, maxnreg=32)
     if block >= 8192:
         for chunk in (1024, 2048, 4096):
             for w in (4, 8):
