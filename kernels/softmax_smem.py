@@ -67,6 +67,22 @@ def _loader(x_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
 
 
 @gluon.jit
+def _store_chunk(y_desc, chunk, line, g, empty):
+    """TMA-store the finished chunk g (written to shared memory by every
+    compute thread) at `line` of y: each thread fences its generic-proxy
+    writes for the copy engine, then the barrier, then the store. Once all
+    but the newest store have read their slots, the slot of chunk g - 1 goes
+    back to the loader."""
+    NSLOT: gl.constexpr = empty.type.shape[0]
+    fence_async_shared()
+    _barrier()
+    _tma_store(y_desc, [line, 0], chunk)
+    tma.store_wait(pendings=1)
+    if g > 0:
+        mbarrier.arrive(empty.index((g - 1) % NSLOT))
+
+
+@gluon.jit
 def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr, NUM_WARPS: gl.constexpr):
     """The default partition: two passes over each row's chunks in shared
     memory; each chunk's slot goes back to the loader as soon as its
@@ -95,20 +111,13 @@ def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr, NUM_WARPS: gl.
         row_max = gl.max(m, axis=0)
         inv = 1.0 / gl.sum(s * gl.exp2(m - row_max), axis=0)
         # Pass 2: normalise in place and store each chunk as soon as it is
-        # written: every thread fences its generic-proxy writes for the copy
-        # engine, then the barrier, then the store. Once all but the newest
-        # store have read their slots, the one before it is free again.
+        # written (_store_chunk hands its slot back once the store has read it).
         for c in gl.static_range(NCH):
             g = g0 + c
             chunk = bufs.index(g % NSLOT)
             x = chunk.load(layout).to(gl.float32) * LOG2E
             chunk.store((gl.exp2(x - row_max) * inv).to(y_desc.dtype))
-            fence_async_shared()
-            _barrier()
-            _tma_store(y_desc, [row * R + c * CR, 0], chunk)
-            tma.store_wait(pendings=1)
-            if g > 0:
-                mbarrier.arrive(empty.index((g - 1) % NSLOT))
+            _store_chunk(y_desc, chunk, row * R + c * CR, g, empty)
         g0 += NCH
     tma.store_wait(pendings=0)
 
@@ -153,12 +162,7 @@ def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr,
             g = g0 + c
             chunk = bufs.index(g % NSLOT)
             chunk.store((chunk.load(layout).to(gl.float32) * inv).to(y_desc.dtype))
-            fence_async_shared()
-            _barrier()
-            _tma_store(y_desc, [row * R + c * CR, 0], chunk)
-            tma.store_wait(pendings=1)
-            if g > 0:
-                mbarrier.arrive(empty.index((g - 1) % NSLOT))
+            _store_chunk(y_desc, chunk, row * R + c * CR, g, empty)
         g0 += NCH
     tma.store_wait(pendings=0)
 

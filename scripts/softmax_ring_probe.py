@@ -50,10 +50,10 @@ COPY_EDITS = [
 # Two TMA stores left reading shared memory instead of one before a slot is
 # handed back (both compute paths; the ring then needs a row and two chunks).
 STORES2_EDITS = [
-    ("            tma.store_wait(pendings=1)\n            if g > 0:\n"
-     "                mbarrier.arrive(empty.index((g - 1) % NSLOT))\n",
-     "            tma.store_wait(pendings=2)\n            if g > 1:\n"
-     "                mbarrier.arrive(empty.index((g - 2) % NSLOT))\n"),
+    ("    tma.store_wait(pendings=1)\n    if g > 0:\n"
+     "        mbarrier.arrive(empty.index((g - 1) % NSLOT))\n",
+     "    tma.store_wait(pendings=2)\n    if g > 1:\n"
+     "        mbarrier.arrive(empty.index((g - 2) % NSLOT))\n"),
 ]
 
 

@@ -30,17 +30,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpulab.grading.timing import L2Flusher, measure  # noqa: E402
 
+# The reference's grouped kernel (one cross-warp reduction), swept as it is.
+from kernels.softmax import _max_and_sum as _max_sum  # noqa: E402
+from kernels.softmax import softmax_grouped_kernel as grouped_kernel  # noqa: E402
+
 
 @triton.jit
-def row_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
+def row_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr, RECIP: tl.constexpr = False):
+    """softmax.py's kernel; RECIP: y = num * (1 / sum), one reciprocal a row
+    instead of a division an element."""
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     mask = offs < n_cols
     x = tl.load(x_ptr + row * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
     x = x - tl.max(x, axis=0)
     num = tl.exp(x)
-    tl.store(y_ptr + row * ys + offs, (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty),
-             mask=mask)
+    if RECIP:
+        y = num * (1.0 / tl.sum(num, axis=0))
+    else:
+        y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * ys + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -112,49 +121,6 @@ def row_recompute_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
     inv = 1.0 / total
     y = tl.exp(x.to(tl.float32) - mx) * inv
     tl.store(y_ptr + row * ys + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def recip_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
-    """row_kernel with y = num * (1 / sum): one reciprocal a row instead of
-    a division an element."""
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    x = tl.load(x_ptr + row * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    inv = 1.0 / tl.sum(num, axis=0)
-    tl.store(y_ptr + row * ys + offs, (num * inv).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _max_sum(m1, s1, m2, s2):
-    # Combine two (max, sum of 2^(x - max)) pairs; equal maxima (-inf
-    # included, where 2^(-inf - -inf) would be NaN) need no rescaling.
-    m = tl.maximum(m1, m2)
-    s = (s1 * tl.where(m1 == m, 1.0, tl.exp2(m1 - m))
-         + s2 * tl.where(m2 == m, 1.0, tl.exp2(m2 - m)))
-    return m, s
-
-
-@triton.jit
-def grouped_kernel(y_ptr, x_ptr, xs, ys, n_cols, G: tl.constexpr, E: tl.constexpr):
-    """The row as G groups of E elements. Each group's max and sum of
-    exp2 are reductions inside a warp (registers and shuffles); one
-    cross-warp reduction of the (max, sum) pairs gives the row's; each
-    element's exp2 is computed once and scaled by its group's factor."""
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, G)[:, None] * E + tl.arange(0, E)[None, :]
-    mask = offs < n_cols
-    x = tl.load(x_ptr + row * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x * 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
-    m = tl.max(x, axis=1)
-    m_safe = tl.where(m == -float("inf"), 0.0, m)  # an all-padding group
-    p = tl.exp2(x - m_safe[:, None])
-    M, S = tl.reduce((m, tl.sum(p, axis=1)), 0, _max_sum)
-    c = tl.where(m == -float("inf"), 0.0, tl.exp2(m - M) / S)
-    tl.store(y_ptr + row * ys + offs, (p * c[:, None]).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -247,8 +213,8 @@ def variants(n_rows: int, n_cols: int, dtype=torch.float32):
     for w in (4, 8, 16, 32):
         yield f"row w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
             y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
-        yield f"recip w{w}", lambda x, y, w=w: recip_kernel[(n_rows,)](
-            y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
+        yield f"recip w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
+            y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, RECIP=True, num_warps=w)
         for e in sorted({min(block, e) for e in (8, 16, 32)}):  # group sizes
             yield f"grouped e{e} w{w}", lambda x, y, w=w, e=e: grouped_kernel[(n_rows,)](
                 y, x, x.stride(0), y.stride(0), n_cols, G=block // e, E=e, num_warps=w)
