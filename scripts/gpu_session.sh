@@ -35,6 +35,12 @@ for step in "$@"; do
       timeout 560 python3 scripts/sweep_$name.py "$OUT/${name}_sweep.json" $args 2>&1 | tail -60 ;;
     sweep-matmul) timeout 150 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     sweep-attention) timeout 150 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
+    ncu:*) for c in $(echo "${step#ncu:}" | tr + " "); do echo "### $c" >> "$OUT/ncu.csv"
+        timeout 240 ncu --profile-from-start off --clock-control none --set full \
+          --metrics "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+          --csv --page details python3 scripts/ncu_cases.py "$c" >> "$OUT/ncu.csv" 2>> "$OUT/ncu_err.txt"; echo "$c rc=$?"; done
+      grep -h "==ERROR==\|==WARNING==" "$OUT/ncu.csv" "$OUT/ncu_err.txt" | sort | uniq -c | head
+      python3 scripts/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu_summary.json" | cut -c1-1500 ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -1,0 +1,82 @@
+"""One kernel call per case, for Nsight Compute to count: the counter
+evidence behind BENCHMARKS.md's "what limits it" sections.
+
+    ncu --profile-from-start off --csv --page details ... \
+        python3 scripts/ncu_cases.py CASE
+
+Each case builds its inputs, calls the kernel a few times (so autotuning,
+the softmax chooser and compilation are over), then brackets exactly one
+call with cudaProfilerStart/Stop: ncu, started with --profile-from-start
+off, profiles the kernels of that call and nothing else.
+
+Cases (the bench's shapes):
+  copy_134mb        torch's copy of a 4096x16384 fp16 tensor (134 MB each way)
+  softmax_16k       kernels/softmax.py on 4096x16384 fp16 (whichever launcher it picks)
+  softmax_32k       kernels/softmax.py on 2048x32768 fp16
+  torch_softmax_32k torch.softmax on 2048x32768 fp16
+  rope_1x           kernels/rope_rmsnorm.py forward, 1x16384x32x128 bf16
+  matmul_8k         kernels/matmul.py, 8192^3 bf16
+  cublas_8k         torch.matmul (cuBLAS), 8192^3 bf16
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _case(name: str):
+    """(callable, description) for one case; inputs are built here."""
+    dev = "cuda"
+    if name == "copy_134mb":
+        x = torch.randn(4096, 16384, device=dev, dtype=torch.float16)
+        y = torch.empty_like(x)
+        return lambda: y.copy_(x)
+    if name in ("softmax_16k", "softmax_32k", "torch_softmax_32k"):
+        from kernels.softmax import softmax
+        shape = (4096, 16384) if name == "softmax_16k" else (2048, 32768)
+        x = torch.randn(*shape, device=dev, dtype=torch.float16)
+        if name.startswith("torch"):
+            return lambda: torch.softmax(x, dim=-1)
+        return lambda: softmax(x)
+    if name == "rope_1x":
+        from kernels.rope_rmsnorm import rmsnorm_rope
+        S, H, D = 16384, 32, 128
+        x = torch.randn(1, S, H, D, device=dev, dtype=torch.bfloat16)
+        w = torch.randn(D, device=dev, dtype=torch.bfloat16)
+        ang = torch.rand(S, D // 2, device=dev)
+        cos, sin = ang.cos(), ang.sin()
+        return lambda: rmsnorm_rope(x, w, cos, sin)
+    if name in ("matmul_8k", "cublas_8k"):
+        a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+        if name == "cublas_8k":
+            return lambda: a @ b
+        from kernels.matmul import matmul
+        return lambda: matmul(a, b)
+    raise SystemExit(f"unknown case {name!r}; see the docstring")
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    fn = _case(sys.argv[1])
+    for _ in range(5):  # compile, autotune, choose; then a warm call or two
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"{sys.argv[1]}: profiled one call", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
