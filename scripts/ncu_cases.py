@@ -13,6 +13,12 @@ Cases (the bench's shapes):
   copy_134mb        torch's copy of a 4096x16384 fp16 tensor (134 MB each way)
   softmax_16k       kernels/softmax.py on 4096x16384 fp16 (whichever launcher it picks)
   softmax_32k       kernels/softmax.py on 2048x32768 fp16
+  softmax_16k@NAME  one of softmax.py's launchers, forced ("_" for " " in NAME, e.g.
+                    softmax_32k@smem_c64_w16_p1): its first-call chooser times the
+                    candidates, and under ncu's interception those times mislead
+  neg_134mb         torch.neg of a 4096x16384 fp16 tensor: an elementwise read and
+                    write of the same bytes as a kernel (torch's copy_ of
+                    contiguous tensors is a cudaMemcpy, which ncu does not profile)
   torch_softmax_32k torch.softmax on 2048x32768 fp16
   rope_1x           kernels/rope_rmsnorm.py forward, 1x16384x32x128 bf16
   matmul_8k         kernels/matmul.py, 8192^3 bf16
@@ -37,13 +43,25 @@ def _case(name: str):
         x = torch.randn(4096, 16384, device=dev, dtype=torch.float16)
         y = torch.empty_like(x)
         return lambda: y.copy_(x)
-    if name in ("softmax_16k", "softmax_32k", "torch_softmax_32k"):
-        from kernels.softmax import softmax
-        shape = (4096, 16384) if name == "softmax_16k" else (2048, 32768)
+    if name == "neg_134mb":
+        x = torch.randn(4096, 16384, device=dev, dtype=torch.float16)
+        y = torch.empty_like(x)
+        return lambda: torch.neg(x, out=y)
+    base, _, launcher = name.partition("@")
+    if base in ("softmax_16k", "softmax_32k", "torch_softmax_32k"):
+        from kernels import softmax as sm
+        shape = (4096, 16384) if base == "softmax_16k" else (2048, 32768)
         x = torch.randn(*shape, device=dev, dtype=torch.float16)
-        if name.startswith("torch"):
+        if base.startswith("torch"):
             return lambda: torch.softmax(x, dim=-1)
-        return lambda: softmax(x)
+        if not launcher:
+            return lambda: sm.softmax(x)
+        launchers = sm._candidates(x)
+        fn = launchers.get(launcher.replace("_", " "))
+        if fn is None:
+            raise SystemExit(f"{name}: no launcher {launcher!r}; there are {sorted(launchers)}")
+        y = torch.empty_like(x)
+        return lambda: fn(x, y)
     if name == "rope_1x":
         from kernels.rope_rmsnorm import rmsnorm_rope
         S, H, D = 16384, 32, 128
