@@ -36,6 +36,7 @@ for step in "$@"; do
     sweep-matmul) timeout 150 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     sweep-attention) timeout 150 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
     rope:*) timeout 300 python3 scripts/rope_probe.py "$OUT/rope_probe.json" "${step#rope:}" 2>&1 | grep -v Warning | cut -c1-900 ;;
+    same-size) timeout 300 python3 scripts/same_size_ceilings.py "$OUT/same_size_ceilings.json" 2>&1 | grep -v Warning ;;
     ncu:*) for c in $(echo "${step#ncu:}" | tr + " "); do echo "### $c" >> "$OUT/ncu.csv"
         timeout 240 ncu --profile-from-start off --clock-control none --set full \
           --metrics "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
