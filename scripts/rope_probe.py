@@ -69,10 +69,11 @@ EDITS["regs64"] = [
 # One fixed tile: "tE wW" is E elements a program (E / D heads) and W warps,
 # the autotuner's choice taken away. At these sizes the probe's Triton copy
 # ran faster in small programs (2 KB: 93% of the 2 GiB copy; 8 KB: 90%;
-# scripts/same_size_ceilings.py).
+# scripts/same_size_ceilings.py). Listed twice: the autotuner prunes (which
+# turns ELEMS into BLOCK_H) only when it has more than one configuration.
 for _e, _w in ((4096, 4), (2048, 4), (2048, 2), (1024, 2), (1024, 4), (512, 1)):
     EDITS[f"t{_e}w{_w}"] = [("for e in (1024, 2048, 4096) for w in (4, 8)]",
-                             f"for e, w in (({_e}, {_w}),)]")]
+                             f"for e, w in (({_e}, {_w}), ({_e}, {_w}))]")]
 DIAGNOSTIC = {"nomath"}  # timed, not compared with the reference
 
 
