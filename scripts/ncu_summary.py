@@ -14,28 +14,28 @@ import io
 import json
 import sys
 
-# (section or "" for any, metric name as ncu prints it, short name)
+# (metric name as ncu prints it, in whichever section, short name)
 WANTED = [
-    ("", "gpu__time_duration.sum", "time"),
-    ("", "Duration", "duration"),
-    ("", "dram__bytes_read.sum", "dram_read"),
-    ("", "dram__bytes_write.sum", "dram_write"),
-    ("", "lts__t_bytes.sum", "l2_bytes"),
-    ("", "DRAM Throughput", "dram_pct"),
-    ("", "Memory Throughput", "mem_pct"),
-    ("", "Compute (SM) Throughput", "sm_pct"),
-    ("", "SM Frequency", "sm_clock"),
-    ("", "DRAM Frequency", "dram_clock"),
-    ("", "Registers Per Thread", "regs"),
-    ("", "Achieved Occupancy", "occupancy"),
-    ("", "Theoretical Occupancy", "occupancy_max"),
-    ("", "Issue Slots Busy", "issue_busy"),
-    ("", "Warp Cycles Per Issued Instruction", "cycles_per_issue"),
-    ("", "Executed Instructions", "instructions"),
-    ("", "L2 Hit Rate", "l2_hit"),
-    ("", "Block Size", "block"),
-    ("", "Grid Size", "grid"),
-    ("", "Dynamic Shared Memory Per Block", "smem_dyn"),
+    ("gpu__time_duration.sum", "time"),
+    ("Duration", "duration"),
+    ("dram__bytes_read.sum", "dram_read"),
+    ("dram__bytes_write.sum", "dram_write"),
+    ("lts__t_bytes.sum", "l2_bytes"),
+    ("DRAM Throughput", "dram_pct"),
+    ("Memory Throughput", "mem_pct"),
+    ("Compute (SM) Throughput", "sm_pct"),
+    ("SM Frequency", "sm_clock"),
+    ("DRAM Frequency", "dram_clock"),
+    ("Registers Per Thread", "regs"),
+    ("Achieved Occupancy", "occupancy"),
+    ("Theoretical Occupancy", "occupancy_max"),
+    ("Issue Slots Busy", "issue_busy"),
+    ("Warp Cycles Per Issued Instruction", "cycles_per_issue"),
+    ("Executed Instructions", "instructions"),
+    ("L2 Hit Rate", "l2_hit"),
+    ("Block Size", "block"),
+    ("Grid Size", "grid"),
+    ("Dynamic Shared Memory Per Block", "smem_dyn"),
 ]
 STALL = "smsp__average_warps_issue_stalled_"
 
@@ -58,7 +58,7 @@ def parse(text: str) -> dict:
             kid = r[col["ID"]]
             k = kernels.setdefault(kid, {"kernel": r[col["Kernel Name"]][:90], "stalls": {}})
             name, unit, value = r[col["Metric Name"]], r[col["Metric Unit"]], r[col["Metric Value"]]
-            for _sec, metric, short in WANTED:
+            for metric, short in WANTED:
                 if name == metric and short not in k:
                     k[short] = f"{value} {unit}".strip()
             if name.startswith(STALL) and name.endswith("_per_issue_active.ratio"):
