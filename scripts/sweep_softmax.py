@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpulab.grading.timing import L2Flusher, measure  # noqa: E402
 
-# The reference's grouped kernel (one cross-warp reduction), swept as it is.
+# The reference's grouped (one cross-warp reduction) and multi-row kernels, swept as they are.
 from kernels.softmax import _max_and_sum as _max_sum  # noqa: E402
 from kernels.softmax import softmax_grouped_kernel as grouped_kernel  # noqa: E402
+from kernels.softmax import softmax_rows_kernel as rows_kernel  # noqa: E402
 
 
 @triton.jit
@@ -50,18 +51,6 @@ def row_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr, RECIP: tl.cons
     else:
         y = num / tl.sum(num, axis=0)
     tl.store(y_ptr + row * ys + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def rows_kernel(y_ptr, x_ptr, xs, ys, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
-    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
-    c = tl.arange(0, BLOCK)[None, :]
-    mask = (r < n_rows) & (c < n_cols)
-    x = tl.load(x_ptr + r * xs + c, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=1)[:, None]
-    num = tl.exp(x)
-    y = num / tl.sum(num, axis=1)[:, None]
-    tl.store(y_ptr + r * ys + c, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
