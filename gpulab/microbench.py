@@ -91,9 +91,9 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
 
     plans = [
         ("copy", "torch: dst.copy_(src)", lambda: dst.copy_(src), 2, check_copy),
-        # Small programs too: at 134 MB an H200 copied 7% faster in 2 KB
-        # programs than in 8 KB ones (the last wave ends sooner); see
-        # BENCHMARKS.md, "The same bytes, copied".
+        # Small programs too: at 134 MB an H200 copied 4-6% faster in 2 KB
+        # programs than in 8 KB ones; see BENCHMARKS.md, "Counters, and
+        # copies of the same bytes".
         ("copy", "triton: copy_kernel BLOCK=512 warps=4",
          lambda: K.copy(dst, src, 512, 4), 2, check_copy),
         ("copy", "triton: copy_kernel BLOCK=4096 warps=4",
