@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.kernel import Case, KernelSpec, output_problem, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, time_cases
 from gpulab.grading.matmul import BANNED as MATMUL_BANNED
 from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
@@ -179,9 +179,9 @@ def reference(case: Case) -> torch.Tensor:
     return out
 
 
-def out_check(case: Case, out) -> str | None:
+def expect(case: Case) -> Expect:
     q = case.args[0]
-    return output_problem(out, q.shape, q, "q")
+    return Expect(q.shape, q, "q")
 
 
 def _sdpa_baseline(case: Case):
@@ -214,7 +214,7 @@ def make_spec(interpreter: bool = False) -> KernelSpec:
         banned_aten=BANNED_ATEN,
         banned_label=BANNED_LABEL,
         tolerance=lambda dt: tol[dt],
-        out_check=out_check,
+        expect=expect,
         baseline=_sdpa_baseline,
         baseline_name=_baseline_name(),
         # Against torch's own CUDA FlashAttention-2, timed in the same run.

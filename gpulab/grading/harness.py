@@ -1,9 +1,14 @@
-"""Drive one check inside the child: load the grader module, grade, report.
+"""Drive one check: load the grader module, grade, report.
 
 An exercise's grader is `gpulab.grading.<exercise>` with a function
 `grade(ctx: GradeContext)`. It records cases with `ctx.add_case`, fails with
 `ctx.fail` (or by letting a LearnerError escape), and sets `ctx.timing` on a
-GPU. This module turns all of that into the result dict the parent receives.
+GPU. This module turns all of that into the result dict.
+
+In the judge (the usual case) `ctx.function(name)` is a `Remote`: the
+learner's function lives in the sandbox and is called through
+gpulab.grading.kernel. Self-graded exercises (gpulab.judge.SELF_GRADED) run
+this same harness inside the sandbox, with `ctx.function` the learner's own.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ from __future__ import annotations
 import importlib
 import platform
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpulab.grading.learner import LearnerError, get_function, load_module
+from gpulab.protocol import text as _text
 
 
 class GradeFailed(Exception):
@@ -36,8 +43,11 @@ class GradeContext:
     uses_triton: bool = False
     # A grader may name where it ran ("8 simulated CPU devices (JAX)").
     device_label: str | None = None
+    # The judge's handle on the sandbox (None when this harness runs inside it).
+    sandbox: Any = None
     _module: Any = None
-    _snapshot: Any = None
+    _loaded: set[str] | None = None
+    _arena: Any = None
 
     @property
     def file(self) -> str:
@@ -60,26 +70,48 @@ class GradeContext:
         self.channel.stage(text)
 
     def module(self) -> Any:
+        if self.sandbox is not None:
+            raise RuntimeError("the learner's module lives in the sandbox")
         if self._module is None:
             self.stage("importing your file")
             self._module = load_module(self.file)
-            self.check_tampering()
         return self._module
 
-    def check_tampering(self) -> None:
-        """Fail now if the learner's code replaced torch's ops or the grader's."""
-        if self._snapshot is None:
-            return
-        from gpulab.grading.guards import namespace_changes
-
-        changed = namespace_changes(self._snapshot)
-        if changed:
-            raise GradeFailed(f"cheat: your code replaced {', '.join(changed[:5])} "
-                              "(the grader's own functions or torch's ops)",
-                              "A solution must not patch torch or gpulab.")
-
     def function(self, name: str | None = None) -> Any:
-        return get_function(self.module(), name or self.request["function"], self.file)
+        name = name or self.request["function"]
+        if self.sandbox is None:
+            return get_function(self.module(), name, self.file)
+        from gpulab.grading.remote import Remote
+
+        if self._loaded is None:
+            self.stage("importing your file")
+            if self.sandbox.pending:
+                self.sandbox.pending = False
+                reply = self.sandbox.receive()
+            else:
+                reply = self.sandbox.request({"type": "load", "functions": [name]})
+            if reply.get("type") == "raised":
+                raise LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
+            if reply.get("type") != "loaded":
+                raise GradeFailed(f"the sandbox could not load your file: "
+                                  f"{_text(reply.get('summary'))}", status="error")
+            self._loaded = {n for n in reply.get("functions", []) if isinstance(n, str)}
+        if name not in self._loaded:
+            reply = self.sandbox.request({"type": "load", "functions": [name]})
+            self._loaded |= {n for n in reply.get("functions", []) if isinstance(n, str)}
+        if name not in self._loaded:
+            raise LearnerError(f"{Path(self.file).name} does not define `{name}`",
+                               f"The exercise asks for a function named `{name}`.")
+        return Remote(name)
+
+    def arena(self, nbytes: int) -> Any:
+        """Shared memory of at least `nbytes`, reused while it is big enough
+        (the sandbox keeps every arena it was given mapped)."""
+        if self._arena is None or self._arena.nbytes < nbytes:
+            self._arena = self.sandbox.arena(max(nbytes, int(1.5 * (self._arena.nbytes
+                                                                     if self._arena else 0))))
+        self._arena.reset()
+        return self._arena
 
     def add_case(self, case: dict[str, Any], total: int | None = None) -> None:
         self.cases.append(case)
@@ -106,7 +138,8 @@ def install_hint(module: str) -> str:
     return EXTRAS.get(module, f"pip install {module}")
 
 
-def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[str, Any]:
+def grade_request(request: dict[str, Any], device: str, channel: Any,
+                  sandbox: Any = None) -> dict[str, Any]:
     exercise = request["exercise"]
     try:
         grader = importlib.import_module(f"gpulab.grading.{exercise}")
@@ -115,13 +148,7 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
             return {"status": "error", "summary": f"no grader for exercise '{exercise}' yet"}
         return {"status": "error", "summary": f"this exercise needs `{exc.name}`, which is not "
                 f"installed ({install_hint(exc.name or '')})"}
-    ctx = GradeContext(request=request, device=device, channel=channel)
-    from gpulab.grading.guards import namespace_changes, namespace_snapshot
-
-    # Taken before the learner's file is imported: anything it swaps in
-    # torch's ops or gpulab's grading code afterwards is a cheat.
-    before = namespace_snapshot()
-    ctx._snapshot = before
+    ctx = GradeContext(request=request, device=device, channel=channel, sandbox=sandbox)
     result: dict[str, Any] = {}
     try:
         grader.grade(ctx)
@@ -146,11 +173,6 @@ def grade_request(request: dict[str, Any], device: str, channel: Any) -> dict[st
             result.update(status="passed", summary=summary)
     result["device"] = ctx.device_label or device_label(device, ctx.uses_triton)
     result["mode"] = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
-    changed = namespace_changes(before)
-    if changed:
-        result.update(status="failed", summary="cheat: your code replaced "
-                      f"{', '.join(changed[:5])} (the grader's own functions or torch's ops)",
-                      message="A solution must not patch torch or gpulab.")
     if ctx.timing and ctx.timing.get("implausible") and result.get("status") == "passed":
         result.update(status="failed", summary="implausible timing: " + ctx.timing["implausible"])
     result.update(cases=ctx.cases, skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing)

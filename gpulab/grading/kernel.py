@@ -2,7 +2,8 @@
 
 An exercise's grader module describes its cases, reference, banned ops and
 baseline in a `KernelSpec`; `check_cases` and `time_cases` do the rest the
-same way for every kernel (see ../shared/guide/GRADING.md).
+same way for every kernel (see docs/grading.md). The learner's function runs
+in the sandbox; everything here runs in the judge.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from gpulab.content import eval_formula
 from gpulab.grading import learner
 from gpulab.grading.compare import (
     DEFAULT_TOLERANCE,
-    bit_equal,
     compare,
     describe_mismatch,
     dtype_name,
 )
-from gpulab.grading.guards import LaunchRecorder, op_guard, tamper_snapshot, tampered
+from gpulab.grading.remote import storage_bytes
+from gpulab.protocol import text as _text
 
 
 @dataclass
@@ -47,7 +48,7 @@ class KernelSpec:
     banned_large: tuple[str, ...] = ()
     banned_label: str = ""
     tolerance: Callable[[torch.dtype], tuple[float, float]] = lambda dt: DEFAULT_TOLERANCE[dt]
-    out_check: Callable[[Case, Any], str | None] | None = None
+    expect: Callable[[Case], Expect] | None = None
     baseline: Callable[[Case], Callable[[], Any]] | None = None
     baseline_name: str = ""
     # Grade from the geometric mean of the roofline fraction (or the
@@ -56,73 +57,205 @@ class KernelSpec:
     grades: tuple[tuple[float, str], ...] = ((0.85, "A"), (0.70, "B"), (0.50, "C"), (0.0, "D"))
 
 
-def output_problem(out: Any, shape: tuple, like: torch.Tensor, like_name: str,
-                   contiguous: bool = False) -> str | None:
-    """What is wrong with a returned tensor's type, shape, dtype or device
-    (and layout, when the contract asks for a contiguous output), or None."""
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, expected a torch.Tensor"
-    if tuple(out.shape) != tuple(shape):
-        return f"returned shape {tuple(out.shape)}, expected {tuple(shape)}"
-    if out.dtype != like.dtype:
-        return (f"returned dtype {dtype_name(out.dtype)}, expected {dtype_name(like.dtype)} "
-                f"({like_name}'s dtype)")
-    if out.device != like.device:
-        return f"returned a tensor on {out.device}, expected {like.device}"
-    if contiguous and not out.is_contiguous():
+@dataclass
+class Expect:
+    """What the contract says the result is: its shape, its dtype (that of
+    `like`, named `like_name` in messages) and whether it must be contiguous."""
+
+    shape: tuple
+    like: torch.Tensor
+    like_name: str
+    contiguous: bool = False
+
+
+def desc_problem(desc: dict[str, Any], expect: Expect) -> str | None:
+    """What is wrong with the result the sandbox described, or None."""
+    if desc.get("type") != "Tensor":
+        return f"returned {_text(desc.get('type'), 80) or 'something'}, expected a torch.Tensor"
+    if desc.get("exact") is not True:
+        return "returned a subclass of torch.Tensor, not a plain torch.Tensor"
+    shape = tuple(desc.get("shape") or ())
+    if shape != tuple(expect.shape):
+        return f"returned shape {shape}, expected {tuple(expect.shape)}"
+    want = str(expect.like.dtype).replace("torch.", "")
+    if desc.get("dtype") != want:
+        got = getattr(torch, str(desc.get("dtype")), None)
+        got_name = dtype_name(got) if isinstance(got, torch.dtype) else _text(desc.get("dtype"), 40)
+        return (f"returned dtype {got_name}, expected {dtype_name(expect.like.dtype)} "
+                f"({expect.like_name}'s dtype)")
+    if desc.get("device") != expect.like.device.type:
+        return (f"returned a tensor on {_text(desc.get('device'), 40)}, "
+                f"expected {expect.like.device.type}")
+    if expect.contiguous and desc.get("contiguous") is not True:
         return "returned a non-contiguous tensor; allocate a new contiguous output"
     return None
 
 
-def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    return [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+def _tensors(args: Any) -> list[torch.Tensor]:
+    if isinstance(args, torch.Tensor):
+        return [args]
+    if isinstance(args, (list, tuple)):
+        return [t for a in args for t in _tensors(a)]
+    if isinstance(args, dict):
+        return [t for a in args.values() for t in _tensors(a)]
+    return []
 
 
-def _base(t: torch.Tensor) -> torch.Tensor:
-    return t._base if t._base is not None else t
+def _storage_nbytes(ts: list[torch.Tensor]) -> int:
+    seen: dict[int, int] = {}
+    for t in ts:
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values()) + 256 * (len(seen) + 1)
 
 
-def guarded_call(ctx: Any, spec: KernelSpec, fn: Callable, case: Case) -> Any:
-    """Call the learner's function once under every guard; fail on a cheat."""
-    bases = [_base(t) for t in _tensors(case.args, case.kwargs)]
-    snapshots = [b.clone() for b in bases]
-    with LaunchRecorder() as launches, op_guard(spec.banned, spec.banned_aten,
-                                                        banned_large=spec.banned_large) as v:
-        out = learner.call(fn, ctx.file, *case.args, **case.kwargs)
-    if v.banned:
-        names = ", ".join(sorted(set(v.banned)))
-        ctx.fail(f"cheat: your code called {names}, the op this exercise replaces",
+def encode(arena: Any, obj: Any, refs: dict[int, Any]) -> Any:
+    """Arguments as JSON, tensors copied into the arena (a storage once)."""
+    if isinstance(obj, torch.Tensor):
+        if id(obj) not in refs:
+            refs[id(obj)] = (obj, arena.put(obj))
+        return refs[id(obj)][1].to_json()
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode(arena, v, refs) for v in obj]}
+    if isinstance(obj, list):
+        return [encode(arena, v, refs) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): encode(arena, v, refs) for k, v in obj.items()}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, torch.dtype):
+        raise TypeError("dtypes are not passed to a learner's function")
+    raise TypeError(f"cannot pass a {type(obj).__name__} to the sandbox")
+
+
+def dotted(f: Any) -> str:
+    """The importable name of a torch callable, for the sandbox's guards."""
+    for prefix, space in (("torch", torch), ("torch.Tensor", torch.Tensor),
+                          ("torch.nn.functional", torch.nn.functional),
+                          ("torch.special", torch.special), ("torch.linalg", torch.linalg)):
+        for name in dir(space):
+            try:
+                if getattr(space, name) is f:
+                    return f"{prefix}.{name}"
+            except Exception:  # noqa: BLE001 - lazy attributes
+                continue
+    qual = getattr(f, "__qualname__", "")
+    if "." in qual:  # torch.nn.Softmax.forward and friends
+        owner = qual.split(".")[0]
+        if getattr(torch.nn, owner, None) is not None:
+            return f"torch.nn.{qual}"
+    return f"{getattr(f, '__module__', 'torch')}.{qual or getattr(f, '__name__', '?')}"
+
+
+def guards_for(spec: KernelSpec, **extra: Any) -> dict[str, Any]:
+    return {"banned": [dotted(f) for f in spec.banned], "banned_aten": list(spec.banned_aten),
+            "banned_large": list(spec.banned_large), "label": spec.banned_label, **extra}
+
+
+def remote_call(ctx: Any, name: str, args: tuple, kwargs: dict, *, expect: Expect | None,
+                guards: dict[str, Any], extra: dict[str, Any] | None = None,
+                extra_tensors: list[torch.Tensor] = (), slots: list[Expect] = ()) -> tuple:
+    """One call in the sandbox. Returns (reply, judge-side copy of the result
+    or None, [copies of extra slots], the arena refs of the inputs)."""
+    inputs = _tensors(args) + _tensors(kwargs) + list(extra_tensors)
+    need = _storage_nbytes(inputs)
+    for e in ([expect] if expect else []) + list(slots):
+        need += math.prod(e.shape) * e.like.dtype.itemsize + 256
+    arena = ctx.arena(need)
+    refs: dict[int, Any] = {}
+    message = {"type": "call", "function": name,
+               "args": [encode(arena, a, refs) for a in args],
+               "kwargs": {k: encode(arena, v, refs) for k, v in kwargs.items()},
+               "guards": guards, "out": None, **(extra or {})}
+    for key, value in list(message.items()):
+        if key in ("grad_output",) and isinstance(value, torch.Tensor):
+            message[key] = encode(arena, value, refs)
+    out_ref = arena.slot(tuple(expect.shape), expect.like.dtype) if expect else None
+    message["out"] = out_ref.to_json() if out_ref else None
+    slot_refs = [arena.slot(tuple(e.shape), e.like.dtype) for e in slots]
+    message["grad_slots"] = [r.to_json() for r in slot_refs]
+    if ctx.device == "cuda":
+        torch.cuda.synchronize()
+    reply = ctx.sandbox.request(message)
+    if reply.get("type") == "raised":
+        raise learner.LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
+    if reply.get("type") != "return":
+        ctx.fail(f"the sandbox failed: {_text(reply.get('summary'))}",
+                 _text(reply.get("message")))
+    # Inputs must be exactly as the judge wrote them.
+    for t, ref in refs.values():
+        if not torch.equal(arena.storage_bytes(ref), storage_bytes(t)):
+            ctx.fail("your code wrote into its inputs",
+                     "Inputs must be left exactly as they were; write to a new output tensor.")
+    out = arena.view(out_ref).clone() if out_ref and reply.get("copied") is True else None
+    extras = [arena.view(r).clone() for r in slot_refs]
+    return reply, out, extras
+
+
+def _report_failures(ctx: Any, spec: KernelSpec, report: Any, case_name: str,
+                     require_written: bool = True) -> None:
+    report = report if isinstance(report, dict) else {}
+    banned = [_text(b, 120) for b in report.get("banned", []) if isinstance(b, str)]
+    if banned:
+        ctx.fail(f"cheat: your code called {', '.join(banned)}, the op this exercise replaces",
                  f"{spec.banned_label or 'The library op'} is off the graded path: "
                  "write the computation in your Triton kernel.")
-    for b, s in zip(bases, snapshots, strict=True):
-        if not bit_equal(b, s):
-            ctx.fail(f"case {case.name}: your code wrote into its inputs",
-                     "Inputs must be left exactly as they were; write to a new output tensor.")
-    if not launches.launches:
-        ctx.fail(f"case {case.name}: no Triton kernel was launched",
+    eager = [_text(b, 120) for b in report.get("eager", []) if isinstance(b, str)]
+    if eager:
+        ctx.fail(f"cheat: your code computed eagerly with {', '.join(eager[:6])} instead of "
+                 "in Triton",
+                 "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
+                 "dweight partials may run outside your kernels; the maths belongs in them.")
+    if not report.get("launches"):
+        ctx.fail(f"case {case_name}: no Triton kernel was launched",
                  "The result must be computed by your Triton kernel (kernel[grid](...)).")
-    if launches.side_streams():
-        ctx.fail(f"case {case.name}: a kernel was launched on a side stream",
+    if report.get("side_stream"):
+        ctx.fail(f"case {case_name}: a kernel was launched on a side stream",
                  "Launch on the current stream: work on another stream escapes the timing.")
-    if isinstance(out, torch.Tensor):
-        if type(out) is not torch.Tensor:
-            ctx.fail(f"case {case.name}: returned a {type(out).__name__}, not a plain torch.Tensor")
-        if not launches.wrote(out):
-            ctx.fail(f"case {case.name}: the returned tensor was not written by your Triton kernel",
-                     "Return the output buffer that you passed to your kernel.")
-    return out
+    if require_written and report.get("aliases_input"):
+        ctx.fail(f"case {case_name}: returned one of its inputs",
+                 "Allocate a new output tensor.")
+    if require_written and not report.get("wrote_out"):
+        ctx.fail(f"case {case_name}: the returned tensor was not written by your Triton kernel",
+                 "Return the output buffer that you passed to your kernel, together with "
+                 "the inputs it reads.")
+    if require_written and report.get("altered_after"):
+        ctx.fail(f"case {case_name}: the returned tensor was changed after your kernel wrote it",
+                 "The result must be what your kernel stored, not filled in by torch afterwards.")
 
 
-def check_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> None:
-    """Correctness: every case against a float64 reference, under the guards."""
+def guarded_call(ctx: Any, spec: KernelSpec, fn: Any, case: Case,
+                 guards: Any = None) -> tuple[Any, str | None]:
+    """Call the learner's function once in the sandbox under its guards.
+    Returns (the result, copied to the judge, or None; what is wrong with it)."""
+    expect = spec.expect(case)
+    if callable(guards):
+        guards = guards(case)
+    reply, out, _ = remote_call(ctx, fn.name, case.args, case.kwargs, expect=expect,
+                                guards=guards or guards_for(spec),
+                                extra={"contiguous": expect.contiguous})
+    report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+    _report_failures(ctx, spec, {**report, "wrote_out": True, "altered_after": False,
+                                 "aliases_input": False}, case.name)
+    desc = reply.get("desc") if isinstance(reply.get("desc"), dict) else {}
+    problem = desc_problem(desc, expect)
+    if problem is None:
+        _report_failures(ctx, spec, report, case.name)
+        if out is None:
+            problem = "the result could not be copied out of the sandbox"
+    return out, problem
+
+
+def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case],
+                guards: Any = None) -> None:
+    """Correctness: every case against a float64 reference, in the sandbox."""
     ctx.uses_triton = True
     total = len(cases)
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}")
-        out = guarded_call(ctx, spec, fn, case)
+        out, problem = guarded_call(ctx, spec, fn, case, guards)
         record: dict[str, Any] = {"name": case.name, "shape": case.shape,
                                   "dtype": dtype_name(case.dtype)}
-        problem = spec.out_check(case, out) if spec.out_check else None
         if problem:
             record.update(passed=False, detail=problem)
             ctx.add_case(record, total)
@@ -143,7 +276,7 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
-def time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> None:
+def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """Time the learner's kernel and the baseline side by side (GPU only),
     holding the GPU's timing lock so no other gpulab run times at once."""
     from gpulab.gpulock import gpu_timing_lock
@@ -154,7 +287,8 @@ def time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> N
         _time_cases(ctx, spec, fn, cases)
 
 
-def _time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> None:
+def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+    from gpulab.grading.batches import time_remote
     from gpulab.grading.timing import L2Flusher, measure
 
     req = ctx.request
@@ -167,33 +301,15 @@ def _time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> 
     total = len(cases)
     for i, case in enumerate(cases):
         ctx.stage(f"timing {i + 1} of {total}: {case.name}")
-        out = guarded_call(ctx, spec, fn, case)  # also compiles/autotunes
-        last: dict[str, Any] = {}
-
-        def run(case: Case = case, last: dict = last) -> None:
-            last["out"] = fn(*case.args, **case.kwargs)
-
-        before = tamper_snapshot()
-        try:
-            t = measure(run, flusher=flusher)
-        except BaseException as exc:  # noqa: BLE001
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise learner.LearnerError(f"timing {case.name} failed: {exc}",
-                                       learner.format_learner_traceback(exc, ctx.file)) from None
-        if tampered(before):
-            ctx.fail("cheat: timing functions were replaced during the run",
-                     ", ".join(tampered(before)))
-        # Work deferred past the timed region shows up as a wrong timed output.
-        ref = spec.reference(case)
-        atol, rtol = spec.tolerance(case.dtype)
-        for label, o in (("first", out), ("timed", last.get("out"))):
-            rep = compare(o, ref, atol, rtol)
-            if rep["mismatches"]:
-                ctx.fail(f"timing {case.name}: the {label} output is wrong",
-                         describe_mismatch(rep))
+        out, problem = guarded_call(ctx, spec, fn, case)  # also compiles/autotunes
+        if problem:
+            ctx.fail(f"timing {case.name}: {problem}")
+        t = time_remote(ctx, spec, fn, case, flusher)
+        if t.get("implausible"):
+            implausible = t["implausible"]
         row: dict[str, Any] = {"name": case.name, "shape": case.shape,
                                "dtype": dtype_name(case.dtype), **t}
+        row.pop("implausible", None)
         names = {**case.sizes, "elt": case.dtype.itemsize}
         nbytes = eval_formula(req["bytes"], names) if req.get("bytes") else None
         flops = eval_formula(req["flops"], names) if req.get("flops") else None
@@ -245,4 +361,5 @@ def _time_cases(ctx: Any, spec: KernelSpec, fn: Callable, cases: list[Case]) -> 
         "summary": summary,
         "implausible": implausible,
         "device": device_name,
+        "protocol": "judge-timed batches on fresh inputs (docs/grading.md)",
     }

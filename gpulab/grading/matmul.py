@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, time_cases
 from gpulab.grading.learner import LearnerError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -198,9 +198,9 @@ def reference(case: Case) -> torch.Tensor:
     return torch.matmul(a.double(), b.double())
 
 
-def out_check(case: Case, out) -> str | None:
+def expect(case: Case) -> Expect:
     a, b = case.args
-    return output_problem(out, (a.shape[0], b.shape[1]), a, "a")
+    return Expect((a.shape[0], b.shape[1]), a, "a")
 
 
 def make_spec(interpreter: bool) -> KernelSpec:
@@ -212,7 +212,7 @@ def make_spec(interpreter: bool) -> KernelSpec:
         banned_aten=BANNED_ATEN,
         banned_label=BANNED_LABEL,
         tolerance=lambda dt: tol[dt],
-        out_check=out_check,
+        expect=expect,
         baseline=lambda case: (lambda a=case.args[0], b=case.args[1]: torch.matmul(a, b)),
         baseline_name="cuBLAS (torch.matmul)",
         # The fraction of cuBLAS: the book's pass line is 70%.

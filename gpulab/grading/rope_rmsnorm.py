@@ -10,9 +10,10 @@ gradients for x and weight come from a Triton backward kernel through a
 torch.autograd.Function. cos/sin get no gradient.
 
 The forward goes through the generic kernel grader (kernel.py); the backward
-checks are here. Both run under an extra guard, `EagerGuard`, that allows only
-the eager aten ops a legitimate wrapper needs (see ALLOWED_ATEN): anything
-else on the graded path means the maths ran outside the Triton kernels.
+checks are here. In the sandbox both run under an extra guard, `EagerGuard`
+(gpulab.sandbox.guards), that allows only the eager aten ops a legitimate
+wrapper needs: anything else on the graded path means the maths ran outside
+the Triton kernels.
 """
 
 from __future__ import annotations
@@ -22,12 +23,18 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpulab.grading import learner
-from gpulab.grading.compare import bit_equal, compare, describe_mismatch, dtype_name
-from gpulab.grading.guards import LaunchRecorder, _poison, op_guard
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
+from gpulab.grading.compare import compare, describe_mismatch, dtype_name
+from gpulab.grading.kernel import (
+    Case,
+    Expect,
+    KernelSpec,
+    check_cases,
+    guards_for,
+    remote_call,
+    time_cases,
+)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -41,106 +48,6 @@ INTERPRETER_SKIPS: dict[str, str] = {}
 # are bounded by the final rounding (2**-11, 2**-8 relative).
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-5, 2e-3),
              torch.bfloat16: (1e-4, 1.6e-2)}
-
-# --- the eager ops a legitimate wrapper needs ---------------------------------
-# Allocation (outputs, dweight partials; zeros/zero_/fill_ for an atomics
-# buffer and for the grader's own NaN poisoning), views and strides
-# (reshape, slicing a QKV tensor), copies and dtype casts (a .contiguous()
-# fallback, weight.float()), and `detach` (autograd's AccumulateGrad).
-ALLOWED_ATEN = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like",
-    "view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose", "permute",
-    "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind",
-    "narrow", "alias", "detach", "clone", "copy_", "_to_copy", "contiguous", "lift_fresh",
-})
-# And one reduction: `sum` whose result has exactly D elements, i.e. adding up
-# per-program dweight partials of shape (P, D). A per-row reduction (the
-# sum of squares of RMSNorm) has B*S*H elements, never D in these cases.
-
-
-# op_guard poisons torch.empty* through a TorchFunctionMode, and function modes
-# are not active inside an autograd.Function's backward; dispatch modes are.
-# So EagerGuard poisons fresh buffers itself, forward and backward alike.
-POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
-                      "new_empty_strided"})
-
-
-class EagerGuard(TorchDispatchMode):
-    """Records aten ops outside ALLOWED_ATEN run by the learner's code, and
-    fills every buffer it allocates with NaN.
-
-    Ignored: ops inside the Triton interpreter's launch (it copies arguments
-    to and from the host with aten ops) and, on a GPU, ops that touch only
-    CPU tensors (Triton's autotuner summarises its timings with torch on the
-    CPU). A copy from the GPU to the CPU is recorded instead, since maths
-    done there would escape this guard. Pure-Python or numpy maths on the
-    CPU cannot be seen by any op guard; on a GPU it needs that copy.
-    """
-
-    def __init__(self, device: str, D: int) -> None:
-        super().__init__()
-        self.device, self.D = device, D
-        self.ops: list[str] = []
-        self._depth = 0
-        self._patched: Any = None
-
-    def __enter__(self) -> EagerGuard:
-        try:
-            from triton.runtime.interpreter import InterpretedFunction
-        except ImportError:  # pragma: no cover
-            InterpretedFunction = None
-        if InterpretedFunction is not None:
-            original, guard = InterpretedFunction.run, self
-
-            def run(self_fn, *args, **kwargs):
-                guard._depth += 1
-                try:
-                    return original(self_fn, *args, **kwargs)
-                finally:
-                    guard._depth -= 1
-
-            InterpretedFunction.run = run
-            self._patched = (InterpretedFunction, original)
-        return super().__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
-        if self._patched:
-            cls, original = self._patched
-            cls.run = original
-            self._patched = None
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if self._depth == 0:
-            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-            if name in POISONED:
-                _poison(out)
-            problem = self._problem(name, args, kwargs, out)
-            if problem:
-                self.ops.append(problem)
-        return out
-
-    def _problem(self, name: str, args, kwargs, out) -> str | None:
-        ins = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-        outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
-                if isinstance(o, torch.Tensor)]
-        if self.device == "cuda":
-            if not any(t.is_cuda for t in ins + outs):
-                return None
-            if name in ("_to_copy", "copy_", "_local_scalar_dense") and \
-                    any(t.is_cuda for t in ins) and any(not t.is_cuda for t in outs):
-                return f"aten.{name} (a copy to the CPU)"
-            if name == "_local_scalar_dense":
-                return f"aten.{name} (a copy to the CPU)"
-        if name in ALLOWED_ATEN:
-            return None
-        if name == "sum" and outs and outs[0].numel() == self.D:
-            return None
-        return f"aten.{name}"
-
 
 def eager_fail(ctx: Any, ops: list[str], where: str) -> None:
     names = ", ".join(sorted(set(ops))[:6])
@@ -199,9 +106,9 @@ def reference_grads(case: Case, dy: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return gx, gw
 
 
-def out_check(case: Case, out) -> str | None:
+def expect(case: Case) -> Expect:
     x = case.args[0]
-    return output_problem(out, x.shape, x, "x")
+    return Expect(x.shape, x, "x")
 
 
 # --- cases ----------------------------------------------------------------------
@@ -279,23 +186,10 @@ SPEC = KernelSpec(
     banned_aten=("rms_norm", "_fused_rms_norm", "_fused_rms_norm_backward"),
     banned_label="torch's RMSNorm (F.rms_norm, torch.rms_norm, nn.RMSNorm)",
     tolerance=lambda dt: TOLERANCE[dt],
-    out_check=out_check,
+    expect=expect,
     baseline=lambda case: (lambda a=case.args, k=case.kwargs: unfused(*a, **k)),
     baseline_name="eager chain",
 )
-
-
-def _guarded_forward(ctx: Any, fn: Any, ops: list[str]) -> Any:
-    """The learner's function under EagerGuard, for check_cases (which adds the rest)."""
-
-    def call(x, weight, cos, sin, **kw):
-        with EagerGuard(ctx.device, x.shape[-1]) as guard:
-            try:
-                return fn(x, weight, cos, sin, **kw)
-            finally:
-                ops.extend(guard.ops)
-
-    return call
 
 
 def _scaled_tol(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
@@ -309,48 +203,41 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
     for case, dy, kw in cases:
         name = f"backward {case.name}"
         ctx.stage(f"checking {name}")
-        x0, w0, cos, sin = case.args
-        x = x0.detach().requires_grad_()
-        w = w0.detach().clone().requires_grad_()
-        watched = [x0._base if x0._base is not None else x0, w, cos, sin,
-                   dy._base if dy._base is not None else dy]
-        snaps = [t.detach().clone() for t in watched]
-        D = x.shape[-1]
-        with LaunchRecorder(), op_guard(SPEC.banned, SPEC.banned_aten) as v, \
-                EagerGuard(ctx.device, D) as eg:
-            y = learner.call(fn, ctx.file, x, w, cos, sin, **case.kwargs)
-        if v.banned or eg.ops:
-            eager_fail(ctx, [*v.banned, *eg.ops], "your forward")
-        if not isinstance(y, torch.Tensor) or y.grad_fn is None:
+        x, w = case.args[0], case.args[1]
+        guards = guards_for(SPEC, eager_width=x.shape[-1])
+        expect_y = SPEC.expect(case)
+        reply, y, grads = remote_call(
+            ctx, fn.name, case.args, case.kwargs, expect=expect_y, guards=guards,
+            extra={"grad_args": [0, 1], "grad_output": dy,
+                   "grad_api": kw.get("grad_api", "grad"), "contiguous": False},
+            extra_tensors=[dy], slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")])
+        report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+        fwd_ops = [*report.get("banned", []), *report.get("eager", [])]
+        if fwd_ops:
+            eager_fail(ctx, [str(o) for o in fwd_ops], "your forward")
+        back = reply.get("backward") if isinstance(reply.get("backward"), dict) else {}
+        if back.get("no_grad_fn") or not back:
             ctx.fail(f"{name}: the output carries no gradient",
                      "Wrap your kernels in a torch.autograd.Function (forward launches the "
                      "forward kernel, backward the backward kernel) and return "
                      "YourFunction.apply(x, weight, cos, sin, eps).")
-        with LaunchRecorder() as launches, op_guard(SPEC.banned, SPEC.banned_aten) as v, \
-                EagerGuard(ctx.device, D) as eg:
-            if kw.get("grad_api") == "backward":
-                learner.call(y.backward, ctx.file, dy)
-                dx, dw = x.grad, w.grad
-            else:
-                dx, dw = learner.call(torch.autograd.grad, ctx.file, y, (x, w), dy,
-                                      allow_unused=True)
-        if v.banned or eg.ops:
-            eager_fail(ctx, [*v.banned, *eg.ops], "your backward")
-        for t, s in zip(watched, snaps, strict=True):
-            if not bit_equal(t.detach(), s):
-                ctx.fail(f"{name}: your code wrote into its inputs",
-                         "x, weight, cos, sin and dy must be left as they were.")
-        if not launches.launches:
+        brep = back.get("report") if isinstance(back.get("report"), dict) else {}
+        ops = [*brep.get("banned", []), *brep.get("eager", [])]
+        if ops:
+            eager_fail(ctx, [str(o) for o in ops], "your backward")
+        if not brep.get("launches"):
             ctx.fail(f"{name}: the backward launched no Triton kernel",
                      "Compute dx and dweight in a Triton kernel called from your "
                      "autograd.Function's backward.")
-        if launches.side_streams():
+        if brep.get("side_stream"):
             ctx.fail(f"{name}: a kernel was launched on a side stream")
-        for label, g in (("x", dx), ("weight", dw)):
-            if g is None:
+        missing = back.get("missing") if isinstance(back.get("missing"), list) else [True, True]
+        copied = back.get("copied") if isinstance(back.get("copied"), list) else []
+        for i, label in enumerate(("x", "weight")):
+            if i >= len(missing) or missing[i] is not False:
                 ctx.fail(f"{name}: no gradient for {label}",
                          "backward must return (dx, dweight, None, None, None).")
-        if kw.get("grad_api") != "backward" and not launches.wrote(dx):
+        if kw.get("grad_api") != "backward" and "wrote_out" in brep and not brep["wrote_out"]:
             ctx.fail(f"{name}: dx was not written by your Triton kernel",
                      "Return the buffer your backward kernel wrote, in x's dtype and shape "
                      "(autograd converts anything else into a new tensor).")
@@ -359,15 +246,20 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
                                   "dtype": dtype_name(case.dtype), "passed": True}
         details = []
         # y again: the forward that autograd records must be the graded one.
-        rep = compare(y, reference(case), *TOLERANCE[case.dtype])
-        if rep["mismatches"]:
+        if y is None:
             record["passed"] = False
-            details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
-        for label, got, ref, dt in (("dx", dx, gx, x.dtype), ("dweight", dw, gw, w.dtype)):
-            if got.shape != ref.shape:
+            details.append("y (computed with requires_grad=True) has the wrong shape or dtype")
+        else:
+            rep = compare(y, reference(case), *TOLERANCE[case.dtype])
+            if rep["mismatches"]:
                 record["passed"] = False
-                details.append(f"{label} has shape {tuple(got.shape)}, expected "
-                               f"{tuple(ref.shape)}")
+                details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
+        for i, (label, got, ref, dt) in enumerate((("dx", grads[0], gx, x.dtype),
+                                                   ("dweight", grads[1], gw, w.dtype))):
+            if i >= len(copied) or copied[i] is not True:
+                record["passed"] = False
+                details.append(f"{label} does not have shape {tuple(ref.shape)} and dtype "
+                               f"{dtype_name(dt)}")
                 continue
             rep = compare(got, ref, *_scaled_tol(ref, dt))
             record[f"{label}_max_abs"] = rep["max_abs"]
@@ -390,10 +282,9 @@ def grade(ctx: Any) -> None:
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
     fwd = _cases(ctx, FORWARD + ([] if ctx.interpreter else FORWARD_GPU))
     bwd = _cases(ctx, BACKWARD + ([] if ctx.interpreter else BACKWARD_GPU))
-    ops: list[str] = []
-    check_cases(ctx, SPEC, _guarded_forward(ctx, fn, ops), [c for c, _, _ in fwd])
-    if ops:
-        eager_fail(ctx, ops, "your forward")
+    fwd_cases = [c for c, _, _ in fwd]
+    check_cases(ctx, SPEC, fn, fwd_cases,
+                guards=lambda case: guards_for(SPEC, eager_width=case.args[0].shape[-1]))
     if any(not c["passed"] for c in ctx.cases):
         ctx.notes.append("The backward is checked once every forward case passes.")
         return

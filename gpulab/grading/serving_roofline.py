@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpulab import serving
-from gpulab.grading.learner import LearnerError, call
+from gpulab.grading.learner import LearnerError
+from gpulab.grading.plain import plain_call
 from gpulab.hardware import GPUS, match_gpu
 
 RTOL = 1e-6
@@ -164,6 +165,16 @@ def _describe(cfg, roof) -> str:
             f"{roof.peak_tflops:g} TFLOP/s")
 
 
+class _Named:
+    """Stands for a returned object that is not plain data (named by type)."""
+
+    def __init__(self, type_name: Any) -> None:
+        self.name = str(type_name)[:80]
+
+    def __repr__(self) -> str:
+        return f"<a {self.name}>"
+
+
 def _fmt(v: Any) -> str:
     ok = isinstance(v, (int, float)) and not isinstance(v, bool)
     return f"{v:.10g}" if ok else repr(v)
@@ -171,7 +182,10 @@ def _fmt(v: Any) -> str:
 
 def _try(ctx, fn, *args) -> tuple[Any, str]:
     try:
-        return call(fn, ctx.file, *args), ""
+        value = plain_call(ctx, fn, *args)
+        if isinstance(value, dict) and set(value) == {"__unsupported__"}:
+            return _Named(value["__unsupported__"]), ""
+        return value, ""
     except LearnerError as exc:
         return None, exc.summary
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.kernel import Case, KernelSpec, check_cases, output_problem, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, time_cases
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_WIDTH = 32768
@@ -87,9 +87,9 @@ def reference(case: Case) -> torch.Tensor:
     return torch.softmax(case.args[0].double(), dim=-1)
 
 
-def out_check(case: Case, out) -> str | None:
+def expect(case: Case) -> Expect:
     x = case.args[0]
-    return output_problem(out, x.shape, x, "the input", contiguous=True)
+    return Expect(x.shape, x, "the input", contiguous=True)
 
 
 SPEC = KernelSpec(
@@ -99,7 +99,7 @@ SPEC = KernelSpec(
             torch.special.log_softmax, torch.nn.Softmax.forward, torch.nn.LogSoftmax.forward),
     banned_aten=("_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"),
     banned_label="torch's softmax (torch.softmax, Tensor.softmax, F.softmax and log_softmax)",
-    out_check=out_check,
+    expect=expect,
     baseline=lambda case: (lambda x=case.args[0]: torch.softmax(x, dim=-1)),
     baseline_name="torch.softmax",
 )

@@ -1,0 +1,176 @@
+"""Timing a learner's kernel from the judge, in batches on fresh inputs.
+
+The sandbox times each call with CUDA events (as gpulab.grading.timing does
+for the bench), but its numbers are only a claim. The judge:
+
+1. draws every repetition's inputs fresh from its own generator (same
+   shapes, strides and distribution as the case), so no answer can be cached;
+2. checks every repetition's output against its own reference, so work
+   skipped in the timed region shows up as a wrong answer;
+3. measures the wall-clock time of the whole batch itself and refuses a
+   claim that leaves more time unexplained than the L2 flushes and result
+   copies (timed by the judge on the same GPU) and a small launch allowance:
+   work moved between the timed regions shows up there.
+
+docs/grading.md states what this does and does not guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import zlib
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from gpulab.grading import learner
+from gpulab.grading.compare import compare, describe_mismatch
+from gpulab.protocol import numbers, text
+
+MAX_REPS = 60
+BATCH_REPS = 20
+WARMUP_S = 0.2
+REL_ERR = 0.01
+# Per repetition, on top of the judge-timed flush and copy: the gaps
+# between launches, and a share of the claim for event and clock noise.
+GAP_MS, GAP_SHARE = 0.05, 0.10
+FIXED_ALLOWANCE_S = 0.05
+
+
+def fresh_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """A tensor with t's dtype, shape, strides and storage size, its values
+    drawn afresh with t's mean and spread (integers and bools kept)."""
+    if not t.is_floating_point():
+        return t.clone()
+    st = t.untyped_storage()
+    n = st.nbytes() // t.element_size()
+    finite = t[torch.isfinite(t)].float() if t.numel() else t.float()
+    mean = float(finite.mean()) if finite.numel() else 0.0
+    std = float(finite.std()) if finite.numel() > 1 else 1.0
+    base = torch.randn(n, generator=g, device=t.device, dtype=torch.float32)
+    base = (base * std + mean).to(t.dtype)
+    return torch.as_strided(base, t.shape, t.stride(), t.storage_offset())
+
+
+def fresh_case(case: Any, g: torch.Generator) -> Any:
+    made: dict[int, torch.Tensor] = {}
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            if id(v) not in made:
+                made[id(v)] = fresh_like(v, g)
+            return made[id(v)]
+        return v
+
+    return replace(case, args=tuple(swap(a) for a in case.args),
+                   kwargs={k: swap(v) for k, v in case.kwargs.items()})
+
+
+def _event_ms(fn: Any, reps: int = 5) -> float:
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def stats(times_ms: list[float]) -> dict[str, float]:
+    xs = sorted(times_ms)
+    n = len(xs)
+
+    def q(p: float) -> float:
+        return xs[min(n - 1, max(0, round(p * (n - 1))))]
+
+    mean = statistics.fmean(xs)
+    sd = statistics.stdev(xs) if n > 1 else 0.0
+    return {"ms": statistics.median(xs), "min_ms": xs[0], "p20_ms": q(0.2), "p80_ms": q(0.8),
+            "mean_ms": mean, "reps": n,
+            "rse": (sd / math.sqrt(n)) / mean if n > 1 and mean > 0 else float("inf")}
+
+
+def _batch_size(per_rep_bytes: int) -> int:
+    free, _ = torch.cuda.mem_get_info()
+    fit = int(0.3 * free // max(per_rep_bytes, 1))
+    return max(2, min(BATCH_REPS, fit))
+
+
+def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[str, Any]:
+    from gpulab.grading.kernel import _storage_nbytes, _tensors, encode
+
+    expect = spec.expect(case)
+    out_bytes = math.prod(expect.shape) * expect.like.dtype.itemsize
+    per_rep = _storage_nbytes(_tensors(case.args) + _tensors(case.kwargs)) + out_bytes + 512
+    k = _batch_size(per_rep)
+    g = torch.Generator(device=expect.like.device).manual_seed(
+        ctx.seed(zlib.crc32(case.name.encode()) % 100003))
+    # What the sandbox's loop costs besides the kernel, timed here.
+    flush_ms = _event_ms(flusher)
+    probe = torch.empty(expect.shape, dtype=expect.like.dtype, device=expect.like.device)
+    copy_ms = _event_ms(lambda: probe.copy_(probe))
+    del probe
+    times: list[float] = []
+    clocks: dict[str, Any] = {}
+    implausible = None
+    batch = 0
+    while len(times) < MAX_REPS:
+        reps = [fresh_case(case, g) for _ in range(k)]
+        arena = ctx.arena(k * per_rep + 4096)
+        refs: dict[int, Any] = {}
+        inputs = [{"args": [encode(arena, a, refs) for a in r.args],
+                   "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()}}
+                  for r in reps]
+        slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
+        torch.cuda.synchronize()
+        warm = WARMUP_S if batch == 0 else 0.0
+        started = time.perf_counter()
+        reply = ctx.sandbox.request({"type": "time", "function": fn.name, "inputs": inputs,
+                                     "outs": [s.to_json() for s in slots], "flush": True,
+                                     "warmup_s": warm})
+        wall_ms = (time.perf_counter() - started) * 1e3
+        if reply.get("type") == "raised":
+            raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
+        claimed = numbers(reply.get("ms"))
+        if reply.get("type") != "timed" or claimed is None or len(claimed) != k \
+                or min(claimed, default=0) <= 0:
+            ctx.fail(f"timing {case.name}: the sandbox sent no usable timing",
+                     text(reply.get("summary")))
+        copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
+        for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
+            if i >= len(copied) or copied[i] is not True:
+                ctx.fail(f"timing {case.name}: repetition {i + 1} returned no result of the "
+                         "expected shape and dtype")
+            rep = compare(arena.view(slot), spec.reference(r), *spec.tolerance(case.dtype))
+            if rep["mismatches"]:
+                ctx.fail(f"timing {case.name}: the output of timed repetition {i + 1} "
+                         "(fresh inputs) is wrong",
+                         describe_mismatch(rep) + ". Every timed call must compute its own "
+                         "inputs' answer inside the timed region.")
+        total = sum(claimed)
+        allowance = (k * (flush_ms + copy_ms + GAP_MS) + GAP_SHARE * total
+                     + (FIXED_ALLOWANCE_S + 1.5 * warm) * 1e3)
+        if total > wall_ms + 1.0:
+            implausible = (f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
+                           f"batch that took {wall_ms:.2f} ms")
+        elif wall_ms - total > allowance:
+            implausible = (f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms but its "
+                           f"timed regions only {total:.1f} ms; the flushes and copies explain "
+                           f"{k * (flush_ms + copy_ms):.1f} ms. Work outside the timed region?")
+        times.extend(claimed)
+        if isinstance(reply.get("clocks"), dict) and not clocks:
+            clocks = {key: v for key, v in reply["clocks"].items()
+                      if isinstance(v, (int, float, bool, str, list))}
+        batch += 1
+        st = stats(times)
+        if implausible or (len(times) >= 10 and st["rse"] <= REL_ERR):
+            break
+    out = stats(times)
+    out.update(clocks=clocks, batch_reps=k, judge_flush_ms=flush_ms, judge_copy_ms=copy_ms,
+               implausible=implausible)
+    return out

@@ -1,0 +1,341 @@
+"""The judge's handle on the sandbox: start it confined, hand it tensors,
+take its results as data.
+
+The sandbox is `python -I` (no PYTHONPATH, no user site, no script folder
+on sys.path) in its own session, with an allow-listed environment, a
+private folder as HOME, TMPDIR and working directory, stdout and stderr
+read through a pipe with a cap, and the judge as its child subreaper so a
+`setsid` grandchild cannot outlive the check (see `kill_descendants`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gpulab import protocol
+from gpulab.protocol import ArenaSpec, ProtocolError, TensorRef, read_frame, write_frame
+
+OUTPUT_HEAD = 2000
+OUTPUT_TAIL = 6000
+ENV_ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES",
+               "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME",
+               "CUDA_PATH", "TRITON_PTXAS_PATH", "GPULAB_FA3", "GPULAB_SOFTMAX_SMEM",
+               "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+_PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 36, 4
+
+
+def harden_judge() -> None:
+    """The judge adopts orphaned descendants (so it can kill them) and is not
+    dumpable (another process of the same user cannot read its memory)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_descendants() -> int:
+    """SIGKILL every process below this one (orphans reparent to us, the
+    subreaper); returns how many were killed."""
+    me, killed = os.getpid(), 0
+    for _ in range(20):
+        parents: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        below = [p for p in parents if _descends(p, me, parents)]
+        if not below:
+            break
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        _reap()
+        time.sleep(0.02)
+    _reap()
+    return killed
+
+
+def _descends(pid: int, root: int, parents: dict[int, int]) -> bool:
+    seen = 0
+    while pid in parents and seen < 64:
+        pid = parents[pid]
+        if pid == root:
+            return True
+        seen += 1
+    return False
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+class Output:
+    """The learner's stdout and stderr: the head and the tail, and a count."""
+
+    def __init__(self, fd: int) -> None:
+        self.head, self.tail, self.total = b"", b"", 0
+        self._thread = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            while chunk := f.read(65536):
+                self.total += len(chunk)
+                if len(self.head) < OUTPUT_HEAD:
+                    room = OUTPUT_HEAD - len(self.head)
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail = (self.tail + chunk)[-OUTPUT_TAIL:]
+
+    def text(self) -> str:
+        self._thread.join(timeout=1)
+        shown = len(self.head) + len(self.tail)
+        middle = b""
+        if self.total > shown:
+            middle = f"\n… {self.total - shown} bytes of output left out …\n".encode()
+        return (self.head + middle + self.tail).decode("utf-8", "replace")
+
+
+class Sandbox:
+    """One sandbox process for one check."""
+
+    def __init__(self, *, file: str, device: str, private: Path, policy: dict[str, Any],
+                 on_event: Any = None) -> None:
+        self.file, self.device, self.private = file, device, private
+        self.on_event = on_event
+        ours, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        env = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
+        env.update(HOME=str(private), TMPDIR=str(private), PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONUNBUFFERED="1", XDG_CACHE_HOME=str(private / "cache"),
+                   TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")))
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+        boot = (f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+                "from gpulab.sandbox.main import main; main()")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", boot, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(theirs.fileno(),),
+            start_new_session=True, cwd=str(private), env=env)
+        theirs.close()
+        os.close(out_w)
+        self.sock = ours
+        self.fd = ours.fileno()
+        self.output = Output(out_r)
+        self.killed_by_judge = ""
+        self.pending = False
+        self.arenas: list[Any] = []  # kept alive until the sandbox is gone
+        write_frame(self.fd, {"type": "config", "device": device, "file": file,
+                              "policy": policy})
+        ready = self.receive()
+        if ready.get("type") != "ready":
+            raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")
+        self.isolation = [protocol.text(s, 200) for s in ready.get("isolation", [])
+                          if isinstance(s, str)]
+
+    # --- frames -----------------------------------------------------------------
+
+    def receive(self) -> dict[str, Any]:
+        while True:
+            try:
+                msg = read_frame(self.fd)
+            except (EOFError, OSError) as exc:
+                raise SandboxDied(str(exc)) from None
+            if msg["type"] == "event":  # progress from a self-graded harness
+                if self.on_event is not None and isinstance(msg.get("event"), dict):
+                    self.on_event(msg["event"])
+                continue
+            return msg
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.pending:  # a reply the judge has not read yet comes first
+            self.pending = False
+            self.receive()
+        self.send(message)
+        return self.receive()
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            write_frame(self.fd, message)
+        except (BrokenPipeError, OSError) as exc:
+            raise SandboxDied(str(exc)) from None
+
+    def preload(self, function: str) -> None:
+        """Start importing the learner's file now, while the judge imports
+        its grader: the reply is read by the first `load` request."""
+        self.send({"type": "load", "functions": [function]})
+        self.pending = True
+
+    # --- shared memory ---------------------------------------------------------
+
+    def arena(self, nbytes: int) -> Arena:
+        arena = Arena(len(self.arenas), max(nbytes, 256), self.device, self.private)
+        self.arenas.append(arena)
+        reply = self.request({"type": "arena", "arena": arena.spec.__dict__})
+        if reply.get("type") != "ok":
+            raise SandboxDied(f"the sandbox could not map shared memory: "
+                              f"{protocol.text(reply.get('summary'))}")
+        return arena
+
+    def close(self) -> None:
+        try:
+            write_frame(self.fd, {"type": "exit"})
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        kill_descendants()
+        self.sock.close()
+
+
+class SandboxDied(Exception):
+    pass
+
+
+ALIGN = 256
+
+
+class Arena:
+    """Shared memory the judge owns and the sandbox maps: a file on the CPU,
+    a CUDA allocation shared by IPC on a GPU. Its size is rounded to 2 MiB
+    so that, on a GPU, the allocation is a segment of its own and the
+    handle exposes nothing else of the judge's memory."""
+
+    def __init__(self, ident: int, nbytes: int, device: str, private: Path) -> None:
+        import torch
+
+        nbytes = -(-nbytes // (2 << 20)) * (2 << 20)
+        self.used = 0
+        if device == "cpu":
+            path = private / f"arena-{ident}.bin"
+            with open(path, "wb") as f:
+                f.truncate(nbytes)
+            import mmap
+
+            with open(path, "r+b") as f:
+                self.map = mmap.mmap(f.fileno(), nbytes)
+            self.bytes = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes)
+            self.spec = ArenaSpec(ident, nbytes, "file", path=str(path))
+        else:
+            torch.cuda.empty_cache()
+            self.bytes = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            dev, handle, size, offset, rc, rc_off, ev, ev_sync = \
+                self.bytes.untyped_storage()._share_cuda_()
+            self.spec = ArenaSpec(ident, nbytes, "cuda", ipc=[
+                dev, handle.hex(), size, offset, rc.hex(), rc_off, ev.hex() if ev else "",
+                bool(ev_sync)])
+        self.nbytes = nbytes
+
+    def reset(self) -> None:
+        self.used = 0
+
+    def place(self, nbytes: int) -> int:
+        offset = -(-self.used // ALIGN) * ALIGN
+        if offset + nbytes > self.nbytes:
+            raise MemoryError("arena full")
+        self.used = offset + nbytes
+        return offset
+
+    def put(self, t: Any) -> TensorRef:
+        import torch
+
+        """Copy `t`'s whole storage in; the reference keeps its view."""
+        st = t.untyped_storage()
+        offset = self.place(st.nbytes())
+        raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+        raw.set_(st)
+        self.bytes[offset:offset + st.nbytes()].copy_(raw)
+        return TensorRef(self.spec.id, offset, st.nbytes(), str(t.dtype).replace("torch.", ""),
+                         tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+    def slot(self, shape: tuple[int, ...], dtype: Any) -> TensorRef:
+
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * dtype.itemsize
+        offset = self.place(nbytes)
+        stride, acc = [], 1
+        for s in reversed(shape):
+            stride.append(acc)
+            acc *= max(s, 1)
+        self.bytes[offset:offset + nbytes].fill_(0xFF)  # NaN-ish until written
+        return TensorRef(self.spec.id, offset, nbytes, str(dtype).replace("torch.", ""),
+                         tuple(shape), tuple(reversed(stride)), 0)
+
+    def view(self, ref: TensorRef) -> Any:
+        import torch
+
+        dtype = getattr(torch, ref.dtype)
+        typed = self.bytes[ref.offset:ref.offset + ref.nbytes].view(dtype)
+        return torch.as_strided(typed, ref.shape, ref.stride,
+                                typed.storage_offset() + ref.storage_offset)
+
+    def storage_bytes(self, ref: TensorRef) -> Any:
+        return self.bytes[ref.offset:ref.offset + ref.nbytes]
+
+
+def storage_bytes(t: Any) -> Any:
+    import torch
+
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+    raw.set_(t.untyped_storage())
+    return raw
+
+
+def check_reply(reply: dict[str, Any], expected: str) -> None:
+    if reply.get("type") == expected:
+        return
+    if reply.get("type") in ("raised", "broken"):
+        return
+    raise ProtocolError(f"the sandbox answered {reply.get('type')!r} to a request for "
+                        f"{expected!r}")
+
+
+class Remote:
+    """A learner's function, by name: it lives in the sandbox and is called
+    through gpulab.grading.kernel (never directly in the judge)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"`{self.name}` runs in the sandbox: call it through "
+                        "gpulab.grading.kernel.remote_call")
+
+    def __repr__(self) -> str:
+        return f"Remote({self.name!r})"

@@ -1,0 +1,217 @@
+"""The judge: the trusted side of a check (`python -m gpulab.judge`).
+
+Started by gpulab.runner with a CheckRequest on stdin; reports frames
+(gpulab.protocol) on the file descriptor named in GPULAB_EVENTS_FD, which
+only it holds. It draws the secret seed, starts the sandbox, hands it
+tensors, checks what comes back against its own references and times it
+(gpulab.grading.kernel, gpulab.grading.batches). It never imports the
+learner's file: nothing the learner writes runs in this process.
+
+Exercises whose checks need to look inside the learner's running program
+(Dynamo's graph, the profiler's ranges, JAX's compiled shardings) are
+SELF_GRADED for now: their grader runs in the sandbox, confined the same
+way, and the result says so (`"verdict": "self-reported"`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import site
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from gpulab import protocol
+from gpulab.protocol import CRASHED, ERROR, FAILED
+
+SELF_GRADED = frozenset({"graph_breaks", "nvtx_profile", "sharded_mlp"})
+GIB = 1 << 30
+
+
+class Channel:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, event: dict[str, Any]) -> None:
+        protocol.write_frame(self.fd, event)
+
+    def stage(self, text: str) -> None:
+        self.send({"type": "stage", "text": text})
+
+
+def choose_device(wanted: str) -> str:
+    if wanted == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if wanted == "cuda":
+        raise RuntimeError("a CUDA GPU was asked for (--device cuda) but torch sees none")
+    return "cpu"
+
+
+def cache_dir(request: dict[str, Any], private: Path) -> Path:
+    """Compiler caches (Triton, Inductor) kept per submission file, so a
+    second check of the same file skips compiling and one submission can't
+    plant a cache entry for another."""
+    ws = request.get("workspace")
+    if not ws:
+        return private / "cache"
+    key = hashlib.sha256(str(Path(request["file"]).resolve()).encode()).hexdigest()[:16]
+    return Path(ws) / ".gpulab" / "cache" / key
+
+
+def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path) -> dict:
+    pkg = Path(__file__).resolve().parent
+    learner = Path(request["file"]).resolve()
+    read = [sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(),
+            site.getusersitepackages(), "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc",
+            "/opt", "/proc", "/sys", "/dev", str(pkg), str(learner)]
+    if os.environ.get("CUDA_HOME"):
+        read.append(os.environ["CUDA_HOME"])
+    hidden = [str(pkg / "_content" / "kernels"), str(pkg / "serving.py")]
+    content = request.get("content_root")
+    if content:
+        hidden.append(str(Path(content) / "kernels"))
+    if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
+        # `gpulab dev check` grades the reference solutions themselves.
+        hidden = [h for h in hidden if not learner.is_relative_to(Path(h))]
+    write = [str(private), str(cache), "/dev/null", "/dev/zero",
+             *(str(p) for p in Path("/dev").glob("nvidia*"))]
+    blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner", "gpulab.grading.remote"]
+    if request["exercise"] not in SELF_GRADED:
+        blocked += [f"gpulab.grading.{m}" for m in _grading_modules()
+                    if m not in ("learner", "timing")]
+    return {"read": [r for r in read if r and os.path.exists(r)], "hidden": hidden,
+            "listable": [str(pkg.parent), str(learner.parent)], "write": write,
+            "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
+            "file_bytes": 256 << 20,
+            "address_space": 24 * GIB if device == "cpu" else None,
+            "blocked_modules": blocked}
+
+
+def _grading_modules() -> list[str]:
+    folder = Path(__file__).resolve().parent / "grading"
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+
+
+def crash_summary(code: int | None, killed_by_judge: str, policy: dict) -> tuple[str, str]:
+    if killed_by_judge:
+        return killed_by_judge, ""
+    if code is None:
+        return "your code stopped answering", ""
+    if code >= 0:
+        return f"your code exited (code {code}) in the middle of the check", \
+            "A submission must not call sys.exit or os._exit."
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    if name == "SIGXCPU":
+        return (f"your code used more than {policy['cpu_seconds']} s of CPU time", "")
+    if name == "SIGXFSZ":
+        return (f"your code wrote a file larger than {policy['file_bytes'] >> 20} MB", "")
+    if name == "SIGSEGV":
+        return ("your code crashed with a segmentation fault (SIGSEGV)",
+                "Often an out-of-bounds pointer in a kernel, or a bad ctypes/numpy call.")
+    if name == "SIGABRT":
+        return ("your code aborted (SIGABRT)", "A library assertion failed; see the output.")
+    if name == "SIGKILL":
+        return ("your code was killed (SIGKILL) from outside gpulab",
+                "Usually the system's out-of-memory killer: allocate less.")
+    return (f"your code died from {name}", "")
+
+
+def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
+    from gpulab.grading.remote import Sandbox, SandboxDied
+
+    channel.stage("starting")
+    device = choose_device(request.get("device", "auto"))
+    # The secret seed is drawn here and never leaves the judge (except for
+    # SELF_GRADED exercises, whose grader needs it in the sandbox).
+    request["secret_seed"] = secrets.randbelow(2**31)
+    private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
+    cache = cache_dir(request, private)
+    cache.mkdir(parents=True, exist_ok=True)
+    policy = policy_for(request, device, private, cache)
+    self_graded = request["exercise"] in SELF_GRADED
+    sandbox = None
+    result: dict[str, Any]
+    try:
+        sandbox = Sandbox(file=request["file"], device=device, private=private,
+                          policy={**policy, "triton_cache": str(cache)},
+                          on_event=channel.send if self_graded else None)
+        if self_graded:
+            result = self_graded_result(sandbox.request({"type": "grade", "request": request}))
+        else:
+            sandbox.preload(request["function"])
+            from gpulab.grading.harness import grade_request
+
+            result = grade_request(request, device, channel, sandbox=sandbox)
+            result["verdict"] = "judge"
+    except SandboxDied as exc:
+        code = sandbox.proc.wait(timeout=5) if sandbox else None
+        summary, hint = crash_summary(code, sandbox.killed_by_judge if sandbox else "", policy)
+        result = {"status": CRASHED, "summary": summary, "message": hint or str(exc)}
+    finally:
+        if sandbox is not None:
+            sandbox.close()
+        shutil.rmtree(private, ignore_errors=True)
+    if sandbox is not None:
+        result["output"] = sandbox.output.text()
+        result["isolation"] = sandbox.isolation
+    return result
+
+
+def self_graded_result(reply: dict[str, Any]) -> dict[str, Any]:
+    """A self-graded exercise's result: plain data, checked field by field."""
+    if reply.get("type") == "raised":
+        return {"status": FAILED, "summary": protocol.text(reply.get("summary")),
+                "message": protocol.text(reply.get("message"))}
+    raw = reply.get("result") if reply.get("type") == "graded" else None
+    if not isinstance(raw, dict):
+        return {"status": ERROR, "summary": "the sandbox sent no result: "
+                f"{protocol.text(reply.get('summary'))}"}
+    status = raw.get("status") if raw.get("status") in protocol.STATUSES else ERROR
+    result = json.loads(json.dumps(raw))  # plain JSON values only
+    result.update(status=status, verdict="self-reported")
+    return result
+
+
+def main() -> int:
+    from gpulab.grading.remote import harden_judge, kill_descendants
+
+    request = json.loads(sys.stdin.read())
+    channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
+    harden_judge()
+
+    def stop(signum: int, frame: Any) -> None:
+        kill_descendants()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        result = judge(request, channel)
+    except Exception as exc:  # a gpulab bug or an environment problem
+        result = {"status": ERROR,
+                  "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
+                  "message": traceback.format_exc()}
+    try:
+        channel.send({"type": "result", "result": result})
+    finally:
+        kill_descendants()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,233 @@
+"""The check protocol, shared by the lab, the judge and the sandbox.
+
+Three processes take part in a check (docs/grading.md tells the whole story):
+
+- the **lab** (CLI or TUI, `gpulab.runner`) starts the judge and reads its
+  events; it imports neither torch nor triton;
+- the **judge** (`python -m gpulab.judge`, trusted) draws the inputs from a
+  secret seed, computes the reference, compares and times; it never imports
+  the learner's file;
+- the **sandbox** (`python -m gpulab.sandbox`, untrusted) imports the
+  learner's file and calls it on the tensors the judge hands it.
+
+Everything that crosses a process boundary is a frame: a 4-byte length and a
+JSON object with a `type`. Tensors never travel inside frames: they live in
+shared memory (a file the judge maps, or CUDA IPC on a GPU) and frames carry
+`TensorRef`s into it. JSON gives the judge only plain dicts, lists, strings,
+numbers and booleans from the sandbox: no object the learner made can reach
+the judge, so no `__eq__` or `__sub__` of theirs ever runs there.
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# --- statuses of a result ------------------------------------------------------
+
+PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED = (
+    "passed", "failed", "error", "timeout", "crashed", "cancelled",
+)
+STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED)
+
+# --- framing -------------------------------------------------------------------
+
+MAX_FRAME = 16 * 1024 * 1024  # JSON only; tensors go through shared memory
+_LEN = struct.Struct("<I")
+
+
+class ProtocolError(Exception):
+    """A frame that is not a well-formed message (from a broken or hostile peer)."""
+
+
+def write_frame(fd: int, message: dict[str, Any]) -> None:
+    data = json.dumps(message, allow_nan=True, default=_no_objects).encode()
+    if len(data) > MAX_FRAME:
+        raise ProtocolError(f"a message of {len(data)} bytes is over the {MAX_FRAME} limit")
+    view = memoryview(_LEN.pack(len(data)) + data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _no_objects(obj: Any) -> Any:
+    raise TypeError(f"{type(obj).__name__} cannot cross the check's process boundary")
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the other process closed the channel")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict[str, Any]:
+    """One message. Raises EOFError at the end, ProtocolError on garbage."""
+    (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))
+    if n > MAX_FRAME:
+        raise ProtocolError(f"a frame of {n} bytes is over the {MAX_FRAME} limit")
+    try:
+        message = json.loads(_read_exact(fd, n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"a frame is not JSON: {exc}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ProtocolError("a frame without a type")
+    return message
+
+
+# --- typed fields of untrusted messages ----------------------------------------
+
+def text(value: Any, limit: int = 20000) -> str:
+    """A string from the sandbox, or "" when it sent something else."""
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def number(value: Any) -> float | None:
+    """A finite float from the sandbox (bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def numbers(value: Any, limit: int = 100000) -> list[float] | None:
+    if not isinstance(value, list) or len(value) > limit:
+        return None
+    out = [number(v) for v in value]
+    return None if any(v is None for v in out) else out  # type: ignore[misc]
+
+
+# --- shared memory ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A tensor living in an arena: its own storage of `nbytes` at `offset`
+    bytes into the arena, and the view of it (dtype, shape, strides, storage
+    offset in elements), so padded and sliced layouts travel as they are."""
+
+    arena: int
+    offset: int
+    nbytes: int
+    dtype: str  # torch dtype name without "torch.", e.g. "float16"
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]  # in elements
+    storage_offset: int = 0  # in elements
+
+    def to_json(self) -> dict[str, Any]:
+        return {"__tensor__": [self.arena, self.offset, self.nbytes, self.dtype,
+                               list(self.shape), list(self.stride), self.storage_offset]}
+
+    @staticmethod
+    def from_json(obj: Any) -> TensorRef:
+        try:
+            arena, offset, nbytes, dtype, shape, stride, soff = obj["__tensor__"]
+            ref = TensorRef(int(arena), int(offset), int(nbytes), str(dtype),
+                            tuple(int(s) for s in shape), tuple(int(s) for s in stride),
+                            int(soff))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"a malformed tensor reference: {exc}") from None
+        if min((ref.offset, ref.nbytes, ref.storage_offset, *ref.shape, *ref.stride)) < 0:
+            raise ProtocolError("a tensor reference with a negative offset, size or stride")
+        return ref
+
+
+def is_tensor_ref(obj: Any) -> bool:
+    return isinstance(obj, dict) and set(obj) == {"__tensor__"}
+
+
+@dataclass
+class ArenaSpec:
+    """How the sandbox opens an arena: a file it maps, or a CUDA IPC handle."""
+
+    id: int
+    nbytes: int
+    kind: str  # "file" or "cuda"
+    path: str = ""
+    ipc: list[Any] = field(default_factory=list)  # torch's _share_cuda_() tuple, bytes as hex
+
+
+# --- judge -> sandbox -------------------------------------------------------------
+
+@dataclass
+class Guards:
+    """What the sandbox watches during a call (the friendly first line)."""
+
+    banned: list[str] = field(default_factory=list)  # dotted torch callables
+    banned_aten: list[str] = field(default_factory=list)
+    banned_large: list[str] = field(default_factory=list)
+    label: str = ""
+    require_launch: bool = True  # a Triton kernel must have written the output
+
+
+@dataclass
+class Call:
+    """Call `function(*args, **kwargs)` once, under guards; put the result in `out`."""
+
+    function: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    out: dict[str, Any] | None  # a TensorRef's JSON: the slot the result is copied into
+    guards: Guards | None = None
+    contiguous: bool = True  # the contract asks for a contiguous result
+    # Backward: the indices of args that need gradients, the upstream gradient,
+    # and the slots the gradients are copied into (one per index).
+    grad_args: list[int] = field(default_factory=list)
+    grad_output: dict[str, Any] | None = None
+    grad_slots: list[dict[str, Any]] = field(default_factory=list)
+    type: str = "call"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TimeBatch:
+    """Time `function` once on each input set (each set fresh), flushing the L2
+    before each call; copy each result into its slot after its end event."""
+
+    function: str
+    inputs: list[dict[str, Any]]  # per repetition: {"args": [...], "kwargs": {...}}
+    outs: list[dict[str, Any]]  # per repetition: a TensorRef's JSON
+    flush: bool = True
+    type: str = "time"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- the lab <-> judge -------------------------------------------------------------
+
+@dataclass
+class CheckRequest:
+    """What the lab asks the judge to grade."""
+
+    exercise: str
+    function: str
+    file: str
+    timing: bool = True
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    flops: str | None = None
+    bytes: str | None = None
+    kind: str | None = None
+    content_root: str = ""
+    workspace: str | None = None
+    timeout: float = 300.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(obj: dict[str, Any]) -> CheckRequest:
+        known = {k: obj[k] for k in CheckRequest.__dataclass_fields__ if k in obj}
+        return CheckRequest(**known)

@@ -1,0 +1,196 @@
+"""The two things the judge asks of the sandbox: one guarded call, and a
+timed batch. Both put results into slots the judge owns and report what
+the guards saw; the judge compares and decides."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+
+import torch
+
+from gpulab.grading import learner
+from gpulab.protocol import TensorRef
+from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
+from gpulab.sandbox.tensors import materialize, view
+
+
+class _Failure(Exception):
+    pass
+
+
+def resolve(dotted: str) -> Any:
+    """`torch.nn.functional.softmax` -> the object (None if it is not there)."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                return None
+        return obj
+    return None
+
+
+def describe(out: Any) -> dict[str, Any]:
+    if not isinstance(out, torch.Tensor):
+        return {"type": type(out).__name__}
+    return {"type": "Tensor", "exact": type(out) is torch.Tensor, "shape": list(out.shape),
+            "dtype": str(out.dtype).replace("torch.", ""), "device": out.device.type,
+            "contiguous": out.is_contiguous(), "grad_fn": out.grad_fn is not None}
+
+
+def _copy_into(slot_json: dict | None, out: Any, arenas: dict) -> bool:
+    if slot_json is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+        return False
+    slot = view(arenas, TensorRef.from_json(slot_json))
+    if tuple(out.shape) != tuple(slot.shape) or out.dtype != slot.dtype \
+            or out.device.type != slot.device.type:
+        return False
+    with torch.no_grad():
+        slot.copy_(out.detach())
+    return True
+
+
+def _storages(args: Any) -> set[int]:
+    found: set[int] = set()
+
+    def walk(o: Any) -> None:
+        if isinstance(o, torch.Tensor):
+            found.add(o.untyped_storage().data_ptr())
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+
+    walk(args)
+    return found
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _guards(spec: dict | None, device: str, args: list) -> tuple[Any, Any, Any]:
+    spec = spec or {}
+    banned = [f for f in (resolve(n) for n in spec.get("banned", [])) if f is not None]
+    og = op_guard(banned, spec.get("banned_aten", []), banned_large=spec.get("banned_large", []))
+    eg = None
+    if spec.get("eager_width"):
+        eg = EagerGuard(device, int(spec["eager_width"]))
+    return og, eg, spec
+
+
+def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | None,
+                 inputs: set[int]) -> tuple[Any, dict[str, Any]]:
+    og, eg, spec = _guards(spec, server.device, args)
+    with LaunchRecorder(inputs) as launches, og as v:
+        if eg is not None:
+            with eg:
+                out = learner.call(fn, server.file, *args, **kwargs)
+        else:
+            out = learner.call(fn, server.file, *args, **kwargs)
+    report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
+              "launches": len(launches.launches),
+              "side_stream": bool(launches.side_streams())}
+    report.update(launches.provenance(out))
+    return out, report
+
+
+def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    from gpulab.sandbox.main import LearnerFailure
+
+    fn = server.function(msg["function"])
+    args = materialize(server.arenas, msg["args"])
+    kwargs = materialize(server.arenas, msg["kwargs"])
+    grad_args = [int(i) for i in msg.get("grad_args", [])]
+    for i in grad_args:
+        args[i] = args[i].detach().clone().requires_grad_()
+    inputs = _storages(args) | _storages(kwargs)
+    try:
+        out, report = _run_guarded(server, fn, args, kwargs, msg.get("guards"), inputs)
+        reply: dict[str, Any] = {"type": "return", "desc": describe(out), "report": report,
+                                 "copied": _copy_into(msg.get("out"), out, server.arenas)}
+        if grad_args:
+            reply["backward"] = _backward(server, msg, out, [args[i] for i in grad_args],
+                                          inputs)
+        _sync()
+    except learner.LearnerError as exc:
+        raise LearnerFailure(exc.summary, exc.message) from None
+    return reply
+
+
+def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) -> dict:
+    if not isinstance(y, torch.Tensor) or y.grad_fn is None:
+        return {"no_grad_fn": True}
+    dy = materialize(server.arenas, msg["grad_output"])
+    inputs = inputs | _storages([dy])
+    og, eg, _ = _guards(msg.get("guards"), server.device, [])
+    via_backward = msg.get("grad_api") == "backward"
+    with LaunchRecorder(inputs) as launches, og as v:
+        with eg if eg is not None else _Null():
+            if via_backward:
+                learner.call(y.backward, server.file, dy)
+                grads = [leaf.grad for leaf in leaves]
+            else:
+                grads = list(learner.call(torch.autograd.grad, server.file, y, tuple(leaves), dy,
+                                          allow_unused=True))
+    report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
+              "launches": len(launches.launches), "side_stream": bool(launches.side_streams())}
+    if grads and isinstance(grads[0], torch.Tensor) and not via_backward:
+        report.update(launches.provenance(grads[0]))
+    copied = [_copy_into(slot, g, server.arenas)
+              for slot, g in zip(msg.get("grad_slots", []), grads, strict=False)]
+    return {"report": report, "copied": copied, "missing": [g is None for g in grads]}
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """CUDA events around each call, the L2 flushed before each; each result
+    copied into its slot after its end event (outside the events). The judge
+    times the whole batch from outside and checks every slot."""
+    from gpulab.grading.timing import ClockLog, L2Flusher
+    from gpulab.sandbox.main import LearnerFailure
+
+    fn = server.function(msg["function"])
+    reps = [(materialize(server.arenas, r["args"]), materialize(server.arenas, r["kwargs"]))
+            for r in msg["inputs"]]
+    flusher = L2Flusher() if msg.get("flush", True) else None
+    stream = torch.cuda.current_stream()
+    warm_until = time.perf_counter() + float(msg.get("warmup_s", 0.0))
+    pairs, copied = [], []
+    try:
+        while time.perf_counter() < warm_until:  # warm-up by time, on the first set
+            fn(*reps[0][0], **reps[0][1])
+            torch.cuda.synchronize()
+        with ClockLog() as clocks:
+            for (args, kwargs), slot in zip(reps, msg["outs"], strict=True):
+                if flusher is not None:
+                    flusher()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                out = fn(*args, **kwargs)
+                end.record(stream)
+                pairs.append((start, end))
+                copied.append(_copy_into(slot, out, server.arenas))
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the learner's code failed while timed
+        raise LearnerFailure(f"timing failed: {type(exc).__name__}: {exc}",
+                             learner.format_learner_traceback(exc, server.file)) from None
+    return {"type": "timed", "ms": [s.elapsed_time(e) for s, e in pairs], "copied": copied,
+            "clocks": clocks.summary()}

@@ -1,0 +1,295 @@
+"""Guards around a graded call, in the sandbox: the friendly first line.
+
+They catch honest mistakes and casual shortcuts (torch's own op on the
+graded path, a result no kernel wrote) with a clear message. They run in the
+learner's process, so a learner who tries can switch them off: the grade
+rests on the judge's checks (docs/grading.md), never on these.
+
+- `OpGuard`: a TorchFunctionMode plus a TorchDispatchMode that record any call
+  of the op being replaced (torch.softmax, torch.matmul, ...), however it is
+  reached, and poison every buffer the learner allocates with torch.empty*
+  (NaN for floats), so elements the kernel never writes cannot pass.
+- `LaunchRecorder`: wraps Triton's launch path to record every kernel launch,
+  the tensors passed to it and the CUDA stream it went to. A result must live
+  in memory that a Triton kernel launched by the learner's code was handed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_EMPTY_FNS = {torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty,
+              torch.Tensor.new_empty_strided}
+
+
+def _poison(t: Any) -> None:
+    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+        t.fill_(float("nan"))
+    elif isinstance(t, torch.Tensor) and t.numel() and not t.is_complex() and t.dtype != torch.bool:
+        t.fill_(-123456789 if t.element_size() >= 4 else -1)
+
+
+@dataclass
+class Violations:
+    banned: list[str] = field(default_factory=list)
+
+
+class _FunctionGuard(TorchFunctionMode):
+    def __init__(self, banned: set[Any], names: dict[Any, str], v: Violations, poison: bool):
+        super().__init__()
+        self.banned, self.names, self.v, self.poison = banned, names, v, poison
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.banned:
+            self.v.banned.append(self.names.get(func, getattr(func, "__name__", str(func))))
+        out = func(*args, **kwargs)
+        if self.poison and func in _EMPTY_FNS:
+            with torch.no_grad():
+                _poison(out)
+        return out
+
+
+class _DispatchGuard(TorchDispatchMode):
+    def __init__(self, banned_aten: set[str], v: Violations,
+                 banned_large: set[str] = frozenset(), large_numel: int = 4096):
+        super().__init__()
+        self.banned_aten, self.v = banned_aten, v
+        self.banned_large, self.large_numel = banned_large, large_numel
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        if name in self.banned_aten:
+            self.v.banned.append(f"aten.{name}")
+        elif name in self.banned_large and any(
+                isinstance(a, torch.Tensor) and a.numel() >= self.large_numel
+                for a in list(args) + list((kwargs or {}).values())):
+            # Elementwise maths on whole operands: the exercise's work done by
+            # torch (small tensors, e.g. an autotuner's timing statistics, pass).
+            self.v.banned.append(f"aten.{name} on a large tensor")
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def op_guard(banned: Iterable[Any] = (), banned_aten: Iterable[str] = (),
+             poison: bool = True, banned_large: Iterable[str] = (),
+             large_numel: int = 4096) -> Iterator[Violations]:
+    """Record banned ops (by torch callable and by aten name) and poison empties."""
+    banned = set(banned)
+    names = {f: f"{getattr(f, '__module__', '') or 'torch'}.{getattr(f, '__name__', f)}"
+             .replace("torch._C._VariableFunctions", "torch").replace("torch._C.TensorBase",
+                                                                      "Tensor")
+             for f in banned}
+    v = Violations()
+    with _FunctionGuard(banned, names, v, poison), _DispatchGuard(
+            set(banned_aten), v, set(banned_large), large_numel):
+        yield v
+
+
+@dataclass
+class Launch:
+    kernel: str
+    storages: set[int]
+    stream: int | None
+
+
+class LaunchRecorder:
+    """Records Triton launches while active (compiled and interpreted paths)."""
+
+    def __init__(self, inputs: set[int] | None = None) -> None:
+        self.launches: list[Launch] = []
+        self._patched: list[tuple[type, Any]] = []
+        self.inputs = inputs or set()
+        # storage -> its bytes right after the last launch that was handed it
+        # (outputs only), to see torch changing a result after the kernel.
+        self._after: dict[int, torch.Tensor] = {}
+
+    def _wrap(self, cls: type) -> None:
+        original = cls.run
+        recorder = self
+
+        def run(self_fn, *args, **kwargs):
+            recorder._record(self_fn, args, kwargs)
+            result = original(self_fn, *args, **kwargs)
+            recorder._snapshot(args, kwargs)
+            return result
+
+        cls.run = run
+        self._patched.append((cls, original))
+
+    def _record(self, fn: Any, args: tuple, kwargs: dict) -> None:
+        storages = set()
+        for a in list(args) + list(kwargs.values()):
+            # A TMA TensorDescriptor (triton.tools.tensor_descriptor) carries
+            # its tensor as `.base`: a kernel writing through it writes there.
+            base = getattr(a, "base", None)
+            if not isinstance(a, torch.Tensor) and isinstance(base, torch.Tensor):
+                a = base
+            if isinstance(a, torch.Tensor):
+                storages.add(a.untyped_storage().data_ptr())
+        stream = None
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            stream = torch.cuda.current_stream().cuda_stream
+        name = getattr(getattr(fn, "fn", fn), "__name__", type(fn).__name__)
+        self.launches.append(Launch(name, storages, stream))
+
+    def __enter__(self) -> LaunchRecorder:
+        from triton.runtime import jit
+
+        self._wrap(jit.JITFunction)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._wrap(InterpretedFunction)
+        except ImportError:  # pragma: no cover - older Triton
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, original in reversed(self._patched):
+            cls.run = original
+        self._patched.clear()
+
+    def _snapshot(self, args: tuple, kwargs: dict) -> None:
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, torch.Tensor):
+                st = a.untyped_storage()
+                if st.data_ptr() not in self.inputs and st.nbytes() <= (256 << 20):
+                    self._after[st.data_ptr()] = _bytes_of(st)
+
+    def wrote(self, t: torch.Tensor) -> bool:
+        ptr = t.untyped_storage().data_ptr()
+        return any(ptr in launch.storages for launch in self.launches)
+
+    def provenance(self, out: Any) -> dict[str, bool]:
+        """Whether a kernel that was handed the inputs wrote `out`, and
+        whether `out` changed after that kernel's launch."""
+        if not isinstance(out, torch.Tensor):
+            return {"wrote_out": False, "altered_after": False, "aliases_input": False}
+        ptr = out.untyped_storage().data_ptr()
+        with_inputs = any(ptr in la.storages and (la.storages & self.inputs or not self.inputs)
+                          for la in self.launches)
+        before = self._after.get(ptr)
+        altered = before is not None and not torch.equal(before, _bytes_of(out.untyped_storage()))
+        return {"wrote_out": with_inputs, "altered_after": bool(altered),
+                "aliases_input": ptr in self.inputs}
+
+    def side_streams(self) -> set[int]:
+        if not torch.cuda.is_available():
+            return set()
+        default = torch.cuda.current_stream().cuda_stream
+        return {launch.stream for launch in self.launches if launch.stream not in (None, default)}
+
+
+def _bytes_of(storage: Any) -> torch.Tensor:
+    """A copy of a storage's bytes (on its device)."""
+    t = torch.empty(0, dtype=torch.uint8, device=storage.device)
+    t.set_(storage)
+    return t.clone()
+
+
+# --- the eager ops a legitimate wrapper needs ---------------------------------
+# Allocation (outputs, dweight partials; zeros/zero_/fill_ for an atomics
+# buffer and for the grader's own NaN poisoning), views and strides
+# (reshape, slicing a QKV tensor), copies and dtype casts (a .contiguous()
+# fallback, weight.float()), and `detach` (autograd's AccumulateGrad).
+ALLOWED_ATEN = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like",
+    "view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose", "permute",
+    "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind",
+    "narrow", "alias", "detach", "clone", "copy_", "_to_copy", "contiguous", "lift_fresh",
+})
+# And one reduction: `sum` whose result has exactly D elements, i.e. adding up
+# per-program dweight partials of shape (P, D). A per-row reduction (the
+# sum of squares of RMSNorm) has B*S*H elements, never D in these cases.
+
+
+# op_guard poisons torch.empty* through a TorchFunctionMode, and function modes
+# are not active inside an autograd.Function's backward; dispatch modes are.
+# So EagerGuard poisons fresh buffers itself, forward and backward alike.
+POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
+                      "new_empty_strided"})
+
+
+class EagerGuard(TorchDispatchMode):
+    """Records aten ops outside ALLOWED_ATEN run by the learner's code, and
+    fills every buffer it allocates with NaN.
+
+    Ignored: ops inside the Triton interpreter's launch (it copies arguments
+    to and from the host with aten ops) and, on a GPU, ops that touch only
+    CPU tensors (Triton's autotuner summarises its timings with torch on the
+    CPU). A copy from the GPU to the CPU is recorded instead, since maths
+    done there would escape this guard. Pure-Python or numpy maths on the
+    CPU cannot be seen by any op guard; on a GPU it needs that copy.
+    """
+
+    def __init__(self, device: str, D: int) -> None:
+        super().__init__()
+        self.device, self.D = device, D
+        self.ops: list[str] = []
+        self._depth = 0
+        self._patched: Any = None
+
+    def __enter__(self) -> EagerGuard:
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+        except ImportError:  # pragma: no cover
+            InterpretedFunction = None
+        if InterpretedFunction is not None:
+            original, guard = InterpretedFunction.run, self
+
+            def run(self_fn, *args, **kwargs):
+                guard._depth += 1
+                try:
+                    return original(self_fn, *args, **kwargs)
+                finally:
+                    guard._depth -= 1
+
+            InterpretedFunction.run = run
+            self._patched = (InterpretedFunction, original)
+        return super().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        if self._patched:
+            cls, original = self._patched
+            cls.run = original
+            self._patched = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self._depth == 0:
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            if name in POISONED:
+                _poison(out)
+            problem = self._problem(name, args, kwargs, out)
+            if problem:
+                self.ops.append(problem)
+        return out
+
+    def _problem(self, name: str, args, kwargs, out) -> str | None:
+        ins = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+        outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
+                if isinstance(o, torch.Tensor)]
+        if self.device == "cuda":
+            if not any(t.is_cuda for t in ins + outs):
+                return None
+            if name in ("_to_copy", "copy_", "_local_scalar_dense") and \
+                    any(t.is_cuda for t in ins) and any(not t.is_cuda for t in outs):
+                return f"aten.{name} (a copy to the CPU)"
+            if name == "_local_scalar_dense":
+                return f"aten.{name} (a copy to the CPU)"
+        if name in ALLOWED_ATEN:
+            return None
+        if name == "sum" and outs and outs[0].numel() == self.D:
+            return None
+        return f"aten.{name}"

@@ -1,0 +1,189 @@
+"""Confinement the sandbox applies to itself before any learner code runs.
+
+- Resource limits (CPU time, file size, address space on the CPU, core
+  dumps, processes for a non-root user).
+- Landlock (Linux 5.13+, unprivileged): reads only from the system's and
+  Python's own folders, the learner's file and the sandbox's private folder;
+  writes only to that folder and the Triton cache; no TCP; no signals to
+  processes outside the sandbox (ABI 6+). The reference solutions and the
+  grader's answer keys are not readable at all.
+- An import blocker for the grader's own modules, so an honest mistake
+  (`from gpulab.grading import ...`) gets a clear message even where
+  Landlock is missing.
+
+`apply(policy)` returns the names of what is in force, for `check --json`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.abc
+import os
+import resource
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# --- Landlock (include/uapi/linux/landlock.h) ----------------------------------
+_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # same on x86-64 and arm64
+_RULE_PATH_BENEATH, _VERSION_FLAG = 1, 1
+_PR_SET_NO_NEW_PRIVS = 38
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_DIR_WRITE = sum(1 << i for i in range(4, 13))  # remove, make char/dir/reg/sock/fifo/block/sym
+REFER, TRUNCATE = 1 << 13, 1 << 14
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE
+READ = EXECUTE | READ_FILE | READ_DIR
+SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+@dataclass
+class Policy:
+    """What the sandbox may touch. Paths are absolute."""
+
+    read: list[str] = field(default_factory=list)  # trees, read and execute
+    listable: list[str] = field(default_factory=list)  # trees: names listed, files unread
+    hidden: list[str] = field(default_factory=list)  # inside `read`, but never readable
+    write: list[str] = field(default_factory=list)  # trees, read and write
+    cpu_seconds: int = 600
+    file_bytes: int = 256 * 1024 * 1024
+    address_space: int | None = None  # bytes; None on a GPU (CUDA maps far more)
+    blocked_modules: list[str] = field(default_factory=list)
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when there is none."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        n = _libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_VERSION_FLAG))
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(n))
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _add(libc, ruleset: int, path: str, access: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # gone or unreadable: nothing to allow
+    try:
+        if not os.path.isdir(path):
+            access &= FILE_RIGHTS
+        attr = _PathBeneath(access, fd)
+        if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                        ctypes.byref(attr), ctypes.c_uint32(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def readable_rules(trees: list[str], hidden: list[str]) -> list[str]:
+    """Paths to allow so that every tree is readable except the hidden paths
+    inside it: Landlock only allows, so a hidden path's siblings are allowed
+    one by one at each level between the tree and it."""
+    hidden_paths = [Path(h).resolve() for h in hidden]
+    out: list[str] = []
+
+    def visit(p: Path) -> None:
+        inner = [h for h in hidden_paths if h == p or p in h.parents]
+        if not inner:
+            out.append(str(p))
+            return
+        if p in inner or not p.is_dir():
+            return  # hidden itself
+        try:
+            children = sorted(p.iterdir())
+        except OSError:
+            return
+        for child in children:
+            visit(child)
+
+    for tree in trees:
+        visit(Path(tree).resolve())
+    return out
+
+
+def _landlock(policy: Policy, abi: int) -> list[str]:
+    libc = _libc()
+    fs = READ | WRITE_FILE | _DIR_WRITE | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
+    net = 0b11 if abi >= 4 else 0  # bind and connect TCP: none allowed
+    scoped = (SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    ruleset = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+    try:
+        for path in readable_rules(policy.read, policy.hidden):
+            _add(libc, ruleset, path, READ)
+        for path in policy.listable:
+            _add(libc, ruleset, path, READ_DIR)
+        for path in policy.write:
+            _add(libc, ruleset, path, fs)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(_SYS_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    finally:
+        os.close(ruleset)
+    what = [f"landlock ABI {abi}: files", *(["no TCP"] if net else []),
+            *(["no signals or abstract sockets outside"] if scoped else [])]
+    return [", ".join(what)]
+
+
+def _limits(policy: Policy) -> list[str]:
+    def cap(which: int, value: int) -> None:
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value if hard == resource.RLIM_INFINITY else hard))
+
+    cap(resource.RLIMIT_CPU, policy.cpu_seconds)
+    cap(resource.RLIMIT_FSIZE, policy.file_bytes)
+    cap(resource.RLIMIT_CORE, 0)
+    done = [f"cpu {policy.cpu_seconds} s", f"files {policy.file_bytes >> 20} MiB"]
+    if policy.address_space:
+        cap(resource.RLIMIT_AS, policy.address_space)
+        done.append(f"memory {policy.address_space >> 30} GiB")
+    if os.geteuid() != 0:  # root ignores RLIMIT_NPROC
+        running = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())
+        cap(resource.RLIMIT_NPROC, running + 512)
+        done.append("processes")
+    return ["rlimits: " + ", ".join(done)]
+
+
+class _Blocker(importlib.abc.MetaPathFinder):
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def find_spec(self, fullname, path=None, target=None):
+        if any(fullname == n or fullname.startswith(n + ".") for n in self.names):
+            raise ImportError(f"{fullname} is part of the grader and cannot be imported "
+                              "by a submission", name=fullname)
+        return None
+
+
+def apply(policy: Policy) -> list[str]:
+    """Confine this process; returns what is in force, one item a mechanism."""
+    in_force = _limits(policy)
+    sys.meta_path.insert(0, _Blocker(policy.blocked_modules))
+    in_force.append("grader modules not importable")
+    abi = landlock_abi()
+    if abi:
+        in_force += _landlock(policy, abi)
+    else:
+        in_force.append("no landlock (kernel without it): files readable as the user")
+    return in_force

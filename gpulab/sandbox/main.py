@@ -1,0 +1,154 @@
+"""The sandbox's loop: confine, import the learner's file, answer calls.
+
+Frames come from the judge on the socket named by argv[1] (gpulab.protocol).
+The sandbox reports what it saw (the guards' findings, the kernel launches,
+the learner's exceptions) as plain data; the judge decides.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any
+
+from gpulab import protocol
+from gpulab.protocol import ProtocolError, read_frame, write_frame
+from gpulab.sandbox.isolation import Policy, apply
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    try:
+        # PR_SET_PDEATHSIG: if the judge dies, so does the sandbox.
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    config = read_frame(fd)
+    policy = Policy(**config["policy"])
+    try:
+        in_force = apply(policy)
+    except OSError as exc:
+        write_frame(fd, {"type": "fatal", "summary": f"the sandbox could not confine itself: {exc}"})
+        os._exit(3)
+    # Sent before any learner code runs, so this report is the sandbox's own.
+    write_frame(fd, {"type": "ready", "isolation": in_force})
+    server = Server(fd, config)
+    try:
+        server.serve()
+    except (EOFError, ProtocolError):
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check
+
+
+class Server:
+    def __init__(self, fd: int, config: dict[str, Any]) -> None:
+        self.fd, self.config = fd, config
+        self.device = config["device"]
+        self.file = config["file"]
+        self.module: Any = None
+        self.arenas: dict[int, Any] = {}
+
+    def serve(self) -> None:
+        while True:
+            msg = read_frame(self.fd)
+            kind = msg["type"]
+            if kind == "exit":
+                return
+            try:
+                reply = getattr(self, f"on_{kind}")(msg)
+            except LearnerFailure as exc:
+                reply = {"type": "raised", "summary": exc.summary, "message": exc.message}
+            except Exception as exc:  # noqa: BLE001 - a sandbox bug or bad request
+                reply = {"type": "broken", "summary": f"{type(exc).__name__}: {exc}",
+                         "message": traceback.format_exc()}
+            write_frame(self.fd, reply)
+
+    # --- requests ---------------------------------------------------------------
+
+    def on_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.grading.learner import LearnerError, load_module
+
+        if self.device == "cpu":
+            import warnings
+
+            # The interpreter evaluates masked-off lanes too (numpy warns about
+            # -inf - -inf there); that noise is not the learner's output.
+            warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                    module=r"triton\.runtime\.interpreter")
+        if self.module is None:
+            try:
+                self.module = load_module(self.file)
+            except LearnerError as exc:
+                raise LearnerFailure(exc.summary, exc.message) from None
+        names = [n for n in msg.get("functions", []) if callable(getattr(self.module, n, None))]
+        return {"type": "loaded", "functions": names}
+
+    def on_arena(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox import tensors
+
+        spec = protocol.ArenaSpec(**msg["arena"])
+        self.arenas[spec.id] = tensors.open_arena(spec)
+        return {"type": "ok"}
+
+    def on_call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if msg.get("plain"):
+            from gpulab.sandbox.plain import plain_call
+
+            return plain_call(self, msg)
+        from gpulab.sandbox.calls import guarded_call
+
+        return guarded_call(self, msg)
+
+    def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.calls import timed_batch
+
+        return timed_batch(self, msg)
+
+    def on_grade(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Self-graded exercises (see gpulab.judge.SELF_GRADED): the grader
+        module runs here and its result comes back as a report, marked so."""
+        from gpulab.grading.harness import grade_request
+
+        events = _Forward(self.fd)
+        result = grade_request(msg["request"], self.device, events)
+        return {"type": "graded", "result": result}
+
+    # --- helpers ------------------------------------------------------------------
+
+    def function(self, name: str) -> Any:
+        from gpulab.grading.learner import get_function
+
+        try:
+            return get_function(self.module, name, self.file)
+        except Exception as exc:  # LearnerError
+            raise LearnerFailure(getattr(exc, "summary", str(exc)),
+                                 getattr(exc, "message", "")) from None
+
+
+class LearnerFailure(Exception):
+    def __init__(self, summary: str, message: str = "") -> None:
+        super().__init__(summary)
+        self.summary, self.message = summary, message
+
+
+class _Forward:
+    """A channel for the self-graded harness: its events go to the judge as
+    progress frames (the judge shows them, nothing more)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, event: dict[str, Any]) -> None:
+        write_frame(self.fd, {"type": "event", "event": event})
+
+    def stage(self, text: str) -> None:
+        self.send({"type": "stage", "text": text})
+
+
+if __name__ == "__main__":
+    main()

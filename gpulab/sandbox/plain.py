@@ -1,0 +1,48 @@
+"""Plain calls (lesson 09): records in, data out, no torch in this path."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from gpulab.grading import learner
+
+
+def _args(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__ns__"} and isinstance(obj["__ns__"], dict):
+            return types.SimpleNamespace(**{k: _args(v) for k, v in obj["__ns__"].items()})
+        return {k: _args(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_args(v) for v in obj]
+    return obj
+
+
+def plain(v: Any, depth: int = 0) -> Any:
+    """The learner's value as JSON data; what is not data is named, not sent."""
+    if depth > 8:
+        return {"__unsupported__": "nesting"}
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return float(v)
+    if isinstance(v, str):
+        return str.__str__(v)
+    if isinstance(v, (list, tuple)):
+        return [plain(x, depth + 1) for x in v]
+    if isinstance(v, dict):
+        return {str(k): plain(x, depth + 1) for k, x in v.items()}
+    return {"__unsupported__": type(v).__name__}
+
+
+def plain_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    from gpulab.sandbox.main import LearnerFailure
+
+    fn = server.function(msg["function"])
+    try:
+        out = learner.call(fn, server.file, *_args(msg["args"]), **_args(msg.get("kwargs", {})))
+    except learner.LearnerError as exc:
+        raise LearnerFailure(exc.summary, exc.message) from None
+    return {"type": "return", "value": plain(out)}

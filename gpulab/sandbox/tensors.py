@@ -1,0 +1,98 @@
+"""Tensors in shared memory, the sandbox's side: open an arena, view a
+TensorRef as a tensor with a storage of its own (so storages tell tensors
+apart, as they do for tensors the learner allocates)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import torch
+
+from gpulab.protocol import ArenaSpec, ProtocolError, TensorRef, is_tensor_ref
+
+
+def dtype_of(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ProtocolError(f"unknown dtype {name!r}")
+    return dt
+
+
+class FileArena:
+    def __init__(self, spec: ArenaSpec) -> None:
+        fd = os.open(spec.path, os.O_RDWR)
+        try:
+            self.map = mmap.mmap(fd, spec.nbytes)
+        finally:
+            os.close(fd)
+        self.nbytes = spec.nbytes
+
+    def storage(self, offset: int, nbytes: int) -> torch.Tensor:
+        return torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes, offset=offset)
+
+
+class _CudaSpan:
+    """A span of the arena for torch.as_tensor (its own storage, no copy)."""
+
+    def __init__(self, ptr: int, nbytes: int, owner: Any) -> None:
+        self.owner = owner  # keeps the IPC mapping alive while the tensor lives
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 2}
+
+
+class CudaArena:
+    def __init__(self, spec: ArenaSpec) -> None:
+        device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync = spec.ipc
+        torch.cuda._lazy_init()
+        self.storage_ = torch.UntypedStorage._new_shared_cuda(
+            int(device), bytes.fromhex(handle), int(size), int(offset),
+            bytes.fromhex(rc_handle), int(rc_offset),
+            bytes.fromhex(ev_handle) if ev_handle else b"", bool(ev_sync))
+        self.base = self.storage_.data_ptr()
+        self.nbytes = spec.nbytes
+        self.device = int(device)
+
+    def storage(self, offset: int, nbytes: int) -> torch.Tensor:
+        if nbytes == 0:
+            return torch.empty(0, dtype=torch.uint8, device=f"cuda:{self.device}")
+        span = _CudaSpan(self.base + offset, nbytes, self)
+        return torch.as_tensor(span, device=f"cuda:{self.device}")
+
+
+def open_arena(spec: ArenaSpec) -> Any:
+    if spec.kind == "file":
+        return FileArena(spec)
+    if spec.kind == "cuda":
+        return CudaArena(spec)
+    raise ProtocolError(f"unknown arena kind {spec.kind!r}")
+
+
+def view(arenas: dict[int, Any], ref: TensorRef) -> torch.Tensor:
+    arena = arenas.get(ref.arena)
+    if arena is None:
+        raise ProtocolError(f"no arena {ref.arena}")
+    if ref.offset + ref.nbytes > arena.nbytes:
+        raise ProtocolError("a tensor reference past its arena's end")
+    dtype = dtype_of(ref.dtype)
+    raw = arena.storage(ref.offset, ref.nbytes)
+    typed = raw.view(dtype) if ref.nbytes else raw.view(dtype)
+    return torch.as_strided(typed, ref.shape, ref.stride, ref.storage_offset)
+
+
+def materialize(arenas: dict[int, Any], obj: Any) -> Any:
+    """JSON arguments with tensor references made into tensors."""
+    if is_tensor_ref(obj):
+        return view(arenas, TensorRef.from_json(obj))
+    if isinstance(obj, list):
+        return [materialize(arenas, v) for v in obj]
+    if isinstance(obj, dict):
+        if set(obj) == {"__ns__"} and isinstance(obj["__ns__"], dict):
+            import types
+
+            return types.SimpleNamespace(**materialize(arenas, obj["__ns__"]))
+        if set(obj) == {"__tuple__"}:
+            return tuple(materialize(arenas, v) for v in obj["__tuple__"])
+        return {k: materialize(arenas, v) for k, v in obj.items()}
+    return obj
