@@ -22,6 +22,7 @@ import secrets
 import shutil
 import signal
 import site
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -157,10 +158,19 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
             result = grade_request(request, device, channel, sandbox=sandbox)
             result["verdict"] = "judge"
-    except SandboxDied as exc:
-        code = sandbox.proc.wait(timeout=5) if sandbox else None
+    except (SandboxDied, protocol.ProtocolError) as exc:
+        code = None
+        if sandbox is not None and isinstance(exc, protocol.ProtocolError):
+            sandbox.killed_by_judge = ("your code wrote to the sandbox's private channel to the "
+                                       "grader (stopped by gpulab)")
+        elif sandbox is not None:
+            try:
+                code = sandbox.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                sandbox.killed_by_judge = "your code stopped answering (stopped by gpulab)"
         summary, hint = crash_summary(code, sandbox.killed_by_judge if sandbox else "", policy)
-        result = {"status": CRASHED, "summary": summary, "message": hint or str(exc)}
+        result = {"status": CRASHED if code is not None else FAILED, "summary": summary,
+                  "message": hint or str(exc)}
     finally:
         if sandbox is not None:
             sandbox.close()

@@ -3,10 +3,12 @@ and the next check runs normally (real child processes)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -53,21 +55,47 @@ def test_exception_traceback_shows_only_learner_frames(grade):
     assert "gpulab" not in msg.replace("mine.py", "")  # no grader internals
 
 
-def test_infinite_python_loop_times_out_and_leaves_no_process(grade, tmp_path):
-    marker = tmp_path / "pids"
-    src = (f"import os, subprocess, sys\n"
-           f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-           f"open({str(marker)!r}, 'w').write(f'{{os.getpid()}} {{p.pid}}')\n"
-           "def softmax(x):\n    while True:\n        pass\n")
+def marked(marker: str) -> list[int]:
+    """Live processes whose command line carries `marker`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read() and alive(int(entry)):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def spawner(marker: str) -> str:
+    """Learner code that starts a plain child and a setsid grandchild, both sleeping."""
+    sleeper = f"import time; time.sleep(600)  # {marker}"
+    return (f"import os, subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', {sleeper!r}])\n"
+            f"subprocess.Popen([sys.executable, '-c', {sleeper!r}], start_new_session=True)\n")
+
+
+def test_infinite_python_loop_times_out_and_leaves_no_process(grade):
+    marker = f"gpulab-test-{uuid.uuid4().hex}"
+    src = spawner(marker) + "def softmax(x):\n    while True:\n        pass\n"
     t0 = time.monotonic()
     r = grade("softmax", src, timeout=8)
     assert time.monotonic() - t0 < 30
     assert r["status"] == "timeout"
     assert "timed out after 8 s" in r["summary"]
-    pids = [int(p) for p in marker.read_text().split()]
     time.sleep(0.5)
-    for pid in pids:  # the child and the grandchild it started are both gone
-        assert not alive(pid)
+    assert marked(marker) == []  # the child and the setsid grandchild are both gone
+
+
+def test_a_setsid_grandchild_does_not_outlive_a_finished_check(grade):
+    marker = f"gpulab-test-{uuid.uuid4().hex}"
+    r = grade("softmax", spawner(marker) + REF)
+    assert r["passed"], r["summary"]
+    time.sleep(0.5)
+    assert marked(marker) == []
 
 
 def test_infinite_loop_inside_a_kernel_times_out(grade):
@@ -124,25 +152,24 @@ def test_next_check_after_a_crash_runs_normally(grade):
 
 
 def test_ctrl_c_during_a_check_leaves_no_orphans(tmp_path):
-    """SIGINT to the CLI while a check hangs: it exits, and the child is gone."""
-    marker = tmp_path / "pid"
+    """SIGINT to the CLI while a check hangs: it exits, and the sandbox's
+    processes are gone."""
+    marker = f"gpulab-test-{uuid.uuid4().hex}"
     sol = tmp_path / "hang.py"
-    sol.write_text(f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
-                   "def softmax(x):\n    while True:\n        pass\n")
+    sol.write_text(spawner(marker) + "def softmax(x):\n    while True:\n        pass\n")
     proc = subprocess.Popen([sys.executable, "-m", "gpulab", "check", "softmax", "--file",
                              str(sol), "--device", "cpu"],
                             env=gpulab_env(tmp_path / "ws"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
+    while len(marked(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert marker.exists(), proc.communicate()[1]
-    child = int(marker.read_text())
+    assert len(marked(marker)) == 2, proc.communicate()[1]
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    time.sleep(0.5)
-    assert not alive(child)
+    time.sleep(1)
+    assert marked(marker) == []
     assert not (tmp_path / "ws" / ".gpulab" / "results" / "softmax.json").exists()
 
 

@@ -212,6 +212,10 @@ def _report_failures(ctx: Any, spec: KernelSpec, report: Any, case_name: str,
     if report.get("side_stream"):
         ctx.fail(f"case {case_name}: a kernel was launched on a side stream",
                  "Launch on the current stream: work on another stream escapes the timing.")
+    if report.get("overruns"):
+        ctx.fail(f"case {case_name}: your kernel wrote past the end of a buffer",
+                 "A store landed just after a tensor your code allocated: check the mask "
+                 "(`offs < n`, not `<=`) and the last block's offsets.")
     if require_written and report.get("aliases_input"):
         ctx.fail(f"case {case_name}: returned one of its inputs",
                  "Allocate a new output tensor.")

@@ -97,9 +97,10 @@ def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | No
                 out = learner.call(fn, server.file, *args, **kwargs)
         else:
             out = learner.call(fn, server.file, *args, **kwargs)
+    _sync()
     report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
               "launches": len(launches.launches),
-              "side_stream": bool(launches.side_streams())}
+              "side_stream": bool(launches.side_streams()), "overruns": v.overruns()}
     report.update(launches.provenance(out))
     return out, report
 

@@ -39,6 +39,49 @@ def _poison(t: Any) -> None:
 @dataclass
 class Violations:
     banned: list[str] = field(default_factory=list)
+    # (canary view, what it held) behind each contiguous buffer the code
+    # allocated, to see a kernel store past the end (a mask of `<=` for `<`).
+    canaries: list[tuple[Any, Any]] = field(default_factory=list)
+
+    def overruns(self) -> int:
+        return sum(1 for view, want in self.canaries if not torch.equal(view, want))
+
+
+CANARY = 64  # elements kept after each buffer
+
+
+def _with_canary(func: Any, args: tuple, kwargs: dict, v: Violations) -> Any:
+    """torch.empty / empty_like of a contiguous tensor, carved from a larger
+    buffer whose tail holds a pattern; None where that does not apply."""
+    if func is torch.empty_like and args and isinstance(args[0], torch.Tensor):
+        like = args[0]
+        if kwargs.get("memory_format") not in (None, torch.contiguous_format, torch.preserve_format) \
+                or not like.is_contiguous():
+            return None
+        shape, dtype = tuple(like.shape), kwargs.get("dtype") or like.dtype
+        device = kwargs.get("device") or like.device
+    elif func is torch.empty and args and not kwargs.get("out") \
+            and kwargs.get("memory_format") in (None, torch.contiguous_format):
+        shape = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) \
+            else tuple(args)
+        if not all(isinstance(s, int) for s in shape):
+            return None
+        dtype = kwargs.get("dtype") or torch.get_default_dtype()
+        device = kwargs.get("device") or "cpu"
+    else:
+        return None
+    numel = 1
+    for s in shape:
+        numel *= s
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch.no_grad():  # the guard's own ops are not the learner's
+        flat = torch.empty(numel + CANARY, dtype=dtype, device=device)
+        tail = flat[numel:]
+        tail.copy_(torch.arange(7, CANARY + 7, device=device).to(dtype))
+        v.canaries.append((tail, tail.clone()))
+        out = flat[:numel].view(shape)
+    return out.requires_grad_() if kwargs.get("requires_grad") else out
 
 
 class _FunctionGuard(TorchFunctionMode):
@@ -50,7 +93,9 @@ class _FunctionGuard(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in self.banned:
             self.v.banned.append(self.names.get(func, getattr(func, "__name__", str(func))))
-        out = func(*args, **kwargs)
+        out = _with_canary(func, args, kwargs, self.v) if self.poison else None
+        if out is None:
+            out = func(*args, **kwargs)
         if self.poison and func in _EMPTY_FNS:
             with torch.no_grad():
                 _poison(out)

@@ -1,0 +1,187 @@
+"""The grade is computed where learner code cannot reach it (issue: trusted
+grading). Each test is a determined student's attempt, run for real: a judge
+process, a confined sandbox, the Triton interpreter on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO, reference_source
+
+REF = reference_source("softmax")
+
+
+def landlock() -> bool:
+    from gpulab.sandbox.isolation import landlock_abi
+
+    return landlock_abi() > 0
+
+
+def test_the_result_says_who_judged_and_what_confined_the_code(grade):
+    r = grade("softmax", REF)
+    assert r["passed"] and r["verdict"] == "judge"
+    assert any(s.startswith("rlimits") for s in r["isolation"])
+    if landlock():
+        assert any(s.startswith("landlock") for s in r["isolation"])
+
+
+def test_a_forged_reply_on_the_sandbox_channel_does_not_pass(grade):
+    # The learner finds the sandbox's socket and answers the call itself,
+    # claiming a result was copied; the slot still holds the judge's poison.
+    src = REF + '''
+import json as _json, os as _os, struct as _struct
+_real = softmax
+
+def softmax(x):
+    frame = _json.dumps({"type": "return", "copied": True, "report": {"launches": 1,
+        "wrote_out": True}, "desc": {"type": "Tensor", "exact": True,
+        "shape": list(x.shape), "dtype": str(x.dtype)[6:], "device": "cpu",
+        "contiguous": True}}).encode()
+    for fd in range(3, 40):
+        try:
+            _os.write(fd, _struct.pack("<I", len(frame)) + frame)
+        except OSError:
+            pass
+    return x
+'''
+    r = grade("softmax", src)
+    assert not r["passed"]
+
+
+def test_a_shadow_gpulab_or_torch_beside_the_file_is_never_imported(grade, tmp_path):
+    (tmp_path / "gpulab").mkdir()
+    (tmp_path / "gpulab" / "__init__.py").write_text("print('SHADOW-GPULAB')\n")
+    (tmp_path / "torch.py").write_text("print('SHADOW-TORCH')\n")
+    r = grade("softmax", REF)
+    assert r["passed"], r["summary"]
+    assert "SHADOW" not in r["output"]
+
+
+def test_the_graders_modules_cannot_be_imported(grade):
+    src = "from gpulab.grading import compare\ncompare.DEFAULT_TOLERANCE.clear()\n" + REF
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "part of the grader" in r["summary"] + r["message"]
+
+
+def test_editing_anything_in_the_sandbox_leaves_the_judge_untouched(grade):
+    # Loosen every tolerance and empty every list the sandbox can reach,
+    # then return zeros: the judge's own tables decide.
+    src = '''
+import sys, torch
+for name, mod in list(sys.modules.items()):
+    if name.startswith("gpulab") and mod is not None:
+        for k, v in list(vars(mod).items()):
+            if isinstance(v, (dict, list, set)) and not k.startswith("__"):
+                try:
+                    v.clear()
+                except Exception:
+                    pass
+
+def softmax(x):
+    return torch.zeros_like(x)
+'''
+    r = grade("softmax", src)
+    assert not r["passed"]
+
+
+@pytest.mark.skipif(not landlock(), reason="needs Landlock")
+def test_the_reference_solutions_cannot_be_read(grade):
+    path = REPO / "kernels" / "softmax.py"
+    src = f"exec(open({str(path)!r}).read())\n"
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "Permission" in r["summary"] + r["message"]
+
+
+@pytest.mark.skipif(not landlock(), reason="needs Landlock")
+def test_the_serving_answer_key_cannot_be_read(grade):
+    path = REPO / "gpulab" / "serving.py"
+    src = (f"src = open({str(path)!r}).read()\n"
+           "def weight_params(cfg):\n    return 0.0\n")
+    r = grade("serving_roofline", src)
+    assert not r["passed"]
+    assert "Permission" in r["summary"] + r["message"]
+
+
+def test_objects_that_compare_equal_to_anything_are_plain_data_to_the_judge(grade):
+    src = reference_source("serving_roofline") + '''
+
+class _Zero(float):
+    def __sub__(self, other):
+        return 0.0
+    __rsub__ = __sub__
+    def __eq__(self, other):
+        return True
+    __hash__ = float.__hash__
+
+class _Any(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+
+def weight_params(cfg):
+    return _Zero(1.0)
+
+_step = decode_step
+def decode_step(cfg, gpu, batch, context):
+    d = dict(_step(cfg, gpu, batch, context))
+    d["bound"] = _Any("neither")
+    return d
+'''
+    r = grade("serving_roofline", src)
+    assert not r["passed"]
+    bad = [c["name"] for c in r["cases"] if not c["passed"]]
+    assert any("weight_params" in n for n in bad) and any("decode" in n for n in bad)
+
+
+def test_the_environment_is_scrubbed_and_home_is_private(grade, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPULAB_TEST_TOKEN", "s3cr3t-t0ken")
+    src = ("import os\nprint(sorted(os.environ.items()))\n"
+           "print('HOME-IS', os.path.expanduser('~'))\n" + REF)
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
+    assert "s3cr3t-t0ken" not in r["output"]
+    home = r["output"].split("HOME-IS ", 1)[1].split()[0]
+    assert "gpulab-sandbox-" in home and str(tmp_path) not in home
+
+
+@pytest.mark.skipif(not landlock(), reason="needs Landlock")
+def test_the_workspace_and_other_files_cannot_be_written(grade, tmp_path):
+    target = tmp_path / "planted.txt"
+    src = f"open({str(target)!r}, 'w').write('x')\n" + REF
+    r = grade("softmax", src)
+    assert not r["passed"] and not target.exists()
+
+
+def test_huge_output_is_kept_short(grade):
+    src = "import sys\nfor _ in range(20000):\n    sys.stdout.write('y' * 1000 + '\\n')\n" + REF
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
+    assert len(r["output"]) < 20000
+    assert "bytes of output left out" in r["output"]
+
+
+def test_a_store_one_past_the_end_fails(grade):
+    src = reference_source("bandwidth").replace("offs < n", "offs <= n")
+    assert "offs <= n" in src
+    r = grade("bandwidth", src)
+    assert not r["passed"]
+    assert "past the end" in r["summary"]
+
+
+def test_a_result_filled_by_torch_after_the_launch_fails(grade):
+    # A kernel is handed the inputs and the output, then torch writes the answer.
+    src = REF + '''
+import torch as _torch
+_real = softmax
+
+def softmax(x):
+    out = _real(x)
+    y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
+    out.copy_((y / y.sum(-1, keepdim=True)).to(out.dtype))
+    return out
+'''
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "changed after your kernel wrote it" in r["summary"]
