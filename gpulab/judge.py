@@ -85,7 +85,8 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
     if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
         # `gpulab dev check` grades the reference solutions themselves.
         hidden = [h for h in hidden if not learner.is_relative_to(Path(h))]
-    write = [str(private), str(cache), "/dev/null", "/dev/zero",
+    # /dev/shm: torch's CUDA IPC keeps its reference counts in files there.
+    write = [str(private), str(cache), "/dev/null", "/dev/zero", "/dev/shm",
              *(str(p) for p in Path("/dev").glob("nvidia*"))]
     blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner", "gpulab.grading.remote"]
     if request["exercise"] not in SELF_GRADED:

@@ -18,6 +18,10 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from gpulab.sandbox.isolation import Policy, apply
 policy = json.loads(sys.argv[2])
+if sys.argv[3] == "preinit":
+    import torch
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
 if policy is not None:
     print(apply(Policy(**policy)))
 import torch
@@ -34,6 +38,9 @@ def main() -> None:
     req = {"file": str(REPO / "kernels" / "softmax.py"), "exercise": "softmax", "timeout": 60}
     base = policy_for(req, "cuda", private, private)
     variants = {
+        "full preinit": base,
+        "full + /proc/self": {**base, "write": base["write"] + ["/proc/self"]},
+        "full + /sys": {**base, "write": base["write"] + ["/sys"]},
         "none": None,
         "rlimits only": {**base, "read": ["/"], "write": ["/"], "hidden": []},
         "full": base,
@@ -43,9 +50,10 @@ def main() -> None:
         "full + read / write /": {**base, "read": ["/"], "write": ["/"], "hidden": []},
     }
     out = {}
-    for name, pol in variants.items():
+    for name, pol in list(variants.items())[:3]:
         env = dict(os.environ)
-        r = subprocess.run([sys.executable, "-I", "-c", CHILD, str(REPO), json.dumps(pol)],
+        mode = "preinit" if "preinit" in name else "plain"
+        r = subprocess.run([sys.executable, "-I", "-c", CHILD, str(REPO), json.dumps(pol), mode],
                            capture_output=True, text=True, timeout=120, env=env)
         out[name] = {"rc": r.returncode, "out": r.stdout[-500:], "err": r.stderr[-800:]}
         print(name, r.returncode, r.stdout.strip()[-200:], r.stderr.strip()[-300:], flush=True)

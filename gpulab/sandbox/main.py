@@ -28,6 +28,13 @@ def main() -> None:
         pass
     config = read_frame(fd)
     policy = Policy(**config["policy"])
+    if config["device"] == "cuda":
+        # Start CUDA before confining: the driver's start-up writes under
+        # /proc that nothing after it needs (measured on the H200 machine).
+        import torch
+
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
     try:
         in_force = apply(policy)
     except OSError as exc:
