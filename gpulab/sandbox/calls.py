@@ -163,35 +163,51 @@ class _Null:
 def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """CUDA events around each call, the L2 flushed before each; each result
     copied into its slot after its end event (outside the events). The judge
-    times the whole batch from outside and checks every slot."""
+    times the whole batch from outside and checks every slot. Clocks are
+    logged during the warm-up request only (starting NVML costs milliseconds)."""
     from gpulab.grading.timing import ClockLog, L2Flusher
     from gpulab.sandbox.main import LearnerFailure
 
     fn = server.function(msg["function"])
-    reps = [(materialize(server.arenas, r["args"]), materialize(server.arenas, r["kwargs"]))
-            for r in msg["inputs"]]
-    flusher = L2Flusher() if msg.get("flush", True) else None
+    reps = [(materialize(server.arenas, r["args"], False),
+             materialize(server.arenas, r["kwargs"], False)) for r in msg["inputs"]]
+    slots = [view(server.arenas, TensorRef.from_json(s), False) for s in msg["outs"]]
+    if server.flusher is None:
+        server.flusher = L2Flusher()
+    flusher = server.flusher if msg.get("flush", True) else None
     stream = torch.cuda.current_stream()
-    warm_until = time.perf_counter() + float(msg.get("warmup_s", 0.0))
+    warmup_s = float(msg.get("warmup_s", 0.0))
     pairs, copied = [], []
+    clocks: dict[str, Any] = {}
     try:
-        while time.perf_counter() < warm_until:  # warm-up by time, on the first set
-            fn(*reps[0][0], **reps[0][1])
-            torch.cuda.synchronize()
-        with ClockLog() as clocks:
-            for (args, kwargs), slot in zip(reps, msg["outs"], strict=True):
-                if flusher is not None:
-                    flusher()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record(stream)
-                out = fn(*args, **kwargs)
-                end.record(stream)
-                pairs.append((start, end))
-                copied.append(_copy_into(slot, out, server.arenas))
-            torch.cuda.synchronize()
+        if warmup_s > 0:
+            with ClockLog() as log:
+                until = time.perf_counter() + warmup_s
+                while time.perf_counter() < until:  # warm-up by time, on the first set
+                    fn(*reps[0][0], **reps[0][1])
+                    torch.cuda.synchronize()
+            clocks = log.summary()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in reps]
+        for (args, kwargs), slot, (start, end) in zip(reps, slots, events, strict=True):
+            if flusher is not None:
+                flusher()
+            start.record(stream)
+            out = fn(*args, **kwargs)
+            end.record(stream)
+            pairs.append((start, end))
+            copied.append(_copy_to(slot, out))
+        torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - the learner's code failed while timed
         raise LearnerFailure(f"timing failed: {type(exc).__name__}: {exc}",
                              learner.format_learner_traceback(exc, server.file)) from None
     return {"type": "timed", "ms": [s.elapsed_time(e) for s, e in pairs], "copied": copied,
-            "clocks": clocks.summary()}
+            "clocks": clocks}
+
+
+def _copy_to(slot: torch.Tensor, out: Any) -> bool:
+    if type(out) is not torch.Tensor or tuple(out.shape) != tuple(slot.shape) \
+            or out.dtype != slot.dtype or out.device != slot.device:
+        return False
+    slot.copy_(out)
+    return True

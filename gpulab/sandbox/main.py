@@ -59,6 +59,7 @@ class Server:
         self.file = config["file"]
         self.module: Any = None
         self.arenas: dict[int, Any] = {}
+        self.flusher: Any = None
 
     def serve(self) -> None:
         while True:

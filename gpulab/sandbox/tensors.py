@@ -28,6 +28,12 @@ class FileArena:
         finally:
             os.close(fd)
         self.nbytes = spec.nbytes
+        self._whole: torch.Tensor | None = None
+
+    def whole(self) -> torch.Tensor:
+        if self._whole is None:
+            self._whole = self.storage(0, self.nbytes)
+        return self._whole
 
     def storage(self, offset: int, nbytes: int) -> torch.Tensor:
         return torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes, offset=offset)
@@ -53,6 +59,13 @@ class CudaArena:
         self.base = self.storage_.data_ptr()
         self.nbytes = spec.nbytes
         self.device = int(device)
+        self._whole: torch.Tensor | None = None
+
+    def whole(self) -> torch.Tensor:
+        if self._whole is None:
+            t = torch.empty(0, dtype=torch.uint8, device=f"cuda:{self.device}")
+            self._whole = t.set_(self.storage_)
+        return self._whole
 
     def storage(self, offset: int, nbytes: int) -> torch.Tensor:
         if nbytes == 0:
@@ -69,30 +82,36 @@ def open_arena(spec: ArenaSpec) -> Any:
     raise ProtocolError(f"unknown arena kind {spec.kind!r}")
 
 
-def view(arenas: dict[int, Any], ref: TensorRef) -> torch.Tensor:
+def view(arenas: dict[int, Any], ref: TensorRef, own_storage: bool = True) -> torch.Tensor:
+    """The tensor `ref` names. With `own_storage` it gets a storage object of
+    its own (slower: the guards tell tensors apart by storage); without, it
+    is a view of the arena's whole storage (for timed loops)."""
     arena = arenas.get(ref.arena)
     if arena is None:
         raise ProtocolError(f"no arena {ref.arena}")
     if ref.offset + ref.nbytes > arena.nbytes:
         raise ProtocolError("a tensor reference past its arena's end")
     dtype = dtype_of(ref.dtype)
-    raw = arena.storage(ref.offset, ref.nbytes)
-    typed = raw.view(dtype) if ref.nbytes else raw.view(dtype)
-    return torch.as_strided(typed, ref.shape, ref.stride, ref.storage_offset)
+    if own_storage:
+        typed = arena.storage(ref.offset, ref.nbytes).view(dtype)
+    else:
+        typed = arena.whole()[ref.offset:ref.offset + ref.nbytes].view(dtype)
+    return torch.as_strided(typed, ref.shape, ref.stride,
+                            typed.storage_offset() + ref.storage_offset)
 
 
-def materialize(arenas: dict[int, Any], obj: Any) -> Any:
+def materialize(arenas: dict[int, Any], obj: Any, own_storage: bool = True) -> Any:
     """JSON arguments with tensor references made into tensors."""
     if is_tensor_ref(obj):
-        return view(arenas, TensorRef.from_json(obj))
+        return view(arenas, TensorRef.from_json(obj), own_storage)
     if isinstance(obj, list):
-        return [materialize(arenas, v) for v in obj]
+        return [materialize(arenas, v, own_storage) for v in obj]
     if isinstance(obj, dict):
         if set(obj) == {"__ns__"} and isinstance(obj["__ns__"], dict):
             import types
 
             return types.SimpleNamespace(**materialize(arenas, obj["__ns__"]))
         if set(obj) == {"__tuple__"}:
-            return tuple(materialize(arenas, v) for v in obj["__tuple__"])
-        return {k: materialize(arenas, v) for k, v in obj.items()}
+            return tuple(materialize(arenas, v, own_storage) for v in obj["__tuple__"])
+        return {k: materialize(arenas, v, own_storage) for k, v in obj.items()}
     return obj
