@@ -8,6 +8,7 @@ in the sandbox; everything here runs in the judge.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,10 +111,20 @@ def _storage_nbytes(ts: list[torch.Tensor]) -> int:
 
 
 def encode(arena: Any, obj: Any, refs: dict[int, Any]) -> Any:
-    """Arguments as JSON, tensors copied into the arena (a storage once)."""
+    """Arguments as JSON, tensors copied into the arena. A storage is copied
+    once, so views of one buffer stay views of one buffer there."""
     if isinstance(obj, torch.Tensor):
         if id(obj) not in refs:
-            refs[id(obj)] = (obj, arena.put(obj))
+            ptr = obj.untyped_storage().data_ptr()
+            placed = refs.get(("storage", ptr))
+            if placed is None:
+                ref = arena.put(obj)
+                refs[("storage", ptr)] = ref
+            else:
+                ref = dataclasses.replace(placed, dtype=str(obj.dtype).replace("torch.", ""),
+                                          shape=tuple(obj.shape), stride=tuple(obj.stride()),
+                                          storage_offset=obj.storage_offset())
+            refs[id(obj)] = (obj, ref)
         return refs[id(obj)][1].to_json()
     if isinstance(obj, tuple):
         return {"__tuple__": [encode(arena, v, refs) for v in obj]}
@@ -123,8 +134,6 @@ def encode(arena: Any, obj: Any, refs: dict[int, Any]) -> Any:
         return {str(k): encode(arena, v, refs) for k, v in obj.items()}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    if isinstance(obj, torch.dtype):
-        raise TypeError("dtypes are not passed to a learner's function")
     raise TypeError(f"cannot pass a {type(obj).__name__} to the sandbox")
 
 
@@ -183,7 +192,7 @@ def remote_call(ctx: Any, name: str, args: tuple, kwargs: dict, *, expect: Expec
         ctx.fail(f"the sandbox failed: {_text(reply.get('summary'))}",
                  _text(reply.get("message")))
     # Inputs must be exactly as the judge wrote them.
-    for t, ref in refs.values():
+    for t, ref in (v for k, v in refs.items() if not isinstance(k, tuple)):
         if not torch.equal(arena.storage_bytes(ref), storage_bytes(t)):
             ctx.fail("your code wrote into its inputs",
                      "Inputs must be left exactly as they were; write to a new output tensor.")
