@@ -65,7 +65,7 @@ TOL_GPU = {**TOL_CPU, torch.float32: (1e-2, 1e-2)}
 def interpreter_dot_ok(dtype: torch.dtype) -> bool:
     """Does the Triton interpreter compute a `dtype` tl.dot faithfully here?
 
-    Triton 3.9's interpreter returns garbage for bf16 (GRADING.md); asking
+    Triton 3.9's interpreter returned garbage for bf16 (docs/grading.md); asking
     instead of hard-coding lets a fixed Triton check bf16 again."""
     import triton
     import triton.language as tl

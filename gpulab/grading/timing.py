@@ -1,6 +1,6 @@
 """The GPU timing harness shared by the grader, the probe and the bench.
 
-Follows ../shared/guide/GRADING.md:
+Follows docs/grading.md:
 - CUDA events around each call, read only after a device synchronise;
 - warm-up by time (compilation and autotuning happen before timing starts);
 - the L2 is flushed before every timed call by writing a buffer of at least
