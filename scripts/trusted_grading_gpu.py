@@ -53,6 +53,32 @@ def softmax(x):
     return out
 '''
 
+# The same, through a dispatch mode left on at import: it sees the sandbox's
+# aten.copy_ into the judge's slot even where Tensor.copy_ was taken early.
+DISPATCH = '''
+import torch as _torch
+from torch.utils._python_dispatch import TorchDispatchMode as _Mode
+_real = softmax
+_pending = {}
+
+class _Hook(_Mode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _torch.ops.aten.copy_.default and args[1].data_ptr() in _pending:
+            return func(args[0], _real(_pending.pop(args[1].data_ptr())))
+        return func(*args, **kwargs)
+
+_Hook().__enter__()
+
+def softmax(x):
+    if _torch._C._is_torch_function_mode_enabled():
+        return _real(x)
+    out = _torch.empty_like(x)
+    out.copy_(x)
+    _pending[out.data_ptr()] = x
+    return out
+'''
+
 
 def summarise(r: dict) -> dict:
     t = r.get("timing") or {}
@@ -61,7 +87,7 @@ def summarise(r: dict) -> dict:
             "duration_s": r.get("duration_s"),
             "cases": [{k: c.get(k) for k in ("shape", "dtype", "ms", "reps", "rse",
                                               "roofline_fraction", "speedup", "batch_reps",
-                                              "judge_flush_ms", "judge_copy_ms", "batches")}
+                                              "judge_flush_ms", "judge_copy_ms", "batches", "clocks")}
                       for c in t.get("cases", [])]}
 
 
@@ -81,7 +107,7 @@ def main() -> None:
         print(ex, r["status"], r["summary"][:200], f"{time.time() - t0:.0f}s", flush=True)
         out_path.write_text(json.dumps(results, indent=1))
     ref = (REPO / "kernels" / "softmax.py").read_text()
-    for name, tail in (("cached", CACHED), ("hooked-copy", HOOKED)):
+    for name, tail in (("cached", CACHED), ("hooked-copy", HOOKED), ("dispatch-hook", DISPATCH)):
         f = tmp / f"{name}.py"
         f.write_text(ref + tail)
         r = run_check(course.find("softmax"), f, device="cuda", timeout=500,

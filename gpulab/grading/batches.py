@@ -38,6 +38,8 @@ REL_ERR = 0.01
 # between launches, and a share of the claim for event and clock noise.
 GAP_MS, GAP_SHARE = 0.05, 0.10
 FIXED_ALLOWANCE_MS = 5.0
+# The result's copy out, timed in the sandbox, against the judge's own copy.
+COPY_SLACK, COPY_FLOOR_MS = 1.5, 0.02
 
 
 def fresh_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -181,9 +183,18 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
                          "(fresh inputs) is wrong",
                          describe_mismatch(rep) + ". Every timed call must compute its own "
                          "inputs' answer inside the timed region.")
+        copies = numbers(reply.get("copy_ms"))
+        if copies is None or len(copies) != k:
+            ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
+        slow_copy = statistics.median(copies)
+        if slow_copy > COPY_SLACK * copy_ms + COPY_FLOOR_MS:
+            implausible = (f"{case.name}: copying each result out took {slow_copy * 1e3:.0f} µs "
+                           f"(median), where a copy of that size takes {copy_ms * 1e3:.0f} µs: "
+                           "work done outside the timed region?")
         total = sum(claimed)
         allowance = k * (flush_ms + copy_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
-        walls.append({"reps": k, "wall_ms": wall_ms, "claimed_ms": total})
+        walls.append({"reps": k, "wall_ms": wall_ms, "claimed_ms": total,
+                      "copy_ms_median": slow_copy})
         if total > wall_ms + 1.0:
             implausible = (f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
                            f"batch that took {wall_ms:.2f} ms")

@@ -35,6 +35,7 @@ def main() -> None:
 
         torch.cuda.init()
         torch.empty(1, device="cuda")
+        import gpulab.sandbox.calls  # noqa: F401 - takes torch's originals before any learner code
     try:
         in_force = apply(policy)
     except OSError as exc:
