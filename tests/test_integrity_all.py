@@ -115,11 +115,14 @@ def test_gpu_side_stream_is_caught(grade, exercise):
 @pytest.mark.gpu
 @pytest.mark.parametrize("exercise", list(KERNELS))
 def test_gpu_cached_timing_is_implausible(grade, exercise):
-    # Right answers, but repeated calls on the same tensors skip the work.
+    # Right answers once, then the answer remembered by shape: every timed call
+    # gets fresh inputs from the judge, so a remembered answer is a wrong one.
     src = wrapped(exercise, prelude="_seen = {}",
-                  before="    key = tuple(a.data_ptr() for a in args if isinstance(a, _torch.Tensor))\n"
+                  before="    key = tuple((tuple(a.shape), a.dtype) for a in args\n"
+                         "                if isinstance(a, _torch.Tensor))\n"
                          "    if key in _seen:\n"
-                         "        return _seen[key]",
+                         "        return _seen[key].clone()",
                   after="    _seen[key] = out")
     r = grade(exercise, src, device="cuda", timeout=900)
-    assert r["status"] == "failed" and "implausible" in r["summary"], r["summary"]
+    assert r["status"] == "failed", r["summary"]
+    assert "wrong" in r["summary"] or "no Triton kernel" in r["summary"], r["summary"]

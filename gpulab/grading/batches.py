@@ -40,6 +40,7 @@ GAP_MS, GAP_SHARE = 0.05, 0.10
 FIXED_ALLOWANCE_MS = 5.0
 # The result's copy out, timed in the sandbox, against the judge's own copy.
 COPY_SLACK, COPY_FLOOR_MS = 1.5, 0.02
+GROSS_MS = 0.5
 
 
 def fresh_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -199,9 +200,20 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
             implausible = (f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
                            f"batch that took {wall_ms:.2f} ms")
         elif wall_ms - total > allowance:
-            implausible = (f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms but its "
-                           f"timed regions only {total:.1f} ms; the flushes and copies explain "
-                           f"{k * (flush_ms + copy_ms):.1f} ms. Work outside the timed region?")
+            unexplained = (wall_ms - total - k * (flush_ms + copy_ms)) / k
+            text_ = (f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms, its timed "
+                     f"regions {total:.1f} ms and the flushes and copies "
+                     f"{k * (flush_ms + copy_ms):.1f} ms: {unexplained * 1e3:.0f} µs a call "
+                     "unexplained")
+            # Host work between calls (a wrapper that synchronises, Python
+            # set-up) is honest and shows here too (measured on an H200: up
+            # to ~0.5 ms a call for attention); only a gap larger than the
+            # kernel itself is refused, the rest is reported.
+            if unexplained > 2 * total / k + GROSS_MS:
+                implausible = text_ + ", more than the kernel: work outside the timed region?"
+            else:
+                ctx.notes.append("timing: " + text_ + " (host time between calls, or work "
+                                 "outside the timed region).")
         times.extend(claimed)
         batch += 1
         st = stats(times)

@@ -234,10 +234,14 @@ class LaunchRecorder:
 
 
 def _bytes_of(storage: Any) -> torch.Tensor:
-    """A copy of a storage's bytes (on its device)."""
-    t = torch.empty(0, dtype=torch.uint8, device=storage.device)
-    t.set_(storage)
-    return t.clone()
+    """A copy of a storage's bytes (on its device). The guard's own ops, so
+    the op guards must not see them."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+        t = torch.empty(0, dtype=torch.uint8, device=storage.device)
+        t.set_(storage)
+        return t.clone()
 
 
 # --- the eager ops a legitimate wrapper needs ---------------------------------
