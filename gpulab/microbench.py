@@ -11,7 +11,7 @@ JSON event a line on stdout, so the CLI and the TUI can show progress:
 The parent (gpulab.microbench_runner) caches the result per device, where
 gpulab.ceilings finds it: copy_tbs, read_tbs, write_tbs, tflops{dtype}.
 
-How (see ../shared/guide/GRADING.md): gpulab.grading.timing's `measure` (CUDA
+How (see docs/grading.md): gpulab.grading.timing's `measure` (CUDA
 events, warm-up by time, adaptive stopping, median), an L2 flush before every
 timed call, random data (never zeros), and NVML clock/power/temperature logs
 per row with throttling flagged. Every ceiling is the best of torch's own op
