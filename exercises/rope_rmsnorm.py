@@ -27,6 +27,11 @@ Contract (the grader checks all of it):
     graded path: the wrapper may only allocate, view, copy, and add up
     per-program dweight partials of shape (P, D) with one `.sum(0)`.
 
+Grade (on a GPU): the forward's fraction of the measured copy bandwidth,
+geometric mean over the two timed shapes: A >= 85%, B >= 70%, C >= 50%,
+D below; the speedups over eager and torch.compile are reported, not
+graded. On a CPU only correctness is graded.
+
 Run `gpulab check rope_rmsnorm` (or press `c` in the lab) to grade it, and
 `h` for a hint.
 """
