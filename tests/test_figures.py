@@ -62,9 +62,11 @@ def figures() -> list[tuple[str, str, list[str]]]:
     out += [("copy TB/s", f"{probe['copy_tbs']:.2f} TB/s", [L01, DOC]),
             ("read TB/s", f"{probe['read_tbs']:.2f} TB/s", [L01, DOC]),
             ("write TB/s", f"{probe['write_tbs']:.2f} TB/s", [L01, DOC]),
-            ("cuBLAS bf16 best", f"{probe['tflops']['bf16']:.0f} TFLOP/s", [L01]),
-            ("FMA", f"{probe['fma_tflops']:.1f} TFLOP/s", [L01, DOC]),
-            ("tf32", f"{probe['tflops']['tf32']:.0f}", [L01, DOC, GLOSSARY])]
+            ("cuBLAS bf16 best", f"{probe['tflops']['bf16']:.0f} TFLOP/s",
+             [L01, "BENCHMARKS.md"]),
+            ("FMA", f"{probe['fma_tflops']:.1f} TFLOP/s", [L01, DOC, "BENCHMARKS.md"]),
+            ("tf32", f"{probe['tflops']['tf32']:.0f}", [L01, DOC, GLOSSARY, "BENCHMARKS.md"]),
+            ("fp8", f"{probe['tflops']['fp8']:.0f} TFLOP/s", [DOC, "BENCHMARKS.md"])]
     sweep = {(s["name"], s["size_bytes"] >> 20): s["tbs"] for s in probe["sweep"]}
     out += [("16 MiB copy from L2", f"{sweep['copy', 16]:.1f} TB/s", [L01, DOC, GLOSSARY]),
             ("256 MiB copy", f"{sweep['copy', 256]:.2f}", [L01, DOC]),

@@ -230,3 +230,19 @@ def test_roadmap_checks_the_books_vera_rubin_claims():
     assert vera.verdict == "disagrees" and "88" in vera.note
     assert "NVLink-C2C" in claims["Vera CPU paired with the GPU over NVLink 6"].note
     assert "GTC 2025" in claims["Vera Rubin: announced GTC 2026"].note
+
+
+def test_lesson_01_ridge_table_is_the_roadmaps():
+    """Lesson 01's per-dtype ridges are the roadmap's, row by row."""
+    from pathlib import Path
+
+    lesson = (Path(__file__).resolve().parent.parent / "lessons" / "01_gpu_architecture_tour"
+              / "lesson.md").read_text("utf-8")
+    shown = {}
+    for line in lesson.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in {r["name"] for r in roadmap.ridge_table()}:
+            shown[cells[0]] = [c.replace(" ⚑", "") for c in cells[1:]]
+    for row in roadmap.ridge_table():
+        want = [f"{v:.0f}" if v is not None else "–" for v in row["ridges"].values()]
+        assert shown.get(row["name"]) == want, (row["name"], shown.get(row["name"]), want)
