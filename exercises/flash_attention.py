@@ -17,7 +17,14 @@ Contract (the grader checks all of it):
   * The work must happen in your kernel: F.scaled_dot_product_attention,
     torch's softmax and torch's matmuls are off limits.
 
-The wrapper below is complete; the kernel is yours. Run
+Grade (on a GPU): your speedup over torch's SDPA flash backend timed in
+the same run, geometric mean over eight bf16 shapes: A >= 1.0x, B >= 0.85x,
+C >= 0.70x, D below. On a CPU only correctness is graded.
+
+The wrapper below is complete for correctness; the kernel is yours. Its
+fixed 32 x 16 tiles suit the CPU interpreter, not a GPU: for a good GPU
+grade, autotune BLOCK_M, BLOCK_N and num_warps (lesson 04, "Autotuning"),
+keeping one small config for the interpreter. Run
 `gpulab check flash_attention` (or press `c` in the lab), and `h` for a hint.
 """
 

@@ -29,6 +29,9 @@ There are five breaks, of five different kinds. Find them yourself:
     TORCH_LOGS=graph_breaks python exercises/graph_breaks.py
 
 or run `gpulab check graph_breaks`, which names each break's line and reason.
+
+Grade: pass or fail, no letter. On a GPU the check also times the original
+step, yours, and the two compile modes, for you to compare (not graded).
 """
 
 import math

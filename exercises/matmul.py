@@ -17,6 +17,11 @@ order, fixed block sizes; get it correct. (2) Switch to the grouped order.
 (3) On a GPU, autotune the block sizes (see the lesson). Note: the Triton
 interpreter (no GPU) cannot autotune: give it a single config.
 
+Grade (on a GPU): your speed as a fraction of cuBLAS (torch.matmul) timed
+in the same run, geometric mean over the timed shapes: A >= 0.95x,
+B >= 0.85x, C >= 0.70x (the book's pass line), D below. On a CPU only
+correctness is graded.
+
 Run `gpulab check matmul` (or press `c` in the lab) to grade it, and `h`
 for a hint.
 """

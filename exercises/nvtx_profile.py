@@ -27,6 +27,8 @@ Contract (the grader checks all of it):
   * The step must train exactly as it does now (same losses, same weights)
     and return the loss tensor.
 
+Grade: pass or fail, no letter.
+
 Run `gpulab check nvtx_profile`; the result names the trace file it wrote.
 `gpulab profile nvtx_profile` shows the top operations, and, where Nsight
 Systems is installed, `gpulab profile nvtx_profile --nsys` records a timeline.

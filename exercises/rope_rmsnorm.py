@@ -27,6 +27,11 @@ Contract (the grader checks all of it):
     graded path: the wrapper may only allocate, view, copy, and add up
     per-program dweight partials of shape (P, D) with one `.sum(0)`.
 
+Grade (on a GPU): the forward's fraction of the measured copy bandwidth,
+geometric mean over the two timed shapes: A >= 85%, B >= 70%, C >= 50%,
+D below; the speedups over eager and torch.compile are reported, not
+graded. On a CPU only correctness is graded.
+
 Run `gpulab check rope_rmsnorm` (or press `c` in the lab) to grade it, and
 `h` for a hint.
 """
@@ -40,12 +45,13 @@ import triton.language as tl
 def rmsnorm_rope_fwd_kernel(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr,
                             S, H, stride_xb, stride_xs, stride_xh, stride_cs, eps,
                             D: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
-    # One program per position (b, s); it handles all H heads of that
-    # position as a (BLOCK_H, HALF) tile for each half of D.
+    # One program per position (b, s) and block of BLOCK_H heads: a grid of
+    # (B * S, cdiv(H, BLOCK_H)). The block's heads share one row of cos/sin,
+    # loaded once; each half of D is a (BLOCK_H, HALF) tile.
     pos = tl.program_id(0)          # pos = b * S + s
     b = pos // S
     s = pos % S
-    h = tl.arange(0, BLOCK_H)       # head index; BLOCK_H >= H, so mask h < H
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)  # my heads; mask h < H
     j = tl.arange(0, HALF)          # column within a half
     # TODO: load the two halves x1 = x[b, s, h, j] and x2 = x[b, s, h, HALF + j]
     #       (masked, as fp32) using the strides.
@@ -59,22 +65,39 @@ def rmsnorm_rope_fwd_kernel(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr,
 
 @triton.jit
 def rmsnorm_rope_bwd_kernel(x_ptr, w_ptr, cos_ptr, sin_ptr, dy_ptr, dx_ptr, dw_part_ptr,
-                            S, H, stride_xb, stride_xs, stride_xh,
+                            n_pos, S, H, stride_xb, stride_xs, stride_xh,
                             stride_db, stride_ds, stride_dh, stride_cs, eps,
                             D: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
-    pos = tl.program_id(0)
-    b = pos // S
-    s = pos % S
-    h = tl.arange(0, BLOCK_H)
+    # A persistent grid of P programs (a few per SM). A work item is one
+    # position and block of heads; program pid takes items pid, pid + P,
+    # pid + 2P, ..., keeps its share of dweight in registers across them, and
+    # writes it once, as row pid of the (P, D) fp32 buffer dw_part.
+    pid = tl.program_id(0)
     j = tl.arange(0, HALF)
-    # TODO: load x1, x2 and dy1, dy2 (fp32), cos and sin; recompute rstd and
-    #       xhat = x * rstd.
-    # TODO: undo the rotation: dn1 = dy1*c + dy2*sn, dn2 = dy2*c - dy1*sn.
-    # TODO: this program's share of dweight: sum over its heads of dn * xhat,
-    #       stored as row `pos` of dw_part (D fp32 values).
-    # TODO: g = dn * weight;  dx = rstd * (g - xhat * mean(g * xhat) over D);
-    #       store dx (contiguous, x's dtype).
+    n_hblk = tl.cdiv(H, BLOCK_H)
+    # TODO: dw1, dw2 = fp32 zeros of HALF each: this program's running dweight.
+    for work in range(pid, n_pos * n_hblk, tl.num_programs(0)):
+        pos = work // n_hblk
+        b = pos // S
+        s = pos % S
+        h = (work % n_hblk) * BLOCK_H + tl.arange(0, BLOCK_H)
+        # TODO: load x1, x2 and dy1, dy2 (fp32, masked h < H), cos and sin;
+        #       recompute rstd and xhat = x * rstd.
+        # TODO: undo the rotation: dn1 = dy1*c + dy2*sn, dn2 = dy2*c - dy1*sn.
+        # TODO: add this item's sum over its heads of dn * xhat to dw1, dw2.
+        # TODO: g = dn * weight;  dx = rstd * (g - xhat * mean(g * xhat) over D);
+        #       store dx (contiguous, x's dtype).
+        pass
+    # TODO: store dw1, dw2 as row pid of dw_part (D fp32 values).
     pass
+
+
+def _programs(x: torch.Tensor) -> int:
+    """How many programs the persistent backward runs: 4 an SM on a GPU (528
+    on an H200); the interpreter runs programs one by one, so a few do."""
+    if x.is_cuda:
+        return 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
+    return 4
 
 
 class RMSNormRoPE(torch.autograd.Function):
@@ -82,8 +105,10 @@ class RMSNormRoPE(torch.autograd.Function):
     def forward(ctx, x, weight, cos, sin, eps):
         B, S, H, D = x.shape
         y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
-        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of (B * S,) programs,
-        #       with BLOCK_H = triton.next_power_of_2(H), HALF = D // 2.
+        # 16 heads a program: 16 x 128 bf16 is 4 KB in and 4 KB out (lesson 05).
+        BLOCK_H = min(16, triton.next_power_of_2(H))
+        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of
+        #       (B * S, triton.cdiv(H, BLOCK_H)) programs, with HALF = D // 2.
         ctx.save_for_backward(x, weight, cos, sin)
         ctx.eps = eps
         return y
@@ -92,10 +117,12 @@ class RMSNormRoPE(torch.autograd.Function):
     def backward(ctx, dy):
         x, weight, cos, sin = ctx.saved_tensors
         B, S, H, D = x.shape
+        BLOCK_H = min(16, triton.next_power_of_2(H))
+        P = _programs(x)
         dx = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
-        dw_part = torch.empty((B * S, D), dtype=torch.float32, device=x.device)
-        # TODO: launch rmsnorm_rope_bwd_kernel on (B * S,) programs (dy's
-        #       strides too), then reduce the partials:
+        dw_part = torch.empty((P, D), dtype=torch.float32, device=x.device)
+        # TODO: launch rmsnorm_rope_bwd_kernel on (P,) programs with n_pos = B * S
+        #       (dy's strides too), then add up the partials:
         #       dw = dw_part.sum(0).to(weight.dtype)
         dw = torch.empty_like(weight)
         return dx, dw, None, None, None

@@ -40,6 +40,8 @@ The two step functions return a dict with the keys
   "flops", "bytes", "intensity" (FLOPs / bytes), "bound" ("memory" or
   "compute") and "tokens_per_s".
 
+Grade: pass or fail, no letter.
+
 Run `gpulab check serving_roofline`; `gpulab serving` is a calculator built on
 the same conventions, for checking your intuition (not your code).
 """

@@ -30,6 +30,8 @@ On a CPU it simulates 8 devices; on a GPU machine it uses every GPU.
 Optional: define `tensor_parallel_shard_map(mesh)`, the tensor-parallel step
 written with `jax.shard_map` and an explicit `jax.lax.psum`; it is graded too.
 
+Grade: pass or fail, no letter.
+
 Run `gpulab check sharded_mlp`.
 """
 

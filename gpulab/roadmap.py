@@ -39,11 +39,13 @@ GENERATIONS: tuple[Generation, ...] = (
     Generation("Turing", ("t4",), ("Notebooks are validated on Colab T4 (Turing, cc 7.5)",)),
     Generation("Ampere", ("a100-80gb",), ("spot-checked on A100",)),
     Generation("Hopper", ("h100-sxm", "h200"), ("spot-checked on H100",)),
-    Generation("Blackwell", ("b200",), (
+    Generation("Blackwell", ("b200", "gb200"), (
         "the current generation in production (B200, cc 10.0)",
         "180 GB HBM3e, ~8 TB/s bandwidth",
         "native FP4 tensor cores at 9000 TFLOPS",
     )),
+    # Not in the book: shipping since late 2025, between its two platforms.
+    Generation("Blackwell Ultra", ("b300", "gb300"), ()),
     Generation("Vera Rubin", ("rubin",), (
         "announced GTC 2026; partner clouds planned for H2 2026",
         "Rubin GPU with 288 GB HBM4, 50 PFLOPS FP4 (2.5× B200)",
@@ -54,6 +56,10 @@ GENERATIONS: tuple[Generation, ...] = (
 
 # The chain of GPUs whose step-to-step ratios the roadmap shows.
 CHAIN = ("t4", "a100-80gb", "h100-sxm", "h200", "b200", "rubin")
+
+# Columns of the per-dtype ridge table: (label, dtypes tried in order).
+RIDGE_COLUMNS = (("FP32", ("fp32",)), ("TF32", ("tf32",)), ("16-bit", ("bf16", "fp16")),
+                 ("FP8", ("fp8",)), ("FP4", ("fp4",)))
 
 
 def _peak_low_precision(g: GPU) -> tuple[str, float] | None:
@@ -86,6 +92,52 @@ def ratios() -> list[dict[str, Any]]:
     return rows
 
 
+def ridge_table(keys: tuple[str, ...] = CHAIN) -> list[dict[str, Any]]:
+    """Per GPU, the dense ridge point (FLOP/byte) of each dtype column; None where absent."""
+    rows = []
+    for k in keys:
+        g = GPUS[k]
+        cells: dict[str, float | None] = {}
+        for label, dtypes in RIDGE_COLUMNS:
+            cells[label] = next((r for d in dtypes if (r := g.ridge(d)) is not None), None)
+        rows.append({"key": k, "name": g.name, "ridges": cells})
+    return rows
+
+
+def _short(name: str) -> str:
+    return name.split()[0]  # "A100 80GB SXM" -> "A100", "Rubin (announced)" -> "Rubin"
+
+
+def _trend(points: list[tuple[str, float]]) -> str:
+    """'rose at every step', 'fell at every step', or where it rose and where it fell."""
+    steps = list(zip(points, points[1:], strict=False))
+    up = [f"{a[0]} → {b[0]}" for a, b in steps if b[1] > a[1]]
+    down = [f"{a[0]} → {b[0]}" for a, b in steps if b[1] < a[1]]
+    if up and not down:
+        return "rose at every step"
+    if down and not up:
+        return "fell at every step"
+    return f"fell at {' and '.join(down)} but rose at {' and '.join(up)}"
+
+
+def ridge_trend() -> str:
+    """What the table says about the ridge along CHAIN: computed, never asserted."""
+    rows = ridge_table()
+    sixteen = [(_short(r["name"]), v) for r in rows if (v := r["ridges"]["16-bit"]) is not None]
+    lo, hi = min(v for _, v in sixteen), max(v for _, v in sixteen)
+    narrow = [(_short(r["name"]), v, "FP4" if r["ridges"]["FP4"] else "FP8") for r in rows
+              if (v := r["ridges"]["FP4"] or r["ridges"]["FP8"]) is not None]
+    top = max(narrow, key=lambda p: p[1])
+    flagged = next(g for g in GPUS.values() if _short(g.name) == top[0]).flags.get(top[2].lower())
+    return (f"The 16-bit ridge {_trend(sixteen)} "
+            f"({' → '.join(f'{n} {v:.0f}' for n, v in sixteen)} FLOP/B): more bandwidth on the "
+            f"same tensor cores moves it left, new tensor cores move it right. Every "
+            f"generation sits between {lo:.0f} and {hi:.0f}, so a kernel below about "
+            f"{lo:.0f} FLOP/B is memory-bound on all of them. Only the narrowest formats "
+            f"climb: {top[2]} on {top[0]} needs {top[1]:.0f} FLOP/B, {top[1] / hi:.1f}× the "
+            f"highest 16-bit ridge{' (an announced, flagged figure)' if flagged else ''}.")
+
+
 def claims() -> list[Claim]:
     """The book's checkable claims beside the table."""
     b200, gb200, rubin, t4 = GPUS["b200"], GPUS["gb200"], GPUS["rubin"], GPUS["t4"]
@@ -94,6 +146,7 @@ def claims() -> list[Claim]:
     vs_sparse_b = rubin_claim / b200.sparse["fp4"].value
     vs_sparse_gb = rubin_claim / gb200.sparse["fp4"].value
     train = rubin.tflops["fp4"] / b200.tflops["fp4"]
+    vs_gb = rubin_claim / gb200.tflops["fp4"]
     bw = rubin.bandwidth_tbs / b200.bandwidth_tbs
     return [
         Claim("T4 is Turing, cc 7.5", "agrees" if t4.cc == "7.5" else "disagrees",
@@ -103,7 +156,7 @@ def claims() -> list[Claim]:
         Claim("B200: 180 GB HBM3e", "agrees",
               f"table: {b200.memory_gb:g} GB usable; flagged: {b200.flags.get('memory', '')}"),
         Claim("B200: ~8 TB/s", "agrees" if abs(b200.bandwidth_tbs - 8) < 0.5 else "disagrees",
-              f"table: {b200.bandwidth_tbs:g} TB/s"),
+              f"table: {b200.bandwidth_tbs:g} TB/s; flagged: {b200.flags.get('bandwidth', '')}"),
         Claim("B200: FP4 at 9000 TFLOPS",
               "agrees" if b200.tflops.get("fp4") == 9000 else "disagrees",
               f"table: {b200.tflops.get('fp4'):,.0f} TFLOP/s dense FP4 "
@@ -116,15 +169,25 @@ def claims() -> list[Claim]:
               f"{gb200.sparse['fp4'].value:,.0f} = {vs_sparse_gb:.1f}× (B200 sparse: "
               f"{vs_sparse_b:.1f}×). Rubin's announced training figure "
               f"{rubin.tflops['fp4']:,.0f} gives {train:.1f}× B200 dense. Compare on one basis."),
-        Claim("Vera CPU: 72 ARM Grace cores", "unconfirmed",
-              "72 cores is Grace's count (the CPU of GB200). Vera was announced as a new CPU "
-              "with a different core count (88 custom Arm cores in NVIDIA's announcements); "
-              "no datasheet yet."),
-        Claim("5× Blackwell inference throughput at 10× lower token cost", "not checkable",
-              f"a system claim. Per GPU the table gives {dense:.1f}× (claimed FP4) or "
-              f"{train:.1f}× (training FP4) compute and {bw:.2f}× bandwidth (flagged); decode "
-              "is bandwidth-bound, so most of a 5× must come from elsewhere (rack-scale "
-              "NVLink, batching, lower precision)."),
+        Claim("Vera Rubin: announced GTC 2026", "disagrees",
+              "NVIDIA first showed Vera Rubin's figures (288 GB HBM4, 50 PF NVFP4, the Vera "
+              "CPU) at GTC 2025, a year earlier, for shipping in 2026."),
+        Claim("Vera CPU: 72 ARM Grace cores", "disagrees",
+              "72 cores is Grace's count (the CPU of GB200). Vera was announced with 88 "
+              "custom Arm cores."),
+        Claim("Vera CPU paired with the GPU over NVLink 6", "disagrees",
+              f"NVLink 6 ({rubin.nvlink_gbs / 1000:g} TB/s a GPU, announced) links Rubin GPUs "
+              "to one another; the Vera CPU reaches the GPUs over NVLink-C2C, as Grace does "
+              "on GB200."),
+        Claim("5× Blackwell inference throughput", "agrees",
+              f"checkable per GPU: 50,000 (Rubin's claimed NVFP4) / "
+              f"{gb200.tflops['fp4']:,.0f} (GB200 dense FP4) = {vs_gb:.1f}×. But that is the "
+              f"same 50 PF the book calls '2.5× B200': on one basis the two claims cannot both "
+              f"hold. Decode is bandwidth-bound, and bandwidth grows {bw:.2f}× (flagged): the "
+              "rest of a 5× in tokens must come from batching, lower precision and "
+              "rack-scale NVLink."),
+        Claim("10× lower token cost", "not checkable",
+              "a price claim; the table has no prices."),
     ]
 
 
@@ -138,7 +201,22 @@ def roadmap_data() -> dict[str, Any]:
                                "tflops": GPUS[k].tflops,
                                "flags": GPUS[k].flags} for k in gen.gpu_keys]})
     return {"source": BOOK, "generations": gens, "ratios": ratios(),
+            "ridges": ridge_table(), "ridge_trend": ridge_trend(),
             "claims": [c.as_dict() for c in claims()]}
+
+
+def _ridge_renderable() -> Any:
+    from rich.table import Table
+
+    t = Table(title="Ridge point per dtype (dense FLOP/byte)", title_justify="left",
+              expand=False)
+    t.add_column("GPU")
+    for label, _ in RIDGE_COLUMNS:
+        t.add_column(label, justify="right")
+    for r in ridge_table():
+        t.add_row(r["name"], *(f"{v:.0f}" if v is not None else "–"
+                               for v in r["ridges"].values()))
+    return t
 
 
 def _x(v: float | None) -> str:
@@ -178,8 +256,8 @@ def roadmap_renderable() -> Any:
                       + (" ⚑" if "fp4" in r["flags"] else "") if r["lowest"] else "–",
                       f"{ridge:.0f} FLOP/B" if ridge else "–")
     parts: list[Any] = [gens, Text(""), steps,
-                        Text("Compute grew faster than bandwidth, so the ridge point moved "
-                             "right: more kernels are memory-bound on newer GPUs.",
+                        Text(ridge_trend(), style="dim"), Text(""), _ridge_renderable(),
+                        Text("The formulas stay; only the peaks change (the book).",
                              style="dim"), Text(""),
                         Text(f"The book's claims ({BOOK}) against the table", style="bold")]
     styles = {"agrees": "green", "disagrees": "red", "unconfirmed": "yellow",
@@ -189,7 +267,7 @@ def roadmap_renderable() -> Any:
         line.append(f"{c.verdict:<13}", style=styles.get(c.verdict, ""))
         line.append(f" “{c.text}”")
         parts.append(line)
-        if c.verdict != "agrees":
+        if c.verdict != "agrees" or not c.note.startswith("table:"):
             parts.append(Padding(Text(c.note, style="dim"), (0, 0, 0, 16)))
     parts.append(Text("⚑ = flagged in the table (conflicting or unconfirmed); "
                       "`gpulab hardware NAME` gives the reason.", style="dim"))

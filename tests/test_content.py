@@ -9,6 +9,8 @@ import pytest
 
 from gpulab.content import ContentError, compile_formula, eval_formula, load_course
 
+REPO = Path(__file__).resolve().parent.parent
+
 LESSON_IDS = [
     "01_gpu_architecture_tour", "02_triton_101_softmax", "03_triton_tiled_matmul",
     "04_triton_flashattention", "05_fused_rope_rmsnorm", "06_torch_compile_deep_dive",
@@ -114,3 +116,132 @@ def test_formulas_are_arithmetic_only():
             compile_formula(bad)
     with pytest.raises(ValueError, match="unknown name"):
         eval_formula("M*K", {"M": 1})
+
+
+# --- every cited file ships (issue 18) -------------------------------------------
+
+def test_every_cited_file_is_in_the_repo():
+    from gpulab import citations
+
+    problems, pending = citations.check(REPO)
+    assert not problems, "cited but not in the repo:\n" + "\n".join(problems)
+    # Only the documents PENDING names may be waited for.
+    assert all("pending:" in p for p in pending)
+
+
+def test_pending_documents_are_still_missing():
+    """A PENDING entry whose file has landed must go: its citations are then checked."""
+    from gpulab.citations import PENDING
+
+    landed = [p for p in PENDING if (REPO / p).exists()]
+    assert not landed, f"{landed} now exist: remove them from gpulab.citations.PENDING"
+
+
+def test_the_citation_check_names_file_line_and_the_shipped_document(tmp_path):
+    from gpulab import citations
+
+    root = _copy_content(tmp_path)
+    (root / "docs").mkdir()
+    (root / "docs" / "hardware.md").write_text("# figures\n", encoding="utf-8")
+    lesson = root / "lessons" / "02_triton_101_softmax" / "lesson.md"
+    lesson.write_text(lesson.read_text() + "\nSee HARDWARE.md and docs/missing.md, not "
+                      "args.json or path/to/config.json.\nAlso `../shared/guide/GRADING.md`.\n")
+    problems, pending = citations.check(root)
+    n = len(lesson.read_text().splitlines())
+    where = "lessons/02_triton_101_softmax/lesson.md"
+    assert f"{where}:{n - 1}: cites HARDWARE.md, not in the repo; the shipped document is " \
+           "docs/hardware.md" in problems
+    assert f"{where}:{n - 1}: cites docs/missing.md, not in the repo" in problems
+    assert not any("args.json" in p or "config.json" in p for p in problems)
+    assert any(p.startswith(f"{where}:{n}: cites ../shared/guide/GRADING.md (should cite "
+                            "docs/grading.md), pending") for p in pending)
+
+
+def test_dev_check_reports_citations(tmp_path, course):
+    import io
+
+    from rich.console import Console
+
+    from gpulab.commands.dev import check_citations
+
+    out = Console(file=io.StringIO(), width=200)
+    assert check_citations(REPO, out) == 0
+    text = out.file.getvalue()
+    assert "✔ citations: every cited file is in the repo" in text
+    root = _copy_content(tmp_path)
+    (root / "lessons" / "glossary.toml").write_text("# see HARDWARE.md\n", encoding="utf-8")
+    out = Console(file=io.StringIO(), width=200)
+    assert check_citations(root, out) >= 1  # the copy has no docs/ either
+    assert "✘ citations: lessons/glossary.toml:1: cites HARDWARE.md" in out.file.getvalue()
+
+
+# --- hints: the starter's names, a real gradient ---------------------------------
+
+def test_hints_use_the_starters_names(course):
+    import re
+
+    for lesson in course.lessons:
+        starter = lesson.starter_path.read_text(encoding="utf-8")
+        for i, hint in enumerate(lesson.hints, 1):
+            for name in set(re.findall(r"\b\w+_kernel\b", hint)):
+                assert f"def {name}(" in starter, (
+                    f"{lesson.id} hint {i} names {name}, which the starter does not define")
+
+
+def test_hint_levels_are_a_gradient(course):
+    """Level 1 and 2 are words (no code blocks, little inline code); level 3 has the code."""
+    import re
+
+    for lesson in course.lessons:
+        nudge, approach, near = lesson.hints
+        for level, hint in ((1, nudge), (2, approach)):
+            assert "```" not in hint, f"{lesson.id} hint {level} has a code block"
+        code = sum(len(m) for m in re.findall(r"`[^`]*`", approach))
+        assert code <= 0.25 * len(approach), (
+            f"{lesson.id} hint 2 is {code / len(approach):.0%} inline code: "
+            "near-complete code belongs in hint 3")
+        assert len(near) > len(nudge), lesson.id
+
+
+def test_rope_hints_describe_the_lessons_design(course):
+    lesson = course.find("rope_rmsnorm")
+    text = lesson.text()
+    assert "BLOCK_H = 16" in text and "528" in text
+    hints = "\n".join(lesson.hints)
+    assert "BLOCK_H = 16" in hints and "dw_part" in hints and "pid" in hints
+    assert "next_power_of_2(H)" not in hints and "(B * S,)`" not in hints
+    starter = lesson.starter_path.read_text(encoding="utf-8")
+    assert "triton.cdiv(H, BLOCK_H)" in starter and "(P, D)" in starter
+
+
+# --- each starter states its grade, as its grader grades ---------------------------
+
+def _stated(doc: str) -> list[tuple[str, float]]:
+    import re
+
+    return [(letter, float(v) / (100 if unit == "%" else 1))
+            for letter, v, unit in re.findall(r"\b([ABC]) >= (\d+(?:\.\d+)?)(%|x)", doc)]
+
+
+def test_every_starter_states_its_grade(course):
+    import ast
+
+    for lesson in course.lessons:
+        doc = ast.get_docstring(ast.parse(lesson.starter_path.read_text(encoding="utf-8")))
+        assert "Grade" in doc, f"{lesson.starter_path.name} does not say how it is graded"
+
+
+def test_stated_grades_are_the_graders():
+    pytest.importorskip("torch")
+    import ast
+
+    from gpulab.grading import bandwidth, flash_attention, matmul, rope_rmsnorm, softmax
+
+    specs = {"bandwidth": bandwidth.spec(False), "softmax": softmax.SPEC,
+             "matmul": matmul.make_spec(False), "flash_attention": flash_attention.make_spec(),
+             "rope_rmsnorm": rope_rmsnorm.SPEC}
+    for name, spec in specs.items():
+        path = REPO / "exercises" / f"{name}.py"
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        graded = [(letter, t) for t, letter in spec.grades if letter != "D"]
+        assert sorted(_stated(doc)) == sorted(graded), (name, _stated(doc), graded)

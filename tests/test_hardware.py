@@ -11,13 +11,16 @@ from gpulab import hardware, roadmap
 from gpulab.hardware import DTYPES, GPUS, SOURCES, match_gpu
 
 # The GPUs the issue names, by key.
-ISSUE_GPUS = ("t4", "v100", "a10", "l4", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie",
-              "h200", "b200", "gb200", "mi300x", "rubin")
+ISSUE_GPUS = ("t4", "v100", "a10", "l4", "a100-40gb", "a100-80gb", "a100-pcie-40gb",
+              "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl", "b200",
+              "gb200", "b300", "gb300", "mi300x", "rubin")
 
-# Every ⚑ in HARDWARE.md's table: (GPU, field).
+# Figures that must carry a ⚑: (GPU, field). B200's FP32, TF32 and bandwidth
+# differ between NVIDIA's 2024 and current sheets (issue 18).
 HARDWARE_MD_FLAGS = {("t4", "l2"), ("a10", "l2"), ("l4", "sms"), ("l4", "l2"),
-                     ("b200", "memory"), ("b200", "tf32"), ("b200", "l2"), ("gb200", "fp32"),
-                     ("gb200", "l2"), ("rubin", "bandwidth"), ("rubin", "fp4")}
+                     ("b200", "memory"), ("b200", "tf32"), ("b200", "fp32"), ("b200", "bandwidth"),
+                     ("b200", "l2"), ("gb200", "fp32"), ("gb200", "l2"), ("rubin", "bandwidth"),
+                     ("rubin", "fp4")}
 
 
 def test_ridge_arithmetic():
@@ -65,7 +68,10 @@ def test_dense_not_sparse():
 @pytest.mark.parametrize("name,key", [
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
     ("NVIDIA H200", "h200"), ("Tesla T4", "t4"), ("NVIDIA A10", "a10"),
-    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+    ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA H200 NVL", "h200-nvl"), ("h200 nvl", "h200-nvl"),
+    ("NVIDIA B300", "b300"), ("NVIDIA GB300", "gb300"),
     ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200"), ("AMD Instinct MI300X", "mi300x"),
     ("h100 sxm", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("vera rubin", "rubin"),
     ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA L4", "l4"),
@@ -95,7 +101,7 @@ def test_roadmap_notes_disagreements():
     assert rubin.verdict == "disagrees"
     assert "5.6×" in rubin.note and "2.5×" in rubin.note and "sparse" in rubin.note
     vera = claims["Vera CPU: 72 ARM Grace cores"]
-    assert vera.verdict == "unconfirmed" and "Grace" in vera.note
+    assert vera.verdict == "disagrees" and "Grace" in vera.note
     assert claims["B200: FP4 at 9000 TFLOPS"].verdict == "agrees"
 
 
@@ -142,3 +148,101 @@ def test_cli_hardware_unknown_gpu_and_roadmap(run_gpulab):
     r = run_gpulab("hardware", "--roadmap", "--json")
     verdicts = {c["claim"]: c["verdict"] for c in json.loads(r.stdout)["claims"]}
     assert verdicts["Rubin: 50 PFLOPS FP4 (2.5× B200)"] == "disagrees"
+
+
+def test_nvl_cards_and_pcie_cards_are_not_the_sxm_boards():
+    nvl, sxm = GPUS["h200-nvl"], GPUS["h200"]
+    assert nvl.tdp_w == 600 and sxm.tdp_w == 700
+    assert nvl.tflops["bf16"] == 835 and nvl.tflops["fp32"] == 60
+    assert nvl.bandwidth_tbs == sxm.bandwidth_tbs == 4.8
+    assert GPUS["h100-nvl"].tflops["bf16"] == 835 and GPUS["h100-nvl"].bandwidth_tbs == 3.9
+    assert GPUS["a100-pcie-80gb"].bandwidth_tbs == 1.935
+
+
+def test_tdp_and_nvlink_are_columns():
+    assert {"tdp", "nvlink"} <= set(hardware.FIELDS)
+    assert GPUS["h100-sxm"].nvlink_gbs == 900 and GPUS["b200"].nvlink_gbs == 1800
+    assert GPUS["b200"].tdp_w == 1000 and GPUS["gb300"].tdp_w == 1400
+    assert GPUS["t4"].nvlink_gbs is None and GPUS["t4"].tdp_w == 70
+
+
+def test_h200_l2_is_the_measured_one_not_the_h100_datasheets():
+    l2 = GPUS["h200"].figures["l2"]
+    assert l2.value == 60 and l2.sources == ("measured",)
+    assert "give no L2" in l2.note and "50 MB" in l2.note
+
+
+def test_mi300x_as_amd_lists_it():
+    g = GPUS["mi300x"]
+    assert g.tflops["fp32"] == 163.4 and g.tflops["fp8"] == 2614.9
+    assert "FP64 vector" in g.figures["fp32"].note and "half" in g.figures["fp32"].note
+
+
+def test_docs_hardware_md_table_is_the_table():
+    from pathlib import Path
+
+    from gpulab.hardware_doc import generated_block, render_table
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "hardware.md").read_text("utf-8")
+    assert generated_block(doc) == render_table(), (
+        "docs/hardware.md's table differs from gpulab.hardware: run "
+        "`python -m gpulab.hardware_doc docs/hardware.md`")
+
+
+def test_hardware_doc_rewrites_and_refuses_a_document_without_markers(tmp_path):
+    from gpulab.hardware_doc import END, START, main, rewrite
+
+    doc = tmp_path / "hw.md"
+    doc.write_text(f"# T\n\n{START}\nold\n{END}\n\ntail\n", encoding="utf-8")
+    assert rewrite(doc) and "| H200 NVL |" in doc.read_text("utf-8")
+    assert doc.read_text("utf-8").endswith("tail\n") and not rewrite(doc)
+    (tmp_path / "bare.md").write_text("# no markers\n", encoding="utf-8")
+    assert main([str(tmp_path / "bare.md")]) == 1
+
+
+def test_roadmap_says_what_its_ridges_show():
+    text = roadmap.ridge_trend()
+    assert "moved right" not in text
+    # The table's 16-bit ridges: T4 203, A100 153, H100 295, H200 206, B200 281.
+    assert "fell at T4 → A100 and H100 → H200" in text
+    assert "rose at A100 → H100 and H200 → B200" in text
+    assert "between 153 and 295" in text
+    rows = {r["key"]: r["ridges"] for r in roadmap.ridge_table()}
+    assert round(rows["t4"]["16-bit"]) == 203 and round(rows["h200"]["FP32"]) == 14
+    assert round(rows["b200"]["FP4"]) == 1125
+
+
+def test_roadmap_trend_is_computed(monkeypatch):
+    # Give every step more compute than bandwidth: the sentence must follow.
+    for key, bf16 in (("a100-80gb", 500.0), ("h200", 1500.0), ("b200", 3000.0)):
+        g = GPUS[key]
+        monkeypatch.setitem(GPUS, key, dataclasses.replace(
+            g, tflops={**g.tflops, "bf16": bf16, "fp16": bf16}))
+    assert roadmap.ridge_trend().startswith("The 16-bit ridge rose at every step")
+
+
+def test_roadmap_checks_the_books_vera_rubin_claims():
+    claims = {c.text: c for c in roadmap.claims()}
+    assert claims["5× Blackwell inference throughput"].verdict == "agrees"
+    assert "5.0×" in claims["5× Blackwell inference throughput"].note
+    assert "2.5× B200" in claims["5× Blackwell inference throughput"].note
+    vera = claims["Vera CPU: 72 ARM Grace cores"]
+    assert vera.verdict == "disagrees" and "88" in vera.note
+    assert "NVLink-C2C" in claims["Vera CPU paired with the GPU over NVLink 6"].note
+    assert "GTC 2025" in claims["Vera Rubin: announced GTC 2026"].note
+
+
+def test_lesson_01_ridge_table_is_the_roadmaps():
+    """Lesson 01's per-dtype ridges are the roadmap's, row by row."""
+    from pathlib import Path
+
+    lesson = (Path(__file__).resolve().parent.parent / "lessons" / "01_gpu_architecture_tour"
+              / "lesson.md").read_text("utf-8")
+    shown = {}
+    for line in lesson.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in {r["name"] for r in roadmap.ridge_table()}:
+            shown[cells[0]] = [c.replace(" ⚑", "") for c in cells[1:]]
+    for row in roadmap.ridge_table():
+        want = [f"{v:.0f}" if v is not None else "–" for v in row["ridges"].values()]
+        assert shown.get(row["name"]) == want, (row["name"], shown.get(row["name"]), want)

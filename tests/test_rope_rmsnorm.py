@@ -116,9 +116,10 @@ def test_starter_fails(grade):
     assert not r["passed"] and r["status"] == "failed"
 
 
-# The starter's own skeleton, filled in the simplest way (one program per
-# position, dweight partials added up with `dw_part.sum(0)` in the wrapper):
-# the eager sum the grader allows must not be taken for a cheat.
+# The starter's own skeleton, filled in the simplest way (a block of heads a
+# program forward; a persistent backward whose (P, D) dweight partials are
+# added up with `dw_part.sum(0)` in the wrapper): the eager sum the grader
+# allows must not be taken for a cheat.
 FWD_BODY = """\
     mask = (h < H)[:, None]
     row = x_ptr + b * stride_xb + s * stride_xs + h[:, None] * stride_xh
@@ -133,52 +134,69 @@ FWD_BODY = """\
     tl.store(out + j[None, :], (n1 * c - n2 * sn).to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(out + HALF + j[None, :], (n2 * c + n1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
 """
+BWD_INIT = """\
+    dw1 = tl.zeros([HALF], dtype=tl.float32)
+    dw2 = tl.zeros([HALF], dtype=tl.float32)
+"""
 BWD_BODY = """\
-    mask = (h < H)[:, None]
-    row = x_ptr + b * stride_xb + s * stride_xs + h[:, None] * stride_xh
-    drow = dy_ptr + b * stride_db + s * stride_ds + h[:, None] * stride_dh
-    x1 = tl.load(row + j[None, :], mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(row + HALF + j[None, :], mask=mask, other=0.0).to(tl.float32)
-    dy1 = tl.load(drow + j[None, :], mask=mask, other=0.0).to(tl.float32)
-    dy2 = tl.load(drow + HALF + j[None, :], mask=mask, other=0.0).to(tl.float32)
-    c = tl.load(cos_ptr + s * stride_cs + j)[None, :]
-    sn = tl.load(sin_ptr + s * stride_cs + j)[None, :]
-    rstd = tl.rsqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / D + eps)[:, None]
-    xh1, xh2 = x1 * rstd, x2 * rstd
-    dn1 = dy1 * c + dy2 * sn
-    dn2 = dy2 * c - dy1 * sn
-    tl.store(dw_part_ptr + pos * D + j, tl.sum(dn1 * xh1, axis=0))
-    tl.store(dw_part_ptr + pos * D + HALF + j, tl.sum(dn2 * xh2, axis=0))
-    g1 = dn1 * tl.load(w_ptr + j).to(tl.float32)[None, :]
-    g2 = dn2 * tl.load(w_ptr + HALF + j).to(tl.float32)[None, :]
-    m = ((tl.sum(g1 * xh1, axis=1) + tl.sum(g2 * xh2, axis=1)) / D)[:, None]
-    out = dx_ptr + (pos * H + h[:, None]) * D
-    tl.store(out + j[None, :], (rstd * (g1 - xh1 * m)).to(dx_ptr.dtype.element_ty), mask=mask)
-    tl.store(out + HALF + j[None, :], (rstd * (g2 - xh2 * m)).to(dx_ptr.dtype.element_ty),
-             mask=mask)
+        mask = (h < H)[:, None]
+        row = x_ptr + b * stride_xb + s * stride_xs + h[:, None] * stride_xh
+        drow = dy_ptr + b * stride_db + s * stride_ds + h[:, None] * stride_dh
+        x1 = tl.load(row + j[None, :], mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(row + HALF + j[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy1 = tl.load(drow + j[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy2 = tl.load(drow + HALF + j[None, :], mask=mask, other=0.0).to(tl.float32)
+        c = tl.load(cos_ptr + s * stride_cs + j)[None, :]
+        sn = tl.load(sin_ptr + s * stride_cs + j)[None, :]
+        rstd = tl.rsqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / D + eps)[:, None]
+        xh1, xh2 = x1 * rstd, x2 * rstd
+        dn1 = dy1 * c + dy2 * sn
+        dn2 = dy2 * c - dy1 * sn
+        dw1 += tl.sum(dn1 * xh1, axis=0)
+        dw2 += tl.sum(dn2 * xh2, axis=0)
+        g1 = dn1 * tl.load(w_ptr + j).to(tl.float32)[None, :]
+        g2 = dn2 * tl.load(w_ptr + HALF + j).to(tl.float32)[None, :]
+        m = ((tl.sum(g1 * xh1, axis=1) + tl.sum(g2 * xh2, axis=1)) / D)[:, None]
+        out = dx_ptr + (pos * H + h[:, None]) * D
+        tl.store(out + j[None, :], (rstd * (g1 - xh1 * m)).to(dx_ptr.dtype.element_ty),
+                 mask=mask)
+        tl.store(out + HALF + j[None, :], (rstd * (g2 - xh2 * m)).to(dx_ptr.dtype.element_ty),
+                 mask=mask)
+"""
+BWD_STORE = """\
+    tl.store(dw_part_ptr + pid * D + j, dw1)
+    tl.store(dw_part_ptr + pid * D + HALF + j, dw2)
 """
 FWD_LAUNCH = """\
-        rmsnorm_rope_fwd_kernel[(B * S,)](x, weight, cos, sin, y, S, H, x.stride(0), x.stride(1),
-                                          x.stride(2), cos.stride(0), eps, D=D, HALF=D // 2,
-                                          BLOCK_H=triton.next_power_of_2(H))
+        rmsnorm_rope_fwd_kernel[(B * S, triton.cdiv(H, BLOCK_H))](
+            x, weight, cos, sin, y, S, H, x.stride(0), x.stride(1), x.stride(2),
+            cos.stride(0), eps, D=D, HALF=D // 2, BLOCK_H=BLOCK_H)
 """
 BWD_LAUNCH = """\
-        rmsnorm_rope_bwd_kernel[(B * S,)](x, weight, cos, sin, dy, dx, dw_part, S, H,
-                                          x.stride(0), x.stride(1), x.stride(2),
-                                          dy.stride(0), dy.stride(1), dy.stride(2),
-                                          cos.stride(0), ctx.eps, D=D, HALF=D // 2,
-                                          BLOCK_H=triton.next_power_of_2(H))
+        rmsnorm_rope_bwd_kernel[(P,)](x, weight, cos, sin, dy, dx, dw_part, B * S, S, H,
+                                      x.stride(0), x.stride(1), x.stride(2),
+                                      dy.stride(0), dy.stride(1), dy.stride(2),
+                                      cos.stride(0), ctx.eps, D=D, HALF=D // 2,
+                                      BLOCK_H=BLOCK_H)
         dw = dw_part.sum(0).to(weight.dtype)
 """
 
 
 def solved_starter() -> str:
     src = starter_source(EX)
-    head, fwd_tail, bwd_tail = src.split("    pass\n")
-    src = head + FWD_BODY + fwd_tail + BWD_BODY + bwd_tail
+    fwd_todo = src[src.index("    # TODO: load the two halves"):src.index("    pass\n") + 9]
+    src = src.replace(fwd_todo, FWD_BODY, 1)
+    init = "    # TODO: dw1, dw2 = fp32 zeros of HALF each: this program's running dweight.\n"
+    loop = src[src.index("        # TODO: load x1, x2 and dy1"):src.index("        pass\n") + 13]
+    store = ("    # TODO: store dw1, dw2 as row pid of dw_part (D fp32 values).\n"
+             "    pass\n")
+    for old, new in ((init, BWD_INIT), (loop, BWD_BODY), (store, BWD_STORE)):
+        assert old in src, old
+        src = src.replace(old, new, 1)
     return variant(
-        ("        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of (B * S,) programs,\n"
-         "        #       with BLOCK_H = triton.next_power_of_2(H), HALF = D // 2.\n", FWD_LAUNCH),
+        ("        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of\n"
+         "        #       (B * S, triton.cdiv(H, BLOCK_H)) programs, with HALF = D // 2.\n",
+         FWD_LAUNCH),
         ("        dw = torch.empty_like(weight)\n", BWD_LAUNCH), src=src)
 
 

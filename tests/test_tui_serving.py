@@ -130,10 +130,12 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
         # 141 GB of bf16 weights on an 80 GB GPU
         assert same_numbers(pane.result, want) and on_screen(app, want, "does not fit on one")
 
-        # gpu: H100 SXM -> H200 is two rows down; weights: bf16 -> fp8 one row.
+        # gpu: H100 SXM -> H200, as many rows down as the table puts between
+        # them (the H100 PCIe and NVL cards); weights: bf16 -> fp8 one row.
         await pilot.press("tab")
         assert app.focused.id == "serving-gpu"
-        await choose(pilot, 2)
+        keys = list(usable_gpus())
+        await choose(pilot, keys.index("h200") - keys.index("h100-sxm"))
         await pilot.press("tab")
         await choose(pilot, 1)
         want = expected("llama-3-70b", "h200", weights="fp8")

@@ -78,7 +78,14 @@ def _hint(args: Any) -> int:
         con.print(f"[bold]Hint {i + 1} of {len(lesson.hints)} ({names[i]})[/]")
         con.print(Markdown(lesson.hints[i]))
     if level >= len(lesson.hints) and not args.all:
-        con.print("[dim]That was the last hint.[/]")
+        from gpulab.workspace import PASSED
+
+        if ws.status(lesson.exercise) == PASSED:
+            con.print(f"[dim]That was the last hint. You have passed: `gpulab solution "
+                      f"{lesson.exercise}` shows the reference solution.[/]")
+        else:
+            con.print(f"[dim]That was the last hint. `gpulab solution {lesson.exercise}` "
+                      "shows the reference solution once your exercise passes.[/]")
     return 0
 
 

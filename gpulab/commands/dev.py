@@ -2,12 +2,16 @@
 
 For every lesson marked ready: the lesson text and starter exist, the starter
 has a TODO, the starter FAILS its grader and the reference PASSES it. Coming
-lessons are listed; broken manifest entries fail the check.
+lessons are listed; broken manifest entries fail the check. Then every file
+the lessons, glossary, docs, starters and gpulab's modules cite must be in
+the repo (gpulab.citations); a citation of a document still being written is
+listed as pending.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from gpulab.commands.common import console, guarded, open_course
@@ -38,6 +42,21 @@ def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
     return problems
 
 
+def check_citations(root: Path, out: Any = None) -> int:
+    """Report citations of files that are not in the repo; the number of problems."""
+    from gpulab import citations
+
+    problems, pending = citations.check(root)
+    for p in problems:
+        _say(out, f"✘ citations: {p}")
+    for p in pending:
+        _say(out, f"· citations: {p}")
+    if not problems:
+        _say(out, f"✔ citations: every cited file is in the repo"
+                  f"{f' ({len(pending)} pending)' if pending else ''}")
+    return len(problems)
+
+
 def check_course(course: Course, device: str = "auto", out: Any = None) -> int:
     failures = 0
     for lesson in course.lessons:
@@ -57,7 +76,8 @@ def check_course(course: Course, device: str = "auto", out: Any = None) -> int:
                 _say(out, f"✘ {lesson.id}: {p}")
         else:
             _say(out, f"✔ {lesson.id}: starter fails, reference passes")
-    return failures
+    # course.path is <root>/lessons/manifest.toml
+    return failures + check_citations(course.path.parent.parent, out)
 
 
 def _say(out: Any, text: str) -> None:
@@ -72,4 +92,4 @@ def run(args: Any) -> int:
     return 1 if failures else 0
 
 
-__all__ = ["check_course", "check_lesson"]
+__all__ = ["check_citations", "check_course", "check_lesson"]

@@ -65,7 +65,8 @@ def overview(gpus: list[GPU]) -> list[Any]:
                  ["GPU", "TB/s", "FP32", "TF32", "FP16/BF16", "FP8", "FP4"])
     ridge = table("Ridge point (FLOP/byte) = dense TFLOP/s ÷ TB/s",
                   ["GPU", "FP32", "TF32", "FP16/BF16", "FP8", "FP4"])
-    chip = table("Memory and chip", ["GPU", "memory", "SMs", "L2 MB", "CC", "arch"])
+    chip = table("Memory, chip and board", ["GPU", "memory GB", "SMs", "L2 MB", "TDP W",
+                                             "NVLink GB/s", "CC"])
     for g in gpus:
         ceil.add_row(g.name, format_value(g, "bandwidth"), format_value(g, "fp32"),
                      format_value(g, "tf32"), _sixteen(g), format_value(g, "fp8"),
@@ -77,7 +78,8 @@ def overview(gpus: list[GPU]) -> list[Any]:
         cells += [f"{r[d]:.0f}" if d in r else "–" for d in ("fp8", "fp4")]
         ridge.add_row(g.name, *cells)
         chip.add_row(g.name, f"{format_value(g, 'memory')} {g.memory_type}",
-                     format_value(g, "sms"), format_value(g, "l2"), format_value(g, "cc"), g.arch)
+                     format_value(g, "sms"), format_value(g, "l2"), format_value(g, "tdp"),
+                     format_value(g, "nvlink"), format_value(g, "cc"))
     flags = Table.grid(padding=(0, 1))
     flags.add_column(no_wrap=True, style="yellow")
     flags.add_column(style="yellow")

@@ -130,8 +130,8 @@ def _print(d: dict[str, Any]) -> None:
         con.print(f"Decode turns compute-bound from a batch of about {b:,.0f} at context "
                   f"{d['context']} (it levels off at {d['decode_intensity_limit']:.3g} FLOP/byte).")
     con.print("[dim]Ideal: the roofline with no overheads. Measured on an H200, copies reach "
-              "about 89-91% of the datasheet bandwidth and cuBLAS bf16 67-73% of peak "
-              "(HARDWARE.md).[/]")
+              "about 88-91% of the datasheet bandwidth and cuBLAS bf16 69-74% of peak "
+              "(docs/hardware.md).[/]")
 
 
 def _plot(args: Any, d: dict[str, Any]) -> None:

@@ -141,8 +141,12 @@ class LessonActions:
         before = self.workspace.hint_level(lesson.exercise)
         level = self.workspace.reveal_hint(lesson)
         if level == before:
-            self.notify("All three hints are showing. The solution unlocks once you pass.",
-                        timeout=4)
+            from gpulab.workspace import PASSED
+
+            passed = self.workspace.status(lesson.exercise) == PASSED
+            self.notify("All three hints are showing. " + (
+                "You have passed: s shows the reference solution." if passed
+                else "The solution unlocks once you pass."), timeout=4)
         pane = self._pane("lesson")
         pane.set_lesson(lesson, level)
         self.action_show_pane("lesson")

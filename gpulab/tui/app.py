@@ -310,6 +310,8 @@ class GpulabApp(LessonActions, App[int]):
         if self.lesson is not None and lesson.id == self.lesson.id:
             self._pane("results").finish(result, attempts)
             self._pane("roofline").set_lesson(lesson)
+            # The hints' last line says whether the solution is open yet.
+            self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
         self.query_one(LessonList).rebuild()
         self.update_summary()
         status = result.get("status")

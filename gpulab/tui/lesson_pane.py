@@ -13,7 +13,8 @@ from gpulab.content import Lesson
 HINT_NAMES = ("a nudge", "the approach", "nearly the solution")
 
 
-def hints_markdown(lesson: Lesson, revealed: int) -> str:
+def hints_markdown(lesson: Lesson, revealed: int, passed: bool = False) -> str:
+    """The revealed hints; the closing line says where the solution stands."""
     total = len(lesson.hints)
     if not total:
         return ""
@@ -24,6 +25,9 @@ def hints_markdown(lesson: Lesson, revealed: int) -> str:
     if revealed < total:
         nxt = HINT_NAMES[revealed] if revealed < len(HINT_NAMES) else "the next level"
         parts.append(f"*Stuck? Press **h** for hint {revealed + 1} of {total} ({nxt}).*")
+    elif passed:
+        parts.append("*That was the last hint. You have passed: press **s** for the "
+                     "reference solution.*")
     else:
         parts.append("*That was the last hint. The reference solution unlocks once your "
                      "exercise passes.*")
@@ -75,7 +79,7 @@ class LessonPane(VerticalScroll):
         super().__init__(id=id, can_focus=True)
         self.lesson: Lesson | None = None
         self.revealed = 0
-        self._shown: tuple[str, int] | None = None  # what is on screen now
+        self._shown: tuple[str, int, bool] | None = None  # what is on screen now
         self._lock = asyncio.Lock()
 
     def set_lesson(self, lesson: Lesson, revealed: int) -> None:
@@ -95,7 +99,8 @@ class LessonPane(VerticalScroll):
 
     async def _render_locked(self, hints_on_top: bool) -> None:
         lesson = self.lesson
-        if lesson is None or self._shown == (lesson.id, self.revealed):
+        passed = self._passed()
+        if lesson is None or self._shown == (lesson.id, self.revealed, passed):
             if hints_on_top:
                 self.anchor()
             return
@@ -117,13 +122,23 @@ class LessonPane(VerticalScroll):
                 self.call_after_refresh(painted.set)
                 await painted.wait()
                 await text.append(rest)  # type: ignore[attr-defined]
-        await self.query_one("#hints").update(hints_markdown(lesson, self.revealed))  # type: ignore[attr-defined]
-        self._shown = (lesson.id, self.revealed)
+        await self.query_one("#hints").update(  # type: ignore[attr-defined]
+            hints_markdown(lesson, self.revealed, passed))
+        self._shown = (lesson.id, self.revealed, passed)
         if hints_on_top:
             # The hints are last: anchoring keeps the newest in view while the
             # Markdown lays out (a one-off scroll raced the layout and fell short).
             # Scrolling by hand releases the anchor.
             self.anchor()
+
+    def _passed(self) -> bool:
+        """Whether the open exercise has passed (the hints' last line depends on it)."""
+        from gpulab.workspace import PASSED
+
+        workspace = getattr(self.app, "workspace", None)
+        if self.lesson is None or workspace is None:
+            return False
+        return workspace.status(self.lesson.exercise) == PASSED
 
     def show_hints(self) -> None:
         """Render, then keep the hints in view (after a reveal)."""
