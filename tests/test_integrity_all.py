@@ -58,14 +58,6 @@ CHEATS = {
         # Caught either way: the cached call launches nothing, or its answer
         # is another draw's.
         ("no Triton kernel was launched", "wrong")),
-    # Swaps a torch op the reference computation relies on.
-    "patches a torch op": (
-        dict(prelude="_exp = _torch.exp\n_torch.exp = lambda *a, **k: _exp(*a, **k)"),
-        ("cheat: your code replaced torch.exp",)),
-    # Makes every timed call look instantaneous.
-    "patches the timer": (
-        dict(prelude="_torch.cuda.Event.elapsed_time = lambda self, end: 0.001"),
-        ("cheat: your code replaced torch.cuda.Event.elapsed_time",)),
     # Writes a forged "passed" result to every file descriptor it can find,
     # then returns garbage.
     "forges a result": (
@@ -91,6 +83,17 @@ def test_cheat_is_caught(grade, exercise, cheat):
     assert r["summary"] != "forged"
     text = r["summary"] + " " + " ".join(c.get("detail", "") for c in r["cases"])
     assert any(w in text for w in why), r["summary"]
+
+
+@pytest.mark.parametrize("exercise", ["softmax", "rope_rmsnorm"])
+def test_patching_torch_in_the_sandbox_bends_nothing_in_the_judge(grade, exercise):
+    """Once a cheat, now harmless: torch.exp and the event timer rebound to
+    lies in the learner's process; the references and timers that decide
+    live in the judge, so an honest kernel still passes on its own merit."""
+    prelude = ("_torch.exp = lambda *a, **k: _torch.zeros(())\n"
+               "_torch.cuda.Event.elapsed_time = lambda self, end: 0.001")
+    r = grade(exercise, wrapped(exercise, prelude=prelude), timing=False)
+    assert r["passed"] and r["verdict"] == "judge", r["summary"]
 
 
 @pytest.mark.parametrize("exercise", list(KERNELS))
