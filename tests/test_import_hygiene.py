@@ -19,7 +19,8 @@ HEAVY = ("torch", "triton", "jax", "textual", "numpy")
 CORE = ["gpulab"] + [f"gpulab.{m}" for m in (
     "bench",
     "ceilings",
-    "child",
+    "judge",
+    "protocol",
     "cli",
     "content",
     "fsutil",

@@ -53,22 +53,20 @@ def reference_result(tmp_path_factory):
 
 
 BATCH_CHILD = r"""
-import json, os, sys
-os.environ["TRITON_INTERPRET"] = "1"   # before triton is imported, as gpulab.child does
-import warnings
-warnings.filterwarnings("ignore", category=RuntimeWarning)
-from gpulab.grading.harness import grade_request
+import json, sys
+from gpulab.judge import judge
 
 class Quiet:
     def send(self, event): pass
     def stage(self, text): pass
 
-files, out_path, seed = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+# One judge process grades every variant, each in a sandbox of its own.
+files, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 results = {}
 for name, path in files.items():
     request = {"exercise": "rope_rmsnorm", "function": "rmsnorm_rope", "file": path,
-               "timing": False, "secret_seed": seed}
-    results[name] = grade_request(request, "cpu", Quiet())
+               "timing": False, "device": "cpu", "timeout": 120, "content_root": content}
+    results[name] = judge(request, Quiet())
 with open(out_path, "w") as f:
     json.dump(results, f, default=str)
 """
@@ -76,9 +74,7 @@ with open(out_path, "w") as f:
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    """name -> result for every variant below, graded in one child process."""
-    import secrets
-
+    """name -> result for every variant below, graded by one judge process."""
     tmp = tmp_path_factory.mktemp("rope_batch")
     sources = {"solved starter": solved_starter(),
                **{n: src for n, (src, _) in WRONG.items()},
@@ -89,8 +85,8 @@ def batch(tmp_path_factory):
         (tmp / f"variant_{i}.py").write_text(src)
     out = tmp / "results.json"
     proc = subprocess.run([sys.executable, "-c", BATCH_CHILD, json.dumps(files), str(out),
-                           str(secrets.randbelow(2**31))], capture_output=True, text=True,
-                          timeout=400, env=gpulab_env(tmp / "home"), cwd=REPO)
+                           str(REPO)], capture_output=True, text=True,
+                          timeout=600, env=gpulab_env(tmp / "home"), cwd=REPO)
     assert proc.returncode == 0 and out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
