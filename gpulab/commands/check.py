@@ -19,7 +19,7 @@ from gpulab.commands.common import (
 )
 from gpulab.fsutil import unreadable_file
 from gpulab.runner import DEFAULT_TIMEOUT, ERROR, run_check
-from gpulab.textsafe import visible_tree
+from gpulab.textsafe import visible, visible_tree
 
 
 @guarded
@@ -49,8 +49,9 @@ def _check(args: Any) -> int:
     def on_event(ev: dict) -> None:
         if quiet:
             return
-        if ev.get("type") == "stage":
-            err.print(f"[dim]… {ev['text']}[/]", highlight=False)
+        if ev.get("type") == "stage":  # graders quote case names: text, not markup
+            err.print(f"… {visible(ev.get('text', ''))}", style="dim", markup=False,
+                      highlight=False)
 
     result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
                        device=args.device, on_event=on_event,
