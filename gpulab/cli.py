@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("gpulab.commands.bench", "time the reference kernels beside their baselines (GPU)"),
     "profile": ("gpulab.commands.profile", "profile your solution: top ops, trace; --nsys/--ncu"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
-    "serve": ("gpulab.commands.serve", "the lab in a browser (textual-serve, 127.0.0.1 only)"),
+    "serve": ("gpulab.commands.serve", "the lab in a browser (a URL with a token; 127.0.0.1 or --unix)"),
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
     "roofline": ("gpulab.commands.roofline", "plot the roofline with your graded runs on it"),
     "glossary": ("gpulab.commands.glossary", "look up a term (no term: list them all)"),
@@ -120,7 +120,11 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
         ],
         "serve": [(("--host",), {"default": "127.0.0.1",
                                  "help": "address to bind (default 127.0.0.1: this machine only)"}),
-                  (("--port",), {"type": int, "default": 8000, "help": "port (default 8000)"})],
+                  (("--port",), {"type": int, "default": 8000, "help": "port (default 8000)"}),
+                  (("--unix",), {"metavar": "PATH", "help": "serve on a Unix socket only you "
+                                 "can open (mode 0600) instead of a TCP port"}),
+                  (("--allow-remote",), {"action": "store_true",
+                                         "help": "allow a --host other than this machine"})],
         "bench": [(("kernels",), {"nargs": "*", "metavar": "KERNEL",
                                   "help": "bandwidth, softmax, matmul, flash_attention, "
                                           "rope_rmsnorm (default: all)"}),
