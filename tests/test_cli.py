@@ -213,3 +213,9 @@ def test_check_records_the_attempt_when_the_state_was_odd(run_gpulab):
     row = next(r for r in json.loads(run_gpulab("list", "--json").stdout)["lessons"]
                if r["exercise"] == "softmax")
     assert row["status"] == "failed" and row["attempts"] == 1
+
+
+def test_probe_interval_that_is_not_a_number_is_refused(run_gpulab):
+    for bad in ("nan", "inf", "0", "-1"):
+        r = run_gpulab("probe", "--watch", f"--interval={bad}", timeout=60)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--interval" in r.stderr, bad
