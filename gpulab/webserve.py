@@ -45,6 +45,8 @@ FORBIDDEN = """gpulab: this lab needs its token.
 Open the address that `gpulab serve` printed when it started: it ends in
 ?token=... . The token keeps other users of this machine, and other web
 pages in your browser, out of your lab (which runs code as you).
+Followed that address from a link on another site? Reload this page: the
+session cookie is only sent once the visit starts here (SameSite=Strict).
 """
 
 
