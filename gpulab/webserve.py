@@ -113,6 +113,10 @@ def bind_unix_socket(path: Path) -> socket.socket:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
+    # Listening now, not when the event loop starts: a client that finds the
+    # file connects (queued) instead of being refused, and a second gpulab
+    # does not take this socket for a dead one.
+    sock.listen(128)
     return sock
 
 

@@ -45,15 +45,20 @@ def served(tmp_path, *args: str, limit_s: int = 120):
     proc = subprocess.Popen(["timeout", "-s", "INT", "-k", "10", str(limit_s),
                              sys.executable, "-m", "gpulab", "serve", *args],
                             env=gpulab_env(tmp_path / "workspace"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         seen = ""
-        deadline = time.monotonic() + 30
-        while "token=" not in seen and time.monotonic() < deadline and proc.poll() is None:
-            if select.select([proc.stdout], [], [], 0.5)[0]:
-                seen += proc.stdout.readline()
-        match = re.search(r"(http://\S+\?token=[\w-]+)", seen)
-        assert match, seen + (proc.stdout.read() if proc.poll() is not None else "")
+        deadline = time.monotonic() + 60
+        fd = proc.stdout.fileno()  # raw reads: a buffered readline could sit on the next line
+        whole_url = re.compile(r"(http://\S+\?token=[\w-]+)\s")  # not cut mid-token
+        while not whole_url.search(seen) and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                seen += chunk.decode("utf-8", "replace")
+        match = whole_url.search(seen)
+        assert match, seen
         yield proc, match.group(1), seen
     finally:
         for sig in (signal.SIGINT, signal.SIGKILL):
