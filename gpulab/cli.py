@@ -11,7 +11,10 @@ out, cheated), 2 gpulab could not run the check.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import json
 import sys
 
 # name -> (module, help). Each module defines `add_arguments(parser)` and
@@ -29,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("gpulab.commands.bench", "time the reference kernels beside their baselines (GPU)"),
     "profile": ("gpulab.commands.profile", "profile your solution: top ops, trace; --nsys/--ncu"),
     "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
-    "serve": ("gpulab.commands.serve", "the lab in a browser (textual-serve, 127.0.0.1 only)"),
+    "serve": ("gpulab.commands.serve", "the lab in a browser (a URL with a token; 127.0.0.1 or --unix)"),
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
     "roofline": ("gpulab.commands.roofline", "plot the roofline with your graded runs on it"),
     "glossary": ("gpulab.commands.glossary", "look up a term (no term: list them all)"),
@@ -66,6 +69,11 @@ def _version() -> str:
 def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
     """Arguments per subcommand, declared here so --help imports nothing heavy."""
     ex = (("exercise",), {"metavar": "EXERCISE", "help": "exercise id (softmax) or lesson number (2)"})
+    # Parsed by the command (commands.common.parse_timeout), so that nan, inf
+    # or 10**9 get the same one-line refusal as any other bad value.
+    timeout = (("--timeout",), {"default": None, "metavar": "SECONDS",
+                                "help": "kill the check after this long (default 300, "
+                                        "at most 3600)"})
     table: dict[str, list[tuple[tuple[str, ...], dict]]] = {
         "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
         "lesson": [ex],
@@ -73,14 +81,14 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             ex,
             (("--file",), {"metavar": "PATH", "help": "grade this file instead of the workspace copy"}),
             (("--json",), {"action": "store_true", "help": "print one JSON object"}),
-            (("--timeout",), {"type": float, "default": None, "metavar": "SECONDS",
-                              "help": "kill the check after this long (default 300)"}),
+            timeout,
             (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto",
                              "help": "cuda, or cpu (Triton interpreter); default: cuda if present"}),
             (("--no-timing",), {"action": "store_true", "help": "correctness only, no timing"}),
         ],
         "watch": [
             ex,
+            timeout,
             (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"}),
             (("--poll",), {"action": "store_true", "help": "poll instead of file events"}),
         ],
@@ -112,7 +120,11 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
         ],
         "serve": [(("--host",), {"default": "127.0.0.1",
                                  "help": "address to bind (default 127.0.0.1: this machine only)"}),
-                  (("--port",), {"type": int, "default": 8000, "help": "port (default 8000)"})],
+                  (("--port",), {"type": int, "default": 8000, "help": "port (default 8000)"}),
+                  (("--unix",), {"metavar": "PATH", "help": "serve on a Unix socket only you "
+                                 "can open (mode 0600) instead of a TCP port"}),
+                  (("--allow-remote",), {"action": "store_true",
+                                         "help": "allow a --host other than this machine"})],
         "bench": [(("kernels",), {"nargs": "*", "metavar": "KERNEL",
                                   "help": "bandwidth, softmax, matmul, flash_attention, "
                                           "rope_rmsnorm (default: all)"}),
@@ -157,9 +169,27 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
     return table.get(name, [])
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, plus a JSON error object on stdout for a bad command line
+    that asked for --json (argparse itself only writes to stderr)."""
+    if "--json" not in (sys.argv[1:] if argv is None else argv):
+        return parser.parse_args(argv)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        sys.stderr.write(err.getvalue())
+        if exc.code == 2:
+            lines = err.getvalue().strip().splitlines()
+            summary = lines[-1] if lines else "invalid command line"
+            print(json.dumps({"status": "error", "summary": summary}, indent=2))
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.command is None:
         from gpulab.tui.app import run_app
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,3 +78,35 @@ def is_within(path: Path, root: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (fifo)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def unreadable_file(path: Path) -> str | None:
+    """Why `path` is not a regular file gpulab can read, in words; None if it is one.
+
+    Says what the path is (a directory, a fifo, a device...) rather than "no such
+    file": a learner who typed the folder's name needs to be told so. Never opens
+    the path, since opening a fifo would block until someone writes to it.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"{path} is a symbolic link to something that does not exist"
+        return f"no such file: {path}"
+    except NotADirectoryError:
+        return f"no such file: {path} (a part of that path is a file, not a folder)"
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            return f"{path} is {kind}, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file"
+    if not os.access(path, os.R_OK):
+        return f"{path} cannot be read: permission denied"
+    return None

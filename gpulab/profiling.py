@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpulab.textsafe import visible
+
 # Exercises with a profile target (what `gpulab profile` can run).
 TARGETS = ("nvtx_profile", "graph_breaks")
 RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")
@@ -131,8 +133,13 @@ def _rows(table: dict[str, dict[str, float]], key: str, n: int = 15) -> list[dic
 
 # --- rendering (rich, imported lazily) ---------------------------------------------
 
-def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+def _short(name: str, width: int = 60) -> Any:
+    """A name from the trace as plain Text: learner code chooses range names, so
+    they are neither markup nor terminal commands (gpulab.textsafe)."""
+    from rich.text import Text
+
+    name = visible(name)
+    return Text(name if len(name) <= width else name[: width - 1] + "…")
 
 
 def top_ops_table(rows: list[dict[str, Any]], *, title: str = "Top operations") -> Any:
@@ -159,7 +166,7 @@ def ranges_table(ranges: list[dict[str, Any]]) -> Any:
     t.add_column("ms", justify="right")
     t.add_column("calls / ops", justify="right")
     for r in ranges:
-        t.add_row(r["name"], f"{r['ms']:.3f}", str(r.get("calls", r.get("ops", ""))))
+        t.add_row(_short(r["name"], 80), f"{r['ms']:.3f}", str(r.get("calls", r.get("ops", ""))))
     return t
 
 
@@ -176,7 +183,7 @@ def render_profile(profile: dict[str, Any]) -> Any:
     if profile.get("top_ops"):
         parts.append(top_ops_table(profile["top_ops"], title="Top operations"))
     if profile.get("nvtx") is not None:
-        seen = ", ".join(profile["nvtx"]) or "none"
+        seen = visible(", ".join(map(str, profile["nvtx"]))) or "none"
         parts.append(Text(f"NVTX ranges pushed (what Nsight Systems shows): {seen}", style="dim"))
     return Group(*parts)
 
@@ -201,7 +208,7 @@ def _run_target(argv: list[str]) -> int:
     try:
         module = load_module(args.file)
     except LearnerError as exc:
-        print(f"gpulab: {exc.summary}\n{exc.message}", file=sys.stderr)
+        print(visible(f"gpulab: {exc.summary}\n{exc.message}"), file=sys.stderr)
         return 1
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":

@@ -1,8 +1,16 @@
-"""Rendering a check result for people (rich renderables; used by CLI and TUI)."""
+"""Rendering a check result for people (rich renderables; used by CLI and TUI).
+
+Every string of a result may carry text from learner code (its output, an
+exception, a name it chose), so `render` first makes control characters
+visible (gpulab.textsafe) and table cells are `Text`, never markup: a case
+named `[/]` must not crash the table, nor `[link=…]` become a link.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from gpulab.textsafe import visible_tree
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
@@ -11,12 +19,13 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
 
 def cases_table(result: dict[str, Any]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="Correctness", title_justify="left", expand=False)
     for col in ("case", "dtype", "max abs err", "max rel err", "bad", ""):
         t.add_column(col, overflow="fold")
     for c in result.get("cases", []):
-        t.add_row(c.get("name") or c.get("shape", ""), c.get("dtype", ""),
+        t.add_row(Text(str(c.get("name") or c.get("shape", ""))), Text(str(c.get("dtype", ""))),
                   _fmt(c.get("max_abs")), _fmt(c.get("max_rel")),
                   str(c.get("mismatches", "")) if "mismatches" in c else "",
                   "[green]ok[/]" if c.get("passed") else "[red]FAIL[/]")
@@ -25,6 +34,7 @@ def cases_table(result: dict[str, Any]) -> Any:
 
 def timing_table(timing: dict[str, Any]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=f"Timing on {timing.get('device', 'GPU')} (median of N, L2 flushed)",
               title_justify="left")
@@ -32,7 +42,7 @@ def timing_table(timing: dict[str, Any]) -> Any:
                 "speedup"):
         t.add_column(col)
     for r in timing.get("cases", []):
-        t.add_row(r.get("shape", ""), r.get("dtype", ""), f"{r['ms'] * 1e3:.1f}",
+        t.add_row(Text(str(r.get("shape", ""))), Text(str(r.get("dtype", ""))), f"{r['ms'] * 1e3:.1f}",
                   f"{r['p20_ms'] * 1e3:.1f}–{r['p80_ms'] * 1e3:.1f}",
                   _fmt(r.get("throughput"), ".0f"),
                   f"{r['roofline_fraction']:.0%}" if r.get("roofline_fraction") else "",
@@ -45,6 +55,7 @@ def render(result: dict[str, Any]) -> Any:
     from rich.console import Group
     from rich.text import Text
 
+    result = visible_tree(result)
     parts: list[Any] = []
     ok = result.get("passed")
     head = Text()

@@ -8,9 +8,11 @@ Layout under the workspace root ($GPULAB_HOME, else ~/gpulab):
     .gpulab/backups/             the learner's file before each reset
     .gpulab/results/             the full result of the last check per exercise
 
-State is always read-modify-written under the lock and written atomically. A
-state file that cannot be parsed is moved aside (never deleted) and rebuilt,
-with a warning for the learner.
+State is always read-modify-written under the lock and written atomically.
+Every read checks the whole state against its schema (gpulab.state). A file
+that cannot be parsed, or has fields of the wrong shape, is repaired under the
+lock with a warning naming what changed, and the file as it was is kept beside
+it under a name of its own (never deleted, never overwritten).
 """
 
 from __future__ import annotations
@@ -26,13 +28,23 @@ from typing import Any
 
 from gpulab.content import Lesson
 from gpulab.fsutil import atomic_write_json, atomic_write_text, file_lock, is_within
+from gpulab.state import (
+    FAILED,
+    NOT_STARTED,
+    PASSED,
+    STATE_VERSION,
+    clean_attempt,
+    empty_state,
+    validate_state,
+)
+from gpulab.textsafe import visible
 
-STATE_VERSION = 1
+__all__ = ["FAILED", "NOT_STARTED", "PASSED", "STATE_VERSION", "Workspace", "WorkspaceError",
+           "default_root"]
+
 MAX_ATTEMPTS_KEPT = 100
-
-NOT_STARTED = "not started"
-FAILED = "failed"
-PASSED = "passed"
+# Warnings listed one by one for a repaired state; the rest are counted.
+MAX_PROBLEMS_SHOWN = 10
 
 
 class WorkspaceError(ValueError):
@@ -44,10 +56,6 @@ def default_root() -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return (Path.home() / "gpulab").resolve()
-
-
-def _empty_state() -> dict[str, Any]:
-    return {"version": STATE_VERSION, "exercises": {}, "settings": {}, "last_lesson": None}
 
 
 @dataclass
@@ -97,47 +105,96 @@ class Workspace:
         return path
 
     # --- state ---------------------------------------------------------------
-    def load_state(self) -> dict[str, Any]:
-        try:
-            text = self.state_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return _empty_state()
-        try:
-            state = json.loads(text)
-            if not isinstance(state, dict) or not isinstance(state.get("exercises", {}), dict):
-                raise ValueError("top level must be an object with an 'exercises' object")
-        except ValueError as exc:
-            return self._quarantine(exc)
-        base = _empty_state()
-        base.update(state)
-        return base
+    @property
+    def lock_path(self) -> Path:
+        return self.state_dir / "state.lock"
 
-    def _quarantine(self, exc: Exception) -> dict[str, Any]:
-        aside = self.state_path.with_name(f"state.json.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    def load_state(self) -> dict[str, Any]:
+        """The state, checked whole; repaired on disk (under the lock) if it must be."""
+        return self._load(locked=False)
+
+    def _load(self, *, locked: bool) -> dict[str, Any]:
         try:
-            os.replace(self.state_path, aside)
-        except OSError:
-            aside = self.state_path
+            data = self.state_path.read_bytes()
+        except FileNotFoundError:
+            return empty_state()
+        try:
+            checked = validate_state(json.loads(data.decode("utf-8")))
+            why = checked.problems[0] if checked.unusable else ""
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
+            checked, why = validate_state(None), f"{type(exc).__name__}: {exc}"
+        if not checked.problems:
+            return checked.state
+        if not locked:
+            # Repair under the lock, from the file as it is then: another
+            # process may have repaired (or rewritten) it meanwhile.
+            with file_lock(self.lock_path):
+                return self._load(locked=True)
+        return self._repair(data, checked.state, checked.problems if not why else [], why)
+
+    def _repair(self, data: bytes, state: dict[str, Any], problems: list[str],
+                why: str) -> dict[str, Any]:
+        """Keep `data` (the file as read) aside, write `state` in its place, say so.
+
+        `why` set: nothing could be kept; otherwise `problems` lists what changed."""
+        self._rebuild_from_results(state)
+        try:
+            aside = self._set_aside(data, "corrupt" if why else "before-repair")
+            atomic_write_json(self.state_path, state)
+            kept = f"kept the file as it was as {aside.name}"
+        except OSError as exc:
+            kept = f"could not save the repair ({exc.strerror or exc}); using it for this run"
+        if why:
+            self.warnings.append(
+                f"{self.state_path} was unreadable ({visible(why)}); {kept} and started a fresh "
+                "progress file, rebuilt from your last results. Your exercise files are "
+                "untouched.")
+            return state
+        listed = "; ".join(problems[:MAX_PROBLEMS_SHOWN])
+        more = len(problems) - MAX_PROBLEMS_SHOWN
         self.warnings.append(
-            f"{self.state_path} was unreadable ({exc}); kept it as {aside.name} and started "
-            "a fresh progress file. Your exercise files are untouched."
-        )
-        state = _empty_state()
-        # Rebuild what can be rebuilt: last results on disk say what passed.
+            f"{self.state_path} had {len(problems)} field(s) of the wrong shape, repaired: "
+            f"{listed}" + (f"; and {more} more" if more > 0 else "") + f". The rest is "
+            f"unchanged; {kept}.")
+        return state
+
+    def _set_aside(self, data: bytes, label: str) -> Path:
+        """Write `data` to a new file beside state.json; its name is never reused.
+
+        O_EXCL makes the name unique even when two processes (or two repairs in
+        the same second) pick the same time stamp: the later one takes -2, -3..."""
+        stem = f"state.json.{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+        for n in range(1, 10_000):
+            aside = self.state_dir / (stem if n == 1 else f"{stem}-{n}")
+            try:
+                fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            return aside
+        raise OSError(f"no free name for {stem}")
+
+    def _rebuild_from_results(self, state: dict[str, Any]) -> None:
+        """Exercises the state lost but whose last result is on disk: passed or failed."""
         results = self.state_dir / "results"
         for f in sorted(results.glob("*.json")) if results.is_dir() else []:
+            if f.stem in state["exercises"]:
+                continue
             try:
                 r = json.loads(f.read_text(encoding="utf-8"))
-                state["exercises"][f.stem] = {"status": PASSED if r.get("passed") else FAILED}
-            except (ValueError, OSError):
+            except (ValueError, OSError, RecursionError):
                 continue
-        atomic_write_json(self.state_path, state)
-        return state
+            if isinstance(r, dict):
+                state["exercises"][f.stem] = {"status": PASSED if r.get("passed") is True
+                                              else FAILED}
 
     def update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Read, change and write the state under the workspace lock."""
-        with file_lock(self.state_dir / "state.lock"):
-            state = self.load_state()
+        with file_lock(self.lock_path):
+            state = self._load(locked=True)
             change(state)
             atomic_write_json(self.state_path, state)
             return state
@@ -155,24 +212,28 @@ class Workspace:
         atomic_write_json(self.state_dir / "results" / f"{exercise}.json", result)
         attempt = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "passed": bool(result.get("passed")),
-            "summary": result.get("summary", ""),
-            "device": result.get("device", ""),
+            "passed": result.get("passed") is True,
+            "summary": str(result.get("summary", "")),
+            "device": str(result.get("device", "")),
         }
-        timing = result.get("timing") or {}
+        timing = result.get("timing")
+        timing = timing if isinstance(timing, dict) else {}
         for key in ("ms", "throughput", "unit", "roofline_fraction", "speedup", "grade"):
             if key in timing:
                 attempt[key] = timing[key]
+        # Only what the schema accepts (a nan time would be dropped, with a
+        # warning, at the next read anyway).
+        attempt = clean_attempt(attempt)
 
         def change(state: dict[str, Any]) -> None:
             entry = state["exercises"].setdefault(exercise, {})
             entry.setdefault("attempts", []).append(attempt)
             entry["attempts"] = entry["attempts"][-MAX_ATTEMPTS_KEPT:]
             # Passing once is progress that a later failed attempt doesn't erase.
-            if result.get("passed"):
+            if result.get("passed") is True:
                 entry["status"] = PASSED
-                if "grade" in timing:
-                    entry["grade"] = timing["grade"]
+                if "grade" in attempt:
+                    entry["grade"] = attempt["grade"]
             elif entry.get("status") != PASSED:
                 entry["status"] = FAILED
 

@@ -95,3 +95,127 @@ def test_a_symlink_out_of_the_workspace_is_refused(run_gpulab, tmp_path):
     r = run_gpulab("reset", "softmax", "--yes")
     assert r.returncode == 2 and "outside the workspace" in r.stderr
     assert outside.read_text() == "# not in the workspace\n"
+
+
+# --- no input breaks the lab (issue 17) ---------------------------------------
+
+EVIL = '''print("\\x1b[2J\\x1b[H\\x1b[32m PASS \\x1b]52;c;aGk=\\x07 \\x9b31m \\u202e")
+
+
+def softmax(x):
+    raise RuntimeError("\\x1b[2K\\x1b[1A\\x1b[32m PASS [/] [link=http://x]y")
+'''
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_learner_escape_sequences_are_shown_not_obeyed(run_gpulab, tmp_path):
+    sub = tmp_path / "evil.py"
+    sub.write_text(EVIL)
+    r = run_gpulab("check", "softmax", "--file", str(sub), "--device", "cpu", "--no-timing")
+    assert r.returncode == 1, r.stdout + r.stderr
+    for stream in (r.stdout, r.stderr):
+        assert "\x1b" not in stream and "\x9b" not in stream and "\u202e" not in stream
+    assert "FAIL" in r.stdout and "␛[2K␛[1A␛[32m PASS [/] [link=http://x]y" in r.stdout
+    assert "␛]52;c;aGk=␇" in r.stdout  # the output, visible
+    j = run_gpulab("check", "softmax", "--file", str(sub), "--device", "cpu", "--no-timing",
+                   "--json")
+    result = json.loads(j.stdout)
+    assert result["passed"] is False
+    assert not [s for s in _strings(result) if "\x1b" in s or "\x07" in s or "\x9b" in s]
+    assert "␛[2J" in result["output"] and "␛[2K" in result["summary"]
+
+
+def test_timeouts_that_are_not_numbers_are_refused_in_one_line(run_gpulab):
+    for bad in ("nan", "inf", "-inf", "-1", "0", "1e9", "3601", "1e400", "abc"):
+        for cmd in ("check", "watch"):
+            r = run_gpulab(cmd, "softmax", f"--timeout={bad}", timeout=60)
+            assert r.returncode == 2, (cmd, bad, r.stderr)
+            assert r.stderr.count("\n") == 1 and "--timeout" in r.stderr, (cmd, bad, r.stderr)
+            assert "Traceback" not in r.stderr
+    j = run_gpulab("check", "softmax", "--timeout", "nan", "--json", timeout=60)
+    assert j.returncode == 2 and json.loads(j.stdout)["status"] == "error"
+
+
+def test_file_says_what_the_path_is(run_gpulab, tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    for path, words in ((tmp_path, "is a directory"), (fifo, "is a named pipe"),
+                        ("/dev/null", "is a character device"),
+                        (tmp_path / "missing.py", "no such file")):
+        r = run_gpulab("check", "softmax", "--file", str(path), timeout=60)
+        assert r.returncode == 2 and words in r.stderr, (path, r.stderr)
+        j = run_gpulab("check", "softmax", "--file", str(path), "--json", timeout=60)
+        assert j.returncode == 2
+        error = json.loads(j.stdout)
+        assert error["status"] == "error" and words in error["summary"]
+
+
+def test_json_usage_errors_are_json_too(run_gpulab):
+    for args in (("check", "nope", "--json"), ("check", "--json"), ("list", "--json", "--bad")):
+        r = run_gpulab(*args, timeout=60)
+        assert r.returncode == 2
+        error = json.loads(r.stdout)
+        assert error["status"] == "error" and error["summary"], args
+
+
+def test_encodings_python_accepts_are_accepted(run_gpulab, tmp_path):
+    ref = reference_source("softmax")
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + ref.encode())
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + ref.encode())
+    plain = tmp_path / "submission.txt"  # no .py suffix: still Python
+    plain.write_text(ref)
+    for sub in (bom, latin, plain):
+        r = run_gpulab("check", "softmax", "--file", str(sub), "--device", "cpu",
+                       "--no-timing", "--json")
+        assert r.returncode == 0, (sub.name, r.stdout + r.stderr)
+
+
+def test_bytes_python_refuses_are_placed(run_gpulab, tmp_path):
+    lines = reference_source("softmax").splitlines(keepends=True)
+    nul = tmp_path / "nul.py"
+    nul.write_bytes("".join(lines[:3]).encode() + b"x = 1\x00\n" + "".join(lines[3:]).encode())
+    bad = tmp_path / "bad.py"
+    bad.write_bytes(b"x = 1\ny = '\xe9'\n")
+    for sub, where, words in ((nul, ":4:6:", "NUL byte"), (bad, ":2:6:", "0xe9")):
+        r = run_gpulab("check", "softmax", "--file", str(sub), "--device", "cpu", "--json")
+        result = json.loads(r.stdout)
+        assert r.returncode == 1 and result["passed"] is False
+        assert where in result["summary"] and words in result["summary"], result["summary"]
+        assert ":None" not in result["summary"]
+
+
+def test_check_records_the_attempt_when_the_state_was_odd(run_gpulab):
+    root = run_gpulab("where").stdout.strip()
+    with open(f"{root}/.gpulab/state.json", "w") as f:
+        json.dump({"exercises": {"softmax": {"attempts": "x", "status": "weird"}},
+                   "settings": []}, f)
+    r = run_gpulab("check", "softmax", "--device", "cpu", "--no-timing")
+    assert r.returncode == 1, r.stderr
+    assert "exercises.softmax.attempts" in r.stderr and "settings" in r.stderr
+    for cmd in (("list",), ("hint", "softmax"), ("roofline", "--gpu", "h200", "--remember",
+                                                  "--json")):
+        assert run_gpulab(*cmd).returncode == 0, cmd
+    row = next(r for r in json.loads(run_gpulab("list", "--json").stdout)["lessons"]
+               if r["exercise"] == "softmax")
+    assert row["status"] == "failed" and row["attempts"] == 1
+
+
+def test_probe_interval_that_is_not_a_number_is_refused(run_gpulab):
+    for bad in ("nan", "inf", "0", "-1"):
+        r = run_gpulab("probe", "--watch", f"--interval={bad}", timeout=60)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--interval" in r.stderr, bad

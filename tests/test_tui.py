@@ -273,6 +273,51 @@ async def test_edit_check_watch_and_solution(ws):
         assert not app.watch_mode
 
 
+EVIL = """print("\\x1b[2J\\x1b[H\\x1b[32m PASS \\x1b]0;owned\\x07")
+
+
+def softmax(x):
+    raise RuntimeError("\\x1b[2K\\x1b[1A\\x1b[42m PASS [/] [b]bold[/b]")
+"""
+
+
+def rendered(renderable, width: int = 100) -> str:
+    """What a renderable writes to a terminal (control codes and all)."""
+    from rich.console import Console
+
+    console = Console(width=width, force_terminal=True, color_system="truecolor")
+    with console.capture() as cap:
+        console.print(renderable)
+    return cap.get()
+
+
+async def test_learner_escapes_are_shown_as_text_in_the_results_pane(ws):
+    """A check whose output and exception carry escape sequences (and markup):
+    the Results pane, its history and the notification show them as text."""
+    from textual.widgets import Static
+
+    softmax_path(ws).parent.mkdir(parents=True, exist_ok=True)
+    softmax_path(ws).write_text(EVIL)
+    app = make_app(ws)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: not app.checking, what="the check")
+        await pilot.pause(0.3)
+        assert not ws.last_result("softmax")["passed"]
+        shown = "".join(rendered(app.query_one(f"#{name}", Static).content)
+                        for name in ("result", "history"))
+        # Only the colours the pane itself chose: every ESC is followed by
+        # rich's own SGR codes, never the learner's cursor moves or erases.
+        for code in ("\x1b[2J", "\x1b[H", "\x1b[2K", "\x1b[1A", "\x1b]0;", "\x07"):
+            assert code not in shown, code
+        assert "␛[2K␛[1A␛[42m PASS [/] [b]bold[/b]" in shown
+        assert "␛]0;owned␇" in shown
+        assert shows(app, "␛[2K␛[1A␛[42m PASS")
+        note = next(n for n in app.notes if "softmax:" in n)
+        assert "\x1b" not in note and "[/] [b]bold[/b]" in note
+
+
 async def test_cancel_a_running_check(ws):
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:

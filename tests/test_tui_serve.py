@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
+import select
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import gpulab_env
@@ -30,60 +36,203 @@ def test_serve_defaults_to_this_machine_only():
     assert (args.host, args.port) == ("127.0.0.1", 8000)
 
 
-async def read_screen(url: str, until: bytes, limit: int = 200_000,
-                      quiet_s: float = 10.0) -> bytes:
+@contextlib.contextmanager
+def served(tmp_path, *args: str, limit_s: int = 120):
+    """`gpulab serve ARGS` in its own process group; yields (process, URL, what it printed).
+
+    Bounded twice: coreutils `timeout` stops the server by itself after
+    limit_s even if this test process dies, and the finally kills the group."""
+    proc = subprocess.Popen(["timeout", "-s", "INT", "-k", "10", str(limit_s),
+                             sys.executable, "-m", "gpulab", "serve", *args],
+                            env=gpulab_env(tmp_path / "workspace"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        seen = ""
+        deadline = time.monotonic() + 60
+        fd = proc.stdout.fileno()  # raw reads: a buffered readline could sit on the next line
+        whole_url = re.compile(r"(http://\S+\?token=[\w-]+)\s")  # not cut mid-token
+        while not whole_url.search(seen) and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                seen += chunk.decode("utf-8", "replace")
+        match = whole_url.search(seen)
+        assert match, seen
+        yield proc, match.group(1), seen
+    finally:
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+
+
+def wait_for_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+async def read_screen(ws, until: bytes, limit: int = 200_000, quiet_s: float = 10.0) -> bytes:
     import aiohttp  # textual-serve's own dependency
 
     got = b""
-    async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
-        while len(got) < limit and until not in got:
-            try:
-                msg = await asyncio.wait_for(ws.receive(), quiet_s)
-            except asyncio.TimeoutError:
-                break
-            if msg.type == aiohttp.WSMsgType.TEXT:
-                got += msg.data.encode()
-            elif msg.type == aiohttp.WSMsgType.BINARY:
-                got += msg.data
-            else:
-                break
+    while len(got) < limit and until not in got:
+        try:
+            msg = await asyncio.wait_for(ws.receive(), quiet_s)
+        except asyncio.TimeoutError:
+            break
+        if msg.type == aiohttp.WSMsgType.TEXT:
+            got += msg.data.encode()
+        elif msg.type == aiohttp.WSMsgType.BINARY:
+            got += msg.data
+        else:
+            break
     return got
 
 
-def test_serve_answers_a_browser(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gpulab", "serve", "--port", str(port)],
-                            env=gpulab_env(tmp_path / "workspace"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+async def handshake_status(session, url: str, **kw) -> int:
+    """The HTTP status a websocket upgrade gets (101 when it is accepted)."""
+    import aiohttp
+
     try:
-        deadline = time.monotonic() + 30
-        page = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
-                    page = r.read().decode("utf-8", "replace")
-                break
-            except OSError:
-                time.sleep(0.3)
-        assert page is not None, proc.stdout.read() if proc.poll() is not None else "no answer"
-        assert "gpulab" in page
-        # The page's websocket starts one `python -m gpulab` and streams its screen.
-        # At 80 columns the lesson list steps aside and all seven tabs show.
-        screen = asyncio.run(read_screen(f"http://127.0.0.1:{port}/ws?width=80&height=24",
-                                         until=b"Serving"))
+        async with session.ws_connect(url, **kw):
+            return 101
+    except aiohttp.WSServerHandshakeError as exc:
+        return exc.status
+
+
+def test_serve_lets_in_only_who_holds_the_token(tmp_path):
+    """Real HTTP and websocket requests against a real server on 127.0.0.1."""
+    import aiohttp
+
+    port = free_port()
+    with served(tmp_path, "--port", str(port)) as (_, url, _printed):
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        token = url.split("token=")[1]
+        base = f"http://127.0.0.1:{port}"
+        wait_for_port(port)
+
+        async def probe() -> None:
+            # No cookie jar: a stranger, another user of this machine.
+            async with aiohttp.ClientSession() as s:
+                for path in ("/", "/?token=wrong", "/?token=%C3%A9", "/static/js/textual.js",
+                             "/download/x"):
+                    async with s.get(base + path, allow_redirects=False) as r:
+                        assert r.status == 403, path
+                        assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+                assert await handshake_status(s, f"{base}/ws?width=80&height=24") == 403
+                assert await handshake_status(s, f"{base}/ws?token=wrong") == 403
+                # DNS rebinding: the right token through a foreign name is refused.
+                async with s.get(f"{base}/?token={token}", headers={"Host": f"evil.test:{port}"},
+                                 allow_redirects=False) as r:
+                    assert r.status == 403
+                # Non-browser clients may send the token as a header.
+                async with s.get(base + "/", headers={"Authorization": f"token {token}"}) as r:
+                    assert r.status == 200 and "gpulab" in await r.text()
+            # A browser: the token is traded for a cookie and leaves the URL.
+            jar = aiohttp.CookieJar(unsafe=True)  # unsafe: cookies for an IP address
+            async with aiohttp.ClientSession(cookie_jar=jar) as s:
+                async with s.get(f"{base}/?token={token}&fontsize=14",
+                                 allow_redirects=False) as r:
+                    assert r.status == 302 and r.headers["Location"] == "/?fontsize=14"
+                    cookie = r.headers["Set-Cookie"]
+                    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+                    assert token not in cookie
+                async with s.get(base + "/?fontsize=14") as r:
+                    page = await r.text()
+                    assert r.status == 200 and f"ws://127.0.0.1:{port}/ws" in page
+                async with s.get(base + "/static/js/textual.js") as r:
+                    assert r.status == 200
+                # With the cookie, a page from another origin still cannot drive the lab.
+                for origin in ("http://evil.test", f"http://localhost:{port + 1}", "null"):
+                    status = await handshake_status(s, f"{base}/ws", origin=origin)
+                    assert status == 403, origin
+
+        asyncio.run(asyncio.wait_for(probe(), 60))
+
+
+def test_serve_answers_a_browser(tmp_path):
+    import aiohttp
+
+    port = free_port()
+    with served(tmp_path, "--port", str(port)) as (_, url, _printed):
+        wait_for_port(port)
+
+        async def browse() -> bytes:
+            jar = aiohttp.CookieJar(unsafe=True)
+            async with aiohttp.ClientSession(cookie_jar=jar) as s:
+                async with s.get(url) as r:  # follows the redirect, keeps the cookie
+                    assert r.status == 200 and "gpulab" in await r.text()
+                # The page's websocket starts one `python -m gpulab` and streams
+                # its screen. At 80 columns the lesson list steps aside and all
+                # seven tabs show.
+                async with s.ws_connect(f"http://127.0.0.1:{port}/ws?width=80&height=24",
+                                        origin=f"http://127.0.0.1:{port}") as ws:
+                    return await read_screen(ws, until=b"Serving")
+
+        screen = asyncio.run(asyncio.wait_for(browse(), 90))
         assert b"Lesson" in screen and b"Serving" in screen
+
+
+def test_serve_on_a_unix_socket_only_its_owner_can_open(tmp_path):
+    import aiohttp
+
+    short = Path(tempfile.mkdtemp(prefix="gl-"))  # AF_UNIX paths are short (~107 bytes)
+    sock = short / "lab.sock"
+    try:
+        with served(tmp_path, "--unix", str(sock)) as (proc, url, printed):
+            assert "ssh -L 8000:" in printed and url.startswith("http://localhost:8000/")
+            deadline = time.monotonic() + 30
+            while not sock.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert stat.S_ISSOCK(sock.lstat().st_mode)
+            assert stat.S_IMODE(sock.lstat().st_mode) == 0o600
+            token = url.split("token=")[1]
+
+            async def probe() -> tuple[int, int]:
+                conn = aiohttp.UnixConnector(path=str(sock))
+                async with aiohttp.ClientSession(connector=conn) as s:
+                    async with s.get("http://localhost:8000/", allow_redirects=False) as r:
+                        stranger = r.status
+                    async with s.get(f"http://localhost:8000/?token={token}",
+                                     allow_redirects=False) as r:
+                        owner = r.status
+                return stranger, owner
+
+            assert asyncio.run(asyncio.wait_for(probe(), 30)) == (403, 302)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=20)
+        assert not sock.exists()  # cleaned up on the way out
     finally:
-        # The server leads its own process group, with the app it started for us.
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def test_serve_refuses_what_it_should_not_do(run_gpulab, tmp_path):
+    r = run_gpulab("serve", "--host", "0.0.0.0", timeout=30)
+    assert r.returncode == 2 and "--allow-remote" in r.stderr
+    r = run_gpulab("serve", "--unix", str(tmp_path / "s.sock"), "--port", "9000", timeout=30)
+    assert r.returncode == 2 and "--unix" in r.stderr
+    not_a_socket = tmp_path / "notes.txt"
+    not_a_socket.write_text("mine")
+    r = run_gpulab("serve", "--unix", str(not_a_socket), timeout=30)
+    assert r.returncode == 2 and "not a socket" in r.stderr
+    assert not_a_socket.read_text() == "mine"
+
+
+def test_serve_warns_when_allowed_beyond_this_machine(tmp_path):
+    port = free_port()
+    with served(tmp_path, "--host", "0.0.0.0", "--allow-remote", "--port", str(port)) as (
+            _, url, printed):
+        wait_for_port(port)
+        assert "warning: serving on 0.0.0.0" in printed
+        assert "token=" in url  # the token holds there too
 
 
 def test_serve_rejects_a_bad_port(run_gpulab):

@@ -89,3 +89,81 @@ def test_hints_reveal_one_level_at_a_time(ws, course):
     lesson = course.find("softmax")
     assert ws.hint_level("softmax") == 0
     assert [ws.reveal_hint(lesson) for _ in range(4)] == [1, 2, 3, 3]
+
+
+# --- state of the wrong shape (issue 17) --------------------------------------
+
+def _write_state(ws, state) -> None:
+    ws.state_path.write_text(json.dumps(state))
+
+
+def test_a_state_of_the_wrong_shape_is_repaired_field_by_field(ws):
+    _write_state(ws, {
+        "version": 1, "last_lesson": 7, "settings": {"gpu": 3, "theme": "nord", "mine": [1]},
+        "exercises": {
+            "softmax": {"status": "weird", "hints": 2, "attempts": [
+                {"passed": True, "summary": "ok", "ms": "fast"}, "junk"]},
+            "matmul": "x",
+            "bandwidth": {"status": "passed", "attempts": "x", "grade": "A"},
+        },
+        "from_a_newer_gpulab": {"kept": True},
+    })
+    again = Workspace.open(ws.root)
+    warning = " ".join(again.warnings)
+    for field in ("last_lesson", "settings.gpu", "exercises.softmax.status",
+                  "exercises.softmax.attempts[0].ms", "exercises.softmax.attempts[1]",
+                  "exercises.matmul", "exercises.bandwidth.attempts"):
+        assert field in warning, (field, warning)
+    state = again.load_state()
+    assert state["last_lesson"] is None
+    assert state["settings"] == {"theme": "nord", "mine": [1]}
+    soft = state["exercises"]["softmax"]
+    assert soft["status"] == PASSED and soft["hints"] == 2  # recomputed from its attempts
+    assert soft["attempts"] == [{"passed": True, "summary": "ok"}]
+    assert "matmul" not in state["exercises"]
+    assert state["exercises"]["bandwidth"] == {"status": "passed", "grade": "A"}
+    assert state["from_a_newer_gpulab"] == {"kept": True}
+    # The file as it was is kept aside, byte for byte, and the repair is on disk.
+    aside = list(ws.state_dir.glob("state.json.before-repair-*"))
+    assert len(aside) == 1 and json.loads(aside[0].read_text())["exercises"]["matmul"] == "x"
+    assert Workspace.open(ws.root).warnings == []
+
+
+def test_check_records_its_attempt_whatever_the_state_held(ws, course):
+    lesson = course.find("softmax")
+    for odd in ({"exercises": {"softmax": {"attempts": "x"}}},
+                {"exercises": {"softmax": "x"}},
+                {"exercises": {"softmax": {"status": "weird"}}},
+                {"exercises": [], "settings": []},
+                {"exercises": {"softmax": {"attempts": [None, {"passed": "yes"}]}}}):
+        _write_state(ws, odd)
+        ws.record_result("softmax", {"passed": False, "summary": "wrong"})
+        entry = ws.exercise_state("softmax")
+        assert entry["status"] == FAILED, odd
+        assert entry["attempts"][-1]["summary"] == "wrong", odd
+        # ...and every reader of the state still works.
+        assert ws.hint_level("softmax") == 0 and ws.status("softmax") == FAILED
+        ws.reveal_hint(lesson)
+        ws.set_setting("gpu", "h200")
+        assert ws.get_setting("gpu") == "h200"
+
+
+def test_a_state_file_nested_too_deep_is_set_aside(ws):
+    ws.state_path.write_text("[" * 100_000 + "]" * 100_000)
+    again = Workspace.open(ws.root)
+    assert again.warnings and "unreadable" in again.warnings[0]
+    assert again.load_state()["exercises"] == {}
+
+
+def test_two_corrupt_states_in_the_same_second_keep_both(ws, monkeypatch):
+    import time
+
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101-120000")
+    kept = []
+    for text in ("{ first", "{ second", "[]"):
+        ws.state_path.write_text(text)
+        Workspace.open(ws.root)
+        kept.append(text)
+    aside = sorted(ws.state_dir.glob("state.json.corrupt-*"))
+    assert len(aside) == 3
+    assert sorted(p.read_text() for p in aside) == sorted(kept)

@@ -15,8 +15,11 @@ from gpulab.commands.common import (
     guarded,
     open_course,
     open_workspace,
+    parse_timeout,
 )
+from gpulab.fsutil import unreadable_file
 from gpulab.runner import DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.textsafe import visible, visible_tree
 
 
 @guarded
@@ -30,25 +33,25 @@ def _target(args: Any):
     ws = open_workspace(args)
     if getattr(args, "file", None):
         path = Path(args.file).expanduser()
-        if not path.is_file():
-            raise UsageError(f"no such file: {path}")
+        problem = unreadable_file(path)
+        if problem:
+            raise UsageError(problem)
         return lesson, ws, path.resolve(), False
     return lesson, ws, ws.ensure_exercise(lesson), True
 
 
 def _check(args: Any) -> int:
+    timeout = parse_timeout(args.timeout, DEFAULT_TIMEOUT)
     lesson, ws, path, own = _target(args)
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
-    if timeout <= 0:
-        raise UsageError("--timeout must be positive")
     quiet = args.json
     err = console(stderr=True)
 
     def on_event(ev: dict) -> None:
         if quiet:
             return
-        if ev.get("type") == "stage":
-            err.print(f"[dim]… {ev['text']}[/]", highlight=False)
+        if ev.get("type") == "stage":  # graders quote case names: text, not markup
+            err.print(f"… {visible(ev.get('text', ''))}", style="dim", markup=False,
+                      highlight=False)
 
     result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
                        device=args.device, on_event=on_event,
@@ -56,7 +59,9 @@ def _check(args: Any) -> int:
     if own and result.get("status") != ERROR:
         ws.record_result(lesson.exercise, result)
     if args.json:
-        print(json.dumps(result, indent=2, default=str))
+        # Learner text made visible here too: `jq -r .output` must not paint
+        # the terminal either (json.dumps alone only escapes it as \u001b).
+        print(json.dumps(visible_tree(result), indent=2, default=str))
     else:
         from gpulab.report import render
 
@@ -68,13 +73,15 @@ def _check(args: Any) -> int:
 
 def _watch(args: Any) -> int:
     """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
+    timeout = parse_timeout(args.timeout, DEFAULT_TIMEOUT)
     lesson, ws, path, _ = _target(args)
     con = console()
     from gpulab.report import render
 
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
-        result = run_check(lesson, path, device=args.device, extra={"workspace": str(ws.root)})
+        result = run_check(lesson, path, timeout=timeout, device=args.device,
+                           extra={"workspace": str(ws.root)})
         if result.get("status") != ERROR:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from typing import Any
 
 from gpulab.content import ContentError, Course, Lesson, load_course
+from gpulab.textsafe import visible
 from gpulab.workspace import Workspace, WorkspaceError
+
+# The longest a single check may run. A limit is what keeps a hung kernel
+# from holding the GPU (and the GPU lock) forever: "inf" would mean none.
+MAX_TIMEOUT_S = 3600.0
 
 
 class UsageError(Exception):
@@ -58,18 +65,44 @@ def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
     return lesson
 
 
+def parse_timeout(text: str | None, default: float) -> float:
+    """Seconds from --timeout: a finite number in (0, MAX_TIMEOUT_S], else UsageError."""
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--timeout must be a number of seconds, got {visible(text)!r}") from None
+    # nan compares false with everything, so test finiteness first.
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds, "
+                         f"got {visible(text)}")
+    return value
+
+
+def print_json_error(summary: str) -> None:
+    """The one JSON object `--json` promises, for a run that could not happen (exit 2)."""
+    print(json.dumps({"status": "error", "summary": summary}, indent=2))
+
+
 def guarded(fn):
-    """Turn UsageError into a one-line message and exit code 2."""
+    """Turn UsageError into a one-line message and exit code 2.
+
+    With `--json` the same message also goes to stdout as a JSON error object:
+    a script reading stdout gets an answer, not an empty string.
+    """
 
     def wrapper(args: Any) -> int:
         try:
             return fn(args)
         except (UsageError, WorkspaceError) as exc:
-            print(f"gpulab: {exc}", file=sys.stderr)
-            return 2
+            message = str(exc)
         except OSError as exc:
             # A full disk, a read-only or unreachable workspace: say which file.
-            print(f"gpulab: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            message = f"{exc.filename or ''}: {exc.strerror or exc}"
+        print(f"gpulab: {message}", file=sys.stderr)
+        if getattr(args, "json", None) is True:  # `bench --json PATH` is a file, not this
+            print_json_error(message)
+        return 2
 
     return wrapper

@@ -8,6 +8,7 @@ the datasheet GPU that rooflines use on a machine without one.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -17,6 +18,10 @@ from gpulab.commands.common import UsageError, console, guarded, open_workspace
 
 @guarded
 def run(args: Any) -> int:
+    # nan passes `<= 0` and then breaks time.sleep; inf would never refresh.
+    if args.watch and not (math.isfinite(args.interval) and 0 < args.interval <= 3600):
+        raise UsageError(f"--interval must be more than 0 and at most 3600 seconds, "
+                         f"got {args.interval:g}")
     gpu = _known_gpu(args.gpu) if args.gpu else None  # before the workspace is made
     ws = open_workspace(args)
     if gpu is not None:
@@ -60,8 +65,6 @@ def _watch(ws: Any, args: Any) -> int:
     from gpulab.probe import snapshot, snapshot_renderable
 
     interval = args.interval
-    if interval <= 0:
-        raise UsageError("--interval must be positive")
     try:
         torch_info = probe_torch.ask()  # once: SMs and L2 don't change
         if args.json:  # one JSON object a line: a log another tool can read

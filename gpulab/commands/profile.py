@@ -23,6 +23,7 @@ from gpulab.commands.common import (
     open_course,
     open_workspace,
 )
+from gpulab.fsutil import unreadable_file
 
 TIMEOUT_S = 600
 
@@ -36,8 +37,9 @@ def _target(args: Any) -> tuple[Any, Any, Path]:
     ws = open_workspace(args)
     if getattr(args, "file", None):
         path = Path(args.file).expanduser()
-        if not path.is_file():
-            raise UsageError(f"no such file: {path}")
+        problem = unreadable_file(path)
+        if problem:
+            raise UsageError(problem)
         return lesson, ws, path.resolve()
     return lesson, ws, ws.ensure_exercise(lesson)
 

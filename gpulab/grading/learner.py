@@ -6,12 +6,17 @@ in their file, not thirty lines of torch and gpulab internals.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import io
 import sys
+import tokenize
 import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from gpulab.fsutil import unreadable_file
 
 
 class LearnerError(Exception):
@@ -38,27 +43,77 @@ def format_learner_traceback(exc: BaseException, learner_file: str) -> str:
     return text.rstrip()
 
 
+def _line_col(data: bytes | str, index: int) -> tuple[int, int]:
+    """1-based line and column of position `index` in `data`."""
+    newline = b"\n" if isinstance(data, bytes) else "\n"
+    line_start = data.rfind(newline, 0, index) + 1
+    return data.count(newline, 0, index) + 1, index - line_start + 1
+
+
+def _read_source(file: Path) -> str:
+    """The file's text, decoded as Python decodes a module (PEP 263, PEP 3120).
+
+    A UTF-8 byte-order mark or a `# coding:` line in the first two lines names
+    the encoding; UTF-8 otherwise. Bytes that don't decode, and NUL bytes
+    (which Python refuses without a line), are reported at their line:column.
+    """
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise LearnerError(f"{file} cannot be read: {exc.strerror or exc}") from None
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as exc:
+        if "invalid or missing encoding declaration" not in str(exc):
+            # "unknown encoding: foo", a BOM beside a non-UTF-8 coding line...
+            raise LearnerError(f"SyntaxError at {file}:1: {exc.msg}",
+                               "A `# coding:` line must name an encoding Python knows, "
+                               "and agree with a byte-order mark if the file has one.") from None
+        encoding = "utf-8"  # undecodable bytes in line 1 or 2: found and placed below
+    try:
+        # What importlib.util.decode_source does, with the encoding found above
+        # (it would re-detect, and fail on line 1 without saying where).
+        text = io.IncrementalNewlineDecoder(None, True).decode(data.decode(encoding), final=True)
+    except UnicodeDecodeError as exc:
+        line, col = _line_col(data, exc.start)
+        raise LearnerError(
+            f"SyntaxError at {file}:{line}:{col}: byte 0x{data[exc.start]:02x} is not valid "
+            f"{encoding} text",
+            "Save the file as UTF-8, or declare its encoding in a first-line comment "
+            "such as `# coding: latin-1`.") from None
+    nul = text.find("\0")
+    if nul >= 0:
+        line, col = _line_col(text, nul)
+        raise LearnerError(f"SyntaxError at {file}:{line}:{col}: the file contains a NUL byte",
+                           "A NUL (zero) byte is not allowed in Python source; delete it "
+                           "(it often comes from a binary file pasted or saved by mistake).")
+    return text
+
+
 def load_module(path: str, name: str = "learner_solution") -> ModuleType:
     """Import the file at `path` as a fresh module. Raises LearnerError."""
     file = Path(path)
-    if not file.is_file():
-        raise LearnerError(f"{file} does not exist")
-    try:
-        source = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LearnerError(f"{file} cannot be read: {exc}") from None
+    problem = unreadable_file(file)
+    if problem:
+        raise LearnerError(problem)
+    source = _read_source(file)
     try:
         compile(source, str(file), "exec")
     except SyntaxError as exc:
-        where = f"{file}:{exc.lineno}" + (f":{exc.offset}" if exc.offset else "")
+        where = str(file) + "".join(f":{n}" for n in (exc.lineno, exc.offset) if n)
         detail = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
         raise LearnerError(f"SyntaxError at {where}: {exc.msg}", detail) from None
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec is not None and spec.loader is not None
+    except ValueError as exc:  # defensive: a source compile() refuses without a position
+        raise LearnerError(f"SyntaxError in {file}: {exc}") from None
+    # The loader named outright: a submission saved as .txt (or no suffix)
+    # finds no loader by its name, and would import as nothing.
+    loader = importlib.machinery.SourceFileLoader(name, str(file))
+    spec = importlib.util.spec_from_file_location(name, file, loader=loader)
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - SystemExit from a learner too
         sys.modules.pop(name, None)
         tb = format_learner_traceback(exc, str(file))

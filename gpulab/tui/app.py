@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import ContentError, Course, Lesson, load_course
 from gpulab.runner import CANCELLED, DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.textsafe import visible
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.devinfo import GpuInfo, detect_gpus
@@ -127,7 +128,7 @@ class GpulabApp(LessonActions, App[int]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.watch_mode = bool(self.workspace.get_setting("watch", False))
         for warning in (*self.course.warnings, *self.workspace.warnings):
-            self.notify(warning, severity="warning", timeout=10)
+            self.notify(warning, severity="warning", timeout=10, markup=False)
         self.open_lesson(self._initial_lesson(), remember=False)
         if self.query_one("#sidebar").display:
             self.query_one(LessonList).focus()
@@ -318,11 +319,14 @@ class GpulabApp(LessonActions, App[int]):
         if status == CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.get("passed"):
-            self.notify(f"{lesson.exercise}: {result.get('summary', '')}\nThe reference solution "
-                        "is unlocked (s); n opens the next lesson.", title="PASS", timeout=6)
+            # The summary may quote learner code: shown as text, never markup.
+            self.notify(f"{lesson.exercise}: {visible(result.get('summary', ''))}\nThe reference "
+                        "solution is unlocked (s); n opens the next lesson.", title="PASS",
+                        timeout=6, markup=False)
         else:
-            self.notify(f"{lesson.exercise}: {result.get('summary', '')}", title=status.upper()
-                        if isinstance(status, str) else "FAIL", severity="error", timeout=6)
+            self.notify(f"{lesson.exercise}: {visible(result.get('summary', ''))}",
+                        title=status.upper() if isinstance(status, str) else "FAIL",
+                        severity="error", timeout=6, markup=False)
 
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:

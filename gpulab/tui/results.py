@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
 from gpulab.content import Lesson
+from gpulab.textsafe import visible
 
 BARS = "▁▂▃▄▅▆▇█"
 STEP = re.compile(r"\b(\d+) of (\d+)\b")
@@ -43,8 +44,8 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
     speeds = [float(a["throughput"]) for a in attempts if a.get("throughput")]
     if len(speeds) >= 2:
         unit = next((a.get("unit", "") for a in reversed(attempts) if a.get("unit")), "")
-        parts.append(Text(f"speed {spark(speeds)}  best {max(speeds):.0f} {unit}, "
-                          f"last {speeds[-1]:.0f} {unit}"))
+        parts.append(Text(visible(f"speed {spark(speeds)}  best {max(speeds):.0f} {unit}, "
+                                  f"last {speeds[-1]:.0f} {unit}")))
     table = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
     for col in ("when", "", "speed", "summary"):
         table.add_column(col, overflow="ellipsis", no_wrap=col != "summary")
@@ -52,7 +53,7 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
         speed = f"{a['throughput']:.0f} {a.get('unit', '')}" if a.get("throughput") else ""
         table.add_row(str(a.get("time", ""))[5:16].replace("T", " "),
                       Text("✔", "green") if a.get("passed") else Text("✘", "red"),
-                      speed, str(a.get("summary", "")))
+                      Text(visible(speed)), Text(visible(a.get("summary", ""))))
     parts.append(table)
     return Group(*parts)
 
