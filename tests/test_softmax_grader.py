@@ -116,13 +116,14 @@ def test_wrong_dtype_is_named(grade):
     assert "dtype" in r["summary"]
 
 
-def test_patching_torch_reference_is_a_cheat(grade):
-    # Make torch.softmax agree with a wrong kernel: the reference would be fooled.
+def test_patching_torch_reference_fools_nothing(grade):
+    # Make torch.softmax agree with a wrong kernel: it would fool a reference
+    # computed in the learner's process; the judge's is computed elsewhere.
     src = variant("    x = x - tl.max(x, axis=0)", "    x = x * 0.5") + (
         "\ntorch.softmax = lambda x, dim=-1, dtype=None: softmax(x.to(torch.float32)).double()\n")
     r = grade("softmax", src)
     assert not r["passed"]
-    assert "cheat" in r["summary"]
+    assert "wrong" in r["summary"]
 
 
 # --- On a GPU: the cheats that only show up when timing --------------------
@@ -152,10 +153,13 @@ def test_gpu_side_stream_is_rejected(grade):
 
 
 @pytest.mark.gpu
-def test_gpu_patched_timer_is_rejected(grade):
+def test_gpu_patched_timer_changes_nothing(grade):
+    # The sandbox took Event.elapsed_time before the learner's file loaded.
     src = REF + "\ntorch.cuda.Event.elapsed_time = lambda self, end: 0.001\n"
     r = grade("softmax", src, device="cuda", timeout=600)
-    assert not r["passed"] and "cheat" in r["summary"]
+    assert r["passed"], r["summary"]
+    assert all(row["ms"] > 0.005 and row["roofline_fraction"] < 1.05
+               for row in r["timing"]["cases"])
 
 
 @pytest.mark.gpu
@@ -171,4 +175,5 @@ def test_gpu_cached_output_is_implausibly_fast(grade):
         "    return _cache[key]\n"
     )
     r = grade("softmax", src, device="cuda", timeout=600)
-    assert not r["passed"] and "implausible" in r["summary"]
+    assert not r["passed"]
+    assert "wrong" in r["summary"] or "implausible" in r["summary"], r["summary"]
