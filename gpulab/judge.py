@@ -78,6 +78,10 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
             "/opt", "/proc", "/sys", "/dev", str(pkg), str(learner)]
     if os.environ.get("CUDA_HOME"):
         read.append(os.environ["CUDA_HOME"])
+    # The judge's own import path (PYTHONPATH included), so the sandbox finds
+    # the same packages; gpulab's parent folder (a checkout, with kernels/ in
+    # it) is only listable.
+    read += [p for p in import_path(learner) if Path(p) != pkg.parent]
     hidden = [str(pkg / "_content" / "kernels"), str(pkg / "serving.py")]
     content = request.get("content_root")
     if content:
@@ -86,7 +90,13 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         # `gpulab dev check` grades the reference solutions themselves.
         hidden = [h for h in hidden if not learner.is_relative_to(Path(h))]
     # /dev/shm: torch's CUDA IPC keeps its reference counts in files there.
-    write = [str(private), str(cache), "/dev/null", "/dev/zero", "/dev/shm",
+    if request["exercise"] == "nvtx_profile" and request.get("workspace"):
+        traces = Path(request["workspace"]) / "traces"  # the trace the learner opens
+        traces.mkdir(parents=True, exist_ok=True)
+        write_extra = [str(traces)]
+    else:
+        write_extra = []
+    write = [str(private), str(cache), *write_extra, "/dev/null", "/dev/zero", "/dev/shm",
              *(str(p) for p in Path("/dev").glob("nvidia*"))]
     blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner", "gpulab.grading.remote"]
     if request["exercise"] not in SELF_GRADED:
@@ -98,6 +108,19 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
             "file_bytes": 256 << 20,
             "address_space": 24 * GIB if device == "cpu" else None,
             "blocked_modules": blocked}
+
+
+def import_path(learner: Path) -> list[str]:
+    """sys.path for the sandbox: the judge's, without the current folder or
+    the submission's folder (a `torch.py` there must not shadow torch)."""
+    out = []
+    for p in sys.path:
+        if not p or not os.path.isdir(p):
+            continue
+        if Path(p).resolve() in (learner.parent, Path.cwd().resolve()):
+            continue
+        out.append(str(Path(p).resolve()))
+    return list(dict.fromkeys(out))
 
 
 def _grading_modules() -> list[str]:
@@ -137,6 +160,14 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
     channel.stage("starting")
     device = choose_device(request.get("device", "auto"))
+    if device == "cpu":
+        # The judge runs gpulab's own probe kernels (which dtypes the
+        # interpreter computes faithfully) before triton is imported.
+        os.environ["TRITON_INTERPRET"] = "1"
+        import warnings
+
+        warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                module=r"triton\.runtime\.interpreter")
     # The secret seed is drawn here and never leaves the judge (except for
     # SELF_GRADED exercises, whose grader needs it in the sandbox).
     request["secret_seed"] = secrets.randbelow(2**31)
@@ -149,7 +180,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     result: dict[str, Any]
     try:
         sandbox = Sandbox(file=request["file"], device=device, private=private,
-                          policy={**policy, "triton_cache": str(cache)},
+                          policy={**policy, "triton_cache": str(cache),
+                                  "sys_path": import_path(Path(request["file"]).resolve())},
                           on_event=channel.send if self_graded else None)
         if self_graded:
             result = self_graded_result(sandbox.request({"type": "grade", "request": request}))

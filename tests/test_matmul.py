@@ -144,7 +144,7 @@ CHEATS = {
     # every launch guard is satisfied, the elementwise guard is not.
     "torch maths copied by a kernel": (
         "return _launch_copy(c, (a[:, :, None].float() * b[None].float()).sum(1).to(a.dtype))",
-        "on a large tensor"),
+        ("on a large tensor", "not written by your Triton kernel")),
     # Right answer, but a is reused as scratch space afterwards.
     "writes into a": ("launch(a, b, c)\n    a.zero_()\n    return c", "wrote into its inputs"),
     "wrong dtype": ("c = c.float()\n    launch(a, b, c)\n    return c", "dtype"),
@@ -154,9 +154,10 @@ CHEATS = {
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_cheats_are_rejected(grade, name):
     body, why = CHEATS[name]
+    why = (why,) if isinstance(why, str) else why
     r = grade("matmul", cheat(body))
     assert r["status"] == "failed", r["summary"]
-    assert why in r["summary"], r["summary"]
+    assert any(w in r["summary"] for w in why), r["summary"]
 
 
 def test_at_operator_is_named(grade):

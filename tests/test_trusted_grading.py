@@ -185,3 +185,48 @@ def softmax(x):
     r = grade("softmax", src)
     assert not r["passed"]
     assert "changed after your kernel wrote it" in r["summary"]
+
+
+# --- On a GPU: timing the sandbox cannot shrink ---------------------------------
+
+HOOKED_DISPATCH = '''
+import torch as _torch
+from torch.utils._python_dispatch import TorchDispatchMode as _Mode
+_real = softmax
+_pending = {}
+
+class _Hook(_Mode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _torch.ops.aten.copy_.default and args[1].data_ptr() in _pending:
+            return func(args[0], _real(_pending.pop(args[1].data_ptr())))
+        return func(*args, **kwargs)
+
+_Hook().__enter__()
+
+def softmax(x):
+    if _torch._C._is_torch_function_mode_enabled():
+        return _real(x)
+    out = _torch.empty_like(x)
+    out.copy_(x)
+    _pending[out.data_ptr()] = x
+    return out
+'''
+
+
+@pytest.mark.gpu
+def test_gpu_work_hidden_in_the_copy_out_is_refused(grade):
+    # The timed call only copies; the real kernel runs when the sandbox copies
+    # the result out (measured on an H200: lifted 70% to 75% before this check).
+    r = grade("softmax", REF + HOOKED_DISPATCH, device="cuda", timeout=600)
+    assert not r["passed"]
+    assert "copying each result out" in r["summary"] or "wrong" in r["summary"], r["summary"]
+
+
+@pytest.mark.gpu
+def test_gpu_reference_through_the_judge_is_timed_on_fresh_inputs(grade):
+    r = grade("softmax", REF, device="cuda", timeout=600)
+    assert r["passed"] and r["verdict"] == "judge", r["summary"]
+    for row in r["timing"]["cases"]:
+        assert row["batch_reps"] >= 2 and row["reps"] >= 10
+        assert row["judge_copy_ms"] > 0 and row["batches"]

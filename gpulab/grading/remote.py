@@ -153,8 +153,9 @@ class Sandbox:
         self.killed_by_judge = ""
         self.pending = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
+        sys_path = policy.pop("sys_path", [])
         write_frame(self.fd, {"type": "config", "device": device, "file": file,
-                              "policy": policy})
+                              "policy": policy, "sys_path": sys_path})
         ready = self.receive()
         if ready.get("type") != "ready":
             raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")

@@ -27,6 +27,7 @@ def main() -> None:
     except (OSError, AttributeError):
         pass
     config = read_frame(fd)
+    sys.path.extend(p for p in config.get("sys_path", []) if p not in sys.path)
     policy = Policy(**config["policy"])
     if config["device"] == "cuda":
         # Start CUDA before confining: the driver's start-up writes under
