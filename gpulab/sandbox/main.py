@@ -27,7 +27,9 @@ def main() -> None:
     except (OSError, AttributeError):
         pass
     config = read_frame(fd)
-    sys.path.extend(p for p in config.get("sys_path", []) if p not in sys.path)
+    # The judge's import path, in its order (PYTHONPATH before site-packages).
+    judge_path = [p for p in config.get("sys_path", []) if isinstance(p, str)]
+    sys.path[:] = judge_path + [p for p in sys.path if p not in judge_path]
     policy = Policy(**config["policy"])
     if config["device"] == "cuda":
         # Start CUDA before confining: the driver's start-up writes under
