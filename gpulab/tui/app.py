@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import ContentError, Course, Lesson, load_course
@@ -26,6 +26,7 @@ from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.devinfo import GpuInfo, detect_gpus
 from gpulab.tui.editor import ExercisePane
 from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
+from gpulab.tui.footer import LabFooter
 from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
 from gpulab.tui.results import ResultsPane
@@ -63,7 +64,8 @@ class GpulabApp(LessonActions, App[int]):
         Binding("w", "toggle_watch", "Watch", id="app.watch",
                 tooltip="Re-check every time the exercise file is saved"),
         Binding("r", "reset", "Reset", id="app.reset", tooltip="Restore the starter"),
-        Binding("e", "edit", "Edit", id="app.edit", tooltip="Open the exercise in the editor"),
+        Binding("e", "edit", "Edit", id="app.edit",
+                tooltip="Edit the exercise (Esc stops editing)"),
         Binding("s", "solution", "Solution", show=False, id="app.solution"),
         Binding("n", "next_lesson", "Next lesson", show=False, id="app.next"),
         Binding("b", "toggle_sidebar", "Sidebar", show=False, id="app.sidebar"),
@@ -118,7 +120,7 @@ class GpulabApp(LessonActions, App[int]):
                     yield RoadmapPane(id="roadmap-pane")
                 with TabPane("Serving", id="serving"):
                     yield ServingPane(id="serving-pane")
-        yield Footer()
+        yield LabFooter()
 
     def on_mount(self) -> None:
         theme = self.workspace.get_setting("theme")
@@ -207,13 +209,13 @@ class GpulabApp(LessonActions, App[int]):
             self.query_one(LessonList).focus()
 
     def _fit_sidebar(self, width: int | None = None) -> None:
-        """Code, lesson text and result tables need the width: below NARROW columns
-        the sidebar steps aside for those panes, unless the learner chose with b."""
+        """Code, lesson text, tables and the seven tabs need the width: below
+        NARROW columns the sidebar steps aside on every pane (at 80 columns
+        it pushed the first tabs off screen), unless the learner chose with b."""
         width = self.size.width if width is None else width
-        wide_panes = ("lesson", "exercise", "results", "roofline", "serving")
         show = self._sidebar_choice
         if show is None:
-            show = width >= NARROW or self.active_pane not in wide_panes
+            show = width >= NARROW
         sidebar = self.query_one("#sidebar")
         sidebar.display = show
         sidebar.set_class(width >= NARROW, "roomy")  # room for whole titles
@@ -228,7 +230,16 @@ class GpulabApp(LessonActions, App[int]):
             self._fit_sidebar(event.size.width)
 
     def action_edit(self) -> None:
+        """e: the Exercise pane in EDIT mode (it opens in VIEW mode otherwise)."""
         self.action_show_pane("exercise")
+        self.query_one(ExercisePane).start_editing()
+
+    def editor_mode(self) -> str | None:
+        """"edit" or "view" while the Exercise pane is shown (the footer says
+        which), else None."""
+        if not self.is_mounted or self.active_pane != "exercise":
+            return None
+        return "edit" if self.query_one(ExercisePane).editing else "view"
 
     # --- bindings that depend on state -------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
