@@ -85,10 +85,12 @@ class LessonActions:
             self.notify(f"Lesson {lesson.number} is broken: {lesson.error}", severity="error")
         elif not lesson.ready:
             self.notify(f"Lesson {lesson.number}'s exercise is coming soon.", timeout=3)
-        elif lesson.missing_requirements():
-            missing = " ".join(lesson.missing_requirements())
-            self.notify(f"{lesson.exercise} needs {missing}: pip install {missing}",
-                        severity="error")
+        elif missing := lesson.missing_requirements():
+            from gpulab.install_hint import missing_message  # `gpulab check` says the same
+
+            # markup off: "gpulab[jax]" is not a style tag
+            self.notify(missing_message(lesson.exercise, missing), title="Missing package",
+                        severity="error", timeout=10, markup=False)
         else:
             return lesson
         return None
