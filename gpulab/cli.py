@@ -74,7 +74,8 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--file",), {"metavar": "PATH", "help": "grade this file instead of the workspace copy"}),
             (("--json",), {"action": "store_true", "help": "print one JSON object"}),
             (("--timeout",), {"type": float, "default": None, "metavar": "SECONDS",
-                              "help": "kill the check after this long (default 300)"}),
+                              "help": "kill the check after this long (default 60 on the "
+                                      "CPU, 300 on a GPU)"}),
             (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto",
                              "help": "cuda, or cpu (Triton interpreter); default: cuda if present"}),
             (("--no-timing",), {"action": "store_true", "help": "correctness only, no timing"}),

@@ -16,7 +16,8 @@ from gpulab.commands.common import (
     open_course,
     open_workspace,
 )
-from gpulab.runner import DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.commands.timeouts import default_timeout, explain_timeout
+from gpulab.runner import ERROR, run_check
 
 
 @guarded
@@ -38,9 +39,11 @@ def _target(args: Any):
 
 def _check(args: Any) -> int:
     lesson, ws, path, own = _target(args)
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
-    if timeout <= 0:
+    if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
+    timeout, why = ((args.timeout, "you asked for it with --timeout") if args.timeout
+                    else default_timeout(args.device))
     quiet = args.json
     err = console(stderr=True)
 
@@ -53,6 +56,7 @@ def _check(args: Any) -> int:
     result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
                        device=args.device, on_event=on_event,
                        extra={"workspace": str(ws.root)})
+    explain_timeout(result, timeout, why)
     if own and result.get("status") != ERROR:
         ws.record_result(lesson.exercise, result)
     if args.json:
@@ -72,9 +76,13 @@ def _watch(args: Any) -> int:
     con = console()
     from gpulab.report import render
 
+    timeout, why = default_timeout(args.device)
+
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
-        result = run_check(lesson, path, device=args.device, extra={"workspace": str(ws.root)})
+        result = run_check(lesson, path, device=args.device, timeout=timeout,
+                           extra={"workspace": str(ws.root)})
+        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") != ERROR:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))

@@ -20,7 +20,7 @@ from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextA
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import ContentError, Course, Lesson, load_course
-from gpulab.runner import CANCELLED, DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.devinfo import GpuInfo, detect_gpus
@@ -87,7 +87,7 @@ class GpulabApp(LessonActions, App[int]):
 
     def __init__(self, workspace: Workspace, course: Course, *, device: str = "auto",
                  gpu_info: GpuInfo | None = None, syntax: bool = True, poll: bool = False,
-                 check_timeout: float = DEFAULT_TIMEOUT, welcome: bool | None = None) -> None:
+                 check_timeout: float | None = None, welcome: bool | None = None) -> None:
         super().__init__()
         self.workspace, self.course, self.device = workspace, course, device
         self.gpu_info = gpu_info
@@ -296,14 +296,22 @@ class GpulabApp(LessonActions, App[int]):
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
     def _check_worker(self, run_id: int, lesson: Lesson, path: Path) -> None:
+        from gpulab.commands.timeouts import default_timeout, explain_timeout
+
         worker = get_current_worker()
+        # No limit given: the CLI's (60 s on the CPU, 300 s on a GPU).
+        timeout, why = ((self.check_timeout, "the lab was started with it")
+                        if self.check_timeout else
+                        default_timeout(self.device, self.gpu_info.found if self.gpu_info
+                                        else None))
         result = run_check(
-            lesson, path, timeout=self.check_timeout, device=self.device,
+            lesson, path, timeout=timeout, device=self.device,
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
             extra={"workspace": str(self.workspace.root)},
         )
+        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") not in (ERROR, CANCELLED):
             self.workspace.record_result(lesson.exercise, result)
         self.post_message(CheckFinished(run_id, lesson, result))
@@ -401,7 +409,8 @@ def build_app(workspace: Workspace | Path | str | None = None, *, device: str = 
 
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
     Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
-    events), check_timeout, welcome (force the welcome screen on or off).
+    events), check_timeout (seconds; default: gpulab.commands.timeouts' choice),
+    welcome (force the welcome screen on or off).
     Raises ContentError when the course manifest itself is unusable.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
