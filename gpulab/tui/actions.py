@@ -245,6 +245,10 @@ class LessonActions:
         self.action_show_pane("device")
         self._pane("device").run_probe()
 
+    def action_choose_roofline_gpu(self: GpulabApp) -> None:
+        self.action_show_pane("roofline")
+        self._pane("roofline").choose_gpu()
+
     def action_export_roofline(self: GpulabApp) -> None:
         self.action_show_pane("roofline")
         self._pane("roofline").export_svg()
