@@ -76,6 +76,23 @@ class LessonActions:
             return
         self.action_open_lesson(lessons[self.lesson.index + 1].exercise)
 
+    # --- VIEW and EDIT modes of the Exercise pane ---------------------------------------
+    def action_edit(self: GpulabApp) -> None:
+        """e: the Exercise pane in EDIT mode (it opens in VIEW mode otherwise)."""
+        from gpulab.tui.editor import ExercisePane
+
+        self.action_show_pane("exercise")
+        self.query_one(ExercisePane).start_editing()
+
+    def editor_mode(self: GpulabApp) -> str | None:
+        """"edit" or "view" while the Exercise pane is shown (the footer says
+        which), else None."""
+        from gpulab.tui.editor import ExercisePane
+
+        if not self.is_mounted or self.active_pane != "exercise":
+            return None
+        return "edit" if self.query_one(ExercisePane).editing else "view"
+
     # --- checking -------------------------------------------------------------------
     def _gradable(self: GpulabApp) -> Lesson | None:
         lesson = self.lesson

@@ -229,18 +229,6 @@ class GpulabApp(LessonActions, App[int]):
         if self.is_mounted:
             self._fit_sidebar(event.size.width)
 
-    def action_edit(self) -> None:
-        """e: the Exercise pane in EDIT mode (it opens in VIEW mode otherwise)."""
-        self.action_show_pane("exercise")
-        self.query_one(ExercisePane).start_editing()
-
-    def editor_mode(self) -> str | None:
-        """"edit" or "view" while the Exercise pane is shown (the footer says
-        which), else None."""
-        if not self.is_mounted or self.active_pane != "exercise":
-            return None
-        return "edit" if self.query_one(ExercisePane).editing else "view"
-
     # --- bindings that depend on state -------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         modal = len(self.screen_stack) > 1
