@@ -72,8 +72,8 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
     # Parsed by the command (commands.common.parse_timeout), so that nan, inf
     # or 10**9 get the same one-line refusal as any other bad value.
     timeout = (("--timeout",), {"default": None, "metavar": "SECONDS",
-                                "help": "kill the check after this long (default 300, "
-                                        "at most 3600)"})
+                                "help": "kill the check after this long (default 60 on the "
+                                        "CPU, 300 on a GPU; at most 3600)"})
     table: dict[str, list[tuple[tuple[str, ...], dict]]] = {
         "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
         "lesson": [ex],
@@ -100,7 +100,8 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--model",), {"default": "llama-3-8b", "metavar": "NAME|config.json",
                             "help": "a preset (see --models) or a Hugging Face config.json"}),
             (("--batch",), {"type": int, "default": 1, "help": "sequences per step (default 1)"}),
-            (("--prompt",), {"type": int, "default": 2048, "help": "prefill prompt tokens (2048)"}),
+            (("--prompt",), {"type": int, "default": None,
+                             "help": "prefill prompt tokens (2048, or the context if shorter)"}),
             (("--context",), {"type": int, "default": 4096, "help": "decode context tokens (4096)"}),
             (("--weights",), {"choices": ["bf16", "fp8", "int4"], "default": "bf16"}),
             (("--kv",), {"choices": ["bf16", "fp8"], "default": "bf16", "help": "KV-cache dtype"}),

@@ -26,11 +26,17 @@ grader holds learners to exactly these):
   memory-bound when the memory time is the larger, else compute-bound (a tie
   counts as compute-bound). TB/s and TFLOP/s are 10^12, never 2^40.
 * Tokens per second: prefill B*S / time (prompt tokens); decode B / time.
+
+Inputs that contradict each other are refused (`InputError`, naming the
+field): a prompt longer than the decode context that holds it, or a context
+beyond the model's window (its config.json's max_position_embeddings).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -57,6 +63,7 @@ class ModelConfig:
     weight_bytes: float = 2.0
     kv_bytes: float = 2.0
     source: str = ""
+    max_context: int = 0  # tokens the model attends over (max_position_embeddings); 0: unknown
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -71,19 +78,21 @@ class ModelConfig:
 
 
 # Shapes from each model's published config.json (Hugging Face) and, for
-# Llama 3, Table 3 of "The Llama 3 Herd of Models" (2024).
+# Llama 3, Table 3 of "The Llama 3 Herd of Models" (2024). Context windows:
+# max_position_embeddings of the same config.json (8K for Llama 3, 128K for
+# Llama 3.1 and 3.2 and for Qwen 2.5 7B).
 PRESETS: dict[str, ModelConfig] = {
     m.name: m
     for m in [
-        ModelConfig("llama-3-8b", 32, 4096, 32, 8, 128256, 14336,
+        ModelConfig("llama-3-8b", 32, 4096, 32, 8, 128256, 14336, max_context=8192,
                     source="meta-llama/Meta-Llama-3-8B config.json"),
-        ModelConfig("llama-3-70b", 80, 8192, 64, 8, 128256, 28672,
+        ModelConfig("llama-3-70b", 80, 8192, 64, 8, 128256, 28672, max_context=8192,
                     source="meta-llama/Meta-Llama-3-70B config.json"),
-        ModelConfig("llama-3.1-405b", 126, 16384, 128, 8, 128256, 53248,
+        ModelConfig("llama-3.1-405b", 126, 16384, 128, 8, 128256, 53248, max_context=131072,
                     source="Llama 3 paper, Table 3"),
         ModelConfig("llama-3.2-3b", 28, 3072, 24, 8, 128256, 8192, head_dim=128, tied=True,
-                    source="meta-llama/Llama-3.2-3B config.json"),
-        ModelConfig("qwen2.5-7b", 28, 3584, 28, 4, 152064, 18944,
+                    max_context=131072, source="meta-llama/Llama-3.2-3B config.json"),
+        ModelConfig("qwen2.5-7b", 28, 3584, 28, 4, 152064, 18944, max_context=131072,
                     source="Qwen/Qwen2.5-7B config.json (QKV biases left out)"),
     ]
 }
@@ -219,17 +228,45 @@ def memory_needed(cfg, batch: int, context: int) -> float:
 SWEEP = (1, 4, 16, 64, 256, 1024)
 
 
+class InputError(ValueError):
+    """A calculator input that cannot be used; `field` names it (batch, prompt,
+    context, weights, kv, model) for a red form field; the message names it too."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_inputs(model: ModelConfig, *, batch: int, prompt: int, context: int,
+                 weights: str = "bf16", kv: str = "bf16") -> None:
+    """Raise InputError for the first input that is unusable or contradicts another."""
+    if weights not in WEIGHT_DTYPES:
+        raise InputError("weights", f"weights: {weights!r} is not one of "
+                         f"{', '.join(WEIGHT_DTYPES)}")
+    if kv not in KV_DTYPES:
+        raise InputError("kv", f"kv: {kv!r} is not one of {', '.join(KV_DTYPES)}")
+    for name, value in (("batch", batch), ("prompt", prompt), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(name, f"{name} must be a whole number of at least 1, "
+                             f"got {value!r}")
+    if model.max_context and context > model.max_context:
+        raise InputError("context", f"context: {context:,} tokens is beyond {model.name}'s "
+                         f"{model.max_context:,}-token context window")
+    if prompt > context:
+        # Decode at context C reads the KV cache of every token so far,
+        # prompt included: a context shorter than the prompt never happens.
+        raise InputError("prompt", f"prompt: {prompt:,} tokens is longer than the context "
+                         f"({context:,}) that holds it; make the context at least the prompt")
+
+
 def calculate(model: ModelConfig, gpu, batch: int = 1, prompt: int = 2048,
               context: int = 4096, weights: str = "bf16", kv: str = "bf16") -> dict:
     """Everything the serving calculator shows, as plain data (CLI, --json, TUI).
 
-    `gpu` is a gpulab.hardware.GPU. Raises ValueError for unusable input.
+    `gpu` is a gpulab.hardware.GPU. Raises InputError (a ValueError naming the
+    field) for input that is unusable or inconsistent (see check_inputs).
     """
-    if weights not in WEIGHT_DTYPES or kv not in KV_DTYPES:
-        raise ValueError(f"weights must be one of {WEIGHT_DTYPES} and kv one of {KV_DTYPES}")
-    for name, value in (("batch", batch), ("prompt", prompt), ("context", context)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+    check_inputs(model, batch=batch, prompt=prompt, context=context, weights=weights, kv=kv)
     cfg = model.with_dtypes(weights, kv)
     roof = roof_for(gpu, weights)
     pre = prefill_step(cfg, roof, batch, prompt)
@@ -239,6 +276,7 @@ def calculate(model: ModelConfig, gpu, batch: int = 1, prompt: int = 2048,
               "fits": memory_needed(cfg, b, context) <= capacity} for b in SWEEP]
     return {
         "model": cfg.name, "source": cfg.source, "weights": weights, "kv": kv,
+        "max_context": cfg.max_context or None,
         "total_params": cfg.total_params(), "weight_params": weight_params(cfg),
         "kv_bytes_per_token": kv_bytes_per_token(cfg),
         "gpu": gpu.name, "bandwidth_tbs": roof.bandwidth_tbs, "peak_tflops": roof.peak_tflops,
@@ -288,18 +326,49 @@ def load_hf_config(path: str | Path) -> ModelConfig:
 
     kw = {name: field(key) for name, key in _HF_FIELDS.items()}
     kw["kv_heads"] = field("num_key_value_heads", kw["heads"])
+    if kw["heads"] % kw["kv_heads"]:
+        raise ValueError(f"{path}: field 'num_key_value_heads' ({kw['kv_heads']}) must divide "
+                         f"num_attention_heads ({kw['heads']})")
     head_dim = data.get("head_dim")
+    if head_dim is None and kw["hidden"] % kw["heads"]:
+        raise ValueError(f"{path}: field 'head_dim' is missing and hidden_size "
+                         f"({kw['hidden']}) is not a multiple of num_attention_heads "
+                         f"({kw['heads']})")
     kw["head_dim"] = field("head_dim") if head_dim is not None else kw["hidden"] // kw["heads"]
+    if data.get("max_position_embeddings") is not None:
+        kw["max_context"] = field("max_position_embeddings")
     return ModelConfig(name=path.parent.name or path.stem, tied=bool(
         data.get("tie_word_embeddings", False)), source=str(path), **kw)
 
 
+def _model_key(name: str) -> str:
+    """Case, spaces and punctuation left out: 'Llama3 8B' and 'llama-3-8b' agree."""
+    return "".join(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def model_suggestions(key: str, n: int = 3) -> list[str]:
+    """Preset names close to `key` (difflib, as the glossary's lookup forgives typos)."""
+    keys = {_model_key(name): name for name in PRESETS}
+    close = difflib.get_close_matches(_model_key(key), list(keys), n=n, cutoff=0.6)
+    return [keys[c] for c in close]
+
+
 def find_model(key: str) -> ModelConfig:
-    """A preset by name (case-insensitive), or a config.json path."""
+    """A preset by name, or a config.json path.
+
+    Case, spaces and punctuation don't matter ('llama3-8b' is llama-3-8b);
+    an unknown name raises InputError with the closest presets.
+    """
     k = key.strip().lower()
     if k in PRESETS:
         return PRESETS[k]
     if key.endswith(".json") or Path(key).is_file():
         return load_hf_config(key)
-    raise ValueError(f"unknown model '{key}'. Presets: {', '.join(PRESETS)}; "
+    same = [name for name in PRESETS if _model_key(name) == _model_key(key)]
+    if len(same) == 1 and _model_key(key):
+        return PRESETS[same[0]]
+    close = model_suggestions(key)
+    hint = (f"did you mean {', '.join(close[:-1])} or {close[-1]}? " if len(close) > 1 else
+            f"did you mean {close[0]}? " if close else "")
+    raise InputError("model", f"unknown model '{key}'; {hint}Presets: {', '.join(PRESETS)}; "
                      "or give the path of a Hugging Face config.json")

@@ -219,3 +219,31 @@ def test_probe_interval_that_is_not_a_number_is_refused(run_gpulab):
     for bad in ("nan", "inf", "0", "-1"):
         r = run_gpulab("probe", "--watch", f"--interval={bad}", timeout=60)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--interval" in r.stderr, bad
+def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
+    """Piped: the reference byte for byte. On an 80-column terminal: wrapped,
+    every word of every long line on screen (rich used to crop them)."""
+    import io
+
+    from rich.console import Console
+
+    from gpulab.workspace import Workspace
+
+    ref = reference_source("flash_attention")
+    long_lines = [line for line in ref.splitlines() if len(line) > 80]
+    assert long_lines, "the test needs a reference with lines wider than 80 columns"
+    Workspace.open(tmp_path / "workspace").record_result(
+        "flash_attention", {"passed": True, "status": "passed", "summary": "ok"})
+    r = run_gpulab("solution", "flash_attention", env=None)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ref
+
+    from gpulab.commands.course import print_source
+
+    out = io.StringIO()
+    print_source(ref, Console(file=out, width=80, force_terminal=True, color_system=None))
+    shown = out.getvalue()
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    words = shown.split()
+    for line in long_lines:
+        tail = line.split()[-1]
+        assert tail in words, f"{tail!r} of a long line is missing"

@@ -1,10 +1,11 @@
 """End to end in a real terminal: tmux runs `python -m gpulab` at 80x24; the
-test opens lesson 02 from the command palette, runs the check (a real child
-process), waits for the result on screen, and quits with q."""
+test opens lesson 02 from the command palette, shows the exercise (VIEW mode,
+so the next key is a command), runs the check with c (a real child process),
+waits for the result on screen, and quits with q. The learner's file is the
+starter byte for byte at the end: no key was typed into it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,12 @@ def test_open_lesson_02_check_and_quit(tmux, tmp_path):
     tmux.keys("Enter")
     tmux.wait_for("gpulab — 02 Triton 101: softmax", 10)
     time.sleep(0.5)
+    tmux.keys("2")  # the editor, focused, in VIEW mode: c below is a command
+    tmux.wait_for("VIEW: e, Enter or a click edits", 10)  # the editor's status line
+    deadline = time.monotonic() + 10
+    while not tmux.screen().rstrip().splitlines()[-1].lstrip().startswith("VIEW"):
+        assert time.monotonic() < deadline, f"no VIEW in the footer:\n{tmux.screen()}"
+        time.sleep(0.25)
     tmux.keys("c")
     screen = tmux.wait_for("Checking softmax", 20)
     deadline = time.monotonic() + 180
@@ -91,7 +98,8 @@ def test_open_lesson_02_check_and_quit(tmux, tmp_path):
     tmux.wait_for("GPULAB-EXIT-0", 20)
     state = (home / ".gpulab" / "state.json").read_text()
     assert '"softmax"' in state and '"failed"' in state
-    assert os.path.isfile(home / "exercises" / "softmax.py")
+    mine = (home / "exercises" / "softmax.py").read_bytes()
+    assert mine == (REPO / "exercises" / "softmax.py").read_bytes()
 
 
 def shlex_quote(s: str) -> str:

@@ -57,7 +57,7 @@ def test_sigkill_loses_at_most_the_last_seconds_of_typing(tmp_path):
         _tmux(sock, "send-keys", "-t", "lab", "Enter")
         _wait(sock, "gpulab — 02", 10)
         _tmux(sock, "send-keys", "-t", "lab", "e")
-        _wait(sock, "Leave editor", 10)
+        _wait(sock, "EDIT — Esc to stop", 10)  # the footer: typing goes into the file
         _tmux(sock, "send-keys", "-t", "lab", "C-End")
         marker = f"# kept-{uuid.uuid4().hex[:6]}"
         _tmux(sock, "send-keys", "-t", "lab", "Enter")

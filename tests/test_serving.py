@@ -234,3 +234,55 @@ def test_hidden_over_heads_instead_of_head_dim_fails(grade):
     bad = dict(failures(r))
     assert "unseen config 1: weight_params" in bad
     assert "use cfg.head_dim" in bad[next(n for n in bad if n.startswith("unseen config 1: decode"))]
+
+
+def test_serving_refuses_inconsistent_inputs_naming_the_field(run_gpulab):
+    """One line on stderr naming the field, exit 2; nothing computed at a
+    context the prompt or the model cannot have."""
+    for args, words in (
+            (("--prompt", "4096", "--context", "2048"), ("prompt", "longer than the context")),
+            (("--context", "32768"), ("context", "llama-3-8b's 8,192-token context window")),
+            (("--model", "llama-3-70b", "--prompt", "9000", "--context", "9000"),
+             ("context", "8,192-token")),
+            (("--model", "llama-3-7b"), ("did you mean", "llama-3-8b"))):
+        r = run_gpulab("serving", *args)
+        assert r.returncode == 2, (args, r.stdout)
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == "", (args, r.stderr)
+        assert all(w in r.stderr for w in words), (args, r.stderr)
+    # Spelling variants of a preset are that preset (said on stderr); --context
+    # alone below the default prompt shortens the prompt instead of failing.
+    r = run_gpulab("serving", "--model", "llama3-8b", "--context", "128", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["model"] == "llama-3-8b" and d["prompt"] == 128 and d["max_context"] == 8192
+    assert "taking 'llama3-8b' as llama-3-8b" in r.stderr
+
+
+def test_check_inputs_and_model_suggestions():
+    with pytest.raises(serving.InputError) as exc:
+        serving.check_inputs(LLAMA, batch=1, prompt=5000, context=4096)
+    assert exc.value.field == "prompt"
+    with pytest.raises(serving.InputError) as exc:
+        serving.check_inputs(LLAMA, batch=1, prompt=10, context=8193)
+    assert exc.value.field == "context"
+    serving.check_inputs(LLAMA, batch=1, prompt=8192, context=8192)  # the whole window
+    assert serving.model_suggestions("qwen-7b") == ["qwen2.5-7b"]
+    assert serving.find_model("Llama 3 8B") is LLAMA
+    assert all(m.max_context for m in serving.PRESETS.values())
+
+
+def test_a_config_json_gives_its_context_window_and_consistent_heads(tmp_path):
+    good = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 512,
+            "max_position_embeddings": 2048}
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(good))
+    assert serving.find_model(str(path)).max_context == 2048
+    for broken, why in (({**good, "num_key_value_heads": 3}, "'num_key_value_heads' .3. must "
+                                                             "divide"),
+                        ({**good, "hidden_size": 250}, "'head_dim' is missing"),
+                        ({**good, "max_position_embeddings": 0}, "'max_position_embeddings'")):
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ValueError, match=why):
+            serving.find_model(str(path))

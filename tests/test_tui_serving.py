@@ -99,10 +99,15 @@ def test_default_gpu_order():
 
 def test_the_numbers_fit_80_columns_for_every_gpu_model_and_dtype():
     """No wrapped or cut line at 76 columns (80, less padding and scrollbar)."""
+    from dataclasses import replace
+
     from rich.console import Console
 
     for gpu in usable_gpus().values():
-        for model in serving.PRESETS.values():
+        for preset in serving.PRESETS.values():
+            # A window left unknown (a config.json without one) lets the
+            # widest figures through: a million tokens of context.
+            model = replace(preset, max_context=0)
             for weights in serving.WEIGHT_DTYPES:
                 for batch, prompt, context in ((1, 2048, 4096), (1024, 131072, 1_000_000)):
                     d = serving.calculate(model, gpu, batch=batch, prompt=prompt,
@@ -146,12 +151,12 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
         await pilot.press("tab")
         assert app.focused.id == "serving-batch"
         await pilot.press("ctrl+a", "ctrl+k", "6", "4", "tab", "ctrl+a", "ctrl+k", "5", "1", "2",
-                          "tab", "ctrl+a", "ctrl+k", "3", "2", "7", "6", "8", "tab")
+                          "tab", "ctrl+a", "ctrl+k", "8", "1", "9", "2", "tab")
         await pilot.pause()
         assert app.focused.id == "serving-kv"
         await choose(pilot, 1)
         want = expected("llama-3-70b", "h200", weights="fp8", kv="fp8", batch=64, prompt=512,
-                        context=32768)
+                        context=8192)  # Llama 3 70B's whole window
         b = want["decode_batch_to_ridge"]
         assert same_numbers(pane.result, want) and on_screen(
             app, want, f"from a batch of about {b:,.0f}" if b else "stays memory-bound at every")
@@ -185,6 +190,25 @@ async def test_a_bad_number_is_a_field_error_and_the_last_result_stays(ws):
         assert pane.errors == {} and not error.display and not batch.has_class("-invalid")
         want = expected(batch=4, context=8192)
         assert same_numbers(pane.result, want) and on_screen(app, want)
+
+
+async def test_inputs_that_contradict_each_other_are_field_errors(ws):
+    """The CLI's rules: the prompt fits in the context, the context in the model."""
+    app = make_app(ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = await open_calculator(pilot)
+        prompt, context = app.query_one("#serving-prompt"), app.query_one("#serving-context")
+        await type_into(pilot, "serving-prompt", "6000")  # context is 4096
+        assert set(pane.errors) == {"prompt"} and "longer than the context" in pane.errors["prompt"]
+        assert prompt.has_class("-invalid") and not context.has_class("-invalid")
+        # Typed a digit at a time: 600 was the last prompt that fitted.
+        assert same_numbers(pane.result, expected(prompt=600)) and shows(app, "last valid")
+        await type_into(pilot, "serving-context", "100000")  # beyond Llama 3 8B's 8192
+        assert set(pane.errors) == {"context"} and "8,192-token" in pane.errors["context"]
+        assert context.has_class("-invalid") and not prompt.has_class("-invalid")
+        await type_into(pilot, "serving-context", "8192")
+        assert pane.errors == {} and not context.has_class("-invalid")
+        assert same_numbers(pane.result, expected(prompt=6000, context=8192))
 
 
 async def test_the_plot_labels_both_steps_at_120x40(ws):

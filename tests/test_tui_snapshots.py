@@ -129,3 +129,18 @@ def test_help_keys(snap_compare, snapshot_ws):
         await settle(pilot)
 
     assert snap_compare(build(snapshot_ws), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_exercise_view_mode(snap_compare, snapshot_ws):
+    """2 shows the exercise in VIEW mode: read-only, and the footer says so."""
+    with_history(snapshot_ws)
+
+    async def run_before(pilot):
+        from gpulab.tui.editor import CodeEditor
+
+        await settle(pilot)
+        await pilot.press("2")
+        pilot.app.query_one(CodeEditor).cursor_blink = False
+        await settle(pilot)
+
+    assert snap_compare(build(snapshot_ws), terminal_size=(80, 24), run_before=run_before)

@@ -17,8 +17,9 @@ from gpulab.commands.common import (
     open_workspace,
     parse_timeout,
 )
+from gpulab.commands.timeouts import default_timeout, explain_timeout
 from gpulab.fsutil import unreadable_file
-from gpulab.runner import DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.runner import ERROR, run_check
 from gpulab.textsafe import visible, visible_tree
 
 
@@ -41,8 +42,11 @@ def _target(args: Any):
 
 
 def _check(args: Any) -> int:
-    timeout = parse_timeout(args.timeout, DEFAULT_TIMEOUT)
+    timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, own = _target(args)
+    # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
+    timeout, why = ((timeout, "you asked for it with --timeout")
+                    if args.timeout is not None else default_timeout(args.device))
     quiet = args.json
     err = console(stderr=True)
 
@@ -56,6 +60,7 @@ def _check(args: Any) -> int:
     result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
                        device=args.device, on_event=on_event,
                        extra={"workspace": str(ws.root)})
+    explain_timeout(result, timeout, why)
     if own and result.get("status") != ERROR:
         ws.record_result(lesson.exercise, result)
     if args.json:
@@ -73,15 +78,19 @@ def _check(args: Any) -> int:
 
 def _watch(args: Any) -> int:
     """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
-    timeout = parse_timeout(args.timeout, DEFAULT_TIMEOUT)
+    timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, _ = _target(args)
     con = console()
     from gpulab.report import render
 
+    timeout, why = ((timeout, "you asked for it with --timeout")
+                    if args.timeout is not None else default_timeout(args.device))
+
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
-        result = run_check(lesson, path, timeout=timeout, device=args.device,
+        result = run_check(lesson, path, device=args.device, timeout=timeout,
                            extra={"workspace": str(ws.root)})
+        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") != ERROR:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))

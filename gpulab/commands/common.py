@@ -58,10 +58,9 @@ def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
                          "its exercise is not gradable yet")
     missing = lesson.missing_requirements()
     if ready and missing:
-        from gpulab.grading.harness import install_hint
+        from gpulab.install_hint import missing_message  # the TUI says the same
 
-        raise UsageError(f"exercise '{lesson.exercise}' needs {', '.join(missing)}: "
-                         f"{install_hint(missing[0])}")
+        raise UsageError(missing_message(lesson.exercise, missing))
     return lesson
 
 

@@ -116,10 +116,24 @@ def _solution(args: Any) -> int:
         print(f"The reference solution of {lesson.exercise} opens once your own passes "
               f"(gpulab check {lesson.exercise}).", file=sys.stderr)
         return 1
+    print_source(text)
+    return 0
+
+
+def print_source(text: str, con: Any = None) -> None:
+    """Source code, never cut at the terminal's width.
+
+    Piped or redirected (`gpulab solution x > x.py`), the raw text, byte for
+    byte as the file holds it. On a terminal, highlighted with line numbers
+    and long lines wrapped under their number (rich crops them otherwise).
+    """
+    con = con or console()
+    if not con.is_terminal:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
     from rich.syntax import Syntax
 
-    console().print(Syntax(text, "python", line_numbers=True))
-    return 0
+    con.print(Syntax(text, "python", line_numbers=True, word_wrap=True))
 
 
 def _where(args: Any) -> int:

@@ -10,6 +10,7 @@ The arithmetic is gpulab.serving's (the same conventions the exercise uses).
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from gpulab import hardware, serving
@@ -40,11 +41,25 @@ def _gpu(args: Any):
     return gpu
 
 
+DEFAULT_PROMPT = 2048
+
+
 def report(args: Any) -> dict[str, Any]:
-    """Everything the calculator shows, as plain data (also the --json output)."""
+    """Everything the calculator shows, as plain data (also the --json output).
+
+    Unusable or inconsistent input (serving.check_inputs) is a UsageError: one
+    line naming the field, exit 2.
+    """
+    prompt = args.prompt
+    if prompt is None:
+        # `--context 128` alone means a short conversation, not an error
+        # about a 2048-token prompt nobody asked for.
+        prompt = min(DEFAULT_PROMPT, args.context) if args.context >= 1 else DEFAULT_PROMPT
     try:
         model = serving.find_model(args.model)
-        return serving.calculate(model, _gpu(args), batch=args.batch, prompt=args.prompt,
+        if model.name != args.model.strip().lower() and model.name in serving.PRESETS:
+            print(f"gpulab: taking '{args.model}' as {model.name}", file=sys.stderr)
+        return serving.calculate(model, _gpu(args), batch=args.batch, prompt=prompt,
                                  context=args.context, weights=args.weights, kv=args.kv)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -92,7 +107,8 @@ def _print(d: dict[str, Any]) -> None:
     con = console()
     con.print(f"[bold]{d['model']}[/]: {d['total_params'] / 1e9:.2f} B parameters, "
               f"{d['weight_params'] / 1e9:.2f} B multiplied per token; weights {d['weights']}, "
-              f"KV cache {d['kv']} = {d['kv_bytes_per_token'] / 1024:g} KiB per token")
+              f"KV cache {d['kv']} = {d['kv_bytes_per_token'] / 1024:g} KiB per token"
+              + (f"; context window {d['max_context']:,} tokens" if d.get("max_context") else ""))
     con.print(f"[bold]{d['gpu']}[/]: {d['bandwidth_tbs']:g} TB/s, {d['peak_tflops']:g} TFLOP/s "
               f"{d['compute_dtype']} → ridge {d['ridge']:.0f} FLOP/byte")
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))

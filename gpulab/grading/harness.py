@@ -130,12 +130,11 @@ def device_label(device: str, triton: bool = True) -> str:
     return f"CPU ({platform.machine()})" + (", Triton interpreter" if triton else "")
 
 
-# Optional modules whose install command is a gpulab extra.
-EXTRAS = {"jax": "pip install 'gpulab[jax]'", "jaxlib": "pip install 'gpulab[jax]'"}
-
-
 def install_hint(module: str) -> str:
-    return EXTRAS.get(module, f"pip install {module}")
+    """The same advice the CLI and the TUI give (gpulab.install_hint)."""
+    from gpulab.install_hint import install_hint as hint
+
+    return hint(module)
 
 
 def grade_request(request: dict[str, Any], device: str, channel: Any,

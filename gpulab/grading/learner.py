@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import io
+import re
 import sys
 import tokenize
 import traceback
@@ -29,18 +30,83 @@ class LearnerError(Exception):
 
 
 def format_learner_traceback(exc: BaseException, learner_file: str) -> str:
-    """The traceback of `exc`, keeping only frames from the learner's file."""
+    """The traceback of `exc`, keeping only frames from the learner's file.
+
+    An error inside a Triton kernel surfaces at the launch line; the line in
+    the kernel is added below it (see _kernel_frames), and the last line,
+    the one a summary quotes, names the real error and that kernel line.
+    """
     learner_file = str(Path(learner_file).resolve())
     frames = [
         f for f in traceback.extract_tb(exc.__traceback__)
         if str(Path(f.filename).resolve()) == learner_file
     ]
+    inner, last = _kernel_frames(exc, learner_file)
+    frames += [f for f in inner if f not in frames]
     lines = []
     if frames:
-        lines.append("Traceback (your code only):")
+        lines.append("Traceback (your code only):\n")
         lines.extend(traceback.format_list(frames))
-    text = "".join(lines) + "".join(traceback.format_exception_only(type(exc), exc))
-    return text.rstrip()
+    if last is None:
+        last = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
+    return ("".join(lines) + last).rstrip()
+
+
+def _kernel_frames(exc: BaseException,
+                   learner_file: str) -> tuple[list[traceback.FrameSummary], str | None]:
+    """Frames inside the learner's Triton kernels, and a last line for them.
+
+    Two shapes, both in Triton 3.x: the interpreter (CPU) raises
+    InterpreterError from the kernel's own exception, whose traceback holds
+    the kernel's frame; the compiler (GPU) raises CompilationError, which
+    carries the kernel's source and the AST node, numbered from the `def`
+    line. The CodeGenerator frames it passed through know the function
+    (file and `def` line); a nested @jit helper's error is the __cause__.
+    """
+    frames: list[traceback.FrameSummary] = []
+    cause = exc.__cause__
+    if type(exc).__name__ == "InterpreterError" and cause is not None:
+        frames = [f for f in traceback.extract_tb(cause.__traceback__)
+                  if str(Path(f.filename).resolve()) == learner_file]
+        last = "".join(traceback.format_exception_only(type(cause), cause)).strip()
+        if frames:
+            last += f" ({Path(learner_file).name} line {frames[-1].lineno}, in {frames[-1].name})"
+        return frames, last
+    chain: list[BaseException] = []
+    err: BaseException | None = exc
+    while err is not None and hasattr(err, "src") and hasattr(err, "node"):
+        chain.append(err)  # a CompilationError, then its callees' errors
+        err = err.__cause__
+    if not chain:
+        return [], None
+    source = Path(learner_file).read_text(encoding="utf-8", errors="replace").splitlines()
+    for err in chain:
+        lineno = getattr(err.node, "lineno", None)
+        where = None
+        for tb_frame, _ in traceback.walk_tb(err.__traceback__):
+            fn = getattr(tb_frame.f_locals.get("self"), "jit_fn", None)
+            if fn is not None and getattr(fn, "src", None) == err.src:
+                where = (str(getattr(fn, "file_name", "")), getattr(fn, "def_file_line_number", 0),
+                         getattr(fn, "__name__", "kernel"))
+        if where is None and err.src:  # no generator frame: find the source in the file
+            first = err.src.splitlines()[0].strip()
+            hits = [i + 1 for i, line in enumerate(source) if line.strip() == first]
+            where = (learner_file, hits[0], first[4:].split("(")[0]) if len(hits) == 1 else None
+        if where is None or lineno is None or str(Path(where[0]).resolve()) != learner_file:
+            continue  # a kernel of Triton's own, or not found
+        line_no = where[1] + lineno - 1
+        text = source[line_no - 1] if 0 < line_no <= len(source) else ""
+        frames.append(traceback.FrameSummary(learner_file, line_no, where[2], line=text.strip()))
+    message = next((m for e in reversed(chain) if (m := getattr(e, "error_message", None))),
+                   "the kernel does not compile")
+    # Triton stores repr(error): 'AttributeError("...")' reads better as 'AttributeError: ...'.
+    plain = re.fullmatch(r"""(\w+)\((["'])(.*)\2\)""", message, re.S)
+    if plain:
+        message = f"{plain.group(1)}: {plain.group(3)}"
+    last = f"{type(exc).__name__}: {message}"
+    if frames:
+        last += f" ({Path(learner_file).name} line {frames[-1].lineno}, in {frames[-1].name})"
+    return frames, last
 
 
 def _line_col(data: bytes | str, index: int) -> tuple[int, int]:

@@ -76,6 +76,23 @@ class LessonActions:
             return
         self.action_open_lesson(lessons[self.lesson.index + 1].exercise)
 
+    # --- VIEW and EDIT modes of the Exercise pane ---------------------------------------
+    def action_edit(self: GpulabApp) -> None:
+        """e: the Exercise pane in EDIT mode (it opens in VIEW mode otherwise)."""
+        from gpulab.tui.editor import ExercisePane
+
+        self.action_show_pane("exercise")
+        self.query_one(ExercisePane).start_editing()
+
+    def editor_mode(self: GpulabApp) -> str | None:
+        """"edit" or "view" while the Exercise pane is shown (the footer says
+        which), else None."""
+        from gpulab.tui.editor import ExercisePane
+
+        if not self.is_mounted or self.active_pane != "exercise":
+            return None
+        return "edit" if self.query_one(ExercisePane).editing else "view"
+
     # --- checking -------------------------------------------------------------------
     def _gradable(self: GpulabApp) -> Lesson | None:
         lesson = self.lesson
@@ -85,10 +102,12 @@ class LessonActions:
             self.notify(f"Lesson {lesson.number} is broken: {lesson.error}", severity="error")
         elif not lesson.ready:
             self.notify(f"Lesson {lesson.number}'s exercise is coming soon.", timeout=3)
-        elif lesson.missing_requirements():
-            missing = " ".join(lesson.missing_requirements())
-            self.notify(f"{lesson.exercise} needs {missing}: pip install {missing}",
-                        severity="error")
+        elif missing := lesson.missing_requirements():
+            from gpulab.install_hint import missing_message  # `gpulab check` says the same
+
+            # markup off: "gpulab[jax]" is not a style tag
+            self.notify(missing_message(lesson.exercise, missing), title="Missing package",
+                        severity="error", timeout=10, markup=False)
         else:
             return lesson
         return None
@@ -246,6 +265,10 @@ class LessonActions:
     def action_probe(self: GpulabApp) -> None:
         self.action_show_pane("device")
         self._pane("device").run_probe()
+
+    def action_choose_roofline_gpu(self: GpulabApp) -> None:
+        self.action_show_pane("roofline")
+        self._pane("roofline").choose_gpu()
 
     def action_export_roofline(self: GpulabApp) -> None:
         self.action_show_pane("roofline")

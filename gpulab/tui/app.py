@@ -16,17 +16,18 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import ContentError, Course, Lesson, load_course
-from gpulab.runner import CANCELLED, DEFAULT_TIMEOUT, ERROR, run_check
+from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.devinfo import GpuInfo, detect_gpus
 from gpulab.tui.editor import ExercisePane
 from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
+from gpulab.tui.footer import LabFooter
 from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
 from gpulab.tui.results import ResultsPane
@@ -64,7 +65,8 @@ class GpulabApp(LessonActions, App[int]):
         Binding("w", "toggle_watch", "Watch", id="app.watch",
                 tooltip="Re-check every time the exercise file is saved"),
         Binding("r", "reset", "Reset", id="app.reset", tooltip="Restore the starter"),
-        Binding("e", "edit", "Edit", id="app.edit", tooltip="Open the exercise in the editor"),
+        Binding("e", "edit", "Edit", id="app.edit",
+                tooltip="Edit the exercise (Esc stops editing)"),
         Binding("s", "solution", "Solution", show=False, id="app.solution"),
         Binding("n", "next_lesson", "Next lesson", show=False, id="app.next"),
         Binding("b", "toggle_sidebar", "Sidebar", show=False, id="app.sidebar"),
@@ -86,7 +88,7 @@ class GpulabApp(LessonActions, App[int]):
 
     def __init__(self, workspace: Workspace, course: Course, *, device: str = "auto",
                  gpu_info: GpuInfo | None = None, syntax: bool = True, poll: bool = False,
-                 check_timeout: float = DEFAULT_TIMEOUT, welcome: bool | None = None) -> None:
+                 check_timeout: float | None = None, welcome: bool | None = None) -> None:
         super().__init__()
         self.workspace, self.course, self.device = workspace, course, device
         self.gpu_info = gpu_info
@@ -119,7 +121,7 @@ class GpulabApp(LessonActions, App[int]):
                     yield RoadmapPane(id="roadmap-pane")
                 with TabPane("Serving", id="serving"):
                     yield ServingPane(id="serving-pane")
-        yield Footer()
+        yield LabFooter()
 
     def on_mount(self) -> None:
         theme = self.workspace.get_setting("theme")
@@ -208,13 +210,13 @@ class GpulabApp(LessonActions, App[int]):
             self.query_one(LessonList).focus()
 
     def _fit_sidebar(self, width: int | None = None) -> None:
-        """Code, lesson text and result tables need the width: below NARROW columns
-        the sidebar steps aside for those panes, unless the learner chose with b."""
+        """Code, lesson text, tables and the seven tabs need the width: below
+        NARROW columns the sidebar steps aside on every pane (at 80 columns
+        it pushed the first tabs off screen), unless the learner chose with b."""
         width = self.size.width if width is None else width
-        wide_panes = ("lesson", "exercise", "results", "roofline", "serving")
         show = self._sidebar_choice
         if show is None:
-            show = width >= NARROW or self.active_pane not in wide_panes
+            show = width >= NARROW
         sidebar = self.query_one("#sidebar")
         sidebar.display = show
         sidebar.set_class(width >= NARROW, "roomy")  # room for whole titles
@@ -227,9 +229,6 @@ class GpulabApp(LessonActions, App[int]):
         # self.size is still the old one here: use the event's.
         if self.is_mounted:
             self._fit_sidebar(event.size.width)
-
-    def action_edit(self) -> None:
-        self.action_show_pane("exercise")
 
     # --- bindings that depend on state -------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -286,14 +285,22 @@ class GpulabApp(LessonActions, App[int]):
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
     def _check_worker(self, run_id: int, lesson: Lesson, path: Path) -> None:
+        from gpulab.commands.timeouts import default_timeout, explain_timeout
+
         worker = get_current_worker()
+        # No limit given: the CLI's (60 s on the CPU, 300 s on a GPU).
+        timeout, why = ((self.check_timeout, "the lab was started with it")
+                        if self.check_timeout else
+                        default_timeout(self.device, self.gpu_info.found if self.gpu_info
+                                        else None))
         result = run_check(
-            lesson, path, timeout=self.check_timeout, device=self.device,
+            lesson, path, timeout=timeout, device=self.device,
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
             extra={"workspace": str(self.workspace.root)},
         )
+        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") not in (ERROR, CANCELLED):
             self.workspace.record_result(lesson.exercise, result)
         self.post_message(CheckFinished(run_id, lesson, result))
@@ -396,7 +403,8 @@ def build_app(workspace: Workspace | Path | str | None = None, *, device: str = 
 
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
     Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
-    events), check_timeout, welcome (force the welcome screen on or off).
+    events), check_timeout (seconds; default: gpulab.commands.timeouts' choice),
+    welcome (force the welcome screen on or off).
     Raises ContentError when the course manifest itself is unusable.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)

@@ -35,6 +35,8 @@ class GpulabCommands(Provider):
                "measure this GPU's bandwidth and FLOP/s ceilings")
         yield ("roofline: export SVG", partial(run, "export_roofline"),
                "write the roofline with your runs to the workspace")
+        yield ("roofline: choose the datasheet GPU", partial(run, "choose_roofline_gpu"),
+               "draw another GPU's roofline; remembered in the workspace")
         yield ("serving: calculator", partial(run, "show_pane('serving')"),
                "LLM serving on the roofline: model, batch, context, dtype, GPU (7)")
         yield ("help: this pane", partial(run, "help"), "? or F1")

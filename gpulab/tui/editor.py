@@ -8,6 +8,12 @@ Saving rules, in order of importance:
 2. Autosave about a second after typing stops, so a check or a crash never
    loses work; ctrl+s saves at once.
 3. Another editor's save reloads a clean buffer, and asks about a dirty one.
+
+Keys never type into the file by accident: the pane opens in VIEW mode (the
+editor is read-only, so c, h, 1-7 and the other single-letter keys reach the
+app), and only e, Enter or a click starts EDIT mode; Esc ends it. Losing the
+focus to another widget of the lab ends it too (a dialog on top does not),
+so a key that returns focus here (Esc from help, b) lands in VIEW mode.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -35,19 +42,63 @@ def syntax_available() -> bool:
 
 
 class CodeEditor(TextArea):
-    """A TextArea with the lab's keys. Tab indents; escape leaves the editor."""
+    """A TextArea with the lab's keys: read-only in VIEW mode, writable in EDIT mode.
+
+    Tab indents while editing; Esc stops editing (the footer says which mode).
+    """
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="editor.save", tooltip="Save the file now"),
-        Binding("escape", "leave", "Leave editor", id="editor.leave",
-                tooltip="Move focus to the tabs, so single-key commands work again"),
+        Binding("enter", "start_editing", "Edit", show=False, id="editor.edit",
+                tooltip="Start editing the exercise"),
+        # Shown by the footer's mode label ("EDIT — Esc to stop") instead.
+        Binding("escape", "stop_editing", "Stop editing", show=False, id="editor.stop",
+                tooltip="Back to VIEW mode, where single-letter keys are commands"),
     ]
 
-    def action_save(self) -> None:
-        self.query_ancestor(ExercisePane).save(explicit=True)
+    @property
+    def pane(self) -> ExercisePane:
+        return self.query_ancestor(ExercisePane)
 
-    def action_leave(self) -> None:
-        self.app.action_focus_tabs()
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "start_editing":
+            return self.read_only
+        if action in ("stop_editing", "save"):
+            return not self.read_only
+        return True
+
+    def action_save(self) -> None:
+        self.pane.save(explicit=True)
+
+    def action_start_editing(self) -> None:
+        self.pane.start_editing()
+
+    def action_stop_editing(self) -> None:
+        self.pane.stop_editing()
+
+    async def _on_key(self, event: events.Key) -> None:
+        # TextArea's code editor moves the focus on (tab_behavior "indent")
+        # when Esc is pressed; here Esc means "stop editing" and nothing else.
+        if event.key == "escape" and not self.read_only:
+            event.stop()
+            event.prevent_default()
+            self.pane.stop_editing()
+            return
+        await super()._on_key(event)
+
+    async def on_click(self, event: events.Click) -> None:
+        if self.read_only:
+            self.pane.start_editing()  # the click already placed the cursor
+
+    def _on_blur(self, event: events.Blur) -> None:
+        # After the refresh, so that the new focus is known: another widget of
+        # this screen ends EDIT mode; a dialog pushed on top does not.
+        self.call_after_refresh(self._left)
+
+    def _left(self) -> None:
+        if (not self.read_only and self.is_attached and self.app.screen is self.screen
+                and self.screen.focused is not self):
+            self.pane.stop_editing()
 
 
 class ExercisePane(Vertical):
@@ -77,12 +128,51 @@ class ExercisePane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("", id="editor-status")
         language = "python" if self._syntax and syntax_available() else None
+        # Soft wrap: starters have lines of up to ~95 columns and the editor
+        # is 74 wide at 80x24; a wrapped line shows every column, a cut one hid
+        # the end of the line with nothing to say so.
         yield CodeEditor.code_editor("", language=language, theme="css", id="editor",
-                                     soft_wrap=False)
+                                     soft_wrap=True, read_only=True)
 
     @property
     def editor(self) -> CodeEditor:
         return self.query_one(CodeEditor)
+
+    # --- VIEW and EDIT modes --------------------------------------------------
+    @property
+    def editing(self) -> bool:
+        """EDIT mode: the editor takes printable keys as text."""
+        return self.is_mounted and not self.editor.read_only
+
+    @property
+    def editable(self) -> bool:
+        """There is a file to edit: a ready lesson whose copy could be read."""
+        return self._loaded and self.path is not None and self._baseline is not None
+
+    def start_editing(self) -> bool:
+        """EDIT mode, focused; False (and a notice) when there is nothing to edit."""
+        self.ensure_loaded()
+        if not self.editable:
+            self.app.notify("There is no exercise file to edit here.", timeout=3)
+            return False
+        ed = self.editor
+        ed.read_only = False
+        ed.focus()
+        self._mode_changed()
+        return True
+
+    def stop_editing(self) -> None:
+        """VIEW mode. The buffer is saved now rather than a second later."""
+        if not self.is_mounted or self.editor.read_only:
+            return
+        self.editor.read_only = True
+        if self.dirty:
+            self.save()
+        self._mode_changed()
+
+    def _mode_changed(self) -> None:
+        self._update_status()
+        self.app.refresh_bindings()  # the footer's mode label and keys follow
 
     # --- lesson switching and loading ----------------------------------------
     def set_lesson(self, lesson: Lesson | None, path: Path | None) -> None:
@@ -90,6 +180,9 @@ class ExercisePane(Vertical):
         self._stop_timer()
         self.lesson, self.path, self._loaded = lesson, path, False
         self._baseline, self._known = self._read_disk()
+        if self.is_mounted and not self.editor.read_only:
+            self.editor.read_only = True  # another lesson, or a reset: VIEW mode
+            self.app.refresh_bindings()
         if self.is_visible_pane():
             self.ensure_loaded()
         else:
@@ -103,13 +196,13 @@ class ExercisePane(Vertical):
             return
         ed = self.editor
         self._loaded = True
-        if self.path is None or self._baseline is None:
-            ed.read_only = True
-            ed.load_text(self._placeholder())
-        else:
-            ed.read_only = False
-            ed.load_text(self._baseline)
+        was_editing = not ed.read_only
+        ed.read_only = True  # a newly loaded file opens in VIEW mode
+        ed.load_text(self._placeholder() if self.path is None or self._baseline is None
+                     else self._baseline)
         self._update_status()
+        if was_editing:
+            self.app.refresh_bindings()
 
     def _placeholder(self) -> str:
         if self.lesson is None:
@@ -145,7 +238,9 @@ class ExercisePane(Vertical):
             except (ValueError, AttributeError):
                 shown = self.path
             state = "[b]● modified[/]" if self.dirty else "saved"
-            text = f"{shown} · {state}"
+            mode = ("[b]EDIT[/]: Esc stops" if self.editing else
+                    "VIEW: e, Enter or a click edits" if self.editable else "VIEW")
+            text = f"{shown} · {state} · {mode}"
         self.query_one("#editor-status", Static).update(text)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:

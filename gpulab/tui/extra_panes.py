@@ -16,9 +16,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, ProgressBar, Static
+from textual.widgets import Input, Label, ProgressBar, Select, Static
 from textual.worker import get_current_worker
 
 from gpulab.content import Lesson
@@ -50,14 +50,30 @@ class _LazyPane(VerticalScroll):
 
 # --- Roofline -------------------------------------------------------------------------
 class RooflinePane(_LazyPane):
-    """The roofline of this GPU (or a datasheet one) with the learner's graded runs."""
+    """The roofline of this GPU (or a datasheet one) with the learner's graded runs.
+
+    A list above the plot picks the datasheet GPU; the choice is saved as the
+    workspace setting `gpu`, the one `gpulab roofline --remember` and
+    `gpulab probe --gpu` write, so the CLI draws the same GPU.
+    """
 
     HELP_TOPIC = "roofline"
+    DEFAULT_CSS = """
+    RooflinePane #roofline-gpu-row { height: 1; width: 100%; }
+    RooflinePane #roofline-gpu-row Label { padding: 0 1 0 0; }
+    RooflinePane #roofline-gpu { width: 28; }
+    """
 
     class Built(Message):
         def __init__(self, model: Any, why: str, error: str = "") -> None:
             super().__init__()
             self.model, self.why, self.error = model, why, error
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.chosen: str | None = None
+        """The GPU key picked in this pane this session (None: gpulab's choice)."""
+        self._drawn: str | None = None  # the GPU key of the plot on screen
 
     def compose(self) -> ComposeResult:
         yield Static("Drawing the roofline…", id="roofline-summary")
@@ -69,18 +85,50 @@ class RooflinePane(_LazyPane):
             self.ensure_rendered()
 
     def build(self) -> None:
-        self._build_worker()
+        if not self.query("#roofline-gpu"):
+            from gpulab import hardware
+
+            options = [(gpu.name, key) for key, gpu in hardware.GPUS.items()]
+            row = Horizontal(Label("datasheet GPU"),
+                             Select(options, value=hardware.DEFAULT_GPU, allow_blank=False,
+                                    compact=True, id="roofline-gpu",
+                                    tooltip="Draw this GPU's datasheet roofline (saved as "
+                                            "the workspace setting 'gpu')"),
+                             id="roofline-gpu-row")
+            self.mount(row, before=self.query_one("#roofline-summary"))
+        self._build_worker(self.chosen)
+
+    def choose_gpu(self) -> None:
+        """Focus the GPU list (the palette's "roofline: choose the datasheet GPU")."""
+        self.ensure_rendered()
+        self.call_after_refresh(lambda: self.query_one("#roofline-gpu", Select).focus())
+
+    @on(Select.Changed, "#roofline-gpu")
+    def _gpu_chosen(self, event: Select.Changed) -> None:
+        event.stop()
+        key = event.value
+        if (not isinstance(key, str) or key != event.select.value or self._drawn is None
+                or key == self._drawn):
+            # Not the learner choosing: the list's first value, a change the
+            # pane made to show what it drew, or an event older than that change.
+            return
+        self.chosen = key
+        self.app.workspace.set_setting("gpu", key)  # type: ignore[attr-defined]
+        self._build_worker(key)
 
     @work(thread=True, exclusive=True, group="roofline", exit_on_error=False,
           description="roofline")
-    def _build_worker(self) -> None:
+    def _build_worker(self, gpu: str | None = None) -> None:
         try:
             from gpulab import roofline
 
-            model, why = roofline.workspace_model(self.app.workspace)  # type: ignore[attr-defined]
+            model, why = roofline.workspace_model(self.app.workspace,  # type: ignore[attr-defined]
+                                                  gpu)
         except Exception as exc:  # noqa: BLE001 - a missing module or bad data: say so
             self.post_message(self.Built(None, "", f"{type(exc).__name__}: {exc}"))
             return
+        if gpu:
+            why = "chosen here; saved as the workspace setting 'gpu'"
         self.post_message(self.Built(model, why))
 
     @on(Built)
@@ -89,6 +137,10 @@ class RooflinePane(_LazyPane):
         if event.model is None:
             summary.update(Text(f"The roofline could not be drawn: {event.error}", "yellow"))
             return
+        self._drawn = event.model.gpu.key
+        select = self.query_one("#roofline-gpu", Select)
+        if select.value != self._drawn:
+            select.value = self._drawn  # its Changed is ignored: it is what is drawn
         try:
             from gpulab import roofline
             from gpulab.tui.plot import roofline_plot

@@ -116,9 +116,9 @@ your GPU's **roofline**, the most the hardware allows.
 - **Workspace**: `{workspace}` holds your copies of the exercises and your
   progress (`$GPULAB_HOME` moves it).
 - **Begin** {start}
-- **Keys**: **c** check · **h** hint · **w** re-check on every save (use your own
-  editor if you like) · **b** the lesson list · **?** help · **ctrl+p** all
-  commands · **q** quit
+- **Keys**: **c** check · **e** edit (**escape** stops) · **h** hint · **w**
+  re-check on every save · **b** lessons · **?** help · **ctrl+p** all commands
+  · **q** quit
 """
 
 

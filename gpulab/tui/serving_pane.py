@@ -309,17 +309,31 @@ class ServingPane(_LazyPane):
                 data = serving.calculate(model, gpu, batch=values["batch"],
                                          prompt=values["prompt"], context=values["context"],
                                          weights=values["weights"], kv=values["kv"])
+            except serving.InputError as exc:
+                # The same rules as `gpulab serving` (a prompt longer than the
+                # context, a context beyond the model's window): the field goes red.
+                self.errors[exc.field] = str(exc)
             except (ValueError, ArithmeticError) as exc:
                 self.errors["calculator"] = str(exc)
             else:
                 self.result = data
                 error.update("")
                 error.remove_class("-shown")
+                self._mark_fields()
                 self._show(gpu)
                 return
+        self._mark_fields()
         kept = " Showing the last valid result." if self.result is not None else ""
         error.update(Text("; ".join(self.errors.values()) + "." + kept))
         error.add_class("-shown")
+
+    def _mark_fields(self) -> None:
+        """Red for each count field with an error now. (Each Input's own
+        validator knows its text alone; rules across fields are set here.)"""
+        for name in COUNT_FIELDS:
+            field = self.query_one(f"#serving-{name}", Input)
+            field.set_class(name in self.errors, "-invalid")
+            field.set_class(name not in self.errors, "-valid")
 
     def _show(self, gpu: Any) -> None:
         d = self.result

@@ -1,0 +1,50 @@
+"""A check on the CPU gets a short default limit (not the GPU's 300 s), and a
+timed-out check says which limit applied and why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpulab.commands import timeouts
+from gpulab.runner import DEFAULT_TIMEOUT
+
+LOOP = "def softmax(x):\n    while True:\n        pass\n"
+
+
+def test_cpu_checks_default_to_a_minute_gpu_checks_to_the_runners_limit(monkeypatch):
+    assert timeouts.CPU_TIMEOUT == 60 < DEFAULT_TIMEOUT
+    assert timeouts.default_timeout("cpu")[0] == 60
+    assert timeouts.default_timeout("auto", gpu=False)[0] == 60
+    assert timeouts.default_timeout("auto", gpu=True)[0] == DEFAULT_TIMEOUT
+    assert timeouts.default_timeout("cuda")[0] == DEFAULT_TIMEOUT
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # every GPU hidden from the child
+    assert timeouts.default_timeout("auto")[0] == 60
+
+
+def run_cli(argv, capsys) -> tuple[int, dict]:
+    from gpulab.cli import build_parser
+    from gpulab.commands import check
+
+    code = check.run(build_parser().parse_args(argv))
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_an_endless_loop_on_the_cpu_stops_at_the_cpu_limit_with_the_reason(
+        tmp_path, monkeypatch, capsys):
+    """The real command and a real child; the CPU limit shortened to 3 s for
+    the test (the policy, not the number, is what is checked here)."""
+    monkeypatch.setattr(timeouts, "CPU_TIMEOUT", 3.0)
+    loop = tmp_path / "loop.py"
+    loop.write_text(LOOP)
+    argv = ["--workspace", str(tmp_path / "ws"), "check", "softmax", "--file", str(loop),
+            "--device", "cpu", "--json"]
+    code, result = run_cli(argv, capsys)
+    assert code == 1 and result["status"] == "timeout"
+    assert result["duration_s"] < 30
+    assert "timed out after 3 s" in result["summary"]
+    assert "The limit was 3 s because this check ran on the CPU" in result["message"]
+    code, result = run_cli([*argv, "--timeout", "2"], capsys)
+    assert result["status"] == "timeout" and "you asked for it with --timeout" in result["message"]
