@@ -56,7 +56,9 @@ def correctness_cases(ctx) -> list[Case]:
         (3, MAX_WIDTH, "fp32", 8, {}),
         (2, MAX_WIDTH, "fp16", 9, {"pad": 64}),
         (8, 333, "fp32", 10, {"scale": 1e4, "label": "large magnitudes"}),
-        (8, 333, "fp16", 11, {"scale": 3e4, "label": "large magnitudes"}),
+        # fp16 holds |x| up to 65504: 8e3 standard deviations stay finite in
+        # the input (3e4 overflowed to inf, which made the reference NaN).
+        (8, 333, "fp16", 11, {"scale": 8e3, "label": "large magnitudes"}),
         (6, 100, "fp32", 12, {"neg_inf": True, "label": "with -inf"}),
         (6, 100, "bf16", 13, {"neg_inf": True, "label": "with -inf"}),
         # The same shape again with fresh data: a cached answer fails here.
