@@ -209,15 +209,15 @@ def _report_failures(ctx: Any, spec: KernelSpec, report: Any, case_name: str,
         ctx.fail(f"cheat: your code called {', '.join(banned)}, the op this exercise replaces",
                  f"{spec.banned_label or 'The library op'} is off the graded path: "
                  "write the computation in your Triton kernel.")
-    eager = [_text(b, 120) for b in report.get("eager", []) if isinstance(b, str)]
-    if eager:
-        ctx.fail(f"cheat: your code computed eagerly with {', '.join(eager[:6])} instead of "
-                 "in Triton",
-                 "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
-                 "dweight partials may run outside your kernels; the maths belongs in them.")
     if not report.get("launches"):
         ctx.fail(f"case {case_name}: no Triton kernel was launched",
                  "The result must be computed by your Triton kernel (kernel[grid](...)).")
+    eager = [_text(b, 120) for b in report.get("eager", []) if isinstance(b, str)]
+    if eager:
+        ctx.fail(f"cheat: your forward computed eagerly with {', '.join(eager[:6])} instead of "
+                 "in Triton",
+                 "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
+                 "dweight partials may run outside your kernels; the maths belongs in them.")
     if report.get("side_stream"):
         ctx.fail(f"case {case_name}: a kernel was launched on a side stream",
                  "Launch on the current stream: work on another stream escapes the timing.")
