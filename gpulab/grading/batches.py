@@ -28,6 +28,7 @@ import torch
 
 from gpulab.grading import learner
 from gpulab.grading.compare import compare, describe_mismatch
+from gpulab.grading.timing import _stats
 from gpulab.protocol import numbers, text
 
 MAX_REPS = 40
@@ -93,20 +94,6 @@ def _event_ms(fn: Any, reps: int = 5) -> float:
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e))
     return statistics.median(times)
-
-
-def stats(times_ms: list[float]) -> dict[str, float]:
-    xs = sorted(times_ms)
-    n = len(xs)
-
-    def q(p: float) -> float:
-        return xs[min(n - 1, max(0, round(p * (n - 1))))]
-
-    mean = statistics.fmean(xs)
-    sd = statistics.stdev(xs) if n > 1 else 0.0
-    return {"ms": statistics.median(xs), "min_ms": xs[0], "p20_ms": q(0.2), "p80_ms": q(0.8),
-            "mean_ms": mean, "reps": n,
-            "rse": (sd / math.sqrt(n)) / mean if n > 1 and mean > 0 else float("inf")}
 
 
 def _batch_size(per_rep_bytes: int) -> int:
@@ -216,10 +203,10 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
                                  "outside the timed region).")
         times.extend(claimed)
         batch += 1
-        st = stats(times)
+        st = _stats(times)
         if implausible or (len(times) >= 10 and st["rse"] <= REL_ERR):
             break
-    out = stats(times)
+    out = _stats(times)
     out.update(clocks=clocks, batch_reps=k, judge_flush_ms=flush_ms, judge_copy_ms=copy_ms,
                batches=walls, implausible=implausible)
     return out

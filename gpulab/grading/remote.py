@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab import protocol
-from gpulab.protocol import ArenaSpec, ProtocolError, TensorRef, read_frame, write_frame
+from gpulab.protocol import ArenaSpec, TensorRef, read_frame, write_frame
 
 OUTPUT_HEAD = 2000
 OUTPUT_TAIL = 6000
@@ -317,14 +317,6 @@ def storage_bytes(t: Any) -> Any:
     raw.set_(t.untyped_storage())
     return raw
 
-
-def check_reply(reply: dict[str, Any], expected: str) -> None:
-    if reply.get("type") == expected:
-        return
-    if reply.get("type") in ("raised", "broken"):
-        return
-    raise ProtocolError(f"the sandbox answered {reply.get('type')!r} to a request for "
-                        f"{expected!r}")
 
 
 class Remote:
