@@ -52,9 +52,8 @@ def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
     from rich.console import Group
+    from rich.table import Table
     from rich.text import Text
 
     t = Table(title="Reference kernels and starters, compiled per target", title_justify="left")
