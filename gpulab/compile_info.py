@@ -180,6 +180,16 @@ def _source(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | Non
     return ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
 
 
+def _error_line(exc: BaseException) -> str:
+    """One line: a CompilationError's text is "at L:C:", the source, a caret,
+    then the cause; keep the place and the cause."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
 def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None,
                    *, arch: str | int = "sm_90", options: dict[str, Any] | None = None,
                    name: str = "", aligned: bool = True) -> CompileInfo:
@@ -210,9 +220,7 @@ def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any
             k = triton.compile(_source(fn, signature, constexprs, aligned),
                                target=GPUTarget("cuda", cc, 32), options=dict(options or {}))
     except Exception as exc:  # noqa: BLE001 - a failed compile is a result, not a crash
-        text = str(exc).strip().splitlines()
-        first = next((line for line in text if line.strip()), type(exc).__name__)
-        return CompileInfo(label, lim.name, ok=False, error=f"{type(exc).__name__}: {first}"[:300])
+        return CompileInfo(label, lim.name, ok=False, error=_error_line(exc))
     md = k.metadata
     ptx = k.asm.get("ptx", "")
     entry = getattr(md, "name", "")
