@@ -48,10 +48,11 @@ class Job:
 
 
 def signature(fn: Any, dtype: str, constexprs: dict, *, floats: tuple[str, ...] = (),
-              descs: dict[str, str] | None = None) -> dict[str, str]:
+              descs: dict[str, str] | None = None,
+              ptrs: tuple[str, ...] = ()) -> dict[str, str]:
     """Triton types for `fn`'s parameters: constexprs by name, `floats` fp32,
-    `descs` tensor descriptors, names ending in _ptr (or single capitals,
-    the paper's Q, K, V, O) pointers to `dtype`, everything else i32."""
+    `descs` tensor descriptors, names ending in _ptr (and `ptrs`) pointers to
+    `dtype`, everything else i32."""
     out = {}
     for name in fn.arg_names:
         if name in constexprs:
@@ -60,7 +61,7 @@ def signature(fn: Any, dtype: str, constexprs: dict, *, floats: tuple[str, ...] 
             out[name] = descs[name]
         elif name in floats:
             out[name] = "fp32"
-        elif name.endswith("_ptr") or name in ("Q", "K", "V", "O"):
+        elif name.endswith("_ptr") or name in ptrs:
             out[name] = f"*{dtype}"
         else:
             out[name] = "i32"
@@ -77,13 +78,14 @@ def _simple(dtype: str, ce: dict, warps: int, floats: tuple[str, ...] = (), stag
     return build
 
 
-def _autotuned(attr: str, dtype: str, extra: dict, floats: tuple[str, ...] = ()):
+def _autotuned(attr: str, dtype: str, extra: dict, floats: tuple[str, ...] = (),
+               ptrs: tuple[str, ...] = ()):
     """One spec per autotune config of module.`attr` (a list of triton.Config)."""
     def make(index: int):
         def build(m: Any, fn: Any) -> tuple[dict, dict, dict]:
             c = getattr(m, attr)[index]
             ce = {**extra, **c.kwargs}
-            return (signature(fn, dtype, ce, floats=floats), ce,
+            return (signature(fn, dtype, ce, floats=floats, ptrs=ptrs), ce,
                     {"num_warps": c.num_warps, "num_stages": c.num_stages})
         return build
     return make
@@ -145,7 +147,8 @@ def _fa3(m: Any, fn: Any) -> tuple[dict, dict, dict]:
 
 
 _MM = _autotuned("GPU_CONFIGS", "fp16", {})
-_FA = _autotuned("GPU_CONFIGS", "fp16", {"HEAD_DIM": 64, "CAUSAL": True}, floats=("qk_scale",))
+_FA = _autotuned("GPU_CONFIGS", "fp16", {"HEAD_DIM": 64, "CAUSAL": True}, floats=("qk_scale",),
+                 ptrs=("Q", "K", "V", "O"))  # the paper's names
 _ROPE = {"D": 128, "HALF": 64}
 
 SPECS: tuple[Spec, ...] = (
@@ -203,15 +206,15 @@ def load_module(path: Path, name: str) -> Any:
 
 def _jit(obj: Any) -> Any:
     """The JITFunction under an Autotuner/Heuristics wrapper."""
-    while hasattr(obj, "fn") and not hasattr(obj, "arg_names"):
+    while type(obj).__name__ in ("Autotuner", "Heuristics"):
         obj = obj.fn
     return obj
 
 
 def jobs(root: Path, specs: tuple[Spec, ...] = SPECS,
-         exercises: set[str] | None = None) -> Iterator[Job | tuple[str, str]]:
-    """Compile jobs for `specs` (only those `exercises`, if given); an
-    (name, error) pair where a file or a spec cannot be set up."""
+         exercises: set[str] | None = None) -> Iterator[Job | tuple[str, str, str]]:
+    """Compile jobs for `specs` (only those `exercises`, if given); a
+    (name, role, error) triple where a file or a spec cannot be set up."""
     mods: dict[str, Any] = {}
     for spec in specs:
         if exercises and spec.exercise not in exercises:
@@ -235,13 +238,14 @@ def jobs(root: Path, specs: tuple[Spec, ...] = SPECS,
                               else getattr(ref, spec.kernel))
                 sig, ce, opts = spec.build(ref, ref_fn)
                 if role == "starter" and list(fn.arg_names) != list(ref_fn.arg_names):
-                    sig = signature(fn, "fp16", {k: v for k, v in ce.items()
-                                                 if k in fn.arg_names})
+                    # The starter names its parameters its own way (rope's
+                    # backward has no n_pos): the reference's types by name.
+                    sig = {n: sig.get(n, "i32") for n in fn.arg_names}
                     ce = {k: v for k, v in ce.items() if k in fn.arg_names}
                 label = name if role == "reference" else f"{spec.exercise}:{attr} (starter)"
                 yield Job(label, role, fn, sig, ce, opts, spec.archs)
             except Exception as exc:  # noqa: BLE001 - reported as a failed row
-                yield (f"{name} ({role})", f"{type(exc).__name__}: {exc}")
+                yield (f"{name} ({role})", role, f"{type(exc).__name__}: {exc}")
 
 
 __all__ = ["SPECS", "Job", "Spec", "jobs", "load_module", "signature"]

@@ -31,8 +31,8 @@ def compile_matrix(archs: list[int], exercises: set[str] | None = None,
     rows: list[dict[str, Any]] = []
     for job in compile_specs.jobs(content_root(), exercises=exercises):
         if isinstance(job, tuple):  # could not even be set up: fails every arch
-            name, error = job
-            rows += [{"name": name, "role": "reference", "arch": f"sm_{cc}", "ok": False,
+            name, role, error = job
+            rows += [{"name": name, "role": role, "arch": f"sm_{cc}", "ok": False,
                       "error": error} for cc in archs]
             continue
         for cc in archs:
