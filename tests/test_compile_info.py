@@ -6,6 +6,7 @@ test at the end."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -131,7 +132,7 @@ def test_a_kernel_that_does_not_compile_is_a_result_not_a_crash(kernels):
 
 def _dev_compile(tmp_path, *args):
     return subprocess.run([sys.executable, "-m", "gpulab", "dev", "compile", *args],
-                          capture_output=True, text=True, timeout=600, cwd=REPO,
+                          capture_output=True, text=True, timeout=3600, cwd=REPO,
                           env=gpulab_env(tmp_path / "ws"))
 
 
@@ -164,8 +165,11 @@ def test_a_reference_that_fails_to_compile_fails_the_command(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(not os.environ.get("GPULAB_COMPILE_MATRIX"),
+                    reason="the whole matrix (~190 compiles) took 40 min on a busy 2-core "
+                           "machine: set GPULAB_COMPILE_MATRIX=1 (.ci/run does, on one stack)")
 def test_every_reference_compiles_for_every_target_it_claims(tmp_path):
-    # The whole matrix: about N minutes on a 2-core machine (see the report).
     r = _dev_compile(tmp_path, "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = json.loads(r.stdout)["rows"]
