@@ -55,6 +55,16 @@ BF16_CONSTANT = Gap(
     "tl.load) and convert once when you store, or upgrade: pip install -U 'triton>=3.9'.",
 )
 
+# Triton 3.6's interpreter converts one-element arrays to Python scalars,
+# which NumPy 2.4 refuses (every kernel with a scalar argument fails there);
+# Triton 3.8 works with NumPy 2.4 (both checked; 3.7 not).
+NUMPY_SCALARS = Gap(
+    re.compile(r"only 0-dimensional arrays can be converted to Python scalars"),
+    lambda v, interp: interp and v is not None and v < (3, 8),
+    "Triton {triton}'s interpreter does not work with NumPy 2.4 or later: "
+    "pip install 'numpy<2.4', or upgrade Triton (3.8 and later work).",
+)
+
 # Any other builder method the interpreter lacks: the op has no CPU
 # implementation in this release, whatever the learner's code does.
 INTERPRETER_MISSING_OP = Gap(
@@ -65,7 +75,7 @@ INTERPRETER_MISSING_OP = Gap(
     "a newer Triton's interpreter may have it (pip install -U triton).",
 )
 
-GAPS = (BF16_CONSTANT, INTERPRETER_MISSING_OP)
+GAPS = (BF16_CONSTANT, NUMPY_SCALARS, INTERPRETER_MISSING_OP)
 
 
 def hint_for(error: str, triton: str | None = None, *, interpreter: bool = True) -> str | None:

@@ -29,6 +29,14 @@ def test_no_hint_where_the_gap_does_not_apply():
     assert hint_for("", "3.8.0") is None
 
 
+def test_triton_3_6s_interpreter_under_numpy_2_4():
+    err = ("InterpreterError: TypeError('only 0-dimensional arrays can be converted to "
+           "Python scalars')")
+    hint = hint_for(err, "3.6.0")
+    assert hint and "numpy<2.4" in hint
+    assert hint_for(err, "3.8.0") is None  # 3.8 works with NumPy 2.4: a real bug then
+
+
 def test_any_missing_interpreter_op_gets_a_generic_hint():
     hint = hint_for("AttributeError: 'InterpreterBuilder' object has no attribute "
                     "'create_fancy_op'", "3.9.0")
