@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serving": ("gpulab.commands.serving", "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s"),
     "bench": ("gpulab.commands.bench", "time the reference kernels beside their baselines (GPU)"),
     "profile": ("gpulab.commands.profile", "profile your solution: top ops, trace; --nsys/--ncu"),
-    "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check`"),
+    "dev": ("gpulab.commands.dev", "course tools for authors: `gpulab dev check|compile`"),
     "serve": ("gpulab.commands.serve", "the lab in a browser (a URL with a token; 127.0.0.1 or --unix)"),
     "hardware": ("gpulab.commands.hardware", "datasheet figures of GPUs, ridge points, roadmap"),
     "roofline": ("gpulab.commands.roofline", "plot the roofline with your graded runs on it"),
@@ -142,9 +142,16 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--print-command",), {"action": "store_true",
                                     "help": "print the nsys and ncu command lines, run nothing"}),
         ],
-        "dev": [(("action",), {"choices": ["check"], "help": "check: every starter fails, "
-                                "every reference passes"}),
-                (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"})],
+        "dev": [(("action",), {"choices": ["check", "compile"],
+                               "help": "check: every starter fails, every reference passes; "
+                                       "compile: every kernel for every target GPU (no GPU "
+                                       "needed)"}),
+                (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"}),
+                (("--arch",), {"metavar": "LIST", "help": "compile: targets, e.g. "
+                               "sm_75,sm_80,sm_86,sm_89,sm_90,sm_100,sm_120 (the default)"}),
+                (("--only",), {"metavar": "EXERCISE", "action": "append",
+                               "help": "compile: only this exercise's kernels (repeatable)"}),
+                (("--json",), {"action": "store_true", "help": "compile: one JSON object"})],
         "hardware": [
             (("name",), {"metavar": "NAME", "nargs": "?", "help": "one GPU in detail (h200, B200)"}),
             (("--json",), {"action": "store_true", "help": "machine-readable output"}),

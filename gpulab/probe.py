@@ -90,8 +90,9 @@ def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, A
             t = next((d for d in tdevs if uuid and _strip_uuid(d.get("uuid")) == uuid), None)
             if t is None and pos < len(tdevs):
                 t = tdevs[pos]
+            mig = (f.get("mig_mode") or {}).get("value") == "enabled"
             gpus.append({"index": g["index"], "torch_index": t["index"] if t else None,
-                         "fields": _with_torch(f, t, no_torch)})
+                         "fields": _with_torch(f, t, no_torch, mig_slice=mig)})
     else:
         why = nvml.get("reason") or "NVML did not answer"
         for t in tdevs:  # NVML missing (container, ROCm) but torch sees a GPU
@@ -103,7 +104,11 @@ def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, A
 
 
 def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
-                prefer_torch: bool = False) -> dict[str, Any]:
+                prefer_torch: bool = False, mig_slice: bool = False) -> dict[str, Any]:
+    """NVML's fields of a GPU with what torch adds. `mig_slice`: the GPU is in
+    MIG mode, so the device torch (and the learner's kernels) see is one
+    slice of it: its name, SMs and memory are the slice's, not NVML's
+    whole-GPU figures."""
     if t is None:
         f["sms"] = na(f"torch: {why}")
         f["l2"] = na(f"torch: {why}")
@@ -115,8 +120,14 @@ def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
                                                   t.get("compute_capability"))):
             if tv and (prefer_torch or f.get(key, {}).get("value") is None):
                 f[key] = value(tv)
-        if prefer_torch and t.get("memory_bytes"):
+        if (prefer_torch or mig_slice) and t.get("memory_bytes"):
             f["memory_total"] = value(round(t["memory_bytes"] / 2**30, 1), "GiB")
+        if mig_slice and t.get("name"):
+            # "NVIDIA A100-SXM4-40GB MIG 1g.5gb": the slice's own name.
+            f["name"] = value(t["name"])
+            f["mig_slice"] = value(f"this process sees one slice: {t['sms']} SMs, "
+                                   f"{round(t.get('memory_bytes', 0) / 2**30, 1)} GiB; the "
+                                   "datasheet peaks are the whole GPU's")
     bus, clk = f.get("memory_bus_width", {}), f.get("memory_clock_max", {})
     if bus.get("value") and clk.get("value"):
         # Double data rate: two transfers a clock. Matches the datasheet for
@@ -230,6 +241,8 @@ def _gpu_table(gpu: dict[str, Any]) -> Any:
                                                                              ["gpu_idle"]):
             style = "yellow"
         t.add_row(label, f"[{style}]{_esc(text)}[/]" if style else _esc(text))
+    if f.get("mig_slice"):
+        t.add_row("MIG slice", f"[yellow]{_esc(fmt_field(f['mig_slice']))}[/]")
     procs = f.get("processes") or {}
     if procs.get("value") is None:
         t.add_row("processes", f"[dim]{_esc(fmt_field(procs))}[/]")

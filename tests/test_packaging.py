@@ -78,3 +78,26 @@ def test_wheel_carries_every_source_the_course_cites(wheel, tmp_path):
     assert r.returncode == 0, r.stderr
     count, *problems = r.stdout.strip().splitlines()
     assert int(count) > 20 and not problems, problems
+
+
+def test_supported_versions_agree_in_pyproject_readme_and_ci():
+    # The oldest supported stack is declared three times: pyproject's floors
+    # (what pip enforces), README's table (what learners read) and .ci/run's
+    # pins (what is tested). They must not drift apart.
+    import re
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = REPO
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = {}
+    for dep in deps:
+        m = re.match(r"(torch|triton|jax)>=([\d.]+)", dep)
+        if m:
+            floors[m.group(1)] = m.group(2)
+    assert set(floors) == {"torch", "triton", "jax"}, deps
+    ci = (root / ".ci" / "run").read_text()
+    pins = dict(re.findall(r'"(torch|triton|jax)==([\d.]+)"', ci))
+    readme = (root / "README.md").read_text()
+    for name, label in (("torch", "torch"), ("triton", "Triton"), ("jax", "JAX")):
+        assert pins[name].startswith(floors[name]), (name, pins[name], floors[name])
+        assert re.search(rf"\| {label} \| {re.escape(floors[name])} \|", readme), name

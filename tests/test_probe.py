@@ -222,3 +222,83 @@ def test_real_nvml_on_gpu():
     probe_nvml.query()
     assert time.monotonic() - start < 2.0  # fast enough to poll every second
     print(json.dumps(snap, indent=1, default=str)[:4000])
+
+
+# --- the GPUs learners have: MIG slices, consumer cards, containers -------------------
+
+TORCH_MIG = {"available": True, "torch": "2.x", "cuda_version": "12.8", "triton": "3.x",
+             "devices": [{"index": 0, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+                          "compute_capability": "8.0", "sms": 14, "l2_bytes": 5 * 2**20,
+                          "memory_bytes": 4864 * 2**20, "uuid": "MIG-0bd5-44aa"}]}
+
+
+def test_a_mig_slice_shows_the_slice_not_the_whole_gpu(monkeypatch):
+    # NVML answers for the parent A100 (40 GiB, MIG on); CUDA_VISIBLE_DEVICES
+    # names the slice by UUID, and torch sees 14 SMs and ~5 GB.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-0bd5-44aa")
+    h200_nvml(monkeypatch, nvmlDeviceGetMigMode=(1, 1),
+              nvmlDeviceGetName="NVIDIA A100-SXM4-40GB",
+              nvmlDeviceGetMemoryInfo=SimpleNamespace(total=40 * 2**30, used=2**30),
+              nvmlDeviceGetCudaComputeCapability=(8, 0),
+              nvmlDeviceGetUtilizationRates=_raiser("NVML_ERROR_NOT_SUPPORTED"))
+    snap = probe.snapshot(torch_info=TORCH_MIG)
+    f = snap["gpus"][0]["fields"]
+    assert f["name"]["value"] == "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
+    assert f["sms"]["value"] == 14 and f["memory_total"]["value"] == 4.8  # the slice's
+    assert f["mig_mode"]["value"] == "enabled"
+    assert "14 SMs" in f["mig_slice"]["value"] and "whole GPU" in f["mig_slice"]["value"]
+    assert f["utilization_gpu"]["reason"] == "not supported in MIG mode"
+    assert snap["roofline_gpu"]["key"] == "a100-40gb"
+    text = render(snap)
+    assert "MIG 1g.5gb" in text and "n/a (not supported in MIG mode)" in text
+    assert "MIG slice" in text and "14 SMs" in text
+
+
+TORCH_4090 = {"available": True, "torch": "2.x", "cuda_version": "12.8", "triton": "3.x",
+              "devices": [{"index": 0, "name": "NVIDIA GeForce RTX 4090",
+                           "compute_capability": "8.9", "sms": 128, "l2_bytes": 72 * 2**20,
+                           "memory_bytes": 24 * 10**9, "uuid": "GPU-4090"}]}
+
+
+def test_a_consumer_card_without_datacentre_fields(monkeypatch):
+    # GeForce: no ECC, no per-process accounting, a fan; not in the datasheet
+    # table, so rooflines fall back to the default and say why.
+    h200_nvml(monkeypatch, nvmlDeviceGetName="NVIDIA GeForce RTX 4090",
+              nvmlDeviceGetUUID="GPU-4090", nvmlDeviceGetCudaComputeCapability=(8, 9),
+              nvmlDeviceGetMemoryBusWidth=384, nvmlDeviceGetFanSpeed=30,
+              nvmlDeviceGetComputeRunningProcesses=_raiser("NVML_ERROR_NOT_SUPPORTED"),
+              nvmlDeviceGetGraphicsRunningProcesses=_raiser("NVML_ERROR_NOT_SUPPORTED"),
+              nvmlDeviceGetPowerUsage=450_000, nvmlDeviceGetEnforcedPowerLimit=450_000)
+    snap = probe.snapshot(torch_info=TORCH_4090)
+    f = snap["gpus"][0]["fields"]
+    assert f["name"]["value"] == "NVIDIA GeForce RTX 4090" and f["sms"]["value"] == 128
+    assert f["ecc_mode"]["reason"] == "not supported" and f["fan"]["value"] == 30
+    assert f["processes"]["value"] is None and "not supported" in f["processes"]["reason"]
+    assert f["power_draw"]["value"] == 450.0
+    rg = snap["roofline_gpu"]
+    assert "default" in rg["source"] and "RTX 4090 is not in the hardware table" in rg["note"]
+    text = render(snap, width=80)
+    assert "GeForce RTX 4090" in text and "not in the hardware table" in text
+
+
+def test_a_container_without_nvml_permission(monkeypatch):
+    # NVML refuses to start (no permission on the device nodes), yet CUDA
+    # works: the GPU comes from torch, every NVML field says why it is n/a.
+    fake_nvml(monkeypatch, {"nvmlInit": _raiser("NVML_ERROR_NO_PERMISSION")})
+    snap = probe.snapshot(torch_info=TORCH_H200)
+    assert snap["has_gpu"] and snap["nvml"]["reason"] == "no permission"
+    f = snap["gpus"][0]["fields"]
+    assert f["name"]["value"] == "NVIDIA H200" and f["memory_total"]["value"] == 131.3
+    assert f["temperature"] == {"value": None, "reason": "no permission"}
+    assert snap["roofline_gpu"]["key"] == "h200"
+    assert "no permission" in render(snap)
+
+
+def test_a_container_that_hides_other_processes(monkeypatch):
+    # NVML runs, but the process list and names are refused: n/a, not a crash.
+    h200_nvml(monkeypatch,
+              nvmlDeviceGetComputeRunningProcesses=_raiser("NVML_ERROR_NO_PERMISSION"),
+              nvmlDeviceGetGraphicsRunningProcesses=_raiser("NVML_ERROR_NO_PERMISSION"))
+    f = probe.snapshot(torch_info=TORCH_H200)["gpus"][0]["fields"]
+    assert f["processes"] == {"value": None,
+                              "reason": "compute: no permission; graphics: no permission"}

@@ -46,3 +46,31 @@ def test_nvml_finds_the_gpu_that_nvidia_smi_lists():
     if smi:
         listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
         assert info.names[0] in listed
+
+
+def test_no_nvml_permission_in_a_container_says_so(monkeypatch):
+    import pynvml
+
+    def refused():
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", refused)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    info = detect_gpus()
+    assert not info.found and "NVML" in info.problems[0]
+    assert "Permission" in info.problems[0] or "permission" in info.problems[0], info.problems
+
+
+def test_a_mig_gpu_and_a_consumer_card_are_listed_by_nvml(monkeypatch):
+    import pynvml
+
+    names = {0: b"NVIDIA A100-SXM4-40GB", 1: "NVIDIA GeForce RTX 4090"}
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCount", lambda: 2)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: i)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetName", lambda h: names[h])
+    monkeypatch.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: "570.86")
+    info = detect_gpus()
+    assert info.source == "nvml" and info.names == ("NVIDIA A100-SXM4-40GB",
+                                                    "NVIDIA GeForce RTX 4090")

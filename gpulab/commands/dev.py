@@ -1,4 +1,5 @@
 """`gpulab dev check`: prove the course itself (rustlings' `dev check`).
+`gpulab dev compile`: compile every kernel for every target (dev_compile.py).
 
 For every lesson marked ready: the lesson text and starter exist, the starter
 has a TODO, the starter FAILS its grader and the reference PASSES it. Coming
@@ -86,6 +87,10 @@ def _say(out: Any, text: str) -> None:
 
 @guarded
 def run(args: Any) -> int:
+    if args.action == "compile":
+        from gpulab.commands import dev_compile
+
+        return dev_compile.run(args)
     course = open_course()
     failures = check_course(course, args.device)
     print(f"{failures} problem(s)" if failures else "course OK", file=sys.stderr)

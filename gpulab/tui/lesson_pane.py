@@ -90,6 +90,13 @@ class LessonPane(VerticalScroll):
     def ensure_rendered(self) -> None:
         self.run_worker(self._render_lesson, group="lesson-render", exit_on_error=False)
 
+    async def wait_rendered(self) -> None:
+        """Return once the lesson set last is on screen, whole: waits for the
+        render in flight (they take turns on a lock), or renders it now if
+        none has started. An event to wait on, for tests and anything that
+        must scroll the whole lesson: a time limit fails on a busy machine."""
+        await self._render_lesson()
+
     async def _render_lesson(self, hints_on_top: bool = False) -> None:
         async with self._lock:  # one render at a time: they mount and update the same widgets
             try:
