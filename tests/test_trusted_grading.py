@@ -171,20 +171,70 @@ def test_a_store_one_past_the_end_fails(grade):
 
 
 def test_a_result_filled_by_torch_after_the_launch_fails(grade):
-    # A kernel is handed the inputs and the output, then torch writes the answer.
+    # A kernel is handed the inputs and the output, then numpy's answer (maths
+    # no op guard or profiler sees) is copied over it: only provenance can tell.
     src = REF + '''
+import numpy as _np
 import torch as _torch
 _real = softmax
 
 def softmax(x):
     out = _real(x)
-    y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
-    out.copy_((y / y.sum(-1, keepdim=True)).to(out.dtype))
+    a = x.float().numpy()
+    e = _np.exp(a - a.max(-1, keepdims=True))
+    out.copy_(_torch.from_numpy(e / e.sum(-1, keepdims=True) * 1.01).to(out.dtype))
     return out
 '''
     r = grade("softmax", src)
     assert not r["passed"]
     assert "changed after your kernel wrote it" in r["summary"]
+
+
+# Torch doing the work where the op guards (Python modes) cannot see it: the
+# profiler's audit must still see it. Each returns the right answer.
+HIDDEN_TORCH = {
+    "from a second thread": '''
+import threading as _th
+def softmax(x):
+    out = _real(x)
+    box = {}
+    t = _th.Thread(target=lambda: box.update(y=_torch.softmax(x.float(), -1).to(x.dtype)))
+    t.start(); t.join()
+    out.copy_(box["y"])
+    return out
+''',
+    "with the modes switched off": '''
+from torch.utils._python_dispatch import _disable_current_modes as _off
+def softmax(x):
+    out = _real(x)
+    with _off(), _torch._C.DisableTorchFunction():
+        y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
+        out.copy_((y / y.sum(-1, keepdim=True)).to(x.dtype))
+    return out
+''',
+    "under inference mode": '''
+def softmax(x):
+    out = _real(x)
+    with _torch.inference_mode():
+        out.copy_(_torch.nn.functional.softmax(x.float(), dim=-1).to(x.dtype))
+    return out
+''',
+}
+
+
+@pytest.mark.parametrize("how", list(HIDDEN_TORCH))
+def test_torch_hidden_from_the_op_guards_is_seen_by_the_audit(grade, how):
+    src = REF + "\nimport torch as _torch\n_real = softmax\n" + HIDDEN_TORCH[how]
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "during your call torch ran" in r["summary"] or "called" in r["summary"], r["summary"]
+
+
+def test_the_audit_names_torch_ops_a_mode_never_saw(grade):
+    src = REF + "\nimport torch as _torch\n_real = softmax\n" + HIDDEN_TORCH[
+        "with the modes switched off"]
+    r = grade("softmax", src)
+    assert "aten::exp" in r["summary"] and "aten::amax" in r["summary"], r["summary"]
 
 
 # --- On a GPU: timing the sandbox cannot shrink ---------------------------------

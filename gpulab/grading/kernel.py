@@ -218,6 +218,12 @@ def _report_failures(ctx: Any, spec: KernelSpec, report: Any, case_name: str,
                  "in Triton",
                  "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
                  "dweight partials may run outside your kernels; the maths belongs in them.")
+    audit = [_text(b, 120) for b in report.get("audit", []) if isinstance(b, str)]
+    if audit:
+        ctx.fail(f"cheat: during your call torch ran {', '.join(audit[:6])}",
+                 "torch's profiler watched the call in every thread (so switching the op "
+                 "guards off or working from a second thread does not hide it). Only "
+                 "allocations, views and copies may run outside your Triton kernels.")
     if report.get("side_stream"):
         ctx.fail(f"case {case_name}: a kernel was launched on a side stream",
                  "Launch on the current stream: work on another stream escapes the timing.")

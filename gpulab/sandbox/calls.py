@@ -12,6 +12,7 @@ import torch
 
 from gpulab.grading import learner
 from gpulab.protocol import TensorRef
+from gpulab.sandbox.audit import Audit
 from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
 from gpulab.sandbox.tensors import materialize, view
 
@@ -93,14 +94,14 @@ def _guards(spec: dict | None, device: str, args: list) -> tuple[Any, Any, Any]:
 def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | None,
                  inputs: set[int]) -> tuple[Any, dict[str, Any]]:
     og, eg, spec = _guards(spec, server.device, args)
-    with LaunchRecorder(inputs) as launches, og as v:
-        if eg is not None:
-            with eg:
-                out = learner.call(fn, server.file, *args, **kwargs)
-        else:
+    audit = Audit(server.device, int(spec.get("eager_width") or 0))
+    with audit, LaunchRecorder(inputs) as launches, og as v:
+        with eg if eg is not None else _Null():
             out = learner.call(fn, server.file, *args, **kwargs)
-    _sync()
+        _sync()  # inside the audit: CUPTI reports the kernels that have run
     report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
+              "audit": audit.findings({la.kernel for la in launches.launches}),
+              "audit_threads": "all" if audit.all_threads else "calling",
               "launches": len(launches.launches),
               "side_stream": bool(launches.side_streams()), "overruns": v.overruns()}
     report.update(launches.provenance(out))
@@ -135,9 +136,10 @@ def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) ->
         return {"no_grad_fn": True}
     dy = materialize(server.arenas, msg["grad_output"])
     inputs = inputs | _storages([dy])
-    og, eg, _ = _guards(msg.get("guards"), server.device, [])
+    og, eg, spec = _guards(msg.get("guards"), server.device, [])
     via_backward = msg.get("grad_api") == "backward"
-    with LaunchRecorder(inputs) as launches, og as v:
+    audit = Audit(server.device, int(spec.get("eager_width") or 0))
+    with audit, LaunchRecorder(inputs) as launches, og as v:
         with eg if eg is not None else _Null():
             if via_backward:
                 learner.call(y.backward, server.file, dy)
@@ -145,7 +147,9 @@ def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) ->
             else:
                 grads = list(learner.call(torch.autograd.grad, server.file, y, tuple(leaves), dy,
                                           allow_unused=True))
+        _sync()
     report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
+              "audit": audit.findings({la.kernel for la in launches.launches}),
               "launches": len(launches.launches), "side_stream": bool(launches.side_streams())}
     if grads and isinstance(grads[0], torch.Tensor) and not via_backward:
         report.update(launches.provenance(grads[0]))

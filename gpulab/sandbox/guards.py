@@ -25,11 +25,18 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gpulab.sandbox.audit import own
+
 _EMPTY_FNS = {torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty,
               torch.Tensor.new_empty_strided}
 
 
 def _poison(t: Any) -> None:
+    with own():
+        _poison_now(t)
+
+
+def _poison_now(t: Any) -> None:
     if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
         t.fill_(float("nan"))
     elif isinstance(t, torch.Tensor) and t.numel() and not t.is_complex() and t.dtype != torch.bool:
@@ -75,7 +82,9 @@ def _with_canary(func: Any, args: tuple, kwargs: dict, v: Violations) -> Any:
         numel *= s
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes(), torch.no_grad():  # the guard's own ops are not the learner's
+    # The guard's own ops are not the learner's: hidden from the modes, and
+    # marked as gpulab's for the profiler's audit.
+    with _disable_current_modes(), torch.no_grad(), own():
         flat = torch.empty(numel + CANARY, dtype=dtype, device=device)
         tail = flat[numel:]
         tail.copy_(torch.arange(7, CANARY + 7, device=device).to(dtype))
@@ -238,7 +247,7 @@ def _bytes_of(storage: Any) -> torch.Tensor:
     the op guards must not see them."""
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+    with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad(), own():
         t = torch.empty(0, dtype=torch.uint8, device=storage.device)
         t.set_(storage)
         return t.clone()
@@ -255,6 +264,7 @@ ALLOWED_ATEN = frozenset({
     "view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose", "permute",
     "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind",
     "narrow", "alias", "detach", "clone", "copy_", "_to_copy", "contiguous", "lift_fresh",
+    "_record_function_enter_new", "_record_function_exit",  # profiler ranges
 })
 # And one reduction: `sum` whose result has exactly D elements, i.e. adding up
 # per-program dweight partials of shape (P, D). A per-row reduction (the

@@ -1,0 +1,181 @@
+"""The graded call as torch's profiler sees it: every aten op, in any thread,
+and on a GPU every kernel and copy that ran.
+
+The op guards (guards.py) are Python modes: they name the exact torch call a
+learner made, but a mode covers one thread and code can switch it off
+(`_disable_current_modes`, `DisableTorchFunction`, `inference_mode`...). The
+profiler's callbacks sit in torch's dispatcher and, with
+`profile_all_threads`, in every thread; on a GPU, CUPTI lists the kernels
+that actually ran, whoever launched them. So the audit still sees torch doing
+the work from a second thread or after the modes are switched off.
+
+What stays invisible: maths in numpy or pure Python on the CPU (no torch op
+runs; on a GPU it needs a device-to-host copy, which is seen), and code that
+stops the profiler itself, which is seen as a profile that ended early. This
+still runs in the learner's process: the first line, not the grade
+(docs/grading.md).
+
+gpulab's own torch work during the call (the guards' canaries and poison,
+the Triton interpreter's argument copies) runs inside `own()` ranges, named
+with a per-process secret; a learner's range of that name is not one of ours
+(the counts disagree) and voids the exemption.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+_OWN = f"gpulab::own::{secrets.token_hex(6)}"
+_opened = 0
+
+# Top-level ops a wrapper may run: allocation, views and strides, copies and
+# casts. The same set as EagerGuard's, plus the composite names the profiler
+# shows above them (`to` above `_to_copy`, `contiguous` above `clone`).
+ALLOWED = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like",
+    "view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose", "permute",
+    "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind",
+    "narrow", "alias", "detach", "detach_", "clone", "copy_", "_to_copy", "to", "contiguous",
+    "lift_fresh", "view_as", "reshape_as", "expand_as", "flatten", "unflatten", "movedim",
+    "chunk", "resolve_conj", "resolve_neg", "requires_grad_", "set_",
+    "_local_scalar_dense", "item", "is_nonzero", "result_type",
+})
+
+# Torch's own CUDA kernels that a wrapper may cause: fills (torch.zeros, the
+# poison) and copies (a cast, .contiguous()). Matched as substrings of the
+# kernel's name.
+ALLOWED_KERNELS = ("FillFunctor", "fill_kernel", "copy_kernel", "direct_copy", "CopyFunctor",
+                   "Memset", "Memcpy HtoD", "Memcpy DtoD")
+
+
+@contextlib.contextmanager
+def own() -> Iterator[None]:
+    """gpulab's own torch work inside a graded call: not the learner's."""
+    global _opened
+    _opened += 1
+    with _range(_OWN):
+        yield
+
+
+def _range(name: str) -> Any:
+    # _RecordFunctionFast opens the range without an aten op of its own
+    # (record_function's enter/exit are ops, which EagerGuard would see).
+    try:
+        from torch._C._profiler import _RecordFunctionFast
+
+        return _RecordFunctionFast(name)
+    except ImportError:  # pragma: no cover - older torch
+        return torch.profiler.record_function(name)
+
+
+def _all_threads() -> Any:
+    from torch._C._profiler import _ExperimentalConfig
+
+    try:
+        return _ExperimentalConfig(profile_all_threads=True), True
+    except TypeError:  # torch before profile_all_threads: the calling thread only
+        return _ExperimentalConfig(), False
+
+
+class Audit:
+    """Profile one graded call; then `findings()` lists what the learner's
+    code ran that a Triton solution does not need."""
+
+    def __init__(self, device: str, sum_width: int = 0) -> None:
+        self.device, self.sum_width = device, sum_width
+        self.events: list[Any] = []
+        self.all_threads = False
+        self.stopped_early = False
+        self._prof: Any = None
+        self._opened_before = 0
+
+    def __enter__(self) -> Audit:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU]
+        if self.device == "cuda":
+            activities.append(ProfilerActivity.CUDA)
+        config, self.all_threads = _all_threads()
+        self._prof = profile(activities=activities, record_shapes=True,
+                             experimental_config=config)
+        self._opened_before = _opened
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._prof.__exit__(None, None, None)
+            self.events = list(self._prof.events() or [])
+        except Exception:  # noqa: BLE001 - the profiler was stopped or broken under us
+            self.stopped_early = True
+            self.events = []
+
+    def findings(self, launched: set[str]) -> list[str]:
+        """What ran that should not have: torch ops (CPU), torch kernels and
+        device-to-host copies (GPU). `launched`: the Triton kernels the
+        learner's code launched (their names)."""
+        if self.stopped_early:
+            return ["the profiler was stopped during your call"]
+        found: list[str] = []
+        ours = sum(1 for e in self.events if e.name == _OWN)
+        if ours > _opened - self._opened_before:
+            return ["a profiler range named like gpulab's own"]
+        for e in self.events:
+            name = e.name
+            if self.device == "cuda" and _on_gpu(e):
+                if "Memcpy DtoH" in name:
+                    found.append("a device-to-host copy (maths on the CPU?)")
+                elif not any(k in name for k in ALLOWED_KERNELS) and not _is_launched(
+                        name, launched) and not self._allowed_sum_kernel(name):
+                    found.append(f"the kernel {_short(name)}")
+                continue
+            if not name.startswith("aten::") or _under_own(e):
+                continue
+            op = name[len("aten::"):]
+            if op in ALLOWED or self._allowed_sum(op, e):
+                continue
+            if self.device == "cuda":
+                continue  # on a GPU, CPU-side ops are judged by what reached the GPU
+            found.append(f"torch's {name}")
+        return sorted(set(found))
+
+    def _allowed_sum(self, op: str, e: Any) -> bool:
+        # RMSNorm's backward may add per-program dweight partials (P, D) -> (D,).
+        shapes = getattr(e, "input_shapes", None) or []
+        return bool(self.sum_width) and op == "sum" and bool(shapes) and \
+            len(shapes[0]) == 2 and shapes[0][-1] == self.sum_width
+
+    def _allowed_sum_kernel(self, name: str) -> bool:
+        return bool(self.sum_width) and "reduce_kernel" in name and "sum" in name.lower()
+
+
+def _on_gpu(e: Any) -> bool:
+    return getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+
+
+def _under_own(e: Any) -> bool:
+    """Inside one of gpulab's own ranges. Ops nested in other ops are judged
+    too: an allowed op's own parts are allowed ops (`to` is `_to_copy`,
+    `empty_strided` and `copy_`), and a tensor subclass can run anything
+    inside an allowed op's range."""
+    p = e.cpu_parent
+    while p is not None:
+        if p.name == _OWN:
+            return True
+        p = p.cpu_parent
+    return False
+
+
+def _is_launched(kernel: str, launched: set[str]) -> bool:
+    # A Triton kernel runs under its function's name (a suffix may follow).
+    return any(kernel == n or kernel.startswith(n + "_") for n in launched)
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 90 else name[:87] + "..."
