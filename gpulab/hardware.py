@@ -30,12 +30,15 @@ __all__ = ["DEFAULT_GPU", "DTYPES", "FIELDS", "GPU", "GPUS", "SOURCES", "UNITS",
 
 _NO_BF16 = "no bf16 tensor cores before Ampere"
 _UNPUBLISHED = "not published by NVIDIA"
-_L2_B = "not on NVIDIA's B200/GB200 sheets; third-party listings only"
+_L2_B = ("not on NVIDIA's B200/GB200 sheets; third-party listings only (a B200 reports "
+         "126.5 MB)")
 _BRIDGE = "NVLink bridge between two (or four) cards"
 _H200_L2 = ("NVIDIA's H200 datasheets give no L2 size (50 MB is the H100 SXM5's); "
             "an H200 SXM reports 60 MiB (benchmarks/h200-2026-11-30/probe.json)")
 _NVL_SPARSE = "NVIDIA lists the sparse figure (twice this)"
-_ULTRA = ("blackwell-ultra",)
+_BW = ("blackwell-datasheet",)
+_ULTRA = ("ultra-datasheet",)
+_HALF = "per GPU: {} sparse, dense is half"
 
 GPUS: dict[str, GPU] = {g.key: g for g in [
     make_gpu("t4", "T4", "Turing", "2018", "GDDR6", {
@@ -145,64 +148,87 @@ GPUS: dict[str, GPU] = {g.key: g for g in [
         "cc": F("9.0", ("cuda-gpus",))},
         aliases=("h200 nvl", "h200-nvl"),
         sparse={"bf16": sparse_fig(1671), "fp8": sparse_fig(3341)}),
+    # Blackwell and Blackwell Ultra: every figure is NVIDIA's per-GPU row of the
+    # datasheet named in its sources (checked 2026-12-01, docs/hardware.md says
+    # how). NVIDIA prints most Tensor Core rows sparse only ("dense is one-half");
+    # the dense figures here are those halves, the FP4 rows print both.
     make_gpu("b200", "B200 (HGX)", "Blackwell", "2025", "HBM3e", {
-        "memory": F(180, flag="180 GB usable on HGX/DGX B200 sheets; 192 GB in earlier "
-                    "announcements"),
-        "bandwidth": F(8.0, ("vendor", "vendor-2025"),
-                       flag="8 TB/s on NVIDIA's 2024 B200 sheets; 7.7 TB/s on the current "
-                            "HGX B200 table"),
-        "fp32": dense_fig(80, "vendor", "vendor-2025",
-                          flag="80 on NVIDIA's 2024 B200 sheets; 75 on the current HGX B200 "
-                               "table (600 for 8 GPUs)"),
-        "tf32": dense_fig(1125, "vendor", "vendor-2025",
-                          flag="NVIDIA's sheets differ: HGX B200's 18 PF sparse for 8 GPUs is "
-                               "1125 dense per GPU; the per-GPU '2.2 PF sparse' is 1100"),
-        "fp16": dense_fig(2250), "bf16": dense_fig(2250), "fp8": dense_fig(4500),
-        "fp4": dense_fig(9000), "sms": F(None, note=_UNPUBLISHED),
-        "l2": F(126, ("third-party",), flag=_L2_B),
-        "tdp": F(1000, ("vendor-2025",), note="configurable up to 1,000 W"),
-        "nvlink": F(1800, note="NVLink 5"), "cc": F("10.0", ("cuda-gpus",))},
+        "memory": F(180, (*_BW, "dgx-b200-guide"), flag="180 GB on NVIDIA's Blackwell datasheet and the DGX B200 "
+                    "guide (1,440 GB for 8); 192 GB in the March 2024 announcement",
+                    note="'180 GB HBM3E | 7.7 TB/s' per HGX B200 GPU"),
+        "bandwidth": F(7.7, _BW, flag="7.7 TB/s per HGX B200 GPU on the datasheet (62 TB/s for "
+                       "8); 8 TB/s in the 2024 announcements and the DGX B200 page (64 TB/s "
+                       "for 8)", note="a B200 reports a 7680-bit bus at 3996 MHz: 7.67 TB/s"),
+        "fp32": dense_fig(75, *_BW, "hgx-page", flag="75 per HGX B200 GPU on the datasheet (600 for 8 on "
+                          "the HGX table); the 80 quoted for B200 is GB200's per-GPU figure"),
+        "tf32": dense_fig(1100, *_BW, "hgx-page", flag="the datasheet's per-GPU '2.2 PFLOPS' (sparse) is "
+                          "1100 dense; HGX B200's '18 PFLOPS' (sparse) for 8 GPUs is 1125"),
+        "fp16": dense_fig(2250, *_BW, note=_HALF.format("4.5 PFLOPS")),
+        "bf16": dense_fig(2250, *_BW, note=_HALF.format("4.5 PFLOPS")),
+        "fp8": dense_fig(4500, *_BW, note=_HALF.format("9 PFLOPS")),
+        "fp4": dense_fig(9000, *_BW, note="HGX B200 NVFP4 '144 | 72 PFLOPS' (sparse | dense) "
+                         "for 8 GPUs"),
+        "sms": F(None, (*_BW, "device-report"), note=_UNPUBLISHED + "; a B200 reports 148"),
+        "l2": F(126, ("third-party", "device-report"), flag=_L2_B),
+        "tdp": F(1000, _BW, note="'Configurable up to 1,000 W'"),
+        "nvlink": F(1800, _BW, note="NVLink 5"), "cc": F("10.0", ("cuda-gpus",))},
         aliases=("b200", "nvidia b200", "hgx b200", "dgx b200"),
-        sparse={"fp8": sparse_fig(9000), "fp4": sparse_fig(18000)}),
+        sparse={"fp8": sparse_fig(9000, *_BW), "fp4": sparse_fig(18000, *_BW)}),
     make_gpu("gb200", "GB200 (per GPU)", "Blackwell", "2025", "HBM3e", {
-        "memory": F(186), "bandwidth": F(8.0),
-        "fp32": dense_fig(80, flag="NVIDIA quotes GB200 per superchip (2 GPUs); the per-GPU "
-                          "FP32 split is unconfirmed"),
-        "tf32": dense_fig(1250), "fp16": dense_fig(2500), "bf16": dense_fig(2500),
-        "fp8": dense_fig(5000), "fp4": dense_fig(10000), "sms": F(None, note=_UNPUBLISHED),
+        "memory": F(186, _BW, note="'186 GB HBM3E | 8 TB/s' per GB200 GPU"),
+        "bandwidth": F(8.0, _BW),
+        "fp32": dense_fig(80, *_BW, note="per GPU; the GB200 superchip (2 GPUs) lists 160"),
+        "tf32": dense_fig(1250, *_BW, note=_HALF.format("2.5 PFLOPS")),
+        "fp16": dense_fig(2500, *_BW, note=_HALF.format("5 PFLOPS")),
+        "bf16": dense_fig(2500, *_BW, note=_HALF.format("5 PFLOPS")),
+        "fp8": dense_fig(5000, *_BW, note=_HALF.format("10 PFLOPS")),
+        "fp4": dense_fig(10000, *_BW, note="GB200 NVL72 NVFP4 '1,440 | 720 PFLOPS' (sparse | "
+                         "dense) for 72 GPUs"),
+        "sms": F(None, _BW, note=_UNPUBLISHED),
         "l2": F(126, ("third-party",), flag=_L2_B),
-        "tdp": F(1200, ("vendor-2025",), note="configurable up to 1,200 W"),
-        "nvlink": F(1800, note="NVLink 5; the Grace CPU is on NVLink-C2C"),
+        "tdp": F(1200, _BW, note="'Configurable up to 1,200 W'"),
+        "nvlink": F(1800, _BW, note="NVLink 5; the Grace CPU is on NVLink-C2C"),
         "cc": F("10.0", ("cuda-gpus",))},
         aliases=("gb200", "gb200 nvl72"),
-        sparse={"fp8": sparse_fig(10000), "fp4": sparse_fig(20000)}),
+        sparse={"fp8": sparse_fig(10000, *_BW), "fp4": sparse_fig(20000, *_BW)}),
     make_gpu("b300", "B300 (HGX)", "Blackwell Ultra", "2025", "HBM3e", {
-        "memory": F(288, _ULTRA, flag="288 GB of HBM3e per GPU announced; HGX B300 listings "
-                    "give 270 GB usable"),
-        "bandwidth": F(8.0, _ULTRA, flag="8 TB/s announced; 7.7 TB/s in HGX B300 listings"),
-        "fp32": dense_fig(75, *_ULTRA, note="600 for 8 GPUs"),
-        "tf32": dense_fig(1125, *_ULTRA, note="18 PF sparse for 8 GPUs"),
-        "fp16": dense_fig(2250, *_ULTRA), "bf16": dense_fig(2250, *_ULTRA),
-        "fp8": dense_fig(4500, *_ULTRA),
-        "fp4": dense_fig(13500, *_ULTRA, flag="108 PF dense for 8 GPUs on the HGX B300 table; "
-                         "per-GPU listings give 13-14 PF"),
-        "sms": F(None, _ULTRA, note=_UNPUBLISHED), "l2": F(None, _ULTRA, note=_UNPUBLISHED),
-        "tdp": F(1100, _ULTRA, flag="1,100 W in NVIDIA's Blackwell Ultra comparison; system "
-                 "listings vary"),
+        "memory": F(270, (*_ULTRA, "hgx-page", "ultra-blog"), flag="270 GB per HGX B300 GPU on the Blackwell Ultra datasheet "
+                    "(2.1 TB for 8 on the HGX and DGX B300 pages); 288 GB is the package's "
+                    "maximum, 'capacity varies by SKU' (NVIDIA's blog)",
+                    note="'270 GB HBM3E | 7.7 TB/s' per HGX B300 GPU"),
+        "bandwidth": F(7.7, (*_ULTRA, "ultra-blog"), flag="7.7 TB/s per HGX B300 GPU on the datasheet; 8 TB/s "
+                       "for the Blackwell Ultra chip in NVIDIA's blog and for GB300"),
+        "fp32": dense_fig(75, *_ULTRA, "hgx-page", note="per GPU; 600 for 8 on the HGX table"),
+        "tf32": dense_fig(1100, *_ULTRA, "hgx-page", flag="the datasheet's per-GPU '2.2 PFLOPS' (sparse) is "
+                          "1100 dense; HGX B300's '18 PFLOPS' (sparse) for 8 GPUs is 1125"),
+        "fp16": dense_fig(2250, *_ULTRA, note=_HALF.format("4.5 PFLOPS")),
+        "bf16": dense_fig(2250, *_ULTRA, note=_HALF.format("4.5 PFLOPS")),
+        "fp8": dense_fig(4500, *_ULTRA, note=_HALF.format("9 PFLOPS")),
+        "fp4": dense_fig(14000, *_ULTRA, "hgx-page", flag="the datasheet's per-GPU '18 PFLOPS | 14 PFLOPS' "
+                         "(sparse | dense) gives 14,000; HGX B300's '144 | 108 PFLOPS' for 8 "
+                         "GPUs gives 13,500: NVIDIA's two figures do not agree"),
+        "sms": F(None, ("ultra-blog",), note="up to 160 on the full chip; 'available SM "
+                 "count varies by SKU'"),
+        "l2": F(None, _ULTRA, note=_UNPUBLISHED),
+        "tdp": F(1100, _ULTRA, note="'Configurable up to 1,100 W'"),
         "nvlink": F(1800, _ULTRA, note="NVLink 5"), "cc": F("10.3", ("cuda-gpus",))},
         aliases=("b300", "nvidia b300", "hgx b300", "dgx b300", "blackwell ultra"),
         sparse={"fp8": sparse_fig(9000, *_ULTRA), "fp4": sparse_fig(18000, *_ULTRA)}),
     make_gpu("gb300", "GB300 (per GPU)", "Blackwell Ultra", "2025", "HBM3e", {
-        "memory": F(288, _ULTRA, flag="288 GB announced; GB300 NVL72's 20 TB is 279 GB a GPU"),
+        "memory": F(279, (*_ULTRA, "ultra-blog"), note="'279 GB HBM3E | 8 TB/s' per GB300 GPU; 288 GB is the "
+                    "package's maximum"),
         "bandwidth": F(8.0, _ULTRA, note="NVL72: 576 TB/s for 72 GPUs"),
-        "fp32": dense_fig(None, *_ULTRA, flag="not published per GPU; the NVL72 table's total "
-                          "and the Blackwell Ultra comparison give 80-83"),
-        "tf32": dense_fig(1250, *_ULTRA), "fp16": dense_fig(2500, *_ULTRA),
-        "bf16": dense_fig(2500, *_ULTRA),
-        "fp8": dense_fig(5000, *_ULTRA, note="NVL72: 360 PF for 72 GPUs"),
-        "fp4": dense_fig(15000, *_ULTRA, note="NVL72: 1.08 EF dense for 72 GPUs"),
-        "sms": F(None, _ULTRA, note=_UNPUBLISHED), "l2": F(None, _ULTRA, note=_UNPUBLISHED),
-        "tdp": F(1400, _ULTRA), "nvlink": F(1800, _ULTRA, note="NVLink 5"),
+        "fp32": dense_fig(80, *_ULTRA, note="per GPU"),
+        "tf32": dense_fig(1250, *_ULTRA, note=_HALF.format("2.5 PFLOPS")),
+        "fp16": dense_fig(2500, *_ULTRA, note=_HALF.format("5 PFLOPS")),
+        "bf16": dense_fig(2500, *_ULTRA, note=_HALF.format("5 PFLOPS")),
+        "fp8": dense_fig(5000, *_ULTRA, note=_HALF.format("10 PFLOPS")),
+        "fp4": dense_fig(15000, *_ULTRA, note="'20 PFLOPS | 15 PFLOPS' (sparse | dense); NVL72: "
+                         "'1,440 | 1,080 PFLOPS' for 72 GPUs"),
+        "sms": F(None, ("ultra-blog",), note="up to 160 on the full chip; 'available SM "
+                 "count varies by SKU'"),
+        "l2": F(None, _ULTRA, note=_UNPUBLISHED),
+        "tdp": F(1400, _ULTRA, note="'up to 1,400 W'"), "nvlink": F(1800, _ULTRA, note="NVLink 5"),
         "cc": F("10.3", ("cuda-gpus",))},
         aliases=("gb300", "gb300 nvl72"),
         sparse={"fp8": sparse_fig(10000, *_ULTRA), "fp4": sparse_fig(20000, *_ULTRA)}),

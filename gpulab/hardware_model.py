@@ -25,10 +25,27 @@ UNITS = {"memory": "GB", "bandwidth": "TB/s", "sms": "", "l2": "MB", "tdp": "W",
 SOURCES: dict[str, str] = {
     "vendor": "vendor datasheets (NVIDIA, AMD) as collected in stas00/ml-engineering "
               "compute/accelerator/README.md; dense = 'without sparsity'",
-    "vendor-2025": "NVIDIA's current specification tables (HGX B200, GB200 NVL72), "
-                   "per GPU; where they differ from the 2024 sheets the figure is flagged",
-    "blackwell-ultra": "NVIDIA's Blackwell Ultra announcement (GTC 2025) and the HGX B300 / "
-                       "GB300 NVL72 tables, per GPU = system figure ÷ GPUs",
+    "blackwell-datasheet": "NVIDIA Blackwell Datasheet (GB200 NVL72, GB200 NVL4, HGX B200), "
+                           "nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703, "
+                           "'Individual Blackwell GPU Specifications', per GPU; Tensor Core rows "
+                           "sparse ('dense is one-half'), NVFP4 'sparse | dense'",
+    "ultra-datasheet": "NVIDIA Blackwell Ultra Datasheet (GB300 NVL72, HGX B300; OCT25), "
+                       "resources.nvidia.com/en-us-blackwell-architecture/blackwell-ultra-"
+                       "datasheet, p. 5 'Technical Specifications', per GPU; FP4 'sparse | "
+                       "dense', other Tensor Core rows sparse (dense = half)",
+    "ultra-blog": "NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the "
+                  "AI Factory Era' (Aug 2025), developer.nvidia.com/blog/inside-nvidia-"
+                  "blackwell-ultra-the-chip-powering-the-ai-factory-era/: 'up to 160 SMs and "
+                  "288GB HBM3E', varying by SKU; 15 PF dense NVFP4; 8 TB/s",
+    "hgx-page": "NVIDIA HGX platform page, nvidia.com/en-us/data-center/hgx/: HGX B300 and HGX "
+                "B200 for 8 GPUs (FP4 'sparse | dense', e.g. HGX B300 '144 PFLOPS | 108 "
+                "PFLOPS'; other Tensor Core rows sparse; FP32 600 TFLOPS; 2.1 TB for HGX B300)",
+    "dgx-b200-guide": "NVIDIA DGX B200 User Guide, docs.nvidia.com/dgx/dgxb200-user-guide/"
+                      "introduction-to-dgxb200.html: '8 x NVIDIA B200 GPUs that provide 1,440 "
+                      "GB total GPU memory'",
+    "device-report": "a B200's own report (cudaGetDeviceProperties, nvidia-smi) posted in "
+                     "pytorch/ao PR #4002, March 2026: 148 SMs, L2 126.50 MB, 7680-bit bus at "
+                     "3996 MHz; not a vendor document",
     "whitepaper": "NVIDIA architecture whitepapers (Volta, Ampere, Hopper): SM counts, L2",
     "cuda-gpus": "developer.nvidia.com/cuda-gpus: compute capability",
     "kernelagent": "meta-pytorch/KernelAgent gpu_specs_database.py: SM counts, L2 "

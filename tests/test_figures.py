@@ -176,6 +176,9 @@ STALE = {
     "779–798": "no raw file in the repo",
     "2.1 TB/s": "no source in the repo",
     "moved right": "the table's 16-bit ridges go both ways",
+    "13.5–15 PF": "Blackwell Ultra dense FP4 per GPU is 14 (HGX B300) and 15 (GB300) PF on "
+                  "NVIDIA's datasheet",
+    "memory to 288 GB": "288 GB is the package; an HGX B300 exposes 270 GB, a GB300 279 GB",
 }
 
 

@@ -16,11 +16,13 @@ ISSUE_GPUS = ("t4", "v100", "a10", "l4", "a100-40gb", "a100-80gb", "a100-pcie-40
               "gb200", "b300", "gb300", "mi300x", "rubin")
 
 # Figures that must carry a ⚑: (GPU, field). B200's FP32, TF32 and bandwidth
-# differ between NVIDIA's 2024 and current sheets (issue 18).
+# differ between NVIDIA's 2024 and current sheets (issue 18); B300's memory,
+# bandwidth, TF32 and FP4 differ between its per-GPU datasheet and NVIDIA's
+# system tables or blog.
 HARDWARE_MD_FLAGS = {("t4", "l2"), ("a10", "l2"), ("l4", "sms"), ("l4", "l2"),
                      ("b200", "memory"), ("b200", "tf32"), ("b200", "fp32"), ("b200", "bandwidth"),
-                     ("b200", "l2"), ("gb200", "fp32"), ("gb200", "l2"), ("rubin", "bandwidth"),
-                     ("rubin", "fp4")}
+                     ("b200", "l2"), ("gb200", "l2"), ("b300", "memory"), ("b300", "bandwidth"),
+                     ("b300", "tf32"), ("b300", "fp4"), ("rubin", "bandwidth"), ("rubin", "fp4")}
 
 
 def test_ridge_arithmetic():
@@ -28,7 +30,7 @@ def test_ridge_arithmetic():
     assert round(GPUS["h100-sxm"].ridge("bf16")) == 295
     assert round(GPUS["h200"].ridge("bf16")) == 206
     assert round(GPUS["h200"].ridge("fp8")) == 412
-    assert GPUS["b200"].ridge("fp4") == pytest.approx(9000 / 8.0)
+    assert GPUS["b200"].ridge("fp4") == pytest.approx(9000 / 7.7)
     assert GPUS["t4"].ridge("bf16") is None  # Turing has no bf16
     assert set(GPUS["h200"].ridges()) == {"fp32", "tf32", "fp16", "bf16", "fp8"}
 
@@ -203,13 +205,13 @@ def test_hardware_doc_rewrites_and_refuses_a_document_without_markers(tmp_path):
 def test_roadmap_says_what_its_ridges_show():
     text = roadmap.ridge_trend()
     assert "moved right" not in text
-    # The table's 16-bit ridges: T4 203, A100 153, H100 295, H200 206, B200 281.
+    # The table's 16-bit ridges: T4 203, A100 153, H100 295, H200 206, B200 292.
     assert "fell at T4 → A100 and H100 → H200" in text
     assert "rose at A100 → H100 and H200 → B200" in text
     assert "between 153 and 295" in text
     rows = {r["key"]: r["ridges"] for r in roadmap.ridge_table()}
     assert round(rows["t4"]["16-bit"]) == 203 and round(rows["h200"]["FP32"]) == 14
-    assert round(rows["b200"]["FP4"]) == 1125
+    assert round(rows["b200"]["FP4"]) == 1169
 
 
 def test_roadmap_trend_is_computed(monkeypatch):
@@ -246,3 +248,44 @@ def test_lesson_01_ridge_table_is_the_roadmaps():
     for row in roadmap.ridge_table():
         want = [f"{v:.0f}" if v is not None else "–" for v in row["ridges"].values()]
         assert shown.get(row["name"]) == want, (row["name"], shown.get(row["name"]), want)
+
+
+# NVIDIA's per-GPU rows, as its datasheets print them (checked 2026-12-01;
+# docs/hardware.md quotes each). Tensor Core rows are printed sparse only, so
+# the dense figure is half; the FP4 rows print "sparse | dense".
+BLACKWELL_DATASHEETS = {
+    # NVIDIA Blackwell Datasheet, "Individual Blackwell GPU Specifications"
+    "b200": {"memory": 180, "bandwidth": 7.7, "fp32": 75, "tf32": 2200 / 2, "bf16": 4500 / 2,
+             "fp8": 9000 / 2, "fp4": 9000, "tdp": 1000, "nvlink": 1800},
+    "gb200": {"memory": 186, "bandwidth": 8, "fp32": 80, "tf32": 2500 / 2, "bf16": 5000 / 2,
+              "fp8": 10000 / 2, "fp4": 10000, "tdp": 1200, "nvlink": 1800},
+    # NVIDIA Blackwell Ultra Datasheet, p. 5 "Technical Specifications"
+    "b300": {"memory": 270, "bandwidth": 7.7, "fp32": 75, "tf32": 2200 / 2, "bf16": 4500 / 2,
+             "fp8": 9000 / 2, "fp4": 14000, "tdp": 1100, "nvlink": 1800},
+    "gb300": {"memory": 279, "bandwidth": 8, "fp32": 80, "tf32": 2500 / 2, "bf16": 5000 / 2,
+              "fp8": 10000 / 2, "fp4": 15000, "tdp": 1400, "nvlink": 1800},
+}
+
+
+@pytest.mark.parametrize("key", sorted(BLACKWELL_DATASHEETS))
+def test_blackwell_rows_are_nvidias_per_gpu_datasheet_rows(key):
+    g = GPUS[key]
+    for field, want in BLACKWELL_DATASHEETS[key].items():
+        assert g.figures[field].value == pytest.approx(want), (key, field)
+        src = set(g.figures[field].sources)
+        assert src & {"blackwell-datasheet", "ultra-datasheet"}, (key, field, src)
+    sparse_fp4 = {"b200": 18000, "gb200": 20000, "b300": 18000, "gb300": 20000}[key]
+    assert g.sparse["fp4"].value == sparse_fp4
+
+
+def test_blackwell_figures_name_vendor_documents_not_listings():
+    # The old keys said "announcement" and "listings"; every Blackwell figure now
+    # names the NVIDIA document it was checked against, or says it is third-party.
+    assert not {"vendor-2025", "blackwell-ultra"} & set(SOURCES)
+    for key in ("b200", "gb200", "b300", "gb300"):
+        for name, f in GPUS[key].figures.items():
+            if name == "cc":
+                continue
+            assert set(f.sources) & {"blackwell-datasheet", "ultra-datasheet", "ultra-blog",
+                                     "third-party"}, (key, name)
+            assert "listings" not in f.flag or "third-party" in f.sources, (key, name)
