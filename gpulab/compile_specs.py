@@ -4,7 +4,8 @@ the architectures that have them, and each starter's kernel with the same
 signature, so a learner on any GPU starts from code that compiles there.
 
 A spec names its kernel by exercise and function name; `jobs()` imports the
-files (kernels/X.py, exercises/X.py) and turns each spec into compile jobs.
+reference and starter files of each exercise (under kernels/ and
+exercises/) and turns each spec into compile jobs.
 Keep these in step with the references: test_compile_info runs them all.
 """
 
