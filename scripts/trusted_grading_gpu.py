@@ -80,6 +80,49 @@ def softmax(x):
 '''
 
 
+# Torch doing the work where the op guards (Python modes) cannot see it; the
+# profiler's audit (CUPTI's kernel list on a GPU) must.
+THREAD = '''
+import threading as _th
+import torch as _torch
+_real = softmax
+
+def softmax(x):
+    out = _real(x)
+    box = {}
+    t = _th.Thread(target=lambda: box.update(y=_torch.softmax(x.float(), -1).to(x.dtype)))
+    t.start(); t.join()
+    out.copy_(box["y"])
+    return out
+'''
+
+MODES_OFF = '''
+import torch as _torch
+from torch.utils._python_dispatch import _disable_current_modes as _off
+_real = softmax
+
+def softmax(x):
+    out = _real(x)
+    with _off(), _torch._C.DisableTorchFunction():
+        y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
+        out.copy_((y / y.sum(-1, keepdim=True)).to(x.dtype))
+    return out
+'''
+
+NUMPY = '''
+import numpy as _np
+import torch as _torch
+_real = softmax
+
+def softmax(x):
+    out = _real(x)
+    a = x.float().cpu().numpy()
+    e = _np.exp(a - a.max(-1, keepdims=True))
+    out.copy_(_torch.from_numpy(e / e.sum(-1, keepdims=True)).to(out.device, out.dtype))
+    return out
+'''
+
+
 def summarise(r: dict) -> dict:
     t = r.get("timing") or {}
     return {"status": r["status"], "summary": r["summary"], "message": r.get("message", "")[-600:],
@@ -104,10 +147,14 @@ def main() -> None:
         r = run_check(course.find(ex), REPO / "kernels" / f"{ex}.py", device="cuda",
                       timeout=500, extra={"workspace": "/tmp/gpulab-ws"})
         results[f"honest:{ex}"] = summarise(r)
+        if ex == "rope_rmsnorm":
+            results[f"honest:{ex}"]["notes"] = r.get("notes", [])[-8:]
         print(ex, r["status"], r["summary"][:200], f"{time.time() - t0:.0f}s", flush=True)
         out_path.write_text(json.dumps(results, indent=1))
     ref = (REPO / "kernels" / "softmax.py").read_text()
-    for name, tail in (("cached", CACHED), ("hooked-copy", HOOKED), ("dispatch-hook", DISPATCH)):
+    cheats = (("cached", CACHED), ("hooked-copy", HOOKED), ("dispatch-hook", DISPATCH),
+              ("thread", THREAD), ("modes-off", MODES_OFF), ("numpy", NUMPY))
+    for name, tail in cheats:
         f = tmp / f"{name}.py"
         f.write_text(ref + tail)
         r = run_check(course.find("softmax"), f, device="cuda", timeout=500,

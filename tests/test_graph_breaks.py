@@ -139,3 +139,41 @@ def test_gpu_times_eager_and_compile_modes(grade):
         assert by["torch.compile default"]["kernels"] < by["your step (eager)"]["kernels"]
         assert all(row["ms"] > 0 and row["speedup"] > 0 for row in by.values())
     assert "reduce-overhead" in r["summary"]
+
+
+def test_config_changed_inside_the_step_fails(grade):
+    # Set while the step runs (during tracing too), not at import.
+    src = variant("    B, S, D = x.shape\n",
+                  "    B, S, D = x.shape\n"
+                  "    import torch._dynamo.config as _dc\n"
+                  "    _dc.capture_scalar_outputs = True\n")
+    src = variant("scores = scores / scores.std().clamp_min(1.0)",
+                  "scores = scores / max(scores.std().item(), 1.0)", src)
+    r = grade("graph_breaks", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "capture_scalar_outputs" in r["summary"], r["summary"]
+
+
+def test_an_op_packet_is_graded_not_a_crash(grade):
+    # torch.ops.aten.X (a packet, no overload) is honest torch code.
+    anchor = "scores = scores / scores.std().clamp_min(1.0)"
+    src = variant(anchor, anchor + "\n    scores = torch.ops.aten.add(scores, 0.0)")
+    r = grade("graph_breaks", src)
+    assert r["status"] in ("passed", "failed"), r["summary"]
+    assert "opaque" not in r["summary"], r["summary"]
+
+
+def test_a_custom_op_in_the_aten_namespace_is_opaque(grade):
+    src = REF.replace("def step(", '''import torch.library as _lib
+_L = _lib.Library("aten", "FRAGMENT")
+_L.define("gpulab_step_cheat(Tensor x) -> Tensor")
+_L.impl("gpulab_step_cheat", lambda x: x.clone(), "CompositeExplicitAutograd")
+_L.impl("gpulab_step_cheat", lambda x: x.clone(), "Meta")
+
+
+def step(''', 1)
+    anchor = "scores = scores / scores.std().clamp_min(1.0)"
+    src = variant(anchor, anchor + "\n    scores = torch.ops.aten.gpulab_step_cheat(scores)", src)
+    r = grade("graph_breaks", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "opaque" in r["summary"] and "gpulab_step_cheat" in r["summary"], r["summary"]

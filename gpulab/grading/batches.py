@@ -21,7 +21,8 @@ import math
 import statistics
 import time
 import zlib
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -42,6 +43,27 @@ FIXED_ALLOWANCE_MS = 5.0
 # The result's copy out, timed in the sandbox, against the judge's own copy.
 COPY_SLACK, COPY_FLOOR_MS = 1.5, 0.02
 GROSS_MS = 0.5
+
+
+@dataclass
+class Backward:
+    """Time the backward instead: the gradients of `grad_args` for a fresh
+    upstream gradient each repetition. `reference(rep, dy)` gives the
+    expected gradients, `tolerance(ref, dtype)` their (atol, rtol);
+    `forward_ms` is the learner's forward as the judge timed it, which bounds
+    the forward the sandbox runs (untimed) before each backward."""
+
+    grad_args: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    y_dtype: torch.dtype
+    reference: Callable[[Any, torch.Tensor], tuple[torch.Tensor, ...]]
+    tolerance: Callable[[torch.Tensor, torch.dtype], tuple[float, float]]
+    forward_ms: float
+    labels: tuple[str, ...] = ()  # "dx", "dweight": how failures name the gradients
+
+
+# A forward claim beyond this (x the judged forward, + the floor) hides work.
+FWD_SLACK, FWD_FLOOR_MS = 1.5, 0.05
 
 
 def fresh_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -84,6 +106,39 @@ def mismatches(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -
     return int((~ok).sum())
 
 
+class _GradSlots:
+    """The extra inputs and slots of a backward batch: a fresh dy per
+    repetition, and a slot for each gradient after the first."""
+
+    def __init__(self, backward: Backward, case: Any) -> None:
+        self.b, self.case = backward, case
+        self.like = [case.args[i] for i in backward.grad_args]
+
+    def extra_bytes(self) -> int:
+        dy = math.prod(self.b.y_shape) * self.b.y_dtype.itemsize
+        return dy + sum(t.numel() * t.element_size() + 256 for t in self.like[1:])
+
+    def dy(self, g: torch.Generator) -> torch.Tensor:
+        device = self.like[0].device
+        return torch.randn(self.b.y_shape, generator=g, device=device).to(self.b.y_dtype)
+
+    def add(self, message: dict, arena: Any, refs: dict, dys: list) -> list[list[Any]]:
+        from gpulab.grading.kernel import encode
+
+        more = [[arena.slot(tuple(t.shape), t.dtype) for t in self.like[1:]] for _ in dys]
+        for entry, dy in zip(message["inputs"], dys, strict=True):
+            entry["grad_output"] = encode(arena, dy, refs)
+        message["grad_args"] = list(self.b.grad_args)
+        message["extra_outs"] = [[x.to_json() for x in row] for row in more]
+        return more
+
+    def checks(self, rep: Any, dy: torch.Tensor, got: list) -> list[tuple]:
+        want = self.b.reference(rep, dy)
+        names = list(self.b.labels) or [f"gradient of argument {i}" for i in self.b.grad_args]
+        return [(n, gt, w, self.b.tolerance(w, t.dtype))
+                for n, gt, w, t in zip(names, got, want, self.like, strict=True)]
+
+
 def _event_ms(fn: Any, reps: int = 5) -> float:
     times = []
     for _ in range(reps):
@@ -102,7 +157,8 @@ def _batch_size(per_rep_bytes: int) -> int:
     return max(2, min(BATCH_REPS, fit))
 
 
-def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[str, Any]:
+def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any,
+                backward: Backward | None = None) -> dict[str, Any]:
     from gpulab.grading.kernel import _storage_nbytes, _tensors, encode
 
     expect = spec.expect(case)
@@ -110,6 +166,9 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
     # Fresh inputs get a storage each, even where the case's share one.
     per_rep = sum(_storage_nbytes([t]) for t in _tensors(case.args) + _tensors(case.kwargs)) \
         + out_bytes + 512
+    grads = _GradSlots(backward, case) if backward else None
+    if grads:
+        per_rep += grads.extra_bytes()
     k = _batch_size(per_rep)
     g = torch.Generator(device=expect.like.device).manual_seed(
         ctx.seed(zlib.crc32(case.name.encode()) % 100003))
@@ -128,11 +187,14 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
     warm = fresh_case(case, g)
     arena = ctx.arena(per_rep + 4096)
     refs: dict[int, Any] = {}
-    reply = ctx.sandbox.request({
-        "type": "time", "function": fn.name, "warmup_s": WARMUP_S, "flush": True,
-        "inputs": [{"args": [encode(arena, a, refs) for a in warm.args],
-                    "kwargs": {n: encode(arena, v, refs) for n, v in warm.kwargs.items()}}],
-        "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()]})
+    warm_in = {"args": [encode(arena, a, refs) for a in warm.args],
+               "kwargs": {n: encode(arena, v, refs) for n, v in warm.kwargs.items()}}
+    message = {"type": "time", "function": fn.name, "warmup_s": WARMUP_S, "flush": True,
+               "inputs": [warm_in],
+               "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()]}
+    if grads:
+        grads.add(message, arena, refs, [grads.dy(g)])
+    reply = ctx.sandbox.request(message)
     if reply.get("type") == "raised":
         raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
     if isinstance(reply.get("clocks"), dict):
@@ -146,11 +208,13 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
                    "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()}}
                   for r in reps]
         slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
+        message = {"type": "time", "function": fn.name, "inputs": inputs,
+                   "outs": [s.to_json() for s in slots], "flush": True, "warmup_s": 0.0}
+        dys = [grads.dy(g) for _ in reps] if grads else []
+        more = grads.add(message, arena, refs, dys) if grads else []
         torch.cuda.synchronize()
         started = time.perf_counter()
-        reply = ctx.sandbox.request({"type": "time", "function": fn.name, "inputs": inputs,
-                                     "outs": [s.to_json() for s in slots], "flush": True,
-                                     "warmup_s": 0.0})
+        reply = ctx.sandbox.request(message)
         wall_ms = (time.perf_counter() - started) * 1e3
         if reply.get("type") == "raised":
             raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
@@ -164,13 +228,19 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
             if i >= len(copied) or copied[i] is not True:
                 ctx.fail(f"timing {case.name}: repetition {i + 1} returned no result of the "
                          "expected shape and dtype")
-            got, want = arena.view(slot), spec.reference(r)
-            if mismatches(got, want, *spec.tolerance(case.dtype)):
-                rep = compare(got, want, *spec.tolerance(case.dtype))
-                ctx.fail(f"timing {case.name}: the output of timed repetition {i + 1} "
-                         "(fresh inputs) is wrong",
-                         describe_mismatch(rep) + ". Every timed call must compute its own "
-                         "inputs' answer inside the timed region.")
+            if grads:
+                got_all = [arena.view(slot)] + [arena.view(x) for x in more[i]]
+                checks = grads.checks(r, dys[i], got_all)
+            else:
+                checks = [("output", arena.view(slot), spec.reference(r),
+                           spec.tolerance(case.dtype))]
+            for label, got, want, tol in checks:
+                if mismatches(got, want, *tol):
+                    rep = compare(got, want, *tol)
+                    ctx.fail(f"timing {case.name}: the {label} of timed repetition {i + 1} "
+                             "(fresh inputs) is wrong",
+                             describe_mismatch(rep) + ". Every timed call must compute its "
+                             "own inputs' answer inside the timed region.")
         copies = numbers(reply.get("copy_ms"))
         if copies is None or len(copies) != k:
             ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
@@ -181,6 +251,19 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any) -> dict[s
                            "work done outside the timed region?")
         total = sum(claimed)
         allowance = k * (flush_ms + copy_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
+        if grads:
+            fwd = numbers(reply.get("fwd_ms"))
+            if fwd is None or len(fwd) != k:
+                ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
+            bound = FWD_SLACK * backward.forward_ms + FWD_FLOOR_MS
+            if statistics.median(fwd) > bound:
+                implausible = (f"{case.name}: the forward before each timed backward took "
+                               f"{statistics.median(fwd) * 1e3:.0f} µs (median), where your "
+                               f"forward alone takes {backward.forward_ms * 1e3:.0f} µs: "
+                               "backward work done ahead of the timed region?")
+            # The forwards (bounded above) and the second gradient's copy
+            # run between the timed regions.
+            allowance += sum(fwd) + k * copy_ms
         walls.append({"reps": k, "wall_ms": wall_ms, "claimed_ms": total,
                       "copy_ms_median": slow_copy})
         if total > wall_ms + 1.0:

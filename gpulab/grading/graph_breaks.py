@@ -223,6 +223,23 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
 _PLAIN_MODULES = ("torch", "_operator", "operator", "math", "builtins", "numpy")
 
 
+def _op_names() -> frozenset[str]:
+    """`ns::name` of every operator registered so far."""
+    return frozenset(n.split(".")[0] for n in torch._C._dispatch_get_all_op_names())
+
+
+# Taken when this module is imported, before the learner's file is: an op the
+# file defines in the aten namespace (torch.library lets it) is not torch's.
+_TORCH_OPS = _op_names()
+
+
+def _qualified(t: Any) -> str:
+    """`aten::masked_fill` for an op packet (torch.ops.aten.masked_fill) and an
+    overload (torch.ops.aten.masked_fill.Scalar) alike."""
+    name = getattr(t, "_qualified_op_name", None) or t.name()
+    return name.split(".")[0]
+
+
 def opaque_targets(graphs: list) -> list[str]:
     """Graph nodes that hide computation from Dynamo: allow_in_graph'd Python
     functions and custom ops (anything outside torch's own namespaces)."""
@@ -235,7 +252,8 @@ def opaque_targets(graphs: list) -> list[str]:
             if isinstance(t, torch._ops.HigherOrderOperator):
                 continue  # torch.cond, torch.while_loop: their bodies are graphs too
             if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-                if t.namespace not in ("aten", "prims"):
+                name = _qualified(t)
+                if name.split("::")[0] not in ("aten", "prims") or name not in _TORCH_OPS:
                     bad.add(str(t))
                 continue
             module = getattr(t, "__module__", None) or ""
@@ -311,6 +329,16 @@ def _config_changes(before: dict[str, Any]) -> list[str]:
     return changed
 
 
+def _no_config_change_in_step(ctx: Any, before: dict[str, Any]) -> None:
+    """A step that sets Dynamo's config while it runs (capture_scalar_outputs
+    lets .item() into the graph) changes the rules it is traced under."""
+    changed = _config_changes(before)
+    if changed:
+        ctx.fail("your step changes torch._dynamo.config while it runs: " + ", ".join(changed),
+                 "The check traces your step under Dynamo's defaults; remove the graph breaks "
+                 "instead of changing what counts as one.")
+
+
 def grade(ctx: Any) -> None:
     # Bind what the verdict depends on before the learner's module runs.
     original, compare_fn = original_step, compare
@@ -355,12 +383,15 @@ def grade(ctx: Any) -> None:
                 record["detail"] = "output differs from the original step: " + \
                     describe_mismatch(rep)
         ctx.add_case(record, len(cases))
+    _no_config_change_in_step(ctx, before)
     if any(not c["passed"] for c in ctx.cases):
         return
 
     # 2. Graph breaks.
     traced = [(names[i], cases[i][1]) for i in TRACE_CASES]
-    if not check_dynamo(ctx, fn, traced):
+    clean = check_dynamo(ctx, fn, traced)
+    _no_config_change_in_step(ctx, before)
+    if not clean:
         return
 
     # 3. Compiled output, on one shape with the branch taken and not taken

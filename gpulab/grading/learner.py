@@ -183,9 +183,21 @@ def load_module(path: str, name: str = "learner_solution") -> ModuleType:
     except BaseException as exc:  # noqa: BLE001 - SystemExit from a learner too
         sys.modules.pop(name, None)
         tb = format_learner_traceback(exc, str(file))
-        last = tb.splitlines()[-1] if tb else type(exc).__name__
+        last = error_line(exc, tb)
         raise LearnerError(f"importing {file.name} failed: {last}", tb) from None
     return module
+
+
+def error_line(exc: BaseException, tb: str) -> str:
+    """The line that says what went wrong: the traceback's last line, before
+    any notes the library appended (JAX adds one about its filtered frames,
+    which would otherwise replace the message)."""
+    lines = tb.splitlines() if tb else []
+    notes = [n for n in getattr(exc, "__notes__", None) or [] if isinstance(n, str)]
+    drop = sum(len(n.splitlines()) for n in notes)
+    if notes and len(lines) > drop:
+        lines = lines[:-drop]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def get_function(module: ModuleType, name: str, file: str) -> Any:
@@ -214,7 +226,7 @@ def call(fn: Any, file: str, *args: Any, **kwargs: Any) -> Any:
         if isinstance(exc, KeyboardInterrupt):
             raise
         tb = format_learner_traceback(exc, file)
-        last = tb.splitlines()[-1] if tb else type(exc).__name__
+        last = error_line(exc, tb)
         low = str(exc).lower()
         if "out of memory" in low:
             raise LearnerError(f"CUDA out of memory: {last}", tb) from None

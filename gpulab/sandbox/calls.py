@@ -170,41 +170,81 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """CUDA events around each call, the L2 flushed before each; each result
     copied into its slot after its end event (outside the events). The judge
     times the whole batch from outside and checks every slot. Clocks are
-    logged during the warm-up request only (starting NVML costs milliseconds)."""
+    logged during the warm-up request only (starting NVML costs milliseconds).
+
+    With `grad_args`, the backward is timed: each repetition's forward runs
+    first (its own events, `fwd_ms`), then autograd computes the gradients of
+    those args for the repetition's `grad_output`; the first gradient goes to
+    the slot, the others to `extra_outs`."""
     from gpulab.grading.timing import ClockLog, L2Flusher
     from gpulab.sandbox.main import LearnerFailure
 
     fn = server.function(msg["function"])
     reps = [(materialize(server.arenas, r["args"], False),
-             materialize(server.arenas, r["kwargs"], False)) for r in msg["inputs"]]
+             materialize(server.arenas, r["kwargs"], False),
+             materialize(server.arenas, r["grad_output"], False) if "grad_output" in r else None)
+            for r in msg["inputs"]]
     slots = [view(server.arenas, TensorRef.from_json(s), False) for s in msg["outs"]]
+    extra = [[view(server.arenas, TensorRef.from_json(s), False) for s in row]
+             for row in msg.get("extra_outs", [[] for _ in reps])]
+    grad_args = [int(i) for i in msg.get("grad_args", [])]
     if server.flusher is None:
         server.flusher = L2Flusher()
     flusher = server.flusher if msg.get("flush", True) else None
     stream = torch.cuda.current_stream()
     warmup_s = float(msg.get("warmup_s", 0.0))
-    pairs, copied = [], []
+    pairs, copied, fwd = [], [], []
     clocks: dict[str, Any] = {}
+
+    def timed(a: list, kw: dict, dy: Any, start: Any, end: Any) -> Any:
+        if not grad_args:
+            _RECORD(start, stream)
+            out = fn(*a, **kw)
+            _RECORD(end, stream)
+            return out
+        a = list(a)
+        leaves = []
+        for i in grad_args:
+            a[i] = a[i].detach().requires_grad_()
+            leaves.append(a[i])
+        f_start, f_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        _RECORD(f_start, stream)
+        y = fn(*a, **kw)
+        _RECORD(f_end, stream)
+        fwd.append((f_start, f_end))
+        if flusher is not None:
+            flusher()
+        _RECORD(start, stream)
+        grads = torch.autograd.grad(y, leaves, dy)
+        _RECORD(end, stream)
+        return grads
+
     try:
         if warmup_s > 0:
             with ClockLog() as log:
                 until = time.perf_counter() + warmup_s
                 while time.perf_counter() < until:  # warm-up by time, on the first set
-                    fn(*reps[0][0], **reps[0][1])
+                    a, kw, dy = reps[0]
+                    e = torch.cuda.Event(enable_timing=True)
+                    timed(a, kw, dy, e, e)
                     torch.cuda.synchronize()
             clocks = log.summary()
+            fwd.clear()
         events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in reps]
-        for (args, kwargs), slot, (start, end, copied_at) in zip(reps, slots, events,
-                                                               strict=True):
-            if flusher is not None:
+        for (args, kwargs, dy), slot, more, (start, end, copied_at) in zip(
+                reps, slots, extra, events, strict=True):
+            if flusher is not None and not grad_args:
                 flusher()
-            _RECORD(start, stream)
-            out = fn(*args, **kwargs)
-            _RECORD(end, stream)
+            out = timed(args, kwargs, dy, start, end)
+            if grad_args:
+                out, rest = (out[0], out[1:]) if isinstance(out, (tuple, list)) else (None, [])
             copied.append(_copy_to(slot, out))
             # The copy is timed too: work hidden in it (a hook on copy_ that
             # runs the real kernel) shows up as a copy slower than a copy.
             _RECORD(copied_at, stream)
+            if grad_args:
+                copied[-1] = copied[-1] and all(
+                    _copy_to(t, g) for t, g in zip(more, rest, strict=True))
             pairs.append((start, end, copied_at))
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - the learner's code failed while timed
@@ -212,7 +252,7 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
                              learner.format_learner_traceback(exc, server.file)) from None
     return {"type": "timed", "ms": [_ELAPSED(s, e) for s, e, _ in pairs],
             "copy_ms": [_ELAPSED(e, c) for _, e, c in pairs], "copied": copied,
-            "clocks": clocks}
+            "fwd_ms": [_ELAPSED(s, e) for s, e in fwd], "clocks": clocks}
 
 
 def _copy_to(slot: torch.Tensor, out: Any) -> bool:
