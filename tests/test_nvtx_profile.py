@@ -68,6 +68,13 @@ WRONG = {
             pass'''), "range backward: holds optimizer_step's work"),
     "step broken": (variant("            optimizer.step()", "            pass"),
                     "losses match the original"),
+    # zero_grad before the step's range opens: its profiler range is outside.
+    "zero_grad outside train_step": (variant(
+        "    with annotate(\"train_step\"):\n"
+        "        # zero_grad belongs to the step, not to any one phase.\n"
+        "        optimizer.zero_grad(set_to_none=True)\n",
+        "    optimizer.zero_grad(set_to_none=True)\n"
+        "    with annotate(\"train_step\"):\n"), "runs outside the train_step range"),
 }
 
 
@@ -118,6 +125,12 @@ def test_ranges_wrong_order_and_twice(grader):
     assert "loss" in _failed(grader.check_ranges(ev))["ranges nest and come in order"]
     twice = _good_events() + [_ev("forward", 92, 95, True)]
     assert "forward appears 2 times" in _failed(grader.check_ranges(twice))["ranges present"]
+
+
+def test_ranges_step_work_outside_train_step(grader):
+    ev = [_ev("Optimizer.zero_grad#SGD.zero_grad", -5, -1, True)] + _good_events()
+    bad = _failed(grader.check_ranges(ev))
+    assert "outside the train_step range" in bad["all of each phase inside its range"]
 
 
 def test_ranges_work_outside_its_range(grader):

@@ -137,6 +137,10 @@ def user_ranges(events: list[dict]) -> list[str]:
     return names
 
 
+_RETURNING = frozenset({"detach", "alias", "view", "_local_scalar_dense", "item", "clone", "to",
+                        "_to_copy", "copy_", "empty_strided", "empty_like", "lift_fresh"})
+
+
 def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
     """The range checks as result cases (name, passed, detail)."""
     cases: list[dict[str, Any]] = []
@@ -188,6 +192,14 @@ def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
             if name == "forward" and _inside(e, r["backward"]):
                 continue
             outside.append(f"{e['name']} ({name}'s work) runs outside the {name} range")
+            break
+    # And the step's own work (zero_grad included) inside train_step; handing
+    # the loss back (detach, .item(), a copy) may follow it.
+    for e in ops:
+        if e["name"].startswith(("aten::", "Optimizer.", "autograd::")) \
+                and e["name"][len("aten::"):] not in _RETURNING and not _inside(e, r[STEP]):
+            outside.append(f"{e['name']} runs outside the {STEP} range (the whole step, "
+                           "zero_grad included, belongs inside it)")
             break
     cases.append({"name": "all of each phase inside its range", "passed": not outside,
                   "detail": "; ".join(outside) or "nothing of a phase left outside it"})
