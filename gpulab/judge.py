@@ -191,6 +191,10 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
             result = grade_request(request, device, channel, sandbox=sandbox)
             result["verdict"] = "judge"
+            # Advice only, after the verdict (issue 21): never changes it.
+            from gpulab.diagnosis.judge_side import attach
+
+            attach(request, result, device, sandbox)
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
