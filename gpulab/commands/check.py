@@ -47,6 +47,8 @@ def _check(args: Any) -> int:
     # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
     timeout, why = ((timeout, "you asked for it with --timeout")
                     if args.timeout is not None else default_timeout(args.device))
+    if getattr(args, "explain", False) and args.timeout is None:
+        timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
     quiet = args.json
     err = console(stderr=True)
 

@@ -180,15 +180,27 @@ def explain(request: dict[str, Any], result: dict[str, Any], device: str,
                         "facts": all_facts}}
 
 
-def attach(request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any) -> None:
-    """The judge's hook: add "diagnosis" and "explain" to a result, never fail it."""
+def attach(request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any,
+           fresh: Any = None) -> None:
+    """The judge's hook: add "diagnosis" and "explain" to a result, never fail it.
+
+    On the CPU the explanation runs in a `fresh()` sandbox: the Triton
+    interpreter (3.9) leaves triton.language patched after a kernel calls a
+    @jit helper such as tl.max, and nothing compiles in that process after it.
+    """
     if not wanted(request, result):
         return
+    own = None
     try:
+        if device == "cpu" and fresh is not None:
+            sandbox = own = fresh()
         result.update(explain(request, result, device, sandbox))
     except Exception as exc:  # noqa: BLE001 - advice must not break a check
         result["diagnosis"] = []
         result["explain"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+    finally:
+        if own is not None:
+            own.close()
 
 
 __all__ = ["attach", "explain", "timed_cases", "wanted"]

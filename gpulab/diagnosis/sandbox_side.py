@@ -47,22 +47,30 @@ def build(obj: Any, device: str) -> Any:
     return obj
 
 
-def _gpu_module(server: Any) -> Any:
-    """The learner's module as a GPU would import it (CPU: a second import)."""
-    if server.device == "cuda":
-        return server.module
+@contextlib.contextmanager
+def _compiled_mode():
+    """The Triton interpreter off (the CPU sandbox runs with it on): kernels
+    are defined and compiled as a GPU would."""
     from triton import knobs
-
-    from gpulab.grading.learner import load_module
 
     saved = os.environ.pop("TRITON_INTERPRET", None)
     try:
         with knobs.runtime.scope():
             knobs.runtime.interpret = False
-            return load_module(server.file, "learner_explain")
+            yield
     finally:
         if saved is not None:
             os.environ["TRITON_INTERPRET"] = saved
+
+
+def _gpu_module(server: Any) -> Any:
+    """The learner's module as a GPU would import it (CPU: a second import)."""
+    if server.device == "cuda":
+        return server.module
+    from gpulab.grading.learner import load_module
+
+    with _compiled_mode():
+        return load_module(server.file, "learner_explain")
 
 
 def _key(la: dict, arch: str) -> str:
@@ -106,6 +114,17 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     arch = str(msg.get("arch") or "sm_90")
     budget = float(msg.get("budget_s", 1.5))
     dry = server.device != "cuda"
+    if dry:
+        import sys
+
+        # Triton decides at import whether its own @jit library (tl.max, ...)
+        # is interpreted; the judge gives --explain a sandbox of its own on
+        # the CPU so that triton is first imported here, compiled.
+        os.environ.pop("TRITON_INTERPRET", None)
+        if "triton" in sys.modules and type(sys.modules["triton.language"].max).__name__ \
+                == "InterpretedFunction":
+            return {"type": "explained", "error": "this sandbox already ran the Triton "
+                    "interpreter; compile facts need a fresh one", "cases": [], "compiled": {}}
     from gpulab.diagnosis.trace import LaunchTracer
 
     try:
@@ -162,7 +181,7 @@ def _compile_all(pending: list[dict], arch: str, deadline: float) -> tuple[dict,
         if out and time.monotonic() > deadline:  # always compile at least one
             skipped += 1
             continue
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _compiled_mode():
             warnings.simplefilter("ignore")
             out[key] = cache[key] = compile_launch(la, arch)
     with contextlib.suppress(OSError):
