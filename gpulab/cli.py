@@ -85,6 +85,11 @@ def _arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
             (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto",
                              "help": "cuda, or cpu (Triton interpreter); default: cuda if present"}),
             (("--no-timing",), {"action": "store_true", "help": "correctness only, no timing"}),
+            (("--explain",), {"action": "store_true",
+                              "help": "say what limits the kernel, with evidence (on the CPU: "
+                                      "compile-time facts for the datasheet GPU)"}),
+            (("--gpu",), {"metavar": "NAME", "help": "with --explain on the CPU: the datasheet "
+                                                      "GPU to explain for (default: the roofline's)"}),
         ],
         "watch": [
             ex,

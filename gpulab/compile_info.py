@@ -92,6 +92,7 @@ class CompileInfo:
     blocks_per_sm: int = 0  # resident blocks on one SM: the occupancy
     limited_by: str = ""  # registers, shared memory, threads or blocks
     tensor_cores: str = ""  # "mma", "wgmma", "tcgen05" or "" when none
+    extra: dict[str, Any] | None = None  # what `asm_hook` made of the compiled code
 
     @property
     def spills(self) -> int | None:
@@ -192,13 +193,16 @@ def _error_line(exc: BaseException) -> str:
 
 def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None,
                    *, arch: str | int = "sm_90", options: dict[str, Any] | None = None,
-                   name: str = "", aligned: bool = True) -> CompileInfo:
+                   name: str = "", aligned: bool = True,
+                   asm_hook: Any = None) -> CompileInfo:
     """Compile `fn` (a @triton.jit or @gluon.jit function) for `arch`.
 
     `signature` maps every parameter to a Triton type ("*fp16", "i32",
     "fp32", "constexpr", "tensordesc<...>"); `constexprs` gives the
     constexpr values; `options` e.g. {"num_warps": 8, "num_stages": 3};
-    `aligned`: pointers are 16-byte aligned, as torch allocates them.
+    `aligned`: pointers are 16-byte aligned, as torch allocates them;
+    `asm_hook(asm)` reads the compiled texts ({"ttir", "ptx", ...}) for more
+    facts (gpulab.diagnosis.ttir), kept as `extra`.
     Never raises for a kernel that does not compile: the CompileInfo says why.
     """
     import triton
@@ -231,7 +235,8 @@ def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any
     blocks, why = occupancy(lim, regs, shared, warps)
     return CompileInfo(label, lim.name, ok=True, registers=regs, spill_stores=st, spill_loads=ld,
                        shared=shared, num_warps=warps, blocks_per_sm=blocks, limited_by=why,
-                       tensor_cores=tensor_core_ops(ptx))
+                       tensor_cores=tensor_core_ops(ptx),
+                       extra=asm_hook(k.asm) if asm_hook else None)
 
 
 __all__ = ["ARCHS", "DEFAULT_ARCHS", "ArchLimits", "CompileInfo", "compile_kernel",

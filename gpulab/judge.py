@@ -191,6 +191,13 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
             result = grade_request(request, device, channel, sandbox=sandbox)
             result["verdict"] = "judge"
+            # Advice only, after the verdict (issue 21): never changes it.
+            from gpulab.diagnosis.judge_side import attach
+
+            attach(request, result, device, sandbox, fresh=lambda: Sandbox(
+                file=request["file"], device=device, private=private,
+                policy={**policy, "triton_cache": str(cache),
+                        "sys_path": import_path(Path(request["file"]).resolve())}))
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):

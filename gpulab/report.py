@@ -79,6 +79,10 @@ def render(result: dict[str, Any]) -> Any:
         from gpulab.profiling import render_profile
 
         parts.append(render_profile(result["timing"]["profile"]))
+    from gpulab.diagnosis.render import explain_renderable
+
+    if (explained := explain_renderable(result)) is not None:  # issue 21
+        parts.append(explained)
     for s in result.get("skipped", []):
         parts.append(Text(f"skipped: {s}", style="yellow"))
     for n in result.get("notes", []):

@@ -47,6 +47,8 @@ def _check(args: Any) -> int:
     # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
     timeout, why = ((timeout, "you asked for it with --timeout")
                     if args.timeout is not None else default_timeout(args.device))
+    if getattr(args, "explain", False) and args.timeout is None:
+        timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
     quiet = args.json
     err = console(stderr=True)
 
@@ -59,7 +61,7 @@ def _check(args: Any) -> int:
 
     result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
                        device=args.device, on_event=on_event,
-                       extra={"workspace": str(ws.root)})
+                       extra={"workspace": str(ws.root), **explain_extra(args, ws)})
     explain_timeout(result, timeout, why)
     if own and result.get("status") != ERROR:
         ws.record_result(lesson.exercise, result)
@@ -74,6 +76,14 @@ def _check(args: Any) -> int:
     if result.get("status") == ERROR:
         return 2
     return 0 if result.get("passed") else 1
+
+
+def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
+    """--explain's request fields (gpulab.diagnosis.judge_side reads them)."""
+    if not getattr(args, "explain", False):
+        return {}
+    return {"explain": True, "explain_gpu": getattr(args, "gpu", None),
+            "gpu_setting": ws.get_setting("gpu")}
 
 
 def _watch(args: Any) -> int:

@@ -121,6 +121,12 @@ class Server:
 
         return timed_batch(self, msg)
 
+    def on_explain(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Launch and compile facts for `--explain` (advice, not part of the grade)."""
+        from gpulab.diagnosis.sandbox_side import explain_request
+
+        return explain_request(self, msg)
+
     def on_grade(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Self-graded exercises (see gpulab.judge.SELF_GRADED): the grader
         module runs here and its result comes back as a report, marked so."""

@@ -1,0 +1,122 @@
+"""Record each Triton launch of the learner's code with what compiling it
+needs: the function, its argument types, constexprs, num_warps/num_stages,
+and the grid (evaluated, so programs can be counted against SMs).
+
+Runs in the sandbox only (it touches the learner's kernels). `dry=True`
+(the CPU, where there is no GPU to launch on) records and skips the launch;
+an autotuned kernel then takes its first config, since nothing can be timed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
+           "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+           "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
+
+
+def arg_type(v: Any) -> str | None:
+    """A Triton signature type for a runtime argument; None if not handled."""
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return "*" + _DTYPES.get(str(v.dtype).replace("torch.", ""), "fp32")
+    if isinstance(v, bool):
+        return "i1"
+    if isinstance(v, int):
+        return "i32" if -2**31 <= v < 2**31 else "i64"
+    if isinstance(v, float):
+        return "fp32"
+    return None
+
+
+class LaunchTracer:
+    def __init__(self, dry: bool) -> None:
+        self.dry = dry
+        self.launches: list[dict[str, Any]] = []
+        self._patched: list[tuple[type, str, Any]] = []
+        self.autotuned = 0
+
+    def __enter__(self) -> LaunchTracer:
+        from triton.runtime import jit
+
+        self._patch(jit.JITFunction, "run", self._run_wrapper)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._patch(InterpretedFunction, "run", self._run_wrapper)
+        except ImportError:  # pragma: no cover
+            pass
+        if self.dry:
+            from triton.runtime.autotuner import Autotuner
+
+            self._patch(Autotuner, "run", self._autotune_wrapper)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, attr, original in reversed(self._patched):
+            setattr(cls, attr, original)
+        self._patched.clear()
+
+    def _patch(self, cls: type, attr: str, make: Any) -> None:
+        original = getattr(cls, attr)
+        self._patched.append((cls, attr, original))
+        setattr(cls, attr, make(original))
+
+    def _run_wrapper(self, original: Any) -> Any:
+        tracer = self
+
+        def run(fn, *args, grid=None, warmup=False, **kwargs):
+            if not warmup:
+                tracer.record(fn, args, kwargs, grid)
+            if tracer.dry:
+                return None
+            return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        return run
+
+    def _autotune_wrapper(self, original: Any) -> Any:
+        tracer = self
+
+        def run(tuner, *args, **kwargs):
+            configs = list(getattr(tuner, "configs", []) or [])
+            if not configs:
+                return original(tuner, *args, **kwargs)
+            tracer.autotuned = max(tracer.autotuned, len(configs))
+            return tuner.fn.run(*args, **kwargs, **configs[0].all_kwargs())
+        return run
+
+    def record(self, fn: Any, args: tuple, kwargs: dict, grid: Any) -> None:
+        params = list(getattr(fn, "params", []))
+        names = [p.name for p in params] or list(getattr(fn, "arg_names", []))
+        bound = dict(zip(names, args, strict=False))
+        bound.update({k: v for k, v in kwargs.items() if k in names})
+        for p in params:
+            if p.name not in bound and p.has_default:
+                bound[p.name] = p.default
+        constexprs, sig, problem = {}, {}, ""
+        for i, name in enumerate(names):
+            is_ce = params[i].is_constexpr if params else False
+            v = bound.get(name)
+            if is_ce:
+                sig[name] = "constexpr"
+                constexprs[name] = v
+            elif v is None:
+                sig[name] = "constexpr"
+                constexprs[name] = None
+            else:
+                t = arg_type(v)
+                if t is None:
+                    problem = f"argument {name} is a {type(v).__name__} (TMA descriptors are not analysed)"
+                sig[name] = t or "i32"
+        g = grid(dict(bound, **kwargs)) if callable(grid) else grid
+        g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))) if g else (1,)
+        self.launches.append({
+            "kernel": getattr(getattr(fn, "fn", fn), "__name__", "?"), "fn": fn,
+            "signature": sig, "constexprs": constexprs, "grid": list(g),
+            "programs": math.prod(g), "num_warps": int(kwargs.get("num_warps") or 4),
+            "num_stages": int(kwargs.get("num_stages") or 3), "problem": problem})
+
+
+__all__ = ["LaunchTracer", "arg_type"]

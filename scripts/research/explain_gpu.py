@@ -1,0 +1,72 @@
+"""Run every slow-but-correct variant through `gpulab check --explain --json`
+on a GPU and write what the diagnosis said (issue 21, for the H200 machine).
+
+    python scripts/research/explain_gpu.py OUT.json
+
+Per variant: status, grade, roofline fraction, the diagnosis list (kind,
+evidence, severity) and how long --explain added (the check is run once
+with and once without it). Expected top kinds are those asserted on the CPU
+in tests/test_diagnosis.py; the `match` field says whether the GPU agrees.
+Not run in CI: it needs a GPU (about a minute a variant).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW = ROOT / "tests" / "fixtures" / "slow_kernels"
+VARIANTS = [  # (file, exercise, expected top kind)
+    ("softmax_one_program.py", "softmax", "too_few_programs"),
+    ("softmax_three_pass.py", "softmax", "extra_bytes"),
+    ("softmax_one_warp.py", "softmax", "register_spills"),
+    ("matmul_no_dot.py", "matmul", "no_tensor_cores"),
+    (str(ROOT / "kernels" / "softmax.py"), "softmax", None),
+    (str(ROOT / "kernels" / "matmul.py"), "matmul", None),
+]
+
+
+def check(exercise: str, file: Path, ws: Path, explain: bool) -> tuple[dict, float]:
+    cmd = [sys.executable, "-m", "gpulab", "--workspace", str(ws), "check", exercise,
+           "--file", str(file), "--json", "--device", "cuda"] + (["--explain"] if explain else [])
+    t = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    took = time.monotonic() - t
+    try:
+        return json.loads(proc.stdout), took
+    except ValueError:
+        return {"status": "error", "summary": proc.stderr[-2000:]}, took
+
+
+def main() -> int:
+    out_path = Path(sys.argv[1] if len(sys.argv) > 1 else "explain_gpu.json")
+    ws = out_path.parent / "explain-ws"
+    rows = []
+    for name, exercise, expected in VARIANTS:
+        file = Path(name) if Path(name).is_absolute() else SLOW / name
+        plain, t_plain = check(exercise, file, ws, explain=False)
+        res, t_explain = check(exercise, file, ws, explain=True)
+        diag = res.get("diagnosis") or []
+        timing = res.get("timing") or {}
+        rows.append({
+            "variant": file.name, "exercise": exercise, "expected": expected,
+            "top": diag[0]["kind"] if diag else None,
+            "match": (diag[0]["kind"] if diag else None) == expected,
+            "status": res.get("status"), "grade": timing.get("grade"),
+            "roofline_fraction": timing.get("roofline_fraction"),
+            "diagnosis": [{k: d.get(k) for k in ("kind", "severity", "evidence")} for d in diag],
+            "explain": {k: v for k, v in (res.get("explain") or {}).items() if k != "facts"},
+            "diagnosis_without_explain": [d["kind"] for d in plain.get("diagnosis") or []],
+            "seconds_plain": round(t_plain, 1), "seconds_explain": round(t_explain, 1)})
+        print(f"{file.name}: top={rows[-1]['top']} expected={expected} "
+              f"grade={rows[-1]['grade']}", file=sys.stderr)
+    out_path.write_text(json.dumps({"rows": rows}, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
