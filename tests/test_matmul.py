@@ -139,12 +139,12 @@ CHEATS = {
     # A kernel runs (into a scratch buffer), the answer comes from torch.
     "torch maths": ("_launch_copy(torch.empty_like(a), a)\n"
                     "    return (a[:, :, None].double() * b[None].double()).sum(1).to(a.dtype)",
-                    "not written by your Triton kernel"),
+                    ("during your call torch ran", "not written by your Triton kernel")),
     # Products and a sum in torch, copied into the output by a real kernel:
     # every launch guard is satisfied, the elementwise guard is not.
     "torch maths copied by a kernel": (
         "return _launch_copy(c, (a[:, :, None].float() * b[None].float()).sum(1).to(a.dtype))",
-        ("on a large tensor", "not written by your Triton kernel")),
+        ("on a large tensor", "during your call torch ran", "not written by your Triton kernel")),
     # Right answer, but a is reused as scratch space afterwards.
     "writes into a": ("launch(a, b, c)\n    a.zero_()\n    return c", "wrote into its inputs"),
     "wrong dtype": ("c = c.float()\n    launch(a, b, c)\n    return c", "dtype"),

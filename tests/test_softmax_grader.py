@@ -69,7 +69,7 @@ CHEATS = {
                     "y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))\n"
                     "    e = (x.float() - x.float().amax(-1, keepdim=True)).exp()\n"
                     "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
-                    "not written by your Triton kernel"),
+                    ("during your call torch ran", "not written by your Triton kernel")),
     "no kernel": ("e = (x.double() - x.double().amax(-1, keepdim=True)).exp()\n"
                   "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
                   "no Triton kernel was launched"),
@@ -83,7 +83,8 @@ def test_cheats_are_rejected(grade, name):
         f"def softmax(x: torch.Tensor) -> torch.Tensor:\n    {body}\n")
     r = grade("softmax", src)
     assert not r["passed"]
-    assert why in r["summary"], r["summary"]
+    why = (why,) if isinstance(why, str) else why
+    assert any(w in r["summary"] for w in why), r["summary"]
 
 
 def test_writing_into_the_input_is_rejected(grade):
