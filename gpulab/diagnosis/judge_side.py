@@ -18,10 +18,12 @@ KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention
 
 
 def wanted(request: dict[str, Any], result: dict[str, Any]) -> bool:
-    """After every timed check; with --explain after any passing one."""
+    """With --explain, after any passing check. Not yet after every timed
+    check: on a GPU its cost (a compile per kernel, the judge's imports) has
+    not been measured, and the normal check must stay as fast as it is."""
     if request.get("exercise") not in KERNEL_EXERCISES or result.get("status") != "passed":
         return False
-    return bool(request.get("explain") or result.get("timing"))
+    return bool(request.get("explain"))
 
 
 class _Ctx:

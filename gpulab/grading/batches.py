@@ -63,7 +63,7 @@ class Backward:
 
 
 # A forward claim beyond this (x the judged forward, + the floor) hides work.
-FWD_SLACK, FWD_FLOOR_MS = 1.5, 0.05
+FWD_SLACK, FWD_FLOOR_MS = 2.5, 0.05
 
 
 def fresh_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:

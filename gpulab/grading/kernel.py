@@ -254,6 +254,10 @@ def guarded_call(ctx: Any, spec: KernelSpec, fn: Any, case: Case,
                                 guards=guards or guards_for(spec),
                                 extra={"contiguous": expect.contiguous})
     report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+    off = _text(report.get("audit_off"), 200) if report.get("audit_off") else ""
+    note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
+    if off and note not in ctx.notes:
+        ctx.notes.append(note)
     _report_failures(ctx, spec, {**report, "wrote_out": True, "altered_after": False,
                                  "aliases_input": False}, case.name)
     desc = reply.get("desc") if isinstance(reply.get("desc"), dict) else {}

@@ -47,6 +47,13 @@ ALLOWED = frozenset({
     "_local_scalar_dense", "item", "is_nonzero", "result_type",
 })
 
+# Kernels that are torch's (or its libraries') maths, by name. On a GPU only
+# these are refused: a kernel of any other name may be the learner's own (a
+# Triton kernel's name can carry a suffix), so an unknown name passes.
+TORCH_KERNELS = ("at::native::", "cublas", "cutlass", "cudnn", "gemm", "gemv", "xmma",
+                 "flash_fwd", "fmha", "sm90_", "sm80_", "sm100_", "ampere_", "volta_",
+                 "turing_", "triton_poi_", "triton_red_", "triton_per_", "triton_tem_")
+
 # Torch's own CUDA kernels that a wrapper may cause: fills (torch.zeros, the
 # poison) and copies (a cast, .contiguous()). Matched as substrings of the
 # kernel's name.
@@ -94,6 +101,7 @@ class Audit:
         self.stopped_early = False
         self._prof: Any = None
         self._opened_before = 0
+        self.unavailable = ""  # why the profiler could not start, if it could not
 
     def __enter__(self) -> Audit:
         from torch.profiler import ProfilerActivity, profile
@@ -102,13 +110,18 @@ class Audit:
         if self.device == "cuda":
             activities.append(ProfilerActivity.CUDA)
         config, self.all_threads = _all_threads()
-        self._prof = profile(activities=activities, record_shapes=True,
-                             experimental_config=config)
         self._opened_before = _opened
-        self._prof.__enter__()
+        try:
+            self._prof = profile(activities=activities, record_shapes=True,
+                                 experimental_config=config)
+            self._prof.__enter__()
+        except Exception as exc:  # noqa: BLE001 - no profiler here: the audit is off
+            self._prof, self.unavailable = None, f"{type(exc).__name__}: {exc}"[:200]
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._prof is None:
+            return
         try:
             self._prof.__exit__(None, None, None)
             self.events = list(self._prof.events() or [])
@@ -120,6 +133,8 @@ class Audit:
         """What ran that should not have: torch ops (CPU), torch kernels and
         device-to-host copies (GPU). `launched`: the Triton kernels the
         learner's code launched (their names)."""
+        if self.unavailable:
+            return []
         if self.stopped_early:
             return ["the profiler was stopped during your call"]
         found: list[str] = []
@@ -131,7 +146,8 @@ class Audit:
             if self.device == "cuda" and _on_gpu(e):
                 if "Memcpy DtoH" in name:
                     found.append("a device-to-host copy (maths on the CPU?)")
-                elif not any(k in name for k in ALLOWED_KERNELS) and not _is_launched(
+                elif any(k in name for k in TORCH_KERNELS) and not any(
+                        k in name for k in ALLOWED_KERNELS) and not _is_launched(
                         name, launched) and not self._allowed_sum_kernel(name):
                     found.append(f"the kernel {_short(name)}")
                 continue

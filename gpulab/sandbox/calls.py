@@ -102,6 +102,7 @@ def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | No
     report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
               "audit": audit.findings({la.kernel for la in launches.launches}),
               "audit_threads": "all" if audit.all_threads else "calling",
+              "audit_off": audit.unavailable,
               "launches": len(launches.launches),
               "side_stream": bool(launches.side_streams()), "overruns": v.overruns()}
     report.update(launches.provenance(out))

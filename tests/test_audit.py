@@ -1,0 +1,77 @@
+"""The profiler audit's rules on hand-made events (the GPU's kernel list
+cannot be had on the CPU; the real path runs in tests/test_trusted_grading)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from gpulab.sandbox import audit
+
+CUDA, CPU = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+
+def kernel(name):
+    return SimpleNamespace(name=name, device_type=CUDA, cpu_parent=None, input_shapes=[])
+
+
+def op(name, shapes=(), parent=None):
+    return SimpleNamespace(name=name, device_type=CPU, cpu_parent=parent,
+                           input_shapes=[list(s) for s in shapes])
+
+
+def findings(device, events, launched=(), sum_width=0):
+    a = audit.Audit(device, sum_width)
+    a.events = events
+    return a.findings(set(launched))
+
+
+def test_gpu_torch_maths_and_copies_to_the_host_are_named():
+    got = findings("cuda", [
+        kernel("softmax_kernel"),
+        kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"),
+        kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>"),
+        kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"),
+        kernel("Memcpy DtoH (Device -> Pageable)"),
+        kernel("Memcpy HtoD (Pageable -> Device)"),
+    ], launched={"softmax_kernel"})
+    assert len(got) == 3, got
+    assert any("cunn_SoftMaxForward" in g for g in got)
+    assert any("xmma_gemm" in g for g in got)
+    assert any("device-to-host" in g for g in got)
+
+
+def test_gpu_unknown_kernel_names_pass():
+    # A Triton kernel's CUDA name may carry a suffix: never refuse a name
+    # that is not torch's.
+    assert findings("cuda", [kernel("my_kernel_0d1d2"), kernel("helper")],
+                    launched={"my_kernel"}) == []
+
+
+def test_cpu_ops_outside_the_wrapper_set_are_named_even_when_nested():
+    allowed = op("aten::empty_like")
+    to = op("aten::to")
+    sub = op("aten::exp", parent=op("aten::clone"))  # a subclass's work inside clone
+    got = findings("cpu", [allowed, to, op("aten::softmax"), sub])
+    assert got == ["torch's aten::exp", "torch's aten::softmax"]
+
+
+def test_cpu_ops_inside_gpulabs_own_ranges_are_not_the_learners():
+    with audit.own():
+        pass
+    a = audit.Audit("cpu")
+    a._opened_before = audit._opened - 1
+    own = SimpleNamespace(name=audit._OWN, device_type=CPU, cpu_parent=None, input_shapes=[])
+    a.events = [own, op("aten::arange", parent=own)]
+    assert a.findings(set()) == []
+    # A learner's range of the same name is one more than gpulab opened.
+    a.events = [own, own, op("aten::arange", parent=own)]
+    assert a.findings(set()) == ["a profiler range named like gpulab's own"]
+
+
+def test_rmsnorm_partials_sum_is_allowed_only_at_its_width():
+    ok = op("aten::sum", shapes=[(64, 128)])
+    bad = op("aten::sum", shapes=[(64, 4096)])
+    assert findings("cpu", [ok], sum_width=128) == []
+    assert findings("cpu", [bad], sum_width=128) == ["torch's aten::sum"]
