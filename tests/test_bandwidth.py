@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import installed_triton, reference_source, starter_source
+from tests.conftest import reference_source, starter_source
 
 REF = reference_source("bandwidth")
 
@@ -68,18 +68,9 @@ CHEATS = {
 
 # Triton before 3.9: the interpreter cannot make the bf16 constant of the
 # low-precision variant (a known gap, gpulab.known_gaps), so its bf16 cases
-# raise instead of computing the wrong answer. The grader is to skip a case a
-# known gap explains and let the fp32/fp16 cases judge; until it does this
-# case is an expected failure there, strict so that it is noticed once fixed.
-_TRITON = installed_triton()
-_GAP = pytest.mark.xfail(
-    _TRITON is not None and tuple(map(int, _TRITON.split("."))) < (3, 9),
-    reason="Triton < 3.9 interpreter has no bf16 constants; the grader does not yet "
-           "skip a case that gpulab.known_gaps explains", strict=True)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_GAP) if n == "low-precision math"
-                                  else n for n in WRONG])
+# raise instead of computing the wrong answer. The grader skips a case a
+# known gap explains and lets the fp32/fp16 cases judge.
+@pytest.mark.parametrize("name", list(WRONG))
 def test_wrong_variants_fail(grade, name):
     src, why = WRONG[name]
     r = grade("bandwidth", src)
