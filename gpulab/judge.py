@@ -8,9 +8,10 @@ tensors, checks what comes back against its own references and times it
 learner's file: nothing the learner writes runs in this process.
 
 Exercises whose checks need to look inside the learner's running program
-(Dynamo's graph, the profiler's ranges, JAX's compiled shardings) are
-SELF_GRADED for now: their grader runs in the sandbox, confined the same
-way, and the result says so (`"verdict": "self-reported"`).
+(the profiler's ranges, JAX's compiled shardings) are SELF_GRADED for now:
+their grader runs in the sandbox, confined the same way, and the result
+says so (`"verdict": "self-reported"`). Lesson 06 is judged here; only
+Dynamo's trace is the sandbox's report (gpulab.sandbox.dynamo).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from typing import Any
 from gpulab import protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED
 
-SELF_GRADED = frozenset({"graph_breaks", "nvtx_profile", "sharded_mlp"})
+SELF_GRADED = frozenset({"nvtx_profile", "sharded_mlp"})
+# What the sandbox records before the learner's file runs, per exercise.
+BEFORE_LOAD = {"graph_breaks": ["dynamo"]}
 GIB = 1 << 30
 
 
@@ -186,7 +189,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         if self_graded:
             result = self_graded_result(sandbox.request({"type": "grade", "request": request}))
         else:
-            sandbox.preload(request["function"])
+            sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
             from gpulab.grading.harness import grade_request
 
             result = grade_request(request, device, channel, sandbox=sandbox)

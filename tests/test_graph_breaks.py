@@ -177,3 +177,8 @@ def step(''', 1)
     r = grade("graph_breaks", src)
     assert r["status"] == "failed", r["summary"]
     assert "opaque" in r["summary"] and "gpulab_step_cheat" in r["summary"], r["summary"]
+
+
+def test_the_outputs_are_judged_not_self_reported(grade):
+    r = grade("graph_breaks", REF)
+    assert r["passed"] and r["verdict"] == "judge", r.get("verdict")

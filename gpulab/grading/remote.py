@@ -189,10 +189,12 @@ class Sandbox:
         except (BrokenPipeError, OSError) as exc:
             raise SandboxDied(str(exc)) from None
 
-    def preload(self, function: str) -> None:
+    def preload(self, function: str, before_load: list[str] = ()) -> None:
         """Start importing the learner's file now, while the judge imports
-        its grader: the reply is read by the first `load` request."""
-        self.send({"type": "load", "functions": [function]})
+        its grader: the reply is read by the first `load` request.
+        `before_load`: what the sandbox records before the file runs
+        ("dynamo": Dynamo's config and the registered operators)."""
+        self.send({"type": "load", "functions": [function], "before_load": list(before_load)})
         self.pending = True
 
     # --- shared memory ---------------------------------------------------------

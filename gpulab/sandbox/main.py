@@ -93,6 +93,10 @@ class Server:
             warnings.filterwarnings("ignore", category=RuntimeWarning,
                                     module=r"triton\.runtime\.interpreter")
         if self.module is None:
+            if "dynamo" in msg.get("before_load", []):
+                from gpulab.sandbox import dynamo
+
+                dynamo.snapshot()
             try:
                 self.module = load_module(self.file)
             except LearnerError as exc:
@@ -115,6 +119,26 @@ class Server:
         from gpulab.sandbox.calls import guarded_call
 
         return guarded_call(self, msg)
+
+    def on_dynamo(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.dynamo import dynamo_request
+
+        return dynamo_request(self, msg)
+
+    def on_dynamo_config(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.dynamo import config_request
+
+        return config_request(self, msg)
+
+    def on_modes(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.dynamo import modes_request
+
+        return modes_request(self, msg)
+
+    def on_compiled(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.dynamo import compiled_request
+
+        return compiled_request(self, msg)
 
     def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.calls import timed_batch
