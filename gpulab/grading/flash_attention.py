@@ -19,6 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec, time_cases
 from gpulab.grading.matmul import BANNED as MATMUL_BANNED
 from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
@@ -151,7 +152,8 @@ def timing_cases(ctx) -> list[Case]:
                                         (16384, 64, False), (16384, 64, True),
                                         (16384, 128, False), (16384, 128, True)]):
         B, H = (4 if S == 4096 else 1), 2048 // D
-        cases.append(make_case(ctx, B, H, S, S, D, causal, "bf16", 100 + i))
+        cases.append(make_case(ctx, B, H, S, S, D, causal, capability.timed_dtype(ctx, "bf16"),
+                               100 + i))
     return cases
 
 
@@ -230,6 +232,7 @@ def grade(ctx) -> None:
         ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
                          "correctness is graded, speed is not.")
         skip = interpreter_skips(ctx)
+    skip = set(skip) | capability.skip_for_device(ctx)
     spec = make_spec(ctx.interpreter)
     checked(ctx, spec, fn, correctness_cases(ctx, skip))
     if any(not c["passed"] for c in ctx.cases):

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading import learner
+from gpulab.grading import capability, learner
 from gpulab.grading.compare import compare, describe_mismatch, dtype_name
 from gpulab.grading.harness import GradeFailed
 from gpulab.grading.kernel import (
@@ -176,8 +176,9 @@ def make_case(ctx: Any, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
 
 
 def _cases(ctx: Any, specs: list) -> list:
+    device_skips = capability.skip_for_device(ctx)
     return [make_case(ctx, s) for s in specs
-            if not (ctx.interpreter and s[4] in INTERPRETER_SKIPS)]
+            if not (ctx.interpreter and s[4] in INTERPRETER_SKIPS) and s[4] not in device_skips]
 
 
 # --- the graded calls -------------------------------------------------------------
@@ -306,7 +307,8 @@ TIMING_SHAPES = [(1, 16384, 32, 128), (4, 16384, 32, 128)]
 
 
 def timing_cases(ctx: Any) -> list:
-    return [make_case(ctx, (B, S, H, D, "bf16", 100 + i, {}))
+    dt = capability.timed_dtype(ctx, "bf16")
+    return [make_case(ctx, (B, S, H, D, dt, 100 + i, {}))
             for i, (B, S, H, D) in enumerate(TIMING_SHAPES)]
 
 
