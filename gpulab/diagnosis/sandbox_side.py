@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -164,7 +165,10 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _compile_all(pending: list[dict], arch: str, deadline: float) -> tuple[dict, int]:
-    cache_file = Path(os.environ.get("TRITON_CACHE_DIR") or ".") / "gpulab-explain.json"
+    # Beside Triton's cache (the sandbox's per-submission folder); never the
+    # working directory, which may be the learner's (or the repo).
+    folder = os.environ.get("TRITON_CACHE_DIR") or tempfile.gettempdir()
+    cache_file = Path(folder) / "gpulab-explain.json"
     try:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
