@@ -17,8 +17,8 @@ import io
 import json
 import sys
 
-# name -> (module, help). Each module defines `add_arguments(parser)` and
-# `run(args) -> int`.
+# name -> (module, help). Each module defines `run(args) -> int`; the
+# options live in `_arguments` below, so `--help` imports no command module.
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("gpulab.commands.course", "list the lessons and your progress"),
     "lesson": ("gpulab.commands.course", "print a lesson's text"),

@@ -16,7 +16,6 @@ import operator
 import os
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -223,11 +222,6 @@ def load_course(root: Path | None = None) -> Course:
             warnings.append(str(exc))
         lessons.append(lesson)
     return Course(lessons=tuple(lessons), path=path, warnings=tuple(warnings))
-
-
-@lru_cache(maxsize=1)
-def default_course() -> Course:
-    return load_course()
 
 
 # --- FLOPs and bytes formulas -------------------------------------------------

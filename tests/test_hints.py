@@ -19,10 +19,10 @@ def test_last_hint_line_follows_the_state(course):
 
 
 def test_cli_hint_after_a_pass_does_not_say_locked(run_gpulab, tmp_path):
-    from gpulab.content import default_course
+    from gpulab.content import load_course
     from gpulab.workspace import Workspace
 
-    lesson = default_course().find("softmax")
+    lesson = load_course().find("softmax")
     env_ws = run_gpulab("where").stdout.strip()
     ws = Workspace.open(env_ws)
     for _ in lesson.hints:

@@ -25,8 +25,6 @@ from gpulab.grading.matmul import BANNED as MATMUL_BANNED
 from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
 
-HEAD_DIMS = (16, 32, 64, 128)
-
 BANNED = (
     F.scaled_dot_product_attention, torch.softmax, torch.Tensor.softmax, F.softmax,
     torch.log_softmax, torch.Tensor.log_softmax, F.log_softmax, torch.special.softmax,
