@@ -26,6 +26,15 @@ MANIFEST = {"softmax": ("softmax", "memory", "5*M*N", "2*M*N*elt"),
             "matmul": ("matmul", "compute", "2*M*N*K", "(M*K + K*N + M*N)*elt")}
 
 
+@pytest.fixture(autouse=True)
+def _private_triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real sandbox gets a private TRITON_CACHE_DIR, beside which the
+    # compile facts are cached. In-process, without one, they were cached in
+    # the working directory, the repo: every later run (on any Triton) read
+    # the facts of the first instead of compiling.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+
+
 class _InProcessSandbox:
     """The sandbox's request handler called directly (same code, no process)."""
 
