@@ -77,9 +77,12 @@ def _gpu_module(server: Any) -> Any:
 def _key(la: dict, arch: str) -> str:
     fn = la["fn"]
     src = getattr(fn, "src", "") or getattr(getattr(fn, "fn", None), "__code__", "")
+    import triton  # another Triton compiles the same source differently
+
     blob = json.dumps([str(src), la["kernel"], la["signature"],
                        {k: repr(v) for k, v in la["constexprs"].items()},
-                       la["num_warps"], la["num_stages"], arch], sort_keys=True)
+                       la["num_warps"], la["num_stages"], arch, triton.__version__],
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
