@@ -54,6 +54,9 @@ TORCH_KERNELS = ("at::native::", "cublas", "cutlass", "cudnn", "gemm", "gemv", "
                  "flash_fwd", "fmha", "sm90_", "sm80_", "sm100_", "ampere_", "volta_",
                  "turing_", "triton_poi_", "triton_red_", "triton_per_", "triton_tem_")
 
+# CUPTI's kernel list does not say which CPU range launched a kernel, so
+# gpulab's own work inside `own()` must launch only fills and copies on a
+# GPU (the canaries' pattern is made on the CPU and copied over).
 # Torch's own CUDA kernels that a wrapper may cause: fills (torch.zeros, the
 # poison) and copies (a cast, .contiguous()). Matched as substrings of the
 # kernel's name.

@@ -87,7 +87,9 @@ def _with_canary(func: Any, args: tuple, kwargs: dict, v: Violations) -> Any:
     with _disable_current_modes(), torch.no_grad(), own():
         flat = torch.empty(numel + CANARY, dtype=dtype, device=device)
         tail = flat[numel:]
-        tail.copy_(torch.arange(7, CANARY + 7, device=device).to(dtype))
+        # The pattern is made on the CPU and copied over: on a GPU an arange
+        # kernel here would be torch maths in the profiler's audit.
+        tail.copy_(torch.arange(7, CANARY + 7).to(dtype))
         v.canaries.append((tail, tail.clone()))
         out = flat[:numel].view(shape)
     return out.requires_grad_() if kwargs.get("requires_grad") else out
