@@ -75,3 +75,10 @@ def test_rmsnorm_partials_sum_is_allowed_only_at_its_width():
     bad = op("aten::sum", shapes=[(64, 4096)])
     assert findings("cpu", [ok], sum_width=128) == []
     assert findings("cpu", [bad], sum_width=128) == ["torch's aten::sum"]
+
+
+def test_a_profile_that_ended_early_is_a_finding():
+    # The last range gpulab opens is missing when the code stopped the profiler.
+    a = audit.Audit("cpu")
+    a.stopped_early = True
+    assert a.findings(set()) == ["the profiler was stopped during your call"]

@@ -222,6 +222,34 @@ def softmax(x):
 }
 
 
+def test_stopping_the_profiler_fails(grade):
+    # Every way in reach: torch's switch, and the profile object itself
+    # (found through gc); then torch does the work.
+    src = REF + '''
+import gc as _gc
+import torch as _torch
+_real = softmax
+
+def softmax(x):
+    out = _real(x)
+    _torch.autograd._disable_profiler()
+    for o in _gc.get_objects():
+        if type(o).__name__ == "profile" and hasattr(o, "stop"):
+            try:
+                o.stop()
+            except Exception:
+                pass
+    from torch.utils._python_dispatch import _disable_current_modes as _off
+    with _off(), _torch._C.DisableTorchFunction():  # and the op guards off
+        out.copy_(_torch.softmax(x.float(), -1).to(x.dtype))
+    return out
+'''
+    r = grade("softmax", src)
+    assert not r["passed"]
+    assert "the profiler was stopped" in r["summary"] or "torch ran" in r["summary"], \
+        r["summary"]
+
+
 @pytest.mark.parametrize("how", list(HIDDEN_TORCH))
 def test_torch_hidden_from_the_op_guards_is_seen_by_the_audit(grade, how):
     src = REF + "\nimport torch as _torch\n_real = softmax\n" + HIDDEN_TORCH[how]

@@ -219,6 +219,10 @@ def _report_failures(ctx: Any, spec: KernelSpec, report: Any, case_name: str,
                  "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
                  "dweight partials may run outside your kernels; the maths belongs in them.")
     audit = [_text(b, 120) for b in report.get("audit", []) if isinstance(b, str)]
+    if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
+        ctx.fail(f"cheat: {audit[0]}",
+                 "gpulab watches each graded call with torch's profiler; code that stops it, "
+                 "or imitates gpulab's own ranges, cannot be graded.")
     if audit:
         ctx.fail(f"cheat: during your call torch ran {', '.join(audit[:6])}",
                  "torch's profiler watched the call in every thread (so switching the op "

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 _OWN = f"gpulab::own::{secrets.token_hex(6)}"
+_END = f"gpulab::end::{secrets.token_hex(6)}"
 _opened = 0
 
 # Top-level ops a wrapper may run: allocation, views and strides, copies and
@@ -125,12 +126,19 @@ class Audit:
     def __exit__(self, *exc: object) -> None:
         if self._prof is None:
             return
+        # A last range of gpulab's: missing from the profile if the code under
+        # audit stopped the profiler (torch then returns what it had, or
+        # nothing, without complaint).
+        with _range(_END):
+            pass
         try:
             self._prof.__exit__(None, None, None)
             self.events = list(self._prof.events() or [])
-        except Exception:  # noqa: BLE001 - the profiler was stopped or broken under us
-            self.stopped_early = True
+        except Exception as exc:  # noqa: BLE001 - the profiler's own failure
             self.events = []
+            self.unavailable = f"{type(exc).__name__}: {exc}"[:200]
+            return
+        self.stopped_early = not any(e.name == _END for e in self.events)
 
     def findings(self, launched: set[str]) -> list[str]:
         """What ran that should not have: torch ops (CPU), torch kernels and
