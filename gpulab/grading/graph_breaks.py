@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from gpulab.grading import learner
 from gpulab.grading.compare import compare, describe_mismatch
+from gpulab.protocol import text
 
 CAP = 4.0
 # Your rewrite may reorder a float operation or two: 1e-5 relative is a few
@@ -119,15 +120,9 @@ def _clone(args: tuple) -> tuple:
 # --- Dynamo's report, from the sandbox ----------------------------------------
 
 def _break_detail(b: dict[str, Any]) -> str:
-    reasons = [learner_text(r) for r in b.get("reasons", []) if isinstance(r, str)]
-    code = learner_text(b.get("code"))
+    reasons = [text(r) for r in b.get("reasons", []) if isinstance(r, str)]
+    code = text(b.get("code"))
     return (f"`{code}`: " if code else "") + " / ".join(reasons)
-
-
-def learner_text(v: Any, limit: int = 300) -> str:
-    from gpulab.protocol import text
-
-    return text(v, limit)
 
 
 def _line(b: dict[str, Any]) -> int:
@@ -156,7 +151,7 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
                 continue  # already reported from an earlier input
             seen.add(_line(b))
             ctx.add_case({"name": f"graph break at line {_line(b)}", "passed": False,
-                          "line": _line(b), "reasons": [learner_text(r) for r in
+                          "line": _line(b), "reasons": [text(r) for r in
                                                         b.get("reasons", [])][:5],
                           "detail": _break_detail(b)})
         graphs, ops = _int(plain.get("graphs")), _int(plain.get("op_count"))
@@ -171,7 +166,7 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
                      "Your step ran without being traced: is it wrapped in "
                      "torch.compiler.disable / torch._dynamo.disable, or does it hide its work "
                      "from Dynamo? The exercise is to make the real code traceable.")
-        hidden = [learner_text(h, 120) for h in plain.get("opaque", []) if isinstance(h, str)]
+        hidden = [text(h, 120) for h in plain.get("opaque", []) if isinstance(h, str)]
         if hidden:
             ctx.fail("cheat: Dynamo sees opaque calls instead of your step's operations: "
                      + ", ".join(hidden[:8]),
@@ -183,7 +178,7 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
             clean = False
             fb = [b for b in full.get("breaks", []) if isinstance(b, dict)]
             b = fb[0] if fb else {"line": 0, "code": "",
-                                  "reasons": [learner_text(full.get("error"))]}
+                                  "reasons": [text(full.get("error"))]}
             ctx.add_case({"name": f"Dynamo fullgraph=True ({label})", "passed": False,
                           "detail": _break_detail(b)})
             continue
@@ -205,20 +200,20 @@ def _nbytes(args: tuple) -> int:
 
 def _reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
     if reply.get("type") == "raised":
-        raise learner.LearnerError(learner_text(reply.get("summary"), 2000),
-                                   learner_text(reply.get("message"), 20000))
+        raise learner.LearnerError(text(reply.get("summary"), 2000),
+                                   text(reply.get("message"), 20000))
     if reply.get("type") != kind:
         from gpulab.grading.harness import GradeFailed
 
-        raise GradeFailed(f"the sandbox failed: {learner_text(reply.get('summary'))}",
-                          learner_text(reply.get("message"), 4000), status="error")
+        raise GradeFailed(f"the sandbox failed: {text(reply.get('summary'))}",
+                          text(reply.get("message"), 4000), status="error")
     return reply
 
 
 def _config_changed(ctx: Any, report: dict[str, Any]) -> None:
     """A step that sets Dynamo's config while it runs (capture_scalar_outputs
     lets .item() into the graph) changes the rules it is traced under."""
-    changed = [learner_text(k, 80) for k in report.get("config_changed", [])
+    changed = [text(k, 80) for k in report.get("config_changed", [])
                if isinstance(k, str)]
     if changed:
         ctx.fail("your step changes torch._dynamo.config while it runs: " + ", ".join(changed),
@@ -292,7 +287,7 @@ def grade(ctx: Any) -> None:
     # before it ran): undone there, and said here.
     reply = _reply(ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}),
                    "config")
-    changed = [learner_text(k, 80) for k in reply.get("changed", []) if isinstance(k, str)]
+    changed = [text(k, 80) for k in reply.get("changed", []) if isinstance(k, str)]
     if changed:
         ctx.notes.append("Your file changed torch._dynamo.config (" + ", ".join(changed) +
                          "); the check undid that and ran with Dynamo's defaults.")
