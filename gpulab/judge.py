@@ -7,12 +7,12 @@ tensors, checks what comes back against its own references and times it
 (gpulab.grading.kernel, gpulab.grading.batches). It never imports the
 learner's file: nothing the learner writes runs in this process.
 
-Lesson 07, whose check reads the profiler's ranges inside the learner's
-running program, is SELF_GRADED for now: its grader runs in the sandbox,
-confined the same way, and the result says so (`"verdict":
-"self-reported"`). Lesson 06 is judged here; only Dynamo's trace is the
-sandbox's report (gpulab.sandbox.dynamo). Lesson 08's steps come back as
-exported JAX programs, which the judge compiles and runs itself
+Every exercise is judged here. Where a check must look inside the
+learner's running program, the sandbox reports what it saw as plain data
+and the judge applies its rules to it: Dynamo's trace for lesson 06
+(gpulab.sandbox.dynamo), the profile's events for lesson 07
+(gpulab.sandbox.training). Lesson 08's steps come back as exported JAX
+programs, which the judge compiles and runs itself
 (gpulab.sandbox.jax_export).
 """
 
@@ -35,7 +35,6 @@ from typing import Any
 from gpulab import protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED
 
-SELF_GRADED = frozenset({"nvtx_profile"})
 # What the sandbox records before the learner's file runs, per exercise.
 BEFORE_LOAD = {"graph_breaks": ["dynamo"], "sharded_mlp": ["jax"]}
 GIB = 1 << 30
@@ -103,10 +102,9 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         write_extra = []
     write = [str(private), str(cache), *write_extra, "/dev/null", "/dev/zero", "/dev/shm",
              *(str(p) for p in Path("/dev").glob("nvidia*"))]
-    blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner", "gpulab.grading.remote"]
-    if request["exercise"] not in SELF_GRADED:
-        blocked += [f"gpulab.grading.{m}" for m in _grading_modules()
-                    if m not in ("learner", "timing")]
+    blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
+    blocked += [f"gpulab.grading.{m}" for m in _grading_modules()
+                if m not in ("learner", "timing")]
     return {"read": [r for r in read if r and os.path.exists(r)], "hidden": hidden,
             "listable": [str(pkg.parent), str(learner.parent)], "write": write,
             "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
@@ -173,36 +171,30 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
         warnings.filterwarnings("ignore", category=RuntimeWarning,
                                 module=r"triton\.runtime\.interpreter")
-    # The secret seed is drawn here and never leaves the judge (except for
-    # SELF_GRADED exercises, whose grader needs it in the sandbox).
+    # The secret seed is drawn here and never leaves the judge.
     request["secret_seed"] = secrets.randbelow(2**31)
     private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
     cache = cache_dir(request, private)
     cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
-    self_graded = request["exercise"] in SELF_GRADED
     sandbox = None
     result: dict[str, Any]
     try:
         sandbox = Sandbox(file=request["file"], device=device, private=private,
                           policy={**policy, "triton_cache": str(cache),
-                                  "sys_path": import_path(Path(request["file"]).resolve())},
-                          on_event=channel.send if self_graded else None)
-        if self_graded:
-            result = self_graded_result(sandbox.request({"type": "grade", "request": request}))
-        else:
-            sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
-            from gpulab.grading.harness import grade_request
+                                  "sys_path": import_path(Path(request["file"]).resolve())})
+        sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
+        from gpulab.grading.harness import grade_request
 
-            result = grade_request(request, device, channel, sandbox=sandbox)
-            result["verdict"] = "judge"
-            # Advice only, after the verdict (issue 21): never changes it.
-            from gpulab.diagnosis.judge_side import attach
+        result = grade_request(request, device, channel, sandbox=sandbox)
+        result["verdict"] = "judge"
+        # Advice only, after the verdict (issue 21): never changes it.
+        from gpulab.diagnosis.judge_side import attach
 
-            attach(request, result, device, sandbox, fresh=lambda: Sandbox(
-                file=request["file"], device=device, private=private,
-                policy={**policy, "triton_cache": str(cache),
-                        "sys_path": import_path(Path(request["file"]).resolve())}))
+        attach(request, result, device, sandbox, fresh=lambda: Sandbox(
+            file=request["file"], device=device, private=private,
+            policy={**policy, "triton_cache": str(cache),
+                    "sys_path": import_path(Path(request["file"]).resolve())}))
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
@@ -223,21 +215,6 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     if sandbox is not None:
         result["output"] = sandbox.output.text()
         result["isolation"] = sandbox.isolation
-    return result
-
-
-def self_graded_result(reply: dict[str, Any]) -> dict[str, Any]:
-    """A self-graded exercise's result: plain data, checked field by field."""
-    if reply.get("type") == "raised":
-        return {"status": FAILED, "summary": protocol.text(reply.get("summary")),
-                "message": protocol.text(reply.get("message"))}
-    raw = reply.get("result") if reply.get("type") == "graded" else None
-    if not isinstance(raw, dict):
-        return {"status": ERROR, "summary": "the sandbox sent no result: "
-                f"{protocol.text(reply.get('summary'))}"}
-    status = raw.get("status") if raw.get("status") in protocol.STATUSES else ERROR
-    result = json.loads(json.dumps(raw))  # plain JSON values only
-    result.update(status=status, verdict="self-reported")
     return result
 
 

@@ -213,3 +213,48 @@ def test_gpu_profile_has_kernels_and_nvtx(grade):
               device="cuda")
     assert r["passed"], r
     assert any("Nsight Systems will not show your ranges" in n for n in r["notes"])
+
+
+# --- the judge (issue 16) -----------------------------------------------------------
+
+def test_judged_without_a_workspace_the_trace_is_copied_out(course, tmp_path):
+    # No workspace: the sandbox writes in its private folder and the judge
+    # copies the trace out to the temp folder.
+    from gpulab.runner import run_check
+
+    path = tmp_path / "nvtx_profile_attempt.py"
+    path.write_text(REF)
+    r = run_check(course.find("nvtx_profile"), path, device="cpu", timeout=120)
+    assert r["passed"] and r["verdict"] == "judge", r["summary"]
+    trace = Path(r["timing"]["profile"]["trace"])
+    assert trace.is_file() and "traceEvents" in trace.read_text()
+
+
+# The sandbox's reply forged: made-up losses, and the grader's own range
+# checks (which no longer live in the sandbox) cannot be reached.
+FORGED = REF + '''
+
+import gpulab.sandbox.main as _main
+
+def _forged(self, msg):
+    return {"type": "trained", "losses": [2.0, 1.5, 1.0, 0.5],
+            "events": [{"name": n, "start": float(i), "end": 100.0 - i, "user": True}
+                       for i, n in enumerate(("train_step", "forward", "loss", "backward",
+                                              "optimizer_step"))]}
+
+_main.Server.on_train = _forged
+try:
+    import gpulab.grading.nvtx_profile as _g  # the judge's rules: not importable here
+    _g.check_ranges = lambda events: []
+except ImportError:
+    pass
+'''
+
+
+def test_a_forged_training_reply_fails_on_the_judges_own_training(grade):
+    r = grade("nvtx_profile", FORGED)
+    assert r["status"] == "failed"
+    bad = {c["name"]: c.get("detail", "") for c in r["cases"] if not c["passed"]}
+    assert "losses match the original over 4 steps" in bad
+    # the weight slots were never written: the judge's poison is still there
+    assert "weights match the original after training" in bad

@@ -5,10 +5,9 @@ An exercise's grader is `gpulab.grading.<exercise>` with a function
 `ctx.fail` (or by letting a LearnerError escape), and sets `ctx.timing` on a
 GPU. This module turns all of that into the result dict.
 
-In the judge (the usual case) `ctx.function(name)` is a `Remote`: the
-learner's function lives in the sandbox and is called through
-gpulab.grading.kernel. Self-graded exercises (gpulab.judge.SELF_GRADED) run
-this same harness inside the sandbox, with `ctx.function` the learner's own.
+It runs in the judge: `ctx.function(name)` is a `Remote`, the learner's
+function living in the sandbox, called through gpulab.grading.kernel or a
+request of the exercise's own (`ctx.sandbox.request`).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpulab.grading.learner import LearnerError, get_function, load_module
+from gpulab.grading.learner import LearnerError
 from gpulab.protocol import text as _text
 
 
@@ -43,9 +42,8 @@ class GradeContext:
     uses_triton: bool = False
     # A grader may name where it ran ("8 simulated CPU devices (JAX)").
     device_label: str | None = None
-    # The judge's handle on the sandbox (None when this harness runs inside it).
+    # The judge's handle on the sandbox.
     sandbox: Any = None
-    _module: Any = None
     _loaded: set[str] | None = None
     _arena: Any = None
 
@@ -69,18 +67,8 @@ class GradeContext:
     def stage(self, text: str) -> None:
         self.channel.stage(text)
 
-    def module(self) -> Any:
-        if self.sandbox is not None:
-            raise RuntimeError("the learner's module lives in the sandbox")
-        if self._module is None:
-            self.stage("importing your file")
-            self._module = load_module(self.file)
-        return self._module
-
     def function(self, name: str | None = None) -> Any:
         name = name or self.request["function"]
-        if self.sandbox is None:
-            return get_function(self.module(), name, self.file)
         from gpulab.grading.remote import Remote
 
         if self._loaded is None:

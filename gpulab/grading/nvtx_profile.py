@@ -11,9 +11,12 @@ its phases with `torch.profiler.record_function` ranges named exactly
       backward            loss.backward()
       optimizer_step      optimizer.step()
 
-The grader runs four steps against a pristine copy of the step on an
-identical model (the losses and the final weights must agree), profiles the
-second one with torch.profiler (CPU activity, plus CUDA on a GPU), and checks
+The judge seeds the model and sends its weights and the batch to the
+sandbox, which runs four steps through the learner's step and profiles the
+second with torch.profiler (CPU activity, plus CUDA on a GPU:
+gpulab.sandbox.training). The judge trains a pristine copy of the step on
+the same weights (the losses and the final weights must agree) and checks,
+on the profile's events as the sandbox reports them,
 that each range exists once, that they nest and come in order without
 overlapping, and that each holds the operations it should (matmuls in
 forward, the loss op in loss, autograd's ...Backward nodes in backward, the
@@ -35,11 +38,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpulab.grading import learner
+from gpulab.grading.harness import GradeFailed
+from gpulab.protocol import number, text
+from gpulab.sandbox.training import RANGES, build_model
 
 STEP = "train_step"
 PHASES = ("forward", "loss", "backward", "optimizer_step")
-RANGES = (STEP, *PHASES)
 STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)
 
@@ -82,9 +86,7 @@ FOREIGN = {p: [q for q in PHASES if q != p and not (p == "backward" and q == "fo
 
 def make_model(seed: int, device: str) -> tuple[nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(),
-                          nn.Linear(64, 10)).to(device)
-    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return build_model(device)
 
 
 def make_batch(seed: int, device: str, n: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,18 +108,6 @@ def original_train_step(model, batch, optimizer) -> torch.Tensor:
 
 
 # --- reading a profile ---------------------------------------------------------
-
-def cpu_events(prof: Any) -> list[dict[str, Any]]:
-    """The profile's host-side events as plain dicts (name, start, end in µs)."""
-    out = []
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CPU:
-            continue  # the GPU-side copies of ranges and the kernels
-        # is_user_annotation marks record_function ranges (None on an older torch).
-        out.append({"name": e.name, "start": e.time_range.start, "end": e.time_range.end,
-                    "user": getattr(e, "is_user_annotation", None)})
-    return out
-
 
 def _inside(e: dict, r: dict) -> bool:
     return e["start"] >= r["start"] and e["end"] <= r["end"]
@@ -222,35 +212,6 @@ def _params(model: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _loss_value(out: Any) -> float | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1:
-        return float(out.detach())
-    return None
-
-
-class NvtxLog:
-    """Records torch.cuda.nvtx range names pushed while active (GPU only):
-    nsys shows exactly these ranges, so the result can say what it will see."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def __enter__(self) -> NvtxLog:
-        import torch.cuda.nvtx as nvtx
-
-        self._nvtx, self._push = nvtx, nvtx.range_push
-
-        def push(msg: str, *a: Any, **k: Any) -> Any:
-            self.names.append(str(msg))
-            return self._push(msg, *a, **k)
-
-        nvtx.range_push = push
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._nvtx.range_push = self._push
-
-
 def trace_file(ctx: Any) -> Path:
     ws = ctx.request.get("workspace")
     folder = Path(ws) / "traces" if ws else Path(tempfile.gettempdir()) / "gpulab-traces"
@@ -258,112 +219,129 @@ def trace_file(ctx: Any) -> Path:
     return folder / "nvtx_profile.json"
 
 
-def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
-    rows = []
-    for a in prof.key_averages():
-        if a.key in RANGES:
+def _events(raw: Any) -> list[dict[str, Any]]:
+    """The sandbox's events, kept only where every field has its type."""
+    out = []
+    for e in raw if isinstance(raw, list) else []:
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
             continue
-        self_dev = getattr(a, "self_device_time_total", None)
-        if self_dev is None:
-            self_dev = getattr(a, "self_cuda_time_total", 0)
-        rows.append({"name": a.key, "calls": a.count,
-                     "self_cpu_ms": a.self_cpu_time_total / 1e3,
-                     "cpu_total_ms": a.cpu_time_total / 1e3,
-                     "self_device_ms": (self_dev or 0) / 1e3})
-    key = "self_device_ms" if device == "cuda" else "self_cpu_ms"
-    rows.sort(key=lambda r: r[key], reverse=True)
-    return rows[:n]
+        start, end = number(e.get("start")), number(e.get("end"))
+        if start is None or end is None or not math.isfinite(start) or not math.isfinite(end):
+            continue
+        user = e.get("user") if isinstance(e.get("user"), bool) else None
+        out.append({"name": text(e["name"], 300), "start": start, "end": end, "user": user})
+    return out
 
 
-def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
-    total: dict[str, list[float]] = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.name not in RANGES:
-            total.setdefault(e.name, []).append(e.time_range.elapsed_us())
-    rows = [{"name": k, "calls": len(v), "device_ms": sum(v) / 1e3} for k, v in total.items()]
-    rows.sort(key=lambda r: r["device_ms"], reverse=True)
-    return rows[:n]
+def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
+    """Table rows from the sandbox (top ops, top kernels) as plain values."""
+    rows = []
+    for r in raw[:20] if isinstance(raw, list) else []:
+        if isinstance(r, dict):
+            rows.append({k: text(r.get(k), 300) if kind is str else kind(number(r.get(k)) or 0)
+                         for k, kind in fields.items()})
+    return rows
+
+
+def _train_remote(ctx: Any, seed: int, batch: tuple) -> tuple[dict, list, Path, Path]:
+    """The learner's steps in the sandbox, from the judge's weights and batch.
+    Returns (the reply, the final weights, where the sandbox wrote the
+    trace, where it belongs)."""
+    device = ctx.device
+    start = _params(make_model(seed, device)[0])
+    arena = ctx.arena(sum(t.numel() * t.element_size() * 2 for t in [*start, *batch]) + 8192)
+    params = [arena.put(t).to_json() for t in start]
+    final = [arena.slot(tuple(t.shape), t.dtype) for t in start]
+    wanted = trace_file(ctx)
+    # With a workspace the sandbox may write its traces folder; without one,
+    # its private folder, and the judge copies the trace out.
+    written = wanted if ctx.request.get("workspace") else Path(ctx.sandbox.private) / wanted.name
+    ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
+    reply = ctx.sandbox.request({
+        "type": "train", "function": "train_step", "params": params,
+        "batch": [arena.put(t).to_json() for t in batch], "final": [f.to_json() for f in final],
+        "steps": STEPS, "profiled": PROFILED, "trace": str(written)})
+    if reply.get("type") == "raised":
+        ctx.fail(text(reply.get("summary")), text(reply.get("message")))
+    if reply.get("type") != "trained":
+        raise GradeFailed(f"the sandbox could not run your steps: "
+                          f"{text(reply.get('summary'))}", status="error")
+    if reply.get("returned") is not None:
+        ctx.fail(f"train_step returned {text(reply['returned'], 80)}, expected the loss as a "
+                 "one-element tensor", "End the step with `return loss.detach()`.")
+    return reply, [arena.view(f).clone() for f in final], written, wanted
 
 
 def grade(ctx: Any) -> None:
-    from torch.profiler import ProfilerActivity, profile
-
-    reference, check = original_train_step, check_ranges  # bound before your file runs
-    fn = ctx.function("train_step")
     device = ctx.device
     if device == "cpu":
-        # Tiny tensors: waking OpenMP threads costs more than the work (an op
-        # took ~16 ms instead of ~30 µs on a busy 2-core machine).
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # as in the sandbox: the reference is timed by nobody
+    ctx.function("train_step")
     seed = ctx.seed(7)
-    mine, mine_opt = make_model(seed, device)
-    ref, ref_opt = make_model(seed, device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    losses, ref_losses = [], []
-    prof = None
-    nvtx = NvtxLog() if device == "cuda" else None
-    # One batch, several steps: the loss must fall (a step that doesn't learn
-    # shows up here even before the weights are compared).
     batch = make_batch(ctx.seed(100), device)
-    for i in range(STEPS):
-        ctx.stage(f"training step {i + 1} of {STEPS}" + (" (profiled)" if i == PROFILED else ""))
-        if i == PROFILED:
-            if device == "cuda":
-                torch.cuda.synchronize()
-            with profile(activities=activities) as prof:
-                if nvtx is not None:
-                    with nvtx:
-                        out = learner.call(fn, ctx.file, mine, batch, mine_opt)
-                else:
-                    out = learner.call(fn, ctx.file, mine, batch, mine_opt)
-                if device == "cuda":
-                    torch.cuda.synchronize()
-        else:
-            out = learner.call(fn, ctx.file, mine, batch, mine_opt)
-        value = _loss_value(out)
-        if value is None:
-            ctx.fail(f"train_step returned {type(out).__name__}, expected the loss as a "
-                     "one-element tensor", "End the step with `return loss.detach()`.")
-        losses.append(value)
-        ref_losses.append(float(reference(ref, batch, ref_opt)))
+    reply, weights, written, trace_path = _train_remote(ctx, seed, batch)
+    # The judge's own training: a pristine step on the same weights and batch.
+    ref, ref_opt = make_model(seed, device)
+    ref_losses = [float(original_train_step(ref, batch, ref_opt)) for _ in range(STEPS)]
+    losses = [number(v) for v in reply.get("losses", [])][:STEPS] \
+        if isinstance(reply.get("losses"), list) else []
+    losses = [v if v is not None else math.nan for v in losses]
 
     # 1. It still trains, exactly as the unannotated step does.
-    same = all(math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-7) for a, b in zip(losses, ref_losses, strict=True))
+    same = len(losses) == STEPS and all(
+        math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-7) for a, b in zip(losses, ref_losses,
+                                                                         strict=True))
     ctx.add_case({"name": f"losses match the original over {STEPS} steps", "passed": same,
                   "detail": "" if same else "losses " + ", ".join(f"{v:.5f}" for v in losses) +
                   " vs the original's " + ", ".join(f"{v:.5f}" for v in ref_losses)})
-    worst = max((float((a - b).abs().max()) for a, b in zip(_params(mine), _params(ref), strict=True)),
+    worst = max((float((a - b).abs().max()) for a, b in zip(weights, _params(ref), strict=True)),
                 default=0.0)
-    ok = worst <= 1e-6
+    ok = worst <= 1e-6  # NaN (a slot never written) fails too
     ctx.add_case({"name": "weights match the original after training", "passed": ok,
-                  "max_abs": worst, "detail": "" if ok else
+                  "max_abs": worst if math.isfinite(worst) else None, "detail": "" if ok else
                   f"weights differ by up to {worst:.3g}: does the step still zero the grads, "
                   "step the optimizer once, and train on the batch it is given?"})
-    falls = losses[-1] < losses[0]
+    falls = same and losses[-1] < losses[0]
     ctx.add_case({"name": "loss decreases", "passed": falls,
-                  "detail": f"{losses[0]:.4f} → {losses[-1]:.4f}"})
+                  "detail": f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss"})
 
-    # 2. The ranges, read off the profile.
-    assert prof is not None
-    events = cpu_events(prof)
-    for case in check(events):
+    # 2. The ranges, read off the profile's events (the sandbox's report).
+    events = _events(reply.get("events"))
+    for case in check_ranges(events):
         ctx.add_case(case)
+    _report_profile(ctx, reply, events, written, trace_path)
 
-    # 3. What the app shows: top operations, the trace, the ranges' times.
-    path = trace_file(ctx)
-    try:
-        prof.export_chrome_trace(str(path))
-        trace = str(path)
-    except OSError as exc:
-        trace = ""
-        ctx.notes.append(f"could not write the trace to {path}: {exc}")
+
+def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path,
+                    wanted: Path) -> None:
+    """What the app shows: top operations, the trace, the ranges' times."""
+    import shutil
+
+    device = ctx.device
+    trace = ""
+    problem = text(reply.get("trace_error"), 300)
+    if not problem and written != wanted:
+        try:
+            if written.is_symlink() or not written.is_file():
+                raise OSError("the sandbox wrote no trace file")
+            shutil.copyfile(written, wanted)
+        except OSError as exc:
+            problem = str(exc)
+    if problem:
+        ctx.notes.append(f"could not write the trace to {wanted}: {problem}")
+    elif wanted.is_file():
+        trace = str(wanted)
     ranges = range_times(events)
+    ops = {"name": str, "calls": int, "self_cpu_ms": float, "cpu_total_ms": float,
+           "self_device_ms": float}
     profile_info: dict[str, Any] = {"trace": trace, "device": device,
-                                    "top_ops": top_ops(prof, device), "ranges": ranges,
+                                    "top_ops": _rows(reply.get("top_ops"), ops), "ranges": ranges,
                                     "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms"}
     if device == "cuda":
-        profile_info["top_kernels"] = top_kernels(prof)
-        profile_info["nvtx"] = sorted(set(nvtx.names)) if nvtx else []
+        profile_info["top_kernels"] = _rows(reply.get("top_kernels"),
+                                            {"name": str, "calls": int, "device_ms": float})
+        nvtx = reply.get("nvtx") if isinstance(reply.get("nvtx"), list) else []
+        profile_info["nvtx"] = sorted({text(n, 300) for n in nvtx if isinstance(n, str)})
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:
             ctx.notes.append("Nsight Systems will not show your ranges: no torch.cuda.nvtx "
@@ -377,3 +355,5 @@ def grade(ctx: Any) -> None:
     parts = ", ".join(f"{r['name']} {r['ms']:.2f} ms" for r in ranges)
     ctx.timing = {"profile": profile_info, "cases": [],
                   "summary": f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}"}
+
+

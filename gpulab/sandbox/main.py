@@ -149,6 +149,11 @@ class Server:
 
         return export_request(self, msg)
 
+    def on_train(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.training import train_request
+
+        return train_request(self, msg)
+
     def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.calls import timed_batch
 
@@ -159,15 +164,6 @@ class Server:
         from gpulab.diagnosis.sandbox_side import explain_request
 
         return explain_request(self, msg)
-
-    def on_grade(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Self-graded exercises (see gpulab.judge.SELF_GRADED): the grader
-        module runs here and its result comes back as a report, marked so."""
-        from gpulab.grading.harness import grade_request
-
-        events = _Forward(self.fd)
-        result = grade_request(msg["request"], self.device, events)
-        return {"type": "graded", "result": result}
 
     # --- helpers ------------------------------------------------------------------
 
@@ -185,20 +181,6 @@ class LearnerFailure(Exception):
     def __init__(self, summary: str, message: str = "") -> None:
         super().__init__(summary)
         self.summary, self.message = summary, message
-
-
-class _Forward:
-    """A channel for the self-graded harness: its events go to the judge as
-    progress frames (the judge shows them, nothing more)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def send(self, event: dict[str, Any]) -> None:
-        write_frame(self.fd, {"type": "event", "event": event})
-
-    def stage(self, text: str) -> None:
-        self.send({"type": "stage", "text": text})
 
 
 if __name__ == "__main__":

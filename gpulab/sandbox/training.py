@@ -1,0 +1,177 @@
+"""Lesson 07 in the sandbox: the learner's train_step, run and profiled.
+
+The judge sends the model's initial weights and the batch (shared memory);
+this module builds the model around them, runs the steps through the
+learner's `train_step`, profiles one of them, and sends back the losses,
+the final weights (into the judge's slots) and the profile's events as plain
+data. The judge trains its own copy and applies the range rules
+(gpulab.grading.nvtx_profile): the verdict is its own. The events are this
+process's report, like Dynamo's trace for lesson 06.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from gpulab.protocol import TensorRef
+from gpulab.sandbox.tensors import view
+
+LR, MOMENTUM = 0.1, 0.9
+RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")
+MAX_EVENTS = 20000
+
+
+def build_model(device: str) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The lesson's model and optimizer, weights as torch initialises them
+    (the judge seeds them and sends its own)."""
+    model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(),
+                          nn.Linear(64, 10)).to(device)
+    return model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+
+
+def train_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    from gpulab.grading.learner import LearnerError
+
+    try:
+        return _train(server, msg)
+    except LearnerError as exc:
+        return {"type": "raised", "summary": exc.summary, "message": exc.message}
+
+
+def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    from gpulab.grading import learner
+
+    fn = server.function(msg["function"])
+    device = server.device
+    if device == "cpu":
+        # Tiny tensors: waking OpenMP threads costs more than the work (an op
+        # took ~16 ms instead of ~30 µs on a busy 2-core machine).
+        torch.set_num_threads(1)
+    model, optimizer = build_model(device)
+    params = list(model.parameters())
+    start = [view(server.arenas, TensorRef.from_json(r)) for r in msg["params"]]
+    if len(start) != len(params):
+        raise ValueError("the judge's weights do not fit the model")
+    with torch.no_grad():
+        for p, w in zip(params, start, strict=True):
+            p.copy_(w)
+    x, y = (view(server.arenas, TensorRef.from_json(r)).clone() for r in msg["batch"])
+    steps, profiled = int(msg["steps"]), int(msg["profiled"])
+    losses: list[float] = []
+    prof: Any = None
+    nvtx = NvtxLog() if device == "cuda" else None
+    for i in range(steps):
+        if i == profiled:
+            out, prof = _profiled_step(fn, server.file, model, (x, y), optimizer, nvtx)
+        else:
+            out = learner.call(fn, server.file, model, (x, y), optimizer)
+        if not (isinstance(out, torch.Tensor) and out.numel() == 1):
+            return {"type": "trained", "returned": type(out).__name__, "losses": losses}
+        losses.append(float(out.detach()))
+    with torch.no_grad():
+        for p, r in zip(params, msg["final"], strict=True):
+            view(server.arenas, TensorRef.from_json(r)).copy_(p.detach())
+    reply: dict[str, Any] = {"type": "trained", "losses": losses,
+                             "events": cpu_events(prof)[:MAX_EVENTS],
+                             "top_ops": top_ops(prof, device)}
+    if device == "cuda":
+        reply["top_kernels"] = top_kernels(prof)
+        reply["nvtx"] = sorted(set(nvtx.names)) if nvtx else []
+    reply["trace_error"] = _write_trace(prof, msg.get("trace"))
+    return reply
+
+
+def _profiled_step(fn: Any, file: str, model: nn.Module, batch: tuple, optimizer: Any,
+                   nvtx: Any) -> tuple[Any, Any]:
+    from torch.profiler import ProfilerActivity, profile
+
+    from gpulab.grading import learner
+
+    cuda = torch.cuda.is_available() and next(model.parameters()).is_cuda
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        if nvtx is not None:
+            with nvtx:
+                out = learner.call(fn, file, model, batch, optimizer)
+        else:
+            out = learner.call(fn, file, model, batch, optimizer)
+        if cuda:
+            torch.cuda.synchronize()
+    return out, prof
+
+
+def _write_trace(prof: Any, path: Any) -> str:
+    if not isinstance(path, str) or not path:
+        return ""
+    try:
+        prof.export_chrome_trace(path)
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
+def cpu_events(prof: Any) -> list[dict[str, Any]]:
+    """The profile's host-side events as plain dicts (name, start, end in µs)."""
+    out = []
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CPU:
+            continue  # the GPU-side copies of ranges and the kernels
+        # is_user_annotation marks record_function ranges (None on an older torch).
+        out.append({"name": e.name, "start": e.time_range.start, "end": e.time_range.end,
+                    "user": getattr(e, "is_user_annotation", None)})
+    return out
+
+
+def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
+    rows = []
+    for a in prof.key_averages():
+        if a.key in RANGES:
+            continue
+        self_dev = getattr(a, "self_device_time_total", None)
+        if self_dev is None:
+            self_dev = getattr(a, "self_cuda_time_total", 0)
+        rows.append({"name": a.key, "calls": a.count,
+                     "self_cpu_ms": a.self_cpu_time_total / 1e3,
+                     "cpu_total_ms": a.cpu_time_total / 1e3,
+                     "self_device_ms": (self_dev or 0) / 1e3})
+    key = "self_device_ms" if device == "cuda" else "self_cpu_ms"
+    rows.sort(key=lambda r: r[key], reverse=True)
+    return rows[:n]
+
+
+def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
+    total: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.name not in RANGES:
+            total.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    rows = [{"name": k, "calls": len(v), "device_ms": sum(v) / 1e3} for k, v in total.items()]
+    rows.sort(key=lambda r: r["device_ms"], reverse=True)
+    return rows[:n]
+
+
+class NvtxLog:
+    """Records torch.cuda.nvtx range names pushed while active (GPU only):
+    nsys shows exactly these ranges, so the result can say what it will see."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __enter__(self) -> NvtxLog:
+        import torch.cuda.nvtx as nvtx
+
+        self._nvtx, self._push = nvtx, nvtx.range_push
+
+        def push(msg: str, *a: Any, **k: Any) -> Any:
+            self.names.append(str(msg))
+            return self._push(msg, *a, **k)
+
+        nvtx.range_push = push
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._nvtx.range_push = self._push
