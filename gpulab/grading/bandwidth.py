@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, grade_kernel
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -124,13 +124,5 @@ def spec(native: bool) -> KernelSpec:
 
 
 def grade(ctx) -> None:
-    fn = ctx.function("triad")
-    s = spec(native=not ctx.interpreter)
-    if ctx.interpreter:
-        ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
-                         "correctness is graded, speed is not.")
-    check_cases(ctx, s, fn, correctness_cases(ctx))
-    if any(not c["passed"] for c in ctx.cases):
-        return
-    if ctx.want_timing:
-        time_cases(ctx, s, fn, timing_cases(ctx))
+    grade_kernel(ctx, spec(native=not ctx.interpreter), "triad",
+                 lambda: correctness_cases(ctx), lambda: timing_cases(ctx))

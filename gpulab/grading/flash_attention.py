@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.grading import capability
-from gpulab.grading.kernel import Case, Expect, KernelSpec, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, grade_kernel
 from gpulab.grading.matmul import BANNED as MATMUL_BANNED
 from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
@@ -224,22 +224,15 @@ def make_spec(interpreter: bool = False) -> KernelSpec:
 
 
 def grade(ctx) -> None:
-    fn = ctx.function("attention")
-    skip: set[str] = set()
-    if ctx.interpreter:
-        ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
-                         "correctness is graded, speed is not.")
-        skip = interpreter_skips(ctx)
-    skip = set(skip) | capability.skip_for_device(ctx)
+    def cases() -> list[Case]:
+        skip = set(interpreter_skips(ctx)) if ctx.interpreter else set()
+        return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
+
     spec = make_spec(ctx.interpreter)
-    checked(ctx, spec, fn, correctness_cases(ctx, skip))
-    if any(not c["passed"] for c in ctx.cases):
-        return
-    if ctx.want_timing:
-        ctx.notes.append(f"Graded by the speedup over {spec.baseline_name}, timed in the same "
-                         "run: A ≥ 1.0×, B ≥ 0.85×, C ≥ 0.70×. TFLOP/s count 4·B·H·Sq·Sk·D, "
-                         "halved when causal.")
-        time_cases(ctx, spec, fn, timing_cases(ctx))
+    grade_kernel(ctx, spec, "attention", cases, lambda: timing_cases(ctx), check=checked,
+                 timing_note=f"Graded by the speedup over {spec.baseline_name}, timed in the "
+                 "same run: A ≥ 1.0×, B ≥ 0.85×, C ≥ 0.70×. TFLOP/s count 4·B·H·Sq·Sk·D, "
+                 "halved when causal.")
 
 
 def bench_baselines(case: Case) -> dict:

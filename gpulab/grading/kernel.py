@@ -2,7 +2,8 @@
 
 An exercise's grader module describes its cases, reference, banned ops and
 baseline in a `KernelSpec`; `check_cases` and `time_cases` do the rest the
-same way for every kernel (see docs/grading.md). The learner's function runs
+same way for every kernel (see docs/grading.md), and `grade_kernel` is the
+body the kernel graders share. The learner's function runs
 in the sandbox; everything here runs in the judge.
 """
 
@@ -16,8 +17,6 @@ from typing import Any
 
 import torch
 
-from gpulab import ceilings
-from gpulab.content import eval_formula
 from gpulab.grading import learner
 from gpulab.grading.compare import (
     DEFAULT_TOLERANCE,
@@ -317,95 +316,24 @@ def _known_gap(ctx: Any, exc: Any) -> str | None:
     return hint_for(f"{exc.summary}\n{exc.message}", interpreter=bool(ctx.interpreter))
 
 
-def _geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+INTERPRETER_NOTE = ("Ran in the Triton interpreter on the CPU at reduced sizes: "
+                    "correctness is graded, speed is not.")
 
 
-def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
-    """Time the learner's kernel and the baseline side by side (GPU only),
-    holding the GPU's timing lock so no other gpulab run times at once."""
-    from gpulab.gpulock import gpu_timing_lock
+def grade_kernel(ctx: Any, spec: KernelSpec, function: str,
+                 correctness: Callable[[], list[Case]], timing: Callable[[], list[Case]], *,
+                 check: Callable | None = None, timing_note: str = "") -> None:
+    """The body every kernel grader shares: the learner's function, the
+    correctness cases (`check`, default check_cases), and, once they all
+    pass and a GPU is here, the timed cases."""
+    fn = ctx.function(function)
+    if ctx.interpreter:
+        ctx.notes.append(INTERPRETER_NOTE)
+    (check or check_cases)(ctx, spec, fn, correctness())
+    if any(not c["passed"] for c in ctx.cases) or not ctx.want_timing:
+        return
+    from gpulab.grading.speed import time_cases
 
-    index = torch.cuda.current_device()
-    with gpu_timing_lock(f"checking {ctx.request.get('exercise', '?')}", gpu=index,
-                         on_wait=ctx.stage):
-        _time_cases(ctx, spec, fn, cases)
-
-
-def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
-    from gpulab.grading.batches import time_remote
-    from gpulab.grading.timing import L2Flusher, measure
-
-    req = ctx.request
-    device_name = torch.cuda.get_device_name(0)
-    ws = req.get("workspace")
-    flusher = L2Flusher()
-    peak_bw, peak_flops = ceilings.floor_peaks(device_name)
-    rows, fractions, speedups = [], [], []
-    implausible = None
-    total = len(cases)
-    for i, case in enumerate(cases):
-        ctx.stage(f"timing {i + 1} of {total}: {case.name}")
-        out, problem = guarded_call(ctx, spec, fn, case)  # also compiles/autotunes
-        if problem:
-            ctx.fail(f"timing {case.name}: {problem}")
-        t = time_remote(ctx, spec, fn, case, flusher)
-        if t.get("implausible"):
-            implausible = t["implausible"]
-        row: dict[str, Any] = {"name": case.name, "shape": case.shape,
-                               "dtype": dtype_name(case.dtype), **t}
-        row.pop("implausible", None)
-        names = {**case.sizes, "elt": case.dtype.itemsize}
-        nbytes = eval_formula(req["bytes"], names) if req.get("bytes") else None
-        flops = eval_formula(req["flops"], names) if req.get("flops") else None
-        sec = t["ms"] * 1e-3
-        # Carried in the row so the roofline can place this run later.
-        row.update(flops=flops, bytes=nbytes, kind=req.get("kind"), sizes=dict(case.sizes),
-                   intensity=(flops / nbytes) if flops and nbytes else None)
-        if req.get("kind") == "compute" and flops:
-            row["throughput"], row["unit"] = flops / sec / 1e12, "TFLOP/s"
-            cap, label = ceilings.ceiling("compute", dtype_name(case.dtype), device_name, ws)
-            row["roofline_fraction"] = (flops / sec) / cap if cap else None
-        elif nbytes:
-            row["throughput"], row["unit"] = nbytes / sec / 1e9, "GB/s"
-            cap, label = ceilings.ceiling("memory", dtype_name(case.dtype), device_name, ws)
-            row["roofline_fraction"] = (nbytes / sec) / cap if cap else None
-        else:
-            label = ""
-        row["ceiling"] = label
-        floor = max((nbytes or 0) / peak_bw if peak_bw else 0.0,
-                    (flops or 0) / peak_flops.get(dtype_name(case.dtype), math.inf)
-                    if peak_flops else 0.0)
-        if floor and sec < 0.9 * floor:
-            implausible = (f"{case.name} took {t['ms'] * 1e3:.1f} µs, below the "
-                           f"{floor * 1e6:.1f} µs the datasheet allows")
-        if spec.baseline is not None:
-            ctx.stage(f"timing {i + 1} of {total}: {case.name} ({spec.baseline_name})")
-            b = measure(spec.baseline(case), flusher=flusher, log_clocks=False)
-            row["baseline"], row["baseline_ms"] = spec.baseline_name, b["ms"]
-            row["speedup"] = b["ms"] / t["ms"]
-            speedups.append(row["speedup"])
-        if row.get("roofline_fraction"):
-            fractions.append(row["roofline_fraction"])
-        rows.append(row)
-    score = _geomean(speedups if spec.grade_on == "speedup" else fractions)
-    grade = next(letter for threshold, letter in spec.grades if score >= threshold)
-    unit = rows[0].get("unit", "") if rows else ""
-    summary = f"grade {grade}: {_geomean(fractions):.0%} of the roofline"
-    if speedups:
-        summary += f", {_geomean(speedups):.2f}x {spec.baseline_name}"
-    ctx.timing = {
-        "cases": rows,
-        "grade": grade,
-        "roofline_fraction": _geomean(fractions),
-        "speedup": _geomean(speedups) if speedups else None,
-        "baseline": spec.baseline_name,
-        "throughput": _geomean([r.get("throughput", 0) for r in rows]),
-        "unit": unit,
-        "ms": _geomean([r["ms"] for r in rows]),
-        "summary": summary,
-        "implausible": implausible,
-        "device": device_name,
-        "protocol": "judge-timed batches on fresh inputs (docs/grading.md)",
-    }
+    if timing_note:
+        ctx.notes.append(timing_note)
+    time_cases(ctx, spec, fn, timing())

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.grading import capability
-from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, grade_kernel
 from gpulab.grading.learner import LearnerError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -226,18 +226,11 @@ def make_spec(interpreter: bool) -> KernelSpec:
 
 
 def grade(ctx) -> None:
-    fn = ctx.function("matmul")
-    skip: set[str] = set()
-    if ctx.interpreter:
-        ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
-                         "correctness is graded, speed is not.")
-        skip = interpreter_skips(ctx)
-    skip |= capability.skip_for_device(ctx)
-    spec = make_spec(ctx.interpreter)
-    checked(ctx, spec, fn, correctness_cases(ctx, skip))
-    if any(not c["passed"] for c in ctx.cases):
-        return
-    if ctx.want_timing:
-        ctx.notes.append("Graded by the fraction of cuBLAS (torch.matmul) reached, timed in "
-                         "the same run: A ≥ 95%, B ≥ 85%, C ≥ 70% (the book's pass line).")
-        time_cases(ctx, spec, fn, timing_cases(ctx))
+    def cases() -> list[Case]:
+        skip = interpreter_skips(ctx) if ctx.interpreter else set()
+        return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
+
+    grade_kernel(ctx, make_spec(ctx.interpreter), "matmul", cases, lambda: timing_cases(ctx),
+                 check=checked, timing_note="Graded by the fraction of cuBLAS (torch.matmul) "
+                 "reached, timed in the same run: A ≥ 95%, B ≥ 85%, C ≥ 70% (the book's "
+                 "pass line).")

@@ -243,10 +243,11 @@ def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
     return rows
 
 
-def _train_remote(ctx: Any, seed: int, batch: tuple) -> tuple[dict, list, Path, Path]:
-    """The learner's steps in the sandbox, from the judge's weights and batch.
-    Returns (the reply, the final weights, where the sandbox wrote the
-    trace, where it belongs)."""
+def _train_remote(ctx: Any, seed: int, batch: tuple, meanwhile: Any) -> tuple[dict, list, Path,
+                                                                              Path]:
+    """The learner's steps in the sandbox, from the judge's weights and batch;
+    `meanwhile()` runs here while they run there. Returns (the reply, the
+    final weights, where the sandbox wrote the trace, where it belongs)."""
     device = ctx.device
     start = _params(make_model(seed, device)[0])
     arena = ctx.arena(sum(t.numel() * t.element_size() * 2 for t in [*start, *batch]) + 8192)
@@ -257,10 +258,12 @@ def _train_remote(ctx: Any, seed: int, batch: tuple) -> tuple[dict, list, Path, 
     # its private folder, and the judge copies the trace out.
     written = wanted if ctx.request.get("workspace") else Path(ctx.sandbox.private) / wanted.name
     ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
-    reply = ctx.sandbox.request({
+    ctx.sandbox.send({
         "type": "train", "function": "train_step", "params": params,
         "batch": [arena.put(t).to_json() for t in batch], "final": [f.to_json() for f in final],
         "steps": STEPS, "profiled": PROFILED, "trace": str(written)})
+    meanwhile()
+    reply = ctx.sandbox.receive()
     if reply.get("type") == "raised":
         ctx.fail(text(reply.get("summary")), text(reply.get("message")))
     if reply.get("type") != "trained":
@@ -279,10 +282,15 @@ def grade(ctx: Any) -> None:
     ctx.function("train_step")
     seed = ctx.seed(7)
     batch = make_batch(ctx.seed(100), device)
-    reply, weights, written, trace_path = _train_remote(ctx, seed, batch)
-    # The judge's own training: a pristine step on the same weights and batch.
+    # The judge's own training, a pristine step on the same weights and batch,
+    # runs while the sandbox runs the learner's.
     ref, ref_opt = make_model(seed, device)
-    ref_losses = [float(original_train_step(ref, batch, ref_opt)) for _ in range(STEPS)]
+    ref_losses: list[float] = []
+
+    def train_reference() -> None:
+        ref_losses.extend(float(original_train_step(ref, batch, ref_opt)) for _ in range(STEPS))
+
+    reply, weights, written, trace_path = _train_remote(ctx, seed, batch, train_reference)
     losses = [number(v) for v in reply.get("losses", [])][:STEPS] \
         if isinstance(reply.get("losses"), list) else []
     losses = [v if v is not None else math.nan for v in losses]

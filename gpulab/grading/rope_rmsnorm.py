@@ -18,23 +18,21 @@ the Triton kernels.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading import capability, learner
+from gpulab.grading import capability
 from gpulab.grading.compare import compare, describe_mismatch, dtype_name
-from gpulab.grading.harness import GradeFailed
 from gpulab.grading.kernel import (
+    INTERPRETER_NOTE,
     Case,
     Expect,
     KernelSpec,
     check_cases,
     guards_for,
     remote_call,
-    time_cases,
 )
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -279,8 +277,7 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
 def grade(ctx: Any) -> None:
     fn = ctx.function("rmsnorm_rope")
     if ctx.interpreter:
-        ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
-                         "correctness is graded, speed is not.")
+        ctx.notes.append(INTERPRETER_NOTE)
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
     fwd = _cases(ctx, FORWARD + ([] if ctx.interpreter else FORWARD_GPU))
     bwd = _cases(ctx, BACKWARD + ([] if ctx.interpreter else BACKWARD_GPU))
@@ -294,15 +291,19 @@ def grade(ctx: Any) -> None:
     if any(not c["passed"] for c in ctx.cases):
         return
     if ctx.want_timing:
+        from gpulab.grading.rope_timing import time_compile_and_backward
+        from gpulab.grading.speed import time_cases
+
         timed = timing_cases(ctx)
         time_cases(ctx, SPEC, fn, [c for c, _, _ in timed])
-        time_compile_and_backward(ctx, fn, timed)
+        time_compile_and_backward(ctx, fn, timed, spec=SPEC, chain=unfused,
+                                  reference=reference_grads, tolerance=_scaled_tol)
 
 
 # --- timing on a GPU ----------------------------------------------------------------
-# The forward against the eager chain comes from kernel.time_cases; this adds
-# torch.compile of the same chain (forward) and the backward beside
-# torch.compile's backward, all measured in the same run.
+# The forward against the eager chain comes from speed.time_cases;
+# gpulab.grading.rope_timing adds torch.compile of the same chain (forward)
+# and the backward beside torch.compile's backward, all in the same run.
 TIMING_SHAPES = [(1, 16384, 32, 128), (4, 16384, 32, 128)]
 
 
@@ -321,106 +322,3 @@ def bench_cases(ctx: Any) -> list:
         out.append((case, {"eager chain": lambda a=case.args: unfused(*a),
                            "torch.compile": lambda a=case.args: compiled(*a)}))
     return out
-
-
-def backward_bytes(case: Case) -> float:
-    """Minimal traffic of the backward: x and dy read, dx written, cos/sin read,
-    weight read and dweight written."""
-    x, w = case.args[0], case.args[1]
-    B, S, H, D = x.shape
-    return 3 * B * S * H * D * x.element_size() + 2 * S * (D // 2) * 4 + 2 * D * w.element_size()
-
-
-def time_compile_and_backward(ctx: Any, fn: Any, timed: list) -> None:
-    """torch.compile of the same chain beside the learner's forward (timed by
-    the judge in kernel.time_cases), then the learner's backward, timed in
-    the judge's batches on fresh inputs and a fresh dy each repetition (every
-    dx and dweight checked), beside torch.compile's backward."""
-    from gpulab import ceilings
-    from gpulab.gpulock import gpu_timing_lock
-    from gpulab.grading.batches import Backward, time_remote
-    from gpulab.grading.timing import L2Flusher, measure
-
-    device_name = torch.cuda.get_device_name(0)
-    peak_bw, _ = ceilings.floor_peaks(device_name)
-    compiled = torch.compile(unfused, dynamic=False)
-    prepared = []
-    for case, dy, _ in timed:  # compile both graphs before taking the timing lock
-        ctx.stage(f"preparing {case.name}: torch.compile")
-        x, w, cos, sin = case.args
-        compiled(x, w, cos, sin)
-        xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
-        yc = compiled(xg, wg, cos, sin)
-        torch.autograd.grad(yc, (xg, wg), dy, retain_graph=True)
-        prepared.append((case, dy, xg, wg, yc))
-    flusher = L2Flusher()
-    rows, bwd_rows = ctx.timing["cases"], []
-    with gpu_timing_lock("checking rope_rmsnorm", gpu=torch.cuda.current_device(),
-                         on_wait=ctx.stage):
-        for (case, dy, xg, wg, yc), row in zip(prepared, list(rows), strict=True):
-            ctx.stage(f"timing {case.name}: torch.compile forward")
-            c = measure(lambda a=case.args: compiled(*a), flusher=flusher, log_clocks=False)
-            row["compile_ms"], row["speedup_compile"] = c["ms"], c["ms"] / row["ms"]
-            ctx.stage(f"timing {case.name}: your backward")
-            x = case.args[0]
-            try:
-                t = time_remote(ctx, SPEC, fn, case, flusher, backward=Backward(
-                    grad_args=(0, 1), y_shape=tuple(x.shape), y_dtype=x.dtype,
-                    reference=reference_grads, tolerance=_scaled_tol, forward_ms=row["ms"],
-                    labels=("dx", "dweight")))
-            except (learner.LearnerError, GradeFailed):
-                raise  # the learner's backward failed or was wrong: that is the verdict
-            except Exception as exc:  # noqa: BLE001 - the backward's timing is not graded
-                ctx.notes.append(f"backward {case.shape}: not timed ({type(exc).__name__}: "
-                                 f"{exc})"[:300])
-                continue
-            if t.get("implausible"):
-                # Not graded, so not a refusal of the whole check: the row goes.
-                ctx.notes.append(f"backward {case.shape}: timing refused: {t['implausible']}")
-                continue
-            ctx.stage(f"timing {case.name}: torch.compile backward")
-            b = measure(lambda yc=yc, i=(xg, wg), dy=dy: torch.autograd.grad(
-                yc, i, dy, retain_graph=True), flusher=flusher, log_clocks=False)
-            bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
-    rows.extend(bwd_rows)
-    fwd_compile = _geomean([r["speedup_compile"] for r in rows if r.get("speedup_compile")])
-    bwd_compile = _geomean([r["speedup"] for r in bwd_rows]) if bwd_rows else None
-    ctx.timing.update(speedup_compile=fwd_compile, backward_speedup_compile=bwd_compile,
-                      baselines=["eager chain", "torch.compile"])
-    ctx.timing["summary"] += f", {fwd_compile:.2f}x torch.compile"
-    if bwd_compile:
-        ctx.timing["summary"] += f"; backward {bwd_compile:.2f}x torch.compile's"
-    for r in rows:
-        if r.get("compile_ms"):
-            ctx.notes.append(f"forward {r['shape']} {r['dtype']}: {r['ms'] * 1e3:.1f} µs, eager "
-                             f"chain {r['baseline_ms'] * 1e3:.1f} µs, torch.compile "
-                             f"{r['compile_ms'] * 1e3:.1f} µs ({r['speedup_compile']:.2f}x)")
-    for r in bwd_rows:
-        ctx.notes.append(f"backward {r['shape']}: {r['ms'] * 1e3:.1f} µs "
-                         f"({r['throughput']:.0f} GB/s), torch.compile "
-                         f"{r['baseline_ms'] * 1e3:.1f} µs ({r['speedup']:.2f}x; not graded)")
-
-
-def _backward_row(ctx: Any, case: Case, t: dict, b: dict, device_name: str,
-                  peak_bw: float | None) -> dict[str, Any]:
-    from gpulab import ceilings
-
-    t = {k: v for k, v in t.items() if k != "implausible"}
-    nbytes, sec = backward_bytes(case), t["ms"] * 1e-3
-    cap, label = ceilings.ceiling("memory", dtype_name(case.dtype), device_name,
-                                  ctx.request.get("workspace"))
-    row = {"name": f"{case.name} backward", "shape": f"{case.shape} backward",
-           "dtype": dtype_name(case.dtype), **t, "bytes": nbytes, "flops": None,
-           "kind": "memory", "sizes": dict(case.sizes), "throughput": nbytes / sec / 1e9,
-           "unit": "GB/s", "roofline_fraction": (nbytes / sec) / cap if cap else None,
-           "ceiling": label, "baseline": "torch.compile backward", "baseline_ms": b["ms"],
-           "speedup": b["ms"] / t["ms"], "graded": False}
-    if peak_bw and sec < 0.9 * nbytes / peak_bw:
-        ctx.timing["implausible"] = (f"{row['name']} took {t['ms'] * 1e3:.1f} µs, below the "
-                                     f"{nbytes / peak_bw * 1e6:.1f} µs the datasheet allows")
-    return row
-
-
-def _geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0

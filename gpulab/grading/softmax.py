@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, time_cases
+from gpulab.grading.kernel import Case, Expect, KernelSpec, grade_kernel
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_WIDTH = 32768
@@ -108,13 +108,7 @@ SPEC = KernelSpec(
 
 
 def grade(ctx) -> None:
-    fn = ctx.function("softmax")
     if ctx.interpreter:
-        ctx.notes.append("Ran in the Triton interpreter on the CPU at reduced sizes: "
-                         "correctness is graded, speed is not.")
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
-    check_cases(ctx, SPEC, fn, correctness_cases(ctx))
-    if any(not c["passed"] for c in ctx.cases):
-        return
-    if ctx.want_timing:
-        time_cases(ctx, SPEC, fn, timing_cases(ctx))
+    grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx),
+                 lambda: timing_cases(ctx))
