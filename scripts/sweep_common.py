@@ -144,7 +144,7 @@ def _short(exc: BaseException) -> str:
 
 
 def time_fn(fn, flusher, quick: bool = False) -> dict[str, Any]:
-    from gpulab.grading.timing import measure
+    from gpulab.device.timing import measure
 
     m = measure(fn, flusher=flusher, warmup_s=0.15 if quick else 0.2, max_warmup_s=1.5,
                 budget_s=1.0 if quick else 1.5)
@@ -159,7 +159,7 @@ def run_child(sweep, args) -> int:
     baselines again (clocks drift; the faster baseline time is used)."""
     import torch
 
-    from gpulab.grading.timing import L2Flusher
+    from gpulab.device.timing import L2Flusher
 
     log = Log(args.child_log)
     if not any(e["type"] == "meta" for e in log.entries):

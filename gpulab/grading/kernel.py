@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from gpulab import ceilings
 from gpulab.content import eval_formula
+from gpulab.device import ceilings
 from gpulab.grading import learner
 from gpulab.grading.compare import (
     DEFAULT_TOLERANCE,
@@ -325,7 +325,7 @@ def _geomean(xs: list[float]) -> float:
 def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """Time the learner's kernel and the baseline side by side (GPU only),
     holding the GPU's timing lock so no other gpulab run times at once."""
-    from gpulab.gpulock import gpu_timing_lock
+    from gpulab.device.gpulock import gpu_timing_lock
 
     index = torch.cuda.current_device()
     with gpu_timing_lock(f"checking {ctx.request.get('exercise', '?')}", gpu=index,
@@ -334,8 +334,8 @@ def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
 
 
 def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+    from gpulab.device.timing import L2Flusher, measure
     from gpulab.grading.batches import time_remote
-    from gpulab.grading.timing import L2Flusher, measure
 
     req = ctx.request
     device_name = torch.cuda.get_device_name(0)

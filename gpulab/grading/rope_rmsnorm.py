@@ -336,10 +336,10 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list) -> None:
     the judge in kernel.time_cases), then the learner's backward, timed in
     the judge's batches on fresh inputs and a fresh dy each repetition (every
     dx and dweight checked), beside torch.compile's backward."""
-    from gpulab import ceilings
-    from gpulab.gpulock import gpu_timing_lock
+    from gpulab.device import ceilings
+    from gpulab.device.gpulock import gpu_timing_lock
+    from gpulab.device.timing import L2Flusher, measure
     from gpulab.grading.batches import Backward, time_remote
-    from gpulab.grading.timing import L2Flusher, measure
 
     device_name = torch.cuda.get_device_name(0)
     peak_bw, _ = ceilings.floor_peaks(device_name)
@@ -403,7 +403,7 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list) -> None:
 
 def _backward_row(ctx: Any, case: Case, t: dict, b: dict, device_name: str,
                   peak_bw: float | None) -> dict[str, Any]:
-    from gpulab import ceilings
+    from gpulab.device import ceilings
 
     t = {k: v for k, v in t.items() if k != "implausible"}
     nbytes, sec = backward_bytes(case), t["ms"] * 1e-3

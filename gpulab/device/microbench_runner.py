@@ -1,8 +1,8 @@
 """Parent side of the microbenchmarks: run the child, relay progress, cache.
 
-`run_microbench()` starts `python -m gpulab.microbench` in its own process
+`run_microbench()` starts `python -m gpulab.device.microbench` in its own process
 session, hands each JSON event to `on_event` (the CLI's progress bar, the
-TUI's Device pane), and on success writes the ceilings where gpulab.ceilings
+TUI's Device pane), and on success writes the ceilings where gpulab.device.ceilings
 reads them. Imports neither torch nor triton; safe from a UI thread worker.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulab import ceilings
+from gpulab.device import ceilings
 from gpulab.fsutil import atomic_write_json
 
 DEFAULT_TIMEOUT = 1800.0
@@ -36,7 +36,7 @@ def run_microbench(workspace_root: Path | None, *, quick: bool = False,
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + \
         env.get("PYTHONPATH", "")
     env["PYTHONUNBUFFERED"] = "1"
-    cmd = [sys.executable, "-m", "gpulab.microbench"] + (["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", "gpulab.device.microbench"] + (["--quick"] if quick else [])
     notes: list[str] = []
     with tempfile.TemporaryFile() as err:
         try:

@@ -2,7 +2,7 @@
 
 NVML has no SM count or L2 size, and the lab's own process must never import
 torch (seconds of import, a CUDA context that then lives as long as the TUI).
-So `gpulab.probe` runs `python -m gpulab.probe_torch`, which prints one JSON
+So `gpulab.device.probe` runs `python -m gpulab.device.torch_probe`, which prints one JSON
 object and exits. `ask()` is the parent side and never raises.
 """
 
@@ -64,7 +64,7 @@ def ask(timeout: float = TIMEOUT_S) -> dict[str, Any]:
     pkg_parent = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
     try:
-        proc = subprocess.run([sys.executable, "-m", "gpulab.probe_torch"], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "gpulab.device.torch_probe"], capture_output=True,
                               text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"available": False, "reason": f"asking torch timed out after {timeout:g} s"}

@@ -1,7 +1,7 @@
 """The device probe: what this machine's GPUs are, and what they are doing.
 
-`snapshot()` gathers one dict (JSON-ready) from NVML (gpulab.probe_nvml),
-torch's device properties asked in a child process (gpulab.probe_torch), the
+`snapshot()` gathers one dict (JSON-ready) from NVML (gpulab.device.nvml),
+torch's device properties asked in a child process (gpulab.device.torch_probe), the
 CPU, and the datasheet GPU that rooflines use. `snapshot_renderable()` turns it
 into a rich renderable for `gpulab probe` and the TUI's Device pane.
 
@@ -17,8 +17,10 @@ import platform
 import time
 from typing import Any
 
-from gpulab import ceilings, hardware, probe_nvml, probe_torch
-from gpulab.probe_nvml import na, value
+from gpulab import hardware
+from gpulab.device import ceilings, torch_probe
+from gpulab.device.nvml import na, value
+from gpulab.device.nvml import query as query_nvml
 
 SETTING = "gpu"  # workspace setting: the datasheet GPU rooflines use without a GPU
 
@@ -166,12 +168,12 @@ def snapshot(workspace: Any = None, torch_info: dict[str, Any] | None = None,
              nvml_module: Any = None) -> dict[str, Any]:
     """Everything the probe knows, as one JSON-ready dict.
 
-    `torch_info` reuses an earlier `probe_torch.ask()` answer (the live view
+    `torch_info` reuses an earlier `torch_probe.ask()` answer (the live view
     asks torch once and NVML every refresh); `nvml_module` stands in for pynvml.
     """
-    nvml = probe_nvml.query(nvml_module)
+    nvml = query_nvml(nvml_module)
     if torch_info is None:
-        torch_info = probe_torch.ask()
+        torch_info = torch_probe.ask()
     gpus = _merge(nvml, torch_info)
     names = [str(g["fields"].get("name", {}).get("value")) for g in gpus
              if g["fields"].get("name", {}).get("value")]
