@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gpulab import profiling
+from gpulab import child, profiling
 from gpulab.commands.common import (
     UsageError,
     console,
@@ -53,16 +53,6 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> int:
         raise UsageError(f"could not run {argv[0]}: {exc}") from None
 
 
-def _child_env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    # The target must import the same gpulab as this process, installed or not.
-    pkg_parent = str(Path(profiling.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 @guarded
 def run(args: Any) -> int:
     lesson, ws, path = _target(args)
@@ -87,7 +77,7 @@ def run(args: Any) -> int:
                                  f"{'Systems' if tool == 'nsys' else 'Compute'} (it comes with "
                                  "the CUDA toolkit), or run without --" + tool)
             con.print(f"[dim]$ {profiling.shell_line(cmd)}[/]", highlight=False)
-            code = _run(cmd, _child_env())
+            code = _run(cmd, child.env())
             rep = f"{base}.{'nsys-rep' if tool == 'nsys' else 'ncu-rep'}"
             if code == 0 and tool == "nsys":
                 # Per-range and per-kernel totals, straight from the report.
@@ -99,7 +89,7 @@ def run(args: Any) -> int:
     trace = profiling.trace_path(ws.root, ex)
     argv = profiling.target_argv(ex, path, steps=steps) + ["--torch-trace", str(trace)]
     con.print(f"[dim]profiling {path} with torch.profiler ({steps} steps)…[/]", highlight=False)
-    code = _run(argv, _child_env())
+    code = _run(argv, child.env())
     if code != 0 or not trace.is_file():
         con.print(f"[red]the profile failed (exit code {code}); see the output above[/]")
         return 1

@@ -9,10 +9,7 @@ object and exits. `ask()` is the parent side and never raises.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 TIMEOUT_S = 60.0
@@ -60,12 +57,11 @@ def collect() -> dict[str, Any]:
 
 def ask(timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """Parent side: run the child and return its answer (or why there is none)."""
-    env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
+    from gpulab import child
+
     try:
-        proc = subprocess.run([sys.executable, "-m", "gpulab.device.torch_probe"], capture_output=True,
-                              text=True, timeout=timeout, env=env)
+        proc = subprocess.run(child.python_module("gpulab.device.torch_probe"),
+                              capture_output=True, text=True, timeout=timeout, env=child.env())
     except subprocess.TimeoutExpired:
         return {"available": False, "reason": f"asking torch timed out after {timeout:g} s"}
     except OSError as exc:
