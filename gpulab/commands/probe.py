@@ -61,12 +61,11 @@ def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
 
 def _watch(ws: Any, args: Any) -> int:
     """Refresh like nvitop until Ctrl-C: NVML every interval, torch asked once."""
-    from gpulab.device import torch_probe
-    from gpulab.device.probe import snapshot, snapshot_renderable
+    from gpulab.device.probe import ask_torch, snapshot, snapshot_renderable
 
     interval = args.interval
     try:
-        torch_info = torch_probe.ask()  # once: SMs and L2 don't change
+        torch_info = ask_torch()  # once: SMs and L2 don't change
         if args.json:  # one JSON object a line: a log another tool can read
             while True:
                 print(json.dumps(snapshot(ws, torch_info=torch_info), default=str), flush=True)
