@@ -8,7 +8,7 @@ Each kernel exercise's grader module supplies the cases: `bench_cases(ctx)`
 returning (case, {baseline name: zero-argument callable}) pairs if it has
 one, else its `timing_cases(ctx)` with its KernelSpec's baseline and any
 `bench_baselines(case)` it defines. Every number is a median from
-gpulab.grading.timing.measure (CUDA events, L2 flushed, adaptive stopping),
+gpulab.device.timing.measure (CUDA events, L2 flushed, adaptive stopping),
 the reference and its baselines timed in the same run.
 """
 
@@ -88,8 +88,8 @@ def measured_ceilings() -> dict[str, Any]:
     unless the probe's microbenchmarks cached them for this device."""
     import torch
 
-    from gpulab import ceilings
-    from gpulab.grading.timing import measure
+    from gpulab.device import ceilings
+    from gpulab.device.timing import measure
     from gpulab.workspace import default_root
 
     name = torch.cuda.get_device_name(0)
@@ -140,8 +140,8 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
     import triton
 
     from gpulab.content import eval_formula, load_course
+    from gpulab.device.timing import L2Flusher, measure
     from gpulab.grading.compare import dtype_name
-    from gpulab.grading.timing import L2Flusher, measure
 
     course = load_course()
     ceil = measured_ceilings()
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         print("gpulab bench: needs a CUDA GPU (none found); on the CPU, `gpulab check` grades "
               "correctness in the Triton interpreter", file=sys.stderr)
         return 2
-    from gpulab.gpulock import gpu_timing_lock
+    from gpulab.device.gpulock import gpu_timing_lock
 
     with gpu_timing_lock("gpulab bench", gpu=torch.cuda.current_device(),
                          on_wait=lambda m: print(m, file=sys.stderr, flush=True)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulab.textsafe import visible_tree
+from gpulab.textsafe import visible, visible_tree
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
@@ -76,8 +76,6 @@ def render(result: dict[str, Any]) -> Any:
     if (result.get("timing") or {}).get("cases"):
         parts.append(timing_table(result["timing"]))
     if (result.get("timing") or {}).get("profile"):  # lesson 07: ranges, top ops, trace
-        from gpulab.profiling import render_profile
-
         parts.append(render_profile(result["timing"]["profile"]))
     from gpulab.diagnosis.render import explain_renderable
 
@@ -90,4 +88,61 @@ def render(result: dict[str, Any]) -> Any:
     if result.get("output", "").strip():
         parts.append(Text("Your program's output:", style="bold"))
         parts.append(Text(result["output"].rstrip()[-2000:], style="dim"))
+    return Group(*parts)
+
+
+# --- profiles (lesson 07 and `gpulab profile`) ------------------------------------
+
+def _short(name: str, width: int = 60) -> Any:
+    """A name from the trace as plain Text: learner code chooses range names, so
+    they are neither markup nor terminal commands (gpulab.textsafe)."""
+    from rich.text import Text
+
+    name = visible(name)
+    return Text(name if len(name) <= width else name[: width - 1] + "…")
+
+
+def top_ops_table(rows: list[dict[str, Any]], *, title: str = "Top operations") -> Any:
+    """Rows as produced by read_trace (ops or kernels) or the grader's top_ops."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    cols = [c for c in ("calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "device_ms")
+            if rows and c in rows[0] and any(r.get(c) for r in rows)]
+    t.add_column("operation", overflow="fold")
+    for c in cols:
+        t.add_column(c.replace("_ms", " ms").replace("_", " "), justify="right")
+    for r in rows:
+        t.add_row(_short(r["name"]), *(str(r[c]) if c == "calls" else f"{r[c]:.3f}"
+                                       for c in cols))
+    return t
+
+
+def ranges_table(ranges: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="Your ranges", title_justify="left")
+    t.add_column("range")
+    t.add_column("ms", justify="right")
+    t.add_column("calls / ops", justify="right")
+    for r in ranges:
+        t.add_row(_short(r["name"], 80), f"{r['ms']:.3f}", str(r.get("calls", r.get("ops", ""))))
+    return t
+
+
+def render_profile(profile: dict[str, Any]) -> Any:
+    """A check result's timing["profile"] (see gpulab.grading.nvtx_profile)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    if profile.get("ranges"):
+        parts.append(ranges_table(profile["ranges"]))
+    if profile.get("top_kernels"):
+        parts.append(top_ops_table(profile["top_kernels"], title="Top GPU kernels"))
+    if profile.get("top_ops"):
+        parts.append(top_ops_table(profile["top_ops"], title="Top operations"))
+    if profile.get("nvtx") is not None:
+        seen = visible(", ".join(map(str, profile["nvtx"]))) or "none"
+        parts.append(Text(f"NVTX ranges pushed (what Nsight Systems shows): {seen}", style="dim"))
     return Group(*parts)

@@ -120,24 +120,15 @@ class Model:
 
 def detected_gpu_name() -> str | None:
     """The first GPU's name through NVML, or None (no driver, no GPU, any error)."""
-    try:
-        import pynvml
+    from gpulab.device import nvml
 
-        pynvml.nvmlInit()
+    try:
+        with nvml.opened() as nv:
+            if nv.nvmlDeviceGetCount() < 1:
+                return None
+            return nvml.text(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(0)))
     except Exception:  # noqa: BLE001 - no NVML is the common case on a laptop
         return None
-    try:
-        if pynvml.nvmlDeviceGetCount() < 1:
-            return None
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def choose_gpu(name: str | None = None, setting: str | None = None,

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpulab import child
 from gpulab.content import Lesson
 
 # Statuses of a result (`passed` is True only for "passed").
@@ -40,8 +39,6 @@ from gpulab.protocol import (
     PASSED,
     TIMEOUT,
     CheckRequest,
-    ProtocolError,
-    read_frame,
 )
 
 DEFAULT_TIMEOUT = 300.0
@@ -64,20 +61,7 @@ def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
 def _stop(proc: subprocess.Popen) -> None:
     """Ask the judge to stop (it kills the sandbox and everything under it),
     then make sure."""
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=3)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-        proc.wait(timeout=5)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        pass
+    child.kill_tree(proc, term_s=3)
 
 
 def run_check(
@@ -102,6 +86,36 @@ def run_check(
     file = Path(file).resolve()
     base = {"exercise": lesson.exercise, "lesson": lesson.id, "file": str(file),
             "passed": False, "cases": [], "timing": None, "output": ""}
+    request = _request(lesson, file, timing=timing, device=device, timeout=timeout,
+                       extra=extra)
+    with tempfile.TemporaryDirectory(prefix="gpulab-judge-") as tmp:
+        try:
+            run = _judge(request, Path(tmp), started + timeout, on_event, cancel)
+        except _NotStarted as failed:
+            exc = failed.__cause__
+            return {**base, "status": ERROR, "summary": f"could not start the check: {exc}",
+                    "message": str(exc), "duration_s": 0.0}
+    duration = round(time.monotonic() - started, 2)
+    if run.stopped == child.TIMEOUT:
+        return {**base, "status": TIMEOUT, "duration_s": duration,
+                "summary": f"timed out after {timeout:g} s (an infinite loop in Python or in a kernel?)",
+                "message": "The check was stopped and its processes were killed. "
+                           "Look for a loop whose bound never changes, or a kernel grid that "
+                           "never finishes. Raise the limit with --timeout if it is just slow."}
+    if run.stopped == child.CANCELLED:
+        return {**base, "status": CANCELLED, "summary": "cancelled", "message": "",
+                "duration_s": duration}
+    if run.result is None:
+        return {**base, "status": ERROR, "duration_s": duration,
+                "summary": f"the grader stopped without a result (exit {run.returncode})",
+                "message": run.log}
+    merged = {**base, **run.result, "duration_s": duration}
+    merged["passed"] = merged.get("status") == PASSED
+    return merged
+
+
+def _request(lesson: Lesson, file: Path, *, timing: bool, device: str, timeout: float,
+             extra: dict[str, Any] | None) -> dict[str, Any]:
     extra = dict(extra or {})
     request = CheckRequest(
         exercise=lesson.exercise, function=lesson.function, file=str(file), timing=timing,
@@ -109,88 +123,68 @@ def run_check(
         content_root=str(lesson.root), workspace=extra.pop("workspace", None),
         timeout=timeout, extra=extra).to_json()
     request.update(request.pop("extra"))  # graders read extras at the top level
+    return request
+
+
+class _NotStarted(Exception):
+    """The judge could not be started (its OSError is the cause)."""
+
+
+@dataclass
+class _JudgeRun:
+    result: dict[str, Any] | None  # the judge's result frame, None without one
+    stopped: str | None  # child.TIMEOUT or child.CANCELLED when the lab stopped it
+    returncode: int | None
+    log: str  # the tail of the judge's own stdout and stderr
+
+
+def _judge(request: dict[str, Any], tmp: Path, deadline: float,
+           on_event: EventCallback | None, cancel: threading.Event | None) -> _JudgeRun:
+    """Start the judge in `tmp`, hand it `request`, relay its events until a
+    result, its end, the deadline or `cancel`. Raises _NotStarted if it cannot start."""
     read_fd, write_fd = os.pipe()
-    with tempfile.TemporaryDirectory(prefix="gpulab-judge-") as tmp:
-        log_path = Path(tmp) / "judge.log"
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["GPULAB_EVENTS_FD"] = str(write_fd)
-        # The judge must import the same gpulab as this process, installed or not.
-        pkg_parent = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
-        with open(log_path, "wb") as log:
-            try:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "gpulab.judge"], stdin=subprocess.PIPE,
-                    stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                    start_new_session=True, cwd=tmp, env=env)
-            except OSError as exc:
-                os.close(read_fd)
-                os.close(write_fd)
-                return {**base, "status": ERROR, "summary": f"could not start the check: {exc}",
-                        "message": str(exc), "duration_s": 0.0}
-        os.close(write_fd)
-        result: dict[str, Any] | None = None
-        status_override = None
+    log_path = tmp / "judge.log"
+    with open(log_path, "wb") as log:
         try:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(json.dumps(request).encode())
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            result, status_override = _read_events(proc, read_fd, started + timeout,
-                                                   on_event, cancel)
-        except BaseException:
-            _stop(proc)  # Ctrl-C or any error here: no orphan processes
-            raise
-        finally:
+            proc = child.spawn(
+                child.python_module("gpulab.judge"), stdin=subprocess.PIPE, stdout=log,
+                stderr=subprocess.STDOUT, pass_fds=(write_fd,), cwd=tmp,
+                env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)))
+        except OSError as exc:
             os.close(read_fd)
-            if proc.poll() is None:
-                try:
-                    proc.wait(timeout=5 if result else 0.1)
-                except subprocess.TimeoutExpired:
-                    _stop(proc)
-        judge_log = _tail(log_path)
-
-    duration = round(time.monotonic() - started, 2)
-    if status_override == TIMEOUT:
-        return {**base, "status": TIMEOUT, "duration_s": duration,
-                "summary": f"timed out after {timeout:g} s (an infinite loop in Python or in a kernel?)",
-                "message": "The check was stopped and its processes were killed. "
-                           "Look for a loop whose bound never changes, or a kernel grid that "
-                           "never finishes. Raise the limit with --timeout if it is just slow."}
-    if status_override == CANCELLED:
-        return {**base, "status": CANCELLED, "summary": "cancelled", "message": "",
-                "duration_s": duration}
-    if result is None:
-        code = proc.returncode
-        return {**base, "status": ERROR, "duration_s": duration,
-                "summary": f"the grader stopped without a result (exit {code})",
-                "message": judge_log}
-    merged = {**base, **result, "duration_s": duration}
-    merged["passed"] = merged.get("status") == PASSED
-    return merged
-
-
-def _read_events(proc, read_fd, deadline, on_event, cancel):
-    """Read the judge's frames until a result, EOF, timeout or cancel."""
-    while True:
-        if cancel is not None and cancel.is_set():
-            _stop(proc)
-            return None, CANCELLED
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            _stop(proc)
-            return None, TIMEOUT
-        ready, _, _ = select.select([read_fd], [], [], min(remaining, 0.1))
-        if not ready:
-            continue
+            os.close(write_fd)
+            raise _NotStarted from exc
+    os.close(write_fd)
+    result: dict[str, Any] | None = None
+    events = child.Events(child.frame_reader(read_fd), deadline=deadline, cancel=cancel)
+    try:
+        assert proc.stdin is not None
         try:
-            event = read_frame(read_fd)
-        except (EOFError, ProtocolError, OSError):
-            return None, None
+            proc.stdin.write(json.dumps(request).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        result = _relay(events, on_event)
+        if events.stopped:
+            _stop(proc)
+    except BaseException:
+        _stop(proc)  # Ctrl-C or any error here: no orphan processes
+        raise
+    finally:
+        os.close(read_fd)
+        if proc.poll() is None:
+            try:
+                proc.wait(timeout=5 if result else 0.1)
+            except subprocess.TimeoutExpired:
+                _stop(proc)
+    return _JudgeRun(result, events.stopped, proc.returncode, _tail(log_path))
+
+
+def _relay(events: child.Events, on_event: EventCallback | None) -> dict[str, Any] | None:
+    """The judge's result frame; every other frame goes to `on_event`."""
+    for event in events:
         if event.get("type") == "result" and isinstance(event.get("result"), dict):
-            return event["result"], None
+            return event["result"]
         if on_event is not None:
             on_event(event)
+    return None

@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpulab.grading.timing import L2Flusher, measure  # noqa: E402
+from gpulab.device.timing import L2Flusher, measure  # noqa: E402
 
 SRC = (ROOT / "kernels" / "rope_rmsnorm.py").read_text()
 EDITS = {

@@ -28,8 +28,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpulab.grading.timing import L2Flusher, measure  # noqa: E402
-from gpulab.microbench_kernels import copy as triton_copy  # noqa: E402
+from gpulab.device.microbench_kernels import copy as triton_copy  # noqa: E402
+from gpulab.device.timing import L2Flusher, measure  # noqa: E402
 
 # (elements a program, warps): 16-byte accesses, 1 to 8 a thread
 TRITON_COPIES = [(1024, 4), (2048, 4), (2048, 2), (4096, 4), (4096, 8), (8192, 8), (16384, 8)]

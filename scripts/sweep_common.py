@@ -23,13 +23,13 @@ import datetime
 import json
 import math
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gpulab import child  # the sweep scripts put the repository on sys.path first
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_LOST = 3  # child exit code: the CUDA context is broken, resume in a fresh process
@@ -144,7 +144,7 @@ def _short(exc: BaseException) -> str:
 
 
 def time_fn(fn, flusher, quick: bool = False) -> dict[str, Any]:
-    from gpulab.grading.timing import measure
+    from gpulab.device.timing import measure
 
     m = measure(fn, flusher=flusher, warmup_s=0.15 if quick else 0.2, max_warmup_s=1.5,
                 budget_s=1.0 if quick else 1.5)
@@ -159,7 +159,7 @@ def run_child(sweep, args) -> int:
     baselines again (clocks drift; the faster baseline time is used)."""
     import torch
 
-    from gpulab.grading.timing import L2Flusher
+    from gpulab.device.timing import L2Flusher
 
     log = Log(args.child_log)
     if not any(e["type"] == "meta" for e in log.entries):
@@ -282,7 +282,7 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
         # The child's stderr (compiler diagnostics can run to pages) goes to a
         # file beside the JSON, so the table stays readable at the end of stdout.
         with open(err_path, "a") as err_file:
-            proc = subprocess.Popen(cmd, start_new_session=True, stderr=err_file)
+            proc = child.spawn(cmd, stderr=err_file, env=child.env())
         last_size, last_change, hung = -1, time.time(), False
         while proc.poll() is None:
             time.sleep(0.5)
@@ -293,8 +293,7 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
             # the run is past its deadline by a margin.
             if time.time() - last_change > args.item_timeout or time.time() > deadline + 5:
                 hung = True
-                os.killpg(proc.pid, signal.SIGKILL)  # our own child's process group only
-                proc.wait()
+                child.kill_tree(proc)  # our own child's process group only
         rc = proc.returncode
         if rc == 0 and not hung:
             break

@@ -6,11 +6,11 @@ import subprocess
 import sys
 import time
 
-from gpulab import gpulock
+from gpulab.device import gpulock
 
 HOLD = """
 import sys, time
-from gpulab.gpulock import gpu_timing_lock
+from gpulab.device.gpulock import gpu_timing_lock
 with gpu_timing_lock("checking softmax", gpu=7):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))

@@ -37,8 +37,8 @@ def test_cli_hint_after_a_pass_does_not_say_locked(run_gpulab, tmp_path):
 
 @pytest.mark.anyio
 async def test_lesson_pane_hints_update_after_a_pass(tmp_path):
+    from gpulab.device.devinfo import GpuInfo
     from gpulab.tui.app import build_app
-    from gpulab.tui.devinfo import GpuInfo
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
     async with app.run_test(size=(100, 30)) as pilot:

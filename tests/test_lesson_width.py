@@ -196,8 +196,8 @@ async def settled_fence_width(app, pilot, scope) -> int | None:
 async def test_code_width_is_the_lesson_panes(tmp_path):
     """CODE_WIDTH is what a code block shows in the app at 80x24."""
     pytest.importorskip("textual")
+    from gpulab.device.devinfo import GpuInfo
     from gpulab.tui.app import build_app
-    from gpulab.tui.devinfo import GpuInfo
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -210,8 +210,8 @@ async def test_code_width_is_the_lesson_panes(tmp_path):
 async def test_hint_code_width_is_the_lesson_panes(tmp_path):
     """HINT_CODE_WIDTH is what a revealed hint's code block shows at 80x24."""
     pytest.importorskip("textual")
+    from gpulab.device.devinfo import GpuInfo
     from gpulab.tui.app import build_app
-    from gpulab.tui.devinfo import GpuInfo
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
     async with app.run_test(size=(80, 24)) as pilot:

@@ -1,5 +1,5 @@
 """Microbenchmarks: refuse cleanly without a GPU, plan sensibly, cache where
-gpulab.ceilings reads, render; their Triton kernels compute the right thing
+gpulab.device.ceilings reads, render; their Triton kernels compute the right thing
 (interpreter). On a GPU (marked): a quick run gives sane numbers."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab import ceilings, hardware, microbench
-from gpulab.microbench_runner import results_renderable, run_microbench, save
+from gpulab import hardware
+from gpulab.device import ceilings, microbench
+from gpulab.device.microbench_runner import results_renderable, run_microbench, save
 from tests.conftest import REPO, cuda_available, gpulab_env
 
 GiB, MiB = 2**30, 2**20
@@ -22,7 +23,7 @@ no_gpu = pytest.mark.skipif(cuda_available(), reason="checks the refusal on a ma
 
 @no_gpu
 def test_child_refuses_without_gpu(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "gpulab.microbench", "--quick"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "gpulab.device.microbench", "--quick"], capture_output=True,
                        text=True, timeout=120, env=gpulab_env(tmp_path), cwd=REPO)
     assert r.returncode == 2
     lines = r.stdout.strip().splitlines()
@@ -139,11 +140,12 @@ DRY_RUN = r"""
 # has none), Triton runs in its interpreter, sizes are tiny, and `measure` just
 # calls twice. What is tested is the plumbing: events, rows, checks, result keys.
 import time, types, torch
-from gpulab import microbench as mb
-from gpulab.grading import timing
+from gpulab.device import microbench as mb
+from gpulab.device import microbench_measure as mm
+from gpulab.device import timing
 
-mb.DEVICE = "cpu"
-mb.FMA_ITERS, mb.FMA_PROGRAMS_PER_SM = 16, 2
+mm.DEVICE = "cpu"
+mm.FMA_ITERS, mm.FMA_PROGRAMS_PER_SM = 16, 2
 c = torch.cuda
 c.is_available = lambda: True
 c.get_device_properties = lambda i=0: types.SimpleNamespace(
@@ -171,7 +173,7 @@ raise SystemExit(mb.run(quick=True))
 # same recurrence in float64), then the pipeline.
 DRY_RUN = r"""
 import torch
-from gpulab import microbench_kernels as K
+from gpulab.device import microbench_kernels as K
 torch.manual_seed(0)
 x = torch.rand(5000)
 partial = torch.empty(8)

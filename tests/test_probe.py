@@ -17,7 +17,7 @@ import pytest
 
 pynvml = pytest.importorskip("pynvml")
 
-from gpulab import probe, probe_nvml  # noqa: E402
+from gpulab.device import nvml, probe  # noqa: E402
 from tests.conftest import gpulab_env  # noqa: E402
 
 TORCH_NONE = {"available": True, "torch": "2.x+cpu", "cuda_version": None, "devices": [],
@@ -101,9 +101,9 @@ def test_no_nvml_and_no_cuda(monkeypatch):
 
 def test_driver_not_loaded_and_no_pynvml(monkeypatch):
     fake_nvml(monkeypatch, {"nvmlInit": _raiser("NVML_ERROR_DRIVER_NOT_LOADED")})
-    assert "driver is not loaded" in probe_nvml.query()["reason"]
+    assert "driver is not loaded" in nvml.query()["reason"]
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
-    assert "nvidia-ml-py is not installed" in probe_nvml.query()["reason"]
+    assert "nvidia-ml-py is not installed" in nvml.query()["reason"]
 
 
 def test_refusals_render_as_na_with_reasons(monkeypatch):
@@ -159,9 +159,9 @@ def test_nvml_missing_but_torch_sees_a_gpu(monkeypatch):
 
 def test_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert probe_nvml._visible_indices(2) == [1]
+    assert nvml._visible_indices(2) == [1]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert probe_nvml._visible_indices(2) == []
+    assert nvml._visible_indices(2) == []
 
 
 def test_workspace_gpu_setting(ws):
@@ -219,7 +219,7 @@ def test_real_nvml_on_gpu():
     for key, field in f.items():  # every field answered or said why not
         assert field.get("value") is not None or field.get("reason"), key
     start = time.monotonic()
-    probe_nvml.query()
+    nvml.query()
     assert time.monotonic() - start < 2.0  # fast enough to poll every second
     print(json.dumps(snap, indent=1, default=str)[:4000])
 

@@ -19,8 +19,8 @@ pytest.importorskip("textual")
 
 from conftest import reference_source, starter_source  # noqa: E402
 
+from gpulab.device.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.app import GpulabApp, build_app  # noqa: E402
-from gpulab.tui.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen  # noqa: E402
 from gpulab.tui.sidebar import LessonList  # noqa: E402

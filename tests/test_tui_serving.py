@@ -17,7 +17,7 @@ pytest.importorskip("textual_plotext")
 from test_tui import make_app, shows  # noqa: E402
 
 from gpulab import hardware, serving  # noqa: E402
-from gpulab.tui.devinfo import GpuInfo  # noqa: E402
+from gpulab.device.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.screens import HelpScreen  # noqa: E402
 from gpulab.tui.serving_pane import (  # noqa: E402
     ServingPane,

@@ -53,8 +53,8 @@ def snapshot_ws(monkeypatch):
 
 def build(ws, **options):
     from gpulab.content import load_course
+    from gpulab.device.devinfo import GpuInfo
     from gpulab.tui.app import build_app
-    from gpulab.tui.devinfo import GpuInfo
 
     options.setdefault("welcome", False)
     return build_app(ws, device="cpu", course=load_course(HERE / "course"), gpu_info=GpuInfo(),

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from typing import Any
+
+from gpulab import child
 
 
 def run(args: Any) -> int:
-    cmd = [sys.executable, "-m", "gpulab.bench", *args.kernels]
+    cmd = child.python_module("gpulab.bench", *args.kernels)
     if args.json:
         cmd += ["--json", args.json]
     if getattr(args, "rounds", 1) != 1:
         cmd += ["--rounds", str(args.rounds)]
     try:
-        return subprocess.run(cmd).returncode
+        return subprocess.run(cmd, env=child.env()).returncode
     except KeyboardInterrupt:
         return 130

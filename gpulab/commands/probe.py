@@ -30,7 +30,7 @@ def run(args: Any) -> int:
         return _bench(ws, args)
     if args.watch:
         return _watch(ws, args)
-    from gpulab.probe import snapshot, snapshot_renderable
+    from gpulab.device.probe import snapshot, snapshot_renderable
 
     snap = snapshot(ws)
     if args.json:
@@ -51,7 +51,7 @@ def _known_gpu(name: str) -> Any:
 
 
 def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
-    from gpulab.probe import SETTING
+    from gpulab.device.probe import SETTING
 
     ws.set_setting(SETTING, gpu.key)
     if not quiet:
@@ -61,12 +61,11 @@ def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
 
 def _watch(ws: Any, args: Any) -> int:
     """Refresh like nvitop until Ctrl-C: NVML every interval, torch asked once."""
-    from gpulab import probe_torch
-    from gpulab.probe import snapshot, snapshot_renderable
+    from gpulab.device.probe import ask_torch, snapshot, snapshot_renderable
 
     interval = args.interval
     try:
-        torch_info = probe_torch.ask()  # once: SMs and L2 don't change
+        torch_info = ask_torch()  # once: SMs and L2 don't change
         if args.json:  # one JSON object a line: a log another tool can read
             while True:
                 print(json.dumps(snapshot(ws, torch_info=torch_info), default=str), flush=True)
@@ -88,7 +87,7 @@ def _watch(ws: Any, args: Any) -> int:
 
 
 def _bench(ws: Any, args: Any) -> int:
-    from gpulab.microbench_runner import results_renderable, run_microbench
+    from gpulab.device.microbench_runner import results_renderable, run_microbench
 
     err = console(stderr=True)
     if args.json:

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gpulab import profiling
+from gpulab import child, report, traces
 from gpulab.commands.common import (
     UsageError,
     console,
@@ -31,8 +31,8 @@ TIMEOUT_S = 600
 def _target(args: Any) -> tuple[Any, Any, Path]:
     course = open_course()
     lesson = find_lesson(course, args.exercise)
-    if lesson.exercise not in profiling.TARGETS:
-        raise UsageError(f"`gpulab profile` runs {', '.join(profiling.TARGETS)}; "
+    if lesson.exercise not in traces.TARGETS:
+        raise UsageError(f"`gpulab profile` runs {', '.join(traces.TARGETS)}; "
                          f"for {lesson.exercise} use `gpulab check` (it times on a GPU)")
     ws = open_workspace(args)
     if getattr(args, "file", None):
@@ -53,32 +53,22 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> int:
         raise UsageError(f"could not run {argv[0]}: {exc}") from None
 
 
-def _child_env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    # The target must import the same gpulab as this process, installed or not.
-    pkg_parent = str(Path(profiling.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 @guarded
 def run(args: Any) -> int:
     lesson, ws, path = _target(args)
     ex, steps = lesson.exercise, args.steps
     if steps < 1:
         raise UsageError("--steps must be at least 1")
-    out_dir = profiling.trace_dir(ws.root)
+    out_dir = traces.trace_dir(ws.root)
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / ex
-    found = profiling.tools()
-    nsys = profiling.nsys_command(ex, path, base, steps=steps)
-    ncu = profiling.ncu_command(ex, path, base)
+    found = traces.tools()
+    nsys = traces.nsys_command(ex, path, base, steps=steps)
+    ncu = traces.ncu_command(ex, path, base)
     con = console()
     if args.print_command:
-        con.print(profiling.shell_line(nsys), markup=False)
-        con.print(profiling.shell_line(ncu), markup=False)
+        con.print(traces.shell_line(nsys), markup=False)
+        con.print(traces.shell_line(ncu), markup=False)
         return 0
     for tool, cmd in (("nsys", nsys), ("ncu", ncu)):
         if getattr(args, tool):
@@ -86,8 +76,8 @@ def run(args: Any) -> int:
                 raise UsageError(f"{tool} is not on PATH: install Nsight "
                                  f"{'Systems' if tool == 'nsys' else 'Compute'} (it comes with "
                                  "the CUDA toolkit), or run without --" + tool)
-            con.print(f"[dim]$ {profiling.shell_line(cmd)}[/]", highlight=False)
-            code = _run(cmd, _child_env())
+            con.print(f"[dim]$ {traces.shell_line(cmd)}[/]", highlight=False)
+            code = _run(cmd, child.env())
             rep = f"{base}.{'nsys-rep' if tool == 'nsys' else 'ncu-rep'}"
             if code == 0 and tool == "nsys":
                 # Per-range and per-kernel totals, straight from the report.
@@ -96,23 +86,23 @@ def run(args: Any) -> int:
                       f"{'Systems' if tool == 'nsys' else 'Compute'})" if code == 0
                       else f"[red]{tool} exited with code {code}[/]")
             return 0 if code == 0 else 1
-    trace = profiling.trace_path(ws.root, ex)
-    argv = profiling.target_argv(ex, path, steps=steps) + ["--torch-trace", str(trace)]
+    trace = traces.trace_path(ws.root, ex)
+    argv = traces.target_argv(ex, path, steps=steps) + ["--torch-trace", str(trace)]
     con.print(f"[dim]profiling {path} with torch.profiler ({steps} steps)…[/]", highlight=False)
-    code = _run(argv, _child_env())
+    code = _run(argv, child.env())
     if code != 0 or not trace.is_file():
         con.print(f"[red]the profile failed (exit code {code}); see the output above[/]")
         return 1
-    summary = profiling.read_trace(trace)
+    summary = traces.read_trace(trace)
     if summary["ranges"]:
-        con.print(profiling.ranges_table(summary["ranges"]))
+        con.print(report.ranges_table(summary["ranges"]))
     if summary["kernels"]:
-        con.print(profiling.top_ops_table(summary["kernels"][:10], title="Top GPU kernels"))
-    con.print(profiling.top_ops_table(summary["ops"][:12], title="Top operations (self CPU time)"))
+        con.print(report.top_ops_table(summary["kernels"][:10], title="Top GPU kernels"))
+    con.print(report.top_ops_table(summary["ops"][:12], title="Top operations (self CPU time)"))
     con.print(f"trace: {trace}  (open it in https://ui.perfetto.dev or chrome://tracing)",
               markup=False)
     for tool, cmd in (("nsys", nsys), ("ncu", ncu)):
         if found[tool]:
             con.print(f"{tool} found: `gpulab profile {ex} --{tool}` runs\n  "
-                      f"{profiling.shell_line(cmd)}", markup=False)
+                      f"{traces.shell_line(cmd)}", markup=False)
     return 0

@@ -27,21 +27,18 @@ def nvidia_gpu_visible() -> bool:
     (about 1.5 s to import): NVML, else the driver's files."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False  # CUDA hides every GPU from the child
-    try:
-        import pynvml
+    from gpulab.device import nvml
 
-        pynvml.nvmlInit()
+    try:
+        nv = nvml.init()
     except Exception:  # noqa: BLE001 - no library, no driver: look for the driver's files
         return Path("/proc/driver/nvidia/version").exists()
     try:
-        return int(pynvml.nvmlDeviceGetCount()) > 0
+        return int(nv.nvmlDeviceGetCount()) > 0
     except Exception:  # noqa: BLE001
         return False
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+        nvml.shutdown(nv)
 
 
 def default_timeout(device: str, gpu: bool | None = None) -> tuple[float, str]:

@@ -69,8 +69,9 @@ def describe(obj: Any) -> Any:
 
 
 def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
-    from gpulab import ceilings, hardware, roofline
+    from gpulab import hardware, roofline
     from gpulab.compile_info import ARCHS, parse_arch
+    from gpulab.device import ceilings
 
     if device == "cuda":
         import torch

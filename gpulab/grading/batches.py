@@ -1,6 +1,6 @@
 """Timing a learner's kernel from the judge, in batches on fresh inputs.
 
-The sandbox times each call with CUDA events (as gpulab.grading.timing does
+The sandbox times each call with CUDA events (as gpulab.device.timing does
 for the bench), but its numbers are only a claim. The judge:
 
 1. draws every repetition's inputs fresh from its own generator (same
@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
+from gpulab.device.timing import _stats
 from gpulab.grading import learner
 from gpulab.grading.compare import compare, describe_mismatch
-from gpulab.grading.timing import _stats
 from gpulab.protocol import numbers, text
 
 MAX_REPS = 40

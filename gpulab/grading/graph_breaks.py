@@ -273,7 +273,7 @@ def grade(ctx: Any) -> None:
 def time_modes(ctx: Any, fn: Any) -> None:
     """Original vs your step: eager, torch.compile default, reduce-overhead,
     holding the GPU's timing lock (compiles included: they are in the loop)."""
-    from gpulab.gpulock import gpu_timing_lock
+    from gpulab.device.gpulock import gpu_timing_lock
 
     with gpu_timing_lock("checking graph_breaks", gpu=torch.cuda.current_device(),
                          on_wait=ctx.stage):
@@ -283,8 +283,8 @@ def time_modes(ctx: Any, fn: Any) -> None:
 def _time_modes(ctx: Any, fn: Any) -> None:
     """The original is timed here; your step's modes in the sandbox (their
     times are the sandbox's report, not graded), every output checked here."""
+    from gpulab.device.timing import L2Flusher, measure
     from gpulab.grading.kernel import encode
-    from gpulab.grading.timing import L2Flusher, measure
 
     flusher = L2Flusher()
     rows: list[dict[str, Any]] = []

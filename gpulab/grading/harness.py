@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.grading.learner import LearnerError
+from gpulab.install_hint import install_hint  # the same advice the CLI and the TUI give
 from gpulab.protocol import text as _text
 
 
@@ -116,13 +117,6 @@ def device_label(device: str, triton: bool = True) -> str:
 
         return torch.cuda.get_device_name(0)
     return f"CPU ({platform.machine()})" + (", Triton interpreter" if triton else "")
-
-
-def install_hint(module: str) -> str:
-    """The same advice the CLI and the TUI give (gpulab.install_hint)."""
-    from gpulab.install_hint import install_hint as hint
-
-    return hint(module)
 
 
 def grade_request(request: dict[str, Any], device: str, channel: Any,

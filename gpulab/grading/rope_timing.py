@@ -35,10 +35,10 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list, *, spec: KernelSpe
     the judge's batches on fresh inputs and a fresh dy each repetition (every
     dx and dweight checked, against `reference` within `tolerance`), beside
     torch.compile's backward. `chain` is the unfused eager chain."""
-    from gpulab import ceilings
-    from gpulab.gpulock import gpu_timing_lock
+    from gpulab.device import ceilings
+    from gpulab.device.gpulock import gpu_timing_lock
+    from gpulab.device.timing import L2Flusher, measure
     from gpulab.grading.batches import Backward, time_remote
-    from gpulab.grading.timing import L2Flusher, measure
 
     device_name = torch.cuda.get_device_name(0)
     peak_bw, _ = ceilings.floor_peaks(device_name)
@@ -102,7 +102,7 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list, *, spec: KernelSpe
 
 def _backward_row(ctx: Any, case: Case, t: dict, b: dict, device_name: str,
                   peak_bw: float | None) -> dict[str, Any]:
-    from gpulab import ceilings
+    from gpulab.device import ceilings
 
     t = {k: v for k, v in t.items() if k != "implausible"}
     nbytes, sec = backward_bytes(case), t["ms"] * 1e-3

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from gpulab import ceilings
 from gpulab.content import eval_formula
+from gpulab.device import ceilings
 from gpulab.grading.compare import dtype_name
 from gpulab.grading.kernel import Case, KernelSpec, guarded_call
 
@@ -22,7 +22,7 @@ from gpulab.grading.kernel import Case, KernelSpec, guarded_call
 def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """Time the learner's kernel and the baseline side by side (GPU only),
     holding the GPU's timing lock so no other gpulab run times at once."""
-    from gpulab.gpulock import gpu_timing_lock
+    from gpulab.device.gpulock import gpu_timing_lock
 
     index = torch.cuda.current_device()
     with gpu_timing_lock(f"checking {ctx.request.get('exercise', '?')}", gpu=index,
@@ -36,7 +36,7 @@ def _geomean(xs: list[float]) -> float:
 
 
 def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
-    from gpulab.grading.timing import L2Flusher
+    from gpulab.device.timing import L2Flusher
 
     device_name = torch.cuda.get_device_name(0)
     flusher = L2Flusher()
@@ -95,7 +95,7 @@ def _time_case(ctx: Any, spec: KernelSpec, fn: Any, case: Case, flusher: Any,
 
 
 def _time_baseline(spec: KernelSpec, case: Case, row: dict[str, Any], flusher: Any) -> None:
-    from gpulab.grading.timing import measure
+    from gpulab.device.timing import measure
 
     b = measure(spec.baseline(case), flusher=flusher, log_clocks=False)
     row["baseline"], row["baseline_ms"] = spec.baseline_name, b["ms"]

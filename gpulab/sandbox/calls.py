@@ -178,7 +178,7 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     first (its own events, `fwd_ms`), then autograd computes the gradients of
     those args for the repetition's `grad_output`; the first gradient goes to
     the slot, the others to `extra_outs`."""
-    from gpulab.grading.timing import ClockLog, L2Flusher
+    from gpulab.device.timing import ClockLog, L2Flusher
     from gpulab.sandbox.main import LearnerFailure
 
     fn = server.function(msg["function"])

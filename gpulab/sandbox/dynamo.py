@@ -267,7 +267,7 @@ def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     output copied into the judge's slot for checking."""
     import torch._dynamo
 
-    from gpulab.grading.timing import L2Flusher, measure
+    from gpulab.device.timing import L2Flusher, measure
     from gpulab.sandbox.main import LearnerFailure
 
     fn = server.function(msg["function"])

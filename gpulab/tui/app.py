@@ -20,11 +20,11 @@ from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextA
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import ContentError, Course, Lesson, load_course
+from gpulab.device.devinfo import GpuInfo, detect_gpus
 from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
-from gpulab.tui.devinfo import GpuInfo, detect_gpus
 from gpulab.tui.editor import ExercisePane
 from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
 from gpulab.tui.footer import LabFooter

@@ -1,6 +1,6 @@
 """The Roofline, Device and Roadmap & Glossary panes.
 
-Each shows a core module (gpulab.roofline, gpulab.probe, gpulab.microbench_runner,
+Each shows a core module (gpulab.roofline, gpulab.device.probe, gpulab.device.microbench_runner,
 gpulab.roadmap, gpulab.glossary), imported when the pane is first shown, never
 at start-up; a module that is missing or broken becomes a message in its pane,
 not a crash. Slow work (NVML, torch's device properties asked in a child
@@ -22,7 +22,7 @@ from textual.widgets import Input, Label, ProgressBar, Select, Static
 from textual.worker import get_current_worker
 
 from gpulab.content import Lesson
-from gpulab.tui.devinfo import GpuInfo
+from gpulab.device.devinfo import GpuInfo
 
 
 def unavailable(what: str, exc: BaseException) -> Text:
@@ -236,7 +236,7 @@ class DevicePane(_LazyPane):
           description="device probe")
     def _snapshot_worker(self) -> None:
         try:
-            from gpulab import probe
+            from gpulab.device import probe
 
             snap = probe.snapshot(self.app.workspace)  # type: ignore[attr-defined]
             renderable: Any = probe.snapshot_renderable(snap)
@@ -272,7 +272,7 @@ class DevicePane(_LazyPane):
     def _bench_worker(self) -> None:
         worker = get_current_worker()
         try:
-            from gpulab.microbench_runner import run_microbench
+            from gpulab.device.microbench_runner import run_microbench
 
             outcome = run_microbench(self.app.workspace.root,  # type: ignore[attr-defined]
                                      on_event=lambda ev: self.post_message(self.BenchProgress(ev)),
@@ -304,7 +304,7 @@ class DevicePane(_LazyPane):
         stage.update(Text(f"Measured ceilings saved to {out.get('cache')}; checks and "
                           "rooflines on this GPU use them from now on.", style="green"))
         try:
-            from gpulab.microbench_runner import results_renderable
+            from gpulab.device.microbench_runner import results_renderable
 
             self.query_one("#bench-result", Static).update(results_renderable(out["result"]))
         except Exception as exc:  # noqa: BLE001

@@ -12,7 +12,7 @@ from typing import Any
 from textual.message import Message
 
 from gpulab.content import Lesson
-from gpulab.tui.devinfo import GpuInfo
+from gpulab.device.devinfo import GpuInfo
 
 
 class CheckProgress(Message):

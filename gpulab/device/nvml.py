@@ -1,20 +1,65 @@
-"""What NVML says about the GPUs: every field a value, or n/a with the reason.
+"""NVML: the one place gpulab opens it, and every field it answers.
 
 NVML (through nvidia-ml-py, `import pynvml`) answers in microseconds and
-needs no CUDA context, so it is what the live view polls. Each query is made
-on its own: a field the driver refuses (not supported on this board, no
-permission in a container, hidden in MIG mode) becomes
-`{"value": None, "reason": "..."}` and every other field still answers.
-Nothing here raises; nothing here imports torch.
+needs no CUDA context, so it is what the live view polls and what the lab
+asks "which GPU is here" without torch. `init`/`shutdown`/`opened` are the
+only calls that open it; everyone else (the probe, the GPU detection, the
+roofline's default GPU, the check's timeout, the clock log while timing)
+goes through them.
+
+`query()` asks for every field on its own: a field the driver refuses (not
+supported on this board, no permission in a container, hidden in MIG mode)
+becomes `{"value": None, "reason": "..."}` and every other field still
+answers. `query` never raises; nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 Field = dict[str, Any]
+
+
+def init(nv: Any = None) -> Any:
+    """Open NVML and return the pynvml module (`nv` stands in for it in tests).
+
+    Raises ImportError without nvidia-ml-py and pynvml's NVMLError when the
+    driver refuses; each caller decides what that means. NVML counts its
+    inits: a caller that never shuts down (the clock log, which opens it for
+    every timed measurement) keeps later inits cheap, where a full init can
+    take a few hundred ms on a busy box.
+    """
+    if nv is None:
+        import pynvml as nv  # looked up at call time: tests patch its functions
+    nv.nvmlInit()
+    return nv
+
+
+def shutdown(nv: Any) -> None:
+    """Close one `init`; never raises (a failed shutdown changes nothing we read)."""
+    try:
+        nv.nvmlShutdown()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@contextlib.contextmanager
+def opened(nv: Any = None) -> Iterator[Any]:
+    """`with opened() as nv:` NVML open for the block, closed after it.
+    Raises what `init` raises, before the block runs."""
+    nv = init(nv)
+    try:
+        yield nv
+    finally:
+        shutdown(nv)
+
+
+def text(v: Any) -> str:
+    """A string NVML returned: bytes in older bindings, str in newer ones."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 # pynvml error class name -> what a learner reads. Looked up by name so that
 # a pynvml without some class (older bindings) still works.
@@ -46,17 +91,13 @@ def reason_for(exc: BaseException, *, mig: bool = False) -> str:
     """A short reason for a failed NVML call."""
     for cls in type(exc).__mro__:
         if cls.__name__ in _REASONS:
-            text = _REASONS[cls.__name__]
+            said = _REASONS[cls.__name__]
             if mig and cls.__name__ in ("NVMLError_NotSupported", "NVMLError_InvalidArgument"):
-                return text + " in MIG mode"
-            return text
+                return said + " in MIG mode"
+            return said
     if type(exc).__name__.startswith("NVMLError"):
         return f"NVML error: {exc}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _text(v: Any) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 class _Reader:
@@ -108,7 +149,7 @@ def _throttle_names(mask: int) -> list[str]:
 
 def _process_name(nv: Any, pid: int) -> str:
     try:
-        return _text(nv.nvmlSystemGetProcessName(pid))
+        return text(nv.nvmlSystemGetProcessName(pid))
     except Exception:  # noqa: BLE001 - a container hides other processes' names
         try:
             with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
@@ -153,8 +194,8 @@ def device_fields(nv: Any, index: int) -> dict[str, Field]:
     f["mig_mode"] = r.get(lambda: r.call("nvmlDeviceGetMigMode", h),
                           conv=lambda m: "enabled" if m[0] else "disabled")
     r.mig = f["mig_mode"].get("value") == "enabled"
-    f["name"] = r.get(lambda: r.call("nvmlDeviceGetName", h), conv=_text)
-    f["uuid"] = r.get(lambda: r.call("nvmlDeviceGetUUID", h), conv=_text)
+    f["name"] = r.get(lambda: r.call("nvmlDeviceGetName", h), conv=text)
+    f["uuid"] = r.get(lambda: r.call("nvmlDeviceGetUUID", h), conv=text)
     f["compute_capability"] = r.get(lambda: r.call("nvmlDeviceGetCudaComputeCapability", h),
                                     conv=lambda cc: f"{cc[0]}.{cc[1]}")
     mem = r.get(lambda: r.call("nvmlDeviceGetMemoryInfo", h))
@@ -211,24 +252,21 @@ def query(nv: Any = None) -> dict[str, Any]:
     `nv` is the pynvml module (tests pass a stand-in); None imports it.
     """
     out: dict[str, Any] = {"available": False, "reason": None, "gpus": []}
-    if nv is None:
-        try:
-            import pynvml as nv
-        except ImportError:
-            out["reason"] = "no NVML (nvidia-ml-py is not installed: pip install nvidia-ml-py)"
-            return out
     try:
-        nv.nvmlInit()
+        nv = init(nv)
+    except ImportError:
+        out["reason"] = "no NVML (nvidia-ml-py is not installed: pip install nvidia-ml-py)"
+        return out
     except Exception as exc:  # noqa: BLE001
         out["reason"] = reason_for(exc)
         return out
     try:
         r = _Reader(nv)
         out["available"] = True
-        out["driver_version"] = r.get(lambda: r.call("nvmlSystemGetDriverVersion"), conv=_text)
+        out["driver_version"] = r.get(lambda: r.call("nvmlSystemGetDriverVersion"), conv=text)
         out["cuda_driver_version"] = r.get(lambda: r.call("nvmlSystemGetCudaDriverVersion"),
                                            conv=lambda v: f"{v // 1000}.{v % 1000 // 10}")
-        out["nvml_version"] = r.get(lambda: r.call("nvmlSystemGetNVMLVersion"), conv=_text)
+        out["nvml_version"] = r.get(lambda: r.call("nvmlSystemGetNVMLVersion"), conv=text)
         try:
             count = int(nv.nvmlDeviceGetCount())
         except Exception as exc:  # noqa: BLE001
@@ -241,10 +279,7 @@ def query(nv: Any = None) -> dict[str, Any]:
         elif not count and not out["reason"]:
             out["reason"] = "NVML sees no GPU"
     finally:
-        try:
-            nv.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+        shutdown(nv)
     return out
 
 

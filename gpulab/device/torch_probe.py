@@ -1,21 +1,15 @@
-"""What torch says about the GPUs, asked in a short child process.
+"""What torch says about the GPUs: `python -m gpulab.device.torch_probe`.
 
 NVML has no SM count or L2 size, and the lab's own process must never import
 torch (seconds of import, a CUDA context that then lives as long as the TUI).
-So `gpulab.probe` runs `python -m gpulab.probe_torch`, which prints one JSON
-object and exits. `ask()` is the parent side and never raises.
+So gpulab.device.probe (`ask_torch()`, the parent side) runs this module in a
+short child process, which prints one JSON object and exits.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
-
-TIMEOUT_S = 60.0
 
 
 def _version(dist: str) -> str | None:
@@ -56,26 +50,6 @@ def collect() -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a broken driver install, say what it said
         out["reason"] = f"torch.cuda failed: {type(exc).__name__}: {exc}"
     return out
-
-
-def ask(timeout: float = TIMEOUT_S) -> dict[str, Any]:
-    """Parent side: run the child and return its answer (or why there is none)."""
-    env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
-    try:
-        proc = subprocess.run([sys.executable, "-m", "gpulab.probe_torch"], capture_output=True,
-                              text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"available": False, "reason": f"asking torch timed out after {timeout:g} s"}
-    except OSError as exc:
-        return {"available": False, "reason": f"could not start python: {exc}"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, ValueError):
-        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"available": False, "reason": f"the torch probe failed: {err}"}
 
 
 if __name__ == "__main__":

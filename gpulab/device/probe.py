@@ -1,7 +1,7 @@
 """The device probe: what this machine's GPUs are, and what they are doing.
 
-`snapshot()` gathers one dict (JSON-ready) from NVML (gpulab.probe_nvml),
-torch's device properties asked in a child process (gpulab.probe_torch), the
+`snapshot()` gathers one dict (JSON-ready) from NVML (gpulab.device.nvml),
+torch's device properties asked in a child process (gpulab.device.torch_probe), the
 CPU, and the datasheet GPU that rooflines use. `snapshot_renderable()` turns it
 into a rich renderable for `gpulab probe` and the TUI's Device pane.
 
@@ -12,14 +12,19 @@ imports torch or textual.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
 import time
 from typing import Any
 
-from gpulab import ceilings, hardware, probe_nvml, probe_torch
-from gpulab.probe_nvml import na, value
+from gpulab import child, hardware
+from gpulab.device import ceilings
+from gpulab.device.nvml import na, value
+from gpulab.device.nvml import query as query_nvml
 
+TORCH_TIMEOUT_S = 60.0
 SETTING = "gpu"  # workspace setting: the datasheet GPU rooflines use without a GPU
 
 # (key, label) in display order; "_max" twins are shown beside their field.
@@ -139,6 +144,23 @@ def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
     return f
 
 
+def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any]:
+    """Parent side: run the child and return its answer (or why there is none)."""
+    try:
+        proc = subprocess.run(child.python_module("gpulab.device.torch_probe"),
+                              capture_output=True, text=True, timeout=timeout, env=child.env())
+    except subprocess.TimeoutExpired:
+        return {"available": False, "reason": f"asking torch timed out after {timeout:g} s"}
+    except OSError as exc:
+        return {"available": False, "reason": f"could not start python: {exc}"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"available": False, "reason": f"the torch probe failed: {err}"}
+
+
 def roofline_gpu(gpu_names: list[str], workspace: Any = None) -> dict[str, Any]:
     """The datasheet GPU rooflines use: the detected one when the database
     knows it, else the workspace setting (`gpulab probe --gpu`), else the default."""
@@ -166,12 +188,12 @@ def snapshot(workspace: Any = None, torch_info: dict[str, Any] | None = None,
              nvml_module: Any = None) -> dict[str, Any]:
     """Everything the probe knows, as one JSON-ready dict.
 
-    `torch_info` reuses an earlier `probe_torch.ask()` answer (the live view
+    `torch_info` reuses an earlier `ask_torch()` answer (the live view
     asks torch once and NVML every refresh); `nvml_module` stands in for pynvml.
     """
-    nvml = probe_nvml.query(nvml_module)
+    nvml = query_nvml(nvml_module)
     if torch_info is None:
-        torch_info = probe_torch.ask()
+        torch_info = ask_torch()
     gpus = _merge(nvml, torch_info)
     names = [str(g["fields"].get("name", {}).get("value")) for g in gpus
              if g["fields"].get("name", {}).get("value")]

@@ -37,20 +37,12 @@ class GpuInfo:
 
 
 def _from_nvml() -> GpuInfo:
-    import pynvml
+    from gpulab.device import nvml
 
-    pynvml.nvmlInit()
-    try:
-        count = pynvml.nvmlDeviceGetCount()
-        names = []
-        for i in range(count):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
-        return GpuInfo(tuple(names), driver, "nvml")
-    finally:
-        pynvml.nvmlShutdown()
+    with nvml.opened() as nv:
+        names = [nvml.text(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(i)))
+                 for i in range(nv.nvmlDeviceGetCount())]
+        return GpuInfo(tuple(names), nvml.text(nv.nvmlSystemGetDriverVersion()), "nvml")
 
 
 def _from_smi() -> GpuInfo:

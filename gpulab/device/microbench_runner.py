@@ -1,19 +1,14 @@
 """Parent side of the microbenchmarks: run the child, relay progress, cache.
 
-`run_microbench()` starts `python -m gpulab.microbench` in its own process
+`run_microbench()` starts `python -m gpulab.device.microbench` in its own process
 session, hands each JSON event to `on_event` (the CLI's progress bar, the
-TUI's Device pane), and on success writes the ceilings where gpulab.ceilings
+TUI's Device pane), and on success writes the ceilings where gpulab.device.ceilings
 reads them. Imports neither torch nor triton; safe from a UI thread worker.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -21,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulab import ceilings
+from gpulab import child
+from gpulab.device import ceilings
 from gpulab.fsutil import atomic_write_json
 
 DEFAULT_TIMEOUT = 1800.0
@@ -32,49 +28,20 @@ def run_microbench(workspace_root: Path | None, *, quick: bool = False,
                    cancel: threading.Event | None = None,
                    timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """Run the benchmarks. Returns {"ok", "result"?, "error"?, "cache"?, "notes"}."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + \
-        env.get("PYTHONPATH", "")
-    env["PYTHONUNBUFFERED"] = "1"
-    cmd = [sys.executable, "-m", "gpulab.microbench"] + (["--quick"] if quick else [])
+    cmd = child.python_module("gpulab.device.microbench", *(["--quick"] if quick else []))
     notes: list[str] = []
     with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    start_new_session=True, env=env)
+            proc = child.spawn(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
+                               env=child.env(PYTHONUNBUFFERED="1"))
         except OSError as exc:
             return {"ok": False, "error": f"could not start the benchmarks: {exc}", "notes": []}
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
+        assert proc.stdout is not None
+        events = child.Events(child.json_line_reader(proc.stdout),
+                              deadline=time.monotonic() + timeout, cancel=cancel)
         result = error = None
         try:
-            while True:
-                if cancel is not None and cancel.is_set():
-                    error = "cancelled"
-                    break
-                if time.monotonic() > deadline:
-                    error = f"timed out after {timeout:g} s"
-                    break
-                try:
-                    line = lines.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                if line is None:
-                    break
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue  # library chatter on stdout
-                if not isinstance(ev, dict):
-                    continue
+            for ev in events:
                 if ev.get("type") == "result":
                     result = ev.get("result")
                 elif ev.get("type") == "error":
@@ -83,8 +50,13 @@ def run_microbench(workspace_root: Path | None, *, quick: bool = False,
                     notes.append(str(ev.get("text")))
                 if on_event is not None:
                     on_event(ev)
+            if events.stopped == child.CANCELLED:
+                error = "cancelled"
+            elif events.stopped == child.TIMEOUT:
+                error = f"timed out after {timeout:g} s"
         finally:
-            _stop(proc)
+            # Done, it exits by itself; stopped, its whole group is killed.
+            child.kill_tree(proc, exit_s=2)
         if result is None and error is None:
             err.seek(0)
             tail = err.read().decode("utf-8", "replace").strip().splitlines()
@@ -96,20 +68,6 @@ def run_microbench(workspace_root: Path | None, *, quick: bool = False,
     if workspace_root is not None and isinstance(result, dict) and result.get("device"):
         out["cache"] = str(save(workspace_root, result))
     return out
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait(timeout=5)
 
 
 def save(workspace_root: Path, result: dict[str, Any]) -> Path:

@@ -65,14 +65,14 @@ class ClockLog:
         self.throttle_reasons: set[str] = set()
 
     def __enter__(self) -> ClockLog:
-        try:
-            import pynvml
+        from gpulab.device import nvml
 
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.device)
-            self.max_sm_clock = float(pynvml.nvmlDeviceGetMaxClockInfo(self._handle,
-                                                                       pynvml.NVML_CLOCK_SM))
+        try:
+            # Opened, never shut down: see nvml.init (each measurement opens it).
+            nv = self._nvml = nvml.init()
+            self._handle = nv.nvmlDeviceGetHandleByIndex(self.device)
+            self.max_sm_clock = float(nv.nvmlDeviceGetMaxClockInfo(self._handle,
+                                                                   nv.NVML_CLOCK_SM))
         except Exception:  # noqa: BLE001 - no NVML: timing still works, unlogged
             self._nvml = None
             return self
