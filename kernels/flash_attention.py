@@ -201,7 +201,7 @@ def attention_kernel(
 # head bh owns rows [bh·S, bh·S + S); the path is taken only when S is a
 # multiple of the tile, so no box reaches into the next head.
 #
-# Measured on an H200 (2026-11-30, Triton 3.6, scripts/sweep_attention.py,
+# Measured on an H200 (2026-11-30, Triton 3.6, scripts/sweeps/sweep_attention.py,
 # 164 variants on the eight bench shapes): TMA with these tiles was 1.32-1.58x
 # the SDPA flash backend on every shape, where the pointer kernel above went
 # down to 1.13x with the config its autotuner often picks. The tile is fixed

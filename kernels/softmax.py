@@ -156,7 +156,7 @@ def _launch_grouped(group: int, num_warps: int):
 # The shared-memory kernel's configurations tried on the first call of a
 # shape: (lines of 256 per chunk, compute warps, programs per SM), each with
 # the deepest ring of chunks that fits. The three fastest of 18 in the H200
-# sweep (scripts/sweep_softmax.py --only=smem) on the two widest fp16 shapes;
+# sweep (scripts/sweeps/sweep_softmax.py --only=smem) on the two widest fp16 shapes;
 # 16-line chunks lost 20-30% and two programs an SM did not help.
 SMEM_CONFIGS = [(64, 16, 1), (64, 4, 1), (32, 8, 1)]
 SMEM_MIN_COLS = 4096  # narrower rows: the Triton kernel's launch is cheaper

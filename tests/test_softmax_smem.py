@@ -3,7 +3,7 @@ a Gluon kernel for sm_90. Gluon has no interpreter, so here it is compiled
 for sm_90 by the installed Triton and the PTX checked for its design: rows
 in by TMA on mbarriers and out by TMA stores, 16-byte shared-memory
 accesses, a loader warp that gives its registers away, and no local memory.
-Its numbers come from `scripts/sweep_softmax.py --only=smem` on a GPU."""
+Its numbers come from `scripts/sweeps/sweep_softmax.py --only=smem` on a GPU."""
 
 from __future__ import annotations
 
