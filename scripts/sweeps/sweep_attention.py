@@ -33,7 +33,7 @@ longest query blocks. Families (configs named BMxBN wN sN):
            product overlaps the softmax (FlashAttention-3's intra-warpgroup
            overlap): "pv" runs the previous tile's P·V during it, "qk" the
            next tile's Q·Kᵀ (_loop_pipe says why only one of them can)
-  fa3      kernels/flash_attention_fa3.py, the Gluon FlashAttention-3
+  fa3      kernels/hopper/flash_attention_fa3.py, the Gluon FlashAttention-3
            schedule (a TMA loader warp, two consumer warpgroups taking turns
            at the tensor cores, P·V of one tile under the softmax of the
            next); configs 128xBN sN, "free" without the turn-taking. Gluon
