@@ -466,7 +466,7 @@ def fa3_module():
     import sys
     path = os.environ.get("GPULAB_FA3_FILE")
     if not path:
-        from kernels import flash_attention_fa3
+        from kernels.hopper import flash_attention_fa3
         return flash_attention_fa3
     if "gpulab_fa3_candidate" not in sys.modules:
         spec = importlib.util.spec_from_file_location("gpulab_fa3_candidate", path)
