@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
         p.set_defaults(_name=name)
-        # Arguments are declared in a light table per module; see _arguments().
+        # Options come from one light table per command in this file; see _arguments().
         for args, kwargs in _arguments(name):
             p.add_argument(*args, **kwargs)
     return parser

@@ -34,7 +34,7 @@ class Spec:
     archs: tuple[int, ...] = ALL  # the architectures the reference claims
     starter: str = ""  # the starter's function to compile with the same signature
     factory: tuple = ()  # the kernel is `kernel(*factory)` (Gluon kernels made per schedule)
-    file: str = ""  # the reference's file under kernels/, when not <exercise>.py
+    file: str = ""  # the reference's path under kernels/ without .py, when not <exercise>
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("softmax", "softmax_grouped_kernel", "fp16 G=512 E=8 w8",
          _simple("fp16", {"G": 512, "E": 8}, 8)),
     Spec("softmax", "softmax_smem_kernel", "Gluon fp16 32768 cols, 12x32 ring, w8", _softmax_smem,
-         archs=HOPPER, factory=(8, False), file="softmax_smem"),
+         archs=HOPPER, factory=(8, False), file="hopper/softmax_smem"),
     *(Spec("matmul", "matmul_kernel", f"config {i} fp16", _MM(i),
            starter="matmul_kernel" if i == 5 else "") for i in range(6)),
     Spec("matmul", "matmul_kernel", "small config bf16",
@@ -180,7 +180,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("flash_attention", "attention_kernel_tma", "TMA D=128 causal fp16", _attention_tma,
          archs=TMA),
     Spec("flash_attention", "attention_fa3_kernel", "Gluon FA3 D=128 causal fp16, 2 warpgroups",
-         _fa3, archs=HOPPER, factory=(True, 0, 2, False), file="flash_attention_fa3"),
+         _fa3, archs=HOPPER, factory=(True, 0, 2, False), file="hopper/flash_attention_fa3"),
     Spec("rope_rmsnorm", "_rmsnorm_rope_fwd", "fp16 D=128 BLOCK_H=16",
          _simple("fp16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",), fp32_ptrs=("w_ptr",)),
          starter="rmsnorm_rope_fwd_kernel"),
@@ -194,7 +194,8 @@ SPECS: tuple[Spec, ...] = (
 
 def load_module(path: Path, name: str) -> Any:
     """Import a content file by path (kernels/ is no package on sys.path)."""
-    root = str(path.parent.parent)
+    # The folder holding kernels/ (kernels/hopper/ files too), or exercises/'s parent.
+    root = str(next((p for p in path.parents if p.name == "kernels"), path.parent).parent)
     if root not in sys.path:  # references import their siblings as kernels.X
         sys.path.insert(0, root)
     spec = importlib.util.spec_from_file_location(name, path)
@@ -221,8 +222,8 @@ def jobs(root: Path, specs: tuple[Spec, ...] = SPECS,
         if exercises and spec.exercise not in exercises:
             continue
         name = f"{spec.exercise}:{spec.kernel} {spec.label}"
-        ref_file = spec.file or spec.exercise
-        roles = [("reference", root / "kernels" / f"{ref_file}.py", spec.kernel)]
+        ref_path = root / "kernels" / f"{spec.file or spec.exercise}.py"
+        roles = [("reference", ref_path, spec.kernel)]
         if spec.starter:
             roles.append(("starter", root / "exercises" / f"{spec.exercise}.py", spec.starter))
         for role, path, attr in roles:
@@ -231,7 +232,7 @@ def jobs(root: Path, specs: tuple[Spec, ...] = SPECS,
                 if key not in mods:
                     mods[key] = load_module(path, f"gpulab_compile_{role}_{path.stem}")
                 m = mods[key]
-                ref = mods[f"reference:{ref_file}"]
+                ref = mods[f"reference:{ref_path.stem}"]  # stems are unique under kernels/
                 fn = getattr(m, attr)
                 fn = _jit(fn(*spec.factory) if spec.factory else fn)
                 # The starter gets the reference's signature and constexprs.

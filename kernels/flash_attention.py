@@ -41,9 +41,9 @@ Portable: plain pointer loads (no TMA, no warp specialisation) run in the
 Triton interpreter and on T4, A100, H100 and H200. On Hopper (sm_90+) a
 second kernel at the end of this file loads tiles through TMA descriptors;
 `launch` picks it when the shapes allow. On sm_90 itself a third,
-flash_attention_fa3.py beside this file, goes further: the FlashAttention-3
-schedule written in Gluon, where warps and barriers are explicit (read this
-file first; that one is the next step).
+hopper/flash_attention_fa3.py next to this file, goes further: the
+FlashAttention-3 schedule written in Gluon, where warps and barriers are
+explicit (read this file first; that one is the next step).
 """
 
 import importlib.util
@@ -201,7 +201,7 @@ def attention_kernel(
 # head bh owns rows [bh·S, bh·S + S); the path is taken only when S is a
 # multiple of the tile, so no box reaches into the next head.
 #
-# Measured on an H200 (2026-11-30, Triton 3.6, scripts/sweep_attention.py,
+# Measured on an H200 (2026-11-30, Triton 3.6, scripts/sweeps/sweep_attention.py,
 # 164 variants on the eight bench shapes): TMA with these tiles was 1.32-1.58x
 # the SDPA flash backend on every shape, where the pointer kernel above went
 # down to 1.13x with the config its autotuner often picks. The tile is fixed
@@ -307,13 +307,13 @@ _FA3 = None  # the Gluon module once loaded, False where it cannot be
 
 
 def _fa3_module():
-    """kernels/flash_attention_fa3.py, where this file sits beside it on an
-    sm_90 GPU (wgmma is sm_90-only: Blackwell has other tensor-core
+    """hopper/flash_attention_fa3.py next to this file, where it is there, on
+    an sm_90 GPU (wgmma is sm_90-only: Blackwell has other tensor-core
     instructions). GPULAB_FA3=0 turns it off, to compare."""
     global _FA3
     if _FA3 is None:
         _FA3 = False
-        path = Path(__file__).with_name("flash_attention_fa3.py")
+        path = Path(__file__).parent / "hopper" / "flash_attention_fa3.py"
         if os.environ.get("GPULAB_FA3", "1") != "0" and path.is_file():
             try:
                 spec = importlib.util.spec_from_file_location("gpulab_flash_attention_fa3", path)

@@ -142,7 +142,7 @@ def matmul_kernel(
 # address arithmetic in the kernel, no masks (out-of-bounds parts of a box
 # are zero-filled on loads and dropped on stores), and the copies run
 # asynchronously beside the tensor cores. Measured on an H200 (2026-11-30,
-# Triton 3.6, scripts/sweep_matmul.py): 128x256x64 tiles through TMA reached
+# Triton 3.6, scripts/sweeps/sweep_matmul.py): 128x256x64 tiles through TMA reached
 # 1.07x cuBLAS on 8192^3 bf16 (4 stages, one program per tile) and on 4096^3
 # fp16 (3 stages, persistent), where the pointer-based kernel above reached
 # 0.99-1.04x. Which of the two wins depends on the shape, so the first call

@@ -20,10 +20,10 @@ Design:
 On a GPU the first call of each shape also tries the two kernels further
 down (several rows a program for narrow rows; groups with a single
 cross-warp reduction for wide rows) and, on Hopper (sm_90) for wide
-fp16/bf16 rows, softmax_smem.py beside this file, where each row streams
-through shared memory by TMA while a loader warp fetches the next rows. It
-checks each candidate's output against this kernel's, times them all back
-to back and keeps a candidate only if it is 3% faster (what
+fp16/bf16 rows, hopper/softmax_smem.py next to this file, where each row
+streams through shared memory by TMA while a loader warp fetches the next
+rows. It checks each candidate's output against this kernel's, times them
+all back to back and keeps a candidate only if it is 3% faster (what
 @triton.autotune does, with a margin). So the lesson's kernel runs wherever
 it is as fast, and everywhere the others cannot (the interpreter runs it
 alone). On an H200 (BENCHMARKS.md, softmax) the multi-row kernel wins
@@ -156,7 +156,7 @@ def _launch_grouped(group: int, num_warps: int):
 # The shared-memory kernel's configurations tried on the first call of a
 # shape: (lines of 256 per chunk, compute warps, programs per SM), each with
 # the deepest ring of chunks that fits. The three fastest of 18 in the H200
-# sweep (scripts/sweep_softmax.py --only=smem) on the two widest fp16 shapes;
+# sweep (scripts/sweeps/sweep_softmax.py --only=smem) on the two widest fp16 shapes;
 # 16-line chunks lost 20-30% and two programs an SM did not help.
 SMEM_CONFIGS = [(64, 16, 1), (64, 4, 1), (32, 8, 1)]
 SMEM_MIN_COLS = 4096  # narrower rows: the Triton kernel's launch is cheaper
@@ -166,12 +166,12 @@ _CHOICE: dict = {}  # (rows, cols, dtype, device, contiguous) -> the fastest lau
 
 
 def _smem_module():
-    """softmax_smem.py beside this file, on an sm_90 GPU with Gluon.
+    """hopper/softmax_smem.py next to this file, on an sm_90 GPU with Gluon.
     GPULAB_SOFTMAX_SMEM=0 turns it off, to compare."""
     global _SMEM
     if _SMEM is None:
         _SMEM = False
-        path = Path(__file__).with_name("softmax_smem.py")
+        path = Path(__file__).parent / "hopper" / "softmax_smem.py"
         if os.environ.get("GPULAB_SOFTMAX_SMEM", "1") != "0" and path.is_file():
             try:
                 spec = importlib.util.spec_from_file_location("gpulab_softmax_smem", path)

@@ -147,6 +147,19 @@ def test_dev_compile_one_exercise_on_two_targets(tmp_path):
     assert out["failures"] == 0
 
 
+def test_the_hopper_references_in_kernels_hopper_set_up_as_jobs():
+    """The Gluon kernels live in kernels/hopper/; their specs must find them
+    and their exercise's reference (a job, not an error triple). The whole
+    matrix that compiles them is opt-in, so this is the everyday check."""
+    pytest.importorskip("triton.experimental.gluon")
+    from gpulab import compile_specs
+
+    specs = tuple(s for s in compile_specs.SPECS if s.file)
+    assert {s.file for s in specs} == {"hopper/softmax_smem", "hopper/flash_attention_fa3"}
+    out = list(compile_specs.jobs(REPO, specs))
+    assert [type(j).__name__ for j in out] == ["Job", "Job"], out
+
+
 def test_dev_compile_refuses_an_unknown_target(tmp_path):
     r = _dev_compile(tmp_path, "--arch", "sm_70")
     assert r.returncode == 2 and "sm_75" in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""The Gluon FlashAttention-3 kernel (kernels/flash_attention_fa3.py).
+"""The Gluon FlashAttention-3 kernel (kernels/hopper/flash_attention_fa3.py).
 
 Gluon has no interpreter, so on the CPU the kernel is compiled for sm_90 by
 the installed Triton and the PTX is checked for the schedule the file
@@ -29,7 +29,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
-from kernels import flash_attention_fa3 as fa3
+from kernels.hopper import flash_attention_fa3 as fa3
 
 def desc(rows, D):
     lay = gl.NVMMASharedLayout.get_default_for([rows, D], gl.bfloat16)
@@ -108,7 +108,7 @@ GPU_CHILD = r"""
 import json, math, sys
 sys.path.insert(0, sys.argv[1])
 import torch
-from kernels import flash_attention_fa3 as fa3
+from kernels.hopper import flash_attention_fa3 as fa3
 torch.manual_seed(0)
 rows = []
 cases = []
@@ -233,3 +233,5 @@ def test_reference_can_switch_the_fa3_kernel_off(monkeypatch):
     ref = _load_reference()
     mod = ref._fa3_module()
     assert mod is not None and hasattr(mod, "attention_fa3_kernel")
+    # Found where it lives: a reference that misses it falls back silently.
+    assert Path(mod.__file__) == ROOT / "kernels" / "hopper" / "flash_attention_fa3.py"

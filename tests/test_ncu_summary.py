@@ -1,7 +1,7 @@
-"""scripts/ncu_summary.py: the figures BENCHMARKS.md quotes from Nsight
+"""scripts/tools/ncu_summary.py: the figures BENCHMARKS.md quotes from Nsight
 Compute's CSV. The input here has the shape of `ncu --csv --page details`
 (the lines ncu itself prints, ==PROF== and ==WARNING==, interleaved), the
-way scripts/gpu_session.sh's `ncu:` step concatenates one run per case."""
+way scripts/tools/gpu_session.sh's `ncu:` step concatenates one run per case."""
 
 import importlib.util
 import json
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "ncu_summary.py"
+SCRIPT = ROOT / "scripts" / "tools" / "ncu_summary.py"
 
 HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
         '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'

@@ -33,6 +33,9 @@ def test_wheel_carries_the_content(wheel):
     assert "gpulab/_content/lessons/02_triton_101_softmax/lesson.md" in names
     assert "gpulab/_content/exercises/softmax.py" in names
     assert "gpulab/_content/kernels/softmax.py" in names
+    # The Hopper backends the references load from kernels/hopper/.
+    assert "gpulab/_content/kernels/hopper/softmax_smem.py" in names
+    assert "gpulab/_content/kernels/hopper/flash_attention_fa3.py" in names
     tops = {n.split("/")[0] for n in names}
     assert "kernels" not in tops and "exercises" not in tops and "lessons" not in tops
     assert not any("tests/" in n for n in names)

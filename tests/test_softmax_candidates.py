@@ -4,7 +4,7 @@ softmax() picks among them by timing, so the grader may run any of them:
 here each runs in the Triton interpreter against float64, on the inputs
 that break a softmax (padding lanes, -inf runs longer than a group, whole
 groups of padding, large magnitudes, strided rows). The sweep's split
-kernel (two programs a row, scripts/sweep_softmax.py) is checked the same
+kernel (two programs a row, scripts/sweeps/sweep_softmax.py) is checked the same
 way, so that a GPU session can time it without first debugging it."""
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ for dtype in (torch.float32, torch.float16):
         y = torch.full(x.shape, float("nan"), dtype=dtype)
         ref._launch_grouped(16, 4)(x, y)
         out[f"grouped {rows}x{cols}+{pad} {dtype}"] = error(y, x)
-# The sweep's split kernel (scripts/sweep_softmax.py): two programs a row,
+# The sweep's split kernel (scripts/sweeps/sweep_softmax.py): two programs a row,
 # the second to arrive finishing both halves; odd widths, -inf runs.
-sys.path.insert(0, sys.argv[1] + "/scripts")
+sys.path.insert(0, sys.argv[1] + "/scripts/sweeps")
 import sweep_softmax
 for dtype in (torch.float32, torch.float16):
     for rows, cols in ((3, 1000), (2, 4097), (2, 8192)):

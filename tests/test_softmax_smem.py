@@ -1,9 +1,9 @@
-"""The shared-memory-resident softmax candidate (kernels/softmax_smem.py),
+"""The shared-memory-resident softmax candidate (kernels/hopper/softmax_smem.py),
 a Gluon kernel for sm_90. Gluon has no interpreter, so here it is compiled
 for sm_90 by the installed Triton and the PTX checked for its design: rows
 in by TMA on mbarriers and out by TMA stores, 16-byte shared-memory
 accesses, a loader warp that gives its registers away, and no local memory.
-Its numbers come from `scripts/sweep_softmax.py --only=smem` on a GPU."""
+Its numbers come from `scripts/sweeps/sweep_softmax.py --only=smem` on a GPU."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ sys.path.insert(0, sys.argv[1])
 import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
-from kernels import softmax_smem as m
+from kernels.hopper import softmax_smem as m
 
 out = {}
 for n, slots, cr, w, one_exp in ((32768, 12, 32, 8, 0), (16384, 3, 64, 4, 0),
@@ -91,7 +91,7 @@ def test_a_slot_is_released_once_all_but_the_newest_store_have_read_it(compiled)
 def test_supported_needs_a_row_and_a_chunk_in_the_ring():
     torch = pytest.importorskip("torch")
     sys.path.insert(0, str(ROOT))
-    m = pytest.importorskip("kernels.softmax_smem")
+    m = pytest.importorskip("kernels.hopper.softmax_smem")
     row = torch.empty(1, 32768, dtype=torch.float16)  # 128 lines: 4 chunks of 32
     assert not m.supported(row, 4, 32)  # the row alone: pass 1 would wait forever
     assert m.supported(row, 5, 32)
@@ -106,7 +106,7 @@ def test_softmax_smem_matches_torch_on_the_gpu():
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernel is for sm_90")
     sys.path.insert(0, str(ROOT))
-    from kernels import softmax_smem as m
+    from kernels.hopper import softmax_smem as m
 
     torch.manual_seed(0)
     bad = []
@@ -179,3 +179,19 @@ def test_reference_keeps_the_fastest_candidate_that_matches(monkeypatch):
     x32, y32 = x.float(), y.float()
     assert mod._choose(x32, y32, {"triton": mod._launch_triton, "wrong": launcher("wrong", wrong=True),
                                   "slow": launcher("slow")}) == "triton"
+
+
+def test_reference_finds_the_smem_kernel_in_kernels_hopper(monkeypatch):
+    """softmax.py loads the Gluon kernel by path; where it misses the file
+    it falls back to the Triton kernels without a word, so check the path."""
+    import importlib.util
+
+    pytest.importorskip("triton.experimental.gluon")
+    monkeypatch.delenv("GPULAB_SOFTMAX_SMEM", raising=False)
+    spec = importlib.util.spec_from_file_location("ref_softmax_smem_path",
+                                                  ROOT / "kernels" / "softmax.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    smem = mod._smem_module()
+    assert smem is not None and hasattr(smem, "softmax_smem_kernel")
+    assert Path(smem.__file__) == ROOT / "kernels" / "hopper" / "softmax_smem.py"

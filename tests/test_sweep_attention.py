@@ -61,7 +61,7 @@ print(json.dumps(out))
 
 
 def test_poly_exp2_and_pipelined_loop_in_interpreter():
-    r = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "scripts")],
+    r = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "scripts" / "sweeps")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])

@@ -64,7 +64,7 @@ def test_first_screen_paints_and_the_ui_never_imports_torch(tmp_path):
     report = run_script(tmp_path)
     print(f"first paint after {report['first_paint_cpu_s']:.2f} s of CPU")
     assert report["heavy"] == [], f"the UI process imported {report['heavy']}"
-    # How fast is a benchmark's question, not a test's: scripts/app_speed.py
+    # How fast is a benchmark's question, not a test's: scripts/tools/app_speed.py
     # measures it and BENCHMARKS.md keeps the figures (a shared 2-core CI box
     # put 1.11 s of CPU where an idle one puts 0.55 s). Here only a gross
     # regression fails, the kind that means a heavy import or a blocking mount.

@@ -1,1 +1,6 @@
-"""Subcommands of the gpulab CLI, one module each, imported on demand."""
+"""Subcommands of the gpulab CLI, imported on demand.
+
+cli.COMMANDS maps each command to its module (check.py serves `check` and
+`watch`, course.py the course commands), which defines `run(args) -> int`;
+their options are declared in cli._arguments, so `gpulab --help` imports none
+of these modules."""

@@ -3,7 +3,7 @@
 gpulab.runner's default (300 s) is sized for a GPU check: compiling, autotuning
 and timing a kernel at full size. On the CPU the Triton interpreter grades
 correctness only, at reduced sizes, and every reference solution finishes
-in under 15 s on a busy 2-core box (scripts/app_speed.py measures it), so an
+in under 15 s on a busy 2-core box (scripts/tools/app_speed.py measures it), so an
 endless loop there is stopped after 60 s instead of five minutes. The
 message of a timed-out check says which limit applied and why.
 """

@@ -7,7 +7,7 @@ every call), the host
 (gpulab's harness, which hides host time), on the two widest fp16 shapes.
 Raw: benchmarks/h200-2026-11-30/softmax-launch-cost.txt.
 
-    python3 scripts/softmax_launch_cost.py     # from the repo root, on sm_90
+    python3 scripts/research/softmax_launch_cost.py     # from the repo root, on sm_90
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

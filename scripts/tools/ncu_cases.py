@@ -2,7 +2,7 @@
 evidence behind BENCHMARKS.md's "what limits it" sections.
 
     ncu --profile-from-start off --csv --page details ... \
-        python3 scripts/ncu_cases.py CASE
+        python3 scripts/tools/ncu_cases.py CASE
 
 Each case builds its inputs, calls the kernel a few times (so autotuning,
 the softmax chooser and compilation are over), then brackets exactly one
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

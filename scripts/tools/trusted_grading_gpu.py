@@ -1,6 +1,6 @@
 """Trusted grading on a GPU: honest references through the judge (CUDA IPC,
 judge-timed batches), beside the bench's in-process timing, and cheats
-that must fail. Usage: python scripts/trusted_grading_gpu.py OUT.json [EX ...]"""
+that must fail. Usage: python scripts/tools/trusted_grading_gpu.py OUT.json [EX ...]"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from gpulab.content import load_course  # noqa: E402

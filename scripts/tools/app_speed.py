@@ -1,6 +1,6 @@
 """Measure gpulab's own speed on this machine (run it on a 2-core CPU box).
 
-    python scripts/app_speed.py [--suite] [--json PATH]
+    python scripts/tools/app_speed.py [--suite] [--json PATH]
 
 - `gpulab --help`: median of 7 runs (target < 0.3 s);
 - the first TUI screen: start `python -m gpulab` in a real terminal (tmux,
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _env(home: str) -> dict[str, str]:

@@ -2,10 +2,10 @@
 time; the parent mode runs a list of them, each in a child with a timeout,
 so a schedule that deadlocks shows as a hang instead of stopping the run.
 
-    python3 scripts/fa3_probe.py                  # the built-in list (GPU)
-    python3 scripts/fa3_probe.py --stress         # hundreds of launches each
-    python3 scripts/fa3_probe.py --chosen         # the reference's schedules, 1000 each
-    python3 scripts/fa3_probe.py B H S D causal '{"num_wg": 3}'
+    python3 scripts/research/fa3_probe.py                  # the built-in list (GPU)
+    python3 scripts/research/fa3_probe.py --stress         # hundreds of launches each
+    python3 scripts/research/fa3_probe.py --chosen         # the reference's schedules, 1000 each
+    python3 scripts/research/fa3_probe.py B H S D causal '{"num_wg": 3}'
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 STRESS = [  # the same, but 300 launches each: a race that deadlocks rarely
     (4, 32, 4096, 64, False, {"num_wg": 3, "pingpong": True, "reps": 300}),
@@ -50,7 +50,7 @@ CASES = [  # (B, H, S, D, causal, schedule)
 def one(B, H, S, D, causal, sched) -> dict:
     import torch
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "sweeps"))
     import sweep_common
 
     fa3 = sweep_common.fa3_module()  # GPULAB_FA3_FILE picks a candidate file

@@ -1,7 +1,7 @@
 """How close is the fused RoPE + RMSNorm forward to the copy ceiling *at its
 own size*, and do cache hints move it?
 
-    python3 scripts/rope_probe.py OUT.json [--only=ref,regs64]
+    python3 scripts/research/rope_probe.py OUT.json [--only=ref,regs64]
 
 The bench divides by the copy bandwidth measured on 2 GiB; a 277 MB kernel
 pays the same launch, ramp-up and tail as any kernel, which a 2 GiB copy
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gpulab.device.timing import L2Flusher, measure  # noqa: E402
@@ -69,7 +69,7 @@ EDITS["regs64"] = [
 # One fixed tile: "tE wW" is E elements a program (E / D heads) and W warps,
 # the autotuner's choice taken away. At these sizes the probe's Triton copy
 # ran faster in small programs (2 KB: 93% of the 2 GiB copy; 8 KB: 90%;
-# scripts/same_size_ceilings.py). Listed twice: the autotuner prunes (which
+# scripts/research/same_size_ceilings.py). Listed twice: the autotuner prunes (which
 # turns ELEMS into BLOCK_H) only when it has more than one configuration.
 for _e, _w in ((4096, 4), (2048, 4), (2048, 2), (1024, 2), (1024, 4), (512, 1)):
     EDITS[f"t{_e}w{_w}"] = [("for e in (1024, 2048, 4096) for w in (4, 8)]",

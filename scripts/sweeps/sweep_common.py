@@ -31,7 +31,6 @@ from typing import Any
 
 from gpulab import child  # the sweep scripts put the repository on sys.path first
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_LOST = 3  # child exit code: the CUDA context is broken, resume in a fresh process
 
 
@@ -465,7 +464,7 @@ def fa3_module():
     import sys
     path = os.environ.get("GPULAB_FA3_FILE")
     if not path:
-        from kernels import flash_attention_fa3
+        from kernels.hopper import flash_attention_fa3
         return flash_attention_fa3
     if "gpulab_fa3_candidate" not in sys.modules:
         spec = importlib.util.spec_from_file_location("gpulab_fa3_candidate", path)

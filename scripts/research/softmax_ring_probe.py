@@ -1,7 +1,7 @@
-"""What limits the shared-memory softmax (kernels/softmax_smem.py) on a GPU:
+"""What limits the shared-memory softmax (kernels/hopper/softmax_smem.py) on a GPU:
 its two compute paths against a diagnostic that does no maths at all.
 
-    python3 scripts/softmax_ring_probe.py OUT.json     # from the repo root, on sm_90
+    python3 scripts/research/softmax_ring_probe.py OUT.json     # from the repo root, on sm_90
 
 For each configuration (chunk lines, compute warps, programs an SM) on the
 two widest fp16 shapes of the bench, times with gpulab's harness (L2
@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -36,7 +36,7 @@ import triton.language as tl  # noqa: E402
 
 from gpulab.device.timing import L2Flusher, measure  # noqa: E402
 
-SRC = (ROOT / "kernels" / "softmax_smem.py").read_text()
+SRC = (ROOT / "kernels" / "hopper" / "softmax_smem.py").read_text()
 # The diagnostic: pass 1 only waits for each chunk; pass 2 stores it as it is.
 COPY_EDITS = [
     ("            x = bufs.index(g % NSLOT).load(layout).to(gl.float32) * LOG2E\n"

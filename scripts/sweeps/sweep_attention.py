@@ -1,9 +1,9 @@
 """Sweep Triton FlashAttention forward variants against SDPA's cuDNN and
 flash backends on a GPU.
 
-    python3 scripts/sweep_attention.py OUT.json [--quick] [--shapes S16384] [--variants tma]
-    python3 scripts/sweep_attention.py --selftest   # CPU: every variant in the interpreter
-    python3 scripts/sweep_attention.py --list       # the cases and variants, no GPU
+    python3 scripts/sweeps/sweep_attention.py OUT.json [--quick] [--shapes S16384] [--variants tma]
+    python3 scripts/sweeps/sweep_attention.py --selftest   # CPU: every variant in the interpreter
+    python3 scripts/sweeps/sweep_attention.py --list       # the cases and variants, no GPU
 
 O = softmax(Q Kᵀ / √D) V for (B, H, S, D) bf16, D in {64, 128}, S in
 {4096, 16384}, causal and not; H·D = 2048 and B·S = 16384 tokens (the
@@ -33,7 +33,7 @@ longest query blocks. Families (configs named BMxBN wN sN):
            product overlaps the softmax (FlashAttention-3's intra-warpgroup
            overlap): "pv" runs the previous tile's P·V during it, "qk" the
            next tile's Q·Kᵀ (_loop_pipe says why only one of them can)
-  fa3      kernels/flash_attention_fa3.py, the Gluon FlashAttention-3
+  fa3      kernels/hopper/flash_attention_fa3.py, the Gluon FlashAttention-3
            schedule (a TMA loader warp, two consumer warpgroups taking turns
            at the tensor cores, P·V of one tile under the softmax of the
            next); configs 128xBN sN, "free" without the turn-taking. Gluon
@@ -56,7 +56,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sweep_common as common  # noqa: E402
 from sweep_common import Variant  # noqa: E402
@@ -441,7 +441,7 @@ FAMILIES = ["tma", "tma_poly", "tma_pipe", "desc", "desc_ws", "fa2", "fa3"]
 def _family_configs(fam: str, D: int, causal: bool = False) -> list[dict]:
     if fam == "fa3":
         # Three warpgroups with turns deadlocked once (a wrong barrier index,
-        # since fixed and run 1560 times clean by `scripts/fa3_probe.py
+        # since fixed and run 1560 times clean by `scripts/research/fa3_probe.py
         # --stress`). "lpt" is the launch order of the causal shapes (heads
         # in L2-sized groups, longest row blocks first; see the kernel).
         return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0, lpt=lpt)

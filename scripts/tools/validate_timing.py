@@ -18,14 +18,14 @@ import torch
 import triton
 from triton.testing import do_bench
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gpulab.device.timing import L2Flusher, measure  # noqa: E402
 
 
 def load_reference(name: str):
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "kernels" / f"{name}.py"
+    path = Path(__file__).resolve().parents[2] / "kernels" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"ref_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,8 +1,8 @@
 """Sweep Triton matmul variants against cuBLAS (torch.matmul) on a GPU.
 
-    python3 scripts/sweep_matmul.py OUT.json [--quick] [--shapes 8192x8192] [--variants tma]
-    python3 scripts/sweep_matmul.py --selftest      # CPU: every variant in the interpreter
-    python3 scripts/sweep_matmul.py --list          # the cases and variants, no GPU
+    python3 scripts/sweeps/sweep_matmul.py OUT.json [--quick] [--shapes 8192x8192] [--variants tma]
+    python3 scripts/sweeps/sweep_matmul.py --selftest      # CPU: every variant in the interpreter
+    python3 scripts/sweeps/sweep_matmul.py --list          # the cases and variants, no GPU
 
 C = A @ B, A (M, K) and B (K, N) row-major (the layout torch.matmul gets),
 fp32 accumulation, C in the input dtype; bf16 and fp16 on 4096³, 8192³ and
@@ -41,7 +41,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sweep_common as common  # noqa: E402
 from sweep_common import Variant  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: environment, the softmax check natively, timing validation.
-# Usage on the GPU machine: bash scripts/gpu_session.sh STEP...  (writes under $OUT)
+# Usage on the GPU machine: bash scripts/tools/gpu_session.sh STEP...  (writes under $OUT)
 # e.g. fa3:stress fa3:chosen sweep-softmax:--only=smem bench
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 GPULAB_HOME=/tmp/gpulab-ws
@@ -15,16 +15,16 @@ for step in "$@"; do
       python3 -c "import json; r=json.load(open('$OUT/softmax_ref.json')); print(r['summary']); [print(c['shape'], c['dtype'], round(c['ms']*1e3,1), 'us', round(c['throughput']), c['unit'], round(c['roofline_fraction'],3), 'x%.2f' % c['speedup']) for c in (r.get('timing') or {}).get('cases', [])]"
       python3 -m gpulab check softmax --file exercises/softmax.py --no-timing | head -3; echo "rc=$?"
       ;;
-    timing) python3 scripts/validate_timing.py "$OUT/timing_validation.json" ;;
+    timing) python3 scripts/tools/validate_timing.py "$OUT/timing_validation.json" ;;
     pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 ;;
     pytest-gpu:*) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" $(echo "${step#pytest-gpu:}" | tr + " ") 2>&1 | tee -a "$OUT/pytest_gpu.txt" | tail -40 ;;
     probe) python3 -m gpulab probe; python3 -m gpulab probe --json > "$OUT/probe.json" ;;
     microbench) python3 -m gpulab probe --bench --quick 2>&1 | tail -40; cp /tmp/gpulab-ws/.gpulab/ceilings/*.json "$OUT/" 2>/dev/null ;;
-    sweep-softmax) python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
-    sweep-softmax:*) timeout 300 python3 scripts/sweep_softmax.py "$OUT/softmax_sweep.json" $(echo "${step#sweep-softmax:}" | tr + " ") 2>&1 | grep -v Warning ;;
-    softmax-ring) timeout 300 python3 scripts/softmax_ring_probe.py "$OUT/softmax_ring_probe.json" 2>&1 | grep -v Warning ;;
-    softmax-launch) timeout 120 python3 scripts/softmax_launch_cost.py 2>&1 | grep -v Warning | tee "$OUT/softmax_launch_cost.txt" ;;
-    fa3:*) timeout 300 python3 scripts/fa3_probe.py --"${step#fa3:}" 2>&1 | cut -c1-300 ;;
+    sweep-softmax) python3 scripts/sweeps/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
+    sweep-softmax:*) timeout 300 python3 scripts/sweeps/sweep_softmax.py "$OUT/softmax_sweep.json" $(echo "${step#sweep-softmax:}" | tr + " ") 2>&1 | grep -v Warning ;;
+    softmax-ring) timeout 300 python3 scripts/research/softmax_ring_probe.py "$OUT/softmax_ring_probe.json" 2>&1 | grep -v Warning ;;
+    softmax-launch) timeout 120 python3 scripts/research/softmax_launch_cost.py 2>&1 | grep -v Warning | tee "$OUT/softmax_launch_cost.txt" ;;
+    fa3:*) timeout 300 python3 scripts/research/fa3_probe.py --"${step#fa3:}" 2>&1 | cut -c1-300 ;;
     bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;
     devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
@@ -32,17 +32,17 @@ for step in "$@"; do
       python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:])" ;;
     fast:*) ex=${step#fast:}; timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --no-timing | head -4 ;;
     sweep-matmul:*|sweep-attention:*) name=${step%%:*}; name=${name#sweep-}; args=$(echo "${step#*:}" | tr + " ")
-      timeout 560 python3 scripts/sweep_$name.py "$OUT/${name}_sweep.json" $args 2>&1 | tail -60 ;;
-    sweep-matmul) timeout 150 python3 scripts/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
-    sweep-attention) timeout 150 python3 scripts/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
-    rope:*) timeout 300 python3 scripts/rope_probe.py "$OUT/rope_probe.json" "${step#rope:}" 2>&1 | grep -v Warning | cut -c1-900 ;;
-    same-size) timeout 300 python3 scripts/same_size_ceilings.py "$OUT/same_size_ceilings.json" 2>&1 | grep -v Warning ;;
+      timeout 560 python3 scripts/sweeps/sweep_$name.py "$OUT/${name}_sweep.json" $args 2>&1 | tail -60 ;;
+    sweep-matmul) timeout 150 python3 scripts/sweeps/sweep_matmul.py "$OUT/matmul_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
+    sweep-attention) timeout 150 python3 scripts/sweeps/sweep_attention.py "$OUT/attention_sweep.json" --quick --budget 100 2>&1 | tail -30 ;;
+    rope:*) timeout 300 python3 scripts/research/rope_probe.py "$OUT/rope_probe.json" "${step#rope:}" 2>&1 | grep -v Warning | cut -c1-900 ;;
+    same-size) timeout 300 python3 scripts/research/same_size_ceilings.py "$OUT/same_size_ceilings.json" 2>&1 | grep -v Warning ;;
     ncu:*) for c in $(echo "${step#ncu:}" | tr + " "); do echo "### $c" >> "$OUT/ncu.csv"
         timeout 240 ncu --profile-from-start off --clock-control none --set full \
           --metrics "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-          --csv --page details python3 scripts/ncu_cases.py "$c" >> "$OUT/ncu.csv" 2>> "$OUT/ncu_err.txt"; echo "$c rc=$?"; done
+          --csv --page details python3 scripts/tools/ncu_cases.py "$c" >> "$OUT/ncu.csv" 2>> "$OUT/ncu_err.txt"; echo "$c rc=$?"; done
       grep -h "==ERROR==\|==WARNING==" "$OUT/ncu.csv" "$OUT/ncu_err.txt" | sort | uniq -c | head
-      python3 scripts/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu_summary.json" | cut -c1-1500 ;;
+      python3 scripts/tools/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu_summary.json" | cut -c1-1500 ;;
     *) echo "unknown step $step" ;;
   esac
 done

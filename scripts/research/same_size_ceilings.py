@@ -3,7 +3,7 @@ timed exactly as `gpulab bench` times (CUDA events, the 480 MB L2 flush
 before every call), beside the kernel itself and the 2 GiB copy the bench
 divides by.
 
-    python3 scripts/same_size_ceilings.py OUT.json
+    python3 scripts/research/same_size_ceilings.py OUT.json
 
 The bench's "fraction of the copy ceiling" divides by a 2 GiB cudaMemcpy.
 A 268 MB kernel pays the same launch, ramp-up and tail as a 2 GiB one but
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gpulab.device.microbench_kernels import copy as triton_copy  # noqa: E402

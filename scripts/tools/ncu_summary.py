@@ -1,7 +1,7 @@
-"""Boil the CSV that scripts/gpu_session.sh's `ncu:` step writes down to the
+"""Boil the CSV that scripts/tools/gpu_session.sh's `ncu:` step writes down to the
 figures BENCHMARKS.md quotes, one block per kernel.
 
-    python3 scripts/ncu_summary.py ncu.csv [summary.json]
+    python3 scripts/tools/ncu_summary.py ncu.csv [summary.json]
 
 The input is several `ncu --csv --page details` outputs, each after a line
 `### CASE`. Values are kept as ncu prints them (its units in the key).

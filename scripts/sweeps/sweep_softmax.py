@@ -4,7 +4,7 @@ Variants: one row per program with num_warps in {4, 8, 16, 32}; several rows
 per program (a 2-D block) for narrow rows; a persistent grid that loops over
 rows with software pipelining (tl.range num_stages), as in Triton's fused
 softmax tutorial; on sm_90, for fp16/bf16 rows of 8192 and more, the
-shared-memory-resident Gluon kernel of kernels/softmax_smem.py ("smem nS cC
+shared-memory-resident Gluon kernel of kernels/hopper/softmax_smem.py ("smem nS cC
 wW pP": a ring of S chunks of C lines of 256, W compute warps, P programs an
 SM); row kernels with a reciprocal instead of a division ("recip"), with
 one cross-warp reduction over groups of E elements ("grouped eE"), and with
@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpulab.device.timing import L2Flusher, measure  # noqa: E402
 
@@ -178,7 +178,7 @@ def smem_variants(n_rows: int, n_cols: int, dtype):
     if torch.cuda.get_device_capability() != (9, 0) or dtype not in (torch.float16,
                                                                       torch.bfloat16):
         return
-    from kernels import softmax_smem
+    from kernels.hopper import softmax_smem
 
     probe = torch.empty(1, n_cols, dtype=dtype)
     line_bytes = softmax_smem.BOX * probe.element_size()

@@ -51,7 +51,7 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
 # The schedule per (head dim, causal), chosen on an H200 with
-# scripts/sweep_attention.py (family fa3) and scripts/fa3_probe.py:
+# scripts/sweeps/sweep_attention.py (family fa3) and scripts/research/fa3_probe.py:
 #   num_wg    consumer warpgroups of 64 query rows each. Three at D = 64,
 #             as FlashAttention-3 does: there the softmax takes as long as
 #             both matmuls, and a third warpgroup keeps the tensor cores fed
@@ -128,7 +128,7 @@ def _end_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 # PTX: x clamped at -126; adding 1.5 * 2^23 rounds it to n and leaves n in the
 # low mantissa bits; f = x - n in [-1/2, 1/2]; 2^f by a minimax cubic (max
 # relative error 7.5e-5 against exp2, far under the bf16 rounding of P that
-# follows); n shifted into the exponent field. scripts/sweep_attention.py's
+# follows); n shifted into the exponent field. scripts/sweeps/sweep_attention.py's
 # _exp2_poly is the same algorithm in Triton, with its derivation.
 _POLY_EXP2 = """
 max.f32 x, {x}, 0fC2FC0000;

@@ -24,7 +24,7 @@ chunks of CR lines. No swizzle: each warp reads whole 512-byte lines of a
 chunk, which is bank-conflict free without one.
 
 Gluon has no interpreter: the CPU tests compile it for sm_90 and check the
-PTX; `python3 scripts/sweep_softmax.py OUT --only=smem` times its
+PTX; `python3 scripts/sweeps/sweep_softmax.py OUT --only=smem` times its
 configurations on a GPU, and softmax.py checks each against its own Triton
 kernel before it uses it.
 """
@@ -135,7 +135,7 @@ def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr,
     scaling, so y is up to 1.44 fp16 ulp from the exact result (measured)
     instead of 0.5. On an H200 it was no faster (the MUFU unit was not the
     limit: BENCHMARKS.md, softmax), so softmax.py does not offer it; it stays
-    as the measured alternative, for scripts/softmax_ring_probe.py."""
+    as the measured alternative, for scripts/research/softmax_ring_probe.py."""
     NSLOT: gl.constexpr = bufs.type.shape[0]
     CR: gl.constexpr = y_desc.block_type.shape[0]
     NCH: gl.constexpr = R // CR

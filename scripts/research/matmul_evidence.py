@@ -1,6 +1,6 @@
 """What separates gpulab's Triton matmul from cuBLAS on a Hopper GPU.
 
-    python3 scripts/matmul_evidence.py OUT.json
+    python3 scripts/research/matmul_evidence.py OUT.json
 
 For each bench shape (bf16 and fp16 on 4096³, 8192³ and the two LLM MLP
 projections):
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gpulab.device.timing import ClockLog  # noqa: E402
