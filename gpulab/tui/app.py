@@ -26,7 +26,7 @@ from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.devinfo import GpuInfo, detect_gpus
 from gpulab.tui.editor import ExercisePane
-from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
+from gpulab.tui.device_pane import DevicePane, RoadmapPane, RooflinePane
 from gpulab.tui.footer import LabFooter
 from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected

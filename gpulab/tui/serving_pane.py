@@ -23,7 +23,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
 
 from gpulab import hardware, serving
-from gpulab.tui.extra_panes import _LazyPane, unavailable
+from gpulab.tui.device_pane import _LazyPane, unavailable
 
 # Far beyond any real serving setup, and small enough that the arithmetic
 # stays in floating-point range (prompt**2 appears in the prefill FLOPs).
