@@ -23,7 +23,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
 
 from gpulab import hardware, serving
-from gpulab.tui.device_pane import _LazyPane, unavailable
+from gpulab.tui.lazy_pane import LazyPane, unavailable
 
 # Far beyond any real serving setup, and small enough that the arithmetic
 # stays in floating-point range (prompt**2 appears in the prefill FLOPs).
@@ -172,7 +172,7 @@ def plot_model(d: dict[str, Any], gpu: Any) -> Any:
     return model
 
 
-class ServingPane(_LazyPane):
+class ServingPane(LazyPane):
     """Lesson 09's calculator: a model, a batch and a GPU in; bound and tokens/s out."""
 
     HELP_TOPIC = "serving"
