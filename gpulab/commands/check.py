@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,38 +110,21 @@ def _watch(args: Any) -> int:
 
     once()
     try:
-        for _ in _changes(path, poll=args.poll):
-            once()
+        # Ctrl-C stops the loop; asyncio.run then cancels the watcher's task.
+        asyncio.run(_recheck_on_save(path, once, poll=args.poll))
     except KeyboardInterrupt:
         return 0
     return 0
 
 
-def _changes(path: Path, *, poll: bool = False):
-    """Yield each time `path` changes: watchfiles, else polling its mtime."""
-    if not poll:
-        try:
-            from watchfiles import watch
+async def _recheck_on_save(path: Path, once: Callable[[], None], *, poll: bool) -> None:
+    """Run `once` after every change to `path`, the lab's watcher telling."""
+    from gpulab.watcher import file_changes
 
-            for changes in watch(path.parent, debounce=300, step=100, rust_timeout=0,
-                                 watch_filter=lambda _c, p: Path(p) == path):
-                if changes:
-                    yield
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. inotify limits, WSL drives
-            print(f"file events unavailable ({exc}); polling instead", file=sys.stderr)
-    last = _stamp(path)
-    while True:
-        time.sleep(0.5)
-        now = _stamp(path)
-        if now != last:
-            last = now
-            yield
+    def fallback(why: str) -> None:
+        print(why, file=sys.stderr)
 
-
-def _stamp(path: Path) -> tuple[float, int] | None:
-    try:
-        st = path.stat()
-        return (st.st_mtime, st.st_size)
-    except OSError:
-        return None
+    # The check blocks the loop while it runs; file events keep collecting in
+    # watchfiles' thread, so a save made during a check re-checks after it.
+    async for _ in file_changes(path, asyncio.Event(), poll=poll, on_fallback=fallback):
+        once()

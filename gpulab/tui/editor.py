@@ -32,7 +32,7 @@ from gpulab.content import Lesson
 from gpulab.fsutil import atomic_write_text
 from gpulab.tui.messages import ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen
-from gpulab.tui.watcher import Stamp, stamp
+from gpulab.watcher import Stamp, stamp
 
 AUTOSAVE_DELAY = 1.0
 

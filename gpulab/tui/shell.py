@@ -35,7 +35,7 @@ from gpulab.tui.roofline_pane import RooflinePane
 from gpulab.tui.screens import WelcomeScreen
 from gpulab.tui.serving_pane import ServingPane
 from gpulab.tui.sidebar import LessonList
-from gpulab.tui.watcher import file_changes
+from gpulab.watcher import file_changes
 from gpulab.workspace import Workspace
 
 PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving")

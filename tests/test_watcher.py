@@ -1,0 +1,109 @@
+"""The one file watcher (gpulab.watcher), used by the lab and by `gpulab watch`,
+sees an editor's atomic save: a new file written beside the old one and
+renamed over it, in the same mtime tick and with the same size."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gpulab.watcher import file_changes, stamp
+
+MODES = [pytest.param(True, id="polling"), pytest.param(False, id="file-events")]
+
+
+def atomic_save(path: Path, text: str) -> None:
+    """What vim, VS Code and the lab do: write a temporary file, rename it over.
+
+    The new file gets the old one's mtime, and the texts have the same size,
+    so only the inode tells the versions apart (as when both writes land in
+    one coarse timestamp tick).
+    """
+    old = os.stat(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.utime(tmp, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(tmp, path)
+
+
+class Saver:
+    """Saves atomically every 0.3 s until stopped: the watcher may start late
+    on a busy machine, and a save made before it watches is not a change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.done = path, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.done.wait(0.3):
+            n += 1
+            atomic_save(self.path, f"x = {n % 10}\n")
+
+    def __enter__(self) -> Saver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def exercise(tmp_path: Path) -> Path:
+    path = tmp_path / "softmax.py"
+    path.write_text("x = 0\n", encoding="utf-8")
+    return path
+
+
+def test_an_atomic_save_changes_the_stamp(exercise):
+    before = stamp(exercise)
+    atomic_save(exercise, "x = 1\n")
+    after = stamp(exercise)
+    assert before is not None and after is not None
+    assert before[1:] == after[1:]  # same mtime, same size: only the inode differs
+    assert before != after
+
+
+@pytest.mark.parametrize("poll", MODES)
+def test_the_watcher_sees_an_atomic_save(exercise, poll):
+    if not poll:
+        pytest.importorskip("watchfiles")
+
+    async def first_change() -> str:
+        stop = asyncio.Event()
+        changes = file_changes(exercise, stop, poll=poll, interval=0.05)
+        try:
+            return await asyncio.wait_for(changes.__anext__(), 30)
+        finally:
+            stop.set()
+            await changes.aclose()
+
+    with Saver(exercise):
+        assert asyncio.run(first_change()) == ("poll" if poll else "events")
+
+
+class Rechecked(Exception):
+    pass
+
+
+@pytest.mark.parametrize("poll", MODES)
+def test_gpulab_watch_rechecks_after_an_atomic_save(exercise, poll):
+    """`gpulab watch` goes through the same watcher (its own copy compared
+    mtime and size only, and missed such a save when polling)."""
+    if not poll:
+        pytest.importorskip("watchfiles")
+    from gpulab.commands.check import _recheck_on_save
+
+    def once() -> None:
+        raise Rechecked
+
+    async def watch() -> None:
+        await asyncio.wait_for(_recheck_on_save(exercise, once, poll=poll), 30)
+
+    with Saver(exercise), pytest.raises(Rechecked):
+        asyncio.run(watch())
