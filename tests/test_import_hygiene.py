@@ -39,6 +39,7 @@ CORE = ["gpulab"] + [f"gpulab.{m}" for m in (
     "roofline_plot",
     "runner",
     "serving",
+    "units",
     "watcher",
     "workspace",
     "commands.course",

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.commands.common import (
-    UsageError,
     console,
+    exercise_file,
     find_lesson,
     guarded,
     open_course,
@@ -20,7 +20,6 @@ from gpulab.commands.common import (
     parse_timeout,
 )
 from gpulab.commands.timeouts import default_timeout, explain_timeout
-from gpulab.fsutil import unreadable_file
 from gpulab.runner import ERROR, run_check
 from gpulab.textsafe import visible, visible_tree
 
@@ -34,13 +33,7 @@ def _target(args: Any):
     course = open_course()
     lesson = find_lesson(course, args.exercise)
     ws = open_workspace(args)
-    if getattr(args, "file", None):
-        path = Path(args.file).expanduser()
-        problem = unreadable_file(path)
-        if problem:
-            raise UsageError(problem)
-        return lesson, ws, path.resolve(), False
-    return lesson, ws, ws.ensure_exercise(lesson), True
+    return (lesson, ws, *exercise_file(args, ws, lesson))
 
 
 def _check(args: Any) -> int:
