@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,49 @@ def test_gpulab_watch_rechecks_after_an_atomic_save(exercise, poll):
 
     with Saver(exercise), pytest.raises(Rechecked):
         asyncio.run(watch())
+
+
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C as a terminal sends it, once the test sets the event it yields."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    ready, finished = threading.Event(), threading.Event()
+
+    def press() -> None:
+        # A moment after `ready`, as a person would: a signal that lands just
+        # before time.sleep's system call starts does not end the sleep.
+        if ready.wait(30) and not finished.wait(0.5):
+            # To the main thread, where a terminal's Ctrl-C lands too (sent to
+            # the process, Linux may pick another thread, whose wait it ends).
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    presser = threading.Thread(target=press, daemon=True)
+    presser.start()
+    yield ready
+    finished.set()
+    ready.set()
+    presser.join(5)
+    signal.signal(signal.SIGINT, old)
+
+
+@pytest.mark.parametrize("during", ["a re-check", "the wait for a save"])
+def test_ctrl_c_ends_gpulab_watch_at_once(exercise, ctrl_c, during):
+    """Even in the middle of a re-check (asyncio.run's Ctrl-C would only cancel
+    the task and wait for the check to end)."""
+    from gpulab.commands.check import _recheck_on_save, _until_interrupted
+
+    def once() -> None:
+        ctrl_c.set()
+        time.sleep(30)  # a long check
+
+    start = time.monotonic()
+    with Saver(exercise), pytest.raises(KeyboardInterrupt):
+        if during == "the wait for a save":
+            threading.Timer(1.0, ctrl_c.set).start()
+            _until_interrupted(_recheck_on_save(exercise.with_name("nobody.py"), once,
+                                                poll=True))
+        else:
+            _until_interrupted(_recheck_on_save(exercise, once, poll=True))
+    assert time.monotonic() - start < 20

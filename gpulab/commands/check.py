@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +104,32 @@ def _watch(args: Any) -> int:
 
     once()
     try:
-        # Ctrl-C stops the loop; asyncio.run then cancels the watcher's task.
-        asyncio.run(_recheck_on_save(path, once, poll=args.poll))
+        _until_interrupted(_recheck_on_save(path, once, poll=args.poll))
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _until_interrupted(coro: Coroutine[Any, Any, None]) -> None:
+    """Run `coro` on an event loop of its own; Ctrl-C raises at once.
+
+    Not asyncio.run: from Python 3.11 its first Ctrl-C only cancels the task,
+    which then waits for the running check to end (up to its timeout).
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coro)
+    try:
+        loop.run_until_complete(task)
+    finally:
+        if task.done():  # Ctrl-C during a check: the task ended with it
+            if not task.cancelled():
+                task.exception()  # seen: asyncio would log it as never retrieved
+        else:  # Ctrl-C while waiting for a save
+            task.cancel()  # the watcher stops its thread when cancelled
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 async def _recheck_on_save(path: Path, once: Callable[[], None], *, poll: bool) -> None:
