@@ -7,11 +7,13 @@ tensors, checks what comes back against its own references and times it
 (gpulab.grading.kernel, gpulab.grading.batches). It never imports the
 learner's file: nothing the learner writes runs in this process.
 
-Exercises whose checks need to look inside the learner's running program
-(the profiler's ranges, JAX's compiled shardings) are SELF_GRADED for now:
-their grader runs in the sandbox, confined the same way, and the result
-says so (`"verdict": "self-reported"`). Lesson 06 is judged here; only
-Dynamo's trace is the sandbox's report (gpulab.sandbox.dynamo).
+Lesson 07, whose check reads the profiler's ranges inside the learner's
+running program, is SELF_GRADED for now: its grader runs in the sandbox,
+confined the same way, and the result says so (`"verdict":
+"self-reported"`). Lesson 06 is judged here; only Dynamo's trace is the
+sandbox's report (gpulab.sandbox.dynamo). Lesson 08's steps come back as
+exported JAX programs, which the judge compiles and runs itself
+(gpulab.sandbox.jax_export).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from typing import Any
 from gpulab import protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED
 
-SELF_GRADED = frozenset({"nvtx_profile", "sharded_mlp"})
+SELF_GRADED = frozenset({"nvtx_profile"})
 # What the sandbox records before the learner's file runs, per exercise.
-BEFORE_LOAD = {"graph_breaks": ["dynamo"]}
+BEFORE_LOAD = {"graph_breaks": ["dynamo"], "sharded_mlp": ["jax"]}
 GIB = 1 << 30
 
 

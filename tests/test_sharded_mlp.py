@@ -160,3 +160,134 @@ def test_reference_passes_on_gpu(grade):
 def test_starter_fails_on_gpu(grade):
     r = grade("sharded_mlp", starter_source("sharded_mlp"), device="cuda", timeout=300)
     assert r["status"] == "failed", r["summary"]
+
+
+# --- cheats against the judge (issue 16) ------------------------------------------
+
+@needs_jax
+def test_the_judge_runs_the_learners_program_itself(grade):
+    r = grade("sharded_mlp", REF)
+    assert r["passed"] and r["verdict"] == "judge", r["summary"]
+
+
+FAKE_STEP = REF + '''
+
+class _Compiled:
+    """Duck-typed: the right shardings and zero FLOPs, on any inputs."""
+    def __init__(self, mesh, spec_x, spec_y):
+        self.mesh, self.sx, self.sy = mesh, spec_x, spec_y
+    def lower(self, *a):
+        return self
+    def compile(self):
+        return self
+    def cost_analysis(self):
+        return {"flops": 0.0}
+    def as_text(self):
+        return "all-reduce("
+
+def data_parallel(mesh):
+    return _Compiled(mesh, P(AXIS, None), P(AXIS, None))
+'''
+
+CALLBACK_STEP = variant(
+    "    return jax.jit(mlp, in_shardings=ins, out_shardings=out)",
+    # The maths in numpy on the host, through a callback inside the jitted step.
+    "    def host(params, x):\n"
+    "        y = np.maximum(x @ params['w1'] + params['b1'], 0) @ params['w2'] + params['b2']\n"
+    "        return np.asarray(y, np.float32)\n"
+    "    def step(params, x):\n"
+    "        shape = jax.ShapeDtypeStruct((x.shape[0], params['w2'].shape[1]), np.float32)\n"
+    "        return jax.pure_callback(host, shape, params, x)\n"
+    "    return jax.jit(step, in_shardings=ins, out_shardings=out)",
+)
+
+# The sandbox's reply forged: the learner's file replaces the request handler
+# and sends a program of its own, then garbage.
+FORGED_REPLY = REF + '''
+
+import gpulab.sandbox.main as _main
+import gpulab.sandbox.jax_export as _jx
+
+def _forged(self, msg):
+    reply = _jx.export_request(self, msg)
+    for mode, step in reply["steps"].items():
+        if mode == "data parallel":  # a program that returns zeros
+            import base64
+            from jax import export as _export
+            zero = jax.jit(lambda p, x: jnp_zeros(x, p), in_shardings=(
+                NamedSharding(self_mesh(), P()), NamedSharding(self_mesh(), P(AXIS, None))),
+                out_shardings=NamedSharding(self_mesh(), P(AXIS, None)))
+            step["programs"] = [{"program": base64.b64encode(bytes(_export.export(zero)(
+                *_specs(s)).serialize())).decode()} for s in msg["shapes"]]
+        else:
+            step["programs"] = [{"program": "not base64 at all!"} for _ in msg["shapes"]]
+    return reply
+
+def jnp_zeros(x, p):
+    return (x @ p["w1"] @ p["w2"]) * 0.0
+
+def self_mesh():
+    return make_mesh()
+
+def _specs(s):
+    b, d, h, o = s
+    f = np.float32
+    S = jax.ShapeDtypeStruct
+    return ({"w1": S((d, h), f), "b1": S((h,), f), "w2": S((h, o), f), "b2": S((o,), f)},
+            S((b, d), f))
+
+_main.Server.on_jax_export = _forged
+'''
+
+
+@needs_jax
+def test_a_fake_compiled_step_fails(grade):
+    r = grade("sharded_mlp", FAKE_STEP)
+    assert r["status"] == "failed"
+    bad = failures(r)
+    dp = [d for n, d in bad.items() if n.startswith("data parallel")]
+    assert dp and all("export" in d or "jax.jit" in d for d in dp), dp
+
+
+@needs_jax
+def test_a_host_callback_is_refused(grade):
+    # JAX will not serialize a host callback at all; the judge's own rule
+    # against custom calls is tested below, on a program that has one.
+    r = grade("sharded_mlp", CALLBACK_STEP)
+    assert r["status"] == "failed"
+    tp = [d for n, d in failures(r).items() if n.startswith("tensor parallel:")]
+    assert tp and all("custom call" in d or "callback" in d or "export" in d for d in tp), tp
+
+
+@needs_jax
+def test_a_forged_reply_is_judged_on_the_programs_it_carries(grade):
+    r = grade("sharded_mlp", FORGED_REPLY)
+    assert r["status"] == "failed"
+    bad = failures(r)
+    dp = [d for n, d in bad.items() if n.startswith("data parallel:")]
+    tp = [d for n, d in bad.items() if n.startswith("tensor parallel:")]
+    assert len(dp) == 3 and all("outputs wrong" in d for d in dp), dp
+    assert len(tp) == 3 and all("cannot read" in d for d in tp), tp
+
+
+@needs_jax
+def test_the_judge_refuses_a_program_with_a_custom_call():
+    import base64
+
+    import jax
+    import numpy as np
+    from jax import export
+
+    from gpulab.grading.sharded_mlp import read_program
+
+    ffi = getattr(jax, "ffi", None) or __import__("jax.extend.ffi").extend.ffi
+
+    def step(x):
+        return ffi.ffi_call("gpulab_not_jax", jax.ShapeDtypeStruct(x.shape, np.float32))(x)
+
+    exported = export.export(jax.jit(step), disabled_checks=[
+        export.DisabledSafetyCheck.custom_call("gpulab_not_jax")])(
+        jax.ShapeDtypeStruct((4,), np.float32))
+    program, why = read_program(base64.b64encode(bytes(exported.serialize())).decode())
+    assert program is None and "custom call gpulab_not_jax" in why, why
+    assert read_program("not base64!")[1] == "the sandbox sent a program gpulab cannot read"

@@ -222,9 +222,24 @@ def softmax(x):
 }
 
 
-def test_stopping_the_profiler_fails(grade):
-    # Every way in reach: torch's switch, and the profile object itself
-    # (found through gc); then torch does the work.
+STOP_PROFILER = {
+    # torch's switch: on torch 2.11 it stops even an all-threads profile, and
+    # the profile's own exit then raises (that once turned the audit off).
+    "torch's switch": "    _torch.autograd._disable_profiler()\n",
+    # the profile object itself, found through gc
+    "the profile object": '''    for o in _gc.get_objects():
+        if type(o).__name__ == "profile" and hasattr(o, "stop"):
+            try:
+                o.stop()
+            except Exception:
+                pass
+''',
+}
+
+
+@pytest.mark.parametrize("how", list(STOP_PROFILER))
+def test_stopping_the_profiler_fails(grade, how):
+    # The profiler stopped, then torch does the work with the op guards off.
     src = REF + '''
 import gc as _gc
 import torch as _torch
@@ -232,22 +247,14 @@ _real = softmax
 
 def softmax(x):
     out = _real(x)
-    _torch.autograd._disable_profiler()
-    for o in _gc.get_objects():
-        if type(o).__name__ == "profile" and hasattr(o, "stop"):
-            try:
-                o.stop()
-            except Exception:
-                pass
-    from torch.utils._python_dispatch import _disable_current_modes as _off
-    with _off(), _torch._C.DisableTorchFunction():  # and the op guards off
+''' + STOP_PROFILER[how] + '''    from torch.utils._python_dispatch import _disable_current_modes as _off
+    with _off(), _torch._C.DisableTorchFunction():
         out.copy_(_torch.softmax(x.float(), -1).to(x.dtype))
     return out
 '''
     r = grade("softmax", src)
     assert not r["passed"]
-    assert "the profiler was stopped" in r["summary"] or "torch ran" in r["summary"], \
-        r["summary"]
+    assert "the profiler was stopped" in r["summary"], r["summary"]
 
 
 @pytest.mark.parametrize("how", list(HIDDEN_TORCH))

@@ -17,46 +17,45 @@ the matmul FLOPs, so a step that gathers everything and computes the whole
 MLP on every device fails. `tensor_parallel_shard_map(mesh)` is graded the
 same way when the learner's file defines it (optional).
 
+The learner's code runs in the sandbox, which exports each step as a
+program (`jax.export`, shapes only: gpulab.sandbox.jax_export). This grader,
+in the judge, compiles and runs those programs on its own inputs: the
+values, shardings, collectives and FLOPs are all read here, from the
+program, never from a report of the learner's process. A program may use no
+custom call but the sharding markers JAX itself writes (a Python callback
+would run the learner's code, which does not exist here).
+
 On the CPU the grader simulates 8 devices; on a GPU machine it uses every
 GPU JAX sees (1 is fine: the shardings are still checked by name).
 """
 
 from __future__ import annotations
 
-import os
+import base64
 import re
 from typing import Any
 
-# JAX grabs 75% of GPU memory at start-up by default; a check needs little.
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+import jax  # without JAX, the harness reports how to install it
+import numpy as np
 
-import jax  # noqa: E402 - without JAX the harness reports how to install it
-import numpy as np  # noqa: E402
+from gpulab.sandbox.jax_export import AXIS, OPTIONAL, configure
 
-from gpulab.grading.learner import LearnerError, call  # noqa: E402
-
-AXIS = "devices"
-SIMULATED = 8
 COLLECTIVE = re.compile(r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"
                         r"collective-permute)(?:-start)?\(")
+# The custom calls JAX writes itself for shardings and shard_map (JAX 0.6's
+# text form; newer JAX writes Shardy ops instead). Anything else (a Python
+# callback above all) is refused.
+SAFE_CUSTOM_CALLS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
+                     "annotate_device_placement"}
+CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]*)\"")
 
 
-def configure(ctx) -> list[str]:
-    """Set JAX up before any backend starts; returns notes for the learner."""
+def notes_for(device: str) -> list[str]:
+    """What the learner should know about the devices the check ran on."""
     notes = []
-    try:
-        jax.config.update("jax_num_cpu_devices", SIMULATED)
-    except (AttributeError, KeyError, ValueError, RuntimeError):
-        # Older JAX: the XLA flag, read when the CPU backend starts.
-        flag = f"--xla_force_host_platform_device_count={SIMULATED}"
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
-    if ctx.device == "cpu":
-        jax.config.update("jax_platforms", "cpu")
-    # fp32 matmuls in full fp32 (not TF32 on a GPU), so the tolerance can stay tight.
-    jax.config.update("jax_default_matmul_precision", "highest")
     backend = jax.default_backend()
     n = jax.device_count()
-    if ctx.device == "cuda" and backend != "gpu":
+    if device == "cuda" and backend != "gpu":
         notes.append("JAX sees no GPU here (a CPU-only jaxlib?): pip install -U 'jax[cuda12]'. "
                      f"Graded on {n} simulated CPU devices instead.")
     elif backend == "cpu":
@@ -102,8 +101,13 @@ def _sharding_problem(name: str, sharding: Any, want: tuple, ndim: int, mesh: An
     from jax.sharding import NamedSharding, PartitionSpec
 
     want = _spec_tuple(want, ndim)
+    if sharding is None:
+        return (f"{name} has no sharding of its own (a SingleDeviceSharding), not "
+                f"NamedSharding(mesh, {_show(want)}): give jax.jit in_shardings/out_shardings")
     if isinstance(sharding, NamedSharding):
         got = _spec_tuple(sharding.spec, ndim)
+        if mesh.devices.size == 1 and not any(got):
+            return ""  # one device: a split and a copy are the same program
         if got != want:
             return f"{name} is sharded {_show(got)}, expected {_show(want)}"
         if set(sharding.mesh.devices.flat) != set(mesh.devices.flat):
@@ -171,35 +175,80 @@ def _values_problem(y: Any, want: np.ndarray, case: dict) -> str:
     return ""
 
 
-def check_step(ctx, mode: str, step: Any, mesh: Any, shape: tuple, data: tuple) -> dict:
-    """One case: values, shardings in and out, and what the compiled step does."""
+def read_program(encoded: Any) -> tuple[Any, str]:
+    """The sandbox's program, deserialized here; (None, why) if it is not
+    one gpulab will run."""
+    from jax import export
+
+    try:
+        exported = export.deserialize(bytearray(base64.b64decode(encoded, validate=True)))
+        text = exported.mlir_module()
+    except Exception:  # noqa: BLE001 - whatever the sandbox sent
+        return None, "the sandbox sent a program gpulab cannot read"
+    targets = [a or b for a, b in CUSTOM_CALL.findall(text)]
+    bad = sorted({t for t in targets if t not in SAFE_CUSTOM_CALLS})
+    if bad or text.count("custom_call") > len(targets):
+        return None, (f"the step calls out of JAX (custom call {bad[0] if bad else '?'}): "
+                      "callbacks and custom kernels can't be graded here; use jax.numpy")
+    return exported, ""
+
+
+def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, Any, dict, str]:
+    """Compile the learner's program here and run it on gpulab's inputs.
+    Returns (the compiled step, y, its shardings by name, a problem)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    n = mesh.devices.size
+    tree = jax.tree_util.tree_structure(((params, x), {}))
+    if exported.in_tree != tree:
+        return None, None, {}, "the step takes other arguments than (params, x)"
+    if exported.nr_devices not in (1, n):
+        return None, None, {}, (f"the step was compiled for {exported.nr_devices} devices; "
+                                f"the mesh you were given has {n}")
+    ins = list(exported.in_shardings_jax(mesh))
+    outs = list(exported.out_shardings_jax(mesh))
+    (in_params, in_x), _ = jax.tree_util.tree_unflatten(exported.in_tree, ins)
+    given = {**in_params, "x": in_x, "y": outs[0] if len(outs) == 1 else None}
+    if exported.nr_devices == 1:
+        given = {k: None for k in given} if n > 1 else given
+        step = jax.jit(exported.call)
+    else:
+        fill = NamedSharding(mesh, PartitionSpec())  # to run it; the check sees None
+        ins = [s if s is not None else fill for s in ins]
+        (in_params, in_x), _ = jax.tree_util.tree_unflatten(exported.in_tree, ins)
+        step = jax.jit(exported.call, in_shardings=(in_params, in_x),
+                       out_shardings=jax.tree_util.tree_unflatten(
+                           exported.out_tree, [s if s is not None else fill for s in outs]))
+    try:
+        compiled = step.lower(params, x).compile()
+        y = compiled(params, x)
+        jax.block_until_ready(y)
+    except Exception as exc:  # noqa: BLE001 - the learner's program failed to run
+        return None, None, given, f"running it failed: {type(exc).__name__}: {str(exc)[:300]}"
+    return compiled, y, given, ""
+
+
+def check_step(mode: str, program: dict, mesh: Any, shape: tuple, data: tuple) -> dict:
+    """One case: values, shardings in and out, and what the compiled step
+    does, all from the learner's program compiled and run here."""
     b, d, h, o = shape
     n = mesh.devices.size
     params, x, expected = data
     name = f"{mode}: {b}×{d}→{h}→{o}"
     case = {"name": name, "passed": False, "shape": f"{b}×{d}→{h}→{o}", "dtype": "fp32"}
-    try:
-        compiled = call(lambda: step.lower(params, x).compile(), ctx.file)
-        # The compiled executable is the step itself; calling it (rather than
-        # `step`) saves compiling every case twice.
-        y = call(compiled, ctx.file, params, x)
-        jax.block_until_ready(y)
-    except LearnerError as exc:
-        case["detail"] = f"compiling or running it failed: {exc.summary}"
+    if not isinstance(program, dict) or "program" not in program:
+        error = program.get("error") if isinstance(program, dict) else None
+        case["detail"] = _text(error) or "the sandbox sent no program"
         return case
-    problem = _values_problem(y, expected, case)
+    exported, problem = read_program(program["program"])
+    compiled, y, given, problem = _run(exported, mesh, params, x) if exported else (
+        None, None, {}, problem)
+    problem = problem or _values_problem(y, expected, case)
     want = EXPECTED[mode]
-    if not problem:
-        try:
-            in_params, in_x = compiled.input_shardings[0]
-        except (TypeError, ValueError):
-            in_params, in_x = {}, None
-        problem = _sharding_problem("x", in_x, want["x"], 2, mesh)
-        for k in ("w1", "b1", "w2", "b2"):
-            problem = problem or _sharding_problem(
-                k, in_params.get(k) if isinstance(in_params, dict) else None,
-                want[k], params[k].ndim, mesh)
-        problem = problem or _sharding_problem("the output y", y.sharding, want["y"], 2, mesh)
+    for k in ("x", "w1", "b1", "w2", "b2", "y"):
+        ndim = 2 if k in ("x", "y") else params[k].ndim
+        label = "the output y" if k == "y" else k
+        problem = problem or _sharding_problem(label, given.get(k), want[k], ndim, mesh)
     text = compiled.as_text() if not problem else ""
     found = COLLECTIVE.findall(text or "")
     if not problem and n > 1:
@@ -225,61 +274,52 @@ def check_step(ctx, mode: str, step: Any, mesh: Any, shape: tuple, data: tuple) 
     return case
 
 
-def _mesh_case(ctx, mesh: Any) -> str:
-    from jax.sharding import Mesh
+def _text(value: Any) -> str:
+    from gpulab.protocol import text
 
-    devices = jax.devices()
-    if not isinstance(mesh, Mesh):
-        return f"make_mesh returned {type(mesh).__name__}, expected a jax.sharding.Mesh"
-    if tuple(mesh.axis_names) != (AXIS,):
-        return f"the mesh's axes are {tuple(mesh.axis_names)}, expected ('{AXIS}',)"
-    if mesh.devices.shape != (len(devices),) or set(mesh.devices.flat) != set(devices):
-        return (f"the mesh has shape {mesh.devices.shape} over {mesh.devices.size} devices; "
-                f"expected all {len(devices)} devices in one row")
-    return ""
+    return text(value, 2000)
 
 
 def grade(ctx) -> None:
-    ctx.notes.extend(configure(ctx))
+    configure(ctx.device)
+    ctx.notes.extend(notes_for(ctx.device))
     from jax.sharding import Mesh
 
-    # Inputs and float64 answers exist before the learner's file is imported.
+    # Inputs and float64 answers exist only here; the sandbox sees shapes.
     n = jax.device_count()
+    mesh = Mesh(np.array(jax.devices()), (AXIS,))
     modes = ("data parallel", "tensor parallel", "tensor parallel (shard_map)")
     data = {}
     for i, mode in enumerate(modes):
         for j, shape in enumerate(shapes(n)):
             params, x = make_inputs(ctx.seed(10 * i + j + 1), *shape)
             data[mode, shape] = (params, x, reference(params, x))
-    module = ctx.module()
-    fns = {"make_mesh": ctx.function("make_mesh"),
-           "data parallel": ctx.function("data_parallel"),
-           "tensor parallel": ctx.function("tensor_parallel")}
-    if callable(getattr(module, "tensor_parallel_shard_map", None)):
-        fns["tensor parallel (shard_map)"] = module.tensor_parallel_shard_map
-    try:
-        mesh = call(fns.pop("make_mesh"), ctx.file)
-        problem = _mesh_case(ctx, mesh)
-    except LearnerError as exc:
-        mesh, problem = None, exc.summary
-    ctx.add_case({"name": f"make_mesh over {jax.device_count()} devices", "passed": not problem,
+    ctx.function("make_mesh")  # the learner's file loaded (or why not)
+    ctx.stage("exporting your steps")
+    reply = ctx.sandbox.request({"type": "jax_export", "shapes": shapes(n)})
+    if reply.get("type") == "raised":
+        ctx.fail(_text(reply.get("summary")), _text(reply.get("message")))
+    if reply.get("type") != "exported" or not isinstance(reply.get("steps"), dict):
+        ctx.fail(f"the sandbox could not export your steps: {_text(reply.get('summary'))}")
+    problem = _text(reply.get("mesh_problem"))
+    ctx.add_case({"name": f"make_mesh over {n} devices", "passed": not problem,
                   "detail": problem})
     if problem:
-        mesh = Mesh(np.array(jax.devices()), (AXIS,))
         ctx.notes.append("make_mesh failed, so the steps below were given gpulab's own mesh.")
-    for mode, fn in fns.items():
-        try:
-            step = call(fn, ctx.file, mesh)
-        except LearnerError as exc:
-            ctx.add_case({"name": mode, "passed": False, "detail": exc.summary})
+    for mode in modes:
+        step = reply["steps"].get(mode)
+        if step is None and mode in OPTIONAL:
             continue
-        if not hasattr(step, "lower"):
-            ctx.add_case({"name": mode, "passed": False, "detail":
-                          f"returned {type(step).__name__}; return the jax.jit(...) step itself "
-                          "(with in_shardings and out_shardings)"})
+        if not isinstance(step, dict) or "error" in step:
+            ctx.add_case({"name": mode, "passed": False,
+                          "detail": _text(step.get("error") if isinstance(step, dict) else None)
+                          or "the sandbox sent nothing for it"})
             continue
+        programs = step.get("programs") if isinstance(step.get("programs"), list) else []
+        ctx.stage(f"running {mode}")
         for j, shape in enumerate(shapes(n)):
-            case = check_step(ctx, mode, step, mesh, shape, data[mode, shape])
+            program = programs[j] if j < len(programs) else {}
+            case = check_step(mode, program, mesh, shape, data[mode, shape])
             notes = case.pop("collectives", None)
             ctx.add_case(case)
             if notes and j == len(shapes(n)) - 1:

@@ -105,6 +105,7 @@ class Audit:
         self.stopped_early = False
         self._prof: Any = None
         self._opened_before = 0
+        self._switch_on = False
         self.unavailable = ""  # why the profiler could not start, if it could not
 
     def __enter__(self) -> Audit:
@@ -119,6 +120,9 @@ class Audit:
             self._prof = profile(activities=activities, record_shapes=True,
                                  experimental_config=config)
             self._prof.__enter__()
+            # torch's switch reads on only for a profile of this thread (an
+            # all-threads profile keeps it off): compared again at the end.
+            self._switch_on = torch.autograd._profiler_enabled()
         except Exception as exc:  # noqa: BLE001 - no profiler here: the audit is off
             self._prof, self.unavailable = None, f"{type(exc).__name__}: {exc}"[:200]
         return self
@@ -126,19 +130,25 @@ class Audit:
     def __exit__(self, *exc: object) -> None:
         if self._prof is None:
             return
-        # A last range of gpulab's: missing from the profile if the code under
-        # audit stopped the profiler (torch then returns what it had, or
-        # nothing, without complaint).
+        # Two signs that the code under audit stopped the profiler: torch's
+        # switch, on at the start, is now off (`_disable_profiler()`), or a
+        # last range of gpulab's is missing from the profile (stopping the
+        # profile object: torch then returns what it had, or nothing, without
+        # complaint). On torch 2.11 the switch stops even an all-threads
+        # profile, and the exit below raises.
+        switched_off = self._switch_on and not torch.autograd._profiler_enabled()
         with _range(_END):
             pass
         try:
             self._prof.__exit__(None, None, None)
             self.events = list(self._prof.events() or [])
-        except Exception as exc:  # noqa: BLE001 - the profiler's own failure
-            self.events = []
-            self.unavailable = f"{type(exc).__name__}: {exc}"[:200]
+        except Exception:  # noqa: BLE001
+            # It started, so a failure to stop is the code's doing (torch
+            # raises "Can't disable Kineto profiler when it's not running"),
+            # not a missing profiler: failing safe, not turning the audit off.
+            self.events, self.stopped_early = [], True
             return
-        self.stopped_early = not any(e.name == _END for e in self.events)
+        self.stopped_early = switched_off or not any(e.name == _END for e in self.events)
 
     def findings(self, launched: set[str]) -> list[str]:
         """What ran that should not have: torch ops (CPU), torch kernels and

@@ -97,6 +97,10 @@ class Server:
                 from gpulab.sandbox import dynamo
 
                 dynamo.snapshot()
+            if "jax" in msg.get("before_load", []):
+                from gpulab.sandbox import jax_export
+
+                jax_export.configure(self.device)  # before the file can start a backend
             try:
                 self.module = load_module(self.file)
             except LearnerError as exc:
@@ -139,6 +143,11 @@ class Server:
         from gpulab.sandbox.dynamo import compiled_request
 
         return compiled_request(self, msg)
+
+    def on_jax_export(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.jax_export import export_request
+
+        return export_request(self, msg)
 
     def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.calls import timed_batch

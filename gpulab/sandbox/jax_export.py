@@ -1,0 +1,116 @@
+"""Lesson 08 in the sandbox: the learner's sharded steps, exported as programs.
+
+The sandbox calls the learner's `make_mesh`, `data_parallel`, ... and
+exports each returned `jax.jit` step with `jax.export` for the shapes the
+judge names (shapes only: the sandbox never sees the judge's inputs). The
+serialized StableHLO goes back as data; the judge compiles and runs it on
+its own inputs and reads its shardings, collectives and FLOPs itself
+(gpulab.grading.sharded_mlp). Nothing this module reports is believed
+except the make_mesh case, which only decides whose mesh the steps get.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+AXIS = "devices"
+SIMULATED = 8
+STEPS = {"data parallel": "data_parallel", "tensor parallel": "tensor_parallel",
+         "tensor parallel (shard_map)": "tensor_parallel_shard_map"}
+OPTIONAL = {"tensor parallel (shard_map)"}
+
+
+def configure(device: str) -> None:
+    """Set JAX up before any backend starts, the same in the judge and the
+    sandbox, so a program exported in one runs in the other."""
+    # JAX grabs 75% of GPU memory at start-up by default; a check needs little.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", SIMULATED)
+    except (AttributeError, KeyError, ValueError, RuntimeError):
+        # Older JAX: the XLA flag, read when the CPU backend starts.
+        flag = f"--xla_force_host_platform_device_count={SIMULATED}"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    # fp32 matmuls in full fp32 (not TF32 on a GPU), so the tolerance can stay tight.
+    jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def mesh_problem(mesh: Any) -> str:
+    import jax
+    from jax.sharding import Mesh
+
+    devices = jax.devices()
+    if not isinstance(mesh, Mesh):
+        return f"make_mesh returned {type(mesh).__name__}, expected a jax.sharding.Mesh"
+    if tuple(mesh.axis_names) != (AXIS,):
+        return f"the mesh's axes are {tuple(mesh.axis_names)}, expected ('{AXIS}',)"
+    if mesh.devices.shape != (len(devices),) or set(mesh.devices.flat) != set(devices):
+        return (f"the mesh has shape {mesh.devices.shape} over {mesh.devices.size} devices; "
+                f"expected all {len(devices)} devices in one row")
+    return ""
+
+
+def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """{"shapes": [[b, d, h, o], ...]} -> the mesh case, and per step and
+    shape a serialized program or what went wrong."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from gpulab.grading.learner import LearnerError, call
+
+    module = server.module
+    try:
+        mesh = call(server.function("make_mesh"), server.file)
+        problem = mesh_problem(mesh)
+    except LearnerError as exc:
+        problem = exc.summary
+    if problem:
+        mesh = Mesh(np.array(jax.devices()), (AXIS,))
+    shapes = [tuple(int(v) for v in s) for s in msg.get("shapes", [])]
+    steps: dict[str, Any] = {}
+    for mode, name in STEPS.items():
+        fn = getattr(module, name, None)
+        if mode in OPTIONAL and not callable(fn):
+            continue
+        steps[mode] = _export_step(server, fn, name, mesh, shapes)
+    return {"type": "exported", "mesh_problem": problem, "devices": jax.device_count(),
+            "steps": steps}
+
+
+def _export_step(server: Any, fn: Any, name: str, mesh: Any, shapes: list) -> dict[str, Any]:
+    import jax
+    import numpy as np
+    from jax import export
+
+    from gpulab.grading.learner import LearnerError, call
+
+    if not callable(fn):
+        return {"error": f"{os.path.basename(server.file)} does not define `{name}`"}
+    try:
+        step = call(fn, server.file, mesh)
+    except LearnerError as exc:
+        return {"error": exc.summary}
+    if not hasattr(step, "lower"):
+        return {"error": f"returned {type(step).__name__}; return the jax.jit(...) step itself "
+                         "(with in_shardings and out_shardings)"}
+    f32, spec = np.float32, jax.ShapeDtypeStruct
+    programs = []
+    for b, d, h, o in shapes:
+        params = {"w1": spec((d, h), f32), "b1": spec((h,), f32),
+                  "w2": spec((h, o), f32), "b2": spec((o,), f32)}
+        try:
+            exported = call(lambda p, xs: export.export(step)(p, xs), server.file,
+                            params, spec((b, d), f32))
+            blob = bytes(exported.serialize())
+        except LearnerError as exc:
+            programs.append({"error": f"exporting it failed: {exc.summary}"})
+            continue
+        programs.append({"program": base64.b64encode(blob).decode()})
+    return {"programs": programs}
