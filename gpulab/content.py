@@ -14,14 +14,10 @@ from __future__ import annotations
 import ast
 import operator
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from gpulab.fsutil import load_toml
 
 EXERCISE_KINDS = ("memory", "compute")
 STATUSES = ("ready", "coming")
@@ -193,14 +189,7 @@ def load_course(root: Path | None = None) -> Course:
     """Read the manifest. Raises ContentError only if the manifest as a whole is unusable."""
     root = Path(root) if root else content_root()
     path = root / "lessons" / "manifest.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ContentError(f"{path}: the lesson manifest is missing") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ContentError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ContentError(f"{path}: cannot be read: {exc}") from None
+    data = load_toml(path, ContentError, "the lesson manifest is missing")
     entries = data.get("lesson")
     if not isinstance(entries, list) or not entries:
         raise ContentError(f"{path}: no [[lesson]] entries")

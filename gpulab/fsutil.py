@@ -110,3 +110,27 @@ def unreadable_file(path: Path) -> str | None:
     if not os.access(path, os.R_OK):
         return f"{path} cannot be read: permission denied"
     return None
+
+
+def load_toml(path: Path, error: type[Exception], missing: str) -> dict[str, Any]:
+    """The TOML file at `path` as a dict, or `error(message)` naming the file.
+
+    The one mapping of a file's problems to words for the lesson manifest and
+    the glossary: absent (`missing` says what it is), not valid TOML (where),
+    or unreadable (permissions, a directory, bytes that are not UTF-8).
+    """
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot be read: {exc}") from None

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from gpulab.fsutil import load_toml
 
 FIELDS = {"name", "definition", "formula", "aliases", "lessons", "see_also"}
 
@@ -164,14 +160,7 @@ def default_path() -> Path:
 def load_glossary(path: Path | None = None, lesson_ids: set[str] | None = None) -> Glossary:
     """Read and validate the glossary. Raises GlossaryError only if the file is unusable."""
     path = Path(path) if path else default_path()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GlossaryError(f"{path}: the glossary is missing") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise GlossaryError(f"{path}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GlossaryError(f"{path}: cannot be read: {exc}") from None
+    data = load_toml(path, GlossaryError, "the glossary is missing")
     entries = data.get("term")
     if not isinstance(entries, list) or not entries:
         raise GlossaryError(f"{path}: no [[term]] entries")

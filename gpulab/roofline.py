@@ -1,10 +1,10 @@
-"""Roofline maths, the model of one GPU + dtype, the learner's points, and plots.
+"""Roofline maths, the model of one GPU + dtype, the learner's points, and the
+summary beside a plot (gpulab.roofline_plot draws).
 
 A kernel doing `F` FLOPs while moving `B` bytes has arithmetic intensity
 `I = F / B`. No kernel beats `min(peak_flops, I * bandwidth)`: left of the
 ridge point `peak_flops / bandwidth` it is memory-bound, right of it
-compute-bound. Everything here is plain Python; plotext and matplotlib are
-imported only inside the functions that draw.
+compute-bound. Everything here is plain Python.
 """
 
 from __future__ import annotations
@@ -330,23 +330,3 @@ def summary_renderable(model: Model, why: str = "") -> Any:
     for note in model.notes:
         out.append(Text(f"note: {note}", style="yellow"))
     return Group(*out)
-
-
-def draw(plt: Any, model: Model) -> None:
-    """Draw onto a plotext figure or textual-plotext's `plt` (see gpulab.roofline_plot)."""
-    from gpulab.roofline_plot import draw as _draw
-
-    _draw(plt, model)
-
-
-def render_text(model: Model, width: int = 80, height: int = 24, color: bool = False) -> str:
-    from gpulab.roofline_plot import render_text as _render
-
-    return _render(model, width, height, color)
-
-
-def export(model: Model, path: Path) -> None:
-    """Write .svg (no dependency) or .png (matplotlib; PlotUnavailable without it)."""
-    from gpulab.roofline_plot import export as _export
-
-    _export(model, path)

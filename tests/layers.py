@@ -61,6 +61,8 @@ LAB = [
     "gpulab.state",
     "gpulab.textsafe",
     "gpulab.traces",
+    "gpulab.units",
+    "gpulab.watcher",
     "gpulab.webserve",
     "gpulab.workspace",
 ]

@@ -106,6 +106,11 @@ def test_unreadable_manifest_is_a_content_error(tmp_path):
     (root / "lessons" / "manifest.toml").unlink()
     with pytest.raises(ContentError, match="missing"):
         load_course(root)
+    # Not UTF-8 (a manifest saved as Latin-1): a ContentError naming the file,
+    # as the glossary says, not a UnicodeDecodeError out of gpulab.
+    (root / "lessons" / "manifest.toml").write_bytes(b'[[lesson]]\nid = "caf\xe9"\n')
+    with pytest.raises(ContentError, match="manifest.toml: cannot be read"):
+        load_course(root)
 
 
 def test_formulas_are_arithmetic_only():

@@ -19,7 +19,7 @@ from rich.cells import cell_len
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
-    import tomli as tomllib  # as gpulab/content.py
+    import tomli as tomllib  # as gpulab/fsutil.py
 
 REPO = Path(__file__).resolve().parent.parent
 LESSON_FILES = sorted((REPO / "lessons").glob("*/lesson.md"))

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpulab import roofline
+from gpulab import roofline, roofline_plot
 from gpulab.hardware import GPUS
 from gpulab.roofline import COMPUTE_BOUND, MEMORY_BOUND
 
@@ -112,7 +112,7 @@ def plotted(tmp_path_factory):
 
 def test_text_plot_at_80x24(plotted):
     pytest.importorskip("plotext")
-    text = roofline.render_text(plotted, 80, 24)
+    text = roofline_plot.render_text(plotted, 80, 24)
     lines = text.splitlines()
     assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
     for label in ("ridge 206 FLOP/B", "softmax", "fp8 1,979", "arithmetic intensity",
@@ -122,7 +122,7 @@ def test_text_plot_at_80x24(plotted):
     xticks = lines[next(i for i, line in enumerate(lines) if "└" in line) + 1].split()
     assert xticks == ["0.1", "1", "10", "100", "1k", "10k"]
     assert any(line.lstrip().startswith("1k┤") for line in lines)
-    assert "\x1b[" not in text and "\x1b[" in roofline.render_text(plotted, 80, 24, color=True)
+    assert "\x1b[" not in text and "\x1b[" in roofline_plot.render_text(plotted, 80, 24, color=True)
 
 
 def test_draw_onto_textual_plotext(plotted):
@@ -131,13 +131,13 @@ def test_draw_onto_textual_plotext(plotted):
 
     plt = Plot()
     plt.plotsize(100, 30)
-    roofline.draw(plt, plotted)
+    roofline_plot.draw(plt, plotted)
     assert "ridge 206" in Plot.uncolorize(plt.build())
 
 
 def test_svg_export(plotted, tmp_path):
     path = tmp_path / "roof.svg"
-    roofline.export(plotted, path)
+    roofline_plot.export(plotted, path)
     root = ET.parse(path).getroot()
     assert root.tag.endswith("svg")
     ns = {"s": "http://www.w3.org/2000/svg"}
@@ -147,20 +147,18 @@ def test_svg_export(plotted, tmp_path):
         assert label in texts, label
     assert len(root.findall(".//s:polyline", ns)) >= 3
     with pytest.raises(ValueError, match=r"\.svg or \.png"):
-        roofline.export(plotted, tmp_path / "roof.txt")
+        roofline_plot.export(plotted, tmp_path / "roof.txt")
 
 
 def test_png_export(plotted, tmp_path):
-    from gpulab.roofline_plot import PlotUnavailable
-
     path = tmp_path / "roof.png"
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        with pytest.raises(PlotUnavailable, match=r"gpulab\[plot\]"):
-            roofline.export(plotted, path)
+        with pytest.raises(roofline_plot.PlotUnavailable, match=r"gpulab\[plot\]"):
+            roofline_plot.export(plotted, path)
         return
-    roofline.export(plotted, path)
+    roofline_plot.export(plotted, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -5,6 +5,7 @@ passes, starter fails, each classic mistake fails and is named)."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import random
 
@@ -158,6 +159,33 @@ def test_serving_command_text_and_errors(run_gpulab, tmp_path):
     bad.write_text('{"hidden_size": 10}')
     r = run_gpulab("serving", "--model", str(bad))
     assert r.returncode == 2 and str(bad) in r.stderr and "num_hidden_layers" in r.stderr
+
+
+def test_the_cli_prints_the_panes_units(run_gpulab):
+    """`gpulab serving` and the Serving pane format with gpulab.units: a prefill of
+    hours reads "2.19 h" in both (the CLI's own copy printed "7.9e+03 s")."""
+    from gpulab import units
+
+    args = ("--model", "llama-3.1-405b", "--gpu", "h100", "--batch", "64", "--prompt",
+            "100000", "--context", "100000")
+    d = json.loads(run_gpulab("serving", *args, "--json").stdout)
+    r = run_gpulab("serving", *args)
+    assert r.returncode == 0, r.stderr
+    assert units.duration(d["prefill"]["seconds"]).endswith(" h")
+    pytest.importorskip("textual")
+    from rich.console import Console
+
+    from gpulab.tui.serving_pane import results_renderable
+
+    con = Console(width=100, record=True, file=io.StringIO())
+    con.print(results_renderable(d, "default"))
+    pane = con.export_text()
+    for step in ("prefill", "decode"):
+        s = d[step]
+        for cell in (units.si(s["flops"], ""), units.si(s["bytes"], "B"),
+                     units.intensity(s["intensity"]), units.duration(s["seconds"]),
+                     units.tokens(s["tokens_per_s"])):
+            assert cell in r.stdout and cell in pane, (step, cell)
 
 
 # --- the grader, end to end -------------------------------------------------------------

@@ -334,12 +334,12 @@ async def test_cancel_a_running_check(ws):
 
 
 async def test_worker_errors_surface_and_the_ui_carries_on(ws, monkeypatch):
-    import gpulab.tui.app as app_mod
+    import gpulab.tui.shell as shell_mod
 
     def broken(*_a, **_k):
         raise RuntimeError("simulated gpulab bug")
 
-    monkeypatch.setattr(app_mod, "run_check", broken)
+    monkeypatch.setattr(shell_mod, "run_check", broken)
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
         await open_softmax(pilot)
@@ -370,7 +370,7 @@ async def test_next_lesson_sidebar_toggle_and_ctrl_q(ws):
 async def test_sidebar_follows_each_resize(ws):
     """The sidebar decision uses the new width at once (a handler that read
     App.size saw the previous one and lagged a resize behind)."""
-    from gpulab.tui.app import NARROW
+    from gpulab.tui.shell import NARROW
 
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:

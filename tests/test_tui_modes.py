@@ -32,7 +32,7 @@ def anyio_backend():
 @pytest.fixture
 def fake_checks(monkeypatch):
     """run_check answers at once; the calls are recorded."""
-    import gpulab.tui.app as app_mod
+    import gpulab.tui.shell as shell_mod
 
     calls: list = []
 
@@ -40,7 +40,7 @@ def fake_checks(monkeypatch):
         calls.append(Path(path).read_bytes())
         return {"status": "failed", "passed": False, "summary": "fake check", "cases": []}
 
-    monkeypatch.setattr(app_mod, "run_check", fake)
+    monkeypatch.setattr(shell_mod, "run_check", fake)
     return calls
 
 
@@ -166,7 +166,8 @@ async def test_the_lesson_list_never_opens_by_itself_at_80_columns(ws, key):
 
 def test_readme_and_help_name_every_pane_key():
     """README once said 1-6 for seven panes; keys.md must list every app key."""
-    from gpulab.tui.app import PANES, GpulabApp
+    from gpulab.tui.app import GpulabApp
+    from gpulab.tui.shell import PANES
 
     n = len(PANES)
     readme = (REPO / "README.md").read_text(encoding="utf-8")

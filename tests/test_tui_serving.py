@@ -24,9 +24,9 @@ from gpulab.tui.serving_pane import (  # noqa: E402
     default_gpu,
     parse_count,
     results_renderable,
-    tokens,
     usable_gpus,
 )
+from gpulab.units import tokens  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from gpulab.commands.common import (
-    UsageError,
     console,
+    exercise_file,
     find_lesson,
     guarded,
     open_course,
@@ -18,7 +21,6 @@ from gpulab.commands.common import (
     parse_timeout,
 )
 from gpulab.commands.timeouts import default_timeout, explain_timeout
-from gpulab.fsutil import unreadable_file
 from gpulab.runner import ERROR, run_check
 from gpulab.textsafe import visible, visible_tree
 
@@ -32,13 +34,7 @@ def _target(args: Any):
     course = open_course()
     lesson = find_lesson(course, args.exercise)
     ws = open_workspace(args)
-    if getattr(args, "file", None):
-        path = Path(args.file).expanduser()
-        problem = unreadable_file(path)
-        if problem:
-            raise UsageError(problem)
-        return lesson, ws, path.resolve(), False
-    return lesson, ws, ws.ensure_exercise(lesson), True
+    return (lesson, ws, *exercise_file(args, ws, lesson))
 
 
 def _check(args: Any) -> int:
@@ -108,38 +104,42 @@ def _watch(args: Any) -> int:
 
     once()
     try:
-        for _ in _changes(path, poll=args.poll):
-            once()
+        _until_interrupted(_recheck_on_save(path, once, poll=args.poll))
     except KeyboardInterrupt:
         return 0
     return 0
 
 
-def _changes(path: Path, *, poll: bool = False):
-    """Yield each time `path` changes: watchfiles, else polling its mtime."""
-    if not poll:
-        try:
-            from watchfiles import watch
+def _until_interrupted(coro: Coroutine[Any, Any, None]) -> None:
+    """Run `coro` on an event loop of its own; Ctrl-C raises at once.
 
-            for changes in watch(path.parent, debounce=300, step=100, rust_timeout=0,
-                                 watch_filter=lambda _c, p: Path(p) == path):
-                if changes:
-                    yield
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. inotify limits, WSL drives
-            print(f"file events unavailable ({exc}); polling instead", file=sys.stderr)
-    last = _stamp(path)
-    while True:
-        time.sleep(0.5)
-        now = _stamp(path)
-        if now != last:
-            last = now
-            yield
-
-
-def _stamp(path: Path) -> tuple[float, int] | None:
+    Not asyncio.run: from Python 3.11 its first Ctrl-C only cancels the task,
+    which then waits for the running check to end (up to its timeout).
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coro)
     try:
-        st = path.stat()
-        return (st.st_mtime, st.st_size)
-    except OSError:
-        return None
+        loop.run_until_complete(task)
+    finally:
+        if task.done():  # Ctrl-C during a check: the task ended with it
+            if not task.cancelled():
+                task.exception()  # seen: asyncio would log it as never retrieved
+        else:  # Ctrl-C while waiting for a save
+            task.cancel()  # the watcher stops its thread when cancelled
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+async def _recheck_on_save(path: Path, once: Callable[[], None], *, poll: bool) -> None:
+    """Run `once` after every change to `path`, the lab's watcher telling."""
+    from gpulab.watcher import file_changes
+
+    def fallback(why: str) -> None:
+        print(why, file=sys.stderr)
+
+    # The check blocks the loop while it runs; file events keep collecting in
+    # watchfiles' thread, so a save made during a check re-checks after it.
+    async for _ in file_changes(path, asyncio.Event(), poll=poll, on_fallback=fallback):
+        once()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from gpulab.content import ContentError, Course, Lesson, load_course
+from gpulab.fsutil import unreadable_file
 from gpulab.textsafe import visible
 from gpulab.workspace import Workspace, WorkspaceError
 
@@ -62,6 +64,22 @@ def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
 
         raise UsageError(missing_message(lesson.exercise, missing))
     return lesson
+
+
+def exercise_file(args: Any, ws: Workspace, lesson: Lesson) -> tuple[Path, bool]:
+    """(the file to run, whether it is the workspace's own copy).
+
+    `--file PATH` names the learner's own file (resolved; a UsageError says why
+    it can't be read); without it, the workspace's copy, made from the starter
+    the first time. Only the workspace's copy has its results recorded.
+    """
+    if getattr(args, "file", None):
+        path = Path(args.file).expanduser()
+        problem = unreadable_file(path)
+        if problem:
+            raise UsageError(problem)
+        return path.resolve(), False
+    return ws.ensure_exercise(lesson), True
 
 
 def parse_timeout(text: str | None, default: float) -> float:

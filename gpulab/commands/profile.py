@@ -18,12 +18,12 @@ from gpulab import child, report, traces
 from gpulab.commands.common import (
     UsageError,
     console,
+    exercise_file,
     find_lesson,
     guarded,
     open_course,
     open_workspace,
 )
-from gpulab.fsutil import unreadable_file
 
 TIMEOUT_S = 600
 
@@ -35,13 +35,7 @@ def _target(args: Any) -> tuple[Any, Any, Path]:
         raise UsageError(f"`gpulab profile` runs {', '.join(traces.TARGETS)}; "
                          f"for {lesson.exercise} use `gpulab check` (it times on a GPU)")
     ws = open_workspace(args)
-    if getattr(args, "file", None):
-        path = Path(args.file).expanduser()
-        problem = unreadable_file(path)
-        if problem:
-            raise UsageError(problem)
-        return lesson, ws, path.resolve()
-    return lesson, ws, ws.ensure_exercise(lesson)
+    return lesson, ws, exercise_file(args, ws, lesson)[0]
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> int:

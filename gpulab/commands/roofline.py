@@ -30,10 +30,10 @@ def run(args: Any) -> int:
     if args.export:
         path = Path(args.export).expanduser()
         try:
-            from gpulab.roofline_plot import PlotUnavailable
+            from gpulab import roofline_plot
 
-            roofline.export(model, path)
-        except PlotUnavailable as exc:
+            roofline_plot.export(model, path)
+        except roofline_plot.PlotUnavailable as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -46,7 +46,9 @@ def run(args: Any) -> int:
     height = args.height or max(16, min(lines - 2, 32))
     color = sys.stdout.isatty()
     try:
-        text = roofline.render_text(model, width, height, color=color)
+        from gpulab.roofline_plot import render_text
+
+        text = render_text(model, width, height, color=color)
     except ImportError:  # a headless GPU box may lack plotext; the numbers still help
         print("gpulab: the text plot needs plotext (pip install 'plotext<6'); "
               "--export PATH.svg needs nothing", file=sys.stderr)

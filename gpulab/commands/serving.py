@@ -13,25 +13,8 @@ import json
 import sys
 from typing import Any
 
-from gpulab import hardware, serving
+from gpulab import hardware, serving, units
 from gpulab.commands.common import UsageError, console, guarded
-
-
-def _si(x: float, unit: str) -> str:
-    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= div:
-            return f"{x / div:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
-def _num(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
-
-
-def _time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
 
 
 def _gpu(args: Any):
@@ -119,9 +102,9 @@ def _print(d: dict[str, Any]) -> None:
                         ("decode", f"{d['batch']}×1 @{d['context']}")):
         s = d[kind]
         colour = "cyan" if s["bound"] == "memory" else "magenta"
-        t.add_row(kind, shape, _si(s["flops"], ""), _si(s["bytes"], "B"),
-                  _num(s["intensity"]), f"[{colour}]{s['bound']}[/]", _time(s["seconds"]),
-                  f"{s['tokens_per_s']:,.0f}")
+        t.add_row(kind, shape, units.si(s["flops"], ""), units.si(s["bytes"], "B"),
+                  units.intensity(s["intensity"]), f"[{colour}]{s['bound']}[/]",
+                  units.duration(s["seconds"]), units.tokens(s["tokens_per_s"]))
     con.print(t)
     con.print("[dim]Ideal (roofline) times and tokens/s; decode at context C is "
               "batch×1 @C.[/]")
@@ -133,8 +116,8 @@ def _print(d: dict[str, Any]) -> None:
     for col in ("batch", "FLOP/byte", "bound", "tokens/s", "fits"):
         s.add_column(col, justify="right")
     for r in d["decode_sweep"]:
-        s.add_row(str(r["batch"]), _num(r["intensity"]), r["bound"],
-                  f"{r['tokens_per_s']:,.0f}", "yes" if r["fits"] else "[red]no[/]")
+        s.add_row(str(r["batch"]), units.intensity(r["intensity"]), r["bound"],
+                  units.tokens(r["tokens_per_s"]), "yes" if r["fits"] else "[red]no[/]")
     con.print(s)
     b = d["decode_batch_to_ridge"]
     if b is None:
@@ -154,6 +137,7 @@ def _plot(args: Any, d: dict[str, Any]) -> None:
     """Draw both steps on the GPU's roofline, if gpulab.roofline can draw."""
     try:
         from gpulab import roofline
+        from gpulab.roofline_plot import render_text
 
         model = roofline.build_model(_gpu(args), d["compute_dtype"], points=False)
         for kind in ("prefill", "decode"):
@@ -161,7 +145,7 @@ def _plot(args: Any, d: dict[str, Any]) -> None:
             model.points.append(roofline.Point(
                 exercise=kind, case=kind, dtype=d["compute_dtype"], intensity=s["intensity"],
                 flops_per_s=s["flops"] / s["seconds"], ms=s["seconds"] * 1e3, bound=s["bound"]))
-        text = roofline.render_text(model, width=min(console().width, 100), height=24)
+        text = render_text(model, width=min(console().width, 100), height=24)
     except Exception as exc:  # noqa: BLE001 - the numbers above stand without a plot
         console(stderr=True).print(f"[yellow]no plot: {type(exc).__name__}: {exc}[/]")
         return

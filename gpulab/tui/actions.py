@@ -1,29 +1,30 @@
 """The app's actions on lessons: open, check, hint, reset, solution, watch, help.
 
-A mixin of GpulabApp (app.py), split out to keep each module small. Every
-action is reachable by a key, from the command palette, and by the mouse
-(sidebar, tabs, buttons).
+Built on the shell (shell.py: layout and workers) and under GpulabApp (app.py:
+the keys), so each module imports only the one below it. Every action is
+reachable by a key, from the command palette, and by the mouse (sidebar, tabs,
+buttons).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from textual import on
 
 from gpulab.content import Lesson
+from gpulab.tui.editor import ExercisePane, editor_language
+from gpulab.tui.messages import ExerciseChangedOnDisk, ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen
+from gpulab.tui.shell import LabShell
+from gpulab.tui.sidebar import LessonList
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gpulab.tui.app import GpulabApp
 
-
-class LessonActions:
-    """Mixed into GpulabApp; `self` is the app."""
+class LessonActions(LabShell):
+    """The shell's lesson actions; GpulabApp binds keys to them."""
 
     # --- opening lessons ----------------------------------------------------------
-    def open_lesson(self: GpulabApp, lesson: Lesson | None, *, remember: bool = True) -> None:
-        from gpulab.tui.editor import ExercisePane
-        from gpulab.tui.sidebar import LessonList
-
+    def open_lesson(self, lesson: Lesson | None, *, remember: bool = True) -> None:
         if lesson is None:
             return
         pane = self.query_one(ExercisePane)
@@ -52,7 +53,7 @@ class LessonActions:
         self._pane_shown(self.active_pane)  # the learner stays on the pane they were on
         self.refresh_bindings()
 
-    def on_option_list_option_selected(self: GpulabApp, event: Any) -> None:
+    def on_option_list_option_selected(self, event: Any) -> None:
         if event.option_list.id != "lessons":
             return  # another list (the command palette's) bubbling up
         lesson = self.course.find(event.option.id or "")
@@ -61,7 +62,7 @@ class LessonActions:
             self.open_lesson(lesson)
             self.action_show_pane("lesson")
 
-    def action_open_lesson(self: GpulabApp, key: str) -> None:
+    def action_open_lesson(self, key: str) -> None:
         lesson = self.course.find(key)
         if lesson is None:
             self.notify(f"no lesson {key!r}", severity="error")
@@ -69,7 +70,7 @@ class LessonActions:
         self.open_lesson(lesson)
         self.action_show_pane("lesson")
 
-    def action_next_lesson(self: GpulabApp) -> None:
+    def action_next_lesson(self) -> None:
         lessons = self.course.lessons
         if self.lesson is None or self.lesson.index + 1 >= len(lessons):
             self.notify("This is the last lesson.", timeout=3)
@@ -77,24 +78,20 @@ class LessonActions:
         self.action_open_lesson(lessons[self.lesson.index + 1].exercise)
 
     # --- VIEW and EDIT modes of the Exercise pane ---------------------------------------
-    def action_edit(self: GpulabApp) -> None:
+    def action_edit(self) -> None:
         """e: the Exercise pane in EDIT mode (it opens in VIEW mode otherwise)."""
-        from gpulab.tui.editor import ExercisePane
-
         self.action_show_pane("exercise")
         self.query_one(ExercisePane).start_editing()
 
-    def editor_mode(self: GpulabApp) -> str | None:
+    def editor_mode(self) -> str | None:
         """"edit" or "view" while the Exercise pane is shown (the footer says
         which), else None."""
-        from gpulab.tui.editor import ExercisePane
-
         if not self.is_mounted or self.active_pane != "exercise":
             return None
         return "edit" if self.query_one(ExercisePane).editing else "view"
 
     # --- checking -------------------------------------------------------------------
-    def _gradable(self: GpulabApp) -> Lesson | None:
+    def _gradable(self) -> Lesson | None:
         lesson = self.lesson
         if lesson is None:
             self.notify("Pick a lesson first.", severity="warning")
@@ -112,9 +109,7 @@ class LessonActions:
             return lesson
         return None
 
-    def action_check(self: GpulabApp, from_watch: bool = False) -> None:
-        from gpulab.tui.editor import ExercisePane
-
+    def action_check(self, from_watch: bool = False) -> None:
         lesson = self._gradable()
         if lesson is None:
             return
@@ -129,17 +124,15 @@ class LessonActions:
         self.action_show_pane("results")
         self.start_check(lesson, path)
 
-    def action_cancel_check(self: GpulabApp) -> None:
+    def action_cancel_check(self) -> None:
         """x: stop the running check, and the microbenchmarks if they run."""
         self.workers.cancel_group(self, "check")
         self.workers.cancel_group(self._pane("device"), "probe")
 
-    def action_save(self: GpulabApp) -> None:
-        from gpulab.tui.editor import ExercisePane
-
+    def action_save(self) -> None:
         self.query_one(ExercisePane).save(explicit=True)
 
-    def action_toggle_watch(self: GpulabApp) -> None:
+    def action_toggle_watch(self) -> None:
         if self._gradable() is None:
             return
         self.watch_mode = not self.watch_mode
@@ -152,8 +145,22 @@ class LessonActions:
         else:
             self.notify("Watch mode off.", timeout=2)
 
+    def on_exercise_changed_on_disk(self, message: ExerciseChangedOnDisk) -> None:
+        pane = self.query_one(ExercisePane)
+        if message.path != pane.path or pane.is_own_version():
+            return  # an old lesson's file, or the lab's own write
+        pane.disk_changed()
+        if self.watch_mode:
+            # A check already running on the old text is replaced (exclusive worker).
+            self.action_check(from_watch=True)
+
+    @on(ExerciseSaved)
+    def _saved(self, event: ExerciseSaved) -> None:
+        if event.explicit and self.watch_mode:
+            self.action_check(from_watch=True)
+
     # --- hints, reset, solution ------------------------------------------------------
-    def action_hint(self: GpulabApp) -> None:
+    def action_hint(self) -> None:
         lesson = self._gradable()
         if lesson is None:
             return
@@ -171,9 +178,7 @@ class LessonActions:
         self.action_show_pane("lesson")
         pane.show_hints()
 
-    def action_reset(self: GpulabApp) -> None:
-        from gpulab.tui.editor import ExercisePane
-
+    def action_reset(self) -> None:
         lesson = self._gradable()
         if lesson is None:
             return
@@ -200,7 +205,7 @@ class LessonActions:
             f"`{self.workspace.backups_dir}` first, so nothing is lost.",
             yes="Reset", no="Cancel", title="Reset the exercise"), answer)
 
-    def action_solution(self: GpulabApp) -> None:
+    def action_solution(self) -> None:
         lesson = self._gradable()
         if lesson is None:
             return
@@ -209,10 +214,11 @@ class LessonActions:
             self.notify("The reference solution unlocks once your exercise passes. "
                         "Hints (h) help meanwhile.", title="Locked", timeout=4)
             return
-        self.push_screen(SolutionScreen(lesson.reference_path.name, text, syntax=self.syntax))
+        self.push_screen(SolutionScreen(lesson.reference_path.name, text,
+                                        language=editor_language(self.syntax)))
 
     # --- help and welcome ----------------------------------------------------------------
-    def action_help(self: GpulabApp) -> None:
+    def action_help(self) -> None:
         topic = "keys"
         node = self.focused
         while node is not None:
@@ -225,7 +231,7 @@ class LessonActions:
             topic = getattr(pane, "HELP_TOPIC", topic)
         self.push_screen(HelpScreen(topic))
 
-    def action_welcome(self: GpulabApp) -> None:
+    def action_welcome(self) -> None:
         from gpulab import hardware
 
         first = self.first_ready()
@@ -251,25 +257,15 @@ class LessonActions:
         self.push_screen(screen, answer)
         self.want_gpu_info()
 
-    def broadcast_gpu_info(self: GpulabApp) -> None:
-        """Tell whoever shows the device (welcome screen, Device pane)."""
-        info = self.gpu_info
-        if info is None:
-            return
-        for screen in self.screen_stack:
-            if isinstance(screen, WelcomeScreen):
-                screen.show_device(info)
-        self._pane("device").show_gpu_info(info)
-
-    # --- probe and roofline (built by other modules; see extra_panes.py) -------------
-    def action_probe(self: GpulabApp) -> None:
+    # --- probe and roofline (the Device and Roofline panes do the work) ---------------
+    def action_probe(self) -> None:
         self.action_show_pane("device")
         self._pane("device").run_probe()
 
-    def action_choose_roofline_gpu(self: GpulabApp) -> None:
+    def action_choose_roofline_gpu(self) -> None:
         self.action_show_pane("roofline")
         self._pane("roofline").choose_gpu()
 
-    def action_export_roofline(self: GpulabApp) -> None:
+    def action_export_roofline(self) -> None:
         self.action_show_pane("roofline")
         self._pane("roofline").export_svg()

@@ -1,55 +1,34 @@
-"""The gpulab app: a lesson sidebar, seven panes, a footer, modal screens.
+"""The gpulab app: the shell's layout and workers (shell.py), the lesson actions
+(actions.py), and the keys.
 
 `build_app` is the one factory for the CLI, the tests and `gpulab serve`.
-The UI process never imports torch, triton or jax: checks run in a child
-process driven by a thread worker; GPU detection asks NVML.
 """
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from textual import events, on, work
-from textual.app import App, ComposeResult
+from textual.app import App
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.reactive import reactive
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextArea
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.widgets import Input, TextArea
 
 from gpulab.content import ContentError, Course, Lesson, load_course
-from gpulab.device.devinfo import GpuInfo, detect_gpus
-from gpulab.runner import CANCELLED, ERROR, run_check
-from gpulab.textsafe import visible
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
-from gpulab.tui.extra_panes import DevicePane, RoadmapPane, RooflinePane
-from gpulab.tui.footer import LabFooter
-from gpulab.tui.lesson_pane import LessonPane
-from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
-from gpulab.tui.results import ResultsPane
 from gpulab.tui.screens import HelpScreen, SolutionScreen
-from gpulab.tui.serving_pane import ServingPane
+from gpulab.tui.shell import PANES, TITLES
 from gpulab.tui.sidebar import LessonList
-from gpulab.tui.watcher import file_changes
 from gpulab.workspace import Workspace
 
-PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving")
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
                   "toggle_sidebar", "help", "show_pane", "glossary"}
-# Columns below which the sidebar steps aside for lessons, code, tables: the
-# 38-column sidebar plus the 10 columns of pane chrome leave the 70 that lesson
-# code blocks are written to (tests/test_lesson_width.py) from 118 up.
-NARROW = 118
-TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
 
 
-class GpulabApp(LessonActions, App[int]):
-    """The lab. Actions that act on a lesson live in LessonActions (actions.py)."""
+class GpulabApp(LessonActions):
+    """The lab: the shell (shell.py), its lesson actions (actions.py), the keys."""
 
     CSS_PATH = "app.tcss"
     TITLE = "gpulab"
@@ -79,50 +58,6 @@ class GpulabApp(LessonActions, App[int]):
           for i, (p, t) in enumerate(zip(PANES, TITLES, strict=True))],
     ]
 
-    checking: reactive[bool] = reactive(False)
-    """A check is running (the cancel binding shows)."""
-    watch_mode: reactive[bool] = reactive(False)
-    """Re-check whenever the exercise file is saved."""
-    probing: reactive[bool] = reactive(False)
-    """The microbenchmarks are running (Device pane)."""
-
-    def __init__(self, workspace: Workspace, course: Course, *, device: str = "auto",
-                 gpu_info: GpuInfo | None = None, syntax: bool = True, poll: bool = False,
-                 check_timeout: float | None = None, welcome: bool | None = None) -> None:
-        super().__init__()
-        self.workspace, self.course, self.device = workspace, course, device
-        self.gpu_info = gpu_info
-        self.syntax, self.poll, self.check_timeout = syntax, poll, check_timeout
-        self.show_welcome = workspace.created if welcome is None else welcome
-        self.lesson: Lesson | None = None
-        self._run_id = 0
-        self._watch_stop: asyncio.Event | None = None
-        self._sidebar_choice: bool | None = None  # None: automatic (see _fit_sidebar)
-
-    # --- layout ---------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield Header(icon="▦")
-        with Horizontal(id="main"):
-            with Vertical(id="sidebar"):
-                yield Static("", id="summary")
-                yield LessonList(self.course, self.workspace, id="lessons")
-            with TabbedContent(id="panes", initial="lesson"):
-                with TabPane("Lesson", id="lesson"):
-                    yield LessonPane(id="lesson-pane")
-                with TabPane("Exercise", id="exercise"):
-                    yield ExercisePane(syntax=self.syntax, id="exercise-pane")
-                with TabPane("Results", id="results"):
-                    yield ResultsPane(id="results-pane")
-                with TabPane("Roofline", id="roofline"):
-                    yield RooflinePane(id="roofline-pane")
-                with TabPane("Device", id="device"):
-                    yield DevicePane(id="device-pane")
-                with TabPane("Roadmap", id="roadmap"):
-                    yield RoadmapPane(id="roadmap-pane")
-                with TabPane("Serving", id="serving"):
-                    yield ServingPane(id="serving-pane")
-        yield LabFooter()
-
     def on_mount(self) -> None:
         theme = self.workspace.get_setting("theme")
         if isinstance(theme, str) and theme in self.available_themes:
@@ -149,86 +84,8 @@ class GpulabApp(LessonActions, App[int]):
         return found or self.first_ready() or (self.course.lessons[0] if self.course.lessons
                                                else None)
 
-    def first_ready(self) -> Lesson | None:
-        return next((lesson for lesson in self.course.lessons if lesson.ready), None)
-
     def _remember_theme(self, theme: Any) -> None:
         self.workspace.set_setting("theme", getattr(theme, "name", str(theme)))
-
-    @property
-    def active_pane(self) -> str:
-        return self.query_one("#panes", TabbedContent).active
-
-    def _pane(self, name: str) -> Any:
-        return self.query_one(f"#{name}-pane")
-
-    def update_summary(self) -> None:
-        self.query_one("#summary", Static).update(self.query_one(LessonList).summary())
-        watching = " · watching" if self.watch_mode else ""
-        self.sub_title = (f"{self.lesson.number} {self.lesson.title}{watching}"
-                          if self.lesson else "")
-
-    # --- panes ----------------------------------------------------------------
-    def action_show_pane(self, name: str) -> None:
-        self.query_one("#panes", TabbedContent).active = name
-        self._pane_shown(name)
-        self._focus_pane(name)
-
-    def action_glossary(self) -> None:
-        """Jump to the glossary's search box (in the Roadmap pane) from
-        anywhere but a text field, where / is a character."""
-        self.action_show_pane("roadmap")
-        self.query_one("#glossary-search", Input).focus()
-
-    def _focus_pane(self, name: str) -> None:
-        if name == "exercise":
-            self.query_one(ExercisePane).editor.focus()
-        else:
-            self._pane(name).focus()
-
-    @on(TabbedContent.TabActivated)
-    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self._pane_shown(event.pane.id or "")
-
-    def _pane_shown(self, name: str) -> None:
-        """Build a pane's content the first time it is shown (panes are lazy)."""
-        self._fit_sidebar()
-        pane = self.query_one(f"#{name}-pane") if name in PANES else None
-        if isinstance(pane, ExercisePane):
-            pane.ensure_loaded()
-        elif pane is not None and hasattr(pane, "ensure_rendered"):
-            pane.ensure_rendered()
-
-    def action_focus_tabs(self) -> None:
-        self.query_one("#panes", TabbedContent).query_one("Tabs").focus()
-
-    def action_toggle_sidebar(self) -> None:
-        """b: the lesson list, shown (and focused, to pick a lesson) or put away."""
-        self._sidebar_choice = not self.query_one("#sidebar").display
-        self._fit_sidebar()
-        if self._sidebar_choice:
-            self.query_one(LessonList).focus()
-
-    def _fit_sidebar(self, width: int | None = None) -> None:
-        """Code, lesson text, tables and the seven tabs need the width: below
-        NARROW columns the sidebar steps aside on every pane (at 80 columns
-        it pushed the first tabs off screen), unless the learner chose with b."""
-        width = self.size.width if width is None else width
-        show = self._sidebar_choice
-        if show is None:
-            show = width >= NARROW
-        sidebar = self.query_one("#sidebar")
-        sidebar.display = show
-        sidebar.set_class(width >= NARROW, "roomy")  # room for whole titles
-        focused = sidebar.screen.focused
-        if not show and focused is not None and sidebar in focused.ancestors_with_self:
-            self._focus_pane(self.active_pane)  # not a hidden list taking the keys
-
-    def on_resize(self, event: events.Resize) -> None:
-        # This handler runs before App._on_resize stores the new size, so
-        # self.size is still the old one here: use the event's.
-        if self.is_mounted:
-            self._fit_sidebar(event.size.width)
 
     # --- bindings that depend on state -------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -248,21 +105,6 @@ class GpulabApp(LessonActions, App[int]):
             return True if self.lesson is not None and self.lesson.ready else None
         return True
 
-    def watch_checking(self) -> None:
-        self.refresh_bindings()
-
-    def watch_probing(self) -> None:
-        self.refresh_bindings()
-
-    def watch_watch_mode(self, on: bool) -> None:
-        if self.is_mounted and self.lesson is not None:
-            self.update_summary()
-
-    def on_unmount(self) -> None:
-        # Lets the watchfiles thread finish now instead of at its next timeout.
-        if self._watch_stop is not None:
-            self._watch_stop.set()
-
     async def action_quit_q(self) -> None:
         await self.action_quit()
 
@@ -275,126 +117,6 @@ class GpulabApp(LessonActions, App[int]):
         self.workers.cancel_group(self, "check")
         self.workers.cancel_group(self.query_one("#device-pane"), "probe")
         self.exit(0)
-
-    # --- checks -----------------------------------------------------------------
-    def start_check(self, lesson: Lesson, path: Path) -> None:
-        self._run_id += 1
-        self.checking = True
-        self._pane("results").start(lesson, self.device)
-        self._check_worker(self._run_id, lesson, path)
-
-    @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
-    def _check_worker(self, run_id: int, lesson: Lesson, path: Path) -> None:
-        from gpulab.commands.timeouts import default_timeout, explain_timeout
-
-        worker = get_current_worker()
-        # No limit given: the CLI's (60 s on the CPU, 300 s on a GPU).
-        timeout, why = ((self.check_timeout, "the lab was started with it")
-                        if self.check_timeout else
-                        default_timeout(self.device, self.gpu_info.found if self.gpu_info
-                                        else None))
-        result = run_check(
-            lesson, path, timeout=timeout, device=self.device,
-            on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
-            # Cancelling the worker (x, a newer check, quitting) kills the child.
-            cancel=worker.cancelled_event,
-            extra={"workspace": str(self.workspace.root)},
-        )
-        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
-        if result.get("status") not in (ERROR, CANCELLED):
-            self.workspace.record_result(lesson.exercise, result)
-        self.post_message(CheckFinished(run_id, lesson, result))
-
-    def on_check_progress(self, message: CheckProgress) -> None:
-        if message.run_id == self._run_id:
-            self._pane("results").progress(message.event)
-
-    def on_check_finished(self, message: CheckFinished) -> None:
-        if message.run_id != self._run_id:
-            return  # a check that a newer one replaced
-        self.checking = False
-        result, lesson = message.result, message.lesson
-        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        if self.lesson is not None and lesson.id == self.lesson.id:
-            self._pane("results").finish(result, attempts)
-            self._pane("roofline").set_lesson(lesson)
-            # The hints' last line says whether the solution is open yet.
-            self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
-        self.query_one(LessonList).rebuild()
-        self.update_summary()
-        status = result.get("status")
-        if status == CANCELLED:
-            self.notify("check cancelled", timeout=2)
-        elif result.get("passed"):
-            # The summary may quote learner code: shown as text, never markup.
-            self.notify(f"{lesson.exercise}: {visible(result.get('summary', ''))}\nThe reference "
-                        "solution is unlocked (s); n opens the next lesson.", title="PASS",
-                        timeout=6, markup=False)
-        else:
-            self.notify(f"{lesson.exercise}: {visible(result.get('summary', ''))}",
-                        title=status.upper() if isinstance(status, str) else "FAIL",
-                        severity="error", timeout=6, markup=False)
-
-    @on(Worker.StateChanged)
-    def _worker_state(self, event: Worker.StateChanged) -> None:
-        """The one route for workers that died of an exception (a gpulab bug)."""
-        if event.state != WorkerState.ERROR:
-            return
-        worker = event.worker
-        if worker.group == "check":
-            self.checking = False
-        elif worker.group == "probe":
-            self.probing = False
-        self.notify(f"{worker.description or worker.name} failed: "
-                    f"{type(worker.error).__name__}: {worker.error}", severity="error",
-                    title="gpulab error", timeout=10)
-
-    # --- files on disk ------------------------------------------------------------
-    def watch_file(self, path: Path | None) -> None:
-        """(Re)start watching the current exercise file."""
-        if self._watch_stop is not None:
-            self._watch_stop.set()
-            self._watch_stop = None
-        if path is None:
-            return
-        self._watch_stop = stop = asyncio.Event()
-        self._file_watch_worker(path, stop)
-
-    @work(exclusive=True, group="file-watch", exit_on_error=False, description="file watcher")
-    async def _file_watch_worker(self, path: Path, stop: asyncio.Event) -> None:
-        async for _ in file_changes(path, stop, poll=self.poll):
-            self.post_message(ExerciseChangedOnDisk(path))
-
-    def on_exercise_changed_on_disk(self, message: ExerciseChangedOnDisk) -> None:
-        pane = self.query_one(ExercisePane)
-        if message.path != pane.path or pane.is_own_version():
-            return  # an old lesson's file, or the lab's own write
-        pane.disk_changed()
-        if self.watch_mode:
-            # A check already running on the old text is replaced (exclusive worker).
-            self.action_check(from_watch=True)
-
-    @on(ExercisePane.Saved)
-    def _saved(self, event: ExercisePane.Saved) -> None:
-        if event.explicit and self.watch_mode:
-            self.action_check(from_watch=True)
-
-    # --- device -------------------------------------------------------------------
-    def want_gpu_info(self) -> None:
-        """Start NVML detection once, if nobody has the answer yet."""
-        if self.gpu_info is None and not self.workers_in("gpu"):
-            self._detect_worker()
-
-    def workers_in(self, group: str) -> list[Worker]:
-        return [w for w in self.workers if w.group == group and not w.is_finished]
-
-    @work(thread=True, group="gpu", exit_on_error=False, description="GPU detection")
-    def _detect_worker(self) -> None:
-        self.post_message(GpuDetected(detect_gpus()))
-
-    def on_gpu_detected(self, message: GpuDetected) -> None:
-        self.gpu_info = message.info
-        self.broadcast_gpu_info()
 
 
 def build_app(workspace: Workspace | Path | str | None = None, *, device: str = "auto",

@@ -25,13 +25,14 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
 from gpulab.content import Lesson
 from gpulab.fsutil import atomic_write_text
-from gpulab.tui.watcher import Stamp, stamp
+from gpulab.tui.messages import ExerciseSaved
+from gpulab.tui.screens import ConfirmScreen
+from gpulab.watcher import Stamp, stamp
 
 AUTOSAVE_DELAY = 1.0
 
@@ -39,6 +40,11 @@ AUTOSAVE_DELAY = 1.0
 def syntax_available() -> bool:
     """Python highlighting needs tree-sitter (textual[syntax]); plain text without it."""
     return all(importlib.util.find_spec(m) for m in ("tree_sitter", "tree_sitter_python"))
+
+
+def editor_language(syntax: bool) -> str | None:
+    """The TextArea language for Python code: the editor's and the solution's."""
+    return "python" if syntax and syntax_available() else None
 
 
 class CodeEditor(TextArea):
@@ -106,14 +112,6 @@ class ExercisePane(Vertical):
 
     HELP_TOPIC = "exercise"
 
-    class Saved(Message):
-        """The pane wrote the exercise file."""
-
-        def __init__(self, path: Path, explicit: bool) -> None:
-            super().__init__()
-            self.path = path
-            self.explicit = explicit
-
     def __init__(self, *, syntax: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
         self._syntax = syntax
@@ -127,7 +125,7 @@ class ExercisePane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="editor-status")
-        language = "python" if self._syntax and syntax_available() else None
+        language = editor_language(self._syntax)
         # Soft wrap: starters have lines of up to ~95 columns and the editor
         # is 74 wide at 80x24; a wrapped line shows every column, a cut one hid
         # the end of the line with nothing to say so.
@@ -283,7 +281,7 @@ class ExercisePane(Vertical):
             return False
         self._baseline, self._known = text, stamp(self.path)
         self._update_status()
-        self.post_message(self.Saved(self.path, explicit))
+        self.post_message(ExerciseSaved(self.path, explicit))
         return True
 
     # --- another editor's saves ---------------------------------------------------
@@ -318,8 +316,6 @@ class ExercisePane(Vertical):
         self._update_status()
 
     def _ask_about_conflict(self) -> None:
-        from gpulab.tui.screens import ConfirmScreen
-
         self._stop_timer()
         self._asking = True
         name = self.path.name if self.path else "the file"

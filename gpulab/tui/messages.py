@@ -1,4 +1,4 @@
-"""Typed messages that workers post to the UI.
+"""Every message the lab posts: workers to the UI, panes to the app.
 
 Workers never touch widgets: they post one of these (post_message is
 thread-safe) and the app reacts on its own event loop.
@@ -53,3 +53,55 @@ class GpuDetected(Message):
     def __init__(self, info: GpuInfo) -> None:
         super().__init__()
         self.info = info
+
+
+class ExerciseSaved(Message):
+    """The Exercise pane wrote the exercise file (explicit: ctrl+s, not the autosave)."""
+
+    def __init__(self, path: Path, explicit: bool) -> None:
+        super().__init__()
+        self.path = path
+        self.explicit = explicit
+
+
+class RooflineBuilt(Message):
+    """The Roofline pane's model is ready (model None: `error` says why not)."""
+
+    def __init__(self, model: Any, why: str, error: str = "") -> None:
+        super().__init__()
+        self.model, self.why, self.error = model, why, error
+
+
+class RooflineExported(Message):
+    """The roofline's SVG text is ready to be written to `path` (or `error` says why not)."""
+
+    def __init__(self, path: Path | None, svg: str = "", error: str = "") -> None:
+        super().__init__()
+        self.path, self.svg, self.error = path, svg, error
+
+
+class DeviceSnapshot(Message):
+    """The device probe's answer, ready to show."""
+
+    def __init__(self, renderable: Any) -> None:
+        super().__init__()
+        self.renderable = renderable
+
+
+class BenchProgress(Message):
+    """An event from the microbenchmarks' child process."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, BenchProgress)
+
+
+class BenchDone(Message):
+    """The microbenchmarks ended; a measured result is saved by the UI thread."""
+
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__()
+        self.outcome = outcome

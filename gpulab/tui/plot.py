@@ -39,9 +39,9 @@ def _plot_class() -> type:
             plt.clear_figure()
             try:
                 if self.model is not None:
-                    from gpulab import roofline
+                    from gpulab import roofline_plot
 
-                    roofline.draw(plt, self.model)
+                    roofline_plot.draw(plt, self.model)
                 return super().render()
             except Exception as exc:  # noqa: BLE001 - a plot must never crash the lab
                 return Text(f"The roofline could not be drawn here: {type(exc).__name__}: "

@@ -88,19 +88,16 @@ class SolutionScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q", "close", "Close", show=False)]
 
-    def __init__(self, name: str, text: str, *, syntax: bool = True) -> None:
+    def __init__(self, name: str, text: str, *, language: str | None = None) -> None:
         super().__init__()
         self.name_text, self.text = name, text
-        self.syntax = syntax
+        self.language = language  # the editor's (gpulab.tui.editor.editor_language)
 
     def compose(self) -> ComposeResult:
-        from gpulab.tui.editor import syntax_available
-
         with Vertical(id="solution", classes="dialog wide") as box:
             box.border_title = f"Reference solution: {self.name_text}"
             box.border_subtitle = "read-only · escape closes"
-            lang = "python" if self.syntax and syntax_available() else None
-            yield TextArea.code_editor(self.text, language=lang, theme="css", read_only=True)
+            yield TextArea.code_editor(self.text, language=self.language, theme="css", read_only=True)
 
     def action_close(self) -> None:
         self.dismiss(None)

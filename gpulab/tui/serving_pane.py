@@ -22,8 +22,8 @@ from textual.containers import Horizontal
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
 
-from gpulab import hardware, serving
-from gpulab.tui.extra_panes import _LazyPane, unavailable
+from gpulab import hardware, serving, units
+from gpulab.tui.lazy_pane import LazyPane, unavailable
 
 # Far beyond any real serving setup, and small enough that the arithmetic
 # stays in floating-point range (prompt**2 appears in the prefill FLOPs).
@@ -84,30 +84,6 @@ def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
         else "default"
 
 
-def _si(x: float, unit: str) -> str:
-    for div, prefix in ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"),
-                        (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= div:
-            return f"{x / div:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
-def _time(s: float) -> str:
-    for div, unit in ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms")):
-        if s >= div:
-            return f"{s / div:.3g} {unit}"
-    return f"{s * 1e6:.3g} µs"
-
-
-def _intensity(x: float) -> str:
-    return f"{x:.3g}" if x < 100 or x >= 1e6 else f"{x:,.0f}"
-
-
-def tokens(x: float) -> str:
-    """Tokens per second as the pane prints them (the tests look for this text)."""
-    return f"{x:,.0f}"
-
-
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
 
@@ -125,10 +101,10 @@ def results_renderable(d: dict[str, Any], why: str) -> Group:
     for kind, shape in (("prefill", f"{d['batch']}×{d['prompt']}"),
                         ("decode", f"{d['batch']}×1 @{d['context']}")):
         s = d[kind]
-        table.add_row(kind, shape, _si(s["flops"], ""), _si(s["bytes"], "B"),
-                      _intensity(s["intensity"]),
+        table.add_row(kind, shape, units.si(s["flops"], ""), units.si(s["bytes"], "B"),
+                      units.intensity(s["intensity"]),
                       Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
-                      _time(s["seconds"]), tokens(s["tokens_per_s"]))
+                      units.duration(s["seconds"]), units.tokens(s["tokens_per_s"]))
     need, have = d["memory_needed_gb"], d["memory_gb"] or 0
     memory = Text(f"memory: {need:,.1f} GB of {have:g} GB: " if need < 100 else
                   f"memory: {need:,.0f} GB of {have:g} GB: ")
@@ -153,9 +129,9 @@ def sweep_renderable(d: dict[str, Any]) -> Table:
     for col in ("batch", "FLOP/B", "bound", "tokens/s", "fits"):
         t.add_column(col, justify="left" if col in ("bound", "fits") else "right")
     for r in d["decode_sweep"]:
-        t.add_row(str(r["batch"]), _intensity(r["intensity"]),
+        t.add_row(str(r["batch"]), units.intensity(r["intensity"]),
                   Text(r["bound"], style=BOUND_STYLE.get(r["bound"], "")),
-                  tokens(r["tokens_per_s"]), "yes" if r["fits"] else Text("no", style="red"))
+                  units.tokens(r["tokens_per_s"]), "yes" if r["fits"] else Text("no", style="red"))
     return t
 
 
@@ -172,7 +148,7 @@ def plot_model(d: dict[str, Any], gpu: Any) -> Any:
     return model
 
 
-class ServingPane(_LazyPane):
+class ServingPane(LazyPane):
     """Lesson 09's calculator: a model, a batch and a GPU in; bound and tokens/s out."""
 
     HELP_TOPIC = "serving"
