@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from gpulab.grading.kernel import Case, Expect, KernelSpec, grade_kernel
+from gpulab.grading.kernel import Case, Expect, KernelSpec
+from gpulab.grading.standard import grade_kernel
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -20,10 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.grading import capability
-from gpulab.grading.kernel import Case, Expect, KernelSpec, grade_kernel
+from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.matmul import BANNED as MATMUL_BANNED
 from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
+from gpulab.grading.standard import grade_kernel
 
 BANNED = (
     F.scaled_dot_product_attention, torch.softmax, torch.Tensor.softmax, F.softmax,

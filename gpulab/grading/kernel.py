@@ -1,9 +1,9 @@
 """Grading a kernel exercise: correctness cases under guards, then timing.
 
 An exercise's grader module describes its cases, reference, banned ops and
-baseline in a `KernelSpec`; `check_cases` and `time_cases` do the rest the
-same way for every kernel (see docs/grading.md), and `grade_kernel` is the
-body the kernel graders share. The learner's function runs
+baseline in a `KernelSpec`; `check_cases` and `speed.time_cases` do the rest the
+same way for every kernel (see docs/grading.md); gpulab.grading.standard is
+the body the kernel graders share. The learner's function runs
 in the sandbox; everything here runs in the judge.
 """
 
@@ -318,22 +318,3 @@ def _known_gap(ctx: Any, exc: Any) -> str | None:
 
 INTERPRETER_NOTE = ("Ran in the Triton interpreter on the CPU at reduced sizes: "
                     "correctness is graded, speed is not.")
-
-
-def grade_kernel(ctx: Any, spec: KernelSpec, function: str,
-                 correctness: Callable[[], list[Case]], timing: Callable[[], list[Case]], *,
-                 check: Callable | None = None, timing_note: str = "") -> None:
-    """The body every kernel grader shares: the learner's function, the
-    correctness cases (`check`, default check_cases), and, once they all
-    pass and a GPU is here, the timed cases."""
-    fn = ctx.function(function)
-    if ctx.interpreter:
-        ctx.notes.append(INTERPRETER_NOTE)
-    (check or check_cases)(ctx, spec, fn, correctness())
-    if any(not c["passed"] for c in ctx.cases) or not ctx.want_timing:
-        return
-    from gpulab.grading.speed import time_cases
-
-    if timing_note:
-        ctx.notes.append(timing_note)
-    time_cases(ctx, spec, fn, timing())

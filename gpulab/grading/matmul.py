@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.grading import capability
-from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, grade_kernel
+from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases
 from gpulab.grading.learner import LearnerError
+from gpulab.grading.standard import grade_kernel
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpulab.grading.kernel import Case, Expect, KernelSpec, grade_kernel
+from gpulab.grading.kernel import Case, Expect, KernelSpec
+from gpulab.grading.standard import grade_kernel
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_WIDTH = 32768

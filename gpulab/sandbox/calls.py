@@ -111,7 +111,7 @@ def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | No
 
 
 def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    from gpulab.sandbox.main import LearnerFailure
+    from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
     args = materialize(server.arenas, msg["args"])
@@ -179,7 +179,7 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     those args for the repetition's `grad_output`; the first gradient goes to
     the slot, the others to `extra_outs`."""
     from gpulab.device.timing import ClockLog, L2Flusher
-    from gpulab.sandbox.main import LearnerFailure
+    from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
     reps = [(materialize(server.arenas, r["args"], False),

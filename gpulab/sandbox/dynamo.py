@@ -167,7 +167,7 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
 
 def dynamo_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """Trace the step on the judge's inputs (plain, then fullgraph=True)."""
-    from gpulab.sandbox.main import LearnerFailure
+    from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
     args = materialize(server.arenas, msg["args"])
@@ -188,7 +188,7 @@ def compiled_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     output copied into the judge's slot."""
     import torch._dynamo
 
-    from gpulab.sandbox.main import LearnerFailure
+    from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
     torch._dynamo.reset()
@@ -268,7 +268,7 @@ def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     import torch._dynamo
 
     from gpulab.device.timing import L2Flusher, measure
-    from gpulab.sandbox.main import LearnerFailure
+    from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
     args = materialize(server.arenas, msg["args"])

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpulab import protocol
 from gpulab.protocol import ProtocolError, read_frame, write_frame
+from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import Policy, apply
 
 
@@ -175,12 +176,6 @@ class Server:
         except Exception as exc:  # LearnerError
             raise LearnerFailure(getattr(exc, "summary", str(exc)),
                                  getattr(exc, "message", "")) from None
-
-
-class LearnerFailure(Exception):
-    def __init__(self, summary: str, message: str = "") -> None:
-        super().__init__(summary)
-        self.summary, self.message = summary, message
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def plain(v: Any, depth: int = 0) -> Any:
 
 
 def plain_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    from gpulab.sandbox.main import LearnerFailure
+    from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
     try:
