@@ -46,8 +46,12 @@ class BenchContext:
 
 
 def _spec(mod: Any) -> Any:
-    for name, args in (("SPEC", None), ("make_spec", ()), ("make_spec", (False,)),
-                       ("spec", (True,))):
+    for name, args in (
+        ("SPEC", None),
+        ("make_spec", ()),
+        ("make_spec", (False,)),
+        ("spec", (True,)),
+    ):
         obj = getattr(mod, name, None)
         if obj is None:
             continue
@@ -109,12 +113,16 @@ def measured_ceilings() -> dict[str, Any]:
             ms = measure(lambda a=a, b=b: a @ b, budget_s=1.5)["ms"]
             best = max(best, 2 * n**3 / ms / 1e9)
         tflops[label] = best
-    return {"copy_tbs": 2 * 2 * 1024**3 / copy_ms / 1e9, "tflops": tflops,
-            "source": "measured at the start of this bench"}
+    return {
+        "copy_tbs": 2 * 2 * 1024**3 / copy_ms / 1e9,
+        "tflops": tflops,
+        "source": "measured at the start of this bench",
+    }
 
 
-def side_by_side(fns: dict[str, Callable[[], Any]], measure_one: Callable[..., dict[str, Any]],
-                 rounds: int = 1) -> dict[str, dict[str, Any]]:
+def side_by_side(
+    fns: dict[str, Callable[[], Any]], measure_one: Callable[..., dict[str, Any]], rounds: int = 1
+) -> dict[str, dict[str, Any]]:
     """Time each of `fns` `rounds` times, the order rotating every round
     (A B C, then B C A, ...), so that clocks drifting during the run (a GPU
     settling on its power cap, warming up) fall on every side alike rather
@@ -124,7 +132,7 @@ def side_by_side(fns: dict[str, Callable[[], Any]], measure_one: Callable[..., d
     names = list(fns)
     got: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+        for n in names[r % len(names) :] + names[: r % len(names)]:
             got[n].append(measure_one(fns[n], first=(n == names[0])))
     out = {}
     for n, ms in got.items():
@@ -156,8 +164,11 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
             # Several rounds split the time one round would take.
             timed = side_by_side(
                 {"": lambda case=case, fn=fn: fn(*case.args, **case.kwargs), **baselines},
-                lambda f, first: measure(f, flusher=flusher, log_clocks=first,
-                                         budget_s=3.0 / rounds), rounds)
+                lambda f, first: measure(
+                    f, flusher=flusher, log_clocks=first, budget_s=3.0 / rounds
+                ),
+                rounds,
+            )
             t = timed.pop("")
             names = {**case.sizes, "elt": case.dtype.itemsize}
             nbytes = eval_formula(lesson.bytes, names) if lesson.bytes else None
@@ -171,21 +182,41 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
                 frac = nbytes / sec / (ceil["copy_tbs"] * 1e12) if nbytes else None
                 tput, unit = (nbytes / sec / 1e9 if nbytes else None), "GB/s"
             for bname, b in timed.items():
-                rows.append({
-                    "kernel": kernel, "shape": case.shape, "dtype": dtype_name(case.dtype),
-                    "ms": t["ms"], "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"],
-                    "baseline": bname, "baseline_ms": b["ms"], "speedup": b["ms"] / t["ms"],
-                    "throughput": tput, "unit": unit, "roofline_fraction": frac,
-                    "throttled": t["clocks"].get("throttled"),
-                    **({"rounds": rounds, "ms_rounds": t["rounds_ms"],
-                        "baseline_ms_rounds": b["rounds_ms"]} if rounds > 1 else {}),
-                })
+                rows.append(
+                    {
+                        "kernel": kernel,
+                        "shape": case.shape,
+                        "dtype": dtype_name(case.dtype),
+                        "ms": t["ms"],
+                        "p20_ms": t["p20_ms"],
+                        "p80_ms": t["p80_ms"],
+                        "baseline": bname,
+                        "baseline_ms": b["ms"],
+                        "speedup": b["ms"] / t["ms"],
+                        "throughput": tput,
+                        "unit": unit,
+                        "roofline_fraction": frac,
+                        "throttled": t["clocks"].get("throttled"),
+                        **(
+                            {
+                                "rounds": rounds,
+                                "ms_rounds": t["rounds_ms"],
+                                "baseline_ms_rounds": b["rounds_ms"],
+                            }
+                            if rounds > 1
+                            else {}
+                        ),
+                    }
+                )
             torch.cuda.empty_cache()
     return {
         "device": torch.cuda.get_device_name(0),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "triton": triton.__version__,
-        "ceilings": ceil, "rounds": rounds, "results": rows,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "ceilings": ceil,
+        "rounds": rounds,
+        "results": rows,
     }
 
 
@@ -194,25 +225,44 @@ def print_table(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     c = report["ceilings"]
-    t = Table(title=f"{report['device']} — torch {report['torch']}, Triton {report['triton']}, "
-              f"{report['date'][:10]}; ceilings: copy {c['copy_tbs']:.2f} TB/s, "
-              f"bf16 {c['tflops'].get('bf16', 0):.0f} TFLOP/s ({c['source']})")
-    for col in ("kernel", "shape", "dtype", "µs", "rate", "roofline", "baseline", "base µs",
-                "speedup"):
+    t = Table(
+        title=f"{report['device']} — torch {report['torch']}, Triton {report['triton']}, "
+        f"{report['date'][:10]}; ceilings: copy {c['copy_tbs']:.2f} TB/s, "
+        f"bf16 {c['tflops'].get('bf16', 0):.0f} TFLOP/s ({c['source']})"
+    )
+    for col in (
+        "kernel",
+        "shape",
+        "dtype",
+        "µs",
+        "rate",
+        "roofline",
+        "baseline",
+        "base µs",
+        "speedup",
+    ):
         t.add_column(col)
     for r in report["results"]:
-        t.add_row(r["kernel"], r["shape"], r["dtype"], f"{r['ms'] * 1e3:.1f}",
-                  f"{r['throughput']:.0f} {r['unit']}" if r["throughput"] else "",
-                  f"{r['roofline_fraction']:.0%}" if r["roofline_fraction"] else "",
-                  r["baseline"], f"{r['baseline_ms'] * 1e3:.1f}", f"{r['speedup']:.2f}x")
+        t.add_row(
+            r["kernel"],
+            r["shape"],
+            r["dtype"],
+            f"{r['ms'] * 1e3:.1f}",
+            f"{r['throughput']:.0f} {r['unit']}" if r["throughput"] else "",
+            f"{r['roofline_fraction']:.0%}" if r["roofline_fraction"] else "",
+            r["baseline"],
+            f"{r['baseline_ms'] * 1e3:.1f}",
+            f"{r['speedup']:.2f}x",
+        )
     Console(width=160).print(t)
     by: dict[tuple[str, str], list[float]] = {}
     for r in report["results"]:
         by.setdefault((r["kernel"], r["baseline"]), []).append(r["speedup"])
     for (k, b), xs in by.items():
         g = math.exp(sum(math.log(x) for x in xs) / len(xs))
-        print(f"{k}: geometric-mean speedup {g:.2f}x over {b} "
-              f"(min {min(xs):.2f}x, {len(xs)} shapes)")
+        print(
+            f"{k}: geometric-mean speedup {g:.2f}x over {b} (min {min(xs):.2f}x, {len(xs)} shapes)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,19 +276,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     unknown = [k for k in args.kernels if k not in KERNELS]
     if unknown:
-        print(f"gpulab bench: unknown kernel {', '.join(unknown)}; known: {', '.join(KERNELS)}",
-              file=sys.stderr)
+        print(
+            f"gpulab bench: unknown kernel {', '.join(unknown)}; known: {', '.join(KERNELS)}",
+            file=sys.stderr,
+        )
         return 2
     import torch
 
     if not torch.cuda.is_available():
-        print("gpulab bench: needs a CUDA GPU (none found); on the CPU, `gpulab check` grades "
-              "correctness in the Triton interpreter", file=sys.stderr)
+        print(
+            "gpulab bench: needs a CUDA GPU (none found); on the CPU, `gpulab check` grades "
+            "correctness in the Triton interpreter",
+            file=sys.stderr,
+        )
         return 2
     from gpulab.device.gpulock import gpu_timing_lock
 
-    with gpu_timing_lock("gpulab bench", gpu=torch.cuda.current_device(),
-                         on_wait=lambda m: print(m, file=sys.stderr, flush=True)):
+    with gpu_timing_lock(
+        "gpulab bench",
+        gpu=torch.cuda.current_device(),
+        on_wait=lambda m: print(m, file=sys.stderr, flush=True),
+    ):
         report = bench(list(args.kernels) or list(KERNELS), rounds=args.rounds)
     if args.json:
         from gpulab.fsutil import atomic_write_text

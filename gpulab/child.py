@@ -156,8 +156,14 @@ class Events:
     events until it ends; then `stopped` is TIMEOUT, CANCELLED or None (the
     child ended the stream). Stopping the child is the caller's (kill_tree)."""
 
-    def __init__(self, reader: Reader, *, deadline: float,
-                 cancel: threading.Event | None = None, poll_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        *,
+        deadline: float,
+        cancel: threading.Event | None = None,
+        poll_s: float = 0.1,
+    ) -> None:
         self.reader, self.deadline, self.cancel, self.poll_s = reader, deadline, cancel, poll_s
         self.stopped: str | None = None
 

@@ -65,8 +65,13 @@ def _resolve(ref: str, source: Path, root: Path) -> Path | None:
 
 def citing_files(root: Path) -> list[Path]:
     """The files whose citations are checked, relative to `root`."""
-    patterns = ["lessons/*/lesson.md", "lessons/glossary.toml", "lessons/manifest.toml",
-                "docs/*.md", "exercises/*.py"]
+    patterns = [
+        "lessons/*/lesson.md",
+        "lessons/glossary.toml",
+        "lessons/manifest.toml",
+        "docs/*.md",
+        "exercises/*.py",
+    ]
     if (root / "gpulab").is_dir():  # a source checkout; a wheel's content has no modules
         patterns.append("gpulab/**/*.py")
     found: list[Path] = []

@@ -54,20 +54,23 @@ class ArchLimits:
 
 
 KiB = 1024
-ARCHS: dict[int, ArchLimits] = {a.cc: a for a in (
-    ArchLimits(75, "T4, RTX 20xx", 1024, 16, 64 * KiB, 64 * KiB, 0),
-    ArchLimits(80, "A100", 2048, 32, 164 * KiB, 163 * KiB, KiB),
-    ArchLimits(86, "A10, RTX 30xx", 1536, 16, 100 * KiB, 99 * KiB, KiB),
-    ArchLimits(89, "L4, RTX 40xx", 1536, 24, 100 * KiB, 99 * KiB, KiB),
-    ArchLimits(90, "H100, H200", 2048, 32, 228 * KiB, 227 * KiB, KiB),
-    ArchLimits(100, "B200, GB200", 2048, 32, 228 * KiB, 227 * KiB, KiB),
-    ArchLimits(120, "RTX 50xx, RTX PRO 6000", 1536, 32, 100 * KiB, 99 * KiB, KiB),
-)}
+ARCHS: dict[int, ArchLimits] = {
+    a.cc: a
+    for a in (
+        ArchLimits(75, "T4, RTX 20xx", 1024, 16, 64 * KiB, 64 * KiB, 0),
+        ArchLimits(80, "A100", 2048, 32, 164 * KiB, 163 * KiB, KiB),
+        ArchLimits(86, "A10, RTX 30xx", 1536, 16, 100 * KiB, 99 * KiB, KiB),
+        ArchLimits(89, "L4, RTX 40xx", 1536, 24, 100 * KiB, 99 * KiB, KiB),
+        ArchLimits(90, "H100, H200", 2048, 32, 228 * KiB, 227 * KiB, KiB),
+        ArchLimits(100, "B200, GB200", 2048, 32, 228 * KiB, 227 * KiB, KiB),
+        ArchLimits(120, "RTX 50xx, RTX PRO 6000", 1536, 32, 100 * KiB, 99 * KiB, KiB),
+    )
+}
 DEFAULT_ARCHS = tuple(a.name for a in ARCHS.values())
 
 
 def parse_arch(text: str) -> int:
-    """"sm_90" / "sm_90a" / "90" / "9.0" -> 90; ValueError naming the known ones."""
+    """ "sm_90" / "sm_90a" / "90" / "9.0" -> 90; ValueError naming the known ones."""
     t = text.strip().lower().removeprefix("sm_").removeprefix("sm").rstrip("a")
     if re.fullmatch(r"\d+\.\d", t):
         t = t.replace(".", "")
@@ -116,12 +119,17 @@ class CompileInfo:
         return self.blocks_per_sm * self.num_warps * 32 / lim.max_threads if self.ok else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "spills": self.spills, "fits": self.fits,
-                "occupancy": round(self.occupancy, 3)}
+        return {
+            **asdict(self),
+            "spills": self.spills,
+            "fits": self.fits,
+            "occupancy": round(self.occupancy, 3),
+        }
 
 
-def occupancy(arch: ArchLimits, registers: int | None, shared: int,
-              num_warps: int) -> tuple[int, str]:
+def occupancy(
+    arch: ArchLimits, registers: int | None, shared: int, num_warps: int
+) -> tuple[int, str]:
     """Blocks of one kernel resident on one SM, and what limits them."""
     threads = num_warps * 32
     if shared > arch.smem_per_block or threads > 1024:
@@ -158,20 +166,25 @@ def parse_ptxas_log(text: str) -> dict[str, tuple[int, int, int]]:
 def tensor_core_ops(ptx: str) -> str:
     """Which tensor-core instruction family the PTX uses: Blackwell's tcgen05,
     Hopper's warpgroup wgmma, the warp-level mma.sync of sm_75+, or ""."""
-    for family, pattern in (("tcgen05", r"\btcgen05\.mma"), ("wgmma", r"\bwgmma\.mma_async"),
-                            ("mma", r"\bmma\.sync\.")):
+    for family, pattern in (
+        ("tcgen05", r"\btcgen05\.mma"),
+        ("wgmma", r"\bwgmma\.mma_async"),
+        ("mma", r"\bmma\.sync\."),
+    ):
         if re.search(pattern, ptx):
             return family
     return ""
 
 
-def _source(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None,
-            aligned: bool):
+def _source(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None, aligned: bool):
     # A launch with torch tensors passes 16-byte aligned pointers, and Triton
     # specialises on it (wider loads); without the hint the compiled code
     # would not be the code that runs.
-    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]]
-             for k, t in signature.items() if aligned and t.startswith("*")}
+    attrs = {
+        (fn.arg_names.index(k),): [["tt.divisibility", 16]]
+        for k, t in signature.items()
+        if aligned and t.startswith("*")
+    }
     if type(fn).__name__ == "GluonJITFunction":
         from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -191,10 +204,17 @@ def _error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None,
-                   *, arch: str | int = "sm_90", options: dict[str, Any] | None = None,
-                   name: str = "", aligned: bool = True,
-                   asm_hook: Any = None) -> CompileInfo:
+def compile_kernel(
+    fn: Any,
+    signature: dict[str, str],
+    constexprs: dict[str, Any] | None = None,
+    *,
+    arch: str | int = "sm_90",
+    options: dict[str, Any] | None = None,
+    name: str = "",
+    aligned: bool = True,
+    asm_hook: Any = None,
+) -> CompileInfo:
     """Compile `fn` (a @triton.jit or @gluon.jit function) for `arch`.
 
     `signature` maps every parameter to a Triton type ("*fp16", "i32",
@@ -221,8 +241,11 @@ def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any
             knobs.nvidia.dump_ptxas_log = True
             knobs.compilation.always_compile = True
             stack.enter_context(contextlib.redirect_stdout(log))
-            k = triton.compile(_source(fn, signature, constexprs, aligned),
-                               target=GPUTarget("cuda", cc, 32), options=dict(options or {}))
+            k = triton.compile(
+                _source(fn, signature, constexprs, aligned),
+                target=GPUTarget("cuda", cc, 32),
+                options=dict(options or {}),
+            )
     except Exception as exc:  # noqa: BLE001 - a failed compile is a result, not a crash
         return CompileInfo(label, lim.name, ok=False, error=_error_line(exc))
     md = k.metadata
@@ -233,11 +256,30 @@ def compile_kernel(fn: Any, signature: dict[str, str], constexprs: dict[str, Any
     warps = int(getattr(md, "num_warps", 0) or (options or {}).get("num_warps", 4))
     shared = int(getattr(md, "shared", 0) or 0)
     blocks, why = occupancy(lim, regs, shared, warps)
-    return CompileInfo(label, lim.name, ok=True, registers=regs, spill_stores=st, spill_loads=ld,
-                       shared=shared, num_warps=warps, blocks_per_sm=blocks, limited_by=why,
-                       tensor_cores=tensor_core_ops(ptx),
-                       extra=asm_hook(k.asm) if asm_hook else None)
+    return CompileInfo(
+        label,
+        lim.name,
+        ok=True,
+        registers=regs,
+        spill_stores=st,
+        spill_loads=ld,
+        shared=shared,
+        num_warps=warps,
+        blocks_per_sm=blocks,
+        limited_by=why,
+        tensor_cores=tensor_core_ops(ptx),
+        extra=asm_hook(k.asm) if asm_hook else None,
+    )
 
 
-__all__ = ["ARCHS", "DEFAULT_ARCHS", "ArchLimits", "CompileInfo", "compile_kernel",
-           "occupancy", "parse_arch", "parse_ptxas_log", "tensor_core_ops"]
+__all__ = [
+    "ARCHS",
+    "DEFAULT_ARCHS",
+    "ArchLimits",
+    "CompileInfo",
+    "compile_kernel",
+    "occupancy",
+    "parse_arch",
+    "parse_ptxas_log",
+    "tensor_core_ops",
+]

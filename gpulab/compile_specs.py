@@ -48,9 +48,15 @@ class Job:
     archs: tuple[int, ...] = field(default=ALL)
 
 
-def signature(fn: Any, dtype: str, constexprs: dict, *, floats: tuple[str, ...] = (),
-              descs: dict[str, str] | None = None,
-              ptrs: tuple[str, ...] = ()) -> dict[str, str]:
+def signature(
+    fn: Any,
+    dtype: str,
+    constexprs: dict,
+    *,
+    floats: tuple[str, ...] = (),
+    descs: dict[str, str] | None = None,
+    ptrs: tuple[str, ...] = (),
+) -> dict[str, str]:
     """Triton types for `fn`'s parameters: constexprs by name, `floats` fp32,
     `descs` tensor descriptors, names ending in _ptr (and `ptrs`) pointers to
     `dtype`, everything else i32."""
@@ -69,26 +75,40 @@ def signature(fn: Any, dtype: str, constexprs: dict, *, floats: tuple[str, ...] 
     return out
 
 
-def _simple(dtype: str, ce: dict, warps: int, floats: tuple[str, ...] = (), stages: int = 3,
-            fp32_ptrs: tuple[str, ...] = ()):
+def _simple(
+    dtype: str,
+    ce: dict,
+    warps: int,
+    floats: tuple[str, ...] = (),
+    stages: int = 3,
+    fp32_ptrs: tuple[str, ...] = (),
+):
     def build(_m: Any, fn: Any) -> tuple[dict, dict, dict]:
         sig = signature(fn, dtype, ce, floats=floats)
         for p in fp32_ptrs:
             sig[p] = "*fp32"
         return sig, dict(ce), {"num_warps": warps, "num_stages": stages}
+
     return build
 
 
-def _autotuned(attr: str, dtype: str, extra: dict, floats: tuple[str, ...] = (),
-               ptrs: tuple[str, ...] = ()):
+def _autotuned(
+    attr: str, dtype: str, extra: dict, floats: tuple[str, ...] = (), ptrs: tuple[str, ...] = ()
+):
     """One spec per autotune config of module.`attr` (a list of triton.Config)."""
+
     def make(index: int):
         def build(m: Any, fn: Any) -> tuple[dict, dict, dict]:
             c = getattr(m, attr)[index]
             ce = {**extra, **c.kwargs}
-            return (signature(fn, dtype, ce, floats=floats, ptrs=ptrs), ce,
-                    {"num_warps": c.num_warps, "num_stages": c.num_stages})
+            return (
+                signature(fn, dtype, ce, floats=floats, ptrs=ptrs),
+                ce,
+                {"num_warps": c.num_warps, "num_stages": c.num_stages},
+            )
+
         return build
+
     return make
 
 
@@ -104,10 +124,17 @@ def _matmul_tma(persistent: bool):
         ce = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "OUT_DTYPE": tl.float16}
         if persistent:
             ce["NUM_SMS"] = 132
-        descs = {"a_desc": _tma_desc("fp16", (bm, bk)), "b_desc": _tma_desc("fp16", (bk, bn)),
-                 "c_desc": _tma_desc("fp16", (bm, bn))}
-        return (signature(fn, "fp16", ce, descs=descs), ce,
-                {"num_warps": 8, "num_stages": 3 if persistent else 4})
+        descs = {
+            "a_desc": _tma_desc("fp16", (bm, bk)),
+            "b_desc": _tma_desc("fp16", (bk, bn)),
+            "c_desc": _tma_desc("fp16", (bm, bn)),
+        }
+        return (
+            signature(fn, "fp16", ce, descs=descs),
+            ce,
+            {"num_warps": 8, "num_stages": 3 if persistent else 4},
+        )
+
     return build
 
 
@@ -115,10 +142,15 @@ def _attention_tma(m: Any, fn: Any) -> tuple[dict, dict, dict]:
     D = 128
     bm, bn, warps, stages = m.TMA_TILES[D]
     ce = {"HEAD_DIM": D, "CAUSAL": True, "BLOCK_M": bm, "BLOCK_N": bn}
-    descs = {n: _tma_desc("fp16", (bm if n in ("q_desc", "o_desc") else bn, D))
-             for n in ("q_desc", "k_desc", "v_desc", "o_desc")}
-    return (signature(fn, "fp16", ce, floats=("qk_scale",), descs=descs), ce,
-            {"num_warps": warps, "num_stages": stages})
+    descs = {
+        n: _tma_desc("fp16", (bm if n in ("q_desc", "o_desc") else bn, D))
+        for n in ("q_desc", "k_desc", "v_desc", "o_desc")
+    }
+    return (
+        signature(fn, "fp16", ce, floats=("qk_scale",), descs=descs),
+        ce,
+        {"num_warps": warps, "num_stages": stages},
+    )
 
 
 def _softmax_smem(m: Any, fn: Any) -> tuple[dict, dict, dict]:
@@ -127,8 +159,11 @@ def _softmax_smem(m: Any, fn: Any) -> tuple[dict, dict, dict]:
     cr, n, slots = 32, 32768, 12
     d = f"tensordesc<fp16[{cr}, {m.BOX}],{m.shared_layout(torch.float16)!r}>"
     ce = {"R": n // m.BOX, "NSLOT": slots}
-    return ({"x_desc": d, "y_desc": d, "n_rows": "i32", "R": "constexpr", "NSLOT": "constexpr"},
-            ce, {"num_warps": 8})
+    return (
+        {"x_desc": d, "y_desc": d, "n_rows": "i32", "R": "constexpr", "NSLOT": "constexpr"},
+        ce,
+        {"num_warps": 8},
+    )
 
 
 def _fa3(m: Any, fn: Any) -> tuple[dict, dict, dict]:
@@ -141,54 +176,154 @@ def _fa3(m: Any, fn: Any) -> tuple[dict, dict, dict]:
         return f"tensordesc<fp16[{box}, {D}],{m.shared_layout(torch.float16, [box, D])!r}>"
 
     ce = {"CAUSAL": causal, "STAGES": sched["stages"]}
-    sig = {"q_desc": desc(64), "k_desc": desc(sched["block_n"]), "v_desc": desc(sched["block_n"]),
-           "o_desc": desc(64), "Sq": "i32", "Sk": "i32", "qk_scale": "fp32", "G": "i32",
-           "CAUSAL": "constexpr", "STAGES": "constexpr"}
+    sig = {
+        "q_desc": desc(64),
+        "k_desc": desc(sched["block_n"]),
+        "v_desc": desc(sched["block_n"]),
+        "o_desc": desc(64),
+        "Sq": "i32",
+        "Sk": "i32",
+        "qk_scale": "fp32",
+        "G": "i32",
+        "CAUSAL": "constexpr",
+        "STAGES": "constexpr",
+    }
     return sig, ce, {"num_warps": 4}
 
 
 _MM = _autotuned("GPU_CONFIGS", "fp16", {})
-_FA = _autotuned("GPU_CONFIGS", "fp16", {"HEAD_DIM": 64, "CAUSAL": True}, floats=("qk_scale",),
-                 ptrs=("Q", "K", "V", "O"))  # the paper's names
+_FA = _autotuned(
+    "GPU_CONFIGS",
+    "fp16",
+    {"HEAD_DIM": 64, "CAUSAL": True},
+    floats=("qk_scale",),
+    ptrs=("Q", "K", "V", "O"),
+)  # the paper's names
 _ROPE = {"D": 128, "HALF": 64}
 
 SPECS: tuple[Spec, ...] = (
-    Spec("bandwidth", "triad_kernel", "fp32 BLOCK=1024 w4",
-         _simple("fp32", {"BLOCK": 1024}, 4, floats=("alpha",)), starter="triad_kernel"),
-    Spec("bandwidth", "triad_kernel", "bf16 BLOCK=1024 w4",
-         _simple("bf16", {"BLOCK": 1024}, 4, floats=("alpha",))),
-    Spec("softmax", "softmax_kernel", "fp16 BLOCK=4096 w8",
-         _simple("fp16", {"BLOCK": 4096}, 8), starter="softmax_kernel"),
-    Spec("softmax", "softmax_kernel", "fp32 BLOCK=32768 w16", _simple("fp32", {"BLOCK": 32768}, 16)),
-    Spec("softmax", "softmax_rows_kernel", "fp16 ROWS=4 BLOCK=1024 w4",
-         _simple("fp16", {"ROWS": 4, "BLOCK": 1024}, 4)),
-    Spec("softmax", "softmax_grouped_kernel", "fp16 G=512 E=8 w8",
-         _simple("fp16", {"G": 512, "E": 8}, 8)),
-    Spec("softmax", "softmax_smem_kernel", "Gluon fp16 32768 cols, 12x32 ring, w8", _softmax_smem,
-         archs=HOPPER, factory=(8, False), file="hopper/softmax_smem"),
-    *(Spec("matmul", "matmul_kernel", f"config {i} fp16", _MM(i),
-           starter="matmul_kernel" if i == 5 else "") for i in range(6)),
-    Spec("matmul", "matmul_kernel", "small config bf16",
-         lambda m, fn: (lambda c, ce: (signature(fn, "bf16", ce), ce,
-                                       {"num_warps": c.num_warps, "num_stages": c.num_stages}))(
-             m.SMALL_CONFIG, dict(m.SMALL_CONFIG.kwargs))),
+    Spec(
+        "bandwidth",
+        "triad_kernel",
+        "fp32 BLOCK=1024 w4",
+        _simple("fp32", {"BLOCK": 1024}, 4, floats=("alpha",)),
+        starter="triad_kernel",
+    ),
+    Spec(
+        "bandwidth",
+        "triad_kernel",
+        "bf16 BLOCK=1024 w4",
+        _simple("bf16", {"BLOCK": 1024}, 4, floats=("alpha",)),
+    ),
+    Spec(
+        "softmax",
+        "softmax_kernel",
+        "fp16 BLOCK=4096 w8",
+        _simple("fp16", {"BLOCK": 4096}, 8),
+        starter="softmax_kernel",
+    ),
+    Spec(
+        "softmax", "softmax_kernel", "fp32 BLOCK=32768 w16", _simple("fp32", {"BLOCK": 32768}, 16)
+    ),
+    Spec(
+        "softmax",
+        "softmax_rows_kernel",
+        "fp16 ROWS=4 BLOCK=1024 w4",
+        _simple("fp16", {"ROWS": 4, "BLOCK": 1024}, 4),
+    ),
+    Spec(
+        "softmax",
+        "softmax_grouped_kernel",
+        "fp16 G=512 E=8 w8",
+        _simple("fp16", {"G": 512, "E": 8}, 8),
+    ),
+    Spec(
+        "softmax",
+        "softmax_smem_kernel",
+        "Gluon fp16 32768 cols, 12x32 ring, w8",
+        _softmax_smem,
+        archs=HOPPER,
+        factory=(8, False),
+        file="hopper/softmax_smem",
+    ),
+    *(
+        Spec(
+            "matmul",
+            "matmul_kernel",
+            f"config {i} fp16",
+            _MM(i),
+            starter="matmul_kernel" if i == 5 else "",
+        )
+        for i in range(6)
+    ),
+    Spec(
+        "matmul",
+        "matmul_kernel",
+        "small config bf16",
+        lambda m, fn: (
+            lambda c, ce: (
+                signature(fn, "bf16", ce),
+                ce,
+                {"num_warps": c.num_warps, "num_stages": c.num_stages},
+            )
+        )(m.SMALL_CONFIG, dict(m.SMALL_CONFIG.kwargs)),
+    ),
     Spec("matmul", "matmul_kernel_tma", "TMA 128x256x64 fp16", _matmul_tma(False), archs=TMA),
-    Spec("matmul", "matmul_kernel_tma_persistent", "TMA persistent fp16", _matmul_tma(True),
-         archs=TMA),
-    *(Spec("flash_attention", "attention_kernel", f"config {i} D=64 causal fp16", _FA(i),
-           starter="attention_kernel" if i == 3 else "") for i in range(4)),
-    Spec("flash_attention", "attention_kernel_tma", "TMA D=128 causal fp16", _attention_tma,
-         archs=TMA),
-    Spec("flash_attention", "attention_fa3_kernel", "Gluon FA3 D=128 causal fp16, 2 warpgroups",
-         _fa3, archs=HOPPER, factory=(True, 0, 2, False), file="hopper/flash_attention_fa3"),
-    Spec("rope_rmsnorm", "_rmsnorm_rope_fwd", "fp16 D=128 BLOCK_H=16",
-         _simple("fp16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",), fp32_ptrs=("w_ptr",)),
-         starter="rmsnorm_rope_fwd_kernel"),
-    Spec("rope_rmsnorm", "_rmsnorm_rope_bwd", "fp16 D=128 BLOCK_H=16",
-         _simple("fp16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",),
-                 fp32_ptrs=("w_ptr", "dw_part_ptr")), starter="rmsnorm_rope_bwd_kernel"),
-    Spec("rope_rmsnorm", "_sum_rows", "fp32 D=128 BLOCK_P=32",
-         _simple("fp32", {"D": 128, "BLOCK_P": 32}, 4)),
+    Spec(
+        "matmul",
+        "matmul_kernel_tma_persistent",
+        "TMA persistent fp16",
+        _matmul_tma(True),
+        archs=TMA,
+    ),
+    *(
+        Spec(
+            "flash_attention",
+            "attention_kernel",
+            f"config {i} D=64 causal fp16",
+            _FA(i),
+            starter="attention_kernel" if i == 3 else "",
+        )
+        for i in range(4)
+    ),
+    Spec(
+        "flash_attention",
+        "attention_kernel_tma",
+        "TMA D=128 causal fp16",
+        _attention_tma,
+        archs=TMA,
+    ),
+    Spec(
+        "flash_attention",
+        "attention_fa3_kernel",
+        "Gluon FA3 D=128 causal fp16, 2 warpgroups",
+        _fa3,
+        archs=HOPPER,
+        factory=(True, 0, 2, False),
+        file="hopper/flash_attention_fa3",
+    ),
+    Spec(
+        "rope_rmsnorm",
+        "_rmsnorm_rope_fwd",
+        "fp16 D=128 BLOCK_H=16",
+        _simple("fp16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",), fp32_ptrs=("w_ptr",)),
+        starter="rmsnorm_rope_fwd_kernel",
+    ),
+    Spec(
+        "rope_rmsnorm",
+        "_rmsnorm_rope_bwd",
+        "fp16 D=128 BLOCK_H=16",
+        _simple(
+            "fp16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",), fp32_ptrs=("w_ptr", "dw_part_ptr")
+        ),
+        starter="rmsnorm_rope_bwd_kernel",
+    ),
+    Spec(
+        "rope_rmsnorm",
+        "_sum_rows",
+        "fp32 D=128 BLOCK_P=32",
+        _simple("fp32", {"D": 128, "BLOCK_P": 32}, 4),
+    ),
 )
 
 
@@ -213,8 +348,9 @@ def _jit(obj: Any) -> Any:
     return obj
 
 
-def jobs(root: Path, specs: tuple[Spec, ...] = SPECS,
-         exercises: set[str] | None = None) -> Iterator[Job | tuple[str, str, str]]:
+def jobs(
+    root: Path, specs: tuple[Spec, ...] = SPECS, exercises: set[str] | None = None
+) -> Iterator[Job | tuple[str, str, str]]:
     """Compile jobs for `specs` (only those `exercises`, if given); a
     (name, role, error) triple where a file or a spec cannot be set up."""
     mods: dict[str, Any] = {}
@@ -236,8 +372,11 @@ def jobs(root: Path, specs: tuple[Spec, ...] = SPECS,
                 fn = getattr(m, attr)
                 fn = _jit(fn(*spec.factory) if spec.factory else fn)
                 # The starter gets the reference's signature and constexprs.
-                ref_fn = _jit(getattr(ref, spec.kernel)(*spec.factory) if spec.factory
-                              else getattr(ref, spec.kernel))
+                ref_fn = _jit(
+                    getattr(ref, spec.kernel)(*spec.factory)
+                    if spec.factory
+                    else getattr(ref, spec.kernel)
+                )
                 sig, ce, opts = spec.build(ref, ref_fn)
                 if role == "starter" and list(fn.arg_names) != list(ref_fn.arg_names):
                     # The starter names its parameters its own way (rope's

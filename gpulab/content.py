@@ -200,7 +200,9 @@ def load_course(root: Path | None = None) -> Course:
         try:
             lesson = _parse_lesson(entry, i, path, root)
             if lesson.exercise in seen:
-                raise ValueError(f"{path} lesson '{lesson.id}': exercise '{lesson.exercise}' is listed twice")
+                raise ValueError(
+                    f"{path} lesson '{lesson.id}': exercise '{lesson.exercise}' is listed twice"
+                )
             seen.add(lesson.exercise)
         except ValueError as exc:
             raw = entry if isinstance(entry, dict) else {}
@@ -237,8 +239,20 @@ def compile_formula(text: str) -> ast.Expression:
     for node in ast.walk(tree):
         if not isinstance(
             node,
-            (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.Constant, ast.Name,
-             ast.Load, ast.IfExp, ast.Compare, ast.Eq, ast.NotEq, *_BINOPS),
+            (
+                ast.Expression,
+                ast.BinOp,
+                ast.UnaryOp,
+                ast.USub,
+                ast.Constant,
+                ast.Name,
+                ast.Load,
+                ast.IfExp,
+                ast.Compare,
+                ast.Eq,
+                ast.NotEq,
+                *_BINOPS,
+            ),
         ):
             raise ValueError(f"{type(node).__name__} is not allowed in a formula: {text!r}")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):

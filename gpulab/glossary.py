@@ -34,9 +34,14 @@ class Term:
     see_also: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "definition": self.definition, "formula": self.formula,
-                "aliases": list(self.aliases), "lessons": list(self.lessons),
-                "see_also": list(self.see_also)}
+        return {
+            "name": self.name,
+            "definition": self.definition,
+            "formula": self.formula,
+            "aliases": list(self.aliases),
+            "lessons": list(self.lessons),
+            "see_also": list(self.see_also),
+        }
 
 
 def _singular(word: str) -> str:
@@ -134,8 +139,9 @@ def _parse(entry: object, index: int, path: Path, lesson_ids: set[str] | None) -
     where = f"{path} term '{name}'"
     unknown = sorted(set(entry) - FIELDS)
     if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(FIELDS))}")
+        raise ValueError(
+            f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}"
+        )
     definition = entry.get("definition")
     if not isinstance(definition, str) or not definition.strip():
         raise ValueError(f"{where}: field 'definition' is missing")
@@ -147,8 +153,14 @@ def _parse(entry: object, index: int, path: Path, lesson_ids: set[str] | None) -
         for lid in lessons:
             if lid not in lesson_ids:
                 raise ValueError(f"{where}: lesson '{lid}' is not in lessons/manifest.toml")
-    return Term(name.strip(), " ".join(definition.split()), formula.strip(),
-                _str_list(entry, "aliases", where), lessons, _str_list(entry, "see_also", where))
+    return Term(
+        name.strip(),
+        " ".join(definition.split()),
+        formula.strip(),
+        _str_list(entry, "aliases", where),
+        lessons,
+        _str_list(entry, "see_also", where),
+    )
 
 
 def default_path() -> Path:
@@ -172,8 +184,9 @@ def load_glossary(path: Path | None = None, lesson_ids: set[str] | None = None) 
             term = _parse(entry, i, path, lesson_ids)
             for k in {normalize(k) for k in (term.name, *term.aliases)}:
                 if k in owner:
-                    raise ValueError(f"{path} term '{term.name}': '{k}' already names "
-                                     f"term '{owner[k]}'")
+                    raise ValueError(
+                        f"{path} term '{term.name}': '{k}' already names term '{owner[k]}'"
+                    )
             for k in {normalize(k) for k in (term.name, *term.aliases)}:
                 owner[k] = term.name
         except ValueError as exc:
@@ -210,8 +223,13 @@ def term_renderable(term: Term) -> Any:
         parts.append(Text(f"  {term.formula}", style="cyan"))
     if term.lessons:
         titles = _lesson_titles()
-        parts.append(Text("Lessons: " + "; ".join(
-            f"{lid[:2]} {titles.get(lid, lid)}" for lid in term.lessons), style="dim"))
+        parts.append(
+            Text(
+                "Lessons: "
+                + "; ".join(f"{lid[:2]} {titles.get(lid, lid)}" for lid in term.lessons),
+                style="dim",
+            )
+        )
     if term.see_also:
         parts.append(Text(f"See also: {', '.join(term.see_also)}", style="dim"))
     return Group(*parts)

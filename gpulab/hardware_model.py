@@ -19,43 +19,51 @@ FIELDS = ("memory", "bandwidth", *DTYPES, "sms", "l2", "tdp", "nvlink", "cc")
 # L2 in NVIDIA's "MB", which the devices report as MiB (an H100 SXM: 50 MiB).
 # TDP is the board's maximum power, the cap a sustained matmul runs into
 # (lesson 01). NVLink is per GPU, both directions together, as NVIDIA quotes it.
-UNITS = {"memory": "GB", "bandwidth": "TB/s", "sms": "", "l2": "MB", "tdp": "W",
-         "nvlink": "GB/s", "cc": "", **{d: "TFLOP/s" for d in DTYPES}}
+UNITS = {
+    "memory": "GB",
+    "bandwidth": "TB/s",
+    "sms": "",
+    "l2": "MB",
+    "tdp": "W",
+    "nvlink": "GB/s",
+    "cc": "",
+    **{d: "TFLOP/s" for d in DTYPES},
+}
 
 SOURCES: dict[str, str] = {
     "vendor": "vendor datasheets (NVIDIA, AMD) as collected in stas00/ml-engineering "
-              "compute/accelerator/README.md; dense = 'without sparsity'",
+    "compute/accelerator/README.md; dense = 'without sparsity'",
     "blackwell-datasheet": "NVIDIA Blackwell Datasheet (GB200 NVL72, GB200 NVL4, HGX B200), "
-                           "nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703, "
-                           "'Individual Blackwell GPU Specifications', per GPU; Tensor Core rows "
-                           "sparse ('dense is one-half'), NVFP4 'sparse | dense'",
+    "nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703, "
+    "'Individual Blackwell GPU Specifications', per GPU; Tensor Core rows "
+    "sparse ('dense is one-half'), NVFP4 'sparse | dense'",
     "ultra-datasheet": "NVIDIA Blackwell Ultra Datasheet (GB300 NVL72, HGX B300; OCT25), "
-                       "resources.nvidia.com/en-us-blackwell-architecture/blackwell-ultra-"
-                       "datasheet, p. 5 'Technical Specifications', per GPU; FP4 'sparse | "
-                       "dense', other Tensor Core rows sparse (dense = half)",
+    "resources.nvidia.com/en-us-blackwell-architecture/blackwell-ultra-"
+    "datasheet, p. 5 'Technical Specifications', per GPU; FP4 'sparse | "
+    "dense', other Tensor Core rows sparse (dense = half)",
     "ultra-blog": "NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the "
-                  "AI Factory Era' (Aug 2025), developer.nvidia.com/blog/inside-nvidia-"
-                  "blackwell-ultra-the-chip-powering-the-ai-factory-era/: 'up to 160 SMs and "
-                  "288GB HBM3E', varying by SKU; 15 PF dense NVFP4; 8 TB/s",
+    "AI Factory Era' (Aug 2025), developer.nvidia.com/blog/inside-nvidia-"
+    "blackwell-ultra-the-chip-powering-the-ai-factory-era/: 'up to 160 SMs and "
+    "288GB HBM3E', varying by SKU; 15 PF dense NVFP4; 8 TB/s",
     "hgx-page": "NVIDIA HGX platform page, nvidia.com/en-us/data-center/hgx/: HGX B300 and HGX "
-                "B200 for 8 GPUs (FP4 'sparse | dense', e.g. HGX B300 '144 PFLOPS | 108 "
-                "PFLOPS'; other Tensor Core rows sparse; FP32 600 TFLOPS; 2.1 TB for HGX B300)",
+    "B200 for 8 GPUs (FP4 'sparse | dense', e.g. HGX B300 '144 PFLOPS | 108 "
+    "PFLOPS'; other Tensor Core rows sparse; FP32 600 TFLOPS; 2.1 TB for HGX B300)",
     "dgx-b200-guide": "NVIDIA DGX B200 User Guide, docs.nvidia.com/dgx/dgxb200-user-guide/"
-                      "introduction-to-dgxb200.html: '8 x NVIDIA B200 GPUs that provide 1,440 "
-                      "GB total GPU memory'",
+    "introduction-to-dgxb200.html: '8 x NVIDIA B200 GPUs that provide 1,440 "
+    "GB total GPU memory'",
     "device-report": "a B200's own report (cudaGetDeviceProperties, nvidia-smi) posted in "
-                     "pytorch/ao PR #4002, March 2026: 148 SMs, L2 126.50 MB, 7680-bit bus at "
-                     "3996 MHz; not a vendor document",
+    "pytorch/ao PR #4002, March 2026: 148 SMs, L2 126.50 MB, 7680-bit bus at "
+    "3996 MHz; not a vendor document",
     "whitepaper": "NVIDIA architecture whitepapers (Volta, Ampere, Hopper): SM counts, L2",
     "cuda-gpus": "developer.nvidia.com/cuda-gpus: compute capability",
     "kernelagent": "meta-pytorch/KernelAgent gpu_specs_database.py: SM counts, L2 "
-                   "(beware: it lists H100 FP16 1979 'without sparsity', the sparse figure)",
+    "(beware: it lists H100 FP16 1979 'without sparsity', the sparse figure)",
     "derived": "derived here: CUDA cores ÷ cores per SM (64 on Turing, 128 on GA10x)",
     "third-party": "third-party die listings; no vendor figure found",
     "announced": "NVIDIA keynotes and press releases, not a datasheet",
     "measured": "measured by gpulab on an H200, 2026-11-30 (torch 2.11, Triton 3.6): "
-                "benchmarks/h200-2026-11-30/probe.json and microbench-quick.json, "
-                "summarised in docs/hardware.md",
+    "benchmarks/h200-2026-11-30/probe.json and microbench-quick.json, "
+    "summarised in docs/hardware.md",
 }
 
 
@@ -70,8 +78,13 @@ class Figure:
     note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "sources": list(self.sources), "basis": self.basis,
-                "flag": self.flag, "note": self.note}
+        return {
+            "value": self.value,
+            "sources": list(self.sources),
+            "basis": self.basis,
+            "flag": self.flag,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -119,14 +132,19 @@ class GPU:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "key": self.key, "name": self.name, "arch": self.arch, "year": self.year,
-            "announced": self.announced, "memory_type": self.memory_type,
+            "key": self.key,
+            "name": self.name,
+            "arch": self.arch,
+            "year": self.year,
+            "announced": self.announced,
+            "memory_type": self.memory_type,
             "aliases": list(self.aliases),
             "figures": {k: f.as_dict() for k, f in self.figures.items()},
             "sparse_tflops": {k: f.as_dict() for k, f in self.sparse.items()},
             "claims": {k: f.as_dict() for k, f in self.claims.items()},
             "ridge_flop_per_byte": {d: round(r, 1) for d, r in self.ridges().items()},
-            "flags": dict(self.flags), "sources": list(self.sources),
+            "flags": dict(self.flags),
+            "sources": list(self.sources),
             "measured_reference": self.measured or None,
         }
 
@@ -142,29 +160,51 @@ def sparse_fig(value: float, *sources: str, note: str = "") -> Figure:
     return Figure(value, sources or ("vendor",), "sparse", "", note)
 
 
-def make_gpu(key: str, name: str, arch: str, year: str, memory_type: str,
-          figures: dict[str, Figure], aliases: tuple[str, ...] = (),
-          sparse: dict[str, Figure] | None = None, measured: dict[str, Any] | None = None,
-          claims: dict[str, Figure] | None = None, announced: bool = False) -> GPU:
+def make_gpu(
+    key: str,
+    name: str,
+    arch: str,
+    year: str,
+    memory_type: str,
+    figures: dict[str, Figure],
+    aliases: tuple[str, ...] = (),
+    sparse: dict[str, Figure] | None = None,
+    measured: dict[str, Any] | None = None,
+    claims: dict[str, Figure] | None = None,
+    announced: bool = False,
+) -> GPU:
     """Build a GPU whose convenience fields all come from its figures."""
 
     def val(k: str) -> Any:
         f = figures.get(k)
         return f.value if f else None
 
-    tflops = {d: float(val(d)) for d in DTYPES
-              if isinstance(val(d), (int, float)) and figures[d].basis == "dense"}
+    tflops = {
+        d: float(val(d))
+        for d in DTYPES
+        if isinstance(val(d), (int, float)) and figures[d].basis == "dense"
+    }
     srcs = sorted({s for f in figures.values() for s in f.sources})
     return GPU(
-        key=key, name=name, bandwidth_tbs=float(val("bandwidth") or 0.0), tflops=tflops,
+        key=key,
+        name=name,
+        bandwidth_tbs=float(val("bandwidth") or 0.0),
+        tflops=tflops,
         memory_gb=float(val("memory") or 0.0),
         sms=int(val("sms")) if isinstance(val("sms"), (int, float)) else None,
         l2_mb=float(val("l2")) if isinstance(val("l2"), (int, float)) else None,
         tdp_w=float(val("tdp")) if isinstance(val("tdp"), (int, float)) else None,
         nvlink_gbs=float(val("nvlink")) if isinstance(val("nvlink"), (int, float)) else None,
-        cc=str(val("cc") or ""), aliases=aliases,
-        flags={k: f.flag for k, f in figures.items() if f.flag}, sources=tuple(srcs),
-        arch=arch, year=year, memory_type=memory_type, figures=dict(figures),
-        sparse=dict(sparse or {}), measured=dict(measured or {}), claims=dict(claims or {}),
+        cc=str(val("cc") or ""),
+        aliases=aliases,
+        flags={k: f.flag for k, f in figures.items() if f.flag},
+        sources=tuple(srcs),
+        arch=arch,
+        year=year,
+        memory_type=memory_type,
+        figures=dict(figures),
+        sparse=dict(sparse or {}),
+        measured=dict(measured or {}),
+        claims=dict(claims or {}),
         announced=announced,
     )

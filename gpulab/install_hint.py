@@ -59,8 +59,9 @@ def install_hint(module: str, requires: Iterable[str] | None = None) -> str:
     return f"`pip install {package}`"
 
 
-def missing_message(exercise: str, missing: Sequence[str],
-                    requires: Iterable[str] | None = None) -> str:
+def missing_message(
+    exercise: str, missing: Sequence[str], requires: Iterable[str] | None = None
+) -> str:
     """One line: what the exercise needs and how to get it."""
     reqs = None if requires is None else list(requires)
     hints = list(dict.fromkeys(install_hint(m, reqs) for m in missing))

@@ -77,9 +77,25 @@ def cache_dir(request: dict[str, Any], private: Path) -> Path:
 def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path) -> dict:
     pkg = Path(__file__).resolve().parent
     learner = Path(request["file"]).resolve()
-    read = [sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(),
-            site.getusersitepackages(), "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc",
-            "/opt", "/proc", "/sys", "/dev", str(pkg), str(learner)]
+    read = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/bin",
+        "/sbin",
+        "/etc",
+        "/opt",
+        "/proc",
+        "/sys",
+        "/dev",
+        str(pkg),
+        str(learner),
+    ]
     if os.environ.get("CUDA_HOME"):
         read.append(os.environ["CUDA_HOME"])
     # The judge's own import path (PYTHONPATH included), so the sandbox finds
@@ -100,17 +116,27 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         write_extra = [str(traces)]
     else:
         write_extra = []
-    write = [str(private), str(cache), *write_extra, "/dev/null", "/dev/zero", "/dev/shm",
-             *(str(p) for p in Path("/dev").glob("nvidia*"))]
+    write = [
+        str(private),
+        str(cache),
+        *write_extra,
+        "/dev/null",
+        "/dev/zero",
+        "/dev/shm",
+        *(str(p) for p in Path("/dev").glob("nvidia*")),
+    ]
     blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
-    blocked += [f"gpulab.grading.{m}" for m in _grading_modules()
-                if m not in ("learner", "timing")]
-    return {"read": [r for r in read if r and os.path.exists(r)], "hidden": hidden,
-            "listable": [str(pkg.parent), str(learner.parent)], "write": write,
-            "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
-            "file_bytes": 256 << 20,
-            "address_space": 24 * GIB if device == "cpu" else None,
-            "blocked_modules": blocked}
+    blocked += [f"gpulab.grading.{m}" for m in _grading_modules() if m not in ("learner", "timing")]
+    return {
+        "read": [r for r in read if r and os.path.exists(r)],
+        "hidden": hidden,
+        "listable": [str(pkg.parent), str(learner.parent)],
+        "write": write,
+        "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
+        "file_bytes": 256 << 20,
+        "address_space": 24 * GIB if device == "cpu" else None,
+        "blocked_modules": blocked,
+    }
 
 
 def import_path(learner: Path) -> list[str]:
@@ -137,8 +163,10 @@ def crash_summary(code: int | None, killed_by_judge: str, policy: dict) -> tuple
     if code is None:
         return "your code stopped answering", ""
     if code >= 0:
-        return f"your code exited (code {code}) in the middle of the check", \
-            "A submission must not call sys.exit or os._exit."
+        return (
+            f"your code exited (code {code}) in the middle of the check",
+            "A submission must not call sys.exit or os._exit.",
+        )
     try:
         name = signal.Signals(-code).name
     except ValueError:
@@ -148,13 +176,17 @@ def crash_summary(code: int | None, killed_by_judge: str, policy: dict) -> tuple
     if name == "SIGXFSZ":
         return (f"your code wrote a file larger than {policy['file_bytes'] >> 20} MB", "")
     if name == "SIGSEGV":
-        return ("your code crashed with a segmentation fault (SIGSEGV)",
-                "Often an out-of-bounds pointer in a kernel, or a bad ctypes/numpy call.")
+        return (
+            "your code crashed with a segmentation fault (SIGSEGV)",
+            "Often an out-of-bounds pointer in a kernel, or a bad ctypes/numpy call.",
+        )
     if name == "SIGABRT":
         return ("your code aborted (SIGABRT)", "A library assertion failed; see the output.")
     if name == "SIGKILL":
-        return ("your code was killed (SIGKILL) from outside gpulab",
-                "Usually the system's out-of-memory killer: allocate less.")
+        return (
+            "your code was killed (SIGKILL) from outside gpulab",
+            "Usually the system's out-of-memory killer: allocate less.",
+        )
     return (f"your code died from {name}", "")
 
 
@@ -169,8 +201,9 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         os.environ["TRITON_INTERPRET"] = "1"
         import warnings
 
-        warnings.filterwarnings("ignore", category=RuntimeWarning,
-                                module=r"triton\.runtime\.interpreter")
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
+        )
     # The secret seed is drawn here and never leaves the judge.
     request["secret_seed"] = secrets.randbelow(2**31)
     private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
@@ -180,9 +213,16 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     sandbox = None
     result: dict[str, Any]
     try:
-        sandbox = Sandbox(file=request["file"], device=device, private=private,
-                          policy={**policy, "triton_cache": str(cache),
-                                  "sys_path": import_path(Path(request["file"]).resolve())})
+        sandbox = Sandbox(
+            file=request["file"],
+            device=device,
+            private=private,
+            policy={
+                **policy,
+                "triton_cache": str(cache),
+                "sys_path": import_path(Path(request["file"]).resolve()),
+            },
+        )
         sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
         from gpulab.grading.harness import grade_request
 
@@ -191,23 +231,39 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         # Advice only, after the verdict (issue 21): never changes it.
         from gpulab.diagnosis.judge_side import attach
 
-        attach(request, result, device, sandbox, fresh=lambda: Sandbox(
-            file=request["file"], device=device, private=private,
-            policy={**policy, "triton_cache": str(cache),
-                    "sys_path": import_path(Path(request["file"]).resolve())}))
+        attach(
+            request,
+            result,
+            device,
+            sandbox,
+            fresh=lambda: Sandbox(
+                file=request["file"],
+                device=device,
+                private=private,
+                policy={
+                    **policy,
+                    "triton_cache": str(cache),
+                    "sys_path": import_path(Path(request["file"]).resolve()),
+                },
+            ),
+        )
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
-            sandbox.killed_by_judge = ("your code wrote to the sandbox's private channel to the "
-                                       "grader (stopped by gpulab)")
+            sandbox.killed_by_judge = (
+                "your code wrote to the sandbox's private channel to the grader (stopped by gpulab)"
+            )
         elif sandbox is not None:
             try:
                 code = sandbox.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 sandbox.killed_by_judge = "your code stopped answering (stopped by gpulab)"
         summary, hint = crash_summary(code, sandbox.killed_by_judge if sandbox else "", policy)
-        result = {"status": CRASHED if code is not None else FAILED, "summary": summary,
-                  "message": hint or str(exc)}
+        result = {
+            "status": CRASHED if code is not None else FAILED,
+            "summary": summary,
+            "message": hint or str(exc),
+        }
     finally:
         if sandbox is not None:
             sandbox.close()
@@ -233,9 +289,11 @@ def main() -> int:
     try:
         result = judge(request, channel)
     except Exception as exc:  # a gpulab bug or an environment problem
-        result = {"status": ERROR,
-                  "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
-                  "message": traceback.format_exc()}
+        result = {
+            "status": ERROR,
+            "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
+            "message": traceback.format_exc(),
+        }
     try:
         channel.send({"type": "result", "result": result})
     finally:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
-    """"3.8.0" / "3.9.0+git1234" -> (3, 8); None if unreadable."""
+    """ "3.8.0" / "3.9.0+git1234" -> (3, 8); None if unreadable."""
     m = re.match(r"\s*(\d+)\.(\d+)", text or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
 

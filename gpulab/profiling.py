@@ -20,6 +20,7 @@ from gpulab.traces import TARGETS
 
 # --- the profile target (runs in its own process; imports torch) -----------------
 
+
 def _run_target(argv: list[str]) -> int:
     import argparse
 
@@ -27,8 +28,11 @@ def _run_target(argv: list[str]) -> int:
     ap.add_argument("exercise", choices=TARGETS)
     ap.add_argument("file")
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--torch-trace", metavar="OUT.json",
-                    help="record with torch.profiler and write a Chrome trace here")
+    ap.add_argument(
+        "--torch-trace",
+        metavar="OUT.json",
+        help="record with torch.profiler and write a Chrome trace here",
+    )
     args = ap.parse_args(argv)
 
     import torch

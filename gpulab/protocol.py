@@ -32,7 +32,12 @@ from typing import Any
 # --- statuses of a result ------------------------------------------------------
 
 PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED = (
-    "passed", "failed", "error", "timeout", "crashed", "cancelled",
+    "passed",
+    "failed",
+    "error",
+    "timeout",
+    "crashed",
+    "cancelled",
 )
 STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED)
 
@@ -87,6 +92,7 @@ def read_frame(fd: int) -> dict[str, Any]:
 
 # --- typed fields of untrusted messages ----------------------------------------
 
+
 def text(value: Any, limit: int = 20000) -> str:
     """A string from the sandbox, or "" when it sent something else."""
     return value[:limit] if isinstance(value, str) else ""
@@ -109,6 +115,7 @@ def numbers(value: Any, limit: int = 100000) -> list[float] | None:
 
 # --- shared memory ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TensorRef:
     """A tensor living in an arena: its own storage of `nbytes` at `offset`
@@ -124,16 +131,31 @@ class TensorRef:
     storage_offset: int = 0  # in elements
 
     def to_json(self) -> dict[str, Any]:
-        return {"__tensor__": [self.arena, self.offset, self.nbytes, self.dtype,
-                               list(self.shape), list(self.stride), self.storage_offset]}
+        return {
+            "__tensor__": [
+                self.arena,
+                self.offset,
+                self.nbytes,
+                self.dtype,
+                list(self.shape),
+                list(self.stride),
+                self.storage_offset,
+            ]
+        }
 
     @staticmethod
     def from_json(obj: Any) -> TensorRef:
         try:
             arena, offset, nbytes, dtype, shape, stride, soff = obj["__tensor__"]
-            ref = TensorRef(int(arena), int(offset), int(nbytes), str(dtype),
-                            tuple(int(s) for s in shape), tuple(int(s) for s in stride),
-                            int(soff))
+            ref = TensorRef(
+                int(arena),
+                int(offset),
+                int(nbytes),
+                str(dtype),
+                tuple(int(s) for s in shape),
+                tuple(int(s) for s in stride),
+                int(soff),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"a malformed tensor reference: {exc}") from None
         if min((ref.offset, ref.nbytes, ref.storage_offset, *ref.shape, *ref.stride)) < 0:
@@ -157,6 +179,7 @@ class ArenaSpec:
 
 
 # --- judge -> sandbox -------------------------------------------------------------
+
 
 @dataclass
 class Guards:
@@ -206,6 +229,7 @@ class TimeBatch:
 
 
 # --- the lab <-> judge -------------------------------------------------------------
+
 
 @dataclass
 class CheckRequest:

@@ -25,10 +25,14 @@ def cases_table(result: dict[str, Any]) -> Any:
     for col in ("case", "dtype", "max abs err", "max rel err", "bad", ""):
         t.add_column(col, overflow="fold")
     for c in result.get("cases", []):
-        t.add_row(Text(str(c.get("name") or c.get("shape", ""))), Text(str(c.get("dtype", ""))),
-                  _fmt(c.get("max_abs")), _fmt(c.get("max_rel")),
-                  str(c.get("mismatches", "")) if "mismatches" in c else "",
-                  "[green]ok[/]" if c.get("passed") else "[red]FAIL[/]")
+        t.add_row(
+            Text(str(c.get("name") or c.get("shape", ""))),
+            Text(str(c.get("dtype", ""))),
+            _fmt(c.get("max_abs")),
+            _fmt(c.get("max_rel")),
+            str(c.get("mismatches", "")) if "mismatches" in c else "",
+            "[green]ok[/]" if c.get("passed") else "[red]FAIL[/]",
+        )
     return t
 
 
@@ -36,17 +40,30 @@ def timing_table(timing: dict[str, Any]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=f"Timing on {timing.get('device', 'GPU')} (median of N, L2 flushed)",
-              title_justify="left")
-    for col in ("shape", "dtype", "time µs", "p20–p80 µs", timing.get("unit", ""), "roofline",
-                "speedup"):
+    t = Table(
+        title=f"Timing on {timing.get('device', 'GPU')} (median of N, L2 flushed)",
+        title_justify="left",
+    )
+    for col in (
+        "shape",
+        "dtype",
+        "time µs",
+        "p20–p80 µs",
+        timing.get("unit", ""),
+        "roofline",
+        "speedup",
+    ):
         t.add_column(col)
     for r in timing.get("cases", []):
-        t.add_row(Text(str(r.get("shape", ""))), Text(str(r.get("dtype", ""))), f"{r['ms'] * 1e3:.1f}",
-                  f"{r['p20_ms'] * 1e3:.1f}–{r['p80_ms'] * 1e3:.1f}",
-                  _fmt(r.get("throughput"), ".0f"),
-                  f"{r['roofline_fraction']:.0%}" if r.get("roofline_fraction") else "",
-                  f"{r['speedup']:.2f}x" if r.get("speedup") else "")
+        t.add_row(
+            Text(str(r.get("shape", ""))),
+            Text(str(r.get("dtype", ""))),
+            f"{r['ms'] * 1e3:.1f}",
+            f"{r['p20_ms'] * 1e3:.1f}–{r['p80_ms'] * 1e3:.1f}",
+            _fmt(r.get("throughput"), ".0f"),
+            f"{r['roofline_fraction']:.0%}" if r.get("roofline_fraction") else "",
+            f"{r['speedup']:.2f}x" if r.get("speedup") else "",
+        )
     return t
 
 
@@ -59,13 +76,18 @@ def render(result: dict[str, Any]) -> Any:
     parts: list[Any] = []
     ok = result.get("passed")
     head = Text()
-    head.append(" PASS " if ok else " FAIL ", style="bold white on green" if ok else
-                "bold white on red")
+    head.append(
+        " PASS " if ok else " FAIL ", style="bold white on green" if ok else "bold white on red"
+    )
     head.append(f" {result.get('exercise', '')}: {result.get('summary', '')}")
     parts.append(head)
     if result.get("device"):
-        parts.append(Text(f"device: {result['device']}   time: {result.get('duration_s', 0):.1f} s",
-                          style="dim"))
+        parts.append(
+            Text(
+                f"device: {result['device']}   time: {result.get('duration_s', 0):.1f} s",
+                style="dim",
+            )
+        )
     if result.get("message"):
         parts.append(Text(result["message"]))
     if result.get("cases"):
@@ -93,6 +115,7 @@ def render(result: dict[str, Any]) -> Any:
 
 # --- profiles (lesson 07 and `gpulab profile`) ------------------------------------
 
+
 def _short(name: str, width: int = 60) -> Any:
     """A name from the trace as plain Text: learner code chooses range names, so
     they are neither markup nor terminal commands (gpulab.textsafe)."""
@@ -107,14 +130,16 @@ def top_ops_table(rows: list[dict[str, Any]], *, title: str = "Top operations") 
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
-    cols = [c for c in ("calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "device_ms")
-            if rows and c in rows[0] and any(r.get(c) for r in rows)]
+    cols = [
+        c
+        for c in ("calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "device_ms")
+        if rows and c in rows[0] and any(r.get(c) for r in rows)
+    ]
     t.add_column("operation", overflow="fold")
     for c in cols:
         t.add_column(c.replace("_ms", " ms").replace("_", " "), justify="right")
     for r in rows:
-        t.add_row(_short(r["name"]), *(str(r[c]) if c == "calls" else f"{r[c]:.3f}"
-                                       for c in cols))
+        t.add_row(_short(r["name"]), *(str(r[c]) if c == "calls" else f"{r[c]:.3f}" for c in cols))
     return t
 
 

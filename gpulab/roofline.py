@@ -91,8 +91,9 @@ class Model:
             return ridge_point(roof.flops, self.measured_bandwidth)
         return None
 
-    def attainable(self, intensity: float, dtype: str | None = None,
-                   measured: bool = False) -> float | None:
+    def attainable(
+        self, intensity: float, dtype: str | None = None, measured: bool = False
+    ) -> float | None:
         roof = self.roof(dtype, measured)
         bw = self.measured_bandwidth if measured else self.bandwidth
         return attainable(intensity, roof.flops, bw) if roof and bw else None
@@ -103,20 +104,31 @@ class Model:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "gpu": self.gpu.key, "name": self.gpu.name, "dtype": self.dtype,
-            "bandwidth_tbs": self.bandwidth / 1e12, "ridge_flop_per_byte": self.ridge,
-            "roofs": [{"dtype": r.dtype, "tflops": r.flops / 1e12, "flag": r.flag}
-                      for r in self.roofs],
-            "measured": {"label": self.measured_label,
-                         "bandwidth_tbs": (self.measured_bandwidth or 0) / 1e12 or None,
-                         "ridge_flop_per_byte": self.measured_ridge,
-                         "roofs": [{"dtype": r.dtype, "tflops": r.flops / 1e12}
-                                   for r in self.measured_roofs]} if self.measured_label else None,
-            "points": [p.__dict__ for p in self.points], "notes": self.notes,
+            "gpu": self.gpu.key,
+            "name": self.gpu.name,
+            "dtype": self.dtype,
+            "bandwidth_tbs": self.bandwidth / 1e12,
+            "ridge_flop_per_byte": self.ridge,
+            "roofs": [
+                {"dtype": r.dtype, "tflops": r.flops / 1e12, "flag": r.flag} for r in self.roofs
+            ],
+            "measured": {
+                "label": self.measured_label,
+                "bandwidth_tbs": (self.measured_bandwidth or 0) / 1e12 or None,
+                "ridge_flop_per_byte": self.measured_ridge,
+                "roofs": [
+                    {"dtype": r.dtype, "tflops": r.flops / 1e12} for r in self.measured_roofs
+                ],
+            }
+            if self.measured_label
+            else None,
+            "points": [p.__dict__ for p in self.points],
+            "notes": self.notes,
         }
 
 
 # --- choosing the GPU and its ceilings ---------------------------------------
+
 
 def detected_gpu_name() -> str | None:
     """The first GPU's name through NVML, or None (no driver, no GPU, any error)."""
@@ -131,8 +143,9 @@ def detected_gpu_name() -> str | None:
         return None
 
 
-def choose_gpu(name: str | None = None, setting: str | None = None,
-               detect: bool = True) -> tuple[GPU, str]:
+def choose_gpu(
+    name: str | None = None, setting: str | None = None, detect: bool = True
+) -> tuple[GPU, str]:
     """(GPU, why): --gpu, else this machine's GPU, else the workspace setting, else default."""
     if name:
         gpu = hardware.match_gpu(name)
@@ -174,8 +187,13 @@ def _roofs(gpu: GPU) -> list[Roof]:
     return [Roof(d, t * 1e12, flag=gpu.flags.get(d, "")) for d, t in gpu.tflops.items()]
 
 
-def build_model(gpu: GPU, dtype: str | None = None, workspace_root: Path | None = None,
-                measured: bool = False, points: bool = True) -> Model:
+def build_model(
+    gpu: GPU,
+    dtype: str | None = None,
+    workspace_root: Path | None = None,
+    measured: bool = False,
+    points: bool = True,
+) -> Model:
     """The roofline of `gpu` for `dtype`; raises ValueError for a dtype it lacks."""
     dtype = dtype or gpu.default_dtype()
     if dtype not in gpu.tflops:
@@ -192,15 +210,18 @@ def build_model(gpu: GPU, dtype: str | None = None, workspace_root: Path | None 
         tf = tf if isinstance(tf, dict) else {}
         if data and _positive(bw):
             model.measured_bandwidth = float(bw) * 1e12
-            model.measured_roofs = [Roof(str(d), float(v) * 1e12, measured=True)
-                                    for d, v in tf.items() if _positive(v)]
+            model.measured_roofs = [
+                Roof(str(d), float(v) * 1e12, measured=True) for d, v in tf.items() if _positive(v)
+            ]
             model.measured_label = label
             if not model.roof(measured=True):
-                model.notes.append(f"no measured {dtype} peak; only the measured bandwidth "
-                                   "is drawn")
+                model.notes.append(
+                    f"no measured {dtype} peak; only the measured bandwidth is drawn"
+                )
         else:
-            model.notes.append(f"no measured ceilings for {gpu.name}: run `gpulab probe "
-                               "--bench` on that GPU")
+            model.notes.append(
+                f"no measured ceilings for {gpu.name}: run `gpulab probe --bench` on that GPU"
+            )
     if points and workspace_root:
         model.points, notes = learner_points(Path(workspace_root), model)
         model.notes.extend(notes)
@@ -208,6 +229,7 @@ def build_model(gpu: GPU, dtype: str | None = None, workspace_root: Path | None 
 
 
 # --- the learner's graded runs -----------------------------------------------
+
 
 def _row_flops_bytes(row: dict, lesson: Any) -> tuple[float | None, float | None]:
     """FLOPs and bytes of a timed case: carried in the row, else from the manifest formulas."""
@@ -232,8 +254,17 @@ def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
 
 
-_ELT = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2,
-        "fp8": 1, "fp64": 8, "float64": 8}
+_ELT = {
+    "fp32": 4,
+    "float32": 4,
+    "fp16": 2,
+    "float16": 2,
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp8": 1,
+    "fp64": 8,
+    "float64": 8,
+}
 
 
 def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], list[str]]:
@@ -270,25 +301,44 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
             flops, nbytes = _row_flops_bytes(row, lesson)
             ms = row.get("ms")
             if not all(_positive(v) for v in (flops, nbytes, ms)):
-                notes.append(f"{f.name}: case {row.get('name')} has no usable FLOPs, bytes "
-                             "and time; not placed")
+                notes.append(
+                    f"{f.name}: case {row.get('name')} has no usable FLOPs, bytes "
+                    "and time; not placed"
+                )
                 continue
             intensity, rate = flops / nbytes, flops / (ms * 1e-3)
             dtype = str(row.get("dtype") or model.dtype)
             roof = model.attainable(intensity, dtype if model.roof(dtype) else None)
-            points.append(Point(exercise, str(row.get("name") or row.get("shape") or ""), dtype,
-                                intensity, rate, float(ms), model.classify(intensity, dtype),
-                                rate / roof if roof else None))
+            points.append(
+                Point(
+                    exercise,
+                    str(row.get("name") or row.get("shape") or ""),
+                    dtype,
+                    intensity,
+                    rate,
+                    float(ms),
+                    model.classify(intensity, dtype),
+                    rate / roof if roof else None,
+                )
+            )
     for device, n in elsewhere.items():
-        notes.append(f"{n} graded run(s) timed on {device} are not shown on the {model.gpu.name} "
-                     "roofline (use --gpu)")
+        notes.append(
+            f"{n} graded run(s) timed on {device} are not shown on the {model.gpu.name} "
+            "roofline (use --gpu)"
+        )
     return points, notes
 
 
 # --- for the CLI and the TUI -------------------------------------------------
 
-def workspace_model(workspace: Any = None, gpu: str | None = None, dtype: str | None = None,
-                    measured: bool = True, detect: bool = True) -> tuple[Model, str]:
+
+def workspace_model(
+    workspace: Any = None,
+    gpu: str | None = None,
+    dtype: str | None = None,
+    measured: bool = True,
+    detect: bool = True,
+) -> tuple[Model, str]:
     """(model, why this GPU) for a workspace: its setting 'gpu', results and ceilings."""
     setting = workspace.get_setting("gpu") if workspace is not None else None
     chosen, why = choose_gpu(gpu, setting, detect)
@@ -303,30 +353,47 @@ def summary_renderable(model: Model, why: str = "") -> Any:
     from rich.text import Text
 
     g, roof = model.gpu, model.roof()
-    out: list[Any] = [Text(
-        f"{g.name}{f' ({why})' if why else ''}: datasheet {model.dtype} "
-        f"{roof.flops / 1e12:,.0f} TFLOP/s, {model.bandwidth / 1e12:g} TB/s → ridge "
-        f"{model.ridge:.0f} FLOP/byte")]
+    out: list[Any] = [
+        Text(
+            f"{g.name}{f' ({why})' if why else ''}: datasheet {model.dtype} "
+            f"{roof.flops / 1e12:,.0f} TFLOP/s, {model.bandwidth / 1e12:g} TB/s → ridge "
+            f"{model.ridge:.0f} FLOP/byte"
+        )
+    ]
     if model.measured_label and model.measured_bandwidth:
         mroof = model.roof(measured=True)
         line = f"measured ({model.measured_label}): {model.measured_bandwidth / 1e12:g} TB/s copy"
         if mroof:
-            line += (f", {model.dtype} {mroof.flops / 1e12:,.0f} TFLOP/s → ridge "
-                     f"{model.measured_ridge:.0f} FLOP/byte")
+            line += (
+                f", {model.dtype} {mroof.flops / 1e12:,.0f} TFLOP/s → ridge "
+                f"{model.measured_ridge:.0f} FLOP/byte"
+            )
         out.append(Text(line, style="dim"))
     if model.points:
         t = Table(title="Your graded runs", title_justify="left")
         for col in ("exercise", "case", "dtype", "FLOP/B", "TFLOP/s", "bound", "of roof"):
-            t.add_column(col, justify="right" if col in ("FLOP/B", "TFLOP/s", "of roof")
-                         else "left")
+            t.add_column(
+                col, justify="right" if col in ("FLOP/B", "TFLOP/s", "of roof") else "left"
+            )
         for p in model.points:
-            t.add_row(p.exercise, p.case, p.dtype, f"{p.intensity:.3g}",
-                      f"{p.flops_per_s / 1e12:.3g}", p.bound,
-                      f"{p.fraction:.0%}" if p.fraction is not None else "")
+            t.add_row(
+                p.exercise,
+                p.case,
+                p.dtype,
+                f"{p.intensity:.3g}",
+                f"{p.flops_per_s / 1e12:.3g}",
+                p.bound,
+                f"{p.fraction:.0%}" if p.fraction is not None else "",
+            )
         out.append(t)
     else:
-        out.append(Text("No graded runs on this GPU yet: `gpulab check EXERCISE` on a GPU "
-                        "places your kernel here.", style="dim"))
+        out.append(
+            Text(
+                "No graded runs on this GPU yet: `gpulab check EXERCISE` on a GPU "
+                "places your kernel here.",
+                style="dim",
+            )
+        )
     for note in model.notes:
         out.append(Text(f"note: {note}", style="yellow"))
     return Group(*out)

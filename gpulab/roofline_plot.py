@@ -29,7 +29,7 @@ def axes(model: Model) -> tuple[float, float, float, float]:
 
 
 def decades(lo: float, hi: float) -> list[float]:
-    return [10.0 ** e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)]
+    return [10.0**e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)]
 
 
 def tick_label(v: float) -> str:
@@ -71,25 +71,42 @@ def draw(plt: Any, model: Model) -> None:
     for name, roof in roof_groups(model.roofs):
         r = roof.flops / bw
         if roof is main or model.dtype in name.split("/"):
-            plt.plot([x0, r, x1], [x0 * bw / 1e12, roof.flops / 1e12, roof.flops / 1e12],
-                     label=f"{name} datasheet", color="blue")
+            plt.plot(
+                [x0, r, x1],
+                [x0 * bw / 1e12, roof.flops / 1e12, roof.flops / 1e12],
+                label=f"{name} datasheet",
+                color="blue",
+            )
         else:
             plt.plot([r, x1], [roof.flops / 1e12] * 2, color="gray")
-            plt.text(f"{name} {roof.flops / 1e12:,.0f}{' ⚑' if roof.flag else ''}",
-                     r * 1.3, roof.flops / 1e12, alignment="left", color="gray")
+            plt.text(
+                f"{name} {roof.flops / 1e12:,.0f}{' ⚑' if roof.flag else ''}",
+                r * 1.3,
+                roof.flops / 1e12,
+                alignment="left",
+                color="gray",
+            )
     mroof = model.roof(measured=True)
     if model.measured_bandwidth:
         mbw = model.measured_bandwidth
         top = mroof.flops if mroof else max(r.flops for r in model.roofs)
         xs = [x0, top / mbw] + ([x1] if mroof else [])
-        plt.plot(xs, [x * mbw / 1e12 for x in xs[:2]] + ([top / 1e12] if mroof else []),
-                 label=f"{model.dtype} measured" if mroof else "measured bandwidth",
-                 color="orange")
+        plt.plot(
+            xs,
+            [x * mbw / 1e12 for x in xs[:2]] + ([top / 1e12] if mroof else []),
+            label=f"{model.dtype} measured" if mroof else "measured bandwidth",
+            color="orange",
+        )
     if main:
         plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
         # Left of the ridge, on the roof's row, is always empty: the slope is below.
-        plt.text(f"ridge {model.ridge:.0f} FLOP/B ", model.ridge / 1.15, main.flops / 1e12,
-                 alignment="right", color="blue")
+        plt.text(
+            f"ridge {model.ridge:.0f} FLOP/B ",
+            model.ridge / 1.15,
+            main.flops / 1e12,
+            alignment="right",
+            color="blue",
+        )
     labelled: set[str] = set()
     for p in model.points:
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
@@ -99,8 +116,9 @@ def draw(plt: Any, model: Model) -> None:
             # on the side that has room.
             where = math.log(p.intensity / x0) / math.log(x1 / x0) if p.intensity > 0 else 0.5
             align = "right" if where > 0.75 else "left" if where < 0.25 else "center"
-            plt.text(p.exercise, p.intensity, p.flops_per_s / 1e12 * 2.2,
-                     alignment=align, color="red")
+            plt.text(
+                p.exercise, p.intensity, p.flops_per_s / 1e12 * 2.2, alignment=align, color="red"
+            )
     ticks = decades(x0, x1)
     plt.xticks(ticks, [tick_label(t) for t in ticks])
     ticks = decades(y0, y1)
@@ -139,15 +157,23 @@ def _lines(model: Model) -> list[tuple[list[float], list[float], str, str, bool]
         if model.dtype in name.split("/"):
             out.append(([x0, r, x1], [x0 * bw / 1e12, top, top], f"{name} datasheet", BLUE, False))
         else:
-            out.append(([r, x1], [top, top], f"{name} {top:,.0f}" + (" ⚑" if roof.flag else ""),
-                        GRAY, False))
+            out.append(
+                (
+                    [r, x1],
+                    [top, top],
+                    f"{name} {top:,.0f}" + (" ⚑" if roof.flag else ""),
+                    GRAY,
+                    False,
+                )
+            )
     if model.measured_bandwidth:
         mbw, mroof = model.measured_bandwidth, model.roof(measured=True)
         top = mroof.flops if mroof else max(r.flops for r in model.roofs)
         xs = [x0, top / mbw] + ([x1] if mroof else [])
         ys = [x * mbw / 1e12 for x in xs[:2]] + ([top / 1e12] if mroof else [])
-        out.append((xs, ys, f"{model.dtype} measured" if mroof else "measured bandwidth",
-                    ORANGE, True))
+        out.append(
+            (xs, ys, f"{model.dtype} measured" if mroof else "measured bandwidth", ORANGE, True)
+        )
     return out
 
 
@@ -163,34 +189,55 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
     def py(y: float) -> float:
         return top + ph * (1 - (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)))
 
-    def text(s: str, x: float, y: float, anchor: str = "start", color: str = "#222",
-             size: int = 12, extra: str = "") -> str:
-        return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" fill="{color}" '
-                f'font-size="{size}"{extra}>{escape(s)}</text>')
+    def text(
+        s: str,
+        x: float,
+        y: float,
+        anchor: str = "start",
+        color: str = "#222",
+        size: int = 12,
+        extra: str = "",
+    ) -> str:
+        return (
+            f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" fill="{color}" '
+            f'font-size="{size}"{extra}>{escape(s)}</text>'
+        )
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
-           f"<title>{escape(title(model))}</title>",
-           f'<rect width="{width}" height="{height}" fill="white"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
+        f"<title>{escape(title(model))}</title>",
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
     for t in decades(x0, x1):
-        out.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{top + ph}" '
-                   'stroke="#e0e0e0"/>')
+        out.append(
+            f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{top + ph}" stroke="#e0e0e0"/>'
+        )
         out.append(text(tick_label(t), px(t), top + ph + 18, "middle"))
     for t in decades(y0, y1):
-        out.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" '
-                   'stroke="#e0e0e0"/>')
+        out.append(
+            f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" '
+            'stroke="#e0e0e0"/>'
+        )
         out.append(text(tick_label(t), left - 8, py(t) + 4, "end"))
-    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" '
-               'stroke="#444"/>')
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
     out.append(text(title(model), width / 2, 28, "middle", size=15, extra=' font-weight="bold"'))
     out.append(text("arithmetic intensity (FLOP/byte)", left + pw / 2, height - 15, "middle"))
-    out.append(text("TFLOP/s", 18, top + ph / 2, "middle",
-                    extra=f' transform="rotate(-90 18 {top + ph / 2:.0f})"'))
+    out.append(
+        text(
+            "TFLOP/s",
+            18,
+            top + ph / 2,
+            "middle",
+            extra=f' transform="rotate(-90 18 {top + ph / 2:.0f})"',
+        )
+    )
     for xs, ys, label, color, dashed in _lines(model):
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
         dash = ' stroke-dasharray="6 4"' if dashed else ""
-        out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" '
-                   f'stroke-width="2"{dash}/>')
+        out.append(
+            f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"{dash}/>'
+        )
         out.append(text(label, px(xs[-1]) + 6, py(ys[-1]) + 4, color=color))
     if model.roof():
         rx, ry = px(model.ridge), py(model.roof().flops / 1e12)
@@ -199,16 +246,21 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
     labelled: set[str] = set()
     for p in model.points:
         cx, cy = px(p.intensity), py(p.flops_per_s / 1e12)
-        tip = (f"{p.exercise} {p.case} {p.dtype}: {p.intensity:.3g} FLOP/B, "
-               f"{p.flops_per_s / 1e12:.3g} TFLOP/s, {p.bound}")
-        out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{RED}">'
-                   f"<title>{escape(tip)}</title></circle>")
+        tip = (
+            f"{p.exercise} {p.case} {p.dtype}: {p.intensity:.3g} FLOP/B, "
+            f"{p.flops_per_s / 1e12:.3g} TFLOP/s, {p.bound}"
+        )
+        out.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{RED}">'
+            f"<title>{escape(tip)}</title></circle>"
+        )
         if p.exercise not in labelled:
             labelled.add(p.exercise)
             out.append(text(p.exercise, cx, cy - 9, "middle", RED))
     if model.measured_label:
-        out.append(text(f"measured: {model.measured_label}", left, height - 38, size=10,
-                        color=ORANGE))
+        out.append(
+            text(f"measured: {model.measured_label}", left, height - 38, size=10, color=ORANGE)
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -223,7 +275,8 @@ def save_png(model: Model, path: Path) -> None:
     except ImportError:
         raise PlotUnavailable(
             "PNG export needs matplotlib: pip install 'gpulab[plot]' "
-            "(or export to .svg, which needs nothing)") from None
+            "(or export to .svg, which needs nothing)"
+        ) from None
     x0, x1, y0, y1 = axes(model)
     fig, ax = mpl.subplots(figsize=(9, 5.6), dpi=120)
     ax.set_xscale("log")
@@ -234,15 +287,27 @@ def save_png(model: Model, path: Path) -> None:
         ax.plot(xs, ys, color=color, linestyle="--" if dashed else "-", label=label)
     if model.roof():
         ax.plot([model.ridge], [model.roof().flops / 1e12], "D", color=BLUE)
-        ax.annotate(f"ridge {model.ridge:.0f} FLOP/B", (model.ridge, model.roof().flops / 1e12),
-                    textcoords="offset points", xytext=(0, -16), ha="center", color=BLUE)
+        ax.annotate(
+            f"ridge {model.ridge:.0f} FLOP/B",
+            (model.ridge, model.roof().flops / 1e12),
+            textcoords="offset points",
+            xytext=(0, -16),
+            ha="center",
+            color=BLUE,
+        )
     labelled: set[str] = set()
     for p in model.points:
         ax.plot([p.intensity], [p.flops_per_s / 1e12], "o", color=RED)
         if p.exercise not in labelled:
             labelled.add(p.exercise)
-            ax.annotate(p.exercise, (p.intensity, p.flops_per_s / 1e12),
-                        textcoords="offset points", xytext=(0, 7), ha="center", color=RED)
+            ax.annotate(
+                p.exercise,
+                (p.intensity, p.flops_per_s / 1e12),
+                textcoords="offset points",
+                xytext=(0, 7),
+                ha="center",
+                color=RED,
+            )
     ax.set_title(title(model))
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("TFLOP/s")

@@ -84,44 +84,84 @@ def run_check(
     """
     started = time.monotonic()
     file = Path(file).resolve()
-    base = {"exercise": lesson.exercise, "lesson": lesson.id, "file": str(file),
-            "passed": False, "cases": [], "timing": None, "output": ""}
-    request = _request(lesson, file, timing=timing, device=device, timeout=timeout,
-                       extra=extra)
+    base = {
+        "exercise": lesson.exercise,
+        "lesson": lesson.id,
+        "file": str(file),
+        "passed": False,
+        "cases": [],
+        "timing": None,
+        "output": "",
+    }
+    request = _request(lesson, file, timing=timing, device=device, timeout=timeout, extra=extra)
     with tempfile.TemporaryDirectory(prefix="gpulab-judge-") as tmp:
         try:
             run = _judge(request, Path(tmp), started + timeout, on_event, cancel)
         except _NotStarted as failed:
             exc = failed.__cause__
-            return {**base, "status": ERROR, "summary": f"could not start the check: {exc}",
-                    "message": str(exc), "duration_s": 0.0}
+            return {
+                **base,
+                "status": ERROR,
+                "summary": f"could not start the check: {exc}",
+                "message": str(exc),
+                "duration_s": 0.0,
+            }
     duration = round(time.monotonic() - started, 2)
     if run.stopped == child.TIMEOUT:
-        return {**base, "status": TIMEOUT, "duration_s": duration,
-                "summary": f"timed out after {timeout:g} s (an infinite loop in Python or in a kernel?)",
-                "message": "The check was stopped and its processes were killed. "
-                           "Look for a loop whose bound never changes, or a kernel grid that "
-                           "never finishes. Raise the limit with --timeout if it is just slow."}
+        return {
+            **base,
+            "status": TIMEOUT,
+            "duration_s": duration,
+            "summary": f"timed out after {timeout:g} s (an infinite loop in Python or in a kernel?)",
+            "message": "The check was stopped and its processes were killed. "
+            "Look for a loop whose bound never changes, or a kernel grid that "
+            "never finishes. Raise the limit with --timeout if it is just slow.",
+        }
     if run.stopped == child.CANCELLED:
-        return {**base, "status": CANCELLED, "summary": "cancelled", "message": "",
-                "duration_s": duration}
+        return {
+            **base,
+            "status": CANCELLED,
+            "summary": "cancelled",
+            "message": "",
+            "duration_s": duration,
+        }
     if run.result is None:
-        return {**base, "status": ERROR, "duration_s": duration,
-                "summary": f"the grader stopped without a result (exit {run.returncode})",
-                "message": run.log}
+        return {
+            **base,
+            "status": ERROR,
+            "duration_s": duration,
+            "summary": f"the grader stopped without a result (exit {run.returncode})",
+            "message": run.log,
+        }
     merged = {**base, **run.result, "duration_s": duration}
     merged["passed"] = merged.get("status") == PASSED
     return merged
 
 
-def _request(lesson: Lesson, file: Path, *, timing: bool, device: str, timeout: float,
-             extra: dict[str, Any] | None) -> dict[str, Any]:
+def _request(
+    lesson: Lesson,
+    file: Path,
+    *,
+    timing: bool,
+    device: str,
+    timeout: float,
+    extra: dict[str, Any] | None,
+) -> dict[str, Any]:
     extra = dict(extra or {})
     request = CheckRequest(
-        exercise=lesson.exercise, function=lesson.function, file=str(file), timing=timing,
-        device=device, flops=lesson.flops, bytes=lesson.bytes, kind=lesson.kind,
-        content_root=str(lesson.root), workspace=extra.pop("workspace", None),
-        timeout=timeout, extra=extra).to_json()
+        exercise=lesson.exercise,
+        function=lesson.function,
+        file=str(file),
+        timing=timing,
+        device=device,
+        flops=lesson.flops,
+        bytes=lesson.bytes,
+        kind=lesson.kind,
+        content_root=str(lesson.root),
+        workspace=extra.pop("workspace", None),
+        timeout=timeout,
+        extra=extra,
+    ).to_json()
     request.update(request.pop("extra"))  # graders read extras at the top level
     return request
 
@@ -138,8 +178,13 @@ class _JudgeRun:
     log: str  # the tail of the judge's own stdout and stderr
 
 
-def _judge(request: dict[str, Any], tmp: Path, deadline: float,
-           on_event: EventCallback | None, cancel: threading.Event | None) -> _JudgeRun:
+def _judge(
+    request: dict[str, Any],
+    tmp: Path,
+    deadline: float,
+    on_event: EventCallback | None,
+    cancel: threading.Event | None,
+) -> _JudgeRun:
     """Start the judge in `tmp`, hand it `request`, relay its events until a
     result, its end, the deadline or `cancel`. Raises _NotStarted if it cannot start."""
     read_fd, write_fd = os.pipe()
@@ -147,9 +192,14 @@ def _judge(request: dict[str, Any], tmp: Path, deadline: float,
     with open(log_path, "wb") as log:
         try:
             proc = child.spawn(
-                child.python_module("gpulab.judge"), stdin=subprocess.PIPE, stdout=log,
-                stderr=subprocess.STDOUT, pass_fds=(write_fd,), cwd=tmp,
-                env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)))
+                child.python_module("gpulab.judge"),
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                cwd=tmp,
+                env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)),
+            )
         except OSError as exc:
             os.close(read_fd)
             os.close(write_fd)

@@ -84,16 +84,63 @@ class ModelConfig:
 PRESETS: dict[str, ModelConfig] = {
     m.name: m
     for m in [
-        ModelConfig("llama-3-8b", 32, 4096, 32, 8, 128256, 14336, max_context=8192,
-                    source="meta-llama/Meta-Llama-3-8B config.json"),
-        ModelConfig("llama-3-70b", 80, 8192, 64, 8, 128256, 28672, max_context=8192,
-                    source="meta-llama/Meta-Llama-3-70B config.json"),
-        ModelConfig("llama-3.1-405b", 126, 16384, 128, 8, 128256, 53248, max_context=131072,
-                    source="Llama 3 paper, Table 3"),
-        ModelConfig("llama-3.2-3b", 28, 3072, 24, 8, 128256, 8192, head_dim=128, tied=True,
-                    max_context=131072, source="meta-llama/Llama-3.2-3B config.json"),
-        ModelConfig("qwen2.5-7b", 28, 3584, 28, 4, 152064, 18944, max_context=131072,
-                    source="Qwen/Qwen2.5-7B config.json (QKV biases left out)"),
+        ModelConfig(
+            "llama-3-8b",
+            32,
+            4096,
+            32,
+            8,
+            128256,
+            14336,
+            max_context=8192,
+            source="meta-llama/Meta-Llama-3-8B config.json",
+        ),
+        ModelConfig(
+            "llama-3-70b",
+            80,
+            8192,
+            64,
+            8,
+            128256,
+            28672,
+            max_context=8192,
+            source="meta-llama/Meta-Llama-3-70B config.json",
+        ),
+        ModelConfig(
+            "llama-3.1-405b",
+            126,
+            16384,
+            128,
+            8,
+            128256,
+            53248,
+            max_context=131072,
+            source="Llama 3 paper, Table 3",
+        ),
+        ModelConfig(
+            "llama-3.2-3b",
+            28,
+            3072,
+            24,
+            8,
+            128256,
+            8192,
+            head_dim=128,
+            tied=True,
+            max_context=131072,
+            source="meta-llama/Llama-3.2-3B config.json",
+        ),
+        ModelConfig(
+            "qwen2.5-7b",
+            28,
+            3584,
+            28,
+            4,
+            152064,
+            18944,
+            max_context=131072,
+            source="Qwen/Qwen2.5-7B config.json (QKV biases left out)",
+        ),
     ]
 }
 DEFAULT_MODEL = "llama-3-8b"
@@ -135,8 +182,10 @@ def usable(gpu) -> bool:
 def roof_for(gpu, weights: str = "bf16") -> Roof:
     """A Roof from a gpulab.hardware.GPU for weights stored as `weights`."""
     if not usable(gpu):
-        raise ValueError(f"{gpu.name}: the hardware table lacks its bandwidth or its "
-                         "16-bit TFLOP/s, so it has no serving roofline")
+        raise ValueError(
+            f"{gpu.name}: the hardware table lacks its bandwidth or its "
+            "16-bit TFLOP/s, so it has no serving roofline"
+        )
     dt = compute_dtype(weights, gpu)
     return Roof(f"{gpu.name} ({dt})", float(gpu.bandwidth_tbs), float(gpu.tflops[dt]))
 
@@ -158,8 +207,10 @@ class Step:
 
 def weight_params(cfg) -> float:
     """Weights one forward step multiplies through (see the module docstring)."""
-    attn = cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim \
+    attn = (
+        cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim
         + cfg.heads * cfg.head_dim * cfg.hidden
+    )
     mlp = 3 * cfg.hidden * cfg.intermediate
     return float(cfg.layers * (attn + mlp) + cfg.hidden * cfg.vocab)
 
@@ -177,9 +228,14 @@ def _step(flops: float, nbytes: float, tokens: float, roof) -> Step:
     t_compute = flops / (roof.peak_tflops * 1e12)
     t_memory = nbytes / (roof.bandwidth_tbs * 1e12)
     seconds = max(t_compute, t_memory)
-    return Step(flops=flops, bytes=nbytes, intensity=flops / nbytes,
-                bound="memory" if t_memory > t_compute else "compute",
-                seconds=seconds, tokens_per_s=tokens / seconds)
+    return Step(
+        flops=flops,
+        bytes=nbytes,
+        intensity=flops / nbytes,
+        bound="memory" if t_memory > t_compute else "compute",
+        seconds=seconds,
+        tokens_per_s=tokens / seconds,
+    )
 
 
 def prefill_step(cfg, roof, batch: int, prompt_len: int) -> Step:
@@ -206,7 +262,8 @@ def decode_intensity_limit(cfg, context: int) -> float:
     every extra sequence adds its own KV bytes, so intensity levels off here.
     """
     return (2 * weight_params(cfg) + attention_flops(cfg, context)) / (
-        context * kv_bytes_per_token(cfg))
+        context * kv_bytes_per_token(cfg)
+    )
 
 
 def decode_batch_to_ridge(cfg, roof, context: int) -> float | None:
@@ -237,30 +294,50 @@ class InputError(ValueError):
         self.field = field
 
 
-def check_inputs(model: ModelConfig, *, batch: int, prompt: int, context: int,
-                 weights: str = "bf16", kv: str = "bf16") -> None:
+def check_inputs(
+    model: ModelConfig,
+    *,
+    batch: int,
+    prompt: int,
+    context: int,
+    weights: str = "bf16",
+    kv: str = "bf16",
+) -> None:
     """Raise InputError for the first input that is unusable or contradicts another."""
     if weights not in WEIGHT_DTYPES:
-        raise InputError("weights", f"weights: {weights!r} is not one of "
-                         f"{', '.join(WEIGHT_DTYPES)}")
+        raise InputError(
+            "weights", f"weights: {weights!r} is not one of {', '.join(WEIGHT_DTYPES)}"
+        )
     if kv not in KV_DTYPES:
         raise InputError("kv", f"kv: {kv!r} is not one of {', '.join(KV_DTYPES)}")
     for name, value in (("batch", batch), ("prompt", prompt), ("context", context)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(name, f"{name} must be a whole number of at least 1, "
-                             f"got {value!r}")
+            raise InputError(name, f"{name} must be a whole number of at least 1, got {value!r}")
     if model.max_context and context > model.max_context:
-        raise InputError("context", f"context: {context:,} tokens is beyond {model.name}'s "
-                         f"{model.max_context:,}-token context window")
+        raise InputError(
+            "context",
+            f"context: {context:,} tokens is beyond {model.name}'s "
+            f"{model.max_context:,}-token context window",
+        )
     if prompt > context:
         # Decode at context C reads the KV cache of every token so far,
         # prompt included: a context shorter than the prompt never happens.
-        raise InputError("prompt", f"prompt: {prompt:,} tokens is longer than the context "
-                         f"({context:,}) that holds it; make the context at least the prompt")
+        raise InputError(
+            "prompt",
+            f"prompt: {prompt:,} tokens is longer than the context "
+            f"({context:,}) that holds it; make the context at least the prompt",
+        )
 
 
-def calculate(model: ModelConfig, gpu, batch: int = 1, prompt: int = 2048,
-              context: int = 4096, weights: str = "bf16", kv: str = "bf16") -> dict:
+def calculate(
+    model: ModelConfig,
+    gpu,
+    batch: int = 1,
+    prompt: int = 2048,
+    context: int = 4096,
+    weights: str = "bf16",
+    kv: str = "bf16",
+) -> dict:
     """Everything the serving calculator shows, as plain data (CLI, --json, TUI).
 
     `gpu` is a gpulab.hardware.GPU. Raises InputError (a ValueError naming the
@@ -272,19 +349,36 @@ def calculate(model: ModelConfig, gpu, batch: int = 1, prompt: int = 2048,
     pre = prefill_step(cfg, roof, batch, prompt)
     dec = decode_step(cfg, roof, batch, context)
     capacity = (gpu.memory_gb or 0) * 1e9
-    sweep = [{"batch": b, **decode_step(cfg, roof, b, context).as_dict(),
-              "fits": memory_needed(cfg, b, context) <= capacity} for b in SWEEP]
+    sweep = [
+        {
+            "batch": b,
+            **decode_step(cfg, roof, b, context).as_dict(),
+            "fits": memory_needed(cfg, b, context) <= capacity,
+        }
+        for b in SWEEP
+    ]
     return {
-        "model": cfg.name, "source": cfg.source, "weights": weights, "kv": kv,
+        "model": cfg.name,
+        "source": cfg.source,
+        "weights": weights,
+        "kv": kv,
         "max_context": cfg.max_context or None,
-        "total_params": cfg.total_params(), "weight_params": weight_params(cfg),
+        "total_params": cfg.total_params(),
+        "weight_params": weight_params(cfg),
         "kv_bytes_per_token": kv_bytes_per_token(cfg),
-        "gpu": gpu.name, "bandwidth_tbs": roof.bandwidth_tbs, "peak_tflops": roof.peak_tflops,
-        "compute_dtype": compute_dtype(weights, gpu), "ridge": roof.ridge,
-        "batch": batch, "prompt": prompt, "context": context,
-        "prefill": pre.as_dict(), "decode": dec.as_dict(),
+        "gpu": gpu.name,
+        "bandwidth_tbs": roof.bandwidth_tbs,
+        "peak_tflops": roof.peak_tflops,
+        "compute_dtype": compute_dtype(weights, gpu),
+        "ridge": roof.ridge,
+        "batch": batch,
+        "prompt": prompt,
+        "context": context,
+        "prefill": pre.as_dict(),
+        "decode": dec.as_dict(),
         "memory_needed_gb": memory_needed(cfg, batch, context) / 1e9,
-        "memory_gb": gpu.memory_gb, "decode_sweep": sweep,
+        "memory_gb": gpu.memory_gb,
+        "decode_sweep": sweep,
         "decode_intensity_limit": decode_intensity_limit(cfg, context),
         "decode_batch_to_ridge": decode_batch_to_ridge(cfg, roof, context),
     }
@@ -327,18 +421,26 @@ def load_hf_config(path: str | Path) -> ModelConfig:
     kw = {name: field(key) for name, key in _HF_FIELDS.items()}
     kw["kv_heads"] = field("num_key_value_heads", kw["heads"])
     if kw["heads"] % kw["kv_heads"]:
-        raise ValueError(f"{path}: field 'num_key_value_heads' ({kw['kv_heads']}) must divide "
-                         f"num_attention_heads ({kw['heads']})")
+        raise ValueError(
+            f"{path}: field 'num_key_value_heads' ({kw['kv_heads']}) must divide "
+            f"num_attention_heads ({kw['heads']})"
+        )
     head_dim = data.get("head_dim")
     if head_dim is None and kw["hidden"] % kw["heads"]:
-        raise ValueError(f"{path}: field 'head_dim' is missing and hidden_size "
-                         f"({kw['hidden']}) is not a multiple of num_attention_heads "
-                         f"({kw['heads']})")
+        raise ValueError(
+            f"{path}: field 'head_dim' is missing and hidden_size "
+            f"({kw['hidden']}) is not a multiple of num_attention_heads "
+            f"({kw['heads']})"
+        )
     kw["head_dim"] = field("head_dim") if head_dim is not None else kw["hidden"] // kw["heads"]
     if data.get("max_position_embeddings") is not None:
         kw["max_context"] = field("max_position_embeddings")
-    return ModelConfig(name=path.parent.name or path.stem, tied=bool(
-        data.get("tie_word_embeddings", False)), source=str(path), **kw)
+    return ModelConfig(
+        name=path.parent.name or path.stem,
+        tied=bool(data.get("tie_word_embeddings", False)),
+        source=str(path),
+        **kw,
+    )
 
 
 def _model_key(name: str) -> str:
@@ -368,7 +470,15 @@ def find_model(key: str) -> ModelConfig:
     if len(same) == 1 and _model_key(key):
         return PRESETS[same[0]]
     close = model_suggestions(key)
-    hint = (f"did you mean {', '.join(close[:-1])} or {close[-1]}? " if len(close) > 1 else
-            f"did you mean {close[0]}? " if close else "")
-    raise InputError("model", f"unknown model '{key}'; {hint}Presets: {', '.join(PRESETS)}; "
-                     "or give the path of a Hugging Face config.json")
+    hint = (
+        f"did you mean {', '.join(close[:-1])} or {close[-1]}? "
+        if len(close) > 1
+        else f"did you mean {close[0]}? "
+        if close
+        else ""
+    )
+    raise InputError(
+        "model",
+        f"unknown model '{key}'; {hint}Presets: {', '.join(PRESETS)}; "
+        "or give the path of a Hugging Face config.json",
+    )

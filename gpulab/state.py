@@ -46,17 +46,26 @@ def _is_number(v: Any) -> bool:
 TEXT = Kind(lambda v: isinstance(v, str), "a string")
 FLAG = Kind(lambda v: isinstance(v, bool), "true or false")
 NUMBER = Kind(_is_number, "a finite number")
-COUNT = Kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-             "a whole number, 0 or more")
-VERSION = Kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-               "a whole number, 1 or more")
+COUNT = Kind(
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number, 0 or more"
+)
+VERSION = Kind(
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number, 1 or more"
+)
 LESSON_ID = Kind(lambda v: v is None or isinstance(v, str), "a lesson id or null")
 STATUS = Kind(lambda v: v in STATUSES, " or ".join(repr(s) for s in STATUSES))
 
 # One line per check, as Workspace.record_result writes it.
 ATTEMPT: dict[str, Kind] = {
-    "time": TEXT, "passed": FLAG, "summary": TEXT, "device": TEXT, "ms": NUMBER,
-    "throughput": NUMBER, "unit": TEXT, "roofline_fraction": NUMBER, "speedup": NUMBER,
+    "time": TEXT,
+    "passed": FLAG,
+    "summary": TEXT,
+    "device": TEXT,
+    "ms": NUMBER,
+    "throughput": NUMBER,
+    "unit": TEXT,
+    "roofline_fraction": NUMBER,
+    "speedup": NUMBER,
     "grade": TEXT,
 }
 # An exercise's entry; "attempts" (a list of ATTEMPT objects) is checked apart.
@@ -82,8 +91,15 @@ class Checked:
 
 def what(value: Any) -> str:
     """A JSON value described for a warning: its type, and the value when short."""
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-             type(None): "null", int: "a number", float: "a number"}
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }
     kind = names.get(type(value), type(value).__name__)
     if isinstance(value, (dict, list)) or value is None:
         return kind
@@ -95,8 +111,9 @@ def _name(key: str) -> str:
     return visible(key if len(key) <= 60 else key[:59] + "…")
 
 
-def _fields(obj: dict[str, Any], schema: dict[str, Kind], where: str,
-            problems: list[str]) -> dict[str, Any]:
+def _fields(
+    obj: dict[str, Any], schema: dict[str, Kind], where: str, problems: list[str]
+) -> dict[str, Any]:
     """`obj` without the fields of `schema` that have the wrong type."""
     out = {}
     for key, value in obj.items():
@@ -120,8 +137,12 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
         problems.append(f"{where} is {what(entry)}, expected an object; set aside")
         return None
     status = entry.get("status")
-    out = _fields({k: v for k, v in entry.items() if k not in ("status", "attempts")},
-                  EXERCISE, where, problems)
+    out = _fields(
+        {k: v for k, v in entry.items() if k not in ("status", "attempts")},
+        EXERCISE,
+        where,
+        problems,
+    )
     if "attempts" in entry:
         attempts = entry["attempts"]
         if isinstance(attempts, list):
@@ -130,8 +151,9 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
                 if isinstance(a, dict):
                     kept.append(_fields(a, ATTEMPT, f"{where}.attempts[{i}]", problems))
                 else:
-                    problems.append(f"{where}.attempts[{i}] is {what(a)}, expected an object; "
-                                    "set aside")
+                    problems.append(
+                        f"{where}.attempts[{i}] is {what(a)}, expected an object; set aside"
+                    )
             out["attempts"] = kept
         else:
             problems.append(f"{where}.attempts is {what(attempts)}, expected a list; set aside")
@@ -141,11 +163,17 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
         else:
             # What record_result would have written: passing once is progress.
             tried = out.get("attempts", [])
-            redone = (PASSED if any(a.get("passed") is True for a in tried)
-                      else FAILED if tried else None)
-            problems.append(f"{where}.status is {what(status)}, expected {STATUS.words}; "
-                            + (f"recomputed from its attempts as {redone!r}" if redone
-                               else "dropped (no attempts to recompute it from)"))
+            redone = (
+                PASSED if any(a.get("passed") is True for a in tried) else FAILED if tried else None
+            )
+            problems.append(
+                f"{where}.status is {what(status)}, expected {STATUS.words}; "
+                + (
+                    f"recomputed from its attempts as {redone!r}"
+                    if redone
+                    else "dropped (no attempts to recompute it from)"
+                )
+            )
             if redone:
                 out["status"] = redone
     # Keep the order of the keys as they came, for a diff-friendly file.
@@ -155,8 +183,9 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
 def validate_state(raw: Any) -> Checked:
     """Check a parsed state.json against the schema; never raises."""
     if not isinstance(raw, dict):
-        return Checked(empty_state(), [f"the file holds {what(raw)}, expected an object"],
-                       unusable=True)
+        return Checked(
+            empty_state(), [f"the file holds {what(raw)}, expected an object"], unusable=True
+        )
     problems: list[str] = []
     state = _fields(raw, TOP, "", problems)
     for key, value in empty_state().items():

@@ -24,8 +24,20 @@ _TABLE[0x7F] = "\u2421"  # ␡
 # C1 controls have no pictures; 0x9B alone is a CSI on many terminals.
 _TABLE.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})
 # Bidirectional controls (Trojan Source) and the Unicode line separators.
-_TABLE.update({c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
-                                          *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+_TABLE.update(
+    {
+        c: f"\\u{c:04x}"
+        for c in (
+            0x061C,
+            0x200E,
+            0x200F,
+            0x2028,
+            0x2029,
+            *range(0x202A, 0x202F),
+            *range(0x2066, 0x206A),
+        )
+    }
+)
 
 
 def visible(text: Any) -> str:

@@ -44,18 +44,37 @@ def nsys_command(exercise: str, file: Path | str, out: Path | str, *, steps: int
     The target brackets the steps with cudaProfilerStart/Stop, so only they
     are captured; `out` gets a .nsys-rep suffix from nsys.
     """
-    return ["nsys", "profile", "--trace=cuda,nvtx,osrt", "--capture-range=cudaProfilerApi",
-            "--capture-range-end=stop", "--force-overwrite=true", "-o", str(out),
-            *target_argv(exercise, file, steps=steps)]
+    return [
+        "nsys",
+        "profile",
+        "--trace=cuda,nvtx,osrt",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "--force-overwrite=true",
+        "-o",
+        str(out),
+        *target_argv(exercise, file, steps=steps),
+    ]
 
 
-def ncu_command(exercise: str, file: Path | str, out: Path | str, *, steps: int = 1,
-                kernels: int = 20) -> list[str]:
+def ncu_command(
+    exercise: str, file: Path | str, out: Path | str, *, steps: int = 1, kernels: int = 20
+) -> list[str]:
     """Nsight Compute: per-kernel counters for the first `kernels` kernels of
     the profiled steps (ncu replays each kernel many times, so keep it small).
     For nvtx_profile only kernels inside the NVTX range train_step are taken."""
-    cmd = ["ncu", "--profile-from-start", "off", "--set", "full", "--launch-count", str(kernels),
-           "--force-overwrite", "-o", str(out)]
+    cmd = [
+        "ncu",
+        "--profile-from-start",
+        "off",
+        "--set",
+        "full",
+        "--launch-count",
+        str(kernels),
+        "--force-overwrite",
+        "-o",
+        str(out),
+    ]
     if exercise == "nvtx_profile":
         cmd[1:1] = ["--nvtx", "--nvtx-include", "train_step/"]
     return cmd + target_argv(exercise, file, steps=steps)
@@ -69,13 +88,17 @@ def shell_line(argv: list[str]) -> str:
 
 # --- reading a trace ------------------------------------------------------------
 
+
 def read_trace(path: Path | str) -> dict[str, Any]:
     """Summarise a torch.profiler Chrome trace: top CPU ops by self time, top
     GPU kernels by total time, and the user ranges (record_function)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
-                and isinstance(e.get("dur"), (int, float))]
+    complete = [
+        e
+        for e in events
+        if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
+    ]
     ops: dict[str, dict[str, float]] = {}
     kernels: dict[str, dict[str, float]] = {}
     ranges: dict[str, dict[str, float]] = {}
@@ -108,8 +131,9 @@ def _self_times(events: list[dict], ops: dict[str, dict[str, float]]) -> None:
     for e in events + [None]:
         while stack and (e is None or e["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]):
             done, child = stack.pop()
-            row = ops.setdefault(done["name"], {"calls": 0, "self_cpu_ms": 0.0,
-                                                "cpu_total_ms": 0.0})
+            row = ops.setdefault(
+                done["name"], {"calls": 0, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0}
+            )
             row["calls"] += 1
             row["cpu_total_ms"] += done["dur"] / 1e3
             row["self_cpu_ms"] += max(0.0, done["dur"] - child[0]) / 1e3

@@ -8,8 +8,16 @@ CLI printed an hour-long prefill as "5.2e+03 s").
 
 from __future__ import annotations
 
-_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),
-             (1e6, "M"), (1e3, "k"))
+_PREFIXES = (
+    (1e24, "Y"),
+    (1e21, "Z"),
+    (1e18, "E"),
+    (1e15, "P"),
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e3, "k"),
+)
 _DURATIONS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms"))
 
 

@@ -34,10 +34,14 @@ def stamp(path: Path) -> Stamp | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-async def file_changes(path: Path, stop: asyncio.Event, *, poll: bool = False,
-                       interval: float = 0.5,
-                       on_fallback: Callable[[str], None] | None = None,
-                       ) -> AsyncIterator[str]:
+async def file_changes(
+    path: Path,
+    stop: asyncio.Event,
+    *,
+    poll: bool = False,
+    interval: float = 0.5,
+    on_fallback: Callable[[str], None] | None = None,
+) -> AsyncIterator[str]:
     """Yield "events" or "poll" each time `path` may have changed, until `stop` is set.
 
     The caller decides whether a change is real (compares stamps): editors
@@ -59,8 +63,11 @@ async def file_changes(path: Path, stop: asyncio.Event, *, poll: bool = False,
             async for _changes in awatch(
                 path.parent,
                 watch_filter=lambda _c, p: Path(p) == path,
-                debounce=200, step=50, rust_timeout=1000,
-                stop_event=stop, recursive=False,
+                debounce=200,
+                step=50,
+                rust_timeout=1000,
+                stop_event=stop,
+                recursive=False,
             ):
                 yield "events"
             return

@@ -123,17 +123,27 @@ def bind_unix_socket(path: Path) -> socket.socket:
 class LabServer(Server):
     """textual-serve's Server with a token, a session cookie and origin checks."""
 
-    def __init__(self, command: str, *, host: str = "127.0.0.1", port: int = 8000,
-                 unix_path: Path | None = None, token: str | None = None,
-                 title: str = "gpulab") -> None:
+    def __init__(
+        self,
+        command: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        unix_path: Path | None = None,
+        token: str | None = None,
+        title: str = "gpulab",
+    ) -> None:
         super().__init__(command, host=host, port=port, title=title)
         self.token = token or secrets.token_urlsafe(TOKEN_BYTES)
         # The cookie carries a session secret of its own, never the token.
         self.session = secrets.token_urlsafe(TOKEN_BYTES)
         self.unix_path = unix_path
         # Cookies ignore ports: two labs on one host need two names.
-        where = (f"unix-{hashlib.sha256(str(unix_path).encode()).hexdigest()[:8]}"
-                 if unix_path else str(port))
+        where = (
+            f"unix-{hashlib.sha256(str(unix_path).encode()).hexdigest()[:8]}"
+            if unix_path
+            else str(port)
+        )
         self.cookie = f"gpulab-session-{where}"
         self.loopback_only = unix_path is None and is_loopback_host(host)
 
@@ -158,8 +168,9 @@ class LabServer(Server):
         if self.loopback_only:
             authority = _authority("http", request.host)
             if authority is None or not is_loopback_host(authority[0]):
-                return web.Response(status=403, text="gpulab: this lab answers to "
-                                    "localhost / 127.0.0.1 only.\n")
+                return web.Response(
+                    status=403, text="gpulab: this lab answers to localhost / 127.0.0.1 only.\n"
+                )
         if request.path == "/ws":
             # Browsers always send Origin on a websocket; tools without one
             # (curl, scripts) are no cross-site risk and still need the token.
@@ -171,10 +182,12 @@ class LabServer(Server):
         if "token" in request.query and request.path == "/":
             # Trade the token for the cookie, and take it out of the address bar.
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
-            response = web.Response(status=302, headers={
-                "Location": str(request.rel_url.with_query(rest))})
-            response.set_cookie(self.cookie, self.session, httponly=True, samesite="Strict",
-                                path="/")
+            response = web.Response(
+                status=302, headers={"Location": str(request.rel_url.with_query(rest))}
+            )
+            response.set_cookie(
+                self.cookie, self.session, httponly=True, samesite="Strict", path="/"
+            )
             return response
         return await handler(request)
 
@@ -198,9 +211,15 @@ class LabServer(Server):
         """textual-serve's logging, without the locals in tracebacks (secrets)."""
         from rich.logging import RichHandler
 
-        logging.basicConfig(level="DEBUG" if self.debug else "INFO", format="%(message)s",
-                            handlers=[RichHandler(show_path=False, show_time=False,
-                                                  rich_tracebacks=True, console=self.console)])
+        logging.basicConfig(
+            level="DEBUG" if self.debug else "INFO",
+            format="%(message)s",
+            handlers=[
+                RichHandler(
+                    show_path=False, show_time=False, rich_tracebacks=True, console=self.console
+                )
+            ],
+        )
 
     async def on_startup(self, app: web.Application) -> None:
         """Quiet: `gpulab serve` prints the address (with its token) itself."""
@@ -233,8 +252,14 @@ class LabServer(Server):
         where: dict[str, Any] = {"sock": sock} if sock else {"host": self.host, "port": self.port}
         try:
             # access_log=None: request lines would print URLs that hold the token.
-            web.run_app(self._make_app(), handle_signals=False, loop=loop, access_log=None,
-                        print=lambda *args: None, **where)
+            web.run_app(
+                self._make_app(),
+                handle_signals=False,
+                loop=loop,
+                access_log=None,
+                print=lambda *args: None,
+                **where,
+            )
         finally:
             if sock is not None and self.unix_path is not None:
                 self.unix_path.unlink(missing_ok=True)

@@ -39,8 +39,15 @@ from gpulab.state import (
 )
 from gpulab.textsafe import visible
 
-__all__ = ["FAILED", "NOT_STARTED", "PASSED", "STATE_VERSION", "Workspace", "WorkspaceError",
-           "default_root"]
+__all__ = [
+    "FAILED",
+    "NOT_STARTED",
+    "PASSED",
+    "STATE_VERSION",
+    "Workspace",
+    "WorkspaceError",
+    "default_root",
+]
 
 MAX_ATTEMPTS_KEPT = 100
 # Warnings listed one by one for a repaired state; the rest are counted.
@@ -94,7 +101,8 @@ class Workspace:
         if not is_within(path, self.root):
             raise WorkspaceError(
                 f"{path} leads outside the workspace {self.root} (a symbolic link?); "
-                "gpulab only reads and writes exercise files inside the workspace")
+                "gpulab only reads and writes exercise files inside the workspace"
+            )
         return path
 
     def ensure_exercise(self, lesson: Lesson) -> Path:
@@ -132,8 +140,9 @@ class Workspace:
                 return self._load(locked=True)
         return self._repair(data, checked.state, checked.problems if not why else [], why)
 
-    def _repair(self, data: bytes, state: dict[str, Any], problems: list[str],
-                why: str) -> dict[str, Any]:
+    def _repair(
+        self, data: bytes, state: dict[str, Any], problems: list[str], why: str
+    ) -> dict[str, Any]:
         """Keep `data` (the file as read) aside, write `state` in its place, say so.
 
         `why` set: nothing could be kept; otherwise `problems` lists what changed."""
@@ -148,14 +157,16 @@ class Workspace:
             self.warnings.append(
                 f"{self.state_path} was unreadable ({visible(why)}); {kept} and started a fresh "
                 "progress file, rebuilt from your last results. Your exercise files are "
-                "untouched.")
+                "untouched."
+            )
             return state
         listed = "; ".join(problems[:MAX_PROBLEMS_SHOWN])
         more = len(problems) - MAX_PROBLEMS_SHOWN
         self.warnings.append(
             f"{self.state_path} had {len(problems)} field(s) of the wrong shape, repaired: "
             f"{listed}" + (f"; and {more} more" if more > 0 else "") + f". The rest is "
-            f"unchanged; {kept}.")
+            f"unchanged; {kept}."
+        )
         return state
 
     def _set_aside(self, data: bytes, label: str) -> Path:
@@ -188,8 +199,9 @@ class Workspace:
             except (ValueError, OSError, RecursionError):
                 continue
             if isinstance(r, dict):
-                state["exercises"][f.stem] = {"status": PASSED if r.get("passed") is True
-                                              else FAILED}
+                state["exercises"][f.stem] = {
+                    "status": PASSED if r.get("passed") is True else FAILED
+                }
 
     def update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Read, change and write the state under the workspace lock."""

@@ -47,9 +47,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         marker = item.get_closest_marker("triton_version")
         if marker and here not in marker.args:
-            item.add_marker(pytest.mark.skip(
-                reason=f"checks the output of Triton {'/'.join(marker.args)}; "
-                       f"this is Triton {here or '(not installed)'}"))
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"checks the output of Triton {'/'.join(marker.args)}; "
+                    f"this is Triton {here or '(not installed)'}"
+                )
+            )
 
 
 @pytest.fixture
@@ -82,12 +85,21 @@ def gpulab_env(home: Path, **extra: str) -> dict[str, str]:
 def run_gpulab(tmp_path):
     """Run the real CLI in a subprocess: run_gpulab("check", "softmax", input=...)."""
 
-    def run(*args: str, timeout: float = 300, input: str | None = None, env: dict | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess:
+    def run(
+        *args: str,
+        timeout: float = 300,
+        input: str | None = None,
+        env: dict | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "gpulab", *args],
-            capture_output=True, text=True, timeout=timeout, input=input,
-            env=env or gpulab_env(tmp_path / "workspace"), cwd=cwd or tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            env=env or gpulab_env(tmp_path / "workspace"),
+            cwd=cwd or tmp_path,
         )
 
     return run
@@ -101,8 +113,15 @@ def grade(tmp_path, course):
     """
     from gpulab.runner import run_check
 
-    def _grade(exercise: str, source: str | Path, *, device: str = "cpu",
-               timeout: float = 120, timing: bool = True, name: str | None = None):
+    def _grade(
+        exercise: str,
+        source: str | Path,
+        *,
+        device: str = "cpu",
+        timeout: float = 120,
+        timing: bool = True,
+        name: str | None = None,
+    ):
         lesson = course.find(exercise)
         assert lesson is not None, exercise
         if isinstance(source, Path):
@@ -110,8 +129,14 @@ def grade(tmp_path, course):
         else:
             path = tmp_path / (name or f"{exercise}_attempt.py")
             path.write_text(source)
-        return run_check(lesson, path, device=device, timeout=timeout, timing=timing,
-                         extra={"workspace": str(tmp_path / "workspace")})
+        return run_check(
+            lesson,
+            path,
+            device=device,
+            timeout=timeout,
+            timing=timing,
+            extra={"workspace": str(tmp_path / "workspace")},
+        )
 
     return _grade
 

@@ -106,13 +106,11 @@ DEVICE = ["gpulab.device.*"]
 
 # Edges a contract allows, each with why.
 CORE_EXCEPTIONS = {
-    "gpulab.cli -> gpulab.tui.app":
-        "`gpulab` with no arguments starts the TUI through a lazy import",
+    "gpulab.cli -> gpulab.tui.app": "`gpulab` with no arguments starts the TUI through a lazy import",
 }
 LAB_EXCEPTIONS = {
-    "gpulab.commands.dev_compile -> gpulab.compile_info":
-        "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
-        "process (no GPU, no learner code)",
+    "gpulab.commands.dev_compile -> gpulab.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
+    "process (no GPU, no learner code)",
     "gpulab.commands.dev_compile -> gpulab.compile_specs": "the same tool's kernel list",
 }
 
@@ -135,8 +133,9 @@ def covers(entry: str, module: str) -> bool:
 
 
 def _packages() -> set[str]:
-    return {".".join(p.relative_to(ROOT).parent.parts)
-            for p in (ROOT / "gpulab").rglob("__init__.py")}
+    return {
+        ".".join(p.relative_to(ROOT).parent.parts) for p in (ROOT / "gpulab").rglob("__init__.py")
+    }
 
 
 def contract_names(entries: list[str]) -> list[str]:
@@ -144,8 +143,9 @@ def contract_names(entries: list[str]) -> list[str]:
     counts its descendants in); a package named alone (its __init__) is left
     out, since import-linter would count its descendants in too."""
     packages = _packages()
-    return sorted(e[:-2] if e.endswith(".*") else e for e in entries
-                  if e.endswith(".*") or e not in packages)
+    return sorted(
+        e[:-2] if e.endswith(".*") else e for e in entries if e.endswith(".*") or e not in packages
+    )
 
 
 def expand(entries: list[str]) -> list[str]:
@@ -154,8 +154,11 @@ def expand(entries: list[str]) -> list[str]:
 
 def light() -> list[str]:
     """Modules whose import must load nothing heavy (`__main__` runs the app)."""
-    return [m for m in expand(LAB + CHILD) if not any(covers(h, m) for h in HEAVY)
-            and not m.endswith("__main__")]
+    return [
+        m
+        for m in expand(LAB + CHILD)
+        if not any(covers(h, m) for h in HEAVY) and not m.endswith("__main__")
+    ]
 
 
 def _toml_list(items: list[str], indent: str = "    ") -> str:
@@ -166,10 +169,11 @@ def contracts() -> str:
     """pyproject.toml's import-linter section, made from the lists above."""
 
     def ignored(exceptions: dict[str, str]) -> str:
-        return "[\n" + "".join(f'    "{edge}",  # {why}\n'
-                               for edge, why in exceptions.items()) + "]"
+        return (
+            "[\n" + "".join(f'    "{edge}",  # {why}\n' for edge, why in exceptions.items()) + "]"
+        )
 
-    return f'''{BEGIN}
+    return f"""{BEGIN}
 [tool.importlinter]
 root_package = "gpulab"
 include_external_packages = true
@@ -193,7 +197,7 @@ name = "The device wing never imports the grader"
 type = "forbidden"
 source_modules = {_toml_list(contract_names(DEVICE))}
 forbidden_modules = ["gpulab.grading", "gpulab.sandbox", "gpulab.judge"]
-{END}'''
+{END}"""
 
 
 BEGIN = "# --- import-linter contracts: made by `python -m tests.layers` from tests/layers.py"

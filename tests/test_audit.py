@@ -17,8 +17,9 @@ def kernel(name):
 
 
 def op(name, shapes=(), parent=None):
-    return SimpleNamespace(name=name, device_type=CPU, cpu_parent=parent,
-                           input_shapes=[list(s) for s in shapes])
+    return SimpleNamespace(
+        name=name, device_type=CPU, cpu_parent=parent, input_shapes=[list(s) for s in shapes]
+    )
 
 
 def findings(device, events, launched=(), sum_width=0):
@@ -28,14 +29,20 @@ def findings(device, events, launched=(), sum_width=0):
 
 
 def test_gpu_torch_maths_and_copies_to_the_host_are_named():
-    got = findings("cuda", [
-        kernel("softmax_kernel"),
-        kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"),
-        kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>"),
-        kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"),
-        kernel("Memcpy DtoH (Device -> Pageable)"),
-        kernel("Memcpy HtoD (Pageable -> Device)"),
-    ], launched={"softmax_kernel"})
+    got = findings(
+        "cuda",
+        [
+            kernel("softmax_kernel"),
+            kernel(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+            ),
+            kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>"),
+            kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"),
+            kernel("Memcpy DtoH (Device -> Pageable)"),
+            kernel("Memcpy HtoD (Pageable -> Device)"),
+        ],
+        launched={"softmax_kernel"},
+    )
     assert len(got) == 3, got
     assert any("cunn_SoftMaxForward" in g for g in got)
     assert any("xmma_gemm" in g for g in got)
@@ -45,8 +52,10 @@ def test_gpu_torch_maths_and_copies_to_the_host_are_named():
 def test_gpu_unknown_kernel_names_pass():
     # A Triton kernel's CUDA name may carry a suffix: never refuse a name
     # that is not torch's.
-    assert findings("cuda", [kernel("my_kernel_0d1d2"), kernel("helper")],
-                    launched={"my_kernel"}) == []
+    assert (
+        findings("cuda", [kernel("my_kernel_0d1d2"), kernel("helper")], launched={"my_kernel"})
+        == []
+    )
 
 
 def test_cpu_ops_outside_the_wrapper_set_are_named_even_when_nested():

@@ -18,8 +18,7 @@ def variant(old: str, new: str, src: str = REF) -> str:
 
 
 def _why(r: dict) -> str:
-    return r["summary"] + " " + " ".join(c.get("detail", "") for c in r["cases"]
-                                         if not c["passed"])
+    return r["summary"] + " " + " ".join(c.get("detail", "") for c in r["cases"] if not c["passed"])
 
 
 def test_reference_passes(grade):
@@ -41,28 +40,38 @@ def test_starter_fails(grade):
 
 WRONG = {
     # Masks off the second half: those elements stay poisoned (NaN).
-    "writes only part": (variant("    mask = offs < n\n", "    mask = offs < n // 2 + 1\n"),
-                         "NaN"),
+    "writes only part": (variant("    mask = offs < n\n", "    mask = offs < n // 2 + 1\n"), "NaN"),
     # Arithmetic in fp16/bf16: alpha*x is rounded before y is added.
     "low-precision math": (
-        variant("    out = alpha * x + y",
-                "    lo = x_ptr.dtype.element_ty\n"
-                "    out = tl.full([BLOCK], alpha, lo) * x.to(lo) + y.to(lo)"), "wrong"),
+        variant(
+            "    out = alpha * x + y",
+            "    lo = x_ptr.dtype.element_ty\n"
+            "    out = tl.full([BLOCK], alpha, lo) * x.to(lo) + y.to(lo)",
+        ),
+        "wrong",
+    ),
 }
 
 CHEATS = {
     # The arithmetic done by torch after a (correct) launch.
     "calls torch": (variant("    return out", "    return y + alpha * x"), "cheat"),
-    "torch.add": (variant("    return out", "    return torch.add(y, x, alpha=alpha)"),
-                  "cheat"),
+    "torch.add": (variant("    return out", "    return torch.add(y, x, alpha=alpha)"), "cheat"),
     # Stores the result into y and returns it.
-    "writes into inputs": (variant("triad_kernel[grid](out, x, y,", "triad_kernel[grid](y, x, y,")
-                           .replace("    return out", "    return y"), "wrote into its inputs"),
+    "writes into inputs": (
+        variant("triad_kernel[grid](out, x, y,", "triad_kernel[grid](y, x, y,").replace(
+            "    return out", "    return y"
+        ),
+        "wrote into its inputs",
+    ),
     # No kernel at all: numpy does the work.
-    "no Triton launch": (variant(
-        "    triad_kernel[grid](out, x, y, alpha, n, BLOCK=BLOCK, num_warps=4)\n",
-        "    out = torch.from_numpy(alpha * x.numpy().astype('float32')"
-        " + y.numpy().astype('float32')).to(x.dtype)\n"), "no Triton kernel"),
+    "no Triton launch": (
+        variant(
+            "    triad_kernel[grid](out, x, y, alpha, n, BLOCK=BLOCK, num_warps=4)\n",
+            "    out = torch.from_numpy(alpha * x.numpy().astype('float32')"
+            " + y.numpy().astype('float32')).to(x.dtype)\n",
+        ),
+        "no Triton kernel",
+    ),
 }
 
 
@@ -97,18 +106,21 @@ def test_reference_passes_and_is_timed_on_gpu(grade):
     assert 0.5 < t["roofline_fraction"] <= 1.1, t
     assert 0.7 < t["speedup"] < 1.5, t
     for row in t["cases"]:
-        assert row["bytes"] == 3 * row["flops"] / 2 * {"fp32": 4, "fp16": 2, "bf16": 2}[
-            row["dtype"]]
+        assert (
+            row["bytes"] == 3 * row["flops"] / 2 * {"fp32": 4, "fp16": 2, "bf16": 2}[row["dtype"]]
+        )
 
 
 @pytest.mark.gpu
 def test_copy_from_elsewhere_is_a_cheat_on_gpu(grade):
     # A launch that writes `out`, then the answer computed by numpy on the
     # CPU and copied in: only the native-only copy guard sees it.
-    src = variant("    return out",
-                  "    import numpy as np\n"
-                  "    a = alpha * x.cpu().float().numpy() + y.cpu().float().numpy()\n"
-                  "    out.copy_(torch.from_numpy(a.astype(np.float32)))\n"
-                  "    return out")
+    src = variant(
+        "    return out",
+        "    import numpy as np\n"
+        "    a = alpha * x.cpu().float().numpy() + y.cpu().float().numpy()\n"
+        "    out.copy_(torch.from_numpy(a.astype(np.float32)))\n"
+        "    return out",
+    )
     r = grade("bandwidth", src, device="cuda", timing=False)
     assert r["status"] == "failed" and "cheat" in r["summary"], r["summary"]

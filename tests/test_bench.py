@@ -30,8 +30,16 @@ def test_bench_softmax_on_a_gpu(run_gpulab, tmp_path):
     report = json.loads(out.read_text())
     assert {"device", "date", "torch", "triton", "results"} <= set(report)
     row = report["results"][0]
-    assert {"kernel", "shape", "dtype", "ms", "baseline", "baseline_ms", "speedup",
-            "roofline_fraction"} <= set(row)
+    assert {
+        "kernel",
+        "shape",
+        "dtype",
+        "ms",
+        "baseline",
+        "baseline_ms",
+        "speedup",
+        "roofline_fraction",
+    } <= set(row)
     assert row["kernel"] == "softmax"
     assert abs(row["speedup"] - row["baseline_ms"] / row["ms"]) < 1e-9
     assert 0 < row["roofline_fraction"] < 1.1

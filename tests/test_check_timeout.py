@@ -33,14 +33,24 @@ def run_cli(argv, capsys) -> tuple[int, dict]:
 
 @pytest.mark.slow
 def test_an_endless_loop_on_the_cpu_stops_at_the_cpu_limit_with_the_reason(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     """The real command and a real child; the CPU limit shortened to 3 s for
     the test (the policy, not the number, is what is checked here)."""
     monkeypatch.setattr(timeouts, "CPU_TIMEOUT", 3.0)
     loop = tmp_path / "loop.py"
     loop.write_text(LOOP)
-    argv = ["--workspace", str(tmp_path / "ws"), "check", "softmax", "--file", str(loop),
-            "--device", "cpu", "--json"]
+    argv = [
+        "--workspace",
+        str(tmp_path / "ws"),
+        "check",
+        "softmax",
+        "--file",
+        str(loop),
+        "--device",
+        "cpu",
+        "--json",
+    ]
     code, result = run_cli(argv, capsys)
     assert code == 1 and result["status"] == "timeout"
     assert result["duration_s"] < 30

@@ -34,16 +34,16 @@ def test_env_leads_pythonpath_with_this_gpulab_and_keeps_the_rest(monkeypatch):
     assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO), "/elsewhere"]
     assert env["PYTHONUNBUFFERED"] == "1" and env["PATH"] == os.environ["PATH"]
     code = "import gpulab, sys; print(gpulab.__file__)"
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True,
-                         text=True, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True, timeout=60
+    ).stdout
     assert out.strip() == str(REPO / "gpulab" / "__init__.py")
 
 
 def test_kill_tree_reaches_a_grandchild_after_the_child_has_exited():
     # The child starts a sleeper in its own group and exits at once: what an
     # orphaned compiler or a forked worker looks like.
-    code = ("import subprocess, sys; p = subprocess.Popen(['sleep', '60']); "
-            "print(p.pid, flush=True)")
+    code = "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True)"
     proc = child.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     grandchild = int(proc.stdout.readline())
     proc.wait(timeout=30)
@@ -57,12 +57,14 @@ def test_kill_tree_reaches_a_grandchild_after_the_child_has_exited():
 
 def test_kill_tree_asks_with_sigterm_first(tmp_path):
     said = tmp_path / "said"
-    code = ("import signal, sys, time, pathlib\n"
-            "def bye(*a):\n"
-            f"    pathlib.Path({str(said)!r}).write_text('term'); sys.exit(0)\n"
-            "signal.signal(signal.SIGTERM, bye)\n"
-            "print('ready', flush=True)\n"
-            "time.sleep(60)\n")
+    code = (
+        "import signal, sys, time, pathlib\n"
+        "def bye(*a):\n"
+        f"    pathlib.Path({str(said)!r}).write_text('term'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
     proc = child.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     child.kill_tree(proc, term_s=10)
@@ -70,25 +72,30 @@ def test_kill_tree_asks_with_sigterm_first(tmp_path):
 
 
 def test_json_lines_skip_chatter_and_end_with_the_child():
-    code = ("import json; print('a library says hello'); print(json.dumps({'type': 'x'}));"
-            "print('[1, 2]'); print(json.dumps({'type': 'y'}))")
+    code = (
+        "import json; print('a library says hello'); print(json.dumps({'type': 'x'}));"
+        "print('[1, 2]'); print(json.dumps({'type': 'y'}))"
+    )
     proc = child.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    events = child.Events(child.json_line_reader(proc.stdout),
-                          deadline=time.monotonic() + 30)
+    events = child.Events(child.json_line_reader(proc.stdout), deadline=time.monotonic() + 30)
     assert [e["type"] for e in events] == ["x", "y"] and events.stopped is None
     child.kill_tree(proc, exit_s=5)
 
 
 def test_a_silent_child_stops_at_the_deadline_and_on_cancel():
     for cancel_after, want in ((None, child.TIMEOUT), (0.2, child.CANCELLED)):
-        proc = child.spawn([sys.executable, "-c", "import time; time.sleep(60)"],
-                           stdout=subprocess.PIPE, text=True)
+        proc = child.spawn(
+            [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True
+        )
         cancel = threading.Event()
         if cancel_after:
             threading.Timer(cancel_after, cancel.set).start()
         t0 = time.monotonic()
-        events = child.Events(child.json_line_reader(proc.stdout),
-                              deadline=t0 + (30 if cancel_after else 0.3), cancel=cancel)
+        events = child.Events(
+            child.json_line_reader(proc.stdout),
+            deadline=t0 + (30 if cancel_after else 0.3),
+            cancel=cancel,
+        )
         assert list(events) == [] and events.stopped == want
         assert time.monotonic() - t0 < 5
         child.kill_tree(proc)

@@ -105,12 +105,12 @@ def test_a_symlink_out_of_the_workspace_is_refused(run_gpulab, tmp_path):
 
 # --- no input breaks the lab (issue 17) ---------------------------------------
 
-EVIL = '''print("\\x1b[2J\\x1b[H\\x1b[32m PASS \\x1b]52;c;aGk=\\x07 \\x9b31m \\u202e")
+EVIL = """print("\\x1b[2J\\x1b[H\\x1b[32m PASS \\x1b]52;c;aGk=\\x07 \\x9b31m \\u202e")
 
 
 def softmax(x):
     raise RuntimeError("\\x1b[2K\\x1b[1A\\x1b[32m PASS [/] [link=http://x]y")
-'''
+"""
 
 
 def _strings(value):
@@ -134,8 +134,9 @@ def test_learner_escape_sequences_are_shown_not_obeyed(run_gpulab, tmp_path):
         assert "\x1b" not in stream and "\x9b" not in stream and "\u202e" not in stream
     assert "FAIL" in r.stdout and "␛[2K␛[1A␛[32m PASS [/] [link=http://x]y" in r.stdout
     assert "␛]52;c;aGk=␇" in r.stdout  # the output, visible
-    j = run_gpulab("check", "softmax", "--file", str(sub), "--device", "cpu", "--no-timing",
-                   "--json")
+    j = run_gpulab(
+        "check", "softmax", "--file", str(sub), "--device", "cpu", "--no-timing", "--json"
+    )
     result = json.loads(j.stdout)
     assert result["passed"] is False
     assert not [s for s in _strings(result) if "\x1b" in s or "\x07" in s or "\x9b" in s]
@@ -158,9 +159,12 @@ def test_file_says_what_the_path_is(run_gpulab, tmp_path):
 
     fifo = tmp_path / "pipe.py"
     os.mkfifo(fifo)
-    for path, words in ((tmp_path, "is a directory"), (fifo, "is a named pipe"),
-                        ("/dev/null", "is a character device"),
-                        (tmp_path / "missing.py", "no such file")):
+    for path, words in (
+        (tmp_path, "is a directory"),
+        (fifo, "is a named pipe"),
+        ("/dev/null", "is a character device"),
+        (tmp_path / "missing.py", "no such file"),
+    ):
         r = run_gpulab("check", "softmax", "--file", str(path), timeout=60)
         assert r.returncode == 2 and words in r.stderr, (path, r.stderr)
         j = run_gpulab("check", "softmax", "--file", str(path), "--json", timeout=60)
@@ -186,8 +190,9 @@ def test_encodings_python_accepts_are_accepted(run_gpulab, tmp_path):
     plain = tmp_path / "submission.txt"  # no .py suffix: still Python
     plain.write_text(ref)
     for sub in (bom, latin, plain):
-        r = run_gpulab("check", "softmax", "--file", str(sub), "--device", "cpu",
-                       "--no-timing", "--json")
+        r = run_gpulab(
+            "check", "softmax", "--file", str(sub), "--device", "cpu", "--no-timing", "--json"
+        )
         assert r.returncode == 0, (sub.name, r.stdout + r.stderr)
 
 
@@ -208,16 +213,23 @@ def test_bytes_python_refuses_are_placed(run_gpulab, tmp_path):
 def test_check_records_the_attempt_when_the_state_was_odd(run_gpulab):
     root = run_gpulab("where").stdout.strip()
     with open(f"{root}/.gpulab/state.json", "w") as f:
-        json.dump({"exercises": {"softmax": {"attempts": "x", "status": "weird"}},
-                   "settings": []}, f)
+        json.dump(
+            {"exercises": {"softmax": {"attempts": "x", "status": "weird"}}, "settings": []}, f
+        )
     r = run_gpulab("check", "softmax", "--device", "cpu", "--no-timing")
     assert r.returncode == 1, r.stderr
     assert "exercises.softmax.attempts" in r.stderr and "settings" in r.stderr
-    for cmd in (("list",), ("hint", "softmax"), ("roofline", "--gpu", "h200", "--remember",
-                                                  "--json")):
+    for cmd in (
+        ("list",),
+        ("hint", "softmax"),
+        ("roofline", "--gpu", "h200", "--remember", "--json"),
+    ):
         assert run_gpulab(*cmd).returncode == 0, cmd
-    row = next(r for r in json.loads(run_gpulab("list", "--json").stdout)["lessons"]
-               if r["exercise"] == "softmax")
+    row = next(
+        r
+        for r in json.loads(run_gpulab("list", "--json").stdout)["lessons"]
+        if r["exercise"] == "softmax"
+    )
     assert row["status"] == "failed" and row["attempts"] == 1
 
 
@@ -225,6 +237,8 @@ def test_probe_interval_that_is_not_a_number_is_refused(run_gpulab):
     for bad in ("nan", "inf", "0", "-1"):
         r = run_gpulab("probe", "--watch", f"--interval={bad}", timeout=60)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--interval" in r.stderr, bad
+
+
 def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
     """Piped: the reference byte for byte. On an 80-column terminal: wrapped,
     every word of every long line on screen (rich used to crop them)."""
@@ -238,7 +252,8 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
     long_lines = [line for line in ref.splitlines() if len(line) > 80]
     assert long_lines, "the test needs a reference with lines wider than 80 columns"
     Workspace.open(tmp_path / "workspace").record_result(
-        "flash_attention", {"passed": True, "status": "passed", "summary": "ok"})
+        "flash_attention", {"passed": True, "status": "passed", "summary": "ok"}
+    )
     r = run_gpulab("solution", "flash_attention", env=None)
     assert r.returncode == 0, r.stderr
     assert r.stdout == ref

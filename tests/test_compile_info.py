@@ -63,7 +63,7 @@ def test_arch_names():
         parse_arch("sm_70")
 
 
-KERNELS = textwrap.dedent('''
+KERNELS = textwrap.dedent("""
     import triton
     import triton.language as tl
 
@@ -82,7 +82,7 @@ KERNELS = textwrap.dedent('''
     @triton.jit
     def broken(x_ptr, BLOCK: tl.constexpr):
         tl.store(x_ptr + tl.arange(0, BLOCK), tl.no_such_op(1))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +100,9 @@ def test_a_kernel_compiles_for_turing_and_hopper_without_a_gpu(kernels):
 
     sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32", "BLOCK": "constexpr"}
     for arch in ("sm_75", "sm_90"):
-        info = compile_kernel(kernels.scale, sig, {"BLOCK": 1024}, arch=arch,
-                              options={"num_warps": 4})
+        info = compile_kernel(
+            kernels.scale, sig, {"BLOCK": 1024}, arch=arch, options={"num_warps": 4}
+        )
         assert info.ok, info.error
         assert info.arch == arch and info.num_warps == 4 and info.shared == 0
         assert 0 < info.registers <= 255 and info.spills == 0, info
@@ -114,26 +115,37 @@ def test_tensor_cores_per_architecture(kernels):
     from gpulab.compile_info import compile_kernel
 
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "BLOCK": "constexpr"}
-    got = {a: compile_kernel(kernels.dot, sig, {"BLOCK": 64}, arch=a, options={"num_warps": 4})
-           for a in ("sm_80", "sm_90", "sm_100")}
-    assert {a: i.tensor_cores for a, i in got.items()} == \
-        {"sm_80": "mma", "sm_90": "wgmma", "sm_100": "tcgen05"}, got
+    got = {
+        a: compile_kernel(kernels.dot, sig, {"BLOCK": 64}, arch=a, options={"num_warps": 4})
+        for a in ("sm_80", "sm_90", "sm_100")
+    }
+    assert {a: i.tensor_cores for a, i in got.items()} == {
+        "sm_80": "mma",
+        "sm_90": "wgmma",
+        "sm_100": "tcgen05",
+    }, got
     assert all(i.shared > 0 for i in got.values())
 
 
 def test_a_kernel_that_does_not_compile_is_a_result_not_a_crash(kernels):
     from gpulab.compile_info import compile_kernel
 
-    info = compile_kernel(kernels.broken, {"x_ptr": "*fp32", "BLOCK": "constexpr"},
-                          {"BLOCK": 128}, arch="sm_80")
+    info = compile_kernel(
+        kernels.broken, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 128}, arch="sm_80"
+    )
     assert isinstance(info, CompileInfo) and not info.ok and not info.fits
     assert "no_such_op" in info.error, info.error
 
 
 def _dev_compile(tmp_path, *args):
-    return subprocess.run([sys.executable, "-m", "gpulab", "dev", "compile", *args],
-                          capture_output=True, text=True, timeout=3600, cwd=REPO,
-                          env=gpulab_env(tmp_path / "ws"))
+    return subprocess.run(
+        [sys.executable, "-m", "gpulab", "dev", "compile", *args],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=REPO,
+        env=gpulab_env(tmp_path / "ws"),
+    )
 
 
 def test_dev_compile_one_exercise_on_two_targets(tmp_path):
@@ -142,7 +154,8 @@ def test_dev_compile_one_exercise_on_two_targets(tmp_path):
     out = json.loads(r.stdout)
     rows = out["rows"]
     assert {(x["role"], x["arch"]) for x in rows} == {
-        (role, arch) for role in ("reference", "starter") for arch in ("sm_75", "sm_90")}
+        (role, arch) for role in ("reference", "starter") for arch in ("sm_75", "sm_90")
+    }
     assert all(x["ok"] and x["registers"] and x["fits"] for x in rows), rows
     assert out["failures"] == 0
 
@@ -179,21 +192,30 @@ def test_a_reference_that_fails_to_compile_fails_the_command(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@pytest.mark.skipif(not os.environ.get("GPULAB_COMPILE_MATRIX"),
-                    reason="the whole matrix (~190 compiles) took 40 min on a busy 2-core "
-                           "machine: set GPULAB_COMPILE_MATRIX=1 to run it")
+@pytest.mark.skipif(
+    not os.environ.get("GPULAB_COMPILE_MATRIX"),
+    reason="the whole matrix (~190 compiles) took 40 min on a busy 2-core "
+    "machine: set GPULAB_COMPILE_MATRIX=1 to run it",
+)
 def test_every_reference_compiles_for_every_target_it_claims(tmp_path):
     r = _dev_compile(tmp_path, "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = json.loads(r.stdout)["rows"]
     names = {x["name"].split(" ")[0] for x in rows}
-    for kernel in ("bandwidth:triad_kernel", "softmax:softmax_kernel", "matmul:matmul_kernel",
-                   "flash_attention:attention_kernel", "rope_rmsnorm:_rmsnorm_rope_fwd",
-                   "softmax:softmax_smem_kernel", "flash_attention:attention_fa3_kernel",
-                   "matmul:matmul_kernel_tma"):
+    for kernel in (
+        "bandwidth:triad_kernel",
+        "softmax:softmax_kernel",
+        "matmul:matmul_kernel",
+        "flash_attention:attention_kernel",
+        "rope_rmsnorm:_rmsnorm_rope_fwd",
+        "softmax:softmax_smem_kernel",
+        "flash_attention:attention_fa3_kernel",
+        "matmul:matmul_kernel_tma",
+    ):
         assert kernel in names, kernel
     # Hopper-only paths only where the arch has them.
     fa3 = {x["arch"] for x in rows if "attention_fa3_kernel" in x["name"]}
     assert fa3 == {"sm_90"}
     assert {x["arch"] for x in rows if x["name"].startswith("bandwidth")} == set(
-        f"sm_{cc}" for cc in ARCHS)
+        f"sm_{cc}" for cc in ARCHS
+    )

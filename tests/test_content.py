@@ -12,12 +12,27 @@ from gpulab.content import ContentError, compile_formula, eval_formula, load_cou
 REPO = Path(__file__).resolve().parent.parent
 
 LESSON_IDS = [
-    "01_gpu_architecture_tour", "02_triton_101_softmax", "03_triton_tiled_matmul",
-    "04_triton_flashattention", "05_fused_rope_rmsnorm", "06_torch_compile_deep_dive",
-    "07_nsight_profiling", "08_jax_sharding_pipeline", "09_roofline_analysis_serving",
+    "01_gpu_architecture_tour",
+    "02_triton_101_softmax",
+    "03_triton_tiled_matmul",
+    "04_triton_flashattention",
+    "05_fused_rope_rmsnorm",
+    "06_torch_compile_deep_dive",
+    "07_nsight_profiling",
+    "08_jax_sharding_pipeline",
+    "09_roofline_analysis_serving",
 ]
-EXERCISES = ["bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm",
-             "graph_breaks", "nvtx_profile", "sharded_mlp", "serving_roofline"]
+EXERCISES = [
+    "bandwidth",
+    "softmax",
+    "matmul",
+    "flash_attention",
+    "rope_rmsnorm",
+    "graph_breaks",
+    "nvtx_profile",
+    "sharded_mlp",
+    "serving_roofline",
+]
 
 
 def test_nine_lessons_in_the_books_order(course):
@@ -58,8 +73,11 @@ def test_a_broken_entry_names_file_and_field_and_the_rest_still_work(tmp_path):
     root = _copy_content(tmp_path)
     manifest = root / "lessons" / "manifest.toml"
     text = manifest.read_text()
-    text = text.replace('id = "03_triton_tiled_matmul"\ntitle = "Grouped-order tiled matmul"',
-                        'id = "03_triton_tiled_matmul"\ntitle = 42', 1)
+    text = text.replace(
+        'id = "03_triton_tiled_matmul"\ntitle = "Grouped-order tiled matmul"',
+        'id = "03_triton_tiled_matmul"\ntitle = 42',
+        1,
+    )
     manifest.write_text(text)
     course = load_course(root)
     broken = course.find("03_triton_tiled_matmul")
@@ -78,12 +96,15 @@ def test_a_missing_lesson_file_is_named(tmp_path):
     assert "could not be read" in lesson.text()
 
 
-@pytest.mark.parametrize("field,value,expect", [
-    ("status", '"maybe"', "status"),
-    ("kind", '"gpu"', "kind"),
-    ("exercise", '"../../etc"', "exercise"),
-    ("flops", '"__import__(1)"', "flops"),
-])
+@pytest.mark.parametrize(
+    "field,value,expect",
+    [
+        ("status", '"maybe"', "status"),
+        ("kind", '"gpu"', "kind"),
+        ("exercise", '"../../etc"', "exercise"),
+        ("flops", '"__import__(1)"', "flops"),
+    ],
+)
 def test_bad_field_values_are_named(tmp_path, field, value, expect):
     root = _copy_content(tmp_path)
     manifest = root / "lessons" / "manifest.toml"
@@ -125,6 +146,7 @@ def test_formulas_are_arithmetic_only():
 
 # --- every cited file ships (issue 18) -------------------------------------------
 
+
 def test_every_cited_file_is_in_the_repo():
     from gpulab import citations
 
@@ -150,17 +172,23 @@ def test_the_citation_check_names_file_line_and_the_shipped_document(tmp_path):
     (root / "docs" / "hardware.md").write_text("# figures\n", encoding="utf-8")
     (root / "docs" / "grading.md").write_text("# protocol\n", encoding="utf-8")
     lesson = root / "lessons" / "02_triton_101_softmax" / "lesson.md"
-    lesson.write_text(lesson.read_text() + "\nSee HARDWARE.md and docs/missing.md, not "
-                      "args.json or path/to/config.json.\nAlso `../shared/guide/GRADING.md`.\n")
+    lesson.write_text(
+        lesson.read_text() + "\nSee HARDWARE.md and docs/missing.md, not "
+        "args.json or path/to/config.json.\nAlso `../shared/guide/GRADING.md`.\n"
+    )
     problems, pending = citations.check(root)
     n = len(lesson.read_text().splitlines())
     where = "lessons/02_triton_101_softmax/lesson.md"
-    assert f"{where}:{n - 1}: cites HARDWARE.md, not in the repo; the shipped document is " \
-           "docs/hardware.md" in problems
+    assert (
+        f"{where}:{n - 1}: cites HARDWARE.md, not in the repo; the shipped document is "
+        "docs/hardware.md" in problems
+    )
     assert f"{where}:{n - 1}: cites docs/missing.md, not in the repo" in problems
     assert not any("args.json" in p or "config.json" in p for p in problems)
-    assert f"{where}:{n}: cites ../shared/guide/GRADING.md, not in the repo; the shipped " \
-           "document is docs/grading.md" in problems
+    assert (
+        f"{where}:{n}: cites ../shared/guide/GRADING.md, not in the repo; the shipped "
+        "document is docs/grading.md" in problems
+    )
 
 
 def test_dev_check_reports_citations(tmp_path, course):
@@ -183,6 +211,7 @@ def test_dev_check_reports_citations(tmp_path, course):
 
 # --- hints: the starter's names, a real gradient ---------------------------------
 
+
 def test_hints_use_the_starters_names(course):
     import re
 
@@ -191,7 +220,8 @@ def test_hints_use_the_starters_names(course):
         for i, hint in enumerate(lesson.hints, 1):
             for name in set(re.findall(r"\b\w+_kernel\b", hint)):
                 assert f"def {name}(" in starter, (
-                    f"{lesson.id} hint {i} names {name}, which the starter does not define")
+                    f"{lesson.id} hint {i} names {name}, which the starter does not define"
+                )
 
 
 def test_hint_levels_are_a_gradient(course):
@@ -205,7 +235,8 @@ def test_hint_levels_are_a_gradient(course):
         code = sum(len(m) for m in re.findall(r"`[^`]*`", approach))
         assert code <= 0.25 * len(approach), (
             f"{lesson.id} hint 2 is {code / len(approach):.0%} inline code: "
-            "near-complete code belongs in hint 3")
+            "near-complete code belongs in hint 3"
+        )
         assert len(near) > len(nudge), lesson.id
 
 
@@ -222,11 +253,14 @@ def test_rope_hints_describe_the_lessons_design(course):
 
 # --- each starter states its grade, as its grader grades ---------------------------
 
+
 def _stated(doc: str) -> list[tuple[str, float]]:
     import re
 
-    return [(letter, float(v) / (100 if unit == "%" else 1))
-            for letter, v, unit in re.findall(r"\b([ABC]) >= (\d+(?:\.\d+)?)(%|x)", doc)]
+    return [
+        (letter, float(v) / (100 if unit == "%" else 1))
+        for letter, v, unit in re.findall(r"\b([ABC]) >= (\d+(?:\.\d+)?)(%|x)", doc)
+    ]
 
 
 def test_every_starter_states_its_grade(course):
@@ -243,9 +277,13 @@ def test_stated_grades_are_the_graders():
 
     from gpulab.grading import bandwidth, flash_attention, matmul, rope_rmsnorm, softmax
 
-    specs = {"bandwidth": bandwidth.spec(False), "softmax": softmax.SPEC,
-             "matmul": matmul.make_spec(False), "flash_attention": flash_attention.make_spec(),
-             "rope_rmsnorm": rope_rmsnorm.SPEC}
+    specs = {
+        "bandwidth": bandwidth.spec(False),
+        "softmax": softmax.SPEC,
+        "matmul": matmul.make_spec(False),
+        "flash_attention": flash_attention.make_spec(),
+        "rope_rmsnorm": rope_rmsnorm.SPEC,
+    }
     for name, spec in specs.items():
         path = REPO / "exercises" / f"{name}.py"
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))

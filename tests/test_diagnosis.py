@@ -22,8 +22,10 @@ from gpulab.diagnosis.kinds import where
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = ROOT / "tests" / "fixtures" / "slow_kernels"
-MANIFEST = {"softmax": ("softmax", "memory", "5*M*N", "2*M*N*elt"),
-            "matmul": ("matmul", "compute", "2*M*N*K", "(M*K + K*N + M*N)*elt")}
+MANIFEST = {
+    "softmax": ("softmax", "memory", "5*M*N", "2*M*N*elt"),
+    "matmul": ("matmul", "compute", "2*M*N*K", "(M*K + K*N + M*N)*elt"),
+}
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +53,15 @@ def explain_file(exercise: str, file: Path) -> dict:
     from gpulab.diagnosis.judge_side import explain
 
     function, kind, flops, nbytes = MANIFEST[exercise]
-    request = {"exercise": exercise, "function": function, "kind": kind, "flops": flops,
-               "bytes": nbytes, "explain": True, "explain_budget_s": 0}
+    request = {
+        "exercise": exercise,
+        "function": function,
+        "kind": kind,
+        "flops": flops,
+        "bytes": nbytes,
+        "explain": True,
+        "explain_budget_s": 0,
+    }
     saved = os.environ.pop("TRITON_INTERPRET", None)
     try:
         return explain(request, {"status": "passed"}, "cpu", _InProcessSandbox(file))
@@ -61,12 +70,15 @@ def explain_file(exercise: str, file: Path) -> dict:
             os.environ["TRITON_INTERPRET"] = saved
 
 
-@pytest.mark.parametrize("fixture, exercise, top", [
-    ("softmax_one_program.py", "softmax", "too_few_programs"),
-    ("softmax_three_pass.py", "softmax", "extra_bytes"),
-    ("softmax_one_warp.py", "softmax", "register_spills"),
-    ("matmul_no_dot.py", "matmul", "no_tensor_cores"),
-])
+@pytest.mark.parametrize(
+    "fixture, exercise, top",
+    [
+        ("softmax_one_program.py", "softmax", "too_few_programs"),
+        ("softmax_three_pass.py", "softmax", "extra_bytes"),
+        ("softmax_one_warp.py", "softmax", "register_spills"),
+        ("matmul_no_dot.py", "matmul", "no_tensor_cores"),
+    ],
+)
 def test_slow_variant_top_diagnosis(fixture: str, exercise: str, top: str) -> None:
     out = explain_file(exercise, SLOW / fixture)
     assert out["explain"]["error"] == ""
@@ -87,9 +99,27 @@ def test_cli_explain_json_on_cpu(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "gpulab", "--workspace", str(tmp_path / "ws"), "check", "softmax",
-         "--file", str(SLOW / "softmax_one_program.py"), "--explain", "--json",
-         "--device", "cpu"], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "gpulab",
+            "--workspace",
+            str(tmp_path / "ws"),
+            "check",
+            "softmax",
+            "--file",
+            str(SLOW / "softmax_one_program.py"),
+            "--explain",
+            "--json",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     result = json.loads(proc.stdout)
     assert result["status"] == "passed", result.get("summary")
     assert result["diagnosis"][0]["kind"] == "too_few_programs", result.get("explain")
@@ -99,49 +129,132 @@ def test_cli_explain_json_on_cpu(tmp_path: Path) -> None:
 
 # --- the rules on hand-made facts ---------------------------------------------------
 
-H100 = {"name": "H100 SXM", "sms": 132, "bandwidth": 3.35e12, "l2_mb": 50,
-        "flops": {"fp32": 67e12, "fp16": 989e12, "bf16": 989e12}, "arch": "sm_90"}
+H100 = {
+    "name": "H100 SXM",
+    "sms": 132,
+    "bandwidth": 3.35e12,
+    "l2_mb": 50,
+    "flops": {"fp32": 67e12, "fp16": 989e12, "bf16": 989e12},
+    "arch": "sm_90",
+}
 
 
 def _facts(kind="memory", exercise="softmax", launches=None, compiled=None, **case):
-    c = {"name": "c", "dtype": "fp16", "bytes": 2 * 8192 * 4096 * 2, "flops": 5 * 8192 * 4096,
-         "work": 2 * 8192 * 4096 * 2, "launches": launches or [], **case}
-    return {"exercise": exercise, "kind": kind, "gpu": H100, "cases": [c],
-            "compiled": compiled or {}}
+    c = {
+        "name": "c",
+        "dtype": "fp16",
+        "bytes": 2 * 8192 * 4096 * 2,
+        "flops": 5 * 8192 * 4096,
+        "work": 2 * 8192 * 4096 * 2,
+        "launches": launches or [],
+        **case,
+    }
+    return {
+        "exercise": exercise,
+        "kind": kind,
+        "gpu": H100,
+        "cases": [c],
+        "compiled": compiled or {},
+    }
 
 
 def _info(**kw):
-    base = {"ok": True, "arch": "sm_90", "label": "k", "registers": 32, "spill_stores": 0,
-            "spill_loads": 0, "shared": 0, "num_warps": 4, "blocks_per_sm": 16,
-            "limited_by": "threads", "occupancy": 1.0, "fits": True, "tensor_cores": "",
-            "loads": {"x_ptr": 1}, "atomics": 0, "loops": 0, "dot": False, "grouped": False}
+    base = {
+        "ok": True,
+        "arch": "sm_90",
+        "label": "k",
+        "registers": 32,
+        "spill_stores": 0,
+        "spill_loads": 0,
+        "shared": 0,
+        "num_warps": 4,
+        "blocks_per_sm": 16,
+        "limited_by": "threads",
+        "occupancy": 1.0,
+        "fits": True,
+        "tensor_cores": "",
+        "loads": {"x_ptr": 1},
+        "atomics": 0,
+        "loops": 0,
+        "dot": False,
+        "grouped": False,
+    }
     return {**base, **kw}
 
 
 def _launch(programs=8192, **kw):
-    return {"kernel": "k", "key": "K", "programs": programs, "grid": [programs],
-            "num_warps": 4, "constexprs": {"BLOCK": 4096}, **kw}
+    return {
+        "kernel": "k",
+        "key": "K",
+        "programs": programs,
+        "grid": [programs],
+        "num_warps": 4,
+        "constexprs": {"BLOCK": 4096},
+        **kw,
+    }
 
 
-@pytest.mark.parametrize("facts, top", [
-    (_facts(launches=[_launch()], compiled={"K": _info()}), None),
-    (_facts(launches=[_launch(programs=1)], compiled={"K": _info(loops=1)}), "too_few_programs"),
-    (_facts(launches=[_launch()], compiled={"K": _info(spill_stores=700, spill_loads=700,
-                                                         registers=255)}), "register_spills"),
-    (_facts(launches=[_launch()], compiled={"K": _info(occupancy=0.06, blocks_per_sm=4,
-                                                         num_warps=1)}), "low_occupancy"),
-    (_facts(launches=[_launch()], compiled={"K": _info(loads={"x_ptr": 3})}), "extra_bytes"),
-    (_facts(launches=[_launch(programs=140)], compiled={"K": _info(blocks_per_sm=1)}),
-     "tail_wave"),
-    (_facts(launches=[_launch(programs=64) for _ in range(20)], compiled={"K": _info()},
-            bytes=4096, work=4096), "launch_bound"),
-    (_facts(launches=[_launch()], compiled={"K": _info(atomics=2)}), "serialised_reduction"),
-    (_facts(kind="compute", exercise="matmul", launches=[_launch()],
-            compiled={"K": _info(dot=True)}, flops=2 * 4096**3), "no_tensor_cores"),
-    (_facts(kind="compute", exercise="flash_attention", launches=[_launch()],
-            compiled={"K": _info(dot=True, tensor_cores="wgmma")}, flops=4 * 2**30 * 64,
-            bytes=2**26, exps=2**32), "wrong_roof"),
-])
+@pytest.mark.parametrize(
+    "facts, top",
+    [
+        (_facts(launches=[_launch()], compiled={"K": _info()}), None),
+        (
+            _facts(launches=[_launch(programs=1)], compiled={"K": _info(loops=1)}),
+            "too_few_programs",
+        ),
+        (
+            _facts(
+                launches=[_launch()],
+                compiled={"K": _info(spill_stores=700, spill_loads=700, registers=255)},
+            ),
+            "register_spills",
+        ),
+        (
+            _facts(
+                launches=[_launch()],
+                compiled={"K": _info(occupancy=0.06, blocks_per_sm=4, num_warps=1)},
+            ),
+            "low_occupancy",
+        ),
+        (_facts(launches=[_launch()], compiled={"K": _info(loads={"x_ptr": 3})}), "extra_bytes"),
+        (
+            _facts(launches=[_launch(programs=140)], compiled={"K": _info(blocks_per_sm=1)}),
+            "tail_wave",
+        ),
+        (
+            _facts(
+                launches=[_launch(programs=64) for _ in range(20)],
+                compiled={"K": _info()},
+                bytes=4096,
+                work=4096,
+            ),
+            "launch_bound",
+        ),
+        (_facts(launches=[_launch()], compiled={"K": _info(atomics=2)}), "serialised_reduction"),
+        (
+            _facts(
+                kind="compute",
+                exercise="matmul",
+                launches=[_launch()],
+                compiled={"K": _info(dot=True)},
+                flops=2 * 4096**3,
+            ),
+            "no_tensor_cores",
+        ),
+        (
+            _facts(
+                kind="compute",
+                exercise="flash_attention",
+                launches=[_launch()],
+                compiled={"K": _info(dot=True, tensor_cores="wgmma")},
+                flops=4 * 2**30 * 64,
+                bytes=2**26,
+                exps=2**32,
+            ),
+            "wrong_roof",
+        ),
+    ],
+)
 def test_rules_top_kind(facts: dict, top: str | None) -> None:
     found = diagnose(facts)
     assert (found[0]["kind"] if found else None) == top, found

@@ -26,8 +26,9 @@ class Tmux:
         self.socket = f"gpulab-e2e-{uuid.uuid4().hex[:8]}"
 
     def run(self, *args: str) -> str:
-        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
         return out.stdout
 
     def screen(self) -> str:
@@ -44,12 +45,12 @@ class Tmux:
             if (text in screen) != gone:
                 return screen
             time.sleep(0.25)
-        raise AssertionError(f"{text!r} never {'left' if gone else 'appeared'}; the screen "
-                             f"was:\n{self.screen()}")
+        raise AssertionError(
+            f"{text!r} never {'left' if gone else 'appeared'}; the screen was:\n{self.screen()}"
+        )
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
-                       timeout=30)
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
 
 @pytest.fixture
@@ -65,8 +66,10 @@ def test_open_lesson_02_check_and_quit(tmux, tmp_path):
     env = gpulab_env(home)
     env.pop("NO_COLOR", None)
     exports = " ".join(f"{k}={shlex_quote(env[k])}" for k in ("GPULAB_HOME", "PYTHONPATH"))
-    command = (f"cd {shlex_quote(str(REPO))} && env {exports} TERM=xterm-256color "
-               f"{shlex_quote(sys.executable)} -m gpulab; echo GPULAB-EXIT-$?; sleep 60")
+    command = (
+        f"cd {shlex_quote(str(REPO))} && env {exports} TERM=xterm-256color "
+        f"{shlex_quote(sys.executable)} -m gpulab; echo GPULAB-EXIT-$?; sleep 60"
+    )
     tmux.run("new-session", "-d", "-s", "lab", "-x", "80", "-y", "24", command)
 
     tmux.wait_for("Look around", 60)  # a fresh workspace: the welcome screen

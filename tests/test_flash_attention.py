@@ -30,8 +30,13 @@ def ref_result(tmp_path_factory):
     from gpulab.runner import run_check
 
     lesson = load_course().find("flash_attention")
-    return run_check(lesson, REPO / "kernels" / "flash_attention.py", device="cpu",
-                     timeout=180, extra={"workspace": str(tmp_path_factory.mktemp("ws"))})
+    return run_check(
+        lesson,
+        REPO / "kernels" / "flash_attention.py",
+        device="cpu",
+        timeout=180,
+        extra={"workspace": str(tmp_path_factory.mktemp("ws"))},
+    )
 
 
 def test_reference_passes(ref_result):
@@ -63,11 +68,16 @@ def test_third_hint_solves_it(grade, course):
     src = starter_source("flash_attention")
     start = src.index("    # TODO: base pointers")
     end = src.index("    pass\n", start) + len("    pass\n")
-    src = src[:start] + body.replace(
-        "# likewise k_base, v_base, o_base",
-        "\n    k_base = K + b * stride_kb + h * stride_kh\n"
-        "    v_base = V + b * stride_vb + h * stride_vh\n"
-        "    o_base = O + b * stride_ob + h * stride_oh") + src[end:]
+    src = (
+        src[:start]
+        + body.replace(
+            "# likewise k_base, v_base, o_base",
+            "\n    k_base = K + b * stride_kb + h * stride_kh\n"
+            "    v_base = V + b * stride_vb + h * stride_vh\n"
+            "    o_base = O + b * stride_ob + h * stride_oh",
+        )
+        + src[end:]
+    )
     r = grade("flash_attention", src)
     assert r["passed"], (r["summary"], r.get("message"))
 
@@ -75,25 +85,41 @@ def test_third_hint_solves_it(grade, course):
 WRONG = {
     # Future keys inside the diagonal tile leak in.
     "no causal mask": (
-        variant("                keep = keep & (offs_m[:, None] >= offs_n[None, :])\n",
-                "                keep = keep\n"),
-        "B1 H2 Sq130 Sk130 D64 causal fp16", "B2 H3 Sq100 Sk77 D32 fp32"),
+        variant(
+            "                keep = keep & (offs_m[:, None] >= offs_n[None, :])\n",
+            "                keep = keep\n",
+        ),
+        "B1 H2 Sq130 Sk130 D64 causal fp16",
+        "B2 H3 Sq100 Sk77 D32 fp32",
+    ),
     # The running max grows but the old sums are not rescaled.
     "no rescale": (
-        variant("        l_i = l_i * alpha + tl.sum(p, 1)\n        acc = acc * alpha[:, None]\n",
-                "        l_i = l_i + tl.sum(p, 1)\n"),
-        "B2 H1 Sq40 Sk300 D64 fp16", "B1 H1 Sq1 Sk1 D16 fp32"),
+        variant(
+            "        l_i = l_i * alpha + tl.sum(p, 1)\n        acc = acc * alpha[:, None]\n",
+            "        l_i = l_i + tl.sum(p, 1)\n",
+        ),
+        "B2 H1 Sq40 Sk300 D64 fp16",
+        "B1 H1 Sq1 Sk1 D16 fp32",
+    ),
     # exp of raw scores: right on tame data, inf/inf = NaN once scores are large.
     "no max subtraction": (
-        variant("        m_new = tl.maximum(m_i, tl.max(s, 1))\n",
-                "        m_new = tl.zeros_like(m_i)\n"),
-        "B1 H2 Sq64 Sk100 D64 fp32 (large scores)", "B2 H3 Sq100 Sk77 D32 fp32"),
+        variant(
+            "        m_new = tl.maximum(m_i, tl.max(s, 1))\n",
+            "        m_new = tl.zeros_like(m_i)\n",
+        ),
+        "B1 H2 Sq64 Sk100 D64 fp32 (large scores)",
+        "B2 H3 Sq100 Sk77 D32 fp32",
+    ),
     # Strides computed from the shape: only contiguous inputs come out right.
     "assumes contiguous": (
-        variant("        *q.stride(), *k.stride(), *v.stride(), *o.stride(),\n",
-                "        *_packed(q), *_packed(k), *_packed(v), *o.stride(),\n") +
-        "\n\ndef _packed(t):\n    B, H, S, D = t.shape\n    return (H * S * D, S * D, D, 1)\n",
-        "B1 H2 Sq80 Sk80 D32 causal fp32 ((B, S, H, D) memory)", "B1 H1 Sq150 Sk150 D128"),
+        variant(
+            "        *q.stride(), *k.stride(), *v.stride(), *o.stride(),\n",
+            "        *_packed(q), *_packed(k), *_packed(v), *o.stride(),\n",
+        )
+        + "\n\ndef _packed(t):\n    B, H, S, D = t.shape\n    return (H * S * D, S * D, D, 1)\n",
+        "B1 H2 Sq80 Sk80 D32 causal fp32 ((B, S, H, D) memory)",
+        "B1 H1 Sq150 Sk150 D128",
+    ),
 }
 
 
@@ -108,7 +134,7 @@ def test_wrong_variants_fail(grade, name):
 
 
 # A Triton copy kernel, so a cheat can make "its kernel" write the output.
-COPY_KERNEL = '''
+COPY_KERNEL = """
 @triton.jit
 def _copy(dst, src, n, B: tl.constexpr):
     o = tl.program_id(0) * B + tl.arange(0, B)
@@ -120,15 +146,20 @@ def _launch_copy(dst, src):
     _copy[(triton.cdiv(n, 1024),)](dst, src.contiguous(), n, B=1024)
     return dst
 
-'''
+"""
 
 
 def cheat(body: str) -> str:
-    return REF.split("def attention(")[0] + COPY_KERNEL + (
-        "def attention(q, k, v, causal=False, sm_scale=None):\n"
-        "    sm_scale = sm_scale or 1.0 / math.sqrt(q.shape[-1])\n"
-        "    o = torch.empty_like(q, memory_format=torch.contiguous_format)\n"
-        f"    {body}\n")
+    return (
+        REF.split("def attention(")[0]
+        + COPY_KERNEL
+        + (
+            "def attention(q, k, v, causal=False, sm_scale=None):\n"
+            "    sm_scale = sm_scale or 1.0 / math.sqrt(q.shape[-1])\n"
+            "    o = torch.empty_like(q, memory_format=torch.contiguous_format)\n"
+            f"    {body}\n"
+        )
+    )
 
 
 NAIVE = """s = (q.float() @ k.float().transpose(-1, -2)) * sm_scale
@@ -137,19 +168,28 @@ NAIVE = """s = (q.float() @ k.float().transpose(-1, -2)) * sm_scale
     return _launch_copy(o, ({softmax}) @ v.float())"""
 
 CHEATS = {
-    "SDPA": ("return _launch_copy(o, torch.nn.functional.scaled_dot_product_attention("
-             "q, k, v, is_causal=causal, scale=sm_scale))", "scaled_dot_product_attention"),
+    "SDPA": (
+        "return _launch_copy(o, torch.nn.functional.scaled_dot_product_attention("
+        "q, k, v, is_causal=causal, scale=sm_scale))",
+        "scaled_dot_product_attention",
+    ),
     # The S×S matrix materialised with torch ops: matmuls and softmax.
     "naive torch.softmax": (NAIVE.format(softmax="torch.softmax(s, -1)"), "cheat"),
     # ... and with the softmax spelled out, so only the matmuls give it away.
-    "naive hand softmax": (NAIVE.format(softmax="(s - s.amax(-1, keepdim=True)).exp() / "
-                                                "(s - s.amax(-1, keepdim=True)).exp()"
-                                                ".sum(-1, keepdim=True)"), "matmul"),
+    "naive hand softmax": (
+        NAIVE.format(
+            softmax="(s - s.amax(-1, keepdim=True)).exp() / "
+            "(s - s.amax(-1, keepdim=True)).exp()"
+            ".sum(-1, keepdim=True)"
+        ),
+        "matmul",
+    ),
     # Right answer, but q is pre-scaled in place to save a multiply.
-    "scales q in place": ("q.mul_(sm_scale)\n    launch(q, k, v, o, causal, 1.0)\n    return o",
-                          "wrote into its inputs"),
-    "wrong shape": ("launch(q, k, v, o, causal, sm_scale)\n    return o.transpose(1, 2)",
-                    "shape"),
+    "scales q in place": (
+        "q.mul_(sm_scale)\n    launch(q, k, v, o, causal, 1.0)\n    return o",
+        "wrote into its inputs",
+    ),
+    "wrong shape": ("launch(q, k, v, o, causal, sm_scale)\n    return o.transpose(1, 2)", "shape"),
 }
 
 

@@ -58,8 +58,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def compiled():
-    r = subprocess.run([sys.executable, "-c", COMPILE, str(ROOT)], capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", COMPILE, str(ROOT)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -77,8 +78,9 @@ def test_fa3_compiles_for_sm90_with_its_schedule(compiled):
         # K and V arrive by TMA on mbarriers.
         assert "cp.async.bulk.tensor.2d" in ptx and "mbarrier.try_wait.parity" in ptx, key
         # P·V takes P from registers: wgmma with a {...} register list as A.
-        assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16\s+\{[^}]*\},\s*\{",
-                         ptx), key
+        assert re.search(
+            r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16\s+\{[^}]*\},\s*\{", ptx
+        ), key
         # Q·K_j and P_{j-1}·V_{j-1} in flight together: wait until one is left.
         assert "wgmma.wait_group.sync.aligned 1;" in ptx, key
 
@@ -86,11 +88,13 @@ def test_fa3_compiles_for_sm90_with_its_schedule(compiled):
 def test_fa3_turn_taking_only_with_pingpong(compiled):
     def arrives(ptx):
         return ptx.count("mbarrier.arrive.shared::cta.b64")
+
     # With the ping-pong each consumer also arrives on the other's turn
     # barrier after each issue: more arrivals than the free-running schedule
     # of the same kernel (D 128 causal both).
-    assert (arrives(compiled["128-True-True-0"]["ptx"])
-            > arrives(compiled["128-True-False-0"]["ptx"]))
+    assert arrives(compiled["128-True-True-0"]["ptx"]) > arrives(
+        compiled["128-True-False-0"]["ptx"]
+    )
 
 
 def test_fa3_poly_share_moves_exp2s_off_mufu(compiled):
@@ -152,8 +156,9 @@ def test_fa3_matches_float64_on_the_gpu():
 
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the Gluon kernel is for sm_90+")
-    r = subprocess.run([sys.executable, "-c", GPU_CHILD, str(ROOT)], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", GPU_CHILD, str(ROOT)], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(rows) >= 40
@@ -172,7 +177,7 @@ def test_fa3_three_warpgroup_turns_go_round(compiled):
     parts = re.split(r"\n\s*partition(\d+)\(", ttgir)[1:]
     used = {}
     for num, body in zip(parts[0::2], parts[1::2], strict=True):
-        header_args = re.findall(r"(%arg\d+):", body[:body.index("{")])
+        header_args = re.findall(r"(%arg\d+):", body[: body.index("{")])
         turn = header_args[11]
         used[int(num)] = {int(c) for c in re.findall(re.escape(turn) + r"\[%c(\d+)_i32", body)}
     assert used.get(0) == {1, 2}, used  # warpgroup 1
@@ -182,8 +187,9 @@ def test_fa3_three_warpgroup_turns_go_round(compiled):
 def _load_reference():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("ref_fa_fallback",
-                                                  ROOT / "kernels" / "flash_attention.py")
+    spec = importlib.util.spec_from_file_location(
+        "ref_fa_fallback", ROOT / "kernels" / "flash_attention.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

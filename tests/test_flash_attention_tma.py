@@ -38,8 +38,12 @@ print(json.dumps(out))
 
 
 def test_tma_path_matches_sdpa_in_the_interpreter():
-    r = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "kernels" / "flash_attention.py")],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT / "kernels" / "flash_attention.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     for row in json.loads(r.stdout.strip().splitlines()[-1]):
         # fp16 output of an fp32-accumulated softmax: a few fp16 ulps of ~1.

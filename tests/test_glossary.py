@@ -9,12 +9,40 @@ import pytest
 from gpulab.glossary import GlossaryError, default_glossary, load_glossary, normalize
 
 # Every key term of Part I that the issue lists.
-ISSUE_TERMS = ["HBM bandwidth", "TFLOP/s ceiling", "arithmetic intensity", "roofline",
-               "ridge point", "kernel launch cost", "memory movement", "fusion", "FlashAttention",
-               "online softmax", "RoPE", "RMSNorm", "SM", "warp", "tensor core", "TMA", "L2",
-               "occupancy", "TorchDynamo", "Inductor", "graph break", "CUDA graphs", "NVTX",
-               "mesh", "PartitionSpec", "prefill", "decode", "KV cache", "FP8", "FP4",
-               "Blackwell", "Vera Rubin"]
+ISSUE_TERMS = [
+    "HBM bandwidth",
+    "TFLOP/s ceiling",
+    "arithmetic intensity",
+    "roofline",
+    "ridge point",
+    "kernel launch cost",
+    "memory movement",
+    "fusion",
+    "FlashAttention",
+    "online softmax",
+    "RoPE",
+    "RMSNorm",
+    "SM",
+    "warp",
+    "tensor core",
+    "TMA",
+    "L2",
+    "occupancy",
+    "TorchDynamo",
+    "Inductor",
+    "graph break",
+    "CUDA graphs",
+    "NVTX",
+    "mesh",
+    "PartitionSpec",
+    "prefill",
+    "decode",
+    "KV cache",
+    "FP8",
+    "FP4",
+    "Blackwell",
+    "Vera Rubin",
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +63,34 @@ def test_shipped_glossary_is_valid_and_complete(gloss, course):
     assert gloss.get("roofline").formula.startswith("attainable")
 
 
-@pytest.mark.parametrize("query,name", [
-    ("hbm bandwidth", "HBM bandwidth"), ("ROOFLINE", "Roofline"),          # case
-    ("warps", "Warp"), ("tensor cores", "Tensor core"), ("SMs", "SM"),    # plurals
-    ("KV caches", "KV cache"), ("graph breaks", "Graph break"), ("cuda graph", "CUDA graphs"),
-    ("AI", "Arithmetic intensity"), ("HBM", "HBM bandwidth"),            # abbreviations
-    ("SM", "SM"), ("FA2", "FlashAttention"), ("L2", "L2 cache"), ("P", "PartitionSpec"),
-    ("kv-cache", "KV cache"), ("flash attention", "FlashAttention"),    # spelling variants
-    ("partition spec", "PartitionSpec"), ("TFLOPs", "TFLOP/s ceiling"),
-    ("arithmatic intensity", "Arithmetic intensity"), ("occupency", "Occupancy"),  # typos
-    ("rmsnrom", "RMSNorm"), ("torchdynamo", "TorchDynamo"), ("Rubin", "Vera Rubin"),
-])
+@pytest.mark.parametrize(
+    "query,name",
+    [
+        ("hbm bandwidth", "HBM bandwidth"),
+        ("ROOFLINE", "Roofline"),  # case
+        ("warps", "Warp"),
+        ("tensor cores", "Tensor core"),
+        ("SMs", "SM"),  # plurals
+        ("KV caches", "KV cache"),
+        ("graph breaks", "Graph break"),
+        ("cuda graph", "CUDA graphs"),
+        ("AI", "Arithmetic intensity"),
+        ("HBM", "HBM bandwidth"),  # abbreviations
+        ("SM", "SM"),
+        ("FA2", "FlashAttention"),
+        ("L2", "L2 cache"),
+        ("P", "PartitionSpec"),
+        ("kv-cache", "KV cache"),
+        ("flash attention", "FlashAttention"),  # spelling variants
+        ("partition spec", "PartitionSpec"),
+        ("TFLOPs", "TFLOP/s ceiling"),
+        ("arithmatic intensity", "Arithmetic intensity"),
+        ("occupency", "Occupancy"),  # typos
+        ("rmsnrom", "RMSNorm"),
+        ("torchdynamo", "TorchDynamo"),
+        ("Rubin", "Vera Rubin"),
+    ],
+)
 def test_lookup_forgives(gloss, query, name):
     term, suggestions = gloss.lookup(query)
     assert term is not None and term.name == name, (query, suggestions)
@@ -60,8 +105,9 @@ def test_unknown_term_gives_suggestions(gloss):
 
 
 def test_search_ranks_names_first(gloss):
-    assert [t.name for t in gloss.search("")] == sorted((t.name for t in gloss.terms),
-                                                         key=str.lower)
+    assert [t.name for t in gloss.search("")] == sorted(
+        (t.name for t in gloss.terms), key=str.lower
+    )
     assert gloss.search("cuda graph")[0].name == "CUDA graphs"
     names = [t.name for t in gloss.search("memory")]
     assert set(names[:2]) == {"Memory movement", "Memory-bound"}  # names before aliases
@@ -76,7 +122,7 @@ def test_normalize():
     assert normalize("Boxes") == normalize("box") and normalize("TMAs") == "tma"
 
 
-BAD = '''
+BAD = """
 format_version = 1
 [[term]]
 name = "Good"
@@ -102,7 +148,7 @@ lessons = ["99_nope"]
 name = "Dup"
 definition = "x"
 aliases = ["good"]
-'''
+"""
 
 
 def test_validation_names_file_and_entry(tmp_path):

@@ -19,8 +19,12 @@ with gpu_timing_lock("checking softmax", gpu=7):
 
 def test_second_timer_waits_and_is_told_who_holds(tmp_path, monkeypatch):
     monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, "2"], stdout=subprocess.PIPE,
-                            text=True, env={**__import__("os").environ})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**__import__("os").environ},
+    )
     assert proc.stdout.readline().strip() == "held"
     h = gpulock.holder(7)
     assert h and h["pid"] == proc.pid and h["what"] == "checking softmax"

@@ -59,19 +59,26 @@ def test_starter_fails_with_each_break_at_its_line(grade):
 
 WRONG = {
     # One break left: a print after the first ops (explain would count it too).
-    "one break left": (variant("    B, S, D = x.shape\n",
-                               "    B, S, D = x.shape\n    print('shape', B, S, D)\n"),
-                       "graph break at line"),
+    "one break left": (
+        variant("    B, S, D = x.shape\n", "    B, S, D = x.shape\n    print('shape', B, S, D)\n"),
+        "graph break at line",
+    ),
     # The rescale applied always: the branch's other side changes the output.
-    "outputs changed": (variant("x = x * torch.where(rms > CAP, CAP / rms, 1.0)",
-                                "x = x * (CAP / rms)"),
-                        "output differs from the original step"),
+    "outputs changed": (
+        variant("x = x * torch.where(rms > CAP, CAP / rms, 1.0)", "x = x * (CAP / rms)"),
+        "output differs from the original step",
+    ),
     # The original code, excluded from tracing instead of fixed.
-    "disabled": (variant("def step(x, lengths, p):",
-                         "@torch.compiler.disable\ndef step(x, lengths, p):", STARTER),
-                 "torch.compiler.disable"),
+    "disabled": (
+        variant(
+            "def step(x, lengths, p):", "@torch.compiler.disable\ndef step(x, lengths, p):", STARTER
+        ),
+        "torch.compiler.disable",
+    ),
     # The original code hidden in a custom op: one opaque node, no break.
-    "custom op": (STARTER.replace("def step(x, lengths, p):", "def _orig(x, lengths, p):") + '''
+    "custom op": (
+        STARTER.replace("def step(x, lengths, p):", "def _orig(x, lengths, p):")
+        + """
 
 @torch.library.custom_op("cheat::block", mutates_args=())
 def _block(x: torch.Tensor, lengths: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor,
@@ -89,16 +96,24 @@ def _(x, *args):
 def step(x, lengths, p):
     return _block(x, lengths, *(p[k] for k in ("wq", "wk", "wv", "wo", "w1", "w2",
                                                 "norm1", "norm2")))
-''', "opaque calls"),
+""",
+        "opaque calls",
+    ),
     # A different, wrong path only when Dynamo traces: eager outputs match,
     # compiled ones must too, on both sides of the branch.
-    "differs when compiled": (variant(
-        "    x = x * torch.where(rms > CAP, CAP / rms, 1.0)",
-        "    x = x * (CAP / rms) if torch.compiler.is_compiling() else "
-        "x * torch.where(rms > CAP, CAP / rms, 1.0)"), "compiled (aot_eager)"),
+    "differs when compiled": (
+        variant(
+            "    x = x * torch.where(rms > CAP, CAP / rms, 1.0)",
+            "    x = x * (CAP / rms) if torch.compiler.is_compiling() else "
+            "x * torch.where(rms > CAP, CAP / rms, 1.0)",
+        ),
+        "compiled (aot_eager)",
+    ),
     # Writes into its input.
-    "mutates input": (variant("    B, S, D = x.shape\n", "    B, S, D = x.shape\n    x.mul_(2.0)\n"),
-                      "wrote into its inputs"),
+    "mutates input": (
+        variant("    B, S, D = x.shape\n", "    B, S, D = x.shape\n    x.mul_(2.0)\n"),
+        "wrote into its inputs",
+    ),
 }
 
 
@@ -114,10 +129,15 @@ def test_wrong_variants_fail(grade, name):
 def test_config_change_is_undone(grade):
     # capture_scalar_outputs would let .item() into the graph; the check runs
     # with Dynamo's defaults and says so.
-    src = variant("import torch\n", "import torch\nimport torch._dynamo\n"
-                  "torch._dynamo.config.capture_scalar_outputs = True\n")
-    src = variant("scores = scores / scores.std().clamp_min(1.0)",
-                  "scores = scores / max(scores.std().item(), 1.0)", src)
+    src = variant(
+        "import torch\n",
+        "import torch\nimport torch._dynamo\ntorch._dynamo.config.capture_scalar_outputs = True\n",
+    )
+    src = variant(
+        "scores = scores / scores.std().clamp_min(1.0)",
+        "scores = scores / max(scores.std().item(), 1.0)",
+        src,
+    )
     r = grade("graph_breaks", src)
     assert r["status"] == "failed"
     assert any("capture_scalar_outputs" in n for n in r["notes"])
@@ -131,8 +151,12 @@ def test_gpu_times_eager_and_compile_modes(grade):
     assert any(c["name"].startswith("compiled (inductor)") for c in r["cases"])
     rows = r["timing"]["cases"]
     names = {row["name"] for row in rows}
-    assert names == {"original step (eager)", "your step (eager)", "torch.compile default",
-                     "torch.compile reduce-overhead"}
+    assert names == {
+        "original step (eager)",
+        "your step (eager)",
+        "torch.compile default",
+        "torch.compile reduce-overhead",
+    }
     for shape in {row["shape"].split(" ")[0] for row in rows}:
         by = {row["name"]: row for row in rows if row["shape"].startswith(shape + " ")}
         # Fusion: the compiled step launches fewer kernels than the eager one.
@@ -143,12 +167,17 @@ def test_gpu_times_eager_and_compile_modes(grade):
 
 def test_config_changed_inside_the_step_fails(grade):
     # Set while the step runs (during tracing too), not at import.
-    src = variant("    B, S, D = x.shape\n",
-                  "    B, S, D = x.shape\n"
-                  "    import torch._dynamo.config as _dc\n"
-                  "    _dc.capture_scalar_outputs = True\n")
-    src = variant("scores = scores / scores.std().clamp_min(1.0)",
-                  "scores = scores / max(scores.std().item(), 1.0)", src)
+    src = variant(
+        "    B, S, D = x.shape\n",
+        "    B, S, D = x.shape\n"
+        "    import torch._dynamo.config as _dc\n"
+        "    _dc.capture_scalar_outputs = True\n",
+    )
+    src = variant(
+        "scores = scores / scores.std().clamp_min(1.0)",
+        "scores = scores / max(scores.std().item(), 1.0)",
+        src,
+    )
     r = grade("graph_breaks", src)
     assert r["status"] == "failed", r["summary"]
     assert "capture_scalar_outputs" in r["summary"], r["summary"]
@@ -164,14 +193,18 @@ def test_an_op_packet_is_graded_not_a_crash(grade):
 
 
 def test_a_custom_op_in_the_aten_namespace_is_opaque(grade):
-    src = REF.replace("def step(", '''import torch.library as _lib
+    src = REF.replace(
+        "def step(",
+        """import torch.library as _lib
 _L = _lib.Library("aten", "FRAGMENT")
 _L.define("gpulab_step_cheat(Tensor x) -> Tensor")
 _L.impl("gpulab_step_cheat", lambda x: x.clone(), "CompositeExplicitAutograd")
 _L.impl("gpulab_step_cheat", lambda x: x.clone(), "Meta")
 
 
-def step(''', 1)
+def step(""",
+        1,
+    )
     anchor = "scores = scores / scores.std().clamp_min(1.0)"
     src = variant(anchor, anchor + "\n    scores = torch.ops.aten.gpulab_step_cheat(scores)", src)
     r = grade("graph_breaks", src)

@@ -11,18 +11,50 @@ from gpulab import hardware, roadmap
 from gpulab.hardware import DTYPES, GPUS, SOURCES, match_gpu
 
 # The GPUs the issue names, by key.
-ISSUE_GPUS = ("t4", "v100", "a10", "l4", "a100-40gb", "a100-80gb", "a100-pcie-40gb",
-              "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl", "b200",
-              "gb200", "b300", "gb300", "mi300x", "rubin")
+ISSUE_GPUS = (
+    "t4",
+    "v100",
+    "a10",
+    "l4",
+    "a100-40gb",
+    "a100-80gb",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h100-nvl",
+    "h200",
+    "h200-nvl",
+    "b200",
+    "gb200",
+    "b300",
+    "gb300",
+    "mi300x",
+    "rubin",
+)
 
 # Figures that must carry a ⚑: (GPU, field). B200's FP32, TF32 and bandwidth
 # differ between NVIDIA's 2024 and current sheets (issue 18); B300's memory,
 # bandwidth, TF32 and FP4 differ between its per-GPU datasheet and NVIDIA's
 # system tables or blog.
-HARDWARE_MD_FLAGS = {("t4", "l2"), ("a10", "l2"), ("l4", "sms"), ("l4", "l2"),
-                     ("b200", "memory"), ("b200", "tf32"), ("b200", "fp32"), ("b200", "bandwidth"),
-                     ("b200", "l2"), ("gb200", "l2"), ("b300", "memory"), ("b300", "bandwidth"),
-                     ("b300", "tf32"), ("b300", "fp4"), ("rubin", "bandwidth"), ("rubin", "fp4")}
+HARDWARE_MD_FLAGS = {
+    ("t4", "l2"),
+    ("a10", "l2"),
+    ("l4", "sms"),
+    ("l4", "l2"),
+    ("b200", "memory"),
+    ("b200", "tf32"),
+    ("b200", "fp32"),
+    ("b200", "bandwidth"),
+    ("b200", "l2"),
+    ("gb200", "l2"),
+    ("b300", "memory"),
+    ("b300", "bandwidth"),
+    ("b300", "tf32"),
+    ("b300", "fp4"),
+    ("rubin", "bandwidth"),
+    ("rubin", "fp4"),
+}
 
 
 def test_ridge_arithmetic():
@@ -47,8 +79,11 @@ def test_every_issue_gpu_is_there_with_bandwidth_and_sources():
         for d, f in g.sparse.items():
             assert f.basis == "sparse" and f.value >= g.tflops.get(d, 0), (key, d)
         # The convenience fields come from the figures, not a second copy.
-        assert g.tflops == {d: float(g.figures[d].value) for d in DTYPES
-                            if d in g.figures and isinstance(g.figures[d].value, (int, float))}
+        assert g.tflops == {
+            d: float(g.figures[d].value)
+            for d in DTYPES
+            if d in g.figures and isinstance(g.figures[d].value, (int, float))
+        }
 
 
 def test_flags_kept_where_hardware_md_flags():
@@ -67,17 +102,33 @@ def test_dense_not_sparse():
     assert GPUS["b200"].tflops["fp4"] == 9000 and GPUS["b200"].sparse["fp4"].value == 18000
 
 
-@pytest.mark.parametrize("name,key", [
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
-    ("NVIDIA H200", "h200"), ("Tesla T4", "t4"), ("NVIDIA A10", "a10"),
-    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
-    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
-    ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA H200 NVL", "h200-nvl"), ("h200 nvl", "h200-nvl"),
-    ("NVIDIA B300", "b300"), ("NVIDIA GB300", "gb300"),
-    ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200"), ("AMD Instinct MI300X", "mi300x"),
-    ("h100 sxm", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("vera rubin", "rubin"),
-    ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA L4", "l4"),
-])
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H200", "h200"),
+        ("Tesla T4", "t4"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA H100 NVL", "h100-nvl"),
+        ("NVIDIA H200 NVL", "h200-nvl"),
+        ("h200 nvl", "h200-nvl"),
+        ("NVIDIA B300", "b300"),
+        ("NVIDIA GB300", "gb300"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA GB200", "gb200"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("h100 sxm", "h100-sxm"),
+        ("H100-SXM", "h100-sxm"),
+        ("vera rubin", "rubin"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("NVIDIA L4", "l4"),
+    ],
+)
 def test_match_gpu(name, key):
     assert match_gpu(name).key == key
 
@@ -188,7 +239,8 @@ def test_docs_hardware_md_table_is_the_table():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "hardware.md").read_text("utf-8")
     assert generated_block(doc) == render_table(), (
         "docs/hardware.md's table differs from gpulab.hardware: run "
-        "`python -m gpulab.hardware_doc docs/hardware.md`")
+        "`python -m gpulab.hardware_doc docs/hardware.md`"
+    )
 
 
 def test_hardware_doc_rewrites_and_refuses_a_document_without_markers(tmp_path):
@@ -218,8 +270,9 @@ def test_roadmap_trend_is_computed(monkeypatch):
     # Give every step more compute than bandwidth: the sentence must follow.
     for key, bf16 in (("a100-80gb", 500.0), ("h200", 1500.0), ("b200", 3000.0)):
         g = GPUS[key]
-        monkeypatch.setitem(GPUS, key, dataclasses.replace(
-            g, tflops={**g.tflops, "bf16": bf16, "fp16": bf16}))
+        monkeypatch.setitem(
+            GPUS, key, dataclasses.replace(g, tflops={**g.tflops, "bf16": bf16, "fp16": bf16})
+        )
     assert roadmap.ridge_trend().startswith("The 16-bit ridge rose at every step")
 
 
@@ -238,8 +291,12 @@ def test_lesson_01_ridge_table_is_the_roadmaps():
     """Lesson 01's per-dtype ridges are the roadmap's, row by row."""
     from pathlib import Path
 
-    lesson = (Path(__file__).resolve().parent.parent / "lessons" / "01_gpu_architecture_tour"
-              / "lesson.md").read_text("utf-8")
+    lesson = (
+        Path(__file__).resolve().parent.parent
+        / "lessons"
+        / "01_gpu_architecture_tour"
+        / "lesson.md"
+    ).read_text("utf-8")
     shown = {}
     for line in lesson.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -255,15 +312,51 @@ def test_lesson_01_ridge_table_is_the_roadmaps():
 # the dense figure is half; the FP4 rows print "sparse | dense".
 BLACKWELL_DATASHEETS = {
     # NVIDIA Blackwell Datasheet, "Individual Blackwell GPU Specifications"
-    "b200": {"memory": 180, "bandwidth": 7.7, "fp32": 75, "tf32": 2200 / 2, "bf16": 4500 / 2,
-             "fp8": 9000 / 2, "fp4": 9000, "tdp": 1000, "nvlink": 1800},
-    "gb200": {"memory": 186, "bandwidth": 8, "fp32": 80, "tf32": 2500 / 2, "bf16": 5000 / 2,
-              "fp8": 10000 / 2, "fp4": 10000, "tdp": 1200, "nvlink": 1800},
+    "b200": {
+        "memory": 180,
+        "bandwidth": 7.7,
+        "fp32": 75,
+        "tf32": 2200 / 2,
+        "bf16": 4500 / 2,
+        "fp8": 9000 / 2,
+        "fp4": 9000,
+        "tdp": 1000,
+        "nvlink": 1800,
+    },
+    "gb200": {
+        "memory": 186,
+        "bandwidth": 8,
+        "fp32": 80,
+        "tf32": 2500 / 2,
+        "bf16": 5000 / 2,
+        "fp8": 10000 / 2,
+        "fp4": 10000,
+        "tdp": 1200,
+        "nvlink": 1800,
+    },
     # NVIDIA Blackwell Ultra Datasheet, p. 5 "Technical Specifications"
-    "b300": {"memory": 270, "bandwidth": 7.7, "fp32": 75, "tf32": 2200 / 2, "bf16": 4500 / 2,
-             "fp8": 9000 / 2, "fp4": 14000, "tdp": 1100, "nvlink": 1800},
-    "gb300": {"memory": 279, "bandwidth": 8, "fp32": 80, "tf32": 2500 / 2, "bf16": 5000 / 2,
-              "fp8": 10000 / 2, "fp4": 15000, "tdp": 1400, "nvlink": 1800},
+    "b300": {
+        "memory": 270,
+        "bandwidth": 7.7,
+        "fp32": 75,
+        "tf32": 2200 / 2,
+        "bf16": 4500 / 2,
+        "fp8": 9000 / 2,
+        "fp4": 14000,
+        "tdp": 1100,
+        "nvlink": 1800,
+    },
+    "gb300": {
+        "memory": 279,
+        "bandwidth": 8,
+        "fp32": 80,
+        "tf32": 2500 / 2,
+        "bf16": 5000 / 2,
+        "fp8": 10000 / 2,
+        "fp4": 15000,
+        "tdp": 1400,
+        "nvlink": 1800,
+    },
 }
 
 
@@ -286,6 +379,10 @@ def test_blackwell_figures_name_vendor_documents_not_listings():
         for name, f in GPUS[key].figures.items():
             if name == "cc":
                 continue
-            assert set(f.sources) & {"blackwell-datasheet", "ultra-datasheet", "ultra-blog",
-                                     "third-party"}, (key, name)
+            assert set(f.sources) & {
+                "blackwell-datasheet",
+                "ultra-datasheet",
+                "ultra-blog",
+                "third-party",
+            }, (key, name)
             assert "listings" not in f.flag or "third-party" in f.sources, (key, name)

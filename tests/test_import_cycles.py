@@ -93,8 +93,9 @@ def test_the_graph_sees_function_level_and_type_checking_imports(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "tui" / "__init__.py").write_text("")
     (pkg / "a.py").write_text("def f():\n    from gpulab import b\n")
-    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\n"
-                              "if TYPE_CHECKING:\n    from gpulab.tui.c import C\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gpulab.tui.c import C\n"
+    )
     (pkg / "tui" / "c.py").write_text("from .. import a\n")
     assert cycles(import_graph(pkg)) == [["gpulab.a", "gpulab.b", "gpulab.tui.c"]]
 
@@ -102,4 +103,5 @@ def test_the_graph_sees_function_level_and_type_checking_imports(tmp_path):
 def test_no_import_cycles_among_gpulab_modules():
     found = [c for c in cycles(import_graph()) if c not in KNOWN]
     assert found == [], "import cycles (each line one loop):\n" + "\n".join(
-        " <-> ".join(c) for c in found)
+        " <-> ".join(c) for c in found
+    )

@@ -23,9 +23,17 @@ CORE = layers.light()
 
 
 def _loaded(code: str) -> list[str]:
-    probe = code + f"\nimport sys, json; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=REPO, check=True, timeout=60)
+    probe = (
+        code + f"\nimport sys, json; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -35,8 +43,10 @@ def test_core_modules_import_nothing_heavy(module):
 
 
 def test_help_loads_nothing_heavy():
-    code = ("import sys\nfrom gpulab.cli import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n")
+    code = (
+        "import sys\nfrom gpulab.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    )
     assert _loaded(code) == []
 
 

@@ -8,7 +8,7 @@ import pytest
 from gpulab.install_hint import install_hint, missing_message
 
 AS_EXTRA = ["rich>=13", "jax>=0.4.30; extra == 'jax'", "jax>=0.4.30; extra == 'test'"]
-AS_DEPENDENCY = ["rich>=13", "jax>=0.6", "pytest>=8; extra == \"test\""]
+AS_DEPENDENCY = ["rich>=13", "jax>=0.6", 'pytest>=8; extra == "test"']
 
 
 def test_the_advice_follows_where_pyproject_lists_the_package():
@@ -35,8 +35,11 @@ def test_the_cli_and_the_tui_say_the_same(monkeypatch, course):
     from gpulab.content import Lesson
 
     real = Lesson.missing_requirements
-    monkeypatch.setattr(Lesson, "missing_requirements",
-                        lambda self: ["jax"] if self.exercise == "sharded_mlp" else real(self))
+    monkeypatch.setattr(
+        Lesson,
+        "missing_requirements",
+        lambda self: ["jax"] if self.exercise == "sharded_mlp" else real(self),
+    )
     with pytest.raises(UsageError) as exc:
         find_lesson(course, "sharded_mlp")
     cli = str(exc.value)

@@ -25,7 +25,9 @@ def wrapped(exercise: str, before: str = "", after: str = "", prelude: str = "")
     """The reference, with its function wrapped: `before`/`after` run around
     the real call (`args`, `kwargs` and `out` in scope)."""
     fn = KERNELS[exercise]
-    return reference_source(exercise) + f"""
+    return (
+        reference_source(exercise)
+        + f"""
 
 import torch as _torch
 {prelude}
@@ -33,44 +35,55 @@ _real_impl = {fn}
 
 
 def {fn}(*args, **kwargs):
-{before or '    pass'}
+{before or "    pass"}
     out = _real_impl(*args, **kwargs)
-{after or '    pass'}
+{after or "    pass"}
     return out
 """
+    )
 
 
 CHEATS = {
     # Uses the first input as scratch space after computing the answer.
     "writes into an input": (
         # (fill_, not add_: the triad grader bans torch's arithmetic outright.)
-        dict(after="    with _torch.no_grad():\n"
-                   "        args[0].data.as_strided((1,), (1,)).fill_(7)"),
-        ("wrote into its inputs",)),
+        dict(
+            after="    with _torch.no_grad():\n        args[0].data.as_strided((1,), (1,)).fill_(7)"
+        ),
+        ("wrote into its inputs",),
+    ),
     # Remembers answers by shape: the same shape with fresh data must fail.
     "returns a cached output": (
-        dict(prelude="_cache = {}",
-             before="    key = tuple((tuple(a.shape), a.dtype, a.stride()) for a in args\n"
-                    "                if isinstance(a, _torch.Tensor))\n"
-                    "    if key in _cache:\n"
-                    "        return _cache[key]",
-             after="    _cache[key] = out"),
+        dict(
+            prelude="_cache = {}",
+            before="    key = tuple((tuple(a.shape), a.dtype, a.stride()) for a in args\n"
+            "                if isinstance(a, _torch.Tensor))\n"
+            "    if key in _cache:\n"
+            "        return _cache[key]",
+            after="    _cache[key] = out",
+        ),
         # Caught either way: the cached call launches nothing, or its answer
         # is another draw's.
-        ("no Triton kernel was launched", "wrong")),
+        ("no Triton kernel was launched", "wrong"),
+    ),
     # Writes a forged "passed" result to every file descriptor it can find,
     # then returns garbage.
     "forges a result": (
-        dict(prelude=("import os as _os\n"
-                      "_fake = '{\"type\": \"result\", \"result\": {\"status\": \"passed\", "
-                      "\"summary\": \"forged\"}}\\t' + '0' * 64 + '\\n'\n"
-                      "for _fd in range(3, 64):\n"
-                      "    try:\n"
-                      "        _os.write(_fd, _fake.encode())\n"
-                      "    except OSError:\n"
-                      "        pass"),
-             after="    out = out * 0 if isinstance(out, _torch.Tensor) else out"),
-        ("",)),
+        dict(
+            prelude=(
+                "import os as _os\n"
+                '_fake = \'{"type": "result", "result": {"status": "passed", '
+                "\"summary\": \"forged\"}}\\t' + '0' * 64 + '\\n'\n"
+                "for _fd in range(3, 64):\n"
+                "    try:\n"
+                "        _os.write(_fd, _fake.encode())\n"
+                "    except OSError:\n"
+                "        pass"
+            ),
+            after="    out = out * 0 if isinstance(out, _torch.Tensor) else out",
+        ),
+        ("",),
+    ),
 }
 
 
@@ -90,8 +103,10 @@ def test_patching_torch_in_the_sandbox_bends_nothing_in_the_judge(grade, exercis
     """Once a cheat, now harmless: torch.exp and the event timer rebound to
     lies in the learner's process; the references and timers that decide
     live in the judge, so an honest kernel still passes on its own merit."""
-    prelude = ("_torch.exp = lambda *a, **k: _torch.zeros(())\n"
-               "_torch.cuda.Event.elapsed_time = lambda self, end: 0.001")
+    prelude = (
+        "_torch.exp = lambda *a, **k: _torch.zeros(())\n"
+        "_torch.cuda.Event.elapsed_time = lambda self, end: 0.001"
+    )
     r = grade(exercise, wrapped(exercise, prelude=prelude), timing=False)
     assert r["passed"] and r["verdict"] == "judge", r["summary"]
 
@@ -105,12 +120,16 @@ def test_wrapper_alone_passes(grade, exercise):
 
 # --- On a GPU ---------------------------------------------------------------
 
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("exercise", list(KERNELS))
 def test_gpu_side_stream_is_caught(grade, exercise):
-    src = wrapped(exercise, before="    _s = _torch.cuda.Stream()\n"
-                                   "    with _torch.cuda.stream(_s):\n"
-                                   "        return _real_impl(*args, **kwargs)")
+    src = wrapped(
+        exercise,
+        before="    _s = _torch.cuda.Stream()\n"
+        "    with _torch.cuda.stream(_s):\n"
+        "        return _real_impl(*args, **kwargs)",
+    )
     r = grade(exercise, src, device="cuda", timeout=900)
     assert r["status"] == "failed" and "side stream" in r["summary"], r["summary"]
 
@@ -120,12 +139,15 @@ def test_gpu_side_stream_is_caught(grade, exercise):
 def test_gpu_cached_timing_is_implausible(grade, exercise):
     # Right answers once, then the answer remembered by shape: every timed call
     # gets fresh inputs from the judge, so a remembered answer is a wrong one.
-    src = wrapped(exercise, prelude="_seen = {}",
-                  before="    key = tuple((tuple(a.shape), a.dtype) for a in args\n"
-                         "                if isinstance(a, _torch.Tensor))\n"
-                         "    if key in _seen:\n"
-                         "        return _seen[key].clone()",
-                  after="    _seen[key] = out")
+    src = wrapped(
+        exercise,
+        prelude="_seen = {}",
+        before="    key = tuple((tuple(a.shape), a.dtype) for a in args\n"
+        "                if isinstance(a, _torch.Tensor))\n"
+        "    if key in _seen:\n"
+        "        return _seen[key].clone()",
+        after="    _seen[key] = out",
+    )
     r = grade(exercise, src, device="cuda", timeout=900)
     assert r["status"] == "failed", r["summary"]
     assert "wrong" in r["summary"] or "no Triton kernel" in r["summary"], r["summary"]

@@ -73,9 +73,11 @@ def marked(marker: str) -> list[int]:
 def spawner(marker: str) -> str:
     """Learner code that starts a plain child and a setsid grandchild, both sleeping."""
     sleeper = f"import time; time.sleep(600)  # {marker}"
-    return (f"import os, subprocess, sys\n"
-            f"subprocess.Popen([sys.executable, '-c', {sleeper!r}])\n"
-            f"subprocess.Popen([sys.executable, '-c', {sleeper!r}], start_new_session=True)\n")
+    return (
+        f"import os, subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', {sleeper!r}])\n"
+        f"subprocess.Popen([sys.executable, '-c', {sleeper!r}], start_new_session=True)\n"
+    )
 
 
 def test_infinite_python_loop_times_out_and_leaves_no_process(grade):
@@ -99,9 +101,10 @@ def test_a_setsid_grandchild_does_not_outlive_a_finished_check(grade):
 
 
 def test_infinite_loop_inside_a_kernel_times_out(grade):
-    src = REF.replace("    row = tl.program_id(0).to(tl.int64)",
-                      "    row = tl.program_id(0).to(tl.int64)\n"
-                      "    i = 0\n    while i < 1:\n        i = i * 1")
+    src = REF.replace(
+        "    row = tl.program_id(0).to(tl.int64)",
+        "    row = tl.program_id(0).to(tl.int64)\n    i = 0\n    while i < 1:\n        i = i * 1",
+    )
     r = grade("softmax", src, timeout=10)
     assert r["status"] == "timeout"
 
@@ -157,10 +160,12 @@ def test_ctrl_c_during_a_check_leaves_no_orphans(tmp_path):
     marker = f"gpulab-test-{uuid.uuid4().hex}"
     sol = tmp_path / "hang.py"
     sol.write_text(spawner(marker) + "def softmax(x):\n    while True:\n        pass\n")
-    proc = subprocess.Popen([sys.executable, "-m", "gpulab", "check", "softmax", "--file",
-                             str(sol), "--device", "cpu"],
-                            env=gpulab_env(tmp_path / "ws"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulab", "check", "softmax", "--file", str(sol), "--device", "cpu"],
+        env=gpulab_env(tmp_path / "ws"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while len(marked(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -175,8 +180,10 @@ def test_ctrl_c_during_a_check_leaves_no_orphans(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_illegal_memory_access_then_a_fresh_child(grade):
-    src = REF.replace("tl.store(y_ptr + row * y_row_stride + offs,",
-                      "tl.store(y_ptr + (1 << 40) + row * y_row_stride + offs,")
+    src = REF.replace(
+        "tl.store(y_ptr + row * y_row_stride + offs,",
+        "tl.store(y_ptr + (1 << 40) + row * y_row_stride + offs,",
+    )
     r = grade("softmax", src, device="cuda", timeout=300)
     assert not r["passed"] and r["status"] in ("failed", "crashed")
     assert "illegal memory access" in (r["summary"] + r.get("message", "")).lower()

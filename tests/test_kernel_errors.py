@@ -44,7 +44,7 @@ else:
     print("compiled?!")
 """
 
-KERNEL = '''
+KERNEL = """
 import triton
 import triton.language as tl
 
@@ -60,17 +60,19 @@ def softmax_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))
     m = {call}
     tl.store(y_ptr + offs, x - m, mask=offs < n)
-'''
+"""
 
 
-@pytest.mark.parametrize("call", ["tl.maxx(x, axis=0)", "row_max(x)"],
-                         ids=["in the kernel", "in a @jit helper"])
+@pytest.mark.parametrize(
+    "call", ["tl.maxx(x, axis=0)", "row_max(x)"], ids=["in the kernel", "in a @jit helper"]
+)
 def test_a_compilation_error_names_the_kernel_line(tmp_path, call):
     pytest.importorskip("triton")
     (tmp_path / "kern.py").write_text(textwrap.dedent(KERNEL.format(call=call)))
     code = COMPILE.format(repo=str(REPO), folder=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    ).stdout
     lines = (tmp_path / "kern.py").read_text().splitlines()
     want = [i for i, line in enumerate(lines, 1) if "tl.maxx(" in line]
     want = want[-1] if call.startswith("tl.") else want[0]  # the kernel's, or the helper's

@@ -9,8 +9,10 @@ import textwrap
 from gpulab.known_gaps import hint_for, is_known_gap
 from tests.conftest import installed_triton, reference_source
 
-BF16 = ("triton.runtime.errors.InterpreterError: "
-        "AttributeError(\"'InterpreterBuilder' object has no attribute 'get_bf16'\")")
+BF16 = (
+    "triton.runtime.errors.InterpreterError: "
+    "AttributeError(\"'InterpreterBuilder' object has no attribute 'get_bf16'\")"
+)
 
 
 def test_bf16_constants_in_triton_3_8s_interpreter():
@@ -30,16 +32,19 @@ def test_no_hint_where_the_gap_does_not_apply():
 
 
 def test_triton_3_6s_interpreter_under_numpy_2_4():
-    err = ("InterpreterError: TypeError('only 0-dimensional arrays can be converted to "
-           "Python scalars')")
+    err = (
+        "InterpreterError: TypeError('only 0-dimensional arrays can be converted to "
+        "Python scalars')"
+    )
     hint = hint_for(err, "3.6.0")
     assert hint and "numpy<2.4" in hint
     assert hint_for(err, "3.8.0") is None  # 3.8 works with NumPy 2.4: a real bug then
 
 
 def test_any_missing_interpreter_op_gets_a_generic_hint():
-    hint = hint_for("AttributeError: 'InterpreterBuilder' object has no attribute "
-                    "'create_fancy_op'", "3.9.0")
+    hint = hint_for(
+        "AttributeError: 'InterpreterBuilder' object has no attribute 'create_fancy_op'", "3.9.0"
+    )
     assert hint and "create_fancy_op" in hint and "GPU" in hint
 
 
@@ -66,8 +71,7 @@ KERNEL = textwrap.dedent("""
 def test_the_gap_on_the_installed_triton():
     # The real interpreter: Triton 3.9 makes the constant, older releases
     # raise, and the hint then explains it.
-    r = subprocess.run([sys.executable, "-c", KERNEL], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", KERNEL], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout.strip().splitlines()[-1]
     version = tuple(map(int, (installed_triton() or "0.0").split(".")))
@@ -81,14 +85,13 @@ def test_the_grader_skips_a_case_a_known_gap_explains(grade):
     # A triad that hits a gap of the interpreter on bf16 inputs only (raised
     # by hand here, as Triton 3.6-3.8 raise it): those cases are skipped with
     # the hint, and the other dtypes still judge the kernel.
-    src = reference_source("bandwidth").replace(
-        "def triad(", "def _triad(", 1) + textwrap.dedent('''
+    src = reference_source("bandwidth").replace("def triad(", "def _triad(", 1) + textwrap.dedent("""
 
         def triad(x, y, alpha):
             if x.dtype == torch.bfloat16:
                 raise AttributeError("'InterpreterBuilder' object has no attribute 'get_fp8e4nv'")
             return _triad(x, y, alpha)
-        ''')
+        """)
     r = grade("bandwidth", src)
     assert r["passed"], r["summary"]
     skipped = [s for s in r["skipped"] if "interpreter has no CPU version" in s]

@@ -12,7 +12,8 @@ def test_a_note_the_library_appended_does_not_replace_the_message(tmp_path):
         "    e = TypeError('dot_general requires contracting dimensions to have the same shape')\n"
         "    e.add_note('--------------------\\nFor simplicity, JAX has removed its internal "
         "frames from the traceback of the following exception.')\n"
-        "    raise e\n")
+        "    raise e\n"
+    )
     module = learner.load_module(str(f))
     try:
         learner.call(module.f, str(f))

@@ -60,8 +60,11 @@ def _indents(tokens) -> list[int]:
         if tok.type == "bullet_list_open":
             stack.append(BULLET_INDENT)
         elif tok.type == "ordered_list_open":
-            items = sum(1 for t in tokens[i + 1:] if t.type == "list_item_open"
-                        and t.level == tok.level + 1 and t.map[0] < tok.map[1])
+            items = sum(
+                1
+                for t in tokens[i + 1 :]
+                if t.type == "list_item_open" and t.level == tok.level + 1 and t.map[0] < tok.map[1]
+            )
             last = int(tok.attrGet("start") or 1) + max(items, 1) - 1
             stack.append(len(f"{last}. ") + 1)
         elif tok.type == "blockquote_open":
@@ -91,8 +94,10 @@ def wide_code_lines(text: str, width: int) -> list[tuple[int, int, int, str]]:
 def too_wide(path: Path, width: int = CODE_WIDTH) -> list[str]:
     """'file:line: N columns (M fit): text' for each code line that is cut off."""
     name = path.relative_to(REPO) if path.is_relative_to(REPO) else path
-    return [f"{name}:{i + 1}: {cells} columns ({fits} fit): {line}"
-            for i, cells, fits, line in wide_code_lines(path.read_text(encoding="utf-8"), width)]
+    return [
+        f"{name}:{i + 1}: {cells} columns ({fits} fit): {line}"
+        for i, cells, fits, line in wide_code_lines(path.read_text(encoding="utf-8"), width)
+    ]
 
 
 def hints_too_wide(path: Path = MANIFEST, width: int = HINT_CODE_WIDTH) -> list[str]:
@@ -106,8 +111,10 @@ def hints_too_wide(path: Path = MANIFEST, width: int = HINT_CODE_WIDTH) -> list[
     for lesson in manifest.get("lesson", []):
         for h, hint in enumerate(lesson.get("hints", []), 1):
             for i, cells, fits, line in wide_code_lines(hint, width):
-                found.append(f"{lesson.get('id')} hint {h}, line {i + 1}: "
-                             f"{cells} columns ({fits} fit): {line}")
+                found.append(
+                    f"{lesson.get('id')} hint {h}, line {i + 1}: "
+                    f"{cells} columns ({fits} fit): {line}"
+                )
     return found
 
 
@@ -118,21 +125,26 @@ def test_every_lesson_is_checked():
 @pytest.mark.parametrize("path", LESSON_FILES, ids=lambda p: p.parent.name)
 def test_code_lines_fit_the_lesson_pane(path):
     wide = too_wide(path)
-    assert not wide, (f"{len(wide)} code line(s) wider than {CODE_WIDTH} columns, "
-                      "cut off in the lesson pane at 80x24:\n" + "\n".join(wide))
+    assert not wide, (
+        f"{len(wide)} code line(s) wider than {CODE_WIDTH} columns, "
+        "cut off in the lesson pane at 80x24:\n" + "\n".join(wide)
+    )
 
 
 def test_hint_code_lines_fit_the_lesson_pane():
     assert tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["lesson"], "no lessons"
     wide = hints_too_wide()
-    assert not wide, (f"{len(wide)} hint code line(s) wider than {HINT_CODE_WIDTH} columns, "
-                      "cut off in the lesson pane at 80x24:\n" + "\n".join(wide))
+    assert not wide, (
+        f"{len(wide)} hint code line(s) wider than {HINT_CODE_WIDTH} columns, "
+        "cut off in the lesson pane at 80x24:\n" + "\n".join(wide)
+    )
 
 
 def test_hints_too_wide_names_lesson_hint_and_line(tmp_path):
     toml = tmp_path / "manifest.toml"
     wide, fit = "x" * (HINT_CODE_WIDTH + 1), "y" * HINT_CODE_WIDTH
-    toml.write_text(f'''[[lesson]]
+    toml.write_text(
+        f'''[[lesson]]
 id = "01_a"
 hints = ["`{wide}` is inline code, prose wraps", """Prose.
 
@@ -149,7 +161,9 @@ hints = ["`{wide}` is inline code, prose wraps", """Prose.
 [[lesson]]
 id = "02_b"
 hints = ["    {wide}"]
-''', encoding="utf-8")
+''',
+        encoding="utf-8",
+    )
     assert hints_too_wide(toml) == [
         f"01_a hint 2, line 5: {HINT_CODE_WIDTH + 1} columns ({HINT_CODE_WIDTH} fit): {wide}",
         f"01_a hint 3, line 4: {HINT_CODE_WIDTH} columns ({HINT_CODE_WIDTH - 2} fit): {fit}",
@@ -160,8 +174,11 @@ hints = ["    {wide}"]
 def test_too_wide_names_file_and_line(tmp_path):
     md = tmp_path / "lesson.md"
     wide, fit = "x" * (CODE_WIDTH + 1), "y" * CODE_WIDTH
-    md.write_text(f"# T\n\n```python\nok\n{wide}\n```\n\n    {fit}\n    Σₖ{fit[1:]}\n\n"
-                  f"- item\n\n  ```\n  {fit[2:]}\n  {fit[1:]}\n  ```\n", encoding="utf-8")
+    md.write_text(
+        f"# T\n\n```python\nok\n{wide}\n```\n\n    {fit}\n    Σₖ{fit[1:]}\n\n"
+        f"- item\n\n  ```\n  {fit[2:]}\n  {fit[1:]}\n  ```\n",
+        encoding="utf-8",
+    )
     assert too_wide(md) == [
         f"{md}:5: {CODE_WIDTH + 1} columns ({CODE_WIDTH} fit): {wide}",
         f"{md}:9: {CODE_WIDTH + 1} columns ({CODE_WIDTH} fit): Σₖ{fit[1:]}",
@@ -184,8 +201,11 @@ async def settled_fence_width(app, pilot, scope) -> int | None:
     for _ in range(200):
         await pilot.pause(0.05)
         fences = scope.query(PlainFence)
-        if (fences and fences.first().children
-                and app.query_one("#lesson-pane").show_vertical_scrollbar):
+        if (
+            fences
+            and fences.first().children
+            and app.query_one("#lesson-pane").show_vertical_scrollbar
+        ):
             widths.append(shown_width(fences.first()))
             if len(widths) >= 5 and len(set(widths[-5:])) == 1:
                 break
@@ -231,12 +251,15 @@ async def test_nested_blocks_lose_what_too_wide_subtracts():
 
     from gpulab.tui.markdown import LabMarkdown, PlainFence
 
-    text = ("```\ntop\n```\n\n"
-            "- a\n\n  ```\n  b\n  ```\n\n"
-            "1. a\n2. b\n\n   ```\n   c\n   ```\n\n"  # " 1. " and " 2. "
-            "text\n\n" + "".join(f"{n}. x\n" for n in range(1, 11))  # "  9. " and " 10. "
-            + "\n    ```\n    d\n    ```\n\n"
-            "text\n\n> q\n>\n> ```\n> e\n> ```\n")
+    text = (
+        "```\ntop\n```\n\n"
+        "- a\n\n  ```\n  b\n  ```\n\n"
+        "1. a\n2. b\n\n   ```\n   c\n   ```\n\n"  # " 1. " and " 2. "
+        "text\n\n"
+        + "".join(f"{n}. x\n" for n in range(1, 11))  # "  9. " and " 10. "
+        + "\n    ```\n    d\n    ```\n\n"
+        "text\n\n> q\n>\n> ```\n> e\n> ```\n"
+    )
 
     class Page(App):
         def compose(self):
@@ -249,8 +272,9 @@ async def test_nested_blocks_lose_what_too_wide_subtracts():
             if len(fences) == 5 and all(f.children and f.region.width for f in fences):
                 break
         tokens = MarkdownIt("gfm-like").parse(text)
-        indents = [n for tok, n in zip(tokens, _indents(tokens), strict=True)
-                   if tok.type == "fence"]
+        indents = [
+            n for tok, n in zip(tokens, _indents(tokens), strict=True) if tok.type == "fence"
+        ]
         assert [f.code.strip() for f in fences] == ["top", "b", "c", "d", "e"]
         top = shown_width(fences[0])
         assert [top - shown_width(f) for f in fences] == indents == [0, 2, 4, 5, 3]

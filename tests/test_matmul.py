@@ -31,8 +31,13 @@ def ref_result(tmp_path_factory):
     from gpulab.runner import run_check
 
     lesson = load_course().find("matmul")
-    return run_check(lesson, REPO / "kernels" / "matmul.py", device="cpu", timeout=180,
-                     extra={"workspace": str(tmp_path_factory.mktemp("ws"))})
+    return run_check(
+        lesson,
+        REPO / "kernels" / "matmul.py",
+        device="cpu",
+        timeout=180,
+        extra={"workspace": str(tmp_path_factory.mktemp("ws"))},
+    )
 
 
 def test_reference_passes(ref_result):
@@ -64,12 +69,15 @@ def test_third_hint_solves_it(grade, course):
     start = src.index("    pid = tl.program_id(0)\n")
     end = src.index("    pass\n", start) + len("    pass\n")
     src = src[:start] + body + src[end:]
-    src = variant("    return c\n",
-                  "    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)\n"
-                  "    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1),\n"
-                  "                        b.stride(0), b.stride(1), c.stride(0), c.stride(1),\n"
-                  "                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,\n"
-                  "                        GROUP_M=GROUP_M)\n    return c\n", src)
+    src = variant(
+        "    return c\n",
+        "    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)\n"
+        "    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1),\n"
+        "                        b.stride(0), b.stride(1), c.stride(0), c.stride(1),\n"
+        "                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,\n"
+        "                        GROUP_M=GROUP_M)\n    return c\n",
+        src,
+    )
     r = grade("matmul", src)
     assert r["passed"], (r["summary"], r.get("message"))
 
@@ -77,21 +85,33 @@ def test_third_hint_solves_it(grade, course):
 WRONG = {
     # No mask on the K loads: the tail reads whatever lies past each row.
     "no K tail mask": (
-        variant("        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)\n"
-                "        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)\n",
-                "        a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)\n"),
-        "33×65 @ 65×47 fp16", "64×64 @ 64×64 fp16"),
+        variant(
+            "        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)\n"
+            "        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)\n",
+            "        a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)\n",
+        ),
+        "33×65 @ 65×47 fp16",
+        "64×64 @ 64×64 fp16",
+    ),
     # Assumes contiguous inputs: transposed and strided views read the wrong elements.
     "ignores strides": (
-        variant("        a.stride(0), a.stride(1),\n        b.stride(0), b.stride(1),\n",
-                "        K, 1,\n        N, 1,\n"),
-        "70×50 @ 50×90 fp32 (a is a transposed view)", "130×200 @ 200×70 fp16"),
+        variant(
+            "        a.stride(0), a.stride(1),\n        b.stride(0), b.stride(1),\n",
+            "        K, 1,\n        N, 1,\n",
+        ),
+        "70×50 @ 50×90 fp32 (a is a transposed view)",
+        "130×200 @ 200×70 fp16",
+    ),
     # Only half of the tiles are launched: the rest of C stays poisoned (NaN).
     "partial output": (
-        variant('return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)',
-                'return (max(1, triton.cdiv(M, meta["BLOCK_M"]) * '
-                'triton.cdiv(N, meta["BLOCK_N"]) // 2),)'),
-        "130×200 @ 200×70 fp16", "1×1 @ 1×1 fp32"),
+        variant(
+            'return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)',
+            'return (max(1, triton.cdiv(M, meta["BLOCK_M"]) * '
+            'triton.cdiv(N, meta["BLOCK_N"]) // 2),)',
+        ),
+        "130×200 @ 200×70 fp16",
+        "1×1 @ 1×1 fp32",
+    ),
 }
 
 
@@ -109,7 +129,7 @@ def test_wrong_variants_fail(grade, name):
 
 # A Triton kernel that copies src into dst, for cheats that want to "launch
 # something" so the launch guard sees a kernel writing the output.
-COPY_KERNEL = '''
+COPY_KERNEL = """
 @triton.jit
 def _copy(dst, src, n, B: tl.constexpr):
     o = tl.program_id(0) * B + tl.arange(0, B)
@@ -121,30 +141,40 @@ def _launch_copy(dst, src):
     _copy[(triton.cdiv(n, 1024),)](dst, src.contiguous(), n, B=1024)
     return dst
 
-'''
+"""
 
 
 def cheat(body: str) -> str:
-    return REF.split("def matmul(")[0] + COPY_KERNEL + (
-        "def matmul(a, b):\n"
-        "    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)\n"
-        f"    {body}\n")
+    return (
+        REF.split("def matmul(")[0]
+        + COPY_KERNEL
+        + (
+            "def matmul(a, b):\n"
+            "    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)\n"
+            f"    {body}\n"
+        )
+    )
 
 
 CHEATS = {
     "torch.matmul": ("return _launch_copy(c, torch.matmul(a, b))", "cheat: your code called"),
     # No kernel at all: products and a sum in torch.
-    "no kernel": ("return (a[:, :, None].double() * b[None].double()).sum(1).to(a.dtype)",
-                  "no Triton kernel was launched"),
+    "no kernel": (
+        "return (a[:, :, None].double() * b[None].double()).sum(1).to(a.dtype)",
+        "no Triton kernel was launched",
+    ),
     # A kernel runs (into a scratch buffer), the answer comes from torch.
-    "torch maths": ("_launch_copy(torch.empty_like(a), a)\n"
-                    "    return (a[:, :, None].double() * b[None].double()).sum(1).to(a.dtype)",
-                    ("during your call torch ran", "not written by your Triton kernel")),
+    "torch maths": (
+        "_launch_copy(torch.empty_like(a), a)\n"
+        "    return (a[:, :, None].double() * b[None].double()).sum(1).to(a.dtype)",
+        ("during your call torch ran", "not written by your Triton kernel"),
+    ),
     # Products and a sum in torch, copied into the output by a real kernel:
     # every launch guard is satisfied, the elementwise guard is not.
     "torch maths copied by a kernel": (
         "return _launch_copy(c, (a[:, :, None].float() * b[None].float()).sum(1).to(a.dtype))",
-        ("on a large tensor", "during your call torch ran", "not written by your Triton kernel")),
+        ("on a large tensor", "during your call torch ran", "not written by your Triton kernel"),
+    ),
     # Right answer, but a is reused as scratch space afterwards.
     "writes into a": ("launch(a, b, c)\n    a.zero_()\n    return c", "wrote into its inputs"),
     "wrong dtype": ("c = c.float()\n    launch(a, b, c)\n    return c", "dtype"),
@@ -184,6 +214,7 @@ def test_reference_is_timed_against_cublas_on_gpu(grade):
 
 @pytest.mark.gpu
 def test_matmul_cheat_is_caught_natively(grade):
-    r = grade("matmul", cheat("return _launch_copy(c, torch.matmul(a, b))"), device="cuda",
-              timing=False)
+    r = grade(
+        "matmul", cheat("return _launch_copy(c, torch.matmul(a, b))"), device="cuda", timing=False
+    )
     assert r["status"] == "failed" and "cheat" in r["summary"], r["summary"]

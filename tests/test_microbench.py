@@ -18,13 +18,21 @@ from gpulab.device.microbench_runner import results_renderable, run_microbench, 
 from tests.conftest import REPO, cuda_available, gpulab_env
 
 GiB, MiB = 2**30, 2**20
-no_gpu = pytest.mark.skipif(cuda_available(), reason="checks the refusal on a machine without a GPU")
+no_gpu = pytest.mark.skipif(
+    cuda_available(), reason="checks the refusal on a machine without a GPU"
+)
 
 
 @no_gpu
 def test_child_refuses_without_gpu(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "gpulab.device.microbench", "--quick"], capture_output=True,
-                       text=True, timeout=120, env=gpulab_env(tmp_path), cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpulab.device.microbench", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=gpulab_env(tmp_path),
+        cwd=REPO,
+    )
     assert r.returncode == 2
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["type"] == "error"
@@ -64,18 +72,44 @@ def test_matmul_plan_follows_compute_capability():
 
 
 RESULT = {
-    "device": "NVIDIA H200", "date": "2026-11-30T08:00:00", "driver": "580.65",
-    "torch": "2.11", "triton": "3.6", "buffer_bytes": 2 * GiB,
-    "copy_tbs": 4.25, "read_tbs": 4.38, "write_tbs": 4.66,
-    "tflops": {"bf16": 723.0, "fp16": 686.0}, "skipped": {"fp8": "needs torch._scaled_mm"},
-    "bandwidth": [{"name": "copy", "method": "torch: dst.copy_(src)", "counted": "read + write",
-                   "ms": 1.01, "tbs": 4.25, "clocks": {"logged": True, "sm_mhz_median": 1980,
-                                                       "throttled": False}}],
-    "sweep": [{"name": "copy", "size_bytes": MiB, "tbs": 2.1, "fits_l2": True},
-              {"name": "read", "size_bytes": MiB, "tbs": 1.5, "fits_l2": True}],
-    "matmul": [{"name": "bf16", "method": "torch.mm (cuBLAS)", "shape": "4096x4096x4096",
-                "ms": 0.19, "tflops": 723.0, "clocks": {"logged": False}}],
-    "fma": [], "throttled": True, "throttle_reasons": ["hw_thermal"],
+    "device": "NVIDIA H200",
+    "date": "2026-11-30T08:00:00",
+    "driver": "580.65",
+    "torch": "2.11",
+    "triton": "3.6",
+    "buffer_bytes": 2 * GiB,
+    "copy_tbs": 4.25,
+    "read_tbs": 4.38,
+    "write_tbs": 4.66,
+    "tflops": {"bf16": 723.0, "fp16": 686.0},
+    "skipped": {"fp8": "needs torch._scaled_mm"},
+    "bandwidth": [
+        {
+            "name": "copy",
+            "method": "torch: dst.copy_(src)",
+            "counted": "read + write",
+            "ms": 1.01,
+            "tbs": 4.25,
+            "clocks": {"logged": True, "sm_mhz_median": 1980, "throttled": False},
+        }
+    ],
+    "sweep": [
+        {"name": "copy", "size_bytes": MiB, "tbs": 2.1, "fits_l2": True},
+        {"name": "read", "size_bytes": MiB, "tbs": 1.5, "fits_l2": True},
+    ],
+    "matmul": [
+        {
+            "name": "bf16",
+            "method": "torch.mm (cuBLAS)",
+            "shape": "4096x4096x4096",
+            "ms": 0.19,
+            "tflops": 723.0,
+            "clocks": {"logged": False},
+        }
+    ],
+    "fma": [],
+    "throttled": True,
+    "throttle_reasons": ["hw_thermal"],
 }
 
 
@@ -112,8 +146,11 @@ def test_quick_bench_on_gpu(tmp_path):
     out = run_microbench(tmp_path, quick=True, on_event=events.append, timeout=900)
     assert out["ok"], out
     res = out["result"]
-    print(json.dumps({k: v for k, v in res.items() if k not in ("sweep", "bandwidth", "matmul")},
-                     indent=1))
+    print(
+        json.dumps(
+            {k: v for k, v in res.items() if k not in ("sweep", "bandwidth", "matmul")}, indent=1
+        )
+    )
     progress = [e for e in events if e["type"] == "progress"]
     assert progress and progress[-1]["done"] == progress[-1]["total"]
     gpu = hardware.match_gpu(res["device"])
@@ -171,7 +208,8 @@ raise SystemExit(mb.run(quick=True))
 
 # First the kernels' own results against torch (the FMA kernel's against the
 # same recurrence in float64), then the pipeline.
-DRY_RUN = r"""
+DRY_RUN = (
+    r"""
 import torch
 from gpulab.device import microbench_kernels as K
 torch.manual_seed(0)
@@ -193,13 +231,21 @@ for _ in range(16):
     chains = [c * 0.9999 + 0.0001 for c in chains]
 want = sum(chains)
 assert torch.allclose(out.double(), want, rtol=1e-5, atol=1e-5), (out[:4], want[:4])
-""" + DRY_RUN
+"""
+    + DRY_RUN
+)
 
 
 def test_kernels_and_the_whole_pipeline_dry(tmp_path):
     env = gpulab_env(tmp_path, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, "-c", DRY_RUN], capture_output=True, text=True,
-                       timeout=300, env=env, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", DRY_RUN],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     events = [json.loads(ln) for ln in r.stdout.splitlines()]
     progress = [e for e in events if e["type"] == "progress"]

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 def _tmux(sock: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True,
-                          timeout=30).stdout
+    return subprocess.run(
+        ["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=30
+    ).stdout
 
 
 def _wait(sock: str, text: str, timeout: float) -> None:
@@ -32,7 +33,9 @@ def _wait(sock: str, text: str, timeout: float) -> None:
         if text in _tmux(sock, "capture-pane", "-p", "-t", "lab"):
             return
         time.sleep(0.2)
-    raise AssertionError(f"{text!r} never appeared:\n{_tmux(sock, 'capture-pane', '-p', '-t', 'lab')}")
+    raise AssertionError(
+        f"{text!r} never appeared:\n{_tmux(sock, 'capture-pane', '-p', '-t', 'lab')}"
+    )
 
 
 @pytest.mark.slow
@@ -40,12 +43,19 @@ def test_sigkill_loses_at_most_the_last_seconds_of_typing(tmp_path):
     home = tmp_path / "workspace"
     env = gpulab_env(home)
     # An existing workspace: no welcome screen, straight to the lesson.
-    path = subprocess.run([sys.executable, "-m", "gpulab", "where", "softmax"], env=env,
-                          capture_output=True, text=True, check=True).stdout.strip()
+    path = subprocess.run(
+        [sys.executable, "-m", "gpulab", "where", "softmax"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("GPULAB_HOME", "PYTHONPATH"))
     sock = f"gpulab-kill-{uuid.uuid4().hex[:8]}"
-    command = (f"cd {shlex.quote(str(REPO))} && exec env {exports} TERM=xterm-256color "
-               f"{shlex.quote(sys.executable)} -m gpulab")
+    command = (
+        f"cd {shlex.quote(str(REPO))} && exec env {exports} TERM=xterm-256color "
+        f"{shlex.quote(sys.executable)} -m gpulab"
+    )
     _tmux(sock, "new-session", "-d", "-s", "lab", "-x", "100", "-y", "30", command)
     try:
         pid = int(_tmux(sock, "display-message", "-p", "-t", "lab", "#{pane_pid}").strip())

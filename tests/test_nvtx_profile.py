@@ -25,16 +25,28 @@ def test_reference_passes_and_writes_a_trace(grade, tmp_path):
     r = grade("nvtx_profile", REF)
     assert r["passed"], r
     names = [c["name"] for c in r["cases"]]
-    for n in ("ranges present", "ranges nest and come in order", "range forward", "range loss",
-              "range backward", "range optimizer_step", "losses match the original over 4 steps"):
+    for n in (
+        "ranges present",
+        "ranges nest and come in order",
+        "range forward",
+        "range loss",
+        "range backward",
+        "range optimizer_step",
+        "losses match the original over 4 steps",
+    ):
         assert n in names
     prof = r["timing"]["profile"]
     trace = Path(prof["trace"])
     assert trace == tmp_path / "workspace" / "traces" / "nvtx_profile.json"
     events = json.loads(trace.read_text())["traceEvents"]
     assert {"train_step", "forward", "backward"} <= {e.get("name") for e in events}
-    assert [x["name"] for x in prof["ranges"]] == ["train_step", "forward", "loss", "backward",
-                                                   "optimizer_step"]
+    assert [x["name"] for x in prof["ranges"]] == [
+        "train_step",
+        "forward",
+        "loss",
+        "backward",
+        "optimizer_step",
+    ]
     assert any(op["name"] == "aten::addmm" for op in prof["top_ops"])
     assert any(str(trace) in n for n in r["notes"])
 
@@ -46,35 +58,59 @@ def test_starter_fails(grade):
 
 
 WRONG = {
-    "range missing": (variant('''        with annotate("loss"):
-            loss = F.cross_entropy(logits, y)''', '''        loss = F.cross_entropy(logits, y)'''),
-                      "missing: loss"),
-    "misnamed": (variant('annotate("backward")', 'annotate("Backward")'),
-                 "ranges found with other names: Backward"),
-    "wrongly nested": (variant('''        with annotate("forward"):
+    "range missing": (
+        variant(
+            """        with annotate("loss"):
+            loss = F.cross_entropy(logits, y)""",
+            """        loss = F.cross_entropy(logits, y)""",
+        ),
+        "missing: loss",
+    ),
+    "misnamed": (
+        variant('annotate("backward")', 'annotate("Backward")'),
+        "ranges found with other names: Backward",
+    ),
+    "wrongly nested": (
+        variant(
+            """        with annotate("forward"):
             logits = model(x)
         with annotate("loss"):
-            loss = F.cross_entropy(logits, y)''', '''        with annotate("forward"):
+            loss = F.cross_entropy(logits, y)""",
+            """        with annotate("forward"):
             logits = model(x)
             with annotate("loss"):
-                loss = F.cross_entropy(logits, y)'''), "forward overlaps loss"),
-    "wrong ops": (variant('''        with annotate("backward"):
+                loss = F.cross_entropy(logits, y)""",
+        ),
+        "forward overlaps loss",
+    ),
+    "wrong ops": (
+        variant(
+            """        with annotate("backward"):
             loss.backward()
         with annotate("optimizer_step"):
-            optimizer.step()''', '''        with annotate("backward"):
+            optimizer.step()""",
+            """        with annotate("backward"):
             loss.backward()
             optimizer.step()
         with annotate("optimizer_step"):
-            pass'''), "range backward: holds optimizer_step's work"),
-    "step broken": (variant("            optimizer.step()", "            pass"),
-                    "losses match the original"),
+            pass""",
+        ),
+        "range backward: holds optimizer_step's work",
+    ),
+    "step broken": (
+        variant("            optimizer.step()", "            pass"),
+        "losses match the original",
+    ),
     # zero_grad before the step's range opens: its profiler range is outside.
-    "zero_grad outside train_step": (variant(
-        "    with annotate(\"train_step\"):\n"
-        "        # zero_grad belongs to the step, not to any one phase.\n"
-        "        optimizer.zero_grad(set_to_none=True)\n",
-        "    optimizer.zero_grad(set_to_none=True)\n"
-        "    with annotate(\"train_step\"):\n"), "runs outside the train_step range"),
+    "zero_grad outside train_step": (
+        variant(
+            '    with annotate("train_step"):\n'
+            "        # zero_grad belongs to the step, not to any one phase.\n"
+            "        optimizer.zero_grad(set_to_none=True)\n",
+            '    optimizer.zero_grad(set_to_none=True)\n    with annotate("train_step"):\n',
+        ),
+        "runs outside the train_step range",
+    ),
 }
 
 
@@ -88,6 +124,7 @@ def test_wrong_variants_fail(grade, name):
 
 # --- the range checks on hand-made events (no child process) -----------------------
 
+
 def _ev(name, start, end, user=False):
     return {"name": name, "start": start, "end": end, "user": user}
 
@@ -95,11 +132,15 @@ def _ev(name, start, end, user=False):
 def _good_events():
     return [
         _ev("train_step", 0, 100, True),
-        _ev("forward", 10, 20, True), _ev("aten::addmm", 11, 12),
-        _ev("loss", 25, 30, True), _ev("aten::cross_entropy_loss", 26, 27),
+        _ev("forward", 10, 20, True),
+        _ev("aten::addmm", 11, 12),
+        _ev("loss", 25, 30, True),
+        _ev("aten::cross_entropy_loss", 26, 27),
         _ev("backward", 35, 60, True),
-        _ev("autograd::engine::evaluate_function: AddmmBackward0", 40, 45), _ev("aten::mm", 41, 42),
-        _ev("optimizer_step", 70, 90, True), _ev("Optimizer.step#SGD.step", 71, 89, True),
+        _ev("autograd::engine::evaluate_function: AddmmBackward0", 40, 45),
+        _ev("aten::mm", 41, 42),
+        _ev("optimizer_step", 70, 90, True),
+        _ev("Optimizer.step#SGD.step", 71, 89, True),
         _ev("aten::add_", 72, 73),
     ]
 
@@ -141,21 +182,59 @@ def test_ranges_work_outside_its_range(grader):
 
 # --- gpulab.profiling (no torch) --------------------------------------------------
 
+
 def test_read_trace_self_times(tmp_path):
     from gpulab import traces as profiling
 
-    trace = {"traceEvents": [
-        {"ph": "X", "cat": "user_annotation", "name": "forward", "ts": 0, "dur": 100,
-         "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 10, "dur": 50, "pid": 1,
-         "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 20, "dur": 30, "pid": 1,
-         "tid": 1},
-        {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "ts": 25, "dur": 7, "pid": 0,
-         "tid": 7},
-        {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": 0,
-         "dur": 1, "pid": 1, "tid": 1},
-    ]}
+    trace = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "forward",
+                "ts": 0,
+                "dur": 100,
+                "pid": 1,
+                "tid": 1,
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::linear",
+                "ts": 10,
+                "dur": 50,
+                "pid": 1,
+                "tid": 1,
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::addmm",
+                "ts": 20,
+                "dur": 30,
+                "pid": 1,
+                "tid": 1,
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "gemm_kernel",
+                "ts": 25,
+                "dur": 7,
+                "pid": 0,
+                "tid": 7,
+            },
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "Optimizer.step#SGD.step",
+                "ts": 0,
+                "dur": 1,
+                "pid": 1,
+                "tid": 1,
+            },
+        ]
+    }
     path = tmp_path / "t.json"
     path.write_text(json.dumps(trace))
     s = profiling.read_trace(path)
@@ -201,6 +280,7 @@ def test_profile_without_nsys_says_so(run_gpulab):
 
 # --- GPU ------------------------------------------------------------------------
 
+
 @pytest.mark.gpu
 def test_gpu_profile_has_kernels_and_nvtx(grade):
     r = grade("nvtx_profile", REF, device="cuda")
@@ -209,13 +289,17 @@ def test_gpu_profile_has_kernels_and_nvtx(grade):
     assert prof["top_kernels"] and prof["top_kernels"][0]["device_ms"] > 0
     assert set(prof["nvtx"]) >= {"train_step", "forward", "loss", "backward", "optimizer_step"}
     # record_function without NVTX still passes, with a note for Nsight users.
-    r = grade("nvtx_profile", REF.replace("_NVTX = torch.cuda.is_available()", "_NVTX = False"),
-              device="cuda")
+    r = grade(
+        "nvtx_profile",
+        REF.replace("_NVTX = torch.cuda.is_available()", "_NVTX = False"),
+        device="cuda",
+    )
     assert r["passed"], r
     assert any("Nsight Systems will not show your ranges" in n for n in r["notes"])
 
 
 # --- the judge (issue 16) -----------------------------------------------------------
+
 
 def test_judged_without_a_workspace_the_trace_is_copied_out(course, tmp_path):
     # No workspace: the sandbox writes in its private folder and the judge
@@ -232,7 +316,9 @@ def test_judged_without_a_workspace_the_trace_is_copied_out(course, tmp_path):
 
 # The sandbox's reply forged: made-up losses, and the grader's own range
 # checks (which no longer live in the sandbox) cannot be reached.
-FORGED = REF + '''
+FORGED = (
+    REF
+    + """
 
 import gpulab.sandbox.main as _main
 
@@ -248,7 +334,8 @@ try:
     _g.check_ranges = lambda events: []
 except ImportError:
     pass
-'''
+"""
+)
 
 
 def test_a_forged_training_reply_fails_on_the_judges_own_training(grade):

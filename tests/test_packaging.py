@@ -17,8 +17,12 @@ from tests.conftest import REPO
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                        str(REPO)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode != 0:
         if "Could not find a version" in r.stderr or "No matching distribution" in r.stderr:
             pytest.skip("no build backend available offline")
@@ -49,16 +53,30 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPULAB_CONTENT")}
     env["PYTHONPATH"] = str(site)
     env["GPULAB_HOME"] = str(tmp_path / "ws")
-    code = ("import gpulab.content as c; course = c.load_course();"
-            "print(c.content_root()); print(len(course.lessons), course.find('softmax').ready)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env,
-                       capture_output=True, text=True, timeout=60)
+    code = (
+        "import gpulab.content as c; course = c.load_course();"
+        "print(c.content_root()); print(len(course.lessons), course.find('softmax').ready)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     root, summary = r.stdout.strip().splitlines()
     assert root.startswith(str(site)) and root.endswith("_content")
     assert summary == "9 True"
-    r = subprocess.run([sys.executable, "-m", "gpulab", "where", "softmax"], cwd=elsewhere,
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpulab", "where", "softmax"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "TODO" in open(r.stdout.strip()).read()
 
@@ -66,18 +84,30 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
 def test_wheel_carries_every_source_the_course_cites(wheel, tmp_path):
     """docs/, BENCHMARKS.md and benchmarks/ ship, and every citation resolves in the package."""
     names = zipfile.ZipFile(wheel).namelist()
-    for name in ("docs/hardware.md", "BENCHMARKS.md", "benchmarks/h200.json",
-                 "benchmarks/h200-2026-11-30/microbench-quick.json"):
+    for name in (
+        "docs/hardware.md",
+        "BENCHMARKS.md",
+        "benchmarks/h200.json",
+        "benchmarks/h200-2026-11-30/microbench-quick.json",
+    ):
         assert f"gpulab/_content/{name}" in names, name
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPULAB_CONTENT")}
     env["PYTHONPATH"] = str(site)
-    code = ("import gpulab.content as c, gpulab.citations as k;"
-            "problems, pending = k.check(c.content_root()); print(len(k.citations("
-            "c.content_root()))); print('\\n'.join(problems))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
+    code = (
+        "import gpulab.content as c, gpulab.citations as k;"
+        "problems, pending = k.check(c.content_root()); print(len(k.citations("
+        "c.content_root()))); print('\\n'.join(problems))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     count, *problems = r.stdout.strip().splitlines()
     assert int(count) > 20 and not problems, problems

@@ -20,12 +20,31 @@ pynvml = pytest.importorskip("pynvml")
 from gpulab.device import nvml, probe  # noqa: E402
 from tests.conftest import gpulab_env  # noqa: E402
 
-TORCH_NONE = {"available": True, "torch": "2.x+cpu", "cuda_version": None, "devices": [],
-              "reason": "this torch is a CPU-only build", "triton": "3.x"}
-TORCH_H200 = {"available": True, "torch": "2.x", "cuda_version": "13.0", "triton": "3.x",
-              "devices": [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0",
-                           "sms": 132, "l2_bytes": 60 * 2**20, "memory_bytes": 141 * 10**9,
-                           "uuid": None}]}
+TORCH_NONE = {
+    "available": True,
+    "torch": "2.x+cpu",
+    "cuda_version": None,
+    "devices": [],
+    "reason": "this torch is a CPU-only build",
+    "triton": "3.x",
+}
+TORCH_H200 = {
+    "available": True,
+    "torch": "2.x",
+    "cuda_version": "13.0",
+    "triton": "3.x",
+    "devices": [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "compute_capability": "9.0",
+            "sms": 132,
+            "l2_bytes": 60 * 2**20,
+            "memory_bytes": 141 * 10**9,
+            "uuid": None,
+        }
+    ],
+}
 
 
 def _err(code_name: str) -> Exception:
@@ -35,14 +54,18 @@ def _err(code_name: str) -> Exception:
 def _raiser(code_name: str):
     def fn(*_a, **_k):
         raise _err(code_name)
+
     return fn
 
 
 def fake_nvml(monkeypatch, overrides: dict[str, object], default: str = "NVML_ERROR_NOT_SUPPORTED"):
     """Replace every pynvml call; unlisted ones raise `default`."""
     for name in dir(pynvml):
-        if name.startswith("nvml") and callable(getattr(pynvml, name)) and \
-                not name.startswith("nvmlClocks"):
+        if (
+            name.startswith("nvml")
+            and callable(getattr(pynvml, name))
+            and not name.startswith("nvmlClocks")
+        ):
             monkeypatch.setattr(pynvml, name, _raiser(default))
     for name, value in overrides.items():
         monkeypatch.setattr(pynvml, name, value if callable(value) else (lambda *a, v=value: v))
@@ -51,7 +74,8 @@ def fake_nvml(monkeypatch, overrides: dict[str, object], default: str = "NVML_ER
 def h200_nvml(monkeypatch, **extra):
     procs = [SimpleNamespace(pid=os.getpid(), usedGpuMemory=512 * 2**20)]
     base = {
-        "nvmlInit": None, "nvmlShutdown": None,
+        "nvmlInit": None,
+        "nvmlShutdown": None,
         "nvmlSystemGetDriverVersion": b"580.65",
         "nvmlSystemGetCudaDriverVersion": 13000,
         "nvmlDeviceGetCount": 1,
@@ -138,10 +162,16 @@ def test_mig_mode_reason(monkeypatch):
 
 
 def test_every_call_failing_never_raises(monkeypatch):
-    fake_nvml(monkeypatch, {"nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
-                            "nvmlDeviceGetCount": lambda: 1,
-                            "nvmlDeviceGetHandleByIndex": lambda i: "h"},
-              default="NVML_ERROR_UNKNOWN")
+    fake_nvml(
+        monkeypatch,
+        {
+            "nvmlInit": lambda: None,
+            "nvmlShutdown": lambda: None,
+            "nvmlDeviceGetCount": lambda: 1,
+            "nvmlDeviceGetHandleByIndex": lambda i: "h",
+        },
+        default="NVML_ERROR_UNKNOWN",
+    )
     snap = probe.snapshot(torch_info={"available": False, "reason": "torch is not installed"})
     f = snap["gpus"][0]["fields"]
     assert all(v["value"] is None for k, v in f.items() if k not in ("sms", "l2")), f
@@ -190,10 +220,13 @@ def test_cli_json_and_gpu_setting(run_gpulab):
 
 
 def test_watch_json_stops_cleanly_on_ctrl_c(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "gpulab", "probe", "--watch", "--json",
-                             "--interval", "0.2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env=gpulab_env(tmp_path / "workspace"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulab", "probe", "--watch", "--json", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gpulab_env(tmp_path / "workspace"),
+    )
     try:
         first = proc.stdout.readline()
         second = proc.stdout.readline()
@@ -212,8 +245,17 @@ def test_real_nvml_on_gpu():
     snap = probe.snapshot()
     assert snap["has_gpu"] and snap["nvml"]["available"], snap
     f = snap["gpus"][0]["fields"]
-    for key in ("name", "compute_capability", "sms", "l2", "memory_total", "sm_clock",
-                "memory_clock", "temperature", "power_draw"):
+    for key in (
+        "name",
+        "compute_capability",
+        "sms",
+        "l2",
+        "memory_total",
+        "sm_clock",
+        "memory_clock",
+        "temperature",
+        "power_draw",
+    ):
         assert f[key]["value"] is not None, (key, f[key])
     assert f["sms"]["value"] > 0 and f["memory_total"]["value"] > 1
     for key, field in f.items():  # every field answered or said why not
@@ -226,21 +268,37 @@ def test_real_nvml_on_gpu():
 
 # --- the GPUs learners have: MIG slices, consumer cards, containers -------------------
 
-TORCH_MIG = {"available": True, "torch": "2.x", "cuda_version": "12.8", "triton": "3.x",
-             "devices": [{"index": 0, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
-                          "compute_capability": "8.0", "sms": 14, "l2_bytes": 5 * 2**20,
-                          "memory_bytes": 4864 * 2**20, "uuid": "MIG-0bd5-44aa"}]}
+TORCH_MIG = {
+    "available": True,
+    "torch": "2.x",
+    "cuda_version": "12.8",
+    "triton": "3.x",
+    "devices": [
+        {
+            "index": 0,
+            "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+            "compute_capability": "8.0",
+            "sms": 14,
+            "l2_bytes": 5 * 2**20,
+            "memory_bytes": 4864 * 2**20,
+            "uuid": "MIG-0bd5-44aa",
+        }
+    ],
+}
 
 
 def test_a_mig_slice_shows_the_slice_not_the_whole_gpu(monkeypatch):
     # NVML answers for the parent A100 (40 GiB, MIG on); CUDA_VISIBLE_DEVICES
     # names the slice by UUID, and torch sees 14 SMs and ~5 GB.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-0bd5-44aa")
-    h200_nvml(monkeypatch, nvmlDeviceGetMigMode=(1, 1),
-              nvmlDeviceGetName="NVIDIA A100-SXM4-40GB",
-              nvmlDeviceGetMemoryInfo=SimpleNamespace(total=40 * 2**30, used=2**30),
-              nvmlDeviceGetCudaComputeCapability=(8, 0),
-              nvmlDeviceGetUtilizationRates=_raiser("NVML_ERROR_NOT_SUPPORTED"))
+    h200_nvml(
+        monkeypatch,
+        nvmlDeviceGetMigMode=(1, 1),
+        nvmlDeviceGetName="NVIDIA A100-SXM4-40GB",
+        nvmlDeviceGetMemoryInfo=SimpleNamespace(total=40 * 2**30, used=2**30),
+        nvmlDeviceGetCudaComputeCapability=(8, 0),
+        nvmlDeviceGetUtilizationRates=_raiser("NVML_ERROR_NOT_SUPPORTED"),
+    )
     snap = probe.snapshot(torch_info=TORCH_MIG)
     f = snap["gpus"][0]["fields"]
     assert f["name"]["value"] == "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
@@ -254,21 +312,40 @@ def test_a_mig_slice_shows_the_slice_not_the_whole_gpu(monkeypatch):
     assert "MIG slice" in text and "14 SMs" in text
 
 
-TORCH_4090 = {"available": True, "torch": "2.x", "cuda_version": "12.8", "triton": "3.x",
-              "devices": [{"index": 0, "name": "NVIDIA GeForce RTX 4090",
-                           "compute_capability": "8.9", "sms": 128, "l2_bytes": 72 * 2**20,
-                           "memory_bytes": 24 * 10**9, "uuid": "GPU-4090"}]}
+TORCH_4090 = {
+    "available": True,
+    "torch": "2.x",
+    "cuda_version": "12.8",
+    "triton": "3.x",
+    "devices": [
+        {
+            "index": 0,
+            "name": "NVIDIA GeForce RTX 4090",
+            "compute_capability": "8.9",
+            "sms": 128,
+            "l2_bytes": 72 * 2**20,
+            "memory_bytes": 24 * 10**9,
+            "uuid": "GPU-4090",
+        }
+    ],
+}
 
 
 def test_a_consumer_card_without_datacentre_fields(monkeypatch):
     # GeForce: no ECC, no per-process accounting, a fan; not in the datasheet
     # table, so rooflines fall back to the default and say why.
-    h200_nvml(monkeypatch, nvmlDeviceGetName="NVIDIA GeForce RTX 4090",
-              nvmlDeviceGetUUID="GPU-4090", nvmlDeviceGetCudaComputeCapability=(8, 9),
-              nvmlDeviceGetMemoryBusWidth=384, nvmlDeviceGetFanSpeed=30,
-              nvmlDeviceGetComputeRunningProcesses=_raiser("NVML_ERROR_NOT_SUPPORTED"),
-              nvmlDeviceGetGraphicsRunningProcesses=_raiser("NVML_ERROR_NOT_SUPPORTED"),
-              nvmlDeviceGetPowerUsage=450_000, nvmlDeviceGetEnforcedPowerLimit=450_000)
+    h200_nvml(
+        monkeypatch,
+        nvmlDeviceGetName="NVIDIA GeForce RTX 4090",
+        nvmlDeviceGetUUID="GPU-4090",
+        nvmlDeviceGetCudaComputeCapability=(8, 9),
+        nvmlDeviceGetMemoryBusWidth=384,
+        nvmlDeviceGetFanSpeed=30,
+        nvmlDeviceGetComputeRunningProcesses=_raiser("NVML_ERROR_NOT_SUPPORTED"),
+        nvmlDeviceGetGraphicsRunningProcesses=_raiser("NVML_ERROR_NOT_SUPPORTED"),
+        nvmlDeviceGetPowerUsage=450_000,
+        nvmlDeviceGetEnforcedPowerLimit=450_000,
+    )
     snap = probe.snapshot(torch_info=TORCH_4090)
     f = snap["gpus"][0]["fields"]
     assert f["name"]["value"] == "NVIDIA GeForce RTX 4090" and f["sms"]["value"] == 128
@@ -296,9 +373,13 @@ def test_a_container_without_nvml_permission(monkeypatch):
 
 def test_a_container_that_hides_other_processes(monkeypatch):
     # NVML runs, but the process list and names are refused: n/a, not a crash.
-    h200_nvml(monkeypatch,
-              nvmlDeviceGetComputeRunningProcesses=_raiser("NVML_ERROR_NO_PERMISSION"),
-              nvmlDeviceGetGraphicsRunningProcesses=_raiser("NVML_ERROR_NO_PERMISSION"))
+    h200_nvml(
+        monkeypatch,
+        nvmlDeviceGetComputeRunningProcesses=_raiser("NVML_ERROR_NO_PERMISSION"),
+        nvmlDeviceGetGraphicsRunningProcesses=_raiser("NVML_ERROR_NO_PERMISSION"),
+    )
     f = probe.snapshot(torch_info=TORCH_H200)["gpus"][0]["fields"]
-    assert f["processes"] == {"value": None,
-                              "reason": "compute: no permission; graphics: no permission"}
+    assert f["processes"] == {
+        "value": None,
+        "reason": "compute: no permission; graphics: no permission",
+    }

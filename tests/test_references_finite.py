@@ -33,14 +33,16 @@ def _cases(exercise: str) -> list:
     return mod.correctness_cases(ctx)
 
 
-@pytest.mark.parametrize("exercise", ["bandwidth", "softmax", "matmul", "flash_attention",
-                                      "rope_rmsnorm"])
+@pytest.mark.parametrize(
+    "exercise", ["bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm"]
+)
 def test_every_reference_is_finite(exercise):
     import importlib
 
     mod = importlib.import_module(f"gpulab.grading.{exercise}")
-    spec = getattr(mod, "SPEC", None) or (mod.spec(False) if hasattr(mod, "spec")
-                                          else mod.make_spec(True))
+    spec = getattr(mod, "SPEC", None) or (
+        mod.spec(False) if hasattr(mod, "spec") else mod.make_spec(True)
+    )
     for case in _cases(exercise):
         ref = spec.reference(case)
         bad = int((~torch.isfinite(ref)).sum())

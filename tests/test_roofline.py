@@ -19,9 +19,16 @@ H200 = GPUS["h200"]
 def write_result(root, exercise, device, rows):
     folder = root / ".gpulab" / "results"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{exercise}.json").write_text(json.dumps(
-        {"exercise": exercise, "passed": True, "device": device,
-         "timing": {"device": device, "cases": rows}}))
+    (folder / f"{exercise}.json").write_text(
+        json.dumps(
+            {
+                "exercise": exercise,
+                "passed": True,
+                "device": device,
+                "timing": {"device": device, "cases": rows},
+            }
+        )
+    )
 
 
 def softmax_row(M, N, dtype, elt, ms, sizes_only=False):
@@ -41,8 +48,9 @@ def test_attainable_ridge_classify():
     assert roofline.classify(1.25, peak, bw) == MEMORY_BOUND
     assert roofline.classify(500, peak, bw) == COMPUTE_BOUND
     h100 = GPUS["h100-sxm"]
-    assert roofline.ridge_point(h100.tflops["bf16"] * 1e12, h100.bandwidth_tbs * 1e12) == \
-        pytest.approx(295.2, abs=0.1)
+    assert roofline.ridge_point(
+        h100.tflops["bf16"] * 1e12, h100.bandwidth_tbs * 1e12
+    ) == pytest.approx(295.2, abs=0.1)
 
 
 def test_model_datasheet(tmp_path):
@@ -62,11 +70,21 @@ def test_model_measured_from_cache_and_reference(tmp_path):
     cache = tmp_path / ".gpulab" / "ceilings"
     cache.mkdir(parents=True)
     (cache / "broken.json").write_text("{not json")
-    (cache / "odd.json").write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "date": "1",
-                                                "copy_tbs": "fast", "tflops": []}))
-    (cache / "nvidia-h100-80gb-hbm3.json").write_text(json.dumps(
-        {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-01", "copy_tbs": 3.0,
-         "tflops": {"bf16": 700.0, "fp32": 50.0}}))
+    (cache / "odd.json").write_text(
+        json.dumps(
+            {"device": "NVIDIA H100 80GB HBM3", "date": "1", "copy_tbs": "fast", "tflops": []}
+        )
+    )
+    (cache / "nvidia-h100-80gb-hbm3.json").write_text(
+        json.dumps(
+            {
+                "device": "NVIDIA H100 80GB HBM3",
+                "date": "2026-12-01",
+                "copy_tbs": 3.0,
+                "tflops": {"bf16": 700.0, "fp32": 50.0},
+            }
+        )
+    )
     m = roofline.build_model(GPUS["h100-sxm"], workspace_root=tmp_path, measured=True)
     assert m.measured_ridge == pytest.approx(700 / 3.0)
     assert "NVIDIA H100 80GB HBM3" in m.measured_label
@@ -79,16 +97,25 @@ def test_model_measured_from_cache_and_reference(tmp_path):
 
 
 def test_points_from_results(tmp_path):
-    write_result(tmp_path, "softmax", "NVIDIA H200", [
-        softmax_row(4096, 1024, "fp16", 2, 0.01),
-        softmax_row(2048, 4096, "fp32", 4, 0.02, sizes_only=True),  # manifest formulas
-        {"name": "broken", "ms": 0.1},
-        {"name": "garbage", "ms": -1, "flops": "many", "bytes": 1e9, "intensity": "x"},
-        {"name": "bad sizes", "ms": 0.1, "sizes": {"M": "4096", "N": 1024}},
-        "not a row",
-    ])
-    write_result(tmp_path, "matmul", "NVIDIA A100-SXM4-80GB", [
-        {"name": "x", "dtype": "bf16", "ms": 1.0, "flops": 1e12, "bytes": 1e9}])
+    write_result(
+        tmp_path,
+        "softmax",
+        "NVIDIA H200",
+        [
+            softmax_row(4096, 1024, "fp16", 2, 0.01),
+            softmax_row(2048, 4096, "fp32", 4, 0.02, sizes_only=True),  # manifest formulas
+            {"name": "broken", "ms": 0.1},
+            {"name": "garbage", "ms": -1, "flops": "many", "bytes": 1e9, "intensity": "x"},
+            {"name": "bad sizes", "ms": 0.1, "sizes": {"M": "4096", "N": 1024}},
+            "not a row",
+        ],
+    )
+    write_result(
+        tmp_path,
+        "matmul",
+        "NVIDIA A100-SXM4-80GB",
+        [{"name": "x", "dtype": "bf16", "ms": 1.0, "flops": 1e12, "bytes": 1e9}],
+    )
     (tmp_path / ".gpulab" / "results" / "junk.json").write_text("[")
     m = roofline.build_model(H200, workspace_root=tmp_path)
     assert [p.dtype for p in m.points] == ["fp16", "fp32"]
@@ -115,8 +142,15 @@ def test_text_plot_at_80x24(plotted):
     text = roofline_plot.render_text(plotted, 80, 24)
     lines = text.splitlines()
     assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
-    for label in ("ridge 206 FLOP/B", "softmax", "fp8 1,979", "arithmetic intensity",
-                  "TFLOP/s", "fp16/bf16 datasheet", "bf16 measured"):
+    for label in (
+        "ridge 206 FLOP/B",
+        "softmax",
+        "fp8 1,979",
+        "arithmetic intensity",
+        "TFLOP/s",
+        "fp16/bf16 datasheet",
+        "bf16 measured",
+    ):
         assert label in text, label
     # Decade ticks on both axes.
     xticks = lines[next(i for i, line in enumerate(lines) if "└" in line) + 1].split()
@@ -142,8 +176,15 @@ def test_svg_export(plotted, tmp_path):
     assert root.tag.endswith("svg")
     ns = {"s": "http://www.w3.org/2000/svg"}
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    for label in ("ridge 206 FLOP/B", "softmax", "fp16/bf16 datasheet", "bf16 measured",
-                  "arithmetic intensity (FLOP/byte)", "1k", "0.1"):
+    for label in (
+        "ridge 206 FLOP/B",
+        "softmax",
+        "fp16/bf16 datasheet",
+        "bf16 measured",
+        "arithmetic intensity (FLOP/byte)",
+        "1k",
+        "0.1",
+    ):
         assert label in texts, label
     assert len(root.findall(".//s:polyline", ns)) >= 3
     with pytest.raises(ValueError, match=r"\.svg or \.png"):
@@ -174,9 +215,11 @@ def test_choose_gpu():
 
 
 def test_light_imports():
-    code = ("import sys, gpulab.roofline, gpulab.hardware, gpulab.roadmap, gpulab.glossary;"
-            "print(sorted(m for m in ('torch','triton','textual','plotext','matplotlib','rich',"
-            "'jax') if m in sys.modules))")
+    code = (
+        "import sys, gpulab.roofline, gpulab.hardware, gpulab.roadmap, gpulab.glossary;"
+        "print(sorted(m for m in ('torch','triton','textual','plotext','matplotlib','rich',"
+        "'jax') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -213,8 +256,9 @@ def test_workspace_model_and_summary(ws):
     from rich.console import Console
 
     ws.set_setting("gpu", "a100-80gb")
-    write_result(ws.root, "softmax", "NVIDIA A100-SXM4-80GB",
-                 [softmax_row(4096, 1024, "fp16", 2, 0.02)])
+    write_result(
+        ws.root, "softmax", "NVIDIA A100-SXM4-80GB", [softmax_row(4096, 1024, "fp16", 2, 0.02)]
+    )
     model, why = roofline.workspace_model(ws, detect=False)
     assert model.gpu.key == "a100-80gb" and "setting" in why and len(model.points) == 1
     model, why = roofline.workspace_model(ws, "h200", "fp8", measured=False)

@@ -35,8 +35,13 @@ def variant(*edits: tuple[str, str], src: str = REF) -> str:
 
 
 def failing_text(r: dict) -> str:
-    return r["summary"] + " " + " ".join(c.get("name", "") + " " + c.get("detail", "")
-                                         for c in r["cases"] if not c["passed"])
+    return (
+        r["summary"]
+        + " "
+        + " ".join(
+            c.get("name", "") + " " + c.get("detail", "") for c in r["cases"] if not c["passed"]
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +53,9 @@ def reference_result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rope_ref")
     path = tmp / "rope_rmsnorm_ref.py"
     path.write_text(REF)
-    return run_check(lesson, path, device="cpu", timeout=120,
-                     extra={"workspace": str(tmp / "workspace")})
+    return run_check(
+        lesson, path, device="cpu", timeout=120, extra={"workspace": str(tmp / "workspace")}
+    )
 
 
 BATCH_CHILD = r"""
@@ -76,17 +82,24 @@ with open(out_path, "w") as f:
 def batch(tmp_path_factory):
     """name -> result for every variant below, graded by one judge process."""
     tmp = tmp_path_factory.mktemp("rope_batch")
-    sources = {"solved starter": solved_starter(),
-               **{n: src for n, (src, _) in WRONG.items()},
-               **{n: src for n, (src, _) in CHEATS.items() if n not in RUNNER_CHEATS}}
+    sources = {
+        "solved starter": solved_starter(),
+        **{n: src for n, (src, _) in WRONG.items()},
+        **{n: src for n, (src, _) in CHEATS.items() if n not in RUNNER_CHEATS},
+    }
     files = {}
     for i, (name, src) in enumerate(sources.items()):
         files[name] = str(tmp / f"variant_{i}.py")
         (tmp / f"variant_{i}.py").write_text(src)
     out = tmp / "results.json"
-    proc = subprocess.run([sys.executable, "-c", BATCH_CHILD, json.dumps(files), str(out),
-                           str(REPO)], capture_output=True, text=True,
-                          timeout=600, env=gpulab_env(tmp / "home"), cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", BATCH_CHILD, json.dumps(files), str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=gpulab_env(tmp / "home"),
+        cwd=REPO,
+    )
     assert proc.returncode == 0 and out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -100,8 +113,20 @@ def test_reference_passes(reference_result):
     assert len(names) - len(backward) >= 14 and len(backward) >= 8
     assert {c["dtype"] for c in r["cases"]} == {"fp32", "fp16", "bf16"}
     # Every D from 16 to 256, S = 1, strided views, large magnitudes, eps.
-    for needle in ("×16 ", "×32 ", "×64 ", "×128 ", "×256 ", "S=1", "qkv view", "bhsd view",
-                   "large magnitudes", "eps", "y.backward(dy)", "fp32 weight"):
+    for needle in (
+        "×16 ",
+        "×32 ",
+        "×64 ",
+        "×128 ",
+        "×256 ",
+        "S=1",
+        "qkv view",
+        "bhsd view",
+        "large magnitudes",
+        "eps",
+        "y.backward(dy)",
+        "fp32 weight",
+    ):
         assert any(needle in n for n in names), needle
     assert any("interpreter" in n for n in r["notes"])
     assert r["duration_s"] < 60  # about 8 s alone on 2 cores; CI boxes are shared
@@ -180,20 +205,23 @@ BWD_LAUNCH = """\
 
 def solved_starter() -> str:
     src = starter_source(EX)
-    fwd_todo = src[src.index("    # TODO: load the two halves"):src.index("    pass\n") + 9]
+    fwd_todo = src[src.index("    # TODO: load the two halves") : src.index("    pass\n") + 9]
     src = src.replace(fwd_todo, FWD_BODY, 1)
     init = "    # TODO: dw1, dw2 = fp32 zeros of HALF each: this program's running dweight.\n"
-    loop = src[src.index("        # TODO: load x1, x2 and dy1"):src.index("        pass\n") + 13]
-    store = ("    # TODO: store dw1, dw2 as row pid of dw_part (D fp32 values).\n"
-             "    pass\n")
+    loop = src[src.index("        # TODO: load x1, x2 and dy1") : src.index("        pass\n") + 13]
+    store = "    # TODO: store dw1, dw2 as row pid of dw_part (D fp32 values).\n    pass\n"
     for old, new in ((init, BWD_INIT), (loop, BWD_BODY), (store, BWD_STORE)):
         assert old in src, old
         src = src.replace(old, new, 1)
     return variant(
-        ("        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of\n"
-         "        #       (B * S, triton.cdiv(H, BLOCK_H)) programs, with HALF = D // 2.\n",
-         FWD_LAUNCH),
-        ("        dw = torch.empty_like(weight)\n", BWD_LAUNCH), src=src)
+        (
+            "        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of\n"
+            "        #       (B * S, triton.cdiv(H, BLOCK_H)) programs, with HALF = D // 2.\n",
+            FWD_LAUNCH,
+        ),
+        ("        dw = torch.empty_like(weight)\n", BWD_LAUNCH),
+        src=src,
+    )
 
 
 def test_solved_starter_passes(batch):
@@ -203,38 +231,57 @@ def test_solved_starter_passes(batch):
 
 WRONG = {
     # RoPE pairs neighbours (2j, 2j+1) instead of (j, j + D/2).
-    "interleaved RoPE": (variant(
-        ("x_row + j[None, :]", "x_row + 2 * j[None, :]"),
-        ("x_row + HALF + j[None, :]", "x_row + 2 * j[None, :] + 1"),
-        ("tl.load(w_ptr + j)", "tl.load(w_ptr + 2 * j)"),
-        ("tl.load(w_ptr + HALF + j)", "tl.load(w_ptr + 2 * j + 1)"),
-        ("tl.store(y_row + j[None, :]", "tl.store(y_row + 2 * j[None, :]"),
-        ("tl.store(y_row + HALF + j[None, :]", "tl.store(y_row + 2 * j[None, :] + 1")),
-        "elements wrong"),
+    "interleaved RoPE": (
+        variant(
+            ("x_row + j[None, :]", "x_row + 2 * j[None, :]"),
+            ("x_row + HALF + j[None, :]", "x_row + 2 * j[None, :] + 1"),
+            ("tl.load(w_ptr + j)", "tl.load(w_ptr + 2 * j)"),
+            ("tl.load(w_ptr + HALF + j)", "tl.load(w_ptr + 2 * j + 1)"),
+            ("tl.store(y_row + j[None, :]", "tl.store(y_row + 2 * j[None, :]"),
+            ("tl.store(y_row + HALF + j[None, :]", "tl.store(y_row + 2 * j[None, :] + 1"),
+        ),
+        "elements wrong",
+    ),
     # rsqrt(ms) + eps: invisible at ordinary magnitudes, wrong where eps matters.
     "eps outside the rsqrt": (variant(("tl.rsqrt(ms + eps)", "(tl.rsqrt(ms) + eps)")), "eps"),
     # The sum of squares in x's dtype: x² overflows fp16 at |x| > 256.
-    "normalising in fp16": (variant(
-        ("mask=mask, other=0.0).to(tl.float32)", "mask=mask, other=0.0)"),
-        ("mask=mask, other=0.0).to(tl.float32)", "mask=mask, other=0.0)")), "large magnitudes"),
+    "normalising in fp16": (
+        variant(
+            ("mask=mask, other=0.0).to(tl.float32)", "mask=mask, other=0.0)"),
+            ("mask=mask, other=0.0).to(tl.float32)", "mask=mask, other=0.0)"),
+        ),
+        "large magnitudes",
+    ),
     # Rows assumed D apart: q/k sliced from QKV, or a transposed tensor, read wrong rows.
-    "ignores the strides": (variant(
-        ("x_row = x_ptr + b * stride_xb + s * stride_xs + h[:, None].to(tl.int64) * stride_xh",
-         "x_row = x_ptr + (pos.to(tl.int64) * H + h[:, None]) * D")), "view"),
+    "ignores the strides": (
+        variant(
+            (
+                "x_row = x_ptr + b * stride_xb + s * stride_xs + h[:, None].to(tl.int64) * stride_xh",
+                "x_row = x_ptr + (pos.to(tl.int64) * H + h[:, None]) * D",
+            )
+        ),
+        "view",
+    ),
     # dweight from the first program's partial only: no reduction across rows.
-    "dweight not reduced across rows": (variant(
-        ("_sum_rows[(1,)](dw_part, dw, programs,", "_sum_rows[(1,)](dw_part, dw, 1,")),
-        "dweight"),
+    "dweight not reduced across rows": (
+        variant(("_sum_rows[(1,)](dw_part, dw, programs,", "_sum_rows[(1,)](dw_part, dw, 1,")),
+        "dweight",
+    ),
     # The backward skips its last work item: that dx stays poisoned. (The
     # first backward case is fp32, so NaN can only come from the poisoning,
     # which must reach inside autograd's backward.)
-    "backward misses a block": (variant(
-        ("range(pid, n_pos * n_hblk, tl.num_programs(0))",
-         "range(pid, n_pos * n_hblk - 1, tl.num_programs(0))")), "NaN (unwritten"),
+    "backward misses a block": (
+        variant(
+            (
+                "range(pid, n_pos * n_hblk, tl.num_programs(0))",
+                "range(pid, n_pos * n_hblk - 1, tl.num_programs(0))",
+            )
+        ),
+        "NaN (unwritten",
+    ),
 }
 # Variants whose first failing case must already show the reason.
-FIRST_CASE = {"backward misses a block", "dweight not reduced across rows",
-              "eps outside the rsqrt"}
+FIRST_CASE = {"backward misses a block", "dweight not reduced across rows", "eps outside the rsqrt"}
 
 
 @pytest.mark.parametrize("name", list(WRONG))
@@ -265,44 +312,72 @@ def _copy(src, dst, n, BLOCK: tl.constexpr):
 
 """
 CHEATS = {
-    "F.rms_norm": (PRELUDE + (
-        "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
-        "    n = torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps)\n"
-        "    n1, n2 = n.chunk(2, dim=-1)\n"
-        "    c, s = cos[:, None, :], sin[:, None, :]\n"
-        "    return torch.cat((n1 * c - n2 * s, n2 * c + n1 * s), dim=-1).to(x.dtype)\n"),
-        "rms_norm"),
-    "no Triton launch": (PRELUDE + EAGER + (
-        "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
-        "    return _eager(x, weight, cos, sin, eps)\n"), "no Triton kernel was launched"),
+    "F.rms_norm": (
+        PRELUDE
+        + (
+            "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
+            "    n = torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps)\n"
+            "    n1, n2 = n.chunk(2, dim=-1)\n"
+            "    c, s = cos[:, None, :], sin[:, None, :]\n"
+            "    return torch.cat((n1 * c - n2 * s, n2 * c + n1 * s), dim=-1).to(x.dtype)\n"
+        ),
+        "rms_norm",
+    ),
+    "no Triton launch": (
+        PRELUDE
+        + EAGER
+        + (
+            "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
+            "    return _eager(x, weight, cos, sin, eps)\n"
+        ),
+        "no Triton kernel was launched",
+    ),
     # Eager maths, then a Triton copy kernel so the output "was written by Triton".
-    "eager forward behind a copy kernel": (PRELUDE + EAGER + COPY_KERNEL + (
-        "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
-        "    ref = _eager(x, weight, cos, sin, eps).contiguous()\n"
-        "    y = torch.empty_like(ref)\n"
-        "    _copy[(triton.cdiv(y.numel(), 256),)](ref, y, y.numel(), BLOCK=256)\n"
-        "    return y\n"), "your forward computed eagerly"),
+    "eager forward behind a copy kernel": (
+        PRELUDE
+        + EAGER
+        + COPY_KERNEL
+        + (
+            "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
+            "    ref = _eager(x, weight, cos, sin, eps).contiguous()\n"
+            "    y = torch.empty_like(ref)\n"
+            "    _copy[(triton.cdiv(y.numel(), 256),)](ref, y, y.numel(), BLOCK=256)\n"
+            "    return y\n"
+        ),
+        "your forward computed eagerly",
+    ),
     # A Triton forward, but the backward done by torch's autograd.
-    "eager backward": (variant((
-        "        x, weight, cos, sin = ctx.saved_tensors\n        dy = _unit_last_stride(dy)\n",
-        "        x, weight, cos, sin = ctx.saved_tensors\n"
-        "        with torch.enable_grad():\n"
-        "            xd = x.detach().requires_grad_()\n"
-        "            wd = weight.detach().requires_grad_()\n"
-        "            y = _eager(xd, wd, cos, sin, ctx.eps)\n"
-        "            gx, gw = torch.autograd.grad(y, (xd, wd), dy)\n"
-        "        return gx, gw, None, None, None\n"),
-        src=PRELUDE.replace("class _RMSNormRoPE", EAGER + "class _RMSNormRoPE")
-        + REF[len(PRELUDE):]), "your backward computed eagerly"),
+    "eager backward": (
+        variant(
+            (
+                "        x, weight, cos, sin = ctx.saved_tensors\n        dy = _unit_last_stride(dy)\n",
+                "        x, weight, cos, sin = ctx.saved_tensors\n"
+                "        with torch.enable_grad():\n"
+                "            xd = x.detach().requires_grad_()\n"
+                "            wd = weight.detach().requires_grad_()\n"
+                "            y = _eager(xd, wd, cos, sin, ctx.eps)\n"
+                "            gx, gw = torch.autograd.grad(y, (xd, wd), dy)\n"
+                "        return gx, gw, None, None, None\n",
+            ),
+            src=PRELUDE.replace("class _RMSNormRoPE", EAGER + "class _RMSNormRoPE")
+            + REF[len(PRELUDE) :],
+        ),
+        "your backward computed eagerly",
+    ),
     # A correct forward with no autograd wiring.
-    "no autograd": (PRELUDE + (
-        "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
-        "    with torch.no_grad():\n"
-        "        return _RMSNormRoPE.apply(x, weight, cos, sin, eps)\n"),
-        "carries no gradient"),
-    "writing into x": (variant(
-        ("y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)", "y = x")),
-        "wrote into its inputs"),
+    "no autograd": (
+        PRELUDE
+        + (
+            "def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):\n"
+            "    with torch.no_grad():\n"
+            "        return _RMSNormRoPE.apply(x, weight, cos, sin, eps)\n"
+        ),
+        "carries no gradient",
+    ),
+    "writing into x": (
+        variant(("y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)", "y = x")),
+        "wrote into its inputs",
+    ),
 }
 
 
@@ -337,8 +412,13 @@ def gpu_result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rope_gpu")
     path = tmp / "rope_rmsnorm_ref.py"
     path.write_text(REF)
-    return run_check(load_course().find(EX), path, device="cuda", timeout=900,
-                     extra={"workspace": str(tmp / "workspace")})
+    return run_check(
+        load_course().find(EX),
+        path,
+        device="cuda",
+        timeout=900,
+        extra={"workspace": str(tmp / "workspace")},
+    )
 
 
 @pytest.mark.gpu

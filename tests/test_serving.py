@@ -25,6 +25,7 @@ def h(name: str, weights: str = "bf16") -> serving.Roof:
 
 # --- the arithmetic ------------------------------------------------------------------
 
+
 def test_llama3_8b_shapes_and_sizes():
     assert serving.weight_params(LLAMA) == 7_504_658_432  # what a step multiplies through
     assert LLAMA.total_params() == 8_029_995_008  # + the 128256 x 4096 embedding table
@@ -51,10 +52,12 @@ def test_decode_intensity_is_about_the_batch_in_bf16():
     for b in (1, 8, 64, 256):
         assert serving.decode_step(LLAMA, h("h200"), b, 1).intensity == pytest.approx(b, rel=0.02)
     # fp8 weights halve the bytes: intensity ~ 2B; int4: ~ 4B.
-    assert serving.decode_step(LLAMA.with_dtypes("fp8"), h("h200", "fp8"), 8, 1).intensity \
-        == pytest.approx(16, rel=0.02)
-    assert serving.decode_step(LLAMA.with_dtypes("int4"), h("h200", "int4"), 8, 1).intensity \
-        == pytest.approx(32, rel=0.02)
+    assert serving.decode_step(
+        LLAMA.with_dtypes("fp8"), h("h200", "fp8"), 8, 1
+    ).intensity == pytest.approx(16, rel=0.02)
+    assert serving.decode_step(
+        LLAMA.with_dtypes("int4"), h("h200", "int4"), 8, 1
+    ).intensity == pytest.approx(32, rel=0.02)
 
 
 def test_long_context_decode_never_reaches_the_ridge():
@@ -73,18 +76,27 @@ def test_compute_dtype_follows_the_weights_and_the_gpu():
 
 
 def test_hf_config_json(tmp_path):
-    good = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-            "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336,
-            "tie_word_embeddings": False}
+    good = {
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "intermediate_size": 14336,
+        "tie_word_embeddings": False,
+    }
     path = tmp_path / "llama" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(good))
     cfg = serving.find_model(str(path))
     assert serving.weight_params(cfg) == serving.weight_params(LLAMA)
     assert cfg.head_dim == 128 and cfg.name == "llama"
-    for broken, why in ([{k: v for k, v in good.items() if k != "vocab_size"}, "'vocab_size' is missing"],
-                        [{**good, "hidden_size": -1}, "'hidden_size' must be a positive integer"],
-                        ["[1, 2]", "expected a JSON object"], ["{not json", "not valid JSON"]):
+    for broken, why in (
+        [{k: v for k, v in good.items() if k != "vocab_size"}, "'vocab_size' is missing"],
+        [{**good, "hidden_size": -1}, "'hidden_size' must be a positive integer"],
+        ["[1, 2]", "expected a JSON object"],
+        ["{not json", "not valid JSON"],
+    ):
         path.write_text(broken if isinstance(broken, str) else json.dumps(broken))
         with pytest.raises(ValueError, match=why) as exc:
             serving.find_model(str(path))
@@ -104,7 +116,9 @@ class _Ctx:
 def test_grader_draws_sound_unseen_configurations():
     from gpulab.grading import serving_roofline as grader
 
-    spec = importlib.util.spec_from_file_location("ref_serving", REPO / "kernels" / "serving_roofline.py")
+    spec = importlib.util.spec_from_file_location(
+        "ref_serving", REPO / "kernels" / "serving_roofline.py"
+    )
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
     seen = set()
@@ -118,13 +132,20 @@ def test_grader_draws_sound_unseen_configurations():
         for _, (cfg, roof, batch, _prompt, context) in plan:
             want = serving.decode_step(cfg, roof, batch, context).as_dict()
             got = ref.decode_step(cfg, roof, batch, context)
-            assert all(got[k] == pytest.approx(want[k], rel=1e-9) for k in grader.FIELDS
-                       if k != "bound") and got["bound"] == want["bound"]
+            assert (
+                all(
+                    got[k] == pytest.approx(want[k], rel=1e-9)
+                    for k in grader.FIELDS
+                    if k != "bound"
+                )
+                and got["bound"] == want["bound"]
+            )
             seen.add(cfg.layers)
     assert len(seen) > 20  # the secret seed really changes the configurations
 
 
 # --- the calculator -----------------------------------------------------------------------
+
 
 def test_serving_command_json(run_gpulab):
     r = run_gpulab("serving", "--gpu", "h200", "--batch", "8", "--context", "4096", "--json")
@@ -132,13 +153,15 @@ def test_serving_command_json(run_gpulab):
     d = json.loads(r.stdout)
     assert d["decode"]["bound"] == "memory" and d["prefill"]["bound"] == "compute"
     assert d["decode"]["tokens_per_s"] == pytest.approx(
-        serving.decode_step(LLAMA, h("h200"), 8, 4096).tokens_per_s)
+        serving.decode_step(LLAMA, h("h200"), 8, 4096).tokens_per_s
+    )
     assert d["kv_bytes_per_token"] == 131072 and d["decode_batch_to_ridge"] is None
 
 
 def test_serving_command_text_and_errors(run_gpulab, tmp_path):
-    r = run_gpulab("serving", "--model", "llama-3-70b", "--gpu", "h100", "--weights", "fp8",
-                   "--batch", "64")
+    r = run_gpulab(
+        "serving", "--model", "llama-3-70b", "--gpu", "h100", "--weights", "fp8", "--batch", "64"
+    )
     assert r.returncode == 0, r.stderr
     assert "ridge" in r.stdout and "decode" in r.stdout and "tokens/s" in r.stdout
     assert "fp8" in r.stdout and "H100" in r.stdout
@@ -166,8 +189,18 @@ def test_the_cli_prints_the_panes_units(run_gpulab):
     hours reads "2.19 h" in both (the CLI's own copy printed "7.9e+03 s")."""
     from gpulab import units
 
-    args = ("--model", "llama-3.1-405b", "--gpu", "h100", "--batch", "64", "--prompt",
-            "100000", "--context", "100000")
+    args = (
+        "--model",
+        "llama-3.1-405b",
+        "--gpu",
+        "h100",
+        "--batch",
+        "64",
+        "--prompt",
+        "100000",
+        "--context",
+        "100000",
+    )
     d = json.loads(run_gpulab("serving", *args, "--json").stdout)
     r = run_gpulab("serving", *args)
     assert r.returncode == 0, r.stderr
@@ -182,13 +215,18 @@ def test_the_cli_prints_the_panes_units(run_gpulab):
     pane = con.export_text()
     for step in ("prefill", "decode"):
         s = d[step]
-        for cell in (units.si(s["flops"], ""), units.si(s["bytes"], "B"),
-                     units.intensity(s["intensity"]), units.duration(s["seconds"]),
-                     units.tokens(s["tokens_per_s"])):
+        for cell in (
+            units.si(s["flops"], ""),
+            units.si(s["bytes"], "B"),
+            units.intensity(s["intensity"]),
+            units.duration(s["seconds"]),
+            units.tokens(s["tokens_per_s"]),
+        ):
             assert cell in r.stdout and cell in pane, (step, cell)
 
 
 # --- the grader, end to end -------------------------------------------------------------
+
 
 def failures(r: dict) -> list[tuple[str, str]]:
     return [(c["name"], c.get("detail", "")) for c in r["cases"] if not c["passed"]]
@@ -217,25 +255,41 @@ PAIRS = "pairs = prompt_len * (prompt_len + 1) / 2"
 # Each learner file makes one mistake in prefill and another in decode.
 WRONG = {
     "no KV reads / S*S/2 pairs": (
-        variant(variant(REF, DECODE_BYTES, "nbytes = p * cfg.weight_bytes"),
-                PAIRS, "pairs = prompt_len * prompt_len / 2"),
-        "S*S/2 query-key pairs", "left out the KV-cache reads"),
+        variant(
+            variant(REF, DECODE_BYTES, "nbytes = p * cfg.weight_bytes"),
+            PAIRS,
+            "pairs = prompt_len * prompt_len / 2",
+        ),
+        "S*S/2 query-key pairs",
+        "left out the KV-cache reads",
+    ),
     "TiB / params as FLOPs": (
-        variant(variant(REF, DECODE_FLOPS, "flops = batch * (p + _attention_flops(cfg, context))"),
-                "def _roofline(flops: float, nbytes: float, tokens: float, gpu) -> dict:\n",
-                "def _roofline(flops: float, nbytes: float, tokens: float, gpu) -> dict:\n"
-                "    gpu = type('G', (), {'peak_tflops': gpu.peak_tflops * 2**40 / 1e12,\n"
-                "                         'bandwidth_tbs': gpu.bandwidth_tbs * 2**40 / 1e12})\n"),
-        "2**40", "1 FLOP per weight"),
+        variant(
+            variant(REF, DECODE_FLOPS, "flops = batch * (p + _attention_flops(cfg, context))"),
+            "def _roofline(flops: float, nbytes: float, tokens: float, gpu) -> dict:\n",
+            "def _roofline(flops: float, nbytes: float, tokens: float, gpu) -> dict:\n"
+            "    gpu = type('G', (), {'peak_tflops': gpu.peak_tflops * 2**40 / 1e12,\n"
+            "                         'bandwidth_tbs': gpu.bandwidth_tbs * 2**40 / 1e12})\n",
+        ),
+        "2**40",
+        "1 FLOP per weight",
+    ),
     "weights per sequence / decode as compute-bound": (
-        variant(variant(REF, "nbytes = p * cfg.weight_bytes + batch * prompt_len",
-                        "nbytes = batch * p * cfg.weight_bytes + batch * prompt_len"),
-                "    return _roofline(flops, nbytes, batch, gpu)",
-                "    r = _roofline(flops, nbytes, batch, gpu)\n"
-                "    r['bound'] = 'compute'\n"
-                "    r['tokens_per_s'] = batch / (flops / (gpu.peak_tflops * 1e12))\n"
-                "    return r"),
-        "once per sequence", "as compute-bound"),
+        variant(
+            variant(
+                REF,
+                "nbytes = p * cfg.weight_bytes + batch * prompt_len",
+                "nbytes = batch * p * cfg.weight_bytes + batch * prompt_len",
+            ),
+            "    return _roofline(flops, nbytes, batch, gpu)",
+            "    r = _roofline(flops, nbytes, batch, gpu)\n"
+            "    r['bound'] = 'compute'\n"
+            "    r['tokens_per_s'] = batch / (flops / (gpu.peak_tflops * 1e12))\n"
+            "    return r",
+        ),
+        "once per sequence",
+        "as compute-bound",
+    ),
 }
 
 
@@ -261,18 +315,23 @@ def test_hidden_over_heads_instead_of_head_dim_fails(grade):
     # Llama-3 8B has head_dim == hidden // heads; the first unseen config never does.
     bad = dict(failures(r))
     assert "unseen config 1: weight_params" in bad
-    assert "use cfg.head_dim" in bad[next(n for n in bad if n.startswith("unseen config 1: decode"))]
+    assert (
+        "use cfg.head_dim" in bad[next(n for n in bad if n.startswith("unseen config 1: decode"))]
+    )
 
 
 def test_serving_refuses_inconsistent_inputs_naming_the_field(run_gpulab):
     """One line on stderr naming the field, exit 2; nothing computed at a
     context the prompt or the model cannot have."""
     for args, words in (
-            (("--prompt", "4096", "--context", "2048"), ("prompt", "longer than the context")),
-            (("--context", "32768"), ("context", "llama-3-8b's 8,192-token context window")),
-            (("--model", "llama-3-70b", "--prompt", "9000", "--context", "9000"),
-             ("context", "8,192-token")),
-            (("--model", "llama-3-7b"), ("did you mean", "llama-3-8b"))):
+        (("--prompt", "4096", "--context", "2048"), ("prompt", "longer than the context")),
+        (("--context", "32768"), ("context", "llama-3-8b's 8,192-token context window")),
+        (
+            ("--model", "llama-3-70b", "--prompt", "9000", "--context", "9000"),
+            ("context", "8,192-token"),
+        ),
+        (("--model", "llama-3-7b"), ("did you mean", "llama-3-8b")),
+    ):
         r = run_gpulab("serving", *args)
         assert r.returncode == 2, (args, r.stdout)
         assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == "", (args, r.stderr)
@@ -300,17 +359,24 @@ def test_check_inputs_and_model_suggestions():
 
 
 def test_a_config_json_gives_its_context_window_and_consistent_heads(tmp_path):
-    good = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
-            "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 512,
-            "max_position_embeddings": 2048}
+    good = {
+        "num_hidden_layers": 2,
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+        "intermediate_size": 512,
+        "max_position_embeddings": 2048,
+    }
     path = tmp_path / "tiny" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(good))
     assert serving.find_model(str(path)).max_context == 2048
-    for broken, why in (({**good, "num_key_value_heads": 3}, "'num_key_value_heads' .3. must "
-                                                             "divide"),
-                        ({**good, "hidden_size": 250}, "'head_dim' is missing"),
-                        ({**good, "max_position_embeddings": 0}, "'max_position_embeddings'")):
+    for broken, why in (
+        ({**good, "num_key_value_heads": 3}, "'num_key_value_heads' .3. must divide"),
+        ({**good, "hidden_size": 250}, "'head_dim' is missing"),
+        ({**good, "max_position_embeddings": 0}, "'max_position_embeddings'"),
+    ):
         path.write_text(json.dumps(broken))
         with pytest.raises(ValueError, match=why):
             serving.find_model(str(path))

@@ -50,50 +50,61 @@ def test_starter_fails(grade):
     # The starter's unsharded jit computes the right values on one device:
     # it fails on its shardings, for every case.
     assert len(bad) == len(r["cases"])
-    assert all("SingleDeviceSharding" in d for n, d in bad.items() if n != "make_mesh over 8 devices")
+    assert all(
+        "SingleDeviceSharding" in d for n, d in bad.items() if n != "make_mesh over 8 devices"
+    )
 
 
 # One learner file carrying three different mistakes, one per graded function,
 # so a single child run checks all three.
-WRONG_SPECS = variant(
-    'replicated = NamedSharding(mesh, P())  # a whole copy on every device',
-    'replicated = {"w1": NamedSharding(mesh, P(None, AXIS)), "b1": NamedSharding(mesh, P(AXIS)),'
-    ' "w2": NamedSharding(mesh, P()), "b2": NamedSharding(mesh, P())}',
-).replace(
-    "return jax.jit(mlp, in_shardings=ins, out_shardings=out)",
-    "return jax.jit(mlp, in_shardings=ins, out_shardings=NamedSharding(mesh, P(AXIS)))",
-).replace(
-    "return jax.lax.psum(partial_y, AXIS) + params[\"b2\"]",
-    "return jax.lax.psum(partial_y, AXIS)",  # forgets b2: wrong values
+WRONG_SPECS = (
+    variant(
+        "replicated = NamedSharding(mesh, P())  # a whole copy on every device",
+        'replicated = {"w1": NamedSharding(mesh, P(None, AXIS)), "b1": NamedSharding(mesh, P(AXIS)),'
+        ' "w2": NamedSharding(mesh, P()), "b2": NamedSharding(mesh, P())}',
+    )
+    .replace(
+        "return jax.jit(mlp, in_shardings=ins, out_shardings=out)",
+        "return jax.jit(mlp, in_shardings=ins, out_shardings=NamedSharding(mesh, P(AXIS)))",
+    )
+    .replace(
+        'return jax.lax.psum(partial_y, AXIS) + params["b2"]',
+        "return jax.lax.psum(partial_y, AXIS)",  # forgets b2: wrong values
+    )
 )
 
-CHEATS = variant(
-    "return Mesh(np.array(jax.devices()), (AXIS,))",
-    "return Mesh(np.array(jax.devices()[:4]), (AXIS,))",  # half the devices
-).replace(
-    "    return jax.jit(mlp, in_shardings=(replicated, rows), out_shardings=rows)",
-    # Right shardings at the edges, but the batch is gathered inside: every
-    # device computes the whole MLP.
-    "    def gathered(params, x):\n"
-    "        x = jax.lax.with_sharding_constraint(x, replicated)\n"
-    "        y = jax.lax.with_sharding_constraint(mlp(params, x), replicated)\n"
-    "        return y\n"
-    "    return jax.jit(gathered, in_shardings=(replicated, rows), out_shardings=rows)",
-).replace(
-    "    ins, out = _tensor_parallel_shardings(mesh)\n"
-    "    return jax.jit(mlp, in_shardings=ins, out_shardings=out)",
-    # Right shardings at the edges, but the weights are gathered inside and
-    # the whole MLP runs on every device (no all-reduce, all the FLOPs).
-    "    ins, out = _tensor_parallel_shardings(mesh)\n"
-    "    rep = NamedSharding(mesh, P())\n"
-    "    def gathered(params, x):\n"
-    "        params = {k: jax.lax.with_sharding_constraint(v, rep) for k, v in params.items()}\n"
-    "        return mlp(params, x)\n"
-    "    return jax.jit(gathered, in_shardings=ins, out_shardings=out)",
-).replace(
-    "    return jax.jit(fn, in_shardings=ins, out_shardings=out)",
-    "    jitted = jax.jit(fn, in_shardings=ins, out_shardings=out)\n"
-    "    return lambda params, x: jitted(params, x)",  # not the jitted step itself
+CHEATS = (
+    variant(
+        "return Mesh(np.array(jax.devices()), (AXIS,))",
+        "return Mesh(np.array(jax.devices()[:4]), (AXIS,))",  # half the devices
+    )
+    .replace(
+        "    return jax.jit(mlp, in_shardings=(replicated, rows), out_shardings=rows)",
+        # Right shardings at the edges, but the batch is gathered inside: every
+        # device computes the whole MLP.
+        "    def gathered(params, x):\n"
+        "        x = jax.lax.with_sharding_constraint(x, replicated)\n"
+        "        y = jax.lax.with_sharding_constraint(mlp(params, x), replicated)\n"
+        "        return y\n"
+        "    return jax.jit(gathered, in_shardings=(replicated, rows), out_shardings=rows)",
+    )
+    .replace(
+        "    ins, out = _tensor_parallel_shardings(mesh)\n"
+        "    return jax.jit(mlp, in_shardings=ins, out_shardings=out)",
+        # Right shardings at the edges, but the weights are gathered inside and
+        # the whole MLP runs on every device (no all-reduce, all the FLOPs).
+        "    ins, out = _tensor_parallel_shardings(mesh)\n"
+        "    rep = NamedSharding(mesh, P())\n"
+        "    def gathered(params, x):\n"
+        "        params = {k: jax.lax.with_sharding_constraint(v, rep) for k, v in params.items()}\n"
+        "        return mlp(params, x)\n"
+        "    return jax.jit(gathered, in_shardings=ins, out_shardings=out)",
+    )
+    .replace(
+        "    return jax.jit(fn, in_shardings=ins, out_shardings=out)",
+        "    jitted = jax.jit(fn, in_shardings=ins, out_shardings=out)\n"
+        "    return lambda params, x: jitted(params, x)",  # not the jitted step itself
+    )
 )
 
 
@@ -133,16 +144,24 @@ def test_without_jax_the_check_says_how_to_install(tmp_path, course, monkeypatch
     fake = tmp_path / "nojax" / "jax"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'jax'\", name='jax')\n")
+        "raise ModuleNotFoundError(\"No module named 'jax'\", name='jax')\n"
+    )
     monkeypatch.setenv("PYTHONPATH", f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    r = run_check(course.find("sharded_mlp"), REPO / "kernels" / "sharded_mlp.py",
-                  device="cpu", timeout=120)
+    r = run_check(
+        course.find("sharded_mlp"), REPO / "kernels" / "sharded_mlp.py", device="cpu", timeout=120
+    )
     assert r["status"] == "error"
     assert "jax" in r["summary"] and "pip install" in r["summary"], r["summary"]
-    env = dict(os.environ, PYTHONPATH=f"{fake.parent}{os.pathsep}{REPO}",
-               GPULAB_HOME=str(tmp_path / "ws"))
-    out = subprocess.run([sys.executable, "-m", "gpulab", "list", "--json"], env=env,
-                         capture_output=True, text=True, timeout=60)
+    env = dict(
+        os.environ, PYTHONPATH=f"{fake.parent}{os.pathsep}{REPO}", GPULAB_HOME=str(tmp_path / "ws")
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "gpulab", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert any(row["exercise"] == "sharded_mlp" for row in json.loads(out.stdout)["lessons"])
 
@@ -164,13 +183,16 @@ def test_starter_fails_on_gpu(grade):
 
 # --- cheats against the judge (issue 16) ------------------------------------------
 
+
 @needs_jax
 def test_the_judge_runs_the_learners_program_itself(grade):
     r = grade("sharded_mlp", REF)
     assert r["passed"] and r["verdict"] == "judge", r["summary"]
 
 
-FAKE_STEP = REF + '''
+FAKE_STEP = (
+    REF
+    + '''
 
 class _Compiled:
     """Duck-typed: the right shardings and zero FLOPs, on any inputs."""
@@ -188,6 +210,7 @@ class _Compiled:
 def data_parallel(mesh):
     return _Compiled(mesh, P(AXIS, None), P(AXIS, None))
 '''
+)
 
 CALLBACK_STEP = variant(
     "    return jax.jit(mlp, in_shardings=ins, out_shardings=out)",
@@ -203,7 +226,9 @@ CALLBACK_STEP = variant(
 
 # The sandbox's reply forged: the learner's file replaces the request handler
 # and sends a program of its own, then garbage.
-FORGED_REPLY = REF + '''
+FORGED_REPLY = (
+    REF
+    + """
 
 import gpulab.sandbox.main as _main
 import gpulab.sandbox.jax_export as _jx
@@ -237,7 +262,8 @@ def _specs(s):
             S((b, d), f))
 
 _main.Server.on_jax_export = _forged
-'''
+"""
+)
 
 
 @needs_jax
@@ -285,9 +311,9 @@ def test_the_judge_refuses_a_program_with_a_custom_call():
     def step(x):
         return ffi.ffi_call("gpulab_not_jax", jax.ShapeDtypeStruct(x.shape, np.float32))(x)
 
-    exported = export.export(jax.jit(step), disabled_checks=[
-        export.DisabledSafetyCheck.custom_call("gpulab_not_jax")])(
-        jax.ShapeDtypeStruct((4,), np.float32))
+    exported = export.export(
+        jax.jit(step), disabled_checks=[export.DisabledSafetyCheck.custom_call("gpulab_not_jax")]
+    )(jax.ShapeDtypeStruct((4,), np.float32))
     program, why = read_program(base64.b64encode(bytes(exported.serialize())).decode())
     assert program is None and "custom call gpulab_not_jax" in why, why
     assert read_program("not base64!")[1] == "the sandbox sent a program gpulab cannot read"

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def inputs(rows: int, cols: int, dtype, pad: int = 0):
     g = torch.Generator().manual_seed(rows * 1000 + cols)
     base = torch.randn(rows, cols + pad, generator=g) * 4
-    base[0, 3:3 + min(cols - 4, 40)] = float("-inf")  # a run longer than a group
+    base[0, 3 : 3 + min(cols - 4, 40)] = float("-inf")  # a run longer than a group
     if rows > 1:
         base[1] *= 2000  # large magnitudes (inf in fp16 where they overflow)
     x = base.to(dtype)
@@ -82,8 +82,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results():
-    r = subprocess.run([sys.executable, "-c", CHILD, str(ROOT)], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT)], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -103,7 +104,9 @@ def test_candidates_in_the_interpreter_are_the_lesson_kernel_alone(results):
 def test_every_candidate_matches_on_the_gpu():
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    spec = importlib.util.spec_from_file_location("ref_softmax_gpu", ROOT / "kernels" / "softmax.py")
+    spec = importlib.util.spec_from_file_location(
+        "ref_softmax_gpu", ROOT / "kernels" / "softmax.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     bad = []

@@ -38,13 +38,16 @@ WRONG = {
     "unstable": (variant("    x = x - tl.max(x, axis=0)", "    x = x"), "large magnitudes"),
     # Assumes rows are n_cols apart: padded rows read the wrong elements.
     "ignores row stride": (
-        variant("tl.load(x_ptr + row * x_row_stride + offs",
-                "tl.load(x_ptr + row * n_cols + offs"), "row stride"),
+        variant("tl.load(x_ptr + row * x_row_stride + offs", "tl.load(x_ptr + row * n_cols + offs"),
+        "row stride",
+    ),
     # Padding lanes load as 0 instead of -inf: they add exp(0 - max) to the sum.
     "bad padding value": (variant('other=-float("inf"))', "other=0.0)"), "wrong"),
     # Only the first half of the rows is computed: the rest stays poisoned (NaN).
-    "partial output": (variant("softmax_kernel[(n_rows,)]", "softmax_kernel[((n_rows + 1) // 2,)]"),
-                       "NaN"),
+    "partial output": (
+        variant("softmax_kernel[(n_rows,)]", "softmax_kernel[((n_rows + 1) // 2,)]"),
+        "NaN",
+    ),
 }
 
 
@@ -54,25 +57,33 @@ def test_wrong_variants_fail(grade, name):
     r = grade("softmax", src)
     assert not r["passed"], name
     assert r["status"] == "failed"
-    assert why in (r["summary"] + " ".join(c.get("detail", "") + c.get("name", "")
-                                           for c in r["cases"] if not c["passed"])), r["summary"]
+    assert why in (
+        r["summary"]
+        + " ".join(c.get("detail", "") + c.get("name", "") for c in r["cases"] if not c["passed"])
+    ), r["summary"]
 
 
 CHEATS = {
     "torch.softmax": ("return torch.softmax(x, dim=-1)", "torch.softmax"),
     "Tensor.softmax": ("return x.softmax(-1)", "softmax"),
     "F.softmax": ("return torch.nn.functional.softmax(x, dim=1)", "softmax"),
-    "log_softmax().exp()": ("return torch.log_softmax(x.float(), -1).exp().to(x.dtype)",
-                            "log_softmax"),
+    "log_softmax().exp()": (
+        "return torch.log_softmax(x.float(), -1).exp().to(x.dtype)",
+        "log_softmax",
+    ),
     # Launch a kernel for show, compute with torch ops.
-    "torch maths": ("y = torch.empty_like(x)\n    softmax_kernel[(1,)](y, x, x.stride(0), "
-                    "y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))\n"
-                    "    e = (x.float() - x.float().amax(-1, keepdim=True)).exp()\n"
-                    "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
-                    ("during your call torch ran", "not written by your Triton kernel")),
-    "no kernel": ("e = (x.double() - x.double().amax(-1, keepdim=True)).exp()\n"
-                  "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
-                  "no Triton kernel was launched"),
+    "torch maths": (
+        "y = torch.empty_like(x)\n    softmax_kernel[(1,)](y, x, x.stride(0), "
+        "y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))\n"
+        "    e = (x.float() - x.float().amax(-1, keepdim=True)).exp()\n"
+        "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
+        ("during your call torch ran", "not written by your Triton kernel"),
+    ),
+    "no kernel": (
+        "e = (x.double() - x.double().amax(-1, keepdim=True)).exp()\n"
+        "    return (e / e.sum(-1, keepdim=True)).to(x.dtype)",
+        "no Triton kernel was launched",
+    ),
 }
 
 
@@ -80,7 +91,8 @@ CHEATS = {
 def test_cheats_are_rejected(grade, name):
     body, why = CHEATS[name]
     src = REF.split("def softmax(x: torch.Tensor)")[0] + (
-        f"def softmax(x: torch.Tensor) -> torch.Tensor:\n    {body}\n")
+        f"def softmax(x: torch.Tensor) -> torch.Tensor:\n    {body}\n"
+    )
     r = grade("softmax", src)
     assert not r["passed"]
     why = (why,) if isinstance(why, str) else why
@@ -88,8 +100,7 @@ def test_cheats_are_rejected(grade, name):
 
 
 def test_writing_into_the_input_is_rejected(grade):
-    src = variant("y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)", "y = x",
-                  REF)
+    src = variant("y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)", "y = x", REF)
     r = grade("softmax", src)
     assert not r["passed"]
     assert "wrote into its inputs" in r["summary"]
@@ -121,13 +132,15 @@ def test_patching_torch_reference_fools_nothing(grade):
     # Make torch.softmax agree with a wrong kernel: it would fool a reference
     # computed in the learner's process; the judge's is computed elsewhere.
     src = variant("    x = x - tl.max(x, axis=0)", "    x = x * 0.5") + (
-        "\ntorch.softmax = lambda x, dim=-1, dtype=None: softmax(x.to(torch.float32)).double()\n")
+        "\ntorch.softmax = lambda x, dim=-1, dtype=None: softmax(x.to(torch.float32)).double()\n"
+    )
     r = grade("softmax", src)
     assert not r["passed"]
     assert "wrong" in r["summary"]
 
 
 # --- On a GPU: the cheats that only show up when timing --------------------
+
 
 @pytest.mark.gpu
 def test_gpu_reference_is_timed_and_graded(grade):
@@ -144,11 +157,15 @@ def test_gpu_reference_is_timed_and_graded(grade):
 
 @pytest.mark.gpu
 def test_gpu_side_stream_is_rejected(grade):
-    src = variant("    softmax_kernel[(n_rows,)]",
-                  "    s = torch.cuda.Stream()\n    with torch.cuda.stream(s):\n"
-                  "        softmax_kernel[(n_rows,)]")
-    src = src.replace("                              BLOCK=block, num_warps=_num_warps(block))",
-                      "                                  BLOCK=block, num_warps=_num_warps(block))")
+    src = variant(
+        "    softmax_kernel[(n_rows,)]",
+        "    s = torch.cuda.Stream()\n    with torch.cuda.stream(s):\n"
+        "        softmax_kernel[(n_rows,)]",
+    )
+    src = src.replace(
+        "                              BLOCK=block, num_warps=_num_warps(block))",
+        "                                  BLOCK=block, num_warps=_num_warps(block))",
+    )
     r = grade("softmax", src, device="cuda", timeout=600)
     assert not r["passed"] and "side stream" in r["summary"]
 
@@ -159,8 +176,9 @@ def test_gpu_patched_timer_changes_nothing(grade):
     src = REF + "\ntorch.cuda.Event.elapsed_time = lambda self, end: 0.001\n"
     r = grade("softmax", src, device="cuda", timeout=600)
     assert r["passed"], r["summary"]
-    assert all(row["ms"] > 0.005 and row["roofline_fraction"] < 1.05
-               for row in r["timing"]["cases"])
+    assert all(
+        row["ms"] > 0.005 and row["roofline_fraction"] < 1.05 for row in r["timing"]["cases"]
+    )
 
 
 @pytest.mark.gpu

@@ -41,8 +41,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def compiled():
-    r = subprocess.run([sys.executable, "-c", COMPILE, str(ROOT)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", COMPILE, str(ROOT)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -122,16 +123,23 @@ def test_softmax_smem_matches_torch_on_the_gpu():
                 for n in {slots, cols // m.BOX // cr + 1}:  # deepest ring, and the least
                     for one_exp in (False, True):
                         # Through the JIT, then the Launcher's direct launch.
-                        launcher = m.Launcher(rows, cols, dtype, x.device, slots=n,
-                                              chunk_rows=cr, num_warps=w, per_sm=per_sm,
-                                              one_exp=one_exp)
+                        launcher = m.Launcher(
+                            rows,
+                            cols,
+                            dtype,
+                            x.device,
+                            slots=n,
+                            chunk_rows=cr,
+                            num_warps=w,
+                            per_sm=per_sm,
+                            one_exp=one_exp,
+                        )
                         for _ in range(2):
                             y = torch.full_like(x, float("nan"))
                             launcher(x, y)
                             err = float((y.float() - want).abs().max())
                             if not err < 2e-3:
-                                bad.append((rows, cols, str(dtype), cr, w, per_sm, n, one_exp,
-                                            err))
+                                bad.append((rows, cols, str(dtype), cr, w, per_sm, n, one_exp, err))
     assert not bad, bad
 
 
@@ -143,8 +151,9 @@ def test_reference_keeps_the_fastest_candidate_that_matches(monkeypatch):
 
     torch = pytest.importorskip("torch")
     triton = pytest.importorskip("triton")
-    spec = importlib.util.spec_from_file_location("ref_softmax_choice",
-                                                  ROOT / "kernels" / "softmax.py")
+    spec = importlib.util.spec_from_file_location(
+        "ref_softmax_choice", ROOT / "kernels" / "softmax.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     last = [None]
@@ -157,18 +166,22 @@ def test_reference_keeps_the_fastest_candidate_that_matches(monkeypatch):
             y.copy_(torch.softmax(x.float(), -1).to(y.dtype))
             if wrong:
                 y[0, 0] += 0.5
+
         return fn
 
-    times = {"triton": 2.0, "good": 1.0, "slow": 3.0, "wrong": 0.5, "broken": 0.1,
-             "noise": 1.95}
+    times = {"triton": 2.0, "good": 1.0, "slow": 3.0, "wrong": 0.5, "broken": 0.1, "noise": 1.95}
     monkeypatch.setattr(mod, "_launch_triton", launcher("triton"))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(triton.testing, "do_bench", lambda f, **kw: (f(), times[last[0]])[1])
     x = torch.randn(4, 512, dtype=torch.float16)
     y = torch.empty_like(x)
-    launchers = {"triton": mod._launch_triton, "slow": launcher("slow"),
-                 "wrong": launcher("wrong", wrong=True), "broken": launcher("broken", broken=True),
-                 "good": launcher("good")}
+    launchers = {
+        "triton": mod._launch_triton,
+        "slow": launcher("slow"),
+        "wrong": launcher("wrong", wrong=True),
+        "broken": launcher("broken", broken=True),
+        "good": launcher("good"),
+    }
     assert mod._choose(x, y, launchers) == "good"
     del launchers["good"]
     assert mod._choose(x, y, launchers) == "triton"
@@ -177,8 +190,18 @@ def test_reference_keeps_the_fastest_candidate_that_matches(monkeypatch):
     # fp32, where y.float() is y itself: the expected output must be a copy,
     # or a candidate would be compared with its own output and always pass.
     x32, y32 = x.float(), y.float()
-    assert mod._choose(x32, y32, {"triton": mod._launch_triton, "wrong": launcher("wrong", wrong=True),
-                                  "slow": launcher("slow")}) == "triton"
+    assert (
+        mod._choose(
+            x32,
+            y32,
+            {
+                "triton": mod._launch_triton,
+                "wrong": launcher("wrong", wrong=True),
+                "slow": launcher("slow"),
+            },
+        )
+        == "triton"
+    )
 
 
 def test_reference_finds_the_smem_kernel_in_kernels_hopper(monkeypatch):
@@ -188,8 +211,9 @@ def test_reference_finds_the_smem_kernel_in_kernels_hopper(monkeypatch):
 
     pytest.importorskip("triton.experimental.gluon")
     monkeypatch.delenv("GPULAB_SOFTMAX_SMEM", raising=False)
-    spec = importlib.util.spec_from_file_location("ref_softmax_smem_path",
-                                                  ROOT / "kernels" / "softmax.py")
+    spec = importlib.util.spec_from_file_location(
+        "ref_softmax_smem_path", ROOT / "kernels" / "softmax.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     smem = mod._smem_module()

@@ -13,18 +13,60 @@ import random
 from gpulab.state import ATTEMPT, EXERCISE, SETTINGS, STATUSES, validate_state
 from gpulab.workspace import Workspace
 
-KEYS = ["status", "attempts", "hints", "grade", "passed", "summary", "ms", "time", "unit",
-        "device", "throughput", "speedup", "roofline_fraction", "version", "exercises",
-        "settings", "last_lesson", "gpu", "theme", "watch", "softmax", "matmul", "\x1b[2J",
-        "", "x"]
+KEYS = [
+    "status",
+    "attempts",
+    "hints",
+    "grade",
+    "passed",
+    "summary",
+    "ms",
+    "time",
+    "unit",
+    "device",
+    "throughput",
+    "speedup",
+    "roofline_fraction",
+    "version",
+    "exercises",
+    "settings",
+    "last_lesson",
+    "gpu",
+    "theme",
+    "watch",
+    "softmax",
+    "matmul",
+    "\x1b[2J",
+    "",
+    "x",
+]
 
 
 def scalar(rng: random.Random) -> object:
-    return rng.choice([
-        None, True, False, 0, -1, 7, 2**70, 1.5, -0.0, float("nan"), float("inf"),
-        "", "x", "passed", "failed", "not started", "\x1b]52;c;aGk=\x07", "ÿ\u202e",
-        rng.random(), rng.randint(-5, 5),
-    ])
+    return rng.choice(
+        [
+            None,
+            True,
+            False,
+            0,
+            -1,
+            7,
+            2**70,
+            1.5,
+            -0.0,
+            float("nan"),
+            float("inf"),
+            "",
+            "x",
+            "passed",
+            "failed",
+            "not started",
+            "\x1b]52;c;aGk=\x07",
+            "ÿ\u202e",
+            rng.random(),
+            rng.randint(-5, 5),
+        ]
+    )
 
 
 def value(rng: random.Random, depth: int = 0) -> object:
@@ -38,8 +80,12 @@ def value(rng: random.Random, depth: int = 0) -> object:
 
 
 def valid_attempt(rng: random.Random) -> dict:
-    a = {"time": "2026-01-01T00:00:00", "passed": rng.random() < 0.5, "summary": "s",
-         "device": "cpu"}
+    a = {
+        "time": "2026-01-01T00:00:00",
+        "passed": rng.random() < 0.5,
+        "summary": "s",
+        "device": "cpu",
+    }
     if rng.random() < 0.5:
         a.update(ms=rng.random(), unit="GB/s", throughput=rng.random() * 100, grade="B")
     return a
@@ -95,8 +141,12 @@ def test_valid_entries_survive_any_garbage_beside_them():
     for i in range(2000):
         good = {f"ex{n}": valid_entry(rng) for n in range(rng.randint(1, 4))}
         settings = {"gpu": "h200", "theme": "nord", "watch": True, "anything": value(rng)}
-        raw: dict = {"version": 1, "last_lesson": "02_triton_101_softmax",
-                     "exercises": copy.deepcopy(good), "settings": copy.deepcopy(settings)}
+        raw: dict = {
+            "version": 1,
+            "last_lesson": "02_triton_101_softmax",
+            "exercises": copy.deepcopy(good),
+            "settings": copy.deepcopy(settings),
+        }
         for _ in range(rng.randint(1, 4)):  # garbage in random places
             where = rng.random()
             if where < 0.4:
@@ -121,8 +171,11 @@ def test_the_workspace_opens_whatever_state_json_holds(tmp_path):
         root = tmp_path / f"ws{i}"
         (root / ".gpulab").mkdir(parents=True)
         good = valid_entry(rng)
-        raw = value(rng) if i % 2 else {"exercises": {"softmax": good, "bad": value(rng)},
-                                        "settings": value(rng)}
+        raw = (
+            value(rng)
+            if i % 2
+            else {"exercises": {"softmax": good, "bad": value(rng)}, "settings": value(rng)}
+        )
         text = json.dumps(raw) if rng.random() < 0.9 else json.dumps(raw)[: rng.randint(0, 9)]
         (root / ".gpulab" / "state.json").write_text(text)
         ws = Workspace.open(root)

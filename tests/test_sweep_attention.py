@@ -61,8 +61,12 @@ print(json.dumps(out))
 
 
 def test_poly_exp2_and_pipelined_loop_in_interpreter():
-    r = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "scripts" / "sweeps")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT / "scripts" / "sweeps")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     # Degree 3: 7.5e-5 on normal results, 1.4e-4 just above -126 (a denormal).

@@ -19,8 +19,15 @@ def test_escapes_and_controls_are_made_visible_newlines_and_tabs_kept():
 
 
 def test_a_whole_result_keys_included():
-    result = {"summary": "\x1b[1A", "cases": [{"name": "\x1b[2J", "max_abs": 1.5}],
-              "\x1bkey": None, "passed": False}
-    assert visible_tree(result) == {"summary": "␛[1A", "cases": [{"name": "␛[2J",
-                                                                   "max_abs": 1.5}],
-                                    "␛key": None, "passed": False}
+    result = {
+        "summary": "\x1b[1A",
+        "cases": [{"name": "\x1b[2J", "max_abs": 1.5}],
+        "\x1bkey": None,
+        "passed": False,
+    }
+    assert visible_tree(result) == {
+        "summary": "␛[1A",
+        "cases": [{"name": "␛[2J", "max_abs": 1.5}],
+        "␛key": None,
+        "passed": False,
+    }

@@ -28,7 +28,9 @@ def test_the_result_says_who_judged_and_what_confined_the_code(grade):
 def test_a_forged_reply_on_the_sandbox_channel_does_not_pass(grade):
     # The learner finds the sandbox's socket and answers the call itself,
     # claiming a result was copied; the slot still holds the judge's poison.
-    src = REF + '''
+    src = (
+        REF
+        + """
 import json as _json, os as _os, struct as _struct
 _real = softmax
 
@@ -43,7 +45,8 @@ def softmax(x):
         except OSError:
             pass
     return x
-'''
+"""
+    )
     r = grade("softmax", src)
     assert not r["passed"]
 
@@ -67,7 +70,7 @@ def test_the_graders_modules_cannot_be_imported(grade):
 def test_editing_anything_in_the_sandbox_leaves_the_judge_untouched(grade):
     # Loosen every tolerance and empty every list the sandbox can reach,
     # then return zeros: the judge's own tables decide.
-    src = '''
+    src = """
 import sys, torch
 for name, mod in list(sys.modules.items()):
     if name.startswith("gpulab") and mod is not None:
@@ -80,7 +83,7 @@ for name, mod in list(sys.modules.items()):
 
 def softmax(x):
     return torch.zeros_like(x)
-'''
+"""
     r = grade("softmax", src)
     assert not r["passed"]
 
@@ -97,15 +100,16 @@ def test_the_reference_solutions_cannot_be_read(grade):
 @pytest.mark.skipif(not landlock(), reason="needs Landlock")
 def test_the_serving_answer_key_cannot_be_read(grade):
     path = REPO / "gpulab" / "serving.py"
-    src = (f"src = open({str(path)!r}).read()\n"
-           "def weight_params(cfg):\n    return 0.0\n")
+    src = f"src = open({str(path)!r}).read()\ndef weight_params(cfg):\n    return 0.0\n"
     r = grade("serving_roofline", src)
     assert not r["passed"]
     assert "Permission" in r["summary"] + r["message"]
 
 
 def test_objects_that_compare_equal_to_anything_are_plain_data_to_the_judge(grade):
-    src = reference_source("serving_roofline") + '''
+    src = (
+        reference_source("serving_roofline")
+        + """
 
 class _Zero(float):
     def __sub__(self, other):
@@ -128,7 +132,8 @@ def decode_step(cfg, gpu, batch, context):
     d = dict(_step(cfg, gpu, batch, context))
     d["bound"] = _Any("neither")
     return d
-'''
+"""
+    )
     r = grade("serving_roofline", src)
     assert not r["passed"]
     bad = [c["name"] for c in r["cases"] if not c["passed"]]
@@ -137,8 +142,10 @@ def decode_step(cfg, gpu, batch, context):
 
 def test_the_environment_is_scrubbed_and_home_is_private(grade, monkeypatch, tmp_path):
     monkeypatch.setenv("GPULAB_TEST_TOKEN", "s3cr3t-t0ken")
-    src = ("import os\nprint(sorted(os.environ.items()))\n"
-           "print('HOME-IS', os.path.expanduser('~'))\n" + REF)
+    src = (
+        "import os\nprint(sorted(os.environ.items()))\n"
+        "print('HOME-IS', os.path.expanduser('~'))\n" + REF
+    )
     r = grade("softmax", src)
     assert r["passed"], r["summary"]
     assert "s3cr3t-t0ken" not in r["output"]
@@ -173,7 +180,9 @@ def test_a_store_one_past_the_end_fails(grade):
 def test_a_result_filled_by_torch_after_the_launch_fails(grade):
     # A kernel is handed the inputs and the output, then numpy's answer (maths
     # no op guard or profiler sees) is copied over it: only provenance can tell.
-    src = REF + '''
+    src = (
+        REF
+        + """
 import numpy as _np
 import torch as _torch
 _real = softmax
@@ -184,7 +193,8 @@ def softmax(x):
     e = _np.exp(a - a.max(-1, keepdims=True))
     out.copy_(_torch.from_numpy(e / e.sum(-1, keepdims=True) * 1.01).to(out.dtype))
     return out
-'''
+"""
+    )
     r = grade("softmax", src)
     assert not r["passed"]
     assert "changed after your kernel wrote it" in r["summary"]
@@ -193,7 +203,7 @@ def softmax(x):
 # Torch doing the work where the op guards (Python modes) cannot see it: the
 # profiler's audit must still see it. Each returns the right answer.
 HIDDEN_TORCH = {
-    "from a second thread": '''
+    "from a second thread": """
 import threading as _th
 def softmax(x):
     out = _real(x)
@@ -202,8 +212,8 @@ def softmax(x):
     t.start(); t.join()
     out.copy_(box["y"])
     return out
-''',
-    "with the modes switched off": '''
+""",
+    "with the modes switched off": """
 from torch.utils._python_dispatch import _disable_current_modes as _off
 def softmax(x):
     out = _real(x)
@@ -211,14 +221,14 @@ def softmax(x):
         y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
         out.copy_((y / y.sum(-1, keepdim=True)).to(x.dtype))
     return out
-''',
-    "under inference mode": '''
+""",
+    "under inference mode": """
 def softmax(x):
     out = _real(x)
     with _torch.inference_mode():
         out.copy_(_torch.nn.functional.softmax(x.float(), dim=-1).to(x.dtype))
     return out
-''',
+""",
 }
 
 
@@ -227,31 +237,36 @@ STOP_PROFILER = {
     # the profile's own exit then raises (that once turned the audit off).
     "torch's switch": "    _torch.autograd._disable_profiler()\n",
     # the profile object itself, found through gc
-    "the profile object": '''    for o in _gc.get_objects():
+    "the profile object": """    for o in _gc.get_objects():
         if type(o).__name__ == "profile" and hasattr(o, "stop"):
             try:
                 o.stop()
             except Exception:
                 pass
-''',
+""",
 }
 
 
 @pytest.mark.parametrize("how", list(STOP_PROFILER))
 def test_stopping_the_profiler_fails(grade, how):
     # The profiler stopped, then torch does the work with the op guards off.
-    src = REF + '''
+    src = (
+        REF
+        + """
 import gc as _gc
 import torch as _torch
 _real = softmax
 
 def softmax(x):
     out = _real(x)
-''' + STOP_PROFILER[how] + '''    from torch.utils._python_dispatch import _disable_current_modes as _off
+"""
+        + STOP_PROFILER[how]
+        + """    from torch.utils._python_dispatch import _disable_current_modes as _off
     with _off(), _torch._C.DisableTorchFunction():
         out.copy_(_torch.softmax(x.float(), -1).to(x.dtype))
     return out
-'''
+"""
+    )
     r = grade("softmax", src)
     assert not r["passed"]
     assert "the profiler was stopped" in r["summary"], r["summary"]
@@ -266,15 +281,18 @@ def test_torch_hidden_from_the_op_guards_is_seen_by_the_audit(grade, how):
 
 
 def test_the_audit_names_torch_ops_a_mode_never_saw(grade):
-    src = REF + "\nimport torch as _torch\n_real = softmax\n" + HIDDEN_TORCH[
-        "with the modes switched off"]
+    src = (
+        REF
+        + "\nimport torch as _torch\n_real = softmax\n"
+        + HIDDEN_TORCH["with the modes switched off"]
+    )
     r = grade("softmax", src)
     assert "aten::exp" in r["summary"] and "aten::amax" in r["summary"], r["summary"]
 
 
 # --- On a GPU: timing the sandbox cannot shrink ---------------------------------
 
-HOOKED_DISPATCH = '''
+HOOKED_DISPATCH = """
 import torch as _torch
 from torch.utils._python_dispatch import TorchDispatchMode as _Mode
 _real = softmax
@@ -296,7 +314,7 @@ def softmax(x):
     out.copy_(x)
     _pending[out.data_ptr()] = x
     return out
-'''
+"""
 
 
 @pytest.mark.gpu

@@ -140,8 +140,11 @@ async def test_panes_by_key_and_by_mouse(ws):
     app = make_app(ws)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_softmax(pilot)
-        for key, pane in zip("1234567", ("lesson", "exercise", "results", "roofline", "device",
-                                         "roadmap", "serving"), strict=True):
+        for key, pane in zip(
+            "1234567",
+            ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving"),
+            strict=True,
+        ):
             await pilot.press(key)
             await pilot.pause()
             assert app.active_pane == pane
@@ -202,8 +205,9 @@ async def test_external_change_reloads_a_clean_buffer(ws, poll):
         await pilot.press("e")
         pane = app.query_one(ExercisePane)
         softmax_path(ws).write_text("# written by another editor\n")
-        await wait_for(pilot, lambda: pane.editor.text == "# written by another editor\n", 10,
-                       "reload")
+        await wait_for(
+            pilot, lambda: pane.editor.text == "# written by another editor\n", 10, "reload"
+        )
         assert not pane.dirty
 
 
@@ -307,8 +311,9 @@ async def test_learner_escapes_are_shown_as_text_in_the_results_pane(ws):
         await wait_for(pilot, lambda: not app.checking, what="the check")
         await pilot.pause(0.3)
         assert not ws.last_result("softmax")["passed"]
-        shown = "".join(rendered(app.query_one(f"#{name}", Static).content)
-                        for name in ("result", "history"))
+        shown = "".join(
+            rendered(app.query_one(f"#{name}", Static).content) for name in ("result", "history")
+        )
         # Only the colours the pane itself chose: every ESC is followed by
         # rich's own SGR codes, never the learner's cursor moves or erases.
         for code in ("\x1b[2J", "\x1b[H", "\x1b[2K", "\x1b[1A", "\x1b]0;", "\x07"):
@@ -376,8 +381,12 @@ async def test_sidebar_follows_each_resize(ws):
     async with app.run_test(size=SIZE) as pilot:
         await open_softmax(pilot)
         sidebar = app.query_one("#sidebar")
-        for width, shown in ((NARROW + 2, True), (NARROW - 18, False), (NARROW + 7, True),
-                             (NARROW - 4, False)):
+        for width, shown in (
+            (NARROW + 2, True),
+            (NARROW - 18, False),
+            (NARROW + 7, True),
+            (NARROW - 4, False),
+        ):
             await pilot.resize_terminal(width, 30)
             await pilot.pause(0.1)
             assert sidebar.display == shown, (width, sidebar.display)
@@ -474,8 +483,9 @@ async def test_broken_lesson_shows_its_error_and_the_rest_works(ws, tmp_path):
     manifest = root / "lessons" / "manifest.toml"
     text = manifest.read_text()
     start = text.index('id = "03_triton_tiled_matmul"')
-    manifest.write_text(text[:start] + text[start:].replace('kind = "compute"',
-                                                            'kind = "bogus"', 1))
+    manifest.write_text(
+        text[:start] + text[start:].replace('kind = "compute"', 'kind = "bogus"', 1)
+    )
     course = load_course(root)
     broken = course.find("03")
     assert broken.error
@@ -517,7 +527,8 @@ async def test_results_show_a_small_roofline_for_a_timed_run(ws):
 
     (ws.state_dir / "results").mkdir(parents=True, exist_ok=True)
     (ws.state_dir / "results" / "softmax.json").write_text(
-        (SNAPSHOTS / "timed_result.json").read_text(encoding="utf-8"))
+        (SNAPSHOTS / "timed_result.json").read_text(encoding="utf-8")
+    )
     app = make_app(ws, welcome=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_softmax(pilot)
@@ -525,8 +536,9 @@ async def test_results_show_a_small_roofline_for_a_timed_run(ws):
         await wait_for(pilot, lambda: bool(app.query("#mini-roofline")), 10, "the mini plot")
         plot = app.query_one("#mini-roofline")
         assert plot.display and {p.exercise for p in plot.model.points} == {"softmax"}
-        assert len(plot.model.points) == len(json.loads(
-            (SNAPSHOTS / "timed_result.json").read_text())["timing"]["cases"])
+        assert len(plot.model.points) == len(
+            json.loads((SNAPSHOTS / "timed_result.json").read_text())["timing"]["cases"]
+        )
         await pilot.pause(0.3)
         assert shows(app, "Timing on NVIDIA H200", "H200")
         assert not shows(app, "could not be drawn")
@@ -618,8 +630,14 @@ async def test_progress_stages_drive_the_bar(ws, course):
         assert bar.total is None
         pane.progress({"type": "stage", "text": "case 5 of 14: 7×1000 fp32"})
         assert (bar.progress, bar.total) == (4, 14)
-        pane.progress({"type": "case", "index": 6, "total": 14,
-                       "case": {"name": "6×781 fp16", "passed": False}})
+        pane.progress(
+            {
+                "type": "case",
+                "index": 6,
+                "total": 14,
+                "case": {"name": "6×781 fp16", "passed": False},
+            }
+        )
         assert (bar.progress, bar.total) == (6, 14)
         await pilot.press("3")
         await pilot.pause()
@@ -656,8 +674,15 @@ def test_split_first_screen_cuts_at_a_blank_line_outside_code():
 
     short = "# T\n\nOne paragraph.\n"
     assert split_first_screen(short) == (short, "")
-    lines = [f"line {i}" for i in range(10)] + ["```python", "x = 1", "", "y = 2", "```", "",
-                                                "after"]
+    lines = [f"line {i}" for i in range(10)] + [
+        "```python",
+        "x = 1",
+        "",
+        "y = 2",
+        "```",
+        "",
+        "after",
+    ]
     text = "\n".join(lines) + "\n"
     head, rest = split_first_screen(text, lines=11)
     assert head + rest == text

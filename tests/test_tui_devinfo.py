@@ -31,10 +31,11 @@ def test_describe():
 
 
 def test_detection_never_imports_torch():
-    code = ("import sys; from gpulab.device.devinfo import detect_gpus; detect_gpus(); "
-            "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    code = (
+        "import sys; from gpulab.device.devinfo import detect_gpus; detect_gpus(); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
 
@@ -72,5 +73,7 @@ def test_a_mig_gpu_and_a_consumer_card_are_listed_by_nvml(monkeypatch):
     monkeypatch.setattr(pynvml, "nvmlDeviceGetName", lambda h: names[h])
     monkeypatch.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: "570.86")
     info = detect_gpus()
-    assert info.source == "nvml" and info.names == ("NVIDIA A100-SXM4-40GB",
-                                                    "NVIDIA GeForce RTX 4090")
+    assert info.source == "nvml" and info.names == (
+        "NVIDIA A100-SXM4-40GB",
+        "NVIDIA GeForce RTX 4090",
+    )

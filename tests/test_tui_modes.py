@@ -67,8 +67,7 @@ SEQUENCES = {
 
 
 @pytest.mark.parametrize("keys", SEQUENCES.values(), ids=SEQUENCES.keys())
-async def test_keys_outside_edit_mode_never_change_the_file(ws, fake_checks, fast_autosave,
-                                                            keys):
+async def test_keys_outside_edit_mode_never_change_the_file(ws, fake_checks, fast_autosave, keys):
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
         app.action_open_lesson("softmax")

@@ -37,8 +37,9 @@ async def test_choose_the_datasheet_gpu_and_find_it_next_time(ws):
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"choose the datasheet", "enter")
-        await wait_for(pilot, lambda: app.focused is app.query_one("#roofline-gpu"), 5,
-                       "the GPU list")
+        await wait_for(
+            pilot, lambda: app.focused is app.query_one("#roofline-gpu"), 5, "the GPU list"
+        )
         await pilot.press("enter", "home", "enter")  # T4, the first row
         await drawn(pilot, "t4")
         assert ws.get_setting("gpu") == "t4"

@@ -42,10 +42,25 @@ def served(tmp_path, *args: str, limit_s: int = 120):
 
     Bounded twice: coreutils `timeout` stops the server by itself after
     limit_s even if this test process dies, and the finally kills the group."""
-    proc = subprocess.Popen(["timeout", "-s", "INT", "-k", "10", str(limit_s),
-                             sys.executable, "-m", "gpulab", "serve", *args],
-                            env=gpulab_env(tmp_path / "workspace"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            "timeout",
+            "-s",
+            "INT",
+            "-k",
+            "10",
+            str(limit_s),
+            sys.executable,
+            "-m",
+            "gpulab",
+            "serve",
+            *args,
+        ],
+        env=gpulab_env(tmp_path / "workspace"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         seen = ""
         deadline = time.monotonic() + 60
@@ -122,16 +137,24 @@ def test_serve_lets_in_only_who_holds_the_token(tmp_path):
         async def probe() -> None:
             # No cookie jar: a stranger, another user of this machine.
             async with aiohttp.ClientSession() as s:
-                for path in ("/", "/?token=wrong", "/?token=%C3%A9", "/static/js/textual.js",
-                             "/download/x"):
+                for path in (
+                    "/",
+                    "/?token=wrong",
+                    "/?token=%C3%A9",
+                    "/static/js/textual.js",
+                    "/download/x",
+                ):
                     async with s.get(base + path, allow_redirects=False) as r:
                         assert r.status == 403, path
                         assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
                 assert await handshake_status(s, f"{base}/ws?width=80&height=24") == 403
                 assert await handshake_status(s, f"{base}/ws?token=wrong") == 403
                 # DNS rebinding: the right token through a foreign name is refused.
-                async with s.get(f"{base}/?token={token}", headers={"Host": f"evil.test:{port}"},
-                                 allow_redirects=False) as r:
+                async with s.get(
+                    f"{base}/?token={token}",
+                    headers={"Host": f"evil.test:{port}"},
+                    allow_redirects=False,
+                ) as r:
                     assert r.status == 403
                 # Non-browser clients may send the token as a header.
                 async with s.get(base + "/", headers={"Authorization": f"token {token}"}) as r:
@@ -139,8 +162,7 @@ def test_serve_lets_in_only_who_holds_the_token(tmp_path):
             # A browser: the token is traded for a cookie and leaves the URL.
             jar = aiohttp.CookieJar(unsafe=True)  # unsafe: cookies for an IP address
             async with aiohttp.ClientSession(cookie_jar=jar) as s:
-                async with s.get(f"{base}/?token={token}&fontsize=14",
-                                 allow_redirects=False) as r:
+                async with s.get(f"{base}/?token={token}&fontsize=14", allow_redirects=False) as r:
                     assert r.status == 302 and r.headers["Location"] == "/?fontsize=14"
                     cookie = r.headers["Set-Cookie"]
                     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
@@ -173,8 +195,10 @@ def test_serve_answers_a_browser(tmp_path):
                 # The page's websocket starts one `python -m gpulab` and streams
                 # its screen. At 80 columns the lesson list steps aside and all
                 # seven tabs show.
-                async with s.ws_connect(f"http://127.0.0.1:{port}/ws?width=80&height=24",
-                                        origin=f"http://127.0.0.1:{port}") as ws:
+                async with s.ws_connect(
+                    f"http://127.0.0.1:{port}/ws?width=80&height=24",
+                    origin=f"http://127.0.0.1:{port}",
+                ) as ws:
                     return await read_screen(ws, until=b"Serving")
 
         screen = asyncio.run(asyncio.wait_for(browse(), 90))
@@ -201,8 +225,9 @@ def test_serve_on_a_unix_socket_only_its_owner_can_open(tmp_path):
                 async with aiohttp.ClientSession(connector=conn) as s:
                     async with s.get("http://localhost:8000/", allow_redirects=False) as r:
                         stranger = r.status
-                    async with s.get(f"http://localhost:8000/?token={token}",
-                                     allow_redirects=False) as r:
+                    async with s.get(
+                        f"http://localhost:8000/?token={token}", allow_redirects=False
+                    ) as r:
                         owner = r.status
                 return stranger, owner
 
@@ -229,7 +254,10 @@ def test_serve_refuses_what_it_should_not_do(run_gpulab, tmp_path):
 def test_serve_warns_when_allowed_beyond_this_machine(tmp_path):
     port = free_port()
     with served(tmp_path, "--host", "0.0.0.0", "--allow-remote", "--port", str(port)) as (
-            _, url, printed):
+        _,
+        url,
+        printed,
+    ):
         wait_for_port(port)
         assert "warning: serving on 0.0.0.0" in printed
         assert "token=" in url  # the token holds there too

@@ -69,23 +69,46 @@ async def choose(pilot, downs: int) -> None:
 
 
 def same_numbers(got: dict, want: dict) -> bool:
-    return all(got[k] == want[k] for k in ("model", "gpu", "weights", "kv", "batch", "prompt",
-                                           "context", "prefill", "decode",
-                                           "decode_batch_to_ridge", "memory_needed_gb"))
+    return all(
+        got[k] == want[k]
+        for k in (
+            "model",
+            "gpu",
+            "weights",
+            "kv",
+            "batch",
+            "prompt",
+            "context",
+            "prefill",
+            "decode",
+            "decode_batch_to_ridge",
+            "memory_needed_gb",
+        )
+    )
 
 
 def on_screen(app, data: dict, *more: str) -> bool:
     """The bound and the tokens/s of both steps are printed (and `more`): one screenshot."""
-    return shows(app, *(f"{data[k]['bound']}" for k in ("prefill", "decode")),
-                 *(tokens(data[k]["tokens_per_s"]) for k in ("prefill", "decode")), *more)
+    return shows(
+        app,
+        *(f"{data[k]['bound']}" for k in ("prefill", "decode")),
+        *(tokens(data[k]["tokens_per_s"]) for k in ("prefill", "decode")),
+        *more,
+    )
 
 
 def test_parse_count():
     assert parse_count(" 4,096 ", "context") == 4096
     assert parse_count("1_024", "batch") == 1024
-    for bad, why in (("abc", "not a whole number"), ("-3", "at least 1"), ("0", "at least 1"),
-                     ("", "empty"), ("2.5", "not a whole number"), ("1e9", "not a whole"),
-                     (str(10**40), "at most")):
+    for bad, why in (
+        ("abc", "not a whole number"),
+        ("-3", "at least 1"),
+        ("0", "at least 1"),
+        ("", "empty"),
+        ("2.5", "not a whole number"),
+        ("1e9", "not a whole"),
+        (str(10**40), "at most"),
+    ):
         with pytest.raises(ValueError, match=why):
             parse_count(bad, "batch")
 
@@ -110,8 +133,15 @@ def test_the_numbers_fit_80_columns_for_every_gpu_model_and_dtype():
             model = replace(preset, max_context=0)
             for weights in serving.WEIGHT_DTYPES:
                 for batch, prompt, context in ((1, 2048, 4096), (1024, 131072, 1_000_000)):
-                    d = serving.calculate(model, gpu, batch=batch, prompt=prompt,
-                                          context=context, weights=weights, kv="fp8")
+                    d = serving.calculate(
+                        model,
+                        gpu,
+                        batch=batch,
+                        prompt=prompt,
+                        context=context,
+                        weights=weights,
+                        kv="fp8",
+                    )
                     con = Console(width=76, record=True, file=io.StringIO())
                     con.print(results_renderable(d, "setting"))
                     text = con.export_text()
@@ -150,16 +180,36 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
         # batch, then prompt, then context, typed; kv to fp8.
         await pilot.press("tab")
         assert app.focused.id == "serving-batch"
-        await pilot.press("ctrl+a", "ctrl+k", "6", "4", "tab", "ctrl+a", "ctrl+k", "5", "1", "2",
-                          "tab", "ctrl+a", "ctrl+k", "8", "1", "9", "2", "tab")
+        await pilot.press(
+            "ctrl+a",
+            "ctrl+k",
+            "6",
+            "4",
+            "tab",
+            "ctrl+a",
+            "ctrl+k",
+            "5",
+            "1",
+            "2",
+            "tab",
+            "ctrl+a",
+            "ctrl+k",
+            "8",
+            "1",
+            "9",
+            "2",
+            "tab",
+        )
         await pilot.pause()
         assert app.focused.id == "serving-kv"
         await choose(pilot, 1)
-        want = expected("llama-3-70b", "h200", weights="fp8", kv="fp8", batch=64, prompt=512,
-                        context=8192)  # Llama 3 70B's whole window
+        want = expected(
+            "llama-3-70b", "h200", weights="fp8", kv="fp8", batch=64, prompt=512, context=8192
+        )  # Llama 3 70B's whole window
         b = want["decode_batch_to_ridge"]
         assert same_numbers(pane.result, want) and on_screen(
-            app, want, f"from a batch of about {b:,.0f}" if b else "stays memory-bound at every")
+            app, want, f"from a batch of about {b:,.0f}" if b else "stays memory-bound at every"
+        )
 
         # Escape leaves the field; ? then opens this pane's help.
         await pilot.press("escape", "question_mark")
@@ -175,9 +225,11 @@ async def test_a_bad_number_is_a_field_error_and_the_last_result_stays(ws):
         good = expected(batch=16)
         assert same_numbers(pane.result, good)
         batch, error = app.query_one("#serving-batch"), app.query_one("#serving-error")
-        for bad, why in (("-3", "batch: must be at least 1"),
-                         ("abc", "batch: 'abc' is not a whole number"),
-                         ("", "batch: empty")):
+        for bad, why in (
+            ("-3", "batch: must be at least 1"),
+            ("abc", "batch: 'abc' is not a whole number"),
+            ("", "batch: empty"),
+        ):
             await type_into(pilot, "serving-batch", bad)
             assert set(pane.errors) == {"batch"} and why in pane.errors["batch"]
             assert batch.has_class("-invalid") and error.display
@@ -229,7 +281,8 @@ async def test_the_plot_labels_both_steps_at_120x40(ws):
         for kind in points:
             assert points[kind].intensity == pytest.approx(want[kind]["intensity"])
             assert points[kind].flops_per_s == pytest.approx(
-                want[kind]["flops"] / want[kind]["seconds"])
+                want[kind]["flops"] / want[kind]["seconds"]
+            )
         drawn = plot.render().plain
         assert "prefill" in drawn and "decode" in drawn and "ridge" in drawn
         assert shows(app, "decode at context 4096, by batch")

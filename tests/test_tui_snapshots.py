@@ -57,8 +57,15 @@ def build(ws, **options):
     from gpulab.tui.app import build_app
 
     options.setdefault("welcome", False)
-    return build_app(ws, device="cpu", course=load_course(HERE / "course"), gpu_info=GpuInfo(),
-                     syntax=False, poll=True, **options)
+    return build_app(
+        ws,
+        device="cpu",
+        course=load_course(HERE / "course"),
+        gpu_info=GpuInfo(),
+        syntax=False,
+        poll=True,
+        **options,
+    )
 
 
 def with_history(ws) -> None:
@@ -66,11 +73,21 @@ def with_history(ws) -> None:
     result = json.loads((HERE / "failed_result.json").read_text(encoding="utf-8"))
     (ws.state_dir / "results").mkdir(parents=True, exist_ok=True)
     (ws.state_dir / "results" / "softmax.json").write_text(json.dumps(result))
-    attempts = [{"time": f"2026-11-30T09:0{i}:00", "passed": False, "summary": s,
-                 "device": result["device"]}
-                for i, s in enumerate(["your code exited with code 1 before reporting a result",
-                                       "case 1×1 fp32: no Triton kernel was launched",
-                                       result["summary"]])]
+    attempts = [
+        {
+            "time": f"2026-11-30T09:0{i}:00",
+            "passed": False,
+            "summary": s,
+            "device": result["device"],
+        }
+        for i, s in enumerate(
+            [
+                "your code exited with code 1 before reporting a result",
+                "case 1×1 fp32: no Triton kernel was launched",
+                result["summary"],
+            ]
+        )
+    ]
 
     def change(state):
         state["exercises"]["softmax"] = {"status": "failed", "attempts": attempts, "hints": 1}

@@ -53,8 +53,13 @@ asyncio.run(main())
 def run_script(tmp_path) -> dict:
     env = gpulab_env(tmp_path / "workspace")
     env.pop("NO_COLOR", None)
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "workspace")],
-                         capture_output=True, text=True, timeout=180, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "workspace")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -150,8 +150,7 @@ def test_ctrl_c_ends_gpulab_watch_at_once(exercise, ctrl_c, during):
     with Saver(exercise), pytest.raises(KeyboardInterrupt):
         if during == "the wait for a save":
             threading.Timer(1.0, ctrl_c.set).start()
-            _until_interrupted(_recheck_on_save(exercise.with_name("nobody.py"), once,
-                                                poll=True))
+            _until_interrupted(_recheck_on_save(exercise.with_name("nobody.py"), once, poll=True))
         else:
             _until_interrupted(_recheck_on_save(exercise, once, poll=True))
     assert time.monotonic() - start < 20

@@ -21,8 +21,9 @@ def test_progress_is_kept_and_passing_is_not_undone(ws):
     assert ws.status("softmax") == NOT_STARTED
     ws.record_result("softmax", {"passed": False, "summary": "wrong"})
     assert ws.status("softmax") == FAILED
-    ws.record_result("softmax", {"passed": True, "summary": "ok",
-                                 "timing": {"grade": "B", "ms": 0.1}})
+    ws.record_result(
+        "softmax", {"passed": True, "summary": "ok", "timing": {"grade": "B", "ms": 0.1}}
+    )
     ws.record_result("softmax", {"passed": False, "summary": "broke it again"})
     st = ws.exercise_state("softmax")
     assert st["status"] == PASSED and st["grade"] == "B"
@@ -93,26 +94,41 @@ def test_hints_reveal_one_level_at_a_time(ws, course):
 
 # --- state of the wrong shape (issue 17) --------------------------------------
 
+
 def _write_state(ws, state) -> None:
     ws.state_path.write_text(json.dumps(state))
 
 
 def test_a_state_of_the_wrong_shape_is_repaired_field_by_field(ws):
-    _write_state(ws, {
-        "version": 1, "last_lesson": 7, "settings": {"gpu": 3, "theme": "nord", "mine": [1]},
-        "exercises": {
-            "softmax": {"status": "weird", "hints": 2, "attempts": [
-                {"passed": True, "summary": "ok", "ms": "fast"}, "junk"]},
-            "matmul": "x",
-            "bandwidth": {"status": "passed", "attempts": "x", "grade": "A"},
+    _write_state(
+        ws,
+        {
+            "version": 1,
+            "last_lesson": 7,
+            "settings": {"gpu": 3, "theme": "nord", "mine": [1]},
+            "exercises": {
+                "softmax": {
+                    "status": "weird",
+                    "hints": 2,
+                    "attempts": [{"passed": True, "summary": "ok", "ms": "fast"}, "junk"],
+                },
+                "matmul": "x",
+                "bandwidth": {"status": "passed", "attempts": "x", "grade": "A"},
+            },
+            "from_a_newer_gpulab": {"kept": True},
         },
-        "from_a_newer_gpulab": {"kept": True},
-    })
+    )
     again = Workspace.open(ws.root)
     warning = " ".join(again.warnings)
-    for field in ("last_lesson", "settings.gpu", "exercises.softmax.status",
-                  "exercises.softmax.attempts[0].ms", "exercises.softmax.attempts[1]",
-                  "exercises.matmul", "exercises.bandwidth.attempts"):
+    for field in (
+        "last_lesson",
+        "settings.gpu",
+        "exercises.softmax.status",
+        "exercises.softmax.attempts[0].ms",
+        "exercises.softmax.attempts[1]",
+        "exercises.matmul",
+        "exercises.bandwidth.attempts",
+    ):
         assert field in warning, (field, warning)
     state = again.load_state()
     assert state["last_lesson"] is None
@@ -131,11 +147,13 @@ def test_a_state_of_the_wrong_shape_is_repaired_field_by_field(ws):
 
 def test_check_records_its_attempt_whatever_the_state_held(ws, course):
     lesson = course.find("softmax")
-    for odd in ({"exercises": {"softmax": {"attempts": "x"}}},
-                {"exercises": {"softmax": "x"}},
-                {"exercises": {"softmax": {"status": "weird"}}},
-                {"exercises": [], "settings": []},
-                {"exercises": {"softmax": {"attempts": [None, {"passed": "yes"}]}}}):
+    for odd in (
+        {"exercises": {"softmax": {"attempts": "x"}}},
+        {"exercises": {"softmax": "x"}},
+        {"exercises": {"softmax": {"status": "weird"}}},
+        {"exercises": [], "settings": []},
+        {"exercises": {"softmax": {"attempts": [None, {"passed": "yes"}]}}},
+    ):
         _write_state(ws, odd)
         ws.record_result("softmax", {"passed": False, "summary": "wrong"})
         entry = ws.exercise_state("softmax")

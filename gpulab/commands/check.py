@@ -41,8 +41,11 @@ def _check(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, own = _target(args)
     # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
-    timeout, why = ((timeout, "you asked for it with --timeout")
-                    if args.timeout is not None else default_timeout(args.device))
+    timeout, why = (
+        (timeout, "you asked for it with --timeout")
+        if args.timeout is not None
+        else default_timeout(args.device)
+    )
     if getattr(args, "explain", False) and args.timeout is None:
         timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
     quiet = args.json
@@ -52,12 +55,19 @@ def _check(args: Any) -> int:
         if quiet:
             return
         if ev.get("type") == "stage":  # graders quote case names: text, not markup
-            err.print(f"… {visible(ev.get('text', ''))}", style="dim", markup=False,
-                      highlight=False)
+            err.print(
+                f"… {visible(ev.get('text', ''))}", style="dim", markup=False, highlight=False
+            )
 
-    result = run_check(lesson, path, timeout=timeout, timing=not args.no_timing,
-                       device=args.device, on_event=on_event,
-                       extra={"workspace": str(ws.root), **explain_extra(args, ws)})
+    result = run_check(
+        lesson,
+        path,
+        timeout=timeout,
+        timing=not args.no_timing,
+        device=args.device,
+        on_event=on_event,
+        extra={"workspace": str(ws.root), **explain_extra(args, ws)},
+    )
     explain_timeout(result, timeout, why)
     if own and result.get("status") != ERROR:
         ws.record_result(lesson.exercise, result)
@@ -78,8 +88,11 @@ def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
     """--explain's request fields (gpulab.diagnosis.judge_side reads them)."""
     if not getattr(args, "explain", False):
         return {}
-    return {"explain": True, "explain_gpu": getattr(args, "gpu", None),
-            "gpu_setting": ws.get_setting("gpu")}
+    return {
+        "explain": True,
+        "explain_gpu": getattr(args, "gpu", None),
+        "gpu_setting": ws.get_setting("gpu"),
+    }
 
 
 def _watch(args: Any) -> int:
@@ -89,13 +102,17 @@ def _watch(args: Any) -> int:
     con = console()
     from gpulab.report import render
 
-    timeout, why = ((timeout, "you asked for it with --timeout")
-                    if args.timeout is not None else default_timeout(args.device))
+    timeout, why = (
+        (timeout, "you asked for it with --timeout")
+        if args.timeout is not None
+        else default_timeout(args.device)
+    )
 
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
-        result = run_check(lesson, path, device=args.device, timeout=timeout,
-                           extra={"workspace": str(ws.root)})
+        result = run_check(
+            lesson, path, device=args.device, timeout=timeout, extra={"workspace": str(ws.root)}
+        )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") != ERROR:
             ws.record_result(lesson.exercise, result)

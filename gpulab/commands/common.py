@@ -41,8 +41,10 @@ def open_course() -> Course:
 def open_workspace(args: Any) -> Workspace:
     ws = Workspace.open(getattr(args, "workspace", None))
     if ws.created:
-        print(f"gpulab: created your workspace at {ws.root} (set $GPULAB_HOME to move it)",
-              file=sys.stderr)
+        print(
+            f"gpulab: created your workspace at {ws.root} (set $GPULAB_HOME to move it)",
+            file=sys.stderr,
+        )
     for w in ws.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return ws
@@ -56,8 +58,10 @@ def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
     if lesson.error:
         raise UsageError(f"lesson {lesson.id} cannot be used: {lesson.error}")
     if ready and not lesson.ready:
-        raise UsageError(f"lesson {lesson.id} ({lesson.exercise}) is coming soon: "
-                         "its exercise is not gradable yet")
+        raise UsageError(
+            f"lesson {lesson.id} ({lesson.exercise}) is coming soon: "
+            "its exercise is not gradable yet"
+        )
     missing = lesson.missing_requirements()
     if ready and missing:
         from gpulab.install_hint import missing_message  # the TUI says the same
@@ -92,8 +96,10 @@ def parse_timeout(text: str | None, default: float) -> float:
         raise UsageError(f"--timeout must be a number of seconds, got {visible(text)!r}") from None
     # nan compares false with everything, so test finiteness first.
     if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
-        raise UsageError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds, "
-                         f"got {visible(text)}")
+        raise UsageError(
+            f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds, "
+            f"got {visible(text)}"
+        )
     return value
 
 

@@ -18,8 +18,14 @@ from gpulab.commands.common import (
 
 @guarded
 def run(args: Any) -> int:
-    return {"list": _list, "lesson": _lesson, "hint": _hint, "reset": _reset,
-            "solution": _solution, "where": _where}[args._name](args)
+    return {
+        "list": _list,
+        "lesson": _lesson,
+        "hint": _hint,
+        "reset": _reset,
+        "solution": _solution,
+        "where": _where,
+    }[args._name](args)
 
 
 def _list(args: Any) -> int:
@@ -28,25 +34,46 @@ def _list(args: Any) -> int:
     rows = []
     for lesson in course.lessons:
         st = ws.exercise_state(lesson.exercise)
-        status = "broken" if lesson.error else (st.get("status", "not started")
-                                                if lesson.ready else "coming")
-        rows.append({"lesson": lesson.id, "title": lesson.title, "exercise": lesson.exercise,
-                     "status": status, "grade": st.get("grade"),
-                     "attempts": len(st.get("attempts", [])), "error": lesson.error or None})
+        status = (
+            "broken"
+            if lesson.error
+            else (st.get("status", "not started") if lesson.ready else "coming")
+        )
+        rows.append(
+            {
+                "lesson": lesson.id,
+                "title": lesson.title,
+                "exercise": lesson.exercise,
+                "status": status,
+                "grade": st.get("grade"),
+                "attempts": len(st.get("attempts", [])),
+                "error": lesson.error or None,
+            }
+        )
     if args.json:
         print(json.dumps({"workspace": str(ws.root), "lessons": rows}, indent=2))
         return 0
     from rich.table import Table
 
-    marks = {"passed": "[green]✔ passed[/]", "failed": "[red]✘ failed[/]",
-             "not started": "[dim]· not started[/]", "coming": "[dim]coming[/]",
-             "broken": "[red]! broken[/]"}
+    marks = {
+        "passed": "[green]✔ passed[/]",
+        "failed": "[red]✘ failed[/]",
+        "not started": "[dim]· not started[/]",
+        "coming": "[dim]coming[/]",
+        "broken": "[red]! broken[/]",
+    }
     table = Table(title=f"gpulab — workspace {ws.root}", title_justify="left")
     for col in ("#", "lesson", "exercise", "status", "grade", "tries"):
         table.add_column(col)
     for r, lesson in zip(rows, course.lessons, strict=True):
-        table.add_row(lesson.number, lesson.title, r["exercise"], marks[r["status"]],
-                      r["grade"] or "", str(r["attempts"] or ""))
+        table.add_row(
+            lesson.number,
+            lesson.title,
+            r["exercise"],
+            marks[r["status"]],
+            r["grade"] or "",
+            str(r["attempts"] or ""),
+        )
     con = console()
     con.print(table)
     for r in rows:
@@ -81,11 +108,15 @@ def _hint(args: Any) -> int:
         from gpulab.workspace import PASSED
 
         if ws.status(lesson.exercise) == PASSED:
-            con.print(f"[dim]That was the last hint. You have passed: `gpulab solution "
-                      f"{lesson.exercise}` shows the reference solution.[/]")
+            con.print(
+                f"[dim]That was the last hint. You have passed: `gpulab solution "
+                f"{lesson.exercise}` shows the reference solution.[/]"
+            )
         else:
-            con.print(f"[dim]That was the last hint. `gpulab solution {lesson.exercise}` "
-                      "shows the reference solution once your exercise passes.[/]")
+            con.print(
+                f"[dim]That was the last hint. `gpulab solution {lesson.exercise}` "
+                "shows the reference solution once your exercise passes.[/]"
+            )
     return 0
 
 
@@ -96,8 +127,10 @@ def _reset(args: Any) -> int:
     if not args.yes:
         if not sys.stdin.isatty():
             raise UsageError("reset needs confirmation: add --yes")
-        answer = input(f"Restore the starter of {lesson.exercise} over {path}? "
-                       "Your file is backed up first. [y/N] ")
+        answer = input(
+            f"Restore the starter of {lesson.exercise} over {path}? "
+            "Your file is backed up first. [y/N] "
+        )
         if answer.strip().lower() not in ("y", "yes"):
             print("not reset")
             return 1
@@ -113,8 +146,11 @@ def _solution(args: Any) -> int:
     ws = open_workspace(args)
     text = ws.solution_text(lesson)
     if text is None:
-        print(f"The reference solution of {lesson.exercise} opens once your own passes "
-              f"(gpulab check {lesson.exercise}).", file=sys.stderr)
+        print(
+            f"The reference solution of {lesson.exercise} opens once your own passes "
+            f"(gpulab check {lesson.exercise}).",
+            file=sys.stderr,
+        )
         return 1
     print_source(text)
     return 0

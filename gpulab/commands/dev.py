@@ -53,8 +53,11 @@ def check_citations(root: Path, out: Any = None) -> int:
     for p in pending:
         _say(out, f"· citations: {p}")
     if not problems:
-        _say(out, f"✔ citations: every cited file is in the repo"
-                  f"{f' ({len(pending)} pending)' if pending else ''}")
+        _say(
+            out,
+            f"✔ citations: every cited file is in the repo"
+            f"{f' ({len(pending)} pending)' if pending else ''}",
+        )
     return len(problems)
 
 

@@ -19,8 +19,9 @@ from typing import Any
 from gpulab.compile_info import DEFAULT_ARCHS, CompileInfo, parse_arch
 
 
-def compile_matrix(archs: list[int], exercises: set[str] | None = None,
-                   progress: Any = None) -> list[dict[str, Any]]:
+def compile_matrix(
+    archs: list[int], exercises: set[str] | None = None, progress: Any = None
+) -> list[dict[str, Any]]:
     """Rows of {name, role, arch, claimed, info | error} for every job x arch."""
     # The interpreter flag makes references pick their CPU configs.
     os.environ.pop("TRITON_INTERPRET", None)
@@ -32,16 +33,19 @@ def compile_matrix(archs: list[int], exercises: set[str] | None = None,
     for job in compile_specs.jobs(content_root(), exercises=exercises):
         if isinstance(job, tuple):  # could not even be set up: fails every arch
             name, role, error = job
-            rows += [{"name": name, "role": role, "arch": f"sm_{cc}", "ok": False,
-                      "error": error} for cc in archs]
+            rows += [
+                {"name": name, "role": role, "arch": f"sm_{cc}", "ok": False, "error": error}
+                for cc in archs
+            ]
             continue
         for cc in archs:
             if cc not in job.archs:
                 continue
             if progress:
                 progress(f"{job.name} sm_{cc}")
-            info = compile_kernel(job.fn, job.signature, job.constexprs, arch=cc,
-                                  options=job.options, name=job.name)
+            info = compile_kernel(
+                job.fn, job.signature, job.constexprs, arch=cc, options=job.options, name=job.name
+            )
             rows.append({"name": job.name, "role": job.role, **info.as_dict()})
     return rows
 
@@ -59,9 +63,16 @@ def render(rows: list[dict[str, Any]]) -> Any:
     t = Table(title="Reference kernels and starters, compiled per target", title_justify="left")
     errors = []
     t.add_column("kernel", overflow="fold", min_width=24)
-    for col, just in ( ("arch", "left"), ("regs", "right"),
-                      ("spills B", "right"), ("smem KiB", "right"), ("warps", "right"),
-                      ("blocks/SM", "right"), ("limited by", "left"), ("tensor cores", "left")):
+    for col, just in (
+        ("arch", "left"),
+        ("regs", "right"),
+        ("spills B", "right"),
+        ("smem KiB", "right"),
+        ("warps", "right"),
+        ("blocks/SM", "right"),
+        ("limited by", "left"),
+        ("tensor cores", "left"),
+    ):
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for r in rows:
         if not r["ok"]:
@@ -69,11 +80,17 @@ def render(rows: list[dict[str, Any]]) -> Any:
             t.add_row(r["name"], r["arch"], "[red]✘[/]", *[""] * 5, "[red]fails: below[/]")
             continue
         spills = r.get("spills")
-        t.add_row(r["name"], r["arch"], str(r.get("registers") or "?"),
-                  "?" if spills is None else (f"[yellow]{spills}[/]" if spills else "0"),
-                  f"{r['shared'] / 1024:.0f}", str(r["num_warps"]),
-                  str(r["blocks_per_sm"]) if r["fits"] else "[yellow]0: too big[/]",
-                  r["limited_by"], r["tensor_cores"] or "-")
+        t.add_row(
+            r["name"],
+            r["arch"],
+            str(r.get("registers") or "?"),
+            "?" if spills is None else (f"[yellow]{spills}[/]" if spills else "0"),
+            f"{r['shared'] / 1024:.0f}",
+            str(r["num_warps"]),
+            str(r["blocks_per_sm"]) if r["fits"] else "[yellow]0: too big[/]",
+            r["limited_by"],
+            r["tensor_cores"] or "-",
+        )
     return Group(t, *errors)
 
 
@@ -95,9 +112,15 @@ def run(args: Any) -> int:  # exits the process (see the end)
         from gpulab.commands.common import console
 
         console().print(render(rows))
-        print(f"{len(rows)} compiles in {took:.0f} s; "
-              + (f"{len(bad)} reference(s) FAILED to compile" if bad else "every reference "
-                 "compiles for every architecture it claims"), file=sys.stderr)
+        print(
+            f"{len(rows)} compiles in {took:.0f} s; "
+            + (
+                f"{len(bad)} reference(s) FAILED to compile"
+                if bad
+                else "every reference compiles for every architecture it claims"
+            ),
+            file=sys.stderr,
+        )
     # Triton's Gluon keeps objects alive until interpreter teardown, where
     # nanobind then prints a page of "leaked instance" warnings (gc does not
     # help). Everything is printed and nothing is left to clean up: leave now.

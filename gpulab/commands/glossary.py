@@ -24,20 +24,24 @@ def run(args: Any) -> int:
     query = " ".join(args.term).strip()
     if not query:
         if args.json:
-            print(json.dumps([t.as_dict() for t in gloss.search("")], indent=2,
-                             ensure_ascii=False))
+            print(json.dumps([t.as_dict() for t in gloss.search("")], indent=2, ensure_ascii=False))
         else:
             console().print(listing(gloss))
         return 0
     term, suggestions = gloss.lookup(query)
     if term is None:
         if args.json:
-            print(json.dumps({"query": query, "found": None, "suggestions": suggestions},
-                             ensure_ascii=False))
+            print(
+                json.dumps(
+                    {"query": query, "found": None, "suggestions": suggestions}, ensure_ascii=False
+                )
+            )
         else:
             hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-            print(f"No glossary entry for {query!r}.{hint} `gpulab glossary` lists them all.",
-                  file=sys.stderr)
+            print(
+                f"No glossary entry for {query!r}.{hint} `gpulab glossary` lists them all.",
+                file=sys.stderr,
+            )
         return 1
     if args.json:
         print(json.dumps(term.as_dict(), indent=2, ensure_ascii=False))
@@ -50,8 +54,12 @@ def listing(gloss: Glossary) -> Any:
     from rich import box
     from rich.table import Table
 
-    t = Table(title=f"Glossary ({len(gloss.terms)} terms; `gpulab glossary TERM` for one)",
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(
+        title=f"Glossary ({len(gloss.terms)} terms; `gpulab glossary TERM` for one)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     width = max((len(term.name) for term in gloss.terms), default=10)
     t.add_column("term", no_wrap=True, style="bold", min_width=width)
     t.add_column("meaning", overflow="ellipsis", no_wrap=True)

@@ -20,8 +20,9 @@ from gpulab.commands.common import UsageError, console, guarded, open_workspace
 def run(args: Any) -> int:
     # nan passes `<= 0` and then breaks time.sleep; inf would never refresh.
     if args.watch and not (math.isfinite(args.interval) and 0 < args.interval <= 3600):
-        raise UsageError(f"--interval must be more than 0 and at most 3600 seconds, "
-                         f"got {args.interval:g}")
+        raise UsageError(
+            f"--interval must be more than 0 and at most 3600 seconds, got {args.interval:g}"
+        )
     gpu = _known_gpu(args.gpu) if args.gpu else None  # before the workspace is made
     ws = open_workspace(args)
     if gpu is not None:
@@ -55,8 +56,11 @@ def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
 
     ws.set_setting(SETTING, gpu.key)
     if not quiet:
-        print(f"rooflines will use the {gpu.name} datasheet when no known GPU is detected "
-              "(remembered in your workspace)", file=sys.stderr)
+        print(
+            f"rooflines will use the {gpu.name} datasheet when no known GPU is detected "
+            "(remembered in your workspace)",
+            file=sys.stderr,
+        )
 
 
 def _watch(ws: Any, args: Any) -> int:
@@ -75,8 +79,10 @@ def _watch(ws: Any, args: Any) -> int:
         from rich.text import Text
 
         def frame() -> Any:
-            return Group(snapshot_renderable(snapshot(ws, torch_info=torch_info)),
-                         Text(f"refreshing every {interval:g} s — Ctrl-C to stop", style="dim"))
+            return Group(
+                snapshot_renderable(snapshot(ws, torch_info=torch_info)),
+                Text(f"refreshing every {interval:g} s — Ctrl-C to stop", style="dim"),
+            )
 
         with Live(frame(), console=console(), auto_refresh=False, screen=False) as live:
             while True:
@@ -95,18 +101,29 @@ def _bench(ws: Any, args: Any) -> int:
     else:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with Progress(TextColumn("{task.description}"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                      console=err, transient=True, disable=not err.is_terminal) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as progress:
             task = progress.add_task("starting the benchmarks", total=None)
 
             def on_event(ev: dict) -> None:
                 if ev.get("type") == "progress":
-                    progress.update(task, completed=ev.get("done", 0), total=ev.get("total"),
-                                    description=str(ev.get("label", "")))
+                    progress.update(
+                        task,
+                        completed=ev.get("done", 0),
+                        total=ev.get("total"),
+                        description=str(ev.get("label", "")),
+                    )
                 elif ev.get("type") == "note":
-                    progress.console.print(f"[yellow]note:[/] {ev.get('text')}", markup=True,
-                                           highlight=False)
+                    progress.console.print(
+                        f"[yellow]note:[/] {ev.get('text')}", markup=True, highlight=False
+                    )
 
             out = run_microbench(ws.root, quick=args.quick, on_event=on_event)
     if not out["ok"]:
@@ -116,6 +133,8 @@ def _bench(ws: Any, args: Any) -> int:
         return 0
     console().print(results_renderable(out["result"]))
     if out.get("cache"):
-        err.print(f"[dim]saved to {out['cache']}: checks and rooflines on this GPU now use "
-                  "these measured ceilings[/]")
+        err.print(
+            f"[dim]saved to {out['cache']}: checks and rooflines on this GPU now use "
+            "these measured ceilings[/]"
+        )
     return 0

@@ -32,8 +32,10 @@ def _target(args: Any) -> tuple[Any, Any, Path]:
     course = open_course()
     lesson = find_lesson(course, args.exercise)
     if lesson.exercise not in traces.TARGETS:
-        raise UsageError(f"`gpulab profile` runs {', '.join(traces.TARGETS)}; "
-                         f"for {lesson.exercise} use `gpulab check` (it times on a GPU)")
+        raise UsageError(
+            f"`gpulab profile` runs {', '.join(traces.TARGETS)}; "
+            f"for {lesson.exercise} use `gpulab check` (it times on a GPU)"
+        )
     ws = open_workspace(args)
     return lesson, ws, exercise_file(args, ws, lesson)[0]
 
@@ -67,18 +69,22 @@ def run(args: Any) -> int:
     for tool, cmd in (("nsys", nsys), ("ncu", ncu)):
         if getattr(args, tool):
             if not found[tool]:
-                raise UsageError(f"{tool} is not on PATH: install Nsight "
-                                 f"{'Systems' if tool == 'nsys' else 'Compute'} (it comes with "
-                                 "the CUDA toolkit), or run without --" + tool)
+                raise UsageError(
+                    f"{tool} is not on PATH: install Nsight "
+                    f"{'Systems' if tool == 'nsys' else 'Compute'} (it comes with "
+                    "the CUDA toolkit), or run without --" + tool
+                )
             con.print(f"[dim]$ {traces.shell_line(cmd)}[/]", highlight=False)
             code = _run(cmd, child.env())
             rep = f"{base}.{'nsys-rep' if tool == 'nsys' else 'ncu-rep'}"
             if code == 0 and tool == "nsys":
                 # Per-range and per-kernel totals, straight from the report.
                 _run(["nsys", "stats", "--report", "nvtx_sum,cuda_gpu_kern_sum", rep])
-            con.print(f"report: {rep} (open it in Nsight "
-                      f"{'Systems' if tool == 'nsys' else 'Compute'})" if code == 0
-                      else f"[red]{tool} exited with code {code}[/]")
+            con.print(
+                f"report: {rep} (open it in Nsight {'Systems' if tool == 'nsys' else 'Compute'})"
+                if code == 0
+                else f"[red]{tool} exited with code {code}[/]"
+            )
             return 0 if code == 0 else 1
     trace = traces.trace_path(ws.root, ex)
     argv = traces.target_argv(ex, path, steps=steps) + ["--torch-trace", str(trace)]
@@ -93,10 +99,13 @@ def run(args: Any) -> int:
     if summary["kernels"]:
         con.print(report.top_ops_table(summary["kernels"][:10], title="Top GPU kernels"))
     con.print(report.top_ops_table(summary["ops"][:12], title="Top operations (self CPU time)"))
-    con.print(f"trace: {trace}  (open it in https://ui.perfetto.dev or chrome://tracing)",
-              markup=False)
+    con.print(
+        f"trace: {trace}  (open it in https://ui.perfetto.dev or chrome://tracing)", markup=False
+    )
     for tool, cmd in (("nsys", nsys), ("ncu", ncu)):
         if found[tool]:
-            con.print(f"{tool} found: `gpulab profile {ex} --{tool}` runs\n  "
-                      f"{traces.shell_line(cmd)}", markup=False)
+            con.print(
+                f"{tool} found: `gpulab profile {ex} --{tool}` runs\n  {traces.shell_line(cmd)}",
+                markup=False,
+            )
     return 0

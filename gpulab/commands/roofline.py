@@ -50,8 +50,11 @@ def run(args: Any) -> int:
 
         text = render_text(model, width, height, color=color)
     except ImportError:  # a headless GPU box may lack plotext; the numbers still help
-        print("gpulab: the text plot needs plotext (pip install 'plotext<6'); "
-              "--export PATH.svg needs nothing", file=sys.stderr)
+        print(
+            "gpulab: the text plot needs plotext (pip install 'plotext<6'); "
+            "--export PATH.svg needs nothing",
+            file=sys.stderr,
+        )
         text = ""
     if text and color:
         from rich.text import Text
@@ -61,4 +64,3 @@ def run(args: Any) -> int:
         print(text)
     console().print(roofline.summary_renderable(model, why))
     return 0
-

@@ -39,25 +39,37 @@ def run(args: Any) -> int:
     try:
         from gpulab.webserve import LabServer, is_loopback_host
     except ImportError:
-        return _fail("gpulab serve needs textual-serve: pip install 'gpulab[serve]' "
-                     "(or pip install textual-serve)")
+        return _fail(
+            "gpulab serve needs textual-serve: pip install 'gpulab[serve]' "
+            "(or pip install textual-serve)"
+        )
     if unix is None and not is_loopback_host(args.host):
         if not args.allow_remote:
-            return _fail(f"refusing to serve on {args.host}: anyone who can reach it could run "
-                         "code as you. Use an SSH tunnel to 127.0.0.1 (or --unix), or add "
-                         "--allow-remote if you must.")
-        print(f"warning: serving on {args.host}: anyone who can reach this port and has the "
-              "token runs code as you, over plain HTTP. Prefer an SSH tunnel to 127.0.0.1.",
-              file=sys.stderr)
+            return _fail(
+                f"refusing to serve on {args.host}: anyone who can reach it could run "
+                "code as you. Use an SSH tunnel to 127.0.0.1 (or --unix), or add "
+                "--allow-remote if you must."
+            )
+        print(
+            f"warning: serving on {args.host}: anyone who can reach this port and has the "
+            "token runs code as you, over plain HTTP. Prefer an SSH tunnel to 127.0.0.1.",
+            file=sys.stderr,
+        )
     server = LabServer(command_line(args), host=args.host, port=args.port, unix_path=unix)
     if unix is not None:
-        print(f"gpulab: serving on the socket {unix} (only you can open it). From your "
-              f"computer: ssh -L 8000:{unix} THIS_HOST, then open "
-              f"http://localhost:8000/?token={server.token} (ctrl+c stops)", file=sys.stderr)
+        print(
+            f"gpulab: serving on the socket {unix} (only you can open it). From your "
+            f"computer: ssh -L 8000:{unix} THIS_HOST, then open "
+            f"http://localhost:8000/?token={server.token} (ctrl+c stops)",
+            file=sys.stderr,
+        )
     else:
         host = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"gpulab: open http://{host}:{args.port}/?token={server.token} in a browser "
-              "(ctrl+c stops)", file=sys.stderr)
+        print(
+            f"gpulab: open http://{host}:{args.port}/?token={server.token} in a browser "
+            "(ctrl+c stops)",
+            file=sys.stderr,
+        )
     sys.stderr.flush()
     try:
         server.serve()

@@ -42,8 +42,15 @@ def report(args: Any) -> dict[str, Any]:
         model = serving.find_model(args.model)
         if model.name != args.model.strip().lower() and model.name in serving.PRESETS:
             print(f"gpulab: taking '{args.model}' as {model.name}", file=sys.stderr)
-        return serving.calculate(model, _gpu(args), batch=args.batch, prompt=prompt,
-                                 context=args.context, weights=args.weights, kv=args.kv)
+        return serving.calculate(
+            model,
+            _gpu(args),
+            batch=args.batch,
+            prompt=prompt,
+            context=args.context,
+            weights=args.weights,
+            kv=args.kv,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -66,18 +73,44 @@ def _list_models() -> int:
     from rich import box
     from rich.table import Table
 
-    t = Table(title="Model presets (`--model NAME`, or the path of a config.json)",
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    for col in ("name", "layers", "hidden", "heads", "kv", "hd", "vocab", "inter", "params",
-                "KV/tok"):
+    t = Table(
+        title="Model presets (`--model NAME`, or the path of a config.json)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    for col in (
+        "name",
+        "layers",
+        "hidden",
+        "heads",
+        "kv",
+        "hd",
+        "vocab",
+        "inter",
+        "params",
+        "KV/tok",
+    ):
         t.add_column(col, no_wrap=True)
     for m in serving.PRESETS.values():
-        t.add_row(m.name, str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads),
-                  str(m.head_dim), str(m.vocab), str(m.intermediate),
-                  f"{m.total_params() / 1e9:.2f}B", f"{serving.kv_bytes_per_token(m) / 1024:g}K")
+        t.add_row(
+            m.name,
+            str(m.layers),
+            str(m.hidden),
+            str(m.heads),
+            str(m.kv_heads),
+            str(m.head_dim),
+            str(m.vocab),
+            str(m.intermediate),
+            f"{m.total_params() / 1e9:.2f}B",
+            f"{serving.kv_bytes_per_token(m) / 1024:g}K",
+        )
     con = console()
     con.print(t)
-    con.print("[dim]kv: KV heads; hd: head dim; inter: MLP intermediate size; KV/tok: KiB of bf16 KV cache per token.[/]")
+    con.print(
+        "[dim]kv: KV heads; hd: head dim; inter: MLP intermediate size; KV/tok: KiB of bf16 KV cache per token.[/]"
+    )
     for m in serving.PRESETS.values():
         con.print(f"[dim]{m.name}: {m.source}[/]")
     return 0
@@ -88,49 +121,78 @@ def _print(d: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = console()
-    con.print(f"[bold]{d['model']}[/]: {d['total_params'] / 1e9:.2f} B parameters, "
-              f"{d['weight_params'] / 1e9:.2f} B multiplied per token; weights {d['weights']}, "
-              f"KV cache {d['kv']} = {d['kv_bytes_per_token'] / 1024:g} KiB per token"
-              + (f"; context window {d['max_context']:,} tokens" if d.get("max_context") else ""))
-    con.print(f"[bold]{d['gpu']}[/]: {d['bandwidth_tbs']:g} TB/s, {d['peak_tflops']:g} TFLOP/s "
-              f"{d['compute_dtype']} → ridge {d['ridge']:.0f} FLOP/byte")
+    con.print(
+        f"[bold]{d['model']}[/]: {d['total_params'] / 1e9:.2f} B parameters, "
+        f"{d['weight_params'] / 1e9:.2f} B multiplied per token; weights {d['weights']}, "
+        f"KV cache {d['kv']} = {d['kv_bytes_per_token'] / 1024:g} KiB per token"
+        + (f"; context window {d['max_context']:,} tokens" if d.get("max_context") else "")
+    )
+    con.print(
+        f"[bold]{d['gpu']}[/]: {d['bandwidth_tbs']:g} TB/s, {d['peak_tflops']:g} TFLOP/s "
+        f"{d['compute_dtype']} → ridge {d['ridge']:.0f} FLOP/byte"
+    )
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time",
-                "tokens/s"):
+    for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s"):
         t.add_column(col, justify="right")
-    for kind, shape in (("prefill", f"{d['batch']}×{d['prompt']}"),
-                        ("decode", f"{d['batch']}×1 @{d['context']}")):
+    for kind, shape in (
+        ("prefill", f"{d['batch']}×{d['prompt']}"),
+        ("decode", f"{d['batch']}×1 @{d['context']}"),
+    ):
         s = d[kind]
         colour = "cyan" if s["bound"] == "memory" else "magenta"
-        t.add_row(kind, shape, units.si(s["flops"], ""), units.si(s["bytes"], "B"),
-                  units.intensity(s["intensity"]), f"[{colour}]{s['bound']}[/]",
-                  units.duration(s["seconds"]), units.tokens(s["tokens_per_s"]))
+        t.add_row(
+            kind,
+            shape,
+            units.si(s["flops"], ""),
+            units.si(s["bytes"], "B"),
+            units.intensity(s["intensity"]),
+            f"[{colour}]{s['bound']}[/]",
+            units.duration(s["seconds"]),
+            units.tokens(s["tokens_per_s"]),
+        )
     con.print(t)
-    con.print("[dim]Ideal (roofline) times and tokens/s; decode at context C is "
-              "batch×1 @C.[/]")
+    con.print("[dim]Ideal (roofline) times and tokens/s; decode at context C is batch×1 @C.[/]")
     fits = d["memory_needed_gb"] <= d["memory_gb"]
-    con.print(f"memory: {d['memory_needed_gb']:.1f} GB of {d['memory_gb']:g} GB "
-              + ("[green](fits)[/]" if fits else "[red](does not fit on one GPU)[/]"))
-    s = Table(title=f"decode at context {d['context']}, by batch", title_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    con.print(
+        f"memory: {d['memory_needed_gb']:.1f} GB of {d['memory_gb']:g} GB "
+        + ("[green](fits)[/]" if fits else "[red](does not fit on one GPU)[/]")
+    )
+    s = Table(
+        title=f"decode at context {d['context']}, by batch",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
     for col in ("batch", "FLOP/byte", "bound", "tokens/s", "fits"):
         s.add_column(col, justify="right")
     for r in d["decode_sweep"]:
-        s.add_row(str(r["batch"]), units.intensity(r["intensity"]), r["bound"],
-                  units.tokens(r["tokens_per_s"]), "yes" if r["fits"] else "[red]no[/]")
+        s.add_row(
+            str(r["batch"]),
+            units.intensity(r["intensity"]),
+            r["bound"],
+            units.tokens(r["tokens_per_s"]),
+            "yes" if r["fits"] else "[red]no[/]",
+        )
     con.print(s)
     b = d["decode_batch_to_ridge"]
     if b is None:
-        con.print(f"At context {d['context']} decode never turns compute-bound: each sequence "
-                  f"brings its own KV cache, so intensity levels off at "
-                  f"{d['decode_intensity_limit']:.3g} FLOP/byte, below the ridge "
-                  f"({d['ridge']:.0f}).")
+        con.print(
+            f"At context {d['context']} decode never turns compute-bound: each sequence "
+            f"brings its own KV cache, so intensity levels off at "
+            f"{d['decode_intensity_limit']:.3g} FLOP/byte, below the ridge "
+            f"({d['ridge']:.0f})."
+        )
     else:
-        con.print(f"Decode turns compute-bound from a batch of about {b:,.0f} at context "
-                  f"{d['context']} (it levels off at {d['decode_intensity_limit']:.3g} FLOP/byte).")
-    con.print("[dim]Ideal: the roofline with no overheads. Measured on an H200, copies reach "
-              "about 88-91% of the datasheet bandwidth and cuBLAS bf16 69-74% of peak "
-              "(docs/hardware.md).[/]")
+        con.print(
+            f"Decode turns compute-bound from a batch of about {b:,.0f} at context "
+            f"{d['context']} (it levels off at {d['decode_intensity_limit']:.3g} FLOP/byte)."
+        )
+    con.print(
+        "[dim]Ideal: the roofline with no overheads. Measured on an H200, copies reach "
+        "about 88-91% of the datasheet bandwidth and cuBLAS bf16 69-74% of peak "
+        "(docs/hardware.md).[/]"
+    )
 
 
 def _plot(args: Any, d: dict[str, Any]) -> None:
@@ -142,9 +204,17 @@ def _plot(args: Any, d: dict[str, Any]) -> None:
         model = roofline.build_model(_gpu(args), d["compute_dtype"], points=False)
         for kind in ("prefill", "decode"):
             s = d[kind]
-            model.points.append(roofline.Point(
-                exercise=kind, case=kind, dtype=d["compute_dtype"], intensity=s["intensity"],
-                flops_per_s=s["flops"] / s["seconds"], ms=s["seconds"] * 1e3, bound=s["bound"]))
+            model.points.append(
+                roofline.Point(
+                    exercise=kind,
+                    case=kind,
+                    dtype=d["compute_dtype"],
+                    intensity=s["intensity"],
+                    flops_per_s=s["flops"] / s["seconds"],
+                    ms=s["seconds"] * 1e3,
+                    bound=s["bound"],
+                )
+            )
         text = render_text(model, width=min(console().width, 100), height=24)
     except Exception as exc:  # noqa: BLE001 - the numbers above stand without a plot
         console(stderr=True).print(f"[yellow]no plot: {type(exc).__name__}: {exc}[/]")

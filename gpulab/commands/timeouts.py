@@ -17,8 +17,10 @@ from typing import Any
 from gpulab.runner import DEFAULT_TIMEOUT, TIMEOUT
 
 CPU_TIMEOUT = 60.0
-CPU_REASON = ("this check ran on the CPU (the Triton interpreter, reduced sizes), where every "
-              "reference solution finishes in under 15 s")
+CPU_REASON = (
+    "this check ran on the CPU (the Triton interpreter, reduced sizes), where every "
+    "reference solution finishes in under 15 s"
+)
 GPU_REASON = "a GPU check compiles, autotunes and times the kernel at full size"
 
 
@@ -51,8 +53,9 @@ def default_timeout(device: str, gpu: bool | None = None) -> tuple[float, str]:
     return DEFAULT_TIMEOUT, GPU_REASON
 
 
-def explain_timeout(result: dict[str, Any], seconds: float, reason: str,
-                    option: str = "--timeout SECONDS") -> dict[str, Any]:
+def explain_timeout(
+    result: dict[str, Any], seconds: float, reason: str, option: str = "--timeout SECONDS"
+) -> dict[str, Any]:
     """Add to a timed-out result's message which limit applied and why."""
     if result.get("status") == TIMEOUT and reason:
         extra = f"The limit was {seconds:g} s because {reason}; {option} changes it."

@@ -37,8 +37,9 @@ def load_measured(workspace_root: Path | None, device_name: str) -> dict[str, An
     return data if isinstance(data, dict) else None
 
 
-def ceiling(kind: str, dtype: str, device_name: str,
-            workspace_root: Path | None = None) -> tuple[float | None, str]:
+def ceiling(
+    kind: str, dtype: str, device_name: str, workspace_root: Path | None = None
+) -> tuple[float | None, str]:
     """(ceiling, label): bytes/s for kind "memory", FLOP/s for "compute"."""
     measured = load_measured(workspace_root, device_name)
     if kind == "memory":

@@ -40,8 +40,10 @@ def _from_nvml() -> GpuInfo:
     from gpulab.device import nvml
 
     with nvml.opened() as nv:
-        names = [nvml.text(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(i)))
-                 for i in range(nv.nvmlDeviceGetCount())]
+        names = [
+            nvml.text(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(nv.nvmlDeviceGetCount())
+        ]
         return GpuInfo(tuple(names), nvml.text(nv.nvmlSystemGetDriverVersion()), "nvml")
 
 

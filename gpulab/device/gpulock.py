@@ -53,8 +53,9 @@ def _open_shared(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def gpu_timing_lock(what: str, gpu: int = 0, on_wait: Callable[[str], None] | None = None,
-                    poll_s: float = 0.5) -> Iterator[None]:
+def gpu_timing_lock(
+    what: str, gpu: int = 0, on_wait: Callable[[str], None] | None = None, poll_s: float = 0.5
+) -> Iterator[None]:
     """Hold GPU `gpu`'s timing lock; call `on_wait(message)` while waiting."""
     try:
         import fcntl

@@ -45,6 +45,7 @@ def buffer_bytes(l2: int, free: int, quick: bool) -> int:
     want = max(8 * l2, (1 if quick else 2) * GiB)
     return int(min(want, free // 4)) // MiB * MiB
 
+
 def sweep_sizes(quick: bool, limit: int) -> list[int]:
     top = (1 if quick else 4) * GiB
     step = 4 if quick else 2
@@ -53,6 +54,7 @@ def sweep_sizes(quick: bool, limit: int) -> list[int]:
         sizes.append(s)
         s *= step
     return sizes
+
 
 def matmul_plan(torch: Any, cc: tuple[int, int], quick: bool) -> tuple[list, dict[str, str]]:
     """[(dtype, M, N, K)], and {dtype: why skipped}."""
@@ -77,6 +79,7 @@ def matmul_plan(torch: Any, cc: tuple[int, int], quick: bool) -> tuple[list, dic
         plan += [(dt, 16384, 8192, 4096) for dt in dtypes if dt in ("bf16", "fp16", "fp8")]
     return plan, skipped
 
+
 def _best(rows: list[dict[str, Any]], name: str, key: str) -> tuple[float | None, str | None]:
     cands = [r for r in rows if r["name"] == name and r.get(key)]
     if not cands:
@@ -100,13 +103,18 @@ def run(quick: bool = False) -> int:
     except ImportError as exc:
         return _refuse(f"torch is not installed ({exc})")
     if not torch.cuda.is_available():
-        return _refuse("torch sees no CUDA GPU here (microbenchmarks measure a GPU; "
-                       "`gpulab probe` shows what this machine has)")
+        return _refuse(
+            "torch sees no CUDA GPU here (microbenchmarks measure a GPU; "
+            "`gpulab probe` shows what this machine has)"
+        )
     from gpulab.device.gpulock import gpu_timing_lock
 
     # Ceilings measured beside someone else's timing run would read low.
-    with gpu_timing_lock("gpulab probe --bench", gpu=0,  # it measures device 0
-                         on_wait=lambda m: emit({"type": "note", "text": m})):
+    with gpu_timing_lock(
+        "gpulab probe --bench",
+        gpu=0,  # it measures device 0
+        on_wait=lambda m: emit({"type": "note", "text": m}),
+    ):
         return _run(torch, quick)
 
 
@@ -126,8 +134,13 @@ def _run(torch: Any, quick: bool) -> int:
     steps = Steps(9 + 2 * len(sizes) + len(plan) + 1)
     budget = 1.0 if quick else 2.0
     if nbytes < max(GiB, 8 * l2):
-        emit({"type": "note", "text": f"only {size_label(free)} free on the GPU: bandwidth buffers "
-              f"of {size_label(nbytes)}, under 1 GiB or 8x the L2, may read low"})
+        emit(
+            {
+                "type": "note",
+                "text": f"only {size_label(free)} free on the GPU: bandwidth buffers "
+                f"of {size_label(nbytes)}, under 1 GiB or 8x the L2, may read low",
+            }
+        )
     flusher = L2Flusher()
     bw = bench_bandwidth(torch, steps, nbytes, flusher, budget)
     sweep = bench_sweep(torch, steps, sizes, l2)
@@ -139,12 +152,22 @@ def _run(torch: Any, quick: bool) -> int:
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name(0),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "driver": _driver(), "cuda": torch.version.cuda, "torch": torch.__version__,
+        "driver": _driver(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
         "triton": _safe_version(version, "triton"),
-        "compute_capability": f"{cc[0]}.{cc[1]}", "sms": props.multi_processor_count,
-        "l2_bytes": l2, "buffer_bytes": nbytes, "quick": quick,
-        "bandwidth": bw, "sweep": sweep, "matmul": mm, "fma": fma,
-        "skipped": skipped, "tflops": {}, "tflops_method": {},
+        "compute_capability": f"{cc[0]}.{cc[1]}",
+        "sms": props.multi_processor_count,
+        "l2_bytes": l2,
+        "buffer_bytes": nbytes,
+        "quick": quick,
+        "bandwidth": bw,
+        "sweep": sweep,
+        "matmul": mm,
+        "fma": fma,
+        "skipped": skipped,
+        "tflops": {},
+        "tflops_method": {},
         "throttled": any(row["clocks"].get("throttled") for row in rows),
         "throttle_reasons": throttle,
     }
@@ -174,8 +197,9 @@ def _refuse(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpulab.device.microbench", description=__doc__.split(
-        "\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m gpulab.device.microbench", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--quick", action="store_true", help="fewer sizes and shapes (about a minute)")
     args = p.parse_args(argv)
     return run(quick=args.quick)

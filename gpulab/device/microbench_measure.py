@@ -15,6 +15,7 @@ GiB, MiB = 2**30, 2**20
 DEVICE = "cuda"  # a test's dry run points this at the CPU, with CUDA's calls faked
 FMA_ITERS, FMA_PROGRAMS_PER_SM = 1024, 64
 
+
 def emit(event: dict[str, Any]) -> None:
     print(json.dumps(event, default=str), flush=True)
 
@@ -33,14 +34,25 @@ class Steps:
 
 
 def _row(group: str, name: str, method: str, t: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    row = {"group": group, "name": name, "method": method, "ms": t["ms"],
-           "min_ms": t["min_ms"], "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"], "reps": t["reps"],
-           "clocks": t.get("clocks", {}), **extra}
+    row = {
+        "group": group,
+        "name": name,
+        "method": method,
+        "ms": t["ms"],
+        "min_ms": t["min_ms"],
+        "p20_ms": t["p20_ms"],
+        "p80_ms": t["p80_ms"],
+        "reps": t["reps"],
+        "clocks": t.get("clocks", {}),
+        **extra,
+    }
     emit({"type": "row", **row})
     return row
 
-def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
-                    budget: float) -> list[dict[str, Any]]:
+
+def bench_bandwidth(
+    torch: Any, steps: Steps, nbytes: int, flusher: Any, budget: float
+) -> list[dict[str, Any]]:
     from gpulab.device import microbench_kernels as K
     from gpulab.device.timing import measure
 
@@ -59,7 +71,7 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
         return bool((dst == torch.tensor(fill_value, device=DEVICE)).all())
 
     chunk = 2**26  # float64 sums chunk by chunk: a float64 copy of the buffer is 2x its size
-    want = sum(float(src[i:i + chunk].double().sum()) for i in range(0, n, chunk))
+    want = sum(float(src[i : i + chunk].double().sum()) for i in range(0, n, chunk))
 
     def check_read(total: Any) -> Any:
         return lambda: abs(float(total()) - want) <= 1e-3 * abs(want)
@@ -69,23 +81,56 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
         # Small programs too: at 134 MB an H200 copied 4-6% faster in 2 KB
         # programs than in 8 KB ones; see BENCHMARKS.md, "Counters, and
         # copies of the same bytes".
-        ("copy", "triton: copy_kernel BLOCK=512 warps=4",
-         lambda: K.copy(dst, src, 512, 4), 2, check_copy),
-        ("copy", "triton: copy_kernel BLOCK=4096 warps=4",
-         lambda: K.copy(dst, src, 4096, 4), 2, check_copy),
-        ("copy", "triton: copy_kernel BLOCK=8192 warps=8",
-         lambda: K.copy(dst, src, 8192, 8), 2, check_copy),
-        ("read", "torch: torch.sum(x)", lambda: torch.sum(src), 1,
-         check_read(lambda: torch.sum(src))),
-        ("read", "triton: read_kernel BLOCK=4096 warps=4",
-         lambda: K.read(src, partial, 4096, 4), 1,
-         check_read(lambda: partial[:triton_cdiv(n, 4096)].double().sum())),
-        ("read", "triton: read_kernel BLOCK=8192 warps=8",
-         lambda: K.read(src, partial, 8192, 8), 1,
-         check_read(lambda: partial[:triton_cdiv(n, 8192)].double().sum())),
+        (
+            "copy",
+            "triton: copy_kernel BLOCK=512 warps=4",
+            lambda: K.copy(dst, src, 512, 4),
+            2,
+            check_copy,
+        ),
+        (
+            "copy",
+            "triton: copy_kernel BLOCK=4096 warps=4",
+            lambda: K.copy(dst, src, 4096, 4),
+            2,
+            check_copy,
+        ),
+        (
+            "copy",
+            "triton: copy_kernel BLOCK=8192 warps=8",
+            lambda: K.copy(dst, src, 8192, 8),
+            2,
+            check_copy,
+        ),
+        (
+            "read",
+            "torch: torch.sum(x)",
+            lambda: torch.sum(src),
+            1,
+            check_read(lambda: torch.sum(src)),
+        ),
+        (
+            "read",
+            "triton: read_kernel BLOCK=4096 warps=4",
+            lambda: K.read(src, partial, 4096, 4),
+            1,
+            check_read(lambda: partial[: triton_cdiv(n, 4096)].double().sum()),
+        ),
+        (
+            "read",
+            "triton: read_kernel BLOCK=8192 warps=8",
+            lambda: K.read(src, partial, 8192, 8),
+            1,
+            check_read(lambda: partial[: triton_cdiv(n, 8192)].double().sum()),
+        ),
         ("write", "torch: x.fill_(v)", lambda: dst.fill_(fill_value), 1, check_fill),
-        ("write", "triton: fill_kernel BLOCK=4096 warps=4",
-         lambda: K.fill(dst, fill_value, 4096, 4), 1, check_fill),
+        (
+            "write",
+            "triton: fill_kernel BLOCK=4096 warps=4",
+            lambda: K.fill(dst, fill_value, 4096, 4),
+            1,
+            check_fill,
+        ),
     ]
     for kind, method, fn, moves, check in plans:
         steps.next(f"{kind} {gib} ({method.split(':')[0]})")
@@ -94,16 +139,24 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
             fn()
             torch.cuda.synchronize()
             if not check():
-                emit({"type": "note", "text": f"{kind} via {method} gave a wrong result; "
-                      "left out"})
+                emit({"type": "note", "text": f"{kind} via {method} gave a wrong result; left out"})
                 continue
         except Exception as exc:  # noqa: BLE001 - one method failing must not stop the rest
             emit({"type": "note", "text": f"{kind} via {method} failed: {exc}"})
             continue
         counted = moves * nbytes
-        rows.append(_row("bandwidth", kind, method, t, buffer_bytes=nbytes, bytes=counted,
-                         counted="read + write" if moves == 2 else kind,
-                         tbs=counted / (t["ms"] * 1e-3) / 1e12))
+        rows.append(
+            _row(
+                "bandwidth",
+                kind,
+                method,
+                t,
+                buffer_bytes=nbytes,
+                bytes=counted,
+                counted="read + write" if moves == 2 else kind,
+                tbs=counted / (t["ms"] * 1e-3) / 1e12,
+            )
+        )
     src = dst = partial = None  # drop the buffers before the next stage
     torch.cuda.empty_cache()
     return rows
@@ -111,6 +164,7 @@ def bench_bandwidth(torch: Any, steps: Steps, nbytes: int, flusher: Any,
 
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
 
 def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dict[str, Any]]:
     """Copy and read bandwidth by buffer size, without an L2 flush: buffers that
@@ -129,8 +183,9 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
         # memcpy node served by the copy engines (2.76 TB/s for 1 GiB on an
         # H200, against 4.25 for the same copy launched as a kernel).
         for kind, op, moves in (
-                ("copy", lambda src=src, dst=dst: torch.mul(src, 1.0, out=dst), 2),
-                ("read", lambda src=src: torch.sum(src), 1)):
+            ("copy", lambda src=src, dst=dst: torch.mul(src, 1.0, out=dst), 2),
+            ("read", lambda src=src: torch.sum(src), 1),
+        ):
             steps.next(f"sweep {kind} {size_label(size)}")
             fn, graphed = _graphed(torch, op, k)
             try:
@@ -139,10 +194,20 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
                 emit({"type": "note", "text": f"sweep {kind} {size_label(size)} failed: {exc}"})
                 continue
             per_call = t["ms"] / k
-            rows.append(_row("sweep", kind, "torch", t, size_bytes=size, calls=k,
-                             cuda_graph=graphed, per_call_ms=per_call,
-                             fits_l2=moves * size <= l2,
-                             tbs=moves * size / (per_call * 1e-3) / 1e12))
+            rows.append(
+                _row(
+                    "sweep",
+                    kind,
+                    "torch",
+                    t,
+                    size_bytes=size,
+                    calls=k,
+                    cuda_graph=graphed,
+                    per_call_ms=per_call,
+                    fits_l2=moves * size <= l2,
+                    tbs=moves * size / (per_call * 1e-3) / 1e12,
+                )
+            )
         src = dst = None  # free before the next size
     torch.cuda.empty_cache()
     return rows
@@ -174,24 +239,31 @@ def _graphed(torch: Any, op: Any, k: int) -> tuple[Any, bool]:
 def size_label(b: int) -> str:
     return f"{b / GiB:g} GiB" if b >= GiB else f"{b / MiB:g} MiB"
 
+
 def _matmul_fn(torch: Any, dt: str, m: int, n: int, k: int) -> Any:
     if dt == "fp8":
         e4m3 = torch.float8_e4m3fn
         a = torch.randn(m, k, device=DEVICE).to(e4m3)
         b = torch.randn(n, k, device=DEVICE).to(e4m3).t()  # column-major, as cuBLAS wants
         one = torch.ones((), device=DEVICE)
-        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
-                                        out_dtype=torch.bfloat16, use_fast_accum=True)
-    dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-             "bf16": torch.bfloat16}[dt]
+        return lambda: torch._scaled_mm(
+            a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+        )
+    dtype = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+    }[dt]
     a = torch.randn(m, k, device=DEVICE, dtype=dtype)
     b = torch.randn(k, n, device=DEVICE, dtype=dtype)
     c = torch.empty(m, n, device=DEVICE, dtype=dtype)
     return lambda: torch.mm(a, b, out=c)
 
 
-def bench_matmul(torch: Any, steps: Steps, plan: list, flusher: Any,
-                 budget: float) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def bench_matmul(
+    torch: Any, steps: Steps, plan: list, flusher: Any, budget: float
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     from gpulab.device.timing import measure
 
     rows, failed = [], {}
@@ -211,10 +283,22 @@ def bench_matmul(torch: Any, steps: Steps, plan: list, flusher: Any,
         finally:
             torch.set_float32_matmul_precision("highest")
         flops = 2 * m * n * k
-        method = ("torch._scaled_mm e4m3 (fast accumulation)" if dt == "fp8"
-                  else f"torch.mm (cuBLAS){' with TF32' if dt == 'tf32' else ''}")
-        rows.append(_row("matmul", dt, method, t, shape=shape, flops=flops,
-                         tflops=flops / (t["ms"] * 1e-3) / 1e12))
+        method = (
+            "torch._scaled_mm e4m3 (fast accumulation)"
+            if dt == "fp8"
+            else f"torch.mm (cuBLAS){' with TF32' if dt == 'tf32' else ''}"
+        )
+        rows.append(
+            _row(
+                "matmul",
+                dt,
+                method,
+                t,
+                shape=shape,
+                flops=flops,
+                tflops=flops / (t["ms"] * 1e-3) / 1e12,
+            )
+        )
         del fn
         torch.cuda.empty_cache()
     return rows, failed
@@ -241,5 +325,13 @@ def bench_fma(torch: Any, steps: Steps, sms: int, budget: float) -> list[dict[st
         emit({"type": "note", "text": "FMA kernel produced non-finite values; left out"})
         return []
     flops = 2 * K.FMA_CHAINS * iters * n
-    return [_row("fma", "fp32 FMA", f"triton: fma_kernel {K.FMA_CHAINS} chains x {iters}",
-                 t, flops=flops, tflops=flops / (t["ms"] * 1e-3) / 1e12)]
+    return [
+        _row(
+            "fma",
+            "fp32 FMA",
+            f"triton: fma_kernel {K.FMA_CHAINS} chains x {iters}",
+            t,
+            flops=flops,
+            tflops=flops / (t["ms"] * 1e-3) / 1e12,
+        )
+    ]

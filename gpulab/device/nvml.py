@@ -61,6 +61,7 @@ def text(v: Any) -> str:
     """A string NVML returned: bytes in older bindings, str in newer ones."""
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
+
 # pynvml error class name -> what a learner reads. Looked up by name so that
 # a pynvml without some class (older bindings) still works.
 _REASONS = {
@@ -107,8 +108,9 @@ class _Reader:
         self.nv = nv
         self.mig = False
 
-    def get(self, fn: Callable[[], Any], unit: str = "",
-            conv: Callable[[Any], Any] = lambda x: x) -> Field:
+    def get(
+        self, fn: Callable[[], Any], unit: str = "", conv: Callable[[Any], Any] = lambda x: x
+    ) -> Field:
         try:
             return value(conv(fn()), unit)
         except Exception as exc:  # noqa: BLE001 - any NVML answer becomes a reason
@@ -161,14 +163,21 @@ def _process_name(nv: Any, pid: int) -> str:
 def _processes(r: _Reader, h: Any) -> Field:
     procs: list[dict[str, Any]] = []
     reasons = []
-    for kind, fn in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
-                     ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
+    for kind, fn in (
+        ("compute", "nvmlDeviceGetComputeRunningProcesses"),
+        ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+    ):
         try:
             for p in r.call(fn, h):
                 used = getattr(p, "usedGpuMemory", None)
-                procs.append({"pid": int(p.pid), "name": _process_name(r.nv, int(p.pid)),
-                              "type": kind,
-                              "used_mib": round(used / 2**20) if isinstance(used, int) else None})
+                procs.append(
+                    {
+                        "pid": int(p.pid),
+                        "name": _process_name(r.nv, int(p.pid)),
+                        "type": kind,
+                        "used_mib": round(used / 2**20) if isinstance(used, int) else None,
+                    }
+                )
         except Exception as exc:  # noqa: BLE001
             reasons.append(f"{kind}: {reason_for(exc, mig=r.mig)}")
     if reasons and not procs and len(reasons) == 2:
@@ -191,34 +200,45 @@ def device_fields(nv: Any, index: int) -> dict[str, Field]:
     f: dict[str, Field] = {}
     # MIG first: in MIG mode several device-level queries are refused, and the
     # reason should say so.
-    f["mig_mode"] = r.get(lambda: r.call("nvmlDeviceGetMigMode", h),
-                          conv=lambda m: "enabled" if m[0] else "disabled")
+    f["mig_mode"] = r.get(
+        lambda: r.call("nvmlDeviceGetMigMode", h), conv=lambda m: "enabled" if m[0] else "disabled"
+    )
     r.mig = f["mig_mode"].get("value") == "enabled"
     f["name"] = r.get(lambda: r.call("nvmlDeviceGetName", h), conv=text)
     f["uuid"] = r.get(lambda: r.call("nvmlDeviceGetUUID", h), conv=text)
-    f["compute_capability"] = r.get(lambda: r.call("nvmlDeviceGetCudaComputeCapability", h),
-                                    conv=lambda cc: f"{cc[0]}.{cc[1]}")
+    f["compute_capability"] = r.get(
+        lambda: r.call("nvmlDeviceGetCudaComputeCapability", h), conv=lambda cc: f"{cc[0]}.{cc[1]}"
+    )
     mem = r.get(lambda: r.call("nvmlDeviceGetMemoryInfo", h))
     if mem.get("value") is not None:
         f["memory_total"] = value(round(mem["value"].total / 2**30, 1), "GiB")
         f["memory_used"] = value(round(mem["value"].used / 2**30, 2), "GiB")
     else:
         f["memory_total"] = f["memory_used"] = mem
-    f["memory_bus_width"] = r.get(lambda: r.call("nvmlDeviceGetMemoryBusWidth", h), "bits",
-                                  conv=int)
+    f["memory_bus_width"] = r.get(
+        lambda: r.call("nvmlDeviceGetMemoryBusWidth", h), "bits", conv=int
+    )
     for key, clock in (("sm", "NVML_CLOCK_SM"), ("memory", "NVML_CLOCK_MEM")):
         cid = getattr(nv, clock, 1 if key == "sm" else 2)
-        f[f"{key}_clock"] = r.get(lambda c=cid: r.call("nvmlDeviceGetClockInfo", h, c), "MHz",
-                                  conv=int)
-        f[f"{key}_clock_max"] = r.get(lambda c=cid: r.call("nvmlDeviceGetMaxClockInfo", h, c),
-                                      "MHz", conv=int)
-    f["power_draw"] = r.get(lambda: r.call("nvmlDeviceGetPowerUsage", h), "W",
-                            conv=lambda mw: round(mw / 1000, 1))
-    f["power_limit"] = r.get(lambda: r.call("nvmlDeviceGetEnforcedPowerLimit", h), "W",
-                             conv=lambda mw: round(mw / 1000, 1))
+        f[f"{key}_clock"] = r.get(
+            lambda c=cid: r.call("nvmlDeviceGetClockInfo", h, c), "MHz", conv=int
+        )
+        f[f"{key}_clock_max"] = r.get(
+            lambda c=cid: r.call("nvmlDeviceGetMaxClockInfo", h, c), "MHz", conv=int
+        )
+    f["power_draw"] = r.get(
+        lambda: r.call("nvmlDeviceGetPowerUsage", h), "W", conv=lambda mw: round(mw / 1000, 1)
+    )
+    f["power_limit"] = r.get(
+        lambda: r.call("nvmlDeviceGetEnforcedPowerLimit", h),
+        "W",
+        conv=lambda mw: round(mw / 1000, 1),
+    )
     f["temperature"] = r.get(
         lambda: r.call("nvmlDeviceGetTemperature", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
-        "°C", conv=int)
+        "°C",
+        conv=int,
+    )
     util = r.get(lambda: r.call("nvmlDeviceGetUtilizationRates", h))
     if util.get("value") is not None:
         f["utilization_gpu"] = value(int(util["value"].gpu), "%")
@@ -227,12 +247,13 @@ def device_fields(nv: Any, index: int) -> dict[str, Field]:
         f["utilization_gpu"] = f["utilization_memory"] = util
     f["pcie_gen"] = r.get(lambda: r.call("nvmlDeviceGetCurrPcieLinkGeneration", h), conv=int)
     f["pcie_gen_max"] = r.get(lambda: r.call("nvmlDeviceGetMaxPcieLinkGeneration", h), conv=int)
-    f["pcie_width"] = r.get(lambda: r.call("nvmlDeviceGetCurrPcieLinkWidth", h), "lanes",
-                            conv=int)
-    f["pcie_width_max"] = r.get(lambda: r.call("nvmlDeviceGetMaxPcieLinkWidth", h), "lanes",
-                                conv=int)
-    f["ecc_mode"] = r.get(lambda: r.call("nvmlDeviceGetEccMode", h),
-                          conv=lambda m: "enabled" if m[0] else "disabled")
+    f["pcie_width"] = r.get(lambda: r.call("nvmlDeviceGetCurrPcieLinkWidth", h), "lanes", conv=int)
+    f["pcie_width_max"] = r.get(
+        lambda: r.call("nvmlDeviceGetMaxPcieLinkWidth", h), "lanes", conv=int
+    )
+    f["ecc_mode"] = r.get(
+        lambda: r.call("nvmlDeviceGetEccMode", h), conv=lambda m: "enabled" if m[0] else "disabled"
+    )
 
     def reasons() -> Any:
         try:
@@ -264,8 +285,10 @@ def query(nv: Any = None) -> dict[str, Any]:
         r = _Reader(nv)
         out["available"] = True
         out["driver_version"] = r.get(lambda: r.call("nvmlSystemGetDriverVersion"), conv=text)
-        out["cuda_driver_version"] = r.get(lambda: r.call("nvmlSystemGetCudaDriverVersion"),
-                                           conv=lambda v: f"{v // 1000}.{v % 1000 // 10}")
+        out["cuda_driver_version"] = r.get(
+            lambda: r.call("nvmlSystemGetCudaDriverVersion"),
+            conv=lambda v: f"{v // 1000}.{v % 1000 // 10}",
+        )
         out["nvml_version"] = r.get(lambda: r.call("nvmlSystemGetNVMLVersion"), conv=text)
         try:
             count = int(nv.nvmlDeviceGetCount())

@@ -75,8 +75,13 @@ def cpu_info() -> dict[str, Any]:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError, AttributeError):
         pass
-    return {"model": model, "cores": os.cpu_count(), "usable_cores": usable,
-            "memory_gib": round(mem, 1) if mem else None, "arch": platform.machine()}
+    return {
+        "model": model,
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "memory_gib": round(mem, 1) if mem else None,
+        "arch": platform.machine(),
+    }
 
 
 def _strip_uuid(u: Any) -> str:
@@ -96,20 +101,35 @@ def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, A
             if t is None and pos < len(tdevs):
                 t = tdevs[pos]
             mig = (f.get("mig_mode") or {}).get("value") == "enabled"
-            gpus.append({"index": g["index"], "torch_index": t["index"] if t else None,
-                         "fields": _with_torch(f, t, no_torch, mig_slice=mig)})
+            gpus.append(
+                {
+                    "index": g["index"],
+                    "torch_index": t["index"] if t else None,
+                    "fields": _with_torch(f, t, no_torch, mig_slice=mig),
+                }
+            )
     else:
         why = nvml.get("reason") or "NVML did not answer"
         for t in tdevs:  # NVML missing (container, ROCm) but torch sees a GPU
             f = {k: na(why) for k, _ in FIELDS}
             f["processes"] = na(why)
-            gpus.append({"index": t["index"], "torch_index": t["index"],
-                         "fields": _with_torch(f, t, no_torch, prefer_torch=True)})
+            gpus.append(
+                {
+                    "index": t["index"],
+                    "torch_index": t["index"],
+                    "fields": _with_torch(f, t, no_torch, prefer_torch=True),
+                }
+            )
     return gpus
 
 
-def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
-                prefer_torch: bool = False, mig_slice: bool = False) -> dict[str, Any]:
+def _with_torch(
+    f: dict[str, Any],
+    t: dict[str, Any] | None,
+    why: str,
+    prefer_torch: bool = False,
+    mig_slice: bool = False,
+) -> dict[str, Any]:
     """NVML's fields of a GPU with what torch adds. `mig_slice`: the GPU is in
     MIG mode, so the device torch (and the learner's kernels) see is one
     slice of it: its name, SMs and memory are the slice's, not NVML's
@@ -119,10 +139,15 @@ def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
         f["l2"] = na(f"torch: {why}")
     else:
         f["sms"] = value(t["sms"])
-        f["l2"] = value(round(t["l2_bytes"] / 2**20, 1), "MiB") if t.get("l2_bytes") else \
-            na("torch does not report it")
-        for key, tv in (("name", t.get("name")), ("compute_capability",
-                                                  t.get("compute_capability"))):
+        f["l2"] = (
+            value(round(t["l2_bytes"] / 2**20, 1), "MiB")
+            if t.get("l2_bytes")
+            else na("torch does not report it")
+        )
+        for key, tv in (
+            ("name", t.get("name")),
+            ("compute_capability", t.get("compute_capability")),
+        ):
             if tv and (prefer_torch or f.get(key, {}).get("value") is None):
                 f[key] = value(tv)
         if (prefer_torch or mig_slice) and t.get("memory_bytes"):
@@ -130,15 +155,18 @@ def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
         if mig_slice and t.get("name"):
             # "NVIDIA A100-SXM4-40GB MIG 1g.5gb": the slice's own name.
             f["name"] = value(t["name"])
-            f["mig_slice"] = value(f"this process sees one slice: {t['sms']} SMs, "
-                                   f"{round(t.get('memory_bytes', 0) / 2**30, 1)} GiB; the "
-                                   "datasheet peaks are the whole GPU's")
+            f["mig_slice"] = value(
+                f"this process sees one slice: {t['sms']} SMs, "
+                f"{round(t.get('memory_bytes', 0) / 2**30, 1)} GiB; the "
+                "datasheet peaks are the whole GPU's"
+            )
     bus, clk = f.get("memory_bus_width", {}), f.get("memory_clock_max", {})
     if bus.get("value") and clk.get("value"):
         # Double data rate: two transfers a clock. Matches the datasheet for
         # HBM (H200: 6016 bits x 3201 MHz x 2 = 4.81 TB/s).
-        f["bandwidth_theoretical"] = value(round(bus["value"] / 8 * clk["value"] * 2e6 / 1e12, 2),
-                                           "TB/s")
+        f["bandwidth_theoretical"] = value(
+            round(bus["value"] / 8 * clk["value"] * 2e6 / 1e12, 2), "TB/s"
+        )
     else:
         f["bandwidth_theoretical"] = na(bus.get("reason") or clk.get("reason") or "n/a")
     return f
@@ -147,8 +175,13 @@ def _with_torch(f: dict[str, Any], t: dict[str, Any] | None, why: str,
 def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any]:
     """Parent side: run the child and return its answer (or why there is none)."""
     try:
-        proc = subprocess.run(child.python_module("gpulab.device.torch_probe"),
-                              capture_output=True, text=True, timeout=timeout, env=child.env())
+        proc = subprocess.run(
+            child.python_module("gpulab.device.torch_probe"),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=child.env(),
+        )
     except subprocess.TimeoutExpired:
         return {"available": False, "reason": f"asking torch timed out after {timeout:g} s"}
     except OSError as exc:
@@ -184,8 +217,9 @@ def roofline_gpu(gpu_names: list[str], workspace: Any = None) -> dict[str, Any]:
     return out
 
 
-def snapshot(workspace: Any = None, torch_info: dict[str, Any] | None = None,
-             nvml_module: Any = None) -> dict[str, Any]:
+def snapshot(
+    workspace: Any = None, torch_info: dict[str, Any] | None = None, nvml_module: Any = None
+) -> dict[str, Any]:
     """Everything the probe knows, as one JSON-ready dict.
 
     `torch_info` reuses an earlier `ask_torch()` answer (the live view
@@ -195,8 +229,11 @@ def snapshot(workspace: Any = None, torch_info: dict[str, Any] | None = None,
     if torch_info is None:
         torch_info = ask_torch()
     gpus = _merge(nvml, torch_info)
-    names = [str(g["fields"].get("name", {}).get("value")) for g in gpus
-             if g["fields"].get("name", {}).get("value")]
+    names = [
+        str(g["fields"].get("name", {}).get("value"))
+        for g in gpus
+        if g["fields"].get("name", {}).get("value")
+    ]
     if gpus:
         reason = None
     elif nvml.get("available"):
@@ -259,8 +296,11 @@ def _gpu_table(gpu: dict[str, Any]) -> Any:
         twin = f.get(f"{key}_max")
         text = _pair(f.get(key, {}), twin) if twin is not None else fmt_field(f.get(key))
         style = "dim" if text.startswith("n/a") else ""
-        if key == "clock_events" and (f.get(key) or {}).get("value") not in (None, ["none"],
-                                                                             ["gpu_idle"]):
+        if key == "clock_events" and (f.get(key) or {}).get("value") not in (
+            None,
+            ["none"],
+            ["gpu_idle"],
+        ):
             style = "yellow"
         t.add_row(label, f"[{style}]{_esc(text)}[/]" if style else _esc(text))
     if f.get("mig_slice"):
@@ -273,8 +313,9 @@ def _gpu_table(gpu: dict[str, Any]) -> Any:
     else:
         for i, p in enumerate(procs["value"][:8]):
             mem = f"{p['used_mib']} MiB" if p.get("used_mib") is not None else "? MiB"
-            t.add_row("processes" if i == 0 else "",
-                      _esc(f"{p['pid']} {p['name']} ({p['type']}, {mem})"))
+            t.add_row(
+                "processes" if i == 0 else "", _esc(f"{p['pid']} {p['name']} ({p['type']}, {mem})")
+            )
     return t
 
 
@@ -286,8 +327,11 @@ def _esc(s: str) -> str:
 
 def _measured_text(name: str, m: dict[str, Any]) -> str:
     parts = []
-    for key, label in (("copy_tbs", "copy (read+write)"), ("read_tbs", "read"),
-                       ("write_tbs", "write")):
+    for key, label in (
+        ("copy_tbs", "copy (read+write)"),
+        ("read_tbs", "read"),
+        ("write_tbs", "write"),
+    ):
         if m.get(key):
             parts.append(f"{label} {m[key]:.2f} TB/s")
     tf = m.get("tflops") or {}
@@ -322,8 +366,12 @@ def snapshot_renderable(snap: dict[str, Any]) -> Any:
         parts.append(_gpu_table(gpu))
     cpu = snap.get("cpu", {})
     mem = f", {cpu['memory_gib']} GiB memory" if cpu.get("memory_gib") else ""
-    parts.append(Text(f"CPU: {cpu.get('model')} ({cpu.get('usable_cores')} of "
-                      f"{cpu.get('cores')} cores usable{mem})"))
+    parts.append(
+        Text(
+            f"CPU: {cpu.get('model')} ({cpu.get('usable_cores')} of "
+            f"{cpu.get('cores')} cores usable{mem})"
+        )
+    )
     rg = snap.get("roofline_gpu") or {}
     line = f"Rooflines use: {rg.get('name')} datasheet — {rg.get('source')}"
     if rg.get("setting"):
@@ -334,6 +382,7 @@ def snapshot_renderable(snap: dict[str, Any]) -> Any:
     for name, m in (snap.get("measured") or {}).items():
         parts.append(Text(_measured_text(name, m), style="green"))
     if snap.get("has_gpu") and not snap.get("measured"):
-        parts.append(Text("No measured ceilings yet: `gpulab probe --bench` measures them.",
-                          style="dim"))
+        parts.append(
+            Text("No measured ceilings yet: `gpulab probe --bench` measures them.", style="dim")
+        )
     return Group(*parts)

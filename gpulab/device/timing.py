@@ -71,8 +71,7 @@ class ClockLog:
             # Opened, never shut down: see nvml.init (each measurement opens it).
             nv = self._nvml = nvml.init()
             self._handle = nv.nvmlDeviceGetHandleByIndex(self.device)
-            self.max_sm_clock = float(nv.nvmlDeviceGetMaxClockInfo(self._handle,
-                                                                   nv.NVML_CLOCK_SM))
+            self.max_sm_clock = float(nv.nvmlDeviceGetMaxClockInfo(self._handle, nv.NVML_CLOCK_SM))
         except Exception:  # noqa: BLE001 - no NVML: timing still works, unlogged
             self._nvml = None
             return self
@@ -121,7 +120,8 @@ class ClockLog:
             "throttle_reasons": sorted(self.throttle_reasons),
         }
         out["throttled"] = bool(self.throttle_reasons - {"sw_power_cap"}) or (
-            bool(self.max_sm_clock) and statistics.median(sm) < 0.8 * self.max_sm_clock)
+            bool(self.max_sm_clock) and statistics.median(sm) < 0.8 * self.max_sm_clock
+        )
         return out
 
 

@@ -29,24 +29,34 @@ def collect() -> dict[str, Any]:
         import torch
     except ImportError as exc:
         return {**out, "available": False, "reason": f"torch is not installed ({exc})"}
-    out.update(available=True, torch=torch.__version__, cuda_version=torch.version.cuda,
-               hip_version=getattr(torch.version, "hip", None), devices=[])
+    out.update(
+        available=True,
+        torch=torch.__version__,
+        cuda_version=torch.version.cuda,
+        hip_version=getattr(torch.version, "hip", None),
+        devices=[],
+    )
     try:
         if not torch.cuda.is_available():
-            out["reason"] = ("torch sees no CUDA device" if torch.version.cuda or
-                             torch.version.hip else "this torch is a CPU-only build")
+            out["reason"] = (
+                "torch sees no CUDA device"
+                if torch.version.cuda or torch.version.hip
+                else "this torch is a CPU-only build"
+            )
             return out
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            out["devices"].append({
-                "index": i,
-                "name": p.name,
-                "compute_capability": f"{p.major}.{p.minor}",
-                "sms": int(p.multi_processor_count),
-                "l2_bytes": int(getattr(p, "L2_cache_size", 0) or 0) or None,
-                "memory_bytes": int(p.total_memory),
-                "uuid": str(getattr(p, "uuid", "") or "") or None,
-            })
+            out["devices"].append(
+                {
+                    "index": i,
+                    "name": p.name,
+                    "compute_capability": f"{p.major}.{p.minor}",
+                    "sms": int(p.multi_processor_count),
+                    "l2_bytes": int(getattr(p, "L2_cache_size", 0) or 0) or None,
+                    "memory_bytes": int(p.total_memory),
+                    "uuid": str(getattr(p, "uuid", "") or "") or None,
+                }
+            )
     except Exception as exc:  # noqa: BLE001 - a broken driver install, say what it said
         out["reason"] = f"torch.cuda failed: {type(exc).__name__}: {exc}"
     return out

@@ -13,8 +13,7 @@ from typing import Any
 
 from gpulab.diagnosis.rules import diagnose
 
-KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention",
-                              "rope_rmsnorm"})
+KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention", "rope_rmsnorm"})
 
 
 def wanted(request: dict[str, Any], result: dict[str, Any]) -> bool:
@@ -56,9 +55,14 @@ def describe(obj: Any) -> Any:
     import torch
 
     if isinstance(obj, torch.Tensor):
-        return {"__tensor__": {"shape": list(obj.shape), "stride": list(obj.stride()),
-                               "offset": obj.storage_offset(),
-                               "dtype": str(obj.dtype).replace("torch.", "")}}
+        return {
+            "__tensor__": {
+                "shape": list(obj.shape),
+                "stride": list(obj.stride()),
+                "offset": obj.storage_offset(),
+                "dtype": str(obj.dtype).replace("torch.", ""),
+            }
+        }
     if isinstance(obj, tuple):
         return {"__tuple__": [describe(v) for v in obj]}
     if isinstance(obj, list):
@@ -81,26 +85,40 @@ def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
         cc = props.major * 10 + props.minor
         gpu = hardware.match_gpu(name)
         bw, _ = ceilings.ceiling("memory", "fp16", name, request.get("workspace"))
-        flops = {d: ceilings.ceiling("compute", d, name, request.get("workspace"))[0]
-                 for d in ("fp32", "fp16", "bf16", "tf32")}
-        return {"name": name, "sms": props.multi_processor_count, "bandwidth": bw,
-                "flops": {k: v for k, v in flops.items() if v},
-                "l2_mb": getattr(gpu, "l2_mb", None),
-                "arch": f"sm_{max([a for a in ARCHS if a <= cc] or [75])}",
-                "source": "this machine's GPU"}
-    gpu, why = roofline.choose_gpu(request.get("explain_gpu"), request.get("gpu_setting"),
-                                   detect=False)
-    return {"name": gpu.name, "sms": gpu.sms, "bandwidth": gpu.bandwidth_tbs * 1e12,
-            "flops": {k: v * 1e12 for k, v in gpu.tflops.items()}, "l2_mb": gpu.l2_mb,
-            "arch": f"sm_{parse_arch(gpu.cc or '9.0')}",
-            "source": f"the {gpu.name} datasheet ({why})"}
+        flops = {
+            d: ceilings.ceiling("compute", d, name, request.get("workspace"))[0]
+            for d in ("fp32", "fp16", "bf16", "tf32")
+        }
+        return {
+            "name": name,
+            "sms": props.multi_processor_count,
+            "bandwidth": bw,
+            "flops": {k: v for k, v in flops.items() if v},
+            "l2_mb": getattr(gpu, "l2_mb", None),
+            "arch": f"sm_{max([a for a in ARCHS if a <= cc] or [75])}",
+            "source": "this machine's GPU",
+        }
+    gpu, why = roofline.choose_gpu(
+        request.get("explain_gpu"), request.get("gpu_setting"), detect=False
+    )
+    return {
+        "name": gpu.name,
+        "sms": gpu.sms,
+        "bandwidth": gpu.bandwidth_tbs * 1e12,
+        "flops": {k: v * 1e12 for k, v in gpu.tflops.items()},
+        "l2_mb": gpu.l2_mb,
+        "arch": f"sm_{parse_arch(gpu.cc or '9.0')}",
+        "source": f"the {gpu.name} datasheet ({why})",
+    }
 
 
 def nsight_status() -> str:
     """Whether Nsight Compute could measure DRAM bytes and stalls here."""
     if not shutil.which("ncu"):
-        return ("Nsight Compute (ncu) is not on PATH: bytes moved and stall reasons are "
-                "estimated from the compiled code, the launch and the timing, not measured")
+        return (
+            "Nsight Compute (ncu) is not on PATH: bytes moved and stall reasons are "
+            "estimated from the compiled code, the launch and the timing, not measured"
+        )
     try:
         with open("/proc/driver/nvidia/params") as f:
             admin_only = "RmProfilingAdminOnly: 1" in f.read()
@@ -109,10 +127,14 @@ def nsight_status() -> str:
     import os
 
     if admin_only and os.geteuid() != 0:
-        return ("Nsight Compute is installed but GPU counters are for administrators only "
-                "(RmProfilingAdminOnly=1): the estimate rests on the compiled code and timing")
-    return ("Nsight Compute is available; `--explain` does not run it yet (profile with "
-            "`gpulab profile`): the estimate rests on the compiled code and timing")
+        return (
+            "Nsight Compute is installed but GPU counters are for administrators only "
+            "(RmProfilingAdminOnly=1): the estimate rests on the compiled code and timing"
+        )
+    return (
+        "Nsight Compute is available; `--explain` does not run it yet (profile with "
+        "`gpulab profile`): the estimate rests on the compiled code and timing"
+    )
 
 
 def _exps(exercise: str, sizes: dict[str, float]) -> float:
@@ -124,8 +146,9 @@ def _exps(exercise: str, sizes: dict[str, float]) -> float:
     return 0.0
 
 
-def case_facts(exercise: str, request: dict[str, Any], case: Any,
-               timed: dict[str, dict]) -> dict[str, Any]:
+def case_facts(
+    exercise: str, request: dict[str, Any], case: Any, timed: dict[str, dict]
+) -> dict[str, Any]:
     from gpulab.content import eval_formula
     from gpulab.grading.compare import dtype_name
 
@@ -133,14 +156,23 @@ def case_facts(exercise: str, request: dict[str, Any], case: Any,
     nbytes = eval_formula(request["bytes"], names) if request.get("bytes") else None
     flops = eval_formula(request["flops"], names) if request.get("flops") else None
     row = timed.get(case.name, {})
-    return {"name": case.name, "dtype": dtype_name(case.dtype), "sizes": dict(case.sizes),
-            "elt": case.dtype.itemsize, "bytes": nbytes, "flops": flops,
-            "work": max(nbytes or 0, flops or 0), "exps": _exps(exercise, case.sizes),
-            "ms": row.get("ms"), "fraction": row.get("roofline_fraction")}
+    return {
+        "name": case.name,
+        "dtype": dtype_name(case.dtype),
+        "sizes": dict(case.sizes),
+        "elt": case.dtype.itemsize,
+        "bytes": nbytes,
+        "flops": flops,
+        "work": max(nbytes or 0, flops or 0),
+        "exps": _exps(exercise, case.sizes),
+        "ms": row.get("ms"),
+        "fraction": row.get("roofline_fraction"),
+    }
 
 
-def explain(request: dict[str, Any], result: dict[str, Any], device: str,
-            sandbox: Any) -> dict[str, Any]:
+def explain(
+    request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any
+) -> dict[str, Any]:
     start = time.monotonic()
     exercise = request["exercise"]
     gpu = gpu_facts(device, request)
@@ -149,14 +181,26 @@ def explain(request: dict[str, Any], result: dict[str, Any], device: str,
     facts = [case_facts(exercise, request, c, timed) for c in cases]
     # The case that matters most first: where the grade is lost (lowest
     # fraction of the roof), else the most work; its kernels compile first.
-    order = sorted(range(len(cases)), key=lambda i: (
-        facts[i]["fraction"] if facts[i]["fraction"] is not None else 0, -facts[i]["work"]))
+    order = sorted(
+        range(len(cases)),
+        key=lambda i: (
+            facts[i]["fraction"] if facts[i]["fraction"] is not None else 0,
+            -facts[i]["work"],
+        ),
+    )
     cases, facts = [cases[i] for i in order], [facts[i] for i in order]
-    reply = sandbox.request({
-        "type": "explain", "function": request["function"], "arch": gpu["arch"],
-        "budget_s": float(request.get("explain_budget_s", 1.5 if device == "cpu" else 60)),
-        "cases": [{"name": c.name, "args": describe(c.args), "kwargs": describe(c.kwargs)}
-                  for c in cases]})
+    reply = sandbox.request(
+        {
+            "type": "explain",
+            "function": request["function"],
+            "arch": gpu["arch"],
+            "budget_s": float(request.get("explain_budget_s", 1.5 if device == "cpu" else 60)),
+            "cases": [
+                {"name": c.name, "args": describe(c.args), "kwargs": describe(c.kwargs)}
+                for c in cases
+            ],
+        }
+    )
     if reply.get("type") != "explained":
         raise RuntimeError(f"the sandbox could not explain: {reply.get('summary', reply)}")
     by_name = {c.get("name"): c for c in reply.get("cases", []) if isinstance(c, dict)}
@@ -165,26 +209,41 @@ def explain(request: dict[str, Any], result: dict[str, Any], device: str,
         f["launches"] = got.get("launches", [])
         if got.get("error"):
             f["error"] = str(got["error"])[:300]
-    all_facts = {"exercise": exercise, "kind": request.get("kind"), "gpu": gpu,
-                 "measured": bool(timed), "cases": facts,
-                 "compiled": reply.get("compiled") or {}}
+    all_facts = {
+        "exercise": exercise,
+        "kind": request.get("kind"),
+        "gpu": gpu,
+        "measured": bool(timed),
+        "cases": facts,
+        "compiled": reply.get("compiled") or {},
+    }
     found = diagnose(all_facts)
-    basis = [f"hardware: {gpu['source']}",
-             "timing: measured on this GPU" if timed else
-             "timing: none (no GPU): compile-time facts and the datasheet only",
-             nsight_status()]
-    return {"diagnosis": found,
-            "explain": {"basis": basis, "arch": gpu["arch"], "gpu": gpu["name"],
-                        "error": reply.get("error", ""),
-                        "not_compiled": reply.get("not_compiled", 0),
-                        "sandbox_seconds": reply.get("seconds"),
-                        "seconds": round(time.monotonic() - start, 2),
-                        "advisory": "a diagnosis is advice: it never changes the grade",
-                        "facts": all_facts}}
+    basis = [
+        f"hardware: {gpu['source']}",
+        "timing: measured on this GPU"
+        if timed
+        else "timing: none (no GPU): compile-time facts and the datasheet only",
+        nsight_status(),
+    ]
+    return {
+        "diagnosis": found,
+        "explain": {
+            "basis": basis,
+            "arch": gpu["arch"],
+            "gpu": gpu["name"],
+            "error": reply.get("error", ""),
+            "not_compiled": reply.get("not_compiled", 0),
+            "sandbox_seconds": reply.get("seconds"),
+            "seconds": round(time.monotonic() - start, 2),
+            "advisory": "a diagnosis is advice: it never changes the grade",
+            "facts": all_facts,
+        },
+    }
 
 
-def attach(request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any,
-           fresh: Any = None) -> None:
+def attach(
+    request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any, fresh: Any = None
+) -> None:
     """The judge's hook: add "diagnosis" and "explain" to a result, never fail it.
 
     On the CPU the explanation runs in a `fresh()` sandbox: the Triton

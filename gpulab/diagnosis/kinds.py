@@ -17,30 +17,73 @@ class Kind:
     section: str  # a heading of that lesson.md
 
 
-_L01, _L02, _L03, _L04, _L05 = ("01_gpu_architecture_tour", "02_triton_101_softmax",
-                                "03_triton_tiled_matmul", "04_triton_flashattention",
-                                "05_fused_rope_rmsnorm")
+_L01, _L02, _L03, _L04, _L05 = (
+    "01_gpu_architecture_tour",
+    "02_triton_101_softmax",
+    "03_triton_tiled_matmul",
+    "04_triton_flashattention",
+    "05_fused_rope_rmsnorm",
+)
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("no_tensor_cores", "the matrix products run on the FP32 lanes, not the tensor cores",
-         _L03, "Why tiles: reuse from on-chip memory"),
-    Kind("too_few_programs", "fewer programs than SMs: part of the GPU sits idle",
-         _L02, "One program per row"),
-    Kind("register_spills", "registers spill to local memory (slow, through L1/L2)",
-         _L02, "What limits the block size"),
-    Kind("extra_bytes", "the kernel moves more bytes than the exercise needs",
-         _L02, "Why softmax is memory-bound"),
-    Kind("serialised_reduction", "a reduction done one step at a time (one program, or "
-         "atomics on one address)", _L05, "The backward"),
-    Kind("low_occupancy", "too few warps resident per SM to hide memory latency",
-         _L02, "What limits the block size"),
-    Kind("tail_wave", "the last wave of programs leaves SMs idle",
-         _L03, "The grouped (swizzled) program order"),
-    Kind("launch_bound", "the work is so small that launching kernels costs as much",
-         _L01, "Why measured is below datasheet"),
-    Kind("wrong_roof", "the kernel hits a lower roof than the one it is graded against",
-         _L01, "The two ceilings, from the datasheet"),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind(
+            "no_tensor_cores",
+            "the matrix products run on the FP32 lanes, not the tensor cores",
+            _L03,
+            "Why tiles: reuse from on-chip memory",
+        ),
+        Kind(
+            "too_few_programs",
+            "fewer programs than SMs: part of the GPU sits idle",
+            _L02,
+            "One program per row",
+        ),
+        Kind(
+            "register_spills",
+            "registers spill to local memory (slow, through L1/L2)",
+            _L02,
+            "What limits the block size",
+        ),
+        Kind(
+            "extra_bytes",
+            "the kernel moves more bytes than the exercise needs",
+            _L02,
+            "Why softmax is memory-bound",
+        ),
+        Kind(
+            "serialised_reduction",
+            "a reduction done one step at a time (one program, or atomics on one address)",
+            _L05,
+            "The backward",
+        ),
+        Kind(
+            "low_occupancy",
+            "too few warps resident per SM to hide memory latency",
+            _L02,
+            "What limits the block size",
+        ),
+        Kind(
+            "tail_wave",
+            "the last wave of programs leaves SMs idle",
+            _L03,
+            "The grouped (swizzled) program order",
+        ),
+        Kind(
+            "launch_bound",
+            "the work is so small that launching kernels costs as much",
+            _L01,
+            "Why measured is below datasheet",
+        ),
+        Kind(
+            "wrong_roof",
+            "the kernel hits a lower roof than the one it is graded against",
+            _L01,
+            "The two ceilings, from the datasheet",
+        ),
+    )
+}
 
 # Per exercise, a better section where the generic one is not the best read.
 SECTIONS: dict[tuple[str, str], tuple[str, str]] = {

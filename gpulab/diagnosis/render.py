@@ -22,14 +22,23 @@ def explain_renderable(result: dict[str, Any]) -> Any | None:
         parts.append(line)
         parts.append(Text(f"   → {d.get('advice', '')}", style="cyan"))
     if not found and not ex.get("error"):
-        parts.append(Text("Nothing stands out: no spills, tensor cores where they belong, "
-                          "enough programs and warps for this GPU.", style="green"))
+        parts.append(
+            Text(
+                "Nothing stands out: no spills, tensor cores where they belong, "
+                "enough programs and warps for this GPU.",
+                style="green",
+            )
+        )
     if ex.get("error"):
         parts.append(Text(f"could not explain: {ex['error']}", style="yellow"))
     if ex.get("not_compiled"):
-        parts.append(Text(f"{ex['not_compiled']} more kernel variant(s) not compiled within the "
-                          "time budget; the next --explain reads them from the cache",
-                          style="dim"))
+        parts.append(
+            Text(
+                f"{ex['not_compiled']} more kernel variant(s) not compiled within the "
+                "time budget; the next --explain reads them from the cache",
+                style="dim",
+            )
+        )
     for b in ex.get("basis") or []:
         parts.append(Text(f"· {b}", style="dim"))
     if ex.get("advisory"):

@@ -45,16 +45,20 @@ def _main_launch(case: dict[str, Any], compiled: dict[str, Any]) -> tuple[dict, 
     launches = case.get("launches") or []
     if not launches:
         return {}, None
-    la = max(launches, key=lambda x: (x.get("programs") or 0))
+    la = max(launches, key=lambda x: x.get("programs") or 0)
     return la, compiled.get(la.get("key", ""))
 
 
 def _finding(kind: str, exercise: str, severity: float, evidence: str, advice: str) -> dict:
     w = where(kind, exercise)
-    return {"kind": kind, "evidence": evidence,
-            "advice": f"{advice} (lesson {w['lesson'][:2]}, “{w['section']}”)",
-            "lesson": w["lesson"], "section": w["section"],
-            "severity": round(max(0.0, min(1.0, severity)), 3)}
+    return {
+        "kind": kind,
+        "evidence": evidence,
+        "advice": f"{advice} (lesson {w['lesson'][:2]}, “{w['section']}”)",
+        "lesson": w["lesson"],
+        "section": w["section"],
+        "severity": round(max(0.0, min(1.0, severity)), 3),
+    }
 
 
 def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
@@ -68,14 +72,19 @@ def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
     tc, fp32 = gpu["flops"].get(case["dtype"]), gpu["flops"].get("fp32")
     cap = (fp32 / tc) if tc and fp32 else 0.1
     names = ", ".join(sorted({i.get("label", "?") for i in infos}))
-    return [_finding(
-        "no_tensor_cores", exercise, 1 - cap,
-        f"no mma/wgmma instruction in the compiled {names} for {infos[0].get('arch')}: "
-        f"the products run on the FP32 lanes ({(fp32 or 0) / 1e12:.0f} TFLOP/s on the "
-        f"{gpu['name']}) instead of the tensor cores ({(tc or 0) / 1e12:.0f} TFLOP/s "
-        f"{case['dtype']}), at most {cap:.0%} of the roof",
-        "Multiply tiles with tl.dot(a, b, acc) on fp16/bf16 tiles (at least 16×16×16), "
-        "accumulating in fp32, instead of a sum of elementwise products")]
+    return [
+        _finding(
+            "no_tensor_cores",
+            exercise,
+            1 - cap,
+            f"no mma/wgmma instruction in the compiled {names} for {infos[0].get('arch')}: "
+            f"the products run on the FP32 lanes ({(fp32 or 0) / 1e12:.0f} TFLOP/s on the "
+            f"{gpu['name']}) instead of the tensor cores ({(tc or 0) / 1e12:.0f} TFLOP/s "
+            f"{case['dtype']}), at most {cap:.0%} of the roof",
+            "Multiply tiles with tl.dot(a, b, acc) on fp16/bf16 tiles (at least 16×16×16), "
+            "accumulating in fp32, instead of a sum of elementwise products",
+        )
+    ]
 
 
 def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
@@ -87,34 +96,49 @@ def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
         return out
     per_sm = (info or {}).get("blocks_per_sm") or 1
     if programs < sms:
-        out.append(_finding(
-            "too_few_programs", exercise, 1 - programs / sms,
-            f"{_launch_label(la, info)} is launched with a grid of {programs} program"
-            f"{'s' if programs != 1 else ''} on {sms} SMs ({case['name']}): "
-            f"{sms - programs} SMs have nothing to do",
-            "Give every SM work: one program per row or per output tile, a grid of "
-            "at least a few times the SM count"))
+        out.append(
+            _finding(
+                "too_few_programs",
+                exercise,
+                1 - programs / sms,
+                f"{_launch_label(la, info)} is launched with a grid of {programs} program"
+                f"{'s' if programs != 1 else ''} on {sms} SMs ({case['name']}): "
+                f"{sms - programs} SMs have nothing to do",
+                "Give every SM work: one program per row or per output tile, a grid of "
+                "at least a few times the SM count",
+            )
+        )
     else:
         slots = sms * per_sm
         waves = programs / slots
         full = math.ceil(waves)
         lost = (full - waves) / full
         if 1 < waves < 8 and lost >= 0.15:
-            out.append(_finding(
-                "tail_wave", exercise, lost,
-                f"{programs} programs of {_launch_label(la, info)} over {sms} SMs × "
-                f"{per_sm} resident = {waves:.2f} waves ({case['name']}): the last wave is "
-                f"{waves - full + 1:.0%} full, so about {lost:.0%} of the GPU time is idle SMs",
-                "Change the tile (or rows per program) so the program count is a whole "
-                "number of waves, or many waves, or use a persistent grid of SM-count programs"))
+            out.append(
+                _finding(
+                    "tail_wave",
+                    exercise,
+                    lost,
+                    f"{programs} programs of {_launch_label(la, info)} over {sms} SMs × "
+                    f"{per_sm} resident = {waves:.2f} waves ({case['name']}): the last wave is "
+                    f"{waves - full + 1:.0%} full, so about {lost:.0%} of the GPU time is idle SMs",
+                    "Change the tile (or rows per program) so the program count is a whole "
+                    "number of waves, or many waves, or use a persistent grid of SM-count programs",
+                )
+            )
     if info and info.get("loops") and programs <= max(4, sms // 16) and case.get("work", 0) > 1e6:
-        out.append(_finding(
-            "serialised_reduction", exercise, 0.5 * (1 - programs / sms),
-            f"{_launch_label(la, info)} walks the whole problem in a loop inside "
-            f"{programs} program{'s' if programs != 1 else ''}: the reduction runs one "
-            "step after the other instead of across the GPU",
-            "Split the reduction across programs (partial results per program, then "
-            "one small combine), as the backward's dweight partials do"))
+        out.append(
+            _finding(
+                "serialised_reduction",
+                exercise,
+                0.5 * (1 - programs / sms),
+                f"{_launch_label(la, info)} walks the whole problem in a loop inside "
+                f"{programs} program{'s' if programs != 1 else ''}: the reduction runs one "
+                "step after the other instead of across the GPU",
+                "Split the reduction across programs (partial results per program, then "
+                "one small combine), as the backward's dweight partials do",
+            )
+        )
     return out
 
 
@@ -128,44 +152,63 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
         label = _launch_label(la, info)
         spills = (info.get("spill_stores") or 0) + (info.get("spill_loads") or 0)
         if spills:
-            out.append(_finding(
-                "register_spills", exercise, min(0.9, 0.45 + spills / 4000),
-                f"{label} on {info['arch']}: {info.get('registers')} registers a thread "
-                f"(the most is 255) and {spills} bytes a thread spilled to local memory "
-                f"({info.get('spill_stores')} stored, {info.get('spill_loads')} loaded)",
-                "Hold less per thread: more warps for the same tile (num_warps), a smaller "
-                "tile (BLOCK), or fewer pipeline stages"))
+            out.append(
+                _finding(
+                    "register_spills",
+                    exercise,
+                    min(0.9, 0.45 + spills / 4000),
+                    f"{label} on {info['arch']}: {info.get('registers')} registers a thread "
+                    f"(the most is 255) and {spills} bytes a thread spilled to local memory "
+                    f"({info.get('spill_stores')} stored, {info.get('spill_loads')} loaded)",
+                    "Hold less per thread: more warps for the same tile (num_warps), a smaller "
+                    "tile (BLOCK), or fewer pipeline stages",
+                )
+            )
         occ = info.get("occupancy") or 0.0
         floor = COMPUTE_OCCUPANCY if compute else MEMORY_OCCUPANCY
         if info.get("fits") and occ < floor and not spills:
             target = floor * 2
-            out.append(_finding(
-                "low_occupancy", exercise, 0.5 * (target - occ) / target,
-                f"{label} on {info['arch']}: {info.get('blocks_per_sm')} program(s) of "
-                f"{info.get('num_warps')} warps fit on one SM (limited by "
-                f"{info.get('limited_by')}: {info.get('registers')} registers, "
-                f"{(info.get('shared') or 0) // 1024} KiB shared): {occ:.0%} of the SM's "
-                "warps, too few to hide memory latency",
-                "Spread the same work over more warps (num_warps=4 or 8), or cut what "
-                f"limits it ({info.get('limited_by')}) with a smaller tile"))
+            out.append(
+                _finding(
+                    "low_occupancy",
+                    exercise,
+                    0.5 * (target - occ) / target,
+                    f"{label} on {info['arch']}: {info.get('blocks_per_sm')} program(s) of "
+                    f"{info.get('num_warps')} warps fit on one SM (limited by "
+                    f"{info.get('limited_by')}: {info.get('registers')} registers, "
+                    f"{(info.get('shared') or 0) // 1024} KiB shared): {occ:.0%} of the SM's "
+                    "warps, too few to hide memory latency",
+                    "Spread the same work over more warps (num_warps=4 or 8), or cut what "
+                    f"limits it ({info.get('limited_by')}) with a smaller tile",
+                )
+            )
         loads = {k: v for k, v in (info.get("loads") or {}).items() if v > 1}
         if loads and not compute:
             worst = max(loads.values())
-            out.append(_finding(
-                "extra_bytes", exercise, 0.6 * (1 - 2 / (worst + 1)),
-                f"{label} loads {', '.join(f'{k} at {v} places' for k, v in loads.items())}: "
-                f"each element read up to {worst} times, so up to {(worst + 1) / 2:.1f}× "
-                "the minimum traffic (less if L2 still holds it; estimated from the "
-                "kernel's code, not measured)",
-                "Load each element once and keep it in registers while you use it: one "
-                "pass, or an online form that carries running max and sum"))
+            out.append(
+                _finding(
+                    "extra_bytes",
+                    exercise,
+                    0.6 * (1 - 2 / (worst + 1)),
+                    f"{label} loads {', '.join(f'{k} at {v} places' for k, v in loads.items())}: "
+                    f"each element read up to {worst} times, so up to {(worst + 1) / 2:.1f}× "
+                    "the minimum traffic (less if L2 still holds it; estimated from the "
+                    "kernel's code, not measured)",
+                    "Load each element once and keep it in registers while you use it: one "
+                    "pass, or an online form that carries running max and sum",
+                )
+            )
         if info.get("atomics"):
-            out.append(_finding(
-                "serialised_reduction", exercise, 0.35,
-                f"{label} has {info['atomics']} atomic update(s): programs that add into "
-                "the same address wait for each other",
-                "Write one partial per program and reduce the partials in a second, small "
-                "step"))
+            out.append(
+                _finding(
+                    "serialised_reduction",
+                    exercise,
+                    0.35,
+                    f"{label} has {info['atomics']} atomic update(s): programs that add into "
+                    "the same address wait for each other",
+                    "Write one partial per program and reduce the partials in a second, small step",
+                )
+            )
     return out
 
 
@@ -188,14 +231,19 @@ def _grouping(f: dict, case: dict, exercise: str) -> list[dict]:
     footprint = (rows * bm + cols * bn) * k * elt
     if footprint <= 0.6 * l2:
         return []
-    return [_finding(
-        "extra_bytes", exercise, min(0.6, 0.3 * footprint / l2),
-        f"{_launch_label(la, info)} visits tiles row by row: one wave of {per_wave} "
-        f"programs touches {rows} panels of A and {cols} of B, {footprint / 2**20:.0f} MiB "
-        f"against {gpu.get('l2_mb'):.0f} MB of L2 ({case['name']}), so panels are read "
-        "from HBM again and again",
-        "Order the programs in groups (GROUP_M rows of tiles share B's panels while they "
-        "are in L2)")]
+    return [
+        _finding(
+            "extra_bytes",
+            exercise,
+            min(0.6, 0.3 * footprint / l2),
+            f"{_launch_label(la, info)} visits tiles row by row: one wave of {per_wave} "
+            f"programs touches {rows} panels of A and {cols} of B, {footprint / 2**20:.0f} MiB "
+            f"against {gpu.get('l2_mb'):.0f} MB of L2 ({case['name']}), so panels are read "
+            "from HBM again and again",
+            "Order the programs in groups (GROUP_M rows of tiles share B's panels while they "
+            "are in L2)",
+        )
+    ]
 
 
 def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
@@ -214,16 +262,26 @@ def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
     measured = (case.get("ms") or 0) * 1e-3
     share = overhead / measured if measured else (overhead / (overhead + ideal) if ideal else 0)
     if n and ((n > 1 and share >= 0.3) or n >= 16 or share >= 0.5):
-        out.append(_finding(
-            "launch_bound", exercise, min(0.95, share),
-            f"{n} kernel launch{'es' if n != 1 else ''} a call, about "
-            f"{_fmt_us(overhead)} of launch cost (estimated {LAUNCH_US:.0f} µs each) against "
-            + (f"{_fmt_us(measured)} measured" if measured else
-               f"{_fmt_us(ideal)} of ideal work on the {gpu['name']}") + f" ({case['name']})",
-            "Do the whole call in one kernel (fuse the steps, loop inside the program) so "
-            "the fixed launch cost is paid once" if n > 1 else
-            "At this size the fixed cost of a launch is the floor: judge the kernel by the "
-            "larger shapes"))
+        out.append(
+            _finding(
+                "launch_bound",
+                exercise,
+                min(0.95, share),
+                f"{n} kernel launch{'es' if n != 1 else ''} a call, about "
+                f"{_fmt_us(overhead)} of launch cost (estimated {LAUNCH_US:.0f} µs each) against "
+                + (
+                    f"{_fmt_us(measured)} measured"
+                    if measured
+                    else f"{_fmt_us(ideal)} of ideal work on the {gpu['name']}"
+                )
+                + f" ({case['name']})",
+                "Do the whole call in one kernel (fuse the steps, loop inside the program) so "
+                "the fixed launch cost is paid once"
+                if n > 1
+                else "At this size the fixed cost of a launch is the floor: judge the kernel by the "
+                "larger shapes",
+            )
+        )
     # The SFU roof (exp) against the graded one.
     exps, fp32 = case.get("exps") or 0, flops.get("fp32")
     if exps and fp32 and ideal:
@@ -231,13 +289,18 @@ def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
         if sfu > ideal:
             cap = ideal / sfu
             if cap < 0.85:
-                out.append(_finding(
-                    "wrong_roof", exercise, 1 - cap,
-                    f"{exps:.3g} exponentials at the SFU rate ({fp32 * SFU_PER_FP32_FLOP / 1e12:.1f} "
-                    f"T/s on the {gpu['name']}) take {_fmt_us(sfu)}, more than the "
-                    f"{_fmt_us(ideal)} the graded roof allows: at most {cap:.0%} of it",
-                    "Use tl.exp2 with the scale folded in (one MUFU op), and keep the exp "
-                    "count at the minimum (skip fully masked tiles)"))
+                out.append(
+                    _finding(
+                        "wrong_roof",
+                        exercise,
+                        1 - cap,
+                        f"{exps:.3g} exponentials at the SFU rate ({fp32 * SFU_PER_FP32_FLOP / 1e12:.1f} "
+                        f"T/s on the {gpu['name']}) take {_fmt_us(sfu)}, more than the "
+                        f"{_fmt_us(ideal)} the graded roof allows: at most {cap:.0%} of it",
+                        "Use tl.exp2 with the scale folded in (one MUFU op), and keep the exp "
+                        "count at the minimum (skip fully masked tiles)",
+                    )
+                )
     # Measured: far below the roof with nothing else found is reported by `wrong_roof`
     # only when the achieved rate sits on another roof (handled above).
     return out

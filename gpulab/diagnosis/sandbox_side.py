@@ -79,10 +79,19 @@ def _key(la: dict, arch: str) -> str:
     src = getattr(fn, "src", "") or getattr(getattr(fn, "fn", None), "__code__", "")
     import triton  # another Triton compiles the same source differently
 
-    blob = json.dumps([str(src), la["kernel"], la["signature"],
-                       {k: repr(v) for k, v in la["constexprs"].items()},
-                       la["num_warps"], la["num_stages"], arch, triton.__version__],
-                      sort_keys=True)
+    blob = json.dumps(
+        [
+            str(src),
+            la["kernel"],
+            la["signature"],
+            {k: repr(v) for k, v in la["constexprs"].items()},
+            la["num_warps"],
+            la["num_stages"],
+            arch,
+            triton.__version__,
+        ],
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -105,9 +114,15 @@ def compile_launch(la: dict, arch: str) -> dict[str, Any]:
 
     if la.get("problem"):
         return {"ok": False, "error": la["problem"], "label": la["kernel"], "arch": arch}
-    info = compile_kernel(_jit(la["fn"]), la["signature"], la["constexprs"], arch=arch,
-                          options={"num_warps": la["num_warps"], "num_stages": la["num_stages"]},
-                          name=la["kernel"], asm_hook=_asm_facts)
+    info = compile_kernel(
+        _jit(la["fn"]),
+        la["signature"],
+        la["constexprs"],
+        arch=arch,
+        options={"num_warps": la["num_warps"], "num_stages": la["num_stages"]},
+        name=la["kernel"],
+        asm_hook=_asm_facts,
+    )
     d = info.as_dict()
     d.update(d.pop("extra") or {}, label=la["kernel"])
     return d
@@ -125,18 +140,29 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         # is interpreted; the judge gives --explain a sandbox of its own on
         # the CPU so that triton is first imported here, compiled.
         os.environ.pop("TRITON_INTERPRET", None)
-        if "triton" in sys.modules and type(sys.modules["triton.language"].max).__name__ \
-                == "InterpretedFunction":
-            return {"type": "explained", "error": "this sandbox already ran the Triton "
-                    "interpreter; compile facts need a fresh one", "cases": [], "compiled": {}}
+        if (
+            "triton" in sys.modules
+            and type(sys.modules["triton.language"].max).__name__ == "InterpretedFunction"
+        ):
+            return {
+                "type": "explained",
+                "error": "this sandbox already ran the Triton "
+                "interpreter; compile facts need a fresh one",
+                "cases": [],
+                "compiled": {},
+            }
     from gpulab.diagnosis.trace import LaunchTracer
 
     try:
         module = _gpu_module(server)
         fn = getattr(module, msg["function"])
     except Exception as exc:  # noqa: BLE001 - advice only: say why, carry on
-        return {"type": "explained", "error": f"could not import your file for the GPU: "
-                f"{type(exc).__name__}: {exc}"[:300], "cases": [], "compiled": {}}
+        return {
+            "type": "explained",
+            "error": f"could not import your file for the GPU: {type(exc).__name__}: {exc}"[:300],
+            "cases": [],
+            "compiled": {},
+        }
     cases, pending = [], []
     for c in msg.get("cases", []):
         entry: dict[str, Any] = {"name": c.get("name", "?"), "launches": []}
@@ -161,10 +187,18 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     compiled, skipped = _compile_all(pending, arch, start + budget)
     for e in cases:
         for la in e["launches"]:
-            la["constexprs"] = {k: v if isinstance(v, (int, float, bool, str, type(None)))
-                                else repr(v) for k, v in la["constexprs"].items()}
-    return {"type": "explained", "cases": cases, "compiled": compiled, "not_compiled": skipped,
-            "seconds": round(time.monotonic() - start, 2), "arch": arch}
+            la["constexprs"] = {
+                k: v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+                for k, v in la["constexprs"].items()
+            }
+    return {
+        "type": "explained",
+        "cases": cases,
+        "compiled": compiled,
+        "not_compiled": skipped,
+        "seconds": round(time.monotonic() - start, 2),
+        "arch": arch,
+    }
 
 
 def _compile_all(pending: list[dict], arch: str, deadline: float) -> tuple[dict, int]:

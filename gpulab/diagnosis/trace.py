@@ -12,9 +12,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
-           "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
-           "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
+_DTYPES = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "i1",
+    "float8_e4m3fn": "fp8e4nv",
+    "float8_e5m2": "fp8e5",
+}
 
 
 def arg_type(v: Any) -> str | None:
@@ -26,7 +37,7 @@ def arg_type(v: Any) -> str | None:
     if isinstance(v, bool):
         return "i1"
     if isinstance(v, int):
-        return "i32" if -2**31 <= v < 2**31 else "i64"
+        return "i32" if -(2**31) <= v < 2**31 else "i64"
     if isinstance(v, float):
         return "fp32"
     return None
@@ -74,6 +85,7 @@ class LaunchTracer:
             if tracer.dry:
                 return None
             return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+
         return run
 
     def _autotune_wrapper(self, original: Any) -> Any:
@@ -85,6 +97,7 @@ class LaunchTracer:
                 return original(tuner, *args, **kwargs)
             tracer.autotuned = max(tracer.autotuned, len(configs))
             return tuner.fn.run(*args, **kwargs, **configs[0].all_kwargs())
+
         return run
 
     def record(self, fn: Any, args: tuple, kwargs: dict, grid: Any) -> None:
@@ -112,11 +125,19 @@ class LaunchTracer:
                 sig[name] = t or "i32"
         g = grid(dict(bound, **kwargs)) if callable(grid) else grid
         g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))) if g else (1,)
-        self.launches.append({
-            "kernel": getattr(getattr(fn, "fn", fn), "__name__", "?"), "fn": fn,
-            "signature": sig, "constexprs": constexprs, "grid": list(g),
-            "programs": math.prod(g), "num_warps": int(kwargs.get("num_warps") or 4),
-            "num_stages": int(kwargs.get("num_stages") or 3), "problem": problem})
+        self.launches.append(
+            {
+                "kernel": getattr(getattr(fn, "fn", fn), "__name__", "?"),
+                "fn": fn,
+                "signature": sig,
+                "constexprs": constexprs,
+                "grid": list(g),
+                "programs": math.prod(g),
+                "num_warps": int(kwargs.get("num_warps") or 4),
+                "num_stages": int(kwargs.get("num_stages") or 3),
+                "problem": problem,
+            }
+        )
 
 
 __all__ = ["LaunchTracer", "arg_type"]

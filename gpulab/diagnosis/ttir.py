@@ -20,8 +20,17 @@ _ARG = re.compile(r"%([\w.]+): !tt\.ptr<")
 _DEF = re.compile(r"^\s*%([\w.#]+)(?::\d+)? = (\"?[\w.]+\"?) (.*)$")
 _USE = re.compile(r"%([\w.]+)")
 _ITER = re.compile(r"%([\w.]+) = %([\w.]+)")
-_FOLLOW = {"tt.addptr", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape",
-           "tt.make_tensor_ptr", "tt.advance", "tt.trans", "arith.select"}
+_FOLLOW = {
+    "tt.addptr",
+    "tt.splat",
+    "tt.broadcast",
+    "tt.expand_dims",
+    "tt.reshape",
+    "tt.make_tensor_ptr",
+    "tt.advance",
+    "tt.trans",
+    "arith.select",
+}
 
 
 def analyse(ttir: str) -> dict[str, Any]:
@@ -37,7 +46,9 @@ def analyse(ttir: str) -> dict[str, Any]:
                 origin[name] = name
         if "scf.for" in line or "scf.while" in line:
             loops += 1
-            for new, old in _ITER.findall(line.split("iter_args", 1)[-1]) if "iter_args" in line else ():
+            for new, old in (
+                _ITER.findall(line.split("iter_args", 1)[-1]) if "iter_args" in line else ()
+            ):
                 if old in origin:
                     origin[new] = origin[old]
         m = _DEF.match(line)

@@ -25,39 +25,101 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # with |alpha*x| up to ~20 the first rounding is up to ~1e-6, so atol 1e-5.
 # fp16/bf16: one rounding of an fp32 result (half an ulp). Arithmetic done in
 # fp16 itself rounds alpha*x first and fails where alpha*x and y nearly cancel.
-TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-5, 2e-3),
-             torch.bfloat16: (1e-4, 1.6e-2)}
+TOLERANCE = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-5, 2e-3),
+    torch.bfloat16: (1e-4, 1.6e-2),
+}
 
 # Every way of doing the arithmetic in torch instead of Triton, by callable
 # and by aten name (the second catches spellings the first misses, like
 # Tensor.__rmul__ or torch.Tensor.add_).
 _T = torch.Tensor
-BANNED = (torch.add, torch.mul, torch.sub, torch.addcmul, torch.addcdiv, torch.lerp,
-          torch.multiply, torch.subtract, torch.rsub, torch.true_divide, torch.div,
-          torch.mm, torch.matmul, torch.mv, torch.addmv, torch.einsum, torch.baddbmm,
-          _T.add, _T.add_, _T.mul, _T.mul_, _T.sub, _T.sub_, _T.addcmul, _T.addcmul_,
-          _T.lerp, _T.lerp_, _T.__add__, _T.__radd__, _T.__iadd__, _T.__mul__, _T.__rmul__,
-          _T.__imul__, _T.__sub__, _T.__rsub__, _T.__isub__, _T.__matmul__)
-BANNED_ATEN = ("add", "add_", "mul", "mul_", "sub", "sub_", "rsub", "div", "div_",
-               "addcmul", "addcmul_", "addcdiv", "addcdiv_", "lerp", "lerp_",
-               "mm", "addmm", "mv", "addmv", "bmm", "baddbmm", "dot", "vdot", "matmul",
-               "_foreach_add", "_foreach_mul", "_foreach_lerp", "_foreach_addcmul")
+BANNED = (
+    torch.add,
+    torch.mul,
+    torch.sub,
+    torch.addcmul,
+    torch.addcdiv,
+    torch.lerp,
+    torch.multiply,
+    torch.subtract,
+    torch.rsub,
+    torch.true_divide,
+    torch.div,
+    torch.mm,
+    torch.matmul,
+    torch.mv,
+    torch.addmv,
+    torch.einsum,
+    torch.baddbmm,
+    _T.add,
+    _T.add_,
+    _T.mul,
+    _T.mul_,
+    _T.sub,
+    _T.sub_,
+    _T.addcmul,
+    _T.addcmul_,
+    _T.lerp,
+    _T.lerp_,
+    _T.__add__,
+    _T.__radd__,
+    _T.__iadd__,
+    _T.__mul__,
+    _T.__rmul__,
+    _T.__imul__,
+    _T.__sub__,
+    _T.__rsub__,
+    _T.__isub__,
+    _T.__matmul__,
+)
+BANNED_ATEN = (
+    "add",
+    "add_",
+    "mul",
+    "mul_",
+    "sub",
+    "sub_",
+    "rsub",
+    "div",
+    "div_",
+    "addcmul",
+    "addcmul_",
+    "addcdiv",
+    "addcdiv_",
+    "lerp",
+    "lerp_",
+    "mm",
+    "addmm",
+    "mv",
+    "addmv",
+    "bmm",
+    "baddbmm",
+    "dot",
+    "vdot",
+    "matmul",
+    "_foreach_add",
+    "_foreach_mul",
+    "_foreach_lerp",
+    "_foreach_addcmul",
+)
 # On a GPU a result computed elsewhere (the CPU, numpy) has to be copied in.
 # The interpreter itself copies every argument back after a launch, so this
 # guard only applies to native runs.
 GPU_ONLY_ATEN = ("copy_", "_copy_from", "_to_copy")
 
 
-def make_pair(n: int, dtype: torch.dtype, seed: int, device: str, *,
-              offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def make_pair(
+    n: int, dtype: torch.dtype, seed: int, device: str, *, offset: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """x and y of length n; with `offset`, views starting inside a buffer."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     base = torch.randn(2, n + offset, generator=g, dtype=torch.float32).to(dtype).to(device)
     return base[0, offset:], base[1, offset:]
 
 
-def _case(ctx, n: int, dt: str, alpha: float, seed: int, label: str = "",
-          offset: int = 0) -> Case:
+def _case(ctx, n: int, dt: str, alpha: float, seed: int, label: str = "", offset: int = 0) -> Case:
     x, y = make_pair(n, DTYPES[dt], ctx.seed(seed), ctx.device, offset=offset)
     shape = f"N={n}" + (f" (views at offset {offset})" if offset else "")
     name = f"{shape} {dt} alpha={alpha:g}" + (f" {label}" if label else "")
@@ -125,5 +187,10 @@ def spec(native: bool) -> KernelSpec:
 
 
 def grade(ctx) -> None:
-    grade_kernel(ctx, spec(native=not ctx.interpreter), "triad",
-                 lambda: correctness_cases(ctx), lambda: timing_cases(ctx))
+    grade_kernel(
+        ctx,
+        spec(native=not ctx.interpreter),
+        "triad",
+        lambda: correctness_cases(ctx),
+        lambda: timing_cases(ctx),
+    )

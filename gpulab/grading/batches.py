@@ -91,8 +91,11 @@ def fresh_case(case: Any, g: torch.Generator) -> Any:
             return made[id(v)]
         return v
 
-    return replace(case, args=tuple(swap(a) for a in case.args),
-                   kwargs={k: swap(v) for k, v in case.kwargs.items()})
+    return replace(
+        case,
+        args=tuple(swap(a) for a in case.args),
+        kwargs={k: swap(v) for k, v in case.kwargs.items()},
+    )
 
 
 def mismatches(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> int:
@@ -135,8 +138,10 @@ class _GradSlots:
     def checks(self, rep: Any, dy: torch.Tensor, got: list) -> list[tuple]:
         want = self.b.reference(rep, dy)
         names = list(self.b.labels) or [f"gradient of argument {i}" for i in self.b.grad_args]
-        return [(n, gt, w, self.b.tolerance(w, t.dtype))
-                for n, gt, w, t in zip(names, got, want, self.like, strict=True)]
+        return [
+            (n, gt, w, self.b.tolerance(w, t.dtype))
+            for n, gt, w, t in zip(names, got, want, self.like, strict=True)
+        ]
 
 
 def _event_ms(fn: Any, reps: int = 5) -> float:
@@ -157,21 +162,26 @@ def _batch_size(per_rep_bytes: int) -> int:
     return max(2, min(BATCH_REPS, fit))
 
 
-def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any,
-                backward: Backward | None = None) -> dict[str, Any]:
+def time_remote(
+    ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any, backward: Backward | None = None
+) -> dict[str, Any]:
     from gpulab.grading.kernel import _storage_nbytes, _tensors, encode
 
     expect = spec.expect(case)
     out_bytes = math.prod(expect.shape) * expect.like.dtype.itemsize
     # Fresh inputs get a storage each, even where the case's share one.
-    per_rep = sum(_storage_nbytes([t]) for t in _tensors(case.args) + _tensors(case.kwargs)) \
-        + out_bytes + 512
+    per_rep = (
+        sum(_storage_nbytes([t]) for t in _tensors(case.args) + _tensors(case.kwargs))
+        + out_bytes
+        + 512
+    )
     grads = _GradSlots(backward, case) if backward else None
     if grads:
         per_rep += grads.extra_bytes()
     k = _batch_size(per_rep)
     g = torch.Generator(device=expect.like.device).manual_seed(
-        ctx.seed(zlib.crc32(case.name.encode()) % 100003))
+        ctx.seed(zlib.crc32(case.name.encode()) % 100003)
+    )
     # What the sandbox's loop costs besides the kernel, timed here.
     flush_ms = _event_ms(flusher)
     src = torch.empty(expect.shape, dtype=expect.like.dtype, device=expect.like.device)
@@ -187,29 +197,49 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any,
     warm = fresh_case(case, g)
     arena = ctx.arena(per_rep + 4096)
     refs: dict[int, Any] = {}
-    warm_in = {"args": [encode(arena, a, refs) for a in warm.args],
-               "kwargs": {n: encode(arena, v, refs) for n, v in warm.kwargs.items()}}
-    message = {"type": "time", "function": fn.name, "warmup_s": WARMUP_S, "flush": True,
-               "inputs": [warm_in],
-               "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()]}
+    warm_in = {
+        "args": [encode(arena, a, refs) for a in warm.args],
+        "kwargs": {n: encode(arena, v, refs) for n, v in warm.kwargs.items()},
+    }
+    message = {
+        "type": "time",
+        "function": fn.name,
+        "warmup_s": WARMUP_S,
+        "flush": True,
+        "inputs": [warm_in],
+        "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()],
+    }
     if grads:
         grads.add(message, arena, refs, [grads.dy(g)])
     reply = ctx.sandbox.request(message)
     if reply.get("type") == "raised":
         raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
     if isinstance(reply.get("clocks"), dict):
-        clocks = {key: v for key, v in reply["clocks"].items()
-                  if isinstance(v, (int, float, bool, str, list))}
+        clocks = {
+            key: v
+            for key, v in reply["clocks"].items()
+            if isinstance(v, (int, float, bool, str, list))
+        }
     while len(times) < MAX_REPS:
         reps = [fresh_case(case, g) for _ in range(k)]
         arena = ctx.arena(k * per_rep + 4096)
         refs: dict[int, Any] = {}
-        inputs = [{"args": [encode(arena, a, refs) for a in r.args],
-                   "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()}}
-                  for r in reps]
+        inputs = [
+            {
+                "args": [encode(arena, a, refs) for a in r.args],
+                "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()},
+            }
+            for r in reps
+        ]
         slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
-        message = {"type": "time", "function": fn.name, "inputs": inputs,
-                   "outs": [s.to_json() for s in slots], "flush": True, "warmup_s": 0.0}
+        message = {
+            "type": "time",
+            "function": fn.name,
+            "inputs": inputs,
+            "outs": [s.to_json() for s in slots],
+            "flush": True,
+            "warmup_s": 0.0,
+        }
         dys = [grads.dy(g) for _ in reps] if grads else []
         more = grads.add(message, arena, refs, dys) if grads else []
         torch.cuda.synchronize()
@@ -219,36 +249,48 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any,
         if reply.get("type") == "raised":
             raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
         claimed = numbers(reply.get("ms"))
-        if reply.get("type") != "timed" or claimed is None or len(claimed) != k \
-                or min(claimed, default=0) <= 0:
-            ctx.fail(f"timing {case.name}: the sandbox sent no usable timing",
-                     text(reply.get("summary")))
+        if (
+            reply.get("type") != "timed"
+            or claimed is None
+            or len(claimed) != k
+            or min(claimed, default=0) <= 0
+        ):
+            ctx.fail(
+                f"timing {case.name}: the sandbox sent no usable timing", text(reply.get("summary"))
+            )
         copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
         for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
             if i >= len(copied) or copied[i] is not True:
-                ctx.fail(f"timing {case.name}: repetition {i + 1} returned no result of the "
-                         "expected shape and dtype")
+                ctx.fail(
+                    f"timing {case.name}: repetition {i + 1} returned no result of the "
+                    "expected shape and dtype"
+                )
             if grads:
                 got_all = [arena.view(slot)] + [arena.view(x) for x in more[i]]
                 checks = grads.checks(r, dys[i], got_all)
             else:
-                checks = [("output", arena.view(slot), spec.reference(r),
-                           spec.tolerance(case.dtype))]
+                checks = [
+                    ("output", arena.view(slot), spec.reference(r), spec.tolerance(case.dtype))
+                ]
             for label, got, want, tol in checks:
                 if mismatches(got, want, *tol):
                     rep = compare(got, want, *tol)
-                    ctx.fail(f"timing {case.name}: the {label} of timed repetition {i + 1} "
-                             "(fresh inputs) is wrong",
-                             describe_mismatch(rep) + ". Every timed call must compute its "
-                             "own inputs' answer inside the timed region.")
+                    ctx.fail(
+                        f"timing {case.name}: the {label} of timed repetition {i + 1} "
+                        "(fresh inputs) is wrong",
+                        describe_mismatch(rep) + ". Every timed call must compute its "
+                        "own inputs' answer inside the timed region.",
+                    )
         copies = numbers(reply.get("copy_ms"))
         if copies is None or len(copies) != k:
             ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
         slow_copy = statistics.median(copies)
         if slow_copy > COPY_SLACK * copy_ms + COPY_FLOOR_MS:
-            implausible = (f"{case.name}: copying each result out took {slow_copy * 1e3:.0f} µs "
-                           f"(median), where a copy of that size takes {copy_ms * 1e3:.0f} µs: "
-                           "work done outside the timed region?")
+            implausible = (
+                f"{case.name}: copying each result out took {slow_copy * 1e3:.0f} µs "
+                f"(median), where a copy of that size takes {copy_ms * 1e3:.0f} µs: "
+                "work done outside the timed region?"
+            )
         total = sum(claimed)
         allowance = k * (flush_ms + copy_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
         if grads:
@@ -257,24 +299,31 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any,
                 ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
             bound = FWD_SLACK * backward.forward_ms + FWD_FLOOR_MS
             if statistics.median(fwd) > bound:
-                implausible = (f"{case.name}: the forward before each timed backward took "
-                               f"{statistics.median(fwd) * 1e3:.0f} µs (median), where your "
-                               f"forward alone takes {backward.forward_ms * 1e3:.0f} µs: "
-                               "backward work done ahead of the timed region?")
+                implausible = (
+                    f"{case.name}: the forward before each timed backward took "
+                    f"{statistics.median(fwd) * 1e3:.0f} µs (median), where your "
+                    f"forward alone takes {backward.forward_ms * 1e3:.0f} µs: "
+                    "backward work done ahead of the timed region?"
+                )
             # The forwards (bounded above) and the second gradient's copy
             # run between the timed regions.
             allowance += sum(fwd) + k * copy_ms
-        walls.append({"reps": k, "wall_ms": wall_ms, "claimed_ms": total,
-                      "copy_ms_median": slow_copy})
+        walls.append(
+            {"reps": k, "wall_ms": wall_ms, "claimed_ms": total, "copy_ms_median": slow_copy}
+        )
         if total > wall_ms + 1.0:
-            implausible = (f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
-                           f"batch that took {wall_ms:.2f} ms")
+            implausible = (
+                f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
+                f"batch that took {wall_ms:.2f} ms"
+            )
         elif wall_ms - total > allowance:
             unexplained = (wall_ms - total - k * (flush_ms + copy_ms)) / k
-            text_ = (f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms, its timed "
-                     f"regions {total:.1f} ms and the flushes and copies "
-                     f"{k * (flush_ms + copy_ms):.1f} ms: {unexplained * 1e3:.0f} µs a call "
-                     "unexplained")
+            text_ = (
+                f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms, its timed "
+                f"regions {total:.1f} ms and the flushes and copies "
+                f"{k * (flush_ms + copy_ms):.1f} ms: {unexplained * 1e3:.0f} µs a call "
+                "unexplained"
+            )
             # Host work between calls (a wrapper that synchronises, Python
             # set-up) is honest and shows here too (measured on an H200: up
             # to ~0.5 ms a call for attention); only a gap larger than the
@@ -282,14 +331,22 @@ def time_remote(ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any,
             if unexplained > 2 * total / k + GROSS_MS:
                 implausible = text_ + ", more than the kernel: work outside the timed region?"
             else:
-                ctx.notes.append("timing: " + text_ + " (host time between calls, or work "
-                                 "outside the timed region).")
+                ctx.notes.append(
+                    "timing: " + text_ + " (host time between calls, or work "
+                    "outside the timed region)."
+                )
         times.extend(claimed)
         batch += 1
         st = _stats(times)
         if implausible or (len(times) >= 10 and st["rse"] <= REL_ERR):
             break
     out = _stats(times)
-    out.update(clocks=clocks, batch_reps=k, judge_flush_ms=flush_ms, judge_copy_ms=copy_ms,
-               batches=walls, implausible=implausible)
+    out.update(
+        clocks=clocks,
+        batch_reps=k,
+        judge_flush_ms=flush_ms,
+        judge_copy_ms=copy_ms,
+        batches=walls,
+        implausible=implausible,
+    )
     return out

@@ -32,8 +32,10 @@ def skip_for_device(ctx: Any) -> set[str]:
     if not lacks_bf16(ctx):
         return set()
     cc = capability(ctx)
-    line = (f"bf16 cases: this GPU (compute capability {cc[0]}.{cc[1]}) has no bf16 tensor "
-            "cores; bf16 needs 8.0 (Ampere) or newer")
+    line = (
+        f"bf16 cases: this GPU (compute capability {cc[0]}.{cc[1]}) has no bf16 tensor "
+        "cores; bf16 needs 8.0 (Ampere) or newer"
+    )
     if line not in ctx.skipped:  # graders may ask more than once
         ctx.skipped.append(line)
     return {"bf16"}
@@ -43,9 +45,11 @@ def timed_dtype(ctx: Any, name: str) -> str:
     """The dtype a timing set uses here: bf16 becomes fp16 where bf16 is missing."""
     if name != "bf16" or not lacks_bf16(ctx):
         return name
-    note = ("Timed in fp16 where the course times bf16: this GPU has no bf16 tensor cores "
-            "(compute capability 8.0 needed). fp16 moves the same bytes and runs the same "
-            "tensor-core FLOPs, so the roofline is the same.")
+    note = (
+        "Timed in fp16 where the course times bf16: this GPU has no bf16 tensor cores "
+        "(compute capability 8.0 needed). fp16 moves the same bytes and runs the same "
+        "tensor-core FLOPs, so the roofline is the same."
+    )
     notes = getattr(ctx, "notes", None)  # the bench's and --explain's contexts too
     if notes is not None and note not in notes:
         notes.append(note)

@@ -19,16 +19,21 @@ DEFAULT_TOLERANCE = {
     torch.bfloat16: (1e-4, 1.6e-2),
 }
 
-DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
-               torch.bfloat16: "bf16"}
+DTYPE_NAMES = {
+    torch.float64: "fp64",
+    torch.float32: "fp32",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
-            max_report: int = 5) -> dict[str, Any]:
+def compare(
+    out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, max_report: int = 5
+) -> dict[str, Any]:
     """Elementwise check of `out` against `ref`; returns a report dict."""
     o = out.detach().to("cpu", torch.float64)
     r = ref.detach().to("cpu", torch.float64)

@@ -27,63 +27,98 @@ from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
 from gpulab.grading.standard import grade_kernel
 
 BANNED = (
-    F.scaled_dot_product_attention, torch.softmax, torch.Tensor.softmax, F.softmax,
-    torch.log_softmax, torch.Tensor.log_softmax, F.log_softmax, torch.special.softmax,
-    torch.special.log_softmax, torch.nn.Softmax.forward, torch.nn.LogSoftmax.forward,
-    torch.nn.MultiheadAttention.forward, F.multi_head_attention_forward,
+    F.scaled_dot_product_attention,
+    torch.softmax,
+    torch.Tensor.softmax,
+    F.softmax,
+    torch.log_softmax,
+    torch.Tensor.log_softmax,
+    F.log_softmax,
+    torch.special.softmax,
+    torch.special.log_softmax,
+    torch.nn.Softmax.forward,
+    torch.nn.LogSoftmax.forward,
+    torch.nn.MultiheadAttention.forward,
+    F.multi_head_attention_forward,
     *MATMUL_BANNED,
 )
 BANNED_ATEN = (
-    "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "_flash_attention_forward", "_efficient_attention_forward",
-    "_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax",
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+    "_softmax",
+    "softmax",
+    "_safe_softmax",
+    "_log_softmax",
+    "log_softmax",
     *MATMUL_BANNED_ATEN,
 )
-BANNED_LABEL = ("F.scaled_dot_product_attention, torch's softmax and torch's matmuls "
-                "(torch.matmul, @, bmm, einsum, ...)")
+BANNED_LABEL = (
+    "F.scaled_dot_product_attention, torch's softmax and torch's matmuls "
+    "(torch.matmul, @, bmm, einsum, ...)"
+)
 
 # (atol, rtol) against float64. Values are unit normals, so outputs (weighted
 # averages of rows of v) are O(1). fp32: the interpreter's tl.dot is fp32.
 # fp16/bf16: P is rounded to the input dtype for the second tensor-core
 # matmul (as every FlashAttention does), then the output is rounded: a few
 # half-ulps (4.9e-4 in fp16, 3.9e-3 in bf16) of the largest terms.
-TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-3, 3e-3),
-             torch.bfloat16: (8e-3, 2.4e-2)}
+TOLERANCE = {
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-3, 3e-3),
+    torch.bfloat16: (8e-3, 2.4e-2),
+}
 # On a GPU, tl.dot rounds fp32 inputs to tf32 (10-bit mantissa) by default,
 # as cuBLAS does when TF32 is allowed: both matmuls get tf32 slack there
 # (seen on an H200: 3e-4 relative on a 1x1x16 head).
 TOLERANCE_GPU = {**TOLERANCE, torch.float32: (1e-2, 1e-2)}
 
 
-def make_qkv(ctx, B: int, H: int, Sq: int, Sk: int, D: int, dtype: torch.dtype, seed: int,
-             layout: str = "", scale: float = 1.0) -> tuple[torch.Tensor, ...]:
+def make_qkv(
+    ctx,
+    B: int,
+    H: int,
+    Sq: int,
+    Sk: int,
+    D: int,
+    dtype: torch.dtype,
+    seed: int,
+    layout: str = "",
+    scale: float = 1.0,
+) -> tuple[torch.Tensor, ...]:
     """q, k, v as unit normals (q and k times `scale`) in the given memory layout."""
     device = ctx.device
     g = torch.Generator(device=device).manual_seed(ctx.seed(seed))
 
     def make(S: int, s: float) -> torch.Tensor:
         if layout == "bshd":  # (B, S, H, D) as a projection writes it, viewed as (B, H, S, D)
-            return (torch.randn(B, S, H, D, generator=g, device=device) * s).to(dtype) \
-                .transpose(1, 2)
+            return (
+                (torch.randn(B, S, H, D, generator=g, device=device) * s).to(dtype).transpose(1, 2)
+            )
         if layout == "dlast":  # the head dim is the strided one
-            return (torch.randn(B, H, D, S, generator=g, device=device) * s).to(dtype) \
-                .transpose(2, 3)
+            return (
+                (torch.randn(B, H, D, S, generator=g, device=device) * s).to(dtype).transpose(2, 3)
+            )
         if layout == "pad":  # a slice of a wider buffer: every stride is padded
-            return (torch.randn(B, H + 1, S + 3, 2 * D, generator=g, device=device) * s) \
-                .to(dtype)[:, 1:, 3:, :D]
+            return (torch.randn(B, H + 1, S + 3, 2 * D, generator=g, device=device) * s).to(dtype)[
+                :, 1:, 3:, :D
+            ]
         return (torch.randn(B, H, S, D, generator=g, device=device) * s).to(dtype)
 
     return make(Sq, scale), make(Sk, scale), make(Sk, 1.0)
 
 
-LAYOUT_NAMES = {"bshd": "(B, S, H, D) memory", "dlast": "strided head dim",
-                "pad": "padded strides"}
+LAYOUT_NAMES = {"bshd": "(B, S, H, D) memory", "dlast": "strided head dim", "pad": "padded strides"}
 
 
-def make_case(ctx, B, H, Sq, Sk, D, causal, dt, seed, layout="", scale=1.0, sm_scale=None,
-              label="") -> Case:
+def make_case(
+    ctx, B, H, Sq, Sk, D, causal, dt, seed, layout="", scale=1.0, sm_scale=None, label=""
+) -> Case:
     q, k, v = make_qkv(ctx, B, H, Sq, Sk, D, DTYPES[dt], seed, layout, scale)
     kwargs = {}
     if causal:
@@ -93,11 +128,24 @@ def make_case(ctx, B, H, Sq, Sk, D, causal, dt, seed, layout="", scale=1.0, sm_s
     # "causal" is part of the shape: tables that show only the shape (the
     # bench, the roofline) must still tell the two passes apart.
     shape = f"B{B} H{H} Sq{Sq} Sk{Sk} D{D}" + (" causal" if causal else "")
-    extras = [x for x in (LAYOUT_NAMES.get(layout, ""),
-                          f"sm_scale={sm_scale:g}" if sm_scale is not None else "", label) if x]
+    extras = [
+        x
+        for x in (
+            LAYOUT_NAMES.get(layout, ""),
+            f"sm_scale={sm_scale:g}" if sm_scale is not None else "",
+            label,
+        )
+        if x
+    ]
     name = f"{shape} {dt}" + (f" ({', '.join(extras)})" if extras else "")
-    return Case(name=name, args=(q, k, v), kwargs=kwargs, dtype=q.dtype, shape=shape,
-                sizes={"B": B, "H": H, "Sq": Sq, "Sk": Sk, "D": D, "causal": int(causal)})
+    return Case(
+        name=name,
+        args=(q, k, v),
+        kwargs=kwargs,
+        dtype=q.dtype,
+        shape=shape,
+        sizes={"B": B, "H": H, "Sq": Sq, "Sk": Sk, "D": D, "causal": int(causal)},
+    )
 
 
 def correctness_cases(ctx, skip: set[str]) -> list[Case]:
@@ -106,10 +154,10 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
         (1, 1, 1, 1, 16, False, "fp32", 1, {}),
         (1, 1, 1, 1, 16, True, "fp16", 2, {}),
         (1, 2, 17, 17, 16, True, "fp16", 3, {}),
-        (2, 3, 100, 77, 32, False, "fp32", 4, {}),            # Sq != Sk, partial tiles
+        (2, 3, 100, 77, 32, False, "fp32", 4, {}),  # Sq != Sk, partial tiles
         (1, 2, 130, 130, 64, True, "fp16", 5, {}),
         (1, 1, 150, 150, 128, True, "fp32", 6, {}),
-        (2, 1, 40, 300, 64, False, "fp16", 7, {}),            # many key tiles
+        (2, 1, 40, 300, 64, False, "fp16", 7, {}),  # many key tiles
         (1, 2, 96, 96, 64, False, "fp32", 8, {"sm_scale": 0.3}),
         (1, 2, 80, 80, 32, True, "fp32", 9, {"layout": "bshd"}),
         (1, 1, 50, 70, 64, False, "fp16", 10, {"layout": "dlast"}),
@@ -117,8 +165,17 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
         # Scores of ±100s: exp overflows unless the running max is subtracted.
         # (fp16 on a GPU: tf32's 10-bit mantissa cannot hold scores of ±100s to
         # the digits an fp32 check asks, seen on an H200.)
-        (1, 2, 64, 100, 64, False, "fp32" if ctx.interpreter else "fp16", 12,
-         {"scale": 8.0, "label": "large scores"}),
+        (
+            1,
+            2,
+            64,
+            100,
+            64,
+            False,
+            "fp32" if ctx.interpreter else "fp16",
+            12,
+            {"scale": 8.0, "label": "large scores"},
+        ),
         (1, 1, 70, 70, 32, True, "fp16", 13, {"scale": 6.0, "label": "large scores"}),
         (1, 2, 64, 90, 64, False, "bf16", 14, {}),
         (1, 1, 100, 100, 32, True, "bf16", 15, {}),
@@ -138,21 +195,33 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
             (1, 4, 256, 4096, 128, False, "bf16", 25, {}),
             (1, 8, 4096, 4096, 64, True, "bf16", 26, {}),
         ]
-    return [make_case(ctx, B, H, Sq, Sk, D, c, dt, seed, **kw)
-            for B, H, Sq, Sk, D, c, dt, seed, kw in specs if dt not in skip]
+    return [
+        make_case(ctx, B, H, Sq, Sk, D, c, dt, seed, **kw)
+        for B, H, Sq, Sk, D, c, dt, seed, kw in specs
+        if dt not in skip
+    ]
 
 
 def timing_cases(ctx) -> list[Case]:
     # H·D = 2048 throughout (a 2048-wide model); as many tokens at S = 4096
     # (batch 4) as at 16384 (batch 1).
     cases = []
-    for i, (S, D, causal) in enumerate([(4096, 64, False), (4096, 64, True),
-                                        (4096, 128, False), (4096, 128, True),
-                                        (16384, 64, False), (16384, 64, True),
-                                        (16384, 128, False), (16384, 128, True)]):
+    for i, (S, D, causal) in enumerate(
+        [
+            (4096, 64, False),
+            (4096, 64, True),
+            (4096, 128, False),
+            (4096, 128, True),
+            (16384, 64, False),
+            (16384, 64, True),
+            (16384, 128, False),
+            (16384, 128, True),
+        ]
+    ):
         B, H = (4 if S == 4096 else 1), 2048 // D
-        cases.append(make_case(ctx, B, H, S, S, D, causal, capability.timed_dtype(ctx, "bf16"),
-                               100 + i))
+        cases.append(
+            make_case(ctx, B, H, S, S, D, causal, capability.timed_dtype(ctx, "bf16"), 100 + i)
+        )
     return cases
 
 
@@ -170,13 +239,13 @@ def reference(case: Case) -> torch.Tensor:
     for b in range(B):
         kb, vb = k[b].double(), v[b].double()
         for s0 in range(0, Sq, chunk):
-            qb = q[b, :, s0:s0 + chunk].double()
+            qb = q[b, :, s0 : s0 + chunk].double()
             s = torch.matmul(qb, kb.transpose(-1, -2)) * scale
             if causal:
                 rows = torch.arange(s0, s0 + qb.shape[1], device=q.device)[:, None]
                 cols = torch.arange(Sk, device=q.device)[None, :]
                 s = s.masked_fill(cols > rows, float("-inf"))
-            out[b, :, s0:s0 + chunk] = torch.matmul(torch.softmax(s, dim=-1), vb)
+            out[b, :, s0 : s0 + chunk] = torch.matmul(torch.softmax(s, dim=-1), vb)
     return out
 
 
@@ -197,6 +266,7 @@ def _sdpa_baseline(case: Case):
         def run():
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
         return run
     return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
@@ -230,10 +300,17 @@ def grade(ctx) -> None:
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
 
     spec = make_spec(ctx.interpreter)
-    grade_kernel(ctx, spec, "attention", cases, lambda: timing_cases(ctx), check=checked,
-                 timing_note=f"Graded by the speedup over {spec.baseline_name}, timed in the "
-                 "same run: A ≥ 1.0×, B ≥ 0.85×, C ≥ 0.70×. TFLOP/s count 4·B·H·Sq·Sk·D, "
-                 "halved when causal.")
+    grade_kernel(
+        ctx,
+        spec,
+        "attention",
+        cases,
+        lambda: timing_cases(ctx),
+        check=checked,
+        timing_note=f"Graded by the speedup over {spec.baseline_name}, timed in the "
+        "same run: A ≥ 1.0×, B ≥ 0.85×, C ≥ 0.70×. TFLOP/s count 4·B·H·Sq·Sk·D, "
+        "halved when causal.",
+    )
 
 
 def bench_baselines(case: Case) -> dict:
@@ -249,7 +326,10 @@ def bench_baselines(case: Case) -> dict:
         def run():
             with sdpa_kernel(which):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
         return run
 
-    return {"SDPA flash": backend(SDPBackend.FLASH_ATTENTION),
-            "SDPA cuDNN": backend(SDPBackend.CUDNN_ATTENTION)}
+    return {
+        "SDPA flash": backend(SDPBackend.FLASH_ATTENTION),
+        "SDPA cuDNN": backend(SDPBackend.CUDNN_ATTENTION),
+    }

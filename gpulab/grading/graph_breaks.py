@@ -58,6 +58,7 @@ COMPILED_CASES = (0, 1)
 
 # --- Dynamo's report, from the sandbox ----------------------------------------
 
+
 def _break_detail(b: dict[str, Any]) -> str:
     reasons = [text(r) for r in b.get("reasons", []) if isinstance(r, str)]
     code = text(b.get("code"))
@@ -77,8 +78,9 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
     for label, args in inputs:
         ctx.stage(f"tracing with Dynamo ({label})")
         arena, refs = ctx.arena(_nbytes(args) + 4096), {}
-        reply = ctx.sandbox.request({"type": "dynamo", "function": fn.name,
-                                     "args": [encode(arena, a, refs) for a in args]})
+        reply = ctx.sandbox.request(
+            {"type": "dynamo", "function": fn.name, "args": [encode(arena, a, refs) for a in args]}
+        )
         report = _reply(reply, "traced")
         _config_changed(ctx, report)
         if report.get("disabled"):
@@ -89,41 +91,67 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
             if _line(b) in seen:
                 continue  # already reported from an earlier input
             seen.add(_line(b))
-            ctx.add_case({"name": f"graph break at line {_line(b)}", "passed": False,
-                          "line": _line(b), "reasons": [text(r) for r in
-                                                        b.get("reasons", [])][:5],
-                          "detail": _break_detail(b)})
+            ctx.add_case(
+                {
+                    "name": f"graph break at line {_line(b)}",
+                    "passed": False,
+                    "line": _line(b),
+                    "reasons": [text(r) for r in b.get("reasons", [])][:5],
+                    "detail": _break_detail(b),
+                }
+            )
         graphs, ops = _int(plain.get("graphs")), _int(plain.get("op_count"))
         if breaks:
             clean = False
-            ctx.add_case({"name": f"Dynamo ({label})", "passed": False,
-                          "graphs": graphs, "graph_breaks": len(breaks),
-                          "detail": f"{len(breaks)} graph break(s), {graphs} graph(s)"})
+            ctx.add_case(
+                {
+                    "name": f"Dynamo ({label})",
+                    "passed": False,
+                    "graphs": graphs,
+                    "graph_breaks": len(breaks),
+                    "detail": f"{len(breaks)} graph break(s), {graphs} graph(s)",
+                }
+            )
             continue
         if not graphs or ops == 0:
-            ctx.fail("Dynamo captured no operations from your step",
-                     "Your step ran without being traced: is it wrapped in "
-                     "torch.compiler.disable / torch._dynamo.disable, or does it hide its work "
-                     "from Dynamo? The exercise is to make the real code traceable.")
+            ctx.fail(
+                "Dynamo captured no operations from your step",
+                "Your step ran without being traced: is it wrapped in "
+                "torch.compiler.disable / torch._dynamo.disable, or does it hide its work "
+                "from Dynamo? The exercise is to make the real code traceable.",
+            )
         hidden = [text(h, 120) for h in plain.get("opaque", []) if isinstance(h, str)]
         if hidden:
-            ctx.fail("cheat: Dynamo sees opaque calls instead of your step's operations: "
-                     + ", ".join(hidden[:8]),
-                     "allow_in_graph and custom ops put a black box in the graph, which hides "
-                     "the breaks instead of removing them. Write the step with torch ops.")
+            ctx.fail(
+                "cheat: Dynamo sees opaque calls instead of your step's operations: "
+                + ", ".join(hidden[:8]),
+                "allow_in_graph and custom ops put a black box in the graph, which hides "
+                "the breaks instead of removing them. Write the step with torch ops.",
+            )
         # The authoritative check: fullgraph=True raises on any break at all.
         full = report.get("full") if isinstance(report.get("full"), dict) else {}
         if full.get("error") is not None or _int(full.get("graphs")) != 1:
             clean = False
             fb = [b for b in full.get("breaks", []) if isinstance(b, dict)]
-            b = fb[0] if fb else {"line": 0, "code": "",
-                                  "reasons": [text(full.get("error"))]}
-            ctx.add_case({"name": f"Dynamo fullgraph=True ({label})", "passed": False,
-                          "detail": _break_detail(b)})
+            b = fb[0] if fb else {"line": 0, "code": "", "reasons": [text(full.get("error"))]}
+            ctx.add_case(
+                {
+                    "name": f"Dynamo fullgraph=True ({label})",
+                    "passed": False,
+                    "detail": _break_detail(b),
+                }
+            )
             continue
-        ctx.add_case({"name": f"Dynamo ({label})", "passed": True, "graphs": 1,
-                      "graph_breaks": 0, "ops": ops,
-                      "detail": f"one graph of {ops} ops, no break"})
+        ctx.add_case(
+            {
+                "name": f"Dynamo ({label})",
+                "passed": True,
+                "graphs": 1,
+                "graph_breaks": 0,
+                "ops": ops,
+                "detail": f"one graph of {ops} ops, no break",
+            }
+        )
     return clean
 
 
@@ -139,35 +167,42 @@ def _nbytes(args: tuple) -> int:
 
 def _reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
     if reply.get("type") == "raised":
-        raise learner.LearnerError(text(reply.get("summary"), 2000),
-                                   text(reply.get("message"), 20000))
+        raise learner.LearnerError(
+            text(reply.get("summary"), 2000), text(reply.get("message"), 20000)
+        )
     if reply.get("type") != kind:
         from gpulab.grading.harness import GradeFailed
 
-        raise GradeFailed(f"the sandbox failed: {text(reply.get('summary'))}",
-                          text(reply.get("message"), 4000), status="error")
+        raise GradeFailed(
+            f"the sandbox failed: {text(reply.get('summary'))}",
+            text(reply.get("message"), 4000),
+            status="error",
+        )
     return reply
 
 
 def _config_changed(ctx: Any, report: dict[str, Any]) -> None:
     """A step that sets Dynamo's config while it runs (capture_scalar_outputs
     lets .item() into the graph) changes the rules it is traced under."""
-    changed = [text(k, 80) for k in report.get("config_changed", [])
-               if isinstance(k, str)]
+    changed = [text(k, 80) for k in report.get("config_changed", []) if isinstance(k, str)]
     if changed:
-        ctx.fail("your step changes torch._dynamo.config while it runs: " + ", ".join(changed),
-                 "The check traces your step under Dynamo's defaults; remove the graph breaks "
-                 "instead of changing what counts as one.")
+        ctx.fail(
+            "your step changes torch._dynamo.config while it runs: " + ", ".join(changed),
+            "The check traces your step under Dynamo's defaults; remove the graph breaks "
+            "instead of changing what counts as one.",
+        )
 
 
 def _disabled(ctx: Any) -> None:
-    ctx.fail("`step` is wrapped by torch.compiler.disable / torch._dynamo.disable / "
-             "torch.compile",
-             "The grader compiles your plain function itself: remove the decorator and "
-             "make the code traceable instead.")
+    ctx.fail(
+        "`step` is wrapped by torch.compiler.disable / torch._dynamo.disable / torch.compile",
+        "The grader compiles your plain function itself: remove the decorator and "
+        "make the code traceable instead.",
+    )
 
 
 # --- grading ------------------------------------------------------------------
+
 
 def _eager_case(ctx: Any, fn: Any, args: tuple, name: str) -> dict[str, Any]:
     """The step once in the sandbox on the judge's inputs, against the
@@ -179,14 +214,19 @@ def _eager_case(ctx: Any, fn: Any, args: tuple, name: str) -> dict[str, Any]:
     reply, out, _ = remote_call(ctx, fn.name, args, {}, expect=expect, guards=None)
     record: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split(" ")[0]}
     desc = reply.get("desc") if isinstance(reply.get("desc"), dict) else {}
-    problem = desc_problem(desc, expect) or (None if out is not None else
-                                             "the result could not be copied out")
+    problem = desc_problem(desc, expect) or (
+        None if out is not None else "the result could not be copied out"
+    )
     if problem:
         record.update(passed=False, detail=problem)
         return record
     rep = compare(out, original_step(*clone_inputs(args)), *EAGER_TOL)
-    record.update(passed=rep["mismatches"] == 0, max_abs=rep["max_abs"],
-                  max_rel=rep["max_rel"], mismatches=rep["mismatches"])
+    record.update(
+        passed=rep["mismatches"] == 0,
+        max_abs=rep["max_abs"],
+        max_rel=rep["max_rel"],
+        mismatches=rep["mismatches"],
+    )
     if rep["mismatches"]:
         record["detail"] = "output differs from the original step: " + describe_mismatch(rep)
     return record
@@ -201,35 +241,59 @@ def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -
     arena, refs = ctx.arena(sum(_nbytes(a) * 2 for a in chosen) + 4096), {}
     inputs = [[encode(arena, a, refs) for a in args] for args in chosen]
     slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for args in chosen]
-    reply = _reply(ctx.sandbox.request({"type": "compiled", "function": fn.name,
-                                        "backend": backend, "inputs": inputs,
-                                        "outs": [sl.to_json() for sl in slots]}), "compiled")
+    reply = _reply(
+        ctx.sandbox.request(
+            {
+                "type": "compiled",
+                "function": fn.name,
+                "backend": backend,
+                "inputs": inputs,
+                "outs": [sl.to_json() for sl in slots],
+            }
+        ),
+        "compiled",
+    )
     _config_changed(ctx, reply)
     copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
     for k, (i, args, slot) in enumerate(zip(COMPILED_CASES, chosen, slots, strict=True)):
         name = f"compiled ({backend}) {names[i]}"
         if k >= len(copied) or copied[k] is not True:
-            ctx.add_case({"name": name, "dtype": "fp32", "passed": False,
-                          "detail": "the compiled step did not return a tensor of x's "
-                                    "shape, dtype and device"})
+            ctx.add_case(
+                {
+                    "name": name,
+                    "dtype": "fp32",
+                    "passed": False,
+                    "detail": "the compiled step did not return a tensor of x's "
+                    "shape, dtype and device",
+                }
+            )
             continue
         rep = compare(arena.view(slot).clone(), original_step(*clone_inputs(args)), *COMPILED_TOL)
-        ctx.add_case({"name": name, "dtype": "fp32",
-                      "passed": rep["mismatches"] == 0, "max_abs": rep["max_abs"],
-                      "max_rel": rep["max_rel"], "mismatches": rep["mismatches"],
-                      **({"detail": describe_mismatch(rep)} if rep["mismatches"] else {})})
+        ctx.add_case(
+            {
+                "name": name,
+                "dtype": "fp32",
+                "passed": rep["mismatches"] == 0,
+                "max_abs": rep["max_abs"],
+                "max_rel": rep["max_rel"],
+                "mismatches": rep["mismatches"],
+                **({"detail": describe_mismatch(rep)} if rep["mismatches"] else {}),
+            }
+        )
 
 
 def grade(ctx: Any) -> None:
     fn = ctx.function("step")
     # Changes the file made at import (the sandbox recorded Dynamo's config
     # before it ran): undone there, and said here.
-    reply = _reply(ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}),
-                   "config")
+    reply = _reply(ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config")
     changed = [text(k, 80) for k in reply.get("changed", []) if isinstance(k, str)]
     if changed:
-        ctx.notes.append("Your file changed torch._dynamo.config (" + ", ".join(changed) +
-                         "); the check undid that and ran with Dynamo's defaults.")
+        ctx.notes.append(
+            "Your file changed torch._dynamo.config ("
+            + ", ".join(changed)
+            + "); the check undid that and ran with Dynamo's defaults."
+        )
     if reply.get("disabled"):
         _disabled(ctx)
     device = ctx.device
@@ -237,16 +301,19 @@ def grade(ctx: Any) -> None:
         # Tiny tensors: waking OpenMP threads costs more than the work (an op
         # took ~16 ms instead of ~30 µs on a busy 2-core machine).
         torch.set_num_threads(1)
-    cases = [(label, make_inputs(b, s, d, ctx.seed(seed), rms=rms, full=full, device=device))
-             for b, s, d, seed, rms, full, label in CASES]
+    cases = [
+        (label, make_inputs(b, s, d, ctx.seed(seed), rms=rms, full=full, device=device))
+        for b, s, d, seed, rms, full, label in CASES
+    ]
     names = [f"{b}×{s}×{d} {label}" for b, s, d, _, _, _, label in CASES]
 
     # 1. Eager outputs against the original.
     for (_, args), name in zip(cases, names, strict=True):
         ctx.stage(f"comparing outputs: {name}")
         ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
-    _config_changed(ctx, _reply(ctx.sandbox.request({"type": "dynamo_config",
-                                                     "function": fn.name}), "config"))
+    _config_changed(
+        ctx, _reply(ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config")
+    )
     if any(not c["passed"] for c in ctx.cases):
         return
 
@@ -261,22 +328,26 @@ def grade(ctx: Any) -> None:
     ctx.stage(f"compiling with torch.compile(backend={backend!r})")
     _compiled_cases(ctx, fn, cases, names, backend)
     if device == "cpu":
-        ctx.notes.append("On the CPU the compiled check uses backend='aot_eager' (Dynamo + "
-                         "AOTAutograd, no code generation): Inductor's C++ build takes about "
-                         "30 s here. A GPU check compiles with Inductor and times the modes.")
+        ctx.notes.append(
+            "On the CPU the compiled check uses backend='aot_eager' (Dynamo + "
+            "AOTAutograd, no code generation): Inductor's C++ build takes about "
+            "30 s here. A GPU check compiles with Inductor and times the modes."
+        )
     if ctx.want_timing and all(c["passed"] for c in ctx.cases):
         time_modes(ctx, fn)
 
 
 # --- timing (GPU) ---------------------------------------------------------------
 
+
 def time_modes(ctx: Any, fn: Any) -> None:
     """Original vs your step: eager, torch.compile default, reduce-overhead,
     holding the GPU's timing lock (compiles included: they are in the loop)."""
     from gpulab.device.gpulock import gpu_timing_lock
 
-    with gpu_timing_lock("checking graph_breaks", gpu=torch.cuda.current_device(),
-                         on_wait=ctx.stage):
+    with gpu_timing_lock(
+        "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+    ):
         _time_modes(ctx, fn)
 
 
@@ -299,10 +370,18 @@ def _time_modes(ctx: Any, fn: Any) -> None:
         arena, refs = ctx.arena(_nbytes(args) * 2 + 4096), {}
         slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
         ctx.stage(f"timing {shape}: your step, eager and compiled")
-        reply = _reply(ctx.sandbox.request({
-            "type": "modes", "function": fn.name, "modes": list(MODES.values()),
-            "args": [encode(arena, a, refs) for a in args],
-            "outs": [sl.to_json() for sl in slots]}), "modes")
+        reply = _reply(
+            ctx.sandbox.request(
+                {
+                    "type": "modes",
+                    "function": fn.name,
+                    "modes": list(MODES.values()),
+                    "args": [encode(arena, a, refs) for a in args],
+                    "outs": [sl.to_json() for sl in slots],
+                }
+            ),
+            "modes",
+        )
         got = reply.get("rows") if isinstance(reply.get("rows"), list) else []
         if len(got) != len(MODES):
             ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
@@ -313,20 +392,34 @@ def _time_modes(ctx: Any, fn: Any) -> None:
             ms = r.get("ms") if isinstance(r, dict) else None
             if not isinstance(ms, (int, float)) or not ms > 0:
                 ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
-            clean = {k: r[k] for k in ("ms", "reps", "rse", "min_ms", "max_ms")
-                     if isinstance(r.get(k), (int, float))}
-            rows.append(_row(name, shape, (b, s, d), clean, _int(r.get("kernels")),
-                             r.get("compile_s") if isinstance(r.get("compile_s"), float)
-                             else None))
+            clean = {
+                k: r[k]
+                for k in ("ms", "reps", "rse", "min_ms", "max_ms")
+                if isinstance(r.get(k), (int, float))
+            }
+            rows.append(
+                _row(
+                    name,
+                    shape,
+                    (b, s, d),
+                    clean,
+                    _int(r.get("kernels")),
+                    r.get("compile_s") if isinstance(r.get("compile_s"), float) else None,
+                )
+            )
         base_ms = next(r["ms"] for r in rows[-4:] if r["name"] == "your step (eager)")
         for row in rows[-4:]:
             row["baseline"], row["speedup"] = "your step (eager)", base_ms / row["ms"]
     best = {r["shape"].split(" ")[0]: r for r in rows if r["name"].endswith("reduce-overhead")}
-    parts = [f"{shape}: reduce-overhead {r['speedup']:.1f}x eager ({r['kernels']} kernels "
-             f"vs {next(x['kernels'] for x in rows if x['shape'] == shape + ' your step (eager)')})"
-             for shape, r in best.items()]
-    ctx.notes.append("Your step's times are measured in the sandbox and reported, not graded; "
-                     "every timed output was checked by the judge.")
+    parts = [
+        f"{shape}: reduce-overhead {r['speedup']:.1f}x eager ({r['kernels']} kernels "
+        f"vs {next(x['kernels'] for x in rows if x['shape'] == shape + ' your step (eager)')})"
+        for shape, r in best.items()
+    ]
+    ctx.notes.append(
+        "Your step's times are measured in the sandbox and reported, not graded; "
+        "every timed output was checked by the judge."
+    )
     ctx.timing = {
         "cases": rows,
         "summary": "; ".join(parts),
@@ -338,13 +431,25 @@ def _time_modes(ctx: Any, fn: Any) -> None:
 
 
 # Your step's variants, timed in the sandbox: name -> torch.compile mode (None: eager).
-MODES = {"your step (eager)": None, "torch.compile default": "default",
-         "torch.compile reduce-overhead": "reduce-overhead"}
+MODES = {
+    "your step (eager)": None,
+    "torch.compile default": "default",
+    "torch.compile reduce-overhead": "reduce-overhead",
+}
 
 
-def _row(name: str, shape: str, bsd: tuple, t: dict, kernels: int | None,
-         compile_s: float | None) -> dict[str, Any]:
+def _row(
+    name: str, shape: str, bsd: tuple, t: dict, kernels: int | None, compile_s: float | None
+) -> dict[str, Any]:
     flops = step_flops(*bsd)
-    return {"name": name, "shape": f"{shape} {name}", "dtype": "fp32", **t, "flops": flops,
-            "throughput": flops / (t["ms"] * 1e-3) / 1e12, "unit": "TFLOP/s",
-            "kernels": kernels, "compile_s": compile_s}
+    return {
+        "name": name,
+        "shape": f"{shape} {name}",
+        "dtype": "fp32",
+        **t,
+        "flops": flops,
+        "throughput": flops / (t["ms"] * 1e-3) / 1e12,
+        "unit": "TFLOP/s",
+        "kernels": kernels,
+        "compile_s": compile_s,
+    }

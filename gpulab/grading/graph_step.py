@@ -54,8 +54,16 @@ def original_step(x: torch.Tensor, lengths: torch.Tensor, p: dict) -> torch.Tens
     return x + h @ p["w2"]
 
 
-def make_inputs(batch: int, seq: int, dim: int, seed: int, *, rms: float = 1.0,
-                full: bool = False, device: str = "cpu") -> tuple:
+def make_inputs(
+    batch: int,
+    seq: int,
+    dim: int,
+    seed: int,
+    *,
+    rms: float = 1.0,
+    full: bool = False,
+    device: str = "cpu",
+) -> tuple:
     """x scaled to an exact RMS (so the branch side is known), lengths, params."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(batch, seq, dim, generator=g)
@@ -77,8 +85,6 @@ def make_inputs(batch: int, seq: int, dim: int, seed: int, *, rms: float = 1.0,
 def clone_inputs(args: tuple) -> tuple:
     x, lengths, p = args
     return x.clone(), lengths.clone(), {k: v.clone() for k, v in p.items()}
-
-
 
 
 def step_flops(b: int, s: int, d: int) -> float:

@@ -82,30 +82,34 @@ class GradeContext:
             if reply.get("type") == "raised":
                 raise LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
             if reply.get("type") != "loaded":
-                raise GradeFailed(f"the sandbox could not load your file: "
-                                  f"{_text(reply.get('summary'))}", status="error")
+                raise GradeFailed(
+                    f"the sandbox could not load your file: {_text(reply.get('summary'))}",
+                    status="error",
+                )
             self._loaded = {n for n in reply.get("functions", []) if isinstance(n, str)}
         if name not in self._loaded:
             reply = self.sandbox.request({"type": "load", "functions": [name]})
             self._loaded |= {n for n in reply.get("functions", []) if isinstance(n, str)}
         if name not in self._loaded:
-            raise LearnerError(f"{Path(self.file).name} does not define `{name}`",
-                               f"The exercise asks for a function named `{name}`.")
+            raise LearnerError(
+                f"{Path(self.file).name} does not define `{name}`",
+                f"The exercise asks for a function named `{name}`.",
+            )
         return Remote(name)
 
     def arena(self, nbytes: int) -> Any:
         """Shared memory of at least `nbytes`, reused while it is big enough
         (the sandbox keeps every arena it was given mapped)."""
         if self._arena is None or self._arena.nbytes < nbytes:
-            self._arena = self.sandbox.arena(max(nbytes, int(1.5 * (self._arena.nbytes
-                                                                     if self._arena else 0))))
+            self._arena = self.sandbox.arena(
+                max(nbytes, int(1.5 * (self._arena.nbytes if self._arena else 0)))
+            )
         self._arena.reset()
         return self._arena
 
     def add_case(self, case: dict[str, Any], total: int | None = None) -> None:
         self.cases.append(case)
-        self.channel.send({"type": "case", "index": len(self.cases), "total": total,
-                           "case": case})
+        self.channel.send({"type": "case", "index": len(self.cases), "total": total, "case": case})
 
     def fail(self, summary: str, message: str = "") -> None:
         raise GradeFailed(summary, message)
@@ -119,16 +123,20 @@ def device_label(device: str, triton: bool = True) -> str:
     return f"CPU ({platform.machine()})" + (", Triton interpreter" if triton else "")
 
 
-def grade_request(request: dict[str, Any], device: str, channel: Any,
-                  sandbox: Any = None) -> dict[str, Any]:
+def grade_request(
+    request: dict[str, Any], device: str, channel: Any, sandbox: Any = None
+) -> dict[str, Any]:
     exercise = request["exercise"]
     try:
         grader = importlib.import_module(f"gpulab.grading.{exercise}")
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("gpulab"):
             return {"status": "error", "summary": f"no grader for exercise '{exercise}' yet"}
-        return {"status": "error", "summary": f"this exercise needs `{exc.name}`, which is not "
-                f"installed ({install_hint(exc.name or '')})"}
+        return {
+            "status": "error",
+            "summary": f"this exercise needs `{exc.name}`, which is not "
+            f"installed ({install_hint(exc.name or '')})",
+        }
     ctx = GradeContext(request=request, device=device, channel=channel, sandbox=sandbox)
     result: dict[str, Any] = {}
     try:
@@ -140,9 +148,11 @@ def grade_request(request: dict[str, Any], device: str, channel: Any,
     else:
         bad = [c for c in ctx.cases if not c.get("passed")]
         if bad:
-            result.update(status="failed",
-                          summary=f"{len(bad)} of {len(ctx.cases)} cases wrong; first: "
-                          f"{bad[0]['name']}: {bad[0].get('detail', '')}".rstrip(": "))
+            result.update(
+                status="failed",
+                summary=f"{len(bad)} of {len(ctx.cases)} cases wrong; first: "
+                f"{bad[0]['name']}: {bad[0].get('detail', '')}".rstrip(": "),
+            )
         elif not ctx.cases:
             result.update(status="error", summary="the grader checked no case (a gpulab bug)")
         else:

@@ -81,11 +81,15 @@ def desc_problem(desc: dict[str, Any], expect: Expect) -> str | None:
     if desc.get("dtype") != want:
         got = getattr(torch, str(desc.get("dtype")), None)
         got_name = dtype_name(got) if isinstance(got, torch.dtype) else _text(desc.get("dtype"), 40)
-        return (f"returned dtype {got_name}, expected {dtype_name(expect.like.dtype)} "
-                f"({expect.like_name}'s dtype)")
+        return (
+            f"returned dtype {got_name}, expected {dtype_name(expect.like.dtype)} "
+            f"({expect.like_name}'s dtype)"
+        )
     if desc.get("device") != expect.like.device.type:
-        return (f"returned a tensor on {_text(desc.get('device'), 40)}, "
-                f"expected {expect.like.device.type}")
+        return (
+            f"returned a tensor on {_text(desc.get('device'), 40)}, "
+            f"expected {expect.like.device.type}"
+        )
     if expect.contiguous and desc.get("contiguous") is not True:
         return "returned a non-contiguous tensor; allocate a new contiguous output"
     return None
@@ -120,9 +124,13 @@ def encode(arena: Any, obj: Any, refs: dict[int, Any]) -> Any:
                 ref = arena.put(obj)
                 refs[("storage", ptr)] = ref
             else:
-                ref = dataclasses.replace(placed, dtype=str(obj.dtype).replace("torch.", ""),
-                                          shape=tuple(obj.shape), stride=tuple(obj.stride()),
-                                          storage_offset=obj.storage_offset())
+                ref = dataclasses.replace(
+                    placed,
+                    dtype=str(obj.dtype).replace("torch.", ""),
+                    shape=tuple(obj.shape),
+                    stride=tuple(obj.stride()),
+                    storage_offset=obj.storage_offset(),
+                )
             refs[id(obj)] = (obj, ref)
         return refs[id(obj)][1].to_json()
     if isinstance(obj, tuple):
@@ -138,9 +146,13 @@ def encode(arena: Any, obj: Any, refs: dict[int, Any]) -> Any:
 
 def dotted(f: Any) -> str:
     """The importable name of a torch callable, for the sandbox's guards."""
-    for prefix, space in (("torch", torch), ("torch.Tensor", torch.Tensor),
-                          ("torch.nn.functional", torch.nn.functional),
-                          ("torch.special", torch.special), ("torch.linalg", torch.linalg)):
+    for prefix, space in (
+        ("torch", torch),
+        ("torch.Tensor", torch.Tensor),
+        ("torch.nn.functional", torch.nn.functional),
+        ("torch.special", torch.special),
+        ("torch.linalg", torch.linalg),
+    ):
         for name in dir(space):
             try:
                 if getattr(space, name) is f:
@@ -156,13 +168,27 @@ def dotted(f: Any) -> str:
 
 
 def guards_for(spec: KernelSpec, **extra: Any) -> dict[str, Any]:
-    return {"banned": [dotted(f) for f in spec.banned], "banned_aten": list(spec.banned_aten),
-            "banned_large": list(spec.banned_large), "label": spec.banned_label, **extra}
+    return {
+        "banned": [dotted(f) for f in spec.banned],
+        "banned_aten": list(spec.banned_aten),
+        "banned_large": list(spec.banned_large),
+        "label": spec.banned_label,
+        **extra,
+    }
 
 
-def remote_call(ctx: Any, name: str, args: tuple, kwargs: dict, *, expect: Expect | None,
-                guards: dict[str, Any], extra: dict[str, Any] | None = None,
-                extra_tensors: list[torch.Tensor] = (), slots: list[Expect] = ()) -> tuple:
+def remote_call(
+    ctx: Any,
+    name: str,
+    args: tuple,
+    kwargs: dict,
+    *,
+    expect: Expect | None,
+    guards: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    extra_tensors: list[torch.Tensor] = (),
+    slots: list[Expect] = (),
+) -> tuple:
     """One call in the sandbox. Returns (reply, judge-side copy of the result
     or None, [copies of extra slots], the arena refs of the inputs)."""
     inputs = _tensors(args) + _tensors(kwargs) + list(extra_tensors)
@@ -171,10 +197,15 @@ def remote_call(ctx: Any, name: str, args: tuple, kwargs: dict, *, expect: Expec
         need += math.prod(e.shape) * e.like.dtype.itemsize + 256
     arena = ctx.arena(need)
     refs: dict[int, Any] = {}
-    message = {"type": "call", "function": name,
-               "args": [encode(arena, a, refs) for a in args],
-               "kwargs": {k: encode(arena, v, refs) for k, v in kwargs.items()},
-               "guards": guards, "out": None, **(extra or {})}
+    message = {
+        "type": "call",
+        "function": name,
+        "args": [encode(arena, a, refs) for a in args],
+        "kwargs": {k: encode(arena, v, refs) for k, v in kwargs.items()},
+        "guards": guards,
+        "out": None,
+        **(extra or {}),
+    }
     for key, value in list(message.items()):
         if key in ("grad_output",) and isinstance(value, torch.Tensor):
             message[key] = encode(arena, value, refs)
@@ -188,81 +219,111 @@ def remote_call(ctx: Any, name: str, args: tuple, kwargs: dict, *, expect: Expec
     if reply.get("type") == "raised":
         raise learner.LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
     if reply.get("type") != "return":
-        ctx.fail(f"the sandbox failed: {_text(reply.get('summary'))}",
-                 _text(reply.get("message")))
+        ctx.fail(f"the sandbox failed: {_text(reply.get('summary'))}", _text(reply.get("message")))
     # Inputs must be exactly as the judge wrote them.
     for t, ref in (v for k, v in refs.items() if not isinstance(k, tuple)):
         if not torch.equal(arena.storage_bytes(ref), storage_bytes(t)):
-            ctx.fail("your code wrote into its inputs",
-                     "Inputs must be left exactly as they were; write to a new output tensor.")
+            ctx.fail(
+                "your code wrote into its inputs",
+                "Inputs must be left exactly as they were; write to a new output tensor.",
+            )
     out = arena.view(out_ref).clone() if out_ref and reply.get("copied") is True else None
     extras = [arena.view(r).clone() for r in slot_refs]
     return reply, out, extras
 
 
-def _report_failures(ctx: Any, spec: KernelSpec, report: Any, case_name: str,
-                     require_written: bool = True) -> None:
+def _report_failures(
+    ctx: Any, spec: KernelSpec, report: Any, case_name: str, require_written: bool = True
+) -> None:
     report = report if isinstance(report, dict) else {}
     banned = [_text(b, 120) for b in report.get("banned", []) if isinstance(b, str)]
     if banned:
-        ctx.fail(f"cheat: your code called {', '.join(banned)}, the op this exercise replaces",
-                 f"{spec.banned_label or 'The library op'} is off the graded path: "
-                 "write the computation in your Triton kernel.")
+        ctx.fail(
+            f"cheat: your code called {', '.join(banned)}, the op this exercise replaces",
+            f"{spec.banned_label or 'The library op'} is off the graded path: "
+            "write the computation in your Triton kernel.",
+        )
     if not report.get("launches"):
-        ctx.fail(f"case {case_name}: no Triton kernel was launched",
-                 "The result must be computed by your Triton kernel (kernel[grid](...)).")
+        ctx.fail(
+            f"case {case_name}: no Triton kernel was launched",
+            "The result must be computed by your Triton kernel (kernel[grid](...)).",
+        )
     eager = [_text(b, 120) for b in report.get("eager", []) if isinstance(b, str)]
     if eager:
-        ctx.fail(f"cheat: your forward computed eagerly with {', '.join(eager[:6])} instead of "
-                 "in Triton",
-                 "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
-                 "dweight partials may run outside your kernels; the maths belongs in them.")
+        ctx.fail(
+            f"cheat: your forward computed eagerly with {', '.join(eager[:6])} instead of "
+            "in Triton",
+            "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
+            "dweight partials may run outside your kernels; the maths belongs in them.",
+        )
     audit = [_text(b, 120) for b in report.get("audit", []) if isinstance(b, str)]
     if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
-        ctx.fail(f"cheat: {audit[0]}",
-                 "gpulab watches each graded call with torch's profiler; code that stops it, "
-                 "or imitates gpulab's own ranges, cannot be graded.")
+        ctx.fail(
+            f"cheat: {audit[0]}",
+            "gpulab watches each graded call with torch's profiler; code that stops it, "
+            "or imitates gpulab's own ranges, cannot be graded.",
+        )
     if audit:
-        ctx.fail(f"cheat: during your call torch ran {', '.join(audit[:6])}",
-                 "torch's profiler watched the call in every thread (so switching the op "
-                 "guards off or working from a second thread does not hide it). Only "
-                 "allocations, views and copies may run outside your Triton kernels.")
+        ctx.fail(
+            f"cheat: during your call torch ran {', '.join(audit[:6])}",
+            "torch's profiler watched the call in every thread (so switching the op "
+            "guards off or working from a second thread does not hide it). Only "
+            "allocations, views and copies may run outside your Triton kernels.",
+        )
     if report.get("side_stream"):
-        ctx.fail(f"case {case_name}: a kernel was launched on a side stream",
-                 "Launch on the current stream: work on another stream escapes the timing.")
+        ctx.fail(
+            f"case {case_name}: a kernel was launched on a side stream",
+            "Launch on the current stream: work on another stream escapes the timing.",
+        )
     if report.get("overruns"):
-        ctx.fail(f"case {case_name}: your kernel wrote past the end of a buffer",
-                 "A store landed just after a tensor your code allocated: check the mask "
-                 "(`offs < n`, not `<=`) and the last block's offsets.")
+        ctx.fail(
+            f"case {case_name}: your kernel wrote past the end of a buffer",
+            "A store landed just after a tensor your code allocated: check the mask "
+            "(`offs < n`, not `<=`) and the last block's offsets.",
+        )
     if require_written and report.get("aliases_input"):
-        ctx.fail(f"case {case_name}: returned one of its inputs",
-                 "Allocate a new output tensor.")
+        ctx.fail(f"case {case_name}: returned one of its inputs", "Allocate a new output tensor.")
     if require_written and not report.get("wrote_out"):
-        ctx.fail(f"case {case_name}: the returned tensor was not written by your Triton kernel",
-                 "Return the output buffer that you passed to your kernel, together with "
-                 "the inputs it reads.")
+        ctx.fail(
+            f"case {case_name}: the returned tensor was not written by your Triton kernel",
+            "Return the output buffer that you passed to your kernel, together with "
+            "the inputs it reads.",
+        )
     if require_written and report.get("altered_after"):
-        ctx.fail(f"case {case_name}: the returned tensor was changed after your kernel wrote it",
-                 "The result must be what your kernel stored, not filled in by torch afterwards.")
+        ctx.fail(
+            f"case {case_name}: the returned tensor was changed after your kernel wrote it",
+            "The result must be what your kernel stored, not filled in by torch afterwards.",
+        )
 
 
-def guarded_call(ctx: Any, spec: KernelSpec, fn: Any, case: Case,
-                 guards: Any = None) -> tuple[Any, str | None]:
+def guarded_call(
+    ctx: Any, spec: KernelSpec, fn: Any, case: Case, guards: Any = None
+) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it)."""
     expect = spec.expect(case)
     if callable(guards):
         guards = guards(case)
-    reply, out, _ = remote_call(ctx, fn.name, case.args, case.kwargs, expect=expect,
-                                guards=guards or guards_for(spec),
-                                extra={"contiguous": expect.contiguous})
+    reply, out, _ = remote_call(
+        ctx,
+        fn.name,
+        case.args,
+        case.kwargs,
+        expect=expect,
+        guards=guards or guards_for(spec),
+        extra={"contiguous": expect.contiguous},
+    )
     report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
     off = _text(report.get("audit_off"), 200) if report.get("audit_off") else ""
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
         ctx.notes.append(note)
-    _report_failures(ctx, spec, {**report, "wrote_out": True, "altered_after": False,
-                                 "aliases_input": False}, case.name)
+    _report_failures(
+        ctx,
+        spec,
+        {**report, "wrote_out": True, "altered_after": False, "aliases_input": False},
+        case.name,
+    )
     desc = reply.get("desc") if isinstance(reply.get("desc"), dict) else {}
     problem = desc_problem(desc, expect)
     if problem is None:
@@ -272,8 +333,7 @@ def guarded_call(ctx: Any, spec: KernelSpec, fn: Any, case: Case,
     return out, problem
 
 
-def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case],
-                guards: Any = None) -> None:
+def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: Any = None) -> None:
     """Correctness: every case against a float64 reference, in the sandbox."""
     ctx.uses_triton = True
     total = len(cases)
@@ -293,8 +353,11 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case],
             if len(gaps) == total:
                 ctx.fail(f"every case hit a known gap of this Triton: {exc.summary}", hint)
             continue
-        record: dict[str, Any] = {"name": case.name, "shape": case.shape,
-                                  "dtype": dtype_name(case.dtype)}
+        record: dict[str, Any] = {
+            "name": case.name,
+            "shape": case.shape,
+            "dtype": dtype_name(case.dtype),
+        }
         if problem:
             record.update(passed=False, detail=problem)
             ctx.add_case(record, total)
@@ -302,8 +365,12 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case],
         ref = spec.reference(case)
         atol, rtol = spec.tolerance(case.dtype)
         rep = compare(out, ref, atol, rtol)
-        record.update(max_abs=rep["max_abs"], max_rel=rep["max_rel"],
-                      mismatches=rep["mismatches"], passed=rep["mismatches"] == 0)
+        record.update(
+            max_abs=rep["max_abs"],
+            max_rel=rep["max_rel"],
+            mismatches=rep["mismatches"],
+            passed=rep["mismatches"] == 0,
+        )
         if rep["mismatches"]:
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.get("first_bad", [])
@@ -316,5 +383,7 @@ def _known_gap(ctx: Any, exc: Any) -> str | None:
     return hint_for(f"{exc.summary}\n{exc.message}", interpreter=bool(ctx.interpreter))
 
 
-INTERPRETER_NOTE = ("Ran in the Triton interpreter on the CPU at reduced sizes: "
-                    "correctness is graded, speed is not.")
+INTERPRETER_NOTE = (
+    "Ran in the Triton interpreter on the CPU at reduced sizes: "
+    "correctness is graded, speed is not."
+)

@@ -38,7 +38,8 @@ def format_learner_traceback(exc: BaseException, learner_file: str) -> str:
     """
     learner_file = str(Path(learner_file).resolve())
     frames = [
-        f for f in traceback.extract_tb(exc.__traceback__)
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
         if str(Path(f.filename).resolve()) == learner_file
     ]
     inner, last = _kernel_frames(exc, learner_file)
@@ -52,8 +53,9 @@ def format_learner_traceback(exc: BaseException, learner_file: str) -> str:
     return ("".join(lines) + last).rstrip()
 
 
-def _kernel_frames(exc: BaseException,
-                   learner_file: str) -> tuple[list[traceback.FrameSummary], str | None]:
+def _kernel_frames(
+    exc: BaseException, learner_file: str
+) -> tuple[list[traceback.FrameSummary], str | None]:
     """Frames inside the learner's Triton kernels, and a last line for them.
 
     Two shapes, both in Triton 3.x: the interpreter (CPU) raises
@@ -66,8 +68,11 @@ def _kernel_frames(exc: BaseException,
     frames: list[traceback.FrameSummary] = []
     cause = exc.__cause__
     if type(exc).__name__ == "InterpreterError" and cause is not None:
-        frames = [f for f in traceback.extract_tb(cause.__traceback__)
-                  if str(Path(f.filename).resolve()) == learner_file]
+        frames = [
+            f
+            for f in traceback.extract_tb(cause.__traceback__)
+            if str(Path(f.filename).resolve()) == learner_file
+        ]
         last = "".join(traceback.format_exception_only(type(cause), cause)).strip()
         if frames:
             last += f" ({Path(learner_file).name} line {frames[-1].lineno}, in {frames[-1].name})"
@@ -86,8 +91,11 @@ def _kernel_frames(exc: BaseException,
         for tb_frame, _ in traceback.walk_tb(err.__traceback__):
             fn = getattr(tb_frame.f_locals.get("self"), "jit_fn", None)
             if fn is not None and getattr(fn, "src", None) == err.src:
-                where = (str(getattr(fn, "file_name", "")), getattr(fn, "def_file_line_number", 0),
-                         getattr(fn, "__name__", "kernel"))
+                where = (
+                    str(getattr(fn, "file_name", "")),
+                    getattr(fn, "def_file_line_number", 0),
+                    getattr(fn, "__name__", "kernel"),
+                )
         if where is None and err.src:  # no generator frame: find the source in the file
             first = err.src.splitlines()[0].strip()
             hits = [i + 1 for i, line in enumerate(source) if line.strip() == first]
@@ -97,8 +105,10 @@ def _kernel_frames(exc: BaseException,
         line_no = where[1] + lineno - 1
         text = source[line_no - 1] if 0 < line_no <= len(source) else ""
         frames.append(traceback.FrameSummary(learner_file, line_no, where[2], line=text.strip()))
-    message = next((m for e in reversed(chain) if (m := getattr(e, "error_message", None))),
-                   "the kernel does not compile")
+    message = next(
+        (m for e in reversed(chain) if (m := getattr(e, "error_message", None))),
+        "the kernel does not compile",
+    )
     # Triton stores repr(error): 'AttributeError("...")' reads better as 'AttributeError: ...'.
     plain = re.fullmatch(r"""(\w+)\((["'])(.*)\2\)""", message, re.S)
     if plain:
@@ -132,9 +142,11 @@ def _read_source(file: Path) -> str:
     except SyntaxError as exc:
         if "invalid or missing encoding declaration" not in str(exc):
             # "unknown encoding: foo", a BOM beside a non-UTF-8 coding line...
-            raise LearnerError(f"SyntaxError at {file}:1: {exc.msg}",
-                               "A `# coding:` line must name an encoding Python knows, "
-                               "and agree with a byte-order mark if the file has one.") from None
+            raise LearnerError(
+                f"SyntaxError at {file}:1: {exc.msg}",
+                "A `# coding:` line must name an encoding Python knows, "
+                "and agree with a byte-order mark if the file has one.",
+            ) from None
         encoding = "utf-8"  # undecodable bytes in line 1 or 2: found and placed below
     try:
         # What importlib.util.decode_source does, with the encoding found above
@@ -146,13 +158,16 @@ def _read_source(file: Path) -> str:
             f"SyntaxError at {file}:{line}:{col}: byte 0x{data[exc.start]:02x} is not valid "
             f"{encoding} text",
             "Save the file as UTF-8, or declare its encoding in a first-line comment "
-            "such as `# coding: latin-1`.") from None
+            "such as `# coding: latin-1`.",
+        ) from None
     nul = text.find("\0")
     if nul >= 0:
         line, col = _line_col(text, nul)
-        raise LearnerError(f"SyntaxError at {file}:{line}:{col}: the file contains a NUL byte",
-                           "A NUL (zero) byte is not allowed in Python source; delete it "
-                           "(it often comes from a binary file pasted or saved by mistake).")
+        raise LearnerError(
+            f"SyntaxError at {file}:{line}:{col}: the file contains a NUL byte",
+            "A NUL (zero) byte is not allowed in Python source; delete it "
+            "(it often comes from a binary file pasted or saved by mistake).",
+        )
     return text
 
 
@@ -203,8 +218,10 @@ def error_line(exc: BaseException, tb: str) -> str:
 def get_function(module: ModuleType, name: str, file: str) -> Any:
     fn = getattr(module, name, None)
     if fn is None:
-        raise LearnerError(f"{Path(file).name} does not define `{name}`",
-                           f"The exercise asks for a function named `{name}`.")
+        raise LearnerError(
+            f"{Path(file).name} does not define `{name}`",
+            f"The exercise asks for a function named `{name}`.",
+        )
     if not callable(fn):
         raise LearnerError(f"`{name}` in {Path(file).name} is not a function")
     return fn
@@ -232,6 +249,6 @@ def call(fn: Any, file: str, *args: Any, **kwargs: Any) -> Any:
             raise LearnerError(f"CUDA out of memory: {last}", tb) from None
         if "illegal memory access" in low or "misaligned address" in low:
             raise LearnerError(
-                "CUDA illegal memory access (an out-of-bounds load or store; check your masks)",
-                tb) from None
+                "CUDA illegal memory access (an out-of-bounds load or store; check your masks)", tb
+            ) from None
         raise LearnerError(f"your code raised {last}", tb) from None

@@ -26,8 +26,8 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Layouts of an operand: how its (rows, cols) view sits in memory.
 LAYOUTS = {
     "": "",
-    "T": "a transposed view",      # made (cols, rows) contiguous, then .t()
-    "pad": "padded rows",          # a slice big[:, :cols] of a wider tensor
+    "T": "a transposed view",  # made (cols, rows) contiguous, then .t()
+    "pad": "padded rows",  # a slice big[:, :cols] of a wider tensor
     "step": "every other column",  # big[:, ::2]: column stride 2
 }
 
@@ -40,14 +40,47 @@ def _present(*pairs) -> tuple:
 
 _T = torch.Tensor
 BANNED = _present(
-    (torch, "matmul"), (_T, "matmul"), (_T, "__matmul__"), (_T, "__rmatmul__"), (torch, "mm"),
-    (_T, "mm"), (torch, "bmm"), (_T, "bmm"), (torch, "addmm"), (_T, "addmm"), (torch, "baddbmm"),
-    (_T, "baddbmm"), (torch, "addbmm"), (torch, "einsum"), (torch, "tensordot"), (torch, "mv"),
-    (_T, "mv"), (torch, "inner"), (torch, "chain_matmul"), (torch.linalg, "multi_dot"),
-    (torch.linalg, "matmul"), (F, "linear"), (F, "bilinear"),
+    (torch, "matmul"),
+    (_T, "matmul"),
+    (_T, "__matmul__"),
+    (_T, "__rmatmul__"),
+    (torch, "mm"),
+    (_T, "mm"),
+    (torch, "bmm"),
+    (_T, "bmm"),
+    (torch, "addmm"),
+    (_T, "addmm"),
+    (torch, "baddbmm"),
+    (_T, "baddbmm"),
+    (torch, "addbmm"),
+    (torch, "einsum"),
+    (torch, "tensordot"),
+    (torch, "mv"),
+    (_T, "mv"),
+    (torch, "inner"),
+    (torch, "chain_matmul"),
+    (torch.linalg, "multi_dot"),
+    (torch.linalg, "matmul"),
+    (F, "linear"),
+    (F, "bilinear"),
 )
-BANNED_ATEN = ("mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "_scaled_mm", "linear",
-               "mv", "addmv", "dot", "vdot", "einsum", "tensordot", "_int_mm")
+BANNED_ATEN = (
+    "mm",
+    "bmm",
+    "addmm",
+    "addbmm",
+    "baddbmm",
+    "matmul",
+    "_scaled_mm",
+    "linear",
+    "mv",
+    "addmv",
+    "dot",
+    "vdot",
+    "einsum",
+    "tensordot",
+    "_int_mm",
+)
 # Rebuilding the product from broadcast multiplies and a sum is matmul by
 # torch too: banned on operands of 4096+ elements (a wrapper needs neither).
 BANNED_LARGE = ("mul", "sum", "mean", "prod", "cumsum")
@@ -59,8 +92,7 @@ BANNED_LABEL = "torch's matmul (torch.matmul, @, mm, bmm, addmm, einsum, F.linea
 # (half an ulp: 4.9e-4 relative in fp16, 3.9e-3 in bf16). fp32: exact in the
 # interpreter; on a GPU tl.dot rounds fp32 inputs to tf32 (10-bit mantissa)
 # by default, as cuBLAS does when TF32 is allowed, so a GPU gets tf32 slack.
-TOL_CPU = {torch.float32: (2e-5, 1e-4), torch.float16: (1e-3, 2e-3),
-           torch.bfloat16: (8e-3, 1.6e-2)}
+TOL_CPU = {torch.float32: (2e-5, 1e-4), torch.float16: (1e-3, 2e-3), torch.bfloat16: (8e-3, 1.6e-2)}
 TOL_GPU = {**TOL_CPU, torch.float32: (1e-2, 1e-2)}
 
 
@@ -93,16 +125,19 @@ def interpreter_dot_ok(dtype: torch.dtype) -> bool:
 def interpreter_skips(ctx, dtypes=("fp16", "bf16")) -> set[str]:
     """Dtypes whose tl.dot the interpreter gets wrong; recorded in ctx.skipped."""
     bad = {dt for dt in dtypes if not interpreter_dot_ok(DTYPES[dt])}
-    ctx.skipped.extend(f"{dt} cases: the Triton interpreter on this machine computes {dt} "
-                       "tl.dot incorrectly, so they are checked only on a GPU"
-                       for dt in sorted(bad))
+    ctx.skipped.extend(
+        f"{dt} cases: the Triton interpreter on this machine computes {dt} "
+        "tl.dot incorrectly, so they are checked only on a GPU"
+        for dt in sorted(bad)
+    )
     return bad
 
 
 AUTOTUNE_HINT = (
     "Your kernel is autotuned over several configs, and the Triton interpreter (no GPU "
     "here) cannot benchmark them. Give @triton.autotune a single config when "
-    "os.environ.get('TRITON_INTERPRET') == '1' (the lesson shows how).")
+    "os.environ.get('TRITON_INTERPRET') == '1' (the lesson shows how)."
+)
 
 
 def checked(ctx, spec: KernelSpec, fn, cases: list[Case]) -> None:
@@ -111,14 +146,23 @@ def checked(ctx, spec: KernelSpec, fn, cases: list[Case]) -> None:
         check_cases(ctx, spec, fn, cases)
     except LearnerError as exc:
         if ctx.interpreter and "active drivers" in f"{exc.summary} {exc.message}":
-            raise LearnerError("autotuning needs a GPU: " + exc.summary,
-                               f"{AUTOTUNE_HINT}\n\n{exc.message}") from None
+            raise LearnerError(
+                "autotuning needs a GPU: " + exc.summary, f"{AUTOTUNE_HINT}\n\n{exc.message}"
+            ) from None
         raise
 
 
-def operand(rows: int, cols: int, dtype: torch.dtype, g: torch.Generator, device: str,
-            layout: str, scale: float) -> torch.Tensor:
+def operand(
+    rows: int,
+    cols: int,
+    dtype: torch.dtype,
+    g: torch.Generator,
+    device: str,
+    layout: str,
+    scale: float,
+) -> torch.Tensor:
     """A random (rows, cols) operand with the given memory layout."""
+
     def randn(*shape):
         return (torch.randn(*shape, generator=g, device=device) * scale).to(dtype)
 
@@ -131,19 +175,30 @@ def operand(rows: int, cols: int, dtype: torch.dtype, g: torch.Generator, device
     return randn(rows, cols)
 
 
-def make_case(ctx, M: int, N: int, K: int, dt: str, seed: int, a_layout: str = "",
-              b_layout: str = "", label: str = "") -> Case:
+def make_case(
+    ctx,
+    M: int,
+    N: int,
+    K: int,
+    dt: str,
+    seed: int,
+    a_layout: str = "",
+    b_layout: str = "",
+    label: str = "",
+) -> Case:
     device = ctx.device
     g = torch.Generator(device=device).manual_seed(ctx.seed(seed))
-    scale = K ** -0.25  # each output sums K products of two such numbers: std ≈ 1
+    scale = K**-0.25  # each output sums K products of two such numbers: std ≈ 1
     a = operand(M, K, DTYPES[dt], g, device, a_layout, scale)
     b = operand(K, N, DTYPES[dt], g, device, b_layout, scale)
     views = [f"{x} is {LAYOUTS[lay]}" for x, lay in (("a", a_layout), ("b", b_layout)) if lay]
     shape = f"{M}×{K} @ {K}×{N}"
-    name = f"{shape} {dt}" + (f" ({', '.join(views)})" if views else "") + \
-        (f" {label}" if label else "")
-    return Case(name=name, args=(a, b), dtype=a.dtype, sizes={"M": M, "N": N, "K": K},
-                shape=shape)
+    name = (
+        f"{shape} {dt}"
+        + (f" ({', '.join(views)})" if views else "")
+        + (f" {label}" if label else "")
+    )
+    return Case(name=name, args=(a, b), dtype=a.dtype, sizes={"M": M, "N": N, "K": K}, shape=shape)
 
 
 def correctness_cases(ctx, skip: set[str]) -> list[Case]:
@@ -153,11 +208,11 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
         (2, 3, 5, "fp16", 2, "", "", ""),
         (16, 16, 16, "fp32", 3, "", "", ""),
         (64, 64, 64, "fp16", 4, "", "", ""),
-        (33, 47, 65, "fp16", 5, "", "", ""),         # nothing divides a block size
+        (33, 47, 65, "fp16", 5, "", "", ""),  # nothing divides a block size
         (100, 37, 129, "fp32", 6, "", "", ""),
-        (130, 70, 200, "fp16", 7, "", "", ""),       # several K steps and a tail
-        (1, 150, 70, "fp32", 8, "", "", ""),         # a single row
-        (90, 1, 48, "fp16", 9, "", "", ""),          # a single column
+        (130, 70, 200, "fp16", 7, "", "", ""),  # several K steps and a tail
+        (1, 150, 70, "fp32", 8, "", "", ""),  # a single row
+        (90, 1, 48, "fp16", 9, "", "", ""),  # a single column
         (70, 90, 50, "fp32", 10, "T", "", ""),
         (77, 96, 50, "fp16", 11, "", "T", ""),
         (60, 50, 40, "fp32", 12, "T", "T", ""),
@@ -181,17 +236,26 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
             (2048, 2048, 2048, "bf16", 26, "", "", ""),
             (1024, 3072, 2048, "fp16", 27, "", "", ""),
         ]
-    return [make_case(ctx, M, N, K, dt, seed, la, lb, label)
-            for M, N, K, dt, seed, la, lb, label in specs if dt not in skip]
+    return [
+        make_case(ctx, M, N, K, dt, seed, la, lb, label)
+        for M, N, K, dt, seed, la, lb, label in specs
+        if dt not in skip
+    ]
 
 
 def timing_cases(ctx) -> list[Case]:
     # (M, N, K): square, and the up- and down-projections of an 8B-class MLP
     # (hidden 4096, intermediate 14336) on 8192 tokens.
-    shapes = [("bf16", 4096, 4096, 4096), ("bf16", 8192, 8192, 8192),
-              ("bf16", 8192, 14336, 4096), ("bf16", 8192, 4096, 14336),
-              ("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192),
-              ("fp16", 8192, 14336, 4096), ("fp16", 8192, 4096, 14336)]
+    shapes = [
+        ("bf16", 4096, 4096, 4096),
+        ("bf16", 8192, 8192, 8192),
+        ("bf16", 8192, 14336, 4096),
+        ("bf16", 8192, 4096, 14336),
+        ("fp16", 4096, 4096, 4096),
+        ("fp16", 8192, 8192, 8192),
+        ("fp16", 8192, 14336, 4096),
+        ("fp16", 8192, 4096, 14336),
+    ]
     if capability.lacks_bf16(ctx):  # the fp16 sets already time these shapes
         capability.timed_dtype(ctx, "bf16")
         shapes = [s for s in shapes if s[0] != "bf16"]
@@ -218,7 +282,7 @@ def make_spec(interpreter: bool) -> KernelSpec:
         banned_label=BANNED_LABEL,
         tolerance=lambda dt: tol[dt],
         expect=expect,
-        baseline=lambda case: (lambda a=case.args[0], b=case.args[1]: torch.matmul(a, b)),
+        baseline=lambda case: lambda a=case.args[0], b=case.args[1]: torch.matmul(a, b),
         baseline_name="cuBLAS (torch.matmul)",
         # The fraction of cuBLAS: the book's pass line is 70%.
         grade_on="speedup",
@@ -231,7 +295,14 @@ def grade(ctx) -> None:
         skip = interpreter_skips(ctx) if ctx.interpreter else set()
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
 
-    grade_kernel(ctx, make_spec(ctx.interpreter), "matmul", cases, lambda: timing_cases(ctx),
-                 check=checked, timing_note="Graded by the fraction of cuBLAS (torch.matmul) "
-                 "reached, timed in the same run: A ≥ 95%, B ≥ 85%, C ≥ 70% (the book's "
-                 "pass line).")
+    grade_kernel(
+        ctx,
+        make_spec(ctx.interpreter),
+        "matmul",
+        cases,
+        lambda: timing_cases(ctx),
+        check=checked,
+        timing_note="Graded by the fraction of cuBLAS (torch.matmul) "
+        "reached, timed in the same run: A ≥ 95%, B ≥ 85%, C ≥ 70% (the book's "
+        "pass line).",
+    )

@@ -48,8 +48,14 @@ STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)
 
 MATMUL = {"aten::addmm", "aten::mm", "aten::matmul", "aten::linear", "aten::bmm"}
-LOSS = {"aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd",
-        "aten::nll_loss_forward", "aten::log_softmax", "aten::_log_softmax"}
+LOSS = {
+    "aten::cross_entropy_loss",
+    "aten::nll_loss",
+    "aten::nll_loss_nd",
+    "aten::nll_loss_forward",
+    "aten::log_softmax",
+    "aten::_log_softmax",
+}
 OPTIM_OPS = {"aten::add_", "aten::mul_", "aten::addcmul_", "aten::addcdiv_", "aten::lerp_"}
 
 
@@ -58,8 +64,10 @@ def is_backward(name: str) -> bool:
 
 
 def is_optim(name: str) -> bool:
-    return name.startswith(("Optimizer.step#", "aten::_foreach_", "aten::_fused_")) \
+    return (
+        name.startswith(("Optimizer.step#", "aten::_foreach_", "aten::_fused_"))
         or name in OPTIM_OPS
+    )
 
 
 # Per phase: what marks its work (used to spot it in another range), what it
@@ -74,15 +82,19 @@ NEEDS = {
     "forward": (MARKS["forward"], "matmul (aten::addmm / aten::mm)"),
     "loss": (MARKS["loss"], "loss op (aten::cross_entropy_loss)"),
     "backward": (is_backward, "autograd backward node (…Backward0)"),
-    "optimizer_step": (is_optim, "optimizer update (Optimizer.step#…, aten::add_, "
-                       "aten::_foreach_*)"),
+    "optimizer_step": (
+        is_optim,
+        "optimizer update (Optimizer.step#…, aten::add_, aten::_foreach_*)",
+    ),
 }
 # The backward pass runs matmuls of its own: those are not forward's work.
-FOREIGN = {p: [q for q in PHASES if q != p and not (p == "backward" and q == "forward")]
-           for p in PHASES}
+FOREIGN = {
+    p: [q for q in PHASES if q != p and not (p == "backward" and q == "forward")] for p in PHASES
+}
 
 
 # --- the pristine step and its inputs ------------------------------------------
+
 
 def make_model(seed: int, device: str) -> tuple[nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(seed)
@@ -109,6 +121,7 @@ def original_train_step(model, batch, optimizer) -> torch.Tensor:
 
 # --- reading a profile ---------------------------------------------------------
 
+
 def _inside(e: dict, r: dict) -> bool:
     return e["start"] >= r["start"] and e["end"] <= r["end"]
 
@@ -120,15 +133,30 @@ def user_ranges(events: list[dict]) -> list[str]:
         n = e["name"]
         if n.startswith(("aten::", "autograd::", "Optimizer.", "ProfilerStep", "cuda", "Memcpy")):
             continue
-        if e["user"] or (e["user"] is None and "::" not in n and not n.endswith("Backward0")
-                         and n != "detach"):
+        if e["user"] or (
+            e["user"] is None and "::" not in n and not n.endswith("Backward0") and n != "detach"
+        ):
             if n not in names:
                 names.append(n)
     return names
 
 
-_RETURNING = frozenset({"detach", "alias", "view", "_local_scalar_dense", "item", "clone", "to",
-                        "_to_copy", "copy_", "empty_strided", "empty_like", "lift_fresh"})
+_RETURNING = frozenset(
+    {
+        "detach",
+        "alias",
+        "view",
+        "_local_scalar_dense",
+        "item",
+        "clone",
+        "to",
+        "_to_copy",
+        "copy_",
+        "empty_strided",
+        "empty_like",
+        "lift_fresh",
+    }
+)
 
 
 def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
@@ -142,13 +170,23 @@ def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
     if missing:
         detail = "missing: " + ", ".join(missing)
         if others:
-            detail += "; ranges found with other names: " + ", ".join(others[:8]) + \
-                " (names must match exactly)"
+            detail += (
+                "; ranges found with other names: "
+                + ", ".join(others[:8])
+                + " (names must match exactly)"
+            )
     elif twice:
-        detail = ", ".join(f"{n} appears {len(found[n])} times" for n in twice) + \
-            " in one step (each range once)"
-    cases.append({"name": "ranges present", "passed": not detail,
-                  "detail": detail or "train_step, forward, loss, backward, optimizer_step"})
+        detail = (
+            ", ".join(f"{n} appears {len(found[n])} times" for n in twice)
+            + " in one step (each range once)"
+        )
+    cases.append(
+        {
+            "name": "ranges present",
+            "passed": not detail,
+            "detail": detail or "train_step, forward, loss, backward, optimizer_step",
+        }
+    )
     if detail:
         return cases
     r = {n: found[n][0] for n in RANGES}
@@ -158,8 +196,13 @@ def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
             problems.append(f"{a} starts after {b} (expected order: {', '.join(PHASES)})")
         elif r[a]["end"] > r[b]["start"]:
             problems.append(f"{a} overlaps {b} (close one range before opening the next)")
-    cases.append({"name": "ranges nest and come in order", "passed": not problems,
-                  "detail": "; ".join(problems) or f"four phases inside {STEP}, in order"})
+    cases.append(
+        {
+            "name": "ranges nest and come in order",
+            "passed": not problems,
+            "detail": "; ".join(problems) or f"four phases inside {STEP}, in order",
+        }
+    )
     ops = [e for e in events if e["name"] not in RANGES]
     for name in PHASES:
         inside = [e["name"] for e in ops if _inside(e, r[name])]
@@ -170,9 +213,15 @@ def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
             if stray:
                 problems.append(f"holds {other}'s work ({stray[0]})")
         ms = (r[name]["end"] - r[name]["start"]) / 1e3
-        cases.append({"name": f"range {name}", "passed": not problems, "ops": len(inside),
-                      "ms": ms, "detail": "; ".join(problems) or f"{len(inside)} ops, "
-                      f"{ms:.3f} ms"})
+        cases.append(
+            {
+                "name": f"range {name}",
+                "passed": not problems,
+                "ops": len(inside),
+                "ms": ms,
+                "detail": "; ".join(problems) or f"{len(inside)} ops, {ms:.3f} ms",
+            }
+        )
     # Each phase's work must be inside its range, not (also) outside it.
     outside = []
     for name in PHASES:
@@ -186,14 +235,26 @@ def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
     # And the step's own work (zero_grad included) inside train_step; handing
     # the loss back (detach, .item(), a copy) may follow it.
     for e in ops:
-        if e["name"].startswith(("aten::", "Optimizer.", "autograd::")) \
-                and e["name"][len("aten::"):] not in _RETURNING and not _inside(e, r[STEP]):
-            outside.append(f"{e['name']} runs outside the {STEP} range (the whole step, "
-                           "zero_grad included, belongs inside it)")
+        if (
+            e["name"].startswith(("aten::", "Optimizer.", "autograd::"))
+            and e["name"][len("aten::") :] not in _RETURNING
+            and not _inside(e, r[STEP])
+        ):
+            outside.append(
+                f"{e['name']} runs outside the {STEP} range (the whole step, "
+                "zero_grad included, belongs inside it)"
+            )
             break
-    cases.append({"name": "all of each phase inside its range", "passed": not outside,
-                  "detail": "; ".join(outside) or "nothing of a phase left outside it"})
+    cases.append(
+        {
+            "name": "all of each phase inside its range",
+            "passed": not outside,
+            "detail": "; ".join(outside) or "nothing of a phase left outside it",
+        }
+    )
     return cases
+
+
 def range_times(events: list[dict]) -> list[dict[str, Any]]:
     """Each expected range found: its wall time and how many ops ran inside."""
     rows = []
@@ -207,6 +268,7 @@ def range_times(events: list[dict]) -> list[dict[str, Any]]:
 
 
 # --- grading ------------------------------------------------------------------
+
 
 def _params(model: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
@@ -238,13 +300,18 @@ def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
     rows = []
     for r in raw[:20] if isinstance(raw, list) else []:
         if isinstance(r, dict):
-            rows.append({k: text(r.get(k), 300) if kind is str else kind(number(r.get(k)) or 0)
-                         for k, kind in fields.items()})
+            rows.append(
+                {
+                    k: text(r.get(k), 300) if kind is str else kind(number(r.get(k)) or 0)
+                    for k, kind in fields.items()
+                }
+            )
     return rows
 
 
-def _train_remote(ctx: Any, seed: int, batch: tuple, meanwhile: Any) -> tuple[dict, list, Path,
-                                                                              Path]:
+def _train_remote(
+    ctx: Any, seed: int, batch: tuple, meanwhile: Any
+) -> tuple[dict, list, Path, Path]:
     """The learner's steps in the sandbox, from the judge's weights and batch;
     `meanwhile()` runs here while they run there. Returns (the reply, the
     final weights, where the sandbox wrote the trace, where it belongs)."""
@@ -258,20 +325,32 @@ def _train_remote(ctx: Any, seed: int, batch: tuple, meanwhile: Any) -> tuple[di
     # its private folder, and the judge copies the trace out.
     written = wanted if ctx.request.get("workspace") else Path(ctx.sandbox.private) / wanted.name
     ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
-    ctx.sandbox.send({
-        "type": "train", "function": "train_step", "params": params,
-        "batch": [arena.put(t).to_json() for t in batch], "final": [f.to_json() for f in final],
-        "steps": STEPS, "profiled": PROFILED, "trace": str(written)})
+    ctx.sandbox.send(
+        {
+            "type": "train",
+            "function": "train_step",
+            "params": params,
+            "batch": [arena.put(t).to_json() for t in batch],
+            "final": [f.to_json() for f in final],
+            "steps": STEPS,
+            "profiled": PROFILED,
+            "trace": str(written),
+        }
+    )
     meanwhile()
     reply = ctx.sandbox.receive()
     if reply.get("type") == "raised":
         ctx.fail(text(reply.get("summary")), text(reply.get("message")))
     if reply.get("type") != "trained":
-        raise GradeFailed(f"the sandbox could not run your steps: "
-                          f"{text(reply.get('summary'))}", status="error")
+        raise GradeFailed(
+            f"the sandbox could not run your steps: {text(reply.get('summary'))}", status="error"
+        )
     if reply.get("returned") is not None:
-        ctx.fail(f"train_step returned {text(reply['returned'], 80)}, expected the loss as a "
-                 "one-element tensor", "End the step with `return loss.detach()`.")
+        ctx.fail(
+            f"train_step returned {text(reply['returned'], 80)}, expected the loss as a "
+            "one-element tensor",
+            "End the step with `return loss.detach()`.",
+        )
     return reply, [arena.view(f).clone() for f in final], written, wanted
 
 
@@ -291,27 +370,54 @@ def grade(ctx: Any) -> None:
         ref_losses.extend(float(original_train_step(ref, batch, ref_opt)) for _ in range(STEPS))
 
     reply, weights, written, trace_path = _train_remote(ctx, seed, batch, train_reference)
-    losses = [number(v) for v in reply.get("losses", [])][:STEPS] \
-        if isinstance(reply.get("losses"), list) else []
+    losses = (
+        [number(v) for v in reply.get("losses", [])][:STEPS]
+        if isinstance(reply.get("losses"), list)
+        else []
+    )
     losses = [v if v is not None else math.nan for v in losses]
 
     # 1. It still trains, exactly as the unannotated step does.
     same = len(losses) == STEPS and all(
-        math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-7) for a, b in zip(losses, ref_losses,
-                                                                         strict=True))
-    ctx.add_case({"name": f"losses match the original over {STEPS} steps", "passed": same,
-                  "detail": "" if same else "losses " + ", ".join(f"{v:.5f}" for v in losses) +
-                  " vs the original's " + ", ".join(f"{v:.5f}" for v in ref_losses)})
-    worst = max((float((a - b).abs().max()) for a, b in zip(weights, _params(ref), strict=True)),
-                default=0.0)
+        math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-7)
+        for a, b in zip(losses, ref_losses, strict=True)
+    )
+    ctx.add_case(
+        {
+            "name": f"losses match the original over {STEPS} steps",
+            "passed": same,
+            "detail": ""
+            if same
+            else "losses "
+            + ", ".join(f"{v:.5f}" for v in losses)
+            + " vs the original's "
+            + ", ".join(f"{v:.5f}" for v in ref_losses),
+        }
+    )
+    worst = max(
+        (float((a - b).abs().max()) for a, b in zip(weights, _params(ref), strict=True)),
+        default=0.0,
+    )
     ok = worst <= 1e-6  # NaN (a slot never written) fails too
-    ctx.add_case({"name": "weights match the original after training", "passed": ok,
-                  "max_abs": worst if math.isfinite(worst) else None, "detail": "" if ok else
-                  f"weights differ by up to {worst:.3g}: does the step still zero the grads, "
-                  "step the optimizer once, and train on the batch it is given?"})
+    ctx.add_case(
+        {
+            "name": "weights match the original after training",
+            "passed": ok,
+            "max_abs": worst if math.isfinite(worst) else None,
+            "detail": ""
+            if ok
+            else f"weights differ by up to {worst:.3g}: does the step still zero the grads, "
+            "step the optimizer once, and train on the batch it is given?",
+        }
+    )
     falls = same and losses[-1] < losses[0]
-    ctx.add_case({"name": "loss decreases", "passed": falls,
-                  "detail": f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss"})
+    ctx.add_case(
+        {
+            "name": "loss decreases",
+            "passed": falls,
+            "detail": f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss",
+        }
+    )
 
     # 2. The ranges, read off the profile's events (the sandbox's report).
     events = _events(reply.get("events"))
@@ -320,8 +426,7 @@ def grade(ctx: Any) -> None:
     _report_profile(ctx, reply, events, written, trace_path)
 
 
-def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path,
-                    wanted: Path) -> None:
+def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path, wanted: Path) -> None:
     """What the app shows: top operations, the trace, the ranges' times."""
     import shutil
 
@@ -340,28 +445,44 @@ def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path,
     elif wanted.is_file():
         trace = str(wanted)
     ranges = range_times(events)
-    ops = {"name": str, "calls": int, "self_cpu_ms": float, "cpu_total_ms": float,
-           "self_device_ms": float}
-    profile_info: dict[str, Any] = {"trace": trace, "device": device,
-                                    "top_ops": _rows(reply.get("top_ops"), ops), "ranges": ranges,
-                                    "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms"}
+    ops = {
+        "name": str,
+        "calls": int,
+        "self_cpu_ms": float,
+        "cpu_total_ms": float,
+        "self_device_ms": float,
+    }
+    profile_info: dict[str, Any] = {
+        "trace": trace,
+        "device": device,
+        "top_ops": _rows(reply.get("top_ops"), ops),
+        "ranges": ranges,
+        "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms",
+    }
     if device == "cuda":
-        profile_info["top_kernels"] = _rows(reply.get("top_kernels"),
-                                            {"name": str, "calls": int, "device_ms": float})
+        profile_info["top_kernels"] = _rows(
+            reply.get("top_kernels"), {"name": str, "calls": int, "device_ms": float}
+        )
         nvtx = reply.get("nvtx") if isinstance(reply.get("nvtx"), list) else []
         profile_info["nvtx"] = sorted({text(n, 300) for n in nvtx if isinstance(n, str)})
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:
-            ctx.notes.append("Nsight Systems will not show your ranges: no torch.cuda.nvtx "
-                             "range was pushed for " + ", ".join(n for n in RANGES if n not in seen)
-                             + ". Push one beside each record_function (or profile under "
-                             "torch.autograd.profiler.emit_nvtx()).")
+            ctx.notes.append(
+                "Nsight Systems will not show your ranges: no torch.cuda.nvtx "
+                "range was pushed for "
+                + ", ".join(n for n in RANGES if n not in seen)
+                + ". Push one beside each record_function (or profile under "
+                "torch.autograd.profiler.emit_nvtx())."
+            )
     if trace:
-        ctx.notes.append(f"Trace written to {trace}: open it in https://ui.perfetto.dev "
-                         "(or chrome://tracing). `gpulab profile nvtx_profile` shows the top "
-                         "operations.")
+        ctx.notes.append(
+            f"Trace written to {trace}: open it in https://ui.perfetto.dev "
+            "(or chrome://tracing). `gpulab profile nvtx_profile` shows the top "
+            "operations."
+        )
     parts = ", ".join(f"{r['name']} {r['ms']:.2f} ms" for r in ranges)
-    ctx.timing = {"profile": profile_info, "cases": [],
-                  "summary": f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}"}
-
-
+    ctx.timing = {
+        "profile": profile_info,
+        "cases": [],
+        "summary": f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}",
+    }

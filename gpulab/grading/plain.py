@@ -26,8 +26,15 @@ def encode(obj: Any) -> Any:
 
 
 def plain_call(ctx: Any, fn: Any, *args: Any) -> Any:
-    reply = ctx.sandbox.request({"type": "call", "function": fn.name, "plain": True,
-                                 "args": [encode(a) for a in args], "kwargs": {}})
+    reply = ctx.sandbox.request(
+        {
+            "type": "call",
+            "function": fn.name,
+            "plain": True,
+            "args": [encode(a) for a in args],
+            "kwargs": {},
+        }
+    )
     if reply.get("type") == "raised":
         raise LearnerError(text(reply.get("summary")), text(reply.get("message")))
     if reply.get("type") != "return":

@@ -25,10 +25,26 @@ from gpulab.protocol import ArenaSpec, TensorRef, read_frame, write_frame
 
 OUTPUT_HEAD = 2000
 OUTPUT_TAIL = 6000
-ENV_ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES",
-               "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME",
-               "CUDA_PATH", "TRITON_PTXAS_PATH", "GPULAB_FA3", "GPULAB_SOFTMAX_SMEM",
-               "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+ENV_ALLOWED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "TRITON_PTXAS_PATH",
+    "GPULAB_FA3",
+    "GPULAB_SOFTMAX_SMEM",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+)
 
 _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 36, 4
 
@@ -130,19 +146,32 @@ class Sandbox:
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
         env = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
-        env.update(HOME=str(private), TMPDIR=str(private), PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONUNBUFFERED="1", XDG_CACHE_HOME=str(private / "cache"),
-                   TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")))
+        env.update(
+            HOME=str(private),
+            TMPDIR=str(private),
+            PYTHONDONTWRITEBYTECODE="1",
+            PYTHONUNBUFFERED="1",
+            XDG_CACHE_HOME=str(private / "cache"),
+            TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")),
+        )
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""
         pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-        boot = (f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-                "from gpulab.sandbox.main import main; main()")
+        boot = (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.main import main; main()"
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-c", boot, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(theirs.fileno(),),
-            start_new_session=True, cwd=str(private), env=env)
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=out_w,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            cwd=str(private),
+            env=env,
+        )
         theirs.close()
         os.close(out_w)
         self.sock = ours
@@ -152,13 +181,22 @@ class Sandbox:
         self.pending = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
         sys_path = policy.pop("sys_path", [])
-        write_frame(self.fd, {"type": "config", "device": device, "file": file,
-                              "policy": policy, "sys_path": sys_path})
+        write_frame(
+            self.fd,
+            {
+                "type": "config",
+                "device": device,
+                "file": file,
+                "policy": policy,
+                "sys_path": sys_path,
+            },
+        )
         ready = self.receive()
         if ready.get("type") != "ready":
             raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")
-        self.isolation = [protocol.text(s, 200) for s in ready.get("isolation", [])
-                          if isinstance(s, str)]
+        self.isolation = [
+            protocol.text(s, 200) for s in ready.get("isolation", []) if isinstance(s, str)
+        ]
 
     # --- frames -----------------------------------------------------------------
 
@@ -196,8 +234,9 @@ class Sandbox:
         self.arenas.append(arena)
         reply = self.request({"type": "arena", "arena": arena.spec.__dict__})
         if reply.get("type") != "ok":
-            raise SandboxDied(f"the sandbox could not map shared memory: "
-                              f"{protocol.text(reply.get('summary'))}")
+            raise SandboxDied(
+                f"the sandbox could not map shared memory: {protocol.text(reply.get('summary'))}"
+            )
         return arena
 
     def close(self) -> None:
@@ -248,11 +287,24 @@ class Arena:
         else:
             torch.cuda.empty_cache()
             self.bytes = torch.empty(nbytes, dtype=torch.uint8, device=device)
-            dev, handle, size, offset, rc, rc_off, ev, ev_sync = \
+            dev, handle, size, offset, rc, rc_off, ev, ev_sync = (
                 self.bytes.untyped_storage()._share_cuda_()
-            self.spec = ArenaSpec(ident, nbytes, "cuda", ipc=[
-                dev, handle.hex(), size, offset, rc.hex(), rc_off, ev.hex() if ev else "",
-                bool(ev_sync)])
+            )
+            self.spec = ArenaSpec(
+                ident,
+                nbytes,
+                "cuda",
+                ipc=[
+                    dev,
+                    handle.hex(),
+                    size,
+                    offset,
+                    rc.hex(),
+                    rc_off,
+                    ev.hex() if ev else "",
+                    bool(ev_sync),
+                ],
+            )
         self.nbytes = nbytes
 
     def reset(self) -> None:
@@ -273,9 +325,16 @@ class Arena:
         offset = self.place(st.nbytes())
         raw = torch.empty(0, dtype=torch.uint8, device=t.device)
         raw.set_(st)
-        self.bytes[offset:offset + st.nbytes()].copy_(raw)
-        return TensorRef(self.spec.id, offset, st.nbytes(), str(t.dtype).replace("torch.", ""),
-                         tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        self.bytes[offset : offset + st.nbytes()].copy_(raw)
+        return TensorRef(
+            self.spec.id,
+            offset,
+            st.nbytes(),
+            str(t.dtype).replace("torch.", ""),
+            tuple(t.shape),
+            tuple(t.stride()),
+            t.storage_offset(),
+        )
 
     def slot(self, shape: tuple[int, ...], dtype: Any) -> TensorRef:
 
@@ -288,20 +347,28 @@ class Arena:
         for s in reversed(shape):
             stride.append(acc)
             acc *= max(s, 1)
-        self.bytes[offset:offset + nbytes].fill_(0xFF)  # NaN-ish until written
-        return TensorRef(self.spec.id, offset, nbytes, str(dtype).replace("torch.", ""),
-                         tuple(shape), tuple(reversed(stride)), 0)
+        self.bytes[offset : offset + nbytes].fill_(0xFF)  # NaN-ish until written
+        return TensorRef(
+            self.spec.id,
+            offset,
+            nbytes,
+            str(dtype).replace("torch.", ""),
+            tuple(shape),
+            tuple(reversed(stride)),
+            0,
+        )
 
     def view(self, ref: TensorRef) -> Any:
         import torch
 
         dtype = getattr(torch, ref.dtype)
-        typed = self.bytes[ref.offset:ref.offset + ref.nbytes].view(dtype)
-        return torch.as_strided(typed, ref.shape, ref.stride,
-                                typed.storage_offset() + ref.storage_offset)
+        typed = self.bytes[ref.offset : ref.offset + ref.nbytes].view(dtype)
+        return torch.as_strided(
+            typed, ref.shape, ref.stride, typed.storage_offset() + ref.storage_offset
+        )
 
     def storage_bytes(self, ref: TensorRef) -> Any:
-        return self.bytes[ref.offset:ref.offset + ref.nbytes]
+        return self.bytes[ref.offset : ref.offset + ref.nbytes]
 
 
 def storage_bytes(t: Any) -> Any:
@@ -312,7 +379,6 @@ def storage_bytes(t: Any) -> Any:
     return raw
 
 
-
 class Remote:
     """A learner's function, by name: it lives in the sandbox and is called
     through gpulab.grading.kernel (never directly in the judge)."""
@@ -321,8 +387,9 @@ class Remote:
         self.name = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"`{self.name}` runs in the sandbox: call it through "
-                        "gpulab.grading.kernel.remote_call")
+        raise TypeError(
+            f"`{self.name}` runs in the sandbox: call it through gpulab.grading.kernel.remote_call"
+        )
 
     def __repr__(self) -> str:
         return f"Remote({self.name!r})"

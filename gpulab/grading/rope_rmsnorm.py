@@ -45,14 +45,20 @@ INTERPRETER_SKIPS: dict[str, str] = {}
 # (atol, rtol) against float64. The outputs are normalised (|y| is about
 # |weight|), so an fp32 atol of 1e-5 is 1e-5 of the output's scale; fp16/bf16
 # are bounded by the final rounding (2**-11, 2**-8 relative).
-TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-5, 2e-3),
-             torch.bfloat16: (1e-4, 1.6e-2)}
+TOLERANCE = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-5, 2e-3),
+    torch.bfloat16: (1e-4, 1.6e-2),
+}
+
 
 def eager_fail(ctx: Any, ops: list[str], where: str) -> None:
     names = ", ".join(sorted(set(ops))[:6])
-    ctx.fail(f"cheat: {where} computed eagerly with {names} instead of in Triton",
-             "Only allocations, views, copies and the final (P, D) -> (D,) sum of dweight "
-             "partials may run outside your kernels; the maths belongs in them.")
+    ctx.fail(
+        f"cheat: {where} computed eagerly with {names} instead of in Triton",
+        "Only allocations, views, copies and the final (P, D) -> (D,) sum of dweight "
+        "partials may run outside your kernels; the maths belongs in them.",
+    )
 
 
 # --- inputs and the float64 reference -----------------------------------------
@@ -63,14 +69,24 @@ def rope_tables(S: int, D: int, start: int, device: str) -> tuple[torch.Tensor, 
     return (ang.cos().float().to(device), ang.sin().float().to(device))
 
 
-def make_inputs(B: int, S: int, H: int, D: int, dtype: torch.dtype, seed: int, device: str, *,
-                scale: float = 1.0, layout: str = "contiguous", w_dtype: torch.dtype | None = None
-                ) -> tuple[torch.Tensor, ...]:
+def make_inputs(
+    B: int,
+    S: int,
+    H: int,
+    D: int,
+    dtype: torch.dtype,
+    seed: int,
+    device: str,
+    *,
+    scale: float = 1.0,
+    layout: str = "contiguous",
+    w_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, ...]:
     g = torch.Generator(device="cpu").manual_seed(seed)
-    if layout == "qkv":         # k from a fused (B, S, 3H, D) projection: stride_h = D, stride_s = 3HD
+    if layout == "qkv":  # k from a fused (B, S, 3H, D) projection: stride_h = D, stride_s = 3HD
         base = torch.randn(B, S, 3 * H, D, generator=g) * scale
-        x = base.to(dtype).to(device)[:, :, H:2 * H]
-    elif layout == "bhsd":      # a (B, H, S, D) tensor seen as (B, S, H, D)
+        x = base.to(dtype).to(device)[:, :, H : 2 * H]
+    elif layout == "bhsd":  # a (B, H, S, D) tensor seen as (B, S, H, D)
         x = (torch.randn(B, H, S, D, generator=g) * scale).to(dtype).to(device).transpose(1, 2)
     else:
         x = (torch.randn(B, S, H, D, generator=g) * scale).to(dtype).to(device)
@@ -114,7 +130,7 @@ def expect(case: Case) -> Expect:
 # (B, S, H, D, dtype, public seed, extras)
 FORWARD = [
     (1, 1, 1, 16, "fp32", 1, {"label": "S=1"}),
-    (2, 3, 5, 32, "fp32", 2, {}),                        # B*S*H = 30
+    (2, 3, 5, 32, "fp32", 2, {}),  # B*S*H = 30
     (1, 4, 3, 64, "fp16", 3, {}),
     (1, 3, 2, 128, "bf16", 4, {}),
     (1, 2, 3, 256, "fp32", 5, {}),
@@ -158,25 +174,42 @@ def make_case(ctx: Any, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
     label = kw.pop("label", "")
     w_dtype = DTYPES[kw.pop("w_dtype")] if "w_dtype" in kw else None
     eps = kw.pop("eps", None)
-    x, w, cos, sin, dy = make_inputs(B, S, H, D, DTYPES[dt], ctx.seed(seed), ctx.device,
-                                     scale=kw.pop("scale", 1.0), w_dtype=w_dtype,
-                                     layout=kw.get("layout", "contiguous"))
-    if kw.get("dy") == "strided":     # every other head slot of a wider buffer
+    x, w, cos, sin, dy = make_inputs(
+        B,
+        S,
+        H,
+        D,
+        DTYPES[dt],
+        ctx.seed(seed),
+        ctx.device,
+        scale=kw.pop("scale", 1.0),
+        w_dtype=w_dtype,
+        layout=kw.get("layout", "contiguous"),
+    )
+    if kw.get("dy") == "strided":  # every other head slot of a wider buffer
         wide = torch.zeros(B, S, 2 * H, D, dtype=dy.dtype, device=dy.device)
         wide[:, :, ::2] = dy
         dy = wide[:, :, ::2]
     shape = f"{B}×{S}×{H}×{D}" + (f" ({kw['layout']} view)" if "layout" in kw else "")
     name = f"{shape} {dt}" + (f" {label}" if label else "")
-    case = Case(name=name, args=(x, w, cos, sin), dtype=x.dtype, shape=shape,
-                kwargs={"eps": eps} if eps is not None else {},
-                sizes={"B": B, "S": S, "H": H, "D": D})
+    case = Case(
+        name=name,
+        args=(x, w, cos, sin),
+        dtype=x.dtype,
+        shape=shape,
+        kwargs={"eps": eps} if eps is not None else {},
+        sizes={"B": B, "S": S, "H": H, "D": D},
+    )
     return case, dy, kw
 
 
 def _cases(ctx: Any, specs: list) -> list:
     device_skips = capability.skip_for_device(ctx)
-    return [make_case(ctx, s) for s in specs
-            if not (ctx.interpreter and s[4] in INTERPRETER_SKIPS) and s[4] not in device_skips]
+    return [
+        make_case(ctx, s)
+        for s in specs
+        if not (ctx.interpreter and s[4] in INTERPRETER_SKIPS) and s[4] not in device_skips
+    ]
 
 
 # --- the graded calls -------------------------------------------------------------
@@ -187,7 +220,7 @@ SPEC = KernelSpec(
     banned_label="torch's RMSNorm (F.rms_norm, torch.rms_norm, nn.RMSNorm)",
     tolerance=lambda dt: TOLERANCE[dt],
     expect=expect,
-    baseline=lambda case: (lambda a=case.args, k=case.kwargs: unfused(*a, **k)),
+    baseline=lambda case: lambda a=case.args, k=case.kwargs: unfused(*a, **k),
     baseline_name="eager chain",
 )
 
@@ -207,43 +240,66 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
         guards = guards_for(SPEC, eager_width=x.shape[-1])
         expect_y = SPEC.expect(case)
         reply, y, grads = remote_call(
-            ctx, fn.name, case.args, case.kwargs, expect=expect_y, guards=guards,
-            extra={"grad_args": [0, 1], "grad_output": dy,
-                   "grad_api": kw.get("grad_api", "grad"), "contiguous": False},
-            extra_tensors=[dy], slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")])
+            ctx,
+            fn.name,
+            case.args,
+            case.kwargs,
+            expect=expect_y,
+            guards=guards,
+            extra={
+                "grad_args": [0, 1],
+                "grad_output": dy,
+                "grad_api": kw.get("grad_api", "grad"),
+                "contiguous": False,
+            },
+            extra_tensors=[dy],
+            slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")],
+        )
         report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
         fwd_ops = [*report.get("banned", []), *report.get("eager", [])]
         if fwd_ops:
             eager_fail(ctx, [str(o) for o in fwd_ops], "your forward")
         back = reply.get("backward") if isinstance(reply.get("backward"), dict) else {}
         if back.get("no_grad_fn") or not back:
-            ctx.fail(f"{name}: the output carries no gradient",
-                     "Wrap your kernels in a torch.autograd.Function (forward launches the "
-                     "forward kernel, backward the backward kernel) and return "
-                     "YourFunction.apply(x, weight, cos, sin, eps).")
+            ctx.fail(
+                f"{name}: the output carries no gradient",
+                "Wrap your kernels in a torch.autograd.Function (forward launches the "
+                "forward kernel, backward the backward kernel) and return "
+                "YourFunction.apply(x, weight, cos, sin, eps).",
+            )
         brep = back.get("report") if isinstance(back.get("report"), dict) else {}
         ops = [*brep.get("banned", []), *brep.get("eager", [])]
         if ops:
             eager_fail(ctx, [str(o) for o in ops], "your backward")
         if not brep.get("launches"):
-            ctx.fail(f"{name}: the backward launched no Triton kernel",
-                     "Compute dx and dweight in a Triton kernel called from your "
-                     "autograd.Function's backward.")
+            ctx.fail(
+                f"{name}: the backward launched no Triton kernel",
+                "Compute dx and dweight in a Triton kernel called from your "
+                "autograd.Function's backward.",
+            )
         if brep.get("side_stream"):
             ctx.fail(f"{name}: a kernel was launched on a side stream")
         missing = back.get("missing") if isinstance(back.get("missing"), list) else [True, True]
         copied = back.get("copied") if isinstance(back.get("copied"), list) else []
         for i, label in enumerate(("x", "weight")):
             if i >= len(missing) or missing[i] is not False:
-                ctx.fail(f"{name}: no gradient for {label}",
-                         "backward must return (dx, dweight, None, None, None).")
+                ctx.fail(
+                    f"{name}: no gradient for {label}",
+                    "backward must return (dx, dweight, None, None, None).",
+                )
         if kw.get("grad_api") != "backward" and "wrote_out" in brep and not brep["wrote_out"]:
-            ctx.fail(f"{name}: dx was not written by your Triton kernel",
-                     "Return the buffer your backward kernel wrote, in x's dtype and shape "
-                     "(autograd converts anything else into a new tensor).")
+            ctx.fail(
+                f"{name}: dx was not written by your Triton kernel",
+                "Return the buffer your backward kernel wrote, in x's dtype and shape "
+                "(autograd converts anything else into a new tensor).",
+            )
         gx, gw = reference_grads(case, dy)
-        record: dict[str, Any] = {"name": name, "shape": case.shape,
-                                  "dtype": dtype_name(case.dtype), "passed": True}
+        record: dict[str, Any] = {
+            "name": name,
+            "shape": case.shape,
+            "dtype": dtype_name(case.dtype),
+            "passed": True,
+        }
         details = []
         # y again: the forward that autograd records must be the graded one.
         if y is None:
@@ -254,12 +310,14 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
             if rep["mismatches"]:
                 record["passed"] = False
                 details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
-        for i, (label, got, ref, dt) in enumerate((("dx", grads[0], gx, x.dtype),
-                                                   ("dweight", grads[1], gw, w.dtype))):
+        for i, (label, got, ref, dt) in enumerate(
+            (("dx", grads[0], gx, x.dtype), ("dweight", grads[1], gw, w.dtype))
+        ):
             if i >= len(copied) or copied[i] is not True:
                 record["passed"] = False
-                details.append(f"{label} does not have shape {tuple(ref.shape)} and dtype "
-                               f"{dtype_name(dt)}")
+                details.append(
+                    f"{label} does not have shape {tuple(ref.shape)} and dtype {dtype_name(dt)}"
+                )
                 continue
             rep = compare(got, ref, *_scaled_tol(ref, dt))
             record[f"{label}_max_abs"] = rep["max_abs"]
@@ -282,8 +340,13 @@ def grade(ctx: Any) -> None:
     fwd = _cases(ctx, FORWARD + ([] if ctx.interpreter else FORWARD_GPU))
     bwd = _cases(ctx, BACKWARD + ([] if ctx.interpreter else BACKWARD_GPU))
     fwd_cases = [c for c, _, _ in fwd]
-    check_cases(ctx, SPEC, fn, fwd_cases,
-                guards=lambda case: guards_for(SPEC, eager_width=case.args[0].shape[-1]))
+    check_cases(
+        ctx,
+        SPEC,
+        fn,
+        fwd_cases,
+        guards=lambda case: guards_for(SPEC, eager_width=case.args[0].shape[-1]),
+    )
     if any(not c["passed"] for c in ctx.cases):
         ctx.notes.append("The backward is checked once every forward case passes.")
         return
@@ -296,8 +359,15 @@ def grade(ctx: Any) -> None:
 
         timed = timing_cases(ctx)
         time_cases(ctx, SPEC, fn, [c for c, _, _ in timed])
-        time_compile_and_backward(ctx, fn, timed, spec=SPEC, chain=unfused,
-                                  reference=reference_grads, tolerance=_scaled_tol)
+        time_compile_and_backward(
+            ctx,
+            fn,
+            timed,
+            spec=SPEC,
+            chain=unfused,
+            reference=reference_grads,
+            tolerance=_scaled_tol,
+        )
 
 
 # --- timing on a GPU ----------------------------------------------------------------
@@ -309,8 +379,10 @@ TIMING_SHAPES = [(1, 16384, 32, 128), (4, 16384, 32, 128)]
 
 def timing_cases(ctx: Any) -> list:
     dt = capability.timed_dtype(ctx, "bf16")
-    return [make_case(ctx, (B, S, H, D, dt, 100 + i, {}))
-            for i, (B, S, H, D) in enumerate(TIMING_SHAPES)]
+    return [
+        make_case(ctx, (B, S, H, D, dt, 100 + i, {}))
+        for i, (B, S, H, D) in enumerate(TIMING_SHAPES)
+    ]
 
 
 def bench_cases(ctx: Any) -> list:
@@ -318,7 +390,14 @@ def bench_cases(ctx: Any) -> list:
     compiled = torch.compile(unfused, dynamic=False)
     out = []
     for case, _, _ in timing_cases(ctx):
-        compiled(*case.args)        # compile now, not inside anyone's timing
-        out.append((case, {"eager chain": lambda a=case.args: unfused(*a),
-                           "torch.compile": lambda a=case.args: compiled(*a)}))
+        compiled(*case.args)  # compile now, not inside anyone's timing
+        out.append(
+            (
+                case,
+                {
+                    "eager chain": lambda a=case.args: unfused(*a),
+                    "torch.compile": lambda a=case.args: compiled(*a),
+                },
+            )
+        )
     return out

@@ -27,9 +27,16 @@ def backward_bytes(case: Case) -> float:
     return 3 * B * S * H * D * x.element_size() + 2 * S * (D // 2) * 4 + 2 * D * w.element_size()
 
 
-def time_compile_and_backward(ctx: Any, fn: Any, timed: list, *, spec: KernelSpec,
-                              chain: Callable, reference: Callable,
-                              tolerance: Callable) -> None:
+def time_compile_and_backward(
+    ctx: Any,
+    fn: Any,
+    timed: list,
+    *,
+    spec: KernelSpec,
+    chain: Callable,
+    reference: Callable,
+    tolerance: Callable,
+) -> None:
     """torch.compile of the same chain beside the learner's forward (timed by
     the judge in speed.time_cases), then the learner's backward, timed in
     the judge's batches on fresh inputs and a fresh dy each repetition (every
@@ -54,8 +61,9 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list, *, spec: KernelSpe
         prepared.append((case, dy, xg, wg, yc))
     flusher = L2Flusher()
     rows, bwd_rows = ctx.timing["cases"], []
-    with gpu_timing_lock("checking rope_rmsnorm", gpu=torch.cuda.current_device(),
-                         on_wait=ctx.stage):
+    with gpu_timing_lock(
+        "checking rope_rmsnorm", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+    ):
         for (case, dy, xg, wg, yc), row in zip(prepared, list(rows), strict=True):
             ctx.stage(f"timing {case.name}: torch.compile forward")
             c = measure(lambda a=case.args: compiled(*a), flusher=flusher, log_clocks=False)
@@ -63,58 +71,97 @@ def time_compile_and_backward(ctx: Any, fn: Any, timed: list, *, spec: KernelSpe
             ctx.stage(f"timing {case.name}: your backward")
             x = case.args[0]
             try:
-                t = time_remote(ctx, spec, fn, case, flusher, backward=Backward(
-                    grad_args=(0, 1), y_shape=tuple(x.shape), y_dtype=x.dtype,
-                    reference=reference, tolerance=tolerance, forward_ms=row["ms"],
-                    labels=("dx", "dweight")))
+                t = time_remote(
+                    ctx,
+                    spec,
+                    fn,
+                    case,
+                    flusher,
+                    backward=Backward(
+                        grad_args=(0, 1),
+                        y_shape=tuple(x.shape),
+                        y_dtype=x.dtype,
+                        reference=reference,
+                        tolerance=tolerance,
+                        forward_ms=row["ms"],
+                        labels=("dx", "dweight"),
+                    ),
+                )
             except (learner.LearnerError, GradeFailed):
                 raise  # the learner's backward failed or was wrong: that is the verdict
             except Exception as exc:  # noqa: BLE001 - the backward's timing is not graded
-                ctx.notes.append(f"backward {case.shape}: not timed ({type(exc).__name__}: "
-                                 f"{exc})"[:300])
+                ctx.notes.append(
+                    f"backward {case.shape}: not timed ({type(exc).__name__}: {exc})"[:300]
+                )
                 continue
             if t.get("implausible"):
                 # Not graded, so not a refusal of the whole check: the row goes.
                 ctx.notes.append(f"backward {case.shape}: timing refused: {t['implausible']}")
                 continue
             ctx.stage(f"timing {case.name}: torch.compile backward")
-            b = measure(lambda yc=yc, i=(xg, wg), dy=dy: torch.autograd.grad(
-                yc, i, dy, retain_graph=True), flusher=flusher, log_clocks=False)
+            b = measure(
+                lambda yc=yc, i=(xg, wg), dy=dy: torch.autograd.grad(yc, i, dy, retain_graph=True),
+                flusher=flusher,
+                log_clocks=False,
+            )
             bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
     rows.extend(bwd_rows)
     fwd_compile = _geomean([r["speedup_compile"] for r in rows if r.get("speedup_compile")])
     bwd_compile = _geomean([r["speedup"] for r in bwd_rows]) if bwd_rows else None
-    ctx.timing.update(speedup_compile=fwd_compile, backward_speedup_compile=bwd_compile,
-                      baselines=["eager chain", "torch.compile"])
+    ctx.timing.update(
+        speedup_compile=fwd_compile,
+        backward_speedup_compile=bwd_compile,
+        baselines=["eager chain", "torch.compile"],
+    )
     ctx.timing["summary"] += f", {fwd_compile:.2f}x torch.compile"
     if bwd_compile:
         ctx.timing["summary"] += f"; backward {bwd_compile:.2f}x torch.compile's"
     for r in rows:
         if r.get("compile_ms"):
-            ctx.notes.append(f"forward {r['shape']} {r['dtype']}: {r['ms'] * 1e3:.1f} µs, eager "
-                             f"chain {r['baseline_ms'] * 1e3:.1f} µs, torch.compile "
-                             f"{r['compile_ms'] * 1e3:.1f} µs ({r['speedup_compile']:.2f}x)")
+            ctx.notes.append(
+                f"forward {r['shape']} {r['dtype']}: {r['ms'] * 1e3:.1f} µs, eager "
+                f"chain {r['baseline_ms'] * 1e3:.1f} µs, torch.compile "
+                f"{r['compile_ms'] * 1e3:.1f} µs ({r['speedup_compile']:.2f}x)"
+            )
     for r in bwd_rows:
-        ctx.notes.append(f"backward {r['shape']}: {r['ms'] * 1e3:.1f} µs "
-                         f"({r['throughput']:.0f} GB/s), torch.compile "
-                         f"{r['baseline_ms'] * 1e3:.1f} µs ({r['speedup']:.2f}x; not graded)")
+        ctx.notes.append(
+            f"backward {r['shape']}: {r['ms'] * 1e3:.1f} µs "
+            f"({r['throughput']:.0f} GB/s), torch.compile "
+            f"{r['baseline_ms'] * 1e3:.1f} µs ({r['speedup']:.2f}x; not graded)"
+        )
 
 
-def _backward_row(ctx: Any, case: Case, t: dict, b: dict, device_name: str,
-                  peak_bw: float | None) -> dict[str, Any]:
+def _backward_row(
+    ctx: Any, case: Case, t: dict, b: dict, device_name: str, peak_bw: float | None
+) -> dict[str, Any]:
     from gpulab.device import ceilings
 
     t = {k: v for k, v in t.items() if k != "implausible"}
     nbytes, sec = backward_bytes(case), t["ms"] * 1e-3
-    cap, label = ceilings.ceiling("memory", dtype_name(case.dtype), device_name,
-                                  ctx.request.get("workspace"))
-    row = {"name": f"{case.name} backward", "shape": f"{case.shape} backward",
-           "dtype": dtype_name(case.dtype), **t, "bytes": nbytes, "flops": None,
-           "kind": "memory", "sizes": dict(case.sizes), "throughput": nbytes / sec / 1e9,
-           "unit": "GB/s", "roofline_fraction": (nbytes / sec) / cap if cap else None,
-           "ceiling": label, "baseline": "torch.compile backward", "baseline_ms": b["ms"],
-           "speedup": b["ms"] / t["ms"], "graded": False}
+    cap, label = ceilings.ceiling(
+        "memory", dtype_name(case.dtype), device_name, ctx.request.get("workspace")
+    )
+    row = {
+        "name": f"{case.name} backward",
+        "shape": f"{case.shape} backward",
+        "dtype": dtype_name(case.dtype),
+        **t,
+        "bytes": nbytes,
+        "flops": None,
+        "kind": "memory",
+        "sizes": dict(case.sizes),
+        "throughput": nbytes / sec / 1e9,
+        "unit": "GB/s",
+        "roofline_fraction": (nbytes / sec) / cap if cap else None,
+        "ceiling": label,
+        "baseline": "torch.compile backward",
+        "baseline_ms": b["ms"],
+        "speedup": b["ms"] / t["ms"],
+        "graded": False,
+    }
     if peak_bw and sec < 0.9 * nbytes / peak_bw:
-        ctx.timing["implausible"] = (f"{row['name']} took {t['ms'] * 1e3:.1f} µs, below the "
-                                     f"{nbytes / peak_bw * 1e6:.1f} µs the datasheet allows")
+        ctx.timing["implausible"] = (
+            f"{row['name']} took {t['ms'] * 1e3:.1f} µs, below the "
+            f"{nbytes / peak_bw * 1e6:.1f} µs the datasheet allows"
+        )
     return row

@@ -35,6 +35,7 @@ def _close(got: Any, want: float) -> bool:
 
 # --- configurations -------------------------------------------------------------
 
+
 def _random_config(rng: random.Random, odd_head_dim: bool = False) -> serving.ModelConfig:
     heads = rng.choice([8, 12, 16, 24, 28, 32, 40, 48, 64, 96, 128])
     kv_heads = rng.choice([d for d in range(1, 17) if heads % d == 0])
@@ -44,10 +45,17 @@ def _random_config(rng: random.Random, odd_head_dim: bool = False) -> serving.Mo
     while (odd_head_dim or rng.random() < 0.3) and hidden // heads == head_dim:
         hidden = rng.randrange(512, 16385, 128)
     return serving.ModelConfig(
-        name="random", layers=rng.randint(2, 128), hidden=hidden, heads=heads,
-        kv_heads=kv_heads, head_dim=head_dim, vocab=rng.randint(32000, 262144),
+        name="random",
+        layers=rng.randint(2, 128),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab=rng.randint(32000, 262144),
         intermediate=rng.randrange(1024, 4 * hidden + 1024, 256),
-        weight_bytes=rng.choice([2.0, 1.0, 0.5]), kv_bytes=rng.choice([2.0, 1.0]))
+        weight_bytes=rng.choice([2.0, 1.0, 0.5]),
+        kv_bytes=rng.choice([2.0, 1.0]),
+    )
 
 
 def _random_roof(rng: random.Random, cfg: serving.ModelConfig) -> serving.Roof:
@@ -99,10 +107,22 @@ def scenarios(ctx) -> list[tuple[str, Any]]:
 
 # --- diagnosis of wrong answers ---------------------------------------------------
 
-def _variant(kind: str, cfg, roof, batch: int, n: int, *, flop_per_weight: float = 2,
-             attention: bool = True, kv: bool = True, pairs: str = "causal",
-             weights_per_seq: bool = False, unit: float = 1e12,
-             force_bound: str = "") -> dict:
+
+def _variant(
+    kind: str,
+    cfg,
+    roof,
+    batch: int,
+    n: int,
+    *,
+    flop_per_weight: float = 2,
+    attention: bool = True,
+    kv: bool = True,
+    pairs: str = "causal",
+    weights_per_seq: bool = False,
+    unit: float = 1e12,
+    force_bound: str = "",
+) -> dict:
     p = serving.weight_params(cfg)
     kvpt = serving.kv_bytes_per_token(cfg) if kv else 0.0
     wbytes = p * cfg.weight_bytes * (batch if weights_per_seq else 1)
@@ -117,8 +137,13 @@ def _variant(kind: str, cfg, roof, batch: int, n: int, *, flop_per_weight: float
     t_c, t_m = flops / (roof.peak_tflops * unit), nbytes / (roof.bandwidth_tbs * unit)
     bound = force_bound or ("memory" if t_m > t_c else "compute")
     t = {"memory": t_m, "compute": t_c}[bound] if force_bound else max(t_c, t_m)
-    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes, "bound": bound,
-            "tokens_per_s": tokens / t}
+    return {
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": flops / nbytes,
+        "bound": bound,
+        "tokens_per_s": tokens / t,
+    }
 
 
 def _mistakes(kind: str, cfg, roof, batch: int, n: int):
@@ -126,17 +151,22 @@ def _mistakes(kind: str, cfg, roof, batch: int, n: int):
     yield f"you left out the {kv_word}", dict(kv=False)
     yield "you counted 1 FLOP per weight; a multiply-add is 2", dict(flop_per_weight=1)
     yield "you left out the attention FLOPs", dict(attention=False)
-    yield "you read the weights once per sequence; they are read once per step", \
-        dict(weights_per_seq=True)
+    yield (
+        "you read the weights once per sequence; they are read once per step",
+        dict(weights_per_seq=True),
+    )
     yield "you used 2**40 for tera (TiB/s); TB/s and TFLOP/s are 10**12", dict(unit=2.0**40)
     other = "compute" if kind == "decode" else "memory"
-    yield f"you took this {kind} step as {other}-bound; compare the two times", \
-        dict(force_bound=other)
+    yield (
+        f"you took this {kind} step as {other}-bound; compare the two times",
+        dict(force_bound=other),
+    )
     if kind == "prefill":
-        yield "you counted S*S/2 query-key pairs; causal attention has S*(S+1)/2", \
-            dict(pairs="half")
-        yield "you counted S*S query-key pairs; causal attention has S*(S+1)/2", \
-            dict(pairs="full")
+        yield (
+            "you counted S*S/2 query-key pairs; causal attention has S*(S+1)/2",
+            dict(pairs="half"),
+        )
+        yield "you counted S*S query-key pairs; causal attention has S*(S+1)/2", dict(pairs="full")
     if cfg.hidden // cfg.heads != cfg.head_dim:
         yield "you used hidden // heads; use cfg.head_dim", "head_dim"
 
@@ -157,12 +187,15 @@ def _diagnose(kind: str, field: str, got: Any, cfg, roof, batch: int, n: int) ->
 
 # --- checks ------------------------------------------------------------------------
 
+
 def _describe(cfg, roof) -> str:
-    return (f"layers={cfg.layers} hidden={cfg.hidden} heads={cfg.heads} "
-            f"kv_heads={cfg.kv_heads} head_dim={cfg.head_dim} vocab={cfg.vocab} "
-            f"intermediate={cfg.intermediate} weight_bytes={cfg.weight_bytes:g} "
-            f"kv_bytes={cfg.kv_bytes:g}; GPU {roof.bandwidth_tbs:g} TB/s, "
-            f"{roof.peak_tflops:g} TFLOP/s")
+    return (
+        f"layers={cfg.layers} hidden={cfg.hidden} heads={cfg.heads} "
+        f"kv_heads={cfg.kv_heads} head_dim={cfg.head_dim} vocab={cfg.vocab} "
+        f"intermediate={cfg.intermediate} weight_bytes={cfg.weight_bytes:g} "
+        f"kv_bytes={cfg.kv_bytes:g}; GPU {roof.bandwidth_tbs:g} TB/s, "
+        f"{roof.peak_tflops:g} TFLOP/s"
+    )
 
 
 class _Named:
@@ -210,15 +243,22 @@ def _check_step(ctx, label: str, kind: str, fn, args: tuple, want: dict) -> None
             for f in FIELDS:
                 ok = got[f] == want[f] if f == "bound" else _close(got[f], want[f])
                 if not ok:
-                    detail = (f"{f}: got {_fmt(got[f])}, expected {_fmt(want[f])}"
-                              f"{_diagnose(kind, f, got[f], cfg, roof, batch, n)}")
+                    detail = (
+                        f"{f}: got {_fmt(got[f])}, expected {_fmt(want[f])}"
+                        f"{_diagnose(kind, f, got[f], cfg, roof, batch, n)}"
+                    )
                     if f == "bound":
                         t_c = want["flops"] / (roof.peak_tflops * 1e12)
                         t_m = want["bytes"] / (roof.bandwidth_tbs * 1e12)
                         detail += f" (compute {t_c * 1e3:.4g} ms, memory {t_m * 1e3:.4g} ms)"
                     break
-    ctx.add_case({"name": label, "passed": not detail,
-                  "detail": detail + (f" [{_describe(cfg, roof)}]" if detail else "")})
+    ctx.add_case(
+        {
+            "name": label,
+            "passed": not detail,
+            "detail": detail + (f" [{_describe(cfg, roof)}]" if detail else ""),
+        }
+    )
 
 
 def grade(ctx) -> None:
@@ -226,20 +266,47 @@ def grade(ctx) -> None:
     # so nothing it does to gpulab.serving can bend them.
     plan = []
     for title, (cfg, roof, batch, prompt, context) in scenarios(ctx):
-        plan.append((title, cfg, roof, batch, prompt, context, {
-            "weight_params": serving.weight_params(cfg),
-            "kv_bytes_per_token": serving.kv_bytes_per_token(cfg),
-            "prefill": serving.prefill_step(cfg, roof, batch, prompt).as_dict(),
-            "decode": serving.decode_step(cfg, roof, batch, context).as_dict()}))
-    fns = {name: ctx.function(name) for name in
-           ("weight_params", "kv_bytes_per_token", "prefill_step", "decode_step")}
+        plan.append(
+            (
+                title,
+                cfg,
+                roof,
+                batch,
+                prompt,
+                context,
+                {
+                    "weight_params": serving.weight_params(cfg),
+                    "kv_bytes_per_token": serving.kv_bytes_per_token(cfg),
+                    "prefill": serving.prefill_step(cfg, roof, batch, prompt).as_dict(),
+                    "decode": serving.decode_step(cfg, roof, batch, context).as_dict(),
+                },
+            )
+        )
+    fns = {
+        name: ctx.function(name)
+        for name in ("weight_params", "kv_bytes_per_token", "prefill_step", "decode_step")
+    }
     for title, cfg, roof, batch, prompt, context, want in plan:
         where = _describe(cfg, roof)
         for name in ("weight_params", "kv_bytes_per_token"):
             _check_scalar(ctx, f"{title}: {name}", fns[name], want[name], (cfg,), where)
-        _check_step(ctx, f"{title}: prefill {batch}×{prompt}", "prefill", fns["prefill_step"],
-                    (cfg, roof, batch, prompt), want["prefill"])
-        _check_step(ctx, f"{title}: decode {batch}×{context}", "decode", fns["decode_step"],
-                    (cfg, roof, batch, context), want["decode"])
-    ctx.notes.append("Checked against gpulab.serving on Llama-3 8B and on configurations "
-                     "drawn fresh for this run; pure arithmetic, the same on every machine.")
+        _check_step(
+            ctx,
+            f"{title}: prefill {batch}×{prompt}",
+            "prefill",
+            fns["prefill_step"],
+            (cfg, roof, batch, prompt),
+            want["prefill"],
+        )
+        _check_step(
+            ctx,
+            f"{title}: decode {batch}×{context}",
+            "decode",
+            fns["decode_step"],
+            (cfg, roof, batch, context),
+            want["decode"],
+        )
+    ctx.notes.append(
+        "Checked against gpulab.serving on Llama-3 8B and on configurations "
+        "drawn fresh for this run; pure arithmetic, the same on every machine."
+    )

@@ -40,13 +40,19 @@ import numpy as np
 
 from gpulab.sandbox.jax_export import AXIS, OPTIONAL, configure
 
-COLLECTIVE = re.compile(r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"
-                        r"collective-permute)(?:-start)?\(")
+COLLECTIVE = re.compile(
+    r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"
+    r"collective-permute)(?:-start)?\("
+)
 # The custom calls JAX writes itself for shardings and shard_map (JAX 0.6's
 # text form; newer JAX writes Shardy ops instead). Anything else (a Python
 # callback above all) is refused.
-SAFE_CUSTOM_CALLS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
-                     "annotate_device_placement"}
+SAFE_CUSTOM_CALLS = {
+    "Sharding",
+    "SPMDFullToShardShape",
+    "SPMDShardToFullShape",
+    "annotate_device_placement",
+}
 CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]*)\"")
 
 
@@ -56,16 +62,22 @@ def notes_for(device: str) -> list[str]:
     backend = jax.default_backend()
     n = jax.device_count()
     if device == "cuda" and backend != "gpu":
-        notes.append("JAX sees no GPU here (a CPU-only jaxlib?): pip install -U 'jax[cuda12]'. "
-                     f"Graded on {n} simulated CPU devices instead.")
+        notes.append(
+            "JAX sees no GPU here (a CPU-only jaxlib?): pip install -U 'jax[cuda12]'. "
+            f"Graded on {n} simulated CPU devices instead."
+        )
     elif backend == "cpu":
-        notes.append(f"Ran on {n} simulated CPU devices (JAX's host platform); the same "
-                     "code runs unchanged on GPUs.")
+        notes.append(
+            f"Ran on {n} simulated CPU devices (JAX's host platform); the same "
+            "code runs unchanged on GPUs."
+        )
     else:
         notes.append(f"Ran on {n} {backend.upper()} device(s): {jax.devices()[0].device_kind}.")
     if n == 1:
-        notes.append("With one device nothing is split: the shardings are checked by name, "
-                     "and the FLOP and collective checks wait for more devices.")
+        notes.append(
+            "With one device nothing is split: the shardings are checked by name, "
+            "and the FLOP and collective checks wait for more devices."
+        )
     return notes
 
 
@@ -73,8 +85,14 @@ def notes_for(device: str) -> list[str]:
 
 EXPECTED = {
     "data parallel": {"x": (AXIS, None), "w1": (), "b1": (), "w2": (), "b2": (), "y": (AXIS, None)},
-    "tensor parallel": {"x": (), "w1": (None, AXIS), "b1": (AXIS,), "w2": (AXIS, None), "b2": (),
-                        "y": ()},
+    "tensor parallel": {
+        "x": (),
+        "w1": (None, AXIS),
+        "b1": (AXIS,),
+        "w2": (AXIS, None),
+        "b2": (),
+        "y": (),
+    },
 }
 EXPECTED["tensor parallel (shard_map)"] = EXPECTED["tensor parallel"]
 
@@ -102,8 +120,10 @@ def _sharding_problem(name: str, sharding: Any, want: tuple, ndim: int, mesh: An
 
     want = _spec_tuple(want, ndim)
     if sharding is None:
-        return (f"{name} has no sharding of its own (a SingleDeviceSharding), not "
-                f"NamedSharding(mesh, {_show(want)}): give jax.jit in_shardings/out_shardings")
+        return (
+            f"{name} has no sharding of its own (a SingleDeviceSharding), not "
+            f"NamedSharding(mesh, {_show(want)}): give jax.jit in_shardings/out_shardings"
+        )
     if isinstance(sharding, NamedSharding):
         got = _spec_tuple(sharding.spec, ndim)
         if mesh.devices.size == 1 and not any(got):
@@ -113,15 +133,21 @@ def _sharding_problem(name: str, sharding: Any, want: tuple, ndim: int, mesh: An
         if set(sharding.mesh.devices.flat) != set(mesh.devices.flat):
             return f"{name} lives on a mesh of other devices than the mesh you were given"
         return ""
-    if mesh.devices.size > 1 and sharding is not None and sharding.is_equivalent_to(
-            NamedSharding(mesh, PartitionSpec(*want)), ndim):
+    if (
+        mesh.devices.size > 1
+        and sharding is not None
+        and sharding.is_equivalent_to(NamedSharding(mesh, PartitionSpec(*want)), ndim)
+    ):
         return ""
     kind = type(sharding).__name__
-    return (f"{name} has a {kind}, not NamedSharding(mesh, {_show(want)}): give jax.jit "
-            "in_shardings/out_shardings")
+    return (
+        f"{name} has a {kind}, not NamedSharding(mesh, {_show(want)}): give jax.jit "
+        "in_shardings/out_shardings"
+    )
 
 
 # --- cases ----------------------------------------------------------------------------
+
 
 def shapes(n: int) -> list[tuple[int, int, int, int]]:
     """(batch, d_in, hidden, d_out): batch and hidden split n ways, the rest deliberately not."""
@@ -131,10 +157,12 @@ def shapes(n: int) -> list[tuple[int, int, int, int]]:
 def make_inputs(seed: int, b: int, d: int, h: int, o: int) -> tuple[dict, np.ndarray]:
     rng = np.random.default_rng(seed)
     f32 = np.float32
-    params = {"w1": (rng.standard_normal((d, h)) / np.sqrt(d)).astype(f32),
-              "b1": rng.standard_normal(h).astype(f32) * f32(0.1),
-              "w2": (rng.standard_normal((h, o)) / np.sqrt(h)).astype(f32),
-              "b2": rng.standard_normal(o).astype(f32) * f32(0.1)}
+    params = {
+        "w1": (rng.standard_normal((d, h)) / np.sqrt(d)).astype(f32),
+        "b1": rng.standard_normal(h).astype(f32) * f32(0.1),
+        "w2": (rng.standard_normal((h, o)) / np.sqrt(h)).astype(f32),
+        "b2": rng.standard_normal(o).astype(f32) * f32(0.1),
+    }
     return params, rng.standard_normal((b, d)).astype(f32)
 
 
@@ -170,8 +198,10 @@ def _values_problem(y: Any, want: np.ndarray, case: dict) -> str:
     bad = err > tol
     if bad.any():
         idx = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)[:3]]
-        return (f"{int(bad.sum())} of {bad.size} outputs wrong (max abs err {err.max():.3g}); "
-                f"first at {idx}")
+        return (
+            f"{int(bad.sum())} of {bad.size} outputs wrong (max abs err {err.max():.3g}); "
+            f"first at {idx}"
+        )
     return ""
 
 
@@ -188,8 +218,10 @@ def read_program(encoded: Any) -> tuple[Any, str]:
     targets = [a or b for a, b in CUSTOM_CALL.findall(text)]
     bad = sorted({t for t in targets if t not in SAFE_CUSTOM_CALLS})
     if bad or text.count("custom_call") > len(targets):
-        return None, (f"the step calls out of JAX (custom call {bad[0] if bad else '?'}): "
-                      "callbacks and custom kernels can't be graded here; use jax.numpy")
+        return None, (
+            f"the step calls out of JAX (custom call {bad[0] if bad else '?'}): "
+            "callbacks and custom kernels can't be graded here; use jax.numpy"
+        )
     return exported, ""
 
 
@@ -203,8 +235,15 @@ def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, An
     if exported.in_tree != tree:
         return None, None, {}, "the step takes other arguments than (params, x)"
     if exported.nr_devices not in (1, n):
-        return None, None, {}, (f"the step was compiled for {exported.nr_devices} devices; "
-                                f"the mesh you were given has {n}")
+        return (
+            None,
+            None,
+            {},
+            (
+                f"the step was compiled for {exported.nr_devices} devices; "
+                f"the mesh you were given has {n}"
+            ),
+        )
     ins = list(exported.in_shardings_jax(mesh))
     outs = list(exported.out_shardings_jax(mesh))
     (in_params, in_x), _ = jax.tree_util.tree_unflatten(exported.in_tree, ins)
@@ -216,9 +255,13 @@ def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, An
         fill = NamedSharding(mesh, PartitionSpec())  # to run it; the check sees None
         ins = [s if s is not None else fill for s in ins]
         (in_params, in_x), _ = jax.tree_util.tree_unflatten(exported.in_tree, ins)
-        step = jax.jit(exported.call, in_shardings=(in_params, in_x),
-                       out_shardings=jax.tree_util.tree_unflatten(
-                           exported.out_tree, [s if s is not None else fill for s in outs]))
+        step = jax.jit(
+            exported.call,
+            in_shardings=(in_params, in_x),
+            out_shardings=jax.tree_util.tree_unflatten(
+                exported.out_tree, [s if s is not None else fill for s in outs]
+            ),
+        )
     try:
         compiled = step.lower(params, x).compile()
         y = compiled(params, x)
@@ -241,8 +284,9 @@ def check_step(mode: str, program: dict, mesh: Any, shape: tuple, data: tuple) -
         case["detail"] = _text(error) or "the sandbox sent no program"
         return case
     exported, problem = read_program(program["program"])
-    compiled, y, given, problem = _run(exported, mesh, params, x) if exported else (
-        None, None, {}, problem)
+    compiled, y, given, problem = (
+        _run(exported, mesh, params, x) if exported else (None, None, {}, problem)
+    )
     problem = problem or _values_problem(y, expected, case)
     want = EXPECTED[mode]
     for k in ("x", "w1", "b1", "w2", "b2", "y"):
@@ -254,19 +298,25 @@ def check_step(mode: str, program: dict, mesh: Any, shape: tuple, data: tuple) -
     if not problem and n > 1:
         ops = sorted({op for _, op in found})
         if mode == "data parallel" and ops:
-            problem = (f"the step communicates ({', '.join(ops)}); data parallel needs no "
-                       "communication in the forward pass: keep the batch split end to end")
+            problem = (
+                f"the step communicates ({', '.join(ops)}); data parallel needs no "
+                "communication in the forward pass: keep the batch split end to end"
+            )
         if mode != "data parallel" and not {"all-reduce", "reduce-scatter"} & set(ops):
-            problem = ("no all-reduce in the compiled step: with the hidden dimension split, "
-                       "each device holds a partial sum of y that must be added up")
+            problem = (
+                "no all-reduce in the compiled step: with the hidden dimension split, "
+                "each device holds a partial sum of y that must be added up"
+            )
     flops = _flops(compiled) if not problem and n > 1 and shape == shapes(n)[-1] else None
     if flops is not None:
         total = 2 * b * h * (d + o)
         share = total / n * 1.1 + 4 * b * (h + o)
         if flops > share:
-            problem = (f"each device does {flops:.3g} FLOPs, about {flops / total:.0%} of the "
-                       f"whole MLP's {total:.3g}; split over {n} devices its share is "
-                       f"{total / n:.3g}: something gathers the work onto every device")
+            problem = (
+                f"each device does {flops:.3g} FLOPs, about {flops / total:.0%} of the "
+                f"whole MLP's {total:.3g}; split over {n} devices its share is "
+                f"{total / n:.3g}: something gathers the work onto every device"
+            )
     case["passed"] = not problem
     case["detail"] = problem
     if not problem and n > 1 and mode != "data parallel":
@@ -302,8 +352,7 @@ def grade(ctx) -> None:
     if reply.get("type") != "exported" or not isinstance(reply.get("steps"), dict):
         ctx.fail(f"the sandbox could not export your steps: {_text(reply.get('summary'))}")
     problem = _text(reply.get("mesh_problem"))
-    ctx.add_case({"name": f"make_mesh over {n} devices", "passed": not problem,
-                  "detail": problem})
+    ctx.add_case({"name": f"make_mesh over {n} devices", "passed": not problem, "detail": problem})
     if problem:
         ctx.notes.append("make_mesh failed, so the steps below were given gpulab's own mesh.")
     for mode in modes:
@@ -311,9 +360,14 @@ def grade(ctx) -> None:
         if step is None and mode in OPTIONAL:
             continue
         if not isinstance(step, dict) or "error" in step:
-            ctx.add_case({"name": mode, "passed": False,
-                          "detail": _text(step.get("error") if isinstance(step, dict) else None)
-                          or "the sandbox sent nothing for it"})
+            ctx.add_case(
+                {
+                    "name": mode,
+                    "passed": False,
+                    "detail": _text(step.get("error") if isinstance(step, dict) else None)
+                    or "the sandbox sent nothing for it",
+                }
+            )
             continue
         programs = step.get("programs") if isinstance(step.get("programs"), list) else []
         ctx.stage(f"running {mode}")
@@ -323,5 +377,8 @@ def grade(ctx) -> None:
             notes = case.pop("collectives", None)
             ctx.add_case(case)
             if notes and j == len(shapes(n)) - 1:
-                ctx.notes.append(f"{mode}, {case['shape']}: per call "
-                                 + ", ".join(notes) + " (per-device shapes)")
+                ctx.notes.append(
+                    f"{mode}, {case['shape']}: per call "
+                    + ", ".join(notes)
+                    + " (per-device shapes)"
+                )

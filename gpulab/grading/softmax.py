@@ -23,8 +23,17 @@ MAX_WIDTH = 32768
 INTERPRETER_SKIPS: dict[str, str] = {}
 
 
-def make_input(rows: int, cols: int, dtype: torch.dtype, seed: int, device: str, *,
-               pad: int = 0, scale: float = 1.0, neg_inf: bool = False) -> torch.Tensor:
+def make_input(
+    rows: int,
+    cols: int,
+    dtype: torch.dtype,
+    seed: int,
+    device: str,
+    *,
+    pad: int = 0,
+    scale: float = 1.0,
+    neg_inf: bool = False,
+) -> torch.Tensor:
     g = torch.Generator(device="cpu").manual_seed(seed)
     base = torch.randn(rows, cols + pad, generator=g, dtype=torch.float32) * scale
     if neg_inf and cols > 1:
@@ -39,8 +48,13 @@ def make_input(rows: int, cols: int, dtype: torch.dtype, seed: int, device: str,
 def _case(ctx, rows, cols, dt, seed, label: str = "", **kw) -> Case:
     x = make_input(rows, cols, DTYPES[dt], ctx.seed(seed), ctx.device, **kw)
     shape = f"{rows}×{cols}" + (f" (row stride {x.stride(0)})" if kw.get("pad") else "")
-    return Case(name=f"{shape} {dt}" + (f" {label}" if label else ""),
-                args=(x,), dtype=x.dtype, sizes={"M": rows, "N": cols}, shape=shape)
+    return Case(
+        name=f"{shape} {dt}" + (f" {label}" if label else ""),
+        args=(x,),
+        dtype=x.dtype,
+        sizes={"M": rows, "N": cols},
+        shape=shape,
+    )
 
 
 def correctness_cases(ctx) -> list[Case]:
@@ -82,8 +96,9 @@ def correctness_cases(ctx) -> list[Case]:
 
 def timing_cases(ctx) -> list[Case]:
     shapes = [(8192, 1024), (8192, 4096), (4096, 16384), (2048, 32768)]
-    return [_case(ctx, r, c, dt, 100 + i) for dt in ("fp16", "fp32")
-            for i, (r, c) in enumerate(shapes)]
+    return [
+        _case(ctx, r, c, dt, 100 + i) for dt in ("fp16", "fp32") for i, (r, c) in enumerate(shapes)
+    ]
 
 
 def reference(case: Case) -> torch.Tensor:
@@ -97,13 +112,22 @@ def expect(case: Case) -> Expect:
 
 SPEC = KernelSpec(
     reference=reference,
-    banned=(torch.softmax, torch.Tensor.softmax, F.softmax, torch.log_softmax,
-            torch.Tensor.log_softmax, F.log_softmax, torch.special.softmax,
-            torch.special.log_softmax, torch.nn.Softmax.forward, torch.nn.LogSoftmax.forward),
+    banned=(
+        torch.softmax,
+        torch.Tensor.softmax,
+        F.softmax,
+        torch.log_softmax,
+        torch.Tensor.log_softmax,
+        F.log_softmax,
+        torch.special.softmax,
+        torch.special.log_softmax,
+        torch.nn.Softmax.forward,
+        torch.nn.LogSoftmax.forward,
+    ),
     banned_aten=("_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"),
     banned_label="torch's softmax (torch.softmax, Tensor.softmax, F.softmax and log_softmax)",
     expect=expect,
-    baseline=lambda case: (lambda x=case.args[0]: torch.softmax(x, dim=-1)),
+    baseline=lambda case: lambda x=case.args[0]: torch.softmax(x, dim=-1),
     baseline_name="torch.softmax",
 )
 
@@ -111,5 +135,4 @@ SPEC = KernelSpec(
 def grade(ctx) -> None:
     if ctx.interpreter:
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
-    grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx),
-                 lambda: timing_cases(ctx))
+    grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), lambda: timing_cases(ctx))

@@ -25,8 +25,9 @@ def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     from gpulab.device.gpulock import gpu_timing_lock
 
     index = torch.cuda.current_device()
-    with gpu_timing_lock(f"checking {ctx.request.get('exercise', '?')}", gpu=index,
-                         on_wait=ctx.stage):
+    with gpu_timing_lock(
+        f"checking {ctx.request.get('exercise', '?')}", gpu=index, on_wait=ctx.stage
+    ):
         _time_cases(ctx, spec, fn, cases)
 
 
@@ -52,8 +53,9 @@ def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     ctx.timing = _summary(spec, rows, device_name, implausible)
 
 
-def _time_case(ctx: Any, spec: KernelSpec, fn: Any, case: Case, flusher: Any,
-               device_name: str) -> tuple[dict[str, Any], str | None]:
+def _time_case(
+    ctx: Any, spec: KernelSpec, fn: Any, case: Case, flusher: Any, device_name: str
+) -> tuple[dict[str, Any], str | None]:
     """One case timed through the judge: its row, and why it is implausible
     (if it is)."""
     from gpulab.grading.batches import time_remote
@@ -64,15 +66,24 @@ def _time_case(ctx: Any, spec: KernelSpec, fn: Any, case: Case, flusher: Any,
         ctx.fail(f"timing {case.name}: {problem}")
     t = time_remote(ctx, spec, fn, case, flusher)
     implausible = t.pop("implausible", None)
-    row: dict[str, Any] = {"name": case.name, "shape": case.shape,
-                           "dtype": dtype_name(case.dtype), **t}
+    row: dict[str, Any] = {
+        "name": case.name,
+        "shape": case.shape,
+        "dtype": dtype_name(case.dtype),
+        **t,
+    }
     names = {**case.sizes, "elt": case.dtype.itemsize}
     nbytes = eval_formula(req["bytes"], names) if req.get("bytes") else None
     flops = eval_formula(req["flops"], names) if req.get("flops") else None
     sec = t["ms"] * 1e-3
     # Carried in the row so the roofline can place this run later.
-    row.update(flops=flops, bytes=nbytes, kind=req.get("kind"), sizes=dict(case.sizes),
-               intensity=(flops / nbytes) if flops and nbytes else None)
+    row.update(
+        flops=flops,
+        bytes=nbytes,
+        kind=req.get("kind"),
+        sizes=dict(case.sizes),
+        intensity=(flops / nbytes) if flops and nbytes else None,
+    )
     if req.get("kind") == "compute" and flops:
         row["throughput"], row["unit"] = flops / sec / 1e12, "TFLOP/s"
         cap, label = ceilings.ceiling("compute", dtype_name(case.dtype), device_name, ws)
@@ -85,12 +96,15 @@ def _time_case(ctx: Any, spec: KernelSpec, fn: Any, case: Case, flusher: Any,
         label = ""
     row["ceiling"] = label
     peak_bw, peak_flops = ceilings.floor_peaks(device_name)
-    floor = max((nbytes or 0) / peak_bw if peak_bw else 0.0,
-                (flops or 0) / peak_flops.get(dtype_name(case.dtype), math.inf)
-                if peak_flops else 0.0)
+    floor = max(
+        (nbytes or 0) / peak_bw if peak_bw else 0.0,
+        (flops or 0) / peak_flops.get(dtype_name(case.dtype), math.inf) if peak_flops else 0.0,
+    )
     if floor and sec < 0.9 * floor:
-        implausible = (f"{case.name} took {t['ms'] * 1e3:.1f} µs, below the "
-                       f"{floor * 1e6:.1f} µs the datasheet allows")
+        implausible = (
+            f"{case.name} took {t['ms'] * 1e3:.1f} µs, below the "
+            f"{floor * 1e6:.1f} µs the datasheet allows"
+        )
     return row, implausible
 
 
@@ -102,8 +116,9 @@ def _time_baseline(spec: KernelSpec, case: Case, row: dict[str, Any], flusher: A
     row["speedup"] = b["ms"] / row["ms"]
 
 
-def _summary(spec: KernelSpec, rows: list[dict[str, Any]], device_name: str,
-             implausible: str | None) -> dict[str, Any]:
+def _summary(
+    spec: KernelSpec, rows: list[dict[str, Any]], device_name: str, implausible: str | None
+) -> dict[str, Any]:
     fractions = [r["roofline_fraction"] for r in rows if r.get("roofline_fraction")]
     speedups = [r["speedup"] for r in rows if r.get("speedup")]
     score = _geomean(speedups if spec.grade_on == "speedup" else fractions)

@@ -11,9 +11,16 @@ from gpulab.grading.kernel import INTERPRETER_NOTE, Case, KernelSpec, check_case
 from gpulab.grading.speed import time_cases
 
 
-def grade_kernel(ctx: Any, spec: KernelSpec, function: str,
-                 correctness: Callable[[], list[Case]], timing: Callable[[], list[Case]], *,
-                 check: Callable | None = None, timing_note: str = "") -> None:
+def grade_kernel(
+    ctx: Any,
+    spec: KernelSpec,
+    function: str,
+    correctness: Callable[[], list[Case]],
+    timing: Callable[[], list[Case]],
+    *,
+    check: Callable | None = None,
+    timing_note: str = "",
+) -> None:
     """The body every kernel grader shares: the learner's function, the
     correctness cases (`check`, default check_cases), and, once they all
     pass and a GPU is here, the timed cases."""

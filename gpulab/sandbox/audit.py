@@ -37,23 +37,87 @@ _opened = 0
 # Top-level ops a wrapper may run: allocation, views and strides, copies and
 # casts. The same set as EagerGuard's, plus the composite names the profiler
 # shows above them (`to` above `_to_copy`, `contiguous` above `clone`).
-ALLOWED = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like",
-    "view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose", "permute",
-    "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind",
-    "narrow", "alias", "detach", "detach_", "clone", "copy_", "_to_copy", "to", "contiguous",
-    "lift_fresh", "view_as", "reshape_as", "expand_as", "flatten", "unflatten", "movedim",
-    "chunk", "resolve_conj", "resolve_neg", "requires_grad_", "set_",
-    "_local_scalar_dense", "item", "is_nonzero", "result_type",
-})
+ALLOWED = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "zero_",
+        "fill_",
+        "full",
+        "full_like",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "as_strided",
+        "expand",
+        "t",
+        "transpose",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "narrow",
+        "alias",
+        "detach",
+        "detach_",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "to",
+        "contiguous",
+        "lift_fresh",
+        "view_as",
+        "reshape_as",
+        "expand_as",
+        "flatten",
+        "unflatten",
+        "movedim",
+        "chunk",
+        "resolve_conj",
+        "resolve_neg",
+        "requires_grad_",
+        "set_",
+        "_local_scalar_dense",
+        "item",
+        "is_nonzero",
+        "result_type",
+    }
+)
 
 # Kernels that are torch's (or its libraries') maths, by name. On a GPU only
 # these are refused: a kernel of any other name may be the learner's own (a
 # Triton kernel's name can carry a suffix), so an unknown name passes.
-TORCH_KERNELS = ("at::native::", "cublas", "cutlass", "cudnn", "gemm", "gemv", "xmma",
-                 "flash_fwd", "fmha", "sm90_", "sm80_", "sm100_", "ampere_", "volta_",
-                 "turing_", "triton_poi_", "triton_red_", "triton_per_", "triton_tem_")
+TORCH_KERNELS = (
+    "at::native::",
+    "cublas",
+    "cutlass",
+    "cudnn",
+    "gemm",
+    "gemv",
+    "xmma",
+    "flash_fwd",
+    "fmha",
+    "sm90_",
+    "sm80_",
+    "sm100_",
+    "ampere_",
+    "volta_",
+    "turing_",
+    "triton_poi_",
+    "triton_red_",
+    "triton_per_",
+    "triton_tem_",
+)
 
 # CUPTI's kernel list does not say which CPU range launched a kernel, so
 # gpulab's own work inside `own()` must launch only fills and copies on a
@@ -61,8 +125,16 @@ TORCH_KERNELS = ("at::native::", "cublas", "cutlass", "cudnn", "gemm", "gemv", "
 # Torch's own CUDA kernels that a wrapper may cause: fills (torch.zeros, the
 # poison) and copies (a cast, .contiguous()). Matched as substrings of the
 # kernel's name.
-ALLOWED_KERNELS = ("FillFunctor", "fill_kernel", "copy_kernel", "direct_copy", "CopyFunctor",
-                   "Memset", "Memcpy HtoD", "Memcpy DtoD")
+ALLOWED_KERNELS = (
+    "FillFunctor",
+    "fill_kernel",
+    "copy_kernel",
+    "direct_copy",
+    "CopyFunctor",
+    "Memset",
+    "Memcpy HtoD",
+    "Memcpy DtoD",
+)
 
 
 @contextlib.contextmanager
@@ -117,8 +189,9 @@ class Audit:
         config, self.all_threads = _all_threads()
         self._opened_before = _opened
         try:
-            self._prof = profile(activities=activities, record_shapes=True,
-                                 experimental_config=config)
+            self._prof = profile(
+                activities=activities, record_shapes=True, experimental_config=config
+            )
             self._prof.__enter__()
             # torch's switch reads on only for a profile of this thread (an
             # all-threads profile keeps it off): compared again at the end.
@@ -167,14 +240,17 @@ class Audit:
             if self.device == "cuda" and _on_gpu(e):
                 if "Memcpy DtoH" in name:
                     found.append("a device-to-host copy (maths on the CPU?)")
-                elif any(k in name for k in TORCH_KERNELS) and not any(
-                        k in name for k in ALLOWED_KERNELS) and not _is_launched(
-                        name, launched) and not self._allowed_sum_kernel(name):
+                elif (
+                    any(k in name for k in TORCH_KERNELS)
+                    and not any(k in name for k in ALLOWED_KERNELS)
+                    and not _is_launched(name, launched)
+                    and not self._allowed_sum_kernel(name)
+                ):
                     found.append(f"the kernel {_short(name)}")
                 continue
             if not name.startswith("aten::") or _under_own(e):
                 continue
-            op = name[len("aten::"):]
+            op = name[len("aten::") :]
             if op in ALLOWED or self._allowed_sum(op, e):
                 continue
             if self.device == "cuda":
@@ -185,8 +261,13 @@ class Audit:
     def _allowed_sum(self, op: str, e: Any) -> bool:
         # RMSNorm's backward may add per-program dweight partials (P, D) -> (D,).
         shapes = getattr(e, "input_shapes", None) or []
-        return bool(self.sum_width) and op == "sum" and bool(shapes) and \
-            len(shapes[0]) == 2 and shapes[0][-1] == self.sum_width
+        return (
+            bool(self.sum_width)
+            and op == "sum"
+            and bool(shapes)
+            and len(shapes[0]) == 2
+            and shapes[0][-1] == self.sum_width
+        )
 
     def _allowed_sum_kernel(self, name: str) -> bool:
         return bool(self.sum_width) and "reduce_kernel" in name and "sum" in name.lower()

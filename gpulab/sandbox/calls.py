@@ -42,17 +42,26 @@ def resolve(dotted: str) -> Any:
 def describe(out: Any) -> dict[str, Any]:
     if not isinstance(out, torch.Tensor):
         return {"type": type(out).__name__}
-    return {"type": "Tensor", "exact": type(out) is torch.Tensor, "shape": list(out.shape),
-            "dtype": str(out.dtype).replace("torch.", ""), "device": out.device.type,
-            "contiguous": out.is_contiguous(), "grad_fn": out.grad_fn is not None}
+    return {
+        "type": "Tensor",
+        "exact": type(out) is torch.Tensor,
+        "shape": list(out.shape),
+        "dtype": str(out.dtype).replace("torch.", ""),
+        "device": out.device.type,
+        "contiguous": out.is_contiguous(),
+        "grad_fn": out.grad_fn is not None,
+    }
 
 
 def _copy_into(slot_json: dict | None, out: Any, arenas: dict) -> bool:
     if slot_json is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
         return False
     slot = view(arenas, TensorRef.from_json(slot_json))
-    if tuple(out.shape) != tuple(slot.shape) or out.dtype != slot.dtype \
-            or out.device.type != slot.device.type:
+    if (
+        tuple(out.shape) != tuple(slot.shape)
+        or out.dtype != slot.dtype
+        or out.device.type != slot.device.type
+    ):
         return False
     with torch.no_grad():
         slot.copy_(out.detach())
@@ -91,8 +100,9 @@ def _guards(spec: dict | None, device: str, args: list) -> tuple[Any, Any, Any]:
     return og, eg, spec
 
 
-def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | None,
-                 inputs: set[int]) -> tuple[Any, dict[str, Any]]:
+def _run_guarded(
+    server: Any, fn: Any, args: list, kwargs: dict, spec: dict | None, inputs: set[int]
+) -> tuple[Any, dict[str, Any]]:
     og, eg, spec = _guards(spec, server.device, args)
     # No guards asked for (lesson 06's step is torch code by design): no audit.
     audit = Audit(server.device, int(spec.get("eager_width") or 0)) if spec else None
@@ -100,12 +110,16 @@ def _run_guarded(server: Any, fn: Any, args: list, kwargs: dict, spec: dict | No
         with eg if eg is not None else _Null():
             out = learner.call(fn, server.file, *args, **kwargs)
         _sync()  # inside the audit: CUPTI reports the kernels that have run
-    report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
-              "audit": audit.findings({la.kernel for la in launches.launches}) if audit else [],
-              "audit_threads": "all" if audit and audit.all_threads else "calling",
-              "audit_off": audit.unavailable if audit else "",
-              "launches": len(launches.launches),
-              "side_stream": bool(launches.side_streams()), "overruns": v.overruns()}
+    report = {
+        "banned": sorted(set(v.banned)),
+        "eager": sorted(set(eg.ops)) if eg else [],
+        "audit": audit.findings({la.kernel for la in launches.launches}) if audit else [],
+        "audit_threads": "all" if audit and audit.all_threads else "calling",
+        "audit_off": audit.unavailable if audit else "",
+        "launches": len(launches.launches),
+        "side_stream": bool(launches.side_streams()),
+        "overruns": v.overruns(),
+    }
     report.update(launches.provenance(out))
     return out, report
 
@@ -122,11 +136,14 @@ def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     inputs = _storages(args) | _storages(kwargs)
     try:
         out, report = _run_guarded(server, fn, args, kwargs, msg.get("guards"), inputs)
-        reply: dict[str, Any] = {"type": "return", "desc": describe(out), "report": report,
-                                 "copied": _copy_into(msg.get("out"), out, server.arenas)}
+        reply: dict[str, Any] = {
+            "type": "return",
+            "desc": describe(out),
+            "report": report,
+            "copied": _copy_into(msg.get("out"), out, server.arenas),
+        }
         if grad_args:
-            reply["backward"] = _backward(server, msg, out, [args[i] for i in grad_args],
-                                          inputs)
+            reply["backward"] = _backward(server, msg, out, [args[i] for i in grad_args], inputs)
         _sync()
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
@@ -147,16 +164,25 @@ def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) ->
                 learner.call(y.backward, server.file, dy)
                 grads = [leaf.grad for leaf in leaves]
             else:
-                grads = list(learner.call(torch.autograd.grad, server.file, y, tuple(leaves), dy,
-                                          allow_unused=True))
+                grads = list(
+                    learner.call(
+                        torch.autograd.grad, server.file, y, tuple(leaves), dy, allow_unused=True
+                    )
+                )
         _sync()
-    report = {"banned": sorted(set(v.banned)), "eager": sorted(set(eg.ops)) if eg else [],
-              "audit": audit.findings({la.kernel for la in launches.launches}),
-              "launches": len(launches.launches), "side_stream": bool(launches.side_streams())}
+    report = {
+        "banned": sorted(set(v.banned)),
+        "eager": sorted(set(eg.ops)) if eg else [],
+        "audit": audit.findings({la.kernel for la in launches.launches}),
+        "launches": len(launches.launches),
+        "side_stream": bool(launches.side_streams()),
+    }
     if grads and isinstance(grads[0], torch.Tensor) and not via_backward:
         report.update(launches.provenance(grads[0]))
-    copied = [_copy_into(slot, g, server.arenas)
-              for slot, g in zip(msg.get("grad_slots", []), grads, strict=False)]
+    copied = [
+        _copy_into(slot, g, server.arenas)
+        for slot, g in zip(msg.get("grad_slots", []), grads, strict=False)
+    ]
     return {"report": report, "copied": copied, "missing": [g is None for g in grads]}
 
 
@@ -182,13 +208,19 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
-    reps = [(materialize(server.arenas, r["args"], False),
-             materialize(server.arenas, r["kwargs"], False),
-             materialize(server.arenas, r["grad_output"], False) if "grad_output" in r else None)
-            for r in msg["inputs"]]
+    reps = [
+        (
+            materialize(server.arenas, r["args"], False),
+            materialize(server.arenas, r["kwargs"], False),
+            materialize(server.arenas, r["grad_output"], False) if "grad_output" in r else None,
+        )
+        for r in msg["inputs"]
+    ]
     slots = [view(server.arenas, TensorRef.from_json(s), False) for s in msg["outs"]]
-    extra = [[view(server.arenas, TensorRef.from_json(s), False) for s in row]
-             for row in msg.get("extra_outs", [[] for _ in reps])]
+    extra = [
+        [view(server.arenas, TensorRef.from_json(s), False) for s in row]
+        for row in msg.get("extra_outs", [[] for _ in reps])
+    ]
     grad_args = [int(i) for i in msg.get("grad_args", [])]
     if server.flusher is None:
         server.flusher = L2Flusher()
@@ -234,7 +266,8 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             fwd.clear()
         events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in reps]
         for (args, kwargs, dy), slot, more, (start, end, copied_at) in zip(
-                reps, slots, extra, events, strict=True):
+            reps, slots, extra, events, strict=True
+        ):
             if flusher is not None and not grad_args:
                 flusher()
             out = timed(args, kwargs, dy, start, end)
@@ -246,20 +279,32 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             _RECORD(copied_at, stream)
             if grad_args:
                 copied[-1] = copied[-1] and all(
-                    _copy_to(t, g) for t, g in zip(more, rest, strict=True))
+                    _copy_to(t, g) for t, g in zip(more, rest, strict=True)
+                )
             pairs.append((start, end, copied_at))
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - the learner's code failed while timed
-        raise LearnerFailure(f"timing failed: {type(exc).__name__}: {exc}",
-                             learner.format_learner_traceback(exc, server.file)) from None
-    return {"type": "timed", "ms": [_ELAPSED(s, e) for s, e, _ in pairs],
-            "copy_ms": [_ELAPSED(e, c) for _, e, c in pairs], "copied": copied,
-            "fwd_ms": [_ELAPSED(s, e) for s, e in fwd], "clocks": clocks}
+        raise LearnerFailure(
+            f"timing failed: {type(exc).__name__}: {exc}",
+            learner.format_learner_traceback(exc, server.file),
+        ) from None
+    return {
+        "type": "timed",
+        "ms": [_ELAPSED(s, e) for s, e, _ in pairs],
+        "copy_ms": [_ELAPSED(e, c) for _, e, c in pairs],
+        "copied": copied,
+        "fwd_ms": [_ELAPSED(s, e) for s, e in fwd],
+        "clocks": clocks,
+    }
 
 
 def _copy_to(slot: torch.Tensor, out: Any) -> bool:
-    if type(out) is not torch.Tensor or tuple(out.shape) != tuple(slot.shape) \
-            or out.dtype != slot.dtype or out.device != slot.device:
+    if (
+        type(out) is not torch.Tensor
+        or tuple(out.shape) != tuple(slot.shape)
+        or out.dtype != slot.dtype
+        or out.device != slot.device
+    ):
         return False
     with torch._C.DisableTorchFunction():
         _COPY(slot, out)

@@ -28,11 +28,15 @@ _TORCH_OPS: frozenset[str] = frozenset()
 # differs between torch versions, hence several spellings).
 _KINDS = (
     (("`print`", "builtin print"), "I/O cannot go into a graph"),
-    (("generic_jump", "data-dependent branching"),
-     "a Python branch on a tensor's value, unknown while tracing"),
+    (
+        ("generic_jump", "data-dependent branching"),
+        "a Python branch on a tensor's value, unknown while tracing",
+    ),
     (("tensor.item()",), "`.item()` copies a tensor value to Python"),
-    (("_local_scalar_dense", "data dependent operator", "tolist"),
-     "a tensor value turned into Python numbers (.tolist(), float(t), int(t))"),
+    (
+        ("_local_scalar_dense", "data dependent operator", "tolist"),
+        "a tensor value turned into Python numbers (.tolist(), float(t), int(t))",
+    ),
     (("numpy",), "a NumPy function Dynamo cannot trace"),
     (("skip", "disable"), "a call Dynamo was told, or chose, not to trace"),
 )
@@ -74,8 +78,7 @@ def _reason_text(reason: str) -> str:
     lines = [ln.strip() for ln in str(reason).splitlines() if ln.strip()]
     text = lines[0] if lines else "graph break"
     low = str(reason).lower()
-    kind = next((meaning for keys, meaning in _KINDS if any(k.lower() in low for k in keys)),
-                "")
+    kind = next((meaning for keys, meaning in _KINDS if any(k.lower() in low for k in keys)), "")
     return f"{text} ({kind})" if kind else text
 
 
@@ -140,13 +143,15 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
         torch._dynamo.reset()
         tb = learner.format_learner_traceback(exc, file)
         raise learner.LearnerError(
-            f"your step failed under torch.compile: {learner.error_line(exc, tb)}", tb) from None
+            f"your step failed under torch.compile: {learner.error_line(exc, tb)}", tb
+        ) from None
     breaks: dict[int, dict[str, Any]] = {}
     for r in list(graph_break_reasons):
         frame = _learner_frame(r.user_stack, file)
         line = frame.lineno if frame else 0
-        entry = breaks.setdefault(line, {"line": line, "code": (frame.line or "").strip()
-                                          if frame else "", "reasons": []})
+        entry = breaks.setdefault(
+            line, {"line": line, "code": (frame.line or "").strip() if frame else "", "reasons": []}
+        )
         text = _reason_text(r.reason)
         if text not in entry["reasons"]:
             entry["reasons"].append(text)
@@ -154,13 +159,24 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
         frame = _learner_frame(getattr(error, "real_stack", None) or [], file)
         line = frame.lineno if frame else 0
         if line not in breaks:
-            breaks[line] = {"line": line, "code": (frame.line or "").strip() if frame else "",
-                            "reasons": [_reason_text(str(error))]}
-    ops = [n for gm in graphs for n in gm.graph.nodes
-           if n.op in ("call_function", "call_method", "call_module")]
-    report = {"graphs": len(graphs), "breaks": sorted(breaks.values(), key=lambda b: b["line"]),
-              "op_count": len(ops), "error": None if error is None else str(error)[:2000],
-              "opaque": opaque_targets(graphs)}
+            breaks[line] = {
+                "line": line,
+                "code": (frame.line or "").strip() if frame else "",
+                "reasons": [_reason_text(str(error))],
+            }
+    ops = [
+        n
+        for gm in graphs
+        for n in gm.graph.nodes
+        if n.op in ("call_function", "call_method", "call_module")
+    ]
+    report = {
+        "graphs": len(graphs),
+        "breaks": sorted(breaks.values(), key=lambda b: b["line"]),
+        "op_count": len(ops),
+        "error": None if error is None else str(error)[:2000],
+        "opaque": opaque_targets(graphs),
+    }
     torch._dynamo.reset()
     return report
 
@@ -171,16 +187,25 @@ def dynamo_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
     fn = server.function(msg["function"])
     args = materialize(server.arenas, msg["args"])
-    disabled = bool(getattr(fn, "_torchdynamo_disable", False)
-                    or hasattr(fn, "_torchdynamo_orig_callable"))
+    disabled = bool(
+        getattr(fn, "_torchdynamo_disable", False) or hasattr(fn, "_torchdynamo_orig_callable")
+    )
     try:
         plain = trace(fn, tuple(args), server.file)
-        full = trace(fn, tuple(materialize(server.arenas, msg["args"])), server.file,
-                     fullgraph=True) if not plain["breaks"] else None
+        full = (
+            trace(fn, tuple(materialize(server.arenas, msg["args"])), server.file, fullgraph=True)
+            if not plain["breaks"]
+            else None
+        )
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return {"type": "traced", "plain": plain, "full": full, "disabled": disabled,
-            "config_changed": config_changes()}
+    return {
+        "type": "traced",
+        "plain": plain,
+        "full": full,
+        "disabled": disabled,
+        "config_changed": config_changes(),
+    }
 
 
 def compiled_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
@@ -201,11 +226,18 @@ def compiled_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - the learner's step failed compiled
             torch._dynamo.reset()
             tb = learner.format_learner_traceback(exc, server.file)
-            raise LearnerFailure(f"torch.compile({msg['backend']}) of your step failed: "
-                                 f"{learner.error_line(exc, tb)}", tb) from None
+            raise LearnerFailure(
+                f"torch.compile({msg['backend']}) of your step failed: "
+                f"{learner.error_line(exc, tb)}",
+                tb,
+            ) from None
         slot = view(server.arenas, TensorRef.from_json(slot_json))
-        ok = type(out) is torch.Tensor and tuple(out.shape) == tuple(slot.shape) \
-            and out.dtype == slot.dtype and out.device.type == slot.device.type
+        ok = (
+            type(out) is torch.Tensor
+            and tuple(out.shape) == tuple(slot.shape)
+            and out.dtype == slot.dtype
+            and out.device.type == slot.device.type
+        )
         if ok:
             with torch.no_grad():
                 slot.copy_(out.detach())
@@ -218,8 +250,9 @@ def config_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """Dynamo config changes since the snapshot (undone), and whether the
     step is wrapped so Dynamo never traces it."""
     fn = server.function(msg["function"])
-    disabled = bool(getattr(fn, "_torchdynamo_disable", False)
-                    or hasattr(fn, "_torchdynamo_orig_callable"))
+    disabled = bool(
+        getattr(fn, "_torchdynamo_disable", False) or hasattr(fn, "_torchdynamo_orig_callable")
+    )
     return {"type": "config", "changed": config_changes(), "disabled": disabled}
 
 
@@ -231,9 +264,13 @@ def count_kernels(run: Any) -> int:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events()
-               if e.device_type == torch.autograd.DeviceType.CUDA and "Memcpy" not in e.name
-               and "Memset" not in e.name)
+    return sum(
+        1
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and "Memcpy" not in e.name
+        and "Memset" not in e.name
+    )
 
 
 def _variant(fn: Any, mode: str | None, args: list) -> tuple[Any, float | None]:
@@ -286,19 +323,25 @@ def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
                 kernels = count_kernels(run)
             if type(out) is torch.Tensor and out.shape == slot.shape and out.dtype == slot.dtype:
                 slot.copy_(out)
-            rows.append({**{k: v for k, v in t.items() if isinstance(v, (int, float))},
-                         "kernels": kernels, "compile_s": compile_s})
+            rows.append(
+                {
+                    **{k: v for k, v in t.items() if isinstance(v, (int, float))},
+                    "kernels": kernels,
+                    "compile_s": compile_s,
+                }
+            )
     except ValueError as exc:
         if "unknown torch.compile mode" in str(exc):
             raise
         tb = learner.format_learner_traceback(exc, server.file)
-        raise LearnerFailure(f"timing your step failed: {learner.error_line(exc, tb)}",
-                             tb) from None
+        raise LearnerFailure(
+            f"timing your step failed: {learner.error_line(exc, tb)}", tb
+        ) from None
     except Exception as exc:  # noqa: BLE001 - the learner's step failed while timed
         tb = learner.format_learner_traceback(exc, server.file)
-        raise LearnerFailure(f"timing your step failed: {learner.error_line(exc, tb)}",
-                             tb) from None
+        raise LearnerFailure(
+            f"timing your step failed: {learner.error_line(exc, tb)}", tb
+        ) from None
     finally:
         torch._dynamo.reset()
     return {"type": "modes", "rows": rows}
-

@@ -27,8 +27,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpulab.sandbox.audit import own
 
-_EMPTY_FNS = {torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty,
-              torch.Tensor.new_empty_strided}
+_EMPTY_FNS = {
+    torch.empty,
+    torch.empty_like,
+    torch.empty_strided,
+    torch.Tensor.new_empty,
+    torch.Tensor.new_empty_strided,
+}
 
 
 def _poison(t: Any) -> None:
@@ -62,15 +67,25 @@ def _with_canary(func: Any, args: tuple, kwargs: dict, v: Violations) -> Any:
     buffer whose tail holds a pattern; None where that does not apply."""
     if func is torch.empty_like and args and isinstance(args[0], torch.Tensor):
         like = args[0]
-        if kwargs.get("memory_format") not in (None, torch.contiguous_format, torch.preserve_format) \
-                or not like.is_contiguous():
+        if (
+            kwargs.get("memory_format")
+            not in (None, torch.contiguous_format, torch.preserve_format)
+            or not like.is_contiguous()
+        ):
             return None
         shape, dtype = tuple(like.shape), kwargs.get("dtype") or like.dtype
         device = kwargs.get("device") or like.device
-    elif func is torch.empty and args and not kwargs.get("out") \
-            and kwargs.get("memory_format") in (None, torch.contiguous_format):
-        shape = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) \
+    elif (
+        func is torch.empty
+        and args
+        and not kwargs.get("out")
+        and kwargs.get("memory_format") in (None, torch.contiguous_format)
+    ):
+        shape = (
+            tuple(args[0])
+            if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size))
             else tuple(args)
+        )
         if not all(isinstance(s, int) for s in shape):
             return None
         dtype = kwargs.get("dtype") or torch.get_default_dtype()
@@ -114,8 +129,13 @@ class _FunctionGuard(TorchFunctionMode):
 
 
 class _DispatchGuard(TorchDispatchMode):
-    def __init__(self, banned_aten: set[str], v: Violations,
-                 banned_large: set[str] = frozenset(), large_numel: int = 4096):
+    def __init__(
+        self,
+        banned_aten: set[str],
+        v: Violations,
+        banned_large: set[str] = frozenset(),
+        large_numel: int = 4096,
+    ):
         super().__init__()
         self.banned_aten, self.v = banned_aten, v
         self.banned_large, self.large_numel = banned_large, large_numel
@@ -125,8 +145,9 @@ class _DispatchGuard(TorchDispatchMode):
         if name in self.banned_aten:
             self.v.banned.append(f"aten.{name}")
         elif name in self.banned_large and any(
-                isinstance(a, torch.Tensor) and a.numel() >= self.large_numel
-                for a in list(args) + list((kwargs or {}).values())):
+            isinstance(a, torch.Tensor) and a.numel() >= self.large_numel
+            for a in list(args) + list((kwargs or {}).values())
+        ):
             # Elementwise maths on whole operands: the exercise's work done by
             # torch (small tensors, e.g. an autotuner's timing statistics, pass).
             self.v.banned.append(f"aten.{name} on a large tensor")
@@ -134,18 +155,26 @@ class _DispatchGuard(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def op_guard(banned: Iterable[Any] = (), banned_aten: Iterable[str] = (),
-             poison: bool = True, banned_large: Iterable[str] = (),
-             large_numel: int = 4096) -> Iterator[Violations]:
+def op_guard(
+    banned: Iterable[Any] = (),
+    banned_aten: Iterable[str] = (),
+    poison: bool = True,
+    banned_large: Iterable[str] = (),
+    large_numel: int = 4096,
+) -> Iterator[Violations]:
     """Record banned ops (by torch callable and by aten name) and poison empties."""
     banned = set(banned)
-    names = {f: f"{getattr(f, '__module__', '') or 'torch'}.{getattr(f, '__name__', f)}"
-             .replace("torch._C._VariableFunctions", "torch").replace("torch._C.TensorBase",
-                                                                      "Tensor")
-             for f in banned}
+    names = {
+        f: f"{getattr(f, '__module__', '') or 'torch'}.{getattr(f, '__name__', f)}".replace(
+            "torch._C._VariableFunctions", "torch"
+        ).replace("torch._C.TensorBase", "Tensor")
+        for f in banned
+    }
     v = Violations()
-    with _FunctionGuard(banned, names, v, poison), _DispatchGuard(
-            set(banned_aten), v, set(banned_large), large_numel):
+    with (
+        _FunctionGuard(banned, names, v, poison),
+        _DispatchGuard(set(banned_aten), v, set(banned_large), large_numel),
+    ):
         yield v
 
 
@@ -230,12 +259,17 @@ class LaunchRecorder:
         if not isinstance(out, torch.Tensor):
             return {"wrote_out": False, "altered_after": False, "aliases_input": False}
         ptr = out.untyped_storage().data_ptr()
-        with_inputs = any(ptr in la.storages and (la.storages & self.inputs or not self.inputs)
-                          for la in self.launches)
+        with_inputs = any(
+            ptr in la.storages and (la.storages & self.inputs or not self.inputs)
+            for la in self.launches
+        )
         before = self._after.get(ptr)
         altered = before is not None and not torch.equal(before, _bytes_of(out.untyped_storage()))
-        return {"wrote_out": with_inputs, "altered_after": bool(altered),
-                "aliases_input": ptr in self.inputs}
+        return {
+            "wrote_out": with_inputs,
+            "altered_after": bool(altered),
+            "aliases_input": ptr in self.inputs,
+        }
 
     def side_streams(self) -> set[int]:
         if not torch.cuda.is_available():
@@ -260,14 +294,47 @@ def _bytes_of(storage: Any) -> torch.Tensor:
 # buffer and for the grader's own NaN poisoning), views and strides
 # (reshape, slicing a QKV tensor), copies and dtype casts (a .contiguous()
 # fallback, weight.float()), and `detach` (autograd's AccumulateGrad).
-ALLOWED_ATEN = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like",
-    "view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose", "permute",
-    "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind",
-    "narrow", "alias", "detach", "clone", "copy_", "_to_copy", "contiguous", "lift_fresh",
-    "_record_function_enter_new", "_record_function_exit",  # profiler ranges
-})
+ALLOWED_ATEN = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "zero_",
+        "fill_",
+        "full",
+        "full_like",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "as_strided",
+        "expand",
+        "t",
+        "transpose",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "narrow",
+        "alias",
+        "detach",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "contiguous",
+        "lift_fresh",
+        "_record_function_enter_new",
+        "_record_function_exit",  # profiler ranges
+    }
+)
 # And one reduction: `sum` whose result has exactly D elements, i.e. adding up
 # per-program dweight partials of shape (P, D). A per-row reduction (the
 # sum of squares of RMSNorm) has B*S*H elements, never D in these cases.
@@ -276,8 +343,7 @@ ALLOWED_ATEN = frozenset({
 # op_guard poisons torch.empty* through a TorchFunctionMode, and function modes
 # are not active inside an autograd.Function's backward; dispatch modes are.
 # So EagerGuard poisons fresh buffers itself, forward and backward alike.
-POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
-                      "new_empty_strided"})
+POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
 class EagerGuard(TorchDispatchMode):
@@ -339,13 +405,19 @@ class EagerGuard(TorchDispatchMode):
 
     def _problem(self, name: str, args, kwargs, out) -> str | None:
         ins = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-        outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
-                if isinstance(o, torch.Tensor)]
+        outs = [
+            o
+            for o in (out if isinstance(out, (tuple, list)) else [out])
+            if isinstance(o, torch.Tensor)
+        ]
         if self.device == "cuda":
             if not any(t.is_cuda for t in ins + outs):
                 return None
-            if name in ("_to_copy", "copy_", "_local_scalar_dense") and \
-                    any(t.is_cuda for t in ins) and any(not t.is_cuda for t in outs):
+            if (
+                name in ("_to_copy", "copy_", "_local_scalar_dense")
+                and any(t.is_cuda for t in ins)
+                and any(not t.is_cuda for t in outs)
+            ):
                 return f"aten.{name} (a copy to the CPU)"
             if name == "_local_scalar_dense":
                 return f"aten.{name} (a copy to the CPU)"

@@ -79,8 +79,16 @@ def _add(libc, ruleset: int, path: str, access: int) -> None:
         if not os.path.isdir(path):
             access &= FILE_RIGHTS
         attr = _PathBeneath(access, fd)
-        if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                        ctypes.byref(attr), ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(
+                _SYS_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.byref(attr),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             err = ctypes.get_errno()
             raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
     finally:
@@ -120,8 +128,9 @@ def _landlock(policy: Policy, abi: int) -> list[str]:
     scoped = (SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL) if abi >= 6 else 0
     attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
-    ruleset = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size),
-                           ctypes.c_uint32(0))
+    ruleset = libc.syscall(
+        _SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
     if ruleset < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
@@ -139,8 +148,11 @@ def _landlock(policy: Policy, abi: int) -> list[str]:
             raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
     finally:
         os.close(ruleset)
-    what = [f"landlock ABI {abi}: files", *(["no TCP"] if net else []),
-            *(["no signals or abstract sockets outside"] if scoped else [])]
+    what = [
+        f"landlock ABI {abi}: files",
+        *(["no TCP"] if net else []),
+        *(["no signals or abstract sockets outside"] if scoped else []),
+    ]
     return [", ".join(what)]
 
 
@@ -171,8 +183,10 @@ class _Blocker(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         if any(fullname == n or fullname.startswith(n + ".") for n in self.names):
-            raise ImportError(f"{fullname} is part of the grader and cannot be imported "
-                              "by a submission", name=fullname)
+            raise ImportError(
+                f"{fullname} is part of the grader and cannot be imported by a submission",
+                name=fullname,
+            )
         return None
 
 

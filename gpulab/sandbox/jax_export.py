@@ -17,8 +17,11 @@ from typing import Any
 
 AXIS = "devices"
 SIMULATED = 8
-STEPS = {"data parallel": "data_parallel", "tensor parallel": "tensor_parallel",
-         "tensor parallel (shard_map)": "tensor_parallel_shard_map"}
+STEPS = {
+    "data parallel": "data_parallel",
+    "tensor parallel": "tensor_parallel",
+    "tensor parallel (shard_map)": "tensor_parallel_shard_map",
+}
 OPTIONAL = {"tensor parallel (shard_map)"}
 
 
@@ -51,8 +54,10 @@ def mesh_problem(mesh: Any) -> str:
     if tuple(mesh.axis_names) != (AXIS,):
         return f"the mesh's axes are {tuple(mesh.axis_names)}, expected ('{AXIS}',)"
     if mesh.devices.shape != (len(devices),) or set(mesh.devices.flat) != set(devices):
-        return (f"the mesh has shape {mesh.devices.shape} over {mesh.devices.size} devices; "
-                f"expected all {len(devices)} devices in one row")
+        return (
+            f"the mesh has shape {mesh.devices.shape} over {mesh.devices.size} devices; "
+            f"expected all {len(devices)} devices in one row"
+        )
     return ""
 
 
@@ -80,8 +85,12 @@ def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         if mode in OPTIONAL and not callable(fn):
             continue
         steps[mode] = _export_step(server, fn, name, mesh, shapes)
-    return {"type": "exported", "mesh_problem": problem, "devices": jax.device_count(),
-            "steps": steps}
+    return {
+        "type": "exported",
+        "mesh_problem": problem,
+        "devices": jax.device_count(),
+        "steps": steps,
+    }
 
 
 def _export_step(server: Any, fn: Any, name: str, mesh: Any, shapes: list) -> dict[str, Any]:
@@ -98,16 +107,23 @@ def _export_step(server: Any, fn: Any, name: str, mesh: Any, shapes: list) -> di
     except LearnerError as exc:
         return {"error": exc.summary}
     if not hasattr(step, "lower"):
-        return {"error": f"returned {type(step).__name__}; return the jax.jit(...) step itself "
-                         "(with in_shardings and out_shardings)"}
+        return {
+            "error": f"returned {type(step).__name__}; return the jax.jit(...) step itself "
+            "(with in_shardings and out_shardings)"
+        }
     f32, spec = np.float32, jax.ShapeDtypeStruct
     programs = []
     for b, d, h, o in shapes:
-        params = {"w1": spec((d, h), f32), "b1": spec((h,), f32),
-                  "w2": spec((h, o), f32), "b2": spec((o,), f32)}
+        params = {
+            "w1": spec((d, h), f32),
+            "b1": spec((h,), f32),
+            "w2": spec((h, o), f32),
+            "b2": spec((o,), f32),
+        }
         try:
-            exported = call(lambda p, xs: export.export(step)(p, xs), server.file,
-                            params, spec((b, d), f32))
+            exported = call(
+                lambda p, xs: export.export(step)(p, xs), server.file, params, spec((b, d), f32)
+            )
             blob = bytes(exported.serialize())
         except LearnerError as exc:
             programs.append({"error": f"exporting it failed: {exc.summary}"})

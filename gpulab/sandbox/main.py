@@ -43,7 +43,9 @@ def main() -> None:
     try:
         in_force = apply(policy)
     except OSError as exc:
-        write_frame(fd, {"type": "fatal", "summary": f"the sandbox could not confine itself: {exc}"})
+        write_frame(
+            fd, {"type": "fatal", "summary": f"the sandbox could not confine itself: {exc}"}
+        )
         os._exit(3)
     # Sent before any learner code runs, so this report is the sandbox's own.
     write_frame(fd, {"type": "ready", "isolation": in_force})
@@ -77,8 +79,11 @@ class Server:
             except LearnerFailure as exc:
                 reply = {"type": "raised", "summary": exc.summary, "message": exc.message}
             except Exception as exc:  # noqa: BLE001 - a sandbox bug or bad request
-                reply = {"type": "broken", "summary": f"{type(exc).__name__}: {exc}",
-                         "message": traceback.format_exc()}
+                reply = {
+                    "type": "broken",
+                    "summary": f"{type(exc).__name__}: {exc}",
+                    "message": traceback.format_exc(),
+                }
             write_frame(self.fd, reply)
 
     # --- requests ---------------------------------------------------------------
@@ -91,8 +96,9 @@ class Server:
 
             # The interpreter evaluates masked-off lanes too (numpy warns about
             # -inf - -inf there); that noise is not the learner's output.
-            warnings.filterwarnings("ignore", category=RuntimeWarning,
-                                    module=r"triton\.runtime\.interpreter")
+            warnings.filterwarnings(
+                "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
+            )
         if self.module is None:
             if "dynamo" in msg.get("before_load", []):
                 from gpulab.sandbox import dynamo
@@ -174,8 +180,9 @@ class Server:
         try:
             return get_function(self.module, name, self.file)
         except Exception as exc:  # LearnerError
-            raise LearnerFailure(getattr(exc, "summary", str(exc)),
-                                 getattr(exc, "message", "")) from None
+            raise LearnerFailure(
+                getattr(exc, "summary", str(exc)), getattr(exc, "message", "")
+            ) from None
 
 
 if __name__ == "__main__":

@@ -44,8 +44,12 @@ class _CudaSpan:
 
     def __init__(self, ptr: int, nbytes: int, owner: Any) -> None:
         self.owner = owner  # keeps the IPC mapping alive while the tensor lives
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
-                                         "data": (ptr, False), "version": 2}
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 2,
+        }
 
 
 class CudaArena:
@@ -53,9 +57,15 @@ class CudaArena:
         device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync = spec.ipc
         torch.cuda._lazy_init()
         self.storage_ = torch.UntypedStorage._new_shared_cuda(
-            int(device), bytes.fromhex(handle), int(size), int(offset),
-            bytes.fromhex(rc_handle), int(rc_offset),
-            bytes.fromhex(ev_handle) if ev_handle else b"", bool(ev_sync))
+            int(device),
+            bytes.fromhex(handle),
+            int(size),
+            int(offset),
+            bytes.fromhex(rc_handle),
+            int(rc_offset),
+            bytes.fromhex(ev_handle) if ev_handle else b"",
+            bool(ev_sync),
+        )
         self.base = self.storage_.data_ptr()
         self.nbytes = spec.nbytes
         self.device = int(device)
@@ -95,9 +105,10 @@ def view(arenas: dict[int, Any], ref: TensorRef, own_storage: bool = True) -> to
     if own_storage:
         typed = arena.storage(ref.offset, ref.nbytes).view(dtype)
     else:
-        typed = arena.whole()[ref.offset:ref.offset + ref.nbytes].view(dtype)
-    return torch.as_strided(typed, ref.shape, ref.stride,
-                            typed.storage_offset() + ref.storage_offset)
+        typed = arena.whole()[ref.offset : ref.offset + ref.nbytes].view(dtype)
+    return torch.as_strided(
+        typed, ref.shape, ref.stride, typed.storage_offset() + ref.storage_offset
+    )
 
 
 def materialize(arenas: dict[int, Any], obj: Any, own_storage: bool = True) -> Any:

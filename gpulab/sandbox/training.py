@@ -27,8 +27,9 @@ MAX_EVENTS = 20000
 def build_model(device: str) -> tuple[nn.Module, torch.optim.Optimizer]:
     """The lesson's model and optimizer, weights as torch initialises them
     (the judge seeds them and sends its own)."""
-    model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(),
-                          nn.Linear(64, 10)).to(device)
+    model = nn.Sequential(
+        nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10)
+    ).to(device)
     return model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
 
 
@@ -74,9 +75,12 @@ def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         for p, r in zip(params, msg["final"], strict=True):
             view(server.arenas, TensorRef.from_json(r)).copy_(p.detach())
-    reply: dict[str, Any] = {"type": "trained", "losses": losses,
-                             "events": cpu_events(prof)[:MAX_EVENTS],
-                             "top_ops": top_ops(prof, device)}
+    reply: dict[str, Any] = {
+        "type": "trained",
+        "losses": losses,
+        "events": cpu_events(prof)[:MAX_EVENTS],
+        "top_ops": top_ops(prof, device),
+    }
     if device == "cuda":
         reply["top_kernels"] = top_kernels(prof)
         reply["nvtx"] = sorted(set(nvtx.names)) if nvtx else []
@@ -84,8 +88,9 @@ def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def _profiled_step(fn: Any, file: str, model: nn.Module, batch: tuple, optimizer: Any,
-                   nvtx: Any) -> tuple[Any, Any]:
+def _profiled_step(
+    fn: Any, file: str, model: nn.Module, batch: tuple, optimizer: Any, nvtx: Any
+) -> tuple[Any, Any]:
     from torch.profiler import ProfilerActivity, profile
 
     from gpulab.grading import learner
@@ -122,8 +127,14 @@ def cpu_events(prof: Any) -> list[dict[str, Any]]:
         if e.device_type != torch.autograd.DeviceType.CPU:
             continue  # the GPU-side copies of ranges and the kernels
         # is_user_annotation marks record_function ranges (None on an older torch).
-        out.append({"name": e.name, "start": e.time_range.start, "end": e.time_range.end,
-                    "user": getattr(e, "is_user_annotation", None)})
+        out.append(
+            {
+                "name": e.name,
+                "start": e.time_range.start,
+                "end": e.time_range.end,
+                "user": getattr(e, "is_user_annotation", None),
+            }
+        )
     return out
 
 
@@ -135,10 +146,15 @@ def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
         self_dev = getattr(a, "self_device_time_total", None)
         if self_dev is None:
             self_dev = getattr(a, "self_cuda_time_total", 0)
-        rows.append({"name": a.key, "calls": a.count,
-                     "self_cpu_ms": a.self_cpu_time_total / 1e3,
-                     "cpu_total_ms": a.cpu_time_total / 1e3,
-                     "self_device_ms": (self_dev or 0) / 1e3})
+        rows.append(
+            {
+                "name": a.key,
+                "calls": a.count,
+                "self_cpu_ms": a.self_cpu_time_total / 1e3,
+                "cpu_total_ms": a.cpu_time_total / 1e3,
+                "self_device_ms": (self_dev or 0) / 1e3,
+            }
+        )
     key = "self_device_ms" if device == "cuda" else "self_cpu_ms"
     rows.sort(key=lambda r: r[key], reverse=True)
     return rows[:n]

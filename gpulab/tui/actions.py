@@ -37,8 +37,9 @@ class LessonActions(LabShell):
             try:
                 path = self.workspace.ensure_exercise(lesson)
             except OSError as exc:
-                self.notify(f"cannot create your copy of {lesson.exercise}: {exc}",
-                            severity="error")
+                self.notify(
+                    f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
+                )
         if remember:
             self.workspace.set_last_lesson(lesson.id)
         self.query_one(LessonList).select_lesson(lesson)
@@ -46,8 +47,9 @@ class LessonActions(LabShell):
         self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
         pane.set_lesson(lesson, path)
         attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        self._pane("results").show_idle(lesson, self.workspace.last_result(lesson.exercise),
-                                        attempts)
+        self._pane("results").show_idle(
+            lesson, self.workspace.last_result(lesson.exercise), attempts
+        )
         self._pane("roofline").set_lesson(lesson)
         self.watch_file(path)
         self._pane_shown(self.active_pane)  # the learner stays on the pane they were on
@@ -84,7 +86,7 @@ class LessonActions(LabShell):
         self.query_one(ExercisePane).start_editing()
 
     def editor_mode(self) -> str | None:
-        """"edit" or "view" while the Exercise pane is shown (the footer says
+        """ "edit" or "view" while the Exercise pane is shown (the footer says
         which), else None."""
         if not self.is_mounted or self.active_pane != "exercise":
             return None
@@ -103,8 +105,13 @@ class LessonActions(LabShell):
             from gpulab.install_hint import missing_message  # `gpulab check` says the same
 
             # markup off: "gpulab[jax]" is not a style tag
-            self.notify(missing_message(lesson.exercise, missing), title="Missing package",
-                        severity="error", timeout=10, markup=False)
+            self.notify(
+                missing_message(lesson.exercise, missing),
+                title="Missing package",
+                severity="error",
+                timeout=10,
+                markup=False,
+            )
         else:
             return lesson
         return None
@@ -117,8 +124,9 @@ class LessonActions(LabShell):
         # Save first: the check grades the file on disk. In watch mode the
         # disk already holds what the learner's own editor wrote.
         if not from_watch and not pane.save():
-            self.notify("Not checked: answer the question about the changed file first.",
-                        severity="warning")
+            self.notify(
+                "Not checked: answer the question about the changed file first.", severity="warning"
+            )
             return
         path = pane.path or self.workspace.ensure_exercise(lesson)
         self.action_show_pane("results")
@@ -139,9 +147,12 @@ class LessonActions(LabShell):
         self.workspace.set_setting("watch", self.watch_mode)
         if self.watch_mode:
             name = self.query_one("#exercise-pane").path  # type: ignore[attr-defined]
-            self.notify(f"Every save of {name} re-runs the check (from this editor with "
-                        "ctrl+s, or from your own editor). w stops.", title="Watch mode on",
-                        timeout=5)
+            self.notify(
+                f"Every save of {name} re-runs the check (from this editor with "
+                "ctrl+s, or from your own editor). w stops.",
+                title="Watch mode on",
+                timeout=5,
+            )
         else:
             self.notify("Watch mode off.", timeout=2)
 
@@ -170,9 +181,15 @@ class LessonActions(LabShell):
             from gpulab.workspace import PASSED
 
             passed = self.workspace.status(lesson.exercise) == PASSED
-            self.notify("All three hints are showing. " + (
-                "You have passed: s shows the reference solution." if passed
-                else "The solution unlocks once you pass."), timeout=4)
+            self.notify(
+                "All three hints are showing. "
+                + (
+                    "You have passed: s shows the reference solution."
+                    if passed
+                    else "The solution unlocks once you pass."
+                ),
+                timeout=4,
+            )
         pane = self._pane("lesson")
         pane.set_lesson(lesson, level)
         self.action_show_pane("lesson")
@@ -197,13 +214,20 @@ class LessonActions(LabShell):
                 return
             pane.set_lesson(lesson, pane.path)
             kept = f" Your file was saved as {backup}." if backup else ""
-            self.notify(f"{lesson.exercise} is back to the starter.{kept}", title="Reset",
-                        timeout=8)
+            self.notify(
+                f"{lesson.exercise} is back to the starter.{kept}", title="Reset", timeout=8
+            )
 
-        self.push_screen(ConfirmScreen(
-            f"Reset **{lesson.exercise}** to the starter?\n\nYour current file is copied to "
-            f"`{self.workspace.backups_dir}` first, so nothing is lost.",
-            yes="Reset", no="Cancel", title="Reset the exercise"), answer)
+        self.push_screen(
+            ConfirmScreen(
+                f"Reset **{lesson.exercise}** to the starter?\n\nYour current file is copied to "
+                f"`{self.workspace.backups_dir}` first, so nothing is lost.",
+                yes="Reset",
+                no="Cancel",
+                title="Reset the exercise",
+            ),
+            answer,
+        )
 
     def action_solution(self) -> None:
         lesson = self._gradable()
@@ -211,11 +235,16 @@ class LessonActions(LabShell):
             return
         text = self.workspace.solution_text(lesson)
         if text is None:
-            self.notify("The reference solution unlocks once your exercise passes. "
-                        "Hints (h) help meanwhile.", title="Locked", timeout=4)
+            self.notify(
+                "The reference solution unlocks once your exercise passes. "
+                "Hints (h) help meanwhile.",
+                title="Locked",
+                timeout=4,
+            )
             return
-        self.push_screen(SolutionScreen(lesson.reference_path.name, text,
-                                        language=editor_language(self.syntax)))
+        self.push_screen(
+            SolutionScreen(lesson.reference_path.name, text, language=editor_language(self.syntax))
+        )
 
     # --- help and welcome ----------------------------------------------------------------
     def action_help(self) -> None:
@@ -238,16 +267,26 @@ class LessonActions(LabShell):
         if first is None:
             label, text = "Read lesson 01", "with lesson 01: no exercise is gradable yet."
         elif first.index == 0:
-            label, text = f"Start lesson {first.number}", (
-                f"with lesson {first.number}, *{first.title}*.")
+            label, text = (
+                f"Start lesson {first.number}",
+                (f"with lesson {first.number}, *{first.title}*."),
+            )
         else:
-            label, text = f"Start lesson {first.number}", (
-                f"with lesson {first.number}, *{first.title}* (the ones before it are "
-                "not gradable yet).")
-        screen = WelcomeScreen(first=self.workspace.created, workspace=str(self.workspace.root),
-                               start_label=label, start_text=text,
-                               datasheet_gpu=hardware.GPUS[hardware.DEFAULT_GPU].name,
-                               info=self.gpu_info)
+            label, text = (
+                f"Start lesson {first.number}",
+                (
+                    f"with lesson {first.number}, *{first.title}* (the ones before it are "
+                    "not gradable yet)."
+                ),
+            )
+        screen = WelcomeScreen(
+            first=self.workspace.created,
+            workspace=str(self.workspace.root),
+            start_label=label,
+            start_text=text,
+            datasheet_gpu=hardware.GPUS[hardware.DEFAULT_GPU].name,
+            info=self.gpu_info,
+        )
 
         def answer(start: bool | None) -> None:
             if start and first is not None:

@@ -23,8 +23,19 @@ from gpulab.tui.sidebar import LessonList
 from gpulab.workspace import Workspace
 
 # App actions that act on the lesson or the layout: off while a dialog is open.
-LESSON_ACTIONS = {"check", "hint", "toggle_watch", "reset", "edit", "solution", "next_lesson",
-                  "toggle_sidebar", "help", "show_pane", "glossary"}
+LESSON_ACTIONS = {
+    "check",
+    "hint",
+    "toggle_watch",
+    "reset",
+    "edit",
+    "solution",
+    "next_lesson",
+    "toggle_sidebar",
+    "help",
+    "show_pane",
+    "glossary",
+}
 
 
 class GpulabApp(LessonActions):
@@ -35,27 +46,48 @@ class GpulabApp(LessonActions):
     COMMANDS = App.COMMANDS | {GpulabCommands}
     BINDINGS = [
         # q quits, except where it is a letter someone is typing (the editor).
-        Binding("q", "quit_q", "Quit", priority=True, id="app.quit",
-                tooltip="Quit gpulab (ctrl+q works everywhere)"),
+        Binding(
+            "q",
+            "quit_q",
+            "Quit",
+            priority=True,
+            id="app.quit",
+            tooltip="Quit gpulab (ctrl+q works everywhere)",
+        ),
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
         Binding("c,f5", "check", "Check", id="app.check", tooltip="Grade the exercise"),
         Binding("x", "cancel_check", "Cancel", id="app.cancel", tooltip="Stop the check"),
         Binding("h", "hint", "Hint", id="app.hint", tooltip="Reveal the next hint level"),
-        Binding("w", "toggle_watch", "Watch", id="app.watch",
-                tooltip="Re-check every time the exercise file is saved"),
+        Binding(
+            "w",
+            "toggle_watch",
+            "Watch",
+            id="app.watch",
+            tooltip="Re-check every time the exercise file is saved",
+        ),
         Binding("r", "reset", "Reset", id="app.reset", tooltip="Restore the starter"),
-        Binding("e", "edit", "Edit", id="app.edit",
-                tooltip="Edit the exercise (Esc stops editing)"),
+        Binding(
+            "e", "edit", "Edit", id="app.edit", tooltip="Edit the exercise (Esc stops editing)"
+        ),
         Binding("s", "solution", "Solution", show=False, id="app.solution"),
         Binding("n", "next_lesson", "Next lesson", show=False, id="app.next"),
         Binding("b", "toggle_sidebar", "Sidebar", show=False, id="app.sidebar"),
-        Binding("slash", "glossary", "Glossary", show=False, id="app.glossary",
-                tooltip="Search the glossary (Roadmap pane)"),
-        Binding("question_mark", "help", "Help", id="app.help",
-                tooltip="Help for the pane you are in"),
+        Binding(
+            "slash",
+            "glossary",
+            "Glossary",
+            show=False,
+            id="app.glossary",
+            tooltip="Search the glossary (Roadmap pane)",
+        ),
+        Binding(
+            "question_mark", "help", "Help", id="app.help", tooltip="Help for the pane you are in"
+        ),
         Binding("f1", "help", "Help", show=False, priority=True),
-        *[Binding(str(i + 1), f"show_pane('{p}')", t, show=False, id=f"app.pane.{p}")
-          for i, (p, t) in enumerate(zip(PANES, TITLES, strict=True))],
+        *[
+            Binding(str(i + 1), f"show_pane('{p}')", t, show=False, id=f"app.pane.{p}")
+            for i, (p, t) in enumerate(zip(PANES, TITLES, strict=True))
+        ],
     ]
 
     def on_mount(self) -> None:
@@ -75,14 +107,18 @@ class GpulabApp(LessonActions):
             self.action_welcome()
         elif self.lesson is not None and not self.workspace.created:
             status = self.workspace.status(self.lesson.exercise)
-            self.notify(f"Continuing lesson {self.lesson.number}, {self.lesson.title} "
-                        f"({status}).", title="Welcome back", timeout=4)
+            self.notify(
+                f"Continuing lesson {self.lesson.number}, {self.lesson.title} ({status}).",
+                title="Welcome back",
+                timeout=4,
+            )
 
     def _initial_lesson(self) -> Lesson | None:
         last = self.workspace.load_state().get("last_lesson")
         found = self.course.find(last) if isinstance(last, str) else None
-        return found or self.first_ready() or (self.course.lessons[0] if self.course.lessons
-                                               else None)
+        return (
+            found or self.first_ready() or (self.course.lessons[0] if self.course.lessons else None)
+        )
 
     def _remember_theme(self, theme: Any) -> None:
         self.workspace.set_setting("theme", getattr(theme, "name", str(theme)))
@@ -94,8 +130,9 @@ class GpulabApp(LessonActions):
             # False lets the key through: people type q in the editor and the
             # search boxes, and q closes help and the solution.
             focused = self.focused
-            typing = isinstance(focused, Input) or (isinstance(focused, TextArea)
-                                                   and not focused.read_only)
+            typing = isinstance(focused, Input) or (
+                isinstance(focused, TextArea) and not focused.read_only
+            )
             return not typing and not isinstance(self.screen, (HelpScreen, SolutionScreen))
         if action == "cancel_check":
             return self.checking or self.probing
@@ -119,8 +156,13 @@ class GpulabApp(LessonActions):
         self.exit(0)
 
 
-def build_app(workspace: Workspace | Path | str | None = None, *, device: str = "auto",
-              course: Course | None = None, **options: Any) -> GpulabApp:
+def build_app(
+    workspace: Workspace | Path | str | None = None,
+    *,
+    device: str = "auto",
+    course: Course | None = None,
+    **options: Any,
+) -> GpulabApp:
     """The app, for the CLI, `gpulab serve` and the tests alike.
 
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).

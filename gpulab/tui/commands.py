@@ -20,32 +20,59 @@ class GpulabCommands(Provider):
             yield ("check: cancel", partial(run, "cancel_check"), "stop the running check (x)")
         yield ("hint: next", partial(run, "hint"), "reveal the next hint level (h)")
         watching = getattr(app, "watch_mode", False)
-        yield (f"watch: {'stop' if watching else 'start'}", partial(run, "toggle_watch"),
-               "re-check every time the exercise file is saved (w)")
+        yield (
+            f"watch: {'stop' if watching else 'start'}",
+            partial(run, "toggle_watch"),
+            "re-check every time the exercise file is saved (w)",
+        )
         yield ("exercise: save", partial(run, "save"), "write the editor's buffer (ctrl+s)")
-        yield ("exercise: reset to the starter", partial(run, "reset"),
-               "your file is backed up first (r)")
+        yield (
+            "exercise: reset to the starter",
+            partial(run, "reset"),
+            "your file is backed up first (r)",
+        )
         yield ("solution: show", partial(run, "solution"), "once the exercise passes (s)")
-        for name, key in (("lesson", "1"), ("exercise", "2"), ("results", "3"),
-                          ("roofline", "4"), ("device", "5"), ("roadmap", "6"),
-                          ("serving", "7")):
+        for name, key in (
+            ("lesson", "1"),
+            ("exercise", "2"),
+            ("results", "3"),
+            ("roofline", "4"),
+            ("device", "5"),
+            ("roadmap", "6"),
+            ("serving", "7"),
+        ):
             yield (f"view: {name}", partial(run, f"show_pane('{name}')"), f"key {key}")
         yield ("view: toggle sidebar", partial(run, "toggle_sidebar"), "key b")
-        yield ("probe: run microbenchmarks", partial(run, "probe"),
-               "measure this GPU's bandwidth and FLOP/s ceilings")
-        yield ("roofline: export SVG", partial(run, "export_roofline"),
-               "write the roofline with your runs to the workspace")
-        yield ("roofline: choose the datasheet GPU", partial(run, "choose_roofline_gpu"),
-               "draw another GPU's roofline; remembered in the workspace")
-        yield ("serving: calculator", partial(run, "show_pane('serving')"),
-               "LLM serving on the roofline: model, batch, context, dtype, GPU (7)")
+        yield (
+            "probe: run microbenchmarks",
+            partial(run, "probe"),
+            "measure this GPU's bandwidth and FLOP/s ceilings",
+        )
+        yield (
+            "roofline: export SVG",
+            partial(run, "export_roofline"),
+            "write the roofline with your runs to the workspace",
+        )
+        yield (
+            "roofline: choose the datasheet GPU",
+            partial(run, "choose_roofline_gpu"),
+            "draw another GPU's roofline; remembered in the workspace",
+        )
+        yield (
+            "serving: calculator",
+            partial(run, "show_pane('serving')"),
+            "LLM serving on the roofline: model, batch, context, dtype, GPU (7)",
+        )
         yield ("help: this pane", partial(run, "help"), "? or F1")
         yield ("help: welcome", partial(run, "welcome"), "the welcome screen again")
         course = getattr(app, "course", None)
         for other in course.lessons if course else ():
             mark = " (current)" if lesson is not None and other.id == lesson.id else ""
-            yield (f"lesson: open {other.number} {other.title}{mark}",
-                   partial(run, f"open_lesson('{other.exercise}')"), other.id)
+            yield (
+                f"lesson: open {other.number} {other.title}{mark}",
+                partial(run, f"open_lesson('{other.exercise}')"),
+                other.id,
+            )
         yield ("lesson: next", partial(run, "next_lesson"), "n")
 
     async def discover(self) -> Hits:

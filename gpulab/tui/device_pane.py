@@ -47,7 +47,8 @@ class DevicePane(LazyPane):
 
         sheet = hardware.GPUS[hardware.DEFAULT_GPU].name
         self.query_one("#device-line", Static).update(
-            Text(device_line(info, sheet).replace("**", "")))
+            Text(device_line(info, sheet).replace("**", ""))
+        )
 
     def build(self) -> None:
         app: Any = self.app
@@ -61,8 +62,13 @@ class DevicePane(LazyPane):
         self.query_one("#snapshot", Static).update(Text("Asking the GPU…", style="dim"))
         self._snapshot_worker()
 
-    @work(thread=True, exclusive=True, group="probe-snapshot", exit_on_error=False,
-          description="device probe")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="probe-snapshot",
+        exit_on_error=False,
+        description="device probe",
+    )
     def _snapshot_worker(self) -> None:
         try:
             from gpulab.device import probe
@@ -96,17 +102,24 @@ class DevicePane(LazyPane):
         self.scroll_home(animate=False)
         self._bench_worker()
 
-    @work(thread=True, exclusive=True, group="probe", exit_on_error=False,
-          description="microbenchmarks")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="probe",
+        exit_on_error=False,
+        description="microbenchmarks",
+    )
     def _bench_worker(self) -> None:
         worker = get_current_worker()
         try:
             from gpulab.device.microbench_runner import run_microbench
 
             # No workspace here: _bench_done saves the result, on the UI thread.
-            outcome = run_microbench(None,
-                                     on_event=lambda ev: self.post_message(BenchProgress(ev)),
-                                     cancel=worker.cancelled_event)
+            outcome = run_microbench(
+                None,
+                on_event=lambda ev: self.post_message(BenchProgress(ev)),
+                cancel=worker.cancelled_event,
+            )
         except Exception as exc:  # noqa: BLE001
             outcome = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         self.post_message(BenchDone(outcome))
@@ -117,9 +130,11 @@ class DevicePane(LazyPane):
         if ev.get("type") == "progress":
             self.query_one("#bench-stage", Static).update(
                 f"step {ev.get('done', 0)} of {ev.get('total', '?')}: {ev.get('label', '')} "
-                "(x cancels)")
-            self.query_one("#bench-bar", ProgressBar).update(total=ev.get("total"),
-                                                            progress=ev.get("done", 0))
+                "(x cancels)"
+            )
+            self.query_one("#bench-bar", ProgressBar).update(
+                total=ev.get("total"), progress=ev.get("done", 0)
+            )
 
     @on(BenchDone)
     def _bench_done(self, event: BenchDone) -> None:
@@ -138,8 +153,13 @@ class DevicePane(LazyPane):
         if not out.get("ok"):
             stage.update(Text(f"Microbenchmarks: {out.get('error')}", style="yellow"))
             return
-        stage.update(Text(f"Measured ceilings saved to {out.get('cache')}; checks and "
-                          "rooflines on this GPU use them from now on.", style="green"))
+        stage.update(
+            Text(
+                f"Measured ceilings saved to {out.get('cache')}; checks and "
+                "rooflines on this GPU use them from now on.",
+                style="green",
+            )
+        )
         try:
             from gpulab.device.microbench_runner import results_renderable
 

@@ -55,11 +55,23 @@ class CodeEditor(TextArea):
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="editor.save", tooltip="Save the file now"),
-        Binding("enter", "start_editing", "Edit", show=False, id="editor.edit",
-                tooltip="Start editing the exercise"),
+        Binding(
+            "enter",
+            "start_editing",
+            "Edit",
+            show=False,
+            id="editor.edit",
+            tooltip="Start editing the exercise",
+        ),
         # Shown by the footer's mode label ("EDIT — Esc to stop") instead.
-        Binding("escape", "stop_editing", "Stop editing", show=False, id="editor.stop",
-                tooltip="Back to VIEW mode, where single-letter keys are commands"),
+        Binding(
+            "escape",
+            "stop_editing",
+            "Stop editing",
+            show=False,
+            id="editor.stop",
+            tooltip="Back to VIEW mode, where single-letter keys are commands",
+        ),
     ]
 
     @property
@@ -102,8 +114,12 @@ class CodeEditor(TextArea):
         self.call_after_refresh(self._left)
 
     def _left(self) -> None:
-        if (not self.read_only and self.is_attached and self.app.screen is self.screen
-                and self.screen.focused is not self):
+        if (
+            not self.read_only
+            and self.is_attached
+            and self.app.screen is self.screen
+            and self.screen.focused is not self
+        ):
             self.pane.stop_editing()
 
 
@@ -129,8 +145,9 @@ class ExercisePane(Vertical):
         # Soft wrap: starters have lines of up to ~95 columns and the editor
         # is 74 wide at 80x24; a wrapped line shows every column, a cut one hid
         # the end of the line with nothing to say so.
-        yield CodeEditor.code_editor("", language=language, theme="css", id="editor",
-                                     soft_wrap=True, read_only=True)
+        yield CodeEditor.code_editor(
+            "", language=language, theme="css", id="editor", soft_wrap=True, read_only=True
+        )
 
     @property
     def editor(self) -> CodeEditor:
@@ -196,8 +213,9 @@ class ExercisePane(Vertical):
         self._loaded = True
         was_editing = not ed.read_only
         ed.read_only = True  # a newly loaded file opens in VIEW mode
-        ed.load_text(self._placeholder() if self.path is None or self._baseline is None
-                     else self._baseline)
+        ed.load_text(
+            self._placeholder() if self.path is None or self._baseline is None else self._baseline
+        )
         self._update_status()
         if was_editing:
             self.app.refresh_bindings()
@@ -208,8 +226,10 @@ class ExercisePane(Vertical):
         if self.lesson.error:
             return f"# This lesson is broken:\n# {self.lesson.error}"
         if not self.lesson.ready:
-            return (f"# Lesson {self.lesson.number}'s exercise ({self.lesson.exercise}) is "
-                    "coming soon.\n# Read the lesson text meanwhile.")
+            return (
+                f"# Lesson {self.lesson.number}'s exercise ({self.lesson.exercise}) is "
+                "coming soon.\n# Read the lesson text meanwhile."
+            )
         return f"# Could not read {self.path}."
 
     def _read_disk(self) -> tuple[str | None, Stamp | None]:
@@ -236,8 +256,13 @@ class ExercisePane(Vertical):
             except (ValueError, AttributeError):
                 shown = self.path
             state = "[b]● modified[/]" if self.dirty else "saved"
-            mode = ("[b]EDIT[/]: Esc stops" if self.editing else
-                    "VIEW: e, Enter or a click edits" if self.editable else "VIEW")
+            mode = (
+                "[b]EDIT[/]: Esc stops"
+                if self.editing
+                else "VIEW: e, Enter or a click edits"
+                if self.editable
+                else "VIEW"
+            )
             text = f"{shown} · {state} · {mode}"
         self.query_one("#editor-status", Static).update(text)
 
@@ -338,7 +363,9 @@ class ExercisePane(Vertical):
                 f"**{name} changed on disk** while you had unsaved edits here.\n\n"
                 "Reload it (your edits here are lost, but ctrl+z brings them back), "
                 "or keep yours (they overwrite the file on disk)?",
-                yes="Reload from disk", no="Keep mine", title="File changed on disk",
+                yes="Reload from disk",
+                no="Keep mine",
+                title="File changed on disk",
             ),
             answer,
         )

@@ -20,9 +20,11 @@ class ModeLabel(Label):
     def __init__(self, mode: str) -> None:
         super().__init__(MODE_TEXT[mode], id="footer-mode", classes=f"-{mode}")
         self.mode = mode
-        self.tooltip = ("Editing: keys type into your file. Esc (or a click here) stops."
-                        if mode == "edit" else
-                        "Viewing: keys are commands. e, Enter or a click in the code edits.")
+        self.tooltip = (
+            "Editing: keys type into your file. Esc (or a click here) stops."
+            if mode == "edit"
+            else "Viewing: keys are commands. e, Enter or a click in the code edits."
+        )
 
     def on_click(self) -> None:
         pane = self.app.query_one("#exercise-pane")

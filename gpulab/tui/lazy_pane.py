@@ -13,8 +13,10 @@ from textual.containers import VerticalScroll
 
 
 def unavailable(what: str, exc: BaseException) -> Text:
-    return Text(f"{what} is not available in this installation "
-                f"({type(exc).__name__}: {exc}).", style="yellow")
+    return Text(
+        f"{what} is not available in this installation ({type(exc).__name__}: {exc}).",
+        style="yellow",
+    )
 
 
 class LazyPane(VerticalScroll):

@@ -26,23 +26,29 @@ def hints_markdown(lesson: Lesson, revealed: int, passed: bool = False) -> str:
         nxt = HINT_NAMES[revealed] if revealed < len(HINT_NAMES) else "the next level"
         parts.append(f"*Stuck? Press **h** for hint {revealed + 1} of {total} ({nxt}).*")
     elif passed:
-        parts.append("*That was the last hint. You have passed: press **s** for the "
-                     "reference solution.*")
+        parts.append(
+            "*That was the last hint. You have passed: press **s** for the reference solution.*"
+        )
     else:
-        parts.append("*That was the last hint. The reference solution unlocks once your "
-                     "exercise passes.*")
+        parts.append(
+            "*That was the last hint. The reference solution unlocks once your exercise passes.*"
+        )
     return "\n".join(parts)
 
 
 def lesson_markdown(lesson: Lesson) -> str:
     if lesson.error:
-        return (f"# {lesson.number} {lesson.title}\n\n> **This lesson is broken.** "
-                f"{lesson.error}\n\nThe other lessons work as usual; the course author "
-                "can fix this entry in the manifest.\n")
+        return (
+            f"# {lesson.number} {lesson.title}\n\n> **This lesson is broken.** "
+            f"{lesson.error}\n\nThe other lessons work as usual; the course author "
+            "can fix this entry in the manifest.\n"
+        )
     text = lesson.text()
     if not lesson.ready:
-        text = ("> **Coming soon.** This lesson's exercise is not gradable yet; the text "
-                "below may be a draft.\n\n" + text)
+        text = (
+            "> **Coming soon.** This lesson's exercise is not gradable yet; the text "
+            "below may be a draft.\n\n" + text
+        )
     return text
 
 
@@ -61,7 +67,7 @@ def split_first_screen(text: str, lines: int = FIRST_SCREEN_LINES) -> tuple[str,
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
         elif i >= lines and not fenced and not line.strip():
-            return "".join(parts[:i + 1]), "".join(parts[i + 1:])
+            return "".join(parts[: i + 1]), "".join(parts[i + 1 :])
     return text, ""
 
 
@@ -130,7 +136,8 @@ class LessonPane(VerticalScroll):
                 await painted.wait()
                 await text.append(rest)  # type: ignore[attr-defined]
         await self.query_one("#hints").update(  # type: ignore[attr-defined]
-            hints_markdown(lesson, self.revealed, passed))
+            hints_markdown(lesson, self.revealed, passed)
+        )
         self._shown = (lesson.id, self.revealed, passed)
         if hints_on_top:
             # The hints are last: anchoring keeps the newest in view while the
@@ -149,5 +156,6 @@ class LessonPane(VerticalScroll):
 
     def show_hints(self) -> None:
         """Render, then keep the hints in view (after a reveal)."""
-        self.run_worker(partial(self._render_lesson, True), group="lesson-render",
-                        exit_on_error=False)
+        self.run_worker(
+            partial(self._render_lesson, True), group="lesson-render", exit_on_error=False
+        )

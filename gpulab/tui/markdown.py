@@ -16,8 +16,7 @@ from textual.widgets._markdown import MarkdownFence
 
 class PlainFence(MarkdownFence):
     @classmethod
-    def highlight(cls, code: str, language: str, ansi: bool = False,
-                  dark: bool = False) -> Content:
+    def highlight(cls, code: str, language: str, ansi: bool = False, dark: bool = False) -> Content:
         return super().highlight(code, language or "text", ansi=ansi, dark=dark)
 
 

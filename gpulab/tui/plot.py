@@ -44,7 +44,10 @@ def _plot_class() -> type:
                     roofline_plot.draw(plt, self.model)
                 return super().render()
             except Exception as exc:  # noqa: BLE001 - a plot must never crash the lab
-                return Text(f"The roofline could not be drawn here: {type(exc).__name__}: "
-                            f"{exc}. The numbers below are unaffected.", style="yellow")
+                return Text(
+                    f"The roofline could not be drawn here: {type(exc).__name__}: "
+                    f"{exc}. The numbers below are unaffected.",
+                    style="yellow",
+                )
 
     return RooflinePlot

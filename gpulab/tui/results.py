@@ -39,21 +39,35 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
     for a in attempts[-40:]:
         marks.append("✔" if a.get("passed") else "✘", style="green" if a.get("passed") else "red")
     passed = sum(1 for a in attempts if a.get("passed"))
-    parts: list[Any] = [Text.assemble(("History ", "bold"),
-                                      f"{len(attempts)} attempt{'s' if len(attempts) != 1 else ''}, {passed} passed  ", marks)]
+    parts: list[Any] = [
+        Text.assemble(
+            ("History ", "bold"),
+            f"{len(attempts)} attempt{'s' if len(attempts) != 1 else ''}, {passed} passed  ",
+            marks,
+        )
+    ]
     speeds = [float(a["throughput"]) for a in attempts if a.get("throughput")]
     if len(speeds) >= 2:
         unit = next((a.get("unit", "") for a in reversed(attempts) if a.get("unit")), "")
-        parts.append(Text(visible(f"speed {spark(speeds)}  best {max(speeds):.0f} {unit}, "
-                                  f"last {speeds[-1]:.0f} {unit}")))
+        parts.append(
+            Text(
+                visible(
+                    f"speed {spark(speeds)}  best {max(speeds):.0f} {unit}, "
+                    f"last {speeds[-1]:.0f} {unit}"
+                )
+            )
+        )
     table = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
     for col in ("when", "", "speed", "summary"):
         table.add_column(col, overflow="ellipsis", no_wrap=col != "summary")
     for a in reversed(attempts[-HISTORY_ROWS:]):
         speed = f"{a['throughput']:.0f} {a.get('unit', '')}" if a.get("throughput") else ""
-        table.add_row(str(a.get("time", ""))[5:16].replace("T", " "),
-                      Text("✔", "green") if a.get("passed") else Text("✘", "red"),
-                      Text(visible(speed)), Text(visible(a.get("summary", ""))))
+        table.add_row(
+            str(a.get("time", ""))[5:16].replace("T", " "),
+            Text("✔", "green") if a.get("passed") else Text("✘", "red"),
+            Text(visible(speed)),
+            Text(visible(a.get("summary", ""))),
+        )
     parts.append(table)
     return Group(*parts)
 
@@ -107,8 +121,9 @@ class ResultsPane(VerticalScroll):
     def on_mount(self) -> None:
         self.query_one("#progress-row").display = False
 
-    def show_idle(self, lesson: Lesson, last: dict[str, Any] | None,
-                  attempts: list[dict[str, Any]]) -> None:
+    def show_idle(
+        self, lesson: Lesson, last: dict[str, Any] | None, attempts: list[dict[str, Any]]
+    ) -> None:
         """A lesson was opened: its last result, if any, and its history."""
         self._stop_ticker()
         self.query_one("#progress-row").display = False
@@ -117,8 +132,9 @@ class ResultsPane(VerticalScroll):
         elif last:
             body = self._report(last)
         else:
-            body = Text.from_markup(f"No check yet for [b]{lesson.exercise}[/]. "
-                                    "Press [b]c[/] (or F5) to run it.")
+            body = Text.from_markup(
+                f"No check yet for [b]{lesson.exercise}[/]. Press [b]c[/] (or F5) to run it."
+            )
         self.query_one("#result", Static).update(body)
         self.query_one("#history", Static).update(history_renderable(attempts))
         # After the first paint: building the model reads every result file.
@@ -132,8 +148,8 @@ class ResultsPane(VerticalScroll):
         bar = self.query_one(ProgressBar)
         bar.update(total=None, progress=0)
         self.query_one("#result", Static).update(
-            Text.from_markup(f"Checking [b]{lesson.exercise}[/]{where}… "
-                             "press [b]x[/] to cancel."))
+            Text.from_markup(f"Checking [b]{lesson.exercise}[/]{where}… press [b]x[/] to cancel.")
+        )
         self._tick()
         self._stop_ticker()
         # Elapsed seconds tick even when the child is silent (compiling): the

@@ -20,8 +20,9 @@ class RoadmapPane(LazyPane):
     MAX_TERMS = 6
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search the glossary (e.g. ridge, coalescing, HBM)",
-                    id="glossary-search")
+        yield Input(
+            placeholder="search the glossary (e.g. ridge, coalescing, HBM)", id="glossary-search"
+        )
         yield Static("", id="glossary-results")
         yield Static("", id="roadmap")
 
@@ -63,6 +64,6 @@ class RoadmapPane(LazyPane):
             shown += [term_renderable(term), Text("")]
         more = len(terms) - self.MAX_TERMS
         if more > 0:
-            names = ", ".join(t.name for t in terms[self.MAX_TERMS:self.MAX_TERMS + 12])
+            names = ", ".join(t.name for t in terms[self.MAX_TERMS : self.MAX_TERMS + 12])
             shown.append(Text(f"{more} more: {names}{'…' if more > 12 else ''}", style="dim"))
         out.update(Group(*shown))

@@ -52,12 +52,19 @@ class RooflinePane(LazyPane):
             from gpulab import hardware
 
             options = [(gpu.name, key) for key, gpu in hardware.GPUS.items()]
-            row = Horizontal(Label("datasheet GPU"),
-                             Select(options, value=hardware.DEFAULT_GPU, allow_blank=False,
-                                    compact=True, id="roofline-gpu",
-                                    tooltip="Draw this GPU's datasheet roofline (saved as "
-                                            "the workspace setting 'gpu')"),
-                             id="roofline-gpu-row")
+            row = Horizontal(
+                Label("datasheet GPU"),
+                Select(
+                    options,
+                    value=hardware.DEFAULT_GPU,
+                    allow_blank=False,
+                    compact=True,
+                    id="roofline-gpu",
+                    tooltip="Draw this GPU's datasheet roofline (saved as "
+                    "the workspace setting 'gpu')",
+                ),
+                id="roofline-gpu-row",
+            )
             self.mount(row, before=self.query_one("#roofline-summary"))
         self._build_worker(self.chosen)
 
@@ -70,8 +77,12 @@ class RooflinePane(LazyPane):
     def _gpu_chosen(self, event: Select.Changed) -> None:
         event.stop()
         key = event.value
-        if (not isinstance(key, str) or key != event.select.value or self._drawn is None
-                or key == self._drawn):
+        if (
+            not isinstance(key, str)
+            or key != event.select.value
+            or self._drawn is None
+            or key == self._drawn
+        ):
             # Not the learner choosing: the list's first value, a change the
             # pane made to show what it drew, or an event older than that change.
             return
@@ -79,14 +90,17 @@ class RooflinePane(LazyPane):
         self.app.workspace.set_setting("gpu", key)  # type: ignore[attr-defined]
         self._build_worker(key)
 
-    @work(thread=True, exclusive=True, group="roofline", exit_on_error=False,
-          description="roofline")
+    @work(
+        thread=True, exclusive=True, group="roofline", exit_on_error=False, description="roofline"
+    )
     def _build_worker(self, gpu: str | None = None) -> None:
         try:
             from gpulab import roofline
 
-            model, why = roofline.workspace_model(self.app.workspace,  # type: ignore[attr-defined]
-                                                  gpu)
+            model, why = roofline.workspace_model(
+                self.app.workspace,  # type: ignore[attr-defined]
+                gpu,
+            )
         except Exception as exc:  # noqa: BLE001 - a missing module or bad data: say so
             self.post_message(RooflineBuilt(None, "", f"{type(exc).__name__}: {exc}"))
             return
@@ -131,8 +145,9 @@ class RooflinePane(LazyPane):
             from gpulab import roofline, roofline_plot
 
             model, _ = roofline.workspace_model(app.workspace)
-            message = RooflineExported(Path(app.workspace.root) / "roofline.svg",
-                                       roofline_plot.to_svg(model))
+            message = RooflineExported(
+                Path(app.workspace.root) / "roofline.svg", roofline_plot.to_svg(model)
+            )
         except Exception as exc:  # noqa: BLE001
             message = RooflineExported(None, error=f"{type(exc).__name__}: {exc}")
         self.post_message(message)

@@ -36,8 +36,9 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", show=False),
     ]
 
-    def __init__(self, question: str, *, yes: str = "Yes", no: str = "Cancel",
-                 title: str = "Are you sure?") -> None:
+    def __init__(
+        self, question: str, *, yes: str = "Yes", no: str = "Cancel", title: str = "Are you sure?"
+    ) -> None:
         super().__init__()
         self.question, self.yes, self.no, self.title_text = question, yes, no, title
 
@@ -97,7 +98,9 @@ class SolutionScreen(ModalScreen[None]):
         with Vertical(id="solution", classes="dialog wide") as box:
             box.border_title = f"Reference solution: {self.name_text}"
             box.border_subtitle = "read-only · escape closes"
-            yield TextArea.code_editor(self.text, language=self.language, theme="css", read_only=True)
+            yield TextArea.code_editor(
+                self.text, language=self.language, theme="css", read_only=True
+            )
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -124,9 +127,11 @@ def device_line(info: GpuInfo | None, datasheet_gpu: str) -> str:
         return "looking for a GPU…"
     if info.found:
         return f"{info.describe()}. Checks time your kernels on it."
-    return ("no NVIDIA GPU here, and that is fine: kernels run in the **Triton "
-            "interpreter** on the CPU, checks grade correctness (no timing), and "
-            f"rooflines use a datasheet {datasheet_gpu}.")
+    return (
+        "no NVIDIA GPU here, and that is fine: kernels run in the **Triton "
+        "interpreter** on the CPU, checks grade correctness (no timing), and "
+        f"rooflines use a datasheet {datasheet_gpu}."
+    )
 
 
 class WelcomeScreen(ModalScreen[bool]):
@@ -134,17 +139,28 @@ class WelcomeScreen(ModalScreen[bool]):
 
     BINDINGS = [Binding("escape", "close(False)", "Close", show=False)]
 
-    def __init__(self, *, first: bool, workspace: str, start_label: str, start_text: str,
-                 datasheet_gpu: str, info: GpuInfo | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        first: bool,
+        workspace: str,
+        start_label: str,
+        start_text: str,
+        datasheet_gpu: str,
+        info: GpuInfo | None = None,
+    ) -> None:
         super().__init__()
         self.first, self.workspace, self.datasheet_gpu = first, workspace, datasheet_gpu
         self.start_label, self.start_text = start_label, start_text
         self.info = info
 
     def _markdown(self) -> str:
-        return welcome_markdown(first=self.first, workspace=self.workspace,
-                                device_line=device_line(self.info, self.datasheet_gpu),
-                                start=self.start_text)
+        return welcome_markdown(
+            first=self.first,
+            workspace=self.workspace,
+            device_line=device_line(self.info, self.datasheet_gpu),
+            start=self.start_text,
+        )
 
     def compose(self) -> ComposeResult:
         from gpulab.tui.markdown import LabMarkdown as Markdown

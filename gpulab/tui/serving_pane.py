@@ -80,8 +80,10 @@ def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
         return key, "detected"
     if key := key_of(setting):
         return key, "setting"
-    return hardware.DEFAULT_GPU, f"default; no datasheet for {gpu_names[0]}" if gpu_names \
-        else "default"
+    return (
+        hardware.DEFAULT_GPU,
+        f"default; no datasheet for {gpu_names[0]}" if gpu_names else "default",
+    )
 
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
@@ -90,24 +92,37 @@ BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 def results_renderable(d: dict[str, Any], why: str) -> Group:
     """The numbers, sized for 78 columns: model, GPU, both steps, memory, the ridge batch."""
     head = Text.assemble(
-        (d["model"], "bold"), f" {d['total_params'] / 1e9:.2f} B params · weights {d['weights']}"
+        (d["model"], "bold"),
+        f" {d['total_params'] / 1e9:.2f} B params · weights {d['weights']}"
         f" · KV {d['kv']} {d['kv_bytes_per_token'] / 1024:g} KiB/token\n",
-        (d["gpu"], "bold"), f" ({why}): {d['bandwidth_tbs']:.3g} TB/s · {d['peak_tflops']:,.0f} "
-        f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B")
+        (d["gpu"], "bold"),
+        f" ({why}): {d['bandwidth_tbs']:.3g} TB/s · {d['peak_tflops']:,.0f} "
+        f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B",
+    )
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
     for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s"):
-        table.add_column(col, justify="left" if col in ("step", "bound") else "right",
-                         no_wrap=True)
-    for kind, shape in (("prefill", f"{d['batch']}×{d['prompt']}"),
-                        ("decode", f"{d['batch']}×1 @{d['context']}")):
+        table.add_column(col, justify="left" if col in ("step", "bound") else "right", no_wrap=True)
+    for kind, shape in (
+        ("prefill", f"{d['batch']}×{d['prompt']}"),
+        ("decode", f"{d['batch']}×1 @{d['context']}"),
+    ):
         s = d[kind]
-        table.add_row(kind, shape, units.si(s["flops"], ""), units.si(s["bytes"], "B"),
-                      units.intensity(s["intensity"]),
-                      Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
-                      units.duration(s["seconds"]), units.tokens(s["tokens_per_s"]))
+        table.add_row(
+            kind,
+            shape,
+            units.si(s["flops"], ""),
+            units.si(s["bytes"], "B"),
+            units.intensity(s["intensity"]),
+            Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
+            units.duration(s["seconds"]),
+            units.tokens(s["tokens_per_s"]),
+        )
     need, have = d["memory_needed_gb"], d["memory_gb"] or 0
-    memory = Text(f"memory: {need:,.1f} GB of {have:g} GB: " if need < 100 else
-                  f"memory: {need:,.0f} GB of {have:g} GB: ")
+    memory = Text(
+        f"memory: {need:,.1f} GB of {have:g} GB: "
+        if need < 100
+        else f"memory: {need:,.0f} GB of {have:g} GB: "
+    )
     if need <= have:
         memory.append("fits", "green")
     else:
@@ -115,23 +130,36 @@ def results_renderable(d: dict[str, Any], why: str) -> Group:
         memory.append(f"does not fit on one GPU ({gpus} needed)", "red")
     b = d["decode_batch_to_ridge"]
     if b is None:
-        ridge = Text(f"decode stays memory-bound at every batch at context {d['context']} "
-                     f"(≤ {d['decode_intensity_limit']:.3g} FLOP/B)")
+        ridge = Text(
+            f"decode stays memory-bound at every batch at context {d['context']} "
+            f"(≤ {d['decode_intensity_limit']:.3g} FLOP/B)"
+        )
     else:
-        ridge = Text(f"decode turns compute-bound from a batch of about {b:,.0f} "
-                     f"at context {d['context']}")
+        ridge = Text(
+            f"decode turns compute-bound from a batch of about {b:,.0f} at context {d['context']}"
+        )
     return Group(head, table, memory, ridge)
 
 
 def sweep_renderable(d: dict[str, Any]) -> Table:
-    t = Table(title=f"decode at context {d['context']}, by batch", title_justify="left",
-              box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    t = Table(
+        title=f"decode at context {d['context']}, by batch",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        padding=(0, 2, 0, 0),
+        header_style="bold",
+    )
     for col in ("batch", "FLOP/B", "bound", "tokens/s", "fits"):
         t.add_column(col, justify="left" if col in ("bound", "fits") else "right")
     for r in d["decode_sweep"]:
-        t.add_row(str(r["batch"]), units.intensity(r["intensity"]),
-                  Text(r["bound"], style=BOUND_STYLE.get(r["bound"], "")),
-                  units.tokens(r["tokens_per_s"]), "yes" if r["fits"] else Text("no", style="red"))
+        t.add_row(
+            str(r["batch"]),
+            units.intensity(r["intensity"]),
+            Text(r["bound"], style=BOUND_STYLE.get(r["bound"], "")),
+            units.tokens(r["tokens_per_s"]),
+            "yes" if r["fits"] else Text("no", style="red"),
+        )
     return t
 
 
@@ -142,9 +170,17 @@ def plot_model(d: dict[str, Any], gpu: Any) -> Any:
     model = roofline.build_model(gpu, d["compute_dtype"], points=False)
     for kind in ("prefill", "decode"):
         s = d[kind]
-        model.points.append(roofline.Point(
-            exercise=kind, case=kind, dtype=d["compute_dtype"], intensity=s["intensity"],
-            flops_per_s=s["flops"] / s["seconds"], ms=s["seconds"] * 1e3, bound=s["bound"]))
+        model.points.append(
+            roofline.Point(
+                exercise=kind,
+                case=kind,
+                dtype=d["compute_dtype"],
+                intensity=s["intensity"],
+                flops_per_s=s["flops"] / s["seconds"],
+                ms=s["seconds"] * 1e3,
+                bound=s["bound"],
+            )
+        )
     return model
 
 
@@ -195,18 +231,26 @@ class ServingPane(LazyPane):
         dtypes = [(d, d) for d in serving.WEIGHT_DTYPES]
         kv = [(d, d) for d in serving.KV_DTYPES]
         row1 = Horizontal(
-            Label("model"), self._select(models, serving.DEFAULT_MODEL, "serving-model"),
+            Label("model"),
+            self._select(models, serving.DEFAULT_MODEL, "serving-model"),
             Label("gpu", classes="gap"),
             self._select([(g.name, k) for k, g in gpus.items()], gpu_key, "serving-gpu"),
             Label("weights", classes="gap"),
-            self._select(dtypes, "bf16", "serving-weights"), classes="form-row")
+            self._select(dtypes, "bf16", "serving-weights"),
+            classes="form-row",
+        )
         row2 = Horizontal(
-            *self._count("batch"), *self._count("prompt", gap=True),
-            *self._count("context", gap=True), Label("kv", classes="gap"),
-            self._select(kv, "bf16", "serving-kv"), classes="form-row")
+            *self._count("batch"),
+            *self._count("prompt", gap=True),
+            *self._count("context", gap=True),
+            Label("kv", classes="gap"),
+            self._select(kv, "bf16", "serving-kv"),
+            classes="form-row",
+        )
         self.query_one("#serving-loading").remove()
-        self.mount_all([row1, row2, Static("", id="serving-error"),
-                        Static("", id="serving-results")])
+        self.mount_all(
+            [row1, row2, Static("", id="serving-error"), Static("", id="serving-results")]
+        )
         try:
             from gpulab.tui.plot import roofline_plot
 
@@ -216,8 +260,9 @@ class ServingPane(LazyPane):
         self.mount(Static("", id="serving-sweep"))
         self.call_after_refresh(self.recompute)
         if info is None:
-            self._detect_timer = self.set_interval(0.5, self._await_detection,
-                                                   repeat=DETECT_POLLS, name="serving-gpu")
+            self._detect_timer = self.set_interval(
+                0.5, self._await_detection, repeat=DETECT_POLLS, name="serving-gpu"
+            )
 
     @staticmethod
     def _select(options: list[tuple[str, str]], value: str, id: str) -> Select[str]:
@@ -225,9 +270,14 @@ class ServingPane(LazyPane):
 
     @staticmethod
     def _count(name: str, gap: bool = False) -> tuple[Label, Input]:
-        field = Input(str(DEFAULTS[name]), id=f"serving-{name}", compact=True,
-                      validators=[_Count(name)], validate_on=["changed"],
-                      tooltip=f"{name}: a whole number from 1 to {MAX_COUNT:,}")
+        field = Input(
+            str(DEFAULTS[name]),
+            id=f"serving-{name}",
+            compact=True,
+            validators=[_Count(name)],
+            validate_on=["changed"],
+            tooltip=f"{name}: a whole number from 1 to {MAX_COUNT:,}",
+        )
         return Label(name, classes="gap" if gap else ""), field
 
     def _await_detection(self) -> None:
@@ -282,9 +332,15 @@ class ServingPane(LazyPane):
             try:
                 if gpu is None or model is None:
                     raise ValueError(f"unknown choice: {values['model']!r} on {values['gpu']!r}")
-                data = serving.calculate(model, gpu, batch=values["batch"],
-                                         prompt=values["prompt"], context=values["context"],
-                                         weights=values["weights"], kv=values["kv"])
+                data = serving.calculate(
+                    model,
+                    gpu,
+                    batch=values["batch"],
+                    prompt=values["prompt"],
+                    context=values["context"],
+                    weights=values["weights"],
+                    kv=values["kv"],
+                )
             except serving.InputError as exc:
                 # The same rules as `gpulab serving` (a prompt longer than the
                 # context, a context beyond the model's window): the field goes red.
@@ -324,7 +380,8 @@ class ServingPane(LazyPane):
                 plots.first().show_model(plot_model(d, gpu))
             except ValueError as exc:  # a GPU the roofline model cannot draw
                 self.query_one("#serving-sweep", Static).update(
-                    Text(f"The roofline could not be drawn: {exc}", style="yellow"))
+                    Text(f"The roofline could not be drawn: {exc}", style="yellow")
+                )
 
     def on_key(self, event: Any) -> None:
         if event.key == "escape" and isinstance(self.app.focused, Input):

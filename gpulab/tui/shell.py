@@ -56,9 +56,18 @@ class LabShell(App[int]):
     probing: reactive[bool] = reactive(False)
     """The microbenchmarks are running (Device pane)."""
 
-    def __init__(self, workspace: Workspace, course: Course, *, device: str = "auto",
-                 gpu_info: GpuInfo | None = None, syntax: bool = True, poll: bool = False,
-                 check_timeout: float | None = None, welcome: bool | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        course: Course,
+        *,
+        device: str = "auto",
+        gpu_info: GpuInfo | None = None,
+        syntax: bool = True,
+        poll: bool = False,
+        check_timeout: float | None = None,
+        welcome: bool | None = None,
+    ) -> None:
         super().__init__()
         self.workspace, self.course, self.device = workspace, course, device
         self.gpu_info = gpu_info
@@ -106,8 +115,9 @@ class LabShell(App[int]):
     def update_summary(self) -> None:
         self.query_one("#summary", Static).update(self.query_one(LessonList).summary())
         watching = " · watching" if self.watch_mode else ""
-        self.sub_title = (f"{self.lesson.number} {self.lesson.title}{watching}"
-                          if self.lesson else "")
+        self.sub_title = (
+            f"{self.lesson.number} {self.lesson.title}{watching}" if self.lesson else ""
+        )
 
     # --- panes ----------------------------------------------------------------
     def action_show_pane(self, name: str) -> None:
@@ -199,12 +209,16 @@ class LabShell(App[int]):
 
         worker = get_current_worker()
         # No limit given: the CLI's (60 s on the CPU, 300 s on a GPU).
-        timeout, why = ((self.check_timeout, "the lab was started with it")
-                        if self.check_timeout else
-                        default_timeout(self.device, self.gpu_info.found if self.gpu_info
-                                        else None))
+        timeout, why = (
+            (self.check_timeout, "the lab was started with it")
+            if self.check_timeout
+            else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
+        )
         result = run_check(
-            lesson, path, timeout=timeout, device=self.device,
+            lesson,
+            path,
+            timeout=timeout,
+            device=self.device,
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
@@ -239,13 +253,21 @@ class LabShell(App[int]):
             self.notify("check cancelled", timeout=2)
         elif result.get("passed"):
             # The summary may quote learner code: shown as text, never markup.
-            self.notify(f"{lesson.exercise}: {visible(result.get('summary', ''))}\nThe reference "
-                        "solution is unlocked (s); n opens the next lesson.", title="PASS",
-                        timeout=6, markup=False)
+            self.notify(
+                f"{lesson.exercise}: {visible(result.get('summary', ''))}\nThe reference "
+                "solution is unlocked (s); n opens the next lesson.",
+                title="PASS",
+                timeout=6,
+                markup=False,
+            )
         else:
-            self.notify(f"{lesson.exercise}: {visible(result.get('summary', ''))}",
-                        title=status.upper() if isinstance(status, str) else "FAIL",
-                        severity="error", timeout=6, markup=False)
+            self.notify(
+                f"{lesson.exercise}: {visible(result.get('summary', ''))}",
+                title=status.upper() if isinstance(status, str) else "FAIL",
+                severity="error",
+                timeout=6,
+                markup=False,
+            )
 
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:
@@ -257,9 +279,13 @@ class LabShell(App[int]):
             self.checking = False
         elif worker.group == "probe":
             self.probing = False
-        self.notify(f"{worker.description or worker.name} failed: "
-                    f"{type(worker.error).__name__}: {worker.error}", severity="error",
-                    title="gpulab error", timeout=10)
+        self.notify(
+            f"{worker.description or worker.name} failed: "
+            f"{type(worker.error).__name__}: {worker.error}",
+            severity="error",
+            title="gpulab error",
+            timeout=10,
+        )
 
     # --- files on disk ------------------------------------------------------------
     def watch_file(self, path: Path | None) -> None:

@@ -61,11 +61,15 @@ class LessonList(OptionList):
         keep = self.highlighted
         exercises = self.ws.load_state().get("exercises", {})
         self.clear_options()
-        self.add_options([
-            Option(lesson_prompt(lesson, *lesson_status(lesson, self.ws, exercises)),
-                   id=lesson.exercise)
-            for lesson in self.course.lessons
-        ])
+        self.add_options(
+            [
+                Option(
+                    lesson_prompt(lesson, *lesson_status(lesson, self.ws, exercises)),
+                    id=lesson.exercise,
+                )
+                for lesson in self.course.lessons
+            ]
+        )
         if keep is not None:
             self.highlighted = keep
 
@@ -75,6 +79,7 @@ class LessonList(OptionList):
     def summary(self) -> str:
         exercises = self.ws.load_state().get("exercises", {})
         ready = [lesson for lesson in self.course.lessons if lesson.ready]
-        passed = sum(1 for lesson in ready
-                     if lesson_status(lesson, self.ws, exercises)[0] == PASSED)
+        passed = sum(
+            1 for lesson in ready if lesson_status(lesson, self.ws, exercises)[0] == PASSED
+        )
         return f"passed {passed} of {len(ready)} ready"

@@ -31,8 +31,20 @@ VARIANTS = [  # (file, exercise, expected top kind)
 
 
 def check(exercise: str, file: Path, ws: Path, explain: bool) -> tuple[dict, float]:
-    cmd = [sys.executable, "-m", "gpulab", "--workspace", str(ws), "check", exercise,
-           "--file", str(file), "--json", "--device", "cuda"] + (["--explain"] if explain else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpulab",
+        "--workspace",
+        str(ws),
+        "check",
+        exercise,
+        "--file",
+        str(file),
+        "--json",
+        "--device",
+        "cuda",
+    ] + (["--explain"] if explain else [])
     t = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1800)
     took = time.monotonic() - t
@@ -52,18 +64,29 @@ def main() -> int:
         res, t_explain = check(exercise, file, ws, explain=True)
         diag = res.get("diagnosis") or []
         timing = res.get("timing") or {}
-        rows.append({
-            "variant": file.name, "exercise": exercise, "expected": expected,
-            "top": diag[0]["kind"] if diag else None,
-            "match": (diag[0]["kind"] if diag else None) == expected,
-            "status": res.get("status"), "grade": timing.get("grade"),
-            "roofline_fraction": timing.get("roofline_fraction"),
-            "diagnosis": [{k: d.get(k) for k in ("kind", "severity", "evidence")} for d in diag],
-            "explain": {k: v for k, v in (res.get("explain") or {}).items() if k != "facts"},
-            "diagnosis_without_explain": [d["kind"] for d in plain.get("diagnosis") or []],
-            "seconds_plain": round(t_plain, 1), "seconds_explain": round(t_explain, 1)})
-        print(f"{file.name}: top={rows[-1]['top']} expected={expected} "
-              f"grade={rows[-1]['grade']}", file=sys.stderr)
+        rows.append(
+            {
+                "variant": file.name,
+                "exercise": exercise,
+                "expected": expected,
+                "top": diag[0]["kind"] if diag else None,
+                "match": (diag[0]["kind"] if diag else None) == expected,
+                "status": res.get("status"),
+                "grade": timing.get("grade"),
+                "roofline_fraction": timing.get("roofline_fraction"),
+                "diagnosis": [
+                    {k: d.get(k) for k in ("kind", "severity", "evidence")} for d in diag
+                ],
+                "explain": {k: v for k, v in (res.get("explain") or {}).items() if k != "facts"},
+                "diagnosis_without_explain": [d["kind"] for d in plain.get("diagnosis") or []],
+                "seconds_plain": round(t_plain, 1),
+                "seconds_explain": round(t_explain, 1),
+            }
+        )
+        print(
+            f"{file.name}: top={rows[-1]['top']} expected={expected} grade={rows[-1]['grade']}",
+            file=sys.stderr,
+        )
     out_path.write_text(json.dumps({"rows": rows}, indent=2, default=str))
     return 0
 

@@ -7,6 +7,7 @@ so a schedule that deadlocks shows as a hang instead of stopping the run.
     python3 scripts/research/fa3_probe.py --chosen         # the reference's schedules, 1000 each
     python3 scripts/research/fa3_probe.py B H S D causal '{"num_wg": 3}'
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ STRESS = [  # the same, but 300 launches each: a race that deadlocks rarely
 
 # The reference's own schedules (SCHEDULES in the kernel file) on the bench
 # shapes, a thousand launches each: the ones gpulab bench and the grader run.
-CHOSEN = [(4, 32, 4096, 64, False), (4, 32, 4096, 64, True), (4, 16, 4096, 128, False),
-          (4, 16, 4096, 128, True), (1, 32, 16384, 64, False), (1, 16, 16384, 128, True)]
+CHOSEN = [
+    (4, 32, 4096, 64, False),
+    (4, 32, 4096, 64, True),
+    (4, 16, 4096, 128, False),
+    (4, 16, 4096, 128, True),
+    (1, 32, 16384, 64, False),
+    (1, 16, 16384, 128, True),
+]
 
 CASES = [  # (B, H, S, D, causal, schedule)
     (4, 32, 4096, 64, False, {"num_wg": 3, "pingpong": True}),
@@ -49,6 +56,7 @@ CASES = [  # (B, H, S, D, causal, schedule)
 
 def one(B, H, S, D, causal, sched) -> dict:
     import torch
+
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts" / "sweeps"))
     import sweep_common
@@ -61,8 +69,9 @@ def one(B, H, S, D, causal, sched) -> dict:
     reps = sched.pop("reps", 10)
     fa3.launch(q, k, v, o, causal, 1 / math.sqrt(D), schedule=sched)
     torch.cuda.synchronize()
-    want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
-                                                            is_causal=causal)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=causal
+    )
     err = float((o.float() - want).abs().max())
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -82,21 +91,43 @@ def main() -> int:
     else:
         todo = STRESS if "--stress" in sys.argv else CASES
     for B, H, S, D, causal, sched in todo:
-        args = [sys.executable, __file__, str(B), str(H), str(S), str(D), str(int(causal)),
-                json.dumps(sched)]
+        args = [
+            sys.executable,
+            __file__,
+            str(B),
+            str(H),
+            str(S),
+            str(D),
+            str(int(causal)),
+            json.dumps(sched),
+        ]
         try:
             r = subprocess.run(args, capture_output=True, text=True, timeout=40)
-            res = (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0
-                   else {"error": r.stderr.strip().splitlines()[-1][:200] if r.stderr else r.returncode})
+            res = (
+                json.loads(r.stdout.strip().splitlines()[-1])
+                if r.returncode == 0
+                else {
+                    "error": r.stderr.strip().splitlines()[-1][:200] if r.stderr else r.returncode
+                }
+            )
         except subprocess.TimeoutExpired:
             res = {"error": "hung (40 s)"}
         row = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "schedule": sched, **res}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if out := os.environ.get("OUT"):
-        tag = "_" + Path(os.environ["GPULAB_FA3_FILE"]).stem if os.environ.get("GPULAB_FA3_FILE") else ""
-        name = ("fa3_chosen.json" if "--chosen" in sys.argv
-                else "fa3_stress.json" if "--stress" in sys.argv else "fa3_probe.json")
+        tag = (
+            "_" + Path(os.environ["GPULAB_FA3_FILE"]).stem
+            if os.environ.get("GPULAB_FA3_FILE")
+            else ""
+        )
+        name = (
+            "fa3_chosen.json"
+            if "--chosen" in sys.argv
+            else "fa3_stress.json"
+            if "--stress" in sys.argv
+            else "fa3_probe.json"
+        )
         Path(out, name.replace(".json", tag + ".json")).write_text(json.dumps(rows, indent=1))
     return 0
 

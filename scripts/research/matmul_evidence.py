@@ -75,10 +75,14 @@ def steady(fn, flops: float, seconds: float) -> dict:
     sm = [s["sm_mhz"] for s in clocks.samples]
     tflops = flops / (ms * 1e-3) / 1e12
     watts = statistics.median(power) if power else None
-    return {"ms": ms, "tflops": tflops, "power_w": watts,
-            "sm_mhz": statistics.median(sm) if sm else None,
-            "gflop_per_joule": tflops * 1e3 / watts if watts else None,
-            "throttle": sorted(clocks.throttle_reasons)}
+    return {
+        "ms": ms,
+        "tflops": tflops,
+        "power_w": watts,
+        "sm_mhz": statistics.median(sm) if sm else None,
+        "gflop_per_joule": tflops * 1e3 / watts if watts else None,
+        "throttle": sorted(clocks.throttle_reasons),
+    }
 
 
 def main() -> int:
@@ -95,21 +99,30 @@ def main() -> int:
             ours = lambda a=a, b=b, c=c: ref.launch(a, b, c)  # noqa: E731
             theirs = lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)  # noqa: E731
             ours()
-            row = {"shape": f"{M}x{N}x{K}", "dtype": dt_name,
-                   "cublas_kernels": kernel_names(theirs),
-                   "our_path": ref._TMA_CHOICE.get((M, N, K, dt), "pointer"),
-                   "ours": steady(ours, flops, seconds), "cublas": steady(theirs, flops, seconds)}
+            row = {
+                "shape": f"{M}x{N}x{K}",
+                "dtype": dt_name,
+                "cublas_kernels": kernel_names(theirs),
+                "our_path": ref._TMA_CHOICE.get((M, N, K, dt), "pointer"),
+                "ours": steady(ours, flops, seconds),
+                "cublas": steady(theirs, flops, seconds),
+            }
             row["speedup"] = row["cublas"]["ms"] / row["ours"]["ms"]
             rows.append(row)
             o, t = row["ours"], row["cublas"]
-            print(f"{row['shape']:>16} {dt_name}  ours {o['tflops']:6.1f} TF {o['power_w'] or 0:5.0f} W "
-                  f"{o['sm_mhz'] or 0:5.0f} MHz | cuBLAS {t['tflops']:6.1f} TF {t['power_w'] or 0:5.0f} W "
-                  f"{t['sm_mhz'] or 0:5.0f} MHz | x{row['speedup']:.3f} | {row['cublas_kernels']}",
-                  flush=True)
+            print(
+                f"{row['shape']:>16} {dt_name}  ours {o['tflops']:6.1f} TF {o['power_w'] or 0:5.0f} W "
+                f"{o['sm_mhz'] or 0:5.0f} MHz | cuBLAS {t['tflops']:6.1f} TF {t['power_w'] or 0:5.0f} W "
+                f"{t['sm_mhz'] or 0:5.0f} MHz | x{row['speedup']:.3f} | {row['cublas_kernels']}",
+                flush=True,
+            )
             del a, b, c, ours, theirs
             torch.cuda.empty_cache()
-    meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    meta = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     import triton
 
     meta["triton"] = triton.__version__

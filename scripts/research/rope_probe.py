@@ -37,21 +37,33 @@ SRC = (ROOT / "kernels" / "rope_rmsnorm.py").read_text()
 EDITS = {
     "ref": [],
     "hints": [
-        ("x1 = tl.load(x_row + j[None, :], mask=mask, other=0.0)",
-         "x1 = tl.load(x_row + j[None, :], mask=mask, other=0.0, eviction_policy='evict_first')"),
-        ("x2 = tl.load(x_row + HALF + j[None, :], mask=mask, other=0.0)",
-         "x2 = tl.load(x_row + HALF + j[None, :], mask=mask, other=0.0, "
-         "eviction_policy='evict_first')"),
-        ("c = tl.load(cos_ptr + s * stride_cs + j)[None, :]",
-         "c = tl.load(cos_ptr + s * stride_cs + j, eviction_policy='evict_last')[None, :]"),
-        ("sn = tl.load(sin_ptr + s * stride_cs + j)[None, :]",
-         "sn = tl.load(sin_ptr + s * stride_cs + j, eviction_policy='evict_last')[None, :]"),
-        ("tl.store(y_row + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=mask)",
-         "tl.store(y_row + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=mask, "
-         "eviction_policy='evict_first')"),
-        ("tl.store(y_row + HALF + j[None, :], y2.to(y_ptr.dtype.element_ty), mask=mask)",
-         "tl.store(y_row + HALF + j[None, :], y2.to(y_ptr.dtype.element_ty), mask=mask, "
-         "eviction_policy='evict_first')"),
+        (
+            "x1 = tl.load(x_row + j[None, :], mask=mask, other=0.0)",
+            "x1 = tl.load(x_row + j[None, :], mask=mask, other=0.0, eviction_policy='evict_first')",
+        ),
+        (
+            "x2 = tl.load(x_row + HALF + j[None, :], mask=mask, other=0.0)",
+            "x2 = tl.load(x_row + HALF + j[None, :], mask=mask, other=0.0, "
+            "eviction_policy='evict_first')",
+        ),
+        (
+            "c = tl.load(cos_ptr + s * stride_cs + j)[None, :]",
+            "c = tl.load(cos_ptr + s * stride_cs + j, eviction_policy='evict_last')[None, :]",
+        ),
+        (
+            "sn = tl.load(sin_ptr + s * stride_cs + j)[None, :]",
+            "sn = tl.load(sin_ptr + s * stride_cs + j, eviction_policy='evict_last')[None, :]",
+        ),
+        (
+            "tl.store(y_row + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=mask)",
+            "tl.store(y_row + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=mask, "
+            "eviction_policy='evict_first')",
+        ),
+        (
+            "tl.store(y_row + HALF + j[None, :], y2.to(y_ptr.dtype.element_ty), mask=mask)",
+            "tl.store(y_row + HALF + j[None, :], y2.to(y_ptr.dtype.element_ty), mask=mask, "
+            "eviction_policy='evict_first')",
+        ),
     ],
     "nomath": [
         ("y1 = n1 * c - n2 * sn", "y1 = x1 + c + w1"),
@@ -62,9 +74,14 @@ EDITS = {
 # a thread: 32 heads x 4 warps compiles to 66 (7 programs an SM), 64 lets 8
 # fit with no spills (48 spills); more bytes in flight an SM.
 EDITS["regs64"] = [
-    ('triton.Config({"ELEMS": e}, num_warps=w)', 'triton.Config({"ELEMS": e}, num_warps=w, maxnreg=64)'),
-    ('triton.Config({"BLOCK_H": bh}, num_warps=c.num_warps)',
-     'triton.Config({"BLOCK_H": bh}, num_warps=c.num_warps, maxnreg=c.maxnreg)'),
+    (
+        'triton.Config({"ELEMS": e}, num_warps=w)',
+        'triton.Config({"ELEMS": e}, num_warps=w, maxnreg=64)',
+    ),
+    (
+        'triton.Config({"BLOCK_H": bh}, num_warps=c.num_warps)',
+        'triton.Config({"BLOCK_H": bh}, num_warps=c.num_warps, maxnreg=c.maxnreg)',
+    ),
 ]
 # One fixed tile: "tE wW" is E elements a program (E / D heads) and W warps,
 # the autotuner's choice taken away. At these sizes the probe's Triton copy
@@ -72,8 +89,12 @@ EDITS["regs64"] = [
 # scripts/research/same_size_ceilings.py). Listed twice: the autotuner prunes (which
 # turns ELEMS into BLOCK_H) only when it has more than one configuration.
 for _e, _w in ((4096, 4), (2048, 4), (2048, 2), (1024, 2), (1024, 4), (512, 1)):
-    EDITS[f"t{_e}w{_w}"] = [("for e in (1024, 2048, 4096) for w in (4, 8)]",
-                             f"for e, w in (({_e}, {_w}), ({_e}, {_w}))]")]
+    EDITS[f"t{_e}w{_w}"] = [
+        (
+            "for e in (1024, 2048, 4096) for w in (4, 8)]",
+            f"for e, w in (({_e}, {_w}), ({_e}, {_w}))]",
+        )
+    ]
 DIAGNOSTIC = {"nomath"}  # timed, not compared with the reference
 
 
@@ -106,9 +127,12 @@ def main() -> int:
         nbytes = 2 * x.numel() * 2 + 2 * cos.numel() * 4
         y = torch.empty_like(x)
         t = measure(lambda x=x, y=y: y.copy_(x), flusher=flusher)
-        row = {"shape": f"{B}x{S}x{H}x{D}", "bytes": nbytes,
-               "copy_same_size_us": t["ms"] * 1e3,
-               "copy_same_size_tbs": 2 * x.numel() * 2 / (t["ms"] * 1e-3) / 1e12}
+        row = {
+            "shape": f"{B}x{S}x{H}x{D}",
+            "bytes": nbytes,
+            "copy_same_size_us": t["ms"] * 1e3,
+            "copy_same_size_tbs": 2 * x.numel() * 2 / (t["ms"] * 1e-3) / 1e12,
+        }
         want = None
         for name in names:
             mod = load_variant(name)
@@ -117,24 +141,42 @@ def main() -> int:
             want = o if want is None else want
             # Each variant autotunes afresh and may pick another tile, which
             # sums the squares over D in another order: close, not equal.
-            assert name in DIAGNOSTIC or torch.allclose(o.float(), want.float(), atol=2e-2,
-                                                        rtol=2e-2), f"{name} differs from ref"
+            assert name in DIAGNOSTIC or torch.allclose(
+                o.float(), want.float(), atol=2e-2, rtol=2e-2
+            ), f"{name} differs from ref"
             m = measure(lambda fn=fn, a=(x, w, cos, sin): fn(*a), flusher=flusher)
-            key = name if name not in row else f"{name}#{sum(k.split('#')[0] == name for k in row) + 1}"
-            row[key] = {"us": m["ms"] * 1e3, "tbs": nbytes / (m["ms"] * 1e-3) / 1e12,
-                         "p20_us": m["p20_ms"] * 1e3, "p80_us": m["p80_ms"] * 1e3,
-                         "config": str(getattr(mod._fwd_tuned, "best_config", None))}
+            key = (
+                name
+                if name not in row
+                else f"{name}#{sum(k.split('#')[0] == name for k in row) + 1}"
+            )
+            row[key] = {
+                "us": m["ms"] * 1e3,
+                "tbs": nbytes / (m["ms"] * 1e-3) / 1e12,
+                "p20_us": m["p20_ms"] * 1e3,
+                "p80_us": m["p80_ms"] * 1e3,
+                "config": str(getattr(mod._fwd_tuned, "best_config", None)),
+            }
         rows.append(row)
         print(json.dumps(row), flush=True)
         del x, y
         torch.cuda.empty_cache()
     import triton
 
-    Path(out_path).write_text(json.dumps(
-        {"meta": {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                  "triton": triton.__version__,
-                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-         "rows": rows}, indent=1))
+    Path(out_path).write_text(
+        json.dumps(
+            {
+                "meta": {
+                    "device": torch.cuda.get_device_name(0),
+                    "torch": torch.__version__,
+                    "triton": triton.__version__,
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -38,12 +38,15 @@ TRITON_COPIES = [(1024, 4), (2048, 4), (2048, 2), (4096, 4), (4096, 8), (8192, 8
 def copies(x: torch.Tensor, flusher: L2Flusher) -> dict:
     y = torch.empty_like(x)
     flat_x, flat_y = x.view(-1), y.view(-1)
-    out = {"memcpy": measure(lambda: y.copy_(x), flusher=flusher)["ms"],
-           "neg": measure(lambda: torch.neg(x, out=y), flusher=flusher)["ms"]}
+    out = {
+        "memcpy": measure(lambda: y.copy_(x), flusher=flusher)["ms"],
+        "neg": measure(lambda: torch.neg(x, out=y), flusher=flusher)["ms"],
+    }
     each = {}
     for block, warps in TRITON_COPIES:
         each[f"{block} w{warps}"] = measure(
-            lambda b=block, w=warps: triton_copy(flat_y, flat_x, b, w), flusher=flusher)["ms"]
+            lambda b=block, w=warps: triton_copy(flat_y, flat_x, b, w), flusher=flusher
+        )["ms"]
     out["triton"] = min(each.values())
     out["triton_each"] = each
     return out
@@ -66,8 +69,10 @@ def main() -> int:
     from kernels.softmax import softmax
 
     rows = []
-    for label, shape in (("softmax fp16 4096x16384", (4096, 16384)),
-                         ("softmax fp16 2048x32768", (2048, 32768))):
+    for label, shape in (
+        ("softmax fp16 4096x16384", (4096, 16384)),
+        ("softmax fp16 2048x32768", (2048, 32768)),
+    ):
         x = torch.randn(*shape, device="cuda", dtype=torch.float16)
         nbytes = 2 * x.numel() * 2
         row = {"case": label, "bytes": nbytes, **copies(x, flusher)}
@@ -78,8 +83,11 @@ def main() -> int:
     w = torch.randn(D, device="cuda", dtype=torch.bfloat16)
     ang = torch.rand(S, D // 2, device="cuda")
     cos, sin = ang.cos(), ang.sin()
-    row = {"case": "rope_rmsnorm fwd 1x16384x32x128 bf16 (copies: x alone)",
-           "bytes": 2 * x.numel() * 2 + 2 * cos.numel() * 4, **copies(x, flusher)}
+    row = {
+        "case": "rope_rmsnorm fwd 1x16384x32x128 bf16 (copies: x alone)",
+        "bytes": 2 * x.numel() * 2 + 2 * cos.numel() * 4,
+        **copies(x, flusher),
+    }
     row["kernel"] = measure(lambda: rmsnorm_rope(x, w, cos, sin), flusher=flusher)["ms"]
     row["copy_bytes"] = 2 * x.numel() * 2
     rows.append(row)
@@ -88,19 +96,35 @@ def main() -> int:
         copy_bytes = r.get("copy_bytes", r["bytes"])
         r["fraction_of_ceiling"] = {
             k: (copy_bytes if k != "kernel" else r["bytes"]) / (r[k] * 1e-3) / 1e12 / ceiling_tbs
-            for k in ("memcpy", "neg", "triton", "kernel")}
-        print(f"{r['case']}: " + ", ".join(
-            f"{k} {r[k] * 1e3:.1f} us ({r['fraction_of_ceiling'][k]:.1%})"
-            for k in ("memcpy", "neg", "triton", "kernel"))
-              + "; triton copies " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in r["triton_each"].items()),
-              flush=True)
+            for k in ("memcpy", "neg", "triton", "kernel")
+        }
+        print(
+            f"{r['case']}: "
+            + ", ".join(
+                f"{k} {r[k] * 1e3:.1f} us ({r['fraction_of_ceiling'][k]:.1%})"
+                for k in ("memcpy", "neg", "triton", "kernel")
+            )
+            + "; triton copies "
+            + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in r["triton_each"].items()),
+            flush=True,
+        )
     import triton
 
-    Path(out_path).write_text(json.dumps(
-        {"meta": {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                  "triton": triton.__version__,
-                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-         "ceiling_tbs": ceiling_tbs, "rows": rows}, indent=1))
+    Path(out_path).write_text(
+        json.dumps(
+            {
+                "meta": {
+                    "device": torch.cuda.get_device_name(0),
+                    "torch": torch.__version__,
+                    "triton": triton.__version__,
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+                "ceiling_tbs": ceiling_tbs,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

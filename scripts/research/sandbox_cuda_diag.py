@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-CHILD = r'''
+CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from gpulab.sandbox.isolation import Policy, apply
@@ -28,7 +28,7 @@ import torch
 print("count", torch.cuda.device_count())
 x = torch.ones(4, device="cuda")
 print("ok", float(x.sum()))
-'''
+"""
 
 
 def main() -> None:
@@ -45,7 +45,10 @@ def main() -> None:
         "rlimits only": {**base, "read": ["/"], "write": ["/"], "hidden": []},
         "full": base,
         "full + write /dev": {**base, "write": base["write"] + ["/dev"]},
-        "full + write /dev,/proc,/sys": {**base, "write": base["write"] + ["/dev", "/proc", "/sys"]},
+        "full + write /dev,/proc,/sys": {
+            **base,
+            "write": base["write"] + ["/dev", "/proc", "/sys"],
+        },
         "full + read /": {**base, "read": ["/"], "hidden": []},
         "full + read / write /": {**base, "read": ["/"], "write": ["/"], "hidden": []},
     }
@@ -53,8 +56,13 @@ def main() -> None:
     for name, pol in list(variants.items())[:3]:
         env = dict(os.environ)
         mode = "preinit" if "preinit" in name else "plain"
-        r = subprocess.run([sys.executable, "-I", "-c", CHILD, str(REPO), json.dumps(pol), mode],
-                           capture_output=True, text=True, timeout=120, env=env)
+        r = subprocess.run(
+            [sys.executable, "-I", "-c", CHILD, str(REPO), json.dumps(pol), mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         out[name] = {"rc": r.returncode, "out": r.stdout[-500:], "err": r.stderr[-800:]}
         print(name, r.returncode, r.stdout.strip()[-200:], r.stderr.strip()[-300:], flush=True)
     print(json.dumps(base["write"]))

@@ -9,6 +9,7 @@ Raw: benchmarks/h200-2026-11-30/softmax-launch-cost.txt.
 
     python3 scripts/research/softmax_launch_cost.py     # from the repo root, on sm_90
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,12 +50,17 @@ def main() -> int:
                 fn(x, got)
             host = (time.perf_counter() - t0) / 50 * 1e6
             torch.cuda.synchronize()
+
             def call(fn=fn, x=x, got=got):
                 fn(x, got)
+
             back = triton.testing.do_bench(call, warmup=10, rep=40) * 1e3
             gpu = measure(call, flusher=flusher, log_clocks=False)["ms"] * 1e3
-            print(f"{rows}x{cols} {name:20} err {err:.1e} host {host:6.1f} us  "
-                  f"do_bench {back:6.1f} us  measure {gpu:6.1f} us", flush=True)
+            print(
+                f"{rows}x{cols} {name:20} err {err:.1e} host {host:6.1f} us  "
+                f"do_bench {back:6.1f} us  measure {gpu:6.1f} us",
+                flush=True,
+            )
         # The same configurations through the JIT on every call (what the
         # launcher did before it kept its compiled kernel), for the record.
         smem = ref._smem_module()
@@ -62,8 +68,9 @@ def main() -> int:
             slots = 200 * 1024 // per_sm // (cr * smem.BOX * x.element_size())
             if not smem.supported(x, slots, cr, per_sm):
                 continue
-            run = functools.partial(smem.launch, x, y, slots=slots, chunk_rows=cr,
-                                    num_warps=warps, per_sm=per_sm)
+            run = functools.partial(
+                smem.launch, x, y, slots=slots, chunk_rows=cr, num_warps=warps, per_sm=per_sm
+            )
             run()
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -72,8 +79,11 @@ def main() -> int:
             host = (time.perf_counter() - t0) / 50 * 1e6
             torch.cuda.synchronize()
             back = triton.testing.do_bench(run, warmup=10, rep=40) * 1e3
-            print(f"{rows}x{cols} via JIT c{cr} w{warps} p{per_sm:<7} host {host:6.1f} us  "
-                  f"do_bench {back:6.1f} us", flush=True)
+            print(
+                f"{rows}x{cols} via JIT c{cr} w{warps} p{per_sm:<7} host {host:6.1f} us  "
+                f"do_bench {back:6.1f} us",
+                flush=True,
+            )
         print("choose ->", ref._choose(x, y, launchers), flush=True)
     return 0
 

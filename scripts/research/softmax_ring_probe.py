@@ -20,6 +20,7 @@ kernel. If two_exp and one_exp sit together at the copy variant's time,
 the maths is hidden and what is left is the pipeline; if copy is much
 faster, the compute warps are the bottleneck.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,21 +40,29 @@ from gpulab.device.timing import L2Flusher, measure  # noqa: E402
 SRC = (ROOT / "kernels" / "hopper" / "softmax_smem.py").read_text()
 # The diagnostic: pass 1 only waits for each chunk; pass 2 stores it as it is.
 COPY_EDITS = [
-    ("            x = bufs.index(g % NSLOT).load(layout).to(gl.float32) * LOG2E\n"
-     "            m_new = gl.maximum(m, gl.max(x, axis=1))\n"
-     "            s = s * gl.exp2(m - m_new) + gl.sum(gl.exp2(x - gl.expand_dims(m_new, 1)), axis=1)\n"
-     "            m = m_new\n", ""),
-    ("            x = chunk.load(layout).to(gl.float32) * LOG2E\n"
-     "            chunk.store((gl.exp2(x - row_max) * inv).to(y_desc.dtype))\n", ""),
+    (
+        "            x = bufs.index(g % NSLOT).load(layout).to(gl.float32) * LOG2E\n"
+        "            m_new = gl.maximum(m, gl.max(x, axis=1))\n"
+        "            s = s * gl.exp2(m - m_new) + gl.sum(gl.exp2(x - gl.expand_dims(m_new, 1)), axis=1)\n"
+        "            m = m_new\n",
+        "",
+    ),
+    (
+        "            x = chunk.load(layout).to(gl.float32) * LOG2E\n"
+        "            chunk.store((gl.exp2(x - row_max) * inv).to(y_desc.dtype))\n",
+        "",
+    ),
 ]
 
 # Two TMA stores left reading shared memory instead of one before a slot is
 # handed back (both compute paths; the ring then needs a row and two chunks).
 STORES2_EDITS = [
-    ("    tma.store_wait(pendings=1)\n    if g > 0:\n"
-     "        mbarrier.arrive(empty.index((g - 1) % NSLOT))\n",
-     "    tma.store_wait(pendings=2)\n    if g > 1:\n"
-     "        mbarrier.arrive(empty.index((g - 2) % NSLOT))\n"),
+    (
+        "    tma.store_wait(pendings=1)\n    if g > 0:\n"
+        "        mbarrier.arrive(empty.index((g - 1) % NSLOT))\n",
+        "    tma.store_wait(pendings=2)\n    if g > 1:\n"
+        "        mbarrier.arrive(empty.index((g - 2) % NSLOT))\n",
+    ),
 ]
 
 
@@ -113,34 +122,59 @@ def main() -> int:
             for reduce in (False, True):
                 base[f"row {'reduce' if reduce else 'copy'} w{w}"] = (
                     lambda x=x, y=y, w=w, r=reduce: row_copy[(x.shape[0],)](
-                        y, x, x.shape[1], BLOCK=x.shape[1], REDUCE=r, num_warps=w))
+                        y, x, x.shape[1], BLOCK=x.shape[1], REDUCE=r, num_warps=w
+                    )
+                )
         for name, fn in base.items():
             ms = measure(fn, flusher=flusher, log_clocks=False)["ms"]
             back = triton.testing.do_bench(fn, warmup=10, rep=50)
-            rows_out.append({"shape": [n_rows, n_cols], "variant": name, "us": ms * 1e3,
-                             "back_to_back_us": back * 1e3, "tbs": nbytes / ms / 1e9})
-            print(f"{n_rows}x{n_cols} {name:24} {ms * 1e3:7.1f} us  back-to-back "
-                  f"{back * 1e3:7.1f} us  {nbytes / ms / 1e9:.2f} TB/s", flush=True)
+            rows_out.append(
+                {
+                    "shape": [n_rows, n_cols],
+                    "variant": name,
+                    "us": ms * 1e3,
+                    "back_to_back_us": back * 1e3,
+                    "tbs": nbytes / ms / 1e9,
+                }
+            )
+            print(
+                f"{n_rows}x{n_cols} {name:24} {ms * 1e3:7.1f} us  back-to-back "
+                f"{back * 1e3:7.1f} us  {nbytes / ms / 1e9:.2f} TB/s",
+                flush=True,
+            )
         for cr, warps, per_sm in ((64, 16, 1), (64, 8, 1), (64, 4, 1), (32, 8, 1)):
             slots = 200 * 1024 // per_sm // (cr * ref_mod.BOX * 2)
             if not ref_mod.supported(x, slots, cr, per_sm):
                 continue
-            for kind, mod, one_exp in (("two_exp", ref_mod, False), ("one_exp", ref_mod, True),
-                                       ("copy", copy_mod, False), ("two_exp st2", ref2_mod, False),
-                                       ("one_exp st2", ref2_mod, True),
-                                       ("copy st2", copy2_mod, False)):
+            for kind, mod, one_exp in (
+                ("two_exp", ref_mod, False),
+                ("one_exp", ref_mod, True),
+                ("copy", copy_mod, False),
+                ("two_exp st2", ref2_mod, False),
+                ("one_exp st2", ref2_mod, True),
+                ("copy st2", copy2_mod, False),
+            ):
                 name = f"{kind} c{cr} w{warps} p{per_sm}"
                 try:
-                    fn = mod.Launcher(n_rows, n_cols, x.dtype, x.device, slots=slots,
-                                      chunk_rows=cr, num_warps=warps, per_sm=per_sm,
-                                      one_exp=one_exp)
+                    fn = mod.Launcher(
+                        n_rows,
+                        n_cols,
+                        x.dtype,
+                        x.device,
+                        slots=slots,
+                        chunk_rows=cr,
+                        num_warps=warps,
+                        per_sm=per_sm,
+                        one_exp=one_exp,
+                    )
                     fn(x, y)  # compiles
                     got = torch.full_like(x, float("nan"))
                     fn(x, got)  # the direct launch
                     torch.cuda.synchronize()
                 except Exception as exc:  # noqa: BLE001 - out of resources, say
-                    rows_out.append({"shape": [n_rows, n_cols], "variant": name,
-                                     "error": str(exc)[:300]})
+                    rows_out.append(
+                        {"shape": [n_rows, n_cols], "variant": name, "error": str(exc)[:300]}
+                    )
                     print(f"{n_rows}x{n_cols} {name:24} error {str(exc)[:120]}", flush=True)
                     continue
                 if kind.startswith("copy"):
@@ -150,20 +184,34 @@ def main() -> int:
                     # in units of the fp16 ulp of each output: 0.5 is exact rounding
                     ulp = 2.0 ** (torch.floor(torch.log2(want)).clamp_min(-14) - 10)
                     ulps = float(((got.double() - want).abs() / ulp).max())
-                ms = measure(lambda fn=fn, x=x, got=got: fn(x, got), flusher=flusher,
-                             log_clocks=False)["ms"]
-                back = triton.testing.do_bench(lambda fn=fn, x=x, got=got: fn(x, got), warmup=10,
-                                               rep=50)
-                row = {"shape": [n_rows, n_cols], "variant": name, "us": ms * 1e3,
-                       "back_to_back_us": back * 1e3, "tbs": nbytes / ms / 1e9, "err": err}
+                ms = measure(
+                    lambda fn=fn, x=x, got=got: fn(x, got), flusher=flusher, log_clocks=False
+                )["ms"]
+                back = triton.testing.do_bench(
+                    lambda fn=fn, x=x, got=got: fn(x, got), warmup=10, rep=50
+                )
+                row = {
+                    "shape": [n_rows, n_cols],
+                    "variant": name,
+                    "us": ms * 1e3,
+                    "back_to_back_us": back * 1e3,
+                    "tbs": nbytes / ms / 1e9,
+                    "err": err,
+                }
                 if not kind.startswith("copy"):
                     row["max_ulps"] = ulps
                 rows_out.append(row)
-                print(f"{n_rows}x{n_cols} {name:24} {ms * 1e3:7.1f} us  back-to-back "
-                      f"{back * 1e3:7.1f} us  {nbytes / ms / 1e9:.2f} TB/s  err {err:.1e}"
-                      + ("" if kind.startswith("copy") else f"  {ulps:.2f} ulp"), flush=True)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__}
+                print(
+                    f"{n_rows}x{n_cols} {name:24} {ms * 1e3:7.1f} us  back-to-back "
+                    f"{back * 1e3:7.1f} us  {nbytes / ms / 1e9:.2f} TB/s  err {err:.1e}"
+                    + ("" if kind.startswith("copy") else f"  {ulps:.2f} ulp"),
+                    flush=True,
+                )
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+    }
     out.write_text(json.dumps({"meta": meta, "rows": rows_out}, indent=1))
     return 0
 

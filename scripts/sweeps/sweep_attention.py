@@ -70,6 +70,7 @@ LOG2E = 1.4426950408889634
 # Kernels
 # --------------------------------------------------------------------------
 
+
 @triton.jit
 def _exp2_poly(x, DEG: tl.constexpr):
     """2^x for x <= 0 on the FMA pipe (FlashAttention-4's trick): Hopper's
@@ -152,15 +153,25 @@ def _exp2_mixed(x, POLY: tl.constexpr, DEG: tl.constexpr):
         a, b = _halves(x)
         b0, b1 = _halves(b)
         c0, c1 = _halves(b1)
-        p = _unhalves(tl.math.exp2(a), _unhalves(
-            tl.math.exp2(b0), _unhalves(tl.math.exp2(c0), _exp2_poly(c1, DEG))))
+        p = _unhalves(
+            tl.math.exp2(a),
+            _unhalves(tl.math.exp2(b0), _unhalves(tl.math.exp2(c0), _exp2_poly(c1, DEG))),
+        )
     return p
 
 
 @triton.jit
-def _softmax_tile(m_i, qk, offs_m, start_n, qk_scale,
-                  BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-                  POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+def _softmax_tile(
+    m_i,
+    qk,
+    offs_m,
+    start_n,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+    POLY: tl.constexpr,
+    POLY_DEG: tl.constexpr,
+):
     """The softmax half of a step: P (fp32), the factor alpha that rescales
     what was accumulated before, the row sums of P and the new m (kept in
     scaled log2 units). The caller folds the sums into l, so the tma, desc
@@ -182,13 +193,25 @@ def _softmax_tile(m_i, qk, offs_m, start_n, qk_scale,
 
 
 @triton.jit
-def _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
-                         BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-                         POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+def _online_softmax_step(
+    acc,
+    l_i,
+    m_i,
+    qk,
+    v,
+    offs_m,
+    start_n,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+    POLY: tl.constexpr,
+    POLY_DEG: tl.constexpr,
+):
     """Fold one tile of scores qk (BLOCK_M x BLOCK_N, raw q·k) and its V tile
     into the running (acc, l, m)."""
-    p, alpha, l_ij, m_new = _softmax_tile(m_i, qk, offs_m, start_n, qk_scale, BLOCK_N, MASK,
-                                          POLY, POLY_DEG)
+    p, alpha, l_ij, m_new = _softmax_tile(
+        m_i, qk, offs_m, start_n, qk_scale, BLOCK_N, MASK, POLY, POLY_DEG
+    )
     acc = acc * alpha[:, None]
     acc = tl.dot(p.to(v.dtype), v, acc)
     l_i = l_i * alpha + l_ij
@@ -196,8 +219,25 @@ def _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
 
 
 @triton.jit
-def _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd, lo, hi, offs_m, qk_scale,
-              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr):
+def _loop_ptr(
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_base,
+    v_base,
+    sks,
+    skd,
+    svs,
+    svd,
+    lo,
+    hi,
+    offs_m,
+    qk_scale,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+):
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     k_ptrs = k_base + (lo + offs_n)[:, None] * sks + offs_d[None, :] * skd
@@ -206,19 +246,44 @@ def _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd, lo, hi, offs
         k = tl.load(k_ptrs)
         qk = tl.dot(q, tl.trans(k))
         v = tl.load(v_ptrs)
-        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
-                                             BLOCK_N, MASK, 0, 3)
+        acc, l_i, m_i = _online_softmax_step(
+            acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale, BLOCK_N, MASK, 0, 3
+        )
         k_ptrs += BLOCK_N * sks
         v_ptrs += BLOCK_N * svs
     return acc, l_i, m_i
 
 
 @triton.jit
-def attn_ptr(Q, K, V, Out,
-             sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sos, sod,
-             H, S, qk_scale,
-             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             CAUSAL: tl.constexpr):
+def attn_ptr(
+    Q,
+    K,
+    V,
+    Out,
+    sqb,
+    sqh,
+    sqs,
+    sqd,
+    skb,
+    skh,
+    sks,
+    skd,
+    svb,
+    svh,
+    svs,
+    svd,
+    sob,
+    soh,
+    sos,
+    sod,
+    H,
+    S,
+    qk_scale,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+):
     start_m = tl.program_id(0)
     if CAUSAL:  # longest query blocks first: the short ones fill the tail
         start_m = tl.num_programs(0) - 1 - start_m
@@ -234,37 +299,123 @@ def attn_ptr(Q, K, V, Out,
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     if CAUSAL:
-        acc, l_i, m_i = _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd,
-                                  0, start_m * BLOCK_M, offs_m, qk_scale, HEAD_DIM, BLOCK_N, False)
-        acc, l_i, m_i = _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd,
-                                  start_m * BLOCK_M, (start_m + 1) * BLOCK_M, offs_m, qk_scale,
-                                  HEAD_DIM, BLOCK_N, True)
+        acc, l_i, m_i = _loop_ptr(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            sks,
+            skd,
+            svs,
+            svd,
+            0,
+            start_m * BLOCK_M,
+            offs_m,
+            qk_scale,
+            HEAD_DIM,
+            BLOCK_N,
+            False,
+        )
+        acc, l_i, m_i = _loop_ptr(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            sks,
+            skd,
+            svs,
+            svd,
+            start_m * BLOCK_M,
+            (start_m + 1) * BLOCK_M,
+            offs_m,
+            qk_scale,
+            HEAD_DIM,
+            BLOCK_N,
+            True,
+        )
     else:
-        acc, l_i, m_i = _loop_ptr(acc, l_i, m_i, q, k_base, v_base, sks, skd, svs, svd,
-                                  0, S, offs_m, qk_scale, HEAD_DIM, BLOCK_N, False)
+        acc, l_i, m_i = _loop_ptr(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            sks,
+            skd,
+            svs,
+            svd,
+            0,
+            S,
+            offs_m,
+            qk_scale,
+            HEAD_DIM,
+            BLOCK_N,
+            False,
+        )
     out = acc / l_i[:, None]
-    tl.store(Out + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :] * sod,
-             out.to(Out.dtype.element_ty))
+    tl.store(
+        Out + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :] * sod,
+        out.to(Out.dtype.element_ty),
+    )
 
 
 @triton.jit
-def _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, lo, hi, offs_m, qk_scale,
-               BLOCK_N: tl.constexpr, MASK: tl.constexpr, WS: tl.constexpr,
-               POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+def _loop_desc(
+    acc,
+    l_i,
+    m_i,
+    q,
+    desc_k,
+    desc_v,
+    row0,
+    lo,
+    hi,
+    offs_m,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+    WS: tl.constexpr,
+    POLY: tl.constexpr,
+    POLY_DEG: tl.constexpr,
+):
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([row0 + start_n, 0])
         qk = tl.dot(q, k.T)
         v = desc_v.load([row0 + start_n, 0])
-        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale,
-                                             BLOCK_N, MASK, POLY, POLY_DEG)
+        acc, l_i, m_i = _online_softmax_step(
+            acc, l_i, m_i, qk, v, offs_m, start_n, qk_scale, BLOCK_N, MASK, POLY, POLY_DEG
+        )
     return acc, l_i, m_i
 
 
 @triton.jit
-def _loop_pipe(acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0, lo, hi, offs_m, qk_scale,
-               BLOCK_N: tl.constexpr, MASK: tl.constexpr, PIPE: tl.constexpr,
-               POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+def _loop_pipe(
+    acc,
+    l_i,
+    m_i,
+    qk,
+    p,
+    alpha,
+    q,
+    desc_k,
+    desc_v,
+    row0,
+    lo,
+    hi,
+    offs_m,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+    PIPE: tl.constexpr,
+    POLY: tl.constexpr,
+    POLY_DEG: tl.constexpr,
+):
     """The key loop pipelined by hand so that one tensor-core product runs
     while this warpgroup does a tile's softmax (FlashAttention-3's
     intra-warpgroup overlap). Tiles [lo, hi) get their softmax here; on entry
@@ -298,8 +449,9 @@ def _loop_pipe(acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0, lo, hi, off
             v = desc_v.load([row0 + start_n - BLOCK_N, 0])
             acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
             qk_next = tl.dot(q, desc_k.load([row0 + start_n + BLOCK_N, 0]).T)
-            p, alpha, l_ij, m_i = _softmax_tile(m_i, qk, offs_m, start_n, qk_scale, BLOCK_N,
-                                                MASK, POLY, POLY_DEG)
+            p, alpha, l_ij, m_i = _softmax_tile(
+                m_i, qk, offs_m, start_n, qk_scale, BLOCK_N, MASK, POLY, POLY_DEG
+            )
             l_i = l_i * alpha + l_ij
             qk = qk_next
         else:
@@ -307,29 +459,48 @@ def _loop_pipe(acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0, lo, hi, off
             s_j = tl.dot(q, desc_k.load([row0 + start_n, 0]).T)
             v = desc_v.load([row0 + start_n - BLOCK_N, 0])
             acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
-            p, alpha, l_ij, m_i = _softmax_tile(m_i, s_j, offs_m, start_n, qk_scale, BLOCK_N,
-                                                MASK, POLY, POLY_DEG)
+            p, alpha, l_ij, m_i = _softmax_tile(
+                m_i, s_j, offs_m, start_n, qk_scale, BLOCK_N, MASK, POLY, POLY_DEG
+            )
             l_i = l_i * alpha + l_ij
     return acc, l_i, m_i, qk, p, alpha
 
 
 @triton.jit
-def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
-              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr, DEVICE_DESC: tl.constexpr, WS: tl.constexpr,
-              PIPE: tl.constexpr, POLY: tl.constexpr, POLY_DEG: tl.constexpr):
+def attn_desc(
+    desc_q,
+    desc_k,
+    desc_v,
+    desc_o,
+    BH,
+    S,
+    qk_scale,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DEVICE_DESC: tl.constexpr,
+    WS: tl.constexpr,
+    PIPE: tl.constexpr,
+    POLY: tl.constexpr,
+    POLY_DEG: tl.constexpr,
+):
     # q, k, v, o are viewed as (B·H·S, HEAD_DIM): head bh owns rows [bh·S, bh·S + S).
     # S is a multiple of BLOCK_M, so no box crosses into the next head.
     if DEVICE_DESC:
         rows = BH * S
-        desc_q = tl.make_tensor_descriptor(desc_q, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                           block_shape=[BLOCK_M, HEAD_DIM])
-        desc_k = tl.make_tensor_descriptor(desc_k, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
-        desc_v = tl.make_tensor_descriptor(desc_v, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
-        desc_o = tl.make_tensor_descriptor(desc_o, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                           block_shape=[BLOCK_M, HEAD_DIM])
+        desc_q = tl.make_tensor_descriptor(
+            desc_q, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM]
+        )
+        desc_k = tl.make_tensor_descriptor(
+            desc_k, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM]
+        )
+        desc_v = tl.make_tensor_descriptor(
+            desc_v, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM]
+        )
+        desc_o = tl.make_tensor_descriptor(
+            desc_o, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM]
+        )
     start_m = tl.program_id(0)
     if CAUSAL:
         start_m = tl.num_programs(0) - 1 - start_m
@@ -350,8 +521,9 @@ def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
         end = (start_m + 1) * BLOCK_M if CAUSAL else S
         diag = start_m * BLOCK_M if CAUSAL else S  # where the masked tiles start
         qk = tl.dot(q, desc_k.load([row0, 0]).T)
-        p, alpha, l_ij, m_i = _softmax_tile(m_i, qk, offs_m, 0, qk_scale, BLOCK_N, CAUSAL,
-                                            POLY, POLY_DEG)
+        p, alpha, l_ij, m_i = _softmax_tile(
+            m_i, qk, offs_m, 0, qk_scale, BLOCK_N, CAUSAL, POLY, POLY_DEG
+        )
         l_i = l_i * alpha + l_ij
         # Mode 1 computes the scores a tile ahead, so its loop stops a tile
         # short and the last softmax is peeled (needs a second tile).
@@ -360,32 +532,115 @@ def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
             if end > BLOCK_N:
                 qk = tl.dot(q, desc_k.load([row0 + BLOCK_N, 0]).T)
         acc, l_i, m_i, qk, p, alpha = _loop_pipe(
-            acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0, BLOCK_N,
-            tl.minimum(diag, loop_end), offs_m, qk_scale, BLOCK_N, False, PIPE, POLY, POLY_DEG)
+            acc,
+            l_i,
+            m_i,
+            qk,
+            p,
+            alpha,
+            q,
+            desc_k,
+            desc_v,
+            row0,
+            BLOCK_N,
+            tl.minimum(diag, loop_end),
+            offs_m,
+            qk_scale,
+            BLOCK_N,
+            False,
+            PIPE,
+            POLY,
+            POLY_DEG,
+        )
         if CAUSAL:
             acc, l_i, m_i, qk, p, alpha = _loop_pipe(
-                acc, l_i, m_i, qk, p, alpha, q, desc_k, desc_v, row0,
-                tl.maximum(diag, BLOCK_N), loop_end, offs_m, qk_scale, BLOCK_N, True, PIPE,
-                POLY, POLY_DEG)
+                acc,
+                l_i,
+                m_i,
+                qk,
+                p,
+                alpha,
+                q,
+                desc_k,
+                desc_v,
+                row0,
+                tl.maximum(diag, BLOCK_N),
+                loop_end,
+                offs_m,
+                qk_scale,
+                BLOCK_N,
+                True,
+                PIPE,
+                POLY,
+                POLY_DEG,
+            )
         if PIPE == 1:
             if end > BLOCK_N:
                 last = end - BLOCK_N
                 v = desc_v.load([row0 + last - BLOCK_N, 0])
                 acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
-                p, alpha, l_ij, m_i = _softmax_tile(m_i, qk, offs_m, last, qk_scale, BLOCK_N,
-                                                    CAUSAL, POLY, POLY_DEG)
+                p, alpha, l_ij, m_i = _softmax_tile(
+                    m_i, qk, offs_m, last, qk_scale, BLOCK_N, CAUSAL, POLY, POLY_DEG
+                )
                 l_i = l_i * alpha + l_ij
         v = desc_v.load([row0 + end - BLOCK_N, 0])
         acc = tl.dot(p.to(q.dtype), v, acc * alpha[:, None])
     elif CAUSAL:
-        acc, l_i, m_i = _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, 0, start_m * BLOCK_M,
-                                   offs_m, qk_scale, BLOCK_N, False, WS, POLY, POLY_DEG)
-        acc, l_i, m_i = _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, start_m * BLOCK_M,
-                                   (start_m + 1) * BLOCK_M, offs_m, qk_scale, BLOCK_N, True, WS,
-                                   POLY, POLY_DEG)
+        acc, l_i, m_i = _loop_desc(
+            acc,
+            l_i,
+            m_i,
+            q,
+            desc_k,
+            desc_v,
+            row0,
+            0,
+            start_m * BLOCK_M,
+            offs_m,
+            qk_scale,
+            BLOCK_N,
+            False,
+            WS,
+            POLY,
+            POLY_DEG,
+        )
+        acc, l_i, m_i = _loop_desc(
+            acc,
+            l_i,
+            m_i,
+            q,
+            desc_k,
+            desc_v,
+            row0,
+            start_m * BLOCK_M,
+            (start_m + 1) * BLOCK_M,
+            offs_m,
+            qk_scale,
+            BLOCK_N,
+            True,
+            WS,
+            POLY,
+            POLY_DEG,
+        )
     else:
-        acc, l_i, m_i = _loop_desc(acc, l_i, m_i, q, desc_k, desc_v, row0, 0, S,
-                                   offs_m, qk_scale, BLOCK_N, False, WS, POLY, POLY_DEG)
+        acc, l_i, m_i = _loop_desc(
+            acc,
+            l_i,
+            m_i,
+            q,
+            desc_k,
+            desc_v,
+            row0,
+            0,
+            S,
+            offs_m,
+            qk_scale,
+            BLOCK_N,
+            False,
+            WS,
+            POLY,
+            POLY_DEG,
+        )
     out = acc / l_i[:, None]
     desc_o.store([row0 + start_m * BLOCK_M, 0], out.to(q.dtype))
 
@@ -393,6 +648,7 @@ def attn_desc(desc_q, desc_k, desc_v, desc_o, BH, S, qk_scale,
 # --------------------------------------------------------------------------
 # Variants
 # --------------------------------------------------------------------------
+
 
 def _cfg(bm, bn, warps, stages, **extra):
     return {"BM": bm, "BN": bn, "warps": warps, "stages": stages, **extra}
@@ -419,8 +675,10 @@ POLY_SHARES = {64: {(128, 64, 4, 3): (2, 4, 8)}, 128: {(128, 128, 8, 3): (2, 4, 
 # 128x64 with 8 warps (160-176 registers, no spills) in its place. Mode 2
 # ("pv") in every config; mode 1 ("qk"), which ptxas serialises (see
 # _loop_pipe), in one config per head dim to measure what that costs.
-PIPE_CONFIGS = {64: CONFIGS[64],
-                128: [_cfg(128, 128, 8, 2), _cfg(128, 64, 4, 3), _cfg(128, 64, 8, 3)]}
+PIPE_CONFIGS = {
+    64: CONFIGS[64],
+    128: [_cfg(128, 128, 8, 2), _cfg(128, 64, 4, 3), _cfg(128, 64, 8, 3)],
+}
 PIPE_QK = {64: (128, 128, 8, 3), 128: (128, 128, 8, 2)}
 PIPE_MODES = {1: "qk", 2: "pv"}  # which product overlaps the softmax
 # fa3: BLOCK_M is 64 rows per consumer warpgroup. Measured on the H200
@@ -444,18 +702,27 @@ def _family_configs(fam: str, D: int, causal: bool = False) -> list[dict]:
         # since fixed and run 1560 times clean by `scripts/research/fa3_probe.py
         # --stress`). "lpt" is the launch order of the causal shapes (heads
         # in L2-sized groups, longest row blocks first; see the kernel).
-        return [_cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0, lpt=lpt)
-                for wg, bn, st in FA3_CONFIGS[D] for pp in (True, False)
-                for lpt in ((False, True) if causal else (False,))]
+        return [
+            _cfg(64 * wg, bn, 4 * wg + 4, st, pingpong=pp, poly=0, lpt=lpt)
+            for wg, bn, st in FA3_CONFIGS[D]
+            for pp in (True, False)
+            for lpt in ((False, True) if causal else (False,))
+        ]
     base = CONFIGS[D] + EXTRA[D].get(fam, [])
     if fam == "tma_poly":
-        return [dict(c, poly=share, deg=3) for c in base
-                for share in POLY_SHARES[D].get((c["BM"], c["BN"], c["warps"], c["stages"]),
-                                                (2, 4))]
+        return [
+            dict(c, poly=share, deg=3)
+            for c in base
+            for share in POLY_SHARES[D].get((c["BM"], c["BN"], c["warps"], c["stages"]), (2, 4))
+        ]
     if fam == "tma_pipe":
-        out = [dict(c, pipe=mode) for c in PIPE_CONFIGS[D]
-               for mode in ((2, 1) if (c["BM"], c["BN"], c["warps"], c["stages"]) == PIPE_QK[D]
-                            else (2,))]
+        out = [
+            dict(c, pipe=mode)
+            for c in PIPE_CONFIGS[D]
+            for mode in (
+                (2, 1) if (c["BM"], c["BN"], c["warps"], c["stages"]) == PIPE_QK[D] else (2,)
+            )
+        ]
         # Both tricks at once: P·V under the softmax, a quarter of its exp2s
         # on the FMA pipe.
         return out + [dict(c, pipe=2, poly=4, deg=3) for c in PIPE_CONFIGS[D]]
@@ -487,16 +754,27 @@ def cases() -> list[dict]:
             for causal in (False, True):
                 B, H = (4 if S == 4096 else 1), 2048 // D
                 flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
-                out.append({"label": f"B{B} H{H} S{S} D{D}" + (" causal" if causal else ""),
-                            "B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": "bf16",
-                            "flops": flops, "compile_key": (D, causal),
-                            "quick": (S, D, causal) in ((4096, 128, False), (16384, 64, True))})
+                out.append(
+                    {
+                        "label": f"B{B} H{H} S{S} D{D}" + (" causal" if causal else ""),
+                        "B": B,
+                        "H": H,
+                        "S": S,
+                        "D": D,
+                        "causal": causal,
+                        "dtype": "bf16",
+                        "flops": flops,
+                        "compile_key": (D, causal),
+                        "quick": (S, D, causal) in ((4096, 128, False), (16384, 64, True)),
+                    }
+                )
     return out
 
 
 # --------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------
+
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -519,11 +797,11 @@ def _reference_heads(q, k, v, causal, scale, heads):
         qh, kh, vh = q[b, h].float(), k[b, h].float(), v[b, h].float()
         o = torch.empty_like(qh)
         for r0 in range(0, S, 2048):
-            s = (qh[r0:r0 + 2048] @ kh.T) * scale
+            s = (qh[r0 : r0 + 2048] @ kh.T) * scale
             if causal:
                 rows = torch.arange(r0, r0 + s.shape[0], device=q.device)[:, None]
                 s = s.masked_fill(torch.arange(S, device=q.device)[None, :] > rows, float("-inf"))
-            o[r0:r0 + 2048] = torch.softmax(s, -1) @ vh
+            o[r0 : r0 + 2048] = torch.softmax(s, -1) @ vh
         outs.append(o)
     return torch.stack(outs)
 
@@ -534,14 +812,23 @@ def prepare(case: dict, device: str = "cuda", dtype=torch.bfloat16) -> dict:
     q, k, v = (torch.randn(B, H, S, D, generator=g, device=device).to(dtype) for _ in range(3))
     scale = 1.0 / math.sqrt(D)
     heads = [(0, 0), (B - 1, H - 1)]
-    st = {"case": case, "q": q, "k": k, "v": v, "o": torch.empty_like(q), "scale": scale,
-          "causal": causal, "heads": heads}
+    st = {
+        "case": case,
+        "q": q,
+        "k": k,
+        "v": v,
+        "o": torch.empty_like(q),
+        "scale": scale,
+        "causal": causal,
+        "heads": heads,
+    }
     st["ref"] = _reference_heads(q, k, v, causal, scale, heads)
     # A trusted bf16 implementation for the whole output (the flash backend
     # on the GPU, the math backend on the CPU), and its error on the checked
     # heads: the yardstick for the variants' error.
     if device == "cuda":
         from torch.nn.attention import SDPBackend, sdpa_kernel
+
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             full = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     else:
@@ -561,7 +848,9 @@ def baselines(state: dict) -> dict:
         def run():
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
         return run
+
     return {"cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
 
 
@@ -577,8 +866,12 @@ def check(state: dict, out: torch.Tensor) -> tuple[bool, dict]:
     err = error(state, out)
     whole = float((out.float() - state["trusted"].float()).abs().max())
     floor = 2e-3 * state["ref_max"]
-    ok = (math.isfinite(err) and math.isfinite(whole) and err <= 2 * state["trusted_err"] + floor
-          and whole <= 4 * state["trusted_err"] + 2 * floor)
+    ok = (
+        math.isfinite(err)
+        and math.isfinite(whole)
+        and err <= 2 * state["trusted_err"] + floor
+        and whole <= 4 * state["trusted_err"] + 2 * floor
+    )
     return ok, {"max_err": err, "vs_trusted": whole, "trusted_err": state["trusted_err"]}
 
 
@@ -596,11 +889,28 @@ def launcher(v: Variant, state: dict):
     qk_scale = state["scale"] * LOG2E
     causal = state["causal"]
     if v.family == "fa2":
+
         def run():
-            attn_ptr[grid](q, k, vv, o, *q.stride(), *k.stride(), *vv.stride(), *o.stride(),
-                           H, S, qk_scale, HEAD_DIM=D, BLOCK_M=BM, BLOCK_N=BN, CAUSAL=causal,
-                           **opts)
+            attn_ptr[grid](
+                q,
+                k,
+                vv,
+                o,
+                *q.stride(),
+                *k.stride(),
+                *vv.stride(),
+                *o.stride(),
+                H,
+                S,
+                qk_scale,
+                HEAD_DIM=D,
+                BLOCK_M=BM,
+                BLOCK_N=BN,
+                CAUSAL=causal,
+                **opts,
+            )
             return o
+
         return run
     for t in (q, k, vv, o):
         assert t.is_contiguous(), "descriptor variants need contiguous (B, H, S, D) tensors"
@@ -608,16 +918,31 @@ def launcher(v: Variant, state: dict):
         fa3 = common.fa3_module()
 
         def run():
-            fa3.launch(q, k, vv, o, causal, state["scale"],
-                       schedule={"num_wg": BM // 64, "block_n": BN, "stages": c["stages"],
-                                 "pingpong": c["pingpong"], "poly": c["poly"],
-                                 "lpt": c.get("lpt", False)})
+            fa3.launch(
+                q,
+                k,
+                vv,
+                o,
+                causal,
+                state["scale"],
+                schedule={
+                    "num_wg": BM // 64,
+                    "block_n": BN,
+                    "stages": c["stages"],
+                    "pingpong": c["pingpong"],
+                    "poly": c["poly"],
+                    "lpt": c.get("lpt", False),
+                },
+            )
             return o
+
         return run
     if v.family in ("tma", "tma_poly", "tma_pipe"):
         rows = B * H * S
-        args = [TensorDescriptor(t, shape=[rows, D], strides=[D, 1], block_shape=blk)
-                for t, blk in ((q, [BM, D]), (k, [BN, D]), (vv, [BN, D]), (o, [BM, D]))]
+        args = [
+            TensorDescriptor(t, shape=[rows, D], strides=[D, 1], block_shape=blk)
+            for t, blk in ((q, [BM, D]), (k, [BN, D]), (vv, [BN, D]), (o, [BM, D]))
+        ]
         device_desc, ws = False, False
     else:
         args = [q, k, vv, o]
@@ -626,10 +951,24 @@ def launcher(v: Variant, state: dict):
     pipe, poly, deg = c.get("pipe", 0), c.get("poly", 0), c.get("deg", 3)
 
     def run():
-        attn_desc[grid](*args, B * H, S, qk_scale, HEAD_DIM=D, BLOCK_M=BM, BLOCK_N=BN,
-                        CAUSAL=causal, DEVICE_DESC=device_desc, WS=ws, PIPE=pipe, POLY=poly,
-                        POLY_DEG=deg, **opts)
+        attn_desc[grid](
+            *args,
+            B * H,
+            S,
+            qk_scale,
+            HEAD_DIM=D,
+            BLOCK_M=BM,
+            BLOCK_N=BN,
+            CAUSAL=causal,
+            DEVICE_DESC=device_desc,
+            WS=ws,
+            PIPE=pipe,
+            POLY=poly,
+            POLY_DEG=deg,
+            **opts,
+        )
         return o
+
     return run
 
 
@@ -642,8 +981,14 @@ def selftest(args) -> int:
     failures = 0
     for D in (64, 128):
         for causal in (False, True):
-            case = {"label": f"B2 H2 S256 D{D}" + (" causal" if causal else ""), "B": 2, "H": 2,
-                    "S": 256, "D": D, "causal": causal}
+            case = {
+                "label": f"B2 H2 S256 D{D}" + (" causal" if causal else ""),
+                "B": 2,
+                "H": 2,
+                "S": 256,
+                "D": D,
+                "causal": causal,
+            }
             state = prepare(case, device="cpu", dtype=torch.float16)
             for v in variants(case):
                 if not common.wanted(v.name, args.variants) or v.family == "fa3":
@@ -656,8 +1001,9 @@ def selftest(args) -> int:
                 except Exception as exc:  # noqa: BLE001
                     ok, msg = False, "ERROR " + common._short(exc).splitlines()[-1][:150]
                 failures += not ok
-                print(f"{case['label']:22} {v.name:26} {msg}  ({time.time() - t0:.1f} s)",
-                      flush=True)
+                print(
+                    f"{case['label']:22} {v.name:26} {msg}  ({time.time() - t0:.1f} s)", flush=True
+                )
     print(f"selftest: {failures} failures")
     return 1 if failures else 0
 

@@ -36,8 +36,8 @@ CONTEXT_LOST = 3  # child exit code: the CUDA context is broken, resume in a fre
 
 @dataclass
 class Variant:
-    name: str      # unique within a case, e.g. "tma_persistent 128x256x64 s3 w8"
-    family: str    # e.g. "tma_persistent"
+    name: str  # unique within a case, e.g. "tma_persistent 128x256x64 s3 w8"
+    family: str  # e.g. "tma_persistent"
     cfg: dict[str, Any] = field(default_factory=dict)
 
 
@@ -47,12 +47,21 @@ def parse_args(argv: list[str], name: str) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="two shapes only (a smoke check)")
     p.add_argument("--shapes", default="", help="comma-separated substrings of case labels to keep")
     p.add_argument("--variants", default="", help="comma-separated substrings of variant names")
-    p.add_argument("--budget", type=float, default=270.0, help="wall-clock seconds for the whole run")
-    p.add_argument("--item-timeout", type=float, default=60.0,
-                   help="kill and resume when one step makes no progress for this long")
+    p.add_argument(
+        "--budget", type=float, default=270.0, help="wall-clock seconds for the whole run"
+    )
+    p.add_argument(
+        "--item-timeout",
+        type=float,
+        default=60.0,
+        help="kill and resume when one step makes no progress for this long",
+    )
     p.add_argument("--in-process", action="store_true", help="no supervising parent")
-    p.add_argument("--selftest", action="store_true",
-                   help="run every variant on tiny shapes in the Triton interpreter (CPU)")
+    p.add_argument(
+        "--selftest",
+        action="store_true",
+        help="run every variant on tiny shapes in the Triton interpreter (CPU)",
+    )
     p.add_argument("--list", action="store_true", help="print the cases and variants and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="a line per variant")
     # Internal: the supervisor's child.
@@ -83,6 +92,7 @@ def geomean(xs: list[float]) -> float | None:
 # The child: does the GPU work, logs one JSON object per line.
 # --------------------------------------------------------------------------
 
+
 class Log:
     def __init__(self, path: str) -> None:
         self.path = path
@@ -105,8 +115,10 @@ class Log:
                 os.fsync(f.fileno())
 
     def done(self, case: str, variant: str) -> bool:
-        return any(e.get("case") == case and e.get("variant") == variant
-                   and e["type"] in ("row", "crash") for e in self.entries)
+        return any(
+            e.get("case") == case and e.get("variant") == variant and e["type"] in ("row", "crash")
+            for e in self.entries
+        )
 
     def case_done(self, case: str) -> bool:
         return any(e["type"] == "case_done" and e["case"] == case for e in self.entries)
@@ -125,6 +137,7 @@ class Log:
 
 def _cuda_healthy() -> bool:
     import torch
+
     try:
         torch.cuda.synchronize()
         torch.ones(1, device="cuda").add_(1).item()
@@ -145,12 +158,24 @@ def _short(exc: BaseException) -> str:
 def time_fn(fn, flusher, quick: bool = False) -> dict[str, Any]:
     from gpulab.device.timing import measure
 
-    m = measure(fn, flusher=flusher, warmup_s=0.15 if quick else 0.2, max_warmup_s=1.5,
-                budget_s=1.0 if quick else 1.5)
+    m = measure(
+        fn,
+        flusher=flusher,
+        warmup_s=0.15 if quick else 0.2,
+        max_warmup_s=1.5,
+        budget_s=1.0 if quick else 1.5,
+    )
     clocks = m.get("clocks") or {}
-    return {"ms": m["ms"], "min_ms": m["min_ms"], "p20_ms": m["p20_ms"], "p80_ms": m["p80_ms"],
-            "reps": m["reps"], "rse": m["rse"],
-            "sm_mhz": clocks.get("sm_mhz_median"), "throttled": clocks.get("throttled")}
+    return {
+        "ms": m["ms"],
+        "min_ms": m["min_ms"],
+        "p20_ms": m["p20_ms"],
+        "p80_ms": m["p80_ms"],
+        "reps": m["reps"],
+        "rse": m["rse"],
+        "sm_mhz": clocks.get("sm_mhz_median"),
+        "throttled": clocks.get("throttled"),
+    }
 
 
 def run_child(sweep, args) -> int:
@@ -164,10 +189,17 @@ def run_child(sweep, args) -> int:
     if not any(e["type"] == "meta" for e in log.entries):
         props = torch.cuda.get_device_properties(0)
         import triton
-        log.emit(type="meta", device=props.name, sms=props.multi_processor_count,
-                 capability=list(torch.cuda.get_device_capability()), torch=torch.__version__,
-                 triton=triton.__version__, cuda=torch.version.cuda,
-                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+
+        log.emit(
+            type="meta",
+            device=props.name,
+            sms=props.multi_processor_count,
+            capability=list(torch.cuda.get_device_capability()),
+            torch=torch.__version__,
+            triton=triton.__version__,
+            cuda=torch.version.cuda,
+            date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        )
     sweep.setup()
     flusher = L2Flusher()
     deadline = args.deadline or (time.time() + args.budget)
@@ -179,8 +211,12 @@ def run_child(sweep, args) -> int:
         # shared memory) raises again for the next case with that key:
         # don't pay for the compile twice.
         for e in log.entries:
-            if (e["type"] == "row" and e.get("variant") == v.name and e.get("error")
-                    and key_of.get(e["case"]) == key):
+            if (
+                e["type"] == "row"
+                and e.get("variant") == v.name
+                and e.get("error")
+                and key_of.get(e["case"]) == key
+            ):
                 return f"failed in {e['case']}"
         return None
 
@@ -210,8 +246,9 @@ def run_child(sweep, args) -> int:
                     t = time_fn(bfn, flusher, args.quick)
                     log.emit(type="baseline", case=label, baseline=bname, round=rnd, err=err, **t)
                 except Exception as exc:  # noqa: BLE001
-                    log.emit(type="baseline", case=label, baseline=bname, round=rnd,
-                             error=_short(exc))
+                    log.emit(
+                        type="baseline", case=label, baseline=bname, round=rnd, error=_short(exc)
+                    )
                     if not _cuda_healthy():
                         return CONTEXT_LOST
             if rnd == 2:
@@ -221,8 +258,14 @@ def run_child(sweep, args) -> int:
                     continue
                 why = log.poisoned(v) or failed_before(v, case.get("compile_key"))
                 if why or time.time() > case_deadline:
-                    log.emit(type="row", case=label, variant=v.name, family=v.family, cfg=v.cfg,
-                             skipped=why or "time budget")
+                    log.emit(
+                        type="row",
+                        case=label,
+                        variant=v.name,
+                        family=v.family,
+                        cfg=v.cfg,
+                        skipped=why or "time budget",
+                    )
                     continue
                 log.emit(type="start", case=label, variant=v.name, family=v.family)
                 row = {"case": label, "variant": v.name, "family": v.family, "cfg": v.cfg}
@@ -245,8 +288,10 @@ def run_child(sweep, args) -> int:
                     healthy = _cuda_healthy()
                     log.emit(type="row", error=_short(exc), context_lost=not healthy, **row)
                     if args.verbose:
-                        print(f"  {label:34} {v.name:42} error {_short(exc).splitlines()[0]}",
-                              flush=True)
+                        print(
+                            f"  {label:34} {v.name:42} error {_short(exc).splitlines()[0]}",
+                            flush=True,
+                        )
                     if not healthy:
                         return CONTEXT_LOST
         log.emit(type="case_done", case=label)
@@ -259,6 +304,7 @@ def run_child(sweep, args) -> int:
 # --------------------------------------------------------------------------
 # The parent: supervises children, then reports.
 # --------------------------------------------------------------------------
+
 
 def supervise(script: str, argv: list[str], args, sweep) -> int:
     start = time.time()
@@ -276,8 +322,15 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
         if left < 15:
             print("sweep: out of time before the cases were done", flush=True)
             break
-        cmd = [sys.executable, script, *argv, "--child-log", str(log_path),
-               "--deadline", str(deadline - 10)]  # 10 s for the report
+        cmd = [
+            sys.executable,
+            script,
+            *argv,
+            "--child-log",
+            str(log_path),
+            "--deadline",
+            str(deadline - 10),
+        ]  # 10 s for the report
         # The child's stderr (compiler diagnostics can run to pages) goes to a
         # file beside the JSON, so the table stays readable at the end of stdout.
         with open(err_path, "a") as err_file:
@@ -300,9 +353,17 @@ def supervise(script: str, argv: list[str], args, sweep) -> int:
         starts = [e for e in log.entries if e["type"] == "start"]
         last = starts[-1] if starts else None
         if last and not log.done(last["case"], last["variant"]):
-            why = "hung (killed by the sweep's watchdog)" if hung else f"child process died, rc={rc}"
-            log.emit(type="crash", case=last["case"], variant=last["variant"],
-                     family=last.get("family"), hung=hung, error=why)
+            why = (
+                "hung (killed by the sweep's watchdog)" if hung else f"child process died, rc={rc}"
+            )
+            log.emit(
+                type="crash",
+                case=last["case"],
+                variant=last["variant"],
+                family=last.get("family"),
+                hung=hung,
+                error=why,
+            )
             print(f"sweep: {last['case']} / {last['variant']}: {why}; resuming", flush=True)
             if not hung:
                 tail = err_path.read_text(errors="replace").strip().splitlines()[-3:]
@@ -344,28 +405,43 @@ def report(sweep, entries: list[dict], args, wall_s: float) -> None:
                 r[f"x_{b}"] = bms / r["ms"] if bms else None
 
     def best(case: str, family: str | None = None, variant: str | None = None):
-        ok = [r for r in rows if r["case"] == case and r.get("ok") and r.get("ms")
-              and (family is None or r.get("family") == family)
-              and (variant is None or r["variant"] == variant)]
+        ok = [
+            r
+            for r in rows
+            if r["case"] == case
+            and r.get("ok")
+            and r.get("ms")
+            and (family is None or r.get("family") == family)
+            and (variant is None or r["variant"] == variant)
+        ]
         return min(ok, key=lambda r: r["ms"]) if ok else None
 
     print()
-    print(f"{sweep.NAME} sweep on {meta.get('device', '?')} (torch {meta.get('torch')}, "
-          f"triton {meta.get('triton')}), {wall_s:.0f} s; times in µs, TF = TFLOP/s")
-    print(f"{'case':30}" + "".join(f" {b[:9]:>9} {'TF':>4}" for b in names) +
-          f"  {'best variant':36} {'µs':>8} {'TF':>4}" + "".join(f" {'x' + b[:7]:>8}" for b in names))
+    print(
+        f"{sweep.NAME} sweep on {meta.get('device', '?')} (torch {meta.get('torch')}, "
+        f"triton {meta.get('triton')}), {wall_s:.0f} s; times in µs, TF = TFLOP/s"
+    )
+    print(
+        f"{'case':30}"
+        + "".join(f" {b[:9]:>9} {'TF':>4}" for b in names)
+        + f"  {'best variant':36} {'µs':>8} {'TF':>4}"
+        + "".join(f" {'x' + b[:7]:>8}" for b in names)
+    )
     summary_rows = []
     for c in cases:
         lab = c["label"]
         line = f"{lab[:30]:30}"
         for b in names:
             bms = base.get(lab, {}).get(b, {}).get("ms")
-            line += f" {bms * 1e3:9.1f} {flops[lab] / bms / 1e9:4.0f}" if bms else f" {'-':>9} {'':4}"
+            line += (
+                f" {bms * 1e3:9.1f} {flops[lab] / bms / 1e9:4.0f}" if bms else f" {'-':>9} {'':4}"
+            )
         r = best(lab)
         if r:
             line += f"  {r['variant'][:36]:36} {r['ms'] * 1e3:8.1f} {r['tflops']:4.0f}"
-            line += "".join(f" {r[f'x_{b}']:8.3f}" if r.get(f"x_{b}") else f" {'-':>8}"
-                            for b in names)
+            line += "".join(
+                f" {r[f'x_{b}']:8.3f}" if r.get(f"x_{b}") else f" {'-':>8}" for b in names
+            )
         else:
             line += "  (no correct variant)"
         print(line)
@@ -386,9 +462,12 @@ def report(sweep, entries: list[dict], args, wall_s: float) -> None:
     per_variant = {v: stats(lambda lab, v=v: best(lab, variant=v)) for v in variants}
 
     def fmt(s: dict) -> str:
-        return "  ".join(f"x{b}: geo {s[b]['geomean']:.3f} min {s[b]['min']:.3f} "
-                         f"({s[b]['n']}/{len(cases)})" if s[b]["geomean"] else f"x{b}: -"
-                         for b in names)
+        return "  ".join(
+            f"x{b}: geo {s[b]['geomean']:.3f} min {s[b]['min']:.3f} ({s[b]['n']}/{len(cases)})"
+            if s[b]["geomean"]
+            else f"x{b}: -"
+            for b in names
+        )
 
     print(f"{'best per case':40} {fmt(overall)}")
     for f in families:
@@ -401,8 +480,10 @@ def report(sweep, entries: list[dict], args, wall_s: float) -> None:
     errors = [r for r in rows if r.get("error")]
     wrong = [r for r in rows if r.get("ok") is False]
     skipped = [r for r in rows if r.get("skipped")]
-    print(f"variants: {len(rows)} rows, {len(errors)} errors, {len(wrong)} wrong, "
-          f"{len(skipped)} skipped (time budget, or an earlier crash or hang)")
+    print(
+        f"variants: {len(rows)} rows, {len(errors)} errors, {len(wrong)} wrong, "
+        f"{len(skipped)} skipped (time budget, or an earlier crash or hang)"
+    )
     seen = set()
     for r in errors:
         key = (r["variant"], r["error"].splitlines()[0][:80])
@@ -411,10 +492,19 @@ def report(sweep, entries: list[dict], args, wall_s: float) -> None:
             print(f"  error {r['variant']}: {key[1]}")
         if len(seen) >= 8:
             break
-    result = {"sweep": sweep.NAME, "meta": meta, "argv": sys.argv[1:], "wall_s": wall_s,
-              "baselines": names, "cases": cases, "summary": summary_rows,
-              "overall": overall, "per_family": per_family, "per_variant": per_variant,
-              "rows": rows}
+    result = {
+        "sweep": sweep.NAME,
+        "meta": meta,
+        "argv": sys.argv[1:],
+        "wall_s": wall_s,
+        "baselines": names,
+        "cases": cases,
+        "summary": summary_rows,
+        "overall": overall,
+        "per_family": per_family,
+        "per_variant": per_variant,
+        "rows": rows,
+    }
     out = Path(args.out)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=1, default=str))
@@ -441,8 +531,11 @@ def main(script: str, sweep) -> int:
     if args.child_log:
         return run_child(sweep, args)
     import torch
+
     if not torch.cuda.is_available():
-        print(f"sweep_{sweep.NAME}: needs a CUDA GPU (use --selftest for the CPU interpreter check)")
+        print(
+            f"sweep_{sweep.NAME}: needs a CUDA GPU (use --selftest for the CPU interpreter check)"
+        )
         return 2
     if args.in_process:
         out = Path(args.out)
@@ -462,9 +555,11 @@ def fa3_module():
     import importlib.util
     import os
     import sys
+
     path = os.environ.get("GPULAB_FA3_FILE")
     if not path:
         from kernels.hopper import flash_attention_fa3
+
         return flash_attention_fa3
     if "gpulab_fa3_candidate" not in sys.modules:
         spec = importlib.util.spec_from_file_location("gpulab_fa3_candidate", path)

@@ -57,6 +57,7 @@ NUM_SMS = 132  # replaced from the device in setup(); small in the interpreter
 # Kernels
 # --------------------------------------------------------------------------
 
+
 @triton.jit
 def _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped order: walk GROUP_M tile-rows column by column, so the tiles
@@ -74,14 +75,31 @@ def _store_ptr(c_ptr, acc, off_m, off_n, M, N, scm, scn, BM: tl.constexpr, BN: t
     rows = off_m + tl.arange(0, BM)
     cols = off_n + tl.arange(0, BN)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
-    tl.store(c_ptr + rows[:, None] * scm + cols[None, :] * scn,
-             acc.to(c_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        c_ptr + rows[:, None] * scm + cols[None, :] * scn, acc.to(c_ptr.dtype.element_ty), mask=mask
+    )
 
 
 @triton.jit
-def mm_grouped(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               EVEN_K: tl.constexpr):
+def mm_grouped(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    sam,
+    sak,
+    sbk,
+    sbn,
+    scm,
+    scn,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
     pid_m, pid_n = _tile_mn(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     # Rows/columns past M/N wrap to valid ones (never stored): unmasked loads.
     offs_m = (pid_m * BM + tl.arange(0, BM)) % M
@@ -104,9 +122,26 @@ def mm_grouped(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
 
 
 @triton.jit
-def mm_persistent(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                  EVEN_K: tl.constexpr, NUM_SMS: tl.constexpr):
+def mm_persistent(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    sam,
+    sak,
+    sbk,
+    sbn,
+    scm,
+    scn,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -138,8 +173,16 @@ def mm_persistent(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
 
 
 @triton.jit
-def _store_desc(c_desc, acc, off_m, off_n, BM: tl.constexpr, BN: tl.constexpr,
-                SUBTILE: tl.constexpr, OUT_BF16: tl.constexpr):
+def _store_desc(
+    c_desc,
+    acc,
+    off_m,
+    off_n,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    SUBTILE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+):
     dtype = tl.bfloat16 if OUT_BF16 else tl.float16
     if SUBTILE:
         # Two BM x BN/2 halves: the staging buffer for the TMA store is half
@@ -153,9 +196,20 @@ def _store_desc(c_desc, acc, off_m, off_n, BM: tl.constexpr, BN: tl.constexpr,
 
 
 @triton.jit
-def mm_tma(a_desc, b_desc, c_desc, M, N, K,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-           SUBTILE: tl.constexpr, OUT_BF16: tl.constexpr):
+def mm_tma(
+    a_desc,
+    b_desc,
+    c_desc,
+    M,
+    N,
+    K,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SUBTILE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+):
     pid_m, pid_n = _tile_mn(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     off_m = pid_m * BM
     off_n = pid_n * BN
@@ -169,21 +223,36 @@ def mm_tma(a_desc, b_desc, c_desc, M, N, K,
 
 
 @triton.jit
-def mm_tma_persistent(a, b, c, M, N, K,
-                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                      GROUP_M: tl.constexpr, SUBTILE: tl.constexpr, OUT_BF16: tl.constexpr,
-                      NUM_SMS: tl.constexpr, DEVICE_DESC: tl.constexpr,
-                      FLATTEN: tl.constexpr, WS: tl.constexpr):
+def mm_tma_persistent(
+    a,
+    b,
+    c,
+    M,
+    N,
+    K,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SUBTILE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    DEVICE_DESC: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    WS: tl.constexpr,
+):
     if DEVICE_DESC:
         # Built on the device, into scratch from triton.set_allocator's allocator.
         a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
         b_desc = tl.make_tensor_descriptor(b, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
         if SUBTILE:
-            c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1],
-                                               block_shape=[BM, BN // 2])
+            c_desc = tl.make_tensor_descriptor(
+                c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN // 2]
+            )
         else:
-            c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1],
-                                               block_shape=[BM, BN])
+            c_desc = tl.make_tensor_descriptor(
+                c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN]
+            )
     else:
         a_desc = a
         b_desc = b
@@ -212,9 +281,17 @@ def mm_tma_persistent(a, b, c, M, N, K,
 # Variants
 # --------------------------------------------------------------------------
 
+
 def _cfg(bm, bn, bk, stages, warps, sub=False, group=8):
-    return {"BM": bm, "BN": bn, "BK": bk, "stages": stages, "warps": warps, "sub": sub,
-            "group": group}
+    return {
+        "BM": bm,
+        "BN": bn,
+        "BK": bk,
+        "stages": stages,
+        "warps": warps,
+        "sub": sub,
+        "group": group,
+    }
 
 
 # Shared memory per stage is (BM + BN)·BK·2 bytes: 48 KiB for 128x256x64, so
@@ -222,27 +299,44 @@ def _cfg(bm, bn, bk, stages, warps, sub=False, group=8):
 # kernels also hold the C tile for the TMA store (64 KiB at 128x256 bf16), so
 # 4 stages fit only with the subtiled epilogue (32 KiB).
 FAMILIES = {
-    "tma_persistent": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8, sub=True),
-                       _cfg(128, 256, 64, 3, 8, sub=True), _cfg(256, 128, 64, 3, 8),
-                       _cfg(128, 128, 64, 4, 8),
-                       # How many tile-rows share B panels in L2 (default 8).
-                       _cfg(128, 256, 64, 3, 8, group=4), _cfg(128, 256, 64, 3, 8, group=16)],
+    "tma_persistent": [
+        _cfg(128, 256, 64, 3, 8),
+        _cfg(128, 256, 64, 4, 8, sub=True),
+        _cfg(128, 256, 64, 3, 8, sub=True),
+        _cfg(256, 128, 64, 3, 8),
+        _cfg(128, 128, 64, 4, 8),
+        # How many tile-rows share B panels in L2 (default 8).
+        _cfg(128, 256, 64, 3, 8, group=4),
+        _cfg(128, 256, 64, 3, 8, group=16),
+    ],
     # Fewer, longer K steps (96 KiB a stage): half the barrier round trips.
-    "tma": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8), _cfg(256, 128, 64, 3, 8),
-            _cfg(128, 256, 128, 2, 8),
-            # The winner of the quick sweep with fewer/more tile-rows per group.
-            _cfg(128, 256, 64, 4, 8, group=4), _cfg(128, 256, 64, 4, 8, group=16)],
+    "tma": [
+        _cfg(128, 256, 64, 3, 8),
+        _cfg(128, 256, 64, 4, 8),
+        _cfg(256, 128, 64, 3, 8),
+        _cfg(128, 256, 128, 2, 8),
+        # The winner of the quick sweep with fewer/more tile-rows per group.
+        _cfg(128, 256, 64, 4, 8, group=4),
+        _cfg(128, 256, 64, 4, 8, group=16),
+    ],
     "desc_persistent": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8, sub=True)],
     "persistent": [_cfg(128, 256, 64, 3, 8), _cfg(256, 128, 64, 3, 8), _cfg(128, 128, 64, 4, 8)],
-    "grouped": [_cfg(128, 256, 64, 3, 8), _cfg(128, 256, 64, 4, 8), _cfg(256, 128, 64, 3, 8),
-                _cfg(128, 128, 64, 4, 4)],
+    "grouped": [
+        _cfg(128, 256, 64, 3, 8),
+        _cfg(128, 256, 64, 4, 8),
+        _cfg(256, 128, 64, 3, 8),
+        _cfg(128, 128, 64, 4, 4),
+    ],
     "desc_ws": [_cfg(128, 256, 64, 3, 8), _cfg(128, 128, 64, 4, 4), _cfg(128, 256, 64, 4, 8)],
 }
 
 
 def _vname(family: str, c: dict) -> str:
-    return (f"{family} {c['BM']}x{c['BN']}x{c['BK']} s{c['stages']} w{c['warps']}"
-            + (" sub" if c["sub"] else "") + (f" g{c['group']}" if c["group"] != 8 else ""))
+    return (
+        f"{family} {c['BM']}x{c['BN']}x{c['BK']} s{c['stages']} w{c['warps']}"
+        + (" sub" if c["sub"] else "")
+        + (f" g{c['group']}" if c["group"] != 8 else "")
+    )
 
 
 def variants(case: dict) -> list[Variant]:
@@ -252,18 +346,32 @@ def variants(case: dict) -> list[Variant]:
 def cases() -> list[dict]:
     out = []
     for dt in ("bf16", "fp16"):
-        for M, N, K in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096),
-                        (8192, 4096, 14336)):
-            out.append({"label": f"{M}x{N}x{K} {dt}", "M": M, "N": N, "K": K, "dtype": dt,
-                        "flops": 2.0 * M * N * K, "compile_key": dt,
-                        "quick": (M, N, K) == (8192, 8192, 8192) or
-                        ((M, N, K) == (4096, 4096, 4096) and dt == "fp16")})
+        for M, N, K in (
+            (4096, 4096, 4096),
+            (8192, 8192, 8192),
+            (8192, 14336, 4096),
+            (8192, 4096, 14336),
+        ):
+            out.append(
+                {
+                    "label": f"{M}x{N}x{K} {dt}",
+                    "M": M,
+                    "N": N,
+                    "K": K,
+                    "dtype": dt,
+                    "flops": 2.0 * M * N * K,
+                    "compile_key": dt,
+                    "quick": (M, N, K) == (8192, 8192, 8192)
+                    or ((M, N, K) == (4096, 4096, 4096) and dt == "fp16"),
+                }
+            )
     return out
 
 
 # --------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------
+
 
 def _alloc(size: int, alignment: int, stream):
     return torch.empty(size, dtype=torch.int8, device="cpu" if _interpreting() else "cuda")
@@ -284,12 +392,18 @@ def setup() -> None:
 def prepare(case: dict, device: str = "cuda") -> dict:
     M, N, K, dt = case["M"], case["N"], case["K"], DTYPES[case["dtype"]]
     g = torch.Generator(device=device).manual_seed(1234 + M + 7 * N + 13 * K)
-    scale = K ** -0.25  # each output sums K products: std about 1
+    scale = K**-0.25  # each output sums K products: std about 1
     a = (torch.randn(M, K, generator=g, device=device) * scale).to(dt)
     b = (torch.randn(K, N, generator=g, device=device) * scale).to(dt)
     ref = torch.matmul(a.float(), b.float())
-    return {"case": case, "a": a, "b": b, "ref": ref, "tol": TOL[case["dtype"]],
-            "c": torch.empty(M, N, dtype=dt, device=device)}
+    return {
+        "case": case,
+        "a": a,
+        "b": b,
+        "ref": ref,
+        "tol": TOL[case["dtype"]],
+        "c": torch.empty(M, N, dtype=dt, device=device),
+    }
 
 
 def baselines(state: dict) -> dict:
@@ -322,16 +436,47 @@ def launcher(v: Variant, state: dict):
     bf16 = a.dtype == torch.bfloat16
     f = v.family
     if f == "grouped":
+
         def run():
-            mm_grouped[(tiles,)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
-                                 BM=BM, BN=BN, BK=BK, GROUP_M=k["group"], EVEN_K=K % BK == 0,
-                                 **opts)
+            mm_grouped[(tiles,)](
+                a,
+                b,
+                c,
+                M,
+                N,
+                K,
+                *a.stride(),
+                *b.stride(),
+                *c.stride(),
+                BM=BM,
+                BN=BN,
+                BK=BK,
+                GROUP_M=k["group"],
+                EVEN_K=K % BK == 0,
+                **opts,
+            )
             return c
     elif f == "persistent":
+
         def run():
             mm_persistent[(min(NUM_SMS, tiles),)](
-                a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BM=BM, BN=BN, BK=BK,
-                GROUP_M=k["group"], EVEN_K=K % BK == 0, NUM_SMS=NUM_SMS, **opts)
+                a,
+                b,
+                c,
+                M,
+                N,
+                K,
+                *a.stride(),
+                *b.stride(),
+                *c.stride(),
+                BM=BM,
+                BN=BN,
+                BK=BK,
+                GROUP_M=k["group"],
+                EVEN_K=K % BK == 0,
+                NUM_SMS=NUM_SMS,
+                **opts,
+            )
             return c
     elif f == "tma":
         da = TensorDescriptor.from_tensor(a, [BM, BK])
@@ -339,8 +484,21 @@ def launcher(v: Variant, state: dict):
         dc = TensorDescriptor.from_tensor(c, [BM, BN // 2 if sub else BN])
 
         def run():
-            mm_tma[(tiles,)](da, db, dc, M, N, K, BM=BM, BN=BN, BK=BK, GROUP_M=k["group"],
-                             SUBTILE=sub, OUT_BF16=bf16, **opts)
+            mm_tma[(tiles,)](
+                da,
+                db,
+                dc,
+                M,
+                N,
+                K,
+                BM=BM,
+                BN=BN,
+                BK=BK,
+                GROUP_M=k["group"],
+                SUBTILE=sub,
+                OUT_BF16=bf16,
+                **opts,
+            )
             return c
     elif f in ("tma_persistent", "desc_persistent", "desc_ws"):
         device_desc = f != "tma_persistent"
@@ -348,16 +506,31 @@ def launcher(v: Variant, state: dict):
         if device_desc:
             args = (a, b, c)
         else:
-            args = (TensorDescriptor.from_tensor(a, [BM, BK]),
-                    TensorDescriptor.from_tensor(b, [BK, BN]),
-                    TensorDescriptor.from_tensor(c, [BM, BN // 2 if sub else BN]))
+            args = (
+                TensorDescriptor.from_tensor(a, [BM, BK]),
+                TensorDescriptor.from_tensor(b, [BK, BN]),
+                TensorDescriptor.from_tensor(c, [BM, BN // 2 if sub else BN]),
+            )
 
         def run():
             mm_tma_persistent[(min(NUM_SMS, tiles),)](
-                *args, M, N, K, BM=BM, BN=BN, BK=BK, GROUP_M=k["group"], SUBTILE=sub,
-                OUT_BF16=bf16, NUM_SMS=NUM_SMS, DEVICE_DESC=device_desc,
+                *args,
+                M,
+                N,
+                K,
+                BM=BM,
+                BN=BN,
+                BK=BK,
+                GROUP_M=k["group"],
+                SUBTILE=sub,
+                OUT_BF16=bf16,
+                NUM_SMS=NUM_SMS,
+                DEVICE_DESC=device_desc,
                 # Hopper's warp specialisation does not handle flattened loops.
-                FLATTEN=not ws, WS=ws, **opts)
+                FLATTEN=not ws,
+                WS=ws,
+                **opts,
+            )
             return c
     else:
         raise ValueError(f"unknown family {f}")

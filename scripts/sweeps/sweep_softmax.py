@@ -54,8 +54,9 @@ def row_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr, RECIP: tl.cons
 
 
 @triton.jit
-def persistent_kernel(y_ptr, x_ptr, xs, ys, n_rows, n_cols, BLOCK: tl.constexpr,
-                      STAGES: tl.constexpr):
+def persistent_kernel(
+    y_ptr, x_ptr, xs, ys, n_rows, n_cols, BLOCK: tl.constexpr, STAGES: tl.constexpr
+):
     start = tl.program_id(0)
     step = tl.num_programs(0)
     offs = tl.arange(0, BLOCK)
@@ -65,8 +66,11 @@ def persistent_kernel(y_ptr, x_ptr, xs, ys, n_rows, n_cols, BLOCK: tl.constexpr,
         x = tl.load(x_ptr + row64 * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
         x = x - tl.max(x, axis=0)
         num = tl.exp(x)
-        tl.store(y_ptr + row64 * ys + offs,
-                 (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(
+            y_ptr + row64 * ys + offs,
+            (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty),
+            mask=mask,
+        )
 
 
 @triton.jit
@@ -81,8 +85,9 @@ def online_kernel(y_ptr, x_ptr, xs, ys, n_cols, CHUNK: tl.constexpr, STAGES: tl.
     m = tl.full([CHUNK], -float("inf"), tl.float32)
     s = tl.zeros([CHUNK], tl.float32)
     for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
-        x = tl.load(x_row + start + offs, mask=start + offs < n_cols,
-                    other=-float("inf")).to(tl.float32)
+        x = tl.load(x_row + start + offs, mask=start + offs < n_cols, other=-float("inf")).to(
+            tl.float32
+        )
         m_new = tl.maximum(m, x)
         alpha = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))
         p = tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
@@ -94,8 +99,7 @@ def online_kernel(y_ptr, x_ptr, xs, ys, n_cols, CHUNK: tl.constexpr, STAGES: tl.
     for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
         mask = start + offs < n_cols
         x = tl.load(x_row + start + offs, mask=mask, other=-float("inf")).to(tl.float32)
-        tl.store(y_row + start + offs, (tl.exp(x - mx) * inv).to(y_ptr.dtype.element_ty),
-                 mask=mask)
+        tl.store(y_row + start + offs, (tl.exp(x - mx) * inv).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -113,8 +117,9 @@ def row_recompute_kernel(y_ptr, x_ptr, xs, ys, n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def split_kernel(y_ptr, x_ptr, xs, ys, n_cols, half, part_ptr, flag_ptr, G: tl.constexpr,
-                 E: tl.constexpr):
+def split_kernel(
+    y_ptr, x_ptr, xs, ys, n_cols, half, part_ptr, flag_ptr, G: tl.constexpr, E: tl.constexpr
+):
     """Two programs a row, each a half, for rows too wide for two programs
     an SM to hold whole (2048 x 32768 fp16: a whole row is one program an
     SM, and its reductions cannot overlap another's loads). Each half takes
@@ -148,8 +153,9 @@ def split_kernel(y_ptr, x_ptr, xs, ys, n_cols, half, part_ptr, flag_ptr, G: tl.c
         row_max, total = _max_sum(m_own, s_own, m_other, s_other)
         inv = 1.0 / total
         scale = tl.where(m == -float("inf"), 0.0, tl.exp2(m - row_max) * inv)
-        tl.store(y_ptr + row * ys + cols, (p * scale[:, None]).to(y_ptr.dtype.element_ty),
-                 mask=mask)
+        tl.store(
+            y_ptr + row * ys + cols, (p * scale[:, None]).to(y_ptr.dtype.element_ty), mask=mask
+        )
         o_start = (1 - part) * half
         o_cols = o_start + offs
         o_mask = o_cols < tl.minimum(o_start + half, n_cols)
@@ -166,17 +172,27 @@ def launch_split(x, y, group: int, num_warps: int, maxnreg: int | None = None) -
     block = triton.next_power_of_2(half)
     part = torch.empty(n_rows * 4, dtype=torch.float32, device=x.device)
     flags = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
-    split_kernel[(2 * n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, half, part, flags,
-                                G=block // group, E=group, num_warps=num_warps,
-                                **({"maxnreg": maxnreg} if maxnreg else {}))
+    split_kernel[(2 * n_rows,)](
+        y,
+        x,
+        x.stride(0),
+        y.stride(0),
+        n_cols,
+        half,
+        part,
+        flags,
+        G=block // group,
+        E=group,
+        num_warps=num_warps,
+        **({"maxnreg": maxnreg} if maxnreg else {}),
+    )
 
 
 def smem_variants(n_rows: int, n_cols: int, dtype):
     """The Gluon kernel's configurations that fit: a ring of `slots` chunks
     of C lines of 256 (a row and a chunk at least, 200 KiB at most a
     program), W compute warps, P programs an SM."""
-    if torch.cuda.get_device_capability() != (9, 0) or dtype not in (torch.float16,
-                                                                      torch.bfloat16):
+    if torch.cuda.get_device_capability() != (9, 0) or dtype not in (torch.float16, torch.bfloat16):
         return
     from kernels.hopper import softmax_smem
 
@@ -185,13 +201,16 @@ def smem_variants(n_rows: int, n_cols: int, dtype):
     for per_sm in (1, 2):
         for cr in (16, 32, 64):
             most = 200 * 1024 // per_sm // (cr * line_bytes)
-            for slots in (most, ):  # the deepest ring that fits
+            for slots in (most,):  # the deepest ring that fits
                 for w in (4, 8, 16):
                     if not softmax_smem.supported(probe, slots, cr, per_sm):
                         continue
-                    yield f"smem n{slots} c{cr} w{w} p{per_sm}", \
-                        lambda x, y, n=slots, c=cr, w=w, p=per_sm: \
-                        softmax_smem.launch(x, y, slots=n, chunk_rows=c, num_warps=w, per_sm=p)
+                    yield (
+                        f"smem n{slots} c{cr} w{w} p{per_sm}",
+                        lambda x, y, n=slots, c=cr, w=w, p=per_sm: softmax_smem.launch(
+                            x, y, slots=n, chunk_rows=c, num_warps=w, per_sm=p
+                        ),
+                    )
 
 
 def variants(n_rows: int, n_cols: int, dtype=torch.float32):
@@ -200,46 +219,88 @@ def variants(n_rows: int, n_cols: int, dtype=torch.float32):
     if block >= 8192:
         yield from smem_variants(n_rows, n_cols, dtype)
     for w in (4, 8, 16, 32):
-        yield f"row w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
-            y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
-        yield f"recip w{w}", lambda x, y, w=w: row_kernel[(n_rows,)](
-            y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, RECIP=True, num_warps=w)
+        yield (
+            f"row w{w}",
+            lambda x, y, w=w: row_kernel[(n_rows,)](
+                y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w
+            ),
+        )
+        yield (
+            f"recip w{w}",
+            lambda x, y, w=w: row_kernel[(n_rows,)](
+                y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, RECIP=True, num_warps=w
+            ),
+        )
         for e in sorted({min(block, e) for e in (8, 16, 32)}):  # group sizes
-            yield f"grouped e{e} w{w}", lambda x, y, w=w, e=e: grouped_kernel[(n_rows,)](
-                y, x, x.stride(0), y.stride(0), n_cols, G=block // e, E=e, num_warps=w)
+            yield (
+                f"grouped e{e} w{w}",
+                lambda x, y, w=w, e=e: grouped_kernel[(n_rows,)](
+                    y, x, x.stride(0), y.stride(0), n_cols, G=block // e, E=e, num_warps=w
+                ),
+            )
         if block >= 16384 and w >= 8:
             for e in (8, 16):
                 yield f"split e{e} w{w}", lambda x, y, w=w, e=e: launch_split(x, y, e, w)
                 if w == 32:
                     # 32 registers a thread (no spills when compiled for
                     # sm_90 by Triton 3.6): two 1024-thread programs an SM.
-                    yield f"split e{e} w{w} r32", lambda x, y, w=w, e=e: launch_split(
-                        x, y, e, w, maxnreg=32)
+                    yield (
+                        f"split e{e} w{w} r32",
+                        lambda x, y, w=w, e=e: launch_split(x, y, e, w, maxnreg=32),
+                    )
     if block >= 8192:
         for chunk in (1024, 2048, 4096):
             for w in (4, 8):
                 for st in (1, 2, 3):
-                    yield f"online c{chunk} w{w} s{st}", lambda x, y, c=chunk, w=w, st=st: \
-                        online_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols,
-                                                 CHUNK=c, STAGES=st, num_warps=w)
+                    yield (
+                        f"online c{chunk} w{w} s{st}",
+                        lambda x, y, c=chunk, w=w, st=st: online_kernel[(n_rows,)](
+                            y, x, x.stride(0), y.stride(0), n_cols, CHUNK=c, STAGES=st, num_warps=w
+                        ),
+                    )
         for w in (8, 16, 32):
-            yield f"recompute w{w}", lambda x, y, w=w: row_recompute_kernel[(n_rows,)](
-                y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w)
+            yield (
+                f"recompute w{w}",
+                lambda x, y, w=w: row_recompute_kernel[(n_rows,)](
+                    y, x, x.stride(0), y.stride(0), n_cols, BLOCK=block, num_warps=w
+                ),
+            )
     if block <= 4096:
         for rows in (2, 4, 8):
             for w in (4, 8, 16):
                 if rows * block > 16384:
                     continue
-                yield f"rows{rows} w{w}", lambda x, y, rows=rows, w=w: rows_kernel[
-                    (triton.cdiv(n_rows, rows),)](y, x, x.stride(0), y.stride(0), n_rows, n_cols,
-                                                  ROWS=rows, BLOCK=block, num_warps=w)
+                yield (
+                    f"rows{rows} w{w}",
+                    lambda x, y, rows=rows, w=w: rows_kernel[(triton.cdiv(n_rows, rows),)](
+                        y,
+                        x,
+                        x.stride(0),
+                        y.stride(0),
+                        n_rows,
+                        n_cols,
+                        ROWS=rows,
+                        BLOCK=block,
+                        num_warps=w,
+                    ),
+                )
     for w in (8, 16):
         for per_sm in (1, 2, 4):
             for st in (1, 2):
-                yield f"persist{per_sm} w{w} s{st}", lambda x, y, w=w, p=per_sm, st=st: \
-                    persistent_kernel[(min(n_rows, sms * p),)](
-                        y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK=block, STAGES=st,
-                        num_warps=w)
+                yield (
+                    f"persist{per_sm} w{w} s{st}",
+                    lambda x, y, w=w, p=per_sm, st=st: persistent_kernel[(min(n_rows, sms * p),)](
+                        y,
+                        x,
+                        x.stride(0),
+                        y.stride(0),
+                        n_rows,
+                        n_cols,
+                        BLOCK=block,
+                        STAGES=st,
+                        num_warps=w,
+                    ),
+                )
 
 
 def main() -> int:
@@ -267,23 +328,38 @@ def main() -> int:
                     launch(x, y)
                     torch.cuda.synchronize()
                 except Exception as exc:  # noqa: BLE001 - e.g. out of resources
-                    results.append({"shape": [n_rows, n_cols], "dtype": str(dt), "variant": name,
-                                    "error": str(exc)[:200]})
+                    results.append(
+                        {
+                            "shape": [n_rows, n_cols],
+                            "dtype": str(dt),
+                            "variant": name,
+                            "error": str(exc)[:200],
+                        }
+                    )
                     continue
                 err = (y.float() - ref).abs().max().item()
                 ms = measure(lambda: launch(x, y), flusher=flusher, log_clocks=False)["ms"]
-                row = {"shape": [n_rows, n_cols], "dtype": str(dt), "variant": name, "ms": ms,
-                       "tbs": nbytes / ms / 1e9, "speedup": base / ms, "err": err,
-                       "torch_ms": base}
+                row = {
+                    "shape": [n_rows, n_cols],
+                    "dtype": str(dt),
+                    "variant": name,
+                    "ms": ms,
+                    "tbs": nbytes / ms / 1e9,
+                    "speedup": base / ms,
+                    "err": err,
+                    "torch_ms": base,
+                }
                 results.append(row)
                 if err < 1e-2 and (best is None or ms < best["ms"]):
                     best = row
             if best is None:
                 print(f"{str(dt):14} {n_rows}x{n_cols}: no variant ran correctly")
                 continue
-            print(f"{str(dt):14} {n_rows}x{n_cols}: torch {base * 1e3:7.1f} µs; best "
-                  f"{best['variant']:18} {best['ms'] * 1e3:7.1f} µs {best['tbs']:.2f} TB/s "
-                  f"{best['speedup']:.2f}x")
+            print(
+                f"{str(dt):14} {n_rows}x{n_cols}: torch {base * 1e3:7.1f} µs; best "
+                f"{best['variant']:18} {best['ms'] * 1e3:7.1f} µs {best['tbs']:.2f} TB/s "
+                f"{best['speedup']:.2f}x"
+            )
     out.write_text(json.dumps(results, indent=1))
     return 0
 

@@ -42,8 +42,12 @@ def time_help(home: str) -> float:
     runs = []
     for _ in range(7):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gpulab", "--help"], env=_env(home),
-                       capture_output=True, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "gpulab", "--help"],
+            env=_env(home),
+            capture_output=True,
+            check=True,
+        )
         runs.append(time.perf_counter() - t0)
     return statistics.median(runs)
 
@@ -61,17 +65,20 @@ def time_first_screen(home: str, marker: str = "gpulab — 01") -> float | None:
     # one-time modal; the lesson is what a returning learner sees.
     subprocess.run([sys.executable, "-m", "gpulab", "list"], env=_env(home), capture_output=True)
     name = f"gpulab-speed-{os.getpid()}"
-    cmd = (f"cd {REPO} && env -u PYTHONDONTWRITEBYTECODE GPULAB_HOME={home} "
-           f"{sys.executable} -m gpulab")
+    cmd = (
+        f"cd {REPO} && env -u PYTHONDONTWRITEBYTECODE GPULAB_HOME={home} {sys.executable} -m gpulab"
+    )
     times = []
     for run in range(4):  # the first writes the TUI modules' bytecode: not counted
         t0 = time.perf_counter()
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", cmd],
-                       check=True)
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", cmd], check=True
+        )
         seen = None
         while time.perf_counter() - t0 < 20:
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name],
-                                    capture_output=True, text=True).stdout
+            screen = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True
+            ).stdout
             if marker in screen:
                 seen = time.perf_counter() - t0
                 break
@@ -92,9 +99,23 @@ def time_checks(home: str) -> dict[str, float]:
         if not lesson.ready or lesson.missing_requirements():
             continue
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "gpulab", "check", lesson.exercise, "--file",
-                            str(lesson.reference_path), "--device", "cpu", "--no-timing"],
-                           env=_env(home), capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpulab",
+                "check",
+                lesson.exercise,
+                "--file",
+                str(lesson.reference_path),
+                "--device",
+                "cpu",
+                "--no-timing",
+            ],
+            env=_env(home),
+            capture_output=True,
+            text=True,
+        )
         out[lesson.exercise] = round(time.perf_counter() - t0, 2)
         if r.returncode != 0:
             out[lesson.exercise + " (FAILED)"] = r.returncode

@@ -50,6 +50,7 @@ def _case(name: str):
     base, _, launcher = name.partition("@")
     if base in ("softmax_16k", "softmax_32k", "torch_softmax_32k"):
         from kernels import softmax as sm
+
         shape = (4096, 16384) if base == "softmax_16k" else (2048, 32768)
         x = torch.randn(*shape, device=dev, dtype=torch.float16)
         if base.startswith("torch"):
@@ -64,6 +65,7 @@ def _case(name: str):
         return lambda: fn(x, y)
     if name == "rope_1x":
         from kernels.rope_rmsnorm import rmsnorm_rope
+
         S, H, D = 16384, 32, 128
         x = torch.randn(1, S, H, D, device=dev, dtype=torch.bfloat16)
         w = torch.randn(D, device=dev, dtype=torch.bfloat16)
@@ -76,6 +78,7 @@ def _case(name: str):
         if name == "cublas_8k":
             return lambda: a @ b
         from kernels.matmul import matmul
+
         return lambda: matmul(a, b)
     raise SystemExit(f"unknown case {name!r}; see the docstring")
 

@@ -63,7 +63,7 @@ def parse(text: str) -> dict:
                     k[short] = f"{value} {unit}".strip()
             if name.startswith(STALL) and name.endswith("_per_issue_active.ratio"):
                 try:
-                    k["stalls"][name[len(STALL):-len("_per_issue_active.ratio")]] = float(value)
+                    k["stalls"][name[len(STALL) : -len("_per_issue_active.ratio")]] = float(value)
                 except ValueError:
                     pass
         for k in kernels.values():

@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 from gpulab.content import load_course  # noqa: E402
 from gpulab.runner import run_check  # noqa: E402
 
-CACHED = '''
+CACHED = """
 _real = softmax
 _cache = {}
 
@@ -26,11 +26,11 @@ def softmax(x):
     out = _real(x)
     _cache[key] = out.clone()
     return out
-'''
+"""
 
 # The timed call only copies x; a hook on Tensor.copy_ (the sandbox's copy of
 # the result into the judge's slot, after the end event) runs the real kernel.
-HOOKED = '''
+HOOKED = """
 import torch as _torch
 _real = softmax
 _copy = _torch.Tensor.copy_
@@ -51,11 +51,11 @@ def softmax(x):
     _copy(out, x)
     _pending[out.data_ptr()] = x
     return out
-'''
+"""
 
 # The same, through a dispatch mode left on at import: it sees the sandbox's
 # aten.copy_ into the judge's slot even where Tensor.copy_ was taken early.
-DISPATCH = '''
+DISPATCH = """
 import torch as _torch
 from torch.utils._python_dispatch import TorchDispatchMode as _Mode
 _real = softmax
@@ -77,12 +77,12 @@ def softmax(x):
     out.copy_(x)
     _pending[out.data_ptr()] = x
     return out
-'''
+"""
 
 
 # Torch doing the work where the op guards (Python modes) cannot see it; the
 # profiler's audit (CUPTI's kernel list on a GPU) must.
-THREAD = '''
+THREAD = """
 import threading as _th
 import torch as _torch
 _real = softmax
@@ -94,9 +94,9 @@ def softmax(x):
     t.start(); t.join()
     out.copy_(box["y"])
     return out
-'''
+"""
 
-MODES_OFF = '''
+MODES_OFF = """
 import torch as _torch
 from torch.utils._python_dispatch import _disable_current_modes as _off
 _real = softmax
@@ -107,9 +107,9 @@ def softmax(x):
         y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
         out.copy_((y / y.sum(-1, keepdim=True)).to(x.dtype))
     return out
-'''
+"""
 
-NUMPY = '''
+NUMPY = """
 import numpy as _np
 import torch as _torch
 _real = softmax
@@ -120,45 +120,87 @@ def softmax(x):
     e = _np.exp(a - a.max(-1, keepdims=True))
     out.copy_(_torch.from_numpy(e / e.sum(-1, keepdims=True)).to(out.device, out.dtype))
     return out
-'''
+"""
 
 
 def summarise(r: dict) -> dict:
     t = r.get("timing") or {}
-    return {"status": r["status"], "summary": r["summary"], "message": r.get("message", "")[-600:],
-            "isolation": r.get("isolation"), "verdict": r.get("verdict"),
-            "duration_s": r.get("duration_s"),
-            "cases": [{k: c.get(k) for k in ("shape", "dtype", "ms", "reps", "rse",
-                                              "roofline_fraction", "speedup", "batch_reps",
-                                              "judge_flush_ms", "judge_copy_ms", "batches", "clocks")}
-                      for c in t.get("cases", [])]}
+    return {
+        "status": r["status"],
+        "summary": r["summary"],
+        "message": r.get("message", "")[-600:],
+        "isolation": r.get("isolation"),
+        "verdict": r.get("verdict"),
+        "duration_s": r.get("duration_s"),
+        "cases": [
+            {
+                k: c.get(k)
+                for k in (
+                    "shape",
+                    "dtype",
+                    "ms",
+                    "reps",
+                    "rse",
+                    "roofline_fraction",
+                    "speedup",
+                    "batch_reps",
+                    "judge_flush_ms",
+                    "judge_copy_ms",
+                    "batches",
+                    "clocks",
+                )
+            }
+            for c in t.get("cases", [])
+        ],
+    }
 
 
 def main() -> None:
     out_path = Path(sys.argv[1])
-    exercises = sys.argv[2:] or ["softmax", "bandwidth", "matmul", "rope_rmsnorm",
-                                 "flash_attention"]
+    exercises = sys.argv[2:] or [
+        "softmax",
+        "bandwidth",
+        "matmul",
+        "rope_rmsnorm",
+        "flash_attention",
+    ]
     course = load_course()
     results: dict = {}
     tmp = Path("/tmp/trusted")
     tmp.mkdir(exist_ok=True)
     for ex in exercises:
         t0 = time.time()
-        r = run_check(course.find(ex), REPO / "kernels" / f"{ex}.py", device="cuda",
-                      timeout=500, extra={"workspace": "/tmp/gpulab-ws"})
+        r = run_check(
+            course.find(ex),
+            REPO / "kernels" / f"{ex}.py",
+            device="cuda",
+            timeout=500,
+            extra={"workspace": "/tmp/gpulab-ws"},
+        )
         results[f"honest:{ex}"] = summarise(r)
         if ex == "rope_rmsnorm":
             results[f"honest:{ex}"]["notes"] = r.get("notes", [])[-8:]
         print(ex, r["status"], r["summary"][:200], f"{time.time() - t0:.0f}s", flush=True)
         out_path.write_text(json.dumps(results, indent=1))
     ref = (REPO / "kernels" / "softmax.py").read_text()
-    cheats = (("cached", CACHED), ("hooked-copy", HOOKED), ("dispatch-hook", DISPATCH),
-              ("thread", THREAD), ("modes-off", MODES_OFF), ("numpy", NUMPY))
+    cheats = (
+        ("cached", CACHED),
+        ("hooked-copy", HOOKED),
+        ("dispatch-hook", DISPATCH),
+        ("thread", THREAD),
+        ("modes-off", MODES_OFF),
+        ("numpy", NUMPY),
+    )
     for name, tail in cheats:
         f = tmp / f"{name}.py"
         f.write_text(ref + tail)
-        r = run_check(course.find("softmax"), f, device="cuda", timeout=500,
-                      extra={"workspace": "/tmp/gpulab-ws"})
+        r = run_check(
+            course.find("softmax"),
+            f,
+            device="cuda",
+            timeout=500,
+            extra={"workspace": "/tmp/gpulab-ws"},
+        )
         results[f"cheat:{name}"] = summarise(r)
         print(name, r["status"], r["summary"][:300], flush=True)
         out_path.write_text(json.dumps(results, indent=1))

@@ -55,26 +55,35 @@ def main() -> int:
         t1 = measure(fn, flusher=flusher)
         t2 = measure(fn, flusher=flusher)
         db = do_bench(fn, warmup=100, rep=500, return_mode="median")
-        rows.append({
-            "kernel": name,
-            "run1_ms": t1["ms"], "run2_ms": t2["ms"], "do_bench_ms": db,
-            "reps": [t1["reps"], t2["reps"]], "rse": [t1["rse"], t2["rse"]],
-            "spread_ms": [t1["p20_ms"], t1["p80_ms"]],
-            "run_to_run": abs(t1["ms"] - t2["ms"]) / min(t1["ms"], t2["ms"]),
-            "vs_do_bench": abs(t1["ms"] - db) / db,
-            "clocks": t1["clocks"],
-        })
+        rows.append(
+            {
+                "kernel": name,
+                "run1_ms": t1["ms"],
+                "run2_ms": t2["ms"],
+                "do_bench_ms": db,
+                "reps": [t1["reps"], t2["reps"]],
+                "rse": [t1["rse"], t2["rse"]],
+                "spread_ms": [t1["p20_ms"], t1["p80_ms"]],
+                "run_to_run": abs(t1["ms"] - t2["ms"]) / min(t1["ms"], t2["ms"]),
+                "vs_do_bench": abs(t1["ms"] - db) / db,
+                "clocks": t1["clocks"],
+            }
+        )
     info = {
         "device": torch.cuda.get_device_name(0),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "triton": triton.__version__, "rows": rows,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "rows": rows,
     }
     out_path.write_text(json.dumps(info, indent=2))
     print(f"{info['device']}  torch {info['torch']}  triton {info['triton']}")
     print(f"{'kernel':36} {'run1 µs':>9} {'run2 µs':>9} {'do_bench':>9} {'r2r':>6} {'vs db':>6}")
     for r in rows:
-        print(f"{r['kernel']:36} {r['run1_ms'] * 1e3:9.1f} {r['run2_ms'] * 1e3:9.1f} "
-              f"{r['do_bench_ms'] * 1e3:9.1f} {r['run_to_run']:6.1%} {r['vs_do_bench']:6.1%}")
+        print(
+            f"{r['kernel']:36} {r['run1_ms'] * 1e3:9.1f} {r['run2_ms'] * 1e3:9.1f} "
+            f"{r['do_bench_ms'] * 1e3:9.1f} {r['run_to_run']:6.1%} {r['vs_do_bench']:6.1%}"
+        )
     return 0
 
 
