@@ -126,7 +126,7 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         *(str(p) for p in Path("/dev").glob("nvidia*")),
     ]
     blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
-    blocked += [f"gpulab.grading.{m}" for m in _grading_modules() if m not in ("learner", "timing")]
+    blocked += [f"gpulab.grading.{m}" for m in _grading_modules() if m != "learner"]
     return {
         "read": [r for r in read if r and os.path.exists(r)],
         "hidden": hidden,

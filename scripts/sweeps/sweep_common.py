@@ -1,5 +1,5 @@
-"""Shared machinery for the GPU kernel sweeps (scripts/sweep_matmul.py,
-scripts/sweep_attention.py).
+"""Shared machinery for the GPU kernel sweeps (scripts/sweeps/sweep_matmul.py,
+scripts/sweeps/sweep_attention.py).
 
 A sweep checks every kernel variant against torch, times it with gpulab's
 harness beside the baselines (in the same run, on the same data), prints a
