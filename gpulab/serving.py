@@ -39,6 +39,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 # Bytes per stored element. int4 ignores its group scales (about +3% for
 # 16-bit scales per group of 128 weights); the lesson says so.
@@ -482,3 +483,24 @@ def find_model(key: str) -> ModelConfig:
         f"unknown model '{key}'; {hint}Presets: {', '.join(PRESETS)}; "
         "or give the path of a Hugging Face config.json",
     )
+
+
+def roofline_model(d: dict[str, Any], gpu: Any) -> Any:
+    """The GPU's datasheet roofline in the matmuls' dtype, with the two steps as points."""
+    from gpulab import roofline
+
+    model = roofline.build_model(gpu, d["compute_dtype"], points=False)
+    for kind in ("prefill", "decode"):
+        s = d[kind]
+        model.points.append(
+            roofline.Point(
+                exercise=kind,
+                case=kind,
+                dtype=d["compute_dtype"],
+                intensity=s["intensity"],
+                flops_per_s=s["flops"] / s["seconds"],
+                ms=s["seconds"] * 1e3,
+                bound=s["bound"],
+            )
+        )
+    return model

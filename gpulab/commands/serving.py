@@ -198,23 +198,9 @@ def _print(d: dict[str, Any]) -> None:
 def _plot(args: Any, d: dict[str, Any]) -> None:
     """Draw both steps on the GPU's roofline, if gpulab.roofline can draw."""
     try:
-        from gpulab import roofline
         from gpulab.roofline_plot import render_text
 
-        model = roofline.build_model(_gpu(args), d["compute_dtype"], points=False)
-        for kind in ("prefill", "decode"):
-            s = d[kind]
-            model.points.append(
-                roofline.Point(
-                    exercise=kind,
-                    case=kind,
-                    dtype=d["compute_dtype"],
-                    intensity=s["intensity"],
-                    flops_per_s=s["flops"] / s["seconds"],
-                    ms=s["seconds"] * 1e3,
-                    bound=s["bound"],
-                )
-            )
+        model = serving.roofline_model(d, _gpu(args))
         text = render_text(model, width=min(console().width, 100), height=24)
     except Exception as exc:  # noqa: BLE001 - the numbers above stand without a plot
         console(stderr=True).print(f"[yellow]no plot: {type(exc).__name__}: {exc}[/]")

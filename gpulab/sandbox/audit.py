@@ -34,10 +34,11 @@ _OWN = f"gpulab::own::{secrets.token_hex(6)}"
 _END = f"gpulab::end::{secrets.token_hex(6)}"
 _opened = 0
 
-# Top-level ops a wrapper may run: allocation, views and strides, copies and
-# casts. The same set as EagerGuard's, plus the composite names the profiler
-# shows above them (`to` above `_to_copy`, `contiguous` above `clone`).
-ALLOWED = frozenset(
+# Ops a wrapper may run: allocation, views and strides, copies and casts.
+# EagerGuard (gpulab.sandbox.guards) allows these and the profiler's own
+# range ops; the audit adds the composite names the profiler shows above
+# them (`to` above `_to_copy`, `view_as` above `view`) and scalar reads.
+WRAPPER_OPS = frozenset(
     {
         "empty",
         "empty_like",
@@ -69,30 +70,32 @@ ALLOWED = frozenset(
         "narrow",
         "alias",
         "detach",
-        "detach_",
         "clone",
         "copy_",
         "_to_copy",
-        "to",
         "contiguous",
         "lift_fresh",
-        "view_as",
-        "reshape_as",
-        "expand_as",
-        "flatten",
-        "unflatten",
-        "movedim",
-        "chunk",
-        "resolve_conj",
-        "resolve_neg",
-        "requires_grad_",
-        "set_",
-        "_local_scalar_dense",
-        "item",
-        "is_nonzero",
-        "result_type",
     }
 )
+ALLOWED = WRAPPER_OPS | {
+    "detach_",
+    "to",
+    "view_as",
+    "reshape_as",
+    "expand_as",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "chunk",
+    "resolve_conj",
+    "resolve_neg",
+    "requires_grad_",
+    "set_",
+    "_local_scalar_dense",
+    "item",
+    "is_nonzero",
+    "result_type",
+}
 
 # Kernels that are torch's (or its libraries') maths, by name. On a GPU only
 # these are refused: a kernel of any other name may be the learner's own (a

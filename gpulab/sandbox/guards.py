@@ -25,7 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpulab.sandbox.audit import own
+from gpulab.sandbox.audit import WRAPPER_OPS, own
 
 _EMPTY_FNS = {
     torch.empty,
@@ -294,47 +294,7 @@ def _bytes_of(storage: Any) -> torch.Tensor:
 # buffer and for the grader's own NaN poisoning), views and strides
 # (reshape, slicing a QKV tensor), copies and dtype casts (a .contiguous()
 # fallback, weight.float()), and `detach` (autograd's AccumulateGrad).
-ALLOWED_ATEN = frozenset(
-    {
-        "empty",
-        "empty_like",
-        "empty_strided",
-        "new_empty",
-        "new_empty_strided",
-        "zeros",
-        "zeros_like",
-        "new_zeros",
-        "zero_",
-        "fill_",
-        "full",
-        "full_like",
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "as_strided",
-        "expand",
-        "t",
-        "transpose",
-        "permute",
-        "unsqueeze",
-        "squeeze",
-        "slice",
-        "select",
-        "split",
-        "split_with_sizes",
-        "unbind",
-        "narrow",
-        "alias",
-        "detach",
-        "clone",
-        "copy_",
-        "_to_copy",
-        "contiguous",
-        "lift_fresh",
-        "_record_function_enter_new",
-        "_record_function_exit",  # profiler ranges
-    }
-)
+ALLOWED_ATEN = WRAPPER_OPS | {"_record_function_enter_new", "_record_function_exit"}
 # And one reduction: `sum` whose result has exactly D elements, i.e. adding up
 # per-program dweight partials of shape (P, D). A per-row reduction (the
 # sum of squares of RMSNorm) has B*S*H elements, never D in these cases.

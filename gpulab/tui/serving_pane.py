@@ -163,27 +163,6 @@ def sweep_renderable(d: dict[str, Any]) -> Table:
     return t
 
 
-def plot_model(d: dict[str, Any], gpu: Any) -> Any:
-    """The GPU's datasheet roofline in the matmuls' dtype, with the two steps as points."""
-    from gpulab import roofline
-
-    model = roofline.build_model(gpu, d["compute_dtype"], points=False)
-    for kind in ("prefill", "decode"):
-        s = d[kind]
-        model.points.append(
-            roofline.Point(
-                exercise=kind,
-                case=kind,
-                dtype=d["compute_dtype"],
-                intensity=s["intensity"],
-                flops_per_s=s["flops"] / s["seconds"],
-                ms=s["seconds"] * 1e3,
-                bound=s["bound"],
-            )
-        )
-    return model
-
-
 class ServingPane(LazyPane):
     """Lesson 09's calculator: a model, a batch and a GPU in; bound and tokens/s out."""
 
@@ -377,7 +356,7 @@ class ServingPane(LazyPane):
         plots = self.query("#serving-plot")
         if plots:
             try:
-                plots.first().show_model(plot_model(d, gpu))
+                plots.first().show_model(serving.roofline_model(d, gpu))
             except ValueError as exc:  # a GPU the roofline model cannot draw
                 self.query_one("#serving-sweep", Static).update(
                     Text(f"The roofline could not be drawn: {exc}", style="yellow")
