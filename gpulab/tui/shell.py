@@ -17,6 +17,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import Header, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -143,8 +144,12 @@ class LabShell(App[int]):
 
     def _pane_shown(self, name: str) -> None:
         """Build a pane's content the first time it is shown (panes are lazy)."""
+        main = self._main_screen()
+        if main is None:
+            return
         self._fit_sidebar()
-        pane = self.query_one(f"#{name}-pane") if name in PANES else None
+        found = main.query(f"#{name}-pane") if name in PANES else None
+        pane = found.first() if found else None
         if isinstance(pane, ExercisePane):
             pane.ensure_loaded()
         elif pane is not None and hasattr(pane, "ensure_rendered"):
@@ -160,15 +165,27 @@ class LabShell(App[int]):
         if self._sidebar_choice:
             self.query_one(LessonList).focus()
 
+    def _main_screen(self) -> Screen | None:
+        """The screen holding the layout, under any open dialog; None while it
+        is not there: a tab or resize message can arrive as the app closes,
+        after the layout has been taken down."""
+        stack = self.screen_stack
+        if not stack or not stack[0].query("#sidebar"):
+            return None
+        return stack[0]
+
     def _fit_sidebar(self, width: int | None = None) -> None:
         """Code, lesson text, tables and the seven tabs need the width: below
         NARROW columns the sidebar steps aside on every pane (at 80 columns
         it pushed the first tabs off screen), unless the learner chose with b."""
+        main = self._main_screen()
+        if main is None:
+            return
         width = self.size.width if width is None else width
         show = self._sidebar_choice
         if show is None:
             show = width >= NARROW
-        sidebar = self.query_one("#sidebar")
+        sidebar = main.query_one("#sidebar")
         sidebar.display = show
         sidebar.set_class(width >= NARROW, "roomy")  # room for whole titles
         focused = sidebar.screen.focused
