@@ -15,9 +15,14 @@ for step in "$@"; do
       python3 -c "import json; r=json.load(open('$OUT/softmax_ref.json')); print(r['summary']); [print(c['shape'], c['dtype'], round(c['ms']*1e3,1), 'us', round(c['throughput']), c['unit'], round(c['roofline_fraction'],3), 'x%.2f' % c['speedup']) for c in (r.get('timing') or {}).get('cases', [])]"
       python3 -m gpulab check softmax --file exercises/softmax.py --no-timing | head -3; echo "rc=$?"
       ;;
+    trusted) timeout 330 python3 scripts/tools/trusted_grading_gpu.py "$OUT/trusted.json" 2>&1 | grep -v Warning ;;
+    explain) timeout 420 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu.json" 2>&1 | tail -30 ;;
+    hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
+      GPULAB_FA3=0 GPULAB_SOFTMAX_SMEM=0 timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
+      python3 -c "import json; r=json.load(open('$OUT/hopper_off_$ex.json')); print(r['status'], r['summary'])" ;;
     timing) python3 scripts/tools/validate_timing.py "$OUT/timing_validation.json" ;;
     pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 ;;
-    pytest-gpu:*) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" $(echo "${step#pytest-gpu:}" | tr + " ") 2>&1 | tee -a "$OUT/pytest_gpu.txt" | tail -40 ;;
+    pytest-gpu:*) timeout "${PYTEST_BUDGET:-300}" python3 -m pytest -q -m gpu --durations=15 -p no:cacheprovider -o addopts="" $(echo "${step#pytest-gpu:}" | tr + " ") 2>&1 | tee -a "$OUT/pytest_gpu.txt" | tail -40 ;;
     probe) python3 -m gpulab probe; python3 -m gpulab probe --json > "$OUT/probe.json" ;;
     microbench) python3 -m gpulab probe --bench --quick 2>&1 | tail -40; cp /tmp/gpulab-ws/.gpulab/ceilings/*.json "$OUT/" 2>/dev/null ;;
     sweep-softmax) python3 scripts/sweeps/sweep_softmax.py "$OUT/softmax_sweep.json" 2>&1 | grep -v Warning ;;
