@@ -12,13 +12,23 @@ from gpulab.sandbox import audit
 CUDA, CPU = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
 
 
-def kernel(name):
-    return SimpleNamespace(name=name, device_type=CUDA, cpu_parent=None, input_shapes=[])
+def span(at):
+    return SimpleNamespace(start=at[0], end=at[1])
 
 
-def op(name, shapes=(), parent=None):
+def kernel(name, at=(0, 0)):
     return SimpleNamespace(
-        name=name, device_type=CPU, cpu_parent=parent, input_shapes=[list(s) for s in shapes]
+        name=name, device_type=CUDA, cpu_parent=None, input_shapes=[], time_range=span(at)
+    )
+
+
+def op(name, shapes=(), parent=None, at=(0, 0)):
+    return SimpleNamespace(
+        name=name,
+        device_type=CPU,
+        cpu_parent=parent,
+        input_shapes=[list(s) for s in shapes],
+        time_range=span(at),
     )
 
 
@@ -47,6 +57,32 @@ def test_gpu_torch_maths_and_copies_to_the_host_are_named():
     assert any("cunn_SoftMaxForward" in g for g in got)
     assert any("xmma_gemm" in g for g in got)
     assert any("device-to-host" in g for g in got)
+
+
+def read(t0, shape=()):
+    """`.item()` from t0 to t0 + 10 µs, and its copy inside it."""
+    return [
+        op("aten::_local_scalar_dense", [shape], at=(t0, t0 + 10)),
+        kernel("Memcpy DtoH (Device -> Pageable)", at=(t0 + 4, t0 + 6)),
+    ]
+
+
+def test_gpu_a_few_scalar_reads_pass_but_not_bulk_copies():
+    # The reference softmax checks its candidates with one read each.
+    reads = [e for t in range(0, 40, 20) for e in read(t)] + read(60, (1,))
+    assert findings("cuda", reads) == []
+    # A copy outside any read, or a read of a whole row, is the bytes.
+    stray = kernel("Memcpy DtoH (Device -> Pageable)", at=(12, 15))
+    assert findings("cuda", [*reads, stray]) == ["a device-to-host copy (maths on the CPU?)"]
+    assert findings("cuda", read(0, (1000,))) == ["a device-to-host copy (maths on the CPU?)"]
+    # Two copies in one read: only one is the value.
+    twice = [*read(0), kernel("Memcpy DtoH (Device -> Pageable)", at=(7, 8))]
+    assert findings("cuda", twice) == ["a device-to-host copy (maths on the CPU?)"]
+    # Reading a softmax's output one value at a time: too many reads.
+    many = [e for t in range(0, 20 * (audit.SCALAR_READS + 1), 20) for e in read(t)]
+    assert findings("cuda", many) == [
+        f"more than {audit.SCALAR_READS} values read back to the CPU (maths on the CPU?)"
+    ]
 
 
 def test_gpu_unknown_kernel_names_pass():

@@ -147,7 +147,7 @@ def test_config_change_is_undone(grade):
 @pytest.mark.gpu
 def test_gpu_times_eager_and_compile_modes(grade):
     r = grade("graph_breaks", REF, device="cuda", timeout=600)
-    assert r["passed"], r
+    assert r["passed"], (r["summary"], r.get("message", "")[-3000:], r.get("cases"))
     assert any(c["name"].startswith("compiled (inductor)") for c in r["cases"])
     rows = r["timing"]["cases"]
     names = {row["name"] for row in rows}
