@@ -153,6 +153,11 @@ class Sandbox:
             PYTHONUNBUFFERED="1",
             XDG_CACHE_HOME=str(private / "cache"),
             TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")),
+            # Inductor compiles in this process: a worker process it would
+            # start is confined from birth and cannot open the GPU (the
+            # sandbox starts CUDA before confining itself; H200, torch 2.11:
+            # "Could not find an active GPU backend").
+            TORCHINDUCTOR_COMPILE_THREADS="1",
         )
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
