@@ -107,8 +107,11 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
     if content:
         hidden.append(str(Path(content) / "kernels"))
     if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
-        # `gpulab dev check` grades the reference solutions themselves.
+        # `gpulab dev check` grades the reference solutions themselves, with
+        # the Hopper backends they load from kernels/hopper/ (unreadable, a
+        # reference fell back to its portable path under the judge).
         hidden = [h for h in hidden if not learner.is_relative_to(Path(h))]
+        read.append(str(learner.parent / "hopper"))
     # /dev/shm: torch's CUDA IPC keeps its reference counts in files there.
     if request["exercise"] == "nvtx_profile" and request.get("workspace"):
         traces = Path(request["workspace"]) / "traces"  # the trace the learner opens

@@ -97,6 +97,26 @@ def test_the_reference_solutions_cannot_be_read(grade):
     assert "Permission" in r["summary"] + r["message"]
 
 
+def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
+    # kernels/flash_attention.py loads kernels/hopper/ on sm_90: unreadable,
+    # the judge graded its portable path (H200, 2026-12-01). A learner's
+    # file gets no such folder, even one named the same.
+    from pathlib import Path
+
+    from gpulab.judge import policy_for
+
+    def reads(file):
+        request = {"file": str(file), "exercise": "flash_attention"}
+        return policy_for(request, "cuda", tmp_path, tmp_path / "cache")["read"]
+
+    assert str(REPO / "kernels" / "hopper") in reads(REPO / "kernels" / "flash_attention.py")
+    mine = tmp_path / "mine" / "flash_attention.py"
+    (tmp_path / "mine" / "hopper").mkdir(parents=True)
+    mine.write_text("")
+    assert not any(Path(r).is_relative_to(REPO / "kernels") for r in reads(mine))
+    assert str(tmp_path / "mine" / "hopper") not in reads(mine)
+
+
 @pytest.mark.skipif(not landlock(), reason="needs Landlock")
 def test_the_serving_answer_key_cannot_be_read(grade):
     path = REPO / "gpulab" / "serving.py"
