@@ -220,36 +220,17 @@ def softmax(x):
     assert "changed after your kernel wrote it" in r["summary"]
 
 
+CHEATS = REPO / "tests" / "fixtures" / "cheats"
+
+
+def cheat(name: str) -> str:
+    """The reference softmax, then a cheat's tail (tests/fixtures/cheats/)."""
+    return REF + "\n" + (CHEATS / f"{name}.py").read_text()
+
+
 # Torch doing the work where the op guards (Python modes) cannot see it: the
 # profiler's audit must still see it. Each returns the right answer.
-HIDDEN_TORCH = {
-    "from a second thread": """
-import threading as _th
-def softmax(x):
-    out = _real(x)
-    box = {}
-    t = _th.Thread(target=lambda: box.update(y=_torch.softmax(x.float(), -1).to(x.dtype)))
-    t.start(); t.join()
-    out.copy_(box["y"])
-    return out
-""",
-    "with the modes switched off": """
-from torch.utils._python_dispatch import _disable_current_modes as _off
-def softmax(x):
-    out = _real(x)
-    with _off(), _torch._C.DisableTorchFunction():
-        y = _torch.exp(x.float() - x.float().amax(-1, keepdim=True))
-        out.copy_((y / y.sum(-1, keepdim=True)).to(x.dtype))
-    return out
-""",
-    "under inference mode": """
-def softmax(x):
-    out = _real(x)
-    with _torch.inference_mode():
-        out.copy_(_torch.nn.functional.softmax(x.float(), dim=-1).to(x.dtype))
-    return out
-""",
-}
+HIDDEN_TORCH = ["second_thread", "modes_off", "inference_mode"]
 
 
 STOP_PROFILER = {
@@ -292,56 +273,31 @@ def softmax(x):
     assert "the profiler was stopped" in r["summary"], r["summary"]
 
 
-@pytest.mark.parametrize("how", list(HIDDEN_TORCH))
+@pytest.mark.parametrize("how", HIDDEN_TORCH)
 def test_torch_hidden_from_the_op_guards_is_seen_by_the_audit(grade, how):
-    src = REF + "\nimport torch as _torch\n_real = softmax\n" + HIDDEN_TORCH[how]
-    r = grade("softmax", src)
+    r = grade("softmax", cheat(how))
     assert not r["passed"]
     assert "during your call torch ran" in r["summary"] or "called" in r["summary"], r["summary"]
 
 
 def test_the_audit_names_torch_ops_a_mode_never_saw(grade):
-    src = (
-        REF
-        + "\nimport torch as _torch\n_real = softmax\n"
-        + HIDDEN_TORCH["with the modes switched off"]
-    )
-    r = grade("softmax", src)
+    r = grade("softmax", cheat("modes_off"))
     assert "aten::exp" in r["summary"] and "aten::amax" in r["summary"], r["summary"]
 
 
+def test_an_answer_cached_from_the_first_call_fails(grade):
+    r = grade("softmax", cheat("cached"))
+    assert not r["passed"] and "no Triton kernel was launched" in r["summary"], r["summary"]
+
+
 # --- On a GPU: timing the sandbox cannot shrink ---------------------------------
-
-HOOKED_DISPATCH = """
-import torch as _torch
-from torch.utils._python_dispatch import TorchDispatchMode as _Mode
-_real = softmax
-_pending = {}
-
-class _Hook(_Mode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is _torch.ops.aten.copy_.default and args[1].data_ptr() in _pending:
-            return func(args[0], _real(_pending.pop(args[1].data_ptr())))
-        return func(*args, **kwargs)
-
-_Hook().__enter__()
-
-def softmax(x):
-    if _torch._C._is_torch_function_mode_enabled():
-        return _real(x)
-    out = _torch.empty_like(x)
-    out.copy_(x)
-    _pending[out.data_ptr()] = x
-    return out
-"""
 
 
 @pytest.mark.gpu
 def test_gpu_work_hidden_in_the_copy_out_is_refused(grade):
     # The timed call only copies; the real kernel runs when the sandbox copies
     # the result out (measured on an H200: lifted 70% to 75% before this check).
-    r = grade("softmax", REF + HOOKED_DISPATCH, device="cuda", timeout=600)
+    r = grade("softmax", cheat("dispatch_hook"), device="cuda", timeout=600)
     assert not r["passed"]
     assert "copying each result out" in r["summary"] or "wrong" in r["summary"], r["summary"]
 
@@ -353,3 +309,12 @@ def test_gpu_reference_through_the_judge_is_timed_on_fresh_inputs(grade):
     for row in r["timing"]["cases"]:
         assert row["batch_reps"] >= 2 and row["reps"] >= 10
         assert row["judge_copy_ms"] > 0 and row["batches"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(p.stem for p in CHEATS.glob("*.py")))
+def test_gpu_every_softmax_cheat_fails(grade, name):
+    # Each returns the right answer; the grade must still be refused, as a
+    # failed check (not a crash of gpulab's).
+    r = grade("softmax", cheat(name), device="cuda", timeout=600)
+    assert r["status"] == "failed", (r["status"], r["summary"])
