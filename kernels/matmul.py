@@ -201,8 +201,11 @@ _TMA_CHOICE: dict = {}  # (M, N, K, dtype) -> the faster TMA launcher
 
 
 def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
-    """TMA needs sm_90+, unit last strides and 16-byte aligned rows and bases."""
+    """TMA needs sm_90+, unit last strides and 16-byte aligned rows and bases.
+    GPULAB_MATMUL_TMA=0 turns it off, to time the path every other GPU takes."""
     if _INTERPRETER or not a.is_cuda or torch.cuda.get_device_capability(a.device) < (9, 0):
+        return False
+    if os.environ.get("GPULAB_MATMUL_TMA", "1") == "0":
         return False
     if a.dtype not in (torch.float16, torch.bfloat16):
         return False

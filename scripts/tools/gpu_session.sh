@@ -18,7 +18,7 @@ for step in "$@"; do
     trusted) timeout 330 python3 scripts/tools/trusted_grading_gpu.py "$OUT/trusted.json" 2>&1 | grep -v Warning ;;
     explain) timeout 420 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu.json" 2>&1 | tail -30 ;;
     hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
-      GPULAB_FA3=0 GPULAB_SOFTMAX_SMEM=0 timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
+      GPULAB_FA3=0 GPULAB_SOFTMAX_SMEM=0 GPULAB_MATMUL_TMA=0 timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/hopper_off_$ex.json')); print(r['status'], r['summary'])" ;;
     timing) python3 scripts/tools/validate_timing.py "$OUT/timing_validation.json" ;;
     pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 ;;
