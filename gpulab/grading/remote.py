@@ -159,6 +159,9 @@ class Sandbox:
             # sandbox starts CUDA before confining itself; H200, torch 2.11:
             # "Could not find an active GPU backend").
             TORCHINDUCTOR_COMPILE_THREADS="1",
+            # The audit's profiler quiet: Kineto (torch 2.13+) logs every start
+            # and stop, which would read as the learner's own output.
+            KINETO_LOG_LEVEL="6",
         )
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
