@@ -30,6 +30,7 @@ LAB = [
     "gpulab.child",
     "gpulab.citations",
     "gpulab.cli",
+    "gpulab.cli_options",
     "gpulab.commands.*",
     "gpulab.content",
     "gpulab.device",
