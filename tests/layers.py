@@ -59,6 +59,7 @@ LAB = [
     "gpulab.roofline_plot",
     "gpulab.runner",
     "gpulab.serving",
+    "gpulab.serving_models",
     "gpulab.state",
     "gpulab.textsafe",
     "gpulab.traces",
