@@ -161,14 +161,12 @@ def ridge_trend() -> str:
 
 def claims() -> list[Claim]:
     """The book's checkable claims beside the table."""
-    b200, gb200, rubin, t4 = GPUS["b200"], GPUS["gb200"], GPUS["rubin"], GPUS["t4"]
-    rubin_claim = rubin.claims["fp4"].value  # 50,000 TFLOPS, the book's "50 PFLOPS"
-    dense = rubin_claim / b200.tflops["fp4"]
-    vs_sparse_b = rubin_claim / b200.sparse["fp4"].value
-    vs_sparse_gb = rubin_claim / gb200.sparse["fp4"].value
-    train = rubin.tflops["fp4"] / b200.tflops["fp4"]
-    vs_gb = rubin_claim / gb200.tflops["fp4"]
-    bw = rubin.bandwidth_tbs / b200.bandwidth_tbs
+    return [*_shipping_claims(), *_rubin_claims()]
+
+
+def _shipping_claims() -> list[Claim]:
+    """Claims about the table's own entries: T4, B200, Rubin's memory."""
+    b200, rubin, t4 = GPUS["b200"], GPUS["rubin"], GPUS["t4"]
     return [
         Claim(
             "T4 is Turing, cc 7.5",
@@ -201,6 +199,20 @@ def claims() -> list[Claim]:
             "agrees" if rubin.memory_gb == 288 else "disagrees",
             f"table: {rubin.memory_gb:g} GB (announced)",
         ),
+    ]
+
+
+def _rubin_claims() -> list[Claim]:
+    """Claims about Vera Rubin's announced figures, each put on one basis."""
+    b200, gb200, rubin = GPUS["b200"], GPUS["gb200"], GPUS["rubin"]
+    rubin_claim = rubin.claims["fp4"].value  # 50,000 TFLOPS, the book's "50 PFLOPS"
+    dense = rubin_claim / b200.tflops["fp4"]
+    vs_sparse_b = rubin_claim / b200.sparse["fp4"].value
+    vs_sparse_gb = rubin_claim / gb200.sparse["fp4"].value
+    train = rubin.tflops["fp4"] / b200.tflops["fp4"]
+    vs_gb = rubin_claim / gb200.tflops["fp4"]
+    bw = rubin.bandwidth_tbs / b200.bandwidth_tbs
+    return [
         Claim(
             "Rubin: 50 PFLOPS FP4 (2.5× B200)",
             "disagrees",

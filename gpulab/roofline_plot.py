@@ -8,6 +8,7 @@ learner can put a roofline in a report; matplotlib is an optional extra
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -243,6 +244,18 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
         rx, ry = px(model.ridge), py(model.roof().flops / 1e12)
         out.append(f'<circle cx="{rx:.1f}" cy="{ry:.1f}" r="5" fill="{BLUE}"/>')
         out.append(text(f"ridge {model.ridge:.0f} FLOP/B", rx, ry + 20, "middle", BLUE))
+    out += _svg_points(model, px, py, text)
+    if model.measured_label:
+        out.append(
+            text(f"measured: {model.measured_label}", left, height - 38, size=10, color=ORANGE)
+        )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _svg_points(model: Model, px: Callable, py: Callable, text: Callable) -> list[str]:
+    """The graded runs as dots with a tooltip each, one label per exercise."""
+    out = []
     labelled: set[str] = set()
     for p in model.points:
         cx, cy = px(p.intensity), py(p.flops_per_s / 1e12)
@@ -257,12 +270,7 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
         if p.exercise not in labelled:
             labelled.add(p.exercise)
             out.append(text(p.exercise, cx, cy - 9, "middle", RED))
-    if model.measured_label:
-        out.append(
-            text(f"measured: {model.measured_label}", left, height - 38, size=10, color=ORANGE)
-        )
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def save_png(model: Model, path: Path) -> None:

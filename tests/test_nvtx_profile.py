@@ -147,9 +147,9 @@ def _good_events():
 
 @pytest.fixture(scope="module")
 def grader():
-    from gpulab.grading import nvtx_profile
+    from gpulab.grading import nvtx_ranges
 
-    return nvtx_profile
+    return nvtx_ranges
 
 
 def _failed(cases):
@@ -330,7 +330,7 @@ def _forged(self, msg):
 
 _main.Server.on_train = _forged
 try:
-    import gpulab.grading.nvtx_profile as _g  # the judge's rules: not importable here
+    import gpulab.grading.nvtx_ranges as _g  # the judge's rules: not importable here
     _g.check_ranges = lambda events: []
 except ImportError:
     pass

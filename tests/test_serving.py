@@ -11,12 +11,12 @@ import random
 
 import pytest
 
-from gpulab import serving
+from gpulab import serving, serving_models
 from gpulab.hardware import match_gpu
 from tests.conftest import REPO, reference_source, starter_source
 
 REF = reference_source("serving_roofline")
-LLAMA = serving.PRESETS["llama-3-8b"]
+LLAMA = serving_models.PRESETS["llama-3-8b"]
 
 
 def h(name: str, weights: str = "bf16") -> serving.Roof:
@@ -32,7 +32,7 @@ def test_llama3_8b_shapes_and_sizes():
     # GQA: 8 KV heads x 128 x 32 layers x (K and V) x 2 bytes = 128 KiB per token.
     assert serving.kv_bytes_per_token(LLAMA) == 128 * 1024
     assert serving.kv_bytes_per_token(LLAMA.with_dtypes("bf16", "fp8")) == 64 * 1024
-    assert serving.PRESETS["llama-3-70b"].total_params() == pytest.approx(70.55e9, rel=1e-3)
+    assert serving_models.PRESETS["llama-3-70b"].total_params() == pytest.approx(70.55e9, rel=1e-3)
 
 
 def test_ridges_and_decode_on_h100_h200():
@@ -88,7 +88,7 @@ def test_hf_config_json(tmp_path):
     path = tmp_path / "llama" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(good))
-    cfg = serving.find_model(str(path))
+    cfg = serving_models.find_model(str(path))
     assert serving.weight_params(cfg) == serving.weight_params(LLAMA)
     assert cfg.head_dim == 128 and cfg.name == "llama"
     for broken, why in (
@@ -99,10 +99,10 @@ def test_hf_config_json(tmp_path):
     ):
         path.write_text(broken if isinstance(broken, str) else json.dumps(broken))
         with pytest.raises(ValueError, match=why) as exc:
-            serving.find_model(str(path))
+            serving_models.find_model(str(path))
         assert str(path) in str(exc.value)
     with pytest.raises(ValueError, match="unknown model 'gpt-9'"):
-        serving.find_model("gpt-9")
+        serving_models.find_model("gpt-9")
 
 
 class _Ctx:
@@ -353,9 +353,9 @@ def test_check_inputs_and_model_suggestions():
         serving.check_inputs(LLAMA, batch=1, prompt=10, context=8193)
     assert exc.value.field == "context"
     serving.check_inputs(LLAMA, batch=1, prompt=8192, context=8192)  # the whole window
-    assert serving.model_suggestions("qwen-7b") == ["qwen2.5-7b"]
-    assert serving.find_model("Llama 3 8B") is LLAMA
-    assert all(m.max_context for m in serving.PRESETS.values())
+    assert serving_models.model_suggestions("qwen-7b") == ["qwen2.5-7b"]
+    assert serving_models.find_model("Llama 3 8B") is LLAMA
+    assert all(m.max_context for m in serving_models.PRESETS.values())
 
 
 def test_a_config_json_gives_its_context_window_and_consistent_heads(tmp_path):
@@ -371,7 +371,7 @@ def test_a_config_json_gives_its_context_window_and_consistent_heads(tmp_path):
     path = tmp_path / "tiny" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(good))
-    assert serving.find_model(str(path)).max_context == 2048
+    assert serving_models.find_model(str(path)).max_context == 2048
     for broken, why in (
         ({**good, "num_key_value_heads": 3}, "'num_key_value_heads' .3. must divide"),
         ({**good, "hidden_size": 250}, "'head_dim' is missing"),
@@ -379,4 +379,4 @@ def test_a_config_json_gives_its_context_window_and_consistent_heads(tmp_path):
     ):
         path.write_text(json.dumps(broken))
         with pytest.raises(ValueError, match=why):
-            serving.find_model(str(path))
+            serving_models.find_model(str(path))

@@ -16,7 +16,7 @@ pytest.importorskip("textual_plotext")
 
 from test_tui import make_app, shows  # noqa: E402
 
-from gpulab import hardware, serving  # noqa: E402
+from gpulab import hardware, serving, serving_models  # noqa: E402
 from gpulab.device.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.screens import HelpScreen  # noqa: E402
 from gpulab.tui.serving_pane import (  # noqa: E402
@@ -39,7 +39,7 @@ def anyio_backend():
 
 
 def expected(model="llama-3-8b", gpu=hardware.DEFAULT_GPU, **kw) -> dict:
-    return serving.calculate(serving.PRESETS[model], hardware.GPUS[gpu], **kw)
+    return serving.calculate(serving_models.PRESETS[model], hardware.GPUS[gpu], **kw)
 
 
 async def open_calculator(pilot) -> ServingPane:
@@ -127,7 +127,7 @@ def test_the_numbers_fit_80_columns_for_every_gpu_model_and_dtype():
     from rich.console import Console
 
     for gpu in usable_gpus().values():
-        for preset in serving.PRESETS.values():
+        for preset in serving_models.PRESETS.values():
             # A window left unknown (a config.json without one) lets the
             # widest figures through: a million tokens of context.
             model = replace(preset, max_context=0)

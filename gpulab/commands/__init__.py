@@ -2,5 +2,5 @@
 
 cli.COMMANDS maps each command to its module (check.py serves `check` and
 `watch`, course.py the course commands), which defines `run(args) -> int`;
-their options are declared in cli._arguments, so `gpulab --help` imports none
-of these modules."""
+their options are declared in gpulab.cli_options, so `gpulab --help`
+imports none of these modules."""

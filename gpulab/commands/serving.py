@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from gpulab import hardware, serving, units
+from gpulab import hardware, serving, serving_models, units
 from gpulab.commands.common import UsageError, console, guarded
 
 
@@ -39,8 +39,8 @@ def report(args: Any) -> dict[str, Any]:
         # about a 2048-token prompt nobody asked for.
         prompt = min(DEFAULT_PROMPT, args.context) if args.context >= 1 else DEFAULT_PROMPT
     try:
-        model = serving.find_model(args.model)
-        if model.name != args.model.strip().lower() and model.name in serving.PRESETS:
+        model = serving_models.find_model(args.model)
+        if model.name != args.model.strip().lower() and model.name in serving_models.PRESETS:
             print(f"gpulab: taking '{args.model}' as {model.name}", file=sys.stderr)
         return serving.calculate(
             model,
@@ -93,7 +93,7 @@ def _list_models() -> int:
         "KV/tok",
     ):
         t.add_column(col, no_wrap=True)
-    for m in serving.PRESETS.values():
+    for m in serving_models.PRESETS.values():
         t.add_row(
             m.name,
             str(m.layers),
@@ -111,7 +111,7 @@ def _list_models() -> int:
     con.print(
         "[dim]kv: KV heads; hd: head dim; inter: MLP intermediate size; KV/tok: KiB of bf16 KV cache per token.[/]"
     )
-    for m in serving.PRESETS.values():
+    for m in serving_models.PRESETS.values():
         con.print(f"[dim]{m.name}: {m.source}[/]")
     return 0
 

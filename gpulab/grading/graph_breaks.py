@@ -24,7 +24,7 @@ Where each part runs: the judge draws the inputs, runs the original step and
 compares every output (eager and compiled), which the sandbox copies into
 slots the judge owns. Dynamo's trace can only happen where the step lives:
 the sandbox reports the graphs and breaks (gpulab.sandbox.dynamo), and the
-judge applies the rules to that report.
+judge applies the rules to that report (gpulab.grading.graph_dynamo).
 """
 
 from __future__ import annotations
@@ -33,8 +33,15 @@ from typing import Any
 
 import torch
 
-from gpulab.grading import learner
 from gpulab.grading.compare import compare, describe_mismatch
+from gpulab.grading.graph_dynamo import (
+    args_nbytes,
+    as_int,
+    check_dynamo,
+    config_changed,
+    refuse_disabled,
+    sandbox_reply,
+)
 from gpulab.grading.graph_step import (
     CASES,
     TIMING_SHAPES,
@@ -54,151 +61,6 @@ COMPILED_TOL = (1e-4, 1e-4)
 TRACE_CASES = (0, 3)
 # Compiled and compared: one shape, the branch both ways.
 COMPILED_CASES = (0, 1)
-
-
-# --- Dynamo's report, from the sandbox ----------------------------------------
-
-
-def _break_detail(b: dict[str, Any]) -> str:
-    reasons = [text(r) for r in b.get("reasons", []) if isinstance(r, str)]
-    code = text(b.get("code"))
-    return (f"`{code}`: " if code else "") + " / ".join(reasons)
-
-
-def _line(b: dict[str, Any]) -> int:
-    return b["line"] if isinstance(b.get("line"), int) else 0
-
-
-def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
-    """One case per input traced, one per remaining break. True when clean."""
-    from gpulab.grading.kernel import encode
-
-    clean = True
-    seen: set[int] = set()
-    for label, args in inputs:
-        ctx.stage(f"tracing with Dynamo ({label})")
-        arena, refs = ctx.arena(_nbytes(args) + 4096), {}
-        reply = ctx.sandbox.request(
-            {"type": "dynamo", "function": fn.name, "args": [encode(arena, a, refs) for a in args]}
-        )
-        report = _reply(reply, "traced")
-        _config_changed(ctx, report)
-        if report.get("disabled"):
-            _disabled(ctx)
-        plain = report.get("plain") if isinstance(report.get("plain"), dict) else {}
-        breaks = [b for b in plain.get("breaks", []) if isinstance(b, dict)]
-        for b in breaks:
-            if _line(b) in seen:
-                continue  # already reported from an earlier input
-            seen.add(_line(b))
-            ctx.add_case(
-                {
-                    "name": f"graph break at line {_line(b)}",
-                    "passed": False,
-                    "line": _line(b),
-                    "reasons": [text(r) for r in b.get("reasons", [])][:5],
-                    "detail": _break_detail(b),
-                }
-            )
-        graphs, ops = _int(plain.get("graphs")), _int(plain.get("op_count"))
-        if breaks:
-            clean = False
-            ctx.add_case(
-                {
-                    "name": f"Dynamo ({label})",
-                    "passed": False,
-                    "graphs": graphs,
-                    "graph_breaks": len(breaks),
-                    "detail": f"{len(breaks)} graph break(s), {graphs} graph(s)",
-                }
-            )
-            continue
-        if not graphs or ops == 0:
-            ctx.fail(
-                "Dynamo captured no operations from your step",
-                "Your step ran without being traced: is it wrapped in "
-                "torch.compiler.disable / torch._dynamo.disable, or does it hide its work "
-                "from Dynamo? The exercise is to make the real code traceable.",
-            )
-        hidden = [text(h, 120) for h in plain.get("opaque", []) if isinstance(h, str)]
-        if hidden:
-            ctx.fail(
-                "cheat: Dynamo sees opaque calls instead of your step's operations: "
-                + ", ".join(hidden[:8]),
-                "allow_in_graph and custom ops put a black box in the graph, which hides "
-                "the breaks instead of removing them. Write the step with torch ops.",
-            )
-        # The authoritative check: fullgraph=True raises on any break at all.
-        full = report.get("full") if isinstance(report.get("full"), dict) else {}
-        if full.get("error") is not None or _int(full.get("graphs")) != 1:
-            clean = False
-            fb = [b for b in full.get("breaks", []) if isinstance(b, dict)]
-            b = fb[0] if fb else {"line": 0, "code": "", "reasons": [text(full.get("error"))]}
-            ctx.add_case(
-                {
-                    "name": f"Dynamo fullgraph=True ({label})",
-                    "passed": False,
-                    "detail": _break_detail(b),
-                }
-            )
-            continue
-        ctx.add_case(
-            {
-                "name": f"Dynamo ({label})",
-                "passed": True,
-                "graphs": 1,
-                "graph_breaks": 0,
-                "ops": ops,
-                "detail": f"one graph of {ops} ops, no break",
-            }
-        )
-    return clean
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
-def _nbytes(args: tuple) -> int:
-    from gpulab.grading.kernel import _storage_nbytes, _tensors
-
-    return sum(_storage_nbytes([t]) for t in _tensors(args)) + 256 * 16
-
-
-def _reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
-    if reply.get("type") == "raised":
-        raise learner.LearnerError(
-            text(reply.get("summary"), 2000), text(reply.get("message"), 20000)
-        )
-    if reply.get("type") != kind:
-        from gpulab.grading.harness import GradeFailed
-
-        raise GradeFailed(
-            f"the sandbox failed: {text(reply.get('summary'))}",
-            text(reply.get("message"), 4000),
-            status="error",
-        )
-    return reply
-
-
-def _config_changed(ctx: Any, report: dict[str, Any]) -> None:
-    """A step that sets Dynamo's config while it runs (capture_scalar_outputs
-    lets .item() into the graph) changes the rules it is traced under."""
-    changed = [text(k, 80) for k in report.get("config_changed", []) if isinstance(k, str)]
-    if changed:
-        ctx.fail(
-            "your step changes torch._dynamo.config while it runs: " + ", ".join(changed),
-            "The check traces your step under Dynamo's defaults; remove the graph breaks "
-            "instead of changing what counts as one.",
-        )
-
-
-def _disabled(ctx: Any) -> None:
-    ctx.fail(
-        "`step` is wrapped by torch.compiler.disable / torch._dynamo.disable / torch.compile",
-        "The grader compiles your plain function itself: remove the decorator and "
-        "make the code traceable instead.",
-    )
 
 
 # --- grading ------------------------------------------------------------------
@@ -238,10 +100,10 @@ def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -
     from gpulab.grading.kernel import encode
 
     chosen = [cases[i][1] for i in COMPILED_CASES]
-    arena, refs = ctx.arena(sum(_nbytes(a) * 2 for a in chosen) + 4096), {}
+    arena, refs = ctx.arena(sum(args_nbytes(a) * 2 for a in chosen) + 4096), {}
     inputs = [[encode(arena, a, refs) for a in args] for args in chosen]
     slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for args in chosen]
-    reply = _reply(
+    reply = sandbox_reply(
         ctx.sandbox.request(
             {
                 "type": "compiled",
@@ -253,7 +115,7 @@ def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -
         ),
         "compiled",
     )
-    _config_changed(ctx, reply)
+    config_changed(ctx, reply)
     copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
     for k, (i, args, slot) in enumerate(zip(COMPILED_CASES, chosen, slots, strict=True)):
         name = f"compiled ({backend}) {names[i]}"
@@ -286,7 +148,9 @@ def grade(ctx: Any) -> None:
     fn = ctx.function("step")
     # Changes the file made at import (the sandbox recorded Dynamo's config
     # before it ran): undone there, and said here.
-    reply = _reply(ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config")
+    reply = sandbox_reply(
+        ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config"
+    )
     changed = [text(k, 80) for k in reply.get("changed", []) if isinstance(k, str)]
     if changed:
         ctx.notes.append(
@@ -295,7 +159,7 @@ def grade(ctx: Any) -> None:
             + "); the check undid that and ran with Dynamo's defaults."
         )
     if reply.get("disabled"):
-        _disabled(ctx)
+        refuse_disabled(ctx)
     device = ctx.device
     if device == "cpu":
         # Tiny tensors: waking OpenMP threads costs more than the work (an op
@@ -311,8 +175,11 @@ def grade(ctx: Any) -> None:
     for (_, args), name in zip(cases, names, strict=True):
         ctx.stage(f"comparing outputs: {name}")
         ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
-    _config_changed(
-        ctx, _reply(ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config")
+    config_changed(
+        ctx,
+        sandbox_reply(
+            ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config"
+        ),
     )
     if any(not c["passed"] for c in ctx.cases):
         return
@@ -367,10 +234,10 @@ def _time_modes(ctx: Any, fn: Any) -> None:
         with torch.no_grad():
             t = measure(lambda a=args: original_step(*a), flusher=flusher)
         rows.append(_row("original step (eager)", shape, (b, s, d), t, None, None))
-        arena, refs = ctx.arena(_nbytes(args) * 2 + 4096), {}
+        arena, refs = ctx.arena(args_nbytes(args) * 2 + 4096), {}
         slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
         ctx.stage(f"timing {shape}: your step, eager and compiled")
-        reply = _reply(
+        reply = sandbox_reply(
             ctx.sandbox.request(
                 {
                     "type": "modes",
@@ -403,7 +270,7 @@ def _time_modes(ctx: Any, fn: Any) -> None:
                     shape,
                     (b, s, d),
                     clean,
-                    _int(r.get("kernels")),
+                    as_int(r.get("kernels")),
                     r.get("compile_s") if isinstance(r.get("compile_s"), float) else None,
                 )
             )

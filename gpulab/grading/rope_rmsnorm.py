@@ -293,43 +293,49 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
                 "Return the buffer your backward kernel wrote, in x's dtype and shape "
                 "(autograd converts anything else into a new tensor).",
             )
-        gx, gw = reference_grads(case, dy)
-        record: dict[str, Any] = {
-            "name": name,
-            "shape": case.shape,
-            "dtype": dtype_name(case.dtype),
-            "passed": True,
-        }
-        details = []
-        # y again: the forward that autograd records must be the graded one.
-        if y is None:
+        ctx.add_case(_backward_record(case, dy, name, y, grads, copied), total)
+
+
+def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied: list) -> dict:
+    """The case: y and both gradients against the reference's."""
+    x, w = case.args[0], case.args[1]
+    gx, gw = reference_grads(case, dy)
+    record: dict[str, Any] = {
+        "name": name,
+        "shape": case.shape,
+        "dtype": dtype_name(case.dtype),
+        "passed": True,
+    }
+    details = []
+    # y again: the forward that autograd records must be the graded one.
+    if y is None:
+        record["passed"] = False
+        details.append("y (computed with requires_grad=True) has the wrong shape or dtype")
+    else:
+        rep = compare(y, reference(case), *TOLERANCE[case.dtype])
+        if rep["mismatches"]:
             record["passed"] = False
-            details.append("y (computed with requires_grad=True) has the wrong shape or dtype")
-        else:
-            rep = compare(y, reference(case), *TOLERANCE[case.dtype])
-            if rep["mismatches"]:
-                record["passed"] = False
-                details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
-        for i, (label, got, ref, dt) in enumerate(
-            (("dx", grads[0], gx, x.dtype), ("dweight", grads[1], gw, w.dtype))
-        ):
-            if i >= len(copied) or copied[i] is not True:
-                record["passed"] = False
-                details.append(
-                    f"{label} does not have shape {tuple(ref.shape)} and dtype {dtype_name(dt)}"
-                )
-                continue
-            rep = compare(got, ref, *_scaled_tol(ref, dt))
-            record[f"{label}_max_abs"] = rep["max_abs"]
-            record["max_abs"] = max(record.get("max_abs", 0.0), rep["max_abs"])
-            record["max_rel"] = max(record.get("max_rel", 0.0), rep["max_rel"])
-            record["mismatches"] = record.get("mismatches", 0) + rep["mismatches"]
-            if rep["mismatches"]:
-                record["passed"] = False
-                details.append(f"{label}: {describe_mismatch(rep)}")
-        if details:
-            record["detail"] = "; ".join(details)
-        ctx.add_case(record, total)
+            details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
+    for i, (label, got, ref, dt) in enumerate(
+        (("dx", grads[0], gx, x.dtype), ("dweight", grads[1], gw, w.dtype))
+    ):
+        if i >= len(copied) or copied[i] is not True:
+            record["passed"] = False
+            details.append(
+                f"{label} does not have shape {tuple(ref.shape)} and dtype {dtype_name(dt)}"
+            )
+            continue
+        rep = compare(got, ref, *_scaled_tol(ref, dt))
+        record[f"{label}_max_abs"] = rep["max_abs"]
+        record["max_abs"] = max(record.get("max_abs", 0.0), rep["max_abs"])
+        record["max_rel"] = max(record.get("max_rel", 0.0), rep["max_rel"])
+        record["mismatches"] = record.get("mismatches", 0) + rep["mismatches"]
+        if rep["mismatches"]:
+            record["passed"] = False
+            details.append(f"{label}: {describe_mismatch(rep)}")
+    if details:
+        record["detail"] = "; ".join(details)
+    return record
 
 
 def grade(ctx: Any) -> None:

@@ -17,7 +17,7 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from gpulab import serving
+from gpulab import serving, serving_models
 from gpulab.grading.learner import LearnerError
 from gpulab.grading.plain import plain_call
 from gpulab.hardware import GPUS, match_gpu
@@ -95,7 +95,7 @@ def _draw(rng: random.Random, want: tuple[str, str] | None, odd_head_dim: bool =
 
 
 def scenarios(ctx) -> list[tuple[str, Any]]:
-    llama = serving.PRESETS["llama-3-8b"]
+    llama = serving_models.PRESETS["llama-3-8b"]
     h200 = serving.roof_for(match_gpu("h200"), "bf16")
     out = [("Llama-3 8B bf16 on H200", (llama, h200, 1, 2048, 4096))]
     wants = [None] * (N_RANDOM - 2) + [("decode", "compute"), ("prefill", "memory")]

@@ -22,7 +22,7 @@ from textual.containers import Horizontal
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
 
-from gpulab import hardware, serving, units
+from gpulab import hardware, serving, serving_models, units
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 
 # Far beyond any real serving setup, and small enough that the arithmetic
@@ -206,12 +206,12 @@ class ServingPane(LazyPane):
         self.auto_gpu = default_gpu(info.names if info else (), setting)
         gpu_key = self.auto_gpu[0]
         gpus = usable_gpus()
-        models = [(name, name) for name in serving.PRESETS]
+        models = [(name, name) for name in serving_models.PRESETS]
         dtypes = [(d, d) for d in serving.WEIGHT_DTYPES]
         kv = [(d, d) for d in serving.KV_DTYPES]
         row1 = Horizontal(
             Label("model"),
-            self._select(models, serving.DEFAULT_MODEL, "serving-model"),
+            self._select(models, serving_models.DEFAULT_MODEL, "serving-model"),
             Label("gpu", classes="gap"),
             self._select([(g.name, k) for k, g in gpus.items()], gpu_key, "serving-gpu"),
             Label("weights", classes="gap"),
@@ -307,7 +307,7 @@ class ServingPane(LazyPane):
         error = self.query_one("#serving-error", Static)
         if not self.errors:
             gpu = hardware.GPUS.get(values["gpu"])
-            model = serving.PRESETS.get(values["model"])
+            model = serving_models.PRESETS.get(values["model"])
             try:
                 if gpu is None or model is None:
                     raise ValueError(f"unknown choice: {values['model']!r} on {values['gpu']!r}")
