@@ -5,7 +5,7 @@ this module builds the model around them, runs the steps through the
 learner's `train_step`, profiles one of them, and sends back the losses,
 the final weights (into the judge's slots) and the profile's events as plain
 data. The judge trains its own copy and applies the range rules
-(gpulab.grading.nvtx_profile): the verdict is its own. The events are this
+(gpulab.grading.nvtx_ranges): the verdict is its own. The events are this
 process's report, like Dynamo's trace for lesson 06.
 """
 
