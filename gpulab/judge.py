@@ -213,10 +213,9 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     cache = cache_dir(request, private)
     cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
-    sandbox = None
-    result: dict[str, Any]
-    try:
-        sandbox = Sandbox(
+
+    def start() -> Sandbox:
+        return Sandbox(
             file=request["file"],
             device=device,
             private=private,
@@ -226,6 +225,11 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
                 "sys_path": import_path(Path(request["file"]).resolve()),
             },
         )
+
+    sandbox = None
+    result: dict[str, Any]
+    try:
+        sandbox = start()
         sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
         from gpulab.grading.harness import grade_request
 
@@ -234,22 +238,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         # Advice only, after the verdict (issue 21): never changes it.
         from gpulab.diagnosis.judge_side import attach
 
-        attach(
-            request,
-            result,
-            device,
-            sandbox,
-            fresh=lambda: Sandbox(
-                file=request["file"],
-                device=device,
-                private=private,
-                policy={
-                    **policy,
-                    "triton_cache": str(cache),
-                    "sys_path": import_path(Path(request["file"]).resolve()),
-                },
-            ),
-        )
+        attach(request, result, device, sandbox, fresh=start)
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
