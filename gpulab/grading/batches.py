@@ -165,7 +165,7 @@ def _batch_size(per_rep_bytes: int) -> int:
 def time_remote(
     ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any, backward: Backward | None = None
 ) -> dict[str, Any]:
-    from gpulab.grading.kernel import _storage_nbytes, _tensors, encode
+    from gpulab.grading.kernel import _storage_nbytes, _tensors
 
     expect = spec.expect(case)
     out_bytes = math.prod(expect.shape) * expect.like.dtype.itemsize
@@ -187,158 +187,32 @@ def time_remote(
     src = torch.empty(expect.shape, dtype=expect.like.dtype, device=expect.like.device)
     dst = torch.empty_like(src)
     copy_ms = _event_ms(lambda: dst.copy_(src))
+    clocks = _warm_up(ctx, fn, case, expect, per_rep, g, grads)
     times: list[float] = []
-    clocks: dict[str, Any] = {}
-    implausible = None
-    batch = 0
     walls: list[dict[str, float]] = []
-    # Warm-up by time, in a request of its own so the timed batches below
-    # carry no allowance for it.
-    warm = fresh_case(case, g)
-    arena = ctx.arena(per_rep + 4096)
-    refs: dict[int, Any] = {}
-    warm_in = {
-        "args": [encode(arena, a, refs) for a in warm.args],
-        "kwargs": {n: encode(arena, v, refs) for n, v in warm.kwargs.items()},
-    }
-    message = {
-        "type": "time",
-        "function": fn.name,
-        "warmup_s": WARMUP_S,
-        "flush": True,
-        "inputs": [warm_in],
-        "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()],
-    }
-    if grads:
-        grads.add(message, arena, refs, [grads.dy(g)])
-    reply = ctx.sandbox.request(message)
-    if reply.get("type") == "raised":
-        raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
-    if isinstance(reply.get("clocks"), dict):
-        clocks = {
-            key: v
-            for key, v in reply["clocks"].items()
-            if isinstance(v, (int, float, bool, str, list))
-        }
+    implausible = None
     while len(times) < MAX_REPS:
-        reps = [fresh_case(case, g) for _ in range(k)]
-        arena = ctx.arena(k * per_rep + 4096)
-        refs: dict[int, Any] = {}
-        inputs = [
-            {
-                "args": [encode(arena, a, refs) for a in r.args],
-                "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()},
-            }
-            for r in reps
-        ]
-        slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
-        message = {
-            "type": "time",
-            "function": fn.name,
-            "inputs": inputs,
-            "outs": [s.to_json() for s in slots],
-            "flush": True,
-            "warmup_s": 0.0,
-        }
-        dys = [grads.dy(g) for _ in reps] if grads else []
-        more = grads.add(message, arena, refs, dys) if grads else []
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        reply = ctx.sandbox.request(message)
-        wall_ms = (time.perf_counter() - started) * 1e3
-        if reply.get("type") == "raised":
-            raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
-        claimed = numbers(reply.get("ms"))
-        if (
-            reply.get("type") != "timed"
-            or claimed is None
-            or len(claimed) != k
-            or min(claimed, default=0) <= 0
-        ):
-            ctx.fail(
-                f"timing {case.name}: the sandbox sent no usable timing", text(reply.get("summary"))
-            )
-        copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
-        for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
-            if i >= len(copied) or copied[i] is not True:
-                ctx.fail(
-                    f"timing {case.name}: repetition {i + 1} returned no result of the "
-                    "expected shape and dtype"
-                )
-            if grads:
-                got_all = [arena.view(slot)] + [arena.view(x) for x in more[i]]
-                checks = grads.checks(r, dys[i], got_all)
-            else:
-                checks = [
-                    ("output", arena.view(slot), spec.reference(r), spec.tolerance(case.dtype))
-                ]
-            for label, got, want, tol in checks:
-                if mismatches(got, want, *tol):
-                    rep = compare(got, want, *tol)
-                    ctx.fail(
-                        f"timing {case.name}: the {label} of timed repetition {i + 1} "
-                        "(fresh inputs) is wrong",
-                        describe_mismatch(rep) + ". Every timed call must compute its "
-                        "own inputs' answer inside the timed region.",
-                    )
-        copies = numbers(reply.get("copy_ms"))
-        if copies is None or len(copies) != k:
-            ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
-        slow_copy = statistics.median(copies)
-        if slow_copy > COPY_SLACK * copy_ms + COPY_FLOOR_MS:
-            implausible = (
-                f"{case.name}: copying each result out took {slow_copy * 1e3:.0f} µs "
-                f"(median), where a copy of that size takes {copy_ms * 1e3:.0f} µs: "
-                "work done outside the timed region?"
-            )
+        batch = _send_batch(ctx, fn, case, expect, per_rep, k, g, grads)
+        reply, wall_ms = batch["reply"], batch["wall_ms"]
+        claimed = _claimed(ctx, case, reply, k)
+        _check_outputs(ctx, spec, case, batch, grads)
+        slow_copy, why = _check_copies(ctx, case, reply, k, copy_ms)
+        implausible = why or implausible
         total = sum(claimed)
         allowance = k * (flush_ms + copy_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
         if grads:
-            fwd = numbers(reply.get("fwd_ms"))
-            if fwd is None or len(fwd) != k:
-                ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
-            bound = FWD_SLACK * backward.forward_ms + FWD_FLOOR_MS
-            if statistics.median(fwd) > bound:
-                implausible = (
-                    f"{case.name}: the forward before each timed backward took "
-                    f"{statistics.median(fwd) * 1e3:.0f} µs (median), where your "
-                    f"forward alone takes {backward.forward_ms * 1e3:.0f} µs: "
-                    "backward work done ahead of the timed region?"
-                )
+            fwd_total, why = _check_forwards(ctx, case, reply, k, backward)
+            implausible = why or implausible
             # The forwards (bounded above) and the second gradient's copy
             # run between the timed regions.
-            allowance += sum(fwd) + k * copy_ms
+            allowance += fwd_total + k * copy_ms
         walls.append(
             {"reps": k, "wall_ms": wall_ms, "claimed_ms": total, "copy_ms_median": slow_copy}
         )
-        if total > wall_ms + 1.0:
-            implausible = (
-                f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
-                f"batch that took {wall_ms:.2f} ms"
-            )
-        elif wall_ms - total > allowance:
-            unexplained = (wall_ms - total - k * (flush_ms + copy_ms)) / k
-            text_ = (
-                f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms, its timed "
-                f"regions {total:.1f} ms and the flushes and copies "
-                f"{k * (flush_ms + copy_ms):.1f} ms: {unexplained * 1e3:.0f} µs a call "
-                "unexplained"
-            )
-            # Host work between calls (a wrapper that synchronises, Python
-            # set-up) is honest and shows here too (measured on an H200: up
-            # to ~0.5 ms a call for attention); only a gap larger than the
-            # kernel itself is refused, the rest is reported.
-            if unexplained > 2 * total / k + GROSS_MS:
-                implausible = text_ + ", more than the kernel: work outside the timed region?"
-            else:
-                ctx.notes.append(
-                    "timing: " + text_ + " (host time between calls, or work "
-                    "outside the timed region)."
-                )
+        between = k * (flush_ms + copy_ms)
+        implausible = _judge_wall(ctx, case, k, wall_ms, total, allowance, between) or implausible
         times.extend(claimed)
-        batch += 1
-        st = _stats(times)
-        if implausible or (len(times) >= 10 and st["rse"] <= REL_ERR):
+        if implausible or (len(times) >= 10 and _stats(times)["rse"] <= REL_ERR):
             break
     out = _stats(times)
     out.update(
@@ -350,3 +224,196 @@ def time_remote(
         implausible=implausible,
     )
     return out
+
+
+def _send_batch(
+    ctx: Any, fn: Any, case: Any, expect: Any, per_rep: int, k: int, g: Any, grads: Any
+) -> dict[str, Any]:
+    """k repetitions on fresh inputs, sent as one request; the judge's own
+    wall clock around it."""
+    reps = [fresh_case(case, g) for _ in range(k)]
+    arena = ctx.arena(k * per_rep + 4096)
+    refs: dict[int, Any] = {}
+    slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
+    message = {
+        "type": "time",
+        "function": fn.name,
+        "inputs": _encode_inputs(arena, reps, refs),
+        "outs": [s.to_json() for s in slots],
+        "flush": True,
+        "warmup_s": 0.0,
+    }
+    dys = [grads.dy(g) for _ in reps] if grads else []
+    more = grads.add(message, arena, refs, dys) if grads else []
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    reply = ctx.sandbox.request(message)
+    wall_ms = (time.perf_counter() - started) * 1e3
+    _raise_if_raised(reply)
+    return {
+        "reply": reply,
+        "wall_ms": wall_ms,
+        "reps": reps,
+        "slots": slots,
+        "arena": arena,
+        "dys": dys,
+        "more": more,
+    }
+
+
+def _claimed(ctx: Any, case: Any, reply: dict[str, Any], k: int) -> list[float]:
+    """The sandbox's per-call times, if they are a plausible list of k."""
+    claimed = numbers(reply.get("ms"))
+    if (
+        reply.get("type") != "timed"
+        or claimed is None
+        or len(claimed) != k
+        or min(claimed, default=0) <= 0
+    ):
+        ctx.fail(
+            f"timing {case.name}: the sandbox sent no usable timing", text(reply.get("summary"))
+        )
+    return claimed
+
+
+def _check_copies(
+    ctx: Any, case: Any, reply: dict[str, Any], k: int, copy_ms: float
+) -> tuple[float, str | None]:
+    """The sandbox's copies of each result out (after each end event), against
+    the judge's own copy of that size: their median, and why it is too slow
+    (work done while copying out)."""
+    copies = numbers(reply.get("copy_ms"))
+    if copies is None or len(copies) != k:
+        ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
+    slow_copy = statistics.median(copies)
+    why = None
+    if slow_copy > COPY_SLACK * copy_ms + COPY_FLOOR_MS:
+        why = (
+            f"{case.name}: copying each result out took {slow_copy * 1e3:.0f} µs "
+            f"(median), where a copy of that size takes {copy_ms * 1e3:.0f} µs: "
+            "work done outside the timed region?"
+        )
+    return slow_copy, why
+
+
+def _encode_inputs(arena: Any, reps: list, refs: dict) -> list[dict[str, Any]]:
+    from gpulab.grading.kernel import encode
+
+    return [
+        {
+            "args": [encode(arena, a, refs) for a in r.args],
+            "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()},
+        }
+        for r in reps
+    ]
+
+
+def _raise_if_raised(reply: dict[str, Any]) -> None:
+    if reply.get("type") == "raised":
+        raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
+
+
+def _warm_up(
+    ctx: Any, fn: Any, case: Any, expect: Any, per_rep: int, g: Any, grads: Any
+) -> dict[str, Any]:
+    """Warm-up by time, in a request of its own so the timed batches carry no
+    allowance for it. Returns the clocks the sandbox read."""
+    arena = ctx.arena(per_rep + 4096)
+    refs: dict[int, Any] = {}
+    message = {
+        "type": "time",
+        "function": fn.name,
+        "warmup_s": WARMUP_S,
+        "flush": True,
+        "inputs": _encode_inputs(arena, [fresh_case(case, g)], refs),
+        "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()],
+    }
+    if grads:
+        grads.add(message, arena, refs, [grads.dy(g)])
+    reply = ctx.sandbox.request(message)
+    _raise_if_raised(reply)
+    if not isinstance(reply.get("clocks"), dict):
+        return {}
+    return {
+        key: v for key, v in reply["clocks"].items() if isinstance(v, (int, float, bool, str, list))
+    }
+
+
+def _check_outputs(ctx: Any, spec: Any, case: Any, batch: dict[str, Any], grads: Any) -> None:
+    """Every repetition's result (every gradient, for a backward) is there
+    and right for its own fresh inputs."""
+    reply, reps, slots, arena = batch["reply"], batch["reps"], batch["slots"], batch["arena"]
+    dys, more = batch["dys"], batch["more"]
+    copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
+    for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
+        if i >= len(copied) or copied[i] is not True:
+            ctx.fail(
+                f"timing {case.name}: repetition {i + 1} returned no result of the "
+                "expected shape and dtype"
+            )
+        if grads:
+            got_all = [arena.view(slot)] + [arena.view(x) for x in more[i]]
+            checks = grads.checks(r, dys[i], got_all)
+        else:
+            checks = [("output", arena.view(slot), spec.reference(r), spec.tolerance(case.dtype))]
+        for label, got, want, tol in checks:
+            if mismatches(got, want, *tol):
+                rep = compare(got, want, *tol)
+                ctx.fail(
+                    f"timing {case.name}: the {label} of timed repetition {i + 1} "
+                    "(fresh inputs) is wrong",
+                    describe_mismatch(rep) + ". Every timed call must compute its "
+                    "own inputs' answer inside the timed region.",
+                )
+
+
+def _check_forwards(
+    ctx: Any, case: Any, reply: dict[str, Any], k: int, backward: Backward
+) -> tuple[float, str | None]:
+    """The untimed forwards before each timed backward: their total, and why
+    they are implausible (backward work moved ahead of the timed region)."""
+    fwd = numbers(reply.get("fwd_ms"))
+    if fwd is None or len(fwd) != k:
+        ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
+    bound = FWD_SLACK * backward.forward_ms + FWD_FLOOR_MS
+    why = None
+    if statistics.median(fwd) > bound:
+        why = (
+            f"{case.name}: the forward before each timed backward took "
+            f"{statistics.median(fwd) * 1e3:.0f} µs (median), where your "
+            f"forward alone takes {backward.forward_ms * 1e3:.0f} µs: "
+            "backward work done ahead of the timed region?"
+        )
+    return sum(fwd), why
+
+
+def _judge_wall(
+    ctx: Any, case: Any, k: int, wall_ms: float, total: float, allowance: float, between: float
+) -> str | None:
+    """The judge's own clock around a batch against the time the sandbox
+    claims: why the claim is implausible, or None (a smaller gap is noted).
+    `between`: the flushes and copies the judge timed itself."""
+    if total > wall_ms + 1.0:
+        return (
+            f"{case.name}: the kernels claim {total:.2f} ms of GPU time in a "
+            f"batch that took {wall_ms:.2f} ms"
+        )
+    if wall_ms - total <= allowance:
+        return None
+    unexplained = (wall_ms - total - between) / k
+    text_ = (
+        f"{case.name}: a batch of {k} calls took {wall_ms:.1f} ms, its timed "
+        f"regions {total:.1f} ms and the flushes and copies "
+        f"{between:.1f} ms: {unexplained * 1e3:.0f} µs a call "
+        "unexplained"
+    )
+    # Host work between calls (a wrapper that synchronises, Python set-up)
+    # is honest and shows here too (measured on an H200: up to ~0.5 ms a
+    # call for attention); only a gap larger than the kernel itself is
+    # refused, the rest is reported.
+    if unexplained > 2 * total / k + GROSS_MS:
+        return text_ + ", more than the kernel: work outside the timed region?"
+    ctx.notes.append(
+        "timing: " + text_ + " (host time between calls, or work outside the timed region)."
+    )
+    return None
