@@ -66,7 +66,11 @@ def shows(app, *needles: str) -> bool:
 
 
 async def wait_for(pilot, condition, timeout: float = 90.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
+    """Until `condition()` holds. These waits are for what happens, not how
+    fast (speed lives in `scripts/tools/app_speed.py`): on CI's two loaded
+    cores a hint once took more than 5 s to show, so no wait is shorter
+    than 30 s."""
+    deadline = time.monotonic() + max(timeout, 30.0)
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or condition}")
