@@ -213,7 +213,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     cache = cache_dir(request, private)
     cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
-    sandbox = None
+    sandbox = early = None
     result: dict[str, Any]
     try:
         sandbox = Sandbox(
@@ -227,19 +227,10 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             },
         )
         sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
-        from gpulab.grading.harness import grade_request
+        from gpulab.diagnosis.judge_side import attach, start
 
-        result = grade_request(request, device, channel, sandbox=sandbox)
-        result["verdict"] = "judge"
-        # Advice only, after the verdict (issue 21): never changes it.
-        from gpulab.diagnosis.judge_side import attach
-
-        attach(
-            request,
-            result,
-            device,
-            sandbox,
-            fresh=lambda: Sandbox(
+        def fresh() -> Sandbox:  # --explain's own sandbox on the CPU (issue 21)
+            return Sandbox(
                 file=request["file"],
                 device=device,
                 private=private,
@@ -248,8 +239,15 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
                     "triton_cache": str(cache),
                     "sys_path": import_path(Path(request["file"]).resolve()),
                 },
-            ),
-        )
+            )
+
+        early = start(request, device, fresh)  # beside the check; None unless CPU --explain
+        from gpulab.grading.harness import grade_request
+
+        result = grade_request(request, device, channel, sandbox=sandbox)
+        result["verdict"] = "judge"
+        # Advice only, after the verdict (issue 21): never changes it.
+        attach(request, result, device, sandbox, fresh=fresh, early=early)
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
@@ -268,6 +266,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             "message": hint or str(exc),
         }
     finally:
+        if early is not None:  # the check crashed before attach could close it
+            early.close()
         if sandbox is not None:
             sandbox.close()
         shutil.rmtree(private, ignore_errors=True)
