@@ -1,16 +1,14 @@
 """The timing cases `--explain` calls the learner's function on, as plain data.
 
-Built from the exercise's grader (`timing_cases`) under torch's
-FakeTensorMode, so a 2 GiB input costs nothing; but FakeTensorMode imports
-torch._dynamo, seconds of imports (3–10 s on a loaded 2-core machine), more
-than the rest of `--explain` on the CPU. The descriptions (shapes, strides,
-dtypes, sizes) depend only on the grader's source and torch, so they are
-cached in a JSON file keyed by both: the second `--explain` skips the import.
-
-Runs in the explanation's sandbox (its own process, beside the check on the
-CPU), which is why the cache sits in that sandbox's writable Triton cache
-folder. What it computes is advice only: a learner could forge it, and
-nothing graded reads it.
+Built in the judge (the sandbox may not import a grader) from the
+exercise's `timing_cases` under torch's FakeTensorMode, so a 2 GiB input
+costs nothing; but FakeTensorMode imports torch._dynamo, seconds of imports
+(3–10 s on a loaded 2-core machine), more than the rest of `--explain` on
+the CPU. The descriptions (shapes, strides, dtypes, sizes) depend only on
+the grader's source and torch, so they are cached in the workspace keyed by
+both: the second `--explain` skips the import. On the CPU this runs in the
+judge's explain thread (judge_side.Early); FakeTensorMode is per thread, so
+the check's tensors beside it stay real.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import contextlib
 import hashlib
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +79,17 @@ def _key(exercise: str, device: str) -> str:
     return f"{exercise}:{device}:{torch.__version__}:{digest}"
 
 
-def described_cases(exercise: str, device: str) -> list[dict[str, Any]]:
+def cache_file(workspace: str | None) -> Path | None:
+    """Where the descriptions are kept: the workspace's cache, beside the
+    per-submission folders (written by the judge, not by a sandbox)."""
+    return Path(workspace) / ".gpulab" / "cache" / CACHE_NAME if workspace else None
+
+
+def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[str, Any]]:
     """[{name, sizes, dtype, elt, args, kwargs}] for the exercise's timing
-    cases, from the cache when the grader and torch are unchanged."""
+    cases, from the cache file `path` when the grader and torch are unchanged."""
     from gpulab.grading.compare import dtype_name
 
-    folder = os.environ.get("TRITON_CACHE_DIR")
-    path = Path(folder) / CACHE_NAME if folder else None
     key = _key(exercise, device)
     cache: dict[str, Any] = {}
     if path is not None:

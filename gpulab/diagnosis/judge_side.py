@@ -128,27 +128,34 @@ def case_facts(exercise: str, request: dict[str, Any], case: dict, timed: dict[s
     }
 
 
+def _ordered(cases: list[dict], request: dict[str, Any], timed: dict[str, dict]) -> list[dict]:
+    """The case that matters most first (its kernels compile first): where
+    the grade is lost (lowest fraction of the roof), else the most work."""
+
+    def rank(c: dict) -> tuple[float, float]:
+        f = case_facts(request["exercise"], request, c, timed)
+        return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
+
+    return sorted(cases, key=rank)
+
+
 def ask(request: dict[str, Any], device: str, sandbox: Any, timed: dict[str, dict]) -> dict:
-    """The sandbox's launch and compile facts (it builds the timing cases
-    itself, so on the CPU all of it runs beside the check)."""
+    """The sandbox's launch and compile facts for the exercise's timing cases."""
+    from gpulab.diagnosis.cases import cache_file, described_cases
+
     gpu = gpu_facts(device, request)
-    # Where the grade is lost first (lowest fraction of the roof): its
-    # kernels compile first. Without timing the sandbox orders by work.
-    priority = sorted(
-        (n for n, r in timed.items() if r.get("roofline_fraction") is not None),
-        key=lambda n: timed[n]["roofline_fraction"],
-    )
+    cases = described_cases(request["exercise"], device, cache_file(request.get("workspace")))
     default_budget = 1.5 if device == "cpu" else (60 if request.get("explain") else 5)
     reply = sandbox.request(
         {
             "type": "explain",
-            "exercise": request["exercise"],
             "function": request["function"],
             "arch": gpu["arch"],
             "budget_s": float(request.get("explain_budget_s", default_budget)),
-            "priority": priority,
-            "flops": request.get("flops"),
-            "bytes": request.get("bytes"),
+            "cases": [
+                {k: c[k] for k in ("name", "sizes", "dtype", "elt", "args", "kwargs")}
+                for c in _ordered(cases, request, timed)
+            ],
         }
     )
     if reply.get("type") != "explained":

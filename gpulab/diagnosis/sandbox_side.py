@@ -164,7 +164,7 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             "compiled": {},
         }
     cases, pending = [], []
-    for c in _ordered_cases(msg, server.device):
+    for c in msg.get("cases", []):  # the judge sends the one that matters most first
         entry: dict[str, Any] = {
             "name": c.get("name", "?"),
             **{k: c[k] for k in ("sizes", "dtype", "elt") if k in c},
@@ -206,29 +206,6 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(time.monotonic() - start, 2),
         "arch": arch,
     }
-
-
-def _ordered_cases(msg: dict[str, Any], device: str) -> list[dict[str, Any]]:
-    """The cases to call, the one that matters most first (its kernels compile
-    first): the judge's `priority` (where the grade is lost), then the most
-    work by the exercise's formulas."""
-    if "cases" in msg:  # described by the caller
-        return list(msg["cases"])
-    from gpulab.content import eval_formula
-    from gpulab.diagnosis.cases import described_cases
-
-    cases = described_cases(str(msg["exercise"]), device)
-    rank = {n: i for i, n in enumerate(msg.get("priority") or [])}
-
-    def work(c: dict[str, Any]) -> float:
-        names = {**c.get("sizes", {}), "elt": c.get("elt", 1)}
-        total = 0.0
-        for f in (msg.get("flops"), msg.get("bytes")):
-            with contextlib.suppress(Exception):
-                total = max(total, eval_formula(f, names) if f else 0.0)
-        return total
-
-    return sorted(cases, key=lambda c: (rank.get(c["name"], len(rank)), -work(c)))
 
 
 def _storages(obj: Any) -> set[int]:
