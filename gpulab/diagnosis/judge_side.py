@@ -143,8 +143,10 @@ def ask(request: dict[str, Any], device: str, sandbox: Any, timed: dict[str, dic
     """The sandbox's launch and compile facts for the exercise's timing cases."""
     from gpulab.diagnosis.cases import cache_file, described_cases
 
+    t0 = time.monotonic()
     gpu = gpu_facts(device, request)
     cases = described_cases(request["exercise"], device, cache_file(request.get("workspace")))
+    t1 = time.monotonic()
     default_budget = 1.5 if device == "cpu" else (60 if request.get("explain") else 5)
     reply = sandbox.request(
         {
@@ -160,7 +162,9 @@ def ask(request: dict[str, Any], device: str, sandbox: Any, timed: dict[str, dic
     )
     if reply.get("type") != "explained":
         raise RuntimeError(f"the sandbox could not explain: {reply.get('summary', reply)}")
-    return {"gpu": gpu, "reply": reply}
+    steps = {"cases": round(t1 - t0, 2), "sandbox": round(time.monotonic() - t1, 2)}
+    steps.update({f"sandbox_{k}": v for k, v in (reply.get("steps") or {}).items()})
+    return {"gpu": gpu, "reply": reply, "steps": steps}
 
 
 def conclude(
@@ -199,6 +203,9 @@ def conclude(
             "not_compiled": reply.get("not_compiled", 0),
             "sandbox_seconds": reply.get("seconds"),
             "seconds": round(seconds, 2),
+            # Where the time went: the GPU facts and case descriptions, the
+            # sandbox's request (imports, tracing, compiling), its start.
+            "steps": asked.get("steps", {}),
             "advisory": "a diagnosis is advice: it never changes the grade",
             "facts": all_facts,
         },
@@ -237,8 +244,10 @@ class Early:
     def _run(self) -> None:
         try:
             self.sandbox = self.make()
+            made = time.monotonic()
             if not self.cancelled:
                 self.asked = ask(self.request, self.device, self.sandbox, {})
+                self.asked["steps"]["sandbox_start"] = round(made - self.started, 2)
         except BaseException as exc:  # noqa: BLE001 - reported in the result, never raised
             self.error = exc
 
