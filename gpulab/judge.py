@@ -214,7 +214,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
 
-    def start() -> Sandbox:
+    def fresh() -> Sandbox:  # the check's, and --explain's own on the CPU (issue 21)
         return Sandbox(
             file=request["file"],
             device=device,
@@ -226,19 +226,19 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             },
         )
 
-    sandbox = None
+    sandbox = early = None
     result: dict[str, Any]
     try:
-        sandbox = start()
+        sandbox = fresh()
         sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
+        from gpulab.diagnosis.judge_side import attach, start
         from gpulab.grading.harness import grade_request
 
+        early = start(request, device, fresh)  # beside the check; None unless CPU --explain
         result = grade_request(request, device, channel, sandbox=sandbox)
         result["verdict"] = "judge"
         # Advice only, after the verdict (issue 21): never changes it.
-        from gpulab.diagnosis.judge_side import attach
-
-        attach(request, result, device, sandbox, fresh=start)
+        attach(request, result, device, sandbox, fresh=fresh, early=early)
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
@@ -257,6 +257,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             "message": hint or str(exc),
         }
     finally:
+        if early is not None:  # the check crashed before attach could close it
+            early.close()
         if sandbox is not None:
             sandbox.close()
         shutil.rmtree(private, ignore_errors=True)

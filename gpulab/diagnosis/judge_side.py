@@ -7,7 +7,9 @@ becomes a line in `result["explain"]["error"]`, never a failed check.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import threading
 import time
 from typing import Any
 
@@ -17,59 +19,12 @@ KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention
 
 
 def wanted(request: dict[str, Any], result: dict[str, Any]) -> bool:
-    """With --explain, after any passing check. Not yet after every timed
-    check: on a GPU its cost (a compile per kernel, the judge's imports) has
-    not been measured, and the normal check must stay as fast as it is."""
+    """After every passing timed check (a GPU's), and with --explain after
+    any passing check. A check without timing and without --explain (the
+    CPU's usual one) pays nothing."""
     if request.get("exercise") not in KERNEL_EXERCISES or result.get("status") != "passed":
         return False
-    return bool(request.get("explain"))
-
-
-class _Ctx:
-    """Enough of a GradeContext for a grader's `timing_cases`."""
-
-    def __init__(self, device: str) -> None:
-        self.device, self.interpreter = device, device == "cpu"
-
-    def seed(self, public: int) -> int:
-        return public
-
-
-def timed_cases(exercise: str, device: str) -> list[Any]:
-    """The grader's timing cases, built as fake tensors (shapes, no data)
-    where that works, else for real."""
-    import importlib
-
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    grader = importlib.import_module(f"gpulab.grading.{exercise}")
-    try:
-        with FakeTensorMode():
-            cases = grader.timing_cases(_Ctx(device))
-    except Exception:  # noqa: BLE001 - data-dependent set-up (rope's random start)
-        cases = grader.timing_cases(_Ctx(device))
-    return [c[0] if isinstance(c, tuple) else c for c in cases]
-
-
-def describe(obj: Any) -> Any:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return {
-            "__tensor__": {
-                "shape": list(obj.shape),
-                "stride": list(obj.stride()),
-                "offset": obj.storage_offset(),
-                "dtype": str(obj.dtype).replace("torch.", ""),
-            }
-        }
-    if isinstance(obj, tuple):
-        return {"__tuple__": [describe(v) for v in obj]}
-    if isinstance(obj, list):
-        return [describe(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): describe(v) for k, v in obj.items()}
-    return obj if obj is None or isinstance(obj, (bool, int, float, str)) else repr(obj)
+    return bool(request.get("explain") or (result.get("timing") or {}).get("cases"))
 
 
 def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -146,69 +101,82 @@ def _exps(exercise: str, sizes: dict[str, float]) -> float:
     return 0.0
 
 
-def case_facts(
-    exercise: str, request: dict[str, Any], case: Any, timed: dict[str, dict]
-) -> dict[str, Any]:
+def case_facts(exercise: str, request: dict[str, Any], case: dict, timed: dict[str, dict]) -> dict:
+    """A case as the sandbox described it, with its minimal bytes and FLOPs
+    (the manifest's formulas) and its measured time where there is one."""
     from gpulab.content import eval_formula
-    from gpulab.grading.compare import dtype_name
 
-    names = {**case.sizes, "elt": case.dtype.itemsize}
+    sizes = dict(case.get("sizes") or {})
+    names = {**sizes, "elt": case.get("elt", 1)}
     nbytes = eval_formula(request["bytes"], names) if request.get("bytes") else None
     flops = eval_formula(request["flops"], names) if request.get("flops") else None
-    row = timed.get(case.name, {})
+    row = timed.get(case.get("name"), {})
     return {
-        "name": case.name,
-        "dtype": dtype_name(case.dtype),
-        "sizes": dict(case.sizes),
-        "elt": case.dtype.itemsize,
+        "name": case.get("name", "?"),
+        "dtype": case.get("dtype", ""),
+        "sizes": sizes,
+        "elt": case.get("elt", 1),
         "bytes": nbytes,
         "flops": flops,
         "work": max(nbytes or 0, flops or 0),
-        "exps": _exps(exercise, case.sizes),
+        "exps": _exps(exercise, sizes),
         "ms": row.get("ms"),
         "fraction": row.get("roofline_fraction"),
+        "launches": case.get("launches", []),
+        "intermediates": case.get("intermediates", []),
+        **({"error": str(case["error"])[:300]} if case.get("error") else {}),
     }
 
 
-def explain(
-    request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any
-) -> dict[str, Any]:
-    start = time.monotonic()
-    exercise = request["exercise"]
+def _ordered(cases: list[dict], request: dict[str, Any], timed: dict[str, dict]) -> list[dict]:
+    """The case that matters most first (its kernels compile first): where
+    the grade is lost (lowest fraction of the roof), else the most work."""
+
+    def rank(c: dict) -> tuple[float, float]:
+        f = case_facts(request["exercise"], request, c, timed)
+        return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
+
+    return sorted(cases, key=rank)
+
+
+def ask(request: dict[str, Any], device: str, sandbox: Any, timed: dict[str, dict]) -> dict:
+    """The sandbox's launch and compile facts for the exercise's timing cases."""
+    from gpulab.diagnosis.cases import cache_file, described_cases
+
+    t0 = time.monotonic()
     gpu = gpu_facts(device, request)
-    timed = {r.get("name"): r for r in ((result.get("timing") or {}).get("cases") or [])}
-    cases = timed_cases(exercise, device)
-    facts = [case_facts(exercise, request, c, timed) for c in cases]
-    # The case that matters most first: where the grade is lost (lowest
-    # fraction of the roof), else the most work; its kernels compile first.
-    order = sorted(
-        range(len(cases)),
-        key=lambda i: (
-            facts[i]["fraction"] if facts[i]["fraction"] is not None else 0,
-            -facts[i]["work"],
-        ),
-    )
-    cases, facts = [cases[i] for i in order], [facts[i] for i in order]
+    cases = described_cases(request["exercise"], device, cache_file(request.get("workspace")))
+    t1 = time.monotonic()
+    default_budget = 1.5 if device == "cpu" else (60 if request.get("explain") else 5)
     reply = sandbox.request(
         {
             "type": "explain",
             "function": request["function"],
             "arch": gpu["arch"],
-            "budget_s": float(request.get("explain_budget_s", 1.5 if device == "cpu" else 60)),
+            "budget_s": float(request.get("explain_budget_s", default_budget)),
             "cases": [
-                {"name": c.name, "args": describe(c.args), "kwargs": describe(c.kwargs)}
-                for c in cases
+                {k: c[k] for k in ("name", "sizes", "dtype", "elt", "args", "kwargs")}
+                for c in _ordered(cases, request, timed)
             ],
         }
     )
     if reply.get("type") != "explained":
         raise RuntimeError(f"the sandbox could not explain: {reply.get('summary', reply)}")
-    by_name = {c.get("name"): c for c in reply.get("cases", []) if isinstance(c, dict)}
-    for f in facts:
-        got = by_name.get(f["name"], {})
-        f["launches"] = got.get("launches", [])
-        if got.get("error"):
-            f["error"] = str(got["error"])[:300]
+    steps = {"cases": round(t1 - t0, 2), "sandbox": round(time.monotonic() - t1, 2)}
+    steps.update({f"sandbox_{k}": v for k, v in (reply.get("steps") or {}).items()})
+    return {"gpu": gpu, "reply": reply, "steps": steps}
+
+
+def conclude(
+    request: dict[str, Any], asked: dict, timed: dict[str, dict], seconds: float
+) -> dict[str, Any]:
+    """Facts -> the result's "diagnosis" and "explain"."""
+    exercise, gpu, reply = request["exercise"], asked["gpu"], asked["reply"]
+    facts = [
+        case_facts(exercise, request, c, timed)
+        for c in reply.get("cases", [])
+        if isinstance(c, dict)
+    ]
     all_facts = {
         "exercise": exercise,
         "kind": request.get("kind"),
@@ -234,26 +202,104 @@ def explain(
             "error": reply.get("error", ""),
             "not_compiled": reply.get("not_compiled", 0),
             "sandbox_seconds": reply.get("seconds"),
-            "seconds": round(time.monotonic() - start, 2),
+            "seconds": round(seconds, 2),
+            # Where the time went: the GPU facts and case descriptions, the
+            # sandbox's request (imports, tracing, compiling), its start.
+            "steps": asked.get("steps", {}),
             "advisory": "a diagnosis is advice: it never changes the grade",
             "facts": all_facts,
         },
     }
 
 
-def attach(
-    request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any, fresh: Any = None
-) -> None:
-    """The judge's hook: add "diagnosis" and "explain" to a result, never fail it.
+def _timed(result: dict[str, Any]) -> dict[str, dict]:
+    return {r.get("name"): r for r in ((result.get("timing") or {}).get("cases") or [])}
 
-    On the CPU the explanation runs in a `fresh()` sandbox: the Triton
-    interpreter (3.9) leaves triton.language patched after a kernel calls a
-    @jit helper such as tl.max, and nothing compiles in that process after it.
-    """
-    if not wanted(request, result):
-        return
+
+def explain(
+    request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any
+) -> dict[str, Any]:
+    start = time.monotonic()
+    timed = _timed(result)
+    return conclude(request, ask(request, device, sandbox, timed), timed, time.monotonic() - start)
+
+
+class Early:
+    """`--explain` on the CPU, started beside the check: a sandbox of its own
+    (the check's runs the Triton interpreter, which leaves triton.language
+    patched so that nothing compiles in that process after it), asked in a
+    thread while the check runs. Without timing nothing it needs waits for
+    the check's result; a failed check cancels it."""
+
+    def __init__(self, request: dict[str, Any], device: str, make_sandbox: Any) -> None:
+        self.request, self.device, self.make = request, device, make_sandbox
+        self.sandbox: Any = None
+        self.asked: dict | None = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, name="gpulab-explain", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.sandbox = self.make()
+            made = time.monotonic()
+            if not self.cancelled:
+                self.asked = ask(self.request, self.device, self.sandbox, {})
+                self.asked["steps"]["sandbox_start"] = round(made - self.started, 2)
+        except BaseException as exc:  # noqa: BLE001 - reported in the result, never raised
+            self.error = exc
+
+    def wait(self) -> dict[str, Any]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.asked is not None
+        return conclude(self.request, self.asked, {}, time.monotonic() - self.started)
+
+    def close(self) -> None:
+        """Stop it (a failed check) or release its sandbox (done). Once: a
+        closed sandbox's socket number may belong to another by then."""
+        self.cancelled = True
+        if self.sandbox is None:  # still starting (until "ready", a moment)
+            self.thread.join()
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            with contextlib.suppress(Exception):
+                sandbox.close()  # a request in flight ends with SandboxDied
+        self.thread.join()
+
+
+def start(request: dict[str, Any], device: str, make_sandbox: Any) -> Early | None:
+    """The judge's hook before the check: on the CPU, with --explain, start
+    the explanation now. None where it must wait for the check (a GPU's
+    timing orders it, and it must not run during the timing)."""
+    if device != "cpu" or not request.get("explain"):
+        return None
+    if request.get("exercise") not in KERNEL_EXERCISES:
+        return None
+    return Early(request, device, make_sandbox)
+
+
+def attach(
+    request: dict[str, Any],
+    result: dict[str, Any],
+    device: str,
+    sandbox: Any,
+    fresh: Any = None,
+    early: Early | None = None,
+) -> None:
+    """The judge's hook after the verdict: add "diagnosis" and "explain" to a
+    result, never fail it. `early`: what `start` began, else on the CPU a
+    `fresh()` sandbox (see Early for why)."""
     own = None
     try:
+        if not wanted(request, result):
+            return
+        if early is not None:
+            result.update(early.wait())
+            return
         if device == "cpu" and fresh is not None:
             sandbox = own = fresh()
         result.update(explain(request, result, device, sandbox))
@@ -263,6 +309,8 @@ def attach(
     finally:
         if own is not None:
             own.close()
+        if early is not None:
+            early.close()
 
 
-__all__ = ["attach", "explain", "timed_cases", "wanted"]
+__all__ = ["Early", "attach", "explain", "start", "wanted"]

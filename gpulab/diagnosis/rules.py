@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpulab.diagnosis.kinds import KINDS, where
+from gpulab.diagnosis.findings import _finding, _fmt_us, _launch_label, _main_launch
+from gpulab.diagnosis.kinds import KINDS
+from gpulab.diagnosis.traffic import _grouping, _in_flight, _intermediates, _tile_reuse
 
 # Host-side cost of one Triton launch from Python, and the smallest GPU time
 # of a kernel: an estimate (a few µs on recent CUDA and Triton), stated in
@@ -26,39 +28,6 @@ SFU_PER_FP32_FLOP = 1 / 16
 # (lesson 02: about half the SM's warps is where bandwidth stops growing).
 MEMORY_OCCUPANCY = 0.25
 COMPUTE_OCCUPANCY = 0.0625  # a tensor-core kernel runs well at 8 warps of 128
-
-
-def _fmt_us(s: float) -> str:
-    return f"{s * 1e6:.1f} µs" if s < 1e-3 else f"{s * 1e3:.2f} ms"
-
-
-def _launch_label(la: dict[str, Any], info: dict[str, Any] | None) -> str:
-    bits = [f"{la.get('kernel', '?')}"]
-    ce = la.get("constexprs") or {}
-    shown = ", ".join(f"{k}={v}" for k, v in ce.items() if isinstance(v, (int, bool)))
-    bits.append(f"({shown}{', ' if shown else ''}{la.get('num_warps', '?')} warps)")
-    return " ".join(bits)
-
-
-def _main_launch(case: dict[str, Any], compiled: dict[str, Any]) -> tuple[dict, dict | None]:
-    """The launch that does most of the work: the most programs, then the first."""
-    launches = case.get("launches") or []
-    if not launches:
-        return {}, None
-    la = max(launches, key=lambda x: x.get("programs") or 0)
-    return la, compiled.get(la.get("key", ""))
-
-
-def _finding(kind: str, exercise: str, severity: float, evidence: str, advice: str) -> dict:
-    w = where(kind, exercise)
-    return {
-        "kind": kind,
-        "evidence": evidence,
-        "advice": f"{advice} (lesson {w['lesson'][:2]}, “{w['section']}”)",
-        "lesson": w["lesson"],
-        "section": w["section"],
-        "severity": round(max(0.0, min(1.0, severity)), 3),
-    }
 
 
 def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
@@ -212,40 +181,6 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
     return out
 
 
-def _grouping(f: dict, case: dict, exercise: str) -> list[dict]:
-    """A tiled product in row-major program order re-reads B from HBM once
-    its panels no longer fit in L2 together (lesson 03)."""
-    la, info = _main_launch(case, f["compiled"])
-    if not info or not info.get("dot") or info.get("grouped"):
-        return []
-    gpu, ce = f["gpu"], la.get("constexprs") or {}
-    bm, bn, k = ce.get("BLOCK_M"), ce.get("BLOCK_N"), (case.get("sizes") or {}).get("K")
-    n, sms = (case.get("sizes") or {}).get("N"), gpu.get("sms") or 0
-    l2 = (gpu.get("l2_mb") or 0) * 2**20
-    if not (bm and bn and k and n and sms and l2):
-        return []
-    elt = case.get("elt", 2)
-    per_wave = sms * max(1, info.get("blocks_per_sm") or 1)
-    cols = min(per_wave, math.ceil(n / bn))
-    rows = math.ceil(per_wave / max(1, math.ceil(n / bn)))
-    footprint = (rows * bm + cols * bn) * k * elt
-    if footprint <= 0.6 * l2:
-        return []
-    return [
-        _finding(
-            "extra_bytes",
-            exercise,
-            min(0.6, 0.3 * footprint / l2),
-            f"{_launch_label(la, info)} visits tiles row by row: one wave of {per_wave} "
-            f"programs touches {rows} panels of A and {cols} of B, {footprint / 2**20:.0f} MiB "
-            f"against {gpu.get('l2_mb'):.0f} MB of L2 ({case['name']}), so panels are read "
-            "from HBM again and again",
-            "Order the programs in groups (GROUP_M rows of tiles share B's panels while they "
-            "are in L2)",
-        )
-    ]
-
-
 def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
     out: list[dict] = []
     gpu = f["gpu"]
@@ -306,7 +241,16 @@ def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
     return out
 
 
-RULES = (_tensor_cores, _programs, _compile, _grouping, _roofs)
+RULES = (
+    _tensor_cores,
+    _programs,
+    _compile,
+    _grouping,
+    _in_flight,
+    _tile_reuse,
+    _intermediates,
+    _roofs,
+)
 
 
 def diagnose(facts: dict[str, Any]) -> list[dict[str, Any]]:

@@ -109,6 +109,7 @@ class LaunchTracer:
             if p.name not in bound and p.has_default:
                 bound[p.name] = p.default
         constexprs, sig, problem = {}, {}, ""
+        tensors = {}  # name -> (storage address, bytes): which launches share a buffer
         for i, name in enumerate(names):
             is_ce = params[i].is_constexpr if params else False
             v = bound.get(name)
@@ -120,6 +121,9 @@ class LaunchTracer:
                 constexprs[name] = None
             else:
                 t = arg_type(v)
+                if t and t.startswith("*"):
+                    st = v.untyped_storage()
+                    tensors[name] = (st.data_ptr(), st.nbytes())
                 if t is None:
                     problem = f"argument {name} is a {type(v).__name__} (TMA descriptors are not analysed)"
                 sig[name] = t or "i32"
@@ -136,6 +140,7 @@ class LaunchTracer:
                 "num_warps": int(kwargs.get("num_warps") or 4),
                 "num_stages": int(kwargs.get("num_stages") or 3),
                 "problem": problem,
+                "tensors": tensors,
             }
         )
 

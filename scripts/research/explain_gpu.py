@@ -5,7 +5,9 @@ on a GPU and write what the diagnosis said (issue 21, for the H200 machine).
 
 Per variant: status, grade, roofline fraction, the diagnosis list (kind,
 evidence, severity) and how long --explain added (the check is run once
-with and once without it). Expected top kinds are those asserted on the CPU
+with and once without it). Every timed check carries a diagnosis even
+without --explain: `diagnosis_without_explain` records it, and
+`seconds_plain` what that automatic part costs. Expected top kinds are those asserted on the CPU
 in tests/test_diagnosis.py; the `match` field says whether the GPU agrees.
 Not run in CI: it needs a GPU (about a minute a variant).
 """
@@ -20,13 +22,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = ROOT / "tests" / "fixtures" / "slow_kernels"
-VARIANTS = [  # (file, exercise, expected top kind)
+VARIANTS = [  # (file, exercise, expected top kind); None: the reference, no expectation
     ("softmax_one_program.py", "softmax", "too_few_programs"),
     ("softmax_three_pass.py", "softmax", "extra_bytes"),
     ("softmax_one_warp.py", "softmax", "register_spills"),
+    ("bandwidth_small_blocks.py", "bandwidth", "low_occupancy"),
+    ("bandwidth_few_programs.py", "bandwidth", "too_few_programs"),
     ("matmul_no_dot.py", "matmul", "no_tensor_cores"),
+    # No grouped order: the CPU derives the wave's footprint against L2; the
+    # GPU run says whether the timing (and DRAM bytes, with Nsight) agree.
+    ("matmul_row_major.py", "matmul", "extra_bytes"),
+    ("matmul_small_tiles.py", "matmul", "wrong_roof"),
+    ("matmul_spills.py", "matmul", "register_spills"),
+    ("flash_attention_no_dot.py", "flash_attention", "no_tensor_cores"),
+    ("flash_attention_one_program_per_head.py", "flash_attention", "too_few_programs"),
+    ("flash_attention_spills.py", "flash_attention", "register_spills"),
+    ("rope_rmsnorm_unfused.py", "rope_rmsnorm", "extra_bytes"),
+    ("rope_rmsnorm_one_head.py", "rope_rmsnorm", "low_occupancy"),
     (str(ROOT / "kernels" / "softmax.py"), "softmax", None),
+    (str(ROOT / "kernels" / "bandwidth.py"), "bandwidth", None),
     (str(ROOT / "kernels" / "matmul.py"), "matmul", None),
+    (str(ROOT / "kernels" / "flash_attention.py"), "flash_attention", None),
+    (str(ROOT / "kernels" / "rope_rmsnorm.py"), "rope_rmsnorm", None),
 ]
 
 

@@ -1,0 +1,120 @@
+"""The timing cases `--explain` calls the learner's function on, as plain data.
+
+Built in the judge (the sandbox may not import a grader) from the
+exercise's `timing_cases` under torch's FakeTensorMode, so a 2 GiB input
+costs nothing; but FakeTensorMode imports torch._dynamo, seconds of imports
+(3–10 s on a loaded 2-core machine), more than the rest of `--explain` on
+the CPU. The descriptions (shapes, strides, dtypes, sizes) depend only on
+the grader's source and torch, so they are cached in the workspace keyed by
+both: the second `--explain` skips the import. On the CPU this runs in the
+judge's explain thread (judge_side.Early); FakeTensorMode is per thread, so
+the check's tensors beside it stay real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+CACHE_NAME = "gpulab-explain-cases.json"
+
+
+class _Ctx:
+    """Enough of a GradeContext for a grader's `timing_cases`."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.interpreter = device, device == "cpu"
+
+    def seed(self, public: int) -> int:
+        return public
+
+
+def timed_cases(exercise: str, device: str) -> list[Any]:
+    """The grader's timing cases, built as fake tensors (shapes, no data)
+    where that works, else for real."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    grader = importlib.import_module(f"gpulab.grading.{exercise}")
+    try:
+        with FakeTensorMode():
+            cases = grader.timing_cases(_Ctx(device))
+    except Exception:  # noqa: BLE001 - data-dependent set-up (rope's random start)
+        cases = grader.timing_cases(_Ctx(device))
+    return [c[0] if isinstance(c, tuple) else c for c in cases]
+
+
+def describe(obj: Any) -> Any:
+    """Tensors -> {"__tensor__": shape, stride, offset, dtype}; the rest as is."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return {
+            "__tensor__": {
+                "shape": list(obj.shape),
+                "stride": list(obj.stride()),
+                "offset": obj.storage_offset(),
+                "dtype": str(obj.dtype).replace("torch.", ""),
+            }
+        }
+    if isinstance(obj, tuple):
+        return {"__tuple__": [describe(v) for v in obj]}
+    if isinstance(obj, list):
+        return [describe(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): describe(v) for k, v in obj.items()}
+    return obj if obj is None or isinstance(obj, (bool, int, float, str)) else repr(obj)
+
+
+def _key(exercise: str, device: str) -> str:
+    import torch
+
+    import gpulab
+
+    src = Path(gpulab.__file__).parent / "grading" / f"{exercise}.py"
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    return f"{exercise}:{device}:{torch.__version__}:{digest}"
+
+
+def cache_file(workspace: str | None) -> Path | None:
+    """Where the descriptions are kept: the workspace's cache, beside the
+    per-submission folders (written by the judge, not by a sandbox)."""
+    return Path(workspace) / ".gpulab" / "cache" / CACHE_NAME if workspace else None
+
+
+def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[str, Any]]:
+    """[{name, sizes, dtype, elt, args, kwargs}] for the exercise's timing
+    cases, from the cache file `path` when the grader and torch are unchanged."""
+    from gpulab.grading.compare import dtype_name
+
+    key = _key(exercise, device)
+    cache: dict[str, Any] = {}
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError):
+            cache = json.loads(path.read_text())
+        if isinstance(cache, dict) and isinstance(cache.get(key), list):
+            return cache[key]
+    out = [
+        {
+            "name": c.name,
+            "sizes": dict(c.sizes),
+            "dtype": dtype_name(c.dtype),
+            "elt": c.dtype.itemsize,
+            "args": describe(c.args),
+            "kwargs": describe(c.kwargs),
+        }
+        for c in timed_cases(exercise, device)
+    ]
+    if path is not None:
+        cache = cache if isinstance(cache, dict) else {}
+        cache[key] = out
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(cache))
+    return out
+
+
+__all__ = ["described_cases", "describe", "timed_cases"]
