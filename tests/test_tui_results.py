@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from test_tui import make_app, shows  # noqa: E402
+from test_tui import make_app, shows, wait_for  # noqa: E402
 
 from gpulab.tui.results import ResultsPane  # noqa: E402
 
@@ -110,3 +110,36 @@ async def test_no_explain_section_without_a_diagnosis(ws):
         app.query_one(ResultsPane).finish(result, [])
         await pilot.pause(0.3)
         assert shows(app, "14 cases passed") and not shows(app, "Explain:")
+
+
+async def test_shift_x_checks_with_explain_and_shows_it(ws, monkeypatch):
+    """X asks for `--explain` (on a CPU too: compiled facts and the datasheet
+    GPU); c does not. The check is faked: what reaches run_check is the test."""
+    import gpulab.tui.shell as shell_mod
+
+    calls: list[dict] = []
+
+    def fake(lesson, path, **kw):
+        calls.append(kw)
+        return (
+            timed_result()
+            if kw["extra"].get("explain")
+            else {k: v for k, v in timed_result().items() if k not in ("diagnosis", "explain")}
+        )
+
+    monkeypatch.setattr(shell_mod, "run_check", fake)
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_open_lesson("softmax")
+        await pilot.pause()
+        await pilot.press("c")
+        await wait_for(pilot, lambda: len(calls) == 1 and not app.checking, 30, "the check")
+        assert not calls[0]["extra"].get("explain")
+        assert not shows(app, "Explain:")
+        await pilot.press("X")
+        await wait_for(pilot, lambda: len(calls) == 2 and not app.checking, 30, "the check")
+        extra = calls[1]["extra"]
+        assert extra["explain"] is True and extra["workspace"] == str(ws.root)
+        assert calls[1]["timeout"] == calls[0]["timeout"] + 60  # the CLI's allowance
+        await pilot.pause(0.3)
+        assert shows(app, "Explain: what limits this kernel", "1. extra_bytes")

@@ -116,7 +116,12 @@ class LessonActions(LabShell):
             return lesson
         return None
 
-    def action_check(self, from_watch: bool = False) -> None:
+    def action_check_explain(self) -> None:
+        """X: a check, then what limits the kernel (`gpulab check --explain`):
+        on a CPU too, from the compiled kernel and the datasheet GPU."""
+        self.action_check(explain=True)
+
+    def action_check(self, from_watch: bool = False, explain: bool = False) -> None:
         lesson = self._gradable()
         if lesson is None:
             return
@@ -130,7 +135,7 @@ class LessonActions(LabShell):
             return
         path = pane.path or self.workspace.ensure_exercise(lesson)
         self.action_show_pane("results")
-        self.start_check(lesson, path)
+        self.start_check(lesson, path, explain=explain)
 
     def action_cancel_check(self) -> None:
         """x: stop the running check, and the microbenchmarks if they run."""

@@ -25,6 +25,7 @@ from gpulab.workspace import Workspace
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {
     "check",
+    "check_explain",
     "hint",
     "toggle_watch",
     "reset",
@@ -57,6 +58,14 @@ class GpulabApp(LessonActions):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
         Binding("c,f5", "check", "Check", id="app.check", tooltip="Grade the exercise"),
         Binding("x", "cancel_check", "Cancel", id="app.cancel", tooltip="Stop the check"),
+        Binding(
+            "X",
+            "check_explain",
+            "Explain",
+            show=False,
+            id="app.explain",
+            tooltip="Check, then say what limits the kernel",
+        ),
         Binding("h", "hint", "Hint", id="app.hint", tooltip="Reveal the next hint level"),
         Binding(
             "w",
@@ -138,7 +147,7 @@ class GpulabApp(LessonActions):
             return self.checking or self.probing
         if modal and action in LESSON_ACTIONS:
             return False  # not behind a dialog's back (a check under "Reset?", help on help)
-        if action in ("check", "reset", "solution", "hint", "toggle_watch"):
+        if action in ("check", "check_explain", "reset", "solution", "hint", "toggle_watch"):
             return True if self.lesson is not None and self.lesson.ready else None
         return True
 

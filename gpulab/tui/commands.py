@@ -16,6 +16,11 @@ class GpulabCommands(Provider):
         run = app.run_action  # type: ignore[attr-defined]
         lesson = getattr(app, "lesson", None)
         yield ("check: run", partial(run, "check"), "grade the exercise (c, F5)")
+        yield (
+            "check: explain",
+            partial(run, "check_explain"),
+            "grade, then say what limits the kernel (X)",
+        )
         if getattr(app, "checking", False):
             yield ("check: cancel", partial(run, "cancel_check"), "stop the running check (x)")
         yield ("hint: next", partial(run, "hint"), "reveal the next hint level (h)")

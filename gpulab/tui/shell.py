@@ -214,14 +214,23 @@ class LabShell(App[int]):
             self._watch_stop.set()
 
     # --- checks -----------------------------------------------------------------
-    def start_check(self, lesson: Lesson, path: Path) -> None:
+    def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
         self.checking = True
         self._pane("results").start(lesson, self.device)
-        self._check_worker(self._run_id, lesson, path)
+        # The fields `gpulab check --explain` sends (commands/check.py); the
+        # setting read here, on the UI thread, which alone touches the workspace.
+        explained = (
+            {"explain": True, "explain_gpu": None, "gpu_setting": self.workspace.get_setting("gpu")}
+            if explain
+            else None
+        )
+        self._check_worker(self._run_id, lesson, path, explained)
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
-    def _check_worker(self, run_id: int, lesson: Lesson, path: Path) -> None:
+    def _check_worker(
+        self, run_id: int, lesson: Lesson, path: Path, explained: dict | None = None
+    ) -> None:
         from gpulab.commands.timeouts import default_timeout, explain_timeout
 
         worker = get_current_worker()
@@ -231,6 +240,9 @@ class LabShell(App[int]):
             if self.check_timeout
             else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
         )
+        extra: dict = {"workspace": str(self.workspace.root), **(explained or {})}
+        if explained and not self.check_timeout:
+            timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
         result = run_check(
             lesson,
             path,
@@ -239,7 +251,7 @@ class LabShell(App[int]):
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
-            extra={"workspace": str(self.workspace.root)},
+            extra=extra,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))
