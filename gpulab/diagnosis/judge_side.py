@@ -279,7 +279,21 @@ def start(request: dict[str, Any], device: str, make_sandbox: Any) -> Early | No
         return None
     if request.get("exercise") not in KERNEL_EXERCISES:
         return None
+    _fake_mode_ready()
     return Early(request, device, make_sandbox)
+
+
+def _fake_mode_ready() -> None:
+    """FakeTensorMode (the cases, built in Early's thread) registers a no-op
+    CUDA device guard when it enters on a machine without a GPU. Registered
+    first from a thread that then ends, the next entry segfaults (torch 2.11's
+    CUDA build, no GPU: the oldest supported stack, measured here); from the
+    judge's main thread it holds."""
+    import torch
+
+    ensure = getattr(torch._C, "_ensureCUDADeviceGuardSet", None)
+    if ensure is not None and not torch.cuda.is_available():
+        ensure()
 
 
 def attach(
