@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpulab.diagnosis.candidates import SPILL_MIN, spilled
 from gpulab.diagnosis.findings import _finding, _fmt_us, _launch_label, _main_launch
 from gpulab.diagnosis.kinds import KINDS
 from gpulab.diagnosis.traffic import _grouping, _in_flight, _intermediates, _tile_reuse
@@ -119,16 +120,21 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
         if not info or not info.get("ok"):
             continue
         label = _launch_label(la, info)
-        spills = (info.get("spill_stores") or 0) + (info.get("spill_loads") or 0)
+        spills = spilled(info)
+        if spills < SPILL_MIN:
+            spills = 0  # a register or two in L1: not what limits the kernel
+        tuned = la.get("autotune") or {}
         if spills:
+            every, unsure = _autotune_note(tuned)
             out.append(
                 _finding(
                     "register_spills",
                     exercise,
-                    min(0.9, 0.45 + spills / 4000),
+                    min(0.9, 0.3 + spills / 1000) * (0.5 if unsure else 1.0),
                     f"{label} on {info['arch']}: {info.get('registers')} registers a thread "
                     f"(the most is 255) and {spills} bytes a thread spilled to local memory "
-                    f"({info.get('spill_stores')} stored, {info.get('spill_loads')} loaded)",
+                    f"({info.get('spill_stores')} stored, {info.get('spill_loads')} loaded)"
+                    + every,
                     "Hold less per thread: more warps for the same tile (num_warps), a smaller "
                     "tile (BLOCK), or fewer pipeline stages",
                 )
@@ -179,6 +185,21 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
                 )
             )
     return out
+
+
+def _autotune_note(tuned: dict) -> tuple[str, bool]:
+    """What the spill finding says of an autotuned kernel's other configs,
+    and whether the autotuner might still keep one that does not spill."""
+    n, done = tuned.get("configs", 1), tuned.get("compiled", 0)
+    if n <= 1:
+        return "", False
+    if done >= n:
+        return f"; all {n} configs its autotuner tries spill", False
+    return (
+        f"; the {done} of its autotuner's {n} configs compiled so far all spill "
+        f"({n - done} not compiled in time: --explain again compiles them, it caches)",
+        True,
+    )
 
 
 def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:

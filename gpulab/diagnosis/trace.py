@@ -4,7 +4,10 @@ and the grid (evaluated, so programs can be counted against SMs).
 
 Runs in the sandbox only (it touches the learner's kernels). `dry=True`
 (the CPU, where there is no GPU to launch on) records and skips the launch;
-an autotuned kernel then takes its first config, since nothing can be timed.
+an autotuned kernel, which nothing can time there, is recorded once for
+each config its autotuner would try on these arguments (after the kernel's
+own pruning): launches of one `group`, `candidate` 0..n-1. The judge then
+explains the one the autotuner would most likely keep (diagnosis/candidates.py).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class LaunchTracer:
         self.launches: list[dict[str, Any]] = []
         self._patched: list[tuple[type, str, Any]] = []
         self.autotuned = 0
+        self._groups = 0
 
     def __enter__(self) -> LaunchTracer:
         from triton.runtime import jit
@@ -95,8 +99,19 @@ class LaunchTracer:
             configs = list(getattr(tuner, "configs", []) or [])
             if not configs:
                 return original(tuner, *args, **kwargs)
+            try:  # the kernel's own pruning (early_config_prune, perf_model)
+                tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+                configs = list(tuner.prune_configs(kwargs)) or configs
+            except Exception:  # noqa: BLE001 - a pruner that needs real tensors
+                pass
             tracer.autotuned = max(tracer.autotuned, len(configs))
-            return tuner.fn.run(*args, **kwargs, **configs[0].all_kwargs())
+            group, tracer._groups = tracer._groups, tracer._groups + 1
+            for i, config in enumerate(configs):
+                first = len(tracer.launches)
+                tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+                for la in tracer.launches[first:]:
+                    la.update(group=group, candidate=i, of=len(configs))
+            return None
 
         return run
 

@@ -248,6 +248,14 @@ class Sandbox:
             )
         return arena
 
+    def kill(self) -> None:
+        """SIGKILL the sandbox's process group now, from any thread: a request
+        in flight then ends with SandboxDied. close() still follows."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def close(self) -> None:
         try:
             write_frame(self.fd, {"type": "exit"})

@@ -67,6 +67,7 @@ class Server:
         self.module: Any = None
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
+        self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
 
     def serve(self) -> None:
         while True:
@@ -171,6 +172,11 @@ class Server:
         from gpulab.diagnosis.sandbox_side import explain_request
 
         return explain_request(self, msg)
+
+    def on_explain_compile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.diagnosis.sandbox_side import compile_request
+
+        return compile_request(self, msg)
 
     # --- helpers ------------------------------------------------------------------
 
