@@ -17,6 +17,8 @@ for step in "$@"; do
       ;;
     trusted) timeout 330 python3 scripts/tools/trusted_grading_gpu.py "$OUT/trusted.json" 2>&1 | grep -v Warning ;;
     explain) timeout 420 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu.json" 2>&1 | tail -30 ;;
+    explain:*) exs=${step#explain:}  # e.g. explain:softmax,bandwidth (a part that fits one call)
+      timeout 540 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu_$(echo "$exs" | tr , _).json" "$exs" 2>&1 | tail -30 ;;
     hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
       GPULAB_FA3=0 GPULAB_SOFTMAX_SMEM=0 GPULAB_MATMUL_TMA=0 timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/hopper_off_$ex.json')); print(r['status'], r['summary'])" ;;
