@@ -4,7 +4,7 @@ A learner who reads "see docs/hardware.md" must find that file: a lesson that
 cites a document left behind in the authors' notes teaches a number nobody
 can trace. This module finds the path-looking references in the lessons, the
 manifest's hints, the glossary, the docs, the starters and (in a source
-checkout) gpulab's own modules, and names each one that is not in the repo.
+checkout) gpulab's own modules and data, and names each one that is not in the repo.
 
 What counts as a citation (so `args.json`, `config.json` or `trace.json` in
 prose do not): a path ending in .md, .py, .json or .toml that starts with one
@@ -73,7 +73,7 @@ def citing_files(root: Path) -> list[Path]:
         "exercises/*.py",
     ]
     if (root / "gpulab").is_dir():  # a source checkout; a wheel's content has no modules
-        patterns.append("gpulab/**/*.py")
+        patterns += ["gpulab/**/*.py", "gpulab/data/*.toml"]  # the hardware table cites too
     found: list[Path] = []
     for pattern in patterns:
         found += sorted(p.relative_to(root) for p in root.glob(pattern) if p.is_file())

@@ -1,31 +1,29 @@
 """Datasheet figures of GPUs, each with its source (no UI, no heavy imports).
 
-The rows of the hardware table; what a row is made of (`Figure`, `GPU`,
-`SOURCES`) lives in `gpulab.hardware_model` and is re-exported here.
-docs/hardware.md shows the same table with its sources and is checked
-against it (tests/test_hardware.py). The rest of gpulab relies on `GPUS`,
-`match_gpu(name)`, `DEFAULT_GPU` and the `GPU` fields `bandwidth_tbs`,
-`tflops` (dense TFLOP/s per dtype) and `ridge`.
+The table is data: gpulab/data/gpus.toml, one [gpu.KEY] table per GPU (its
+header says how to add one). This module reads it the first time a figure is
+asked for, checks every field and builds the `GPU` rows; what a row is made of
+(`Figure`, `GPU`) lives in `gpulab.hardware_model`. docs/hardware.md shows the
+same table with its sources and is checked against it (tests/test_hardware.py).
+The rest of gpulab relies on `GPUS`, `SOURCES`, `match_gpu(name)`,
+`DEFAULT_GPU` and the `GPU` fields `bandwidth_tbs`, `tflops` (dense TFLOP/s per
+dtype) and `ridge`.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-from gpulab.hardware_model import (
-    DTYPES,
-    FIELDS,
-    GPU,
-    SOURCES,
-    UNITS,
-    F,
-    Figure,
-    dense_fig,
-    make_gpu,
-    sparse_fig,
-)
+from gpulab.fsutil import load_toml
+from gpulab.hardware_model import DTYPES, FIELDS, GPU, UNITS, Figure, make_gpu
 
 __all__ = [
+    "DATA_PATH",
     "DEFAULT_GPU",
     "DTYPES",
     "FIELDS",
@@ -34,593 +32,211 @@ __all__ = [
     "SOURCES",
     "UNITS",
     "Figure",
+    "HardwareDataError",
     "format_value",
     "known_names",
+    "load_table",
     "match_gpu",
 ]
 
-_NO_BF16 = "no bf16 tensor cores before Ampere"
-_UNPUBLISHED = "not published by NVIDIA"
-_L2_B = "not on NVIDIA's B200/GB200 sheets; third-party listings only (a B200 reports 126.5 MB)"
-_BRIDGE = "NVLink bridge between two (or four) cards"
-_H200_L2 = (
-    "NVIDIA's H200 datasheets give no L2 size (50 MB is the H100 SXM5's); "
-    "an H200 SXM reports 60 MiB (benchmarks/h200-2026-11-30/probe.json)"
-)
-_NVL_SPARSE = "NVIDIA lists the sparse figure (twice this)"
-_BW = ("blackwell-datasheet",)
-_ULTRA = ("ultra-datasheet",)
-_HALF = "per GPU: {} sparse, dense is half"
-
-GPUS: dict[str, GPU] = {
-    g.key: g
-    for g in [
-        make_gpu(
-            "t4",
-            "T4",
-            "Turing",
-            "2018",
-            "GDDR6",
-            {
-                "memory": F(16),
-                "bandwidth": F(0.32),
-                "fp32": dense_fig(8.1),
-                "fp16": dense_fig(65, note="FP16 tensor cores; " + _NO_BF16),
-                "sms": F(40, ("derived",)),
-                "l2": F(
-                    4,
-                    ("third-party",),
-                    flag="not on the T4 datasheet; third-party die listings only",
-                ),
-                "tdp": F(70),
-                "cc": F("7.5", ("cuda-gpus",)),
-            },
-            aliases=("tesla t4",),
-        ),
-        make_gpu(
-            "v100",
-            "V100 SXM2",
-            "Volta",
-            "2017",
-            "HBM2",
-            {
-                "memory": F(32, note="16 or 32 GB (two SKUs)"),
-                "bandwidth": F(0.90),
-                "fp32": dense_fig(15.7),
-                "fp16": dense_fig(125, note="FP16 tensor cores; " + _NO_BF16),
-                "sms": F(80, ("whitepaper",)),
-                "l2": F(6, ("whitepaper",)),
-                "tdp": F(300),
-                "nvlink": F(300, note="NVLink 2"),
-                "cc": F("7.0", ("cuda-gpus",)),
-            },
-            aliases=("tesla v100", "v100-sxm2-16gb", "v100-sxm2-32gb", "tesla v100-sxm2-32gb"),
-        ),
-        make_gpu(
-            "a10",
-            "A10",
-            "Ampere",
-            "2021",
-            "GDDR6",
-            {
-                "memory": F(24),
-                "bandwidth": F(0.60),
-                "fp32": dense_fig(31.2),
-                "tf32": dense_fig(62.5),
-                "fp16": dense_fig(125),
-                "bf16": dense_fig(125),
-                "sms": F(72, ("derived",)),
-                "l2": F(
-                    6, ("third-party",), flag="not on the A10 datasheet; third-party listings only"
-                ),
-                "tdp": F(150),
-                "cc": F("8.6", ("cuda-gpus",)),
-            },
-        ),
-        make_gpu(
-            "l4",
-            "L4",
-            "Ada Lovelace",
-            "2023",
-            "GDDR6",
-            {
-                "memory": F(24),
-                "bandwidth": F(0.30),
-                "fp32": dense_fig(30.3),
-                "tf32": dense_fig(60),
-                "fp16": dense_fig(121),
-                "bf16": dense_fig(121),
-                "fp8": dense_fig(242),
-                "sms": F(
-                    58, ("third-party",), flag="not on the L4 datasheet; third-party listings only"
-                ),
-                "l2": F(
-                    48, ("third-party",), flag="not on the L4 datasheet; third-party listings only"
-                ),
-                "tdp": F(72),
-                "cc": F("8.9", ("cuda-gpus",)),
-            },
-            sparse={"bf16": sparse_fig(242), "fp8": sparse_fig(485)},
-        ),
-        make_gpu(
-            "a100-40gb",
-            "A100 40GB SXM",
-            "Ampere",
-            "2020",
-            "HBM2",
-            {
-                "memory": F(40),
-                "bandwidth": F(1.555),
-                "fp32": dense_fig(19.5),
-                "tf32": dense_fig(156),
-                "fp16": dense_fig(312),
-                "bf16": dense_fig(312),
-                "sms": F(108, ("whitepaper", "kernelagent")),
-                "l2": F(40, ("whitepaper", "kernelagent")),
-                "tdp": F(400),
-                "nvlink": F(600, note="NVLink 3"),
-                "cc": F("8.0", ("cuda-gpus",)),
-            },
-            aliases=("a100-sxm4-40gb", "a100 sxm4 40gb", "a100 40gb sxm"),
-            sparse={"bf16": sparse_fig(624)},
-        ),
-        make_gpu(
-            "a100-80gb",
-            "A100 80GB SXM",
-            "Ampere",
-            "2020",
-            "HBM2e",
-            {
-                "memory": F(80),
-                "bandwidth": F(2.039),
-                "fp32": dense_fig(19.5),
-                "tf32": dense_fig(156),
-                "fp16": dense_fig(312),
-                "bf16": dense_fig(312),
-                "sms": F(108, ("whitepaper", "kernelagent")),
-                "l2": F(40, ("whitepaper", "kernelagent")),
-                "tdp": F(400),
-                "nvlink": F(600, note="NVLink 3"),
-                "cc": F("8.0", ("cuda-gpus",)),
-            },
-            aliases=("a100-sxm4-80gb", "a100 80gb", "a100"),
-            sparse={"bf16": sparse_fig(624)},
-        ),
-        make_gpu(
-            "a100-pcie-40gb",
-            "A100 40GB PCIe",
-            "Ampere",
-            "2020",
-            "HBM2",
-            {
-                "memory": F(40),
-                "bandwidth": F(1.555),
-                "fp32": dense_fig(19.5),
-                "tf32": dense_fig(156),
-                "fp16": dense_fig(312),
-                "bf16": dense_fig(312),
-                "sms": F(108, ("whitepaper", "kernelagent")),
-                "l2": F(40, ("whitepaper", "kernelagent")),
-                "tdp": F(250),
-                "nvlink": F(600, note=_BRIDGE),
-                "cc": F("8.0", ("cuda-gpus",)),
-            },
-            aliases=("a100-pcie-40gb", "a100 pcie 40gb", "a100 40gb pcie"),
-            sparse={"bf16": sparse_fig(624)},
-        ),
-        make_gpu(
-            "a100-pcie-80gb",
-            "A100 80GB PCIe",
-            "Ampere",
-            "2021",
-            "HBM2e",
-            {
-                "memory": F(80),
-                "bandwidth": F(1.935),
-                "fp32": dense_fig(19.5),
-                "tf32": dense_fig(156),
-                "fp16": dense_fig(312),
-                "bf16": dense_fig(312),
-                "sms": F(108, ("whitepaper", "kernelagent")),
-                "l2": F(40, ("whitepaper", "kernelagent")),
-                "tdp": F(300),
-                "nvlink": F(600, note=_BRIDGE),
-                "cc": F("8.0", ("cuda-gpus",)),
-            },
-            aliases=("a100 80gb pcie", "a100-pcie-80gb", "a100 pcie"),
-            sparse={"bf16": sparse_fig(624)},
-        ),
-        make_gpu(
-            "h100-sxm",
-            "H100 SXM",
-            "Hopper",
-            "2022",
-            "HBM3",
-            {
-                "memory": F(80),
-                "bandwidth": F(3.35),
-                "fp32": dense_fig(67),
-                "tf32": dense_fig(494.5),
-                "fp16": dense_fig(989),
-                "bf16": dense_fig(989),
-                "fp8": dense_fig(1979),
-                "sms": F(132, ("whitepaper", "kernelagent")),
-                "l2": F(50, ("whitepaper", "kernelagent")),
-                "tdp": F(700),
-                "nvlink": F(900, note="NVLink 4: 450 GB/s each way"),
-                "cc": F("9.0", ("cuda-gpus",)),
-            },
-            # "h100" last: a bare H100 is most often the SXM; the NVL and PCIe cards
-            # have longer names of their own, and the longest match wins.
-            aliases=("h100 80gb hbm3", "h100-sxm5-80gb", "h100 sxm5", "h100"),
-            sparse={
-                "bf16": sparse_fig(1979, note="the figure some tables list as dense"),
-                "fp8": sparse_fig(3958),
-            },
-        ),
-        make_gpu(
-            "h100-pcie",
-            "H100 PCIe",
-            "Hopper",
-            "2022",
-            "HBM2e",
-            {
-                "memory": F(80),
-                "bandwidth": F(2.0),
-                "fp32": dense_fig(51),
-                "tf32": dense_fig(378),
-                "fp16": dense_fig(756),
-                "bf16": dense_fig(756),
-                "fp8": dense_fig(1513),
-                "sms": F(114, ("whitepaper", "kernelagent")),
-                "l2": F(50, ("whitepaper", "kernelagent")),
-                "tdp": F(350),
-                "nvlink": F(600, note=_BRIDGE),
-                "cc": F("9.0", ("cuda-gpus",)),
-            },
-            aliases=("h100 pcie", "h100-pcie-80gb"),
-        ),
-        make_gpu(
-            "h100-nvl",
-            "H100 NVL",
-            "Hopper",
-            "2023",
-            "HBM3",
-            {
-                "memory": F(94),
-                "bandwidth": F(3.9),
-                "fp32": dense_fig(60),
-                "tf32": dense_fig(417.5, note=_NVL_SPARSE),
-                "fp16": dense_fig(835, note=_NVL_SPARSE),
-                "bf16": dense_fig(835, note=_NVL_SPARSE),
-                "fp8": dense_fig(1670, note=_NVL_SPARSE),
-                "sms": F(None, note="not on the H100 NVL datasheet"),
-                "l2": F(None, note="not on the H100 NVL datasheet"),
-                "tdp": F(400, note="configurable, 350-400 W"),
-                "nvlink": F(600, note=_BRIDGE),
-                "cc": F("9.0", ("cuda-gpus",)),
-            },
-            aliases=("h100 nvl", "h100-nvl"),
-            sparse={"bf16": sparse_fig(1671), "fp8": sparse_fig(3341)},
-        ),
-        make_gpu(
-            "h200",
-            "H200",
-            "Hopper",
-            "2024",
-            "HBM3e",
-            {
-                "memory": F(141),
-                "bandwidth": F(4.8),
-                "fp32": dense_fig(67),
-                "tf32": dense_fig(494.5),
-                "fp16": dense_fig(989),
-                "bf16": dense_fig(989),
-                "fp8": dense_fig(1979),
-                "sms": F(132, ("measured",), note="reported by the device"),
-                "l2": F(60, ("measured",), note=_H200_L2),
-                "tdp": F(700, note="the SXM board; NVML reported a 700 W limit (probe.json)"),
-                "nvlink": F(900, note="NVLink 4: 450 GB/s each way"),
-                "cc": F("9.0", ("cuda-gpus",)),
-            },
-            aliases=("nvidia h200", "h200 sxm", "h200 sxm5", "h200 141gb hbm3e"),
-            sparse={"bf16": sparse_fig(1979), "fp8": sparse_fig(3958)},
-            # gpulab's own probe on an H200 (`gpulab probe --bench --quick`, raw in
-            # benchmarks/h200-2026-11-30/microbench-quick.json): a reference for
-            # learners without a measurement of their own. tests/test_hardware.py
-            # pins these to that file.
-            measured={
-                "device": "NVIDIA H200",
-                "date": "2026-11-30",
-                "copy_tbs": 4.25,
-                "read_tbs": 4.38,
-                "write_tbs": 4.64,
-                "tflops": {
-                    "bf16": 684.0,
-                    "fp16": 662.5,
-                    "tf32": 353.7,
-                    "fp32": 51.3,
-                    "fp8": 1311.6,
-                },
-                "source": "measured",
-            },
-        ),
-        make_gpu(
-            "h200-nvl",
-            "H200 NVL",
-            "Hopper",
-            "2024",
-            "HBM3e",
-            {
-                "memory": F(141),
-                "bandwidth": F(4.8),
-                "fp32": dense_fig(60),
-                "tf32": dense_fig(417.5, note=_NVL_SPARSE),
-                "fp16": dense_fig(835, note=_NVL_SPARSE),
-                "bf16": dense_fig(835, note=_NVL_SPARSE),
-                "fp8": dense_fig(1670, note=_NVL_SPARSE),
-                "sms": F(None, note="not on the H200 NVL datasheet"),
-                "l2": F(None, note="not on the H200 NVL datasheet"),
-                "tdp": F(600, note="the PCIe card, up to 600 W: lower clocks than the 700 W SXM"),
-                "nvlink": F(900, note="NVLink bridge, two- or four-way"),
-                "cc": F("9.0", ("cuda-gpus",)),
-            },
-            aliases=("h200 nvl", "h200-nvl"),
-            sparse={"bf16": sparse_fig(1671), "fp8": sparse_fig(3341)},
-        ),
-        # Blackwell and Blackwell Ultra: every figure is NVIDIA's per-GPU row of the
-        # datasheet named in its sources (checked 2026-12-01, docs/hardware.md says
-        # how). NVIDIA prints most Tensor Core rows sparse only ("dense is one-half");
-        # the dense figures here are those halves, the FP4 rows print both.
-        make_gpu(
-            "b200",
-            "B200 (HGX)",
-            "Blackwell",
-            "2025",
-            "HBM3e",
-            {
-                "memory": F(
-                    180,
-                    (*_BW, "dgx-b200-guide"),
-                    flag="180 GB on NVIDIA's Blackwell datasheet and the DGX B200 "
-                    "guide (1,440 GB for 8); 192 GB in the March 2024 announcement",
-                    note="'180 GB HBM3E | 7.7 TB/s' per HGX B200 GPU",
-                ),
-                "bandwidth": F(
-                    7.7,
-                    _BW,
-                    flag="7.7 TB/s per HGX B200 GPU on the datasheet (62 TB/s for "
-                    "8); 8 TB/s in the 2024 announcements and the DGX B200 page (64 TB/s "
-                    "for 8)",
-                    note="a B200 reports a 7680-bit bus at 3996 MHz: 7.67 TB/s",
-                ),
-                "fp32": dense_fig(
-                    75,
-                    *_BW,
-                    "hgx-page",
-                    flag="75 per HGX B200 GPU on the datasheet (600 for 8 on "
-                    "the HGX table); the 80 quoted for B200 is GB200's per-GPU figure",
-                ),
-                "tf32": dense_fig(
-                    1100,
-                    *_BW,
-                    "hgx-page",
-                    flag="the datasheet's per-GPU '2.2 PFLOPS' (sparse) is "
-                    "1100 dense; HGX B200's '18 PFLOPS' (sparse) for 8 GPUs is 1125",
-                ),
-                "fp16": dense_fig(2250, *_BW, note=_HALF.format("4.5 PFLOPS")),
-                "bf16": dense_fig(2250, *_BW, note=_HALF.format("4.5 PFLOPS")),
-                "fp8": dense_fig(4500, *_BW, note=_HALF.format("9 PFLOPS")),
-                "fp4": dense_fig(
-                    9000, *_BW, note="HGX B200 NVFP4 '144 | 72 PFLOPS' (sparse | dense) for 8 GPUs"
-                ),
-                "sms": F(None, (*_BW, "device-report"), note=_UNPUBLISHED + "; a B200 reports 148"),
-                "l2": F(126, ("third-party", "device-report"), flag=_L2_B),
-                "tdp": F(1000, _BW, note="'Configurable up to 1,000 W'"),
-                "nvlink": F(1800, _BW, note="NVLink 5"),
-                "cc": F("10.0", ("cuda-gpus",)),
-            },
-            aliases=("b200", "nvidia b200", "hgx b200", "dgx b200"),
-            sparse={"fp8": sparse_fig(9000, *_BW), "fp4": sparse_fig(18000, *_BW)},
-        ),
-        make_gpu(
-            "gb200",
-            "GB200 (per GPU)",
-            "Blackwell",
-            "2025",
-            "HBM3e",
-            {
-                "memory": F(186, _BW, note="'186 GB HBM3E | 8 TB/s' per GB200 GPU"),
-                "bandwidth": F(8.0, _BW),
-                "fp32": dense_fig(80, *_BW, note="per GPU; the GB200 superchip (2 GPUs) lists 160"),
-                "tf32": dense_fig(1250, *_BW, note=_HALF.format("2.5 PFLOPS")),
-                "fp16": dense_fig(2500, *_BW, note=_HALF.format("5 PFLOPS")),
-                "bf16": dense_fig(2500, *_BW, note=_HALF.format("5 PFLOPS")),
-                "fp8": dense_fig(5000, *_BW, note=_HALF.format("10 PFLOPS")),
-                "fp4": dense_fig(
-                    10000,
-                    *_BW,
-                    note="GB200 NVL72 NVFP4 '1,440 | 720 PFLOPS' (sparse | dense) for 72 GPUs",
-                ),
-                "sms": F(None, _BW, note=_UNPUBLISHED),
-                "l2": F(126, ("third-party",), flag=_L2_B),
-                "tdp": F(1200, _BW, note="'Configurable up to 1,200 W'"),
-                "nvlink": F(1800, _BW, note="NVLink 5; the Grace CPU is on NVLink-C2C"),
-                "cc": F("10.0", ("cuda-gpus",)),
-            },
-            aliases=("gb200", "gb200 nvl72"),
-            sparse={"fp8": sparse_fig(10000, *_BW), "fp4": sparse_fig(20000, *_BW)},
-        ),
-        make_gpu(
-            "b300",
-            "B300 (HGX)",
-            "Blackwell Ultra",
-            "2025",
-            "HBM3e",
-            {
-                "memory": F(
-                    270,
-                    (*_ULTRA, "hgx-page", "ultra-blog"),
-                    flag="270 GB per HGX B300 GPU on the Blackwell Ultra datasheet "
-                    "(2.1 TB for 8 on the HGX and DGX B300 pages); 288 GB is the package's "
-                    "maximum, 'capacity varies by SKU' (NVIDIA's blog)",
-                    note="'270 GB HBM3E | 7.7 TB/s' per HGX B300 GPU",
-                ),
-                "bandwidth": F(
-                    7.7,
-                    (*_ULTRA, "ultra-blog"),
-                    flag="7.7 TB/s per HGX B300 GPU on the datasheet; 8 TB/s "
-                    "for the Blackwell Ultra chip in NVIDIA's blog and for GB300",
-                ),
-                "fp32": dense_fig(
-                    75, *_ULTRA, "hgx-page", note="per GPU; 600 for 8 on the HGX table"
-                ),
-                "tf32": dense_fig(
-                    1100,
-                    *_ULTRA,
-                    "hgx-page",
-                    flag="the datasheet's per-GPU '2.2 PFLOPS' (sparse) is "
-                    "1100 dense; HGX B300's '18 PFLOPS' (sparse) for 8 GPUs is 1125",
-                ),
-                "fp16": dense_fig(2250, *_ULTRA, note=_HALF.format("4.5 PFLOPS")),
-                "bf16": dense_fig(2250, *_ULTRA, note=_HALF.format("4.5 PFLOPS")),
-                "fp8": dense_fig(4500, *_ULTRA, note=_HALF.format("9 PFLOPS")),
-                "fp4": dense_fig(
-                    14000,
-                    *_ULTRA,
-                    "hgx-page",
-                    flag="the datasheet's per-GPU '18 PFLOPS | 14 PFLOPS' "
-                    "(sparse | dense) gives 14,000; HGX B300's '144 | 108 PFLOPS' for 8 "
-                    "GPUs gives 13,500: NVIDIA's two figures do not agree",
-                ),
-                "sms": F(
-                    None,
-                    ("ultra-blog",),
-                    note="up to 160 on the full chip; 'available SM count varies by SKU'",
-                ),
-                "l2": F(None, _ULTRA, note=_UNPUBLISHED),
-                "tdp": F(1100, _ULTRA, note="'Configurable up to 1,100 W'"),
-                "nvlink": F(1800, _ULTRA, note="NVLink 5"),
-                "cc": F("10.3", ("cuda-gpus",)),
-            },
-            aliases=("b300", "nvidia b300", "hgx b300", "dgx b300", "blackwell ultra"),
-            sparse={"fp8": sparse_fig(9000, *_ULTRA), "fp4": sparse_fig(18000, *_ULTRA)},
-        ),
-        make_gpu(
-            "gb300",
-            "GB300 (per GPU)",
-            "Blackwell Ultra",
-            "2025",
-            "HBM3e",
-            {
-                "memory": F(
-                    279,
-                    (*_ULTRA, "ultra-blog"),
-                    note="'279 GB HBM3E | 8 TB/s' per GB300 GPU; 288 GB is the package's maximum",
-                ),
-                "bandwidth": F(8.0, _ULTRA, note="NVL72: 576 TB/s for 72 GPUs"),
-                "fp32": dense_fig(80, *_ULTRA, note="per GPU"),
-                "tf32": dense_fig(1250, *_ULTRA, note=_HALF.format("2.5 PFLOPS")),
-                "fp16": dense_fig(2500, *_ULTRA, note=_HALF.format("5 PFLOPS")),
-                "bf16": dense_fig(2500, *_ULTRA, note=_HALF.format("5 PFLOPS")),
-                "fp8": dense_fig(5000, *_ULTRA, note=_HALF.format("10 PFLOPS")),
-                "fp4": dense_fig(
-                    15000,
-                    *_ULTRA,
-                    note="'20 PFLOPS | 15 PFLOPS' (sparse | dense); NVL72: "
-                    "'1,440 | 1,080 PFLOPS' for 72 GPUs",
-                ),
-                "sms": F(
-                    None,
-                    ("ultra-blog",),
-                    note="up to 160 on the full chip; 'available SM count varies by SKU'",
-                ),
-                "l2": F(None, _ULTRA, note=_UNPUBLISHED),
-                "tdp": F(1400, _ULTRA, note="'up to 1,400 W'"),
-                "nvlink": F(1800, _ULTRA, note="NVLink 5"),
-                "cc": F("10.3", ("cuda-gpus",)),
-            },
-            aliases=("gb300", "gb300 nvl72"),
-            sparse={"fp8": sparse_fig(10000, *_ULTRA), "fp4": sparse_fig(20000, *_ULTRA)},
-        ),
-        make_gpu(
-            "mi300x",
-            "MI300X",
-            "CDNA 3",
-            "2023",
-            "HBM3",
-            {
-                "memory": F(192),
-                "bandwidth": F(5.3),
-                "fp32": dense_fig(
-                    163.4,
-                    note="vector and matrix FP32 alike; it is FP64 vector (81.7) "
-                    "that is half FP64 matrix (163.4)",
-                ),
-                "tf32": dense_fig(653.7),
-                "fp16": dense_fig(1307.4),
-                "bf16": dense_fig(1307.4),
-                "fp8": dense_fig(2614.9),
-                "sms": F(304, ("vendor", "kernelagent"), note="compute units (CUs), not SMs"),
-                "l2": F(
-                    256, ("vendor", "kernelagent"), note="Infinity Cache (last level), not an L2"
-                ),
-                "tdp": F(750),
-                "nvlink": F(896, note="AMD Infinity Fabric, 7 links × 128 GB/s: not NVLink"),
-                "cc": F(
-                    "gfx942", ("vendor",), note="AMD ISA target, not a CUDA compute capability"
-                ),
-            },
-            aliases=("amd instinct mi300x", "instinct mi300x"),
-            sparse={"fp8": sparse_fig(5229.8)},
-        ),
-        make_gpu(
-            "rubin",
-            "Rubin (announced)",
-            "Vera Rubin",
-            "2026",
-            "HBM4",
-            {
-                "memory": F(288, ("announced",)),
-                "bandwidth": F(
-                    22,
-                    ("announced",),
-                    flag="announced, not shipped; NVIDIA's figure rose "
-                    "between announcements (about 13 TB/s earlier, 22 TB/s later)",
-                ),
-                "fp4": dense_fig(
-                    35000,
-                    "announced",
-                    flag="announced NVFP4 (35 PF training; 50 PF "
-                    "'inference' claimed); dense/sparse basis not stated",
-                    note="NVFP4",
-                ),
-                "sms": F(None, ("announced",), note=_UNPUBLISHED),
-                "l2": F(None, ("announced",), note=_UNPUBLISHED),
-                "tdp": F(None, ("announced",), note=_UNPUBLISHED),
-                "nvlink": F(
-                    3600,
-                    ("announced",),
-                    note="NVLink 6 (GPU to GPU); the Vera CPU is on NVLink-C2C",
-                ),
-                "cc": F(None, ("announced",), note=_UNPUBLISHED),
-            },
-            aliases=("vera rubin", "rubin gpu", "nvidia rubin"),
-            claims={
-                "fp4": Figure(
-                    50000,
-                    ("announced",),
-                    "inference",
-                    "claimed for 'inference'; basis not stated",
-                    "50 PF NVFP4",
-                )
-            },
-            announced=True,
-        ),
-    ]
-}
-
+DATA_PATH = Path(__file__).parent / "data" / "gpus.toml"
 DEFAULT_GPU = "h100-sxm"
+
+_TEXT = ("name", "arch", "year", "memory_type")  # required on every GPU
+_GPU_KEYS = {*_TEXT, "aliases", "announced", "sparse", "claims", "measured", *FIELDS}
+_FIGURE_KEYS = ("value", "sources", "basis", "flag", "note")
+_NOTE_REF = re.compile(r"\{([^{}]*)\}")
+
+
+class HardwareDataError(ValueError):
+    """The hardware table cannot be used; the message names the file, GPU and field."""
+
+
+class _Reader:
+    """Turns the parsed TOML into rows, naming the file and field of any problem."""
+
+    def __init__(self, path: Path, notes: dict[str, str], sources: dict[str, str]) -> None:
+        self.path, self.notes, self.sources = path, notes, sources
+
+    def fail(self, where: str, problem: str) -> HardwareDataError:
+        return HardwareDataError(f"{self.path}: {where}: {problem}")
+
+    def text(self, raw: Any, where: str) -> str:
+        if not isinstance(raw, str):
+            raise self.fail(where, f"must be text, not {raw!r}")
+
+        def note(m: re.Match[str]) -> str:
+            if m.group(1) not in self.notes:
+                raise self.fail(where, f"{{{m.group(1)}}} is not a key of [notes]")
+            return self.notes[m.group(1)]
+
+        return _NOTE_REF.sub(note, raw)
+
+    def figure(self, raw: Any, where: str, basis: str, textual: bool = False) -> Figure:
+        """A bare value (a vendor datasheet's) or a table of _FIGURE_KEYS."""
+        if not isinstance(raw, dict):
+            raw = {"value": raw}
+        for key in raw:
+            if key not in _FIGURE_KEYS:
+                raise self.fail(where, f"unknown key '{key}' (known: {', '.join(_FIGURE_KEYS)})")
+        value = raw.get("value")
+        if value is not None and textual and not isinstance(value, str):
+            raise self.fail(where, f"must be text, not {value!r}")
+        # bool is an int to Python; `true` is never a figure.
+        if (
+            value is not None
+            and not textual
+            and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            )
+        ):
+            raise self.fail(where, f"must be a number, at least 0, not {value!r}")
+        sources = raw.get("sources", ["vendor"])
+        if not isinstance(sources, list) or not sources:
+            raise self.fail(where, "sources must be a list of keys of [sources]")
+        for s in sources:
+            if s not in self.sources:
+                raise self.fail(where, f"source {s!r} is not a key of [sources]")
+        return Figure(
+            value,
+            tuple(sources),
+            self.text(raw.get("basis", basis), f"{where}, basis"),
+            self.text(raw.get("flag", ""), f"{where}, flag"),
+            self.text(raw.get("note", ""), f"{where}, note"),
+        )
+
+    def per_dtype(self, raw: Any, where: str, basis: str) -> dict[str, Figure]:
+        if not isinstance(raw, dict):
+            raise self.fail(where, f"must be a table of dtypes, not {raw!r}")
+        for d in raw:
+            if d not in DTYPES:
+                raise self.fail(where, f"unknown dtype '{d}' (known: {', '.join(DTYPES)})")
+        return {d: self.figure(raw[d], f"{where}.{d}", basis) for d in DTYPES if d in raw}
+
+    def gpu(self, key: str, raw: Any) -> GPU:
+        where = f"GPU '{key}'"
+        if not isinstance(raw, dict):
+            raise self.fail(where, "must be a table ([gpu.KEY])")
+        for k in raw:
+            if k not in _GPU_KEYS:
+                raise self.fail(f"{where}, field '{k}'", "unknown field")
+        for k in _TEXT:
+            if k not in raw:
+                raise self.fail(f"{where}, field '{k}'", "missing")
+            self.text(raw[k], f"{where}, field '{k}'")
+        aliases = raw.get("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+            raise self.fail(f"{where}, field 'aliases'", "must be a list of names")
+        announced = raw.get("announced", False)
+        if not isinstance(announced, bool):
+            raise self.fail(f"{where}, field 'announced'", "must be true or false")
+        measured = raw.get("measured", {})
+        if not isinstance(measured, dict):
+            raise self.fail(f"{where}, field 'measured'", "must be a table")
+        figures = {
+            f: self.figure(
+                raw[f], f"{where}, field '{f}'", "dense" if f in DTYPES else "", f == "cc"
+            )
+            for f in FIELDS
+            if f in raw
+        }
+        return make_gpu(
+            key,
+            raw["name"],
+            raw["arch"],
+            raw["year"],
+            raw["memory_type"],
+            figures,
+            aliases=tuple(aliases),
+            sparse=self.per_dtype(raw.get("sparse", {}), f"{where}, field 'sparse'", "sparse"),
+            measured=measured,
+            claims=self.per_dtype(raw.get("claims", {}), f"{where}, field 'claims'", ""),
+            announced=announced,
+        )
+
+
+def _text_table(data: dict[str, Any], name: str, path: Path) -> dict[str, str]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise HardwareDataError(f"{path}: [{name}] must be a table")
+    for k, v in table.items():
+        if not isinstance(v, str):
+            raise HardwareDataError(f"{path}: [{name}] '{k}': must be text, not {v!r}")
+    return table
+
+
+def load_table(path: Path = DATA_PATH) -> tuple[dict[str, GPU], dict[str, str]]:
+    """(GPUs by key in the file's order, sources by key) from a hardware table.
+
+    Raises HardwareDataError naming the file, the GPU and the field of the
+    first problem: gpulab says what is wrong rather than drawing a wrong roof.
+    """
+    data = load_toml(path, HardwareDataError, "the hardware table is missing")
+    for k in data:
+        if k not in ("notes", "sources", "gpu"):
+            raise HardwareDataError(f"{path}: unknown table [{k}] (known: notes, sources, gpu)")
+    reader = _Reader(path, _text_table(data, "notes", path), _text_table(data, "sources", path))
+    rows = data.get("gpu")
+    if not isinstance(rows, dict) or not rows:
+        raise HardwareDataError(f"{path}: no [gpu.KEY] tables")
+    gpus = {key: reader.gpu(key, raw) for key, raw in rows.items()}
+    if DEFAULT_GPU not in gpus:
+        raise HardwareDataError(f"{path}: the default GPU '{DEFAULT_GPU}' is not in the table")
+    return gpus, reader.sources
+
+
+_lock = threading.Lock()
+_loaded: tuple[dict[str, GPU], dict[str, str]] | None = None
+
+
+def _table() -> tuple[dict[str, GPU], dict[str, str]]:
+    # Parsed once (about 4 ms), under a lock: two workers asking at once must
+    # get the same GPU objects, since callers compare rows with `is`.
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            _loaded = load_table(DATA_PATH)
+        return _loaded
+
+
+V = TypeVar("V")
+
+
+class _Lazy(MutableMapping[str, V], Generic[V]):
+    """A dict of the table filled on first use, so importing this module
+    (which the CLI and every pane do) parses nothing. Writable because tests
+    swap a row with monkeypatch.setitem, as they did when this was a dict."""
+
+    def __init__(self, part: int) -> None:
+        self._part = part
+
+    def _dict(self) -> dict[str, V]:
+        return _table()[self._part]  # type: ignore[return-value]
+
+    def __getitem__(self, key: str) -> V:
+        return self._dict()[key]
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self._dict()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __repr__(self) -> str:
+        return repr(self._dict())
+
+
+GPUS: MutableMapping[str, GPU] = _Lazy(0)
+SOURCES: MutableMapping[str, str] = _Lazy(1)  # where figures come from, by key
 
 
 def _norm(s: str) -> str:

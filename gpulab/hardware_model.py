@@ -1,11 +1,11 @@
-"""The shape of the hardware table: figures, GPUs, sources (no UI, no heavy imports).
+"""The shape of the hardware table: figures and GPUs (no UI, no heavy imports).
 
-`gpulab.hardware` holds the rows; this module holds what a row is made of, so
-the data stays readable and each module stays small. Every figure is a
-`Figure`: a value, where it came from (keys of `SOURCES`), whether a
-throughput is dense or sparse, and a flag with the reason when the figure is
-doubtful or conflicting (⚑ in docs/hardware.md). Flags are kept, never smoothed
-away: a tutor that hides a doubtful number teaches it as fact.
+The rows are data (gpulab/data/gpus.toml, read by `gpulab.hardware`); this
+module holds what a row is made of. Every figure is a `Figure`: a value, where
+it came from (keys of the table's [sources], `gpulab.hardware.SOURCES`),
+whether a throughput is dense or sparse, and a flag with the reason when the
+figure is doubtful or conflicting (⚑ in docs/hardware.md). Flags are kept,
+never smoothed away: a tutor that hides a doubtful number teaches it as fact.
 """
 
 from __future__ import annotations
@@ -28,42 +28,6 @@ UNITS = {
     "nvlink": "GB/s",
     "cc": "",
     **{d: "TFLOP/s" for d in DTYPES},
-}
-
-SOURCES: dict[str, str] = {
-    "vendor": "vendor datasheets (NVIDIA, AMD) as collected in stas00/ml-engineering "
-    "compute/accelerator/README.md; dense = 'without sparsity'",
-    "blackwell-datasheet": "NVIDIA Blackwell Datasheet (GB200 NVL72, GB200 NVL4, HGX B200), "
-    "nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703, "
-    "'Individual Blackwell GPU Specifications', per GPU; Tensor Core rows "
-    "sparse ('dense is one-half'), NVFP4 'sparse | dense'",
-    "ultra-datasheet": "NVIDIA Blackwell Ultra Datasheet (GB300 NVL72, HGX B300; OCT25), "
-    "resources.nvidia.com/en-us-blackwell-architecture/blackwell-ultra-"
-    "datasheet, p. 5 'Technical Specifications', per GPU; FP4 'sparse | "
-    "dense', other Tensor Core rows sparse (dense = half)",
-    "ultra-blog": "NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the "
-    "AI Factory Era' (Aug 2025), developer.nvidia.com/blog/inside-nvidia-"
-    "blackwell-ultra-the-chip-powering-the-ai-factory-era/: 'up to 160 SMs and "
-    "288GB HBM3E', varying by SKU; 15 PF dense NVFP4; 8 TB/s",
-    "hgx-page": "NVIDIA HGX platform page, nvidia.com/en-us/data-center/hgx/: HGX B300 and HGX "
-    "B200 for 8 GPUs (FP4 'sparse | dense', e.g. HGX B300 '144 PFLOPS | 108 "
-    "PFLOPS'; other Tensor Core rows sparse; FP32 600 TFLOPS; 2.1 TB for HGX B300)",
-    "dgx-b200-guide": "NVIDIA DGX B200 User Guide, docs.nvidia.com/dgx/dgxb200-user-guide/"
-    "introduction-to-dgxb200.html: '8 x NVIDIA B200 GPUs that provide 1,440 "
-    "GB total GPU memory'",
-    "device-report": "a B200's own report (cudaGetDeviceProperties, nvidia-smi) posted in "
-    "pytorch/ao PR #4002, March 2026: 148 SMs, L2 126.50 MB, 7680-bit bus at "
-    "3996 MHz; not a vendor document",
-    "whitepaper": "NVIDIA architecture whitepapers (Volta, Ampere, Hopper): SM counts, L2",
-    "cuda-gpus": "developer.nvidia.com/cuda-gpus: compute capability",
-    "kernelagent": "meta-pytorch/KernelAgent gpu_specs_database.py: SM counts, L2 "
-    "(beware: it lists H100 FP16 1979 'without sparsity', the sparse figure)",
-    "derived": "derived here: CUDA cores ÷ cores per SM (64 on Turing, 128 on GA10x)",
-    "third-party": "third-party die listings; no vendor figure found",
-    "announced": "NVIDIA keynotes and press releases, not a datasheet",
-    "measured": "measured by gpulab on an H200, 2026-11-30 (torch 2.11, Triton 3.6): "
-    "benchmarks/h200-2026-11-30/probe.json and microbench-quick.json, "
-    "summarised in docs/hardware.md",
 }
 
 
@@ -147,17 +111,6 @@ class GPU:
             "sources": list(self.sources),
             "measured_reference": self.measured or None,
         }
-
-
-F = Figure
-
-
-def dense_fig(value: float | None, *sources: str, flag: str = "", note: str = "") -> Figure:
-    return Figure(value, sources or ("vendor",), "dense", flag, note)
-
-
-def sparse_fig(value: float, *sources: str, note: str = "") -> Figure:
-    return Figure(value, sources or ("vendor",), "sparse", "", note)
 
 
 def make_gpu(

@@ -40,6 +40,8 @@ def test_wheel_carries_the_content(wheel):
     # The Hopper backends the references load from kernels/hopper/.
     assert "gpulab/_content/kernels/hopper/softmax_smem.py" in names
     assert "gpulab/_content/kernels/hopper/flash_attention_fa3.py" in names
+    # The GPU datasheet table is package data, read by gpulab.hardware.
+    assert "gpulab/data/gpus.toml" in names
     tops = {n.split("/")[0] for n in names}
     assert "kernels" not in tops and "exercises" not in tops and "lessons" not in tops
     assert not any("tests/" in n for n in names)
@@ -55,7 +57,8 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
     env["GPULAB_HOME"] = str(tmp_path / "ws")
     code = (
         "import gpulab.content as c; course = c.load_course();"
-        "print(c.content_root()); print(len(course.lessons), course.find('softmax').ready)"
+        "print(c.content_root()); print(len(course.lessons), course.find('softmax').ready);"
+        "import gpulab.hardware as h; print(len(h.GPUS), h.GPUS['h200'].tflops['bf16'])"
     )
     r = subprocess.run(
         [sys.executable, "-c", code],
@@ -66,9 +69,10 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
-    root, summary = r.stdout.strip().splitlines()
+    root, summary, gpus = r.stdout.strip().splitlines()
     assert root.startswith(str(site)) and root.endswith("_content")
     assert summary == "9 True"
+    assert gpus == "19 989.0"
     r = subprocess.run(
         [sys.executable, "-m", "gpulab", "where", "softmax"],
         cwd=elsewhere,

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpulab.content import ContentError, Course, Lesson, load_course
 from gpulab.fsutil import unreadable_file
+from gpulab.hardware import HardwareDataError
 from gpulab.textsafe import visible
 from gpulab.workspace import Workspace, WorkspaceError
 
@@ -109,7 +110,8 @@ def print_json_error(summary: str) -> None:
 
 
 def guarded(fn):
-    """Turn UsageError into a one-line message and exit code 2.
+    """Turn UsageError (and a broken workspace or hardware table) into a
+    one-line message and exit code 2.
 
     With `--json` the same message also goes to stdout as a JSON error object:
     a script reading stdout gets an answer, not an empty string.
@@ -118,7 +120,7 @@ def guarded(fn):
     def wrapper(args: Any) -> int:
         try:
             return fn(args)
-        except (UsageError, WorkspaceError) as exc:
+        except (UsageError, WorkspaceError, HardwareDataError) as exc:
             message = str(exc)
         except OSError as exc:
             # A full disk, a read-only or unreachable workspace: say which file.

@@ -29,12 +29,12 @@ def run(args: Any) -> int:
     if args.json:
         out: dict[str, Any] = {
             "gpus": [g.as_dict() for g in gpus],
-            "sources": SOURCES,
+            "sources": dict(SOURCES),
             "default": hardware.DEFAULT_GPU,
         }
         print(
             json.dumps(
-                out if not args.name else {**out["gpus"][0], "sources": SOURCES},
+                out if not args.name else {**out["gpus"][0], "sources": dict(SOURCES)},
                 indent=2,
                 ensure_ascii=False,
             )
