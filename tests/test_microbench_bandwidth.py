@@ -134,3 +134,11 @@ def test_a_wrong_result_and_a_failing_method_are_left_out_with_notes(bench):
     # The failing reads failed inside `measure`; the wrong fill was measured (7 ms).
     assert [r["ms"] for r in rows] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert trace[-1] == ("empty_cache", True)
+
+
+@pytest.mark.parametrize("chunk", [3, 4, 2**26])
+def test_the_reads_expected_sum_is_float64_chunk_by_chunk(chunk):
+    # 2**24 + 1 is not a float32: a float32 sum would lose the ones.
+    src = torch.tensor([2.0**24] + [1.0] * 9)
+    assert mm._float64_sum(src, src.numel(), chunk) == 2**24 + 9
+    assert float(src.sum()) != 2**24 + 9
