@@ -41,6 +41,7 @@ LAB = [
     "gpulab.device.nvml",
     "gpulab.device.probe",
     "gpulab.diagnosis",
+    "gpulab.diagnosis.candidates",
     "gpulab.diagnosis.findings",
     "gpulab.diagnosis.kinds",
     "gpulab.diagnosis.render",

@@ -54,14 +54,31 @@ def bench_bandwidth(
     torch: Any, steps: Steps, nbytes: int, flusher: Any, budget: float
 ) -> list[dict[str, Any]]:
     from gpulab.device import microbench_kernels as K
-    from gpulab.device.timing import measure
 
     n = nbytes // 4
     src = torch.rand(n, device=DEVICE)
     dst = torch.empty_like(src)
     partial = torch.empty(triton_cdiv(n, 1024), device=DEVICE)
-    gib = size_label(nbytes)
-    rows = []
+    want = _float64_sum(src, n)
+    plans = _bandwidth_plans(torch, K, src, dst, partial, n, want)
+    rows = _measure_plans(torch, steps, plans, nbytes, flusher, budget)
+    # Drop the buffers before the next stage; the plans' closures hold them too.
+    src = dst = partial = plans = None
+    torch.cuda.empty_cache()
+    return rows
+
+
+def _float64_sum(src: Any, n: int, chunk: int = 2**26) -> float:
+    """What the reads must sum to. In float64, chunk by chunk: a float64 copy
+    of the whole buffer would be twice its size."""
+    return sum(float(src[i : i + chunk].double().sum()) for i in range(0, n, chunk))
+
+
+def _bandwidth_plans(
+    torch: Any, K: Any, src: Any, dst: Any, partial: Any, n: int, want: float
+) -> list[tuple]:
+    """(kind, method, call, bytes moved per buffer byte, check of the result)
+    for each way of copying, reading and writing the buffer."""
     fill_value = 1.2345  # not zero: writes of zeros could be special-cased
 
     def check_copy() -> bool:
@@ -70,13 +87,10 @@ def bench_bandwidth(
     def check_fill() -> bool:
         return bool((dst == torch.tensor(fill_value, device=DEVICE)).all())
 
-    chunk = 2**26  # float64 sums chunk by chunk: a float64 copy of the buffer is 2x its size
-    want = sum(float(src[i : i + chunk].double().sum()) for i in range(0, n, chunk))
-
     def check_read(total: Any) -> Any:
         return lambda: abs(float(total()) - want) <= 1e-3 * abs(want)
 
-    plans = [
+    return [
         ("copy", "torch: dst.copy_(src)", lambda: dst.copy_(src), 2, check_copy),
         # Small programs too: at 134 MB an H200 copied 4-6% faster in 2 KB
         # programs than in 8 KB ones; see BENCHMARKS.md, "Counters, and
@@ -132,6 +146,17 @@ def bench_bandwidth(
             check_fill,
         ),
     ]
+
+
+def _measure_plans(
+    torch: Any, steps: Steps, plans: list[tuple], nbytes: int, flusher: Any, budget: float
+) -> list[dict[str, Any]]:
+    """Each plan measured, run once more and its result checked: a row each,
+    or a note for a method that failed or gave a wrong result."""
+    from gpulab.device.timing import measure
+
+    gib = size_label(nbytes)
+    rows = []
     for kind, method, fn, moves, check in plans:
         steps.next(f"{kind} {gib} ({method.split(':')[0]})")
         try:
@@ -144,22 +169,23 @@ def bench_bandwidth(
         except Exception as exc:  # noqa: BLE001 - one method failing must not stop the rest
             emit({"type": "note", "text": f"{kind} via {method} failed: {exc}"})
             continue
-        counted = moves * nbytes
-        rows.append(
-            _row(
-                "bandwidth",
-                kind,
-                method,
-                t,
-                buffer_bytes=nbytes,
-                bytes=counted,
-                counted="read + write" if moves == 2 else kind,
-                tbs=counted / (t["ms"] * 1e-3) / 1e12,
-            )
-        )
-    src = dst = partial = None  # drop the buffers before the next stage
-    torch.cuda.empty_cache()
+        rows.append(_bandwidth_row(kind, method, t, nbytes, moves))
     return rows
+
+
+def _bandwidth_row(kind: str, method: str, t: dict, nbytes: int, moves: int) -> dict[str, Any]:
+    """The row (emitted): bytes counted as moved, `moves` times the buffer."""
+    counted = moves * nbytes
+    return _row(
+        "bandwidth",
+        kind,
+        method,
+        t,
+        buffer_bytes=nbytes,
+        bytes=counted,
+        counted="read + write" if moves == 2 else kind,
+        tbs=counted / (t["ms"] * 1e-3) / 1e12,
+    )
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -137,92 +137,99 @@ def _yield_cpu() -> None:
         os.nice(10)
 
 
-def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    start = time.monotonic()
-    if msg.get("compile") == "later":
-        _yield_cpu()
-    arch = str(msg.get("arch") or "sm_90")
-    budget = float(msg.get("budget_s", 1.5))
-    dry = server.device != "cuda"
-    if dry:
-        import sys
+def _nothing(error: str) -> dict[str, Any]:
+    return {"type": "explained", "error": error, "cases": [], "compiled": {}}
 
-        # Triton decides at import whether its own @jit library (tl.max, ...)
-        # is interpreted; the judge gives --explain a sandbox of its own on
-        # the CPU so that triton is first imported here, compiled.
-        os.environ.pop("TRITON_INTERPRET", None)
-        if (
-            "triton" in sys.modules
-            and type(sys.modules["triton.language"].max).__name__ == "InterpretedFunction"
-        ):
-            return {
-                "type": "explained",
-                "error": "this sandbox already ran the Triton "
-                "interpreter; compile facts need a fresh one",
-                "cases": [],
-                "compiled": {},
-            }
+
+def _interpreted_already() -> bool:
+    """Triton decides at import whether its own @jit library (tl.max, ...)
+    is interpreted; the judge gives --explain a sandbox of its own on the
+    CPU so that triton is first imported here, compiled."""
+    import sys
+
+    os.environ.pop("TRITON_INTERPRET", None)
+    return (
+        "triton" in sys.modules
+        and type(sys.modules["triton.language"].max).__name__ == "InterpretedFunction"
+    )
+
+
+def _trace_case(server: Any, fn: Any, c: dict[str, Any], arch: str) -> tuple[dict, list[dict]]:
+    """One case: the learner's function called on its inputs under the
+    tracer. The case's entry for the reply, and its launches (with `fn`)."""
     from gpulab.diagnosis.trace import LaunchTracer
 
+    entry: dict[str, Any] = {
+        "name": c.get("name", "?"),
+        **{k: c[k] for k in ("sizes", "dtype", "elt") if k in c},
+        "launches": [],
+    }
+    tracer, out, inputs = None, None, None
     try:
-        module = _gpu_module(server)
-        fn = getattr(module, msg["function"])
-    except Exception as exc:  # noqa: BLE001 - advice only: say why, carry on
-        return {
-            "type": "explained",
-            "error": f"could not import your file for the GPU: {type(exc).__name__}: {exc}"[:300],
-            "cases": [],
-            "compiled": {},
+        inputs = (
+            build(c.get("args", []), server.device),
+            build(c.get("kwargs", {}), server.device),
+        )
+        with LaunchTracer(server.device != "cuda") as tracer, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(*inputs[0], **inputs[1])
+        if server.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        entry["autotuned_configs"] = tracer.autotuned
+    except Exception as exc:  # noqa: BLE001
+        entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    launches = tracer.launches if tracer is not None and "error" not in entry else []
+    # One launch per autotuned kernel for the buffers (its candidates share them).
+    primary = [la for la in launches if not la.get("candidate")]
+    entry["intermediates"] = intermediates(primary, inputs, out) if primary else []
+    for la in launches:
+        la["key"] = _key(la, arch)
+        shown = {k: v for k, v in la.items() if k not in ("fn", "tensors")}
+        shown["constexprs"] = {
+            k: v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+            for k, v in la["constexprs"].items()
         }
+        entry["launches"].append(shown)
+    return entry, launches
+
+
+def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    start = time.monotonic()
+    later = msg.get("compile") == "later"
+    if later:
+        _yield_cpu()
+    arch = str(msg.get("arch") or "sm_90")
+    if server.device != "cuda" and _interpreted_already():
+        return _nothing(
+            "this sandbox already ran the Triton interpreter; compile facts need a fresh one"
+        )
+    try:
+        fn = getattr(_gpu_module(server), msg["function"])
+    except Exception as exc:  # noqa: BLE001 - advice only: say why, carry on
+        return _nothing(
+            f"could not import your file for the GPU: {type(exc).__name__}: {exc}"[:300]
+        )
     imported = time.monotonic()
     cases, pending = [], []
     for c in msg.get("cases", []):  # the judge sends the one that matters most first
-        entry: dict[str, Any] = {
-            "name": c.get("name", "?"),
-            **{k: c[k] for k in ("sizes", "dtype", "elt") if k in c},
-            "launches": [],
-        }
-        tracer, out = None, None
-        try:
-            args = build(c.get("args", []), server.device)
-            kwargs = build(c.get("kwargs", {}), server.device)
-            with LaunchTracer(dry) as tracer, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = fn(*args, **kwargs)
-            if server.device == "cuda":
-                import torch
-
-                torch.cuda.synchronize()
-            entry["autotuned_configs"] = tracer.autotuned
-        except Exception as exc:  # noqa: BLE001
-            entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
-        launches = tracer.launches if tracer is not None and "error" not in entry else []
-        # One launch per autotuned kernel for the buffers (its candidates share them).
-        primary = [la for la in launches if not la.get("candidate")]
-        entry["intermediates"] = intermediates(primary, (args, kwargs), out) if primary else []
-        for la in launches:
-            la["key"] = _key(la, arch)
-            pending.append(la)
-            entry["launches"].append({k: v for k, v in la.items() if k not in ("fn", "tensors")})
+        entry, launches = _trace_case(server, fn, c, arch)
         cases.append(entry)
+        pending += launches
     traced = time.monotonic()
-    if msg.get("compile") == "later":
+    if later:
         # The judge asks for each kernel in turn (`compile_request`), for as
         # long as the check it runs beside lasts (CPU --explain).
-        compiled, later = _cached(pending)
-        server.explain_pending = {la["key"]: (la, arch) for la in later}
+        compiled, left = _cached(pending)
+        server.explain_pending = {la["key"]: (la, arch) for la in left}
         skipped = len(server.explain_pending)
     else:
         # The budget is for compiling: the imports before it (seconds of torch
         # in a fresh process) run beside the check on the CPU anyway.
+        budget = float(msg.get("budget_s", 1.5))
         compiled, skipped = _compile_all(pending, arch, traced + budget)
     done = time.monotonic()
-    for e in cases:
-        for la in e["launches"]:
-            la["constexprs"] = {
-                k: v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
-                for k, v in la["constexprs"].items()
-            }
     return {
         "type": "explained",
         "cases": cases,
@@ -235,9 +242,7 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             "compile": round(done - traced, 2),
         },
         "arch": arch,
-        "pending": list(getattr(server, "explain_pending", {}))
-        if msg.get("compile") == "later"
-        else [],
+        "pending": list(server.explain_pending) if later else [],
     }
 
 

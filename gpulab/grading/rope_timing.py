@@ -45,20 +45,11 @@ def time_compile_and_backward(
     from gpulab.device import ceilings
     from gpulab.device.gpulock import gpu_timing_lock
     from gpulab.device.timing import L2Flusher, measure
-    from gpulab.grading.batches import Backward, time_remote
 
     device_name = torch.cuda.get_device_name(0)
     peak_bw, _ = ceilings.floor_peaks(device_name)
     compiled = torch.compile(chain, dynamic=False)
-    prepared = []
-    for case, dy, _ in timed:  # compile both graphs before taking the timing lock
-        ctx.stage(f"preparing {case.name}: torch.compile")
-        x, w, cos, sin = case.args
-        compiled(x, w, cos, sin)
-        xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
-        yc = compiled(xg, wg, cos, sin)
-        torch.autograd.grad(yc, (xg, wg), dy, retain_graph=True)
-        prepared.append((case, dy, xg, wg, yc))
+    prepared = _compile_both(ctx, compiled, timed)
     flusher = L2Flusher()
     rows, bwd_rows = ctx.timing["cases"], []
     with gpu_timing_lock(
@@ -69,34 +60,8 @@ def time_compile_and_backward(
             c = measure(lambda a=case.args: compiled(*a), flusher=flusher, log_clocks=False)
             row["compile_ms"], row["speedup_compile"] = c["ms"], c["ms"] / row["ms"]
             ctx.stage(f"timing {case.name}: your backward")
-            x = case.args[0]
-            try:
-                t = time_remote(
-                    ctx,
-                    spec,
-                    fn,
-                    case,
-                    flusher,
-                    backward=Backward(
-                        grad_args=(0, 1),
-                        y_shape=tuple(x.shape),
-                        y_dtype=x.dtype,
-                        reference=reference,
-                        tolerance=tolerance,
-                        forward_ms=row["ms"],
-                        labels=("dx", "dweight"),
-                    ),
-                )
-            except (learner.LearnerError, GradeFailed):
-                raise  # the learner's backward failed or was wrong: that is the verdict
-            except Exception as exc:  # noqa: BLE001 - the backward's timing is not graded
-                ctx.notes.append(
-                    f"backward {case.shape}: not timed ({type(exc).__name__}: {exc})"[:300]
-                )
-                continue
-            if t.get("implausible"):
-                # Not graded, so not a refusal of the whole check: the row goes.
-                ctx.notes.append(f"backward {case.shape}: timing refused: {t['implausible']}")
+            t = _time_learner_backward(ctx, spec, fn, case, row, flusher, reference, tolerance)
+            if t is None:
                 continue
             ctx.stage(f"timing {case.name}: torch.compile backward")
             b = measure(
@@ -106,6 +71,74 @@ def time_compile_and_backward(
             )
             bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
     rows.extend(bwd_rows)
+    _report_compile(ctx, rows, bwd_rows)
+
+
+def _compile_both(ctx: Any, compiled: Callable, timed: list) -> list:
+    """Each case's forward and backward graphs compiled before the timing lock
+    is taken (compiling takes seconds: others would wait on the GPU for it).
+    Returns (case, dy, x leaf, w leaf, compiled y) a case, for timing the
+    compiled backward on that graph."""
+    prepared = []
+    for case, dy, _ in timed:  # compile both graphs before taking the timing lock
+        ctx.stage(f"preparing {case.name}: torch.compile")
+        x, w, cos, sin = case.args
+        compiled(x, w, cos, sin)
+        xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
+        yc = compiled(xg, wg, cos, sin)
+        torch.autograd.grad(yc, (xg, wg), dy, retain_graph=True)
+        prepared.append((case, dy, xg, wg, yc))
+    return prepared
+
+
+def _time_learner_backward(
+    ctx: Any,
+    spec: KernelSpec,
+    fn: Any,
+    case: Case,
+    row: dict,
+    flusher: Any,
+    reference: Callable,
+    tolerance: Callable,
+) -> dict | None:
+    """The learner's backward timed in the judge's batches, or None (with a
+    note) when its timing failed or was refused: it is not graded, so only
+    its row goes. A failing or wrong backward is the verdict: raised."""
+    from gpulab.grading.batches import Backward, time_remote
+
+    x = case.args[0]
+    try:
+        t = time_remote(
+            ctx,
+            spec,
+            fn,
+            case,
+            flusher,
+            backward=Backward(
+                grad_args=(0, 1),
+                y_shape=tuple(x.shape),
+                y_dtype=x.dtype,
+                reference=reference,
+                tolerance=tolerance,
+                forward_ms=row["ms"],
+                labels=("dx", "dweight"),
+            ),
+        )
+    except (learner.LearnerError, GradeFailed):
+        raise  # the learner's backward failed or was wrong: that is the verdict
+    except Exception as exc:  # noqa: BLE001 - the backward's timing is not graded
+        ctx.notes.append(f"backward {case.shape}: not timed ({type(exc).__name__}: {exc})"[:300])
+        return None
+    if t.get("implausible"):
+        # Not graded, so not a refusal of the whole check: the row goes.
+        ctx.notes.append(f"backward {case.shape}: timing refused: {t['implausible']}")
+        return None
+    return t
+
+
+def _report_compile(ctx: Any, rows: list[dict], bwd_rows: list[dict]) -> None:
+    """torch.compile's speedups into the timing and its summary, and a note a
+    row: the forward beside both baselines, the backward beside compile's."""
     fwd_compile = _geomean([r["speedup_compile"] for r in rows if r.get("speedup_compile")])
     bwd_compile = _geomean([r["speedup"] for r in bwd_rows]) if bwd_rows else None
     ctx.timing.update(

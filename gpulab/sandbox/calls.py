@@ -208,44 +208,74 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg["function"])
-    reps = [
-        (
-            materialize(server.arenas, r["args"], False),
-            materialize(server.arenas, r["kwargs"], False),
-            materialize(server.arenas, r["grad_output"], False) if "grad_output" in r else None,
-        )
-        for r in msg["inputs"]
-    ]
-    slots = [view(server.arenas, TensorRef.from_json(s), False) for s in msg["outs"]]
-    extra = [
-        [view(server.arenas, TensorRef.from_json(s), False) for s in row]
-        for row in msg.get("extra_outs", [[] for _ in reps])
-    ]
+    reps, slots, extra = _batch_buffers(server.arenas, msg)
     grad_args = [int(i) for i in msg.get("grad_args", [])]
     if server.flusher is None:
         server.flusher = L2Flusher()
     flusher = server.flusher if msg.get("flush", True) else None
     stream = torch.cuda.current_stream()
     warmup_s = float(msg.get("warmup_s", 0.0))
-    pairs, copied, fwd = [], [], []
+    timed = _TimedCall(fn, grad_args, flusher, stream)
     clocks: dict[str, Any] = {}
+    try:
+        if warmup_s > 0:
+            clocks = _warm_up(timed, reps, warmup_s, ClockLog)
+        pairs, copied = _timed_reps(timed, reps, slots, extra)
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the learner's code failed while timed
+        raise LearnerFailure(
+            f"timing failed: {type(exc).__name__}: {exc}",
+            learner.format_learner_traceback(exc, server.file),
+        ) from None
+    return _timed_reply(pairs, copied, timed.fwd, clocks)
 
-    def timed(a: list, kw: dict, dy: Any, start: Any, end: Any) -> Any:
-        if not grad_args:
+
+def _batch_buffers(arenas: dict, msg: dict[str, Any]) -> tuple[list, list, list]:
+    """Each repetition's (args, kwargs, grad_output), its slot, and its row of
+    extra slots, as views of the arenas' whole storages (no storage object a
+    tensor: cheaper, and the timed loop has no guards to tell them apart)."""
+    reps = [
+        (
+            materialize(arenas, r["args"], False),
+            materialize(arenas, r["kwargs"], False),
+            materialize(arenas, r["grad_output"], False) if "grad_output" in r else None,
+        )
+        for r in msg["inputs"]
+    ]
+    slots = [view(arenas, TensorRef.from_json(s), False) for s in msg["outs"]]
+    extra = [
+        [view(arenas, TensorRef.from_json(s), False) for s in row]
+        for row in msg.get("extra_outs", [[] for _ in reps])
+    ]
+    return reps, slots, extra
+
+
+class _TimedCall:
+    """One call between `start` and `end` on `stream`. With `grad_args` the
+    call is the backward: the forward runs first between events of its own
+    (kept in `fwd`), then the L2 is flushed, so the backward starts cold."""
+
+    def __init__(self, fn: Any, grad_args: list[int], flusher: Any, stream: Any) -> None:
+        self.fn, self.grad_args, self.flusher, self.stream = fn, grad_args, flusher, stream
+        self.fwd: list[tuple[Any, Any]] = []
+
+    def __call__(self, a: list, kw: dict, dy: Any, start: Any, end: Any) -> Any:
+        fn, stream, flusher = self.fn, self.stream, self.flusher
+        if not self.grad_args:
             _RECORD(start, stream)
             out = fn(*a, **kw)
             _RECORD(end, stream)
             return out
         a = list(a)
         leaves = []
-        for i in grad_args:
+        for i in self.grad_args:
             a[i] = a[i].detach().requires_grad_()
             leaves.append(a[i])
         f_start, f_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         _RECORD(f_start, stream)
         y = fn(*a, **kw)
         _RECORD(f_end, stream)
-        fwd.append((f_start, f_end))
+        self.fwd.append((f_start, f_end))
         if flusher is not None:
             flusher()
         _RECORD(start, stream)
@@ -253,41 +283,49 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         _RECORD(end, stream)
         return grads
 
-    try:
-        if warmup_s > 0:
-            with ClockLog() as log:
-                until = time.perf_counter() + warmup_s
-                while time.perf_counter() < until:  # warm-up by time, on the first set
-                    a, kw, dy = reps[0]
-                    e = torch.cuda.Event(enable_timing=True)
-                    timed(a, kw, dy, e, e)
-                    torch.cuda.synchronize()
-            clocks = log.summary()
-            fwd.clear()
-        events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in reps]
-        for (args, kwargs, dy), slot, more, (start, end, copied_at) in zip(
-            reps, slots, extra, events, strict=True
-        ):
-            if flusher is not None and not grad_args:
-                flusher()
-            out = timed(args, kwargs, dy, start, end)
-            if grad_args:
-                out, rest = (out[0], out[1:]) if isinstance(out, (tuple, list)) else (None, [])
-            copied.append(_copy_to(slot, out))
-            # The copy is timed too: work hidden in it (a hook on copy_ that
-            # runs the real kernel) shows up as a copy slower than a copy.
-            _RECORD(copied_at, stream)
-            if grad_args:
-                copied[-1] = copied[-1] and all(
-                    _copy_to(t, g) for t, g in zip(more, rest, strict=True)
-                )
-            pairs.append((start, end, copied_at))
-        torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001 - the learner's code failed while timed
-        raise LearnerFailure(
-            f"timing failed: {type(exc).__name__}: {exc}",
-            learner.format_learner_traceback(exc, server.file),
-        ) from None
+
+def _warm_up(timed: _TimedCall, reps: list, warmup_s: float, clock_log: Any) -> dict[str, Any]:
+    """Calls on the first set for `warmup_s` seconds, clocks logged; the
+    warm-up's forward events are dropped. Returns the clocks' summary."""
+    with clock_log() as log:
+        until = time.perf_counter() + warmup_s
+        while time.perf_counter() < until:  # warm-up by time, on the first set
+            a, kw, dy = reps[0]
+            e = torch.cuda.Event(enable_timing=True)
+            timed(a, kw, dy, e, e)
+            torch.cuda.synchronize()
+    clocks = log.summary()
+    timed.fwd.clear()
+    return clocks
+
+
+def _timed_reps(timed: _TimedCall, reps: list, slots: list, extra: list) -> tuple[list, list]:
+    """Each repetition timed (flushed first, unless the backward flushes after
+    its forward), then copied out: (start, end, copied_at) events a
+    repetition, and whether each result reached its slot(s)."""
+    grad_args, flusher, stream = timed.grad_args, timed.flusher, timed.stream
+    pairs, copied = [], []
+    events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in reps]
+    for (args, kwargs, dy), slot, more, (start, end, copied_at) in zip(
+        reps, slots, extra, events, strict=True
+    ):
+        if flusher is not None and not grad_args:
+            flusher()
+        out = timed(args, kwargs, dy, start, end)
+        if grad_args:
+            out, rest = (out[0], out[1:]) if isinstance(out, (tuple, list)) else (None, [])
+        copied.append(_copy_to(slot, out))
+        # The copy is timed too: work hidden in it (a hook on copy_ that
+        # runs the real kernel) shows up as a copy slower than a copy.
+        _RECORD(copied_at, stream)
+        if grad_args:
+            copied[-1] = copied[-1] and all(_copy_to(t, g) for t, g in zip(more, rest, strict=True))
+        pairs.append((start, end, copied_at))
+    return pairs, copied
+
+
+def _timed_reply(pairs: list, copied: list, fwd: list, clocks: dict[str, Any]) -> dict[str, Any]:
+    """The reply, read from the events once the batch has synchronized."""
     return {
         "type": "timed",
         "ms": [_ELAPSED(s, e) for s, e, _ in pairs],
