@@ -139,3 +139,17 @@ def test_the_table_is_read_on_first_use_only():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-4:] == ["True", "True", "True", "True"], r.stdout
+
+
+def test_the_lab_says_what_is_broken_instead_of_crashing(tmp_path, monkeypatch, capsys):
+    """`gpulab` (the TUI) needs the table on its first screen: a broken one
+    is named, and the lab exits 2 before Textual takes the terminal."""
+    from gpulab.tui.app import run_app
+
+    path = tmp_path / "gpus.toml"
+    text = hardware.DATA_PATH.read_text(encoding="utf-8")
+    path.write_text(text.replace("bandwidth = 0.32", "bandwidth = 'fast'"), encoding="utf-8")
+    monkeypatch.setattr(hardware, "DATA_PATH", path)
+    monkeypatch.setattr(hardware, "_loaded", None)
+    assert run_app(workspace=tmp_path / "ws") == 2
+    assert f"{path}: GPU 't4', field 'bandwidth'" in capsys.readouterr().err

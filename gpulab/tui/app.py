@@ -188,9 +188,12 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
     """Start the lab in this terminal; returns the exit code."""
     import sys
 
+    from gpulab import hardware
+
     try:
+        len(hardware.GPUS)  # the datasheet table, read and checked now: every pane uses it
         app = build_app(workspace, device=device)
-    except ContentError as exc:
+    except (ContentError, hardware.HardwareDataError) as exc:
         print(f"gpulab: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
