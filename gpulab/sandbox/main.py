@@ -172,6 +172,12 @@ class Server:
 
         return explain_request(self, msg)
 
+    def on_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One call under Nsight Compute for `--explain` (advice, not part of the grade)."""
+        from gpulab.diagnosis.sandbox_profile import profile_request
+
+        return profile_request(self, msg)
+
     # --- helpers ------------------------------------------------------------------
 
     def function(self, name: str) -> Any:
