@@ -112,8 +112,10 @@ def _failure(exc: BaseException, log: Path, sandbox: Any) -> str:
         )
     if not errors and sandbox is not None:
         with contextlib.suppress(Exception):
-            errors = "; ".join(
-                ln.strip() for ln in sandbox.output.text().splitlines() if "==ERROR==" in ln
+            out = sandbox.output.text()  # ncu's messages, or the sandbox's last words
+            found = [ln.strip() for ln in out.splitlines() if "==ERROR==" in ln]
+            errors = "; ".join(found) or (
+                f"{type(exc).__name__}: {out.strip()[-240:]}" if out.strip() else ""
             )
     return (errors or f"{type(exc).__name__}: {exc}")[:300]
 
