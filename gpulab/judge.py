@@ -214,13 +214,18 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
 
-    def fresh() -> Sandbox:  # the check's, and --explain's own on the CPU (issue 21)
+    def fresh(prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
+        """The check's; --explain's own on the CPU; and, with `prefix` (the
+        ncu command) and `profiler` (what its policy opens for ncu), the one
+        Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
         return Sandbox(
             file=request["file"],
             device=device,
             private=private,
+            prefix=prefix,
             policy={
                 **policy,
+                **({"profiler": profiler} if profiler else {}),
                 "triton_cache": str(cache),
                 "sys_path": import_path(Path(request["file"]).resolve()),
             },

@@ -8,7 +8,6 @@ becomes a line in `result["explain"]["error"]`, never a failed check.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
 import time
 from typing import Any
@@ -68,28 +67,12 @@ def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def nsight_status() -> str:
-    """Whether Nsight Compute could measure DRAM bytes and stalls here."""
-    if not shutil.which("ncu"):
-        return (
-            "Nsight Compute (ncu) is not on PATH: bytes moved and stall reasons are "
-            "estimated from the compiled code, the launch and the timing, not measured"
-        )
-    try:
-        with open("/proc/driver/nvidia/params") as f:
-            admin_only = "RmProfilingAdminOnly: 1" in f.read()
-    except OSError:
-        admin_only = False
-    import os
+    """Whether Nsight Compute could measure DRAM bytes and stalls here (the
+    basis line until gpulab.diagnosis.nsight_step replaces it)."""
+    from gpulab.diagnosis.nsight import availability
 
-    if admin_only and os.geteuid() != 0:
-        return (
-            "Nsight Compute is installed but GPU counters are for administrators only "
-            "(RmProfilingAdminOnly=1): the estimate rests on the compiled code and timing"
-        )
-    return (
-        "Nsight Compute is available; `--explain` does not run it yet (profile with "
-        "`gpulab profile`): the estimate rests on the compiled code and timing"
-    )
+    ncu, why = availability()
+    return why if ncu is None else "Nsight Compute is available (it runs with --explain on a GPU)"
 
 
 def _exps(exercise: str, sizes: dict[str, float]) -> float:
@@ -383,10 +366,10 @@ def attach(
             return
         if early is not None:
             result.update(early.wait())
-            return
-        if device == "cpu" and fresh is not None:
-            sandbox = own = fresh()
-        result.update(explain(request, result, device, sandbox))
+        else:
+            if device == "cpu" and fresh is not None:
+                sandbox = own = fresh()
+            result.update(explain(request, result, device, sandbox))
     except Exception as exc:  # noqa: BLE001 - advice must not break a check
         result["diagnosis"] = []
         result["explain"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
@@ -395,6 +378,11 @@ def attach(
             own.close()
         if early is not None:
             early.close()
+    # After the explanation's sandboxes are gone: Nsight Compute's own
+    # sandbox (a GPU, --explain, ncu permitted), or the line saying why not.
+    from gpulab.diagnosis import nsight_step
+
+    nsight_step.attach(request, result, device, fresh)
 
 
 __all__ = ["Early", "attach", "explain", "start", "wanted"]

@@ -31,6 +31,7 @@ def explain_renderable(result: dict[str, Any]) -> Any | None:
         )
     if ex.get("error"):
         parts.append(Text(f"could not explain: {ex['error']}", style="yellow"))
+    parts += _nsight(ex.get("nsight") or {})
     if ex.get("not_compiled"):
         parts.append(
             Text(
@@ -44,6 +45,32 @@ def explain_renderable(result: dict[str, Any]) -> Any | None:
     if ex.get("advisory"):
         parts.append(Text(f"· {ex['advisory']}", style="dim"))
     return Group(*parts)
+
+
+def _mib(n: float | None) -> str:
+    return f"{n / 2**20:.1f} MiB" if n is not None else "? MiB"
+
+
+def _us(s: float | None) -> str:
+    return f"{s * 1e6:.1f} µs" if s is not None else "? µs"
+
+
+def _nsight(info: dict[str, Any]) -> list[Any]:
+    """What Nsight Compute measured: DRAM bytes against the minimum, per
+    kernel its time and its top stall reasons."""
+    from rich.text import Text
+
+    if not info.get("measured"):
+        return []
+    head = f"Nsight Compute, case {info.get('case', '?')}: {_mib(info.get('dram_bytes'))} DRAM"
+    if info.get("ratio"):
+        head += f" ({info['ratio']:.2f}× the minimum {_mib(info.get('minimum_bytes'))})"
+    out = [Text(f"{head}, {_us(info.get('gpu_seconds'))} on the GPU")]
+    for k in (info.get("kernels") or [])[:4]:
+        stalls = ", ".join(f"{s['reason'].replace('_', ' ')} {s['share']:.0%}" for s in k["stalls"])
+        line = f"   {k['name'][:60]}: {_mib(k.get('dram_bytes'))}, {_us(k.get('seconds'))}"
+        out.append(Text(line + (f"; warps stalled on {stalls}" if stalls else ""), style="dim"))
+    return out
 
 
 __all__ = ["explain_renderable"]

@@ -142,7 +142,18 @@ class Output:
 class Sandbox:
     """One sandbox process for one check."""
 
-    def __init__(self, *, file: str, device: str, private: Path, policy: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        file: str,
+        device: str,
+        private: Path,
+        policy: dict[str, Any],
+        prefix: list[str] | None = None,
+    ) -> None:
+        """`prefix`: a command the sandbox runs under (Nsight Compute for
+        `--explain`'s measurement, issue 21); it inherits the socket and the
+        environment and must exec the sandbox's argv as given."""
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -172,7 +183,7 @@ class Sandbox:
             "from gpulab.sandbox.main import main; main()"
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", boot, str(theirs.fileno())],
+            [*(prefix or []), sys.executable, "-I", "-c", boot, str(theirs.fileno())],
             stdin=subprocess.DEVNULL,
             stdout=out_w,
             stderr=out_w,

@@ -178,6 +178,12 @@ class Server:
 
         return compile_request(self, msg)
 
+    def on_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One call under Nsight Compute for `--explain` (advice, not part of the grade)."""
+        from gpulab.diagnosis.sandbox_profile import profile_request
+
+        return profile_request(self, msg)
+
     # --- helpers ------------------------------------------------------------------
 
     def function(self, name: str) -> Any:
