@@ -17,6 +17,7 @@ for step in "$@"; do
       ;;
     trusted) timeout 330 python3 scripts/tools/trusted_grading_gpu.py "$OUT/trusted.json" 2>&1 | grep -v Warning ;;
     explain) timeout 420 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu.json" 2>&1 | tail -30 ;;
+    nsight) timeout 560 python3 scripts/research/nsight_gpu.py "$OUT/nsight" 2>&1 | grep -v Warning | tail -30 ;;
     explain:*) exs=${step#explain:}  # e.g. explain:softmax,bandwidth (a part that fits one call)
       timeout 540 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu_$(echo "$exs" | tr , _).json" "$exs" 2>&1 | tail -30 ;;
     hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
