@@ -222,7 +222,7 @@ def explain(
 # How long --explain may go on compiling once the check it runs beside has
 # ended (issue 21: it should add under 2 s to a CPU check). A compile that
 # started before this runs to its end (~1-3 s for a tl.dot kernel).
-GRACE_S = 0.5
+GRACE_S = 0.2
 # And at most this long in all, whatever the check does.
 EARLY_LIMIT_S = 120.0
 
