@@ -323,6 +323,10 @@ class _CannedSandbox:
     def __init__(self) -> None:
         self.closed = 0
         self.asked: list[dict] = []
+        self.pending = False
+
+    def send(self, msg: dict) -> None:
+        assert msg["type"] == "explain_prepare"
 
     def request(self, msg: dict) -> dict:
         self.asked.append(msg)

@@ -132,10 +132,16 @@ class _SlowCompiles:
     """An explain sandbox whose compiles take until it is killed (a compile
     in flight when the check ends); the first answers at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_s: float = 0.0) -> None:
         self.killed = threading.Event()
         self.compiles: list[str] = []
         self.closed = 0
+        self.sent: list[dict] = []
+        self.pending = False
+        self.first_s = first_s
+
+    def send(self, msg: dict) -> None:
+        self.sent.append(msg)
 
     def request(self, msg: dict) -> dict:
         if msg["type"] == "explain":
@@ -147,7 +153,9 @@ class _SlowCompiles:
                 "pending": ["K0.0", "K0.1", "K0.2"],
             }
         self.compiles.append(msg["key"])
-        if len(self.compiles) > 1 and not self.killed.wait(30):
+        if len(self.compiles) == 1:
+            time.sleep(self.first_s)
+        elif not self.killed.wait(30):
             raise AssertionError("never stopped")
         if self.killed.is_set():
             raise OSError("the sandbox died")
@@ -186,3 +194,21 @@ def test_explain_compiles_while_the_check_runs_and_stops_soon_after() -> None:
     assert explain["steps"]["after_check"] < GRACE_S + 5
     spills = [f for f in result["diagnosis"] if f["kind"] == "register_spills"]
     assert "2 not compiled in time" in spills[0]["evidence"]
+
+
+def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
+    """A check shorter than the imports and one compile: the run's first
+    compile still finishes (else a short check would never fill the cache),
+    and nothing after it starts."""
+    from gpulab.diagnosis.judge_side import GRACE_S, attach, start
+
+    req = {"exercise": "matmul", "function": "matmul", "kind": "compute", "explain": True}
+    req.update(bytes="0", flops="1")
+    box = _SlowCompiles(first_s=GRACE_S + 1.0)
+    early = start(req, "cpu", lambda: box)
+    result = {"status": "passed"}
+    attach(req, result, "cpu", None, early=early)  # the check is already over
+    assert box.sent[0]["type"] == "explain_prepare"  # imports begin before the cases are built
+    assert box.compiles == ["K0.0"] and not box.killed.is_set()  # nothing after it started
+    assert result["explain"]["facts"]["compiled"]["K0.0"]["ok"]
+    assert result["explain"]["not_compiled"] == 2

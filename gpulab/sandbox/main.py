@@ -68,6 +68,7 @@ class Server:
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
         self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
+        self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
 
     def serve(self) -> None:
         while True:
@@ -172,6 +173,11 @@ class Server:
         from gpulab.diagnosis.sandbox_side import explain_request
 
         return explain_request(self, msg)
+
+    def on_explain_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.diagnosis.sandbox_side import prepare_request
+
+        return prepare_request(self, msg)
 
     def on_explain_compile(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.diagnosis.sandbox_side import compile_request
