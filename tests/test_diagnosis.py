@@ -293,6 +293,7 @@ def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.Monkey
     """The second --explain skips FakeTensorMode (and torch._dynamo's import)."""
     from gpulab.diagnosis import cases
 
+    monkeypatch.setattr(cases, "SHIPPED", tmp_path / "none.json")  # as for a changed grader
     path = cases.cache_file(str(tmp_path))
     first = cases.described_cases("softmax", "cpu", path)
     assert first and first[0]["args"]["__tuple__"][0]["__tensor__"]["shape"] and first[0]["dtype"]
@@ -303,6 +304,29 @@ def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(cases, "timed_cases", boom)
     assert cases.described_cases("softmax", "cpu", path) == first
+
+
+def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpulab/data/explain_cases.json is what the graders build today (else
+    run gpulab.diagnosis.cases.write_shipped()), and a first --explain on
+    the CPU reads it instead of building anything."""
+    import json
+
+    from gpulab.diagnosis import cases
+    from gpulab.diagnosis.judge_side import KERNEL_EXERCISES
+
+    shipped = json.loads(cases.SHIPPED.read_text())
+    assert set(shipped) == {f"{ex}:cpu" for ex in KERNEL_EXERCISES}
+    for ex in sorted(KERNEL_EXERCISES):
+        entry = shipped[f"{ex}:cpu"]
+        assert entry["grader"] == cases._grader_digest(ex), f"{ex}: rebuild the shipped file"
+        assert entry["cases"] == cases.build(ex, "cpu"), ex
+
+    def boom(*a: object) -> None:
+        raise AssertionError("built the cases")
+
+    monkeypatch.setattr(cases, "timed_cases", boom)
+    assert cases.described_cases("matmul", "cpu", None) == shipped["matmul:cpu"]["cases"]
 
 
 def test_explained_after_every_timed_check_and_with_explain() -> None:

@@ -6,7 +6,10 @@ costs nothing; but FakeTensorMode imports torch._dynamo, seconds of imports
 (3–10 s on a loaded 2-core machine), more than the rest of `--explain` on
 the CPU. The descriptions (shapes, strides, dtypes, sizes) depend only on
 the grader's source and torch, so they are cached in the workspace keyed by
-both: the second `--explain` skips the import. On the CPU this runs in the
+both: the second `--explain` skips the import. The CPU's descriptions also
+ship with gpulab (gpulab/data/explain_cases.json, keyed by each grader's
+source; `write_shipped` makes it and a test keeps it current), so even a
+first `--explain` on the CPU builds nothing. On the CPU this runs in the
 judge's explain thread (judge_side.Early); FakeTensorMode is per thread, so
 the check's tensors beside it stay real.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_NAME = "gpulab-explain-cases.json"
+SHIPPED = Path(__file__).resolve().parent.parent / "data" / "explain_cases.json"
 
 
 class _Ctx:
@@ -69,35 +73,34 @@ def describe(obj: Any) -> Any:
     return obj if obj is None or isinstance(obj, (bool, int, float, str)) else repr(obj)
 
 
+def _grader_digest(exercise: str) -> str:
+    src = Path(__file__).resolve().parent.parent / "grading" / f"{exercise}.py"
+    return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+
+
 def _key(exercise: str, device: str) -> str:
     import torch
 
-    import gpulab
-
-    src = Path(gpulab.__file__).parent / "grading" / f"{exercise}.py"
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    return f"{exercise}:{device}:{torch.__version__}:{digest}"
+    return f"{exercise}:{device}:{torch.__version__}:{_grader_digest(exercise)}"
 
 
-def cache_file(workspace: str | None) -> Path | None:
-    """Where the descriptions are kept: the workspace's cache, beside the
-    per-submission folders (written by the judge, not by a sandbox)."""
-    return Path(workspace) / ".gpulab" / "cache" / CACHE_NAME if workspace else None
+def _shipped(exercise: str, device: str) -> list[dict[str, Any]] | None:
+    """The shipped descriptions, when made from this very grader."""
+    try:
+        entry = json.loads(SHIPPED.read_text()).get(f"{exercise}:{device}")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(entry, dict) and entry.get("grader") == _grader_digest(exercise):
+        cases = entry.get("cases")
+        return cases if isinstance(cases, list) else None
+    return None
 
 
-def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[str, Any]]:
-    """[{name, sizes, dtype, elt, args, kwargs}] for the exercise's timing
-    cases, from the cache file `path` when the grader and torch are unchanged."""
+def build(exercise: str, device: str) -> list[dict[str, Any]]:
+    """The descriptions, built now (seconds: see the module's docstring)."""
     from gpulab.grading.compare import dtype_name
 
-    key = _key(exercise, device)
-    cache: dict[str, Any] = {}
-    if path is not None:
-        with contextlib.suppress(OSError, ValueError):
-            cache = json.loads(path.read_text())
-        if isinstance(cache, dict) and isinstance(cache.get(key), list):
-            return cache[key]
-    out = [
+    return [
         {
             "name": c.name,
             "sizes": dict(c.sizes),
@@ -108,6 +111,40 @@ def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[
         }
         for c in timed_cases(exercise, device)
     ]
+
+
+def write_shipped(path: Path = SHIPPED) -> None:
+    """Rebuild gpulab/data/explain_cases.json (after a grader's timing cases change)."""
+    from gpulab.diagnosis.judge_side import KERNEL_EXERCISES
+
+    data = {
+        f"{ex}:cpu": {"grader": _grader_digest(ex), "cases": build(ex, "cpu")}
+        for ex in sorted(KERNEL_EXERCISES)
+    }
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def cache_file(workspace: str | None) -> Path | None:
+    """Where the descriptions are kept: the workspace's cache, beside the
+    per-submission folders (written by the judge, not by a sandbox)."""
+    return Path(workspace) / ".gpulab" / "cache" / CACHE_NAME if workspace else None
+
+
+def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[str, Any]]:
+    """[{name, sizes, dtype, elt, args, kwargs}] for the exercise's timing
+    cases: shipped with gpulab, else from the cache file `path` when the
+    grader and torch are unchanged, else built (and cached)."""
+    shipped = _shipped(exercise, device)
+    if shipped is not None:
+        return shipped
+    key = _key(exercise, device)
+    cache: dict[str, Any] = {}
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError):
+            cache = json.loads(path.read_text())
+        if isinstance(cache, dict) and isinstance(cache.get(key), list):
+            return cache[key]
+    out = build(exercise, device)
     if path is not None:
         cache = cache if isinstance(cache, dict) else {}
         cache[key] = out
@@ -117,4 +154,4 @@ def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[
     return out
 
 
-__all__ = ["described_cases", "describe", "timed_cases"]
+__all__ = ["build", "described_cases", "describe", "timed_cases", "write_shipped"]
