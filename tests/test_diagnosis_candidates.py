@@ -154,7 +154,7 @@ class _SlowCompiles:
             }
         self.compiles.append(msg["key"])
         if len(self.compiles) == 1:
-            time.sleep(self.first_s)
+            self.killed.wait(self.first_s)
         elif not self.killed.wait(30):
             raise AssertionError("never stopped")
         if self.killed.is_set():
@@ -200,11 +200,12 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
     """A check shorter than the imports and one compile: the run's first
     compile still finishes (else a short check would never fill the cache),
     and nothing after it starts."""
-    from gpulab.diagnosis.judge_side import GRACE_S, attach, start
+    from gpulab.diagnosis.judge_side import FIRST_GRACE_S, GRACE_S, attach, start
 
+    assert FIRST_GRACE_S > 0.5
     req = {"exercise": "matmul", "function": "matmul", "kind": "compute", "explain": True}
     req.update(bytes="0", flops="1")
-    box = _SlowCompiles(first_s=GRACE_S + 1.0)
+    box = _SlowCompiles(first_s=GRACE_S + 0.5)
     early = start(req, "cpu", lambda: box)
     result = {"status": "passed"}
     attach(req, result, "cpu", None, early=early)  # the check is already over
@@ -212,3 +213,21 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
     assert box.compiles == ["K0.0"] and not box.killed.is_set()  # nothing after it started
     assert result["explain"]["facts"]["compiled"]["K0.0"]["ok"]
     assert result["explain"]["not_compiled"] == 2
+
+
+def test_a_first_compile_longer_than_its_grace_is_stopped() -> None:
+    from gpulab.diagnosis.judge_side import FIRST_GRACE_S, GRACE_S, attach, start
+
+    req = {"exercise": "matmul", "function": "matmul", "kind": "compute", "explain": True}
+    req.update(bytes="0", flops="1")
+    box = _SlowCompiles(first_s=30)
+    early = start(req, "cpu", lambda: box)
+    deadline = time.monotonic() + 60
+    while not box.compiles and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    result = {"status": "passed"}
+    attach(req, result, "cpu", None, early=early)
+    took = time.monotonic() - t0
+    assert GRACE_S + FIRST_GRACE_S - 0.1 < took < GRACE_S + FIRST_GRACE_S + 5
+    assert box.killed.is_set() and result["explain"]["not_compiled"] == 3

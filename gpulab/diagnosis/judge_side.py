@@ -224,6 +224,10 @@ def explain(
 # ended (issue 21: it should add under 2 s to a CPU check). A compile that
 # started before this runs to its end (~1-3 s for a tl.dot kernel).
 GRACE_S = 0.2
+# A run's first new compile gets this much more, so that a check a little
+# shorter than the imports and one compile still fills the cache a kernel a
+# run (the flash_attention reference: ~3 s a compile on 2 loaded cores).
+FIRST_GRACE_S = 1.0
 # And at most this long in all, whatever the check does.
 EARLY_LIMIT_S = 120.0
 
@@ -276,9 +280,9 @@ class Early:
             return False
         now = time.monotonic()
         if not compiled_one:
-            # One kernel each run, whatever the check's length: the first run
-            # gets the most important one, and a check shorter than a compile
-            # still fills the cache one kernel a run instead of never.
+            # One kernel each run is started whatever the check's length (and
+            # gets FIRST_GRACE_S to finish): the first run gets the most
+            # important one, and a short check still fills the cache.
             return True
         if now - self.started > EARLY_LIMIT_S:
             return False
@@ -316,7 +320,9 @@ class Early:
     def wait(self) -> dict[str, Any]:
         self.check_done = time.monotonic()
         self.thread.join(GRACE_S)
-        if self.thread.is_alive() and self.asked and not self.compiling:
+        if self.thread.is_alive() and self.asked and self.compiling:
+            self.thread.join(FIRST_GRACE_S)  # this run's first compile: a little longer
+        if self.thread.is_alive() and self.asked:
             # Compiling a kernel the explanation can do without: stop it.
             self.stopped = self.cancelled = True
             self.sandbox.kill()
