@@ -8,7 +8,6 @@ becomes a line in `result["explain"]["error"]`, never a failed check.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from typing import Any
@@ -258,10 +257,11 @@ class Early:
         self.thread.start()
 
     def _run(self) -> None:
-        # This thread too takes only what the check leaves (describing the
-        # cases is seconds of torch on a first run); Linux nices threads.
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        # This thread, and the sandbox it starts, take only what the check
+        # leaves: Linux schedules threads one by one.
+        from gpulab.diagnosis.sandbox_side import idle
+
+        idle(0)
         try:
             self.sandbox = self.make()
             made = time.monotonic()
