@@ -88,6 +88,7 @@ CHILD = [
     "gpulab.device.microbench_measure",
     "gpulab.device.timing",
     "gpulab.device.torch_probe",
+    "gpulab.diagnosis.case_facts",
     "gpulab.diagnosis.cases",
     "gpulab.diagnosis.judge_side",
     "gpulab.diagnosis.nsight_step",

@@ -313,7 +313,7 @@ def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) 
     import json
 
     from gpulab.diagnosis import cases
-    from gpulab.diagnosis.judge_side import KERNEL_EXERCISES
+    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
 
     shipped = json.loads(cases.SHIPPED.read_text())
     assert set(shipped) == {f"{ex}:cpu" for ex in KERNEL_EXERCISES}

@@ -127,7 +127,7 @@ def test_slow_variant_top_diagnosis(fixture: str, exercise: str, top: str, quote
 
 
 def test_every_kernel_exercise_has_variants() -> None:
-    from gpulab.diagnosis.judge_side import KERNEL_EXERCISES
+    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
 
     assert {v[1] for v in VARIANTS} == set(KERNEL_EXERCISES)
     on_disk = {p.name for p in SLOW.glob("*.py")}

@@ -272,33 +272,46 @@ def test_profiler_policy_opens_its_ports_and_folder_only(tmp_path: Path, profile
         assert any("no TCP" in s for s in seen["in_force"])
 
 
-def test_profile_request_calls_once_between_start_and_stop(tmp_path: Path, monkeypatch) -> None:
-    """The sandbox's side in-process on the CPU: random floats, zero ints,
-    one warm-up, the traced call's kernels in the reply."""
-    import torch
+def test_profile_request_calls_once_between_start_and_stop() -> None:
+    """The sandbox's side on the CPU: random floats, zero ints, one warm-up,
+    the traced call's kernels in the reply. In a process of its own: Triton
+    decides at its first import whether its @jit library is interpreted, so
+    a test process that imported it compiled cannot run the interpreter."""
+    code = textwrap.dedent(
+        f"""
+        import json, sys, torch
+        sys.path.insert(0, {str(ROOT)!r})
+        from gpulab.diagnosis.cases import describe
+        from gpulab.diagnosis.sandbox_profile import profile_request, random_inputs
+        from gpulab.grading.learner import load_module
 
-    from gpulab.diagnosis.cases import describe
-    from gpulab.diagnosis.sandbox_profile import profile_request, random_inputs
-    from gpulab.grading.learner import load_module
+        gen = torch.Generator().manual_seed(0)
+        built = random_inputs(
+            describe((torch.empty(4, 8), torch.empty(3, dtype=torch.int64))), "cpu", gen
+        )
+        assert built[0].std() > 0.5 and built[1].tolist() == [0, 0, 0]
+        fixture = {str(FIXTURES / "softmax_tiles.py")!r}
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    gen = torch.Generator().manual_seed(0)
-    built = random_inputs(
-        describe((torch.empty(4, 8), torch.empty(3, dtype=torch.int64))), "cpu", gen
+        class Server:
+            device, file = "cpu", fixture
+            module = load_module(fixture, "nsight_fixture")
+
+            def function(self, name):
+                return getattr(self.module, name)
+
+        msg = {{"function": "softmax", "case": {{"name": "c", "args": describe([torch.empty(64, 300)])}}}}
+        reply = profile_request(Server(), {{**msg, "warmup": 1}})
+        bad = profile_request(Server(), {{**msg, "case": {{"args": [], "kwargs": {{}}}}}})
+        print(json.dumps([reply, bad]))
+        """
     )
-    assert built[0].std() > 0.5 and built[1].tolist() == [0, 0, 0]
-
-    class Server:
-        device, file = "cpu", str(FIXTURES / "softmax_tiles.py")
-        module = load_module(str(FIXTURES / "softmax_tiles.py"), "nsight_fixture")
-
-        def function(self, name: str):
-            return getattr(self.module, name)
-
-    msg = {"function": "softmax", "case": {"name": "c", "args": describe([torch.empty(64, 300)])}}
-    reply = profile_request(Server(), {**msg, "warmup": 1})
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reply, bad = json.loads(done.stdout.strip().splitlines()[-1])
     assert reply["type"] == "profiled" and reply["kernels"] == ["softmax_kernel"], reply
-    bad = profile_request(Server(), {**msg, "case": {"args": [], "kwargs": {}}})
     assert "TypeError" in bad["error"]
 
 

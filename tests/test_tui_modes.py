@@ -181,3 +181,29 @@ def test_readme_and_help_name_every_pane_key():
                 continue  # the 1-N row
             shown = names.get(key, key)
             assert f"**{shown}**" in keys_md, f"keys.md does not mention {shown}"
+
+
+async def test_late_messages_as_the_app_closes_are_harmless(ws):
+    """A watcher, check or probe message that arrives after the layout is
+    taken down (as the app closes) does nothing, except that a finished
+    check is still recorded: progress is never lost (CI saw NoMatches on
+    ExercisePane from the watcher's message)."""
+    from gpulab.device.devinfo import GpuInfo
+    from gpulab.tui.messages import CheckFinished, ExerciseChangedOnDisk, GpuDetected
+
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_open_lesson("softmax")
+        await pilot.pause()
+        lesson, path = app.lesson, app.query_one(ExercisePane).path
+        run_id = app._run_id
+        await app.screen_stack[0].remove_children()  # the layout, gone as at exit
+        result = {"status": "failed", "passed": False, "summary": "late", "cases": []}
+        app.post_message(ExerciseChangedOnDisk(path))
+        app.post_message(CheckFinished(run_id, lesson, result))
+        app.post_message(GpuDetected(GpuInfo()))
+        await pilot.pause()
+        await pilot.pause()
+    assert app.return_code in (0, None), app.return_code
+    attempts = ws.exercise_state("softmax").get("attempts", [])
+    assert attempts and attempts[-1].get("summary", "late") == "late"

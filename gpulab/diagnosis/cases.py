@@ -115,7 +115,7 @@ def build(exercise: str, device: str) -> list[dict[str, Any]]:
 
 def write_shipped(path: Path = SHIPPED) -> None:
     """Rebuild gpulab/data/explain_cases.json (after a grader's timing cases change)."""
-    from gpulab.diagnosis.judge_side import KERNEL_EXERCISES
+    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
 
     data = {
         f"{ex}:cpu": {"grader": _grader_digest(ex), "cases": build(ex, "cpu")}

@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Any
 
+from gpulab.diagnosis.case_facts import case_facts, ordered
+from gpulab.diagnosis.kinds import KERNEL_EXERCISES
 from gpulab.diagnosis.rules import diagnose
-
-KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention", "rope_rmsnorm"})
 
 
 def wanted(request: dict[str, Any], result: dict[str, Any]) -> bool:
@@ -75,53 +75,6 @@ def nsight_status() -> str:
     return why if ncu is None else "Nsight Compute is available (it runs with --explain on a GPU)"
 
 
-def _exps(exercise: str, sizes: dict[str, float]) -> float:
-    if exercise == "softmax":
-        return sizes.get("M", 0) * sizes.get("N", 0)
-    if exercise == "flash_attention":
-        full = sizes.get("B", 0) * sizes.get("H", 0) * sizes.get("Sq", 0) * sizes.get("Sk", 0)
-        return full / (2 if sizes.get("causal") else 1)
-    return 0.0
-
-
-def case_facts(exercise: str, request: dict[str, Any], case: dict, timed: dict[str, dict]) -> dict:
-    """A case as the sandbox described it, with its minimal bytes and FLOPs
-    (the manifest's formulas) and its measured time where there is one."""
-    from gpulab.content import eval_formula
-
-    sizes = dict(case.get("sizes") or {})
-    names = {**sizes, "elt": case.get("elt", 1)}
-    nbytes = eval_formula(request["bytes"], names) if request.get("bytes") else None
-    flops = eval_formula(request["flops"], names) if request.get("flops") else None
-    row = timed.get(case.get("name"), {})
-    return {
-        "name": case.get("name", "?"),
-        "dtype": case.get("dtype", ""),
-        "sizes": sizes,
-        "elt": case.get("elt", 1),
-        "bytes": nbytes,
-        "flops": flops,
-        "work": max(nbytes or 0, flops or 0),
-        "exps": _exps(exercise, sizes),
-        "ms": row.get("ms"),
-        "fraction": row.get("roofline_fraction"),
-        "launches": case.get("launches", []),
-        "intermediates": case.get("intermediates", []),
-        **({"error": str(case["error"])[:300]} if case.get("error") else {}),
-    }
-
-
-def _ordered(cases: list[dict], request: dict[str, Any], timed: dict[str, dict]) -> list[dict]:
-    """The case that matters most first (its kernels compile first): where
-    the grade is lost (lowest fraction of the roof), else the most work."""
-
-    def rank(c: dict) -> tuple[float, float]:
-        f = case_facts(request["exercise"], request, c, timed)
-        return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
-
-    return sorted(cases, key=rank)
-
-
 def ask(
     request: dict[str, Any],
     device: str,
@@ -148,7 +101,7 @@ def ask(
             **({"compile": "later"} if compile_later else {}),
             "cases": [
                 {k: c[k] for k in ("name", "sizes", "dtype", "elt", "args", "kwargs")}
-                for c in _ordered(cases, request, timed)
+                for c in ordered(cases, request, timed)
             ],
         }
     )

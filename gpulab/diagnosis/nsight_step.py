@@ -49,13 +49,13 @@ def why_not(request: dict[str, Any], device: str) -> tuple[str | None, str]:
 
 
 def _case(request: dict[str, Any], device: str, timed: dict[str, dict]) -> dict[str, Any]:
+    from gpulab.diagnosis.case_facts import case_facts, ordered
     from gpulab.diagnosis.cases import cache_file, described_cases
-    from gpulab.diagnosis.judge_side import _ordered, case_facts
 
     cases = described_cases(request["exercise"], device, cache_file(request.get("workspace")))
     if device != "cuda":  # the CPU test: the Triton interpreter, so the least work
         return min(cases, key=lambda c: case_facts(request["exercise"], request, c, {})["work"])
-    return _ordered(cases, request, timed)[0]
+    return ordered(cases, request, timed)[0]
 
 
 def _run(
@@ -149,7 +149,7 @@ def measure(
             raise RuntimeError(problem or "ncu wrote no table")
         facts = nsight.summary(kernels)
         gpu = ((ex.get("facts") or {}).get("gpu")) or {}
-        from gpulab.diagnosis.judge_side import case_facts
+        from gpulab.diagnosis.case_facts import case_facts
 
         cf = case_facts(request["exercise"], request, case, timed)
         finding, ratio = nsight.measured_extra_bytes(

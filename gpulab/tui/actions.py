@@ -162,6 +162,8 @@ class LessonActions(LabShell):
             self.notify("Watch mode off.", timeout=2)
 
     def on_exercise_changed_on_disk(self, message: ExerciseChangedOnDisk) -> None:
+        if self._main_screen() is None:
+            return  # the watcher's message arrived as the app closed
         pane = self.query_one(ExercisePane)
         if message.path != pane.path or pane.is_own_version():
             return  # an old lesson's file, or the lab's own write

@@ -257,7 +257,7 @@ class LabShell(App[int]):
         self.post_message(CheckFinished(run_id, lesson, result))
 
     def on_check_progress(self, message: CheckProgress) -> None:
-        if message.run_id == self._run_id:
+        if message.run_id == self._run_id and self._main_screen() is not None:
             self._pane("results").progress(message.event)
 
     def on_check_finished(self, message: CheckFinished) -> None:
@@ -269,6 +269,8 @@ class LabShell(App[int]):
         if message.run_id != self._run_id:
             return  # a check that a newer one replaced
         self.checking = False
+        if self._main_screen() is None:
+            return  # recorded above; the layout is gone (the app is closing)
         attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
         if self.lesson is not None and lesson.id == self.lesson.id:
             self._pane("results").finish(result, attempts)
@@ -347,7 +349,8 @@ class LabShell(App[int]):
 
     def on_gpu_detected(self, message: GpuDetected) -> None:
         self.gpu_info = message.info
-        self.broadcast_gpu_info()
+        if self._main_screen() is not None:  # else the app is closing
+            self.broadcast_gpu_info()
 
     def broadcast_gpu_info(self) -> None:
         """Tell whoever shows the device (welcome screen, Device pane)."""
