@@ -282,11 +282,12 @@ def test_profile_request_calls_once_between_start_and_stop() -> None:
         import json, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
         from gpulab.diagnosis.cases import describe
-        from gpulab.diagnosis.sandbox_profile import profile_request, random_inputs
+        from gpulab.diagnosis.sandbox_profile import profile_request
+        from gpulab.diagnosis.sandbox_side import build
         from gpulab.grading.learner import load_module
 
         gen = torch.Generator().manual_seed(0)
-        built = random_inputs(
+        built = build(
             describe((torch.empty(4, 8), torch.empty(3, dtype=torch.int64))), "cpu", gen
         )
         assert built[0].std() > 0.5 and built[1].tolist() == [0, 0, 0]

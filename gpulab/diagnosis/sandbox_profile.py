@@ -15,37 +15,12 @@ import warnings
 from typing import Any
 
 
-def random_inputs(obj: Any, device: str, gen: Any) -> Any:
-    """The judge's argument description -> values, floating tensors filled
-    with N(0, 1) (values can matter: a causal mask, a NaN path), the others
-    with zeros (an index of zeros is always in range)."""
-    import torch
-
-    if isinstance(obj, dict) and "__tensor__" in obj:
-        t = obj["__tensor__"]
-        shape, stride, off = list(t["shape"]), list(t["stride"]), int(t.get("offset", 0))
-        need = off + sum((s - 1) * st for s, st in zip(shape, stride, strict=True)) + 1
-        dtype = getattr(torch, t["dtype"])
-        base = torch.empty(max(need, 1) if all(shape) else 1, dtype=dtype, device=device)
-        if base.is_floating_point():
-            base.normal_(generator=gen)
-        else:
-            base.zero_()
-        return base.as_strided(shape, stride, off)
-    if isinstance(obj, dict) and "__tuple__" in obj:
-        return tuple(random_inputs(v, device, gen) for v in obj["__tuple__"])
-    if isinstance(obj, list):
-        return [random_inputs(v, device, gen) for v in obj]
-    if isinstance(obj, dict):
-        return {k: random_inputs(v, device, gen) for k, v in obj.items()}
-    return obj
-
-
 def profile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """{"function", "case": {name, args, kwargs}, "warmup", "seed"} ->
     {"type": "profiled", "kernels": [names launched in the profiled call]}."""
     import torch
 
+    from gpulab.diagnosis.sandbox_side import build
     from gpulab.diagnosis.trace import LaunchTracer
 
     start = time.monotonic()
@@ -53,8 +28,8 @@ def profile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     case = msg.get("case") or {}
     cuda = server.device == "cuda"
     gen = torch.Generator(device=server.device).manual_seed(int(msg.get("seed", 0)))
-    args = random_inputs(case.get("args", []), server.device, gen)
-    kwargs = random_inputs(case.get("kwargs", {}), server.device, gen)
+    args = build(case.get("args", []), server.device, gen)
+    kwargs = build(case.get("kwargs", {}), server.device, gen)
 
     def sync() -> None:
         if cuda:
@@ -92,4 +67,4 @@ def profile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-__all__ = ["profile_request", "random_inputs"]
+__all__ = ["profile_request"]

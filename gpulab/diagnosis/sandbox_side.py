@@ -29,8 +29,12 @@ from typing import Any
 _DT = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 
 
-def build(obj: Any, device: str) -> Any:
-    """The judge's argument description -> values (tensors uninitialised)."""
+def build(obj: Any, device: str, gen: Any = None) -> Any:
+    """The judge's argument description -> values. Tensors uninitialised
+    (launch facts do not depend on values); with a torch Generator `gen`,
+    floating tensors filled with N(0, 1) (values matter to a measured run:
+    a causal mask, a NaN path) and the others with zeros (an index of zeros
+    is always in range)."""
     import torch
 
     if isinstance(obj, dict) and "__tensor__" in obj:
@@ -39,13 +43,17 @@ def build(obj: Any, device: str) -> Any:
         need = off + sum((s - 1) * st for s, st in zip(shape, stride, strict=True)) + 1
         dtype = getattr(torch, t["dtype"])
         base = torch.empty(max(need, 1) if all(shape) else 1, dtype=dtype, device=device)
+        if gen is not None and base.is_floating_point():
+            base.normal_(generator=gen)
+        elif gen is not None:
+            base.zero_()
         return base.as_strided(shape, stride, off)
     if isinstance(obj, dict) and "__tuple__" in obj:
-        return tuple(build(v, device) for v in obj["__tuple__"])
+        return tuple(build(v, device, gen) for v in obj["__tuple__"])
     if isinstance(obj, list):
-        return [build(v, device) for v in obj]
+        return [build(v, device, gen) for v in obj]
     if isinstance(obj, dict):
-        return {k: build(v, device) for k, v in obj.items()}
+        return {k: build(v, device, gen) for k, v in obj.items()}
     return obj
 
 
