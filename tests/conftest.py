@@ -105,11 +105,20 @@ def run_gpulab(tmp_path):
     return run
 
 
+@pytest.fixture(scope="session")
+def gpu_workspace(tmp_path_factory) -> Path:
+    """One workspace for every GPU grade of a session: its Triton cache is
+    shared, so the kernels a reference-headed cheat shares with the reference
+    compile once (a cold softmax check took 49 s on the H200)."""
+    return tmp_path_factory.mktemp("gpu-workspace")
+
+
 @pytest.fixture
-def grade(tmp_path, course):
+def grade(tmp_path, course, gpu_workspace):
     """Grade source text (or a path) for an exercise in a real child process.
 
-    Runs on the CPU (Triton interpreter) unless device="cuda" is passed.
+    Runs on the CPU (Triton interpreter) unless device="cuda" is passed; GPU
+    grades share one workspace (`gpu_workspace`).
     """
     from gpulab.runner import run_check
 
@@ -135,7 +144,7 @@ def grade(tmp_path, course):
             device=device,
             timeout=timeout,
             timing=timing,
-            extra={"workspace": str(tmp_path / "workspace")},
+            extra={"workspace": str(gpu_workspace if device == "cuda" else tmp_path / "workspace")},
         )
 
     return _grade

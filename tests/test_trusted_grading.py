@@ -321,3 +321,35 @@ def test_gpu_every_softmax_cheat_fails(grade, name):
     # failed check (not a crash of gpulab's).
     r = grade("softmax", cheat(name), device="cuda", timeout=600)
     assert r["status"] == "failed", (r["status"], r["summary"])
+
+
+@pytest.mark.gpu
+def test_gpu_a_compiled_kernel_launched_directly_is_recorded():
+    # A launcher that skips the JIT's per-call dispatch (`compiled[grid](...)`,
+    # as the sm_90 shared-memory softmax reference does) launches a Triton
+    # kernel too: its output is the kernel's, and torch changing it after is seen.
+    import torch
+    import triton
+    import triton.language as tl
+
+    from gpulab.sandbox.guards import LaunchRecorder
+
+    @triton.jit
+    def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    x = torch.randn(1000, device="cuda")
+    y = torch.empty_like(x)
+    compiled = copy[(4,)](x, y, 1000, BLOCK=256)  # compiles, outside the recorder
+    y.zero_()
+    with LaunchRecorder(inputs={x.untyped_storage().data_ptr()}) as rec:
+        compiled[(4, 1, 1)](x, y, 1000, 256)  # every argument, constexprs included
+        assert rec.provenance(y) == {
+            "wrote_out": True,
+            "altered_after": False,
+            "aliases_input": False,
+        }
+        y.add_(1)
+        assert rec.provenance(y)["altered_after"]
+    assert torch.equal(y, x + 1)

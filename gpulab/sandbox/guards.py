@@ -207,22 +207,40 @@ class LaunchRecorder:
             return result
 
         cls.run = run
-        self._patched.append((cls, original))
+        self._patched.append((cls, original, "run"))
+
+    def _wrap_compiled(self) -> None:
+        """A compiled kernel launched directly (`compiled[grid](...)`, what a
+        launcher that skips the JIT's per-call dispatch does; the shared-memory
+        softmax reference on sm_90 is one) is a Triton launch too."""
+        from triton.compiler.compiler import CompiledKernel
+
+        original = CompiledKernel.__getitem__
+        recorder = self
+
+        def getitem(self_k, grid):
+            runner = original(self_k, grid)
+
+            def run(*args, **kwargs):
+                recorder._record(self_k, args, {})
+                result = runner(*args, **kwargs)
+                recorder._snapshot(args, {})
+                return result
+
+            return run
+
+        CompiledKernel.__getitem__ = getitem
+        self._patched.append((CompiledKernel, original, "__getitem__"))
 
     def _record(self, fn: Any, args: tuple, kwargs: dict) -> None:
         storages = set()
-        for a in list(args) + list(kwargs.values()):
-            # A TMA TensorDescriptor (triton.tools.tensor_descriptor) carries
-            # its tensor as `.base`: a kernel writing through it writes there.
-            base = getattr(a, "base", None)
-            if not isinstance(a, torch.Tensor) and isinstance(base, torch.Tensor):
-                a = base
-            if isinstance(a, torch.Tensor):
-                storages.add(a.untyped_storage().data_ptr())
+        for a in _tensors(args, kwargs):
+            storages.add(a.untyped_storage().data_ptr())
         stream = None
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             stream = torch.cuda.current_stream().cuda_stream
-        name = getattr(getattr(fn, "fn", fn), "__name__", type(fn).__name__)
+        name = getattr(getattr(fn, "fn", fn), "__name__", None) or getattr(fn, "name", None)
+        name = name if isinstance(name, str) else type(fn).__name__
         self.launches.append(Launch(name, storages, stream))
 
     def __enter__(self) -> LaunchRecorder:
@@ -235,19 +253,19 @@ class LaunchRecorder:
             self._wrap(InterpretedFunction)
         except ImportError:  # pragma: no cover - older Triton
             pass
+        self._wrap_compiled()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for cls, original in reversed(self._patched):
-            cls.run = original
+        for cls, original, attr in reversed(self._patched):
+            setattr(cls, attr, original)
         self._patched.clear()
 
     def _snapshot(self, args: tuple, kwargs: dict) -> None:
-        for a in list(args) + list(kwargs.values()):
-            if isinstance(a, torch.Tensor):
-                st = a.untyped_storage()
-                if st.data_ptr() not in self.inputs and st.nbytes() <= (256 << 20):
-                    self._after[st.data_ptr()] = _bytes_of(st)
+        for a in _tensors(args, kwargs):
+            st = a.untyped_storage()
+            if st.data_ptr() not in self.inputs and st.nbytes() <= (256 << 20):
+                self._after[st.data_ptr()] = _bytes_of(st)
 
     def wrote(self, t: torch.Tensor) -> bool:
         ptr = t.untyped_storage().data_ptr()
@@ -276,6 +294,18 @@ class LaunchRecorder:
             return set()
         default = torch.cuda.current_stream().cuda_stream
         return {launch.stream for launch in self.launches if launch.stream not in (None, default)}
+
+
+def _tensors(args: tuple, kwargs: dict) -> Iterator[torch.Tensor]:
+    """The tensors a launch is handed, a TMA descriptor's included: one
+    (triton.tools.tensor_descriptor, Gluon's) carries its tensor as `.base`,
+    and a kernel that stores through it writes there."""
+    for a in list(args) + list(kwargs.values()):
+        base = getattr(a, "base", None)
+        if not isinstance(a, torch.Tensor) and isinstance(base, torch.Tensor):
+            a = base
+        if isinstance(a, torch.Tensor):
+            yield a
 
 
 def _bytes_of(storage: Any) -> torch.Tensor:
