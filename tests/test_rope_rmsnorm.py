@@ -428,7 +428,7 @@ def test_gpu_reference_times_against_eager_and_compile(gpu_result):
     t = r["timing"]
     fwd = [row for row in t["cases"] if row.get("compile_ms")]
     bwd = [row for row in t["cases"] if row["shape"].endswith("backward")]
-    assert len(fwd) == 2 and len(bwd) == 2
+    assert len(fwd) == 2 and len(bwd) == 2, r["notes"]
     assert all(row["baseline"] == "eager chain" and row["speedup"] > 1 for row in fwd)
     assert all(row["baseline"] == "torch.compile backward" for row in bwd)
     assert t["speedup_compile"] and t["backward_speedup_compile"]

@@ -37,7 +37,7 @@ for step in "$@"; do
     devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
-      python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:])" ;;
+      python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:]); print(*r.get('notes', []), sep=chr(10))" ;;
     fast:*) ex=${step#fast:}; timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --no-timing | head -4 ;;
     sweep-matmul:*|sweep-attention:*) name=${step%%:*}; name=${name#sweep-}; args=$(echo "${step#*:}" | tr + " ")
       timeout 560 python3 scripts/sweeps/sweep_$name.py "$OUT/${name}_sweep.json" $args 2>&1 | tail -60 ;;

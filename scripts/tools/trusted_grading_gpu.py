@@ -28,6 +28,7 @@ def summarise(r: dict) -> dict:
         "status": r["status"],
         "summary": r["summary"],
         "message": r.get("message", "")[-600:],
+        "notes": r.get("notes", []),
         "isolation": r.get("isolation"),
         "verdict": r.get("verdict"),
         "duration_s": r.get("duration_s"),
