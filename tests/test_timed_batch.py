@@ -68,6 +68,7 @@ def batch(monkeypatch):
     monkeypatch.setattr(calls, "_RECORD", lambda e, s: trace.append(("record", e.id, s)))
     monkeypatch.setattr(calls, "_ELAPSED", lambda a, b: float(10 * a.id + b.id))
     monkeypatch.setattr(calls, "_COPY", copy)
+    monkeypatch.setattr(calls, "_SLEEP", lambda cycles: trace.append(("sleep", cycles)))
     monkeypatch.setattr(timing, "ClockLog", ClockLog)
     monkeypatch.setattr(timing, "L2Flusher", lambda: lambda: trace.append(("flush",)))
 
@@ -177,6 +178,29 @@ def test_backward_batch_times_the_forward_then_the_gradients(batch):
     assert reply["fwd_ms"] == [111.0, 133.0]
     assert reply["ms"] == [45.0, 78.0] and reply["copy_ms"] == [56.0, 89.0]
     assert reply["copied"] == [True, True] and slots == [10.0, 11.0]
+
+
+def test_a_backward_lead_spins_the_gpu_before_each_forward(batch):
+    # The GPU is kept busy ahead of the host, so autograd's launch latency
+    # lands before the events, not inside them; the lead asked for is bounded.
+    reply, trace, _ = batch(reps=2, grad_args=[0], lead_cycles=10**12)
+    s = "stream"
+    lead = ("sleep", calls.MAX_LEAD_CYCLES)
+    assert trace == [
+        *[lead, ("record", 7, s), ("fn", 0.0), ("record", 8, s), ("flush",)],
+        *[("record", 1, s), ("grad", 1), ("record", 2, s), ("copy", 10.0), ("record", 3, s)],
+        *[lead, ("record", 9, s), ("fn", 1.0), ("record", 10, s), ("flush",)],
+        *[("record", 4, s), ("grad", 1), ("record", 5, s), ("copy", 11.0), ("record", 6, s)],
+        ("sync",),
+    ]
+    assert reply["fwd_ms"] == [78.0, 100.0] and reply["ms"] == [12.0, 45.0]
+
+
+def test_a_forward_batch_or_a_negative_lead_never_spins(batch):
+    _, trace, _ = batch(reps=1, grad_args=[0], lead_cycles=-5)
+    assert not [t for t in trace if t[0] == "sleep"]
+    _, trace, _ = batch(reps=1, lead_cycles=1000)
+    assert not [t for t in trace if t[0] == "sleep"]
 
 
 def test_the_learners_error_while_timed_is_a_learner_failure(batch):

@@ -64,6 +64,14 @@ class Backward:
 
 # A forward claim beyond this (x the judged forward, + the floor) hides work.
 FWD_SLACK, FWD_FLOOR_MS = 2.5, 0.05
+# A backward repetition starts with the GPU spinning this many cycles (about
+# 1 ms at the H200's 1980 MHz) so that it is still busy when autograd, on the
+# host, launches the forward and then the backward: without it a short
+# backward is timed with the host's latency inside its events (H200: rope's
+# 1x16384 backward 218 us in process, 318-447 us a repetition under the
+# judge, BENCHMARKS.md 2026-12-02). The judge times the spin itself and
+# allows for it in the wall check, as for the flush.
+LEAD_CYCLES = 2_000_000
 
 
 def fresh_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -133,6 +141,7 @@ class _GradSlots:
             entry["grad_output"] = encode(arena, dy, refs)
         message["grad_args"] = list(self.b.grad_args)
         message["extra_outs"] = [[x.to_json() for x in row] for row in more]
+        message["lead_cycles"] = LEAD_CYCLES
         return more
 
     def checks(self, rep: Any, dy: torch.Tensor, got: list) -> list[tuple]:
@@ -187,6 +196,7 @@ def time_remote(
     src = torch.empty(expect.shape, dtype=expect.like.dtype, device=expect.like.device)
     dst = torch.empty_like(src)
     copy_ms = _event_ms(lambda: dst.copy_(src))
+    lead_ms = _event_ms(lambda: torch.cuda._sleep(LEAD_CYCLES)) if grads else 0.0
     clocks = _warm_up(ctx, fn, case, expect, per_rep, g, grads)
     times: list[float] = []
     walls: list[dict[str, float]] = []
@@ -199,7 +209,9 @@ def time_remote(
         slow_copy, why = _check_copies(ctx, case, reply, k, copy_ms)
         implausible = why or implausible
         total = sum(claimed)
-        allowance = k * (flush_ms + copy_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
+        allowance = (
+            k * (flush_ms + copy_ms + lead_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
+        )
         if grads:
             fwd_total, why = _check_forwards(ctx, case, reply, k, backward)
             implausible = why or implausible
@@ -209,7 +221,7 @@ def time_remote(
         walls.append(
             {"reps": k, "wall_ms": wall_ms, "claimed_ms": total, "copy_ms_median": slow_copy}
         )
-        between = k * (flush_ms + copy_ms)
+        between = k * (flush_ms + copy_ms + lead_ms)
         implausible = _judge_wall(ctx, case, k, wall_ms, total, allowance, between) or implausible
         times.extend(claimed)
         if implausible or (len(times) >= 10 and _stats(times)["rse"] <= REL_ERR):

@@ -21,6 +21,8 @@ from gpulab.sandbox.tensors import materialize, view
 _COPY = torch._C.TensorBase.copy_
 _RECORD = torch.cuda.Event.record
 _ELAPSED = torch.cuda.Event.elapsed_time
+_SLEEP = torch.cuda._sleep
+MAX_LEAD_CYCLES = 20_000_000  # ~10 ms at 2 GHz: a lead the judge asks for, bounded
 
 
 def resolve(dotted: str) -> Any:
@@ -215,7 +217,10 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     flusher = server.flusher if msg.get("flush", True) else None
     stream = torch.cuda.current_stream()
     warmup_s = float(msg.get("warmup_s", 0.0))
-    timed = _TimedCall(fn, grad_args, flusher, stream)
+    # A backward's lead: the GPU spins before each repetition's forward, so
+    # autograd's host latency is not inside the events (batches.LEAD_CYCLES).
+    lead = min(max(int(msg.get("lead_cycles", 0)), 0), MAX_LEAD_CYCLES) if grad_args else 0
+    timed = _TimedCall(fn, grad_args, flusher, stream, lead)
     clocks: dict[str, Any] = {}
     try:
         if warmup_s > 0:
@@ -255,8 +260,11 @@ class _TimedCall:
     call is the backward: the forward runs first between events of its own
     (kept in `fwd`), then the L2 is flushed, so the backward starts cold."""
 
-    def __init__(self, fn: Any, grad_args: list[int], flusher: Any, stream: Any) -> None:
+    def __init__(
+        self, fn: Any, grad_args: list[int], flusher: Any, stream: Any, lead: int = 0
+    ) -> None:
         self.fn, self.grad_args, self.flusher, self.stream = fn, grad_args, flusher, stream
+        self.lead = lead
         self.fwd: list[tuple[Any, Any]] = []
 
     def __call__(self, a: list, kw: dict, dy: Any, start: Any, end: Any) -> Any:
@@ -272,6 +280,8 @@ class _TimedCall:
             a[i] = a[i].detach().requires_grad_()
             leaves.append(a[i])
         f_start, f_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if self.lead:
+            _SLEEP(self.lead)
         _RECORD(f_start, stream)
         y = fn(*a, **kw)
         _RECORD(f_end, stream)
