@@ -1,7 +1,7 @@
 """Run every slow-but-correct variant through `gpulab check --explain --json`
 on a GPU and write what the diagnosis said (issue 21, for the H200 machine).
 
-    python scripts/research/explain_gpu.py OUT.json [EXERCISE,...]
+    python scripts/research/explain_gpu.py OUT.json [EXERCISE,...] [--jobs N]
 
 Per variant: status, grade, roofline fraction, the diagnosis list (kind,
 evidence, severity) and what --explain cost (`explain.seconds`, after the
@@ -9,7 +9,11 @@ timing). Every timed check carries a diagnosis even without --explain: for
 the references the check also runs without it, `diagnosis_without_explain`
 records what it said and `auto_seconds` what that automatic part cost.
 OUT.json is rewritten after every variant, so a run cut short keeps what it
-measured; EXERCISE,... runs only those exercises' variants. Expected top kinds are those asserted on the CPU
+measured; EXERCISE,... runs only those exercises' variants. `--jobs N` runs N
+variants at once, each in a workspace of its own: compiles overlap, and
+timing phases still take turns (the GPU's timing lock), but one variant's
+correctness runs can land in another's timing, so the times are noisier
+(the output records `jobs`). Expected top kinds are those asserted on the CPU
 in tests/test_diagnosis.py; the `match` field says whether the GPU agrees.
 Not run in CI: it needs a GPU (about a minute a variant).
 """
@@ -20,6 +24,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,44 +78,52 @@ def check(exercise: str, file: Path, ws: Path, explain: bool) -> tuple[dict, flo
         return {"status": "error", "summary": proc.stderr[-2000:]}, took
 
 
+def run_variant(name: str, exercise: str, expected: str | None, ws_root: Path) -> dict:
+    file = Path(name) if Path(name).is_absolute() else SLOW / name
+    ws = ws_root / f"{exercise}-{file.stem}"
+    plain, t_plain = check(exercise, file, ws, explain=False) if expected is None else ({}, 0.0)
+    res, t_explain = check(exercise, file, ws, explain=True)
+    diag = res.get("diagnosis") or []
+    timing = res.get("timing") or {}
+    row = {
+        "variant": file.name,
+        "exercise": exercise,
+        "expected": expected,
+        "top": diag[0]["kind"] if diag else None,
+        "match": (diag[0]["kind"] if diag else None) == expected,
+        "status": res.get("status"),
+        "summary": res.get("summary"),
+        "grade": timing.get("grade"),
+        "roofline_fraction": timing.get("roofline_fraction"),
+        "diagnosis": [{k: d.get(k) for k in ("kind", "severity", "evidence")} for d in diag],
+        "explain": {k: v for k, v in (res.get("explain") or {}).items() if k != "facts"},
+        "diagnosis_without_explain": [d["kind"] for d in plain.get("diagnosis") or []],
+        "auto_seconds": (plain.get("explain") or {}).get("seconds"),
+        "seconds_plain": round(t_plain, 1),
+        "seconds_explain": round(t_explain, 1),
+    }
+    print(
+        f"{file.name}: top={row['top']} expected={expected} grade={row['grade']}", file=sys.stderr
+    )
+    return row
+
+
 def main() -> int:
-    out_path = Path(sys.argv[1] if len(sys.argv) > 1 else "explain_gpu.json")
-    only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None
-    ws = out_path.parent / "explain-ws"
-    rows = []
-    for name, exercise, expected in VARIANTS:
-        if only and exercise not in only:
-            continue
-        file = Path(name) if Path(name).is_absolute() else SLOW / name
-        plain, t_plain = check(exercise, file, ws, explain=False) if expected is None else ({}, 0.0)
-        res, t_explain = check(exercise, file, ws, explain=True)
-        diag = res.get("diagnosis") or []
-        timing = res.get("timing") or {}
-        rows.append(
-            {
-                "variant": file.name,
-                "exercise": exercise,
-                "expected": expected,
-                "top": diag[0]["kind"] if diag else None,
-                "match": (diag[0]["kind"] if diag else None) == expected,
-                "status": res.get("status"),
-                "grade": timing.get("grade"),
-                "roofline_fraction": timing.get("roofline_fraction"),
-                "diagnosis": [
-                    {k: d.get(k) for k in ("kind", "severity", "evidence")} for d in diag
-                ],
-                "explain": {k: v for k, v in (res.get("explain") or {}).items() if k != "facts"},
-                "diagnosis_without_explain": [d["kind"] for d in plain.get("diagnosis") or []],
-                "auto_seconds": (plain.get("explain") or {}).get("seconds"),
-                "seconds_plain": round(t_plain, 1),
-                "seconds_explain": round(t_explain, 1),
-            }
-        )
-        print(
-            f"{file.name}: top={rows[-1]['top']} expected={expected} grade={rows[-1]['grade']}",
-            file=sys.stderr,
-        )
-        out_path.write_text(json.dumps({"rows": rows}, indent=2, default=str))
+    args = sys.argv[1:]
+    jobs = 1
+    if "--jobs" in args:
+        i = args.index("--jobs")
+        jobs = int(args[i + 1])
+        del args[i : i + 2]
+    out_path = Path(args[0] if args else "explain_gpu.json")
+    only = set(args[1].split(",")) if len(args) > 1 else None
+    ws_root = out_path.parent / "explain-ws"
+    todo = [v for v in VARIANTS if not only or v[1] in only]
+    rows: list[dict] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for row in pool.map(lambda v: run_variant(*v, ws_root), todo):
+            rows.append(row)  # in VARIANTS' order; the file is rewritten as each lands
+            out_path.write_text(json.dumps({"jobs": jobs, "rows": rows}, indent=2, default=str))
     return 0
 
 

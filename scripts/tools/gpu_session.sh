@@ -19,7 +19,7 @@ for step in "$@"; do
     explain) timeout 420 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu.json" 2>&1 | tail -30 ;;
     nsight) timeout 560 python3 scripts/research/nsight_gpu.py "$OUT/nsight" 2>&1 | grep -v Warning | tail -30 ;;
     explain:*) exs=${step#explain:}  # e.g. explain:softmax,bandwidth (a part that fits one call)
-      timeout 540 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu_$(echo "$exs" | tr , _).json" "$exs" 2>&1 | tail -30 ;;
+      timeout 540 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu_$(echo "$exs" | tr , _).json" "$exs" --jobs "${EXPLAIN_JOBS:-1}" 2>&1 | tail -30 ;;
     hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
       GPULAB_FA3=0 GPULAB_SOFTMAX_SMEM=0 GPULAB_MATMUL_TMA=0 timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/hopper_off_$ex.json')); print(r['status'], r['summary'])" ;;
