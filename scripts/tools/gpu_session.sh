@@ -15,6 +15,7 @@ for step in "$@"; do
       python3 -c "import json; r=json.load(open('$OUT/softmax_ref.json')); print(r['summary']); [print(c['shape'], c['dtype'], round(c['ms']*1e3,1), 'us', round(c['throughput']), c['unit'], round(c['roofline_fraction'],3), 'x%.2f' % c['speedup']) for c in (r.get('timing') or {}).get('cases', [])]"
       python3 -m gpulab check softmax --file exercises/softmax.py --no-timing | head -3; echo "rc=$?"
       ;;
+    trusted:*) timeout 330 python3 scripts/tools/trusted_grading_gpu.py "$OUT/trusted_$(echo "${step#trusted:}" | tr + _).json" $(echo "${step#trusted:}" | tr + " ") 2>&1 | grep -v Warning ;;
     trusted) timeout 330 python3 scripts/tools/trusted_grading_gpu.py "$OUT/trusted.json" 2>&1 | grep -v Warning ;;
     explain) timeout 420 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu.json" 2>&1 | tail -30 ;;
     nsight) timeout 560 python3 scripts/research/nsight_gpu.py "$OUT/nsight" 2>&1 | grep -v Warning | tail -30 ;;

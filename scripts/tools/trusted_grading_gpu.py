@@ -2,7 +2,7 @@
 judge-timed batches), beside the bench's in-process timing, and cheats
 that must fail. Usage: python scripts/tools/trusted_grading_gpu.py OUT.json [EX ...]
 (EX: exercises whose reference to grade, all five by default; `cheats`: none,
-only the softmax cheats)."""
+only the softmax cheats; `nocheats`: the references alone)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,9 @@ def summarise(r: dict) -> dict:
 
 def main() -> None:
     out_path = Path(sys.argv[1])
-    exercises = sys.argv[2:] or [
+    args = sys.argv[2:]
+    cheats = "nocheats" not in args
+    exercises = [a for a in args if a != "nocheats"] or [
         "softmax",
         "bandwidth",
         "matmul",
@@ -85,7 +87,7 @@ def main() -> None:
         print(ex, r["status"], r["summary"][:200], f"{time.time() - t0:.0f}s", flush=True)
         out_path.write_text(json.dumps(results, indent=1))
     ref = (REPO / "kernels" / "softmax.py").read_text()
-    for cheat in sorted(CHEATS.glob("*.py")):
+    for cheat in sorted(CHEATS.glob("*.py")) if cheats else []:
         name = cheat.stem
         f = tmp / f"{name}.py"
         f.write_text(ref + "\n" + cheat.read_text())
