@@ -196,8 +196,9 @@ def time_remote(
     src = torch.empty(expect.shape, dtype=expect.like.dtype, device=expect.like.device)
     dst = torch.empty_like(src)
     copy_ms = _event_ms(lambda: dst.copy_(src))
-    lead_ms = _event_ms(lambda: torch.cuda._sleep(LEAD_CYCLES)) if grads else 0.0
     clocks = _warm_up(ctx, fn, case, expect, per_rep, g, grads)
+    # The spin is counted in cycles: timed after the warm-up, at its clocks.
+    lead_ms = _event_ms(lambda: torch.cuda._sleep(LEAD_CYCLES)) if grads else 0.0
     times: list[float] = []
     walls: list[dict[str, float]] = []
     implausible = None
