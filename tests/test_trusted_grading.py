@@ -352,4 +352,8 @@ def test_gpu_a_compiled_kernel_launched_directly_is_recorded():
         }
         y.add_(1)
         assert rec.provenance(y)["altered_after"]
-    assert torch.equal(y, x + 1)
+        assert not rec.side_streams()
+        side = torch.cuda.Stream()
+        compiled[(4, 1, 1)](x, y, 1000, 256, stream=side.cuda_stream)  # the runner's own argument
+        torch.cuda.synchronize()
+        assert rec.side_streams() == {side.cuda_stream}

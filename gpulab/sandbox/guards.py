@@ -222,7 +222,9 @@ class LaunchRecorder:
             runner = original(self_k, grid)
 
             def run(*args, **kwargs):
-                recorder._record(self_k, args, {})
+                # The runner takes the stream as an argument: that is the
+                # launch's stream, whatever the current one is.
+                recorder._record(self_k, args, {}, stream=kwargs.get("stream"))
                 result = runner(*args, **kwargs)
                 recorder._snapshot(args, {})
                 return result
@@ -232,13 +234,17 @@ class LaunchRecorder:
         CompiledKernel.__getitem__ = getitem
         self._patched.append((CompiledKernel, original, "__getitem__"))
 
-    def _record(self, fn: Any, args: tuple, kwargs: dict) -> None:
+    def _record(self, fn: Any, args: tuple, kwargs: dict, stream: Any = None) -> None:
         storages = set()
         for a in _tensors(args, kwargs):
             storages.add(a.untyped_storage().data_ptr())
-        stream = None
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if stream is None and torch.cuda.is_available() and torch.cuda.is_initialized():
             stream = torch.cuda.current_stream().cuda_stream
+        elif stream is not None:
+            try:
+                stream = int(getattr(stream, "cuda_stream", stream))
+            except (TypeError, ValueError):  # not a stream: never the current one
+                stream = -1
         name = getattr(getattr(fn, "fn", fn), "__name__", None) or getattr(fn, "name", None)
         name = name if isinstance(name, str) else type(fn).__name__
         self.launches.append(Launch(name, storages, stream))
