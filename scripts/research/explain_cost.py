@@ -13,6 +13,7 @@ core count, load, and the torch and Triton versions.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -58,14 +59,12 @@ def pair(exercise: str, ws: Path) -> dict:
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    runs = 3
-    if "--runs" in args:
-        i = args.index("--runs")
-        runs = int(args[i + 1])
-        del args[i : i + 2]
-    out = Path(args[0] if args else "explain_cost.json")
-    exercises = args[1:] or ["softmax", "matmul", "flash_attention"]
+    ap = argparse.ArgumentParser(description="What --explain adds to a CPU check.")
+    ap.add_argument("out", nargs="?", default="explain_cost.json", type=Path)
+    ap.add_argument("exercises", nargs="*", default=["softmax", "matmul", "flash_attention"])
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    out, exercises, runs = a.out, a.exercises, a.runs
     import torch
     import triton
 

@@ -20,6 +20,7 @@ Not run in CI: it needs a GPU (about a minute a variant).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -110,20 +111,19 @@ def run_variant(name: str, exercise: str, expected: str | None, ws_root: Path) -
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    jobs = 1
-    if "--jobs" in args:
-        i = args.index("--jobs")
-        jobs = int(args[i + 1])
-        del args[i : i + 2]
-    out_path = Path(args[0] if args else "explain_gpu.json")
-    only = set(args[1].split(",")) if len(args) > 1 else None
+    ap = argparse.ArgumentParser(description="Every slow variant through --explain on a GPU.")
+    ap.add_argument("out", nargs="?", default="explain_gpu.json", type=Path)
+    ap.add_argument("exercises", nargs="?", help="EXERCISE,... (all by default)")
+    ap.add_argument("--jobs", type=int, default=1, help="variants at once (default 1)")
+    a = ap.parse_args()
+    out_path, jobs = a.out, a.jobs
+    only = set(a.exercises.split(",")) if a.exercises else None
     ws_root = out_path.parent / "explain-ws"
     todo = [v for v in VARIANTS if not only or v[1] in only]
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for row in pool.map(lambda v: run_variant(*v, ws_root), todo):
-            rows.append(row)  # in VARIANTS' order; the file is rewritten as each lands
+            rows.append(row)  # in VARIANTS' order; the file is rewritten after each
             out_path.write_text(json.dumps({"jobs": jobs, "rows": rows}, indent=2, default=str))
     return 0
 
