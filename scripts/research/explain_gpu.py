@@ -8,7 +8,7 @@ evidence, severity) and what --explain cost (`explain.seconds`, after the
 timing). Every timed check carries a diagnosis even without --explain: for
 the references the check also runs without it, `diagnosis_without_explain`
 records what it said and `auto_seconds` what that automatic part cost.
-OUT.json is rewritten after every variant, so a run cut short keeps what it
+OUT.json is rewritten as each variant ends, so a run cut short keeps what it
 measured; EXERCISE,... runs only those exercises' variants. `--jobs N` runs N
 variants at once, each in a workspace of its own: compiles overlap, and
 timing phases still take turns (the GPU's timing lock), but one variant's
@@ -25,8 +25,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,10 @@ def check(exercise: str, file: Path, ws: Path, explain: bool) -> tuple[dict, flo
         os.environ.get("EXPLAIN_DEVICE", "cuda"),  # cpu: try the script here
     ] + (["--explain"] if explain else [])
     t = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "summary": "timed out after 600 s"}, time.monotonic() - t
     took = time.monotonic() - t
     try:
         return json.loads(proc.stdout), took
@@ -118,12 +122,14 @@ def main() -> int:
     a = ap.parse_args()
     out_path, jobs = a.out, a.jobs
     only = set(a.exercises.split(",")) if a.exercises else None
-    ws_root = out_path.parent / "explain-ws"
+    # Workspaces (Triton caches, logs) outside OUT: the device call sends OUT back.
+    ws_root = Path(tempfile.mkdtemp(prefix="gpulab-explain-ws-"))
     todo = [v for v in VARIANTS if not only or v[1] in only]
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for row in pool.map(lambda v: run_variant(*v, ws_root), todo):
-            rows.append(row)  # in VARIANTS' order; the file is rewritten after each
+        futures = [pool.submit(run_variant, *v, ws_root) for v in todo]
+        for future in as_completed(futures):
+            rows.append(future.result())  # as each ends: a run cut short keeps them
             out_path.write_text(json.dumps({"jobs": jobs, "rows": rows}, indent=2, default=str))
     return 0
 

@@ -6,7 +6,7 @@ Writes into OUT_DIR:
 - nsight_gpu.json: per submission (kernels/softmax.py and the three-pass
   slow variant), the plain check's, --explain's without ncu on PATH and
   --explain's with it: wall time, status, the top diagnosis, explain.nsight
-  (less its CSV) and the basis; the `probe` below; ncu's version and its
+  (less its CSV) and the basis; the `probe` below (run first); ncu's version and its
   --help lines about ports.
 - ncu_<name>.csv: the raw CSV the step parsed (explain.nsight.csv).
 - probe_<variant>.log: ncu's own output for the confinement probe.
@@ -61,7 +61,10 @@ def check(file: Path, ws: Path, explain: bool, with_ncu: bool) -> tuple[dict, fl
     cmd = [sys.executable, "-m", "gpulab", "--workspace", str(ws), "check", "softmax"]
     cmd += ["--file", str(file), "--json", "--device", "cuda"] + (["--explain"] if explain else [])
     t = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "summary": "timed out after 300 s"}, time.monotonic() - t
     took = time.monotonic() - t
     try:
         return json.loads(proc.stdout), took
@@ -136,9 +139,13 @@ def probe(out: Path) -> dict:
 def main() -> int:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "nsight_gpu_out")
     out.mkdir(parents=True, exist_ok=True)
-    ws = out / "ws"
+    ws = Path(tempfile.mkdtemp(prefix="gpulab-nsight-ws-"))  # not under OUT: sent back
     ncu = shutil.which("ncu")
     report: dict = {"ncu": ncu}
+
+    def save() -> None:  # after every step: a run cut short keeps what it measured
+        (out / "nsight_gpu.json").write_text(json.dumps(report, indent=1))
+
     if ncu:
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True)
         helptext = subprocess.run([ncu, "--help"], capture_output=True, text=True).stdout
@@ -146,8 +153,16 @@ def main() -> int:
         report["ncu_help_ports"] = [
             ln.strip() for ln in helptext.splitlines() if "port" in ln.lower() or "connection" in ln
         ]
+    # The probe first: if the check's step fails, it says which part of the
+    # confinement ncu needs, and it is the cheaper half.
+    report["probe"] = probe(out)
+    for k, v in report["probe"].items():
+        if isinstance(v, dict):
+            print("probe", k, v.get("rc"), v.get("problem") or "", len(v.get("kernels") or []))
+    save()
     for name, file in SUBMISSIONS:
-        runs = {}
+        runs: dict = {}
+        report[name] = runs
         for label, explain, with_ncu in (
             ("plain", False, True),
             ("explain_without_ncu", True, False),
@@ -160,15 +175,11 @@ def main() -> int:
                 (out / f"ncu_{name}.csv").write_text(csv)
             print(name, label, runs[label]["status"], runs[label]["seconds"], "s", flush=True)
             print("  ", (runs[label]["basis"] or ["-"])[-1], flush=True)
+            save()
         runs["nsight_seconds"] = round(
             runs["explain_with_ncu"]["seconds"] - runs["explain_without_ncu"]["seconds"], 1
         )
-        report[name] = runs
-    report["probe"] = probe(out)
-    for k, v in report["probe"].items():
-        if isinstance(v, dict):
-            print("probe", k, v.get("rc"), v.get("problem") or "", len(v.get("kernels") or []))
-    (out / "nsight_gpu.json").write_text(json.dumps(report, indent=1))
+        save()
     return 0
 
 
