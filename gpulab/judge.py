@@ -18,6 +18,7 @@ programs, which the judge compiles and runs itself
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -233,7 +234,18 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
     sandbox = early = None
     result: dict[str, Any]
+    held = contextlib.ExitStack()
     try:
+        if device == "cuda":
+            # No gpulab timing runs while this check's kernels do (the
+            # timing phase hands this hold back and times exclusive).
+            import torch
+
+            from gpulab.device.gpulock import gpu_in_use
+
+            what = f"checking {request.get('exercise', '?')}"
+            gpu = torch.cuda.current_device()
+            held.enter_context(gpu_in_use(what, gpu=gpu, on_wait=channel.stage))
         sandbox = fresh()
         sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
         from gpulab.diagnosis.judge_side import attach, start
@@ -266,6 +278,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             early.close()
         if sandbox is not None:
             sandbox.close()
+        held.close()
         shutil.rmtree(private, ignore_errors=True)
     if sandbox is not None:
         result["output"] = sandbox.output.text()

@@ -47,6 +47,20 @@ def _run_target(argv: list[str]) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         torch.set_num_threads(1)  # tiny tensors: OpenMP wake-ups cost more than the work
+        return _profile(args, module, device)
+    from gpulab.device.gpulock import gpu_in_use
+
+    def waiting(message: str) -> None:
+        print(f"gpulab: {message}", file=sys.stderr, flush=True)
+
+    # Shared with other checks, never during someone's timing (gpulock).
+    with gpu_in_use(f"profiling {args.exercise}", torch.cuda.current_device(), waiting):
+        return _profile(args, module, device)
+
+
+def _profile(args: Any, module: Any, device: str) -> int:
+    import torch
+
     step = _workload(args.exercise, module, device)
     for _ in range(3):  # warm-up: lazy init, cuBLAS handles, compilation
         step()

@@ -9,6 +9,9 @@ number the rules see is the test's. The real path runs on the H200
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -140,3 +143,34 @@ def test_a_gap_larger_than_the_kernel_is_implausible_a_smaller_one_a_note(timed)
     out, ctx = timed(wall_ms=K * per_call + 5.8)
     assert out["implausible"] is None
     assert any("host time between calls" in n for n in ctx.notes), ctx.notes
+
+
+def test_a_refused_timing_names_other_programs_on_the_gpu(timed, monkeypatch):
+    # The judge cannot tell a neighbour's kernels from hidden work, so the
+    # refusal stands; it names the neighbour so an honest learner reruns.
+    from gpulab.grading import neighbours
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        listed = [
+            {"pid": os.getpid(), "name": "python3"},  # the judge itself
+            {"pid": child.pid, "name": "python3"},  # under the judge: the sandbox's
+            {"pid": 1, "name": "trainer"},  # someone else's
+            {"pid": 2**22 + 7, "name": "ghost"},  # a pid this namespace cannot see
+        ]
+        monkeypatch.setattr(neighbours.nvml, "gpu_processes", lambda index: listed)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        per_call = KERNEL_MS + FLUSH_MS + COPY_MS
+        out, _ = timed(wall_ms=K * (per_call + 5.0) + batches.FIXED_ALLOWANCE_MS)
+    finally:
+        child.kill()
+        child.wait()
+    why = out["implausible"]
+    assert "more than the kernel" in why
+    assert "Also on this GPU during the check: pid 1 (trainer, user " in why
+    assert f"pid {os.getpid()}" not in why and f"pid {child.pid}" not in why
+    assert "ghost" not in why and "run the check again" in why
+    # Nobody else there: the refusal as before, with nothing added.
+    monkeypatch.setattr(neighbours.nvml, "gpu_processes", lambda index: None)
+    out, _ = timed(wall_ms=K * (per_call + 5.0) + batches.FIXED_ALLOWANCE_MS)
+    assert out["implausible"].endswith("work outside the timed region?")

@@ -175,6 +175,40 @@ def _launch(programs=8192, **kw):
             ),
             "wrong_roof",
         ),
+        # Spills against a GPU 88% idle (16 programs, 132 SMs, the H200's
+        # flash_attention one-program-per-head run): the idle GPU first.
+        (
+            _facts(
+                kind="compute",
+                exercise="flash_attention",
+                launches=[_launch(programs=16)],
+                compiled={
+                    "K": _info(
+                        dot=True, tensor_cores="wgmma", spill_stores=800, spill_loads=800, loops=1
+                    )
+                },
+                flops=4 * 2**30 * 64,
+                bytes=2**26,
+            ),
+            "too_few_programs",
+        ),
+        # 320 KiB of shared memory a program (fp32 tiles at D=128): no launch.
+        (
+            _facts(
+                launches=[_launch()],
+                compiled={
+                    "K": _info(
+                        shared=327680,
+                        blocks_per_sm=0,
+                        fits=False,
+                        occupancy=0.0,
+                        limited_by="shared memory",
+                        smem_per_block=232448,
+                    )
+                },
+            ),
+            "low_occupancy",
+        ),
         # An intermediate as big as the input, written and read back.
         (
             _facts(
@@ -397,3 +431,19 @@ def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
     failed = {"status": "failed"}
     attach(req, failed, "cpu", None, early=early)
     assert "diagnosis" not in failed and made[1].closed == 1
+
+
+def test_a_kernel_that_cannot_launch_says_so_with_the_numbers() -> None:
+    info = _info(
+        shared=327680,
+        blocks_per_sm=0,
+        fits=False,
+        occupancy=0.0,
+        limited_by="shared memory",
+        smem_per_block=232448,
+    )
+    found = diagnose(_facts(launches=[_launch()], compiled={"K": info}))
+    top = found[0]
+    assert top["severity"] == 1.0 and "will not launch" in top["evidence"]
+    assert "320 KiB" in top["evidence"] and "227 KiB" in top["evidence"]
+    assert "num_stages" in top["advice"]

@@ -383,3 +383,20 @@ def test_a_container_that_hides_other_processes(monkeypatch):
         "value": None,
         "reason": "compute: no permission; graphics: no permission",
     }
+
+
+def test_gpu_processes_follows_cuda_visible_devices_and_never_raises(monkeypatch):
+    # The judge names other programs on its GPU when it refuses a timing
+    # (gpulab.grading.neighbours): CUDA's index 0 is NVML's GPU 1 here.
+    asked = []
+    h200_nvml(
+        monkeypatch,
+        nvmlDeviceGetCount=2,
+        nvmlDeviceGetHandleByIndex=lambda i: asked.append(i) or f"handle-{i}",
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    procs = nvml.gpu_processes(0)
+    assert asked == [1] and [p["pid"] for p in procs] == [os.getpid()]
+    assert nvml.gpu_processes(5) is None  # no such GPU
+    fake_nvml(monkeypatch, {}, default="NVML_ERROR_DRIVER_NOT_LOADED")
+    assert nvml.gpu_processes(0) is None

@@ -267,6 +267,20 @@ def device_fields(nv: Any, index: int) -> dict[str, Field]:
     return f
 
 
+def gpu_processes(cuda_index: int = 0, nv: Any = None) -> list[dict[str, Any]] | None:
+    """The processes NVML lists on the GPU CUDA calls `cuda_index` (as in
+    `processes` above), or None where NVML cannot say. Never raises."""
+    try:
+        with opened(nv) as nv_:
+            visible = _visible_indices(int(nv_.nvmlDeviceGetCount()))
+            h = nv_.nvmlDeviceGetHandleByIndex(visible[cuda_index])
+            field = _processes(_Reader(nv_), h)
+    except Exception:  # noqa: BLE001 - no NVML, no such GPU: nothing to say
+        return None
+    procs = field.get("value")
+    return procs if isinstance(procs, list) else None
+
+
 def query(nv: Any = None) -> dict[str, Any]:
     """All of NVML's answers: {"available", "reason", "driver_version", ..., "gpus"}.
 

@@ -28,6 +28,7 @@ SFU_PER_FP32_FLOP = 1 / 16
 # Below this, memory-bound kernels cannot keep enough loads in flight
 # (lesson 02: about half the SM's warps is where bandwidth stops growing).
 MEMORY_OCCUPANCY = 0.25
+SPILL_CAP = 0.8
 COMPUTE_OCCUPANCY = 0.0625  # a tensor-core kernel runs well at 8 warps of 128
 
 
@@ -112,6 +113,25 @@ def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
     return out
 
 
+def _does_not_launch(exercise: str, label: str, info: dict) -> dict:
+    """Compiled, but a program asks for more shared memory than an SM can
+    give one: it fails at launch (Triton's OutOfResources). On a CPU this
+    is the only warning a learner gets before their first GPU."""
+    limit = info.get("smem_per_block")
+    return _finding(
+        "low_occupancy",
+        exercise,
+        1.0,
+        f"{label} on {info['arch']} asks for {(info.get('shared') or 0) // 1024} KiB of shared "
+        "memory a program"
+        + (f", more than the {limit // 1024} KiB one program can have" if limit else "")
+        + ": no program fits on an SM, so it will not launch there (Triton raises "
+        "OutOfResources)",
+        "Fewer pipeline stages (num_stages: each stage holds one more copy of the tiles "
+        "loaded ahead) or a smaller tile; fp32 tiles take twice the bytes of fp16 ones",
+    )
+
+
 def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
     out = []
     compute = f.get("kind") == "compute"
@@ -120,6 +140,9 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
         if not info or not info.get("ok"):
             continue
         label = _launch_label(la, info)
+        if not info.get("fits") and info.get("limited_by") == "shared memory":
+            out.append(_does_not_launch(exercise, label, info))
+            continue
         spills = spilled(info)
         if spills < SPILL_MIN:
             spills = 0  # a register or two in L1: not what limits the kernel
@@ -130,7 +153,9 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
                 _finding(
                     "register_spills",
                     exercise,
-                    min(0.9, 0.3 + spills / 1000) * (0.5 if unsure else 1.0),
+                    # At most 0.8: spills cost a few times at worst, where a
+                    # GPU 85% idle (too_few_programs at 0.85) costs 7x.
+                    min(SPILL_CAP, 0.3 + spills / 1000) * (0.5 if unsure else 1.0),
                     f"{label} on {info['arch']}: {info.get('registers')} registers a thread "
                     f"(the most is 255) and {spills} bytes a thread spilled to local memory "
                     f"({info.get('spill_stores')} stored, {info.get('spill_loads')} loaded)"

@@ -99,6 +99,7 @@ def _key(la: dict, arch: str) -> str:
             {k: repr(v) for k, v in la["constexprs"].items()},
             la["num_warps"],
             la["num_stages"],
+            la.get("divisible") or [],
             arch,
             triton.__version__,
         ],
@@ -133,6 +134,7 @@ def compile_launch(la: dict, arch: str) -> dict[str, Any]:
         arch=arch,
         options={"num_warps": la["num_warps"], "num_stages": la["num_stages"]},
         name=la["kernel"],
+        divisible=la.get("divisible") or (),
         asm_hook=_asm_facts,
     )
     d = info.as_dict()

@@ -46,6 +46,29 @@ def arg_type(v: Any) -> str | None:
     return None
 
 
+def specialization(param: Any, v: Any) -> tuple[str | None, str | None]:
+    """(type, key) as Triton's launcher specialises `v` for `param`: an int
+    1 becomes ("constexpr", 1), a multiple of 16 gets key "D". Triton's own
+    function where it has one (3.4+), honouring the kernel's
+    do_not_specialize lists; else `arg_type` and no key."""
+    try:
+        from triton._C.libtriton import native_specialize_impl
+        from triton.backends.compiler import BaseBackend
+    except ImportError:  # pragma: no cover - an older Triton
+        return arg_type(v), None
+    if isinstance(v, bool) or arg_type(v) is None:
+        return arg_type(v), None
+    specialize = not getattr(param, "do_not_specialize", False)
+    align = not getattr(param, "do_not_specialize_on_alignment", False)
+    try:
+        t, key = native_specialize_impl(BaseBackend, v, False, specialize, align)[:2]
+    except Exception:  # noqa: BLE001 - anything it cannot take: the plain type
+        return arg_type(v), None
+    if t == "constexpr":
+        return t, None
+    return arg_type(v), (key if isinstance(key, str) else None)
+
+
 class LaunchTracer:
     def __init__(self, dry: bool) -> None:
         self.dry = dry
@@ -124,6 +147,7 @@ class LaunchTracer:
             if p.name not in bound and p.has_default:
                 bound[p.name] = p.default
         constexprs, sig, problem = {}, {}, ""
+        divisible: list[str] = []  # integers a multiple of 16, as Triton specialises
         tensors = {}  # name -> (storage address, bytes): which launches share a buffer
         for i, name in enumerate(names):
             is_ce = params[i].is_constexpr if params else False
@@ -135,7 +159,13 @@ class LaunchTracer:
                 sig[name] = "constexpr"
                 constexprs[name] = None
             else:
-                t = arg_type(v)
+                t, key = specialization(params[i] if params else None, v)
+                if t == "constexpr":  # Triton compiles a launch's 1s in
+                    sig[name] = "constexpr"
+                    constexprs[name] = v
+                    continue
+                if key == "D" and not t.startswith("*"):
+                    divisible.append(name)
                 if t and t.startswith("*"):
                     st = v.untyped_storage()
                     tensors[name] = (st.data_ptr(), st.nbytes())
@@ -150,6 +180,7 @@ class LaunchTracer:
                 "fn": fn,
                 "signature": sig,
                 "constexprs": constexprs,
+                "divisible": divisible,
                 "grid": list(g),
                 "programs": math.prod(g),
                 "num_warps": int(kwargs.get("num_warps") or 4),

@@ -119,12 +119,15 @@ def main() -> int:
     ap.add_argument("out", nargs="?", default="explain_gpu.json", type=Path)
     ap.add_argument("exercises", nargs="?", help="EXERCISE,... (all by default)")
     ap.add_argument("--jobs", type=int, default=1, help="variants at once (default 1)")
+    ap.add_argument("--only", help="VARIANT,... (file names, e.g. matmul_spills.py)")
     a = ap.parse_args()
     out_path, jobs = a.out, a.jobs
     only = set(a.exercises.split(",")) if a.exercises else None
     # Workspaces (Triton caches, logs) outside OUT: the device call sends OUT back.
     ws_root = Path(tempfile.mkdtemp(prefix="gpulab-explain-ws-"))
     todo = [v for v in VARIANTS if not only or v[1] in only]
+    if a.only:
+        todo = [v for v in todo if Path(v[0]).name in a.only.split(",")]
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_variant, *v, ws_root) for v in todo]
