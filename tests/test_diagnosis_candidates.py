@@ -231,3 +231,49 @@ def test_a_first_compile_longer_than_its_grace_is_stopped() -> None:
     took = time.monotonic() - t0
     assert GRACE_S + FIRST_GRACE_S - 0.1 < took < GRACE_S + FIRST_GRACE_S + 5
     assert box.killed.is_set() and result["explain"]["not_compiled"] == 3
+
+
+def test_kernels_are_compiled_as_triton_launches_them(tmp_path: Path) -> None:
+    """A launch's 1s are constexprs to Triton and its multiples of 16 are
+    known divisible: the compiled code differs (a flash-attention fixture
+    needed 96 KiB of shared memory compiled without them, 320 KiB as launched
+    on an H200). Here a strided copy: with stride 1 known, wide loads."""
+    script = f"""
+import json, sys, torch, triton, triton.language as tl
+sys.path.insert(0, {str(ROOT)!r})
+from gpulab.diagnosis.sandbox_side import _compiled_mode, compile_launch
+from gpulab.diagnosis.trace import LaunchTracer
+
+@triton.jit
+def copy(out_ptr, x_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs * stride, tl.load(x_ptr + offs * stride, mask=offs < n), mask=offs < n)
+
+x = torch.empty(4096)
+out = {{}}
+for stride in (1, 3):
+    with _compiled_mode(), LaunchTracer(True) as t:
+        copy[(4,)](x, x, 4096, stride, BLOCK=1024)
+    la = t.launches[0]
+    ptx = {{}}
+    import gpulab.compile_info as ci
+    real = ci.compile_kernel
+    ci.compile_kernel = lambda *a, **k: real(*a, **{{**k, "asm_hook": lambda asm: ptx.update(asm)}})
+    compile_launch(la, "sm_90")
+    ci.compile_kernel = real
+    out[stride] = [la["signature"]["stride"], la["divisible"], la["ones"], "ld.global.v4" in ptx["ptx"]]
+print(json.dumps(out))
+"""
+    (tmp_path / "launch.py").write_text(script)  # @triton.jit wants a file
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "launch.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["1"] == ["constexpr", ["n"], ["stride"], True]
+    assert out["3"] == ["i32", ["n"], [], False]

@@ -148,6 +148,7 @@ class LaunchTracer:
                 bound[p.name] = p.default
         constexprs, sig, problem = {}, {}, ""
         divisible: list[str] = []  # integers a multiple of 16, as Triton specialises
+        ones: list[str] = []  # integers equal to 1: constexprs to Triton, not to the author
         tensors = {}  # name -> (storage address, bytes): which launches share a buffer
         for i, name in enumerate(names):
             is_ce = params[i].is_constexpr if params else False
@@ -163,6 +164,7 @@ class LaunchTracer:
                 if t == "constexpr":  # Triton compiles a launch's 1s in
                     sig[name] = "constexpr"
                     constexprs[name] = v
+                    ones.append(name)
                     continue
                 if key == "D" and not t.startswith("*"):
                     divisible.append(name)
@@ -181,6 +183,7 @@ class LaunchTracer:
                 "signature": sig,
                 "constexprs": constexprs,
                 "divisible": divisible,
+                "ones": ones,
                 "grid": list(g),
                 "programs": math.prod(g),
                 "num_warps": int(kwargs.get("num_warps") or 4),
