@@ -414,3 +414,14 @@ def test_a_refusing_ncu_is_an_advisory_line(tmp_path: Path) -> None:
     info = result["explain"]["nsight"]
     assert info["measured"] is False and "ERR_NVGPUCTRPERM" in info["problem"], info
     assert result["explain"]["basis"][-1].startswith("Nsight Compute could not measure")
+
+
+def test_bytes_under_the_minimum_are_explained() -> None:
+    # The H200 run: the reference softmax's 8192×1024 fp16 case read 0.51×
+    # its minimum (the output stayed in L2); the three-pass variant 2.00×.
+    from gpulab.diagnosis.nsight_step import basis_line
+
+    small = basis_line({"measured": True, "case": "8192×1024 fp16", "ratio": 0.51})
+    assert "0.51× the minimum" in small and "still in L2" in small
+    big = basis_line({"measured": True, "case": "4096×16384 fp16", "ratio": 2.0})
+    assert big.endswith("DRAM bytes 2.00× the minimum)")
