@@ -277,3 +277,57 @@ print(json.dumps(out))
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["1"] == ["constexpr", ["n"], ["stride"], True]
     assert out["3"] == ["i32", ["n"], [], False]
+
+
+def test_on_a_gpu_the_steady_state_call_is_traced(tmp_path: Path) -> None:
+    """A wrapper that tries two kernels on a shape's first call and keeps one
+    (the reference softmax does): on a GPU the explanation traces a second
+    call, so the losing kernel's facts (its spills, on the H200) stay out.
+    Run here in the interpreter, with the GPU's path taken."""
+    script = f"""
+import json, sys, torch, triton, triton.language as tl
+sys.path.insert(0, {str(ROOT)!r})
+from types import SimpleNamespace
+from gpulab.diagnosis import sandbox_side
+
+@triton.jit
+def loser(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+@triton.jit
+def winner(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+chosen = {{}}
+def f(x):
+    if "k" not in chosen:  # the first call of a shape tries both
+        loser[(1,)](x, x.numel(), BLOCK=64)
+        chosen["k"] = winner
+    chosen["k"][(1,)](x, x.numel(), BLOCK=64)
+    return x
+
+torch.cuda.synchronize = lambda: None
+case = {{"name": "c", "args": [{{"__tensor__": {{"dtype": "float32", "shape": [64], "stride": [1], "offset": 0}}}}], "kwargs": {{}}}}
+out = {{}}
+for device in ("cuda", "cpu"):
+    chosen.clear()
+    sandbox_side.build = lambda obj, dev, gen=None: [torch.zeros(64)] if isinstance(obj, list) else {{}}
+    entry, launches = sandbox_side._trace_case(SimpleNamespace(device=device), f, case, "sm_90")
+    out[device] = [la["kernel"] for la in launches]
+print(json.dumps(out))
+"""
+    (tmp_path / "steady.py").write_text(script)  # @triton.jit wants a file
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "steady.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["cuda"] == ["winner"]
+    assert out["cpu"] == ["loser", "winner"]  # the CPU's one call: nothing is timed there

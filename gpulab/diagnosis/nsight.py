@@ -124,12 +124,15 @@ def command(ncu: str, log_file: str | Path, arch: str = "") -> list[str]:
 
 
 def profiler_policy(ncu: str) -> dict[str, Any]:
-    """What the profiled sandbox's policy opens for ncu (judge-built)."""
-    return {
-        "tool": "ncu",
-        "read": [install_root(ncu)],
-        "tcp_ports": [PORT_BASE, PORT_BASE + PORT_COUNT - 1],
-    }
+    """What the profiled sandbox's policy opens for ncu (judge-built): its
+    install folder, read-only. No TCP: the injected library connects to the
+    frontend as the process starts, before the sandbox confines itself, and
+    the connection it holds outlives Landlock's rules (on the H200,
+    2026-12-02, ncu 2025.3.1: a program confined with no TCP at all was
+    profiled as fully as an unconfined one, `benchmarks/h200-2026-12-02-explain/
+    nsight_probe_*.log`). Opening ncu's ports would have let a submission
+    reach whatever listens there, another user's ncu included."""
+    return {"tool": "ncu", "read": [install_root(ncu)]}
 
 
 # --- the CSV -----------------------------------------------------------------------

@@ -222,6 +222,17 @@ def _trace_case(server: Any, fn: Any, c: dict[str, Any], arch: str) -> tuple[dic
             import torch
 
             torch.cuda.synchronize()
+            # The steady state, as the timed calls run: a wrapper that tries
+            # candidate kernels on a shape's first call and keeps the fastest
+            # (the reference softmax does) launched them all above; the H200
+            # was told of a losing candidate's spills. A second call shows
+            # what is kept (the first stands if the second launches nothing).
+            with LaunchTracer(False) as again, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = fn(*inputs[0], **inputs[1])
+            torch.cuda.synchronize()
+            if again.launches:
+                tracer = again
         entry["autotuned_configs"] = tracer.autotuned
     except Exception as exc:  # noqa: BLE001
         entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
