@@ -8,10 +8,8 @@
   processes outside the sandbox (ABI 6+). The reference solutions and the
   grader's answer keys are not readable at all.
 - For `--explain`'s Nsight Compute step only, the judge's `profiler` field
-  opens what ncu needs: its install folder to read, and TCP bind and
-  connect on ncu's own port range only (its frontend talks to the profiled
-  process there; Landlock filters ports, not addresses); docs/grading.md
-  says why.
+  opens ncu's install folder, read-only. Not TCP: ncu's injected library
+  connects as the process starts, before this runs (docs/grading.md).
 - An import blocker for the grader's own modules, so an honest mistake
   (`from gpulab.grading import ...`) gets a clear message even where
   Landlock is missing.
@@ -31,7 +29,7 @@ from pathlib import Path
 
 # --- Landlock (include/uapi/linux/landlock.h) ----------------------------------
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # same on x86-64 and arm64
-_RULE_PATH_BENEATH, _RULE_NET_PORT, _VERSION_FLAG = 1, 2, 1
+_RULE_PATH_BENEATH, _VERSION_FLAG = 1, 1
 BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1
 _PR_SET_NO_NEW_PRIVS = 38
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -55,7 +53,7 @@ class Policy:
     address_space: int | None = None  # bytes; None on a GPU (CUDA maps far more)
     blocked_modules: list[str] = field(default_factory=list)
     # Judge-built, for the sandbox Nsight Compute profiles (None for every
-    # other): {"tool", "read": [ncu's install folder], "tcp_ports": [first, last]}.
+    # other): {"tool", "read": [ncu's install folder]}.
     profiler: dict | None = None
 
 
@@ -77,37 +75,6 @@ def landlock_abi() -> int:
 class _PathBeneath(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-class _NetPort(ctypes.Structure):
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
-
-
-def profiler_ports(profiler: dict | None) -> list[int]:
-    """The TCP ports the profiler's field opens (at most 256, in 1..65535)."""
-    try:
-        first, last = (int(p) for p in (profiler or {}).get("tcp_ports") or ())
-    except (TypeError, ValueError):
-        return []
-    if not 0 < first <= last < 65536 or last - first >= 256:
-        return []
-    return list(range(first, last + 1))
-
-
-def _add_port(libc, ruleset: int, port: int) -> None:
-    attr = _NetPort(BIND_TCP | CONNECT_TCP, port)
-    if (
-        libc.syscall(
-            _SYS_ADD_RULE,
-            ctypes.c_int(ruleset),
-            ctypes.c_int(_RULE_NET_PORT),
-            ctypes.byref(attr),
-            ctypes.c_uint32(0),
-        )
-        != 0
-    ):
-        err = ctypes.get_errno()
-        raise OSError(err, f"landlock_add_rule(TCP port {port}): {os.strerror(err)}")
 
 
 def _add(libc, ruleset: int, path: str, access: int) -> None:
@@ -164,7 +131,7 @@ def readable_rules(trees: list[str], hidden: list[str]) -> list[str]:
 def _landlock(policy: Policy, abi: int) -> list[str]:
     libc = _libc()
     fs = READ | WRITE_FILE | _DIR_WRITE | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
-    net = 0b11 if abi >= 4 else 0  # bind and connect TCP: none allowed
+    net = (BIND_TCP | CONNECT_TCP) if abi >= 4 else 0  # handled, and no rule allows any
     scoped = (SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL) if abi >= 6 else 0
     attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
@@ -179,9 +146,6 @@ def _landlock(policy: Policy, abi: int) -> list[str]:
         read = policy.read + [str(p) for p in profiler.get("read") or [] if os.path.isabs(str(p))]
         for path in readable_rules(read, policy.hidden):
             _add(libc, ruleset, path, READ)
-        ports = profiler_ports(profiler) if net else []
-        for port in ports:
-            _add_port(libc, ruleset, port)
         for path in policy.listable:
             _add(libc, ruleset, path, READ_DIR)
         for path in policy.write:
@@ -195,8 +159,7 @@ def _landlock(policy: Policy, abi: int) -> list[str]:
         os.close(ruleset)
     what = [
         f"landlock ABI {abi}: files",
-        *(["no TCP"] if net and not ports else []),
-        *([f"TCP only on ports {ports[0]}-{ports[-1]} (Nsight Compute)"] if ports else []),
+        *(["no TCP"] if net else []),
         *(["no signals or abstract sockets outside"] if scoped else []),
     ]
     return [", ".join(what)]
