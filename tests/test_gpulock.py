@@ -185,3 +185,31 @@ def test_gpu_a_neighbours_correctness_runs_leave_an_honest_timing_alone(tmp_path
     result = json.loads(proc.stdout)
     assert result["status"] == "passed", result["summary"]
     assert runs and all(r.returncode == 0 for r in runs), [r.stdout[-300:] for r in runs]
+
+
+def test_a_lock_file_left_read_only_by_another_user_still_locks(tmp_path, monkeypatch):
+    # Another user's lock and gate files, which their umask left read-only:
+    # flock needs no write access, so the lock still works. (Opening for
+    # writing is refused as it would be for that user: this box runs as root.)
+    import os
+
+    monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
+    real_open = os.open
+    refused = []
+
+    def open_(path, flags, *mode):
+        if str(path).endswith((".lock", ".gate")) and flags & os.O_RDWR:
+            refused.append(Path(path).suffix)
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *mode)
+
+    for suffix in (".lock", ".gate"):
+        (tmp_path / f"gpulab-gpu7{suffix}").write_text("")
+    monkeypatch.setattr(gpulock.os, "open", open_)
+    with gpulock.gpu_in_use("mine", gpu=7), gpulock.gpu_timing_lock("mine, timing", gpu=7):
+        assert gpulock.holder(7)["what"] == "mine, timing"
+    assert {".lock", ".gate"} <= set(refused)
+    (tmp_path / "gpulab-gpu7.lock").unlink()  # and none there to open read-only: it says which
+    with pytest.raises(OSError, match="cannot open the GPU lock .*gpulab-gpu7.lock"):
+        with gpulock.gpu_in_use("mine", gpu=7):
+            pass

@@ -72,7 +72,16 @@ def _open_shared(path: Path) -> int:
     # World-writable so learners on one box share the lock; umask would
     # otherwise leave it writable by its creator only.
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        # Another user's file that umask left read-only: flock needs no write.
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot open the GPU lock {path}: {exc.strerror} (ask its owner)"
+            ) from exc
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o666)
     return fd
