@@ -243,9 +243,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 
             from gpulab.device.gpulock import gpu_in_use
 
-            what = f"checking {request.get('exercise', '?')}"
             gpu = torch.cuda.current_device()
-            held.enter_context(gpu_in_use(what, gpu=gpu, on_wait=channel.stage))
+            held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
         sandbox = fresh()
         sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
         from gpulab.diagnosis.judge_side import attach, start

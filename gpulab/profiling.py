@@ -54,7 +54,7 @@ def _run_target(argv: list[str]) -> int:
         print(f"gpulab: {message}", file=sys.stderr, flush=True)
 
     # Shared with other checks, never during someone's timing (gpulock).
-    with gpu_in_use(f"profiling {args.exercise}", torch.cuda.current_device(), waiting):
+    with gpu_in_use(torch.cuda.current_device(), waiting):
         return _profile(args, module, device)
 
 

@@ -72,6 +72,18 @@ def _info(**kw):
     return {**base, **kw}
 
 
+# 320 KiB of shared memory a program (fp32 tiles at D=128, as on the H200):
+# more than the 227 KiB one program may have on sm_90.
+NO_FIT = _info(
+    shared=327680,
+    blocks_per_sm=0,
+    fits=False,
+    occupancy=0.0,
+    limited_by="shared memory",
+    smem_per_block=232448,
+)
+
+
 def _launch(programs=8192, **kw):
     return {
         "kernel": "k",
@@ -196,16 +208,7 @@ def _launch(programs=8192, **kw):
         (
             _facts(
                 launches=[_launch()],
-                compiled={
-                    "K": _info(
-                        shared=327680,
-                        blocks_per_sm=0,
-                        fits=False,
-                        occupancy=0.0,
-                        limited_by="shared memory",
-                        smem_per_block=232448,
-                    )
-                },
+                compiled={"K": NO_FIT},
             ),
             "low_occupancy",
         ),
@@ -434,15 +437,7 @@ def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
 
 
 def test_a_kernel_that_cannot_launch_says_so_with_the_numbers() -> None:
-    info = _info(
-        shared=327680,
-        blocks_per_sm=0,
-        fits=False,
-        occupancy=0.0,
-        limited_by="shared memory",
-        smem_per_block=232448,
-    )
-    found = diagnose(_facts(launches=[_launch()], compiled={"K": info}))
+    found = diagnose(_facts(launches=[_launch()], compiled={"K": NO_FIT}))
     top = found[0]
     assert top["severity"] == 1.0 and "will not launch" in top["evidence"]
     assert "320 KiB" in top["evidence"] and "227 KiB" in top["evidence"]

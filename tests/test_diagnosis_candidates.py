@@ -233,6 +233,24 @@ def test_a_first_compile_longer_than_its_grace_is_stopped() -> None:
     assert box.killed.is_set() and result["explain"]["not_compiled"] == 3
 
 
+def _run_file(tmp_path: Path, script: str, interpret: bool) -> dict:
+    """Run `script` from a file (@triton.jit wants one), with or without the
+    Triton interpreter; the JSON its last line prints."""
+    (tmp_path / "script.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_kernels_are_compiled_as_triton_launches_them(tmp_path: Path) -> None:
     """A launch's 1s are constexprs to Triton and its multiples of 16 are
     known divisible: the compiled code differs (a flash-attention fixture
@@ -264,17 +282,7 @@ for stride in (1, 3):
     out[stride] = [la["signature"]["stride"], la["divisible"], la["ones"], "ld.global.v4" in ptx["ptx"]]
 print(json.dumps(out))
 """
-    (tmp_path / "launch.py").write_text(script)  # @triton.jit wants a file
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, str(tmp_path / "launch.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run_file(tmp_path, script, interpret=False)
     assert out["1"] == ["constexpr", ["n"], ["stride"], True]
     assert out["3"] == ["i32", ["n"], [], False]
 
@@ -318,16 +326,6 @@ for device in ("cuda", "cpu"):
     out[device] = [la["kernel"] for la in launches]
 print(json.dumps(out))
 """
-    (tmp_path / "steady.py").write_text(script)  # @triton.jit wants a file
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, str(tmp_path / "steady.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run_file(tmp_path, script, interpret=True)
     assert out["cuda"] == ["winner"]
     assert out["cpu"] == ["loser", "winner"]  # the CPU's one call: nothing is timed there

@@ -20,15 +20,26 @@ with gpu_timing_lock("checking softmax", gpu=7):
 """
 
 
+SHARE = """
+import sys, time
+from gpulab.device.gpulock import gpu_in_use
+with gpu_in_use(gpu=7):
+    print("in use", flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def _start(code: str, seconds: float, expect: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == expect
+    return proc
+
+
 def test_second_timer_waits_and_is_told_who_holds(tmp_path, monkeypatch):
     monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, "2"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**__import__("os").environ},
-    )
-    assert proc.stdout.readline().strip() == "held"
+    proc = _start(HOLD, 2, "held")
     h = gpulock.holder(7)
     assert h and h["pid"] == proc.pid and h["what"] == "checking softmax"
     messages = []
@@ -51,23 +62,6 @@ def test_other_gpus_do_not_wait(tmp_path, monkeypatch):
             assert time.monotonic() - t0 < 0.5
 
 
-SHARE = """
-import sys, time
-from gpulab.device.gpulock import gpu_in_use
-with gpu_in_use("checking softmax", gpu=7):
-    print("in use", flush=True)
-    time.sleep(float(sys.argv[1]))
-"""
-
-
-def _start(code: str, seconds: float, expect: str) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(seconds)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout.readline().strip() == expect
-    return proc
-
-
 def test_a_check_running_kernels_keeps_timing_out(tmp_path, monkeypatch):
     # The H200 case: one learner's correctness runs landed in another's
     # timed batches, and the honest kernel was refused for it.
@@ -86,13 +80,13 @@ def test_checks_share_the_gpu_but_wait_for_a_timer(tmp_path, monkeypatch):
     monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
     other = _start(SHARE, 3, "in use")
     t0 = time.monotonic()
-    with gpulock.gpu_in_use("mine", gpu=7, on_wait=lambda m: None, poll_s=0.05):
+    with gpulock.gpu_in_use(gpu=7, on_wait=lambda m: None, poll_s=0.05):
         assert time.monotonic() - t0 < 0.5  # shared with the other check
     other.wait(10)
     timer = _start(HOLD, 1.5, "held")
     messages = []
     t0 = time.monotonic()
-    with gpulock.gpu_in_use("mine", gpu=7, on_wait=messages.append, poll_s=0.05):
+    with gpulock.gpu_in_use(gpu=7, on_wait=messages.append, poll_s=0.05):
         waited = time.monotonic() - t0
     timer.wait(10)
     assert waited > 0.5
@@ -103,12 +97,12 @@ def test_a_check_times_inside_its_own_hold_and_keeps_it_after(tmp_path, monkeypa
     # Never waits on itself; after timing, its hold is back, so a timer in
     # another process waits again.
     monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
-    with gpulock.gpu_in_use("mine", gpu=7):
+    with gpulock.gpu_in_use(gpu=7):
         t0 = time.monotonic()
         with gpulock.gpu_timing_lock("mine, timing", gpu=7, on_wait=lambda m: None):
             assert time.monotonic() - t0 < 0.5
             assert gpulock.holder(7)["what"] == "mine, timing"
-        with gpulock.gpu_in_use("nested", gpu=7):  # re-entrant
+        with gpulock.gpu_in_use(gpu=7):  # re-entrant
             pass
         assert gpulock.holder(7) is None
         probe = subprocess.run(
@@ -141,7 +135,7 @@ def test_a_waiting_timer_goes_before_checks_that_start_later(tmp_path, monkeypat
         text=True,
     )
     time.sleep(0.5)  # the timer is waiting for `first`, holding the gate
-    with gpulock.gpu_in_use("later", gpu=7, on_wait=lambda m: None, poll_s=0.05):
+    with gpulock.gpu_in_use(gpu=7, on_wait=lambda m: None, poll_s=0.05):
         joined = time.time()
     timed_at = float(timer.stdout.readline().split()[0])
     first.wait(10)
@@ -206,10 +200,10 @@ def test_a_lock_file_left_read_only_by_another_user_still_locks(tmp_path, monkey
     for suffix in (".lock", ".gate"):
         (tmp_path / f"gpulab-gpu7{suffix}").write_text("")
     monkeypatch.setattr(gpulock.os, "open", open_)
-    with gpulock.gpu_in_use("mine", gpu=7), gpulock.gpu_timing_lock("mine, timing", gpu=7):
+    with gpulock.gpu_in_use(gpu=7), gpulock.gpu_timing_lock("mine, timing", gpu=7):
         assert gpulock.holder(7)["what"] == "mine, timing"
     assert {".lock", ".gate"} <= set(refused)
     (tmp_path / "gpulab-gpu7.lock").unlink()  # and none there to open read-only: it says which
     with pytest.raises(OSError, match="cannot open the GPU lock .*gpulab-gpu7.lock"):
-        with gpulock.gpu_in_use("mine", gpu=7):
+        with gpulock.gpu_in_use(gpu=7):
             pass

@@ -120,7 +120,7 @@ def _timing_msg(gpu: int) -> str:
 
 @contextlib.contextmanager
 def gpu_in_use(
-    what: str, gpu: int = 0, on_wait: Callable[[str], None] | None = None, poll_s: float = 0.5
+    gpu: int = 0, on_wait: Callable[[str], None] | None = None, poll_s: float = 0.5
 ) -> Iterator[None]:
     """Hold GPU `gpu` shared while this process runs kernels that are not
     timed: no gpulab timing runs meanwhile. Re-entrant; `gpu_timing_lock`
