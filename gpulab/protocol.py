@@ -12,7 +12,8 @@ Three processes take part in a check (docs/grading.md tells the whole story):
 
 Everything that crosses a process boundary is a frame: a 4-byte length and a
 JSON object with a `type`. Tensors never travel inside frames: they live in
-shared memory (a file the judge maps, or CUDA IPC on a GPU) and frames carry
+shared memory the judge owns (a sealed memfd, or a CUDA allocation passed as
+a descriptor) and frames carry
 `TensorRef`s into it. JSON gives the judge only plain dicts, lists, strings,
 numbers and booleans from the sandbox: no object the learner made can reach
 the judge, so no `__eq__` or `__sub__` of theirs ever runs there.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -44,6 +46,10 @@ STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED)
 # --- framing -------------------------------------------------------------------
 
 MAX_FRAME = 16 * 1024 * 1024  # JSON only; tensors go through shared memory
+# No honest frame nests deeper than a handful of levels (a tensor reference in
+# a list in a dict); a deeper one is a hostile peer's, refused before any code
+# walks it recursively.
+MAX_DEPTH = 32
 _LEN = struct.Struct("<I")
 
 
@@ -81,13 +87,36 @@ def read_frame(fd: int) -> dict[str, Any]:
     (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))
     if n > MAX_FRAME:
         raise ProtocolError(f"a frame of {n} bytes is over the {MAX_FRAME} limit")
+    data = _read_exact(fd, n)
+    if _nesting(data) > MAX_DEPTH:
+        raise ProtocolError(f"a frame nested deeper than {MAX_DEPTH} levels")
     try:
-        message = json.loads(_read_exact(fd, n))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"a frame is not JSON: {exc}") from None
+        message = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError(f"a frame is not JSON: {type(exc).__name__}: {exc}") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise ProtocolError("a frame without a type")
     return message
+
+
+def _nesting(data: bytes) -> int:
+    """How deep the JSON text's brackets nest, counted outside strings, before
+    anything parses it (json's own parser recurses, and a RecursionError in
+    the judge would read as gpulab's fault). In C loops: a 5 MB frame takes
+    milliseconds."""
+    brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
+    brackets = brackets.translate(_OPEN_CLOSE)
+    # Each pass removes every innermost pair: a text n deep empties in n passes.
+    for depth in range(MAX_DEPTH + 1):
+        if not brackets:
+            return depth
+        brackets = brackets.replace(b"()", b"")
+    return MAX_DEPTH + 1
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_OPEN_CLOSE = bytes.maketrans(b"[{]}", b"(())")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{]}")
 
 
 # --- typed fields of untrusted messages ----------------------------------------
@@ -169,13 +198,15 @@ def is_tensor_ref(obj: Any) -> bool:
 
 @dataclass
 class ArenaSpec:
-    """How the sandbox opens an arena: a file it maps, or a CUDA IPC handle."""
+    """How the sandbox opens an arena. Its memory comes as a file descriptor
+    passed on the check's socket right after this frame (SCM_RIGHTS), never
+    as a path: a sealed memfd on the CPU ("memfd"), a CUDA allocation's
+    descriptor on a GPU ("cuda", gpulab.device.vmm)."""
 
     id: int
     nbytes: int
-    kind: str  # "file" or "cuda"
-    path: str = ""
-    ipc: list[Any] = field(default_factory=list)  # torch's _share_cuda_() tuple, bytes as hex
+    kind: str  # "memfd" or "cuda"
+    device: int = 0
 
 
 # --- judge -> sandbox -------------------------------------------------------------

@@ -79,7 +79,7 @@ def timed(tmp_path, monkeypatch):
         made = []
 
         def arena(nbytes):
-            a = Arena(len(made), nbytes, "cpu", tmp_path)
+            a = Arena(len(made), nbytes, "cpu")
             made.append(a)
             sandbox.arenas[a.spec.id] = tensors.open_arena(a.spec)
             return a

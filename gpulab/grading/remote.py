@@ -250,9 +250,19 @@ class Sandbox:
     # --- shared memory ---------------------------------------------------------
 
     def arena(self, nbytes: int) -> Arena:
-        arena = Arena(len(self.arenas), max(nbytes, 256), self.device, self.private)
+        arena = Arena(len(self.arenas), max(nbytes, 256), self.device)
         self.arenas.append(arena)
-        reply = self.request({"type": "arena", "arena": arena.spec.__dict__})
+        if self.pending:
+            self.pending = False
+            self.receive()
+        self.send({"type": "arena", "arena": arena.spec.__dict__})
+        try:
+            socket.send_fds(self.sock, [b"A"], [arena.fd])
+        except OSError as exc:
+            raise SandboxDied(str(exc)) from None
+        finally:
+            os.close(arena.fd)
+        reply = self.receive()
         if reply.get("type") != "ok":
             raise SandboxDied(
                 f"the sandbox could not map shared memory: {protocol.text(reply.get('summary'))}"
@@ -292,47 +302,41 @@ ALIGN = 256
 
 
 class Arena:
-    """Shared memory the judge owns and the sandbox maps: a file on the CPU,
-    a CUDA allocation shared by IPC on a GPU. Its size is rounded to 2 MiB
-    so that, on a GPU, the allocation is a segment of its own and the
-    handle exposes nothing else of the judge's memory."""
+    """Shared memory the judge owns and the sandbox maps, handed over as a
+    file descriptor (never a path the sandbox could swap or truncate): a
+    memfd sealed against shrinking and growing on the CPU, a CUDA
+    allocation of its own (gpulab.device.vmm) on a GPU, so the descriptor
+    exposes nothing else of the judge's memory."""
 
-    def __init__(self, ident: int, nbytes: int, device: str, private: Path) -> None:
+    def __init__(self, ident: int, nbytes: int, device: str) -> None:
         import torch
 
         nbytes = -(-nbytes // (2 << 20)) * (2 << 20)
         self.used = 0
         if device == "cpu":
-            path = private / f"arena-{ident}.bin"
-            with open(path, "wb") as f:
-                f.truncate(nbytes)
+            import fcntl
             import mmap
 
-            with open(path, "r+b") as f:
-                self.map = mmap.mmap(f.fileno(), nbytes)
+            fd = os.memfd_create(f"gpulab-arena-{ident}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.ftruncate(fd, nbytes)
+            # Sealed: the sandbox can write the bytes but never change the
+            # size, so the judge's mapping cannot fault (SIGBUS).
+            fcntl.fcntl(
+                fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            )
+            self.map = mmap.mmap(fd, nbytes)
             self.bytes = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes)
-            self.spec = ArenaSpec(ident, nbytes, "file", path=str(path))
+            self.spec = ArenaSpec(ident, nbytes, "memfd")
         else:
-            torch.cuda.empty_cache()
-            self.bytes = torch.empty(nbytes, dtype=torch.uint8, device=device)
-            dev, handle, size, offset, rc, rc_off, ev, ev_sync = (
-                self.bytes.untyped_storage()._share_cuda_()
-            )
-            self.spec = ArenaSpec(
-                ident,
-                nbytes,
-                "cuda",
-                ipc=[
-                    dev,
-                    handle.hex(),
-                    size,
-                    offset,
-                    rc.hex(),
-                    rc_off,
-                    ev.hex() if ev else "",
-                    bool(ev_sync),
-                ],
-            )
+            from gpulab.device import vmm
+
+            index = torch.device(device).index
+            index = torch.cuda.current_device() if index is None else index
+            self.mapping, fd = vmm.allocate(nbytes, index)
+            nbytes = self.mapping.nbytes
+            self.bytes = self.mapping.tensor()
+            self.spec = ArenaSpec(ident, nbytes, "cuda", device=index)
+        self.fd = fd  # sent once, then closed (Sandbox.arena)
         self.nbytes = nbytes
 
     def reset(self) -> None:

@@ -120,8 +120,15 @@ class Server:
     def on_arena(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox import tensors
 
+        import socket
+
         spec = protocol.ArenaSpec(**msg["arena"])
-        self.arenas[spec.id] = tensors.open_arena(spec)
+        # The memory itself follows the frame as a descriptor (SCM_RIGHTS).
+        with socket.socket(fileno=os.dup(self.fd)) as sock:
+            _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        if len(fds) != 1:
+            raise ProtocolError("an arena frame without its memory")
+        self.arenas[spec.id] = tensors.open_arena(spec, fds[0])
         return {"type": "ok"}
 
     def on_call(self, msg: dict[str, Any]) -> dict[str, Any]:
