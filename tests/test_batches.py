@@ -81,7 +81,8 @@ def timed(tmp_path, monkeypatch):
         def arena(nbytes):
             a = Arena(len(made), nbytes, "cpu")
             made.append(a)
-            sandbox.arenas[a.spec.id] = tensors.open_arena(a.spec)
+            sandbox.arenas[a.spec.id] = tensors.open_arena(a.spec, os.dup(a.fd))
+            os.close(a.fd)
             return a
 
         def fail(summary, message=""):

@@ -97,7 +97,9 @@ def test_the_reference_solutions_cannot_be_read(grade):
     src = f"exec(open({str(path)!r}).read())\n"
     r = grade("softmax", src)
     assert not r["passed"]
-    assert "Permission" in r["summary"] + r["message"]
+    # Absent from the sandbox's root (namespaces), or refused (Landlock alone).
+    said = r["summary"] + r["message"]
+    assert "Permission" in said or "No such file" in said
 
 
 def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):

@@ -10,6 +10,7 @@ read through a pipe with a cap, and the judge as its child subreaper so a
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -182,8 +183,17 @@ class Sandbox:
             f"import sys; sys.path.insert(0, {pkg_parent!r}); "
             "from gpulab.sandbox.main import main; main()"
         )
+        keeper = (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.namespaces import main; main()"
+        )
+        spec = namespace_spec(private, policy, theirs.fileno())
         self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-I", "-c", boot, str(theirs.fileno())],
+            [
+                *(prefix or []),
+                *(sys.executable, "-I", "-c", keeper, json.dumps(spec)),
+                *(sys.executable, "-I", "-c", boot, str(theirs.fileno())),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=out_w,
             stderr=out_w,
@@ -292,6 +302,27 @@ class Sandbox:
             pass
         kill_descendants()
         self.sock.close()
+
+
+def namespace_spec(private: Path, policy: dict[str, Any], sock: int) -> dict[str, Any]:
+    """What the sandbox's mount namespace holds (gpulab.sandbox.namespaces):
+    the policy's trees, less the private folder, which becomes the fresh
+    tmpfs the new root is built on."""
+    inside = Path(private).resolve()
+
+    def outside(p: str) -> bool:
+        return not Path(p).resolve().is_relative_to(inside)
+
+    profiler = policy.get("profiler") or {}
+    return {
+        "private": str(private),
+        "read": [*policy.get("read", []), *(str(p) for p in profiler.get("read") or [])],
+        "write": [p for p in policy.get("write", []) if outside(p)],
+        "listable": policy.get("listable", []),
+        "hidden": policy.get("hidden", []),
+        "network_namespace": not profiler,
+        "close_in_init": [sock],
+    }
 
 
 class SandboxDied(Exception):

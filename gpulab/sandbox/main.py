@@ -47,6 +47,8 @@ def main() -> None:
             fd, {"type": "fatal", "summary": f"the sandbox could not confine itself: {exc}"}
         )
         os._exit(3)
+    # What the keeper could make (gpulab.sandbox.namespaces), first in the list.
+    in_force.insert(0, "namespaces: " + os.environ.pop("GPULAB_NAMESPACES", "none (no keeper)"))
     # Sent before any learner code runs, so this report is the sandbox's own.
     write_frame(fd, {"type": "ready", "isolation": in_force})
     server = Server(fd, config)
