@@ -103,7 +103,7 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
     # the same packages; gpulab's parent folder (a checkout, with kernels/ in
     # it) is only listable.
     read += [p for p in import_path(learner) if Path(p) != pkg.parent]
-    hidden = [str(pkg / "_content" / "kernels"), str(pkg / "serving.py")]
+    hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg)]
     content = request.get("content_root")
     if content:
         hidden.append(str(Path(content) / "kernels"))
@@ -118,6 +118,10 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         traces = Path(request["workspace"]) / "traces"  # the trace the learner opens
         traces.mkdir(parents=True, exist_ok=True)
         write_extra = [str(traces)]
+    elif request["exercise"] == "nvtx_profile":
+        # No workspace: a folder of the judge's the sandbox writes its trace
+        # into, read back without following links (nvtx_profile).
+        write_extra = [request["outbox"]]
     else:
         write_extra = []
     write = [
@@ -129,8 +133,6 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         "/dev/shm",
         *(str(p) for p in Path("/dev").glob("nvidia*")),
     ]
-    blocked = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
-    blocked += [f"gpulab.grading.{m}" for m in _grading_modules() if m != "learner"]
     return {
         "read": [r for r in read if r and os.path.exists(r)],
         "hidden": hidden,
@@ -139,8 +141,30 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
         "file_bytes": 256 << 20,
         "address_space": 24 * GIB if device == "cpu" else None,
-        "blocked_modules": blocked,
+        "blocked_modules": blocked_modules(),
     }
+
+
+def blocked_modules() -> list[str]:
+    """gpulab's modules a submission may not import: the grader's."""
+    names = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
+    return names + [f"gpulab.grading.{m}" for m in _grading_modules() if m != "learner"]
+
+
+def grader_files(pkg: Path) -> list[str]:
+    """The grader modules' sources and every bytecode file Python may write
+    for them (lesson 09's answer key unmarshals from its .pyc as easily as it
+    reads from its .py). Listed whether or not they exist yet: Landlock then
+    allows their folder's other files one by one, so one written later is
+    unreadable too."""
+    tag = sys.implementation.cache_tag
+    out = []
+    for name in blocked_modules():
+        path = pkg.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        out.append(str(path))
+        for opt in ("", ".opt-1", ".opt-2"):
+            out.append(str(path.parent / "__pycache__" / f"{path.stem}.{tag}{opt}.pyc"))
+    return out
 
 
 def import_path(learner: Path) -> list[str]:
@@ -211,6 +235,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     # The secret seed is drawn here and never leaves the judge.
     request["secret_seed"] = secrets.randbelow(2**31)
     private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
+    outbox = Path(tempfile.mkdtemp(prefix="gpulab-outbox-"))
+    request["outbox"] = str(outbox)
     cache = cache_dir(request, private)
     cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
@@ -279,6 +305,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             sandbox.close()
         held.close()
         shutil.rmtree(private, ignore_errors=True)
+        shutil.rmtree(outbox, ignore_errors=True)  # rmtree follows no links
     if sandbox is not None:
         result["output"] = sandbox.output.text()
         result["isolation"] = sandbox.isolation

@@ -93,7 +93,9 @@ def rounded(nbytes: int, device: int) -> int:
     lib = _cuda()
     gran = ctypes.c_size_t()
     prop = _prop(device)
-    _check("granularity", lib.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 0))
+    _check(
+        "granularity", lib.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 0)
+    )
     g = gran.value or (2 << 20)
     return -(-nbytes // g) * g
 

@@ -30,6 +30,9 @@ ranges' times are in the result's `timing["profile"]`.
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -81,9 +84,27 @@ def _params(model: nn.Module) -> list[torch.Tensor]:
 
 def trace_file(ctx: Any) -> Path:
     ws = ctx.request.get("workspace")
-    folder = Path(ws) / "traces" if ws else Path(tempfile.gettempdir()) / "gpulab-traces"
-    folder.mkdir(parents=True, exist_ok=True)
+    if ws:
+        folder = Path(ws) / "traces"
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        folder = own_temp_folder("gpulab-traces")
     return folder / "nvtx_profile.json"
+
+
+def own_temp_folder(name: str) -> Path:
+    """A folder in the shared temp folder that is this user's alone: another
+    user who made one of that name first (or a link to elsewhere) gets a
+    fresh one instead of the trace."""
+    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+        return folder
+    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
 def _events(raw: Any) -> list[dict[str, Any]]:
@@ -127,8 +148,8 @@ def _train_remote(
     final = [arena.slot(tuple(t.shape), t.dtype) for t in start]
     wanted = trace_file(ctx)
     # With a workspace the sandbox may write its traces folder; without one,
-    # its private folder, and the judge copies the trace out.
-    written = wanted if ctx.request.get("workspace") else Path(ctx.sandbox.private) / wanted.name
+    # a folder of the judge's (its outbox), and the judge copies the trace out.
+    written = wanted if ctx.request.get("workspace") else Path(ctx.request["outbox"]) / wanted.name
     ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
     ctx.sandbox.send(
         {
@@ -231,18 +252,31 @@ def grade(ctx: Any) -> None:
     _report_profile(ctx, reply, events, written, trace_path)
 
 
+def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
+    """Copy a file the sandbox wrote, never following a link it planted: the
+    last component is opened with O_NOFOLLOW (the folder is the judge's), and
+    only a plain file with one link is read, from the descriptor."""
+    try:
+        fd = os.open(written, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        raise OSError("the sandbox wrote no trace file") from None
+    with os.fdopen(fd, "rb") as src:
+        st = os.fstat(src.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > limit:
+            raise OSError("the sandbox's trace is not a plain file")
+        out = os.open(wanted, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+
+
 def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path, wanted: Path) -> None:
     """What the app shows: top operations, the trace, the ranges' times."""
-    import shutil
-
     device = ctx.device
     trace = ""
     problem = text(reply.get("trace_error"), 300)
     if not problem and written != wanted:
         try:
-            if written.is_symlink() or not written.is_file():
-                raise OSError("the sandbox wrote no trace file")
-            shutil.copyfile(written, wanted)
+            copy_untrusted(written, wanted)
         except OSError as exc:
             problem = str(exc)
     if problem:

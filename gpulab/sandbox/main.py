@@ -120,9 +120,9 @@ class Server:
         return {"type": "loaded", "functions": names}
 
     def on_arena(self, msg: dict[str, Any]) -> dict[str, Any]:
-        from gpulab.sandbox import tensors
-
         import socket
+
+        from gpulab.sandbox import tensors
 
         spec = protocol.ArenaSpec(**msg["arena"])
         # The memory itself follows the frame as a descriptor (SCM_RIGHTS).
