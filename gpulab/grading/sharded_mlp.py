@@ -174,6 +174,8 @@ def _values_problem(y: Any, want: np.ndarray, case: dict) -> str:
         return f"returned dtype {y.dtype}, expected float32"
     got = np.asarray(y, dtype=np.float64)
     if not np.all(np.isfinite(got)):
+        # Shown as such in the error columns, never as a 0.
+        case["max_abs"] = case["max_rel"] = float("nan") if np.isnan(got).any() else float("inf")
         return "the output has NaN or inf"
     err = np.abs(got - want)
     case["max_abs"] = float(err.max())
