@@ -21,8 +21,10 @@ On a GPU the grader times your kernel on 200-270 MB vectors, counts
 3 * N * elt bytes (read x, read y, write out) and reports the fraction of the
 measured HBM bandwidth you reach, beside torch.add(y, x, alpha=alpha).
 
-Grade (on a GPU): the fraction of the measured copy bandwidth you reach,
-geometric mean over the timed shapes: A >= 85%, B >= 70%, C >= 50%, D below.
+Grade (on a GPU): the fraction of the bandwidth roof you reach (your GPU's
+measured copy bandwidth once `gpulab probe --bench` has run, its datasheet
+bandwidth until then), geometric mean over the timed shapes: A >= 85%,
+B >= 70%, C >= 50%, D below.
 On a CPU only correctness is graded.
 
 Run `gpulab check bandwidth` (or press `c` in the lab) to grade it, and `h`

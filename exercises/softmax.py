@@ -14,11 +14,13 @@ Contract (the grader checks all of it):
   * The work must happen in your Triton kernel: torch.softmax,
     Tensor.softmax and F.softmax (and their log_ twins) are off limits.
 
-Grade (on a GPU): the fraction of the measured copy bandwidth you reach,
-geometric mean over the eight timed shapes: A >= 85%, B >= 70%, C >= 50%,
-D below. On a CPU only correctness is graded. One row a program, as lesson
-02 teaches, earns a B: about 81% on an H200. The A needs more than one
-design (lesson 02, "What a reduction costs").
+Grade (on a GPU): the fraction of the bandwidth roof you reach, geometric
+mean over the eight timed shapes: A >= 85%, B >= 70%, C >= 50%, D below.
+The roof is your GPU's measured copy bandwidth once `gpulab probe --bench`
+has run, its datasheet bandwidth until then. On a CPU only correctness is
+graded. One row a program, as lesson 02 teaches, earns a B: on an H200
+about 81% of the measured copy, about 72% of the datasheet. The A needs
+more than one design (lesson 02, "What a reduction costs").
 
 Run `gpulab check softmax` (or press `c` in the lab) to grade it, and `h`
 for a hint.

@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpulab.textsafe import visible, visible_tree
+from gpulab.units import value_text
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
-    return "" if x is None else format(x, spec)
+    # An error of NaN or inf is shown so (a NaN output is not "0 error").
+    return "" if x is None else value_text(x, spec) if isinstance(x, float) else format(x, spec)
 
 
 def cases_table(result: dict[str, Any]) -> Any:

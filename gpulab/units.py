@@ -1,5 +1,6 @@
-"""How gpulab prints serving quantities: FLOPs and bytes with SI prefixes,
-durations, arithmetic intensity, tokens per second.
+"""How gpulab prints quantities: FLOPs and bytes with SI prefixes,
+durations, arithmetic intensity, tokens per second, and errors that may be
+NaN or infinite.
 
 `gpulab serving` and the lab's Serving pane print the same numbers with these,
 so the two never disagree about a result (their copies had drifted apart: the
@@ -19,6 +20,16 @@ _PREFIXES = (
     (1e3, "k"),
 )
 _DURATIONS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms"))
+
+
+def value_text(x: float, spec: str = ".3g") -> str:
+    """A value as a learner reads it: NaN and inf by name (format() writes
+    'nan', which reads as a typo), everything else to `spec`."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    return format(x, spec)
 
 
 def si(x: float, unit: str) -> str:

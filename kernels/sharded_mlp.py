@@ -59,7 +59,7 @@ def tensor_parallel(mesh: Mesh):
 def tensor_parallel_shard_map(mesh: Mesh):
     """The same split written per device: shapes are local, the collective explicit."""
     shard_map = getattr(jax, "shard_map", None)
-    if shard_map is None:  # JAX before 0.6
+    if shard_map is None:  # JAX before 0.6.1
         from jax.experimental.shard_map import shard_map
 
     def local(params, x):

@@ -33,6 +33,7 @@ LAB = [
     "gpulab.cli_options",
     "gpulab.commands.*",
     "gpulab.content",
+    "gpulab.crashes",
     "gpulab.device",
     "gpulab.device.ceilings",
     "gpulab.device.devinfo",

@@ -193,6 +193,106 @@ def figures() -> list[tuple[str, str, list[str]]]:
     ]
     triad = bench_rows("bandwidth")[0]
     out.append(("triad µs", f"{triad['ms'] * 1e3:.1f} µs", [L01]))
+    out += more_figures(probe, rows)
+    return out
+
+
+def more_figures(probe: dict, one_row: dict) -> list[tuple[str, str, list[str]]]:
+    """Figures issue 29 found drifting or unchecked in the course's prose."""
+    out = [
+        (
+            "read and write prose",
+            f"pure reads reach {probe['read_tbs']:.2f} and pure writes {probe['write_tbs']:.2f}",
+            [L01],
+        )
+    ]
+    # The clock of cuBLAS bf16 in the probe run, under the power cap at both sizes.
+    bf16 = {r["shape"]: r["clocks"] for r in probe["matmul"] if r["name"] == "bf16"}
+    small, large = bf16["4096x4096x4096"], bf16["8192x8192x8192"]
+    assert (
+        "sw_power_cap" in small["throttle_reasons"] and "sw_power_cap" in large["throttle_reasons"]
+    )
+    line = 0.8 * small["sm_mhz_max_supported"]  # gpulab.device.timing's throttle line
+    assert large["sm_mhz_median"] < line <= small["sm_mhz_median"]
+    out += [
+        ("4096³ clock", f"4096³ bf16 ran at {small['sm_mhz_median']:.0f} MHz", [L01, DOC]),
+        ("4096³ clock, glossary", f"4096³ bf16 at {small['sm_mhz_median']:.0f} MHz", [GLOSSARY]),
+        ("8192³ clock", f"8192³ at {large['sm_mhz_median']:.0f} MHz", [L01, DOC]),
+        ("throttle line", f"({line:.0f} MHz)", [L01]),
+    ]
+
+    # Softmax on both roofs: the lesson kernel and the graded reference.
+    datasheet = GPUS["h200"].bandwidth_tbs
+    lesson = geomean([v / datasheet for v in one_row.values()])
+    graded = load(DAY / "check_softmax.json")["timing"]
+    on_copy = geomean([c["throughput"] / 1e3 / probe["copy_tbs"] for c in graded["cases"]])
+    out += [
+        ("one-row softmax, datasheet", f"about {lesson * 100:.0f}% of the datasheet", [L02]),
+        (
+            "one-row softmax, datasheet (starter)",
+            f"about {lesson * 100:.0f}%",
+            ["exercises/softmax.py"],
+        ),
+        ("reference softmax, copy", f"about {on_copy * 100:.0f}% of the measured copy", [L02]),
+        ("reference softmax, copy (docs)", f"{on_copy * 100:.0f}% of the 4.25 TB/s copy", [DOC]),
+        (
+            "reference softmax, datasheet",
+            f"{graded['roofline_fraction'] * 100:.0f}% of the",
+            [L02, DOC],
+        ),
+    ]
+
+    # Lesson 05's 16 heads a program against 32, each tile fixed.
+    tiles = load(DAY / "rope-probe-tiles.json")["rows"]
+    t16 = [r["t2048w4"] for r in tiles]
+    t32 = [r["t4096w4"] for r in tiles]
+    assert "BLOCK_H: 16" in t16[0]["config"] and "BLOCK_H: 32" in t32[0]["config"]
+    out += [
+        ("16 heads, 1×", f"took {t16[0]['us']:.1f} µs", [L05]),
+        ("32 heads, 1×", f"against {t32[0]['us']:.1f} µs with all 32 heads", [L05]),
+        ("16 against 32, 4×", f"({t16[1]['us']:.1f} against {t32[1]['us']:.1f} µs", [L05]),
+        (
+            "16 heads graded, datasheet",
+            f"reached {geomean([t['tbs'] / datasheet for t in t16]) * 100:.0f}% of the",
+            [L05],
+        ),
+        (
+            "16 heads graded, copy",
+            f"and {geomean([t['tbs'] / probe['copy_tbs'] for t in t16]) * 100:.0f}% of the 4.25",
+            [L05],
+        ),
+        (
+            "32 heads graded",
+            f"{geomean([t['tbs'] / datasheet for t in t32]) * 100:.0f}% of the datasheet, "
+            f"{geomean([t['tbs'] / probe['copy_tbs'] for t in t32]) * 100:.0f}% of the copy",
+            [L05],
+        ),
+    ]
+
+    # Lesson 06: the compile modes at 8×256×256.
+    modes = {
+        c["name"]: c
+        for c in load(DAY / "check_graph_breaks.json")["timing"]["cases"]
+        if c["shape"].startswith("8×256×256")
+    }
+    graphed = modes["torch.compile reduce-overhead"]["ms"] * 1e3
+    compiled = modes["torch.compile default"]["ms"] * 1e3
+    out += [
+        ("reduce-overhead µs", f"still took {graphed:.0f} µs", [L06]),
+        ("compile → graphs", f"{compiled:.0f} → {graphed:.0f} µs at 8×256×256", [L06]),
+    ]
+
+    # Lesson 07: the profiled step, not steady state.
+    prof = load(DAY / "check_nvtx_profile.json")["timing"]["profile"]
+    ranges = {r["name"]: r["ms"] for r in prof["ranges"]}
+    buffers = next(o for o in prof["top_ops"] if o["name"] == "Activity Buffer Request")
+    kernels = sum(k["device_ms"] for k in prof["top_kernels"])
+    out += [
+        ("profiled step", f"took {ranges['train_step']:.2f} ms", [L07]),
+        ("profiled optimizer", f"`optimizer_step` {ranges['optimizer_step']:.2f} ms", [L07]),
+        ("profiler buffers", f"took {buffers['self_cpu_ms']:.1f} ms of CPU", [L07]),
+        ("profiled kernels", f"add up to {kernels:.2f} ms of GPU time", [L07]),
+    ]
     return out
 
 
@@ -228,6 +328,15 @@ STALE = {
     "13.5–15 PF": "Blackwell Ultra dense FP4 per GPU is 14 (HGX B300) and 15 (GB300) PF on "
     "NVIDIA's datasheet",
     "memory to 288 GB": "288 GB is the package; an HGX B300 exposes 270 GB, a GB300 279 GB",
+    "first shown at GTC 2025": "Rubin and Vera were announced at Computex, June 2024",
+    "stay off the cap": "the probe ran 4096³ bf16 at 1605 MHz under sw_power_cap",
+    "pure writes 4.66": "the probe measured 4.64",
+    "Since JAX 0.6 it": "jax.shard_map is JAX 0.6.1's",
+    "gets some dtypes wrong": "the interpreter does no bf16 arithmetic at all, tl.dot or not",
+    "shrink the bubble further": "plain 1F1B keeps GPipe's bubble; interleaving shrinks it",
+    "from launch overhead": "the size sweep runs under CUDA graphs",
+    "K elements apart in the wrong direction": "b.t()'s rows are 1 element apart, columns K",
+    "a quarter of what a Hopper": "a 32-row tile is half of wgmma's M = 64",
 }
 
 
@@ -252,3 +361,38 @@ def test_no_replaced_figure_comes_back(rel):
     body = text(rel)
     found = [f"{s!r} ({why})" for s, why in STALE.items() if s in body]
     assert not found, f"{rel}: " + "; ".join(found)
+
+
+def test_bridges_are_two_way_but_the_h200_nvls():
+    from gpulab.hardware import GPUS
+
+    for key in ("a100-pcie-40gb", "a100-pcie-80gb", "h100-pcie", "h100-nvl"):
+        note = GPUS[key].figure("nvlink").note
+        assert "two cards" in note and "or four" not in note, (key, note)
+    assert "four-way" in GPUS["h200-nvl"].figure("nvlink").note
+
+
+def test_lesson_03_names_every_timed_matmul_shape():
+    """The shapes the matmul grader times, read from its source (importing
+    it needs torch), each named by lesson 03 with its dtypes."""
+    import ast
+
+    tree = ast.parse((REPO / "gpulab/grading/matmul.py").read_text(encoding="utf-8"))
+    fn = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "timing_cases"
+    )
+    shapes = next(
+        ast.literal_eval(n.value)
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "shapes"
+    )
+    body = text(L03)
+    words = {8: "eight", 6: "six", 4: "four"}
+    assert f"{words[len(shapes)]} shapes" in body, len(shapes)
+    dtypes = sorted({dt for dt, *_ in shapes})
+    assert dtypes == ["bf16", "fp16"] and "each in bf16 and in fp16" in body
+    by_dtype = {dt: sorted(tuple(mnk) for d, *mnk in shapes if d == dt) for dt in dtypes}
+    assert by_dtype["bf16"] == by_dtype["fp16"]  # one set of shapes, both dtypes
+    for M, N, K in by_dtype["bf16"]:
+        named = f"{M}³" if M == N == K else f"{M} × {N} × {K}"
+        assert named in body, named

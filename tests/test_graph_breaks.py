@@ -57,6 +57,67 @@ def test_starter_fails_with_each_break_at_its_line(grade):
     assert len([c for c in r["cases"] if c["name"].startswith("graph break")]) == len(breaks)
 
 
+# Honest rewrites in other styles: each must pass.
+HONEST = {
+    # The branch as torch's own control flow. The op guard once refused every
+    # higher-order op ("no rule registered for HigherOrderOperator cond").
+    "torch.cond": variant(
+        "    x = x * torch.where(rms > CAP, CAP / rms, 1.0)\n",
+        "    x = torch.cond(rms > CAP, lambda x, r: x * (CAP / r), lambda x, r: x.clone(), (x, rms))\n",
+    ),
+    # Other spellings of the same four fixes: a clamped scale, torch.clamp,
+    # the mask compared the other way round, kthvalue for the k-th largest.
+    "other spellings": variant(
+        "    hi = torch.topk(h.detach().flatten(), k).values[-1]\n",
+        "    hi = torch.kthvalue(h.detach().flatten(), h.numel() - k + 1).values\n",
+        variant(
+            "    mask = torch.arange(S, device=x.device)[None, :] >= lengths[:, None]\n",
+            "    mask = lengths.unsqueeze(1) <= torch.arange(S, device=x.device).unsqueeze(0)\n",
+            variant(
+                "scores = scores / scores.std().clamp_min(1.0)",
+                "scores = scores / torch.clamp(scores.std(), min=1.0)",
+                variant(
+                    "    x = x * torch.where(rms > CAP, CAP / rms, 1.0)\n",
+                    "    x = x * (CAP / rms).clamp(max=1.0)\n",
+                ),
+            ),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HONEST))
+def test_honest_variants_pass(grade, name):
+    r = grade("graph_breaks", HONEST[name])
+    assert r["passed"], (name, r["summary"], r.get("message", "")[-2000:])
+
+
+def test_guards_pass_higher_order_ops_and_see_inside():
+    """torch.cond under the op guard: it runs, and the ops in its branches are
+    still seen (here a banned softmax), by both of the guard's modes."""
+    import torch
+
+    from gpulab.sandbox.guards import op_guard
+
+    x = torch.linspace(-1.0, 2.0, 32).reshape(4, 8)  # sum > 0: the softmax branch
+    with op_guard([torch.softmax], ["softmax", "_softmax"]) as v:
+        y = torch.cond(x.sum() > 0, lambda t: torch.softmax(t, -1), lambda t: t.clone(), (x,))
+    assert torch.equal(y, torch.softmax(x, -1))
+    assert "torch.softmax" in v.banned and "aten.softmax" in v.banned, v.banned
+
+
+def test_learner_messages_never_name_the_graders_objects():
+    from gpulab.grading.learner import scrub_internals
+
+    raw = (
+        "no rule registered for HigherOrderOperator cond and mode "
+        "<gpulab.sandbox.guards._DispatchGuard object at 0x7f6c517dc9d0>."
+    )
+    assert scrub_internals(raw) == (
+        "no rule registered for HigherOrderOperator cond and mode gpulab's guard."
+    )
+
+
 WRONG = {
     # One break left: a print after the first ops (explain would count it too).
     "one break left": (

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from gpulab.units import value_text
+
 # (atol, rtol) against a float64 reference, per output dtype.
 DEFAULT_TOLERANCE = {
     torch.float64: (1e-10, 1e-8),
@@ -51,6 +53,12 @@ def compare(
     max_abs = float(fin_diff.max()) if fin_diff.numel() else 0.0
     rel = fin_diff / r[finite].abs().clamp_min(atol if atol > 0 else 1e-30)
     max_rel = float(rel.max()) if rel.numel() else 0.0
+    # A NaN or an infinity where the reference has none is an error of that
+    # size: shown as NaN or inf, never as the 0 of the elements left over.
+    if bool((bad & (o_nan | r_nan)).any()):
+        max_abs = max_rel = float("nan")
+    elif bool((bad & (o_inf | r_inf)).any()):
+        max_abs = max_rel = float("inf")
     report: dict[str, Any] = {
         "max_abs": max_abs,
         "max_rel": max_rel,
@@ -66,13 +74,28 @@ def compare(
     return report
 
 
+def worst(a: float | None, b: float | None) -> float | None:
+    """The larger of two errors, NaN above everything (max() drops a NaN
+    that comes first)."""
+    if a is None or b is None:
+        return b if a is None else a
+    if a != a or b != b:
+        return float("nan")
+    return max(a, b)
+
+
 def describe_mismatch(report: dict[str, Any]) -> str:
     parts = [f"{report['mismatches']} of {report['numel']} elements wrong"]
     if report.get("nan"):
         parts.append(f"{report['nan']} NaN (unwritten or overflowed?)")
-    parts.append(f"max abs err {report['max_abs']:.3g}, max rel err {report['max_rel']:.3g}")
+    parts.append(
+        f"max abs err {value_text(report['max_abs'])}, max rel err {value_text(report['max_rel'])}"
+    )
     for b in report.get("first_bad", [])[:3]:
-        parts.append(f"at {tuple(b['index'])}: got {b['got']:.6g}, expected {b['expected']:.6g}")
+        parts.append(
+            f"at {tuple(b['index'])}: got {value_text(b['got'], '.6g')}, "
+            f"expected {value_text(b['expected'], '.6g')}"
+        )
     return "; ".join(parts)
 
 

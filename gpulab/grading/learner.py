@@ -50,7 +50,18 @@ def format_learner_traceback(exc: BaseException, learner_file: str) -> str:
         lines.extend(traceback.format_list(frames))
     if last is None:
         last = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
-    return ("".join(lines) + last).rstrip()
+    return scrub_internals(("".join(lines) + last).rstrip())
+
+
+# `<gpulab.sandbox.guards._DispatchGuard object at 0x7f...>`, as torch's own
+# errors print a mode: a name of the grader's insides and an address, neither
+# of which a learner can act on.
+_INTERNAL_OBJECT = re.compile(r"<gpulab\.[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def scrub_internals(text: str) -> str:
+    """`text` with the grader's own objects named as "gpulab's guard"."""
+    return _INTERNAL_OBJECT.sub("gpulab's guard", text)
 
 
 def _kernel_frames(

@@ -41,10 +41,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpulab.grading.compare import worst
 from gpulab.grading.harness import GradeFailed
 from gpulab.grading.nvtx_ranges import check_ranges, range_times
 from gpulab.protocol import number, text
 from gpulab.sandbox.training import RANGES, build_model
+from gpulab.units import value_text
 
 STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)
@@ -220,19 +222,18 @@ def grade(ctx: Any) -> None:
             + ", ".join(f"{v:.5f}" for v in ref_losses),
         }
     )
-    worst = max(
-        (float((a - b).abs().max()) for a, b in zip(weights, _params(ref), strict=True)),
-        default=0.0,
-    )
-    ok = worst <= 1e-6  # NaN (a slot never written) fails too
+    diff = 0.0
+    for a, b in zip(weights, _params(ref), strict=True):
+        diff = worst(diff, float((a - b).abs().max()))
+    ok = diff <= 1e-6  # NaN (a slot never written) fails too
     ctx.add_case(
         {
             "name": "weights match the original after training",
             "passed": ok,
-            "max_abs": worst if math.isfinite(worst) else None,
+            "max_abs": diff,
             "detail": ""
             if ok
-            else f"weights differ by up to {worst:.3g}: does the step still zero the grads, "
+            else f"weights differ by up to {value_text(diff)}: does the step still zero the grads, "
             "step the optimizer once, and train on the batch it is given?",
         }
     )

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.grading import capability
-from gpulab.grading.compare import compare, describe_mismatch, dtype_name
+from gpulab.grading.compare import compare, describe_mismatch, dtype_name, worst
 from gpulab.grading.kernel import (
     INTERPRETER_NOTE,
     Case,
@@ -327,8 +327,8 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
             continue
         rep = compare(got, ref, *_scaled_tol(ref, dt))
         record[f"{label}_max_abs"] = rep["max_abs"]
-        record["max_abs"] = max(record.get("max_abs", 0.0), rep["max_abs"])
-        record["max_rel"] = max(record.get("max_rel", 0.0), rep["max_rel"])
+        record["max_abs"] = worst(record.get("max_abs"), rep["max_abs"])
+        record["max_rel"] = worst(record.get("max_rel"), rep["max_rel"])
         record["mismatches"] = record.get("mismatches", 0) + rep["mismatches"]
         if rep["mismatches"]:
             record["passed"] = False

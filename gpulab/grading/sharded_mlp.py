@@ -38,7 +38,7 @@ from typing import Any
 import jax  # without JAX, the harness reports how to install it
 import numpy as np
 
-from gpulab.sandbox.jax_export import AXIS, OPTIONAL, configure
+from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 
 COLLECTIVE = re.compile(
     r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"
@@ -79,22 +79,6 @@ def notes_for(device: str) -> list[str]:
             "and the FLOP and collective checks wait for more devices."
         )
     return notes
-
-
-# --- expected shardings -----------------------------------------------------------
-
-EXPECTED = {
-    "data parallel": {"x": (AXIS, None), "w1": (), "b1": (), "w2": (), "b2": (), "y": (AXIS, None)},
-    "tensor parallel": {
-        "x": (),
-        "w1": (None, AXIS),
-        "b1": (AXIS,),
-        "w2": (AXIS, None),
-        "b2": (),
-        "y": (),
-    },
-}
-EXPECTED["tensor parallel (shard_map)"] = EXPECTED["tensor parallel"]
 
 
 def _spec_tuple(spec: Any, ndim: int) -> tuple:
@@ -190,6 +174,8 @@ def _values_problem(y: Any, want: np.ndarray, case: dict) -> str:
         return f"returned dtype {y.dtype}, expected float32"
     got = np.asarray(y, dtype=np.float64)
     if not np.all(np.isfinite(got)):
+        # Shown as such in the error columns, never as a 0.
+        case["max_abs"] = case["max_rel"] = float("nan") if np.isnan(got).any() else float("inf")
         return "the output has NaN or inf"
     err = np.abs(got - want)
     case["max_abs"] = float(err.max())
@@ -225,12 +211,42 @@ def read_program(encoded: Any) -> tuple[Any, str]:
     return exported, ""
 
 
+def mesh_like_export(exported: Any, mesh: Any) -> Any:
+    """gpulab's mesh, with the axis types the program was exported under.
+
+    JAX 0.7 and later give a mesh's axes a type: `jax.make_mesh` makes them
+    Explicit (0.10), `Mesh(...)` Auto, and a program's shardings only go onto
+    a mesh whose types match ("NamedSharding new mesh ... does not match the
+    mesh used for export"). Older JAX has no types, and the mesh is returned
+    as it is; so it is wherever the types cannot be read or set."""
+    named = [
+        s
+        for s in (
+            *(getattr(exported, "_in_named_shardings", None) or ()),
+            *(getattr(exported, "_out_named_shardings", None) or ()),
+        )
+        if s is not None
+    ]
+    types = getattr(getattr(named[0], "mesh", None), "axis_types", None) if named else None
+    if not types or tuple(types) == tuple(getattr(mesh, "axis_types", None) or ()):
+        return mesh
+    if len(types) != len(mesh.axis_names):
+        return mesh  # another mesh's program: _run names the problem
+    from jax.sharding import Mesh
+
+    try:
+        return Mesh(mesh.devices, mesh.axis_names, axis_types=tuple(types))
+    except (TypeError, ValueError):
+        return mesh
+
+
 def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, Any, dict, str]:
     """Compile the learner's program here and run it on gpulab's inputs.
     Returns (the compiled step, y, its shardings by name, a problem)."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     n = mesh.devices.size
+    mesh = mesh_like_export(exported, mesh)
     tree = jax.tree_util.tree_structure(((params, x), {}))
     if exported.in_tree != tree:
         return None, None, {}, "the step takes other arguments than (params, x)"

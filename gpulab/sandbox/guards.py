@@ -111,12 +111,17 @@ def _with_canary(func: Any, args: tuple, kwargs: dict, v: Violations) -> Any:
 
 
 class _FunctionGuard(TorchFunctionMode):
+    def __repr__(self) -> str:  # shown in torch's errors: never the object's address
+        return "gpulab's op guard"
+
     def __init__(self, banned: set[Any], names: dict[Any, str], v: Violations, poison: bool):
         super().__init__()
         self.banned, self.names, self.v, self.poison = banned, names, v, poison
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _is_higher_order(func):
+            return _higher_order(self, func, args, kwargs)
         if func in self.banned:
             self.v.banned.append(self.names.get(func, getattr(func, "__name__", str(func))))
         out = _with_canary(func, args, kwargs, self.v) if self.poison else None
@@ -128,7 +133,57 @@ class _FunctionGuard(TorchFunctionMode):
         return out
 
 
+def _under(mode: Any, fn: Any) -> Any:
+    """`fn` (a higher-order op's subgraph) run with `mode` active again."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with mode:
+            return fn(*args, **kwargs)
+
+    return run
+
+
+def _run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    wrapped = tuple(
+        _under(mode, a) if callable(a) and not isinstance(a, torch.Tensor) else a for a in args
+    )
+    return func(*wrapped, **kwargs)
+
+
+_EAGER_HIGHER_ORDER: Any = None
+
+
+def _higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """A higher-order op (torch.cond, while_loop, map, scan...) is torch's own
+    control flow, not maths to refuse. It runs with `mode` off (as torch
+    calls a mode's handler), and each subgraph it is handed runs with the
+    mode back on, so the guard still sees the ops in its branches.
+
+    Eagerly, torch.cond runs inside torch.compile, which skips the frame when
+    a mode like this one is active but would trace the frames it calls: this
+    handler and the branches run with Dynamo off, as plain eager code."""
+    global _EAGER_HIGHER_ORDER
+    if _EAGER_HIGHER_ORDER is None:
+        import torch._dynamo
+
+        _EAGER_HIGHER_ORDER = torch._dynamo.disable(_run_higher_order)
+    return _EAGER_HIGHER_ORDER(mode, func, args, kwargs)
+
+
+def _is_higher_order(func: Any) -> bool:
+    hop = getattr(torch._ops, "HigherOrderOperator", None)
+    return hop is not None and isinstance(func, hop)
+
+
 class _DispatchGuard(TorchDispatchMode):
+    # Without this, torch refuses every higher-order op under the mode
+    # ("no rule registered for HigherOrderOperator cond"), an honest torch.cond
+    # included (torch 2.13 and earlier alike).
+    supports_higher_order_operators = True
+
+    def __repr__(self) -> str:  # shown in torch's errors: never the object's address
+        return "gpulab's op guard"
+
     def __init__(
         self,
         banned_aten: set[str],
@@ -141,6 +196,8 @@ class _DispatchGuard(TorchDispatchMode):
         self.banned_large, self.large_numel = banned_large, large_numel
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if _is_higher_order(func):
+            return _higher_order(self, func, args, kwargs or {})
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         if name in self.banned_aten:
             self.v.banned.append(f"aten.{name}")
@@ -354,6 +411,11 @@ class EagerGuard(TorchDispatchMode):
     CPU cannot be seen by any op guard; on a GPU it needs that copy.
     """
 
+    supports_higher_order_operators = True  # torch.cond and its kin: see _DispatchGuard
+
+    def __repr__(self) -> str:
+        return "gpulab's eager-op guard"
+
     def __init__(self, device: str, D: int) -> None:
         super().__init__()
         self.device, self.D = device, D
@@ -389,6 +451,8 @@ class EagerGuard(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _is_higher_order(func):
+            return _higher_order(self, func, args, kwargs)
         out = func(*args, **kwargs)
         if self._depth == 0:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)

@@ -23,6 +23,21 @@ STEPS = {
     "tensor parallel (shard_map)": "tensor_parallel_shard_map",
 }
 OPTIONAL = {"tensor parallel (shard_map)"}
+# The contract's shardings (exercises/sharded_mlp.py), as PartitionSpec
+# entries: the judge checks a program against them, and on a mesh with
+# Explicit axes the sandbox exports with arguments of these types.
+EXPECTED: dict[str, dict[str, tuple]] = {
+    "data parallel": {"x": (AXIS, None), "w1": (), "b1": (), "w2": (), "b2": (), "y": (AXIS, None)},
+    "tensor parallel": {
+        "x": (),
+        "w1": (None, AXIS),
+        "b1": (AXIS,),
+        "w2": (AXIS, None),
+        "b2": (),
+        "y": (),
+    },
+}
+EXPECTED["tensor parallel (shard_map)"] = EXPECTED["tensor parallel"]
 
 
 def configure(device: str) -> None:
@@ -84,7 +99,7 @@ def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         fn = getattr(module, name, None)
         if mode in OPTIONAL and not callable(fn):
             continue
-        steps[mode] = _export_step(server, fn, name, mesh, shapes)
+        steps[mode] = _export_step(server, fn, name, mesh, shapes, mode)
     return {
         "type": "exported",
         "mesh_problem": problem,
@@ -93,9 +108,37 @@ def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _export_step(server: Any, fn: Any, name: str, mesh: Any, shapes: list) -> dict[str, Any]:
+def _explicit(mesh: Any) -> bool:
+    """Whether the mesh has Explicit axes (`jax.make_mesh` in JAX 0.7+):
+    there an array's sharding is part of its type, and shard_map checks its
+    in_specs against the types of its arguments. JAX before 0.7 has none."""
+    import jax
+
+    axis_type = getattr(jax.sharding, "AxisType", None)
+    explicit = getattr(axis_type, "Explicit", None)
+    return explicit is not None and explicit in tuple(getattr(mesh, "axis_types", None) or ())
+
+
+def _arguments(mesh: Any, mode: str, shape: tuple, typed: bool) -> tuple[dict, Any]:
+    """(params, x) as shapes for export; `typed`: each placed as the contract
+    says, as a learner's own call on an Explicit mesh would have them."""
     import jax
     import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    b, d, h, o = shape
+    dims = {"w1": (d, h), "b1": (h,), "w2": (h, o), "b2": (o,), "x": (b, d)}
+
+    def spec(name: str) -> Any:
+        sharding = NamedSharding(mesh, PartitionSpec(*EXPECTED[mode][name])) if typed else None
+        return jax.ShapeDtypeStruct(dims[name], np.float32, sharding=sharding)
+
+    return {k: spec(k) for k in ("w1", "b1", "w2", "b2")}, spec("x")
+
+
+def _export_step(
+    server: Any, fn: Any, name: str, mesh: Any, shapes: list, mode: str
+) -> dict[str, Any]:
     from jax import export
 
     from gpulab.grading.learner import LearnerError, call
@@ -111,22 +154,23 @@ def _export_step(server: Any, fn: Any, name: str, mesh: Any, shapes: list) -> di
             "error": f"returned {type(step).__name__}; return the jax.jit(...) step itself "
             "(with in_shardings and out_shardings)"
         }
-    f32, spec = np.float32, jax.ShapeDtypeStruct
     programs = []
-    for b, d, h, o in shapes:
-        params = {
-            "w1": spec((d, h), f32),
-            "b1": spec((h,), f32),
-            "w2": spec((h, o), f32),
-            "b2": spec((o,), f32),
-        }
+    for shape in shapes:
         try:
-            exported = call(
-                lambda p, xs: export.export(step)(p, xs), server.file, params, spec((b, d), f32)
-            )
-            blob = bytes(exported.serialize())
+            params, x = _arguments(mesh, mode, shape, typed=False)
+            exported = call(lambda p, xs: export.export(step)(p, xs), server.file, params, x)
         except LearnerError as exc:
-            programs.append({"error": f"exporting it failed: {exc.summary}"})
-            continue
-        programs.append({"program": base64.b64encode(blob).decode()})
+            if not _explicit(mesh):
+                programs.append({"error": f"exporting it failed: {exc.summary}"})
+                continue
+            # Explicit axes: shard_map refuses unplaced arguments ("in_specs ...
+            # does not match the specs of the input: P(None,)"). Placed as the
+            # contract says, the step is exported as it would run.
+            try:
+                params, x = _arguments(mesh, mode, shape, typed=True)
+                exported = call(lambda p, xs: export.export(step)(p, xs), server.file, params, x)
+            except LearnerError:
+                programs.append({"error": f"exporting it failed: {exc.summary}"})
+                continue
+        programs.append({"program": base64.b64encode(bytes(exported.serialize())).decode()})
     return {"programs": programs}

@@ -1,0 +1,92 @@
+"""What a learner reads when the sandbox dies: the summary and the hint.
+
+A kernel that reads or writes past its tensors (an unmasked tl.load or
+tl.store) ends the sandbox in one of two ways, run to run: the interpreter
+touches an unmapped page (SIGSEGV), or it overwrites the C library's heap
+bookkeeping and glibc aborts ("free(): invalid pointer", "corrupted
+double-linked list": SIGABRT). Lesson 01's triad with its masks taken out
+gave both on the CPU. Both say the same thing to the learner: out of bounds,
+a missing mask?
+
+The judge calls `crash_summary` with the sandbox's exit code and, where it
+has it, the sandbox's output (glibc writes its reason to stderr just before
+it aborts).
+"""
+
+from __future__ import annotations
+
+import signal
+
+OUT_OF_BOUNDS = "out of bounds: a missing mask?"
+
+MASK_HINT = (
+    "A load or store outside its tensor: give every tl.load and tl.store a mask "
+    "(mask=offs < n) for the lanes past the end."
+)
+
+# What glibc prints when it finds its heap overwritten, then aborts.
+_HEAP_CORRUPTION = (
+    "free(): ",
+    "malloc(): ",
+    "malloc_consolidate",
+    "realloc(): ",
+    "double free or corruption",
+    "corrupted double-linked list",
+    "corrupted size vs. prev_size",
+    "munmap_chunk(): ",
+    "unaligned tcache chunk",
+    "stack smashing detected",
+)
+
+
+def heap_corrupted(output: str) -> bool:
+    """Whether the output ends with glibc's report of an overwritten heap."""
+    tail = (output or "")[-4000:]
+    return any(marker in tail for marker in _HEAP_CORRUPTION)
+
+
+def crash_summary(
+    code: int | None, killed_by_judge: str, policy: dict, output: str = ""
+) -> tuple[str, str]:
+    """(summary, hint) for a sandbox that ended with exit status `code`
+    (negative: the signal), unless the judge stopped it and said why."""
+    if killed_by_judge:
+        return killed_by_judge, ""
+    if code is None:
+        return "your code stopped answering", ""
+    if code >= 0:
+        return (
+            f"your code exited (code {code}) in the middle of the check",
+            "A submission must not call sys.exit or os._exit.",
+        )
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    if name == "SIGXCPU":
+        return (f"your code used more than {policy['cpu_seconds']} s of CPU time", "")
+    if name == "SIGXFSZ":
+        return (f"your code wrote a file larger than {policy['file_bytes'] >> 20} MB", "")
+    if name == "SIGSEGV":
+        return (
+            f"your code crashed (SIGSEGV, a segmentation fault): {OUT_OF_BOUNDS}",
+            MASK_HINT + " Outside a kernel, a bad ctypes or numpy call does the same.",
+        )
+    if name == "SIGABRT":
+        if heap_corrupted(output):
+            return (
+                f"your code aborted (SIGABRT: memory was overwritten): {OUT_OF_BOUNDS}",
+                MASK_HINT + " A store past the end overwrote the C library's own "
+                "memory, which it found and aborted on (see the output).",
+            )
+        return (
+            f"your code aborted (SIGABRT): a failed assertion, or {OUT_OF_BOUNDS}",
+            "A library assertion failed, or a kernel wrote past a tensor's end; "
+            "see the output. " + MASK_HINT,
+        )
+    if name == "SIGKILL":
+        return (
+            "your code was killed (SIGKILL) from outside gpulab",
+            "Usually the system's out-of-memory killer: allocate less.",
+        )
+    return (f"your code died from {name}", "")
