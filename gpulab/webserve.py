@@ -57,6 +57,7 @@ TERM_GRACE_S = 1.0
 # Waiting for handlers once every lab is stopped: nothing should be left.
 SHUTDOWN_TIMEOUT_S = 3.0
 WEB_DRIVER = "gpulab.tui.webdriver:LabWebDriver"
+TEMPLATES = Path(__file__).resolve().parent / "data" / "serve"
 
 FORBIDDEN = """gpulab: this lab needs its token.
 
@@ -231,7 +232,8 @@ class LabServer(Server):
         token: str | None = None,
         title: str = "gpulab",
     ) -> None:
-        super().__init__(command, host=host, port=port, title=title)
+        # Our page (gpulab/data/serve): textual-serve's asks Google for a font.
+        super().__init__(command, host=host, port=port, title=title, templates_path=TEMPLATES)
         self.token = token or secrets.token_urlsafe(TOKEN_BYTES)
         # The cookie carries a session secret of its own, never the token.
         self.session = secrets.token_urlsafe(TOKEN_BYTES)

@@ -205,6 +205,52 @@ def test_serve_answers_a_browser(tmp_path):
         assert b"Lesson" in screen and b"Serving" in screen
 
 
+# Where a page or a style sheet makes the browser fetch something.
+FETCHES = re.compile(
+    r"""(?:\b(?:href|src)\s*=\s*["']([^"']+)["'])|(?:url\(\s*["']?([^"')]+))|"""
+    r"""(?:@import\s+["']([^"']+))""",
+    re.IGNORECASE,
+)
+
+
+def test_serve_page_asks_no_other_host(tmp_path):
+    """Everything the page loads (its style sheets' fonts and images too) comes
+    from the lab's own server: nothing from fonts.googleapis.com or any CDN."""
+    import aiohttp
+
+    port = free_port()
+    with served(tmp_path, "--port", str(port)) as (_, url, _printed):
+        wait_for_port(port)
+        base = f"http://127.0.0.1:{port}"
+
+        async def fetch_all() -> dict[str, str]:
+            jar = aiohttp.CookieJar(unsafe=True)
+            async with aiohttp.ClientSession(cookie_jar=jar) as s:
+                async with s.get(url) as r:
+                    page = await r.text()
+                texts = {"/": page}
+                for css in re.findall(r'href="([^"]+\.css)"', page):
+                    async with s.get(css) as r:
+                        assert r.status == 200, css
+                        texts[css] = await r.text()
+                for text in list(texts.values()):
+                    for m in FETCHES.finditer(text):
+                        ref = next(g for g in m.groups() if g)
+                        if ref.startswith(base) and "/fonts/" in ref:
+                            async with s.get(ref) as r:
+                                assert r.status == 200, ref  # the font is really there
+                return texts
+
+        texts = asyncio.run(asyncio.wait_for(fetch_all(), 60))
+    assert len(texts) >= 2  # the page and xterm.css
+    for where, text in texts.items():
+        for m in FETCHES.finditer(text):
+            ref = next(g for g in m.groups() if g)
+            if ref.startswith(("http://", "https://", "//")):
+                assert ref.startswith(base + "/"), f"{where} loads {ref}"
+        assert "googleapis" not in text, where
+
+
 def test_serve_on_a_unix_socket_only_its_owner_can_open(tmp_path):
     import aiohttp
 
