@@ -36,6 +36,20 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def write_problem(folder: Path) -> str | None:
+    """Why no new file can be written in `folder` ("Read-only file system",
+    "Permission denied", a full disk...), or None when one can: found by
+    writing one, the only test that sees every cause."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gpulab-probe-")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    return None
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 

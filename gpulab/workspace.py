@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.content import Lesson
-from gpulab.fsutil import atomic_write_json, atomic_write_text, file_lock, is_within
+from gpulab.fsutil import (
+    atomic_write_json,
+    atomic_write_text,
+    file_lock,
+    is_within,
+    write_problem,
+)
 from gpulab.state import (
     FAILED,
     NOT_STARTED,
@@ -111,6 +117,15 @@ class Workspace:
         if not path.exists() and lesson.starter_path.is_file():
             atomic_write_text(path, lesson.starter_path.read_text(encoding="utf-8"))
         return path
+
+    def unwritable(self) -> str | None:
+        """What stops gpulab saving here (the exercise copies, then progress),
+        in words that name the folder; None when both can be written."""
+        for folder in (self.root / "exercises", self.state_dir):
+            why = write_problem(folder)
+            if why:
+                return f"the folder {folder} cannot be written to ({why})"
+        return None
 
     # --- state ---------------------------------------------------------------
     @property

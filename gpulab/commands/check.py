@@ -50,6 +50,11 @@ def _check(args: Any) -> int:
         timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
     quiet = args.json
     err = console(stderr=True)
+    # A read-only workspace: the check still runs (its compiler cache in a
+    # temporary folder), and says why its result is not kept.
+    blocked = ws.unwritable()
+    if blocked:
+        print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
 
     def on_event(ev: dict) -> None:
         if quiet:
@@ -66,10 +71,10 @@ def _check(args: Any) -> int:
         timing=not args.no_timing,
         device=args.device,
         on_event=on_event,
-        extra={"workspace": str(ws.root), **explain_extra(args, ws)},
+        extra={"workspace": None if blocked else str(ws.root), **explain_extra(args, ws)},
     )
     explain_timeout(result, timeout, why)
-    if own and result.get("status") != ERROR:
+    if own and result.get("status") != ERROR and not blocked:
         ws.record_result(lesson.exercise, result)
     if args.json:
         # Learner text made visible here too: `jq -r .output` must not paint
@@ -82,6 +87,14 @@ def _check(args: Any) -> int:
     if result.get("status") == ERROR:
         return 2
     return 0 if result.get("passed") else 1
+
+
+def not_recorded(blocked: str) -> str:
+    """The warning for a workspace gpulab cannot write (Workspace.unwritable)."""
+    return (
+        f"{blocked}: the check runs, but its result is not recorded. To keep your "
+        "progress, use a folder you can write: --workspace DIR or $GPULAB_HOME."
+    )
 
 
 def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
@@ -110,11 +123,18 @@ def _watch(args: Any) -> int:
 
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
+        blocked = ws.unwritable()
+        if blocked:
+            print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
         result = run_check(
-            lesson, path, device=args.device, timeout=timeout, extra={"workspace": str(ws.root)}
+            lesson,
+            path,
+            device=args.device,
+            timeout=timeout,
+            extra={"workspace": None if blocked else str(ws.root)},
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
-        if result.get("status") != ERROR:
+        if result.get("status") != ERROR and not blocked:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))
         con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
