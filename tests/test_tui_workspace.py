@@ -98,3 +98,25 @@ def test_gpulab_check_on_a_read_only_workspace_runs_and_says_why_nothing_is_kept
     assert "Read-only file system" in err and "not recorded" in err
     assert sent["workspace"] is None  # no compiler cache in the workspace: it would fail
     assert read_only_ws.load_state() == state
+
+
+async def test_a_file_the_editor_cannot_open_says_why(ws):
+    """Not UTF-8: the byte and where, as the check says it; too big: its size.
+    Both in the pane and when e is pressed (it used to say there was no file)."""
+    from test_tui import shows, softmax_path
+
+    softmax_path(ws).write_bytes(b"import triton\n# caf\xe9\n")
+    matmul = ws.root / "exercises" / "matmul.py"
+    matmul.write_text("#" * 1_500_000)
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        await pilot.press("2", "e")
+        await pilot.pause()
+        assert shows(app, "not UTF-8 text: byte 0xe9 at line 2, column 6")
+        said = app.notes[-1]
+        assert "cannot be edited here" in said and "0xe9 at line 2, column 6" in said
+        app.action_open_lesson("matmul")
+        await pilot.press("2")
+        await pilot.pause()
+        assert shows(app, "matmul.py is 1.5 MB")

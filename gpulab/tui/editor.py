@@ -29,12 +29,49 @@ from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
 from gpulab.content import Lesson
-from gpulab.fsutil import atomic_write_text
+from gpulab.fsutil import atomic_write_text, unreadable_file
 from gpulab.tui.messages import ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen
 from gpulab.watcher import Stamp, stamp
 
 AUTOSAVE_DELAY = 1.0
+# An exercise is a few KB; a file this big is not one (a log, a model saved
+# over it), and a TextArea would take seconds to lay it out.
+MAX_EDIT_BYTES = 1_000_000
+
+
+def read_for_editor(path: Path) -> tuple[str | None, str | None]:
+    """(the file's text, None), or (None, why it cannot be edited here, in words).
+
+    The editor reads and writes UTF-8 only; the check also honours a `# coding:`
+    line, so a file it grades may still be one this editor refuses, with the
+    reason and the byte that stops it.
+    """
+    problem = unreadable_file(path)  # never opens it: a fifo would block
+    if problem:
+        return None, problem
+    try:
+        size = path.stat().st_size
+        if size > MAX_EDIT_BYTES:
+            return None, (
+                f"{path.name} is {size / 1e6:.1f} MB, and the editor opens files up to "
+                f"{MAX_EDIT_BYTES // 1_000_000} MB (an exercise is a few KB: is it the right file?)"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror or exc})"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, (
+            f"{path.name} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, "
+            f"column {column}. Save it as UTF-8 in another editor, or reset it (r; your "
+            "file is backed up first)"
+        )
+    # As read_text does: universal newlines.
+    return text.replace("\r\n", "\n").replace("\r", "\n"), None
 
 
 def syntax_available() -> bool:
@@ -146,6 +183,8 @@ class ExercisePane(Vertical):
         self._asking = False  # a conflict question is on screen
         # Why the last save failed (a read-only folder...); None once one works.
         self.save_error: str | None = None
+        # Why the file could not be loaded (not UTF-8, too big...); None when it was.
+        self.read_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="editor-status")
@@ -176,7 +215,15 @@ class ExercisePane(Vertical):
         """EDIT mode, focused; False (and a notice) when there is nothing to edit."""
         self.ensure_loaded()
         if not self.editable:
-            self.app.notify("There is no exercise file to edit here.", timeout=3)
+            if self.read_error and self.path is not None:
+                self.app.notify(
+                    f"{self.path.name} cannot be edited here: {self.read_error}.",
+                    severity="warning",
+                    timeout=10,
+                    markup=False,
+                )
+            else:
+                self.app.notify("There is no exercise file to edit here.", timeout=3)
             return False
         ed = self.editor
         ed.read_only = False
@@ -238,15 +285,16 @@ class ExercisePane(Vertical):
                 f"# Lesson {self.lesson.number}'s exercise ({self.lesson.exercise}) is "
                 "coming soon.\n# Read the lesson text meanwhile."
             )
-        return f"# Could not read {self.path}."
+        why = self.read_error or "it could not be read"
+        return f"# Could not open {self.path}:\n# {why}."
 
     def _read_disk(self) -> tuple[str | None, Stamp | None]:
         if self.path is None:
+            self.read_error = None
             return None, None
-        try:
-            return self.path.read_text(encoding="utf-8"), stamp(self.path)
-        except (OSError, UnicodeDecodeError):
-            return None, None
+        known = stamp(self.path)  # before reading: a save in between is seen later
+        text, self.read_error = read_for_editor(self.path)
+        return (text, known) if text is not None else (None, None)
 
     # --- state ----------------------------------------------------------------
     @property
