@@ -120,3 +120,29 @@ async def test_a_file_the_editor_cannot_open_says_why(ws):
         await pilot.press("2")
         await pilot.pause()
         assert shows(app, "matmul.py is 1.5 MB")
+
+
+async def test_the_reset_question_says_its_keys_and_enter_presses_the_highlighted_button(ws):
+    from test_tui import screen_text, shows, softmax_path
+
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_softmax(pilot)
+        softmax_path(ws).write_text("my work\n")
+        await pilot.pause(0.3)
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert shows(app, "Reset (y)", "Cancel (n)", "Enter presses the highlighted")
+        assert app.focused.id == "no"  # the highlighted button, the safe answer
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert softmax_path(ws).read_text() == "my work\n"
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("left")  # the highlight moves to Reset, and Enter follows it
+        assert app.focused.id == "yes"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert softmax_path(ws).read_text() != "my work\n", screen_text(app)
