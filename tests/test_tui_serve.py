@@ -309,6 +309,27 @@ def test_serve_warns_when_allowed_beyond_this_machine(tmp_path):
         assert "token=" in url  # the token holds there too
 
 
+def test_serve_prints_its_address_on_stdout_and_its_words_on_stderr(tmp_path):
+    """The URL is the command's output (a script reads it); it was on stderr only."""
+    proc = subprocess.Popen(
+        ["timeout", "-s", "INT", "60", sys.executable, "-m", "gpulab", "serve"]
+        + ["--port", str(free_port())],
+        env=gpulab_env(tmp_path / "workspace"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        ready = select.select([proc.stdout], [], [], 60)[0]
+        line = proc.stdout.readline() if ready else ""
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=20)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]+\n", line), line
+    assert "open this address in a browser" in err and "token=" not in err
+
+
 def test_serve_rejects_a_bad_port(run_gpulab):
     out = run_gpulab("serve", "--port", "70000")
     assert out.returncode == 2 and "--port" in out.stderr

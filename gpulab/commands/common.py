@@ -55,8 +55,12 @@ def open_workspace(args: Any) -> Workspace:
 def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
     lesson = course.find(key)
     if lesson is None:
+        import difflib
+
         known = ", ".join(course.exercise_ids)
-        raise UsageError(f"unknown exercise '{key}'. Known: {known}")
+        close = difflib.get_close_matches(key.strip().lower(), course.exercise_ids, n=2)
+        guess = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise UsageError(f"unknown exercise '{key}'.{guess} Known: {known}")
     if lesson.error:
         raise UsageError(f"lesson {lesson.id} cannot be used: {lesson.error}")
     if ready and not lesson.ready:
