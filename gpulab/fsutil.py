@@ -36,6 +36,20 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def write_problem(folder: Path) -> str | None:
+    """Why no new file can be written in `folder` ("Read-only file system",
+    "Permission denied", a full disk...), or None when one can: found by
+    writing one, the only test that sees every cause."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gpulab-probe-")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    return None
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
@@ -114,6 +128,45 @@ def unreadable_file(path: Path) -> str | None:
     if not os.access(path, os.R_OK):
         return f"{path} cannot be read: permission denied"
     return None
+
+
+# An exercise is a few KB; a file this big is not one (a log, a model saved
+# over it), and a TextArea would take seconds to lay it out.
+MAX_EDIT_BYTES = 1_000_000
+
+
+def read_for_editor(path: Path) -> tuple[str | None, str | None]:
+    """(the file's text, None), or (None, why it cannot be edited here, in words).
+
+    The editor reads and writes UTF-8 only; the check also honours a `# coding:`
+    line, so a file it grades may still be one this editor refuses, with the
+    reason and the byte that stops it.
+    """
+    problem = unreadable_file(path)  # never opens it: a fifo would block
+    if problem:
+        return None, problem
+    try:
+        size = path.stat().st_size
+        if size > MAX_EDIT_BYTES:
+            return None, (
+                f"{path.name} is {size / 1e6:.1f} MB, and the editor opens files up to "
+                f"{MAX_EDIT_BYTES // 1_000_000} MB (an exercise is a few KB: is it the right file?)"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror or exc})"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, (
+            f"{path.name} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, "
+            f"column {column}. Save it as UTF-8 in another editor, or reset it (r; your "
+            "file is backed up first)"
+        )
+    # As read_text does: universal newlines.
+    return text.replace("\r\n", "\n").replace("\r", "\n"), None
 
 
 def load_toml(path: Path, error: type[Exception], missing: str) -> dict[str, Any]:

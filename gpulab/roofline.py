@@ -157,7 +157,8 @@ def choose_gpu(
         return gpu, f"this machine's GPU ({device})"
     if isinstance(setting, str) and (gpu := hardware.match_gpu(setting)):
         return gpu, "the workspace setting 'gpu'"
-    why = "the default" + (f" (no datasheet for {device})" if device else " (no GPU here)")
+    # Read inside parentheses ("H100 SXM (the default: ...)"): none of its own.
+    why = "the default: " + (f"no datasheet for {device}" if device else "no GPU here")
     if setting:
         why += f"; the workspace setting 'gpu' = {setting!r} is not a known GPU"
     return hardware.GPUS[hardware.DEFAULT_GPU], why

@@ -15,6 +15,12 @@ in the owner's browser. So, as Jupyter Server does:
 - A Unix socket (created 0600) leaves TCP out entirely; reach it with
   `ssh -L 8000:/path/to.sock host`.
 
+Each tab's lab runs in a session of its own (no shell in between), so a
+closed tab, a stopped server, or a check the lab started cannot leave a
+process behind: it is asked to quit, then its group is killed. A lab whose
+server died outright quits on its own when its input ends
+(gpulab.tui.webdriver).
+
 Imports aiohttp and textual-serve: imported only by `gpulab serve`.
 """
 
@@ -27,18 +33,31 @@ import ipaddress
 import logging
 import os
 import secrets
+import shlex
 import signal
 import socket
 import stat
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import aiohttp_jinja2
 from aiohttp import web
+from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 from yarl import URL
 
+log = logging.getLogger("gpulab.serve")
+
 TOKEN_BYTES = 32  # 256 bits, as Jupyter's default token (48 hex digits) and then some
+# A lab asked to quit saves the file being edited and stops its check: that
+# takes well under a second. Then SIGTERM, then SIGKILL, to its whole group.
+QUIT_GRACE_S = 3.0
+TERM_GRACE_S = 1.0
+# Waiting for handlers once every lab is stopped: nothing should be left.
+SHUTDOWN_TIMEOUT_S = 3.0
+WEB_DRIVER = "gpulab.tui.webdriver:LabWebDriver"
+TEMPLATES = Path(__file__).resolve().parent / "data" / "serve"
 
 FORBIDDEN = """gpulab: this lab needs its token.
 
@@ -120,6 +139,86 @@ def bind_unix_socket(path: Path) -> socket.socket:
     return sock
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is empty: everyone in it has exited
+
+
+class LabAppService(AppService):
+    """One tab's lab: its own session, and a stop that always ends it.
+
+    textual-serve's own runs `/bin/sh -c COMMAND` in the server's process
+    group, asks it to quit and waits as long as that takes, and stops reading
+    its output once the tab has gone (a lab that then writes blocks)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stopping: asyncio.Future[None] | None = None
+
+    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
+        env = super()._build_environment(width=width, height=height)
+        env["TEXTUAL_DRIVER"] = WEB_DRIVER
+        return env
+
+    async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
+        self._process = process = await asyncio.create_subprocess_exec(
+            *shlex.split(self.command),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._build_environment(width=width, height=height),
+            start_new_session=True,  # its group is its own: checks it starts included
+        )
+        self._stdin = process.stdin
+        return process
+
+    async def on_data(self, payload: bytes) -> None:
+        # A tab that has gone still gets the lab's output read (and dropped):
+        # otherwise a lab on its way out blocks on a full pipe.
+        try:
+            await self.remote_write_bytes(payload)
+        except (ConnectionError, RuntimeError):
+            pass
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def stop(self) -> None:
+        """Ask the lab to quit, then end its group for sure; safe to call twice."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
+        process = self._process
+        if process is None:
+            return
+        await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
+        if process.returncode is None:
+            await self.send_meta({"type": "quit"})
+            for sig, grace in ((None, QUIT_GRACE_S), (signal.SIGTERM, TERM_GRACE_S)):
+                if sig is not None:
+                    _signal_group(process.pid, sig)
+                try:
+                    await asyncio.wait_for(process.wait(), grace)
+                    break
+                except asyncio.TimeoutError:
+                    log.warning("the lab %s did not quit within %.0f s", process.pid, grace)
+        # Whatever is left in its group (a check's processes) goes with it.
+        _signal_group(process.pid, signal.SIGKILL)
+        if self._task is not None:
+            # Its output ends with it, unless something outside its group holds
+            # the pipe: then stop reading rather than wait on a stranger.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), TERM_GRACE_S)
+            except asyncio.TimeoutError:
+                self._task.cancel()
+            self._task = None
+
+
 class LabServer(Server):
     """textual-serve's Server with a token, a session cookie and origin checks."""
 
@@ -133,7 +232,8 @@ class LabServer(Server):
         token: str | None = None,
         title: str = "gpulab",
     ) -> None:
-        super().__init__(command, host=host, port=port, title=title)
+        # Our page (gpulab/data/serve): textual-serve's asks Google for a font.
+        super().__init__(command, host=host, port=port, title=title, templates_path=TEMPLATES)
         self.token = token or secrets.token_urlsafe(TOKEN_BYTES)
         # The cookie carries a session secret of its own, never the token.
         self.session = secrets.token_urlsafe(TOKEN_BYTES)
@@ -146,6 +246,9 @@ class LabServer(Server):
         )
         self.cookie = f"gpulab-session-{where}"
         self.loopback_only = unix_path is None and is_loopback_host(host)
+        # The open tabs and their labs, stopped on the way out.
+        self.labs: set[LabAppService] = set()
+        self.sockets: set[web.WebSocketResponse] = set()
 
     # --- who may come in ------------------------------------------------------
     @staticmethod
@@ -224,6 +327,46 @@ class LabServer(Server):
     async def on_startup(self, app: web.Application) -> None:
         """Quiet: `gpulab serve` prints the address (with its token) itself."""
 
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Stop every lab and close every tab, before aiohttp waits for them."""
+        await asyncio.gather(*(lab.stop() for lab in list(self.labs)), return_exceptions=True)
+        await asyncio.gather(
+            *(ws.close(code=aiohttp.WSCloseCode.GOING_AWAY) for ws in list(self.sockets)),
+            return_exceptions=True,
+        )
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's, with a lab that is stopped however the tab ends."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+        width = to_int(request.query.get("width", "80"), 80)
+        height = to_int(request.query.get("height", "24"), 24)
+        await websocket.prepare(request)
+        lab = LabAppService(
+            self.command,
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=websocket.close,
+            download_manager=self.download_manager,
+            debug=self.debug,
+        )
+        self.labs.add(lab)
+        self.sockets.add(websocket)
+        try:
+            await lab.start(width, height)
+            await self._process_messages(websocket, lab)
+        except asyncio.CancelledError:
+            pass
+        except Exception as error:  # a malformed message: end this tab, not the server
+            log.exception(error)
+        finally:
+            try:
+                await lab.stop()
+            finally:
+                self.labs.discard(lab)
+                self.sockets.discard(websocket)
+                await websocket.close()
+        return websocket
+
     @aiohttp_jinja2.template("app_index.html")
     async def handle_index(self, request: web.Request) -> dict[str, Any]:
         # URLs from the request, not from the bind address: behind `ssh -L`
@@ -258,6 +401,7 @@ class LabServer(Server):
                 loop=loop,
                 access_log=None,
                 print=lambda *args: None,
+                shutdown_timeout=SHUTDOWN_TIMEOUT_S,
                 **where,
             )
         finally:

@@ -4,6 +4,7 @@ Layout under the workspace root ($GPULAB_HOME, else ~/gpulab):
 
     exercises/<exercise>.py      the learner's copy (never the pristine starter)
     .gpulab/state.json           progress, attempts, settings (atomic JSON)
+    .gpulab/state.last-good.json the state before the last write, to recover from
     .gpulab/state.lock           serialises writers across gpulab processes
     .gpulab/backups/             the learner's file before each reset
     .gpulab/results/             the full result of the last check per exercise
@@ -12,7 +13,9 @@ State is always read-modify-written under the lock and written atomically.
 Every read checks the whole state against its schema (gpulab.state). A file
 that cannot be parsed, or has fields of the wrong shape, is repaired under the
 lock with a warning naming what changed, and the file as it was is kept beside
-it under a name of its own (never deleted, never overwritten).
+it under a name of its own (never deleted, never overwritten). A file that
+cannot be parsed at all (truncated, overwritten) is replaced by the last good
+copy, which every write refreshes first: at most the last change is lost.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.content import Lesson
-from gpulab.fsutil import atomic_write_json, atomic_write_text, file_lock, is_within
+from gpulab.fsutil import (
+    atomic_write_json,
+    atomic_write_text,
+    file_lock,
+    is_within,
+    write_problem,
+)
 from gpulab.state import (
     FAILED,
     NOT_STARTED,
@@ -91,6 +100,10 @@ class Workspace:
         return self.state_dir / "state.json"
 
     @property
+    def last_good_path(self) -> Path:
+        return self.state_dir / "state.last-good.json"
+
+    @property
     def backups_dir(self) -> Path:
         return self.state_dir / "backups"
 
@@ -111,6 +124,15 @@ class Workspace:
         if not path.exists() and lesson.starter_path.is_file():
             atomic_write_text(path, lesson.starter_path.read_text(encoding="utf-8"))
         return path
+
+    def unwritable(self) -> str | None:
+        """What stops gpulab saving here (the exercise copies, then progress),
+        in words that name the folder; None when both can be written."""
+        for folder in (self.root / "exercises", self.state_dir):
+            why = write_problem(folder)
+            if why:
+                return f"the folder {folder} cannot be written to ({why})"
+        return None
 
     # --- state ---------------------------------------------------------------
     @property
@@ -146,6 +168,9 @@ class Workspace:
         """Keep `data` (the file as read) aside, write `state` in its place, say so.
 
         `why` set: nothing could be kept; otherwise `problems` lists what changed."""
+        restored = self._last_good() if why else None
+        if restored is not None:
+            state = restored
         self._rebuild_from_results(state)
         try:
             aside = self._set_aside(data, "corrupt" if why else "before-repair")
@@ -153,6 +178,13 @@ class Workspace:
             kept = f"kept the file as it was as {aside.name}"
         except OSError as exc:
             kept = f"could not save the repair ({exc.strerror or exc}); using it for this run"
+        if why and restored is not None:
+            self.warnings.append(
+                f"{self.state_path} was unreadable ({visible(why)}); {kept} and restored the "
+                f"last good copy ({self.last_good_path.name}): at most the last change to your "
+                "progress is lost. Your exercise files are untouched."
+            )
+            return state
         if why:
             self.warnings.append(
                 f"{self.state_path} was unreadable ({visible(why)}); {kept} and started a fresh "
@@ -188,6 +220,15 @@ class Workspace:
             return aside
         raise OSError(f"no free name for {stem}")
 
+    def _last_good(self) -> dict[str, Any] | None:
+        """The last good copy, checked as state.json is; None if there is none usable."""
+        try:
+            raw = json.loads(self.last_good_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        checked = validate_state(raw)
+        return None if checked.unusable else checked.state
+
     def _rebuild_from_results(self, state: dict[str, Any]) -> None:
         """Exercises the state lost but whose last result is on disk: passed or failed."""
         results = self.state_dir / "results"
@@ -207,6 +248,9 @@ class Workspace:
         """Read, change and write the state under the workspace lock."""
         with file_lock(self.lock_path):
             state = self._load(locked=True)
+            # The state as read (checked, or repaired) is good: kept first, so a
+            # state.json damaged later loses at most this change. A few KB.
+            atomic_write_json(self.last_good_path, state)
             change(state)
             atomic_write_json(self.state_path, state)
             return state

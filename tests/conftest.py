@@ -65,6 +65,30 @@ def ws(tmp_path, monkeypatch):
     return Workspace.open(root)
 
 
+@pytest.fixture
+def read_only_ws(ws, monkeypatch):
+    """`ws` (its softmax copy made), then as if on a read-only file system: no
+    file can be created in it, with EROFS. Simulated because chmod does not
+    stop root, and a read-only mount needs privileges a test does not have;
+    every gpulab write makes a temporary file first (gpulab.fsutil)."""
+    import errno
+    import tempfile
+
+    from gpulab.content import load_course
+
+    ws.ensure_exercise(load_course().find("softmax"))
+    real = tempfile.mkstemp
+    root = ws.root.resolve()
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir).resolve().is_relative_to(root):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(Path(dir) / ".x.tmp"))
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    return ws
+
+
 @pytest.fixture(scope="session")
 def course():
     from gpulab.content import load_course

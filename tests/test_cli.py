@@ -268,3 +268,22 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
     for line in long_lines:
         tail = line.split()[-1]
         assert tail in words, f"{tail!r} of a long line is missing"
+
+
+def test_a_mistyped_exercise_gets_a_did_you_mean(course):
+    from gpulab.commands.common import UsageError, find_lesson
+
+    with pytest.raises(UsageError, match=r"unknown exercise 'softmx'\. Did you mean softmax\?"):
+        find_lesson(course, "softmx")
+    with pytest.raises(UsageError) as nothing_close:
+        find_lesson(course, "xyzzy")
+    assert "Did you mean" not in str(nothing_close.value)
+
+
+def test_the_default_gpus_reason_reads_inside_parentheses():
+    """It is shown as "H100 SXM (REASON)": "(the default (no GPU here))" read oddly."""
+    from gpulab.roofline import choose_gpu
+
+    for setting in (None, "no such gpu"):
+        _gpu, why = choose_gpu(setting=setting, detect=False)
+        assert why.startswith("the default") and "(" not in why and ")" not in why

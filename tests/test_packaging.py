@@ -138,3 +138,24 @@ def test_supported_versions_agree_in_pyproject_readme_and_ci():
     for name, label in (("torch", "torch"), ("triton", "Triton"), ("jax", "JAX")):
         assert pins[name].startswith(floors[name]), (name, pins[name], floors[name])
         assert re.search(rf"\| {label} \| {re.escape(floors[name])} \|", readme), name
+
+
+def test_readme_start_makes_a_venv_and_its_install_brings_serve():
+    """Debian's pip refuses to install outside a venv (PEP 668): the README
+    makes one before `pip install .`; and that install brings `gpulab serve`
+    (it once needed an extra that the README named nowhere)."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.split("## Start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", start, re.S)
+    assert blocks[0].strip() == "python3 -m venv .venv && . .venv/bin/activate"
+    # The lab's command and the test command (which .ci/run runs), unchanged.
+    assert blocks[1:] == [
+        "pip install . && gpulab\n",
+        'pip install -e ".[test]" && python -m pytest -q -n auto\n',
+    ]
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(re.match(r"textual-serve\b", d) for d in deps), deps
+    assert "gpulab serve" in start

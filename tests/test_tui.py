@@ -604,19 +604,38 @@ async def test_slash_jumps_to_the_glossary_but_types_in_the_editor(ws):
 
 
 @pytest.mark.slow
-async def test_device_pane_without_a_gpu(ws):
+async def test_device_pane_without_a_gpu(ws, monkeypatch):
+    """NVML's answer shows at once (torch's child can take half a minute), the
+    reason is said once, and m is not offered: there is nothing to measure."""
+    import threading
+
+    from gpulab.device import probe
+
+    torch_answers = threading.Event()
+    real_ask = probe.ask_torch
+
+    def slow_torch(*args, **kwargs):
+        torch_answers.wait(30)
+        return real_ask(*args, **kwargs)
+
+    monkeypatch.setattr(probe, "ask_torch", slow_torch)
     app = make_app(ws)
     async with app.run_test(size=(120, 40)) as pilot:
-        await open_softmax(pilot)
-        await pilot.press("5")
-        await wait_for(pilot, lambda: shows(app, "no NVIDIA GPU here"), 10, "the device line")
-        # The probe asks torch in a child process; the measurement refuses without a GPU.
-        await pilot.press("m")
-        assert app.probing
-        await wait_for(pilot, lambda: not app.probing, 120, "the microbenchmarks to refuse")
-        assert shows(app, "Microbenchmarks:", "no CUDA GPU")
-        await wait_for(pilot, lambda: not shows(app, "Asking the GPU"), 60, "the probe")
-        assert not shows(app, "not available in this installation")
+        try:
+            await open_softmax(pilot)
+            await pilot.press("5")
+            await wait_for(pilot, lambda: shows(app, "no NVIDIA GPU here"), 10, "the device line")
+            await wait_for(pilot, lambda: shows(app, "torch and Triton: asking"), 10, "NVML")
+            assert not torch_answers.is_set()
+            assert "Measure" not in screen_text(app).splitlines()[-1]  # the footer
+            await pilot.press("m")
+            assert not app.probing and "nothing to measure" in app.notes[-1]
+            torch_answers.set()
+            await wait_for(pilot, lambda: not shows(app, "asking"), 60, "torch's answer")
+            assert screen_text(app).count("no NVML") <= 1
+            assert not shows(app, "not available in this installation")
+        finally:
+            torch_answers.set()  # the probe's thread ends with the test
 
 
 async def test_progress_stages_drive_the_bar(ws, course):

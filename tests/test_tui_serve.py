@@ -205,6 +205,52 @@ def test_serve_answers_a_browser(tmp_path):
         assert b"Lesson" in screen and b"Serving" in screen
 
 
+# Where a page or a style sheet makes the browser fetch something.
+FETCHES = re.compile(
+    r"""(?:\b(?:href|src)\s*=\s*["']([^"']+)["'])|(?:url\(\s*["']?([^"')]+))|"""
+    r"""(?:@import\s+["']([^"']+))""",
+    re.IGNORECASE,
+)
+
+
+def test_serve_page_asks_no_other_host(tmp_path):
+    """Everything the page loads (its style sheets' fonts and images too) comes
+    from the lab's own server: nothing from fonts.googleapis.com or any CDN."""
+    import aiohttp
+
+    port = free_port()
+    with served(tmp_path, "--port", str(port)) as (_, url, _printed):
+        wait_for_port(port)
+        base = f"http://127.0.0.1:{port}"
+
+        async def fetch_all() -> dict[str, str]:
+            jar = aiohttp.CookieJar(unsafe=True)
+            async with aiohttp.ClientSession(cookie_jar=jar) as s:
+                async with s.get(url) as r:
+                    page = await r.text()
+                texts = {"/": page}
+                for css in re.findall(r'href="([^"]+\.css)"', page):
+                    async with s.get(css) as r:
+                        assert r.status == 200, css
+                        texts[css] = await r.text()
+                for text in list(texts.values()):
+                    for m in FETCHES.finditer(text):
+                        ref = next(g for g in m.groups() if g)
+                        if ref.startswith(base) and "/fonts/" in ref:
+                            async with s.get(ref) as r:
+                                assert r.status == 200, ref  # the font is really there
+                return texts
+
+        texts = asyncio.run(asyncio.wait_for(fetch_all(), 60))
+    assert len(texts) >= 2  # the page and xterm.css
+    for where, text in texts.items():
+        for m in FETCHES.finditer(text):
+            ref = next(g for g in m.groups() if g)
+            if ref.startswith(("http://", "https://", "//")):
+                assert ref.startswith(base + "/"), f"{where} loads {ref}"
+        assert "googleapis" not in text, where
+
+
 def test_serve_on_a_unix_socket_only_its_owner_can_open(tmp_path):
     import aiohttp
 
@@ -263,6 +309,120 @@ def test_serve_warns_when_allowed_beyond_this_machine(tmp_path):
         assert "token=" in url  # the token holds there too
 
 
+def test_serve_prints_its_address_on_stdout_and_its_words_on_stderr(tmp_path):
+    """The URL is the command's output (a script reads it); it was on stderr only."""
+    proc = subprocess.Popen(
+        ["timeout", "-s", "INT", "60", sys.executable, "-m", "gpulab", "serve"]
+        + ["--port", str(free_port())],
+        env=gpulab_env(tmp_path / "workspace"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        ready = select.select([proc.stdout], [], [], 60)[0]
+        line = proc.stdout.readline() if ready else ""
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=20)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]+\n", line), line
+    assert "open this address in a browser" in err and "token=" not in err
+
+
 def test_serve_rejects_a_bad_port(run_gpulab):
     out = run_gpulab("serve", "--port", "70000")
     assert out.returncode == 2 and "--port" in out.stderr
+
+
+def lab_pids(root: int) -> set[int]:
+    """Every `python -m gpulab` (a lab, not the server) below the process `root`."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            todo.append(pid)
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[1:] == [b"-m", b"gpulab", b""]:
+                found.add(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def gone_within(pids: set[int], seconds: float) -> set[int]:
+    """Those of `pids` still alive after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {p for p in pids if alive(p)}
+
+
+async def open_lab(s, port: int) -> tuple[object, bytes]:
+    """A websocket to a lab that has drawn its first screen."""
+    ws = await s.ws_connect(
+        f"http://127.0.0.1:{port}/ws?width=80&height=24", origin=f"http://127.0.0.1:{port}"
+    )
+    return ws, await read_screen(ws, until=b"Serving")
+
+
+async def close_a_tab_then_stop(url: str, port: int, serve_pid: int, stop: int) -> set[int]:
+    """Open a tab, close it (its lab must end), open another, signal the
+    server; returns the labs still running 5 s after the signal."""
+    import aiohttp
+
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookie_jar=jar) as s:
+        async with s.get(url) as r:
+            assert r.status == 200
+        first, screen = await open_lab(s, port)
+        assert b"Serving" in screen
+        tab = lab_pids(serve_pid)
+        await first.close()
+        left = await asyncio.to_thread(gone_within, tab, 5)
+        assert tab and not left, f"the closed tab's lab {left} still runs"
+        second, screen = await open_lab(s, port)
+        assert b"Serving" in screen
+        labs = lab_pids(serve_pid)
+        assert labs
+        os.kill(serve_pid, stop)
+        left = await asyncio.to_thread(gone_within, labs, 5)
+        with contextlib.suppress(Exception):
+            await second.close()
+        return left
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill"])
+def test_serve_stops_the_lab_when_the_tab_or_the_server_goes(tmp_path, stop):
+    """A closed tab ends its lab; a server stopped by SIGTERM ends the rest, and
+    one killed outright leaves no lab running (each sees its input end)."""
+    port = free_port()
+    with served(tmp_path, "--port", str(port)) as (proc, url, _printed):
+        wait_for_port(port)
+        # proc is coreutils' timeout; the server is its one child.
+        serve_pid = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text())
+        left = asyncio.run(asyncio.wait_for(close_a_tab_then_stop(url, port, serve_pid, stop), 120))
+        assert not left, f"after {signal.Signals(stop).name} of the server, the lab {left} runs"
+        if stop == signal.SIGTERM:
+            deadline = time.monotonic() + 5
+            while alive(serve_pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not alive(serve_pid), "the server did not stop within 5 s of SIGTERM"

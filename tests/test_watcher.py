@@ -5,6 +5,7 @@ renamed over it, in the same mtime tick and with the same size."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -154,3 +155,61 @@ def test_ctrl_c_ends_gpulab_watch_at_once(exercise, ctrl_c, during):
         else:
             _until_interrupted(_recheck_on_save(exercise, once, poll=True))
     assert time.monotonic() - start < 20
+
+
+def test_gpulab_watch_sees_a_save_made_before_its_watcher_is_up(ws, course, monkeypatch):
+    """A save during the first check, or right after its "watching" line, while
+    the watcher is still starting, is re-checked (it used to be missed: the
+    watcher started after the first check and no stamps were compared)."""
+    from gpulab.cli import build_parser
+    from gpulab.commands import check
+
+    exercise = ws.ensure_exercise(course.find("softmax"))
+    exercise.write_text("x = 0\n", encoding="utf-8")
+    seen: list[str] = []
+
+    def run_check(lesson, path, **_kw):
+        seen.append(Path(path).read_text(encoding="utf-8"))
+        if len(seen) == 1:
+            atomic_save(exercise, "x = 1\n")  # saved before the watcher is up
+            return {"status": "fail", "passed": False, "exercise": lesson.exercise}
+        raise Rechecked
+
+    monkeypatch.setattr(check, "run_check", run_check)
+    args = build_parser().parse_args(["watch", "softmax"])
+    outcome: list[BaseException] = []
+
+    def watch() -> None:
+        try:
+            check.run(args)
+        except BaseException as exc:  # Rechecked, on the second check
+            outcome.append(exc)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert seen == ["x = 0\n", "x = 1\n"]
+    assert outcome and isinstance(outcome[0], Rechecked)
+
+
+def test_gpulab_watch_ignores_an_event_that_changes_nothing(exercise):
+    """Only a new stamp re-checks: a touch-free event (the file read, an
+    editor's swap file beside it) does not."""
+    from gpulab.commands import check
+
+    checks: list[float] = []
+
+    async def watch() -> None:
+        task = asyncio.get_running_loop().create_task(
+            check._recheck_on_save(exercise, lambda: checks.append(1), poll=True)
+        )
+        await asyncio.sleep(0.3)
+        exercise.with_name(".softmax.py.swp").write_text("swap")
+        exercise.read_text()
+        await asyncio.sleep(check.RESTAMP_S + 0.5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(watch())
+    assert checks == []

@@ -185,3 +185,25 @@ def test_two_corrupt_states_in_the_same_second_keep_both(ws, monkeypatch):
     aside = sorted(ws.state_dir.glob("state.json.corrupt-*"))
     assert len(aside) == 3
     assert sorted(p.read_text() for p in aside) == sorted(kept)
+
+
+def test_a_truncated_state_comes_back_from_the_last_good_copy(ws, course):
+    """Attempts, hints, the last lesson and the watch setting survive; at most
+    the last write is lost (it used to be all but the pass/fail status)."""
+    ws.record_result("softmax", {"passed": False, "summary": "first"})
+    ws.record_result("softmax", {"passed": True, "summary": "second"})
+    ws.reveal_hint(course.find("matmul"))
+    ws.set_setting("watch", True)
+    ws.set_last_lesson("03_triton_tiled_matmul")
+    whole = ws.state_path.read_text()
+    ws.state_path.write_text(whole[: len(whole) // 2])  # truncated
+    again = Workspace.open(ws.root)
+    assert "last good copy" in again.warnings[0] and "at most the last change" in again.warnings[0]
+    state = again.load_state()
+    attempts = state["exercises"]["softmax"]["attempts"]
+    assert [a["summary"] for a in attempts] == ["first", "second"]
+    assert again.status("softmax") == PASSED
+    assert again.hint_level("matmul") == 1
+    assert again.get_setting("watch") is True
+    assert state["last_lesson"] is None  # the last write, the one lost
+    assert len(list(ws.state_dir.glob("state.json.corrupt-*"))) == 1

@@ -50,6 +50,11 @@ def _check(args: Any) -> int:
         timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
     quiet = args.json
     err = console(stderr=True)
+    # A read-only workspace: the check still runs (its compiler cache in a
+    # temporary folder), and says why its result is not kept.
+    blocked = ws.unwritable()
+    if blocked:
+        print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
 
     def on_event(ev: dict) -> None:
         if quiet:
@@ -66,10 +71,10 @@ def _check(args: Any) -> int:
         timing=not args.no_timing,
         device=args.device,
         on_event=on_event,
-        extra={"workspace": str(ws.root), **explain_extra(args, ws)},
+        extra={"workspace": None if blocked else str(ws.root), **explain_extra(args, ws)},
     )
     explain_timeout(result, timeout, why)
-    if own and result.get("status") != ERROR:
+    if own and result.get("status") != ERROR and not blocked:
         ws.record_result(lesson.exercise, result)
     if args.json:
         # Learner text made visible here too: `jq -r .output` must not paint
@@ -82,6 +87,14 @@ def _check(args: Any) -> int:
     if result.get("status") == ERROR:
         return 2
     return 0 if result.get("passed") else 1
+
+
+def not_recorded(blocked: str) -> str:
+    """The warning for a workspace gpulab cannot write (Workspace.unwritable)."""
+    return (
+        f"{blocked}: the check runs, but its result is not recorded. To keep your "
+        "progress, use a folder you can write: --workspace DIR or $GPULAB_HOME."
+    )
 
 
 def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
@@ -110,18 +123,28 @@ def _watch(args: Any) -> int:
 
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
+        blocked = ws.unwritable()
+        if blocked:
+            print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
         result = run_check(
-            lesson, path, device=args.device, timeout=timeout, extra={"workspace": str(ws.root)}
+            lesson,
+            path,
+            device=args.device,
+            timeout=timeout,
+            extra={"workspace": None if blocked else str(ws.root)},
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
-        if result.get("status") != ERROR:
+        if result.get("status") != ERROR and not blocked:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))
         con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
 
+    from gpulab.watcher import stamp
+
+    checked = stamp(path)  # the version the first check reads: a save after it counts
     once()
     try:
-        _until_interrupted(_recheck_on_save(path, once, poll=args.poll))
+        _until_interrupted(_recheck_on_save(path, once, poll=args.poll, checked=checked))
     except KeyboardInterrupt:
         return 0
     return 0
@@ -149,14 +172,59 @@ def _until_interrupted(coro: Coroutine[Any, Any, None]) -> None:
         loop.close()
 
 
-async def _recheck_on_save(path: Path, once: Callable[[], None], *, poll: bool) -> None:
-    """Run `once` after every change to `path`, the lab's watcher telling."""
-    from gpulab.watcher import file_changes
+# However the watcher is doing (starting up, blocked behind a check, or file
+# events lost), the file's stamp is compared this often: a save is never missed.
+RESTAMP_S = 1.0
+# An editor's save can take a few steps (write, rename): wait for it to settle.
+SETTLE_S = 0.2
+
+
+async def _recheck_on_save(
+    path: Path,
+    once: Callable[[], None],
+    *,
+    poll: bool,
+    checked: tuple[int, int, int] | None = None,
+) -> None:
+    """Run `once` after every change to `path`, the lab's watcher telling.
+
+    `checked` is the stamp of the version last checked (default: the file as
+    it is now). A change is a stamp that differs from it: the watcher only
+    wakes the loop, so a save made before the watcher is up (or during a
+    check, which blocks the loop) is seen all the same, and a spurious event
+    re-checks nothing.
+    """
+    from gpulab.watcher import file_changes, stamp
 
     def fallback(why: str) -> None:
         print(why, file=sys.stderr)
 
-    # The check blocks the loop while it runs; file events keep collecting in
-    # watchfiles' thread, so a save made during a check re-checks after it.
-    async for _ in file_changes(path, asyncio.Event(), poll=poll, on_fallback=fallback):
-        once()
+    if checked is None:
+        checked = stamp(path)
+    wake, stop = asyncio.Event(), asyncio.Event()
+
+    async def listen() -> None:
+        async for _ in file_changes(path, stop, poll=poll, on_fallback=fallback):
+            wake.set()
+
+    listener = asyncio.get_running_loop().create_task(listen())
+    try:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), RESTAMP_S)
+            wake.clear()
+            now = stamp(path)
+            if now is None or now == checked:  # None: gone for a moment, mid-save
+                continue
+            while True:  # settled: the same stamp twice, SETTLE_S apart
+                await asyncio.sleep(SETTLE_S)
+                if (later := stamp(path)) == now:
+                    break
+                now = later
+            checked = now
+            once()
+    finally:
+        stop.set()  # ends watchfiles' thread
+        listener.cancel()
+        with contextlib.suppress(BaseException):
+            await listener

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
@@ -54,8 +55,12 @@ def open_workspace(args: Any) -> Workspace:
 def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
     lesson = course.find(key)
     if lesson is None:
+        import difflib
+
         known = ", ".join(course.exercise_ids)
-        raise UsageError(f"unknown exercise '{key}'. Known: {known}")
+        close = difflib.get_close_matches(key.strip().lower(), course.exercise_ids, n=2)
+        guess = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise UsageError(f"unknown exercise '{key}'.{guess} Known: {known}")
     if lesson.error:
         raise UsageError(f"lesson {lesson.id} cannot be used: {lesson.error}")
     if ready and not lesson.ready:
@@ -109,6 +114,23 @@ def print_json_error(summary: str) -> None:
     print(json.dumps({"status": "error", "summary": summary}, indent=2))
 
 
+# Errors only a write gives (a read-only file system, a full disk or quota).
+UNWRITABLE = (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+
+
+def os_error_message(exc: OSError) -> str:
+    """A full disk, a read-only or unreachable workspace: say which file, or,
+    when it could not be written, which folder (the file is often a
+    temporary one) and what to do."""
+    if exc.errno in UNWRITABLE and exc.filename:
+        folder = Path(exc.filename).parent
+        return (
+            f"cannot write in the folder {folder} ({exc.strerror}). Use a folder "
+            "you can write: --workspace DIR or $GPULAB_HOME."
+        )
+    return f"{exc.filename or ''}: {exc.strerror or exc}"
+
+
 def guarded(fn):
     """Turn UsageError (and a broken workspace or hardware table) into a
     one-line message and exit code 2.
@@ -123,8 +145,7 @@ def guarded(fn):
         except (UsageError, WorkspaceError, HardwareDataError) as exc:
             message = str(exc)
         except OSError as exc:
-            # A full disk, a read-only or unreachable workspace: say which file.
-            message = f"{exc.filename or ''}: {exc.strerror or exc}"
+            message = os_error_message(exc)
         print(f"gpulab: {message}", file=sys.stderr)
         if getattr(args, "json", None) is True:  # `bench --json PATH` is a file, not this
             print_json_error(message)

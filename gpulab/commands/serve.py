@@ -56,21 +56,21 @@ def run(args: Any) -> int:
             file=sys.stderr,
         )
     server = LabServer(command_line(args), host=args.host, port=args.port, unix_path=unix)
+    # The address is the command's output: stdout, so `gpulab serve | tee` or a
+    # script can take it; the words around it go to stderr.
     if unix is not None:
+        url = f"http://localhost:8000/?token={server.token}"
         print(
             f"gpulab: serving on the socket {unix} (only you can open it). From your "
-            f"computer: ssh -L 8000:{unix} THIS_HOST, then open "
-            f"http://localhost:8000/?token={server.token} (ctrl+c stops)",
+            f"computer: ssh -L 8000:{unix} THIS_HOST, then open (ctrl+c stops):",
             file=sys.stderr,
         )
     else:
         host = f"[{args.host}]" if ":" in args.host else args.host
-        print(
-            f"gpulab: open http://{host}:{args.port}/?token={server.token} in a browser "
-            "(ctrl+c stops)",
-            file=sys.stderr,
-        )
+        url = f"http://{host}:{args.port}/?token={server.token}"
+        print("gpulab: open this address in a browser (ctrl+c stops):", file=sys.stderr)
     sys.stderr.flush()
+    print(url, flush=True)
     try:
         server.serve()
     except OSError as exc:

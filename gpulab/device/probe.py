@@ -172,6 +172,15 @@ def _with_torch(
     return f
 
 
+# Stands in for torch's answer while its child process imports torch (seconds,
+# tens of them on a loaded machine): NVML's answer is shown meanwhile.
+TORCH_PENDING: dict[str, Any] = {
+    "available": False,
+    "pending": True,
+    "reason": "still asking torch (a child process imports it)",
+}
+
+
 def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any]:
     """Parent side: run the child and return its answer (or why there is none)."""
     try:
@@ -354,13 +363,16 @@ def snapshot_renderable(snap: dict[str, Any]) -> Any:
     if nv.get("available"):
         versions.append(f"driver {fmt_field(nv.get('driver_version'))}")
         versions.append(f"CUDA (driver) {fmt_field(nv.get('cuda_driver_version'))}")
-    else:
+    elif snap.get("has_gpu"):  # else the headline has just said why
         versions.append(str(nv.get("reason")))
-    if tr.get("available"):
+    if tr.get("pending"):
+        versions.append("torch and Triton: asking…")
+    elif tr.get("available"):
         versions.append(f"torch {tr.get('torch')} (CUDA {tr.get('cuda_version') or 'n/a'})")
     else:
         versions.append(f"torch: n/a ({tr.get('reason')})")
-    versions.append(f"Triton {tr.get('triton') or 'n/a'}")
+    if not tr.get("pending"):
+        versions.append(f"Triton {tr.get('triton') or 'n/a'}")
     parts.append(Text(" · ".join(versions), style="dim"))
     for gpu in snap.get("gpus", []):
         parts.append(_gpu_table(gpu))

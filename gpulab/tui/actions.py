@@ -28,9 +28,18 @@ class LessonActions(LabShell):
         if lesson is None:
             return
         pane = self.query_one(ExercisePane)
-        if self.lesson is not None and lesson.id != self.lesson.id and not pane.save():
-            self.notify("Answer the question about the changed file first.", severity="warning")
-            return
+        if self.lesson is not None and lesson.id != self.lesson.id:
+            reason = pane.unsaved_reason()
+            if reason and pane.asking:
+                self.notify("Answer the question about the changed file first.", severity="warning")
+                return
+            if reason:
+                self.confirm_discard(
+                    reason,
+                    f"Open lesson {lesson.number}",
+                    lambda: self.open_lesson(lesson, remember=remember),
+                )
+                return
         self.lesson = lesson
         path = None
         if lesson.ready:
@@ -41,7 +50,7 @@ class LessonActions(LabShell):
                     f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
                 )
         if remember:
-            self.workspace.set_last_lesson(lesson.id)
+            self.remember(self.workspace.set_last_lesson, lesson.id)
         self.query_one(LessonList).select_lesson(lesson)
         self.update_summary()
         self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
@@ -54,6 +63,27 @@ class LessonActions(LabShell):
         self.watch_file(path)
         self._pane_shown(self.active_pane)  # the learner stays on the pane they were on
         self.refresh_bindings()
+
+    def confirm_discard(self, reason: str, go: str, then: Any) -> None:
+        """Ask before an edit that cannot be saved is left behind; `then()` on yes."""
+        pane = self.query_one(ExercisePane)
+        name = pane.path.name if pane.path else "the exercise"
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                pane.discard()
+                then()
+
+        self.push_screen(
+            ConfirmScreen(
+                f"**Your edit to {name} is not saved**: {reason}.\n\n"
+                f"{go} anyway, and lose the edit?",
+                yes=f"{go}, losing it",
+                no="Stay",
+                title="Unsaved edit",
+            ),
+            answer,
+        )
 
     def on_option_list_option_selected(self, event: Any) -> None:
         if event.option_list.id != "lessons":
@@ -128,12 +158,26 @@ class LessonActions(LabShell):
         pane = self.query_one(ExercisePane)
         # Save first: the check grades the file on disk. In watch mode the
         # disk already holds what the learner's own editor wrote.
-        if not from_watch and not pane.save():
+        if not from_watch and (reason := pane.unsaved_reason()):
             self.notify(
-                "Not checked: answer the question about the changed file first.", severity="warning"
+                "Not checked: answer the question about the changed file first."
+                if pane.asking
+                else f"Not checked: a check grades the file on disk, and your edit is not "
+                f"saved: {reason}.",
+                severity="warning",
+                timeout=8,
+                markup=False,
             )
             return
-        path = pane.path or self.workspace.ensure_exercise(lesson)
+        path = pane.path
+        if path is None:
+            try:
+                path = self.workspace.ensure_exercise(lesson)
+            except OSError as exc:
+                self.notify(
+                    f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
+                )
+                return
         self.action_show_pane("results")
         self.start_check(lesson, path, explain=explain)
 
@@ -149,7 +193,7 @@ class LessonActions(LabShell):
         if self._gradable() is None:
             return
         self.watch_mode = not self.watch_mode
-        self.workspace.set_setting("watch", self.watch_mode)
+        self.remember(self.workspace.set_setting, "watch", self.watch_mode)
         if self.watch_mode:
             name = self.query_one("#exercise-pane").path  # type: ignore[attr-defined]
             self.notify(
@@ -183,7 +227,9 @@ class LessonActions(LabShell):
         if lesson is None:
             return
         before = self.workspace.hint_level(lesson.exercise)
-        level = self.workspace.reveal_hint(lesson)
+        level = self.remember(self.workspace.reveal_hint, lesson)
+        if level is None:  # not saved: shown for this session all the same
+            level = min(before + 1, len(lesson.hints))
         if level == before:
             from gpulab.workspace import PASSED
 
@@ -207,7 +253,15 @@ class LessonActions(LabShell):
         if lesson is None:
             return
         pane = self.query_one(ExercisePane)
-        if not pane.save():
+        if reason := pane.unsaved_reason():
+            self.notify(
+                "Not reset: answer the question about the changed file first."
+                if pane.asking
+                else f"Not reset: your edit is not saved: {reason}.",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
             return
 
         def answer(yes: bool | None) -> None:

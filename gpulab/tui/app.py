@@ -107,6 +107,7 @@ class GpulabApp(LessonActions):
         self.watch_mode = bool(self.workspace.get_setting("watch", False))
         for warning in (*self.course.warnings, *self.workspace.warnings):
             self.notify(warning, severity="warning", timeout=10, markup=False)
+        self.say_if_unwritable()
         self.open_lesson(self._initial_lesson(), remember=False)
         if self.query_one("#sidebar").display:
             self.query_one(LessonList).focus()
@@ -130,7 +131,7 @@ class GpulabApp(LessonActions):
         )
 
     def _remember_theme(self, theme: Any) -> None:
-        self.workspace.set_setting("theme", getattr(theme, "name", str(theme)))
+        self.remember(self.workspace.set_setting, "theme", getattr(theme, "name", str(theme)))
 
     # --- bindings that depend on state -------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -155,6 +156,16 @@ class GpulabApp(LessonActions):
         await self.action_quit()
 
     async def action_quit(self) -> None:
+        """q, ctrl+q: quit, once the edit is saved, or after asking when it cannot be."""
+        reason = self.query_one(ExercisePane).unsaved_reason()
+        if reason:
+            self.confirm_discard(reason, "Quit", self.leave)
+            return
+        self.leave()
+
+    def leave(self) -> None:
+        """Quit without asking (the browser tab has gone, or the learner said
+        so): the edit is saved if it can be, the check and probe stopped."""
         pane = self.query_one(ExercisePane)
         if pane.dirty:
             pane.save()

@@ -28,6 +28,8 @@ class DevicePane(LazyPane):
     BINDINGS = [
         Binding("g", "refresh", "Refresh", tooltip="Ask the GPU again"),
         Binding("m", "microbench", "Measure", tooltip="Run the microbenchmarks"),
+        # Where there is no GPU, m is not offered, and says why when pressed.
+        Binding("m", "no_gpu_to_measure", "Measure", show=False),
     ]
 
     def compose(self) -> ComposeResult:
@@ -41,6 +43,19 @@ class DevicePane(LazyPane):
         self.query_one("#bench-bar").display = False
         self.query_one("#bench-stage").display = False
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "microbench":
+            return not self.no_gpu  # nothing to measure: not offered
+        if action == "no_gpu_to_measure":
+            return self.no_gpu
+        return True
+
+    @property
+    def no_gpu(self) -> bool:
+        """Detection has answered, and found no GPU."""
+        info = getattr(self.app, "gpu_info", None)
+        return info is not None and not info.found
+
     def show_gpu_info(self, info: GpuInfo) -> None:
         from gpulab import hardware
         from gpulab.tui.screens import device_line
@@ -49,6 +64,7 @@ class DevicePane(LazyPane):
         self.query_one("#device-line", Static).update(
             Text(device_line(info, sheet).replace("**", ""))
         )
+        self.app.refresh_bindings()  # m is offered only where there is a GPU
 
     def build(self) -> None:
         app: Any = self.app
@@ -70,10 +86,15 @@ class DevicePane(LazyPane):
         description="device probe",
     )
     def _snapshot_worker(self) -> None:
+        workspace = self.app.workspace  # type: ignore[attr-defined]
         try:
             from gpulab.device import probe
 
-            snap = probe.snapshot(self.app.workspace)  # type: ignore[attr-defined]
+            # NVML answers in milliseconds, torch's child in seconds (tens of
+            # them on a loaded machine): NVML's answer is shown meanwhile.
+            first = probe.snapshot(workspace, torch_info=probe.TORCH_PENDING)
+            self.post_message(DeviceSnapshot(probe.snapshot_renderable(first)))
+            snap = probe.snapshot(workspace)
             renderable: Any = probe.snapshot_renderable(snap)
         except Exception as exc:  # noqa: BLE001
             renderable = unavailable("The device probe", exc)
@@ -87,8 +108,18 @@ class DevicePane(LazyPane):
     def action_microbench(self) -> None:
         self.run_probe()
 
+    def action_no_gpu_to_measure(self) -> None:
+        self.run_probe()  # which says why not
+
     def run_probe(self) -> None:
         app: Any = self.app
+        if self.no_gpu:
+            app.notify(
+                "No GPU here, so nothing to measure: the microbenchmarks time a GPU's "
+                "memory bandwidth and FLOP/s. Rooflines use the datasheet figures.",
+                timeout=5,
+            )
+            return
         if app.probing:
             app.notify("The microbenchmarks are already running (x cancels).", timeout=3)
             return

@@ -29,7 +29,7 @@ from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
 from gpulab.content import Lesson
-from gpulab.fsutil import atomic_write_text
+from gpulab.fsutil import atomic_write_text, read_for_editor
 from gpulab.tui.messages import ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen
 from gpulab.watcher import Stamp, stamp
@@ -45,6 +45,12 @@ def syntax_available() -> bool:
 def editor_language(syntax: bool) -> str | None:
     """The TextArea language for Python code: the editor's and the solution's."""
     return "python" if syntax and syntax_available() else None
+
+
+def save_error_words(path: Path, exc: OSError) -> str:
+    """Why `path` could not be written, naming its folder (the file that failed
+    is a temporary one beside it)."""
+    return f"the folder {path.parent} cannot be written to ({exc.strerror or exc})"
 
 
 class CodeEditor(TextArea):
@@ -138,6 +144,10 @@ class ExercisePane(Vertical):
         self._loaded = False  # the buffer holds this lesson's file
         self._timer: Timer | None = None
         self._asking = False  # a conflict question is on screen
+        # Why the last save failed (a read-only folder...); None once one works.
+        self.save_error: str | None = None
+        # Why the file could not be loaded (not UTF-8, too big...); None when it was.
+        self.read_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="editor-status")
@@ -168,7 +178,15 @@ class ExercisePane(Vertical):
         """EDIT mode, focused; False (and a notice) when there is nothing to edit."""
         self.ensure_loaded()
         if not self.editable:
-            self.app.notify("There is no exercise file to edit here.", timeout=3)
+            if self.read_error and self.path is not None:
+                self.app.notify(
+                    f"{self.path.name} cannot be edited here: {self.read_error}.",
+                    severity="warning",
+                    timeout=10,
+                    markup=False,
+                )
+            else:
+                self.app.notify("There is no exercise file to edit here.", timeout=3)
             return False
         ed = self.editor
         ed.read_only = False
@@ -230,15 +248,16 @@ class ExercisePane(Vertical):
                 f"# Lesson {self.lesson.number}'s exercise ({self.lesson.exercise}) is "
                 "coming soon.\n# Read the lesson text meanwhile."
             )
-        return f"# Could not read {self.path}."
+        why = self.read_error or "it could not be read"
+        return f"# Could not open {self.path}:\n# {why}."
 
     def _read_disk(self) -> tuple[str | None, Stamp | None]:
         if self.path is None:
+            self.read_error = None
             return None, None
-        try:
-            return self.path.read_text(encoding="utf-8"), stamp(self.path)
-        except (OSError, UnicodeDecodeError):
-            return None, None
+        known = stamp(self.path)  # before reading: a save in between is seen later
+        text, self.read_error = read_for_editor(self.path)
+        return (text, known) if text is not None else (None, None)
 
     # --- state ----------------------------------------------------------------
     @property
@@ -255,7 +274,11 @@ class ExercisePane(Vertical):
                 shown = self.path.relative_to(self.app.workspace.root)  # type: ignore[attr-defined]
             except (ValueError, AttributeError):
                 shown = self.path
-            state = "[b]● modified[/]" if self.dirty else "saved"
+            state = (
+                ("[b]● NOT SAVED[/]" if self.save_error else "[b]● modified[/]")
+                if self.dirty
+                else "saved"
+            )
             mode = (
                 "[b]EDIT[/]: Esc stops"
                 if self.editing
@@ -302,12 +325,47 @@ class ExercisePane(Vertical):
         try:
             atomic_write_text(self.path, text)
         except OSError as exc:
-            self.app.notify(f"could not save {self.path}: {exc}", severity="error")
+            error = save_error_words(self.path, exc)
+            if error != self.save_error or explicit:  # once, not at every autosave
+                self.app.notify(
+                    f"Could not save {self.path.name}: {error}. Your edit is kept here, "
+                    "unsaved; quitting or leaving the lesson asks first.",
+                    title="Not saved",
+                    severity="error",
+                    timeout=10,
+                    markup=False,
+                )
+            self.save_error = error
+            self._update_status()
             return False
+        self.save_error = None
         self._baseline, self._known = text, stamp(self.path)
         self._update_status()
         self.post_message(ExerciseSaved(self.path, explicit))
         return True
+
+    @property
+    def asking(self) -> bool:
+        """The question about a file changed on disk is open."""
+        return self._asking
+
+    def unsaved_reason(self) -> str | None:
+        """Why the buffer holds an edit that is not on disk, in words; None when
+        it holds none (or it can be saved now)."""
+        if not self.dirty or self.save():
+            return None
+        if self._asking:
+            return "the file changed on disk and the question about it is still open"
+        return self.save_error or "it could not be saved"
+
+    def discard(self) -> None:
+        """Drop the unsaved edit (the learner said so): the buffer goes back to
+        the text it started from, which ctrl+z can still undo."""
+        self._stop_timer()
+        if self.dirty and self._baseline is not None:
+            self._reload(self._baseline, self._known)
+        self.save_error = None
+        self._update_status()
 
     # --- another editor's saves ---------------------------------------------------
     def is_own_version(self) -> bool:

@@ -87,7 +87,7 @@ class RooflinePane(LazyPane):
             # pane made to show what it drew, or an event older than that change.
             return
         self.chosen = key
-        self.app.workspace.set_setting("gpu", key)  # type: ignore[attr-defined]
+        self.app.remember(self.app.workspace.set_setting, "gpu", key)  # type: ignore[attr-defined]
         self._build_worker(key)
 
     @work(

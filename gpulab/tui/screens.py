@@ -29,11 +29,19 @@ def help_markdown(topic: str) -> str:
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """A yes/no question. Enter or y answers yes, escape or n answers no."""
+    """A yes/no question, its keys on the buttons: y answers yes, n or escape no.
+
+    Enter presses the highlighted (focused) button, which is `no`, the answer
+    that changes nothing, when the dialog opens; tab or the arrow keys move
+    the highlight. No button is coloured apart from the highlight, so the one
+    that looks chosen is the one Enter presses.
+    """
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", show=False),
         Binding("n,escape", "answer(False)", "No", show=False),
+        Binding("left,up", "app.focus_previous", "Previous", show=False),
+        Binding("right,down", "app.focus_next", "Next", show=False),
     ]
 
     def __init__(
@@ -45,12 +53,13 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         from gpulab.tui.markdown import LabMarkdown as Markdown
 
-        with Vertical(id="dialog", classes="dialog") as box:
+        with Vertical(id="dialog", classes="dialog confirm") as box:
             box.border_title = self.title_text
+            box.border_subtitle = "y or n · Enter presses the highlighted one"
             yield Markdown(self.question, id="question")
             with Horizontal(classes="buttons"):
-                yield Button(self.yes, variant="warning", id="yes")
-                yield Button(self.no, id="no")
+                yield Button(f"{self.yes} (y)", id="yes")
+                yield Button(f"{self.no} (n)", id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -78,6 +78,7 @@ class LabShell(App[int]):
         self._run_id = 0
         self._watch_stop: asyncio.Event | None = None
         self._sidebar_choice: bool | None = None  # None: automatic (see _fit_sidebar)
+        self._unsaved_said = False  # the warning that progress is not saved, shown once
 
     # --- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -213,6 +214,40 @@ class LabShell(App[int]):
         if self._watch_stop is not None:
             self._watch_stop.set()
 
+    # --- the workspace ------------------------------------------------------------
+    def remember(self, write: Any, *args: Any) -> Any:
+        """`write(*args)`, a workspace method that writes progress or a setting;
+        None when the workspace cannot be written (said once, with the folder)."""
+        try:
+            return write(*args)
+        except OSError as exc:
+            if not self._unsaved_said:
+                self._unsaved_said = True
+                self.notify(
+                    f"{self.workspace.unwritable() or exc}. Your progress and settings are "
+                    "not saved; start gpulab with --workspace DIR (or $GPULAB_HOME) on a "
+                    "folder you can write to keep them.",
+                    title="Workspace is read-only",
+                    severity="error",
+                    timeout=15,
+                    markup=False,
+                )
+            return None
+
+    def say_if_unwritable(self) -> None:
+        """At start: a workspace gpulab cannot save in is said before any typing."""
+        blocked = self.workspace.unwritable()
+        if blocked:
+            self._unsaved_said = True
+            self.notify(
+                f"{blocked}. Edits, progress and results cannot be saved. Start gpulab "
+                "with --workspace DIR (or $GPULAB_HOME) on a folder you can write.",
+                title="Workspace is read-only",
+                severity="error",
+                timeout=20,
+                markup=False,
+            )
+
     # --- checks -----------------------------------------------------------------
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
@@ -225,11 +260,19 @@ class LabShell(App[int]):
             if explain
             else None
         )
-        self._check_worker(self._run_id, lesson, path, explained)
+        # A workspace that cannot be written keeps no compiler cache (the
+        # judge's would fail to make its folder): a temporary one then.
+        cache = None if self.workspace.unwritable() else str(self.workspace.root)
+        self._check_worker(self._run_id, lesson, path, explained, cache)
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
     def _check_worker(
-        self, run_id: int, lesson: Lesson, path: Path, explained: dict | None = None
+        self,
+        run_id: int,
+        lesson: Lesson,
+        path: Path,
+        explained: dict | None = None,
+        workspace: str | None = None,
     ) -> None:
         from gpulab.commands.timeouts import default_timeout, explain_timeout
 
@@ -240,7 +283,7 @@ class LabShell(App[int]):
             if self.check_timeout
             else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
         )
-        extra: dict = {"workspace": str(self.workspace.root), **(explained or {})}
+        extra: dict = {"workspace": workspace, **(explained or {})}
         if explained and not self.check_timeout:
             timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
         result = run_check(
@@ -265,7 +308,7 @@ class LabShell(App[int]):
         # Recorded here, on the UI thread, which alone writes the workspace;
         # a check that a newer one replaced still counts as an attempt.
         if result.get("status") not in (ERROR, CANCELLED):
-            self.workspace.record_result(lesson.exercise, result)
+            self.remember(self.workspace.record_result, lesson.exercise, result)
         if message.run_id != self._run_id:
             return  # a check that a newer one replaced
         self.checking = False

@@ -82,4 +82,7 @@ class LessonList(OptionList):
         passed = sum(
             1 for lesson in ready if lesson_status(lesson, self.ws, exercises)[0] == PASSED
         )
-        return f"passed {passed} of {len(ready)} ready"
+        # "gradable" only while some lessons' exercises are not ready yet.
+        kind = "gradable " if len(ready) < len(self.course.lessons) else ""
+        noun = "exercise" if len(ready) == 1 else "exercises"
+        return f"{passed} of {len(ready)} {kind}{noun} passed"
