@@ -33,7 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from gpulab import protocol
+from gpulab import crashes, protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED
 
 # What the sandbox records before the learner's file runs, per exercise.
@@ -185,39 +185,6 @@ def _grading_modules() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
-def crash_summary(code: int | None, killed_by_judge: str, policy: dict) -> tuple[str, str]:
-    if killed_by_judge:
-        return killed_by_judge, ""
-    if code is None:
-        return "your code stopped answering", ""
-    if code >= 0:
-        return (
-            f"your code exited (code {code}) in the middle of the check",
-            "A submission must not call sys.exit or os._exit.",
-        )
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    if name == "SIGXCPU":
-        return (f"your code used more than {policy['cpu_seconds']} s of CPU time", "")
-    if name == "SIGXFSZ":
-        return (f"your code wrote a file larger than {policy['file_bytes'] >> 20} MB", "")
-    if name == "SIGSEGV":
-        return (
-            "your code crashed with a segmentation fault (SIGSEGV)",
-            "Often an out-of-bounds pointer in a kernel, or a bad ctypes/numpy call.",
-        )
-    if name == "SIGABRT":
-        return ("your code aborted (SIGABRT)", "A library assertion failed; see the output.")
-    if name == "SIGKILL":
-        return (
-            "your code was killed (SIGKILL) from outside gpulab",
-            "Usually the system's out-of-memory killer: allocate less.",
-        )
-    return (f"your code died from {name}", "")
-
-
 def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     from gpulab.grading.remote import Sandbox, SandboxDied
 
@@ -292,7 +259,12 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
                 code = sandbox.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 sandbox.killed_by_judge = "your code stopped answering (stopped by gpulab)"
-        summary, hint = crash_summary(code, sandbox.killed_by_judge if sandbox else "", policy)
+        summary, hint = crashes.crash_summary(
+            code,
+            sandbox.killed_by_judge if sandbox else "",
+            policy,
+            sandbox.output.text() if sandbox else "",
+        )
         result = {
             "status": CRASHED if code is not None else FAILED,
             "summary": summary,
