@@ -89,6 +89,7 @@ CHILD = [
     "gpulab.device.microbench_measure",
     "gpulab.device.timing",
     "gpulab.device.torch_probe",
+    "gpulab.device.vmm",
     "gpulab.diagnosis.case_facts",
     "gpulab.diagnosis.cases",
     "gpulab.diagnosis.judge_side",

@@ -104,7 +104,7 @@ def command(ncu: str, log_file: str | Path, arch: str = "") -> list[str]:
         "--profile-from-start",
         "off",
         "--target-processes",
-        "application-only",
+        "all",  # the sandbox runs below its keeper (gpulab.sandbox.namespaces)
         "--clock-control",
         "none",  # the clocks the check timed at, as BENCHMARKS.md's counters
         "--port",

@@ -113,7 +113,8 @@ def enter(spec: dict) -> str:
     # profiled process: its sandbox keeps the network namespace it has
     # (Landlock still refuses it new TCP connections).
     net = CLONE_NEWNET if spec.get("network_namespace", True) else 0
-    _call("unshare", _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | net | CLONE_NEWIPC))
+    ipc = CLONE_NEWIPC if spec.get("ipc_namespace", True) else 0
+    _call("unshare", _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | net | ipc))
     try:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
@@ -123,6 +124,10 @@ def enter(spec: dict) -> str:
         # The new root is built on a tmpfs over the judge's (empty) private
         # folder: the judge's own view of that folder stays empty.
         mount("tmpfs", private, "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_BYTES},mode=0700")
+        if not spec.get("pid_namespace", True):
+            note = build_root(spec)
+            os.chdir(private)
+            return "user, mount" + (", network" if net else "") + (", IPC" if ipc else "") + note
         _call("unshare pid", _libc.unshare(CLONE_NEWPID))
     except Refused as exc:
         # No pid namespace was made, so running on here is safe.
