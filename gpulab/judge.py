@@ -113,7 +113,8 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         # reference fell back to its portable path under the judge).
         hidden = [h for h in hidden if not learner.is_relative_to(Path(h))]
         read.append(str(learner.parent / "hopper"))
-    # /dev/shm: torch's CUDA IPC keeps its reference counts in files there.
+    # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
+    # CUDA may make files there); the host's only where namespaces are refused.
     if request["exercise"] == "nvtx_profile" and request.get("workspace"):
         traces = Path(request["workspace"]) / "traces"  # the trace the learner opens
         traces.mkdir(parents=True, exist_ok=True)
@@ -205,7 +206,11 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     outbox = Path(tempfile.mkdtemp(prefix="gpulab-outbox-"))
     request["outbox"] = str(outbox)
     cache = cache_dir(request, private)
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only workspace: this check compiles afresh
+        cache = private / "cache"
+        cache.mkdir(parents=True, exist_ok=True)
     policy = policy_for(request, device, private, cache)
 
     def fresh(prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
