@@ -254,3 +254,31 @@ def test_the_outbox_copy_follows_no_link(tmp_path, honest):
         with pytest.raises(OSError):
             copy_untrusted(written, wanted)
         assert not wanted.exists()
+
+
+@needs_namespaces
+def test_where_namespaces_are_refused_the_check_runs_and_says_so(tmp_path):
+    """A kernel that refuses new user namespaces (here: a limit of 0 set in an
+    outer one): the keeper runs the sandbox without them, and `isolation`
+    says so rather than claiming what is not in force."""
+    import json
+    import shutil
+
+    if not shutil.which("unshare"):
+        pytest.skip("needs util-linux's unshare")
+    sol = tmp_path / "mine.py"
+    sol.write_text(REF)
+    inner = (
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec "
+        f"{sys.executable} -m gpulab check softmax --file {sol} --device cpu --json"
+    )
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-current-user", "sh", "-c", inner],
+        env=gpulab_env(tmp_path / "ws"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    r = json.loads(proc.stdout)
+    assert r["passed"], r["summary"]
+    assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
