@@ -230,7 +230,23 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             },
         )
 
-    sandbox = early = None
+    def fresh_replay() -> Sandbox:
+        """The replay's sandbox (gpulab.grading.replay): a folder and a
+        compiler cache of its own, and never the learner's file loaded."""
+        own = Path(tempfile.mkdtemp(prefix="gpulab-replay-", dir=private))
+        return Sandbox(
+            file=request["file"],
+            device=device,
+            private=own,
+            policy={
+                **policy,
+                "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],
+                "triton_cache": str(own / "triton"),
+                "sys_path": import_path(Path(request["file"]).resolve()),
+            },
+        )
+
+    sandbox = early = replayer = None
     result: dict[str, Any]
     held = contextlib.ExitStack()
     try:
@@ -249,7 +265,11 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         from gpulab.grading.harness import grade_request
 
         early = start(request, device, fresh)  # beside the check; None unless CPU --explain
-        result = grade_request(request, device, channel, sandbox=sandbox)
+        if device == "cpu":
+            from gpulab.grading.replay import Replayer
+
+            replayer = Replayer(fresh_replay, request["file"])
+        result = grade_request(request, device, channel, sandbox=sandbox, replayer=replayer)
         result["verdict"] = "judge"
         # Advice only, after the verdict (issue 21): never changes it.
         attach(request, result, device, sandbox, fresh=fresh, early=early)
@@ -280,6 +300,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             early.close()
         if sandbox is not None:
             sandbox.close()
+        if replayer is not None:
+            replayer.close()
         held.close()
         shutil.rmtree(private, ignore_errors=True)
         shutil.rmtree(outbox, ignore_errors=True)  # rmtree follows no links

@@ -45,6 +45,8 @@ class GradeContext:
     device_label: str | None = None
     # The judge's handle on the sandbox.
     sandbox: Any = None
+    # The replay's sandbox on the CPU (gpulab.grading.replay), or None.
+    replayer: Any = None
     _loaded: set[str] | None = None
     _arena: Any = None
 
@@ -124,7 +126,7 @@ def device_label(device: str, triton: bool = True) -> str:
 
 
 def grade_request(
-    request: dict[str, Any], device: str, channel: Any, sandbox: Any = None
+    request: dict[str, Any], device: str, channel: Any, sandbox: Any = None, replayer: Any = None
 ) -> dict[str, Any]:
     exercise = request["exercise"]
     try:
@@ -137,7 +139,9 @@ def grade_request(
             "summary": f"this exercise needs `{exc.name}`, which is not "
             f"installed ({install_hint(exc.name or '')})",
         }
-    ctx = GradeContext(request=request, device=device, channel=channel, sandbox=sandbox)
+    ctx = GradeContext(
+        request=request, device=device, channel=channel, sandbox=sandbox, replayer=replayer
+    )
     result: dict[str, Any] = {}
     try:
         grader.grade(ctx)
