@@ -1,6 +1,6 @@
 """The check protocol, shared by the lab, the judge and the sandbox.
 
-Three processes take part in a check (docs/grading.md tells the whole story):
+Three or four processes take part in a check (docs/grading.md tells the whole story):
 
 - the **lab** (CLI or TUI, `gpulab.runner`) starts the judge and reads its
   events; it imports neither torch nor triton;
@@ -8,7 +8,10 @@ Three processes take part in a check (docs/grading.md tells the whole story):
   secret seed, computes the reference, compares and times; it never imports
   the learner's file;
 - the **sandbox** (`python -m gpulab.sandbox`, untrusted) imports the
-  learner's file and calls it on the tensors the judge hands it.
+  learner's file and calls it on the tensors the judge hands it;
+- on the CPU, the **replay's sandbox** (the same program, confined alike)
+  never imports the file: it runs the recorded launches of the kernels the
+  judge kept of it (gpulab.grading.replay).
 
 Everything that crosses a process boundary is a frame: a 4-byte length and a
 JSON object with a `type`. Tensors never travel inside frames: they live in
