@@ -29,6 +29,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -44,12 +45,42 @@ GIB = 1 << 30
 class Channel:
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
 
     def send(self, event: dict[str, Any]) -> None:
         protocol.write_frame(self.fd, event)
 
     def stage(self, text: str) -> None:
+        self.marks.append((stage_kind(text), time.monotonic()))
         self.send({"type": "stage", "text": text})
+
+    def stages(self) -> dict[str, float]:
+        """Seconds in each kind of stage so far, in the order first seen
+        (the result's `stages`: a slow check says where its time went)."""
+        out: dict[str, float] = {}
+        now = time.monotonic()
+        for (kind, t), nxt in zip(self.marks, [*self.marks[1:], ("", now)], strict=True):
+            out[kind] = out.get(kind, 0.0) + (nxt[1] - t)
+        return {k: round(v, 3) for k, v in out.items()}
+
+
+def stage_kind(text: str) -> str:
+    """'case 3 of 14: 64×64 fp16' -> 'correctness'; the kinds a result's
+    `stages` names."""
+    if "your kernels again" in text:
+        return "replay"
+    for prefix, kind in (
+        ("case ", "correctness"),
+        ("timing ", "timing"),
+        ("importing", "import"),
+        ("starting", "start"),
+        ("waiting", "waiting for the GPU"),
+        ("preparing", "compile"),
+        ("compiling", "compile"),
+    ):
+        if text.startswith(prefix):
+            return kind
+    return text.split(" ", 1)[0].rstrip(":") or "other"
 
 
 def choose_device(wanted: str) -> str:
@@ -331,6 +362,8 @@ def main() -> int:
             "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
             "message": traceback.format_exc(),
         }
+    if isinstance(channel, Channel):
+        result["stages"] = channel.stages()
     try:
         channel.send({"type": "result", "result": result})
     finally:

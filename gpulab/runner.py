@@ -135,6 +135,11 @@ def run_check(
         }
     merged = {**base, **run.result, "duration_s": duration}
     merged["passed"] = merged.get("status") == PASSED
+    stages = merged.get("stages")
+    if isinstance(stages, dict) and all(isinstance(v, (int, float)) for v in stages.values()):
+        # Before the judge's first stage: its process starting and importing.
+        rest = round(max(0.0, duration - sum(stages.values())), 3)
+        merged["stages"] = {"judge start-up": rest, **stages}
     return merged
 
 

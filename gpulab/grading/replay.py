@@ -54,6 +54,7 @@ class Replayer:
         self.failed = ""
         self._arena: Any = None
         self._start = start
+        self.pending: tuple | None = None  # the case whose replay is in flight
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -73,13 +74,13 @@ class Replayer:
         if self.sandbox is not None:
             self.sandbox.close()
 
-    def check(
-        self, ctx: Any, case: Any, record: Any, refs: dict, expect: Any, spec: Any
+    def submit(
+        self, case: Any, record: Any, refs: dict, expect: Any, reference: Any, tolerance: tuple
     ) -> str | None:
-        """None when the replayed launches give the reference's answer, else
-        what is wrong, for the learner."""
-        from gpulab.grading.compare import compare, describe_mismatch
-
+        """Send one passing case's launches to the replay and go on: the
+        replay runs while the check's sandbox works on the next case, and
+        `collect` reads the answer. Returns at once what makes the record
+        unusable, for the learner, or None."""
         if self.source is None:
             return f"{WHY}It could not read your kernels: {self.error}"
         plan, problem = plan_replay(self.source, record, refs, expect, self.file)
@@ -87,7 +88,7 @@ class Replayer:
             return WHY + problem
         self.ensure_started()
         if self.sandbox is None:
-            ctx.fail(f"gpulab could not start the replay's sandbox: {self.failed}")
+            return f"{WHY}Its sandbox could not start: {self.failed}"
         need = sum(b["nbytes"] + 512 for b in plan["buffers"] if "judge_input" in b)
         arena = self.arena(need + math.prod(expect.shape) * expect.like.dtype.itemsize + 512)
         buffers = []
@@ -99,31 +100,44 @@ class Replayer:
         slot = arena.slot(tuple(expect.shape), expect.like.dtype)
         from gpulab.grading.remote import SandboxDied
 
+        message = {
+            "type": "replay",
+            "source": self.source.text,
+            "modules": self.source.modules,
+            "kernels": list(self.source.kernels),
+            "buffers": buffers,
+            "launches": plan["launches"],
+            "out": plan["out"],
+            "slot": slot.to_json(),
+        }
         try:
-            reply = self._request(
-                {
-                    "type": "replay",
-                    "source": self.source.text,
-                    "modules": self.source.modules,
-                    "kernels": list(self.source.kernels),
-                    "buffers": buffers,
-                    "launches": plan["launches"],
-                    "out": plan["out"],
-                    "slot": slot.to_json(),
-                }
-            )
+            self.sandbox.send(message)
         except SandboxDied as exc:
-            output = self.sandbox.output.text()[-1500:]
-            return WHY + f"The replay's process stopped ({exc}).\n{output}".rstrip()
+            return self._died(exc)
+        self.pending = (case.name, slot, reference, tolerance)
+        return None
+
+    def collect(self) -> tuple[str, str] | None:
+        """(case name, what is wrong) for the case in flight, or None when
+        there is none or its replay gave the answer."""
+        from gpulab.grading.compare import compare, describe_mismatch
+        from gpulab.grading.remote import SandboxDied
+
+        if self.pending is None:
+            return None
+        name, slot, reference, (atol, rtol) = self.pending
+        self.pending = None
+        try:
+            reply = self.sandbox.receive()
+        except SandboxDied as exc:
+            return name, self._died(exc)
         if reply.get("type") != "replayed":
-            return WHY + f"The replay stopped: {_text(reply.get('summary'), 400)}"
+            return name, WHY + f"The replay stopped: {_text(reply.get('summary'), 400)}"
         if reply.get("problem"):
-            return WHY + f"The replay stopped: {_text(reply.get('problem'), 400)}"
-        got = arena.view(slot).clone()
-        atol, rtol = spec.tolerance(case.dtype)
-        rep = compare(got, spec.reference(case), atol, rtol)
+            return name, WHY + f"The replay stopped: {_text(reply.get('problem'), 400)}"
+        rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
         if rep["mismatches"]:
-            return (
+            return name, (
                 WHY + "Their result differs from what your function returned "
                 f"({describe_mismatch(rep)}). Is part of the answer computed outside a "
                 "Triton kernel (torch or numpy in the wrapper, or a buffer filled before "
@@ -131,10 +145,12 @@ class Replayer:
             )
         return None
 
-    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        return self.sandbox.request(message)
+    def _died(self, exc: Exception) -> str:
+        output = self.sandbox.output.text()[-1500:]
+        return WHY + f"The replay's process stopped ({exc}).\n{output}".rstrip()
 
     def arena(self, nbytes: int) -> Any:
+        """Shared memory for the next replay (none is in flight by then)."""
         if self._arena is None or self._arena.nbytes < nbytes:
             self._arena = self.sandbox.arena(max(nbytes, 1 << 20))
         self._arena.reset()
