@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab import crashes, protocol
-from gpulab.protocol import CRASHED, ERROR, FAILED
+from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
 
 # What the sandbox records before the learner's file runs, per exercise.
 BEFORE_LOAD = {"graph_breaks": ["dynamo"], "sharded_mlp": ["jax"]}
@@ -50,9 +50,14 @@ class Channel:
     def send(self, event: dict[str, Any]) -> None:
         protocol.write_frame(self.fd, event)
 
-    def stage(self, text: str) -> None:
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        """A stage's words, and where there are steps, how many are done of
+        how many (numbers, so the lab never reads them back out of words)."""
         self.marks.append((stage_kind(text), time.monotonic()))
-        self.send({"type": "stage", "text": text})
+        event: dict[str, Any] = {"type": "stage", "text": text}
+        if done is not None and total:
+            event["progress"] = [int(done), int(total)]
+        self.send(event)
 
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen
@@ -95,20 +100,22 @@ def choose_device(wanted: str) -> str:
     return "cpu"
 
 
-def cache_dir(request: dict[str, Any], private: Path) -> Path:
+def cache_dir(request: CheckRequest, private: Path) -> Path:
     """Compiler caches (Triton, Inductor) kept per submission file, so a
     second check of the same file skips compiling and one submission can't
     plant a cache entry for another."""
-    ws = request.get("workspace")
+    ws = request.workspace
     if not ws:
         return private / "cache"
-    key = hashlib.sha256(str(Path(request["file"]).resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(str(Path(request.file).resolve()).encode()).hexdigest()[:16]
     return Path(ws) / ".gpulab" / "cache" / key
 
 
-def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path) -> dict:
+def policy_for(
+    request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
+) -> dict:
     pkg = Path(__file__).resolve().parent
-    learner = Path(request["file"]).resolve()
+    learner = Path(request.file).resolve()
     read = [
         sys.prefix,
         sys.base_prefix,
@@ -135,7 +142,7 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
     # it) is only listable.
     read += [p for p in import_path(learner) if Path(p) != pkg.parent]
     hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg)]
-    content = request.get("content_root")
+    content = request.content_root
     if content:
         hidden.append(str(Path(content) / "kernels"))
     if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
@@ -146,14 +153,14 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         read.append(str(learner.parent / "hopper"))
     # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
     # CUDA may make files there); the host's only where namespaces are refused.
-    if request["exercise"] == "nvtx_profile" and request.get("workspace"):
-        traces = Path(request["workspace"]) / "traces"  # the trace the learner opens
+    if request.exercise == "nvtx_profile" and request.workspace:
+        traces = Path(request.workspace) / "traces"  # the trace the learner opens
         traces.mkdir(parents=True, exist_ok=True)
         write_extra = [str(traces)]
-    elif request["exercise"] == "nvtx_profile":
+    elif request.exercise == "nvtx_profile":
         # No workspace: a folder of the judge's the sandbox writes its trace
         # into, read back without following links (nvtx_profile).
-        write_extra = [request["outbox"]]
+        write_extra = [str(outbox)] if outbox else []
     else:
         write_extra = []
     write = [
@@ -170,7 +177,7 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         "hidden": hidden,
         "listable": [str(pkg.parent), str(learner.parent)],
         "write": write,
-        "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
+        "cpu_seconds": int(float(request.timeout or 300)) + 30,
         "file_bytes": 256 << 20,
         "address_space": 24 * GIB if device == "cpu" else None,
         "blocked_modules": blocked_modules(),
@@ -217,11 +224,13 @@ def _grading_modules() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
-def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
+def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str, Any]:
     from gpulab.grading.remote import Sandbox, SandboxDied
 
+    if not isinstance(request, CheckRequest):  # the boundary: checked field by field
+        request = CheckRequest.from_json(request)
     channel.stage("starting")
-    device = choose_device(request.get("device", "auto"))
+    device = choose_device(request.device)
     if device == "cpu":
         # The judge runs gpulab's own probe kernels (which dtypes the
         # interpreter computes faithfully) before triton is imported.
@@ -232,24 +241,23 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
         )
     # The secret seed is drawn here and never leaves the judge.
-    request["secret_seed"] = secrets.randbelow(2**31)
+    secret_seed = secrets.randbelow(2**31)
     private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
     outbox = Path(tempfile.mkdtemp(prefix="gpulab-outbox-"))
-    request["outbox"] = str(outbox)
     cache = cache_dir(request, private)
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only workspace: this check compiles afresh
         cache = private / "cache"
         cache.mkdir(parents=True, exist_ok=True)
-    policy = policy_for(request, device, private, cache)
+    policy = policy_for(request, device, private, cache, outbox)
 
     def fresh(prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
         Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
         return Sandbox(
-            file=request["file"],
+            file=request.file,
             device=device,
             private=private,
             prefix=prefix,
@@ -257,7 +265,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
                 **policy,
                 **({"profiler": profiler} if profiler else {}),
                 "triton_cache": str(cache),
-                "sys_path": import_path(Path(request["file"]).resolve()),
+                "sys_path": import_path(Path(request.file).resolve()),
             },
         )
 
@@ -266,14 +274,14 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         compiler cache of its own, and never the learner's file loaded."""
         own = Path(tempfile.mkdtemp(prefix="gpulab-replay-", dir=private))
         return Sandbox(
-            file=request["file"],
+            file=request.file,
             device=device,
             private=own,
             policy={
                 **policy,
                 "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],
                 "triton_cache": str(own / "triton"),
-                "sys_path": import_path(Path(request["file"]).resolve()),
+                "sys_path": import_path(Path(request.file).resolve()),
             },
         )
 
@@ -291,7 +299,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             gpu = torch.cuda.current_device()
             held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
         sandbox = fresh()
-        sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
+        sandbox.preload(request.function, BEFORE_LOAD.get(request.exercise, []))
         from gpulab.diagnosis.judge_side import attach, start
         from gpulab.grading.harness import grade_request
 
@@ -299,8 +307,16 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         if device == "cpu":
             from gpulab.grading.replay import Replayer
 
-            replayer = Replayer(fresh_replay, request["file"])
-        result = grade_request(request, device, channel, sandbox=sandbox, replayer=replayer)
+            replayer = Replayer(fresh_replay, request.file)
+        result = grade_request(
+            request,
+            device,
+            channel,
+            sandbox=sandbox,
+            replayer=replayer,
+            secret_seed=secret_seed,
+            outbox=str(outbox),
+        )
         result["verdict"] = "judge"
         # Advice only, after the verdict (issue 21): never changes it.
         attach(request, result, device, sandbox, fresh=fresh, early=early)
@@ -345,7 +361,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 def main() -> int:
     from gpulab.grading.remote import harden_judge, kill_descendants
 
-    request = json.loads(sys.stdin.read())
+    raw = sys.stdin.read()
     channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
     harden_judge()
 
@@ -355,7 +371,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        result = judge(request, channel)
+        result = judge(CheckRequest.from_json(json.loads(raw)), channel)
     except Exception as exc:  # a gpulab bug or an environment problem
         result = {
             "status": ERROR,

@@ -354,7 +354,7 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
     total = len(cases)
     gaps: list[str] = []
     for i, case in enumerate(cases):
-        ctx.stage(f"case {i + 1} of {total}: {case.name}")
+        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
         keep: dict[str, Any] | None = {} if replayer is not None else None
         try:
             out, problem = guarded_call(ctx, spec, fn, case, guards, keep)

@@ -44,10 +44,13 @@ class Replayer:
 
     def __init__(self, start: Callable[[], Any], file: str) -> None:
         try:
-            with open(file, encoding="utf-8") as f:
-                self.source: ReplaySource | None = extract(f.read())
+            from importlib.util import decode_source
+
+            # As Python reads it: a BOM, a coding line (latin-1), any suffix.
+            with open(file, "rb") as f:
+                self.source: ReplaySource | None = extract(decode_source(f.read()))
             self.error = ""
-        except (OSError, UnicodeDecodeError, NotReplayable) as exc:
+        except (OSError, UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
             self.source, self.error = None, str(exc)
         self.file = file
         self.sandbox: Any = None

@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import Course, Lesson
 from gpulab.device.devinfo import GpuInfo, detect_gpus
+from gpulab.protocol import ExplainOptions
 from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.device_pane import DevicePane
@@ -256,9 +257,7 @@ class LabShell(App[int]):
         # The fields `gpulab check --explain` sends (commands/check.py); the
         # setting read here, on the UI thread, which alone touches the workspace.
         explained = (
-            {"explain": True, "explain_gpu": None, "gpu_setting": self.workspace.get_setting("gpu")}
-            if explain
-            else None
+            ExplainOptions(gpu_setting=self.workspace.get_setting("gpu")) if explain else None
         )
         # A workspace that cannot be written keeps no compiler cache (the
         # judge's would fail to make its folder): a temporary one then.
@@ -271,7 +270,7 @@ class LabShell(App[int]):
         run_id: int,
         lesson: Lesson,
         path: Path,
-        explained: dict | None = None,
+        explained: ExplainOptions | None = None,
         workspace: str | None = None,
     ) -> None:
         from gpulab.commands.timeouts import default_timeout, explain_timeout
@@ -283,7 +282,6 @@ class LabShell(App[int]):
             if self.check_timeout
             else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
         )
-        extra: dict = {"workspace": workspace, **(explained or {})}
         if explained and not self.check_timeout:
             timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
         result = run_check(
@@ -294,7 +292,8 @@ class LabShell(App[int]):
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
-            extra=extra,
+            workspace=workspace,
+            explain=explained,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))

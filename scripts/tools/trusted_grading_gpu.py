@@ -79,7 +79,7 @@ def main() -> None:
             REPO / "kernels" / f"{ex}.py",
             device="cuda",
             timeout=500,
-            extra={"workspace": "/tmp/gpulab-ws"},
+            workspace="/tmp/gpulab-ws",
         )
         results[f"honest:{ex}"] = summarise(r)
         if ex == "rope_rmsnorm":
@@ -96,7 +96,7 @@ def main() -> None:
             f,
             device="cuda",
             timeout=500,
-            extra={"workspace": "/tmp/gpulab-ws"},
+            workspace="/tmp/gpulab-ws",
         )
         results[f"cheat:{name}"] = summarise(r)
         print(name, r["status"], r["summary"][:300], flush=True)
