@@ -39,7 +39,7 @@ def replace_kernel(exercise: str, body: str) -> str:
 
 ROW_WHERE_EXP2 = replace_kernel(
     "softmax_row",
-    '''
+    """
 LOG2E = 1.4426950408889634
 
 
@@ -62,12 +62,12 @@ def softmax(x):
     rows, cols = x.shape
     _row_kernel[lambda meta: (rows,)](out, x, cols, BLOCK=triton.next_power_of_2(cols))
     return out
-''',
+""",
 )
 
 ROW_SEVERAL_ROWS = replace_kernel(
     "softmax_row",
-    '''
+    """
 @triton.jit
 def rows_kernel(y_ptr, x_ptr, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     # ROWS rows a program, as a 2-D block.
@@ -85,14 +85,14 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
     rows_kernel[(triton.cdiv(n_rows, 4),)](y, x, n_rows, n_cols, ROWS=4, BLOCK=BLOCK)
     return y
-''',
+""",
 )
 
 # --- softmax_wide: honest styles ---------------------------------------------
 
 WIDE_THREE_PASSES = replace_kernel(
     "softmax_wide",
-    '''
+    """
 @triton.jit
 def three_pass_kernel(y_ptr, x_ptr, n_cols, BLOCK: tl.constexpr):
     # The max, then the sum, then the output: three walks, no rescaling.
@@ -117,12 +117,12 @@ def softmax(x):
     y = torch.empty_like(x)
     three_pass_kernel[(x.shape[0],)](y, x, x.shape[1], BLOCK=8192)
     return y
-''',
+""",
 )
 
 WIDE_PER_LANE = replace_kernel(
     "softmax_wide",
-    '''
+    """
 @triton.jit
 def lanes_kernel(y_ptr, x_ptr, n_cols, BLOCK: tl.constexpr):
     # An online pass per lane (a running max and sum for each of the BLOCK
@@ -152,14 +152,14 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
     lanes_kernel[(n_rows,)](y, x, n_cols, BLOCK=16384, num_warps=16)
     return y
-''',
+""",
 )
 
 # --- matmul_tile: honest styles ----------------------------------------------
 
 TILE_BROADCAST = replace_kernel(
     "matmul_tile",
-    '''
+    """
 @triton.jit
 def product_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B: tl.constexpr):
     # No tl.dot: a broadcast multiply and a sum over k, in fp32, with the
@@ -179,12 +179,12 @@ def matmul(a, b):
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     product_kernel[(1,)](a, b, c, M, N, K, B=64)
     return c
-''',
+""",
 )
 
 TILE_GRID_OF_SMALL_TILES = replace_kernel(
     "matmul_tile",
-    '''
+    """
 @triton.jit
 def small_tiles_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
                        T: tl.constexpr, BK: tl.constexpr):
@@ -208,14 +208,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     small_tiles_kernel[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
                              T=16, BK=64)
     return c
-''',
+""",
 )
 
 # --- matmul_kloop: honest styles ---------------------------------------------
 
 KLOOP_2D_GRID = replace_kernel(
     "matmul_kloop",
-    '''
+    """
 @triton.jit
 def grid2d_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
@@ -243,7 +243,7 @@ def matmul(a, b):
     grid2d_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         c.stride(0), c.stride(1), BM=64, BN=64, BK=16)
     return c
-''',
+""",
 )
 
 KLOOP_WRAPPED_ROWS = edit(
