@@ -335,18 +335,6 @@ WRONG = {
         ),
         ("wrong",),
     ),
-    # One program per tile of the first row only: the rest of C is never written.
-    "matmul_kloop one row of tiles": (
-        "matmul_kloop",
-        edit(
-            "matmul_kloop",
-            (
-                "grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)",
-                "grid = (triton.cdiv(N, BLOCK_N),)",
-            ),
-        ),
-        ("NaN", "wrong"),
-    ),
 }
 
 BATCH_CHILD = r"""
