@@ -34,12 +34,26 @@ def _target(args: Any):
     course = open_course()
     lesson = find_lesson(course, args.exercise)
     ws = open_workspace(args)
-    return (lesson, ws, *exercise_file(args, ws, lesson))
+    return (lesson, ws, *exercise_file(args, ws, lesson), course)
+
+
+def next_step(course: Any, lesson: Any) -> str:
+    """After a pass: the command for the next exercise (the lesson's next
+    step, or the next lesson), or "" after the last."""
+    nxt = course.next_exercise(lesson)
+    if nxt is None:
+        return ""
+    where = (
+        f"step {nxt.position + 1} of {nxt.step_count} of lesson {nxt.number}"
+        if nxt.index == lesson.index
+        else f"lesson {nxt.number}" + (f", {nxt.step_label}" if nxt.step_label else "")
+    )
+    return f"Next: {nxt.exercise_title} ({where}): gpulab check {nxt.exercise}"
 
 
 def _check(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
-    lesson, ws, path, own = _target(args)
+    lesson, ws, path, own, course = _target(args)
     # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
     timeout, why = (
         (timeout, "you asked for it with --timeout")
@@ -84,6 +98,8 @@ def _check(args: Any) -> int:
         from gpulab.report import render
 
         console().print(render(result))
+        if result.get("passed") and (line := next_step(course, lesson)):
+            console().print(line, markup=False, highlight=False, style="dim")
     if result.get("status") == ERROR:
         return 2
     return 0 if result.get("passed") else 1
@@ -111,7 +127,7 @@ def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
 def _watch(args: Any) -> int:
     """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
     timeout = parse_timeout(args.timeout, 0.0)
-    lesson, ws, path, _ = _target(args)
+    lesson, ws, path, _, course = _target(args)
     con = console()
     from gpulab.report import render
 
@@ -137,6 +153,8 @@ def _watch(args: Any) -> int:
         if result.get("status") != ERROR and not blocked:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))
+        if result.get("passed") and (line := next_step(course, lesson)):
+            con.print(line, markup=False, highlight=False, style="dim")
         con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
 
     from gpulab.watcher import stamp

@@ -1,8 +1,9 @@
 """`gpulab dev check`: prove the course itself (rustlings' `dev check`).
 `gpulab dev compile`: compile every kernel for every target (dev_compile.py).
 
-For every lesson marked ready: the lesson text and starter exist, the starter
-has a TODO, the starter FAILS its grader and the reference PASSES it. Coming
+For every exercise marked ready (each lesson's steps and its final exercise):
+the lesson text and starter exist, the starter has a TODO, the starter FAILS
+its grader and the reference PASSES it. Coming
 lessons are listed; broken manifest entries fail the check. Then every file
 the lessons, glossary, docs, starters and gpulab's modules cite must be in
 the repo (gpulab.citations); a citation of a document still being written is
@@ -63,23 +64,24 @@ def check_citations(root: Path, out: Any = None) -> int:
 
 def check_course(course: Course, device: str = "auto", out: Any = None) -> int:
     failures = 0
-    for lesson in course.lessons:
+    for lesson in course.exercises:
+        name = f"{lesson.id} ({lesson.exercise})" if lesson.is_step else lesson.id
         if lesson.error:
             failures += 1
-            _say(out, f"✘ {lesson.id}: {lesson.error}")
+            _say(out, f"✘ {name}: {lesson.error}")
             continue
         if not lesson.ready:
-            _say(out, f"· {lesson.id}: coming (not checked)")
+            _say(out, f"· {name}: coming (not checked)")
             continue
         problems = check_lesson(lesson, device)
         if problems and all(p.startswith("skipped") for p in problems):
-            _say(out, f"- {lesson.id}: {problems[0]}")
+            _say(out, f"- {name}: {problems[0]}")
         elif problems:
             failures += 1
             for p in problems:
-                _say(out, f"✘ {lesson.id}: {p}")
+                _say(out, f"✘ {name}: {p}")
         else:
-            _say(out, f"✔ {lesson.id}: starter fails, reference passes")
+            _say(out, f"✔ {name}: starter fails, reference passes")
     # course.path is <root>/lessons/manifest.toml
     return failures + check_citations(course.path.parent.parent, out)
 
