@@ -2,14 +2,11 @@
 
 The reference, the starter and one cheat go through real child processes
 (the judge and the sandbox). The other variants run the same grader and the
-same sandbox handler in this process (`InProcessSandbox`: no process
+same sandbox handler in this process (tests/inprocess.py: no process
 boundary, nothing else left out), so each costs a compile, not two
 interpreters."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import pytest
 
@@ -28,60 +25,19 @@ def line_of(src: str, text: str) -> int:
     return next(i for i, ln in enumerate(src.splitlines(), 1) if text in ln)
 
 
-class _Channel:
-    def send(self, event: dict) -> None:
-        pass
-
-    def stage(self, text: str) -> None:
-        pass
-
-
-class InProcessSandbox:
-    """The sandbox's Server, answering in this process: the same handlers,
-    arenas mapped from the judge's own memfd."""
-
-    pending = False
-
-    def __init__(self, file: Path) -> None:
-        from gpulab.sandbox.main import Server
-
-        self.server = Server(-1, {"device": "cpu", "file": str(file)})
-        self.arenas: list = []
-
-    def arena(self, nbytes: int):
-        from gpulab.grading.remote import Arena
-        from gpulab.sandbox import tensors
-
-        arena = Arena(len(self.arenas), max(nbytes, 256), "cpu")
-        self.server.arenas[arena.spec.id] = tensors.open_arena(arena.spec, os.dup(arena.fd))
-        self.arenas.append(arena)
-        return arena
-
-    def request(self, msg: dict) -> dict:
-        from gpulab.sandbox.failure import LearnerFailure
-
-        if msg["type"] == "load":
-            msg = {**msg, "before_load": ["dynamo"]}
-        try:
-            return getattr(self.server, f"on_{msg['type']}")(msg)
-        except LearnerFailure as exc:
-            return {"type": "raised", "summary": exc.summary, "message": exc.message}
-
-
 @pytest.fixture
 def grade_here(tmp_path):
     """Grade source text with the real grader, the sandbox's handler in-process."""
     import torch
 
-    from gpulab.grading.harness import grade_request
+    from tests.inprocess import grade_here as _in_process
 
     threads = torch.get_num_threads()
 
     def _grade(src: str) -> dict:
         path = tmp_path / f"compile_once_{abs(hash(src)) % 10**8}.py"
         path.write_text(src)
-        request = {"exercise": "compile_once", "function": "compile_step", "file": str(path)}
-        return grade_request(request, "cpu", _Channel(), sandbox=InProcessSandbox(path))
+        return _in_process("compile_once", "compile_step", path)
 
     yield _grade
     torch.compiler.set_stance("default")  # a variant may have changed it
