@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import reference_source, starter_source
+from tests.conftest import REPO, reference_source, starter_source
 
 REF = reference_source("comm_cost")
 STARTER = starter_source("comm_cost")
@@ -242,8 +242,6 @@ def test_a_raising_function_fails_its_cases_only(grade_here):
 
 def test_the_lesson_quotes_the_graders_numbers():
     """Lesson 08's worked figures, as it prints them, are the answers graded."""
-    from tests.conftest import REPO
-
     text = (REPO / "lessons" / "08_jax_sharding_pipeline" / "lesson.md").read_text()
     for figure in (
         "**235 MB**",
@@ -256,3 +254,21 @@ def test_the_lesson_quotes_the_graders_numbers():
         "3/19 = 16%",
     ):
         assert figure in text, figure
+
+
+def test_the_answer_key_cannot_be_read_or_imported(grade):
+    # The answers are gpulab.grading.comm_cost's: refused as an import
+    # always, and as a file wherever the sandbox is confined.
+    from gpulab.sandbox.isolation import landlock_abi
+
+    path = REPO / "gpulab" / "grading" / "comm_cost.py"
+    src = (
+        REF
+        + f"\ntry:\n    open({str(path)!r}).read()\n    READ = True\nexcept OSError:\n    READ = False\n"
+    )
+    src += "\n_real = bubble\n\ndef bubble(p, m, v=1):\n    return _real(p, m, v) if not READ else -1.0\n"
+    r = grade("comm_cost", src)
+    if landlock_abi() > 0:
+        assert r["passed"], r["summary"]  # the file could not be read
+    r = grade("comm_cost", "import gpulab.grading.comm_cost\n" + REF)
+    assert not r["passed"]
