@@ -167,6 +167,11 @@ class Server:
 
         return stream_request(self, msg)
 
+    def on_copy_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.ceiling import bench_request
+
+        return bench_request(self, msg)
+
     def on_jax_export(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.jax_export import export_request
 
