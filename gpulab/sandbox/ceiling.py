@@ -38,11 +38,15 @@ class ModelBuffer:
     def element_size(self) -> int:
         return 1
 
-    def copy_(self, src: ModelBuffer) -> ModelBuffer:
+    def copy_(self, src: ModelBuffer, non_blocking: bool = False) -> ModelBuffer:
         if not isinstance(src, ModelBuffer) or src.nbytes != self.nbytes:
             raise RuntimeError("copy_: the buffers differ in size")
         self.gpu._copy(self, src)
         return self
+
+    def clone(self) -> ModelBuffer:
+        out = ModelBuffer(self.gpu, self.nbytes)
+        return out.copy_(self)
 
     def __repr__(self) -> str:
         return f"<buffer of {self.nbytes} bytes on the model GPU>"
