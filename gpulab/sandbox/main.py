@@ -183,6 +183,16 @@ class Server:
 
         return compiled_request(self, msg)
 
+    def on_compile_stream(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.recompiles import stream_request
+
+        return stream_request(self, msg)
+
+    def on_copy_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.ceiling import bench_request
+
+        return bench_request(self, msg)
+
     def on_jax_export(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.jax_export import export_request
 
