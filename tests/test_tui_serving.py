@@ -323,3 +323,28 @@ async def test_the_gpu_starts_as_this_machines_else_the_setting(ws):
         pane = await open_calculator(pilot)
         assert same_numbers(pane.result, expected(gpu="h200"))
         assert shows(app, "H200 (detected)")
+
+
+LABELS = re.compile(
+    r"prefill|decode|ridge \d+ FLOP/B|(?:fp8|tf32|fp32|fp64|int8|fp4)[^│]*?\d[\d,]*"
+)
+
+
+@pytest.mark.parametrize("size", [(74, 14), (56, 14), (116, 16)], ids=str)
+@pytest.mark.parametrize("gpu", ["h100-sxm", "a100-80gb", "mi300x"])
+def test_plot_labels_never_run_into_each_other(size, gpu):
+    """At 80x24 the plot is about 74x14: the ridge label ran into "tf32 494"
+    ("ridge 295 FLOP/B 2 494") and prefill into "fp8 1,979" ("prefill79").
+    Every label drawn is whole, with a blank or a line between it and the next;
+    the two steps are always labelled."""
+    from gpulab import roofline_plot
+
+    d = expected(gpu=gpu)
+    text = roofline_plot.render_text(serving.roofline_model(d, hardware.GPUS[gpu]), *size)
+    assert "prefill" in text and "decode" in text, text
+    for line in text.splitlines():
+        for m in LABELS.finditer(line):
+            after = line[m.end() : m.end() + 1]
+            assert not after or not after.isalnum(), f"{m.group()!r} runs on: {line!r}"
+            before = line[max(0, m.start() - 1) : m.start()]
+            assert not before.isalnum(), f"{m.group()!r} is run into: {line!r}"
