@@ -146,3 +146,27 @@ async def test_leaving_the_find_bar_for_another_pane_ends_edit_mode(ws):
         await wait_for(pilot, lambda: not pane.dirty, 10, "the save")
         assert not pane.find_bar.is_open
     assert softmax_path(ws).read_text(encoding="utf-8") == CODE.replace("y = 1", "y = 1Z")
+
+
+@pytest.mark.parametrize("burst", ["2ezq", "2e\tzq"], ids=["letters", "with-tab"])
+async def test_keys_typed_in_one_burst_all_land_in_the_file(ws, burst):
+    """Issue 30, item 5: 2, e and the first letters typed at once (all queued
+    before the first is handled) went to the pane focused before 2: the
+    letters were lost and q quit. Posted without waiting, as a terminal does."""
+    from textual import events
+
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_open_lesson("softmax")
+        await pilot.pause()
+        pane = app.query_one(ExercisePane)
+        for ch in burst:
+            key = "tab" if ch == "\t" else ch
+            app.post_message(events.Key(key, None if ch == "\t" else ch))
+        await wait_for(pilot, lambda: pane.editing and not app._pending_keys, 30, "the keys")
+        await wait_for(pilot, lambda: "zq" in pane.editor.text, 30, "the text")
+        assert app.is_running
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not pane.dirty, 10, "the save")
+    text = softmax_path(ws).read_text(encoding="utf-8")
+    assert text.startswith("    zq" if "\t" in burst else "zq"), text[:20]

@@ -32,6 +32,7 @@ from gpulab.content import Lesson
 from gpulab.fsutil import atomic_write_text, read_for_editor
 from gpulab.tui.code_text import CodeTextArea
 from gpulab.tui.find_bar import FindBar
+from gpulab.tui.focus import focus_now
 from gpulab.tui.messages import ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen
 from gpulab.watcher import Stamp, stamp
@@ -218,7 +219,7 @@ class ExercisePane(Vertical):
             return False
         ed = self.editor
         ed.read_only = False
-        ed.focus()
+        focus_now(ed)  # before the keys typed right after e
         self._mode_changed()
         return True
 

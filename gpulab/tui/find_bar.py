@@ -17,6 +17,8 @@ from textual.containers import Horizontal
 from textual.widgets import Input, Label, TextArea
 from textual.widgets.text_area import Location, Selection
 
+from gpulab.tui.focus import focus_now
+
 
 def find_in(text: str, needle: str, after: int, *, backwards: bool = False) -> int:
     """Offset of the next `needle` in `text` from `after` (case-insensitive
@@ -96,11 +98,11 @@ class FindBar(Horizontal):
             self.input.value = value
         self.say("")
         self.add_class("-open")
-        self.input.focus()
+        focus_now(self.input)  # "40" right after ctrl+g goes in the field
 
     def action_close(self) -> None:
         self.remove_class("-open")
-        self.editor.focus()
+        focus_now(self.editor)
 
     def on_descendant_blur(self) -> None:
         self.call_after_refresh(self._left)  # once the new focus is known
