@@ -52,7 +52,7 @@ class FindBar(Horizontal):
     FindBar { height: 1; display: none; background: $boost; }
     FindBar.-open { display: block; }
     FindBar Label { width: auto; padding: 0 1; }
-    FindBar Input { width: 1fr; height: 1; border: none; padding: 0; }
+    FindBar Input { width: 1fr; }
     FindBar #find-said { color: $text-muted; }
     """
 
@@ -72,7 +72,7 @@ class FindBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("Find:", id="find-label")
-        yield Input(id="find-input", select_on_focus=True)
+        yield Input(id="find-input", select_on_focus=True, compact=True)  # no border: one row
         yield Label("", id="find-said")
 
     @property

@@ -17,9 +17,9 @@ from collections import deque
 
 from textual import events
 
-# Far above a key's round trip (milliseconds; over 0.5 s on a loaded 2-core box); a
+# Far above a key's round trip (milliseconds; up to 1 s seen on a loaded 2-core box); a
 # key lost on its way only holds the next this long.
-KEY_WAIT_S = 2.0
+KEY_WAIT_S = 5.0
 POLL_S = 0.005
 
 
@@ -50,7 +50,12 @@ class KeysInOrder:
         await super().on_event(event)  # type: ignore[misc]
 
     async def _send_key(self, event: events.Key) -> None:
-        self._key_in_flight, self._key_deadline = event, time.monotonic() + KEY_WAIT_S
+        focused = self.focused  # type: ignore[attr-defined]
+        typed = focused is not None and focused.check_consume_key(event.key, event.character)
+        # A letter typed into a field moves no focus: the next key need not
+        # wait for it (typing keeps its pace on a loaded machine).
+        self._key_in_flight = None if typed else event
+        self._key_deadline = time.monotonic() + KEY_WAIT_S
         await super().on_event(event)  # type: ignore[misc]
         if not event.is_forwarded:  # a priority binding took it: done already
             self._key_in_flight = None
