@@ -28,7 +28,9 @@ from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.device_pane import DevicePane
 from gpulab.tui.editor import ExercisePane
+from gpulab.tui.focus import focus_now
 from gpulab.tui.footer import LabFooter
+from gpulab.tui.keyqueue import KeysInOrder
 from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
 from gpulab.tui.results import ResultsPane
@@ -48,7 +50,7 @@ TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Ser
 NARROW = 118
 
 
-class LabShell(App[int]):
+class LabShell(KeysInOrder, App[int]):
     """The layout and the workers; GpulabApp (app.py) adds the actions and keys."""
 
     checking: reactive[bool] = reactive(False)
@@ -139,10 +141,11 @@ class LabShell(App[int]):
         self.query_one("#glossary-search", Input).focus()
 
     def _focus_pane(self, name: str) -> None:
+        # At once: "2 e" and typing in one burst must reach the editor (focus.py).
         if name == "exercise":
-            self.query_one(ExercisePane).editor.focus()
+            focus_now(self.query_one(ExercisePane).editor)
         else:
-            self._pane(name).focus()
+            focus_now(self._pane(name))
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -169,7 +172,7 @@ class LabShell(App[int]):
         self._sidebar_choice = not self.query_one("#sidebar").display
         self._fit_sidebar()
         if self._sidebar_choice:
-            self.query_one(LessonList).focus()
+            focus_now(self.query_one(LessonList))
 
     def _main_screen(self) -> Screen | None:
         """The screen holding the layout, under any open dialog; None while it
