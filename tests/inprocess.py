@@ -18,7 +18,7 @@ class Channel:
     def send(self, event: dict) -> None:
         pass
 
-    def stage(self, text: str) -> None:
+    def stage(self, text: str, *progress: int) -> None:
         pass
 
 
@@ -59,7 +59,8 @@ def grade_here(exercise: str, function: str, path: Path) -> dict:
     """The result dict `gpulab check` would give for `path`, on the CPU."""
     from gpulab.grading.harness import grade_request
     from gpulab.judge import BEFORE_LOAD
+    from gpulab.protocol import CheckRequest
 
-    request = {"exercise": exercise, "function": function, "file": str(path)}
+    request = CheckRequest(exercise=exercise, function=function, file=str(path))
     sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))
     return grade_request(request, "cpu", Channel(), sandbox=sandbox)

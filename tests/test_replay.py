@@ -170,14 +170,14 @@ def softmax(x):
 def test_a_forged_report_with_a_copy_kernel_fails(grade):
     r = grade("softmax", FORGED_SOFTMAX, timing=False)
     assert r["status"] == "failed", r["summary"]
-    assert "your Triton kernels alone did not give the answer" in r["summary"]
-    assert "copied by the kernel" in r["message"]
+    assert "your kernels alone" in r["summary"] and "run again alone" in r["summary"]
+    assert "only copies" in r["summary"]
 
 
 def test_a_forged_record_fails_too(grade):
     r = grade("softmax", FORGED_RECORD, timing=False)
     assert r["status"] == "failed", r["summary"]
-    assert "alone did not give the answer" in r["summary"]
+    assert "run again alone, gave another result" in r["summary"]
 
 
 def test_a_kernel_from_outside_the_file_is_not_replayed(grade):

@@ -25,6 +25,7 @@ from gpulab.grading.compare import (
     dtype_name,
 )
 from gpulab.grading.remote import storage_bytes
+from gpulab.grading.replay import MISMATCH
 from gpulab.protocol import text as _text
 
 
@@ -403,8 +404,14 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
 
 
 def _replayed(ctx: Any, verdict: tuple[str, str] | None) -> None:
-    if verdict is not None:
-        name, why = verdict
+    """A replay that ran and gave another answer is a wrong case (a read
+    past a buffer's end gives one too); one that could not run fails the check."""
+    if verdict is None:
+        return
+    name, why = verdict
+    if why.startswith(MISMATCH):
+        ctx.add_case({"name": f"{name}, your kernels alone", "passed": False, "detail": why})
+    else:
         ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)
 
 

@@ -30,6 +30,7 @@ from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
 
 MAX_GRID = 1 << 24
+MISMATCH = "your Triton kernels, run again alone, gave another result"
 MAX_BUFFER_BYTES = 4 << 30
 SCALAR_KEYS = ("__float__", "__tl_dtype__")
 
@@ -141,10 +142,10 @@ class Replayer:
         rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
         if rep["mismatches"]:
             return name, (
-                WHY + "Their result differs from what your function returned "
-                f"({describe_mismatch(rep)}). Is part of the answer computed outside a "
-                "Triton kernel (torch or numpy in the wrapper, or a buffer filled before "
-                "the launch and only copied by the kernel)?"
+                f"{MISMATCH} ({describe_mismatch(rep)}). {WHY}Does a kernel read past the "
+                "end of a buffer (a missing mask: the memory next to it differs there), or is "
+                "part of the answer computed outside a Triton kernel (torch or numpy in the "
+                "wrapper, or a buffer filled before the launch that a kernel only copies)?"
             )
         return None
 
