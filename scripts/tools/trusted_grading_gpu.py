@@ -32,6 +32,7 @@ def summarise(r: dict) -> dict:
         "isolation": r.get("isolation"),
         "verdict": r.get("verdict"),
         "duration_s": r.get("duration_s"),
+        "stages": r.get("stages"),
         "cases": [
             {
                 k: c.get(k)
