@@ -73,18 +73,18 @@ def _time_case(
         **t,
     }
     names = {**case.sizes, "elt": case.dtype.itemsize}
-    nbytes = eval_formula(req["bytes"], names) if req.get("bytes") else None
-    flops = eval_formula(req["flops"], names) if req.get("flops") else None
+    nbytes = eval_formula(req.bytes, names) if req.bytes else None
+    flops = eval_formula(req.flops, names) if req.flops else None
     sec = t["ms"] * 1e-3
     # Carried in the row so the roofline can place this run later.
     row.update(
         flops=flops,
         bytes=nbytes,
-        kind=req.get("kind"),
+        kind=req.kind,
         sizes=dict(case.sizes),
         intensity=(flops / nbytes) if flops and nbytes else None,
     )
-    if req.get("kind") == "compute" and flops:
+    if req.kind == "compute" and flops:
         row["throughput"], row["unit"] = flops / sec / 1e12, "TFLOP/s"
         cap, label = ceilings.ceiling("compute", dtype_name(case.dtype), device_name, ws)
         row["roofline_fraction"] = (flops / sec) / cap if cap else None
