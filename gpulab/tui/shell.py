@@ -114,6 +114,10 @@ class LabShell(App[int]):
     def _pane(self, name: str) -> Any:
         return self.query_one(f"#{name}-pane")
 
+    def advance_after_pass(self, lesson: Lesson) -> str:
+        """After a pass; the lesson actions (actions.py) move a step on."""
+        return ""
+
     def update_summary(self) -> None:
         self.query_one("#summary", Static).update(self.query_one(LessonList).summary())
         watching = " · watching" if self.watch_mode else ""
@@ -315,7 +319,7 @@ class LabShell(App[int]):
         if self._main_screen() is None:
             return  # recorded above; the layout is gone (the app is closing)
         attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        if self.lesson is not None and lesson.id == self.lesson.id:
+        if self.lesson is not None and lesson.exercise == self.lesson.exercise:
             self._pane("results").finish(result, attempts)
             self._pane("roofline").set_lesson(lesson)
             # The hints' last line says whether the solution is open yet.
@@ -326,10 +330,11 @@ class LabShell(App[int]):
         if status == CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.get("passed"):
+            moved = self.advance_after_pass(lesson)
             # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.get('summary', ''))}\nThe reference "
-                "solution is unlocked (s); n opens the next lesson.",
+                f"{lesson.exercise}: {visible(result.get('summary', ''))}\n"
+                + (moved or "The reference solution is unlocked (s); n opens the next lesson."),
                 title="PASS",
                 timeout=6,
                 markup=False,
