@@ -44,7 +44,7 @@ def test_steps_come_before_the_final_exercise(tmp_path):
     first = course.find("triad_first")
     final = course.find("bandwidth")
     assert [e.exercise for e in course.lesson_exercises(final)] == ["triad_first", "bandwidth"]
-    assert course.exercise_ids[:3] == ["triad_first", "bandwidth", "softmax"]
+    assert course.exercise_ids[:3] == ["triad_first", "bandwidth", "softmax_row"]
     # One entry per lesson still: its final exercise.
     assert len(course.lessons) == 9 and course.lessons[0] is final
     assert course.find("1") is final and course.find("01_gpu_architecture_tour") is final
@@ -57,7 +57,7 @@ def test_steps_come_before_the_final_exercise(tmp_path):
     assert first.starter_path == root / "exercises" / "triad_first.py"
     assert first.reference_path == root / "kernels" / "triad_first.py"
     assert course.next_exercise(first) is final
-    assert course.next_exercise(final).exercise == "softmax"
+    assert course.next_exercise(final).exercise == "softmax_row"
     assert course.next_exercise(course.exercises[-1]) is None
 
 
