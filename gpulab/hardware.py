@@ -280,7 +280,7 @@ def format_value(gpu: GPU, name: str, *, flag_mark: bool = True) -> str:
     if f.value is None:
         text = "?"
     elif isinstance(f.value, float) and not f.value.is_integer():
-        text = f"{f.value:g}"
+        text = f"{f.value:,g}"  # "1,307.4" beside "1,979", not "1307.4"
     elif isinstance(f.value, (int, float)):
         text = f"{int(f.value):,}"
     else:

@@ -55,13 +55,79 @@ def title(model: Model) -> str:
     return text
 
 
-def draw(plt: Any, model: Model) -> None:
+def plot_cells(model: Model, width: int, height: int) -> tuple[int, int]:
+    """The (columns, rows) plotext plots in, inside a `width` x `height` figure:
+    less the y tick labels and the frame across, the title, the frame, the x
+    ticks and the axis label down (to a cell or so: Labels leaves a gap)."""
+    _, _, y0, y1 = axes(model)
+    ticks = max(len(tick_label(t)) for t in decades(y0, y1))
+    return max(10, width - ticks - 4), max(5, height - 5)
+
+
+class Labels:
+    """Text labels placed in the plot's character cells, none over another.
+
+    plotext writes text where it is told, over anything: at 80 columns the
+    ridge label ran into "tf32 494" and "prefill" into "fp8 1,979". Each label
+    tries its places in turn (on its line, a row above, a row below) and is
+    left out when none is free; the most important are placed first. Without
+    a size (a caller that does not know it) every label goes where it asks.
+    """
+
+    def __init__(self, axes: tuple[float, float, float, float], cells: tuple[int, int] | None):
+        self.x0, self.x1, self.y0, self.y1 = axes
+        self.cells = cells
+        self.taken: list[tuple[int, int, int]] = []  # (row, first col, last col)
+
+    def _col(self, x: float) -> float:
+        assert self.cells is not None
+        return math.log(x / self.x0) / math.log(self.x1 / self.x0) * (self.cells[0] - 1)
+
+    def _row(self, y: float) -> int:
+        assert self.cells is not None
+        return round(math.log(y / self.y0) / math.log(self.y1 / self.y0) * (self.cells[1] - 1))
+
+    def row_y(self, y: float, rows: int) -> float:
+        """The y `rows` character rows above `y` (below when negative)."""
+        if self.cells is None:
+            return y * 2.2**rows
+        return y * (self.y1 / self.y0) ** (rows / (self.cells[1] - 1))
+
+    def mark(self, x: float, y: float) -> None:
+        """A point's marker: no label is written over it."""
+        if self.cells is not None and x > 0 and y > 0:
+            col = round(self._col(x))
+            self.taken.append((self._row(y), col, col))
+
+    def place(
+        self, plt: Any, text: str, x: float, places: list[float], align: str, color: str
+    ) -> bool:
+        """Write `text` at the first of the y `places` where it is clear of the
+        labels and markers already there; False when there is none."""
+        for y in places:
+            if self.cells is not None:
+                if not (x > 0 and self.y0 <= y <= self.y1):
+                    continue
+                n, col = len(text), self._col(x)
+                first = round(col - (n if align == "right" else n / 2 if align == "center" else 0))
+                span = (self._row(y), max(0, first) - 1, min(self.cells[0], first + n))
+                if any(r == span[0] and a <= span[2] and span[1] <= b for r, a, b in self.taken):
+                    continue
+                self.taken.append(span)
+            plt.text(text, x, y, alignment=align, color=color)
+            return True
+        return False
+
+
+def draw(plt: Any, model: Model, cells: tuple[int, int] | None = None) -> None:
     """Draw the roofline onto a plotext figure or module (or textual-plotext's `plt`).
 
     Uses only plotext 5 calls that textual-plotext's Plot also has; the caller
-    owns the size, theme and clearing.
+    owns the size, theme and clearing. `cells`, the plotting area's (columns,
+    rows) where known, keeps the labels from running into each other.
     """
     x0, x1, y0, y1 = axes(model)
+    labels = Labels((x0, x1, y0, y1), cells)
     bw = model.bandwidth
     plt.xscale("log")
     plt.yscale("log")
@@ -69,6 +135,7 @@ def draw(plt: Any, model: Model) -> None:
     # meaning on log axes differs between plotext versions.
     plt.scatter([x0, x1], [y0, y1], marker=" ")
     main = model.roof()
+    side_roofs: list[tuple[str, float, float]] = []  # (label, x, y) after the rest
     for name, roof in roof_groups(model.roofs):
         r = roof.flops / bw
         if roof is main or model.dtype in name.split("/"):
@@ -80,12 +147,9 @@ def draw(plt: Any, model: Model) -> None:
             )
         else:
             plt.plot([r, x1], [roof.flops / 1e12] * 2, color="gray")
-            plt.text(
-                f"{name} {roof.flops / 1e12:,.0f}{' ⚑' if roof.flag else ''}",
-                r * 1.3,
-                roof.flops / 1e12,
-                alignment="left",
-                color="gray",
+            flag = " ⚑" if roof.flag else ""
+            side_roofs.append(
+                (f"{name} {roof.flops / 1e12:,.0f}{flag}", r * 1.3, roof.flops / 1e12)
             )
     mroof = model.roof(measured=True)
     if model.measured_bandwidth:
@@ -98,28 +162,43 @@ def draw(plt: Any, model: Model) -> None:
             label=f"{model.dtype} measured" if mroof else "measured bandwidth",
             color="orange",
         )
-    if main:
-        plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
-        # Left of the ridge, on the roof's row, is always empty: the slope is below.
-        plt.text(
-            f"ridge {model.ridge:.0f} FLOP/B ",
-            model.ridge / 1.15,
-            main.flops / 1e12,
-            alignment="right",
-            color="blue",
-        )
     labelled: set[str] = set()
     for p in model.points:
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
+        labels.mark(p.intensity, p.flops_per_s / 1e12)
+    if main:
+        plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
+        labels.mark(model.ridge, main.flops / 1e12)
+    for p in model.points:
         if p.exercise not in labelled:
             labelled.add(p.exercise)
             # Centred labels near an edge get clipped ("prefi"): anchor them
             # on the side that has room.
             where = math.log(p.intensity / x0) / math.log(x1 / x0) if p.intensity > 0 else 0.5
             align = "right" if where > 0.75 else "left" if where < 0.25 else "center"
-            plt.text(
-                p.exercise, p.intensity, p.flops_per_s / 1e12 * 2.2, alignment=align, color="red"
+            y = p.flops_per_s / 1e12
+            labels.place(
+                plt,
+                p.exercise,
+                p.intensity,
+                [labels.row_y(y, 1), labels.row_y(y, -1)],
+                align,
+                "red",
             )
+    if main:
+        # Left of the ridge, on the roof's row, is always empty: the slope is below.
+        y = main.flops / 1e12
+        labels.place(
+            plt,
+            f"ridge {model.ridge:.0f} FLOP/B ",
+            model.ridge / 1.15,
+            [y, labels.row_y(y, 1), labels.row_y(y, -1)],
+            "right",
+            "blue",
+        )
+    for text, x, y in side_roofs:
+        # On its line or just above, never below: there it would name the next roof.
+        labels.place(plt, text, x, [y, labels.row_y(y, 1)], "left", "gray")
     ticks = decades(x0, x1)
     plt.xticks(ticks, [tick_label(t) for t in ticks])
     ticks = decades(y0, y1)
@@ -137,7 +216,7 @@ def render_text(model: Model, width: int = 80, height: int = 24, color: bool = F
     fig = _figure_class()
     fig.plotsize(max(width, 40), max(height, 12))
     fig.theme("clear")
-    draw(fig, model)
+    draw(fig, model, plot_cells(model, max(width, 40), max(height, 12)))
     text = fig.build()
     return text if color else plotext.uncolorize(text)
 

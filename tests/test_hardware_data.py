@@ -34,6 +34,10 @@ def test_figures_load_with_their_sources_basis_and_types():
     sms = GPUS["h100-nvl"].figures["sms"]
     assert sms.value is None and sms.note == "not on the H100 NVL datasheet"
     assert hardware.format_value(GPUS["h100-nvl"], "sms") == "?"
+    # Thousands are grouped for decimals as for whole numbers (MI300X read
+    # "1307.4" beside the NVIDIA rows' "1,979").
+    assert hardware.format_value(GPUS["mi300x"], "bf16") == "1,307.4"
+    assert hardware.format_value(GPUS["h100-sxm"], "tf32") == "494.5"
     claim = GPUS["rubin"].claims["fp4"]
     assert (claim.value, claim.basis, claim.sources) == (50000, "inference", ("announced",))
     assert GPUS["h200"].measured["tflops"]["bf16"] == 684.0

@@ -9,6 +9,7 @@ mostly code.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -283,3 +284,18 @@ async def test_nested_blocks_lose_what_too_wide_subtracts():
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+EMPTY_HEADER = re.compile(r"^\|(?:\s*\|)+\s*$")
+
+
+@pytest.mark.parametrize("path", LESSON_FILES, ids=lambda p: p.parent.name)
+def test_no_table_has_an_empty_header_row(path):
+    """A `| | |` header draws as an empty row above the table (lesson 03 had one)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    empty = [
+        f"{path.parent.name}/{path.name}:{i + 1}"
+        for i, line in enumerate(lines[:-1])
+        if EMPTY_HEADER.match(line) and re.match(r"^\|\s*:?-", lines[i + 1])
+    ]
+    assert not empty, f"tables with an empty header row: {empty}"

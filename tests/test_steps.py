@@ -32,7 +32,10 @@ def _content(tmp_path: Path, after: str = 'id = "01_gpu_architecture_tour"', ste
     text = manifest.read_text()
     start = text.index(after)
     end = text.index("[[lesson]]", start)
-    manifest.write_text(text[:end] + step.lstrip("\n") + "\n" + text[end:])
+    # The lesson's own steps left out: `step` is its only one here.
+    own = text.find("[[lesson.step]]", start, end)
+    keep = text[:own] if own >= 0 else text[:end]
+    manifest.write_text(keep + step.lstrip("\n") + "\n" + text[end:])
     (root / "exercises" / "triad_first.py").write_text("# TODO\ndef triad(x, y, a):\n    pass\n")
     return root
 

@@ -8,6 +8,7 @@ tokens/s on the screen. No GPU is needed: the calculator is arithmetic.
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
@@ -148,6 +149,18 @@ def test_the_numbers_fit_80_columns_for_every_gpu_model_and_dtype():
                     assert len(text.splitlines()) == 7 and "…" not in text, text
 
 
+def test_the_numbers_fit_60_columns_a_step_a_column():
+    """At 60 columns (56 for the text) the steps turn into columns: nothing cut."""
+    from rich.console import Console
+
+    d = expected(batch=1024, prompt=8192, context=8192)
+    con = Console(width=56, record=True, file=io.StringIO())
+    con.print(results_renderable(d, "setting", 56))
+    text = con.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 56, text
+    assert re.search(r"FLOP/B +\S+ +\S+", text) and "prefill" in text and "decode" in text
+
+
 @pytest.mark.slow
 async def test_keyboard_only_every_field_matches_the_calculator(ws):
     app = make_app(ws)
@@ -166,18 +179,15 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
         assert same_numbers(pane.result, want) and on_screen(app, want, "does not fit on one")
 
         # gpu: H100 SXM -> H200, as many rows down as the table puts between
-        # them (the H100 PCIe and NVL cards); weights: bf16 -> fp8 one row.
+        # them (the H100 PCIe and NVL cards).
         await pilot.press("tab")
         assert app.focused.id == "serving-gpu"
         keys = list(usable_gpus())
         await choose(pilot, keys.index("h200") - keys.index("h100-sxm"))
-        await pilot.press("tab")
-        await choose(pilot, 1)
-        want = expected("llama-3-70b", "h200", weights="fp8")
-        assert pane.result["compute_dtype"] == "fp8" and same_numbers(pane.result, want)
-        assert on_screen(app, want, "H200 (chosen)")
+        want = expected("llama-3-70b", "h200")
+        assert same_numbers(pane.result, want) and on_screen(app, want, "H200 (chosen)")
 
-        # batch, then prompt, then context, typed; kv to fp8.
+        # batch, then prompt, then context, typed (the second row).
         await pilot.press("tab")
         assert app.focused.id == "serving-batch"
         await pilot.press(
@@ -201,6 +211,12 @@ async def test_keyboard_only_every_field_matches_the_calculator(ws):
             "tab",
         )
         await pilot.pause()
+        # weights: bf16 -> fp8 one row, then kv to fp8 (the third row).
+        assert app.focused.id == "serving-weights"
+        await choose(pilot, 1)
+        want = expected("llama-3-70b", "h200", weights="fp8", batch=64, prompt=512, context=8192)
+        assert pane.result["compute_dtype"] == "fp8" and same_numbers(pane.result, want)
+        await pilot.press("tab")
         assert app.focused.id == "serving-kv"
         await choose(pilot, 1)
         want = expected(
@@ -307,3 +323,28 @@ async def test_the_gpu_starts_as_this_machines_else_the_setting(ws):
         pane = await open_calculator(pilot)
         assert same_numbers(pane.result, expected(gpu="h200"))
         assert shows(app, "H200 (detected)")
+
+
+LABELS = re.compile(
+    r"prefill|decode|ridge \d+ FLOP/B|(?:fp8|tf32|fp32|fp64|int8|fp4)[^│]*?\d[\d,]*"
+)
+
+
+@pytest.mark.parametrize("size", [(74, 14), (56, 14), (116, 16)], ids=str)
+@pytest.mark.parametrize("gpu", ["h100-sxm", "a100-80gb", "mi300x"])
+def test_plot_labels_never_run_into_each_other(size, gpu):
+    """At 80x24 the plot is about 74x14: the ridge label ran into "tf32 494"
+    ("ridge 295 FLOP/B 2 494") and prefill into "fp8 1,979" ("prefill79").
+    Every label drawn is whole, with a blank or a line between it and the next;
+    the two steps are always labelled."""
+    from gpulab import roofline_plot
+
+    d = expected(gpu=gpu)
+    text = roofline_plot.render_text(serving.roofline_model(d, hardware.GPUS[gpu]), *size)
+    assert "prefill" in text and "decode" in text, text
+    for line in text.splitlines():
+        for m in LABELS.finditer(line):
+            after = line[m.end() : m.end() + 1]
+            assert not after or not after.isalnum(), f"{m.group()!r} runs on: {line!r}"
+            before = line[max(0, m.start() - 1) : m.start()]
+            assert not before.isalnum(), f"{m.group()!r} is run into: {line!r}"

@@ -1,16 +1,25 @@
-"""Snapshot tests of the main screens at 80x24 and 120x40 (pytest-textual-snapshot).
+"""Snapshot tests of every pane at 60x20, 80x24 and 120x40, and of the main
+dialogs (pytest-textual-snapshot's SVGs, compared by syrupy).
 
 Deterministic by construction: a frozen course (tests/snapshots/course, not
 the real one, which changes as lessons are written), a fixed workspace path,
-no GPU detection, no syntax highlighting (tree-sitter may or may not be
-installed), canned results and attempts, no clocks.
+no GPU detection, a canned device probe (no torch child, no CPU model), no
+syntax highlighting (tree-sitter may or may not be installed), canned results
+and attempts, no clocks.
 
-Update after an intended change: pytest tests/test_tui_snapshots.py --snapshot-update
-and look at the SVGs in tests/snapshots/test_tui_snapshots/.
+Cheap: test_every_pane starts the lab once per size and photographs the seven
+panes in turn (pytest-textual-snapshot would start it once a picture).
+
+Regenerate after an intended change (a sidebar or pane that looks different),
+then look at the changed SVGs in tests/snapshots/test_tui_snapshots/ (a
+browser shows them) before committing:
+
+    PYTHONPATH=$PWD python -m pytest -n 0 tests/test_tui_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -23,6 +32,7 @@ pytest.importorskip("pytest_textual_snapshot")
 HERE = Path(__file__).resolve().parent / "snapshots"
 WORKSPACE = Path("/tmp/gpulab-snapshots/workspace")
 SIZES = [(80, 24), (120, 40)]
+EVERY_SIZE = [(60, 20), (80, 24), (120, 40)]
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +44,34 @@ def _snapshots_in_tests_snapshots(monkeypatch):
         return str(HERE / Path(test_location.filepath).stem)
 
     monkeypatch.setattr(pts.SVGImageExtension, "dirname", classmethod(dirname))
+
+
+@pytest.fixture(autouse=True)
+def _canned_device_probe(monkeypatch):
+    """The Device pane without this machine in it: no NVML, a CPU-only torch
+    (what the child answers on a CPU box, without starting it), a fixed CPU."""
+    from gpulab.device import probe
+
+    monkeypatch.setattr(
+        probe,
+        "query_nvml",
+        lambda *_a: {"available": False, "reason": "no NVML (libnvidia-ml not found)"},
+    )
+    monkeypatch.setattr(
+        probe,
+        "ask_torch",
+        lambda *_a, **_k: {
+            "available": True,
+            "torch": "2.13.0+cpu",
+            "triton": "3.9.0",
+            "cuda_version": None,
+            "hip_version": None,
+            "devices": [],
+            "reason": "this torch is a CPU-only build",
+        },
+    )
+    cpu = {"model": "Snapshot CPU", "cores": 2, "usable_cores": 2, "memory_gib": 8.0}
+    monkeypatch.setattr(probe, "cpu_info", lambda: {**cpu, "arch": "x86_64"})
 
 
 @pytest.fixture
@@ -112,12 +150,6 @@ def test_welcome(snap_compare, snapshot_ws, size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_lesson_with_a_hint(snap_compare, snapshot_ws, size):
-    with_history(snapshot_ws)
-    assert snap_compare(build(snapshot_ws), terminal_size=size, run_before=settle)
-
-
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_exercise_editor(snap_compare, snapshot_ws, size):
     with_history(snapshot_ws)
 
@@ -132,12 +164,6 @@ def test_exercise_editor(snap_compare, snapshot_ws, size):
     assert snap_compare(build(snapshot_ws), terminal_size=size, run_before=run_before)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_results_and_history(snap_compare, snapshot_ws, size):
-    with_history(snapshot_ws)
-    assert snap_compare(build(snapshot_ws), press=["3"], terminal_size=size, run_before=settle)
-
-
 def test_help_keys(snap_compare, snapshot_ws):
     async def run_before(pilot):
         await settle(pilot)
@@ -148,16 +174,39 @@ def test_help_keys(snap_compare, snapshot_ws):
     assert snap_compare(build(snapshot_ws), terminal_size=(80, 24), run_before=run_before)
 
 
-def test_exercise_view_mode(snap_compare, snapshot_ws):
-    """2 shows the exercise in VIEW mode: read-only, and the footer says so."""
+@pytest.mark.parametrize("size", EVERY_SIZE, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_pane(snapshot, snapshot_ws, size):
+    """Panes 1-7 with a failed attempt and a hint: the lesson (its hint), the
+    exercise in VIEW mode, the results and history, the roofline, the device,
+    the roadmap and the serving calculator. One file a pane:
+    test_every_pane[WxH][pane].svg."""
+    from pytest_textual_snapshot import SVGImageExtension
+
+    from gpulab.tui.editor import CodeEditor
+    from gpulab.tui.shell import PANES
+
     with_history(snapshot_ws)
+    app = build(snapshot_ws)
+    shots: dict[str, str] = {}
 
-    async def run_before(pilot):
-        from gpulab.tui.editor import CodeEditor
-
+    async def visit(pilot) -> None:
         await settle(pilot)
-        await pilot.press("2")
         pilot.app.query_one(CodeEditor).cursor_blink = False
-        await settle(pilot)
+        for key, pane in enumerate(PANES, start=1):
+            await pilot.press(str(key))
+            await settle(pilot)
+            await pilot.wait_for_scheduled_animations()
+            shots[pane] = pilot.app.export_screenshot(title="gpulab")
 
-    assert snap_compare(build(snapshot_ws), terminal_size=(80, 24), run_before=run_before)
+    async def run() -> None:
+        async with app.run_test(size=size) as pilot:
+            await visit(pilot)
+
+    asyncio.run(run())
+    svgs = snapshot.use_extension(SVGImageExtension)
+    wrong = [
+        pane
+        for pane in PANES
+        if not svgs(name=pane) == shots[pane]  # noqa: SIM201
+    ]
+    assert not wrong, f"panes that look different at {size[0]}x{size[1]}: {wrong}"

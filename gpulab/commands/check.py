@@ -21,6 +21,7 @@ from gpulab.commands.common import (
     parse_timeout,
 )
 from gpulab.commands.timeouts import default_timeout, explain_timeout
+from gpulab.protocol import ExplainOptions
 from gpulab.runner import ERROR, run_check
 from gpulab.textsafe import visible, visible_tree
 
@@ -85,7 +86,8 @@ def _check(args: Any) -> int:
         timing=not args.no_timing,
         device=args.device,
         on_event=on_event,
-        extra={"workspace": None if blocked else str(ws.root), **explain_extra(args, ws)},
+        workspace=None if blocked else str(ws.root),
+        explain=explain_options(args, ws),
     )
     explain_timeout(result, timeout, why)
     if own and result.get("status") != ERROR and not blocked:
@@ -113,15 +115,11 @@ def not_recorded(blocked: str) -> str:
     )
 
 
-def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
-    """--explain's request fields (gpulab.diagnosis.judge_side reads them)."""
+def explain_options(args: Any, ws: Any) -> ExplainOptions | None:
+    """--explain's options (gpulab.diagnosis.judge_side reads them)."""
     if not getattr(args, "explain", False):
-        return {}
-    return {
-        "explain": True,
-        "explain_gpu": getattr(args, "gpu", None),
-        "gpu_setting": ws.get_setting("gpu"),
-    }
+        return None
+    return ExplainOptions(gpu=getattr(args, "gpu", None), gpu_setting=ws.get_setting("gpu"))
 
 
 def _watch(args: Any) -> int:
@@ -147,7 +145,7 @@ def _watch(args: Any) -> int:
             path,
             device=args.device,
             timeout=timeout,
-            extra={"workspace": None if blocked else str(ws.root)},
+            workspace=None if blocked else str(ws.root),
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") != ERROR and not blocked:

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpulab.commands.common import console, guarded, open_course
 from gpulab.content import Course, Lesson
+from gpulab.status import Status
 
 
 def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
@@ -36,7 +37,7 @@ def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
     s = run_check(lesson, lesson.starter_path, device=device, timing=False)
     if s.get("passed"):
         problems.append("the starter PASSES its grader (it must fail until solved)")
-    elif s.get("status") == "error":
+    elif s.get("status") == Status.ERROR:
         problems.append(f"the grader could not run on the starter: {s.get('summary')}")
     r = run_check(lesson, lesson.reference_path, device=device, timing=False)
     if not r.get("passed"):

@@ -17,7 +17,7 @@ from gpulab.content import ContentError, Course, Lesson, load_course
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
-from gpulab.tui.screens import HelpScreen, SolutionScreen
+from gpulab.tui.screens import HelpScreen, NoticeScreen, SolutionScreen
 from gpulab.tui.shell import PANES, TITLES
 from gpulab.tui.sidebar import LessonList
 from gpulab.workspace import Workspace
@@ -37,6 +37,18 @@ LESSON_ACTIONS = {
     "show_pane",
     "glossary",
 }
+
+
+NOTE_CHARS = 160
+
+
+def short_note(text: str) -> str:
+    """A start-up warning short enough for a toast: a state repair listing
+    six fields covered half of an 80x24 screen. The rest is a palette away."""
+    if len(text) <= NOTE_CHARS:
+        return text
+    cut = text.rfind(" ", 0, NOTE_CHARS)
+    return text[: cut if cut > 0 else NOTE_CHARS] + " … (all of it: ctrl+p, startup: notes)"
 
 
 class GpulabApp(LessonActions):
@@ -105,8 +117,9 @@ class GpulabApp(LessonActions):
             self.theme = theme
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.watch_mode = bool(self.workspace.get_setting("watch", False))
-        for warning in (*self.course.warnings, *self.workspace.warnings):
-            self.notify(warning, severity="warning", timeout=10, markup=False)
+        self.startup_notes = [*self.course.warnings, *self.workspace.warnings]
+        for warning in self.startup_notes:
+            self.notify(short_note(warning), severity="warning", timeout=10, markup=False)
         self.say_if_unwritable()
         self.open_lesson(self._initial_lesson(), remember=False)
         if self.query_one("#sidebar").display:
@@ -124,6 +137,11 @@ class GpulabApp(LessonActions):
                 title="Welcome back",
                 timeout=4,
             )
+
+    def action_startup_notes(self) -> None:
+        """The start's warnings in full (their toasts were cut short)."""
+        notes = getattr(self, "startup_notes", [])
+        self.push_screen(NoticeScreen("\n\n".join(notes) or "Nothing to report."))
 
     def _initial_lesson(self) -> Lesson | None:
         last = self.workspace.load_state().get("last_lesson")
@@ -145,7 +163,9 @@ class GpulabApp(LessonActions):
             typing = isinstance(focused, Input) or (
                 isinstance(focused, TextArea) and not focused.read_only
             )
-            return not typing and not isinstance(self.screen, (HelpScreen, SolutionScreen))
+            return not typing and not isinstance(
+                self.screen, (HelpScreen, SolutionScreen, NoticeScreen)
+            )
         if action == "cancel_check":
             return self.checking or self.probing
         if modal and action in LESSON_ACTIONS:

@@ -70,6 +70,8 @@ class GpulabCommands(Provider):
         )
         yield ("help: this pane", partial(run, "help"), "? or F1")
         yield ("help: welcome", partial(run, "welcome"), "the welcome screen again")
+        if getattr(app, "startup_notes", None):
+            yield ("startup: notes", partial(run, "startup_notes"), "the start's warnings in full")
         course = getattr(app, "course", None)
         for other in course.exercises if course else ():
             mark = " (current)" if lesson is not None and other.exercise == lesson.exercise else ""

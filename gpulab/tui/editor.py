@@ -30,6 +30,9 @@ from textual.widgets import Static, TextArea
 
 from gpulab.content import Lesson
 from gpulab.fsutil import atomic_write_text, read_for_editor
+from gpulab.tui.code_text import CodeTextArea
+from gpulab.tui.find_bar import FindBar
+from gpulab.tui.focus import focus_now
 from gpulab.tui.messages import ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen
 from gpulab.watcher import Stamp, stamp
@@ -53,14 +56,17 @@ def save_error_words(path: Path, exc: OSError) -> str:
     return f"the folder {path.parent} cannot be written to ({exc.strerror or exc})"
 
 
-class CodeEditor(TextArea):
-    """A TextArea with the lab's keys: read-only in VIEW mode, writable in EDIT mode.
+class CodeEditor(CodeTextArea):
+    """The code (code_text.py) with the lab's keys: read-only in VIEW mode,
+    writable in EDIT mode.
 
     Tab indents while editing; Esc stops editing (the footer says which mode).
     """
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="editor.save", tooltip="Save the file now"),
+        Binding("ctrl+f", "find('find')", "Find", id="editor.find", tooltip="Find in the code"),
+        Binding("ctrl+g", "find('line')", "Go to line", id="editor.line", tooltip="Go to a line"),
         Binding(
             "enter",
             "start_editing",
@@ -87,12 +93,15 @@ class CodeEditor(TextArea):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "start_editing":
             return self.read_only
-        if action in ("stop_editing", "save"):
-            return not self.read_only
+        if action in ("stop_editing", "save", "find"):
+            return not self.read_only  # in VIEW mode the pane's unlisted keys find
         return True
 
     def action_save(self) -> None:
         self.pane.save(explicit=True)
+
+    def action_find(self, mode: str) -> None:
+        self.pane.action_find(mode)
 
     def action_start_editing(self) -> None:
         self.pane.start_editing()
@@ -120,11 +129,14 @@ class CodeEditor(TextArea):
         self.call_after_refresh(self._left)
 
     def _left(self) -> None:
+        focused = self.screen.focused if self.is_attached else None
         if (
             not self.read_only
             and self.is_attached
             and self.app.screen is self.screen
-            and self.screen.focused is not self
+            and focused is not self
+            # The find bar under the code is part of editing (Esc returns here).
+            and not (focused is not None and self.pane.find_bar in focused.ancestors_with_self)
         ):
             self.pane.stop_editing()
 
@@ -133,6 +145,12 @@ class ExercisePane(Vertical):
     """Editor for the current lesson's exercise file, loaded when first shown."""
 
     HELP_TOPIC = "exercise"
+    # They work in VIEW mode too, unlisted there: the footer at 80 columns
+    # keeps its room for the commands (CodeEditor lists them while editing).
+    BINDINGS = [
+        Binding("ctrl+f", "find('find')", "Find", show=False),
+        Binding("ctrl+g", "find('line')", "Go to line", show=False),
+    ]
 
     def __init__(self, *, syntax: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -155,9 +173,20 @@ class ExercisePane(Vertical):
         # Soft wrap: starters have lines of up to ~95 columns and the editor
         # is 74 wide at 80x24; a wrapped line shows every column, a cut one hid
         # the end of the line with nothing to say so.
-        yield CodeEditor.code_editor(
+        editor = CodeEditor.code_editor(
             "", language=language, theme="css", id="editor", soft_wrap=True, read_only=True
         )
+        yield editor
+        yield FindBar(editor, on_leave=self.stop_editing, id="find-bar")
+
+    @property
+    def find_bar(self) -> FindBar:
+        return self.query_one(FindBar)
+
+    def action_find(self, mode: str) -> None:
+        """ctrl+f finds text, ctrl+g goes to a line, in VIEW and EDIT mode alike."""
+        self.ensure_loaded()
+        self.find_bar.open(mode)
 
     @property
     def editor(self) -> CodeEditor:
@@ -190,7 +219,7 @@ class ExercisePane(Vertical):
             return False
         ed = self.editor
         ed.read_only = False
-        ed.focus()
+        focus_now(ed)  # before the keys typed right after e
         self._mode_changed()
         return True
 

@@ -41,7 +41,9 @@ def _plot_class() -> type:
                 if self.model is not None:
                     from gpulab import roofline_plot
 
-                    roofline_plot.draw(plt, self.model)
+                    size = self.content_size
+                    cells = roofline_plot.plot_cells(self.model, size.width, size.height)
+                    roofline_plot.draw(plt, self.model, cells)
                 return super().render()
             except Exception as exc:  # noqa: BLE001 - a plot must never crash the lab
                 return Text(

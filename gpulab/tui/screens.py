@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, TextArea
+from textual.widgets import Button, Static, TextArea
 
 from gpulab.device.devinfo import GpuInfo
 
@@ -93,6 +93,25 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+class NoticeScreen(ModalScreen[None]):
+    """Plain text (paths, a learner's file names: never markup), scrollable."""
+
+    BINDINGS = [Binding("escape,q,enter", "close", "Close", show=False)]
+
+    def __init__(self, text: str, title: str = "Notes from the start") -> None:
+        super().__init__()
+        self.text, self.title_text = text, title
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="notice", classes="dialog wide") as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "escape closes"
+            yield Static(self.text, markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
 class SolutionScreen(ModalScreen[None]):
     """The reference solution, read-only."""
 
@@ -107,8 +126,9 @@ class SolutionScreen(ModalScreen[None]):
         with Vertical(id="solution", classes="dialog wide") as box:
             box.border_title = f"Reference solution: {self.name_text}"
             box.border_subtitle = "read-only · escape closes"
+            # Wrapped, as in the editor: a cut line hid its end with nothing to say so.
             yield TextArea.code_editor(
-                self.text, language=self.language, theme="css", read_only=True
+                self.text, language=self.language, theme="css", read_only=True, soft_wrap=True
             )
 
     def action_close(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -89,8 +89,51 @@ def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
 
-def results_renderable(d: dict[str, Any], why: str) -> Group:
-    """The numbers, sized for 78 columns: model, GPU, both steps, memory, the ridge batch."""
+STEP_COLUMNS = ("batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s")
+
+
+def step_cells(d: dict[str, Any]) -> dict[str, list[Any]]:
+    """Each step's row of figures, in STEP_COLUMNS order."""
+    cells = {}
+    for kind, shape in (
+        ("prefill", f"{d['batch']}×{d['prompt']}"),
+        ("decode", f"{d['batch']}×1 @{d['context']}"),
+    ):
+        s = d[kind]
+        cells[kind] = [
+            shape,
+            units.si(s["flops"], ""),
+            units.si(s["bytes"], "B"),
+            units.intensity(s["intensity"]),
+            Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
+            units.duration(s["seconds"]),
+            units.tokens(s["tokens_per_s"]),
+        ]
+    return cells
+
+
+def steps_table(d: dict[str, Any], width: int) -> Table:
+    """A step a row where that fits `width` (76 columns do); else a step a
+    column, which fits 40: at 60 columns the row table cut every figure."""
+    cells = step_cells(d)
+    wide = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for col in ("step", *STEP_COLUMNS):
+        wide.add_column(col, justify="left" if col in ("step", "bound") else "right", no_wrap=True)
+    for kind, row in cells.items():
+        wide.add_row(kind, *row)
+    if Console(width=1000).measure(wide).maximum <= width:
+        return wide
+    tall = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    tall.add_column("")
+    for kind in cells:
+        tall.add_column(kind, justify="right", no_wrap=True)
+    for i, name in enumerate(STEP_COLUMNS):
+        tall.add_row(name, *(row[i] for row in cells.values()))
+    return tall
+
+
+def results_renderable(d: dict[str, Any], why: str, width: int = 76) -> Group:
+    """The numbers in `width` columns: model, GPU, both steps, memory, the ridge batch."""
     head = Text.assemble(
         (d["model"], "bold"),
         f" {d['total_params'] / 1e9:.2f} B params · weights {d['weights']}"
@@ -99,24 +142,7 @@ def results_renderable(d: dict[str, Any], why: str) -> Group:
         f" ({why}): {d['bandwidth_tbs']:.3g} TB/s · {d['peak_tflops']:,.0f} "
         f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B",
     )
-    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
-    for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s"):
-        table.add_column(col, justify="left" if col in ("step", "bound") else "right", no_wrap=True)
-    for kind, shape in (
-        ("prefill", f"{d['batch']}×{d['prompt']}"),
-        ("decode", f"{d['batch']}×1 @{d['context']}"),
-    ):
-        s = d[kind]
-        table.add_row(
-            kind,
-            shape,
-            units.si(s["flops"], ""),
-            units.si(s["bytes"], "B"),
-            units.intensity(s["intensity"]),
-            Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
-            units.duration(s["seconds"]),
-            units.tokens(s["tokens_per_s"]),
-        )
+    table = steps_table(d, width)
     need, have = d["memory_needed_gb"], d["memory_gb"] or 0
     memory = Text(
         f"memory: {need:,.1f} GB of {have:g} GB: "
@@ -192,6 +218,7 @@ class ServingPane(LazyPane):
         self.auto_gpu = ("", "")
         """(key, why) of the GPU picked for the learner; another choice is "chosen"."""
         self._detect_timer: Any = None
+        self._gpu: Any = None  # the GPU of the result shown
 
     def compose(self) -> ComposeResult:
         yield Static(Text("Building the calculator…", style="dim"), id="serving-loading")
@@ -209,26 +236,31 @@ class ServingPane(LazyPane):
         models = [(name, name) for name in serving_models.PRESETS]
         dtypes = [(d, d) for d in serving.WEIGHT_DTYPES]
         kv = [(d, d) for d in serving.KV_DTYPES]
+        # Three short rows rather than two long ones: at 60 columns the
+        # second half of each long row was off screen.
         row1 = Horizontal(
             Label("model"),
             self._select(models, serving_models.DEFAULT_MODEL, "serving-model"),
             Label("gpu", classes="gap"),
             self._select([(g.name, k) for k, g in gpus.items()], gpu_key, "serving-gpu"),
-            Label("weights", classes="gap"),
-            self._select(dtypes, "bf16", "serving-weights"),
             classes="form-row",
         )
         row2 = Horizontal(
             *self._count("batch"),
             *self._count("prompt", gap=True),
             *self._count("context", gap=True),
+            classes="form-row",
+        )
+        row3 = Horizontal(
+            Label("weights"),
+            self._select(dtypes, "bf16", "serving-weights"),
             Label("kv", classes="gap"),
             self._select(kv, "bf16", "serving-kv"),
             classes="form-row",
         )
         self.query_one("#serving-loading").remove()
         self.mount_all(
-            [row1, row2, Static("", id="serving-error"), Static("", id="serving-results")]
+            [row1, row2, row3, Static("", id="serving-error"), Static("", id="serving-results")]
         )
         try:
             from gpulab.tui.plot import roofline_plot
@@ -351,7 +383,9 @@ class ServingPane(LazyPane):
         assert d is not None
         key, why = self.auto_gpu
         why = why if gpu.key == key else "chosen"
-        self.query_one("#serving-results", Static).update(results_renderable(d, why))
+        self._gpu = gpu
+        width = max(20, self.content_size.width - 2)  # less the scrollbar
+        self.query_one("#serving-results", Static).update(results_renderable(d, why, width))
         self.query_one("#serving-sweep", Static).update(sweep_renderable(d))
         plots = self.query("#serving-plot")
         if plots:
@@ -361,6 +395,10 @@ class ServingPane(LazyPane):
                 self.query_one("#serving-sweep", Static).update(
                     Text(f"The roofline could not be drawn: {exc}", style="yellow")
                 )
+
+    def on_resize(self) -> None:
+        if self.result is not None and self._gpu is not None:
+            self._show(self._gpu)  # the table's shape follows the width
 
     def on_key(self, event: Any) -> None:
         if event.key == "escape" and isinstance(self.app.focused, Input):

@@ -23,11 +23,14 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import Course, Lesson
 from gpulab.device.devinfo import GpuInfo, detect_gpus
+from gpulab.protocol import ExplainOptions
 from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.device_pane import DevicePane
 from gpulab.tui.editor import ExercisePane
+from gpulab.tui.focus import focus_now
 from gpulab.tui.footer import LabFooter
+from gpulab.tui.keyqueue import KeysInOrder
 from gpulab.tui.lesson_pane import LessonPane
 from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
 from gpulab.tui.results import ResultsPane
@@ -47,7 +50,7 @@ TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Ser
 NARROW = 118
 
 
-class LabShell(App[int]):
+class LabShell(KeysInOrder, App[int]):
     """The layout and the workers; GpulabApp (app.py) adds the actions and keys."""
 
     checking: reactive[bool] = reactive(False)
@@ -138,10 +141,11 @@ class LabShell(App[int]):
         self.query_one("#glossary-search", Input).focus()
 
     def _focus_pane(self, name: str) -> None:
+        # At once: "2 e" and typing in one burst must reach the editor (focus.py).
         if name == "exercise":
-            self.query_one(ExercisePane).editor.focus()
+            focus_now(self.query_one(ExercisePane).editor)
         else:
-            self._pane(name).focus()
+            focus_now(self._pane(name))
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -168,7 +172,7 @@ class LabShell(App[int]):
         self._sidebar_choice = not self.query_one("#sidebar").display
         self._fit_sidebar()
         if self._sidebar_choice:
-            self.query_one(LessonList).focus()
+            focus_now(self.query_one(LessonList))
 
     def _main_screen(self) -> Screen | None:
         """The screen holding the layout, under any open dialog; None while it
@@ -260,9 +264,7 @@ class LabShell(App[int]):
         # The fields `gpulab check --explain` sends (commands/check.py); the
         # setting read here, on the UI thread, which alone touches the workspace.
         explained = (
-            {"explain": True, "explain_gpu": None, "gpu_setting": self.workspace.get_setting("gpu")}
-            if explain
-            else None
+            ExplainOptions(gpu_setting=self.workspace.get_setting("gpu")) if explain else None
         )
         # A workspace that cannot be written keeps no compiler cache (the
         # judge's would fail to make its folder): a temporary one then.
@@ -275,7 +277,7 @@ class LabShell(App[int]):
         run_id: int,
         lesson: Lesson,
         path: Path,
-        explained: dict | None = None,
+        explained: ExplainOptions | None = None,
         workspace: str | None = None,
     ) -> None:
         from gpulab.commands.timeouts import default_timeout, explain_timeout
@@ -287,7 +289,6 @@ class LabShell(App[int]):
             if self.check_timeout
             else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
         )
-        extra: dict = {"workspace": workspace, **(explained or {})}
         if explained and not self.check_timeout:
             timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
         result = run_check(
@@ -298,7 +299,8 @@ class LabShell(App[int]):
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
-            extra=extra,
+            workspace=workspace,
+            explain=explained,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))
