@@ -273,7 +273,9 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
 def test_a_mistyped_exercise_gets_a_did_you_mean(course):
     from gpulab.commands.common import UsageError, find_lesson
 
-    with pytest.raises(UsageError, match=r"unknown exercise 'softmx'\. Did you mean softmax\?"):
+    with pytest.raises(
+        UsageError, match=r"unknown exercise 'softmx'\. Did you mean softmax( or softmax_row)?\?"
+    ):
         find_lesson(course, "softmx")
     with pytest.raises(UsageError) as nothing_close:
         find_lesson(course, "xyzzy")

@@ -199,3 +199,15 @@ def test_old_progress_keeps_working_with_steps(tmp_path, run_gpulab):
     r = run_gpulab("where", "triad_first", env=env)
     assert r.returncode == 0 and Path(r.stdout.strip()) == ws / "exercises" / "triad_first.py"
     assert "TODO" in Path(r.stdout.strip()).read_text()
+
+
+def test_a_pass_names_the_next_exercise(course):
+    from gpulab.commands.check import next_step
+
+    assert next_step(course, course.find("softmax_row")) == (
+        "Next: Rows longer than a block (step 2 of 3 of lesson 02): gpulab check softmax_wide"
+    )
+    assert next_step(course, course.find("softmax")) == (
+        "Next: One tile (lesson 03, step 1 of 3): gpulab check matmul_tile"
+    )
+    assert next_step(course, course.exercises[-1]) == ""
