@@ -35,13 +35,13 @@ class BenchContext:
     want_timing = True
 
     def __init__(self, secret: int = 0) -> None:
-        self.request = {"secret_seed": secret}
+        self.secret_seed = secret
         self.notes: list[str] = []
 
     def seed(self, public: int) -> int:
         return public
 
-    def stage(self, text: str) -> None:
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
         print(f"  … {text}", file=sys.stderr, flush=True)
 
 

@@ -39,8 +39,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from gpulab.status import Status
+
 # Why an event stream stopped before the child ended it.
-TIMEOUT, CANCELLED = "timeout", "cancelled"
+TIMEOUT, CANCELLED = Status.TIMEOUT, Status.CANCELLED
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 

@@ -18,6 +18,7 @@ import json
 import sys
 
 from gpulab.cli_options import arguments
+from gpulab.status import Status
 
 # name -> (module, help). Each module defines `run(args) -> int`; the
 # options live in gpulab.cli_options, so `--help` imports no command module.
@@ -92,7 +93,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         if exc.code == 2:
             lines = err.getvalue().strip().splitlines()
             summary = lines[-1] if lines else "invalid command line"
-            print(json.dumps({"status": "error", "summary": summary}, indent=2))
+            print(json.dumps({"status": Status.ERROR, "summary": summary}, indent=2))
         raise
 
 

@@ -324,6 +324,47 @@ SPECS: tuple[Spec, ...] = (
         "fp32 D=128 BLOCK_P=32",
         _simple("fp32", {"D": 128, "BLOCK_P": 32}, 4),
     ),
+    # The steps of lessons 02 and 03, as their references launch them.
+    *(
+        Spec(
+            "softmax_row",
+            "softmax_row_kernel",
+            f"{dt} BLOCK=1024 w4",
+            _simple(dt, {"BLOCK": 1024}, 4),
+            starter="softmax_row_kernel",
+        )
+        for dt in ("fp16", "fp32")
+    ),
+    *(
+        Spec(
+            "softmax_wide",
+            "softmax_wide_kernel",
+            f"{dt} BLOCK=4096 w8",
+            _simple(dt, {"BLOCK": 4096}, 8),
+            starter="softmax_wide_kernel",
+        )
+        for dt in ("fp16", "fp32")
+    ),
+    *(
+        Spec(
+            "matmul_tile",
+            "matmul_tile_kernel",
+            f"{dt} 64x64x64 w4",
+            _simple(dt, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}, 4),
+            starter="matmul_tile_kernel",
+        )
+        for dt in ("fp16", "fp32")
+    ),
+    *(
+        Spec(
+            "matmul_kloop",
+            "matmul_kloop_kernel",
+            f"{dt} 32x32x32 w4",
+            _simple(dt, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, 4),
+            starter="matmul_kloop_kernel",
+        )
+        for dt in ("fp16", "fp32")
+    ),
 )
 
 

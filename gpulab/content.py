@@ -1,17 +1,22 @@
 """The course catalogue: the lesson manifest, lesson texts, starters and references.
 
 Content is data. `lessons/manifest.toml` lists the nine lessons in the book's
-order; each lesson's text is `lessons/<id>/lesson.md`; the starter the learner
-edits is `exercises/<exercise>.py` and the reference solution
-`kernels/<exercise>.py`. Nothing here imports torch, triton or textual.
+order; each lesson's text is `lessons/<id>/lesson.md`. A lesson holds an
+ordered list of exercises: its steps (`[[lesson.step]]`, graded stepping
+stones), then its final exercise (the `[[lesson]]` table's own fields). For
+each exercise the starter the learner edits is `exercises/<exercise>.py`, the
+reference solution `kernels/<exercise>.py` and the grader
+`gpulab.grading.<exercise>`. Nothing here imports torch, triton or textual.
 
-A broken entry never takes the course down: it is loaded as a lesson carrying
-an `error` that names the file and the field, and every other lesson works.
+A broken entry never takes the course down: it is loaded as a lesson (or a
+step) carrying an `error` that names the file and the field, and every other
+exercise works.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 import os
 from dataclasses import dataclass, field
@@ -46,7 +51,13 @@ def content_root() -> Path:
 
 @dataclass(frozen=True)
 class Lesson:
-    """One lesson of the course and its exercise."""
+    """One graded exercise of the course, with the lesson it belongs to.
+
+    Every exercise of a lesson (its steps, then its final exercise) is a
+    Lesson value: they share the lesson's index, id, title and text, and
+    differ in the exercise's own fields. `steps` lists the lesson's exercise
+    ids in order (the final one last); `name` is a step's own title.
+    """
 
     index: int
     id: str
@@ -60,11 +71,40 @@ class Lesson:
     bytes: str = ""
     hints: tuple[str, ...] = ()
     error: str = ""
+    name: str = ""
+    steps: tuple[str, ...] = ()
     root: Path = field(default_factory=content_root, compare=False, repr=False)
 
     @property
     def number(self) -> str:
         return self.id[:2]
+
+    @property
+    def position(self) -> int:
+        """0-based place of this exercise in its lesson (the final one is last)."""
+        return self.steps.index(self.exercise) if self.exercise in self.steps else 0
+
+    @property
+    def step_count(self) -> int:
+        """How many exercises the lesson has, steps and final together."""
+        return max(len(self.steps), 1)
+
+    @property
+    def is_step(self) -> bool:
+        """A stepping stone, not the lesson's final exercise."""
+        return self.position < self.step_count - 1
+
+    @property
+    def exercise_title(self) -> str:
+        """The exercise's own title: a step's name, else the lesson's title."""
+        return self.name or self.title
+
+    @property
+    def step_label(self) -> str:
+        """ "step 2 of 3" in a lesson with steps, "" otherwise."""
+        if self.step_count == 1:
+            return ""
+        return f"step {self.position + 1} of {self.step_count}"
 
     @property
     def ready(self) -> bool:
@@ -101,15 +141,27 @@ class Lesson:
 
 @dataclass(frozen=True)
 class Course:
+    # One entry per lesson: its final exercise (what a lesson is graded by).
     lessons: tuple[Lesson, ...]
     path: Path
     warnings: tuple[str, ...] = ()
+    # Every exercise in course order: each lesson's steps, then its final one.
+    # Empty means "the lessons alone" (a course built by hand, in tests).
+    all_exercises: tuple[Lesson, ...] = ()
+
+    @property
+    def exercises(self) -> tuple[Lesson, ...]:
+        return self.all_exercises or self.lessons
 
     def find(self, key: str) -> Lesson | None:
-        """A lesson by exercise id, lesson id, or lesson number ("2", "02")."""
+        """An exercise by its id (steps included), or a lesson's final exercise by
+        lesson id or lesson number ("2", "02")."""
         key = key.strip()
+        for lesson in self.exercises:
+            if key == lesson.exercise:
+                return lesson
         for lesson in self.lessons:
-            if key in (lesson.exercise, lesson.id):
+            if key == lesson.id:
                 return lesson
         if key.isdigit():
             for lesson in self.lessons:
@@ -117,9 +169,38 @@ class Course:
                     return lesson
         return None
 
+    def lesson_exercises(self, lesson: Lesson) -> tuple[Lesson, ...]:
+        """The exercises of `lesson`'s lesson in order: its steps, then the final one."""
+        return tuple(e for e in self.exercises if e.index == lesson.index)
+
+    def next_exercise(self, lesson: Lesson) -> Lesson | None:
+        """The exercise after `lesson` in course order (the next step, or the
+        next lesson's first), None after the last."""
+        order = self.exercises
+        for i, e in enumerate(order):
+            if e.exercise == lesson.exercise and e.index == lesson.index:
+                return order[i + 1] if i + 1 < len(order) else None
+        return None
+
     @property
     def exercise_ids(self) -> list[str]:
-        return [lesson.exercise for lesson in self.lessons]
+        return [lesson.exercise for lesson in self.exercises]
+
+
+# The fields a [[lesson]] table and a [[lesson.step]] table may have: a
+# misspelt field is an error that names it, never a silent default.
+EXERCISE_FIELDS = (
+    "exercise",
+    "title",
+    "function",
+    "status",
+    "requires",
+    "kind",
+    "flops",
+    "bytes",
+    "hints",
+)
+LESSON_FIELDS = ("id", *EXERCISE_FIELDS, "step")
 
 
 def _str_field(entry: dict, name: str, where: str, *, required: bool = True) -> str:
@@ -131,21 +212,25 @@ def _str_field(entry: dict, name: str, where: str, *, required: bool = True) -> 
     return value
 
 
-def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> Lesson:
-    where = f"{path} [[lesson]] #{index + 1}"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: expected a table")
-    lesson_id = _str_field(entry, "id", where)
-    where = f"{path} lesson '{lesson_id}'"
-    if "/" in lesson_id or "\\" in lesson_id or lesson_id.startswith("."):
-        raise ValueError(f"{where}: field 'id' must be a plain folder name")
+def _known_fields(entry: dict, allowed: tuple[str, ...], where: str) -> None:
+    for key in entry:
+        if key not in allowed:
+            raise ValueError(
+                f"{where}: field '{key}' is not a field of this table (known: {', '.join(allowed)})"
+            )
+
+
+def _exercise_fields(entry: dict, where: str, defaults: dict | None = None) -> dict:
+    """The per-exercise fields of a lesson or step table, checked; a step
+    takes `status`, `requires` and `kind` from its lesson when it omits them."""
+    defaults = defaults or {}
     exercise = _str_field(entry, "exercise", where)
     if not exercise.isidentifier():
         raise ValueError(f"{where}: field 'exercise' must be a Python identifier")
-    status = _str_field(entry, "status", where, required=False) or "coming"
+    status = _str_field(entry, "status", where, required=False) or defaults.get("status", "coming")
     if status not in STATUSES:
         raise ValueError(f"{where}: field 'status' must be one of {STATUSES}, got {status!r}")
-    kind = _str_field(entry, "kind", where, required=False) or "memory"
+    kind = _str_field(entry, "kind", where, required=False) or defaults.get("kind", "memory")
     if kind not in EXERCISE_KINDS:
         raise ValueError(f"{where}: field 'kind' must be one of {EXERCISE_KINDS}, got {kind!r}")
     hints = entry.get("hints", [])
@@ -153,8 +238,8 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> Lesson:
         raise ValueError(f"{where}: field 'hints' must be a list of strings")
     if status == "ready" and len(hints) != 3:
         raise ValueError(f"{where}: field 'hints' needs three levels, got {len(hints)}")
-    requires = entry.get("requires", [])
-    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+    requires = entry.get("requires", defaults.get("requires", []))
+    if not isinstance(requires, (list, tuple)) or not all(isinstance(r, str) for r in requires):
         raise ValueError(f"{where}: field 'requires' must be a list of module names")
     formulas = {}
     for name in ("flops", "bytes"):
@@ -164,10 +249,7 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> Lesson:
                 compile_formula(formulas[name])
             except ValueError as exc:
                 raise ValueError(f"{where}: field '{name}': {exc}") from None
-    lesson = Lesson(
-        index=index,
-        id=lesson_id,
-        title=_str_field(entry, "title", where),
+    return dict(
         exercise=exercise,
         function=_str_field(entry, "function", where, required=status == "ready"),
         status=status,
@@ -176,13 +258,59 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> Lesson:
         flops=formulas["flops"],
         bytes=formulas["bytes"],
         hints=tuple(hints),
-        root=root,
     )
-    if status == "ready":
+
+
+def _check_files(lesson: Lesson, where: str) -> None:
+    if lesson.status == "ready":
         for label, p in (("lesson text", lesson.lesson_path), ("starter", lesson.starter_path)):
             if not p.is_file():
                 raise ValueError(f"{where}: {label} {p} is missing")
-    return lesson
+
+
+def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Lesson]:
+    """The lesson's exercises in order: its steps, then its final exercise.
+    Raises ValueError when the lesson's own fields are wrong; a broken step
+    is returned as a broken exercise and the others still work."""
+    where = f"{path} [[lesson]] #{index + 1}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected a table")
+    lesson_id = _str_field(entry, "id", where)
+    where = f"{path} lesson '{lesson_id}'"
+    if "/" in lesson_id or "\\" in lesson_id or lesson_id.startswith("."):
+        raise ValueError(f"{where}: field 'id' must be a plain folder name")
+    _known_fields(entry, LESSON_FIELDS, where)
+    own = _exercise_fields(entry, where)
+    title = _str_field(entry, "title", where)
+    raw_steps = entry.get("step", [])
+    if not isinstance(raw_steps, list):
+        raise ValueError(f"{where}: field 'step' must be an array of tables ([[lesson.step]])")
+    ids = [s.get("exercise") if isinstance(s, dict) else None for s in raw_steps]
+    ids = [
+        i if isinstance(i, str) and i else f"{own['exercise']}_step{n + 1}"
+        for n, i in enumerate(ids)
+    ]
+    steps = (*ids, own["exercise"])
+    common = dict(index=index, id=lesson_id, title=title, steps=steps, root=root)
+    final = Lesson(**common, **own)
+    _check_files(final, where)
+    out = []
+    for n, raw in enumerate(raw_steps):
+        at = f"{where} step #{n + 1}"
+        try:
+            if not isinstance(raw, dict):
+                raise ValueError(f"{at}: expected a table")
+            at = f"{where} step #{n + 1} ('{ids[n]}')"
+            _known_fields(raw, EXERCISE_FIELDS, at)
+            fields = _exercise_fields(raw, at, own)
+            step = Lesson(**common, **fields, name=_str_field(raw, "title", at))
+            _check_files(step, at)
+        except ValueError as exc:
+            raw = raw if isinstance(raw, dict) else {}
+            name = raw.get("title") if isinstance(raw.get("title"), str) else ""
+            step = Lesson(**common, exercise=ids[n], name=name, error=str(exc))
+        out.append(step)
+    return [*out, final]
 
 
 def load_course(root: Path | None = None) -> Course:
@@ -194,25 +322,35 @@ def load_course(root: Path | None = None) -> Course:
     if not isinstance(entries, list) or not entries:
         raise ContentError(f"{path}: no [[lesson]] entries")
     lessons: list[Lesson] = []
+    exercises: list[Lesson] = []
     warnings: list[str] = []
     seen: set[str] = set()
     for i, entry in enumerate(entries):
         try:
-            lesson = _parse_lesson(entry, i, path, root)
-            if lesson.exercise in seen:
-                raise ValueError(
-                    f"{path} lesson '{lesson.id}': exercise '{lesson.exercise}' is listed twice"
-                )
-            seen.add(lesson.exercise)
+            parsed = _parse_lesson(entry, i, path, root)
         except ValueError as exc:
             raw = entry if isinstance(entry, dict) else {}
             lid = raw.get("id") if isinstance(raw.get("id"), str) else f"lesson-{i + 1}"
             ex = raw.get("exercise") if isinstance(raw.get("exercise"), str) else f"lesson{i + 1}"
             title = raw.get("title") if isinstance(raw.get("title"), str) else lid
-            lesson = Lesson(index=i, id=lid, title=title, exercise=ex, error=str(exc), root=root)
-            warnings.append(str(exc))
-        lessons.append(lesson)
-    return Course(lessons=tuple(lessons), path=path, warnings=tuple(warnings))
+            parsed = [Lesson(index=i, id=lid, title=title, exercise=ex, error=str(exc), root=root)]
+        for n, lesson in enumerate(parsed):
+            if lesson.exercise in seen and not lesson.error:
+                problem = (
+                    f"{path} lesson '{lesson.id}': exercise '{lesson.exercise}' is listed twice"
+                )
+                parsed[n] = lesson = dataclasses.replace(lesson, error=problem)
+            seen.add(lesson.exercise)
+            if lesson.error:
+                warnings.append(lesson.error)
+        exercises.extend(parsed)
+        lessons.append(parsed[-1])
+    return Course(
+        lessons=tuple(lessons),
+        path=path,
+        warnings=tuple(warnings),
+        all_exercises=tuple(exercises),
+    )
 
 
 # --- FLOPs and bytes formulas -------------------------------------------------

@@ -29,27 +29,63 @@ import site
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 from gpulab import crashes, protocol
-from gpulab.protocol import CRASHED, ERROR, FAILED
+from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
 
 # What the sandbox records before the learner's file runs, per exercise.
-BEFORE_LOAD = {"graph_breaks": ["dynamo"], "sharded_mlp": ["jax"]}
+BEFORE_LOAD = {"graph_breaks": ["dynamo"], "compile_once": ["dynamo"], "sharded_mlp": ["jax"]}
 GIB = 1 << 30
 
 
 class Channel:
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
 
     def send(self, event: dict[str, Any]) -> None:
         protocol.write_frame(self.fd, event)
 
-    def stage(self, text: str) -> None:
-        self.send({"type": "stage", "text": text})
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        """A stage's words, and where there are steps, how many are done of
+        how many (numbers, so the lab never reads them back out of words)."""
+        self.marks.append((stage_kind(text), time.monotonic()))
+        event: dict[str, Any] = {"type": "stage", "text": text}
+        if done is not None and total:
+            event["progress"] = [int(done), int(total)]
+        self.send(event)
+
+    def stages(self) -> dict[str, float]:
+        """Seconds in each kind of stage so far, in the order first seen
+        (the result's `stages`: a slow check says where its time went)."""
+        out: dict[str, float] = {}
+        now = time.monotonic()
+        for (kind, t), nxt in zip(self.marks, [*self.marks[1:], ("", now)], strict=True):
+            out[kind] = out.get(kind, 0.0) + (nxt[1] - t)
+        return {k: round(v, 3) for k, v in out.items()}
+
+
+def stage_kind(text: str) -> str:
+    """'case 3 of 14: 64×64 fp16' -> 'correctness'; the kinds a result's
+    `stages` names."""
+    if "your kernels again" in text:
+        return "replay"
+    for prefix, kind in (
+        ("case ", "correctness"),
+        ("timing ", "timing"),
+        ("importing", "import"),
+        ("starting", "start"),
+        ("waiting", "waiting for the GPU"),
+        ("preparing", "compile"),
+        ("compiling", "compile"),
+    ):
+        if text.startswith(prefix):
+            return kind
+    return text.split(" ", 1)[0].rstrip(":") or "other"
 
 
 def choose_device(wanted: str) -> str:
@@ -64,20 +100,22 @@ def choose_device(wanted: str) -> str:
     return "cpu"
 
 
-def cache_dir(request: dict[str, Any], private: Path) -> Path:
+def cache_dir(request: CheckRequest, private: Path) -> Path:
     """Compiler caches (Triton, Inductor) kept per submission file, so a
     second check of the same file skips compiling and one submission can't
     plant a cache entry for another."""
-    ws = request.get("workspace")
+    ws = request.workspace
     if not ws:
         return private / "cache"
-    key = hashlib.sha256(str(Path(request["file"]).resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(str(Path(request.file).resolve()).encode()).hexdigest()[:16]
     return Path(ws) / ".gpulab" / "cache" / key
 
 
-def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path) -> dict:
+def policy_for(
+    request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
+) -> dict:
     pkg = Path(__file__).resolve().parent
-    learner = Path(request["file"]).resolve()
+    learner = Path(request.file).resolve()
     read = [
         sys.prefix,
         sys.base_prefix,
@@ -104,7 +142,7 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
     # it) is only listable.
     read += [p for p in import_path(learner) if Path(p) != pkg.parent]
     hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg)]
-    content = request.get("content_root")
+    content = request.content_root
     if content:
         hidden.append(str(Path(content) / "kernels"))
     if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
@@ -115,14 +153,14 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         read.append(str(learner.parent / "hopper"))
     # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
     # CUDA may make files there); the host's only where namespaces are refused.
-    if request["exercise"] == "nvtx_profile" and request.get("workspace"):
-        traces = Path(request["workspace"]) / "traces"  # the trace the learner opens
+    if request.exercise == "nvtx_profile" and request.workspace:
+        traces = Path(request.workspace) / "traces"  # the trace the learner opens
         traces.mkdir(parents=True, exist_ok=True)
         write_extra = [str(traces)]
-    elif request["exercise"] == "nvtx_profile":
+    elif request.exercise == "nvtx_profile":
         # No workspace: a folder of the judge's the sandbox writes its trace
         # into, read back without following links (nvtx_profile).
-        write_extra = [request["outbox"]]
+        write_extra = [str(outbox)] if outbox else []
     else:
         write_extra = []
     write = [
@@ -139,7 +177,7 @@ def policy_for(request: dict[str, Any], device: str, private: Path, cache: Path)
         "hidden": hidden,
         "listable": [str(pkg.parent), str(learner.parent)],
         "write": write,
-        "cpu_seconds": int(float(request.get("timeout") or 300)) + 30,
+        "cpu_seconds": int(float(request.timeout or 300)) + 30,
         "file_bytes": 256 << 20,
         "address_space": 24 * GIB if device == "cpu" else None,
         "blocked_modules": blocked_modules(),
@@ -186,11 +224,13 @@ def _grading_modules() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
-def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
+def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str, Any]:
     from gpulab.grading.remote import Sandbox, SandboxDied
 
+    if not isinstance(request, CheckRequest):  # the boundary: checked field by field
+        request = CheckRequest.from_json(request)
     channel.stage("starting")
-    device = choose_device(request.get("device", "auto"))
+    device = choose_device(request.device)
     if device == "cpu":
         # The judge runs gpulab's own probe kernels (which dtypes the
         # interpreter computes faithfully) before triton is imported.
@@ -201,24 +241,23 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
         )
     # The secret seed is drawn here and never leaves the judge.
-    request["secret_seed"] = secrets.randbelow(2**31)
+    secret_seed = secrets.randbelow(2**31)
     private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
     outbox = Path(tempfile.mkdtemp(prefix="gpulab-outbox-"))
-    request["outbox"] = str(outbox)
     cache = cache_dir(request, private)
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only workspace: this check compiles afresh
         cache = private / "cache"
         cache.mkdir(parents=True, exist_ok=True)
-    policy = policy_for(request, device, private, cache)
+    policy = policy_for(request, device, private, cache, outbox)
 
     def fresh(prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
         Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
         return Sandbox(
-            file=request["file"],
+            file=request.file,
             device=device,
             private=private,
             prefix=prefix,
@@ -226,11 +265,27 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
                 **policy,
                 **({"profiler": profiler} if profiler else {}),
                 "triton_cache": str(cache),
-                "sys_path": import_path(Path(request["file"]).resolve()),
+                "sys_path": import_path(Path(request.file).resolve()),
             },
         )
 
-    sandbox = early = None
+    def fresh_replay() -> Sandbox:
+        """The replay's sandbox (gpulab.grading.replay): a folder and a
+        compiler cache of its own, and never the learner's file loaded."""
+        own = Path(tempfile.mkdtemp(prefix="gpulab-replay-", dir=private))
+        return Sandbox(
+            file=request.file,
+            device=device,
+            private=own,
+            policy={
+                **policy,
+                "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],
+                "triton_cache": str(own / "triton"),
+                "sys_path": import_path(Path(request.file).resolve()),
+            },
+        )
+
+    sandbox = early = replayer = None
     result: dict[str, Any]
     held = contextlib.ExitStack()
     try:
@@ -244,12 +299,24 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             gpu = torch.cuda.current_device()
             held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
         sandbox = fresh()
-        sandbox.preload(request["function"], BEFORE_LOAD.get(request["exercise"], []))
+        sandbox.preload(request.function, BEFORE_LOAD.get(request.exercise, []))
         from gpulab.diagnosis.judge_side import attach, start
         from gpulab.grading.harness import grade_request
 
         early = start(request, device, fresh)  # beside the check; None unless CPU --explain
-        result = grade_request(request, device, channel, sandbox=sandbox)
+        if device == "cpu":
+            from gpulab.grading.replay import Replayer
+
+            replayer = Replayer(fresh_replay, request.file)
+        result = grade_request(
+            request,
+            device,
+            channel,
+            sandbox=sandbox,
+            replayer=replayer,
+            secret_seed=secret_seed,
+            outbox=str(outbox),
+        )
         result["verdict"] = "judge"
         # Advice only, after the verdict (issue 21): never changes it.
         attach(request, result, device, sandbox, fresh=fresh, early=early)
@@ -280,6 +347,8 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
             early.close()
         if sandbox is not None:
             sandbox.close()
+        if replayer is not None:
+            replayer.close()
         held.close()
         shutil.rmtree(private, ignore_errors=True)
         shutil.rmtree(outbox, ignore_errors=True)  # rmtree follows no links
@@ -292,7 +361,7 @@ def judge(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
 def main() -> int:
     from gpulab.grading.remote import harden_judge, kill_descendants
 
-    request = json.loads(sys.stdin.read())
+    raw = sys.stdin.read()
     channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
     harden_judge()
 
@@ -302,13 +371,15 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        result = judge(request, channel)
+        result = judge(CheckRequest.from_json(json.loads(raw)), channel)
     except Exception as exc:  # a gpulab bug or an environment problem
         result = {
             "status": ERROR,
             "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
             "message": traceback.format_exc(),
         }
+    if isinstance(channel, Channel):
+        result["stages"] = channel.stages()
     try:
         channel.send({"type": "result", "result": result})
     finally:

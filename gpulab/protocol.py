@@ -1,6 +1,6 @@
 """The check protocol, shared by the lab, the judge and the sandbox.
 
-Three processes take part in a check (docs/grading.md tells the whole story):
+Three or four processes take part in a check (docs/grading.md tells the whole story):
 
 - the **lab** (CLI or TUI, `gpulab.runner`) starts the judge and reads its
   events; it imports neither torch nor triton;
@@ -8,7 +8,10 @@ Three processes take part in a check (docs/grading.md tells the whole story):
   secret seed, computes the reference, compares and times; it never imports
   the learner's file;
 - the **sandbox** (`python -m gpulab.sandbox`, untrusted) imports the
-  learner's file and calls it on the tensors the judge hands it.
+  learner's file and calls it on the tensors the judge hands it;
+- on the CPU, the **replay's sandbox** (the same program, confined alike)
+  never imports the file: it runs the recorded launches of the kernels the
+  judge kept of it (gpulab.grading.replay).
 
 Everything that crosses a process boundary is a frame: a 4-byte length and a
 JSON object with a `type`. Tensors never travel inside frames: they live in
@@ -31,17 +34,19 @@ import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# --- statuses of a result ------------------------------------------------------
+from gpulab.status import Status
+
+# --- statuses of a result (defined once, in gpulab.status) ----------------------
 
 PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED = (
-    "passed",
-    "failed",
-    "error",
-    "timeout",
-    "crashed",
-    "cancelled",
+    Status.PASSED,
+    Status.FAILED,
+    Status.ERROR,
+    Status.TIMEOUT,
+    Status.CRASHED,
+    Status.CANCELLED,
 )
-STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED)
+STATUSES = tuple(Status)
 
 # --- framing -------------------------------------------------------------------
 
@@ -262,9 +267,19 @@ class TimeBatch:
 # --- the lab <-> judge -------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ExplainOptions:
+    """`--explain`: advice after the verdict (gpulab.diagnosis)."""
+
+    gpu: str | None = None  # --gpu: the GPU whose roofline to explain against
+    gpu_setting: str | None = None  # the workspace's chosen GPU
+    budget_s: float | None = None
+
+
 @dataclass
 class CheckRequest:
-    """What the lab asks the judge to grade."""
+    """What the lab asks the judge to grade: the one request of a check,
+    typed from the lab's `run_check` to the graders (`ctx.request`)."""
 
     exercise: str
     function: str
@@ -275,14 +290,61 @@ class CheckRequest:
     bytes: str | None = None
     kind: str | None = None
     content_root: str = ""
-    workspace: str | None = None
+    workspace: str | None = None  # where per-file caches and measured ceilings live
     timeout: float = 300.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    # --explain (gpulab.diagnosis): advice after the verdict, never part of it.
+    explain: bool = False
+    explain_gpu: str | None = None  # --gpu: the GPU whose roofline to explain against
+    gpu_setting: str | None = None  # the workspace's chosen GPU
+    explain_budget_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @staticmethod
-    def from_json(obj: dict[str, Any]) -> CheckRequest:
-        known = {k: obj[k] for k in CheckRequest.__dataclass_fields__ if k in obj}
-        return CheckRequest(**known)
+    def from_json(obj: Any) -> CheckRequest:
+        """Checked field by field: a wrong type is a ProtocolError naming it."""
+        if not isinstance(obj, dict):
+            raise ProtocolError("a check request that is not an object")
+        fields = CheckRequest.__dataclass_fields__
+        unknown = sorted(set(obj) - set(fields))
+        if unknown:
+            raise ProtocolError(f"a check request with unknown fields: {', '.join(unknown)}")
+        for name in ("exercise", "function", "file"):
+            if not isinstance(obj.get(name), str) or not obj[name]:
+                raise ProtocolError(f"a check request without `{name}`")
+        for name, value in obj.items():
+            want = _REQUEST_TYPES[name]
+            if value is None and name in _OPTIONAL:
+                continue
+            if isinstance(value, bool) and want is not bool or not isinstance(value, want):
+                raise ProtocolError(f"a check request's `{name}` is {type(value).__name__}")
+        return CheckRequest(**obj)
+
+
+_REQUEST_TYPES: dict[str, Any] = {
+    "exercise": str,
+    "function": str,
+    "file": str,
+    "timing": bool,
+    "device": str,
+    "flops": str,
+    "bytes": str,
+    "kind": str,
+    "content_root": str,
+    "workspace": str,
+    "timeout": (int, float),
+    "explain": bool,
+    "explain_gpu": str,
+    "gpu_setting": str,
+    "explain_budget_s": (int, float),
+}
+_OPTIONAL = {
+    "flops",
+    "bytes",
+    "kind",
+    "workspace",
+    "explain_gpu",
+    "gpu_setting",
+    "explain_budget_s",
+}

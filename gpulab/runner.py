@@ -39,6 +39,7 @@ from gpulab.protocol import (
     PASSED,
     TIMEOUT,
     CheckRequest,
+    ExplainOptions,
 )
 
 DEFAULT_TIMEOUT = 300.0
@@ -73,7 +74,8 @@ def run_check(
     device: str = "auto",
     on_event: EventCallback | None = None,
     cancel: threading.Event | None = None,
-    extra: dict[str, Any] | None = None,
+    workspace: str | None = None,
+    explain: ExplainOptions | None = None,
 ) -> dict[str, Any]:
     """Grade `file` for `lesson` and return the result dict.
 
@@ -93,7 +95,23 @@ def run_check(
         "timing": None,
         "output": "",
     }
-    request = _request(lesson, file, timing=timing, device=device, timeout=timeout, extra=extra)
+    request = CheckRequest(
+        exercise=lesson.exercise,
+        function=lesson.function,
+        file=str(file),
+        timing=timing,
+        device=device,
+        flops=lesson.flops,
+        bytes=lesson.bytes,
+        kind=lesson.kind,
+        content_root=str(lesson.root),
+        workspace=workspace,
+        timeout=timeout,
+        explain=explain is not None,
+        explain_gpu=explain.gpu if explain else None,
+        gpu_setting=explain.gpu_setting if explain else None,
+        explain_budget_s=explain.budget_s if explain else None,
+    )
     with tempfile.TemporaryDirectory(prefix="gpulab-judge-") as tmp:
         try:
             run = _judge(request, Path(tmp), started + timeout, on_event, cancel)
@@ -121,7 +139,7 @@ def run_check(
         return {
             **base,
             "status": CANCELLED,
-            "summary": "cancelled",
+            "summary": str(CANCELLED),
             "message": "",
             "duration_s": duration,
         }
@@ -135,35 +153,12 @@ def run_check(
         }
     merged = {**base, **run.result, "duration_s": duration}
     merged["passed"] = merged.get("status") == PASSED
+    stages = merged.get("stages")
+    if isinstance(stages, dict) and all(isinstance(v, (int, float)) for v in stages.values()):
+        # Before the judge's first stage: its process starting and importing.
+        rest = round(max(0.0, duration - sum(stages.values())), 3)
+        merged["stages"] = {"judge start-up": rest, **stages}
     return merged
-
-
-def _request(
-    lesson: Lesson,
-    file: Path,
-    *,
-    timing: bool,
-    device: str,
-    timeout: float,
-    extra: dict[str, Any] | None,
-) -> dict[str, Any]:
-    extra = dict(extra or {})
-    request = CheckRequest(
-        exercise=lesson.exercise,
-        function=lesson.function,
-        file=str(file),
-        timing=timing,
-        device=device,
-        flops=lesson.flops,
-        bytes=lesson.bytes,
-        kind=lesson.kind,
-        content_root=str(lesson.root),
-        workspace=extra.pop("workspace", None),
-        timeout=timeout,
-        extra=extra,
-    ).to_json()
-    request.update(request.pop("extra"))  # graders read extras at the top level
-    return request
 
 
 class _NotStarted(Exception):
@@ -179,7 +174,7 @@ class _JudgeRun:
 
 
 def _judge(
-    request: dict[str, Any],
+    request: CheckRequest,
     tmp: Path,
     deadline: float,
     on_event: EventCallback | None,
@@ -210,7 +205,7 @@ def _judge(
     try:
         assert proc.stdin is not None
         try:
-            proc.stdin.write(json.dumps(request).encode())
+            proc.stdin.write(json.dumps(request.to_json()).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass

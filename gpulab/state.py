@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulab.status import RECORDED, Status
 from gpulab.textsafe import visible
 
 STATE_VERSION = 1
 NOT_STARTED = "not started"
-FAILED = "failed"
-PASSED = "passed"
-STATUSES = (PASSED, FAILED)  # "not started" is stored as no status at all
+FAILED = Status.FAILED
+PASSED = Status.PASSED
+STATUSES = RECORDED  # "not started" is stored as no status at all
 
 
 @dataclass(frozen=True)

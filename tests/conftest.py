@@ -168,7 +168,7 @@ def grade(tmp_path, course, gpu_workspace):
             device=device,
             timeout=timeout,
             timing=timing,
-            extra={"workspace": str(gpu_workspace if device == "cuda" else tmp_path / "workspace")},
+            workspace=str(gpu_workspace if device == "cuda" else tmp_path / "workspace"),
         )
 
     return _grade

@@ -66,6 +66,7 @@ LAB = [
     "gpulab.serving",
     "gpulab.serving_models",
     "gpulab.state",
+    "gpulab.status",
     "gpulab.textsafe",
     "gpulab.traces",
     "gpulab.units",

@@ -41,8 +41,25 @@ def test_nine_lessons_in_the_books_order(course):
     assert not course.warnings, course.warnings
 
 
+def test_kernel_lessons_climb_in_steps(course):
+    """Issue 29: lessons 02 and 03 reach their exercise through graded steps."""
+    steps = {
+        lesson.exercise: [e.exercise for e in course.lesson_exercises(lesson)]
+        for lesson in course.lessons
+    }
+    assert steps["softmax"] == ["softmax_row", "softmax_wide", "softmax"]
+    assert steps["matmul"] == ["matmul_tile", "matmul_kloop", "matmul"]
+    for lesson in course.exercises:
+        if lesson.is_step:
+            assert lesson.ready and lesson.name, lesson.exercise
+            grader = REPO / "gpulab" / "grading" / f"{lesson.exercise}.py"
+            assert grader.is_file(), f"{lesson.exercise} has no grader at {grader}"
+            # Each step says so in its lesson's text, by its id.
+            assert f"`{lesson.exercise}`" in lesson.text(), lesson.exercise
+
+
 def test_ready_lessons_are_complete(course):
-    ready = [lesson for lesson in course.lessons if lesson.ready]
+    ready = [lesson for lesson in course.exercises if lesson.ready]
     assert course.find("softmax") in ready
     for lesson in ready:
         assert len(lesson.hints) == 3, lesson.id
@@ -215,7 +232,7 @@ def test_dev_check_reports_citations(tmp_path, course):
 def test_hints_use_the_starters_names(course):
     import re
 
-    for lesson in course.lessons:
+    for lesson in course.exercises:
         starter = lesson.starter_path.read_text(encoding="utf-8")
         for i, hint in enumerate(lesson.hints, 1):
             for name in set(re.findall(r"\b\w+_kernel\b", hint)):
@@ -228,7 +245,7 @@ def test_hint_levels_are_a_gradient(course):
     """Level 1 and 2 are words (no code blocks, little inline code); level 3 has the code."""
     import re
 
-    for lesson in course.lessons:
+    for lesson in course.exercises:
         nudge, approach, near = lesson.hints
         for level, hint in ((1, nudge), (2, approach)):
             assert "```" not in hint, f"{lesson.id} hint {level} has a code block"
@@ -266,7 +283,7 @@ def _stated(doc: str) -> list[tuple[str, float]]:
 def test_every_starter_states_its_grade(course):
     import ast
 
-    for lesson in course.lessons:
+    for lesson in course.exercises:
         doc = ast.get_docstring(ast.parse(lesson.starter_path.read_text(encoding="utf-8")))
         assert "Grade" in doc, f"{lesson.starter_path.name} does not say how it is graded"
 

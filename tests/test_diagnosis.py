@@ -370,12 +370,16 @@ def test_explained_after_every_timed_check_and_with_explain() -> None:
     from gpulab.diagnosis.judge_side import wanted
 
     passed, timed = {"status": "passed"}, {"status": "passed", "timing": {"cases": [{}]}}
-    req = {"exercise": "softmax"}
+    from dataclasses import replace
+
+    from gpulab.protocol import CheckRequest
+
+    req = CheckRequest(exercise="softmax", function="softmax", file="f.py")
     assert wanted(req, timed)  # a GPU's timed check, no --explain
     assert not wanted(req, passed)  # the CPU's usual check pays nothing
-    assert wanted({**req, "explain": True}, passed)
-    assert not wanted({**req, "explain": True}, {"status": "failed"})
-    assert not wanted({"exercise": "graph_breaks", "explain": True}, timed)
+    assert wanted(replace(req, explain=True), passed)
+    assert not wanted(replace(req, explain=True), {"status": "failed"})
+    assert not wanted(replace(req, exercise="graph_breaks", explain=True), timed)
 
 
 class _CannedSandbox:
@@ -404,17 +408,21 @@ class _CannedSandbox:
 
 
 def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
-    from gpulab.diagnosis.judge_side import attach, start
+    from dataclasses import replace
 
-    req = {
-        "exercise": "softmax",
-        "function": "softmax",
-        "kind": "memory",
-        "bytes": "2*M*N*elt",
-        "flops": "5*M*N",
-        "explain": True,
-    }
-    assert start({**req, "explain": False}, "cpu", _CannedSandbox) is None
+    from gpulab.diagnosis.judge_side import attach, start
+    from gpulab.protocol import CheckRequest
+
+    req = CheckRequest(
+        exercise="softmax",
+        function="softmax",
+        file="f.py",
+        kind="memory",
+        bytes="2*M*N*elt",
+        flops="5*M*N",
+        explain=True,
+    )
+    assert start(replace(req, explain=False), "cpu", _CannedSandbox) is None
     assert start(req, "cuda", _CannedSandbox) is None  # after the timing, not during it
     made: list[_CannedSandbox] = []
 

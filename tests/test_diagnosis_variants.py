@@ -64,17 +64,20 @@ def explain_file(exercise: str, file: Path) -> dict:
     from gpulab.diagnosis.judge_side import explain
 
     function, kind, flops, nbytes = MANIFEST[exercise]
-    request = {
-        "exercise": exercise,
-        "function": function,
-        "kind": kind,
-        "flops": flops,
-        "bytes": nbytes,
-        "explain": True,
-        "explain_budget_s": 0,
+    from gpulab.protocol import CheckRequest
+
+    request = CheckRequest(
+        exercise=exercise,
+        function=function,
+        file=str(file),
+        kind=kind,
+        flops=flops,
+        bytes=nbytes,
+        explain=True,
+        explain_budget_s=0,
         # The GPU the H200 runs of scripts/research/explain_gpu.py check these on.
-        "explain_gpu": "H200",
-    }
+        explain_gpu="H200",
+    )
     saved = os.environ.pop("TRITON_INTERPRET", None)
     try:
         return explain(request, {"status": "passed"}, "cpu", _InProcessSandbox(file))

@@ -35,7 +35,7 @@ def ref_result(tmp_path_factory):
         REPO / "kernels" / "flash_attention.py",
         device="cpu",
         timeout=180,
-        extra={"workspace": str(tmp_path_factory.mktemp("ws"))},
+        workspace=str(tmp_path_factory.mktemp("ws")),
     )
 
 

@@ -36,7 +36,7 @@ def ref_result(tmp_path_factory):
         REPO / "kernels" / "matmul.py",
         device="cpu",
         timeout=180,
-        extra={"workspace": str(tmp_path_factory.mktemp("ws"))},
+        workspace=str(tmp_path_factory.mktemp("ws")),
     )
 
 

@@ -53,9 +53,7 @@ def reference_result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rope_ref")
     path = tmp / "rope_rmsnorm_ref.py"
     path.write_text(REF)
-    return run_check(
-        lesson, path, device="cpu", timeout=120, extra={"workspace": str(tmp / "workspace")}
-    )
+    return run_check(lesson, path, device="cpu", timeout=120, workspace=str(tmp / "workspace"))
 
 
 BATCH_CHILD = r"""
@@ -64,7 +62,7 @@ from gpulab.judge import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text): pass
+    def stage(self, text, *progress): pass
 
 # One judge process grades every variant, each in a sandbox of its own.
 files, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -417,7 +415,7 @@ def gpu_result(tmp_path_factory):
         path,
         device="cuda",
         timeout=900,
-        extra={"workspace": str(tmp / "workspace")},
+        workspace=str(tmp / "workspace"),
     )
 
 

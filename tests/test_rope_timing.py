@@ -89,7 +89,7 @@ def run(monkeypatch):
             stage=lambda s: trace.append(("stage", s)),
             timing={"cases": [_forward_row(0), _forward_row(1)], "summary": "A: 2.00x eager"},
             notes=[],
-            request={"workspace": None},
+            request=SimpleNamespace(workspace=None),
         )
         reference, tolerance = object(), object()
         rope_timing.time_compile_and_backward(

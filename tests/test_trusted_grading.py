@@ -111,7 +111,9 @@ def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
     from gpulab.judge import policy_for
 
     def reads(file):
-        request = {"file": str(file), "exercise": "flash_attention"}
+        from gpulab.protocol import CheckRequest
+
+        request = CheckRequest(exercise="flash_attention", function="attention", file=str(file))
         return policy_for(request, "cuda", tmp_path, tmp_path / "cache")["read"]
 
     assert str(REPO / "kernels" / "hopper") in reads(REPO / "kernels" / "flash_attention.py")

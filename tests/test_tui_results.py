@@ -123,7 +123,7 @@ async def test_shift_x_checks_with_explain_and_shows_it(ws, monkeypatch):
         calls.append(kw)
         return (
             timed_result()
-            if kw["extra"].get("explain")
+            if kw["explain"] is not None
             else {k: v for k, v in timed_result().items() if k not in ("diagnosis", "explain")}
         )
 
@@ -134,12 +134,11 @@ async def test_shift_x_checks_with_explain_and_shows_it(ws, monkeypatch):
         await pilot.pause()
         await pilot.press("c")
         await wait_for(pilot, lambda: len(calls) == 1 and not app.checking, 30, "the check")
-        assert not calls[0]["extra"].get("explain")
+        assert calls[0]["explain"] is None
         assert not shows(app, "Explain:")
         await pilot.press("X")
         await wait_for(pilot, lambda: len(calls) == 2 and not app.checking, 30, "the check")
-        extra = calls[1]["extra"]
-        assert extra["explain"] is True and extra["workspace"] == str(ws.root)
+        assert calls[1]["explain"] is not None and calls[1]["workspace"] == str(ws.root)
         assert calls[1]["timeout"] == calls[0]["timeout"] + 60  # the CLI's allowance
         await pilot.pause(0.3)
         assert shows(app, "Explain: what limits this kernel", "1. extra_bytes")

@@ -86,7 +86,7 @@ def test_gpulab_check_on_a_read_only_workspace_runs_and_says_why_nothing_is_kept
     sent: dict = {}
 
     def run_check(lesson, path, **kwargs):
-        sent.update(kwargs["extra"])
+        sent.update(kwargs)
         return {"status": "fail", "passed": False, "exercise": lesson.exercise}
 
     monkeypatch.setattr(check, "run_check", run_check)

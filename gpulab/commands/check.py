@@ -21,6 +21,7 @@ from gpulab.commands.common import (
     parse_timeout,
 )
 from gpulab.commands.timeouts import default_timeout, explain_timeout
+from gpulab.protocol import ExplainOptions
 from gpulab.runner import ERROR, run_check
 from gpulab.textsafe import visible, visible_tree
 
@@ -34,12 +35,26 @@ def _target(args: Any):
     course = open_course()
     lesson = find_lesson(course, args.exercise)
     ws = open_workspace(args)
-    return (lesson, ws, *exercise_file(args, ws, lesson))
+    return (lesson, ws, *exercise_file(args, ws, lesson), course)
+
+
+def next_step(course: Any, lesson: Any) -> str:
+    """After a pass: the command for the next exercise (the lesson's next
+    step, or the next lesson), or "" after the last."""
+    nxt = course.next_exercise(lesson)
+    if nxt is None:
+        return ""
+    where = (
+        f"step {nxt.position + 1} of {nxt.step_count} of lesson {nxt.number}"
+        if nxt.index == lesson.index
+        else f"lesson {nxt.number}" + (f", {nxt.step_label}" if nxt.step_label else "")
+    )
+    return f"Next: {nxt.exercise_title} ({where}): gpulab check {nxt.exercise}"
 
 
 def _check(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
-    lesson, ws, path, own = _target(args)
+    lesson, ws, path, own, course = _target(args)
     # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
     timeout, why = (
         (timeout, "you asked for it with --timeout")
@@ -71,7 +86,8 @@ def _check(args: Any) -> int:
         timing=not args.no_timing,
         device=args.device,
         on_event=on_event,
-        extra={"workspace": None if blocked else str(ws.root), **explain_extra(args, ws)},
+        workspace=None if blocked else str(ws.root),
+        explain=explain_options(args, ws),
     )
     explain_timeout(result, timeout, why)
     if own and result.get("status") != ERROR and not blocked:
@@ -84,6 +100,8 @@ def _check(args: Any) -> int:
         from gpulab.report import render
 
         console().print(render(result))
+        if result.get("passed") and (line := next_step(course, lesson)):
+            console().print(line, markup=False, highlight=False, style="dim")
     if result.get("status") == ERROR:
         return 2
     return 0 if result.get("passed") else 1
@@ -97,21 +115,17 @@ def not_recorded(blocked: str) -> str:
     )
 
 
-def explain_extra(args: Any, ws: Any) -> dict[str, Any]:
-    """--explain's request fields (gpulab.diagnosis.judge_side reads them)."""
+def explain_options(args: Any, ws: Any) -> ExplainOptions | None:
+    """--explain's options (gpulab.diagnosis.judge_side reads them)."""
     if not getattr(args, "explain", False):
-        return {}
-    return {
-        "explain": True,
-        "explain_gpu": getattr(args, "gpu", None),
-        "gpu_setting": ws.get_setting("gpu"),
-    }
+        return None
+    return ExplainOptions(gpu=getattr(args, "gpu", None), gpu_setting=ws.get_setting("gpu"))
 
 
 def _watch(args: Any) -> int:
     """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
     timeout = parse_timeout(args.timeout, 0.0)
-    lesson, ws, path, _ = _target(args)
+    lesson, ws, path, _, course = _target(args)
     con = console()
     from gpulab.report import render
 
@@ -131,12 +145,14 @@ def _watch(args: Any) -> int:
             path,
             device=args.device,
             timeout=timeout,
-            extra={"workspace": None if blocked else str(ws.root)},
+            workspace=None if blocked else str(ws.root),
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") != ERROR and not blocked:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))
+        if result.get("passed") and (line := next_step(course, lesson)):
+            con.print(line, markup=False, highlight=False, style="dim")
         con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
 
     from gpulab.watcher import stamp

@@ -12,6 +12,7 @@ from typing import Any
 from gpulab.content import ContentError, Course, Lesson, load_course
 from gpulab.fsutil import unreadable_file
 from gpulab.hardware import HardwareDataError
+from gpulab.status import Status
 from gpulab.textsafe import visible
 from gpulab.workspace import Workspace, WorkspaceError
 
@@ -111,7 +112,7 @@ def parse_timeout(text: str | None, default: float) -> float:
 
 def print_json_error(summary: str) -> None:
     """The one JSON object `--json` promises, for a run that could not happen (exit 2)."""
-    print(json.dumps({"status": "error", "summary": summary}, indent=2))
+    print(json.dumps({"status": Status.ERROR, "summary": summary}, indent=2))
 
 
 # Errors only a write gives (a read-only file system, a full disk or quota).

@@ -28,31 +28,49 @@ def run(args: Any) -> int:
     }[args._name](args)
 
 
+def _row(lesson: Any, ws: Any) -> dict[str, Any]:
+    st = ws.exercise_state(lesson.exercise)
+    status = (
+        "broken"
+        if lesson.error
+        else (st.get("status", "not started") if lesson.ready else "coming")
+    )
+    return {
+        "exercise": lesson.exercise,
+        "title": lesson.exercise_title,
+        "step": lesson.position + 1,
+        "status": status,
+        "grade": st.get("grade"),
+        "attempts": len(st.get("attempts", [])),
+        "error": lesson.error or None,
+    }
+
+
 def _list(args: Any) -> int:
     course = open_course()
     ws = open_workspace(args)
     rows = []
     for lesson in course.lessons:
-        st = ws.exercise_state(lesson.exercise)
-        status = (
-            "broken"
-            if lesson.error
-            else (st.get("status", "not started") if lesson.ready else "coming")
-        )
+        # One row per lesson, for its final exercise (as before steps), with
+        # every exercise of the lesson, steps first, under "exercises".
+        exercises = [_row(e, ws) for e in course.lesson_exercises(lesson)]
+        final = exercises[-1]
         rows.append(
             {
                 "lesson": lesson.id,
                 "title": lesson.title,
                 "exercise": lesson.exercise,
-                "status": status,
-                "grade": st.get("grade"),
-                "attempts": len(st.get("attempts", [])),
+                "status": final["status"],
+                "grade": final["grade"],
+                "attempts": final["attempts"],
                 "error": lesson.error or None,
+                "exercises": exercises,
             }
         )
     if args.json:
         print(json.dumps({"workspace": str(ws.root), "lessons": rows}, indent=2))
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
     marks = {
@@ -66,19 +84,35 @@ def _list(args: Any) -> int:
     for col in ("#", "lesson", "exercise", "status", "grade", "tries"):
         table.add_column(col)
     for r, lesson in zip(rows, course.lessons, strict=True):
-        table.add_row(
-            lesson.number,
-            lesson.title,
-            r["exercise"],
-            marks[r["status"]],
-            r["grade"] or "",
-            str(r["attempts"] or ""),
-        )
+        steps = r["exercises"]
+        if len(steps) == 1:
+            table.add_row(
+                lesson.number,
+                escape(lesson.title),
+                r["exercise"],
+                marks[r["status"]],
+                r["grade"] or "",
+                str(r["attempts"] or ""),
+            )
+            continue
+        done = sum(1 for e in steps if e["status"] == "passed")
+        table.add_row(lesson.number, escape(lesson.title), "", f"[dim]{done} of {len(steps)}[/]")
+        for e in steps:
+            final = e is steps[-1]
+            table.add_row(
+                f"{lesson.number}.{e['step']}",
+                f"{'└' if final else '├'} {escape(e['title'])}",
+                e["exercise"],
+                marks[e["status"]],
+                e["grade"] or "",
+                str(e["attempts"] or ""),
+            )
     con = console()
     con.print(table)
     for r in rows:
-        if r["error"]:
-            con.print(f"[red]{r['lesson']}: {r['error']}[/]")
+        for e in r["exercises"]:
+            if e["error"]:
+                con.print(f"[red]{r['lesson']}: {escape(e['error'])}[/]")
     return 0
 
 

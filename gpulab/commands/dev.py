@@ -1,8 +1,9 @@
 """`gpulab dev check`: prove the course itself (rustlings' `dev check`).
 `gpulab dev compile`: compile every kernel for every target (dev_compile.py).
 
-For every lesson marked ready: the lesson text and starter exist, the starter
-has a TODO, the starter FAILS its grader and the reference PASSES it. Coming
+For every exercise marked ready (each lesson's steps and its final exercise):
+the lesson text and starter exist, the starter has a TODO, the starter FAILS
+its grader and the reference PASSES it. Coming
 lessons are listed; broken manifest entries fail the check. Then every file
 the lessons, glossary, docs, starters and gpulab's modules cite must be in
 the repo (gpulab.citations); a citation of a document still being written is
@@ -17,6 +18,7 @@ from typing import Any
 
 from gpulab.commands.common import console, guarded, open_course
 from gpulab.content import Course, Lesson
+from gpulab.status import Status
 
 
 def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
@@ -35,7 +37,7 @@ def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
     s = run_check(lesson, lesson.starter_path, device=device, timing=False)
     if s.get("passed"):
         problems.append("the starter PASSES its grader (it must fail until solved)")
-    elif s.get("status") == "error":
+    elif s.get("status") == Status.ERROR:
         problems.append(f"the grader could not run on the starter: {s.get('summary')}")
     r = run_check(lesson, lesson.reference_path, device=device, timing=False)
     if not r.get("passed"):
@@ -63,23 +65,24 @@ def check_citations(root: Path, out: Any = None) -> int:
 
 def check_course(course: Course, device: str = "auto", out: Any = None) -> int:
     failures = 0
-    for lesson in course.lessons:
+    for lesson in course.exercises:
+        name = f"{lesson.id} ({lesson.exercise})" if lesson.is_step else lesson.id
         if lesson.error:
             failures += 1
-            _say(out, f"✘ {lesson.id}: {lesson.error}")
+            _say(out, f"✘ {name}: {lesson.error}")
             continue
         if not lesson.ready:
-            _say(out, f"· {lesson.id}: coming (not checked)")
+            _say(out, f"· {name}: coming (not checked)")
             continue
         problems = check_lesson(lesson, device)
         if problems and all(p.startswith("skipped") for p in problems):
-            _say(out, f"- {lesson.id}: {problems[0]}")
+            _say(out, f"- {name}: {problems[0]}")
         elif problems:
             failures += 1
             for p in problems:
-                _say(out, f"✘ {lesson.id}: {p}")
+                _say(out, f"✘ {name}: {p}")
         else:
-            _say(out, f"✔ {lesson.id}: starter fails, reference passes")
+            _say(out, f"✔ {name}: starter fails, reference passes")
     # course.path is <root>/lessons/manifest.toml
     return failures + check_citations(course.path.parent.parent, out)
 

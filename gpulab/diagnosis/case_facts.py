@@ -6,7 +6,7 @@ measured time; and which case matters most. Used by the judge's side of
 
 from __future__ import annotations
 
-from typing import Any
+from gpulab.protocol import CheckRequest
 
 
 def _exps(exercise: str, sizes: dict[str, float]) -> float:
@@ -18,15 +18,15 @@ def _exps(exercise: str, sizes: dict[str, float]) -> float:
     return 0.0
 
 
-def case_facts(exercise: str, request: dict[str, Any], case: dict, timed: dict[str, dict]) -> dict:
+def case_facts(exercise: str, request: CheckRequest, case: dict, timed: dict[str, dict]) -> dict:
     """A case as the sandbox described it, with its minimal bytes and FLOPs
     (the manifest's formulas) and its measured time where there is one."""
     from gpulab.content import eval_formula
 
     sizes = dict(case.get("sizes") or {})
     names = {**sizes, "elt": case.get("elt", 1)}
-    nbytes = eval_formula(request["bytes"], names) if request.get("bytes") else None
-    flops = eval_formula(request["flops"], names) if request.get("flops") else None
+    nbytes = eval_formula(request.bytes, names) if request.bytes else None
+    flops = eval_formula(request.flops, names) if request.flops else None
     row = timed.get(case.get("name"), {})
     return {
         "name": case.get("name", "?"),
@@ -45,12 +45,12 @@ def case_facts(exercise: str, request: dict[str, Any], case: dict, timed: dict[s
     }
 
 
-def ordered(cases: list[dict], request: dict[str, Any], timed: dict[str, dict]) -> list[dict]:
+def ordered(cases: list[dict], request: CheckRequest, timed: dict[str, dict]) -> list[dict]:
     """The case that matters most first (its kernels compile first): where
     the grade is lost (lowest fraction of the roof), else the most work."""
 
     def rank(c: dict) -> tuple[float, float]:
-        f = case_facts(request["exercise"], request, c, timed)
+        f = case_facts(request.exercise, request, c, timed)
         return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
 
     return sorted(cases, key=rank)

@@ -15,18 +15,19 @@ from typing import Any
 from gpulab.diagnosis.case_facts import case_facts, ordered
 from gpulab.diagnosis.kinds import KERNEL_EXERCISES
 from gpulab.diagnosis.rules import diagnose
+from gpulab.protocol import CheckRequest
 
 
-def wanted(request: dict[str, Any], result: dict[str, Any]) -> bool:
+def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
     """After every passing timed check (a GPU's), and with --explain after
     any passing check. A check without timing and without --explain (the
     CPU's usual one) pays nothing."""
-    if request.get("exercise") not in KERNEL_EXERCISES or result.get("status") != "passed":
+    if request.exercise not in KERNEL_EXERCISES or result.get("status") != "passed":
         return False
-    return bool(request.get("explain") or (result.get("timing") or {}).get("cases"))
+    return bool(request.explain or (result.get("timing") or {}).get("cases"))
 
 
-def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
+def gpu_facts(device: str, request: CheckRequest) -> dict[str, Any]:
     from gpulab import hardware, roofline
     from gpulab.compile_info import ARCHS, parse_arch
     from gpulab.device import ceilings
@@ -38,9 +39,9 @@ def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(0)
         cc = props.major * 10 + props.minor
         gpu = hardware.match_gpu(name)
-        bw, _ = ceilings.ceiling("memory", "fp16", name, request.get("workspace"))
+        bw, _ = ceilings.ceiling("memory", "fp16", name, request.workspace)
         flops = {
-            d: ceilings.ceiling("compute", d, name, request.get("workspace"))[0]
+            d: ceilings.ceiling("compute", d, name, request.workspace)[0]
             for d in ("fp32", "fp16", "bf16", "tf32")
         }
         return {
@@ -52,9 +53,7 @@ def gpu_facts(device: str, request: dict[str, Any]) -> dict[str, Any]:
             "arch": f"sm_{max([a for a in ARCHS if a <= cc] or [75])}",
             "source": "this machine's GPU",
         }
-    gpu, why = roofline.choose_gpu(
-        request.get("explain_gpu"), request.get("gpu_setting"), detect=False
-    )
+    gpu, why = roofline.choose_gpu(request.explain_gpu, request.gpu_setting, detect=False)
     return {
         "name": gpu.name,
         "sms": gpu.sms,
@@ -76,7 +75,7 @@ def nsight_status() -> str:
 
 
 def ask(
-    request: dict[str, Any],
+    request: CheckRequest,
     device: str,
     sandbox: Any,
     timed: dict[str, dict],
@@ -89,15 +88,17 @@ def ask(
 
     t0 = time.monotonic()
     gpu = gpu_facts(device, request)
-    cases = described_cases(request["exercise"], device, cache_file(request.get("workspace")))
+    cases = described_cases(request.exercise, device, cache_file(request.workspace))
     t1 = time.monotonic()
-    default_budget = 1.5 if device == "cpu" else (60 if request.get("explain") else 5)
+    default_budget = 1.5 if device == "cpu" else (60 if request.explain else 5)
     reply = sandbox.request(
         {
             "type": "explain",
-            "function": request["function"],
+            "function": request.function,
             "arch": gpu["arch"],
-            "budget_s": float(request.get("explain_budget_s", default_budget)),
+            "budget_s": float(
+                request.explain_budget_s if request.explain_budget_s is not None else default_budget
+            ),
             **({"compile": "later"} if compile_later else {}),
             "cases": [
                 {k: c[k] for k in ("name", "sizes", "dtype", "elt", "args", "kwargs")}
@@ -113,12 +114,12 @@ def ask(
 
 
 def conclude(
-    request: dict[str, Any], asked: dict, timed: dict[str, dict], seconds: float
+    request: CheckRequest, asked: dict, timed: dict[str, dict], seconds: float
 ) -> dict[str, Any]:
     """Facts -> the result's "diagnosis" and "explain"."""
     from gpulab.diagnosis.candidates import resolve
 
-    exercise, gpu, reply = request["exercise"], asked["gpu"], asked["reply"]
+    exercise, gpu, reply = request.exercise, asked["gpu"], asked["reply"]
     compiled = reply.get("compiled") or {}
     facts = [
         case_facts(exercise, request, resolve(c, compiled), timed)
@@ -127,7 +128,7 @@ def conclude(
     ]
     all_facts = {
         "exercise": exercise,
-        "kind": request.get("kind"),
+        "kind": request.kind,
         "gpu": gpu,
         "measured": bool(timed),
         "cases": facts,
@@ -165,7 +166,7 @@ def _timed(result: dict[str, Any]) -> dict[str, dict]:
 
 
 def explain(
-    request: dict[str, Any], result: dict[str, Any], device: str, sandbox: Any
+    request: CheckRequest, result: dict[str, Any], device: str, sandbox: Any
 ) -> dict[str, Any]:
     start = time.monotonic()
     timed = _timed(result)
@@ -196,7 +197,7 @@ class Early:
     seconds leaves time for every kernel and every autotune candidate, and
     the explanation costs the check almost nothing (`steps.after_check`)."""
 
-    def __init__(self, request: dict[str, Any], device: str, make_sandbox: Any) -> None:
+    def __init__(self, request: CheckRequest, device: str, make_sandbox: Any) -> None:
         self.request, self.device, self.make = request, device, make_sandbox
         self.sandbox: Any = None
         self.asked: dict | None = None
@@ -299,13 +300,13 @@ class Early:
         self.thread.join()
 
 
-def start(request: dict[str, Any], device: str, make_sandbox: Any) -> Early | None:
+def start(request: CheckRequest, device: str, make_sandbox: Any) -> Early | None:
     """The judge's hook before the check: on the CPU, with --explain, start
     the explanation now. None where it must wait for the check (a GPU's
     timing orders it, and it must not run during the timing)."""
-    if device != "cpu" or not request.get("explain"):
+    if device != "cpu" or not request.explain:
         return None
-    if request.get("exercise") not in KERNEL_EXERCISES:
+    if request.exercise not in KERNEL_EXERCISES:
         return None
     _fake_mode_ready()
     return Early(request, device, make_sandbox)
@@ -325,7 +326,7 @@ def _fake_mode_ready() -> None:
 
 
 def attach(
-    request: dict[str, Any],
+    request: CheckRequest,
     result: dict[str, Any],
     device: str,
     sandbox: Any,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.diagnosis import nsight
+from gpulab.protocol import CheckRequest
 
 BUDGET_S = 60.0
 # Test-only: run the step on the CPU device (with a fake `ncu` on PATH), so
@@ -33,14 +34,14 @@ def _cpu_test() -> bool:
     return os.environ.get(CPU_TEST_ENV) == "1"
 
 
-def why_not(request: dict[str, Any], device: str) -> tuple[str | None, str]:
+def why_not(request: CheckRequest, device: str) -> tuple[str | None, str]:
     """(ncu's path, "") when the step runs, else (None, the basis line)."""
     if device != "cuda" and not _cpu_test():
         return None, (
             "Nsight Compute: not run (no GPU here): the estimate rests on the compiled "
             "code and the launch"
         )
-    if not request.get("explain"):
+    if not request.explain:
         return None, (
             "Nsight Compute: not run without --explain (it takes up to a minute): "
             f"{nsight.NOT_MEASURED}"
@@ -48,18 +49,18 @@ def why_not(request: dict[str, Any], device: str) -> tuple[str | None, str]:
     return nsight.availability()
 
 
-def _case(request: dict[str, Any], device: str, timed: dict[str, dict]) -> dict[str, Any]:
+def _case(request: CheckRequest, device: str, timed: dict[str, dict]) -> dict[str, Any]:
     from gpulab.diagnosis.case_facts import case_facts, ordered
     from gpulab.diagnosis.cases import cache_file, described_cases
 
-    cases = described_cases(request["exercise"], device, cache_file(request.get("workspace")))
+    cases = described_cases(request.exercise, device, cache_file(request.workspace))
     if device != "cuda":  # the CPU test: the Triton interpreter, so the least work
-        return min(cases, key=lambda c: case_facts(request["exercise"], request, c, {})["work"])
+        return min(cases, key=lambda c: case_facts(request.exercise, request, c, {})["work"])
     return ordered(cases, request, timed)[0]
 
 
 def _run(
-    request: dict[str, Any], device: str, fresh: Any, ncu: str, case: dict, out: Path, arch: str
+    request: CheckRequest, device: str, fresh: Any, ncu: str, case: dict, out: Path, arch: str
 ) -> tuple[dict, float]:
     """Start the profiled sandbox, ask for the call, let ncu finish; returns
     (the sandbox's reply, seconds)."""
@@ -74,7 +75,7 @@ def _run(
     sandbox = None
     try:
         sandbox = fresh(prefix=prefix, profiler=nsight.profiler_policy(ncu))
-        loaded = sandbox.request({"type": "load", "functions": [request["function"]]})
+        loaded = sandbox.request({"type": "load", "functions": [request.function]})
         if loaded.get("type") != "loaded":
             raise RuntimeError(
                 f"the profiled sandbox could not load your file: {loaded.get('summary')}"
@@ -82,7 +83,7 @@ def _run(
         reply = sandbox.request(
             {
                 "type": "profile",
-                "function": request["function"],
+                "function": request.function,
                 "case": {k: case.get(k) for k in ("name", "args", "kwargs")},
                 "warmup": 1 if device == "cuda" else 0,
                 "seed": 0,
@@ -121,7 +122,7 @@ def _failure(exc: BaseException, log: Path, sandbox: Any) -> str:
 
 
 def measure(
-    request: dict[str, Any], result: dict[str, Any], device: str, fresh: Any
+    request: CheckRequest, result: dict[str, Any], device: str, fresh: Any
 ) -> dict[str, Any]:
     """Run the step; returns result["explain"]["nsight"] (and updates the
     diagnosis and basis in `result`)."""
@@ -151,9 +152,9 @@ def measure(
         gpu = ((ex.get("facts") or {}).get("gpu")) or {}
         from gpulab.diagnosis.case_facts import case_facts
 
-        cf = case_facts(request["exercise"], request, case, timed)
+        cf = case_facts(request.exercise, request, case, timed)
         finding, ratio = nsight.measured_extra_bytes(
-            facts, cf, gpu, request["exercise"], request.get("kind") or ""
+            facts, cf, gpu, request.exercise, request.kind or ""
         )
         result["diagnosis"] = nsight.merge(result.get("diagnosis") or [], finding, ratio)
         info.update(facts, measured=True, minimum_bytes=cf.get("bytes"), ratio=ratio)
@@ -191,7 +192,7 @@ def basis_line(info: dict[str, Any]) -> str:
     return info.get("why") or f"Nsight Compute: not run: {nsight.NOT_MEASURED}"
 
 
-def attach(request: dict[str, Any], result: dict[str, Any], device: str, fresh: Any) -> None:
+def attach(request: CheckRequest, result: dict[str, Any], device: str, fresh: Any) -> None:
     """judge_side.attach's hook, after the diagnosis: add explain.nsight and
     its basis line (replacing the availability line); never raises."""
     ex = result.get("explain")

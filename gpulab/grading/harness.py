@@ -20,18 +20,20 @@ from typing import Any
 
 from gpulab.grading.learner import LearnerError
 from gpulab.install_hint import install_hint  # the same advice the CLI and the TUI give
+from gpulab.protocol import CheckRequest
 from gpulab.protocol import text as _text
+from gpulab.status import Status
 
 
 class GradeFailed(Exception):
-    def __init__(self, summary: str, message: str = "", status: str = "failed") -> None:
+    def __init__(self, summary: str, message: str = "", status: str = Status.FAILED) -> None:
         super().__init__(summary)
         self.summary, self.message, self.status = summary, message, status
 
 
 @dataclass
 class GradeContext:
-    request: dict[str, Any]
+    request: CheckRequest
     device: str  # "cuda" or "cpu"
     channel: Any
     cases: list[dict[str, Any]] = field(default_factory=list)
@@ -45,12 +47,18 @@ class GradeContext:
     device_label: str | None = None
     # The judge's handle on the sandbox.
     sandbox: Any = None
+    # The replay's sandbox on the CPU (gpulab.grading.replay), or None.
+    replayer: Any = None
+    # The judge's own: the seed mixed into every case's (never sent anywhere),
+    # and a folder of its own a sandbox may write into (lesson 07's trace).
+    secret_seed: int = 0
+    outbox: str = ""
     _loaded: set[str] | None = None
     _arena: Any = None
 
     @property
     def file(self) -> str:
-        return self.request["file"]
+        return self.request.file
 
     @property
     def interpreter(self) -> bool:
@@ -59,17 +67,20 @@ class GradeContext:
 
     @property
     def want_timing(self) -> bool:
-        return bool(self.request.get("timing", True)) and self.device == "cuda"
+        return self.request.timing and self.device == "cuda"
 
     def seed(self, public: int) -> int:
         """A public seed mixed with this run's secret one."""
-        return (public * 1_000_003 + int(self.request.get("secret_seed", 0))) % (2**31 - 1)
+        return (public * 1_000_003 + self.secret_seed) % (2**31 - 1)
 
-    def stage(self, text: str) -> None:
-        self.channel.stage(text)
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        if done is None:
+            self.channel.stage(text)
+        else:
+            self.channel.stage(text, done, total)
 
     def function(self, name: str | None = None) -> Any:
-        name = name or self.request["function"]
+        name = name or self.request.function
         from gpulab.grading.remote import Remote
 
         if self._loaded is None:
@@ -84,7 +95,7 @@ class GradeContext:
             if reply.get("type") != "loaded":
                 raise GradeFailed(
                     f"the sandbox could not load your file: {_text(reply.get('summary'))}",
-                    status="error",
+                    status=Status.ERROR,
                 )
             self._loaded = {n for n in reply.get("functions", []) if isinstance(n, str)}
         if name not in self._loaded:
@@ -124,47 +135,63 @@ def device_label(device: str, triton: bool = True) -> str:
 
 
 def grade_request(
-    request: dict[str, Any], device: str, channel: Any, sandbox: Any = None
+    request: CheckRequest,
+    device: str,
+    channel: Any,
+    sandbox: Any = None,
+    replayer: Any = None,
+    secret_seed: int = 0,
+    outbox: str = "",
 ) -> dict[str, Any]:
-    exercise = request["exercise"]
+    exercise = request.exercise
     try:
         grader = importlib.import_module(f"gpulab.grading.{exercise}")
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("gpulab"):
-            return {"status": "error", "summary": f"no grader for exercise '{exercise}' yet"}
+            return {"status": Status.ERROR, "summary": f"no grader for exercise '{exercise}' yet"}
         return {
-            "status": "error",
+            "status": Status.ERROR,
             "summary": f"this exercise needs `{exc.name}`, which is not "
             f"installed ({install_hint(exc.name or '')})",
         }
-    ctx = GradeContext(request=request, device=device, channel=channel, sandbox=sandbox)
+    ctx = GradeContext(
+        request=request,
+        device=device,
+        channel=channel,
+        sandbox=sandbox,
+        replayer=replayer,
+        secret_seed=secret_seed,
+        outbox=outbox,
+    )
     result: dict[str, Any] = {}
     try:
         grader.grade(ctx)
     except LearnerError as exc:
-        result.update(status="failed", summary=exc.summary, message=exc.message)
+        result.update(status=Status.FAILED, summary=exc.summary, message=exc.message)
     except GradeFailed as exc:
         result.update(status=exc.status, summary=exc.summary, message=exc.message)
     else:
         bad = [c for c in ctx.cases if not c.get("passed")]
         if bad:
             result.update(
-                status="failed",
+                status=Status.FAILED,
                 summary=f"{len(bad)} of {len(ctx.cases)} cases wrong; first: "
                 f"{bad[0]['name']}: {bad[0].get('detail', '')}".rstrip(": "),
             )
         elif not ctx.cases:
-            result.update(status="error", summary="the grader checked no case (a gpulab bug)")
+            result.update(status=Status.ERROR, summary="the grader checked no case (a gpulab bug)")
         else:
             summary = f"all {len(ctx.cases)} cases correct"
             if ctx.timing and ctx.timing.get("summary"):
                 summary += "; " + ctx.timing["summary"]
             elif ctx.interpreter and ctx.uses_triton:
                 summary += " (Triton interpreter on the CPU: correctness only, no timing)"
-            result.update(status="passed", summary=summary)
+            result.update(status=Status.PASSED, summary=summary)
     result["device"] = ctx.device_label or device_label(device, ctx.uses_triton)
     result["mode"] = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
-    if ctx.timing and ctx.timing.get("implausible") and result.get("status") == "passed":
-        result.update(status="failed", summary="implausible timing: " + ctx.timing["implausible"])
+    if ctx.timing and ctx.timing.get("implausible") and result.get("status") == Status.PASSED:
+        result.update(
+            status=Status.FAILED, summary="implausible timing: " + ctx.timing["implausible"]
+        )
     result.update(cases=ctx.cases, skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing)
     return result

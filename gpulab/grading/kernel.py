@@ -25,6 +25,7 @@ from gpulab.grading.compare import (
     dtype_name,
 )
 from gpulab.grading.remote import storage_bytes
+from gpulab.grading.replay import MISMATCH
 from gpulab.protocol import text as _text
 
 
@@ -188,6 +189,7 @@ def remote_call(
     extra: dict[str, Any] | None = None,
     extra_tensors: list[torch.Tensor] = (),
     slots: list[Expect] = (),
+    refs_out: dict | None = None,
 ) -> tuple:
     """One call in the sandbox. Returns (reply, judge-side copy of the result
     or None, [copies of extra slots], the arena refs of the inputs)."""
@@ -229,6 +231,8 @@ def remote_call(
             )
     out = arena.view(out_ref).clone() if out_ref and reply.get("copied") is True else None
     extras = [arena.view(r).clone() for r in slot_refs]
+    if refs_out is not None:
+        refs_out.update(refs)
     return reply, out, extras
 
 
@@ -297,23 +301,31 @@ def _report_failures(
 
 
 def guarded_call(
-    ctx: Any, spec: KernelSpec, fn: Any, case: Case, guards: Any = None
+    ctx: Any, spec: KernelSpec, fn: Any, case: Case, guards: Any = None, keep: Any = None
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
-    Returns (the result, copied to the judge, or None; what is wrong with it)."""
+    Returns (the result, copied to the judge, or None; what is wrong with it).
+    `keep`, a dict, receives what a replay of the call needs."""
     expect = spec.expect(case)
     if callable(guards):
         guards = guards(case)
+    guards = dict(guards or guards_for(spec))
+    if keep is not None:
+        guards["replay"] = True  # the sandbox records its launches (gpulab.grading.replay)
+    refs: dict = {}
     reply, out, _ = remote_call(
         ctx,
         fn.name,
         case.args,
         case.kwargs,
         expect=expect,
-        guards=guards or guards_for(spec),
+        guards=guards,
         extra={"contiguous": expect.contiguous},
+        refs_out=refs,
     )
     report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+    if keep is not None:
+        keep.update(record=report.get("replay"), refs=refs, expect=expect)
     off = _text(report.get("audit_off"), 200) if report.get("audit_off") else ""
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
@@ -336,12 +348,17 @@ def guarded_call(
 def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: Any = None) -> None:
     """Correctness: every case against a float64 reference, in the sandbox."""
     ctx.uses_triton = True
+    # On the CPU every passing case is replayed apart from the learner's code.
+    replayer = getattr(ctx, "replayer", None) if ctx.interpreter else None
+    if replayer is not None:
+        replayer.ensure_started()
     total = len(cases)
     gaps: list[str] = []
     for i, case in enumerate(cases):
-        ctx.stage(f"case {i + 1} of {total}: {case.name}")
+        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        keep: dict[str, Any] | None = {} if replayer is not None else None
         try:
-            out, problem = guarded_call(ctx, spec, fn, case, guards)
+            out, problem = guarded_call(ctx, spec, fn, case, guards, keep)
         except learner.LearnerError as exc:
             hint = _known_gap(ctx, exc)
             if hint is None:
@@ -374,7 +391,28 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
         if rep["mismatches"]:
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.get("first_bad", [])
+        elif keep is not None:
+            _replayed(ctx, replayer.collect())  # the case before this one
+            why = replayer.submit(
+                case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)
+            )
+            _replayed(ctx, (case.name, why) if why else None)
         ctx.add_case(record, total)
+    if replayer is not None and replayer.pending is not None:
+        ctx.stage("your kernels again, apart from your code: the last case")
+        _replayed(ctx, replayer.collect())
+
+
+def _replayed(ctx: Any, verdict: tuple[str, str] | None) -> None:
+    """A replay that ran and gave another answer is a wrong case (a read
+    past a buffer's end gives one too); one that could not run fails the check."""
+    if verdict is None:
+        return
+    name, why = verdict
+    if why.startswith(MISMATCH):
+        ctx.add_case({"name": f"{name}, your kernels alone", "passed": False, "detail": why})
+    else:
+        ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)
 
 
 def _known_gap(ctx: Any, exc: Any) -> str | None:

@@ -217,12 +217,19 @@ def load_module(path: str, name: str = "learner_solution") -> ModuleType:
 def error_line(exc: BaseException, tb: str) -> str:
     """The line that says what went wrong: the traceback's last line, before
     any notes the library appended (JAX adds one about its filtered frames,
-    which would otherwise replace the message)."""
+    which would otherwise replace the message). A message of several lines
+    (Dynamo's end with a source line and its carets) gives its first."""
     lines = tb.splitlines() if tb else []
     notes = [n for n in getattr(exc, "__notes__", None) or [] if isinstance(n, str)]
     drop = sum(len(n.splitlines()) for n in notes)
     if notes and len(lines) > drop:
         lines = lines[:-drop]
+    message = str(exc).strip()
+    if "\n" in message:
+        head = re.compile(rf"^[\w.]*\b{re.escape(type(exc).__name__)}(:|$)")
+        starts = [ln for ln in lines if head.match(ln)]
+        if starts:
+            return starts[-1]
     return lines[-1] if lines else type(exc).__name__
 
 

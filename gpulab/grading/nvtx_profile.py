@@ -85,7 +85,7 @@ def _params(model: nn.Module) -> list[torch.Tensor]:
 
 
 def trace_file(ctx: Any) -> Path:
-    ws = ctx.request.get("workspace")
+    ws = ctx.request.workspace
     if ws:
         folder = Path(ws) / "traces"
         folder.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def _train_remote(
     wanted = trace_file(ctx)
     # With a workspace the sandbox may write its traces folder; without one,
     # a folder of the judge's (its outbox), and the judge copies the trace out.
-    written = wanted if ctx.request.get("workspace") else Path(ctx.request["outbox"]) / wanted.name
+    written = wanted if ctx.request.workspace else Path(ctx.outbox) / wanted.name
     ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
     ctx.sandbox.send(
         {

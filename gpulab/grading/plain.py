@@ -40,3 +40,29 @@ def plain_call(ctx: Any, fn: Any, *args: Any) -> Any:
     if reply.get("type") != "return":
         ctx.fail(f"the sandbox failed: {text(reply.get('summary'))}", text(reply.get("message")))
     return reply.get("value")
+
+
+class Named:
+    """Stands for a returned object that is not plain data (named by type)."""
+
+    def __init__(self, type_name: Any) -> None:
+        self.name = str(type_name)[:80]
+
+    def __repr__(self) -> str:
+        return f"<a {self.name}>"
+
+
+def fmt(v: Any) -> str:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    return f"{v:.10g}" if ok else repr(v)
+
+
+def try_call(ctx: Any, fn: Any, *args: Any) -> tuple[Any, str]:
+    """(value, "") or (None, the learner's error): one case's failure, not the check's."""
+    try:
+        value = plain_call(ctx, fn, *args)
+        if isinstance(value, dict) and set(value) == {"__unsupported__"}:
+            return Named(value["__unsupported__"]), ""
+        return value, ""
+    except LearnerError as exc:
+        return None, exc.summary

@@ -172,7 +172,7 @@ def _backward_row(
     t = {k: v for k, v in t.items() if k != "implausible"}
     nbytes, sec = backward_bytes(case), t["ms"] * 1e-3
     cap, label = ceilings.ceiling(
-        "memory", dtype_name(case.dtype), device_name, ctx.request.get("workspace")
+        "memory", dtype_name(case.dtype), device_name, ctx.request.workspace
     )
     row = {
         "name": f"{case.name} backward",

@@ -18,8 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpulab import serving, serving_models
-from gpulab.grading.learner import LearnerError
-from gpulab.grading.plain import plain_call
+from gpulab.grading.plain import fmt as _fmt
+from gpulab.grading.plain import try_call as _try
 from gpulab.hardware import GPUS, match_gpu
 
 RTOL = 1e-6
@@ -196,31 +196,6 @@ def _describe(cfg, roof) -> str:
         f"kv_bytes={cfg.kv_bytes:g}; GPU {roof.bandwidth_tbs:g} TB/s, "
         f"{roof.peak_tflops:g} TFLOP/s"
     )
-
-
-class _Named:
-    """Stands for a returned object that is not plain data (named by type)."""
-
-    def __init__(self, type_name: Any) -> None:
-        self.name = str(type_name)[:80]
-
-    def __repr__(self) -> str:
-        return f"<a {self.name}>"
-
-
-def _fmt(v: Any) -> str:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
-    return f"{v:.10g}" if ok else repr(v)
-
-
-def _try(ctx, fn, *args) -> tuple[Any, str]:
-    try:
-        value = plain_call(ctx, fn, *args)
-        if isinstance(value, dict) and set(value) == {"__unsupported__"}:
-            return _Named(value["__unsupported__"]), ""
-        return value, ""
-    except LearnerError as exc:
-        return None, exc.summary
 
 
 def _check_scalar(ctx, label: str, fn, want: float, args: tuple, where: str) -> None:

@@ -25,9 +25,7 @@ def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     from gpulab.device.gpulock import gpu_timing_lock
 
     index = torch.cuda.current_device()
-    with gpu_timing_lock(
-        f"checking {ctx.request.get('exercise', '?')}", gpu=index, on_wait=ctx.stage
-    ):
+    with gpu_timing_lock(f"checking {ctx.request.exercise}", gpu=index, on_wait=ctx.stage):
         _time_cases(ctx, spec, fn, cases)
 
 
@@ -43,11 +41,13 @@ def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     flusher = L2Flusher()
     rows, implausible = [], None
     for i, case in enumerate(cases):
-        ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name}")
+        ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name}", i, len(cases))
         row, why = _time_case(ctx, spec, fn, case, flusher, device_name)
         implausible = implausible or why
         if spec.baseline is not None:
-            ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} ({spec.baseline_name})")
+            ctx.stage(
+                f"timing {i + 1} of {len(cases)}: {case.name} ({spec.baseline_name})", i, len(cases)
+            )
             _time_baseline(spec, case, row, flusher)
         rows.append(row)
     ctx.timing = _summary(spec, rows, device_name, implausible)
@@ -60,7 +60,7 @@ def _time_case(
     (if it is)."""
     from gpulab.grading.batches import time_remote
 
-    req, ws = ctx.request, ctx.request.get("workspace")
+    req, ws = ctx.request, ctx.request.workspace
     out, problem = guarded_call(ctx, spec, fn, case)  # also compiles/autotunes
     if problem:
         ctx.fail(f"timing {case.name}: {problem}")

@@ -109,6 +109,10 @@ def _run_guarded(
     # No guards asked for (lesson 06's step is torch code by design): no audit.
     audit = Audit(server.device, int(spec.get("eager_width") or 0)) if spec else None
     with audit or _Null(), LaunchRecorder(inputs) as launches, og as v:
+        if spec.get("replay"):
+            from gpulab.sandbox.replay import Recording
+
+            launches.recording = Recording(server.arenas)
         with eg if eg is not None else _Null():
             out = learner.call(fn, server.file, *args, **kwargs)
         _sync()  # inside the audit: CUPTI reports the kernels that have run
@@ -123,6 +127,8 @@ def _run_guarded(
         "overruns": v.overruns(),
     }
     report.update(launches.provenance(out))
+    if launches.recording is not None:
+        report["replay"] = launches.recording.result(out)
     return out, report
 
 

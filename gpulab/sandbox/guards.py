@@ -252,6 +252,8 @@ class LaunchRecorder:
         # storage -> its bytes right after the last launch that was handed it
         # (outputs only), to see torch changing a result after the kernel.
         self._after: dict[int, torch.Tensor] = {}
+        # A gpulab.sandbox.replay.Recording when the judge will replay the call.
+        self.recording: Any = None
 
     def _wrap(self, cls: type) -> None:
         original = cls.run
@@ -259,6 +261,8 @@ class LaunchRecorder:
 
         def run(self_fn, *args, **kwargs):
             recorder._record(self_fn, args, kwargs)
+            if recorder.recording is not None:
+                recorder.recording.launch(self_fn, args, kwargs)
             result = original(self_fn, *args, **kwargs)
             recorder._snapshot(args, kwargs)
             return result

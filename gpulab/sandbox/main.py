@@ -133,6 +133,27 @@ class Server:
         self.arenas[spec.id] = tensors.open_arena(spec, fds[0])
         return {"type": "ok"}
 
+    def on_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The replay's sandbox (gpulab.grading.replay): import now what a
+        replay needs, while the check's sandbox works; never the file."""
+        import warnings
+
+        import triton  # noqa: F401
+
+        import gpulab.sandbox.replay  # noqa: F401 - torch
+
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
+        )
+        return {"type": "ok"}
+
+    def on_replay(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.replay import replay
+
+        if self.module is not None:  # a sandbox that ran the learner's file never replays
+            raise ProtocolError("a replay asked of the check's own sandbox")
+        return replay(self, msg)
+
     def on_call(self, msg: dict[str, Any]) -> dict[str, Any]:
         if msg.get("plain"):
             from gpulab.sandbox.plain import plain_call
@@ -161,6 +182,16 @@ class Server:
         from gpulab.sandbox.dynamo import compiled_request
 
         return compiled_request(self, msg)
+
+    def on_compile_stream(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.recompiles import stream_request
+
+        return stream_request(self, msg)
+
+    def on_copy_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.ceiling import bench_request
+
+        return bench_request(self, msg)
 
     def on_jax_export(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.jax_export import export_request

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+import numbers
 import types
 from typing import Any
 
@@ -27,6 +29,11 @@ def plain(v: Any, depth: int = 0) -> Any:
     if isinstance(v, int):
         return int(v)
     if isinstance(v, float):
+        return float(v)
+    # A Fraction, a Decimal, a NumPy scalar: honest numbers, sent as numbers.
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, (numbers.Real, decimal.Decimal)):
         return float(v)
     if isinstance(v, str):
         return str.__str__(v)

@@ -28,7 +28,7 @@ class LessonActions(LabShell):
         if lesson is None:
             return
         pane = self.query_one(ExercisePane)
-        if self.lesson is not None and lesson.id != self.lesson.id:
+        if self.lesson is not None and lesson.exercise != self.lesson.exercise:
             reason = pane.unsaved_reason()
             if reason and pane.asking:
                 self.notify("Answer the question about the changed file first.", severity="warning")
@@ -36,7 +36,8 @@ class LessonActions(LabShell):
             if reason:
                 self.confirm_discard(
                     reason,
-                    f"Open lesson {lesson.number}",
+                    f"Open lesson {lesson.number}"
+                    + (f", {lesson.step_label}" if lesson.step_label else ""),
                     lambda: self.open_lesson(lesson, remember=remember),
                 )
                 return
@@ -50,7 +51,13 @@ class LessonActions(LabShell):
                     f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
                 )
         if remember:
-            self.remember(self.workspace.set_last_lesson, lesson.id)
+            # The exercise, not only the lesson: a lesson with steps reopens
+            # on the step last open (a lesson id, as older versions wrote,
+            # still opens its final exercise).
+            self.remember(
+                self.workspace.set_last_lesson,
+                lesson.exercise if lesson.step_count > 1 else lesson.id,
+            )
         self.query_one(LessonList).select_lesson(lesson)
         self.update_summary()
         self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
@@ -88,7 +95,7 @@ class LessonActions(LabShell):
     def on_option_list_option_selected(self, event: Any) -> None:
         if event.option_list.id != "lessons":
             return  # another list (the command palette's) bubbling up
-        lesson = self.course.find(event.option.id or "")
+        lesson = self.query_one(LessonList).choose(event.option.id or "")
         if lesson is not None:
             self._sidebar_choice = None  # shown with b to pick one: it steps aside again
             self.open_lesson(lesson)
@@ -103,11 +110,25 @@ class LessonActions(LabShell):
         self.action_show_pane("lesson")
 
     def action_next_lesson(self) -> None:
-        lessons = self.course.lessons
-        if self.lesson is None or self.lesson.index + 1 >= len(lessons):
+        """n: the next exercise: the lesson's next step, or the next lesson."""
+        nxt = self.course.next_exercise(self.lesson) if self.lesson is not None else None
+        if nxt is None:
             self.notify("This is the last lesson.", timeout=3)
             return
-        self.action_open_lesson(lessons[self.lesson.index + 1].exercise)
+        self.action_open_lesson(nxt.exercise)
+
+    def advance_after_pass(self, lesson: Lesson) -> str:
+        """A step has passed: open the lesson's next step (the learner can
+        still open any other). Returns what to tell them, "" when staying."""
+        nxt = self.course.next_exercise(lesson)
+        if not lesson.is_step or nxt is None or nxt.index != lesson.index:
+            return ""
+        if self.lesson is None or self.lesson.exercise != lesson.exercise:
+            return ""  # they have moved on meanwhile: leave them where they are
+        if self.query_one(ExercisePane).unsaved_reason():
+            return f"Next: {nxt.step_label}, {nxt.exercise_title} (n)."
+        self.open_lesson(nxt)
+        return f"On to {nxt.step_label}: {nxt.exercise_title}."
 
     # --- VIEW and EDIT modes of the Exercise pane ---------------------------------------
     def action_edit(self) -> None:

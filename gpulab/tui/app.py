@@ -131,7 +131,9 @@ class GpulabApp(LessonActions):
         elif self.lesson is not None and not self.workspace.created:
             status = self.workspace.status(self.lesson.exercise)
             self.notify(
-                f"Continuing lesson {self.lesson.number}, {self.lesson.title} ({status}).",
+                f"Continuing lesson {self.lesson.number}, {self.lesson.title}"
+                + (f", {self.lesson.step_label}" if self.lesson.step_label else "")
+                + f" ({status}).",
                 title="Welcome back",
                 timeout=4,
             )

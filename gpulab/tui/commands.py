@@ -73,10 +73,11 @@ class GpulabCommands(Provider):
         if getattr(app, "startup_notes", None):
             yield ("startup: notes", partial(run, "startup_notes"), "the start's warnings in full")
         course = getattr(app, "course", None)
-        for other in course.lessons if course else ():
-            mark = " (current)" if lesson is not None and other.id == lesson.id else ""
+        for other in course.exercises if course else ():
+            mark = " (current)" if lesson is not None and other.exercise == lesson.exercise else ""
+            step = f" · {other.step_label}: {other.exercise_title}" if other.step_label else ""
             yield (
-                f"lesson: open {other.number} {other.title}{mark}",
+                f"lesson: open {other.number} {other.title}{step}{mark}",
                 partial(run, f"open_lesson('{other.exercise}')"),
                 other.id,
             )

@@ -39,11 +39,20 @@ def hints_markdown(lesson: Lesson, revealed: int, passed: bool = False) -> str:
 def lesson_markdown(lesson: Lesson) -> str:
     if lesson.error:
         return (
-            f"# {lesson.number} {lesson.title}\n\n> **This lesson is broken.** "
+            f"# {lesson.number} {lesson.exercise_title}\n\n> **This lesson is broken.** "
             f"{lesson.error}\n\nThe other lessons work as usual; the course author "
             "can fix this entry in the manifest.\n"
         )
     text = lesson.text()
+    if lesson.step_count > 1 and not lesson.error:
+        # Which of the lesson's exercises is open: the text is the lesson's,
+        # the hints and the check are this exercise's.
+        what = lesson.name if lesson.is_step else "the lesson's exercise"
+        text = (
+            f"> **{lesson.step_label.capitalize()}: {what}** (`{lesson.exercise}`). "
+            "The hints below and the check (c) are this step's; the sidebar lists "
+            "the others.\n\n" + text
+        )
     if not lesson.ready:
         text = (
             "> **Coming soon.** This lesson's exercise is not gradable yet; the text "
@@ -113,7 +122,8 @@ class LessonPane(VerticalScroll):
     async def _render_locked(self, hints_on_top: bool) -> None:
         lesson = self.lesson
         passed = self._passed()
-        if lesson is None or self._shown == (lesson.id, self.revealed, passed):
+        # Keyed by exercise: a lesson's steps share its text, not its hints.
+        if lesson is None or self._shown == (lesson.exercise, self.revealed, passed):
             if hints_on_top:
                 self.anchor()
             return
@@ -121,7 +131,7 @@ class LessonPane(VerticalScroll):
             from gpulab.tui.markdown import LabMarkdown
 
             await self.mount(LabMarkdown("", id="lesson-text"), LabMarkdown("", id="hints"))
-        if self._shown is None or self._shown[0] != lesson.id:
+        if self._shown is None or self._shown[0] != lesson.exercise:
             self.anchor(False)
             text = self.query_one("#lesson-text")
             head, rest = split_first_screen(lesson_markdown(lesson))
@@ -138,7 +148,7 @@ class LessonPane(VerticalScroll):
         await self.query_one("#hints").update(  # type: ignore[attr-defined]
             hints_markdown(lesson, self.revealed, passed)
         )
-        self._shown = (lesson.id, self.revealed, passed)
+        self._shown = (lesson.exercise, self.revealed, passed)
         if hints_on_top:
             # The hints are last: anchoring keeps the newest in view while the
             # Markdown lays out (a one-off scroll raced the layout and fell short).

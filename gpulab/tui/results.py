@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -15,11 +14,25 @@ from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
 from gpulab.content import Lesson
+from gpulab.status import Status
 from gpulab.textsafe import visible
 
 BARS = "▁▂▃▄▅▆▇█"
-STEP = re.compile(r"\b(\d+) of (\d+)\b")
 HISTORY_ROWS = 8
+
+
+def _progress(event: dict) -> tuple[int, int] | None:
+    """A stage's (done, total), as the judge sends it: numbers, not words."""
+    p = event.get("progress")
+    if (
+        isinstance(p, list)
+        and len(p) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in p)
+        and 0 <= p[0] <= p[1]
+        and p[1] > 0
+    ):
+        return p[0], p[1]
+    return None
 
 
 def spark(values: list[float]) -> str:
@@ -161,10 +174,9 @@ class ResultsPane(VerticalScroll):
         self._stage = progress_text(event) or self._stage
         if event.get("type") == "case" and event.get("total"):
             self.query_one(ProgressBar).update(total=event["total"], progress=event.get("index", 0))
-        elif (m := STEP.search(self._stage)) is not None:
-            # Graders announce "case 5 of 14: …" / "timing 2 of 3: …" as stages.
-            done, total = int(m.group(1)) - 1, int(m.group(2))
-            self.query_one(ProgressBar).update(total=total, progress=max(done, 0))
+        elif _progress(event) is not None:
+            done, total = _progress(event)  # type: ignore[misc]
+            self.query_one(ProgressBar).update(total=total, progress=done)
         self._tick()
 
     def _tick(self) -> None:
@@ -204,7 +216,7 @@ class ResultsPane(VerticalScroll):
     def _report(result: dict[str, Any]) -> Any:
         from gpulab.report import render
 
-        if result.get("status") == "cancelled":
+        if result.get("status") == Status.CANCELLED:
             return Text("Check cancelled.", style="yellow")
         try:
             return render(result)

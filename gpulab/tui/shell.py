@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import Course, Lesson
 from gpulab.device.devinfo import GpuInfo, detect_gpus
+from gpulab.protocol import ExplainOptions
 from gpulab.runner import CANCELLED, ERROR, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.device_pane import DevicePane
@@ -115,6 +116,10 @@ class LabShell(KeysInOrder, App[int]):
 
     def _pane(self, name: str) -> Any:
         return self.query_one(f"#{name}-pane")
+
+    def advance_after_pass(self, lesson: Lesson) -> str:
+        """After a pass; the lesson actions (actions.py) move a step on."""
+        return ""
 
     def update_summary(self) -> None:
         self.query_one("#summary", Static).update(self.query_one(LessonList).summary())
@@ -259,9 +264,7 @@ class LabShell(KeysInOrder, App[int]):
         # The fields `gpulab check --explain` sends (commands/check.py); the
         # setting read here, on the UI thread, which alone touches the workspace.
         explained = (
-            {"explain": True, "explain_gpu": None, "gpu_setting": self.workspace.get_setting("gpu")}
-            if explain
-            else None
+            ExplainOptions(gpu_setting=self.workspace.get_setting("gpu")) if explain else None
         )
         # A workspace that cannot be written keeps no compiler cache (the
         # judge's would fail to make its folder): a temporary one then.
@@ -274,7 +277,7 @@ class LabShell(KeysInOrder, App[int]):
         run_id: int,
         lesson: Lesson,
         path: Path,
-        explained: dict | None = None,
+        explained: ExplainOptions | None = None,
         workspace: str | None = None,
     ) -> None:
         from gpulab.commands.timeouts import default_timeout, explain_timeout
@@ -286,7 +289,6 @@ class LabShell(KeysInOrder, App[int]):
             if self.check_timeout
             else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
         )
-        extra: dict = {"workspace": workspace, **(explained or {})}
         if explained and not self.check_timeout:
             timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
         result = run_check(
@@ -297,7 +299,8 @@ class LabShell(KeysInOrder, App[int]):
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
-            extra=extra,
+            workspace=workspace,
+            explain=explained,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))
@@ -318,7 +321,7 @@ class LabShell(KeysInOrder, App[int]):
         if self._main_screen() is None:
             return  # recorded above; the layout is gone (the app is closing)
         attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        if self.lesson is not None and lesson.id == self.lesson.id:
+        if self.lesson is not None and lesson.exercise == self.lesson.exercise:
             self._pane("results").finish(result, attempts)
             self._pane("roofline").set_lesson(lesson)
             # The hints' last line says whether the solution is open yet.
@@ -329,10 +332,11 @@ class LabShell(KeysInOrder, App[int]):
         if status == CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.get("passed"):
+            moved = self.advance_after_pass(lesson)
             # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.get('summary', ''))}\nThe reference "
-                "solution is unlocked (s); n opens the next lesson.",
+                f"{lesson.exercise}: {visible(result.get('summary', ''))}\n"
+                + (moved or "The reference solution is unlocked (s); n opens the next lesson."),
                 title="PASS",
                 timeout=6,
                 markup=False,

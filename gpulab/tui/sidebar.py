@@ -1,10 +1,11 @@
-"""The lesson sidebar: the nine lessons, their status and grade."""
+"""The lesson sidebar: the nine lessons, their status and grade, and under a
+lesson with steps one line per exercise (its steps, then its final one)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import OptionList
-from textual.widgets.option_list import Option
+from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from gpulab.content import Course, Lesson
 from gpulab.workspace import FAILED, PASSED, Workspace
@@ -33,15 +34,38 @@ def lesson_status(lesson: Lesson, ws: Workspace, state: dict | None = None) -> t
     return entry.get("status", "not started"), str(grade) if grade else ""
 
 
-def lesson_prompt(lesson: Lesson, status: str, grade: str) -> Text:
+def lesson_prompt(lesson: Lesson, status: str, grade: str, detail: str = "") -> Text:
     glyph, style = STYLES.get(status, ("?", ""))
     text = Text()
     text.append(f"{glyph} ", style=style)
     text.append(f"{lesson.number} ", style="bold")
     text.append(lesson.title, style="dim" if status == "coming" else "")
-    detail = status + (f" · grade {grade}" if grade else "")
+    detail = detail or status + (f" · grade {grade}" if grade else "")
     text.append(f"\n   {detail}", style=f"{style} italic" if style else "dim italic")
     return text
+
+
+def step_prompt(lesson: Lesson, status: str, grade: str) -> Text:
+    """One exercise of a lesson with steps, on one line under the lesson."""
+    glyph, style = STYLES.get(status, ("?", ""))
+    text = Text("   ")
+    text.append(f"{glyph} ", style=style)
+    name = lesson.name if lesson.is_step else f"the exercise: {lesson.exercise}"
+    text.append(f"{lesson.position + 1}. {name}", style="dim" if status == "coming" else "")
+    if grade:
+        text.append(f" · {grade}", style=style)
+    return text
+
+
+HEADER = "lesson:"  # the id of a lesson's own line above its steps: "lesson:<lesson id>"
+
+
+def current_exercise(exercises: tuple[Lesson, ...], ws: Workspace, state: dict | None = None):
+    """The exercise to open for a lesson: its first not yet passed, else its last."""
+    for e in exercises:
+        if lesson_status(e, ws, state)[0] not in (PASSED, "coming", "broken"):
+            return e
+    return exercises[-1]
 
 
 class LessonList(OptionList):
@@ -60,29 +84,55 @@ class LessonList(OptionList):
         """Redraw every lesson's status (after a check, a reset, a reload)."""
         keep = self.highlighted
         exercises = self.ws.load_state().get("exercises", {})
-        self.clear_options()
-        self.add_options(
-            [
-                Option(
-                    lesson_prompt(lesson, *lesson_status(lesson, self.ws, exercises)),
-                    id=lesson.exercise,
-                )
-                for lesson in self.course.lessons
+        options = []
+        for lesson in self.course.lessons:
+            steps = self.course.lesson_exercises(lesson)
+            status = lesson_status(lesson, self.ws, exercises)
+            if len(steps) == 1:
+                options.append(Option(lesson_prompt(lesson, *status), id=lesson.exercise))
+                continue
+            done = sum(1 for e in steps if lesson_status(e, self.ws, exercises)[0] == PASSED)
+            detail = f"{done} of {len(steps)} passed" + (
+                f" · grade {status[1]}" if status[1] else ""
+            )
+            options.append(
+                Option(lesson_prompt(lesson, *status, detail=detail), id=HEADER + lesson.id)
+            )
+            options += [
+                Option(step_prompt(e, *lesson_status(e, self.ws, exercises)), id=e.exercise)
+                for e in steps
             ]
-        )
+        self.clear_options()
+        self.add_options(options)
         if keep is not None:
             self.highlighted = keep
 
     def select_lesson(self, lesson: Lesson) -> None:
-        self.highlighted = lesson.index
+        """Highlight the open exercise (under its lesson, if it has steps)."""
+        try:
+            self.highlighted = self.get_option_index(lesson.exercise)
+        except OptionDoesNotExist:  # a course built by hand, without its steps listed
+            self.highlighted = lesson.index
+
+    def choose(self, option_id: str) -> Lesson | None:
+        """The exercise an option opens: its own, or for a lesson's line above
+        its steps, the lesson's first exercise not yet passed."""
+        if option_id.startswith(HEADER):
+            key = option_id[len(HEADER) :]
+            lesson = next((le for le in self.course.lessons if le.id == key), None)
+            if lesson is None:
+                return None
+            return current_exercise(self.course.lesson_exercises(lesson), self.ws)
+        return self.course.find(option_id)
 
     def summary(self) -> str:
         exercises = self.ws.load_state().get("exercises", {})
-        ready = [lesson for lesson in self.course.lessons if lesson.ready]
+        # Every exercise counts, steps included: each is graded on its own.
+        ready = [lesson for lesson in self.course.exercises if lesson.ready]
         passed = sum(
             1 for lesson in ready if lesson_status(lesson, self.ws, exercises)[0] == PASSED
         )
-        # "gradable" only while some lessons' exercises are not ready yet.
-        kind = "gradable " if len(ready) < len(self.course.lessons) else ""
+        # "gradable" only while some exercises are not ready yet.
+        kind = "gradable " if len(ready) < len(self.course.exercises) else ""
         noun = "exercise" if len(ready) == 1 else "exercises"
         return f"{passed} of {len(ready)} {kind}{noun} passed"

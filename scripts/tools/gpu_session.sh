@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, the softmax check natively, timing validation.
 # Usage on the GPU machine: bash scripts/tools/gpu_session.sh STEP...  (writes under $OUT)
-# e.g. fa3:stress fa3:chosen sweep-softmax:--only=smem bench
+# e.g. fa3:stress fa3:chosen sweep-softmax:--only=smem bench steps
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 GPULAB_HOME=/tmp/gpulab-ws
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -39,6 +39,12 @@ for step in "$@"; do
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:]); print(*r.get('notes', []), sep=chr(10))" ;;
+    steps) # every lesson step: the reference passes, the starter fails (issue 29)
+      for ex in $(python3 -c "from gpulab.content import load_course; print(*(e.exercise for e in load_course().exercises if e.is_step))"); do
+        timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/step_$ex.json"; rc=$?
+        python3 -c "import json; r=json.load(open('$OUT/step_$ex.json')); print('$ex reference rc=$rc', r['status'], r['summary']); [print('  ', c['name'], c.get('detail', '')) for c in r.get('cases', []) if not c['passed']]"
+        timeout 200 python3 -m gpulab check "$ex" --file "exercises/$ex.py" --no-timing --json > "$OUT/step_${ex}_starter.json"; echo "$ex starter rc=$? (1 expected)"
+      done ;;
     fast:*) ex=${step#fast:}; timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --no-timing | head -4 ;;
     sweep-matmul:*|sweep-attention:*) name=${step%%:*}; name=${name#sweep-}; args=$(echo "${step#*:}" | tr + " ")
       timeout 560 python3 scripts/sweeps/sweep_$name.py "$OUT/${name}_sweep.json" $args 2>&1 | tail -60 ;;

@@ -32,6 +32,7 @@ def summarise(r: dict) -> dict:
         "isolation": r.get("isolation"),
         "verdict": r.get("verdict"),
         "duration_s": r.get("duration_s"),
+        "stages": r.get("stages"),
         "cases": [
             {
                 k: c.get(k)
@@ -79,7 +80,7 @@ def main() -> None:
             REPO / "kernels" / f"{ex}.py",
             device="cuda",
             timeout=500,
-            extra={"workspace": "/tmp/gpulab-ws"},
+            workspace="/tmp/gpulab-ws",
         )
         results[f"honest:{ex}"] = summarise(r)
         if ex == "rope_rmsnorm":
@@ -96,7 +97,7 @@ def main() -> None:
             f,
             device="cuda",
             timeout=500,
-            extra={"workspace": "/tmp/gpulab-ws"},
+            workspace="/tmp/gpulab-ws",
         )
         results[f"cheat:{name}"] = summarise(r)
         print(name, r["status"], r["summary"][:300], flush=True)

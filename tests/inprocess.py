@@ -1,0 +1,66 @@
+"""A check with the sandbox's handlers called in the test's own process.
+
+The grader, the judge's checks and the sandbox's request handlers are the
+real ones; only the process boundary (and so the confinement) is left out.
+A check costs what its work costs, not two interpreters starting: for
+exercises whose many variants would otherwise each start a judge and a
+sandbox. Each exercise still has tests through the real check path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+class Channel:
+    def send(self, event: dict) -> None:
+        pass
+
+    def stage(self, text: str, *progress: int) -> None:
+        pass
+
+
+class InProcessSandbox:
+    """The sandbox's Server answering in this process, its arenas mapped from
+    the judge's own memory descriptors."""
+
+    pending = False
+
+    def __init__(self, file: Path, before_load: list[str]) -> None:
+        from gpulab.sandbox.main import Server
+
+        self.server = Server(-1, {"device": "cpu", "file": str(file)})
+        self.before_load = before_load
+        self.arenas: list = []
+
+    def arena(self, nbytes: int) -> Any:
+        from gpulab.grading.remote import Arena
+        from gpulab.sandbox import tensors
+
+        arena = Arena(len(self.arenas), max(nbytes, 256), "cpu")
+        self.server.arenas[arena.spec.id] = tensors.open_arena(arena.spec, os.dup(arena.fd))
+        self.arenas.append(arena)
+        return arena
+
+    def request(self, msg: dict) -> dict:
+        from gpulab.sandbox.failure import LearnerFailure
+
+        if msg["type"] == "load":
+            msg = {**msg, "before_load": self.before_load}
+        try:
+            return getattr(self.server, f"on_{msg['type']}")(msg)
+        except LearnerFailure as exc:
+            return {"type": "raised", "summary": exc.summary, "message": exc.message}
+
+
+def grade_here(exercise: str, function: str, path: Path) -> dict:
+    """The result dict `gpulab check` would give for `path`, on the CPU."""
+    from gpulab.grading.harness import grade_request
+    from gpulab.judge import BEFORE_LOAD
+    from gpulab.protocol import CheckRequest
+
+    request = CheckRequest(exercise=exercise, function=function, file=str(path))
+    sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))
+    return grade_request(request, "cpu", Channel(), sandbox=sandbox)

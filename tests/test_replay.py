@@ -1,0 +1,239 @@
+"""Issue 27, class 5: on the CPU the "your Triton kernel did the work" report
+comes from the learner's own process, so a submission can forge it. The
+judge now replays the recorded launches in a sandbox of their own that never
+imports the file (gpulab.grading.replay): each forgery below passed before
+that and fails now, and honest kernels of several shapes still pass.
+
+Real checks in real child processes, in the Triton interpreter."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulab.sandbox.replay_source import NotReplayable, extract
+from tests.conftest import reference_source
+
+# The guards and the audit switched off from inside the learner's process
+# (one assignment each in gpulab.sandbox.calls), torch computes the answer,
+# and a Triton kernel copies it out: the report then says "a kernel handed
+# the inputs wrote the result, no banned op ran".
+FORGED_SOFTMAX = """
+import contextlib
+import torch
+import triton
+import triton.language as tl
+import gpulab.sandbox.calls as calls
+
+
+class _Blind:
+    banned = []
+    unavailable = ""
+    all_threads = True
+
+    def __init__(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return None
+
+    def findings(self, *a):
+        return []
+
+    def overruns(self):
+        return []
+
+
+calls.Audit = _Blind
+calls.op_guard = lambda *a, **k: _Blind()
+
+
+@triton.jit
+def copy_kernel(y_ptr, a_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.load(x_ptr + offs, mask=mask)  # handed the input, so it "used" it
+    tl.store(y_ptr + offs, tl.load(a_ptr + offs, mask=mask), mask=mask)
+
+
+def softmax(x):
+    answer = torch.softmax(x.float(), dim=-1).to(x.dtype).contiguous()
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n = y.numel()
+    copy_kernel[(triton.cdiv(n, 1024),)](y, answer, x, n, BLOCK=1024)
+    return y
+"""
+
+# The same, with the answer smuggled in through the launch record itself:
+# the recorder is told the kernel was handed nothing but the input.
+FORGED_RECORD = (
+    FORGED_SOFTMAX
+    + """
+
+import gpulab.sandbox.replay as replay
+
+_real_result = replay.Recording.result
+
+
+def _result(self, out):
+    rec = _real_result(self, out)
+    for b in rec["buffers"]:
+        b.pop("bytes", None)
+        b["fill"] = ""
+    return rec
+
+
+replay.Recording.result = _result
+"""
+)
+
+# A kernel defined somewhere the replay does not see: built from a string.
+EXEC_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+_SRC = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def softmax_kernel(y_ptr, x_ptr, xs, ys, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + row * xs + offs, mask=m, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(y_ptr + row * ys + offs, e / tl.sum(e, axis=0), mask=m)
+"""
+import tempfile, importlib.util, os
+_path = os.path.join(tempfile.mkdtemp(), "k.py")
+open(_path, "w").write(_SRC)
+_spec = importlib.util.spec_from_file_location("k", _path)
+_k = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_k)
+
+
+def softmax(x):
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n = x.shape[1]
+    _k.softmax_kernel[(x.shape[0],)](y, x, x.stride(0), y.stride(0), n,
+                                     BLOCK=triton.next_power_of_2(n))
+    return y
+'''
+
+# Honest: a wrapper that copies the input (contiguous, fp32) for its first
+# kernel, which writes each row's max into a zeroed buffer; the second
+# reads the input itself and that buffer.
+HONEST_COPIES = """
+import torch
+import triton
+import triton.language as tl
+
+LOG2E: tl.constexpr = 1.4426950408889634
+
+
+@triton.jit
+def _row_max(m_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=-float("inf"))
+    tl.store(m_ptr + row, tl.max(x, axis=0))
+
+
+@triton.jit
+def softmax_kernel(y_ptr, x_ptr, m_ptr, n, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp2((x - tl.load(m_ptr + row)) * LOG2E)
+    y = e / tl.sum(e, axis=0)
+    tl.store(y_ptr + row * y_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    xf = x.to(torch.float32).contiguous()  # a copy of the input: values of the input
+    rows, n = x.shape
+    m = torch.zeros(rows, dtype=torch.float32, device=x.device)
+    y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+    block = triton.next_power_of_2(n)
+    _row_max[(rows,)](m, xf, n, BLOCK=block)
+    softmax_kernel[(rows,)](y, x, m, n, x.stride(0), y.stride(0), BLOCK=block)
+    return y
+"""
+
+
+def test_a_forged_report_with_a_copy_kernel_fails(grade):
+    r = grade("softmax", FORGED_SOFTMAX, timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert "your kernels alone" in r["summary"] and "run again alone" in r["summary"]
+    assert "only copies" in r["summary"]
+
+
+def test_a_forged_record_fails_too(grade):
+    r = grade("softmax", FORGED_RECORD, timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert "run again alone, gave another result" in r["summary"]
+
+
+def test_a_kernel_from_outside_the_file_is_not_replayed(grade):
+    r = grade("softmax", EXEC_KERNEL, timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert "defined at the top level" in r["message"]
+
+
+@pytest.mark.parametrize("exercise", ["softmax", "matmul"])
+def test_honest_references_pass_the_replay(grade, exercise):
+    r = grade(exercise, reference_source(exercise), timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"))
+
+
+def test_an_honest_wrapper_that_copies_its_input_passes(grade):
+    r = grade("softmax", HONEST_COPIES, timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"))
+
+
+# --- what the replay keeps of a file ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("    import os\n", "Import"),
+        ("    x = x_ptr.handle.data\n", "`.data`"),
+        ("    x = x_ptr.handle\n", "`.handle`"),
+        ("    x = x_ptr.__class__\n", "`.__class__`"),
+        ("    f = open('/etc/passwd')\n", "`open`"),
+        ("    x = [i for i in range(3)]\n", "ListComp"),
+        ("    x = tl.extra.pkgutil\n", "does not exist"),
+        ("    x = torch.zeros(3)\n", "`torch`"),
+        ("    x = (lambda: 1)()\n", "Lambda"),
+        ("    with tl.static_range(2):\n        pass\n", "With"),
+    ],
+)
+def test_kernels_that_are_not_triton_are_not_kept(body, why):
+    src = (
+        "import torch\nimport triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef k(x_ptr, n):\n" + body + "\n\n@triton.jit\ndef ok(x_ptr):\n    pass\n"
+    )
+    kept = extract(src)
+    assert kept.kernels == ("ok",)
+    assert why in kept.problems["k"], kept.problems
+
+
+def test_kept_text_keeps_line_numbers_and_drops_the_rest():
+    src = reference_source("softmax")
+    kept = extract(src)
+    assert "softmax_kernel" in kept.kernels
+    assert len(kept.text.splitlines()) == len(src.splitlines())
+    assert "def softmax(" not in kept.text  # the wrapper is not kept
+    assert "import " not in kept.text
+
+
+def test_a_file_that_does_not_parse_is_named():
+    with pytest.raises(NotReplayable, match="line 1"):
+        extract("def (:\n")
