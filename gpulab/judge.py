@@ -272,7 +272,11 @@ def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str,
     def fresh_replay() -> Sandbox:
         """The replay's sandbox (gpulab.grading.replay): a folder and a
         compiler cache of its own, and never the learner's file loaded."""
-        own = Path(tempfile.mkdtemp(prefix="gpulab-replay-", dir=private))
+        # Beside the check's folder, not in it: where namespaces are refused,
+        # the check's sandbox may write its own folder, and the replay's
+        # interpreter reads its kernels' source back from this one.
+        own = Path(tempfile.mkdtemp(prefix="gpulab-replay-"))
+        replay_dirs.append(own)
         return Sandbox(
             file=request.file,
             device=device,
@@ -285,6 +289,7 @@ def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str,
             },
         )
 
+    replay_dirs: list[Path] = []
     sandbox = early = replayer = None
     result: dict[str, Any]
     held = contextlib.ExitStack()
@@ -349,6 +354,8 @@ def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str,
             sandbox.close()
         if replayer is not None:
             replayer.close()
+        for d in replay_dirs:
+            shutil.rmtree(d, ignore_errors=True)
         held.close()
         shutil.rmtree(private, ignore_errors=True)
         shutil.rmtree(outbox, ignore_errors=True)  # rmtree follows no links
