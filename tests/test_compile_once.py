@@ -16,6 +16,11 @@ REF = reference_source("compile_once")
 STARTER = starter_source("compile_once")
 
 
+# The reference's compile and its wrapper, from the compile to the return:
+# the honest variants replace this block.
+REF_RUN = REF[REF.index("    compiled = torch.compile(step") : REF.index("    return run\n")]
+
+
 def variant(old: str, new: str, src: str = REF) -> str:
     assert old in src, f"variant anchor not found: {old!r}"
     return src.replace(old, new, 1)
@@ -100,10 +105,7 @@ def test_eager_after_the_first_recompile_fails(grade_here):
 HONEST = {
     # mark_dynamic on the dimensions that vary; temperature as a 0-d tensor.
     "mark_dynamic": variant(
-        "    compiled = torch.compile(step, backend=backend, dynamic=True)\n\n"
-        "    def run(x, lengths, temperature):\n"
-        "        # 2: the list becomes data before the compiled call sees it.\n"
-        "        return compiled(x, torch.tensor(lengths, device=x.device), temperature)\n",
+        REF_RUN,
         "    compiled = torch.compile(step, backend=backend)\n\n"
         "    def run(x, lengths, temperature):\n"
         "        lengths = torch.tensor(lengths, device=x.device)\n"
@@ -115,10 +117,7 @@ HONEST = {
     ),
     # Static shapes: every request padded to the largest (8×64) and sliced back.
     "padded to one shape": variant(
-        "    compiled = torch.compile(step, backend=backend, dynamic=True)\n\n"
-        "    def run(x, lengths, temperature):\n"
-        "        # 2: the list becomes data before the compiled call sees it.\n"
-        "        return compiled(x, torch.tensor(lengths, device=x.device), temperature)\n",
+        REF_RUN,
         "    compiled = torch.compile(step, backend=backend, dynamic=False, fullgraph=True)\n\n"
         "    def run(x, lengths, temperature):\n"
         "        B, S, D = x.shape\n"
@@ -170,10 +169,7 @@ def compile_step(backend):
     # Automatic dynamic shapes left to work, but the first request's sizes
     # marked dynamic so no second trace is needed; a helper does the bias.
     "helpers and maybe_mark_dynamic": variant(
-        "    compiled = torch.compile(step, backend=backend, dynamic=True)\n\n"
-        "    def run(x, lengths, temperature):\n"
-        "        # 2: the list becomes data before the compiled call sees it.\n"
-        "        return compiled(x, torch.tensor(lengths, device=x.device), temperature)\n",
+        REF_RUN,
         "    compiled = torch.compile(step, backend=backend)\n\n"
         "    def run(x, lengths, temperature):\n"
         "        for dim in (0, 1):\n"

@@ -168,17 +168,24 @@ class _SlowCompiles:
         self.closed += 1
 
 
+def _request():
+    from gpulab.protocol import CheckRequest
+
+    return CheckRequest(
+        exercise="matmul",
+        function="matmul",
+        file="matmul.py",
+        kind="compute",
+        bytes="0",
+        flops="1",
+        explain=True,
+    )
+
+
 def test_explain_compiles_while_the_check_runs_and_stops_soon_after() -> None:
     from gpulab.diagnosis.judge_side import GRACE_S, attach, start
 
-    req = {
-        "exercise": "matmul",
-        "function": "matmul",
-        "kind": "compute",
-        "bytes": "0",
-        "flops": "1",
-        "explain": True,
-    }
+    req = _request()
     box = _SlowCompiles()
     early = start(req, "cpu", lambda: box)
     deadline = time.monotonic() + 60
@@ -203,8 +210,7 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
     from gpulab.diagnosis.judge_side import FIRST_GRACE_S, GRACE_S, attach, start
 
     assert FIRST_GRACE_S > 0.5
-    req = {"exercise": "matmul", "function": "matmul", "kind": "compute", "explain": True}
-    req.update(bytes="0", flops="1")
+    req = _request()
     box = _SlowCompiles(first_s=GRACE_S + 0.5)
     early = start(req, "cpu", lambda: box)
     result = {"status": "passed"}
@@ -218,8 +224,7 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
 def test_a_first_compile_longer_than_its_grace_is_stopped() -> None:
     from gpulab.diagnosis.judge_side import FIRST_GRACE_S, GRACE_S, attach, start
 
-    req = {"exercise": "matmul", "function": "matmul", "kind": "compute", "explain": True}
-    req.update(bytes="0", flops="1")
+    req = _request()
     box = _SlowCompiles(first_s=30)
     early = start(req, "cpu", lambda: box)
     deadline = time.monotonic() + 60
