@@ -161,7 +161,12 @@ class Server:
         import gpulab.grading.learner  # noqa: F401
         import gpulab.sandbox.calls  # noqa: F401 - takes torch's originals
         import gpulab.sandbox.tensors  # noqa: F401
+        from gpulab.sandbox.audit import Audit
 
+        # The audit's profiler, once: its first start imports Dynamo and
+        # Inductor (2 s on a 2-core CPU box), and on a GPU starts CUPTI.
+        with Audit(self.device):
+            pass
         return {"type": "ok"}
 
     def on_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
