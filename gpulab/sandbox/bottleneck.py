@@ -1,0 +1,131 @@
+"""Lesson 07's find-the-bottleneck step in the sandbox: the learner's block
+called on the judge's inputs, and one call of it profiled.
+
+Every output goes into a slot the judge owns; the judge compares it with its
+own reference and times each request with its own clock
+(gpulab.grading.find_bottleneck). The profile's rows and the BOTTLENECK
+string are this process's report, as plain data: the judge holds the verdict
+and cross-checks the profile's times against its clock.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from gpulab.grading import learner
+from gpulab.protocol import TensorRef
+from gpulab.sandbox.failure import LearnerFailure
+from gpulab.sandbox.tensors import view
+
+MAX_ROWS = 200  # operator rows sent back (the judge looks up its operator there)
+
+
+def block_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """Call the block once per input (each output copied to its slot); with
+    `profile`, the one call runs under torch.profiler."""
+    fn = server.function(msg["function"])
+    if server.device == "cpu":
+        torch.set_num_threads(1)  # as in the judge, which times the original so
+    weights = {
+        str(k): view(server.arenas, TensorRef.from_json(r)) for k, r in msg["weights"].items()
+    }
+    pairs = list(zip(msg["inputs"], msg["outs"], strict=True))
+    reply: dict[str, Any] = {"type": "blocks", "answer": _answer(server)}
+    if msg.get("profile"):
+        x_ref, slot_ref = pairs[0]
+        x = view(server.arenas, TensorRef.from_json(x_ref))
+        out, report = _profiled(fn, server.file, x, weights, msg.get("trace"))
+        reply["copied"] = [_copy(out, slot_ref, server)]
+        reply.update(report)
+        return reply
+    copied = []
+    start = time.perf_counter()
+    for x_ref, slot_ref in pairs:
+        x = view(server.arenas, TensorRef.from_json(x_ref))
+        copied.append(_copy(_call(fn, server.file, x, weights), slot_ref, server))
+    reply["copied"] = copied
+    reply["seconds"] = time.perf_counter() - start  # the sandbox's own figure: a note only
+    return reply
+
+
+def _answer(server: Any) -> Any:
+    value = getattr(server.module, "BOTTLENECK", None)
+    if isinstance(value, str):
+        return str.__str__(value)[:200]
+    return {"type": type(value).__name__}
+
+
+def _call(fn: Any, file: str, x: torch.Tensor, weights: dict) -> Any:
+    try:
+        return learner.call(fn, file, x, weights)
+    except learner.LearnerError as exc:
+        raise LearnerFailure(exc.summary, exc.message) from None
+
+
+def _copy(out: Any, slot_json: Any, server: Any) -> bool:
+    slot = view(server.arenas, TensorRef.from_json(slot_json))
+    ok = (
+        isinstance(out, torch.Tensor)
+        and tuple(out.shape) == tuple(slot.shape)
+        and out.dtype == slot.dtype
+        and out.device.type == slot.device.type
+    )
+    if ok:
+        with torch.no_grad():
+            slot.copy_(out.detach())
+    return ok
+
+
+def _profiled(fn: Any, file: str, x: Any, weights: dict, trace: Any) -> tuple[Any, dict]:
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = x.is_cuda
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        out = _call(fn, file, x, weights)  # (synchronizes on a GPU)
+        wall = time.perf_counter() - start
+    report: dict[str, Any] = {"wall_s": wall, "ops": op_rows(prof), "cpu_total_us": 0.0}
+    report["cpu_total_us"] = sum(r["self_cpu_us"] for r in report["ops"])
+    if cuda:
+        from gpulab.sandbox.training import top_kernels
+
+        report["top_kernels"] = top_kernels(prof)
+    report["trace_error"] = _write_trace(prof, trace)
+    report["ops"] = sorted(report["ops"], key=lambda r: r["cpu_total_us"], reverse=True)
+    report["ops"] = report["ops"][:MAX_ROWS]
+    return out, report
+
+
+def op_rows(prof: Any) -> list[dict[str, Any]]:
+    """torch.profiler's table as data (times in µs), one row per operator."""
+    rows = []
+    for a in prof.key_averages():
+        self_dev = getattr(a, "self_device_time_total", None)
+        if self_dev is None:
+            self_dev = getattr(a, "self_cuda_time_total", 0)
+        rows.append(
+            {
+                "name": a.key,
+                "calls": a.count,
+                "self_cpu_us": a.self_cpu_time_total,
+                "cpu_total_us": a.cpu_time_total,
+                "self_device_us": self_dev or 0,
+            }
+        )
+    return rows
+
+
+def _write_trace(prof: Any, path: Any) -> str:
+    if not isinstance(path, str) or not path:
+        return ""
+    try:
+        prof.export_chrome_trace(path)
+    except OSError as exc:
+        return str(exc)
+    return ""
