@@ -3,7 +3,7 @@
 `block(x, weights)` below is one block of a small sequence model: a layer
 norm, a causal "prefix mean" mixer (each position sees the mean of every
 position up to and including it), a linear layer on both, a GELU and the
-residual. x is B×S×D float32 (8×256×32 in the check). It gives the right
+residual. x is B×S×D float32 (4×256×32 in the check). It gives the right
 answer, and it is slow.
 
 1. Profile it. Run this file (`python exercises/find_bottleneck.py`): it
@@ -24,7 +24,7 @@ Contract (the grader checks all of it):
     "norm.weight", "norm.bias" (D,), "mix.weight" (D×2D), "mix.bias" (D,).
   * The judge times your step (its own clock, around the sandbox's calls)
     and the original (in its own process): yours must be at least 3× faster.
-  * In a profile of one call of your step, the operator you named must take
+  * In a profile of three calls of your step, the operator you named must take
     under 20% of the step's CPU time.
   * torch only, in eager mode (no torch.compile, no CUDA graphs): this is
     about reading a profile, not about a compiler.
@@ -54,7 +54,7 @@ def block(x, weights):
     return x + F.gelu(u)
 
 
-def example(seed=0, B=8, S=256, D=32, device="cpu"):
+def example(seed=0, B=4, S=256, D=32, device="cpu"):
     """Inputs like the check's: (x, weights)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(B, S, D, generator=g)

@@ -14,7 +14,7 @@ the starter's, pristine). The check
   3. times the learner's block with the judge's own clock, around whole
      requests to the sandbox, beside the original run in this process, in
      alternating rounds: the block must be at least SPEEDUP times faster;
-  4. reads a profile of one call (torch.profiler, in the sandbox) and
+  4. reads a profile of PROFILED calls (torch.profiler, in the sandbox) and
      requires the operator's share of the call's CPU time to be under
      SHARE_MAX, after checking the profile's times against the judge's
      clock (they cannot exceed the time the judge saw the request take).
@@ -42,7 +42,7 @@ from gpulab.grading.harness import GradeFailed
 from gpulab.grading.nvtx_profile import copy_untrusted, trace_file
 from gpulab.protocol import number, text
 
-B, S, D = 8, 256, 32
+B, S, D = 4, 256, 32
 OP = "aten::mean"  # what dominates the original, on a CPU and on a GPU
 # An operator a learner may name instead, and what it says about the profile.
 NEAR = {
@@ -53,8 +53,9 @@ NEAR = {
     "aten::stack": "aten::stack runs once, after the loop",
 }
 SPEEDUP = 3.0  # the reference is 10-15x on the CPU (judge's clock, IPC included)
-SHARE_MAX = 0.20  # the original's aten::mean takes about three quarters
+SHARE_MAX = 0.20  # the original's aten::mean: about 70% (measured on a loaded 2-core CPU)
 ROUNDS, PER_ROUND = 5, 4
+PROFILED = 3  # calls in the profile
 TOL = (1e-4, 1e-4)  # (atol, rtol): a running sum rounds differently from 256 means
 
 
@@ -169,18 +170,19 @@ def grade(ctx: Any) -> None:
         torch.set_num_threads(1)  # as in the sandbox: both sides on one thread
     fn = ctx.function("block")
     weights = make_weights(ctx.seed(7), device)
-    n = 2 + ROUNDS * PER_ROUND  # a warm-up call, the profiled call, the timed ones
+    first = 1 + PROFILED  # a warm-up call, the profiled calls, then the timed ones
+    n = first + ROUNDS * PER_ROUND
     xs = [make_x(ctx.seed(100 + i), device) for i in range(n)]
     calls = Requests(ctx, fn, weights, xs)
 
     ctx.stage("running your block")
-    first, _ = calls.run([0])
-    _answer_case(ctx, first.get("answer"))
+    warm, _ = calls.run([0])
+    _answer_case(ctx, warm.get("answer"))
     original_block(xs[0].clone(), weights)  # the judge's warm-up
-    ctx.stage("profiling one call of your block")
+    ctx.stage(f"profiling {PROFILED} calls of your block")
     trace, written = _trace_paths(ctx)
-    profiled, profile_wall = calls.run([1], profile=True, trace=str(written))
-    theirs, ours = _time_rounds(ctx, calls, xs, weights)
+    profiled, profile_wall = calls.run(list(range(1, first)), profile=True, trace=str(written))
+    theirs, ours = _time_rounds(ctx, calls, xs, weights, first)
     _output_case(ctx, calls, xs, weights)
     ctx.add_case(_speed_case(theirs, ours, profiled))
     ctx.add_case(_share_case(profiled, profile_wall))
@@ -217,11 +219,13 @@ def _trace_paths(ctx: Any) -> tuple[Path, Path]:
     """(where the trace belongs, where the sandbox writes it): without a
     workspace, a folder of the judge's, and the judge copies it out."""
     wanted = trace_file(ctx, "find_bottleneck.json")
-    return wanted, wanted if ctx.request.workspace else Path(ctx.outbox) / wanted.name
+    if ctx.request.workspace or not ctx.outbox:  # (no outbox: in-process, in tests)
+        return wanted, wanted
+    return wanted, Path(ctx.outbox) / wanted.name
 
 
 def _time_rounds(
-    ctx: Any, calls: Requests, xs: list[torch.Tensor], weights: dict
+    ctx: Any, calls: Requests, xs: list[torch.Tensor], weights: dict, first: int
 ) -> tuple[list[float], list[float]]:
     """Per-call seconds of the learner's block (whole requests, the judge's
     clock) and of the original (here), in alternating rounds so that a busy
@@ -240,7 +244,7 @@ def _time_rounds(
     try:
         for r in range(ROUNDS):
             ctx.stage(f"timing your block and the original, round {r + 1} of {ROUNDS}")
-            idx = list(range(2 + r * PER_ROUND, 2 + (r + 1) * PER_ROUND))
+            idx = list(range(first + r * PER_ROUND, first + (r + 1) * PER_ROUND))
             mine = [xs[i].clone() for i in idx]
             _sync(device)
             start = time.perf_counter()
@@ -334,13 +338,15 @@ def _ops(reply: dict) -> list[dict[str, Any]]:
         if any(v is None or not math.isfinite(v) or v < 0 for v in vals.values()):
             continue
         dev = number(r.get("self_device_us"))
+        dev = float(dev) if dev is not None and math.isfinite(dev) else 0.0
+        # Per step: the profile holds PROFILED calls.
         rows.append(
             {
                 "name": text(r["name"], 300),
-                "calls": int(vals["calls"] or 0),
-                "self_cpu_us": float(vals["self_cpu_us"] or 0),
-                "cpu_total_us": float(vals["cpu_total_us"] or 0),
-                "self_device_us": float(dev) if dev is not None and math.isfinite(dev) else 0.0,
+                "calls": round((vals["calls"] or 0) / PROFILED),
+                "self_cpu_us": (vals["self_cpu_us"] or 0) / PROFILED,
+                "cpu_total_us": (vals["cpu_total_us"] or 0) / PROFILED,
+                "self_device_us": dev / PROFILED,
             }
         )
     rows.sort(key=lambda r: r["cpu_total_us"], reverse=True)
@@ -348,10 +354,10 @@ def _ops(reply: dict) -> list[dict[str, Any]]:
 
 
 def share_of(reply: dict) -> tuple[float, int, float]:
-    """(OP's CPU total as a share of the profile's CPU time, its calls, that
-    CPU time in seconds), from the sandbox's rows."""
+    """(OP's CPU total as a share of the profile's CPU time, its calls a
+    step, the profile's CPU time a step in seconds), from the sandbox's rows."""
     total = number(reply.get("cpu_total_us"))
-    total = total if total is not None and math.isfinite(total) and total > 0 else 0.0
+    total = total / PROFILED if total is not None and math.isfinite(total) and total > 0 else 0.0
     rows = [r for r in _ops(reply) if r["name"] == OP]
     op_us = sum(r["cpu_total_us"] for r in rows)
     share = op_us / total if total else (1.0 if op_us else 0.0)
@@ -362,21 +368,21 @@ def _share_case(profiled: dict, wall: float) -> dict[str, Any]:
     share, count, cpu_s = share_of(profiled)
     call_s = number(profiled.get("wall_s"))
     case: dict[str, Any] = {
-        "name": f"{OP} under {SHARE_MAX:.0%} of the step's CPU time (one call profiled)",
+        "name": f"{OP} under {SHARE_MAX:.0%} of the step's CPU time ({PROFILED} calls profiled)",
         "passed": False,
     }
     if not cpu_s or call_s is None or not math.isfinite(call_s):
         case["detail"] = "the profile of your block came back empty"
-    elif cpu_s > wall or call_s > wall:
+    elif cpu_s * PROFILED > wall or call_s > wall:
         # Times the judge's clock could not have seen: the report was made up.
         case["detail"] = (
-            f"the profile claims {_ms(max(cpu_s, call_s))} for a call the judge saw take "
-            f"{_ms(wall)} from request to reply: its figures are not a profile of that call"
+            f"the profile claims {_ms(max(cpu_s * PROFILED, call_s))} for calls the judge saw "
+            f"take {_ms(wall)} from request to reply: its figures are not a profile of that call"
         )
     else:
         case["passed"] = share < SHARE_MAX
         case["detail"] = f"{OP}: {share:.0%} of {_ms(cpu_s)} of CPU time" + (
-            f" ({count} calls)" if count else " (not called)"
+            f" ({count} calls a step)" if count else " (not called)"
         )
     return case
 
@@ -430,5 +436,5 @@ def _report(
         "profile": info,
         "cases": [],
         "summary": f"{_ms(t)} a call against the original's {_ms(o)} "
-        f"({speedup(theirs, ours):.1f}×); {OP} {share:.0%} of the profiled call",
+        f"({speedup(theirs, ours):.1f}×); {OP} {share:.0%} of the profiled calls",
     }
