@@ -38,6 +38,8 @@ from typing import Any
 from gpulab import crashes, protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
 
+# Exercises whose sandbox writes a profile's trace (lesson 07).
+TRACED = ("nvtx_profile", "find_bottleneck")
 # What the sandbox records before the learner's file runs, per exercise.
 BEFORE_LOAD = {"graph_breaks": ["dynamo"], "compile_once": ["dynamo"], "sharded_mlp": ["jax"]}
 GIB = 1 << 30
@@ -154,11 +156,11 @@ def policy_for(
         read.append(str(learner.parent / "hopper"))
     # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
     # CUDA may make files there); the host's only where namespaces are refused.
-    if request.exercise == "nvtx_profile" and request.workspace:
+    if request.exercise in TRACED and request.workspace:
         traces = Path(request.workspace) / "traces"  # the trace the learner opens
         traces.mkdir(parents=True, exist_ok=True)
         write_extra = [str(traces)]
-    elif request.exercise == "nvtx_profile":
+    elif request.exercise in TRACED:
         # No workspace: a folder of the judge's the sandbox writes its trace
         # into, read back without following links (nvtx_profile).
         write_extra = [str(outbox)] if outbox else []

@@ -239,6 +239,11 @@ class Server:
 
         return train_request(self, msg)
 
+    def on_bottleneck(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.bottleneck import block_request
+
+        return block_request(self, msg)
+
     def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.calls import timed_batch
 
