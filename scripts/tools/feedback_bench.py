@@ -1,0 +1,163 @@
+"""How long a learner waits for a check (issue 32): cold, and with the lab's
+spare judge, after an edit and for an unchanged file.
+
+    python scripts/tools/feedback_bench.py OUT.json [EXERCISE...] [--device cpu|cuda]
+        [--think SECONDS] [--repeat N]
+
+For each exercise (default: softmax, matmul, flash_attention), in a fresh
+workspace holding the reference solution as the learner's file:
+
+  cold          `run_check` with no spare (what `gpulab check` costs);
+  edit          the lab's way: a spare judge started for the request, the
+                learner "thinks" for --think seconds, saves an edit (the
+                file renamed over, the per-file compiler cache removed, as a
+                changed kernel would miss it), then checks;
+  edit, no timing   the same with timing off (`--no-timing`: the verdict alone);
+  unchanged     the same file checked again through the spare (cache kept).
+
+Each row: wall seconds from the check's start to its result, the result's
+`stages`, the status and grade. Headless (no textual); runs where the GPU
+machine's Python is, from a checkout: PYTHONPATH=$PWD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gpulab import runner
+from gpulab.content import load_course
+from gpulab.judge import cache_dir
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("exercises", nargs="*", default=["softmax", "matmul", "flash_attention"])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--think", type=float, default=15.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    args = ap.parse_args()
+    course = load_course()
+    rows = []
+    for name in args.exercises:
+        lesson = course.find(name)
+        if lesson is None:
+            print(f"no exercise {name}", file=sys.stderr)
+            return 2
+        for rep in range(args.repeat):
+            rows += bench_one(lesson, args, rep)
+            Path(args.out).write_text(json.dumps(meta(args, rows), indent=1))
+    print_table(rows)
+    return 0
+
+
+def meta(args, rows) -> dict:
+    import platform
+
+    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "rows": rows}
+    try:
+        import torch
+        import triton
+
+        info["torch"], info["triton"] = torch.__version__, triton.__version__
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name()
+    except ImportError:
+        pass
+    info["think_s"] = args.think
+    return info
+
+
+def bench_one(lesson, args, rep: int) -> list[dict]:
+    ws = Path(tempfile.mkdtemp(prefix="gpulab-feedback-"))
+    path = ws / "exercises" / f"{lesson.exercise}.py"
+    path.parent.mkdir(parents=True)
+    text = lesson.reference_path.read_text()
+    path.write_text(text)
+    out = []
+
+    def check(kind: str, timing: bool, spares: runner.Spares | None) -> None:
+        t0 = time.monotonic()
+        r = runner.run_check(
+            lesson,
+            path,
+            timeout=args.timeout,
+            timing=timing,
+            device=args.device,
+            workspace=str(ws),
+            spares=spares,
+        )
+        wall = time.monotonic() - t0
+        row = {
+            "exercise": lesson.exercise,
+            "rep": rep,
+            "kind": kind,
+            "wall_s": round(wall, 2),
+            "status": r.get("status"),
+            "warm": r.get("warm"),
+            "grade": (r.get("timing") or {}).get("grade"),
+            "summary": str(r.get("summary", ""))[:200],
+            "stages": r.get("stages"),
+        }
+        out.append(row)
+        print(json.dumps(row), flush=True)
+
+    def edit(n: int) -> None:
+        # A save as editors make it, and a compiler cache the new kernel misses.
+        # (Its contents: the folder itself is the spare's, bound into its sandbox.)
+        request = runner.check_request(lesson, path, workspace=str(ws))
+        cache = cache_dir(request, ws)
+        for entry in cache.iterdir() if cache.is_dir() else ():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        new = path.with_suffix(".saving")
+        new.write_text(text + f"\n# edit {n}\n")
+        os.replace(new, path)
+
+    check("cold", True, None)
+    for kind, timing in (("edit", True), ("edit, no timing", False)):
+        spares = runner.Spares()
+        try:
+            spares.prepare(
+                runner.check_request(
+                    lesson,
+                    path,
+                    timeout=args.timeout,
+                    timing=timing,
+                    device=args.device,
+                    workspace=str(ws),
+                )
+            )
+            time.sleep(args.think)
+            edit(len(out))
+            check(kind, timing, spares)
+            if timing:
+                time.sleep(args.think)
+                check("unchanged", True, spares)
+        finally:
+            spares.close()
+    shutil.rmtree(ws, ignore_errors=True)
+    return out
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'exercise':<16} {'kind':<16} {'wall s':>7} {'warm':>5}  grade  status")
+    for r in rows:
+        print(
+            f"{r['exercise']:<16} {r['kind']:<16} {r['wall_s']:>7.2f} {str(r['warm']):>5}"
+            f"  {str(r['grade'] or '-'):<5}  {r['status']}"
+        )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
