@@ -1,4 +1,4 @@
-"""Lesson 05, step 2 of 3 — RMSNorm alone.
+"""Lesson 05, step 2 of 4 — RMSNorm alone.
 
 Write `rmsnorm(x, weight, eps=1e-6)`: RMSNorm over the last dimension of x,
 computed by a Triton kernel.
@@ -15,9 +15,9 @@ Contract (the grader checks all of it):
     is eager torch arithmetic on the graded path.
 
 Grade: correctness only, on the CPU and on a GPU (no letter): this step
-teaches a reduction across each row in fp32, with eps. The lesson's
-exercise (`rope_rmsnorm`) fuses it with step 1's RoPE, on strided views,
-with the backward, graded on speed.
+teaches a reduction across each row in fp32, with eps. Step 3
+(`rope_rmsnorm_fwd`) fuses it with step 1's RoPE, on strided views, and
+the lesson's exercise (`rope_rmsnorm`) adds the backward and speed.
 
 Run `gpulab check rmsnorm` (or press `c` in the lab) to grade it, and `h`
 for a hint.

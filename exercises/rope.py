@@ -1,4 +1,4 @@
-"""Lesson 05, step 1 of 3 — RoPE alone.
+"""Lesson 05, step 1 of 4 — RoPE alone.
 
 Write `rope(x, cos, sin)`: the rotary position embedding of every head of
 x, in the rotate-half (NeoX) convention, computed by a Triton kernel.
@@ -21,8 +21,9 @@ Contract (the grader checks all of it):
 
 Grade: correctness only, on the CPU and on a GPU (no letter): this step
 teaches the two halves, the position's row of the tables and the strides.
-Step 2 (`rmsnorm`) is the other half of the lesson, and the lesson's
-exercise (`rope_rmsnorm`) fuses both, with the backward, graded on speed.
+Step 2 (`rmsnorm`) is the other half of the lesson, step 3
+(`rope_rmsnorm_fwd`) fuses the two, and the lesson's exercise
+(`rope_rmsnorm`) adds the backward and speed.
 
 Run `gpulab check rope` (or press `c` in the lab) to grade it, and `h` for
 a hint.

@@ -416,6 +416,15 @@ SPECS: tuple[Spec, ...] = (
         )
         for dt in ("bf16", "fp32")
     ),
+    Spec(
+        "rope_rmsnorm_fwd",
+        "rmsnorm_rope_fwd_kernel",
+        "bf16 D=128 BLOCK_H=16",
+        _simple(
+            "bf16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",), fp32_ptrs=("cos_ptr", "sin_ptr")
+        ),
+        starter="rmsnorm_rope_fwd_kernel",
+    ),
 )
 
 

@@ -328,6 +328,92 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
 """,
 )
 
+# --- rope_rmsnorm_fwd: honest styles ----------------------------------------------
+
+
+def _two_kernels(n_dtype: str) -> str:
+    """Step 2's norm (on step 1's grid and strides) into a buffer n, then
+    step 1's rotation of n: two kernels, n through memory in `n_dtype`."""
+    return replace_kernel(
+        "rope_rmsnorm_fwd",
+        f"""
+@triton.jit
+def norm_kernel(x_ptr, w_ptr, n_ptr, S, H, sb, ss, sh, eps,
+                D: tl.constexpr, BLOCK_H: tl.constexpr):
+    pos = tl.program_id(0)
+    b = pos // S
+    s = pos % S
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    j = tl.arange(0, D)
+    ok = (h < H)[:, None]
+    x = tl.load(x_ptr + b * sb + s * ss + h[:, None] * sh + j[None, :], mask=ok,
+                other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]
+    n = x * rstd * tl.load(w_ptr + j).to(tl.float32)[None, :]
+    tl.store(n_ptr + (pos * H + h[:, None]) * D + j[None, :], n.to(n_ptr.dtype.element_ty),
+             mask=ok)
+
+
+@triton.jit
+def rotate_kernel(n_ptr, cos_ptr, sin_ptr, y_ptr, S, H, HALF: tl.constexpr):
+    r = tl.program_id(0)  # a row of the contiguous n: (b·S + s)·H + h
+    s = (r // H) % S
+    j = tl.arange(0, HALF)
+    n1 = tl.load(n_ptr + r * 2 * HALF + j).to(tl.float32)
+    n2 = tl.load(n_ptr + r * 2 * HALF + HALF + j).to(tl.float32)
+    c = tl.load(cos_ptr + s * HALF + j)
+    sn = tl.load(sin_ptr + s * HALF + j)
+    tl.store(y_ptr + r * 2 * HALF + j, (n1 * c - n2 * sn).to(y_ptr.dtype.element_ty))
+    tl.store(y_ptr + r * 2 * HALF + HALF + j, (n2 * c + n1 * sn).to(y_ptr.dtype.element_ty))
+
+
+def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):
+    B, S, H, D = x.shape
+    n = torch.empty((B, S, H, D), dtype={n_dtype}, device=x.device)
+    y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
+    bh = min(16, triton.next_power_of_2(H))
+    norm_kernel[(B * S, triton.cdiv(H, bh))](x, weight, n, S, H, *x.stride()[:3], eps,
+                                            D=D, BLOCK_H=bh)
+    rotate_kernel[(B * S * H,)](n, cos, sin, y, S, H, HALF=D // 2)
+    return y
+""",
+    )
+
+
+FWD_WHOLE_HEAD = replace_kernel(
+    "rope_rmsnorm_fwd",
+    """
+@triton.jit
+def whole_head_kernel(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, S, H, sb, ss, sh, eps,
+                      D: tl.constexpr):
+    # One program per (b, s, h) row, the head as one D-wide tile beside its
+    # rotation partners (j ± D/2) and a sign; 1 / sqrt.
+    r = tl.program_id(0)
+    h = r % H
+    s = (r // H) % S
+    b = r // (S * H)
+    j = tl.arange(0, D)
+    partner = (j + D // 2) % D
+    src = x_ptr + b * sb + s * ss + h * sh
+    x = tl.load(src + j).to(tl.float32)
+    xp = tl.load(src + partner).to(tl.float32)
+    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
+    n = x * inv * tl.load(w_ptr + j).to(tl.float32)
+    npart = xp * inv * tl.load(w_ptr + partner).to(tl.float32)
+    c = tl.load(cos_ptr + s * (D // 2) + j % (D // 2))
+    sn = tl.load(sin_ptr + s * (D // 2) + j % (D // 2))
+    y = n * c + tl.where(j < D // 2, -npart, npart) * sn
+    tl.store(y_ptr + r * D + j, y.to(y_ptr.dtype.element_ty))
+
+
+def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):
+    B, S, H, D = x.shape
+    y = x.new_empty((B, S, H, D))
+    whole_head_kernel[(B * S * H,)](x, weight, cos, sin, y, S, H, *x.stride()[:3], eps, D=D)
+    return y
+""",
+)
+
 HONEST = {
     "attention_tile normalised first, exp, contiguous offsets": (
         "attention_tile",
@@ -343,6 +429,8 @@ HONEST = {
     "rope a row a program": ("rope", ROPE_ROW_A_PROGRAM),
     "rmsnorm halves and strides": ("rmsnorm", RMS_HALVES_STRIDED),
     "rmsnorm a row a program": ("rmsnorm", RMS_ROW_A_PROGRAM),
+    "rope_rmsnorm_fwd a row a program, partners": ("rope_rmsnorm_fwd", FWD_WHOLE_HEAD),
+    "rope_rmsnorm_fwd two kernels, n in fp32": ("rope_rmsnorm_fwd", _two_kernels("torch.float32")),
 }
 # The variant of each step that also goes the whole way (judge, sandbox, replay).
 REAL_PATH = [
@@ -350,6 +438,7 @@ REAL_PATH = [
     "attention_online normalised running output, split loop",
     "rope whole head with partners",
     "rmsnorm halves and strides",
+    "rope_rmsnorm_fwd a row a program, partners",
 ]
 
 # name -> (exercise, source, words one of which the failure must show)
@@ -404,6 +493,22 @@ WRONG = {
         edit("rope", ("x.stride(0), x.stride(1), x.stride(2)", "S * H * D, H * D, D")),
         ("view",),
     ),
+    # The table row of b·S + s instead of s: wrong (and past the tables) once B > 1.
+    "rope table row of the flat position": (
+        "rope",
+        edit(
+            "rope",
+            (
+                "c = tl.load(cos_ptr + s * stride_cs + j)",
+                "c = tl.load(cos_ptr + pos * stride_cs + j)",
+            ),
+            (
+                "sn = tl.load(sin_ptr + s * stride_cs + j)",
+                "sn = tl.load(sin_ptr + pos * stride_cs + j)",
+            ),
+        ),
+        ("wrong",),
+    ),
     # x² in fp16: it overflows once |x| passes 256.
     "rmsnorm squares in x's dtype": (
         "rmsnorm",
@@ -429,11 +534,35 @@ WRONG = {
     ),
 }
 
+# n rounded to x's dtype between two kernels: one rounding more than the
+# contract's fp32 n, past the tolerances on fp16 and bf16 cases.
+WRONG["rope_rmsnorm_fwd two kernels, n in x's dtype"] = (
+    "rope_rmsnorm_fwd",
+    _two_kernels("x.dtype"),
+    ("wrong",),
+)
+WRONG["rope_rmsnorm_fwd weight after the rotation"] = (
+    # RMSNorm's weight belongs to n, before RoPE mixes the two halves.
+    "rope_rmsnorm_fwd",
+    edit(
+        "rope_rmsnorm_fwd",
+        ("n1 = x1 * rstd * tl.load(w_ptr + j)", "n1 = x1 * rstd\n    w1 = tl.load(w_ptr + j)"),
+        (
+            "n2 = x2 * rstd * tl.load(w_ptr + HALF + j)",
+            "n2 = x2 * rstd\n    w2 = tl.load(w_ptr + HALF + j)",
+        ),
+        ("(n1 * c - n2 * sn).to(", "((n1 * c - n2 * sn) * w1).to("),
+        ("(n2 * c + n1 * sn).to(", "((n2 * c + n1 * sn) * w2).to("),
+    ),
+    ("wrong",),
+)
+
 FUNCTIONS = {
     "attention_tile": "attention",
     "attention_online": "attention",
     "rope": "rope",
     "rmsnorm": "rmsnorm",
+    "rope_rmsnorm_fwd": "rmsnorm_rope",
 }
 
 IN_PROCESS_CHILD = r"""
