@@ -585,11 +585,11 @@ class Quiet:
     def send(self, event): pass
     def stage(self, text, *progress): pass
 
-items, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+items, out_path, content, device = json.loads(sys.argv[1]), *sys.argv[2:5]
 results = {}
 for name, (exercise, function, path) in items.items():
     request = {"exercise": exercise, "function": function, "file": path,
-               "timing": False, "device": "cpu", "timeout": 120, "content_root": content}
+               "timing": False, "device": device, "timeout": 300, "content_root": content}
     results[name] = judge(request, Quiet())
 with open(out_path, "w") as f:
     json.dump(results, f, default=str)
@@ -632,7 +632,16 @@ def batch(tmp_path_factory):
 def real(tmp_path_factory):
     """name -> result for REAL_PATH, each through a judge, a sandbox and the replay."""
     tmp = tmp_path_factory.mktemp("steps45_real")
-    return _run(JUDGE_CHILD, tmp, _items(tmp, {n: HONEST[n] for n in REAL_PATH}), str(REPO))
+    items = _items(tmp, {n: HONEST[n] for n in REAL_PATH})
+    return _run(JUDGE_CHILD, tmp, items, str(REPO), "cpu")
+
+
+@pytest.fixture(scope="module")
+def gpu_batch(tmp_path_factory):
+    """name -> result for every honest variant, checked on the GPU (its own
+    cases: bigger shapes, tf32 and the compiled kernels), one judge for all."""
+    tmp = tmp_path_factory.mktemp("steps45_gpu")
+    return _run(JUDGE_CHILD, tmp, _items(tmp, HONEST), str(REPO), "cuda")
 
 
 def _failing(r: dict) -> str:
@@ -664,3 +673,11 @@ def test_a_variant_a_step_passes_the_real_check(real, name):
     assert r["status"] == "passed", (name, r.get("summary"), r.get("message", "")[:2000])
     assert r["timing"] is None
     assert any("A step is graded on correctness only" in n for n in r["notes"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(HONEST))
+def test_gpu_honest_variants_pass(gpu_batch, name):
+    r = gpu_batch[name]
+    assert r["status"] == "passed", (name, r.get("summary"), r.get("message", "")[:2000])
+    assert not any("interpreter" in n for n in r["notes"]), r["notes"]
