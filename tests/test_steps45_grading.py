@@ -557,6 +557,46 @@ WRONG["rope_rmsnorm_fwd weight after the rotation"] = (
     ("wrong",),
 )
 
+# Cheats: the maths in torch, a Triton kernel only to copy or to show.
+WRONG["rope eager torch, then a copy kernel"] = (
+    "rope",
+    replace_kernel(
+        "rope",
+        """
+@triton.jit
+def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + o, tl.load(src + o, mask=o < n), mask=o < n)
+
+
+def rope(x, cos, sin):
+    x1, x2 = x.float().chunk(2, -1)
+    c, s = cos[:, None, :], sin[:, None, :]
+    t = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(x.dtype).contiguous()
+    y = torch.empty_like(t)
+    copy_kernel[(triton.cdiv(t.numel(), 1024),)](t, y, t.numel(), BLOCK=1024)
+    return y
+""",
+    ),
+    ("cheat: your forward computed eagerly",),
+)
+WRONG["attention_tile torch's softmax on the kernel's scores"] = (
+    "attention_tile",
+    edit(
+        "attention_tile",
+        ("def attention(", "def _kernel_attention("),
+        (
+            "    return o\n",
+            "    return o\n\n\n"
+            "def attention(q, k, v, sm_scale=None):\n"
+            "    _kernel_attention(q, k, v, sm_scale)\n"
+            "    w = torch.softmax(q.float() @ k.float().transpose(-1, -2) / q.shape[-1] ** 0.5, -1)\n"
+            "    return (w @ v.float()).to(q.dtype)\n",
+        ),
+    ),
+    ("cheat: your code called",),
+)
+
 FUNCTIONS = {
     "attention_tile": "attention",
     "attention_online": "attention",
