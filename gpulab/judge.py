@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import secrets
@@ -37,6 +38,8 @@ from typing import Any
 from gpulab import crashes, protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
 
+# Exercises whose sandbox writes a profile's trace (lesson 07).
+TRACED = ("nvtx_profile", "find_bottleneck")
 # What the sandbox records before the learner's file runs, per exercise.
 BEFORE_LOAD = {"graph_breaks": ["dynamo"], "compile_once": ["dynamo"], "sharded_mlp": ["jax"]}
 GIB = 1 << 30
@@ -153,11 +156,11 @@ def policy_for(
         read.append(str(learner.parent / "hopper"))
     # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
     # CUDA may make files there); the host's only where namespaces are refused.
-    if request.exercise == "nvtx_profile" and request.workspace:
+    if request.exercise in TRACED and request.workspace:
         traces = Path(request.workspace) / "traces"  # the trace the learner opens
         traces.mkdir(parents=True, exist_ok=True)
         write_extra = [str(traces)]
-    elif request.exercise == "nvtx_profile":
+    elif request.exercise in TRACED:
         # No workspace: a folder of the judge's the sandbox writes its trace
         # into, read back without following links (nvtx_profile).
         write_extra = [str(outbox)] if outbox else []
@@ -224,72 +227,195 @@ def _grading_modules() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
-def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str, Any]:
-    from gpulab.grading.remote import Sandbox, SandboxDied
+MAX_SOURCE = 8 << 20  # a submission's bytes, sent whole in one frame
 
-    if not isinstance(request, CheckRequest):  # the boundary: checked field by field
-        request = CheckRequest.from_json(request)
-    channel.stage("starting")
-    device = choose_device(request.device)
-    if device == "cpu":
-        # The judge runs gpulab's own probe kernels (which dtypes the
-        # interpreter computes faithfully) before triton is imported.
-        os.environ["TRITON_INTERPRET"] = "1"
-        import warnings
 
-        warnings.filterwarnings(
-            "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
-        )
-    # The secret seed is drawn here and never leaves the judge.
-    secret_seed = secrets.randbelow(2**31)
-    private = Path(tempfile.mkdtemp(prefix="gpulab-sandbox-"))
-    outbox = Path(tempfile.mkdtemp(prefix="gpulab-outbox-"))
-    cache = cache_dir(request, private)
+def read_submission(file: str) -> tuple[bytes | None, str]:
+    """The submission's bytes, read once when the check begins: the sandbox
+    imports these, and the replay keeps its kernels from the same text.
+    (bytes, "") or (None, why not) in words."""
+    from gpulab.fsutil import unreadable_file
+
+    path = Path(file)
+    problem = unreadable_file(path)
+    if problem:
+        return None, problem
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only workspace: this check compiles afresh
-        cache = private / "cache"
-        cache.mkdir(parents=True, exist_ok=True)
-    policy = policy_for(request, device, private, cache, outbox)
+        with open(path, "rb") as f:
+            data = f.read(MAX_SOURCE + 1)
+    except OSError as exc:
+        return None, f"{path} cannot be read: {exc.strerror or exc}"
+    if len(data) > MAX_SOURCE:
+        return None, (
+            f"{path.name} is over {MAX_SOURCE >> 20} MiB: a submission is Python source, "
+            "and gpulab grades files up to that size"
+        )
+    return data, ""
 
-    def fresh(prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
+
+# Folders this judge made, removed however it ends (SIGTERM included: a
+# check cancelled or timed out, a spare no check took).
+_FOLDERS: list[Path] = []
+
+
+def _folder(prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    _FOLDERS.append(path)
+    return path
+
+
+def remove_folders() -> None:
+    while _FOLDERS:
+        shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)  # rmtree follows no links
+
+
+class Prepared:
+    """What a check needs before its file is read: the device, its folders,
+    the sandbox's policy and the sandboxes themselves. A spare judge
+    (`--spare`, gpulab.runner.Spare) makes one ahead of the check, for the
+    request it expects, with both sandboxes started and their imports done;
+    a check that asks for anything else gets a fresh one. No learner code
+    has run in any of it: the file is read and sent when the check begins."""
+
+    def __init__(self, request: CheckRequest, ahead: bool = False) -> None:
+        from gpulab.grading.remote import Sandbox
+
+        self.request = request
+        self.device = choose_device(request.device)
+        if self.device == "cpu":
+            # The judge runs gpulab's own probe kernels (which dtypes the
+            # interpreter computes faithfully) before triton is imported.
+            os.environ["TRITON_INTERPRET"] = "1"
+            import warnings
+
+            warnings.filterwarnings(
+                "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
+            )
+        self.private = _folder("gpulab-sandbox-")
+        self.outbox = _folder("gpulab-outbox-")
+        self.replay_dirs: list[Path] = []
+        cache = cache_dir(request, self.private)
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError:  # a read-only workspace: this check compiles afresh
+            cache = self.private / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+        self.cache = cache
+        self.policy = policy_for(request, self.device, self.private, cache, self.outbox)
+        self._sandbox: Any = None
+        self._replay: Any = None
+        # The file's bytes once the check began (read_submission): sandboxes
+        # started from then on get them at once.
+        self.data: bytes | None = None
+        self.problem = ""
+        self._Sandbox = Sandbox
+        if ahead:
+            try:
+                self._start_ahead()
+            except Exception:  # noqa: BLE001 - the check starts its sandboxes itself
+                for box in (self._sandbox, self._replay):
+                    if box is not None:
+                        box.close()
+                self._sandbox = self._replay = None
+
+    def _start_ahead(self) -> None:
+        held = contextlib.ExitStack()
+        with held:
+            if self.device == "cuda":
+                # Starting CUDA is GPU work: not while someone times.
+                import torch
+
+                from gpulab.device.gpulock import gpu_in_use
+
+                held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
+            self._sandbox = self.fresh()
+            self._sandbox.request({"type": "warm"})
+            if self.device == "cpu":
+                self._replay = self.fresh_replay()
+                self._replay.request({"type": "prepare"})
+        # What the check's grader imports (torch, triton, its cases).
+        from gpulab.grading import harness  # noqa: F401
+
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"gpulab.grading.{self.request.exercise}")
+
+    def take_sandbox(self) -> Any:
+        sandbox, self._sandbox = self._sandbox, None
+        return sandbox if sandbox is not None else self.fresh()
+
+    def take_replay(self) -> Any:
+        sandbox, self._replay = self._replay, None
+        return sandbox if sandbox is not None else self.fresh_replay()
+
+    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Any:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
         Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
-        return Sandbox(
-            file=request.file,
-            device=device,
-            private=private,
+        return self._Sandbox(
+            file=self.request.file,
+            device=self.device,
+            private=self.private,
             prefix=prefix,
+            source=self.data,
+            problem=self.problem,
             policy={
-                **policy,
+                **self.policy,
                 **({"profiler": profiler} if profiler else {}),
-                "triton_cache": str(cache),
-                "sys_path": import_path(Path(request.file).resolve()),
+                "triton_cache": str(self.cache),
+                "sys_path": import_path(Path(self.request.file).resolve()),
             },
         )
 
-    def fresh_replay() -> Sandbox:
+    def fresh_replay(self) -> Any:
         """The replay's sandbox (gpulab.grading.replay): a folder and a
         compiler cache of its own, and never the learner's file loaded."""
         # Beside the check's folder, not in it: where namespaces are refused,
         # the check's sandbox may write its own folder, and the replay's
         # interpreter reads its kernels' source back from this one.
-        own = Path(tempfile.mkdtemp(prefix="gpulab-replay-"))
-        replay_dirs.append(own)
-        return Sandbox(
-            file=request.file,
-            device=device,
+        own = _folder("gpulab-replay-")
+        self.replay_dirs.append(own)
+        return self._Sandbox(
+            file=self.request.file,
+            device=self.device,
             private=own,
             policy={
-                **policy,
+                **self.policy,
                 "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],
                 "triton_cache": str(own / "triton"),
-                "sys_path": import_path(Path(request.file).resolve()),
+                "sys_path": import_path(Path(self.request.file).resolve()),
             },
         )
 
-    replay_dirs: list[Path] = []
+    def close(self) -> None:
+        for box in (self._sandbox, self._replay):
+            if box is not None:
+                box.close()
+        self._sandbox = self._replay = None
+        for d in self.replay_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(self.private, ignore_errors=True)
+        shutil.rmtree(self.outbox, ignore_errors=True)  # rmtree follows no links
+
+
+def judge(
+    request: CheckRequest | dict[str, Any], channel: Channel, prepared: Prepared | None = None
+) -> dict[str, Any]:
+    """Grade `request`, with `prepared` where a spare judge made it ahead
+    (used only if it was made for this very request)."""
+    from gpulab.grading.remote import SandboxDied
+
+    if not isinstance(request, CheckRequest):  # the boundary: checked field by field
+        request = CheckRequest.from_json(request)
+    channel.stage("starting")
+    if prepared is not None and (prepared.request != request or not prepared.cache.is_dir()):
+        prepared.close()
+        prepared = None
+    if prepared is None:
+        prepared = Prepared(request)
+    device, policy = prepared.device, prepared.policy
+    # The secret seed is drawn here and never leaves the judge.
+    secret_seed = secrets.randbelow(2**31)
+    data, unreadable = prepared.data, prepared.problem = read_submission(request.file)
     sandbox = early = replayer = None
     result: dict[str, Any]
     held = contextlib.ExitStack()
@@ -303,16 +429,23 @@ def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str,
 
             gpu = torch.cuda.current_device()
             held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
-        sandbox = fresh()
-        sandbox.preload(request.function, BEFORE_LOAD.get(request.exercise, []))
+        sandbox = prepared.take_sandbox()
+        sandbox.preload(
+            request.function,
+            BEFORE_LOAD.get(request.exercise, []),
+            source=data,
+            problem=unreadable,
+        )
         from gpulab.diagnosis.judge_side import attach, start
         from gpulab.grading.harness import grade_request
 
-        early = start(request, device, fresh)  # beside the check; None unless CPU --explain
+        early = start(
+            request, device, prepared.fresh
+        )  # beside the check; None unless CPU --explain
         if device == "cpu":
             from gpulab.grading.replay import Replayer
 
-            replayer = Replayer(fresh_replay, request.file)
+            replayer = Replayer(prepared.take_replay, request.file, data)
         result = grade_request(
             request,
             device,
@@ -320,11 +453,11 @@ def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str,
             sandbox=sandbox,
             replayer=replayer,
             secret_seed=secret_seed,
-            outbox=str(outbox),
+            outbox=str(prepared.outbox),
         )
         result["verdict"] = "judge"
         # Advice only, after the verdict (issue 21): never changes it.
-        attach(request, result, device, sandbox, fresh=fresh, early=early)
+        attach(request, result, device, sandbox, fresh=prepared.fresh, early=early)
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
@@ -354,31 +487,53 @@ def judge(request: CheckRequest | dict[str, Any], channel: Channel) -> dict[str,
             sandbox.close()
         if replayer is not None:
             replayer.close()
-        for d in replay_dirs:
-            shutil.rmtree(d, ignore_errors=True)
         held.close()
-        shutil.rmtree(private, ignore_errors=True)
-        shutil.rmtree(outbox, ignore_errors=True)  # rmtree follows no links
+        prepared.close()
     if sandbox is not None:
         result["output"] = sandbox.output.text()
         result["isolation"] = sandbox.isolation
     return result
 
 
+def prepare_ahead(line: str) -> Prepared | None:
+    """A spare's preparation for the request on `line`; None where it fails
+    (the check then starts afresh, and says why if it cannot)."""
+    try:
+        return Prepared(CheckRequest.from_json(json.loads(line)), ahead=True)
+    except Exception:  # noqa: BLE001 - reported by the check's own start
+        return None
+
+
 def main() -> int:
     from gpulab.grading.remote import harden_judge, kill_descendants
 
-    raw = sys.stdin.read()
+    spare = "--spare" in sys.argv[1:]
     channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
     harden_judge()
 
     def stop(signum: int, frame: Any) -> None:
         kill_descendants()
+        remove_folders()
         os._exit(1)
 
     signal.signal(signal.SIGTERM, stop)
+    prepared = None
+    if spare:
+        # A spare (gpulab.runner.Spares): the request it expects, one line;
+        # then the check's own, or the end of stdin when no check needs it.
+        prepared = prepare_ahead(sys.stdin.readline())
+        raw = sys.stdin.readline()
+        if not raw.strip():
+            if prepared is not None:
+                prepared.close()
+            kill_descendants()
+            remove_folders()
+            os._exit(0)
+        channel.marks = [("start", time.monotonic())]  # the check starts now
+    else:
+        raw = sys.stdin.read()
     try:
-        result = judge(CheckRequest.from_json(json.loads(raw)), channel)
+        result = judge(CheckRequest.from_json(json.loads(raw)), channel, prepared)
     except Exception as exc:  # a gpulab bug or an environment problem
         result = {
             "status": ERROR,
@@ -391,6 +546,7 @@ def main() -> int:
         channel.send({"type": "result", "result": result})
     finally:
         kill_descendants()
+        remove_folders()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

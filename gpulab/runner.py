@@ -16,6 +16,7 @@ This module imports neither torch nor triton.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -65,40 +66,22 @@ def _stop(proc: subprocess.Popen) -> None:
     child.kill_tree(proc, term_s=3)
 
 
-def run_check(
+def check_request(
     lesson: Lesson,
     file: Path,
     *,
     timeout: float = DEFAULT_TIMEOUT,
     timing: bool = True,
     device: str = "auto",
-    on_event: EventCallback | None = None,
-    cancel: threading.Event | None = None,
     workspace: str | None = None,
     explain: ExplainOptions | None = None,
-) -> dict[str, Any]:
-    """Grade `file` for `lesson` and return the result dict.
-
-    `device` is "auto" (CUDA when available, else the Triton interpreter on the
-    CPU), "cpu" or "cuda". `timing=False` checks correctness only. `on_event`
-    receives progress events ({"type": "stage"|"case", ...}) from the reader
-    loop. Setting `cancel` stops the check (its processes are killed).
-    """
-    started = time.monotonic()
-    file = Path(file).resolve()
-    base = {
-        "exercise": lesson.exercise,
-        "lesson": lesson.id,
-        "file": str(file),
-        "passed": False,
-        "cases": [],
-        "timing": None,
-        "output": "",
-    }
-    request = CheckRequest(
+) -> CheckRequest:
+    """The request a check of `file` for `lesson` sends the judge: built here
+    only, so a spare judge made for it (Spare) fits the check exactly."""
+    return CheckRequest(
         exercise=lesson.exercise,
         function=lesson.function,
-        file=str(file),
+        file=str(Path(file).resolve()),
         timing=timing,
         device=device,
         flops=lesson.flops,
@@ -112,18 +95,71 @@ def run_check(
         gpu_setting=explain.gpu_setting if explain else None,
         explain_budget_s=explain.budget_s if explain else None,
     )
-    with tempfile.TemporaryDirectory(prefix="gpulab-judge-") as tmp:
-        try:
-            run = _judge(request, Path(tmp), started + timeout, on_event, cancel)
-        except _NotStarted as failed:
-            exc = failed.__cause__
-            return {
-                **base,
-                "status": ERROR,
-                "summary": f"could not start the check: {exc}",
-                "message": str(exc),
-                "duration_s": 0.0,
-            }
+
+
+def run_check(
+    lesson: Lesson,
+    file: Path,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    timing: bool = True,
+    device: str = "auto",
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    workspace: str | None = None,
+    explain: ExplainOptions | None = None,
+    spares: Spares | None = None,
+) -> dict[str, Any]:
+    """Grade `file` for `lesson` and return the result dict.
+
+    `device` is "auto" (CUDA when available, else the Triton interpreter on the
+    CPU), "cpu" or "cuda". `timing=False` checks correctness only. `on_event`
+    receives progress events ({"type": "stage"|"case", ...}) from the reader
+    loop. Setting `cancel` stops the check (its processes are killed).
+    `spares`: the lab's spare judges; the check takes the one started for
+    this very request if there is one, and a spare for the next check of
+    the same file starts as this one ends.
+    """
+    started = time.monotonic()
+    file = Path(file).resolve()
+    base = {
+        "exercise": lesson.exercise,
+        "lesson": lesson.id,
+        "file": str(file),
+        "passed": False,
+        "cases": [],
+        "timing": None,
+        "output": "",
+    }
+    request = check_request(
+        lesson,
+        file,
+        timeout=timeout,
+        timing=timing,
+        device=device,
+        workspace=workspace,
+        explain=explain,
+    )
+    judge = spares.take(request) if spares is not None else None
+    warm = judge is not None
+    try:
+        if judge is None:
+            judge = _Judge.start(None)
+        run = judge.run(request, started + timeout, on_event, cancel)
+    except _NotStarted as failed:
+        exc = failed.__cause__
+        return {
+            **base,
+            "status": ERROR,
+            "summary": f"could not start the check: {exc}",
+            "message": str(exc),
+            "duration_s": 0.0,
+        }
+    finally:
+        if judge is not None:
+            judge.close()
+        if spares is not None and not (cancel is not None and cancel.is_set()):
+            spares.prepare(request)  # the next check's judge, warming while this one reports
     duration = round(time.monotonic() - started, 2)
     if run.stopped == child.TIMEOUT:
         return {
@@ -151,7 +187,7 @@ def run_check(
             "summary": f"the grader stopped without a result (exit {run.returncode})",
             "message": run.log,
         }
-    merged = {**base, **run.result, "duration_s": duration}
+    merged = {**base, **run.result, "duration_s": duration, "warm": warm}
     merged["passed"] = merged.get("status") == PASSED
     stages = merged.get("stages")
     if isinstance(stages, dict) and all(isinstance(v, (int, float)) for v in stages.values()):
@@ -159,6 +195,70 @@ def run_check(
         rest = round(max(0.0, duration - sum(stages.values())), 3)
         merged["stages"] = {"judge start-up": rest, **stages}
     return merged
+
+
+class Spares:
+    """The lab's spare judge: one judge process started ahead of the check
+    it expects, which starts its sandboxes and does their imports (torch,
+    Triton, CUDA) before the learner presses check. It has run no learner
+    code, and it grades one check only; the file is read when the check
+    begins, so an edit made after it started is what gets graded. A check
+    that asks for anything else (another file, device, timeout, --explain)
+    gets a fresh judge, and the spare is stopped.
+
+    Thread-safe: the TUI prepares from its UI thread and takes from the
+    check's worker."""
+
+    MAX_AGE_S = 1800.0  # an older spare is replaced (its workspace may have moved on)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spare: _Judge | None = None
+        self.closed = False
+
+    def prepare(self, request: CheckRequest) -> None:
+        """Have a spare for `request` (started now unless one is already
+        there for it); any other spare is stopped."""
+        with self._lock:
+            if self.closed:
+                return
+            old = self._spare
+            if old is not None and old.fits(request, self.MAX_AGE_S):
+                return
+            self._spare = None
+        if old is not None:
+            old.close()
+        try:
+            judge = _Judge.start(request)
+        except _NotStarted:
+            return  # the check itself will start a judge and say why it cannot
+        with self._lock:
+            if self.closed:  # closed while it started
+                stale = judge
+            else:
+                stale, self._spare = self._spare, judge
+        if stale is not None:
+            stale.close()
+
+    def take(self, request: CheckRequest) -> _Judge | None:
+        """The spare, if it was started for exactly `request`; else None
+        (and the spare is stopped)."""
+        with self._lock:
+            judge, self._spare = self._spare, None
+        if judge is None:
+            return None
+        if judge.fits(request, self.MAX_AGE_S):
+            return judge
+        judge.close()
+        return None
+
+    def close(self) -> None:
+        """Stop the spare; no more are started."""
+        with self._lock:
+            self.closed = True
+            judge, self._spare = self._spare, None
+        if judge is not None:
+            judge.close()
 
 
 class _NotStarted(Exception):
@@ -173,56 +273,103 @@ class _JudgeRun:
     log: str  # the tail of the judge's own stdout and stderr
 
 
-def _judge(
-    request: CheckRequest,
-    tmp: Path,
-    deadline: float,
-    on_event: EventCallback | None,
-    cancel: threading.Event | None,
-) -> _JudgeRun:
-    """Start the judge in `tmp`, hand it `request`, relay its events until a
-    result, its end, the deadline or `cancel`. Raises _NotStarted if it cannot start."""
-    read_fd, write_fd = os.pipe()
-    log_path = tmp / "judge.log"
-    with open(log_path, "wb") as log:
+class _Judge:
+    """One judge process (`python -m gpulab.judge`), in a folder of its own,
+    with the private pipe its frames come back on. Started for a check at
+    once, or (`prospect`) as a spare that prepares for that request and
+    waits for it."""
+
+    def __init__(self, proc: subprocess.Popen, read_fd: int, tmp: Any, prospect: Any) -> None:
+        self.proc, self.read_fd, self.tmp, self.prospect = proc, read_fd, tmp, prospect
+        self.born = time.monotonic()
+        self.closed = False
+
+    @staticmethod
+    def start(prospect: CheckRequest | None) -> _Judge:
+        """Raises _NotStarted if the judge cannot start."""
+        tmp = tempfile.TemporaryDirectory(prefix="gpulab-judge-")
+        read_fd, write_fd = os.pipe()
         try:
-            proc = child.spawn(
-                child.python_module("gpulab.judge"),
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
-                cwd=tmp,
-                env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)),
-            )
+            with open(Path(tmp.name) / "judge.log", "wb") as log:
+                proc = child.spawn(
+                    child.python_module("gpulab.judge", *(["--spare"] if prospect else [])),
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(write_fd,),
+                    cwd=tmp.name,
+                    env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)),
+                )
         except OSError as exc:
             os.close(read_fd)
             os.close(write_fd)
+            tmp.cleanup()
             raise _NotStarted from exc
-    os.close(write_fd)
-    result: dict[str, Any] | None = None
-    events = child.Events(child.frame_reader(read_fd), deadline=deadline, cancel=cancel)
-    try:
-        assert proc.stdin is not None
+        os.close(write_fd)
+        judge = _Judge(proc, read_fd, tmp, prospect)
+        if prospect is not None:
+            judge._write(json.dumps(prospect.to_json()) + "\n", close=False)
+        return judge
+
+    def fits(self, request: CheckRequest, max_age_s: float) -> bool:
+        return (
+            not self.closed
+            and self.prospect == request
+            and self.proc.poll() is None
+            and time.monotonic() - self.born < max_age_s
+        )
+
+    def _write(self, text: str, close: bool) -> None:
+        assert self.proc.stdin is not None
         try:
-            proc.stdin.write(json.dumps(request.to_json()).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
+            self.proc.stdin.write(text.encode())
+            self.proc.stdin.flush()
+            if close:
+                self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
             pass
-        result = _relay(events, on_event)
-        if events.stopped:
-            _stop(proc)
-    except BaseException:
-        _stop(proc)  # Ctrl-C or any error here: no orphan processes
-        raise
-    finally:
-        os.close(read_fd)
-        if proc.poll() is None:
-            try:
-                proc.wait(timeout=5 if result else 0.1)
-            except subprocess.TimeoutExpired:
-                _stop(proc)
-    return _JudgeRun(result, events.stopped, proc.returncode, _tail(log_path))
+
+    def run(
+        self,
+        request: CheckRequest,
+        deadline: float,
+        on_event: EventCallback | None,
+        cancel: threading.Event | None,
+    ) -> _JudgeRun:
+        """Hand the judge `request`, relay its events until a result, its
+        end, the deadline or `cancel`."""
+        result: dict[str, Any] | None = None
+        events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
+        try:
+            self._write(json.dumps(request.to_json()) + "\n", close=True)
+            result = _relay(events, on_event)
+            if events.stopped:
+                _stop(self.proc)
+        except BaseException:
+            _stop(self.proc)  # Ctrl-C or any error here: no orphan processes
+            raise
+        finally:
+            if self.proc.poll() is None:
+                try:
+                    self.proc.wait(timeout=5 if result else 0.1)
+                except subprocess.TimeoutExpired:
+                    _stop(self.proc)
+        log = _tail(Path(self.tmp.name) / "judge.log")
+        return _JudgeRun(result, events.stopped, self.proc.returncode, log)
+
+    def close(self) -> None:
+        """Stop the judge if it still runs (a spare no check took: closing
+        its stdin is its signal to stop) and remove its folder."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.proc.poll() is None:
+            # SIGTERM at once (it may be importing, not reading its stdin):
+            # the judge kills its sandboxes and removes its folders.
+            _stop(self.proc)
+        with contextlib.suppress(OSError):
+            os.close(self.read_fd)
+        self.tmp.cleanup()
 
 
 def _relay(events: child.Events, on_event: EventCallback | None) -> dict[str, Any] | None:

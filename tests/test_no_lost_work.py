@@ -44,7 +44,8 @@ def test_sigkill_loses_at_most_the_last_seconds_of_typing(tmp_path):
     env = gpulab_env(home)
     # An existing workspace: no welcome screen, straight to the lesson.
     path = subprocess.run(
-        [sys.executable, "-m", "gpulab", "where", "softmax"],
+        # Lesson 02 opens on its first step, softmax_row.
+        [sys.executable, "-m", "gpulab", "where", "softmax_row"],
         env=env,
         capture_output=True,
         text=True,
@@ -82,7 +83,7 @@ def test_sigkill_loses_at_most_the_last_seconds_of_typing(tmp_path):
     assert marker in text
     # Whole, never half-written: the starter plus what was typed (the line
     # break typed before the marker may land anywhere in it).
-    starter = (REPO / "exercises" / "softmax.py").read_text()
+    starter = (REPO / "exercises" / "softmax_row.py").read_text()
     rest = text.replace(marker, "").replace("  # typed just before the kill", "")
     assert rest.replace("\n", "") == starter.replace("\n", "")
     state = home / ".gpulab" / "state.json"

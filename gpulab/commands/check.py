@@ -22,7 +22,7 @@ from gpulab.commands.common import (
 )
 from gpulab.commands.timeouts import default_timeout, explain_timeout
 from gpulab.protocol import ExplainOptions
-from gpulab.runner import ERROR, run_check
+from gpulab.runner import ERROR, Spares, run_check
 from gpulab.textsafe import visible, visible_tree
 
 
@@ -135,6 +135,10 @@ def _watch(args: Any) -> int:
         else default_timeout(args.device)
     )
 
+    # The judge of the next check starts as one ends, and imports while the
+    # learner edits (gpulab.runner.Spares).
+    spares = Spares()
+
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
         blocked = ws.unwritable()
@@ -146,6 +150,7 @@ def _watch(args: Any) -> int:
             device=args.device,
             timeout=timeout,
             workspace=None if blocked else str(ws.root),
+            spares=spares,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if result.get("status") != ERROR and not blocked:
@@ -158,11 +163,13 @@ def _watch(args: Any) -> int:
     from gpulab.watcher import stamp
 
     checked = stamp(path)  # the version the first check reads: a save after it counts
-    once()
     try:
+        once()
         _until_interrupted(_recheck_on_save(path, once, poll=args.poll, checked=checked))
     except KeyboardInterrupt:
         return 0
+    finally:
+        spares.close()
     return 0
 
 

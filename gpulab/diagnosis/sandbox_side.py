@@ -82,7 +82,7 @@ def _gpu_module(server: Any) -> Any:
         from gpulab.grading.learner import load_module
 
         with _compiled_mode():
-            server.explain_module = load_module(server.file, "learner_explain")
+            server.explain_module = load_module(server.file, "learner_explain", data=server.source)
     return server.explain_module
 
 

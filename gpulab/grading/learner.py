@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import io
+import linecache
 import re
 import sys
 import tokenize
@@ -95,7 +96,8 @@ def _kernel_frames(
         err = err.__cause__
     if not chain:
         return [], None
-    source = Path(learner_file).read_text(encoding="utf-8", errors="replace").splitlines()
+    # The lines the module was imported from (load_module), else the disk's.
+    source = [ln.rstrip("\r\n") for ln in linecache.getlines(learner_file)]
     for err in chain:
         lineno = getattr(err.node, "lineno", None)
         where = None
@@ -137,17 +139,19 @@ def _line_col(data: bytes | str, index: int) -> tuple[int, int]:
     return data.count(newline, 0, index) + 1, index - line_start + 1
 
 
-def _read_source(file: Path) -> str:
-    """The file's text, decoded as Python decodes a module (PEP 263, PEP 3120).
+def _read_source(file: Path, data: bytes | None = None) -> str:
+    """The file's text (or `data`, the bytes the judge read from it), decoded
+    as Python decodes a module (PEP 263, PEP 3120).
 
     A UTF-8 byte-order mark or a `# coding:` line in the first two lines names
     the encoding; UTF-8 otherwise. Bytes that don't decode, and NUL bytes
     (which Python refuses without a line), are reported at their line:column.
     """
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise LearnerError(f"{file} cannot be read: {exc.strerror or exc}") from None
+    if data is None:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise LearnerError(f"{file} cannot be read: {exc.strerror or exc}") from None
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
     except SyntaxError as exc:
@@ -182,13 +186,34 @@ def _read_source(file: Path) -> str:
     return text
 
 
-def load_module(path: str, name: str = "learner_solution") -> ModuleType:
-    """Import the file at `path` as a fresh module. Raises LearnerError."""
+class _SentSource(importlib.machinery.SourceFileLoader):
+    """The learner's file as the judge read it when the check began: the
+    sandbox imports these bytes under the file's name, never what is on disk
+    (a sandbox started ahead of the check would see an older copy of a file
+    saved by renaming a new one over it). No bytecode is read or written."""
+
+    def __init__(self, name: str, path: str, data: bytes) -> None:
+        super().__init__(name, path)
+        self.data = data
+
+    def get_data(self, path: str) -> bytes:
+        if path == self.path:
+            return self.data
+        return super().get_data(path)
+
+    def path_stats(self, path: str) -> Any:
+        raise OSError("no bytecode for a sent source")
+
+
+def load_module(path: str, name: str = "learner_solution", data: bytes | None = None) -> ModuleType:
+    """Import the file at `path` as a fresh module, from `data` where the
+    judge sent the file's bytes. Raises LearnerError."""
     file = Path(path)
-    problem = unreadable_file(file)
-    if problem:
-        raise LearnerError(problem)
-    source = _read_source(file)
+    if data is None:
+        problem = unreadable_file(file)
+        if problem:
+            raise LearnerError(problem)
+    source = _read_source(file, data)
     try:
         compile(source, str(file), "exec")
     except SyntaxError as exc:
@@ -199,7 +224,15 @@ def load_module(path: str, name: str = "learner_solution") -> ModuleType:
         raise LearnerError(f"SyntaxError in {file}: {exc}") from None
     # The loader named outright: a submission saved as .txt (or no suffix)
     # finds no loader by its name, and would import as nothing.
-    loader = importlib.machinery.SourceFileLoader(name, str(file))
+    loader: importlib.machinery.SourceFileLoader
+    if data is None:
+        loader = importlib.machinery.SourceFileLoader(name, str(file))
+    else:
+        loader = _SentSource(name, str(file), data)
+        # Tracebacks and inspect.getsource (Triton's @jit reads its kernel's
+        # source so) find these lines; an entry without an mtime is never
+        # checked against the disk.
+        linecache.cache[str(file)] = (len(source), None, source.splitlines(True), str(file))
     spec = importlib.util.spec_from_file_location(name, file, loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)

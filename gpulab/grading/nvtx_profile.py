@@ -84,14 +84,16 @@ def _params(model: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def trace_file(ctx: Any) -> Path:
+def trace_file(ctx: Any, name: str = "nvtx_profile.json") -> Path:
+    """Where a check's trace goes: <workspace>/traces/<name>, or a folder
+    of this user's own in the temp folder without a workspace."""
     ws = ctx.request.workspace
     if ws:
         folder = Path(ws) / "traces"
         folder.mkdir(parents=True, exist_ok=True)
     else:
         folder = own_temp_folder("gpulab-traces")
-    return folder / "nvtx_profile.json"
+    return folder / name
 
 
 def own_temp_folder(name: str) -> Path:

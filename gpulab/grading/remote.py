@@ -151,10 +151,16 @@ class Sandbox:
         private: Path,
         policy: dict[str, Any],
         prefix: list[str] | None = None,
+        source: bytes | None = None,
+        problem: str = "",
     ) -> None:
         """`prefix`: a command the sandbox runs under (Nsight Compute for
         `--explain`'s measurement, issue 21); it inherits the socket and the
-        environment and must exec the sandbox's argv as given."""
+        environment and must exec the sandbox's argv as given. `source`: the
+        file's bytes where the judge has read them already (a sandbox
+        started ahead of its check gets them with its `load`), `problem`:
+        why the judge could not; the sandbox imports the file from these,
+        and its mount namespace does not hold the file itself."""
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -187,7 +193,7 @@ class Sandbox:
             f"import sys; sys.path.insert(0, {pkg_parent!r}); "
             "from gpulab.sandbox.namespaces import main; main()"
         )
-        spec = namespace_spec(private, policy, theirs.fileno())
+        spec = namespace_spec(private, policy, theirs.fileno(), file)
         self.proc = subprocess.Popen(
             [
                 *(prefix or []),
@@ -211,16 +217,20 @@ class Sandbox:
         self.pending = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
         sys_path = policy.pop("sys_path", [])
-        write_frame(
-            self.fd,
-            {
-                "type": "config",
-                "device": device,
-                "file": file,
-                "policy": policy,
-                "sys_path": sys_path,
-            },
-        )
+        config: dict[str, Any] = {
+            "type": "config",
+            "device": device,
+            "file": file,
+            "policy": policy,
+            "sys_path": sys_path,
+        }
+        if source is not None:
+            import base64
+
+            config["source"] = base64.b64encode(source).decode("ascii")
+        elif problem:
+            config["problem"] = problem
+        write_frame(self.fd, config)
         ready = self.receive()
         if ready.get("type") != "ready":
             raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")
@@ -249,12 +259,32 @@ class Sandbox:
         except (BrokenPipeError, OSError) as exc:
             raise SandboxDied(str(exc)) from None
 
-    def preload(self, function: str, before_load: list[str] = ()) -> None:
+    def preload(
+        self,
+        function: str,
+        before_load: list[str] = (),
+        source: bytes | None = None,
+        problem: str = "",
+    ) -> None:
         """Start importing the learner's file now, while the judge imports
         its grader: the reply is read by the first `load` request.
         `before_load`: what the sandbox records before the file runs
-        ("dynamo": Dynamo's config and the registered operators)."""
-        self.send({"type": "load", "functions": [function], "before_load": list(before_load)})
+        ("dynamo": Dynamo's config and the registered operators).
+        `source`: the file's bytes as the judge read them, which the sandbox
+        imports (it may not see the file at all); `problem`: why the judge
+        could not read it, which the sandbox reports as the learner's."""
+        import base64
+
+        msg: dict[str, Any] = {
+            "type": "load",
+            "functions": [function],
+            "before_load": list(before_load),
+        }
+        if source is not None:
+            msg["source"] = base64.b64encode(source).decode("ascii")
+        elif problem:
+            msg["problem"] = problem
+        self.send(msg)
         self.pending = True
 
     # --- shared memory ---------------------------------------------------------
@@ -304,11 +334,16 @@ class Sandbox:
         self.sock.close()
 
 
-def namespace_spec(private: Path, policy: dict[str, Any], sock: int) -> dict[str, Any]:
+def namespace_spec(
+    private: Path, policy: dict[str, Any], sock: int, file: str | None = None
+) -> dict[str, Any]:
     """What the sandbox's mount namespace holds (gpulab.sandbox.namespaces):
     the policy's trees, less the private folder, which becomes the fresh
-    tmpfs the new root is built on."""
+    tmpfs the new root is built on, and less the learner's `file`: its bytes
+    come from the judge (a file bound alone would keep its old copy once a
+    save renames a new one over it)."""
     inside = Path(private).resolve()
+    learner = Path(file).resolve() if file else None
 
     def outside(p: str) -> bool:
         return not Path(p).resolve().is_relative_to(inside)
@@ -316,7 +351,10 @@ def namespace_spec(private: Path, policy: dict[str, Any], sock: int) -> dict[str
     profiler = policy.get("profiler") or {}
     return {
         "private": str(private),
-        "read": [*policy.get("read", []), *(str(p) for p in profiler.get("read") or [])],
+        "read": [
+            *(p for p in policy.get("read", []) if learner is None or Path(p).resolve() != learner),
+            *(str(p) for p in profiler.get("read") or []),
+        ],
         "write": [p for p in policy.get("write", []) if outside(p)],
         "listable": policy.get("listable", []),
         "hidden": policy.get("hidden", []),

@@ -43,13 +43,17 @@ WHY = (
 class Replayer:
     """The replay's sandbox, started beside the check's and used once a case."""
 
-    def __init__(self, start: Callable[[], Any], file: str) -> None:
+    def __init__(self, start: Callable[[], Any], file: str, data: bytes | None = None) -> None:
+        """`data`: the file's bytes as the judge read them for the check's
+        sandbox (read from `file` where not given)."""
         try:
             from importlib.util import decode_source
 
+            if data is None:
+                with open(file, "rb") as f:
+                    data = f.read()
             # As Python reads it: a BOM, a coding line (latin-1), any suffix.
-            with open(file, "rb") as f:
-                self.source: ReplaySource | None = extract(decode_source(f.read()))
+            self.source: ReplaySource | None = extract(decode_source(data))
             self.error = ""
         except (OSError, UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
             self.source, self.error = None, str(exc)

@@ -61,12 +61,23 @@ def main() -> None:
     os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check
 
 
+def _decoded(value: Any) -> bytes | None:
+    if not isinstance(value, str):
+        return None
+    import base64
+
+    return base64.b64decode(value, validate=True)
+
+
 class Server:
     def __init__(self, fd: int, config: dict[str, Any]) -> None:
         self.fd, self.config = fd, config
         self.device = config["device"]
         self.file = config["file"]
         self.module: Any = None
+        # The file's bytes as the judge read them (config, or the first load).
+        self.source: bytes | None = _decoded(config.get("source"))
+        self.problem = protocol.text(config.get("problem"), 2000)
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
         self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
@@ -112,8 +123,13 @@ class Server:
                 from gpulab.sandbox import jax_export
 
                 jax_export.configure(self.device)  # before the file can start a backend
+            if isinstance(msg.get("source"), str):
+                self.source = _decoded(msg["source"])
+            problem = protocol.text(msg.get("problem"), 2000) or self.problem
+            if self.source is None and problem:  # the judge could not read the file
+                raise LearnerFailure(problem)
             try:
-                self.module = load_module(self.file)
+                self.module = load_module(self.file, data=self.source)
             except LearnerError as exc:
                 raise LearnerFailure(exc.summary, exc.message) from None
         names = [n for n in msg.get("functions", []) if callable(getattr(self.module, n, None))]
@@ -131,6 +147,26 @@ class Server:
         if len(fds) != 1:
             raise ProtocolError("an arena frame without its memory")
         self.arenas[spec.id] = tensors.open_arena(spec, fds[0])
+        return {"type": "ok"}
+
+    def on_warm(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A sandbox started ahead of its check (gpulab.judge.Prepared):
+        import now what every check imports, while no learner code exists."""
+        if self.module is not None:
+            raise ProtocolError("a warm-up asked after the file was loaded")
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+        import gpulab.grading.learner  # noqa: F401
+        import gpulab.sandbox.calls  # noqa: F401 - takes torch's originals
+        import gpulab.sandbox.tensors  # noqa: F401
+        from gpulab.sandbox.audit import Audit
+
+        # The audit's profiler, once: its first start imports Dynamo and
+        # Inductor (2 s on a 2-core CPU box), and on a GPU starts CUPTI.
+        with Audit(self.device):
+            pass
         return {"type": "ok"}
 
     def on_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +238,11 @@ class Server:
         from gpulab.sandbox.training import train_request
 
         return train_request(self, msg)
+
+    def on_bottleneck(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.bottleneck import block_request
+
+        return block_request(self, msg)
 
     def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.calls import timed_batch

@@ -68,6 +68,7 @@ class LessonActions(LabShell):
         )
         self._pane("roofline").set_lesson(lesson)
         self.watch_file(path)
+        self.prepare_spare(lesson, path)
         self._pane_shown(self.active_pane)  # the learner stays on the pane they were on
         self.refresh_bindings()
 

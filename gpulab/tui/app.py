@@ -210,7 +210,8 @@ def build_app(
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
     Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
     events), check_timeout (seconds; default: gpulab.commands.timeouts' choice),
-    welcome (force the welcome screen on or off).
+    welcome (force the welcome screen on or off), spare (start the judge of
+    the next check ahead: the lab's own, off where tests build the app).
     Raises ContentError when the course manifest itself is unusable.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
@@ -225,7 +226,7 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
 
     try:
         len(hardware.GPUS)  # the datasheet table, read and checked now: every pane uses it
-        app = build_app(workspace, device=device)
+        app = build_app(workspace, device=device, spare=True)
     except (ContentError, hardware.HardwareDataError) as exc:
         print(f"gpulab: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ messages (messages.py); only the UI thread writes the workspace.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from gpulab.content import Course, Lesson
 from gpulab.device.devinfo import GpuInfo, detect_gpus
 from gpulab.protocol import ExplainOptions
-from gpulab.runner import CANCELLED, ERROR, run_check
+from gpulab.runner import CANCELLED, ERROR, Spares, check_request, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.device_pane import DevicePane
 from gpulab.tui.editor import ExercisePane
@@ -71,6 +72,7 @@ class LabShell(KeysInOrder, App[int]):
         poll: bool = False,
         check_timeout: float | None = None,
         welcome: bool | None = None,
+        spare: bool = False,
     ) -> None:
         super().__init__()
         self.workspace, self.course, self.device = workspace, course, device
@@ -82,6 +84,10 @@ class LabShell(KeysInOrder, App[int]):
         self._watch_stop: asyncio.Event | None = None
         self._sidebar_choice: bool | None = None  # None: automatic (see _fit_sidebar)
         self._unsaved_said = False  # the warning that progress is not saved, shown once
+        # A judge started ahead of the next check of the open exercise
+        # (gpulab.runner.Spares): its sandboxes import torch and Triton
+        # while the learner edits.
+        self.spares: Spares | None = Spares() if spare else None
 
     # --- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -221,6 +227,8 @@ class LabShell(KeysInOrder, App[int]):
         # Lets the watchfiles thread finish now instead of at its next timeout.
         if self._watch_stop is not None:
             self._watch_stop.set()
+        if self.spares is not None:
+            self.spares.close()
 
     # --- the workspace ------------------------------------------------------------
     def remember(self, write: Any, *args: Any) -> Any:
@@ -266,10 +274,42 @@ class LabShell(KeysInOrder, App[int]):
         explained = (
             ExplainOptions(gpu_setting=self.workspace.get_setting("gpu")) if explain else None
         )
+        self._check_worker(self._run_id, lesson, path, explained, self._cache_root())
+
+    def _cache_root(self) -> str | None:
         # A workspace that cannot be written keeps no compiler cache (the
         # judge's would fail to make its folder): a temporary one then.
-        cache = None if self.workspace.unwritable() else str(self.workspace.root)
-        self._check_worker(self._run_id, lesson, path, explained, cache)
+        return None if self.workspace.unwritable() else str(self.workspace.root)
+
+    def _timeout(self, explained: ExplainOptions | None) -> tuple[float, str]:
+        """The check's limit and why: the lab's --timeout, else the CLI's
+        (60 s on the CPU, 300 s on a GPU)."""
+        from gpulab.commands.timeouts import default_timeout
+
+        timeout, why = (
+            (self.check_timeout, "the lab was started with it")
+            if self.check_timeout
+            else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
+        )
+        if explained and not self.check_timeout:
+            timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
+        return timeout, why
+
+    def prepare_spare(self, lesson: Lesson, path: Path | None) -> None:
+        """Start the judge for the next check of `path` now (a thread: the
+        UI never waits on a process start)."""
+        spares = self.spares
+        if path is None or spares is None or spares.closed:
+            return
+
+        def start() -> None:
+            timeout, _ = self._timeout(None)
+            request = check_request(
+                lesson, path, timeout=timeout, device=self.device, workspace=self._cache_root()
+            )
+            spares.prepare(request)
+
+        threading.Thread(target=start, name="gpulab-spare", daemon=True).start()
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
     def _check_worker(
@@ -280,17 +320,10 @@ class LabShell(KeysInOrder, App[int]):
         explained: ExplainOptions | None = None,
         workspace: str | None = None,
     ) -> None:
-        from gpulab.commands.timeouts import default_timeout, explain_timeout
+        from gpulab.commands.timeouts import explain_timeout
 
         worker = get_current_worker()
-        # No limit given: the CLI's (60 s on the CPU, 300 s on a GPU).
-        timeout, why = (
-            (self.check_timeout, "the lab was started with it")
-            if self.check_timeout
-            else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
-        )
-        if explained and not self.check_timeout:
-            timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
+        timeout, why = self._timeout(explained)
         result = run_check(
             lesson,
             path,
@@ -301,6 +334,7 @@ class LabShell(KeysInOrder, App[int]):
             cancel=worker.cancelled_event,
             workspace=workspace,
             explain=explained,
+            spares=self.spares,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))

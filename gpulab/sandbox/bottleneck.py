@@ -1,0 +1,138 @@
+"""Lesson 07's find-the-bottleneck step in the sandbox: the learner's block
+called on the judge's inputs, and one call of it profiled.
+
+Every output goes into a slot the judge owns; the judge compares it with its
+own reference and times each request with its own clock
+(gpulab.grading.find_bottleneck). The profile's rows and the BOTTLENECK
+string are this process's report, as plain data: the judge holds the verdict
+and cross-checks the profile's times against its clock.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from gpulab.grading import learner
+from gpulab.protocol import TensorRef
+from gpulab.sandbox.failure import LearnerFailure
+from gpulab.sandbox.tensors import view
+
+MAX_ROWS = 200  # operator rows sent back (the judge looks up its operator there)
+
+
+def block_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """Call the block once per input (each output copied to its slot); with
+    `profile`, the calls run under torch.profiler."""
+    fn = server.function(msg["function"])
+    if server.device == "cpu":
+        torch.set_num_threads(1)  # as in the judge, which times the original so
+    weights = {
+        str(k): view(server.arenas, TensorRef.from_json(r), own_storage=False)
+        for k, r in msg["weights"].items()
+    }
+    pairs = list(zip(msg["inputs"], msg["outs"], strict=True))
+    reply: dict[str, Any] = {"type": "blocks", "answer": _answer(server)}
+    if msg.get("profile"):
+        xs = [
+            view(server.arenas, TensorRef.from_json(x_ref), own_storage=False) for x_ref, _ in pairs
+        ]
+        outs, report = _profiled(fn, server.file, xs, weights, msg.get("trace"))
+        reply["copied"] = [_copy(o, s, server) for o, (_, s) in zip(outs, pairs, strict=True)]
+        reply.update(report)
+        return reply
+    copied = []
+    start = time.perf_counter()
+    for x_ref, slot_ref in pairs:
+        x = view(server.arenas, TensorRef.from_json(x_ref), own_storage=False)
+        copied.append(_copy(_call(fn, server.file, x, weights), slot_ref, server))
+    reply["copied"] = copied
+    reply["seconds"] = time.perf_counter() - start  # the sandbox's own figure: a note only
+    return reply
+
+
+def _answer(server: Any) -> Any:
+    value = getattr(server.module, "BOTTLENECK", None)
+    if isinstance(value, str):
+        return str.__str__(value)[:200]
+    return {"type": type(value).__name__}
+
+
+def _call(fn: Any, file: str, x: torch.Tensor, weights: dict) -> Any:
+    try:
+        return learner.call(fn, file, x, weights)
+    except learner.LearnerError as exc:
+        raise LearnerFailure(exc.summary, exc.message) from None
+
+
+def _copy(out: Any, slot_json: Any, server: Any) -> bool:
+    slot = view(server.arenas, TensorRef.from_json(slot_json), own_storage=False)
+    ok = (
+        isinstance(out, torch.Tensor)
+        and tuple(out.shape) == tuple(slot.shape)
+        and out.dtype == slot.dtype
+        and out.device.type == slot.device.type
+    )
+    if ok:
+        with torch.no_grad():
+            slot.copy_(out.detach())
+    return ok
+
+
+def _profiled(fn: Any, file: str, xs: list, weights: dict, trace: Any) -> tuple[list, dict]:
+    """The calls under torch.profiler, one after another (several, so that a
+    pause of the machine inside one operator weighs less)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = xs[0].is_cuda
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        outs = [_call(fn, file, x, weights) for x in xs]  # (each synchronizes on a GPU)
+        wall = time.perf_counter() - start
+    rows = op_rows(prof)
+    report: dict[str, Any] = {
+        "calls": len(xs),
+        "wall_s": wall,
+        "cpu_total_us": sum(r["self_cpu_us"] for r in rows),
+        "ops": sorted(rows, key=lambda r: r["cpu_total_us"], reverse=True)[:MAX_ROWS],
+    }
+    if cuda:
+        from gpulab.sandbox.training import top_kernels
+
+        report["top_kernels"] = top_kernels(prof)
+    report["trace_error"] = _write_trace(prof, trace)
+    return outs, report
+
+
+def op_rows(prof: Any) -> list[dict[str, Any]]:
+    """torch.profiler's table as data (times in µs), one row per operator."""
+    rows = []
+    for a in prof.key_averages():
+        self_dev = getattr(a, "self_device_time_total", None)
+        if self_dev is None:
+            self_dev = getattr(a, "self_cuda_time_total", 0)
+        rows.append(
+            {
+                "name": a.key,
+                "calls": a.count,
+                "self_cpu_us": a.self_cpu_time_total,
+                "cpu_total_us": a.cpu_time_total,
+                "self_device_us": self_dev or 0,
+            }
+        )
+    return rows
+
+
+def _write_trace(prof: Any, path: Any) -> str:
+    if not isinstance(path, str) or not path:
+        return ""
+    try:
+        prof.export_chrome_trace(path)
+    except OSError as exc:
+        return str(exc)
+    return ""

@@ -1,0 +1,132 @@
+"""The spare judge (gpulab.runner.Spares): started ahead of the check it
+expects, it grades the file as it is when the check begins, serves only
+that very request, and leaves nothing behind when no check takes it.
+
+Real processes throughout: the judge, its two sandboxes (the check's and
+the replay's), the Triton interpreter."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gpulab import runner
+from gpulab.content import load_course
+
+pytestmark = pytest.mark.slow
+
+EXERCISE = "softmax_row"  # the smallest kernel exercise: one row a program
+
+
+@pytest.fixture
+def lesson():
+    found = load_course().find(EXERCISE)
+    assert found is not None and found.ready
+    return found
+
+
+@pytest.fixture
+def judge_tmp(tmp_path, monkeypatch):
+    """The judges' temporary folders (their TMPDIR), to look for leftovers."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return tmp
+
+
+def request_for(lesson, path: Path, **options):
+    return runner.check_request(lesson, path, device="cpu", timeout=120, **options)
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Processes whose working folder lies under `folder` (a sandbox's is its
+    private folder, a judge's the runner's own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if cwd.is_relative_to(folder):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_sandboxes(folder: Path) -> None:
+    deadline = time.monotonic() + 90
+    while not processes_in(folder) and time.monotonic() < deadline:
+        time.sleep(0.1)  # a sandbox starts in its private folder
+    assert processes_in(folder), "the spare started no sandbox"
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("gpulab-"))
+
+
+def test_a_spare_grades_the_file_saved_after_it_started(lesson, tmp_path, judge_tmp):
+    path = tmp_path / f"{EXERCISE}.py"
+    path.write_text(lesson.starter_path.read_text())
+    spares = runner.Spares()
+    try:
+        spares.prepare(request_for(lesson, path))
+        wait_for_sandboxes(judge_tmp)
+        time.sleep(0.5)  # their mount namespaces built: the file as it was then
+        # A save as editors make it: a new file renamed over the old one.
+        new = tmp_path / "saving.tmp"
+        new.write_text(lesson.reference_path.read_text())
+        os.replace(new, path)
+        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares)
+        assert r["warm"] is True
+        assert r["status"] == "passed", (r["summary"], r.get("message", "")[-2000:])
+        # And the starter, saved in place, fails through the next spare.
+        path.write_text(lesson.starter_path.read_text())
+        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares)
+        assert r["warm"] is True and r["status"] == "failed", r["summary"]
+    finally:
+        spares.close()
+    assert processes_in(judge_tmp) == []
+    assert leftovers(judge_tmp) == []
+
+
+def test_a_spare_serves_only_the_request_it_was_made_for(lesson, tmp_path, judge_tmp):
+    path = tmp_path / f"{EXERCISE}.py"
+    path.write_text(lesson.starter_path.read_text())
+    spares = runner.Spares()
+    try:
+        spares.prepare(request_for(lesson, path))
+        spare = spares._spare
+        assert spare is not None
+        # Another limit is another sandbox policy: a fresh judge grades it.
+        r = runner.run_check(lesson, path, device="cpu", timeout=119, spares=spares)
+        assert r["warm"] is False and r["status"] == "failed", r["summary"]
+        assert spare.proc.poll() is not None  # the unfit spare was stopped
+    finally:
+        spares.close()
+    assert processes_in(judge_tmp) == []
+    assert leftovers(judge_tmp) == []
+
+
+def test_a_spare_no_check_takes_leaves_nothing_behind(lesson, tmp_path, judge_tmp):
+    path = tmp_path / f"{EXERCISE}.py"
+    path.write_text(lesson.starter_path.read_text())
+    spares = runner.Spares()
+    try:
+        spares.prepare(request_for(lesson, path))
+        spare = spares._spare
+        assert spare is not None
+        wait_for_sandboxes(judge_tmp)
+    finally:
+        spares.close()
+    assert spare.proc.poll() is not None
+    deadline = time.monotonic() + 10
+    while processes_in(judge_tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_in(judge_tmp) == []
+    assert leftovers(judge_tmp) == []
+    spares.prepare(request_for(lesson, path))  # closed: starts nothing
+    assert spares._spare is None
