@@ -650,6 +650,30 @@ def _run(child: str, tmp, items: dict, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
+def _once(tmp_path_factory, key: str, produce) -> dict:
+    """`produce(tmp)` once for the whole run: under pytest-xdist every worker
+    that gets one of this module's tests would build the module's fixtures
+    again (CI runs `-n auto`); the first builds them, under a lock in the
+    run's shared temporary folder, and the others read its results."""
+    import fcntl
+    import os
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # one process: nothing to share
+        return produce(tmp_path_factory.mktemp(f"steps45-{key}"))
+    # A worker's basetemp is <the run's basetemp>/popen-gwN: its parent is the run's.
+    shared = tmp_path_factory.getbasetemp().parent / f"steps45-{key}"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "done.json"
+        if not done.is_file():
+            results = produce(shared)
+            tmp = shared / "done.tmp"
+            tmp.write_text(json.dumps(results))
+            tmp.rename(done)
+        return json.loads(done.read_text())
+
+
 def _items(tmp, sources: dict) -> dict:
     items = {}
     for i, (name, (exercise, src)) in enumerate(sources.items()):
@@ -662,26 +686,33 @@ def _items(tmp, sources: dict) -> dict:
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     """name -> result for every variant above, graded in one process."""
-    tmp = tmp_path_factory.mktemp("steps45_batch")
     sources = dict(HONEST)
     sources.update({n: (ex, src) for n, (ex, src, _) in WRONG.items()})
-    return _run(IN_PROCESS_CHILD, tmp, _items(tmp, sources))
+    return _once(
+        tmp_path_factory, "batch", lambda tmp: _run(IN_PROCESS_CHILD, tmp, _items(tmp, sources))
+    )
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
     """name -> result for REAL_PATH, each through a judge, a sandbox and the replay."""
-    tmp = tmp_path_factory.mktemp("steps45_real")
-    items = _items(tmp, {n: HONEST[n] for n in REAL_PATH})
-    return _run(JUDGE_CHILD, tmp, items, str(REPO), "cpu")
+    real_path = {n: HONEST[n] for n in REAL_PATH}
+    return _once(
+        tmp_path_factory,
+        "real",
+        lambda tmp: _run(JUDGE_CHILD, tmp, _items(tmp, real_path), str(REPO), "cpu"),
+    )
 
 
 @pytest.fixture(scope="module")
 def gpu_batch(tmp_path_factory):
     """name -> result for every honest variant, checked on the GPU (its own
     cases: bigger shapes, tf32 and the compiled kernels), one judge for all."""
-    tmp = tmp_path_factory.mktemp("steps45_gpu")
-    return _run(JUDGE_CHILD, tmp, _items(tmp, HONEST), str(REPO), "cuda")
+    return _once(
+        tmp_path_factory,
+        "gpu",
+        lambda tmp: _run(JUDGE_CHILD, tmp, _items(tmp, HONEST), str(REPO), "cuda"),
+    )
 
 
 def _failing(r: dict) -> str:
