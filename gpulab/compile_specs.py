@@ -112,6 +112,16 @@ def _autotuned(
     return make
 
 
+def _attention_step(dtype: str, ce: dict, warps: int):
+    """A lesson 04 step's kernel: the paper's names for its pointers."""
+
+    def build(_m: Any, fn: Any) -> tuple[dict, dict, dict]:
+        sig = signature(fn, dtype, ce, floats=("qk_scale",), ptrs=("Q", "K", "V", "O"))
+        return sig, dict(ce), {"num_warps": warps, "num_stages": 1}
+
+    return build
+
+
 def _tma_desc(dtype: str, block: tuple[int, int]) -> str:
     return f"tensordesc<{dtype}[{block[0]}, {block[1]}]>"
 
@@ -364,6 +374,56 @@ SPECS: tuple[Spec, ...] = (
             starter="matmul_kloop_kernel",
         )
         for dt in ("fp16", "fp32")
+    ),
+    # The steps of lessons 04 and 05, as their references launch them.
+    *(
+        Spec(
+            "attention_tile",
+            "attention_tile_kernel",
+            f"{dt} D=128 32x64 w4",
+            _attention_step(dt, {"HEAD_DIM": 128, "BLOCK_M": 32, "BLOCK_N": 64}, 4),
+            starter="attention_tile_kernel",
+        )
+        for dt in ("fp16", "fp32")
+    ),
+    *(
+        Spec(
+            "attention_online",
+            "attention_online_kernel",
+            f"{dt} D=128 32x16 w4",
+            _attention_step(dt, {"HEAD_DIM": 128, "BLOCK_M": 32, "BLOCK_N": 16}, 4),
+            starter="attention_online_kernel",
+        )
+        for dt in ("fp16", "fp32")
+    ),
+    *(
+        Spec(
+            "rope",
+            "rope_kernel",
+            f"{dt} D=128 BLOCK_H=16",
+            _simple(dt, {"HALF": 64, "BLOCK_H": 16}, 4, fp32_ptrs=("cos_ptr", "sin_ptr")),
+            starter="rope_kernel",
+        )
+        for dt in ("bf16", "fp32")
+    ),
+    *(
+        Spec(
+            "rmsnorm",
+            "rmsnorm_kernel",
+            f"{dt} D=256 BLOCK_R=16",
+            _simple(dt, {"D": 256, "BLOCK_R": 16}, 4, floats=("eps",)),
+            starter="rmsnorm_kernel",
+        )
+        for dt in ("bf16", "fp32")
+    ),
+    Spec(
+        "rope_rmsnorm_fwd",
+        "rmsnorm_rope_fwd_kernel",
+        "bf16 D=128 BLOCK_H=16",
+        _simple(
+            "bf16", {**_ROPE, "BLOCK_H": 16}, 4, floats=("eps",), fp32_ptrs=("cos_ptr", "sin_ptr")
+        ),
+        starter="rmsnorm_rope_fwd_kernel",
     ),
 )
 

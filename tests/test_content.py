@@ -42,7 +42,7 @@ def test_nine_lessons_in_the_books_order(course):
 
 
 def test_kernel_lessons_climb_in_steps(course):
-    """Issue 29: lessons 02 and 03 reach their exercise through graded steps."""
+    """Issue 29: the kernel lessons (02-05) reach their exercise through graded steps."""
     import re
 
     steps = {
@@ -51,6 +51,8 @@ def test_kernel_lessons_climb_in_steps(course):
     }
     assert steps["softmax"] == ["softmax_row", "softmax_wide", "softmax"]
     assert steps["matmul"] == ["matmul_tile", "matmul_kloop", "matmul"]
+    assert steps["flash_attention"] == ["attention_tile", "attention_online", "flash_attention"]
+    assert steps["rope_rmsnorm"] == ["rope", "rmsnorm", "rope_rmsnorm_fwd", "rope_rmsnorm"]
     for lesson in course.exercises:
         if lesson.is_step:
             assert lesson.ready and lesson.name, lesson.exercise
@@ -60,6 +62,17 @@ def test_kernel_lessons_climb_in_steps(course):
             # (`softmax_row`, or `gpulab check softmax_row`).
             named = re.search(rf"`[^`\n]*\b{lesson.exercise}\b[^`\n]*`", lesson.text())
             assert named, f"{lesson.id}'s lesson.md never names its step {lesson.exercise}"
+
+
+def test_every_triton_step_has_compile_specs(course):
+    """`gpulab dev compile` (and its GPU session) compiles each Triton step's
+    reference and starter kernels: a step added without specs would go unchecked."""
+    from gpulab.compile_specs import SPECS
+
+    for lesson in course.exercises:
+        if lesson.is_step and "triton" in lesson.requires:
+            mine = [s for s in SPECS if s.exercise == lesson.exercise]
+            assert mine and any(s.starter for s in mine), f"{lesson.exercise}: no compile spec"
 
 
 def test_ready_lessons_are_complete(course):

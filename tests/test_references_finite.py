@@ -26,15 +26,30 @@ def _cases(exercise: str) -> list:
 
     mod = importlib.import_module(f"gpulab.grading.{exercise}")
     ctx = Ctx()
-    if exercise in ("matmul", "flash_attention"):
+    if exercise in ("matmul", "flash_attention", "attention_tile", "attention_online"):
         return mod.correctness_cases(ctx, set())
-    if exercise == "rope_rmsnorm":
+    if exercise in ("rope_rmsnorm", "rope_rmsnorm_fwd"):
         return [c for c, _, _ in mod._cases(ctx, mod.FORWARD)]
+    if exercise in ("rope", "rmsnorm"):  # the lesson 05 steps: their CPU and GPU lists
+        return [mod.make_case(ctx, *s) for s in mod.CASES + mod.CASES_GPU]
     return mod.correctness_cases(ctx)
 
 
 @pytest.mark.parametrize(
-    "exercise", ["bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm"]
+    "exercise",
+    [
+        "bandwidth",
+        "softmax",
+        "matmul",
+        "flash_attention",
+        "rope_rmsnorm",
+        # steps of lessons 04 and 05
+        "attention_tile",
+        "attention_online",
+        "rope",
+        "rmsnorm",
+        "rope_rmsnorm_fwd",
+    ],
 )
 def test_every_reference_is_finite(exercise):
     import importlib

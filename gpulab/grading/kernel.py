@@ -257,8 +257,9 @@ def _report_failures(
         ctx.fail(
             f"cheat: your forward computed eagerly with {', '.join(eager[:6])} instead of "
             "in Triton",
-            "Only allocations, views, copies and the final (P, D) -> (D,) sum of "
-            "dweight partials may run outside your kernels; the maths belongs in them.",
+            "Only allocations, views and copies may run outside your kernels (and, "
+            "in lesson 05's exercise, the final (P, D) -> (D,) sum of dweight "
+            "partials); the maths belongs in them.",
         )
     audit = [_text(b, 120) for b in report.get("audit", []) if isinstance(b, str)]
     if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
