@@ -330,6 +330,13 @@ class Prepared:
                 held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
             self._sandbox = self.fresh()
             self._sandbox.request({"type": "warm"})
+            if self.device == "cuda":
+                # The judge's own CUDA context and cuBLAS handle (its
+                # references and baselines use both).
+                import torch
+
+                one = torch.ones(8, 8, device="cuda")
+                (one @ one).sum().item()
             if self.device == "cpu":
                 self._replay = self.fresh_replay()
                 self._replay.request({"type": "prepare"})
