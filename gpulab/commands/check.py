@@ -78,6 +78,8 @@ def _check(args: Any) -> int:
             err.print(
                 f"… {visible(ev.get('text', ''))}", style="dim", markup=False, highlight=False
             )
+        elif ev.get("type") == "correct":  # the verdict on correctness, before the timing
+            err.print(f"correct: all {ev.get('cases')} cases right; timing now", markup=False)
 
     result = run_check(
         lesson,

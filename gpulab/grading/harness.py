@@ -79,6 +79,12 @@ class GradeContext:
         else:
             self.channel.stage(text, done, total)
 
+    def correct(self) -> None:
+        """Every correctness case passed and the timing begins: the lab shows
+        that verdict now, and the grade when the timing ends (a timed check
+        on a GPU takes several times as long as its correctness cases)."""
+        self.channel.send({"type": "correct", "cases": len(self.cases)})
+
     def function(self, name: str | None = None) -> Any:
         name = name or self.request.function
         from gpulab.grading.remote import Remote

@@ -363,6 +363,7 @@ def grade(ctx: Any) -> None:
         from gpulab.grading.rope_timing import time_compile_and_backward
         from gpulab.grading.speed import time_cases
 
+        ctx.correct()
         timed = timing_cases(ctx)
         time_cases(ctx, SPEC, fn, [c for c, _, _ in timed])
         time_compile_and_backward(

@@ -171,12 +171,28 @@ class ResultsPane(VerticalScroll):
         self.scroll_home(animate=False)
 
     def progress(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "correct":
+            self._correct(event)
+            return
         self._stage = progress_text(event) or self._stage
         if event.get("type") == "case" and event.get("total"):
             self.query_one(ProgressBar).update(total=event["total"], progress=event.get("index", 0))
         elif _progress(event) is not None:
             done, total = _progress(event)  # type: ignore[misc]
             self.query_one(ProgressBar).update(total=total, progress=done)
+        self._tick()
+
+    def _correct(self, event: dict[str, Any]) -> None:
+        """The verdict on correctness, before the timing that follows it."""
+        n = event.get("cases")
+        count = f"all {n} cases" if isinstance(n, int) and not isinstance(n, bool) else "every case"
+        self.query_one("#result", Static).update(
+            Text.from_markup(
+                f"[b green]correct[/]: {count} right. Timing it on your GPU now "
+                "for its grade… press [b]x[/] to stop."
+            )
+        )
+        self._stage = "timing"
         self._tick()
 
     def _tick(self) -> None:
