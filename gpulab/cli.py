@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import io
 import json
+import signal
 import sys
 
 from gpulab.cli_options import arguments
@@ -105,11 +106,24 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_app(workspace=args.workspace)
     module = importlib.import_module(args._module)
+    # SIGTERM (`timeout`, a batch system) unwinds like Ctrl-C: a running
+    # check's judge and sandboxes are stopped and its folder removed.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        return 143
+
+
+class _Terminated(BaseException):
+    pass
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 if __name__ == "__main__":
