@@ -53,6 +53,8 @@ class _InProcessSandbox:
 
     def __init__(self, file: Path) -> None:
         self.device, self.file, self.module = "cpu", str(file), None
+        # The real Server holds the bytes the judge read at the check's start.
+        self.source: bytes | None = file.read_bytes()
 
     def request(self, msg: dict) -> dict:
         from gpulab.diagnosis.sandbox_side import explain_request

@@ -86,7 +86,13 @@ def snapshot_ws(monkeypatch):
             shutil.rmtree(WORKSPACE)
         monkeypatch.setenv("GPULAB_HOME", str(WORKSPACE))
         monkeypatch.setenv("GPULAB_CONTENT", str(HERE / "course"))
+        # The glossary is cached a process: a test before this one in the same
+        # pytest-xdist worker had cached the real course's, not the frozen one.
+        from gpulab.glossary import default_glossary
+
+        default_glossary.cache_clear()
         yield Workspace.open(WORKSPACE)
+        default_glossary.cache_clear()
 
 
 def build(ws, **options):

@@ -45,6 +45,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)
     args = ap.parse_args()
+    args.import_s = fresh_import_s()
+    print(f"fresh import torch, triton: {args.import_s} s", flush=True)
     course = load_course()
     rows = []
     for name in args.exercises:
@@ -73,7 +75,22 @@ def meta(args, rows) -> dict:
     except ImportError:
         pass
     info["think_s"] = args.think
+    info["fresh_import_s"] = args.import_s
     return info
+
+
+def fresh_import_s() -> list[float]:
+    """Wall seconds of `import torch, triton` in a fresh Python, twice: the
+    issue's yardstick for the CPU goal (a check after an edit, through the
+    spare, faster than this)."""
+    import subprocess
+
+    out = []
+    for _ in range(2):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import torch, triton"], check=True)
+        out.append(round(time.monotonic() - t0, 2))
+    return out
 
 
 def bench_one(lesson, args, rep: int) -> list[dict]:
