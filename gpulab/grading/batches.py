@@ -200,22 +200,22 @@ def time_remote(
     # The spin is counted in cycles: timed after the warm-up, at its clocks.
     lead_ms = _event_ms(lambda: torch.cuda._sleep(LEAD_CYCLES)) if grads else 0.0
     times: list[float] = []
-    walls: list[dict[str, float]] = []
+    walls: list[dict[str, Any]] = []
     implausible = None
+    repeated = False
     while len(times) < MAX_REPS:
         batch = _send_batch(ctx, fn, case, expect, per_rep, k, g, grads)
         reply, wall_ms = batch["reply"], batch["wall_ms"]
         claimed = _claimed(ctx, case, reply, k)
         _check_outputs(ctx, spec, case, batch, grads)
         slow_copy, why = _check_copies(ctx, case, reply, k, copy_ms)
-        implausible = why or implausible
         total = sum(claimed)
         allowance = (
             k * (flush_ms + copy_ms + lead_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
         )
         if grads:
-            fwd_total, why = _check_forwards(ctx, case, reply, k, backward)
-            implausible = why or implausible
+            fwd_total, fwd_why = _check_forwards(ctx, case, reply, k, backward)
+            why = why or fwd_why
             # The forwards (bounded above) and the second gradient's copy
             # run between the timed regions.
             allowance += fwd_total + k * copy_ms
@@ -223,10 +223,28 @@ def time_remote(
             {"reps": k, "wall_ms": wall_ms, "claimed_ms": total, "copy_ms_median": slow_copy}
         )
         between = k * (flush_ms + copy_ms + lead_ms)
-        implausible = _judge_wall(ctx, case, k, wall_ms, total, allowance, between) or implausible
+        why = _judge_wall(ctx, case, k, wall_ms, total, allowance, between) or why
+        if why and not repeated:
+            # Confirmed before it is refused: the first check after the GPU sat
+            # idle once saw the sandbox's copies at 70 us against the judge's 27
+            # (H200, 1 cold check in 14), the same file passing every other
+            # time. The judge re-times its own flush and copy at the clocks the
+            # GPU has now and sends a fresh batch; its times do not count. Work
+            # hidden outside the timed regions is there in every batch.
+            repeated = True
+            walls[-1]["repeated"] = why
+            flush_ms = _event_ms(flusher)
+            copy_ms = _event_ms(lambda: dst.copy_(src))
+            continue
+        implausible = why
         times.extend(claimed)
         if implausible or (len(times) >= 10 and _stats(times)["rse"] <= REL_ERR):
             break
+    if repeated and not implausible:
+        first = next(w["repeated"] for w in walls if "repeated" in w)
+        ctx.notes.append(
+            f"timing {case.name}: a batch was timed again and passed; the first read {first}"
+        )
     if implausible:  # another program's kernels may explain it: name them
         implausible += neighbours.note()
     out = _stats(times)
