@@ -90,6 +90,17 @@ def _profile(args: Any, module: Any, device: str) -> int:
 def _workload(exercise: str, module: Any, device: str) -> Any:
     import torch
 
+    if exercise == "find_bottleneck":
+        from gpulab.grading import find_bottleneck as fb
+
+        # The check's inputs and single thread on the CPU: the same table.
+        x, weights = fb.make_x(0, device), fb.make_weights(0, device)
+
+        def block() -> None:
+            with torch.no_grad(), torch.profiler.record_function("block"):
+                module.block(x, weights)
+
+        return block
     if exercise == "nvtx_profile":
         from gpulab.grading import nvtx_profile as g
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 # Exercises with a profile target (what `gpulab profile` can run).
-TARGETS = ("nvtx_profile", "graph_breaks")
+TARGETS = ("find_bottleneck", "nvtx_profile", "graph_breaks")
 RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")
 
 
@@ -90,8 +90,9 @@ def shell_line(argv: list[str]) -> str:
 
 
 def read_trace(path: Path | str) -> dict[str, Any]:
-    """Summarise a torch.profiler Chrome trace: top CPU ops by self time, top
-    GPU kernels by total time, and the user ranges (record_function)."""
+    """Summarise a torch.profiler Chrome trace: top CPU ops by self time (and
+    by total time), top GPU kernels by total time, and the user ranges
+    (record_function)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     complete = [
@@ -119,6 +120,7 @@ def read_trace(path: Path | str) -> dict[str, Any]:
         _self_times(evs, ops)
     return {
         "ops": _rows(ops, "self_cpu_ms"),
+        "ops_by_total": _rows(ops, "cpu_total_ms"),
         "kernels": _rows(kernels, "device_ms"),
         "ranges": [{"name": n, **v} for n, v in ranges.items()],
     }

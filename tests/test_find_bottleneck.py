@@ -243,6 +243,27 @@ def test_wrong_variants_fail(grade_here, name):
     assert expected in text, (name, text[:3000])
 
 
+def test_gpulab_profile_shows_the_operator_on_top_by_total(run_gpulab, tmp_path):
+    """`gpulab profile find_bottleneck` profiles the learner's block (a child
+    process) and sorts by CPU total, the lesson's habit: the starter's
+    prefix mean on top, the fixed block without it."""
+    import re
+
+    starter = tmp_path / "starter.py"
+    starter.write_text(STARTER)
+    p = run_gpulab("profile", "find_bottleneck", "--file", str(starter), "--steps", "2")
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert "Top operations (CPU total)" in p.stdout
+    table = p.stdout[p.stdout.index("Top operations (CPU total)") :]
+    first = re.search(r"aten::\w+", table)
+    assert first is not None and first.group(0) == "aten::mean", table
+    assert (tmp_path / "workspace" / "traces" / "find_bottleneck.json").is_file()
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text(REF)
+    p = run_gpulab("profile", "find_bottleneck", "--file", str(fixed), "--steps", "2")
+    assert p.returncode == 0 and "aten::mean " not in p.stdout, p.stdout
+
+
 def test_names_are_normalized():
     from gpulab.grading.find_bottleneck import normalized
 

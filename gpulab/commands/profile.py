@@ -98,7 +98,14 @@ def run(args: Any) -> int:
         con.print(report.ranges_table(summary["ranges"]))
     if summary["kernels"]:
         con.print(report.top_ops_table(summary["kernels"][:10], title="Top GPU kernels"))
-    con.print(report.top_ops_table(summary["ops"][:12], title="Top operations (self CPU time)"))
+    if ex == "find_bottleneck":
+        # The lesson's habit: the operator your code calls, by its total
+        # (its children do the work and may trade the self-time lead).
+        con.print(
+            report.top_ops_table(summary["ops_by_total"][:12], title="Top operations (CPU total)")
+        )
+    else:
+        con.print(report.top_ops_table(summary["ops"][:12], title="Top operations (self CPU time)"))
     con.print(
         f"trace: {trace}  (open it in https://ui.perfetto.dev or chrome://tracing)", markup=False
     )
