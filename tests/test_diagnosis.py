@@ -450,3 +450,20 @@ def test_a_kernel_that_cannot_launch_says_so_with_the_numbers() -> None:
     assert top["severity"] == 1.0 and "will not launch" in top["evidence"]
     assert "320 KiB" in top["evidence"] and "227 KiB" in top["evidence"]
     assert "num_stages" in top["advice"]
+
+
+def test_explain_says_when_there_is_nothing_to_explain() -> None:
+    """--explain (the lab's X) on a step or a non-kernel exercise says so
+    instead of adding nothing; on a timed kernel it is silent."""
+    from gpulab.content import load_course
+    from gpulab.diagnosis.kinds import KERNEL_EXERCISES, explain_unavailable
+
+    course = load_course()
+    for lesson in course.exercises:
+        said = explain_unavailable(lesson)
+        assert bool(said) == (lesson.exercise not in KERNEL_EXERCISES), lesson.exercise
+    step = course.find("softmax_row")
+    assert step is not None and step.is_step
+    assert "softmax_row is a step, graded on correctness only" in explain_unavailable(step)
+    assert "not a Triton kernel" in explain_unavailable(course.find("graph_breaks"))
+    assert explain_unavailable(course.find("softmax")) == ""

@@ -21,6 +21,7 @@ from gpulab.commands.common import (
     parse_timeout,
 )
 from gpulab.commands.timeouts import default_timeout, explain_timeout
+from gpulab.diagnosis.kinds import explain_unavailable
 from gpulab.protocol import ExplainOptions
 from gpulab.runner import ERROR, Spares, run_check
 from gpulab.textsafe import visible, visible_tree
@@ -61,6 +62,9 @@ def _check(args: Any) -> int:
         if args.timeout is not None
         else default_timeout(args.device)
     )
+    if getattr(args, "explain", False) and (why_not := explain_unavailable(lesson)):
+        args.explain = False  # said once, here, rather than silently nothing
+        print(f"note: {why_not}", file=sys.stderr)
     if getattr(args, "explain", False) and args.timeout is None:
         timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
     quiet = args.json

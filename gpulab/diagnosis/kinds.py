@@ -7,9 +7,27 @@ kinds, never rename one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # The exercises whose checks are explained: those the learner writes Triton kernels for.
 KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention", "rope_rmsnorm"})
+
+
+def explain_unavailable(lesson: Any) -> str:
+    """Why `--explain` (the lab's X) adds nothing to this exercise's check,
+    or "" where it explains. Said to the learner instead of nothing."""
+    if lesson.exercise in KERNEL_EXERCISES:
+        return ""
+    kernels = ", ".join(sorted(KERNEL_EXERCISES))
+    what = (
+        "a step, graded on correctness only"
+        if lesson.is_step
+        else "not a Triton kernel whose speed is graded"
+    )
+    return (
+        f"--explain says why a timed Triton kernel runs at the speed it does ({kernels}); "
+        f"{lesson.exercise} is {what}, so there is nothing for it to explain."
+    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from textual import on
 
 from gpulab.content import Lesson
+from gpulab.diagnosis.kinds import explain_unavailable
 from gpulab.tui.editor import ExercisePane, editor_language
 from gpulab.tui.messages import ExerciseChangedOnDisk, ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen
@@ -200,6 +201,9 @@ class LessonActions(LabShell):
                     f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
                 )
                 return
+        if explain and (why_not := explain_unavailable(lesson)):
+            self.notify(why_not.replace("--explain", "X"), timeout=8, markup=False)
+            explain = False
         self.action_show_pane("results")
         self.start_check(lesson, path, explain=explain)
 
