@@ -1,0 +1,115 @@
+"""Cheats against every kernel step (lessons 02-05), as tests/test_integrity_all.py
+does for the lessons' final exercises.
+
+A step is graded on correctness only, but its verdict still says "your
+Triton kernel computed this": each cheat wraps the step's own reference, so
+the answers are right and only the cheat can fail it, for the stated
+reason. The wrapper alone passes (the control). They run the real grader
+and the sandbox's handler in this process (tests/inprocess.py): the
+boundary itself is tested through real processes in test_integrity_all.py
+and test_boundary.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import reference_source
+
+STEPS = {  # step -> the function the learner defines
+    "softmax_row": "softmax",
+    "softmax_wide": "softmax",
+    "matmul_tile": "matmul",
+    "matmul_kloop": "matmul",
+    "attention_tile": "attention",
+    "attention_online": "attention",
+    "rope": "rope",
+    "rmsnorm": "rmsnorm",
+    "rope_rmsnorm_fwd": "rmsnorm_rope",
+}
+
+
+def wrapped(step: str, before: str = "", after: str = "", prelude: str = "") -> str:
+    fn = STEPS[step]
+    return (
+        reference_source(step)
+        + f"""
+
+import torch as _torch
+{prelude}
+_real_impl = {fn}
+
+
+def {fn}(*args, **kwargs):
+{before or "    pass"}
+    out = _real_impl(*args, **kwargs)
+{after or "    pass"}
+    return out
+"""
+    )
+
+
+CHEATS = {
+    # Scratch space in the first input, after the answer.
+    "writes into an input": (
+        dict(
+            after="    with _torch.no_grad():\n        args[0].data.as_strided((1,), (1,)).fill_(7)"
+        ),
+        ("wrote into its inputs",),
+    ),
+    # Answers remembered by shape: fresh data of the same shape must fail.
+    "returns a cached output": (
+        dict(
+            prelude="_cache = {}",
+            before="    key = tuple((tuple(a.shape), a.dtype, a.stride()) for a in args\n"
+            "                if isinstance(a, _torch.Tensor))\n"
+            "    if key in _cache:\n"
+            "        return _cache[key]",
+            after="    _cache[key] = out",
+        ),
+        ("no Triton kernel was launched", "wrong"),
+    ),
+    # torch touches the answer after the kernel: the output is torch's, not the kernel's.
+    "torch computes the output": (
+        dict(after="    out = out * 1"),
+        ("torch ran torch's aten::mul", "computed eagerly with aten.mul"),
+    ),
+}
+
+
+def test_every_kernel_step_is_covered():
+    from gpulab.content import load_course
+
+    course = load_course()
+    # The kernel lessons, 02-05 (lesson 01's step is a microbenchmark, graded apart).
+    steps = {ex.exercise for ex in course.exercises if ex.is_step and "02" <= ex.number <= "05"}
+    assert steps == set(STEPS)
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS))
+@pytest.mark.parametrize("step", list(STEPS))
+def test_cheat_on_a_step_is_caught(grade_here_src, step, cheat):
+    changes, reasons = CHEATS[cheat]
+    r = grade_here_src(step, wrapped(step, **changes))
+    assert r["status"] == "failed", (step, cheat, r["summary"])
+    assert any(why in r["summary"] for why in reasons), r["summary"]
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_the_wrapper_alone_passes(grade_here_src, step):
+    r = grade_here_src(step, wrapped(step))
+    assert r["status"] == "passed", r["summary"]
+
+
+@pytest.fixture
+def grade_here_src(tmp_path, monkeypatch):
+    from tests.inprocess import grade_here
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    def grade(step: str, src: str) -> dict:
+        path = tmp_path / f"{step}_{abs(hash(src)) % 10**8}.py"
+        path.write_text(src)
+        return grade_here(step, STEPS[step], path)
+
+    return grade
