@@ -100,6 +100,8 @@ async def test_first_start_welcomes_and_begins(ws):
         assert not isinstance(app.screen, WelcomeScreen)
         assert app.lesson is not None and app.lesson.ready
         assert app.active_pane == "lesson"
+        # Its first step, not the lesson's final exercise (lesson 01: copy_ceiling).
+        assert app.lesson == app.course.lesson_exercises(app.lesson)[0], app.lesson.exercise
 
 
 async def test_returning_learner_continues_where_they_left_off(ws):

@@ -119,8 +119,9 @@ def _check_plans(ctx: Any, fn: Any) -> None:
                 )
             elif got < lo:
                 detail = (
-                    f"{fmt(got)} bytes: at least 8× the L2 ({8 * l2}) and 1 GiB, so HBM and "
-                    f"not the cache is measured (here {lo + MiB})"
+                    f"returned {fmt(got)} bytes, too few: a buffer must be at least 8× the "
+                    f"L2 ({8 * l2}) and 1 GiB, here {lo + MiB} bytes, so HBM and not the "
+                    "cache is measured"
                 )
         name = f"buffer_bytes for {GPUS[key].name}" + (" with 3 GiB free" if free else "")
         ctx.add_case({"name": name, "passed": not detail, "detail": detail})

@@ -114,7 +114,9 @@ class LabShell(KeysInOrder, App[int]):
         yield LabFooter()
 
     def first_ready(self) -> Lesson | None:
-        return next((lesson for lesson in self.course.lessons if lesson.ready), None)
+        """The course's first gradable exercise: a lesson's first step, where it
+        has steps (a new learner starts there, not on the lesson's final one)."""
+        return next((lesson for lesson in self.course.exercises if lesson.ready), None)
 
     @property
     def active_pane(self) -> str:
