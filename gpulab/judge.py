@@ -56,7 +56,7 @@ class Channel:
     def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
         """A stage's words, and where there are steps, how many are done of
         how many (numbers, so the lab never reads them back out of words)."""
-        self.marks.append((stage_kind(text), time.monotonic()))
+        self.marks.append((protocol.stage_kind(text), time.monotonic()))
         event: dict[str, Any] = {"type": "stage", "text": text}
         if done is not None and total:
             event["progress"] = [int(done), int(total)]
@@ -65,30 +65,7 @@ class Channel:
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen
         (the result's `stages`: a slow check says where its time went)."""
-        out: dict[str, float] = {}
-        now = time.monotonic()
-        for (kind, t), nxt in zip(self.marks, [*self.marks[1:], ("", now)], strict=True):
-            out[kind] = out.get(kind, 0.0) + (nxt[1] - t)
-        return {k: round(v, 3) for k, v in out.items()}
-
-
-def stage_kind(text: str) -> str:
-    """'case 3 of 14: 64×64 fp16' -> 'correctness'; the kinds a result's
-    `stages` names."""
-    if "your kernels again" in text:
-        return "replay"
-    for prefix, kind in (
-        ("case ", "correctness"),
-        ("timing ", "timing"),
-        ("importing", "import"),
-        ("starting", "start"),
-        ("waiting", "waiting for the GPU"),
-        ("preparing", "compile"),
-        ("compiling", "compile"),
-    ):
-        if text.startswith(prefix):
-            return kind
-    return text.split(" ", 1)[0].rstrip(":") or "other"
+        return protocol.stage_seconds(self.marks, time.monotonic())
 
 
 def choose_device(wanted: str) -> str:

@@ -348,3 +348,33 @@ _OPTIONAL = {
     "gpu_setting",
     "explain_budget_s",
 }
+
+
+# --- stages: where a check's time went ---------------------------------------
+
+
+def stage_kind(text: str) -> str:
+    """'case 3 of 14: 64×64 fp16' -> 'correctness'; the kinds a result's
+    `stages` names."""
+    if "your kernels again" in text:
+        return "replay"
+    for prefix, kind in (
+        ("case ", "correctness"),
+        ("timing ", "timing"),
+        ("importing", "import"),
+        ("starting", "start"),
+        ("waiting", "waiting for the GPU"),
+        ("preparing", "compile"),
+        ("compiling", "compile"),
+    ):
+        if text.startswith(prefix):
+            return kind
+    return text.split(" ", 1)[0].rstrip(":") or "other"
+
+
+def stage_seconds(marks: list[tuple[str, float]], now: float) -> dict[str, float]:
+    """(kind, monotonic start) marks -> seconds a kind, in the order first seen."""
+    out: dict[str, float] = {}
+    for (kind, t), nxt in zip(marks, [*marks[1:], ("", now)], strict=True):
+        out[kind] = out.get(kind, 0.0) + (nxt[1] - t)
+    return {k: round(v, 3) for k, v in out.items()}

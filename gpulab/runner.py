@@ -41,6 +41,8 @@ from gpulab.protocol import (
     TIMEOUT,
     CheckRequest,
     ExplainOptions,
+    stage_kind,
+    stage_seconds,
 )
 
 DEFAULT_TIMEOUT = 300.0
@@ -142,10 +144,20 @@ def run_check(
     )
     judge = spares.take(request) if spares is not None else None
     warm = judge is not None
+    # The stages as they arrived, for a check that ends without the judge's
+    # own (a timeout, a crash): it still says where its time went.
+    marks: list[tuple[str, float]] = [("judge start-up", started)]
+
+    def seen(event: dict[str, Any]) -> None:
+        if event.get("type") == "stage" and isinstance(event.get("text"), str):
+            marks.append((stage_kind(event["text"]), time.monotonic()))
+        if on_event is not None:
+            on_event(event)
+
     try:
         if judge is None:
             judge = _Judge.start(None)
-        run = judge.run(request, started + timeout, on_event, cancel)
+        run = judge.run(request, started + timeout, seen, cancel)
     except _NotStarted as failed:
         exc = failed.__cause__
         return {
@@ -161,12 +173,14 @@ def run_check(
         if spares is not None and not (cancel is not None and cancel.is_set()):
             spares.prepare(request)  # the next check's judge, warming while this one reports
     duration = round(time.monotonic() - started, 2)
+    base["stages"] = stage_seconds(marks, time.monotonic())
     if run.stopped == child.TIMEOUT:
         return {
             **base,
             "status": TIMEOUT,
             "duration_s": duration,
-            "summary": f"timed out after {timeout:g} s (an infinite loop in Python or in a kernel?)",
+            "summary": f"timed out after {timeout:g} s{_stopped_in(marks, base['stages'])} "
+            "(an infinite loop in Python or in a kernel?)",
             "message": "The check was stopped and its processes were killed. "
             "Look for a loop whose bound never changes, or a kernel grid that "
             "never finishes. Raise the limit with --timeout if it is just slow.",
@@ -195,6 +209,26 @@ def run_check(
         rest = round(max(0.0, duration - sum(stages.values())), 3)
         merged["stages"] = {"judge start-up": rest, **stages}
     return merged
+
+
+# A stage kind (protocol.stage_kind) as the words of a timeout's summary.
+_DOING = {
+    "judge start-up": "starting the grader",
+    "start": "starting",
+    "import": "importing your file",
+    "correctness": "running the cases",
+    "timing": "timing your kernel",
+    "compile": "compiling",
+    "waiting for the GPU": "waiting for the GPU",
+    "replay": "re-running your kernels",
+}
+
+
+def _stopped_in(marks: list[tuple[str, float]], stages: dict[str, float]) -> str:
+    """', 6.1 s of it importing your file': where a stopped check was."""
+    kind = marks[-1][0]
+    doing = _DOING.get(kind)
+    return f", {stages.get(kind, 0.0):.1f} s of it {doing}" if doing else ""
 
 
 class Spares:

@@ -55,6 +55,20 @@ def test_an_endless_loop_on_the_cpu_stops_at_the_cpu_limit_with_the_reason(
     assert code == 1 and result["status"] == "timeout"
     assert result["duration_s"] < 30
     assert "timed out after 3 s" in result["summary"]
+    # Where its time went, though the judge never sent its own stages.
+    assert "judge start-up" in result["stages"] and " s of it " in result["summary"]
     assert "The limit was 3 s because this check ran on the CPU" in result["message"]
     code, result = run_cli([*argv, "--timeout", "2"], capsys)
     assert result["status"] == "timeout" and "you asked for it with --timeout" in result["message"]
+
+
+def test_a_stopped_check_names_the_stage_it_was_in():
+    from gpulab.runner import _stopped_in
+
+    marks = [("judge start-up", 0.0), ("start", 0.1), ("import", 2.0)]
+    stages = {"judge start-up": 0.1, "start": 1.9, "import": 6.07}
+    assert _stopped_in(marks, stages) == ", 6.1 s of it importing your file"
+    assert _stopped_in([*marks, ("correctness", 8.0)], {**stages, "correctness": 1.0}) == (
+        ", 1.0 s of it running the cases"
+    )
+    assert _stopped_in([("something new", 0.0)], {}) == ""
