@@ -274,6 +274,10 @@ class ExplainOptions:
     gpu: str | None = None  # --gpu: the GPU whose roofline to explain against
     gpu_setting: str | None = None  # the workspace's chosen GPU
     budget_s: float | None = None
+    # Run the Nsight Compute step without a GPU, against whatever `ncu` is on
+    # PATH: for tests of its plumbing with a stand-in ncu (tests/test_nsight.py).
+    # No command-line flag sets it.
+    nsight_without_gpu: bool = False
 
 
 @dataclass
@@ -297,6 +301,7 @@ class CheckRequest:
     explain_gpu: str | None = None  # --gpu: the GPU whose roofline to explain against
     gpu_setting: str | None = None  # the workspace's chosen GPU
     explain_budget_s: float | None = None
+    explain_nsight_without_gpu: bool = False  # ExplainOptions.nsight_without_gpu
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -338,6 +343,7 @@ _REQUEST_TYPES: dict[str, Any] = {
     "explain_gpu": str,
     "gpu_setting": str,
     "explain_budget_s": (int, float),
+    "explain_nsight_without_gpu": bool,
 }
 _OPTIONAL = {
     "flops",

@@ -96,6 +96,7 @@ def check_request(
         explain_gpu=explain.gpu if explain else None,
         gpu_setting=explain.gpu_setting if explain else None,
         explain_budget_s=explain.budget_s if explain else None,
+        explain_nsight_without_gpu=bool(explain and explain.nsight_without_gpu),
     )
 
 

@@ -337,6 +337,28 @@ def _check(tmp_path: Path, env: dict[str, str]) -> dict:
         raise AssertionError(proc.stdout[-2000:] + proc.stderr[-2000:]) from None
 
 
+def _check_with_stand_in(tmp_path: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The real runner, judge and sandbox on the CPU, asked (a typed option,
+    no switch in the environment) to run the Nsight step anyway: the
+    stand-in ncu first on PATH."""
+    from gpulab.content import load_course
+    from gpulab.protocol import ExplainOptions
+    from gpulab.runner import run_check
+
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return run_check(
+        load_course().find("softmax"),
+        FIXTURES / "softmax_tiles.py",
+        device="cpu",
+        timeout=600,
+        workspace=str(ws),
+        explain=ExplainOptions(nsight_without_gpu=True),
+    )
+
+
 def _fake_ncu(tmp_path: Path, mode: str = "") -> Path:
     bin_dir = tmp_path / "ncu-install" / "bin"
     bin_dir.mkdir(parents=True)
@@ -360,13 +382,14 @@ def test_cpu_explain_says_nsight_did_not_run_and_why(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_through_the_judge_with_a_stand_in_ncu(tmp_path: Path) -> None:
+def test_through_the_judge_with_a_stand_in_ncu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real judge on the CPU, with the stand-in ncu first on PATH: the
     sandbox starts under the prefix, answers over the inherited socket,
     and the stand-in's CSV becomes the measured extra_bytes finding."""
     bin_dir = _fake_ncu(tmp_path)
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPULAB_NSIGHT_CPU_TEST": "1"}
-    result = _check(tmp_path, env)
+    result = _check_with_stand_in(tmp_path, bin_dir, monkeypatch)
     assert result["status"] == "passed", result.get("summary")
     info = result["explain"]["nsight"]
     assert info["measured"] is True, info
@@ -396,10 +419,11 @@ def test_through_the_judge_with_a_stand_in_ncu(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_refusing_ncu_is_an_advisory_line(tmp_path: Path) -> None:
+def test_a_refusing_ncu_is_an_advisory_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bin_dir = _fake_ncu(tmp_path, mode="refuse")
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPULAB_NSIGHT_CPU_TEST": "1"}
-    result = _check(tmp_path, env)
+    result = _check_with_stand_in(tmp_path, bin_dir, monkeypatch)
     assert result["status"] == "passed", result.get("summary")
     info = result["explain"]["nsight"]
     assert info["measured"] is False and "ERR_NVGPUCTRPERM" in info["problem"], info

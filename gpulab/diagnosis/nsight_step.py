@@ -12,7 +12,6 @@ kills ncu's process group past it).
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 import time
@@ -23,20 +22,11 @@ from gpulab.diagnosis import nsight
 from gpulab.protocol import CheckRequest
 
 BUDGET_S = 60.0
-# Test-only: run the step on the CPU device (with a fake `ncu` on PATH), so
-# the plumbing (prefix, socket, policy, parsing, diagnosis) is tested where
-# there is no GPU. Read by the judge only; the sandbox's environment is an
-# allow-list without it.
-CPU_TEST_ENV = "GPULAB_NSIGHT_CPU_TEST"
-
-
-def _cpu_test() -> bool:
-    return os.environ.get(CPU_TEST_ENV) == "1"
 
 
 def why_not(request: CheckRequest, device: str) -> tuple[str | None, str]:
     """(ncu's path, "") when the step runs, else (None, the basis line)."""
-    if device != "cuda" and not _cpu_test():
+    if device != "cuda" and not request.explain_nsight_without_gpu:
         return None, (
             "Nsight Compute: not run (no GPU here): the estimate rests on the compiled "
             "code and the launch"
@@ -208,4 +198,4 @@ def attach(request: CheckRequest, result: dict[str, Any], device: str, fresh: An
         ex.setdefault("steps", {})["nsight"] = info["seconds"]
 
 
-__all__ = ["BUDGET_S", "CPU_TEST_ENV", "attach", "basis_line", "measure", "why_not"]
+__all__ = ["BUDGET_S", "attach", "basis_line", "measure", "why_not"]
