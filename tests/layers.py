@@ -57,6 +57,7 @@ LAB = [
     "gpulab.hardware_model",
     "gpulab.install_hint",
     "gpulab.known_gaps",
+    "gpulab.plan",
     "gpulab.protocol",
     "gpulab.report",
     "gpulab.roadmap",

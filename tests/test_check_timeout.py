@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gpulab.commands import timeouts
+from gpulab import plan as timeouts
 from gpulab.runner import DEFAULT_TIMEOUT
 
 LOOP = "def softmax(x):\n    while True:\n        pass\n"
@@ -72,3 +72,27 @@ def test_a_stopped_check_names_the_stage_it_was_in():
         ", 1.0 s of it running the cases"
     )
     assert _stopped_in([("something new", 0.0)], {}) == ""
+
+
+def test_one_plan_for_the_cli_and_the_lab():
+    """gpulab.plan decides the limit, --explain's options and what is recorded,
+    for `gpulab check` and the lab alike."""
+    from gpulab.content import load_course
+    from gpulab.plan import EXPLAIN_EXTRA_S, plan_check, recorded
+
+    course = load_course()
+    softmax, step = course.find("softmax"), course.find("softmax_row")
+    plain = plan_check(softmax, device="cpu")
+    assert (plain.timeout, plain.explain, plain.note) == (timeouts.CPU_TIMEOUT, None, "")
+    explained = plan_check(softmax, device="cpu", explain=True, explain_gpu="H200")
+    assert explained.timeout == timeouts.CPU_TIMEOUT + EXPLAIN_EXTRA_S
+    assert explained.explain is not None and explained.explain.gpu == "H200"
+    # The learner's own limit stands, --explain or not, with their reason.
+    mine = plan_check(softmax, device="cuda", limit=7, limit_why="you asked", explain=True)
+    assert (mine.timeout, mine.why) == (7, "you asked")
+    # A step has nothing to explain: a note, no options, no extra time.
+    noted = plan_check(step, device="cpu", explain=True)
+    assert noted.explain is None and noted.timeout == timeouts.CPU_TIMEOUT
+    assert "softmax_row is a step" in noted.note
+    assert recorded({"status": "failed"}) and recorded({"status": "timeout"})
+    assert not recorded({"status": "error"}) and not recorded({"status": "cancelled"})

@@ -20,9 +20,7 @@ from gpulab.commands.common import (
     open_workspace,
     parse_timeout,
 )
-from gpulab.commands.timeouts import default_timeout, explain_timeout
-from gpulab.diagnosis.kinds import explain_unavailable
-from gpulab.protocol import ExplainOptions
+from gpulab.plan import explain_timeout, plan_check, recorded
 from gpulab.runner import ERROR, Spares, run_check
 from gpulab.textsafe import visible, visible_tree
 
@@ -56,17 +54,19 @@ def next_step(course: Any, lesson: Any) -> str:
 def _check(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, own, course = _target(args)
-    # No --timeout: 60 s on the CPU, 300 s on a GPU (timeouts.py says why).
-    timeout, why = (
-        (timeout, "you asked for it with --timeout")
-        if args.timeout is not None
-        else default_timeout(args.device)
+    # No --timeout: 60 s on the CPU, 300 s on a GPU (gpulab.plan says why).
+    plan = plan_check(
+        lesson,
+        device=args.device,
+        limit=timeout if args.timeout is not None else None,
+        limit_why="you asked for it with --timeout",
+        explain=getattr(args, "explain", False),
+        explain_gpu=getattr(args, "gpu", None),
+        gpu_setting=ws.get_setting("gpu") if getattr(args, "explain", False) else None,
     )
-    if getattr(args, "explain", False) and (why_not := explain_unavailable(lesson)):
-        args.explain = False  # said once, here, rather than silently nothing
-        print(f"note: {why_not}", file=sys.stderr)
-    if getattr(args, "explain", False) and args.timeout is None:
-        timeout += 60  # a sandbox of its own and a compile per kernel (docs/diagnosis.md)
+    if plan.note:  # said once, here, rather than silently nothing
+        print(f"note: {plan.note}", file=sys.stderr)
+    timeout, why = plan.timeout, plan.why
     quiet = args.json
     err = console(stderr=True)
     # A read-only workspace: the check still runs (its compiler cache in a
@@ -93,10 +93,10 @@ def _check(args: Any) -> int:
         device=args.device,
         on_event=on_event,
         workspace=None if blocked else str(ws.root),
-        explain=explain_options(args, ws),
+        explain=plan.explain,
     )
     explain_timeout(result, timeout, why)
-    if own and result.get("status") != ERROR and not blocked:
+    if own and recorded(result) and not blocked:
         ws.record_result(lesson.exercise, result)
     if args.json:
         # Learner text made visible here too: `jq -r .output` must not paint
@@ -121,13 +121,6 @@ def not_recorded(blocked: str) -> str:
     )
 
 
-def explain_options(args: Any, ws: Any) -> ExplainOptions | None:
-    """--explain's options (gpulab.diagnosis.judge_side reads them)."""
-    if not getattr(args, "explain", False):
-        return None
-    return ExplainOptions(gpu=getattr(args, "gpu", None), gpu_setting=ws.get_setting("gpu"))
-
-
 def _watch(args: Any) -> int:
     """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
     timeout = parse_timeout(args.timeout, 0.0)
@@ -135,11 +128,13 @@ def _watch(args: Any) -> int:
     con = console()
     from gpulab.report import render
 
-    timeout, why = (
-        (timeout, "you asked for it with --timeout")
-        if args.timeout is not None
-        else default_timeout(args.device)
+    plan = plan_check(
+        lesson,
+        device=args.device,
+        limit=timeout if args.timeout is not None else None,
+        limit_why="you asked for it with --timeout",
     )
+    timeout, why = plan.timeout, plan.why
 
     # The judge of the next check starts as one ends, and imports while the
     # learner edits (gpulab.runner.Spares).
@@ -159,7 +154,7 @@ def _watch(args: Any) -> int:
             spares=spares,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
-        if result.get("status") != ERROR and not blocked:
+        if recorded(result) and not blocked:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))
         if result.get("passed") and (line := next_step(course, lesson)):

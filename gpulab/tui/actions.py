@@ -13,7 +13,6 @@ from typing import Any
 from textual import on
 
 from gpulab.content import Lesson
-from gpulab.diagnosis.kinds import explain_unavailable
 from gpulab.tui.editor import ExercisePane, editor_language
 from gpulab.tui.messages import ExerciseChangedOnDisk, ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen
@@ -201,9 +200,6 @@ class LessonActions(LabShell):
                     f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
                 )
                 return
-        if explain and (why_not := explain_unavailable(lesson)):
-            self.notify(why_not.replace("--explain", "X"), timeout=8, markup=False)
-            explain = False
         self.action_show_pane("results")
         self.start_check(lesson, path, explain=explain)
 

@@ -209,7 +209,7 @@ def build_app(
 
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
     Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
-    events), check_timeout (seconds; default: gpulab.commands.timeouts' choice),
+    events), check_timeout (seconds; default: gpulab.plan's choice),
     welcome (force the welcome screen on or off), spare (start the judge of
     the next check ahead: the lab's own, off where tests build the app).
     Raises ContentError when the course manifest itself is unusable.

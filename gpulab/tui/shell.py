@@ -24,8 +24,8 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import Course, Lesson
 from gpulab.device.devinfo import GpuInfo, detect_gpus
-from gpulab.protocol import ExplainOptions
-from gpulab.runner import CANCELLED, ERROR, Spares, check_request, run_check
+from gpulab.plan import CheckPlan, explain_timeout, plan_check, recorded
+from gpulab.runner import CANCELLED, Spares, check_request, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.device_pane import DevicePane
 from gpulab.tui.editor import ExercisePane
@@ -271,31 +271,30 @@ class LabShell(KeysInOrder, App[int]):
         self._run_id += 1
         self.checking = True
         self._pane("results").start(lesson, self.device)
-        # The fields `gpulab check --explain` sends (commands/check.py); the
-        # setting read here, on the UI thread, which alone touches the workspace.
-        explained = (
-            ExplainOptions(gpu_setting=self.workspace.get_setting("gpu")) if explain else None
-        )
-        self._check_worker(self._run_id, lesson, path, explained, self._cache_root())
+        # Planned as `gpulab check` plans it (gpulab.plan), here on the UI
+        # thread, which alone touches the workspace.
+        plan = self._plan(lesson, explain)
+        if plan.note:
+            self.notify(plan.note.replace("--explain", "X"), timeout=8, markup=False)
+        self._check_worker(self._run_id, lesson, path, plan, self._cache_root())
 
     def _cache_root(self) -> str | None:
         # A workspace that cannot be written keeps no compiler cache (the
         # judge's would fail to make its folder): a temporary one then.
         return None if self.workspace.unwritable() else str(self.workspace.root)
 
-    def _timeout(self, explained: ExplainOptions | None) -> tuple[float, str]:
-        """The check's limit and why: the lab's --timeout, else the CLI's
-        (60 s on the CPU, 300 s on a GPU)."""
-        from gpulab.commands.timeouts import default_timeout
-
-        timeout, why = (
-            (self.check_timeout, "the lab was started with it")
-            if self.check_timeout
-            else default_timeout(self.device, self.gpu_info.found if self.gpu_info else None)
+    def _plan(self, lesson: Lesson, explain: bool = False) -> CheckPlan:
+        """The check's plan: the lab's --timeout, else the CLI's default (60 s
+        on the CPU, 300 s on a GPU); X's explain options, or why there are none."""
+        return plan_check(
+            lesson,
+            device=self.device,
+            limit=self.check_timeout or None,
+            limit_why="the lab was started with it",
+            explain=explain,
+            gpu_setting=self.workspace.get_setting("gpu") if explain else None,
+            gpu=self.gpu_info.found if self.gpu_info else None,
         )
-        if explained and not self.check_timeout:
-            timeout += 60  # a sandbox of its own and a compile per kernel, as the CLI
-        return timeout, why
 
     def prepare_spare(self, lesson: Lesson, path: Path | None) -> None:
         """Start the judge for the next check of `path` now (a thread: the
@@ -305,7 +304,7 @@ class LabShell(KeysInOrder, App[int]):
             return
 
         def start() -> None:
-            timeout, _ = self._timeout(None)
+            timeout = self._plan(lesson).timeout
             request = check_request(
                 lesson, path, timeout=timeout, device=self.device, workspace=self._cache_root()
             )
@@ -319,13 +318,11 @@ class LabShell(KeysInOrder, App[int]):
         run_id: int,
         lesson: Lesson,
         path: Path,
-        explained: ExplainOptions | None = None,
+        plan: CheckPlan,
         workspace: str | None = None,
     ) -> None:
-        from gpulab.commands.timeouts import explain_timeout
-
         worker = get_current_worker()
-        timeout, why = self._timeout(explained)
+        timeout, why = plan.timeout, plan.why
         result = run_check(
             lesson,
             path,
@@ -335,7 +332,7 @@ class LabShell(KeysInOrder, App[int]):
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
             workspace=workspace,
-            explain=explained,
+            explain=plan.explain,
             spares=self.spares,
         )
         explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
@@ -349,7 +346,7 @@ class LabShell(KeysInOrder, App[int]):
         result, lesson = message.result, message.lesson
         # Recorded here, on the UI thread, which alone writes the workspace;
         # a check that a newer one replaced still counts as an attempt.
-        if result.get("status") not in (ERROR, CANCELLED):
+        if recorded(result):
             self.remember(self.workspace.record_result, lesson.exercise, result)
         if message.run_id != self._run_id:
             return  # a check that a newer one replaced

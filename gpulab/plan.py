@@ -1,4 +1,6 @@
-"""How long a check may run before it is killed, and why (CLI and TUI).
+"""A check's plan, decided once for the CLI and the lab: how long it may run
+before it is killed and why, whether --explain applies, and which results
+are recorded.
 
 gpulab.runner's default (300 s) is sized for a GPU check: compiling, autotuning
 and timing a kernel at full size. On the CPU the Triton interpreter grades
@@ -11,9 +13,13 @@ message of a timed-out check says which limit applied and why.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpulab.content import Lesson
+from gpulab.diagnosis.kinds import explain_unavailable
+from gpulab.protocol import CANCELLED, ERROR, ExplainOptions
 from gpulab.runner import DEFAULT_TIMEOUT, TIMEOUT
 
 CPU_TIMEOUT = 60.0
@@ -61,3 +67,53 @@ def explain_timeout(
         extra = f"The limit was {seconds:g} s because {reason}; {option} changes it."
         result["message"] = f"{result.get('message', '')} {extra}".strip()
     return result
+
+
+# An --explain check's extra seconds: a sandbox of its own and a compile per
+# kernel (docs/diagnosis.md).
+EXPLAIN_EXTRA_S = 60.0
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """What `plan_check` decided: the limit and why, the explain options
+    (None: no --explain), and a line for the learner ("" when none)."""
+
+    timeout: float
+    why: str
+    explain: ExplainOptions | None
+    note: str = ""
+
+
+def plan_check(
+    lesson: Lesson,
+    *,
+    device: str,
+    limit: float | None = None,
+    limit_why: str = "",
+    explain: bool = False,
+    explain_gpu: str | None = None,
+    gpu_setting: str | None = None,
+    gpu: bool | None = None,
+) -> CheckPlan:
+    """The check of `lesson` on `device`. `limit`: the learner's own limit
+    (`limit_why` says where they set it), else the device's default; `gpu`:
+    whether a GPU is visible, if the caller knows already. `--explain` on an
+    exercise it cannot explain becomes a note instead of an option."""
+    note = explain_unavailable(lesson) if explain else ""
+    options = (
+        ExplainOptions(gpu=explain_gpu, gpu_setting=gpu_setting) if explain and not note else None
+    )
+    if limit:
+        timeout, why = limit, limit_why
+    else:
+        timeout, why = default_timeout(device, gpu)
+        if options is not None:
+            timeout += EXPLAIN_EXTRA_S
+    return CheckPlan(timeout, why, options, note)
+
+
+def recorded(result: dict[str, Any]) -> bool:
+    """Whether a result counts as an attempt: every verdict, not a check that
+    could not run (error) or that the learner stopped (cancelled)."""
+    return result.get("status") not in (ERROR, CANCELLED)
