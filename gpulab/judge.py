@@ -133,13 +133,11 @@ def policy_for(
         read.append(str(learner.parent / "hopper"))
     # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
     # CUDA may make files there); the host's only where namespaces are refused.
-    if request.exercise in TRACED and request.workspace:
-        traces = Path(request.workspace) / "traces"  # the trace the learner opens
-        traces.mkdir(parents=True, exist_ok=True)
-        write_extra = [str(traces)]
-    elif request.exercise in TRACED:
-        # No workspace: a folder of the judge's the sandbox writes its trace
-        # into, read back without following links (nvtx_profile).
+    if request.exercise in TRACED:
+        # A folder of the judge's the sandbox writes its trace into, read
+        # back without following links and copied into the workspace's
+        # traces folder, which no sandbox may write: a link planted there
+        # would outlive the check, for `gpulab profile` or nsys to follow.
         write_extra = [str(outbox)] if outbox else []
     else:
         write_extra = []

@@ -234,6 +234,42 @@ def test_frames_nest_only_so_deep():
         protocol.read_frame(r)
 
 
+# Links planted in the workspace's traces folder outlive the check: for
+# `gpulab profile --nsys`/`--ncu` (their -o names these files) to follow.
+PLANT = """
+import os
+FOUND = []
+for name in ("find_bottleneck.json", "find_bottleneck.nsys-rep", "nvtx_profile.json", "x"):
+    path = os.path.join({traces!r}, name)
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.symlink({victim!r}, path)
+        FOUND.append(name)
+    except OSError:
+        pass
+"""
+
+
+@needs_namespaces
+def test_a_check_leaves_no_link_in_the_workspaces_traces(grade, tmp_path):
+    victim = tmp_path / "instructor-notes.txt"
+    victim.write_text("precious")
+    traces = tmp_path / "workspace" / "traces"
+    traces.mkdir(parents=True)
+    # One planted before this gpulab (a sandbox wrote this folder then):
+    # the judge's copy replaces it, never writes through it.
+    (traces / "find_bottleneck.json").symlink_to(victim)
+    src = reference_source("find_bottleneck") + PLANT.format(traces=str(traces), victim=str(victim))
+    r = grade("find_bottleneck", src)
+    assert r["status"] == "passed", r["summary"]
+    assert [p.name for p in traces.iterdir() if p.is_symlink()] == []
+    assert victim.read_text() == "precious"
+    trace = traces / "find_bottleneck.json"
+    assert trace.is_file() and not trace.is_symlink()
+    assert "traceEvents" in trace.read_text()
+
+
 @pytest.mark.parametrize("honest", [True, False])
 def test_the_outbox_copy_follows_no_link(tmp_path, honest):
     from gpulab.grading.nvtx_profile import copy_untrusted

@@ -216,10 +216,11 @@ def _answer_case(ctx: Any, answer: Any) -> None:
 
 
 def _trace_paths(ctx: Any) -> tuple[Path, Path]:
-    """(where the trace belongs, where the sandbox writes it): without a
-    workspace, a folder of the judge's, and the judge copies it out."""
+    """(where the trace belongs, where the sandbox writes it): a folder of
+    the judge's, and the judge copies it out (the workspace's traces folder
+    is never the sandbox's to write)."""
     wanted = trace_file(ctx, "find_bottleneck.json")
-    if ctx.request.workspace or not ctx.outbox:  # (no outbox: in-process, in tests)
+    if not ctx.outbox:  # in-process, in tests
         return wanted, wanted
     return wanted, Path(ctx.outbox) / wanted.name
 

@@ -29,6 +29,7 @@ ranges' times are in the result's `timing["profile"]`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -151,9 +152,9 @@ def _train_remote(
     params = [arena.put(t).to_json() for t in start]
     final = [arena.slot(tuple(t.shape), t.dtype) for t in start]
     wanted = trace_file(ctx)
-    # With a workspace the sandbox may write its traces folder; without one,
-    # a folder of the judge's (its outbox), and the judge copies the trace out.
-    written = wanted if ctx.request.workspace else Path(ctx.outbox) / wanted.name
+    # The sandbox writes a folder of the judge's (its outbox), never the
+    # workspace's traces folder, and the judge copies the trace out.
+    written = Path(ctx.outbox) / wanted.name if ctx.outbox else wanted
     ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
     ctx.sandbox.send(
         {
@@ -267,9 +268,18 @@ def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
         st = os.fstat(src.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > limit:
             raise OSError("the sandbox's trace is not a plain file")
-        out = os.open(wanted, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(out, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        # A new file renamed over `wanted`: a link found there (planted by
+        # an older gpulab's sandbox) is replaced, never followed.
+        fd, tmp = tempfile.mkstemp(dir=wanted.parent, prefix=f".{wanted.name}.")
+        try:
+            os.fchmod(fd, 0o644)
+            with os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(tmp, wanted)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path, wanted: Path) -> None:
