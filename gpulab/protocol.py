@@ -143,8 +143,8 @@ def number(value: Any) -> float | None:
 def numbers(value: Any, limit: int = 100000) -> list[float] | None:
     if not isinstance(value, list) or len(value) > limit:
         return None
-    out = [number(v) for v in value]
-    return None if any(v is None for v in out) else out  # type: ignore[misc]
+    out = [n for n in map(number, value) if n is not None]
+    return out if len(out) == len(value) else None
 
 
 # --- shared memory ---------------------------------------------------------------

@@ -60,7 +60,7 @@ def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
     return ("…\n" if len(data) > limit else "") + text
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen[Any]) -> None:
     """Ask the judge to stop (it kills the sandbox and everything under it),
     then make sure."""
     child.kill_tree(proc, term_s=3)
@@ -279,7 +279,7 @@ class _Judge:
     once, or (`prospect`) as a spare that prepares for that request and
     waits for it."""
 
-    def __init__(self, proc: subprocess.Popen, read_fd: int, tmp: Any, prospect: Any) -> None:
+    def __init__(self, proc: subprocess.Popen[Any], read_fd: int, tmp: Any, prospect: Any) -> None:
         self.proc, self.read_fd, self.tmp, self.prospect = proc, read_fd, tmp, prospect
         self.born = time.monotonic()
         self.closed = False
@@ -375,8 +375,9 @@ class _Judge:
 def _relay(events: child.Events, on_event: EventCallback | None) -> dict[str, Any] | None:
     """The judge's result frame; every other frame goes to `on_event`."""
     for event in events:
-        if event.get("type") == "result" and isinstance(event.get("result"), dict):
-            return event["result"]
+        result = event.get("result")
+        if event.get("type") == "result" and isinstance(result, dict):
+            return result
         if on_event is not None:
             on_event(event)
     return None
