@@ -48,7 +48,7 @@ OUTPUT_LIMIT = 4000
 
 __all__ = ["CANCELLED", "CRASHED", "ERROR", "FAILED", "PASSED", "TIMEOUT", "run_check"]
 
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[dict[str, Any]], object]  # what it returns is ignored
 
 
 def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:

@@ -140,7 +140,8 @@ class LessonActions(LabShell):
     def editor_mode(self) -> str | None:
         """ "edit" or "view" while the Exercise pane is shown (the footer says
         which), else None."""
-        if not self.is_mounted or self.active_pane != "exercise":
+        # App.is_mounted is a method (always true here), kept as it was: see issue 28.
+        if not self.is_mounted or self.active_pane != "exercise":  # type: ignore[truthy-function]
             return None
         return "edit" if self.query_one(ExercisePane).editing else "view"
 

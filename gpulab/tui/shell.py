@@ -51,7 +51,9 @@ TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Ser
 NARROW = 118
 
 
-class LabShell(KeysInOrder, App[int]):
+# KeysInOrder's _on_key is a handler Textual calls beside App's, not an
+# override of it (gpulab.tui.keyqueue): their signatures need not agree.
+class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     """The layout and the workers; GpulabApp (app.py) adds the actions and keys."""
 
     checking: reactive[bool] = reactive(False)
@@ -210,7 +212,8 @@ class LabShell(KeysInOrder, App[int]):
     def on_resize(self, event: events.Resize) -> None:
         # This handler runs before App._on_resize stores the new size, so
         # self.size is still the old one here: use the event's.
-        if self.is_mounted:
+        # App.is_mounted is a method (always true here), kept as it was: see issue 28.
+        if self.is_mounted:  # type: ignore[truthy-function]
             self._fit_sidebar(event.size.width)
 
     def watch_checking(self) -> None:
@@ -220,7 +223,8 @@ class LabShell(KeysInOrder, App[int]):
         self.refresh_bindings()
 
     def watch_watch_mode(self, on: bool) -> None:
-        if self.is_mounted and self.lesson is not None:
+        # App.is_mounted is a method (always true here), kept as it was: see issue 28.
+        if self.is_mounted and self.lesson is not None:  # type: ignore[truthy-function]
             self.update_summary()
 
     def on_unmount(self) -> None:
