@@ -132,6 +132,20 @@ def text(value: Any, limit: int = 20000) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def list_field(frame: dict[str, Any], key: str, default: list[Any] | None = None) -> list[Any]:
+    """frame[key] when it is a list, else `default` (a new empty list)."""
+    value = frame.get(key)
+    if isinstance(value, list):
+        return value
+    return [] if default is None else default
+
+
+def dict_field(frame: dict[str, Any], key: str) -> dict[str, Any]:
+    """frame[key] when it is a dict, else a new empty one."""
+    value = frame.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def number(value: Any) -> float | None:
     """A finite float from the sandbox (bool is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
