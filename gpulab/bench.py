@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import importlib
 import json
 import math
+import operator
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -100,17 +102,21 @@ def measured_ceilings() -> dict[str, Any]:
     cached = ceilings.load_measured(default_root(), name)
     if cached and cached.get("copy_tbs") and cached.get("tflops"):
         return {**cached, "source": "cached microbenchmarks"}
-    src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB
-    dst = torch.empty_like(src)
-    copy_ms = measure(lambda: dst.copy_(src))["ms"]
-    src = dst = None  # free 4 GiB before the matmuls
+
+    def measure_copy() -> float:
+        """In a frame of its own: its 4 GiB are freed before the matmuls."""
+        src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB
+        dst = torch.empty_like(src)
+        return measure(lambda: dst.copy_(src))["ms"]
+
+    copy_ms = measure_copy()
     tflops = {}
     for label, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         best = 0.0
         for n in (4096, 8192):
             a = torch.randn(n, n, device="cuda", dtype=dt)
             b = torch.randn(n, n, device="cuda", dtype=dt)
-            ms = measure(lambda a=a, b=b: a @ b, budget_s=1.5)["ms"]
+            ms = measure(functools.partial(operator.matmul, a, b), budget_s=1.5)["ms"]
             best = max(best, 2 * n**3 / ms / 1e9)
         tflops[label] = best
     return {
@@ -157,13 +163,18 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
     rows = []
     for kernel in kernels:
         lesson = course.find(kernel)
+        assert lesson is not None, f"{kernel} is not an exercise of the course"
         print(f"{kernel}:", file=sys.stderr, flush=True)
         fn = load_reference(kernel, lesson.function)
         for case, baselines in cases_for(kernel, BenchContext()):
             print(f"  {case.name}", file=sys.stderr, flush=True)
+
             # Several rounds split the time one round would take.
+            def own(case: Any = case, fn: Callable[..., Any] = fn) -> Any:
+                return fn(*case.args, **case.kwargs)
+
             timed = side_by_side(
-                {"": lambda case=case, fn=fn: fn(*case.args, **case.kwargs), **baselines},
+                {"": own, **baselines},
                 lambda f, first: measure(
                     f, flusher=flusher, log_clocks=first, budget_s=3.0 / rounds
                 ),

@@ -61,13 +61,13 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def spawn(argv: list[str], **popen: Any) -> subprocess.Popen:
+def spawn(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """Start `argv` leading its own session (and so its own process group).
     Raises OSError when it cannot start; `popen` goes to subprocess.Popen."""
     return subprocess.Popen(argv, start_new_session=True, **popen)
 
 
-def kill_tree(proc: subprocess.Popen, *, term_s: float = 0.0, exit_s: float = 0.0) -> None:
+def kill_tree(proc: subprocess.Popen[Any], *, term_s: float = 0.0, exit_s: float = 0.0) -> None:
     """Stop `proc` and everything in its process group. Never raises.
 
     `term_s`: send SIGTERM first and give the child that long to stop what it

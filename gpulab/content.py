@@ -19,8 +19,10 @@ import ast
 import dataclasses
 import operator
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypedDict
 
 from gpulab.fsutil import load_toml
 
@@ -203,7 +205,30 @@ EXERCISE_FIELDS = (
 LESSON_FIELDS = ("id", *EXERCISE_FIELDS, "step")
 
 
-def _str_field(entry: dict, name: str, where: str, *, required: bool = True) -> str:
+class _ExerciseFields(TypedDict):
+    """A lesson's or a step's own fields, checked: Lesson's keyword arguments."""
+
+    exercise: str
+    function: str
+    status: str
+    requires: tuple[str, ...]
+    kind: str
+    flops: str
+    bytes: str
+    hints: tuple[str, ...]
+
+
+class _LessonFields(TypedDict):
+    """The fields every exercise of one lesson shares."""
+
+    index: int
+    id: str
+    title: str
+    steps: tuple[str, ...]
+    root: Path
+
+
+def _str_field(entry: dict[str, Any], name: str, where: str, *, required: bool = True) -> str:
     value = entry.get(name, "")
     if not isinstance(value, str):
         raise ValueError(f"{where}: field '{name}' must be a string, got {type(value).__name__}")
@@ -212,7 +237,7 @@ def _str_field(entry: dict, name: str, where: str, *, required: bool = True) -> 
     return value
 
 
-def _known_fields(entry: dict, allowed: tuple[str, ...], where: str) -> None:
+def _known_fields(entry: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
     for key in entry:
         if key not in allowed:
             raise ValueError(
@@ -220,17 +245,22 @@ def _known_fields(entry: dict, allowed: tuple[str, ...], where: str) -> None:
             )
 
 
-def _exercise_fields(entry: dict, where: str, defaults: dict | None = None) -> dict:
+def _exercise_fields(
+    entry: dict[str, Any], where: str, defaults: _ExerciseFields | None = None
+) -> _ExerciseFields:
     """The per-exercise fields of a lesson or step table, checked; a step
     takes `status`, `requires` and `kind` from its lesson when it omits them."""
-    defaults = defaults or {}
     exercise = _str_field(entry, "exercise", where)
     if not exercise.isidentifier():
         raise ValueError(f"{where}: field 'exercise' must be a Python identifier")
-    status = _str_field(entry, "status", where, required=False) or defaults.get("status", "coming")
+    status = _str_field(entry, "status", where, required=False) or (
+        defaults["status"] if defaults else "coming"
+    )
     if status not in STATUSES:
         raise ValueError(f"{where}: field 'status' must be one of {STATUSES}, got {status!r}")
-    kind = _str_field(entry, "kind", where, required=False) or defaults.get("kind", "memory")
+    kind = _str_field(entry, "kind", where, required=False) or (
+        defaults["kind"] if defaults else "memory"
+    )
     if kind not in EXERCISE_KINDS:
         raise ValueError(f"{where}: field 'kind' must be one of {EXERCISE_KINDS}, got {kind!r}")
     hints = entry.get("hints", [])
@@ -238,10 +268,10 @@ def _exercise_fields(entry: dict, where: str, defaults: dict | None = None) -> d
         raise ValueError(f"{where}: field 'hints' must be a list of strings")
     if status == "ready" and len(hints) != 3:
         raise ValueError(f"{where}: field 'hints' needs three levels, got {len(hints)}")
-    requires = entry.get("requires", defaults.get("requires", []))
+    requires = entry.get("requires", defaults["requires"] if defaults else [])
     if not isinstance(requires, (list, tuple)) or not all(isinstance(r, str) for r in requires):
         raise ValueError(f"{where}: field 'requires' must be a list of module names")
-    formulas = {}
+    formulas: dict[str, str] = {}
     for name in ("flops", "bytes"):
         formulas[name] = _str_field(entry, name, where, required=False)
         if formulas[name]:
@@ -249,7 +279,7 @@ def _exercise_fields(entry: dict, where: str, defaults: dict | None = None) -> d
                 compile_formula(formulas[name])
             except ValueError as exc:
                 raise ValueError(f"{where}: field '{name}': {exc}") from None
-    return dict(
+    return _ExerciseFields(
         exercise=exercise,
         function=_str_field(entry, "function", where, required=status == "ready"),
         status=status,
@@ -285,16 +315,16 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Les
     raw_steps = entry.get("step", [])
     if not isinstance(raw_steps, list):
         raise ValueError(f"{where}: field 'step' must be an array of tables ([[lesson.step]])")
-    ids = [s.get("exercise") if isinstance(s, dict) else None for s in raw_steps]
+    raw_ids = [s.get("exercise") if isinstance(s, dict) else None for s in raw_steps]
     ids = [
         i if isinstance(i, str) and i else f"{own['exercise']}_step{n + 1}"
-        for n, i in enumerate(ids)
+        for n, i in enumerate(raw_ids)
     ]
     steps = (*ids, own["exercise"])
-    common = dict(index=index, id=lesson_id, title=title, steps=steps, root=root)
+    common = _LessonFields(index=index, id=lesson_id, title=title, steps=steps, root=root)
     final = Lesson(**common, **own)
     _check_files(final, where)
-    out = []
+    out: list[Lesson] = []
     for n, raw in enumerate(raw_steps):
         at = f"{where} step #{n + 1}"
         try:
@@ -306,8 +336,8 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Les
             step = Lesson(**common, **fields, name=_str_field(raw, "title", at))
             _check_files(step, at)
         except ValueError as exc:
-            raw = raw if isinstance(raw, dict) else {}
-            name = raw.get("title") if isinstance(raw.get("title"), str) else ""
+            raw_title = raw.get("title") if isinstance(raw, dict) else None
+            name = raw_title if isinstance(raw_title, str) else ""
             step = Lesson(**common, exercise=ids[n], name=name, error=str(exc))
         out.append(step)
     return [*out, final]
@@ -330,9 +360,10 @@ def load_course(root: Path | None = None) -> Course:
             parsed = _parse_lesson(entry, i, path, root)
         except ValueError as exc:
             raw = entry if isinstance(entry, dict) else {}
-            lid = raw.get("id") if isinstance(raw.get("id"), str) else f"lesson-{i + 1}"
-            ex = raw.get("exercise") if isinstance(raw.get("exercise"), str) else f"lesson{i + 1}"
-            title = raw.get("title") if isinstance(raw.get("title"), str) else lid
+            lid, ex, title = raw.get("id"), raw.get("exercise"), raw.get("title")
+            lid = lid if isinstance(lid, str) else f"lesson-{i + 1}"
+            ex = ex if isinstance(ex, str) else f"lesson{i + 1}"
+            title = title if isinstance(title, str) else lid
             parsed = [Lesson(index=i, id=lid, title=title, exercise=ex, error=str(exc), root=root)]
         for n, lesson in enumerate(parsed):
             if lesson.exercise in seen and not lesson.error:
@@ -358,7 +389,7 @@ def load_course(root: Path | None = None) -> Course:
 # They are evaluated with a whitelist of AST nodes, never with eval(), so a
 # manifest cannot run code.
 
-_BINOPS = {
+_BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -404,7 +435,8 @@ def eval_formula(text: str, names: dict[str, float]) -> float:
     def ev(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant):
+        # compile_formula let only numbers through (bool is an int).
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return node.value
         if isinstance(node, ast.Name):
             if node.id not in names:

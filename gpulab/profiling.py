@@ -107,10 +107,10 @@ def _workload(exercise: str, module: Any, device: str) -> Any:
         model, opt = g.make_model(0, device)
         batch = g.make_batch(0, device)
         return lambda: module.train_step(model, batch, opt)
-    from gpulab.grading import graph_breaks as g
+    from gpulab.grading import graph_breaks
 
-    b, s, d = g.TIMING_SHAPES[-1] if device == "cuda" else g.CASES[1][:3]
-    args = g.make_inputs(b, s, d, 0, rms=8.0, device=device)
+    b, s, d = graph_breaks.TIMING_SHAPES[-1] if device == "cuda" else graph_breaks.CASES[1][:3]
+    args = graph_breaks.make_inputs(b, s, d, 0, rms=8.0, device=device)
     compiled = torch.compile(module.step)
 
     def both() -> None:

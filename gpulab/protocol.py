@@ -132,6 +132,20 @@ def text(value: Any, limit: int = 20000) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def list_field(frame: dict[str, Any], key: str, default: list[Any] | None = None) -> list[Any]:
+    """frame[key] when it is a list, else `default` (a new empty list)."""
+    value = frame.get(key)
+    if isinstance(value, list):
+        return value
+    return [] if default is None else default
+
+
+def dict_field(frame: dict[str, Any], key: str) -> dict[str, Any]:
+    """frame[key] when it is a dict, else a new empty one."""
+    value = frame.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def number(value: Any) -> float | None:
     """A finite float from the sandbox (bool is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -143,8 +157,8 @@ def number(value: Any) -> float | None:
 def numbers(value: Any, limit: int = 100000) -> list[float] | None:
     if not isinstance(value, list) or len(value) > limit:
         return None
-    out = [number(v) for v in value]
-    return None if any(v is None for v in out) else out  # type: ignore[misc]
+    out = [n for n in map(number, value) if n is not None]
+    return out if len(out) == len(value) else None
 
 
 # --- shared memory ---------------------------------------------------------------

@@ -202,13 +202,21 @@ def _shipping_claims() -> list[Claim]:
     ]
 
 
+def _known(value: float | str | None) -> float:
+    """A figure the table gives as a number (a TypeError otherwise, as the
+    arithmetic on it would raise)."""
+    if isinstance(value, str) or value is None:
+        raise TypeError(f"not a number: {value!r}")
+    return value
+
+
 def _rubin_claims() -> list[Claim]:
     """Claims about Vera Rubin's announced figures, each put on one basis."""
     b200, gb200, rubin = GPUS["b200"], GPUS["gb200"], GPUS["rubin"]
-    rubin_claim = rubin.claims["fp4"].value  # 50,000 TFLOPS, the book's "50 PFLOPS"
+    rubin_claim = _known(rubin.claims["fp4"].value)  # 50,000 TFLOPS, the book's "50 PFLOPS"
     dense = rubin_claim / b200.tflops["fp4"]
-    vs_sparse_b = rubin_claim / b200.sparse["fp4"].value
-    vs_sparse_gb = rubin_claim / gb200.sparse["fp4"].value
+    vs_sparse_b = rubin_claim / _known(b200.sparse["fp4"].value)
+    vs_sparse_gb = rubin_claim / _known(gb200.sparse["fp4"].value)
     train = rubin.tflops["fp4"] / b200.tflops["fp4"]
     vs_gb = rubin_claim / gb200.tflops["fp4"]
     bw = rubin.bandwidth_tbs / b200.bandwidth_tbs
@@ -237,7 +245,7 @@ def _rubin_claims() -> list[Claim]:
         Claim(
             "Vera CPU paired with the GPU over NVLink 6",
             "disagrees",
-            f"NVLink 6 ({rubin.nvlink_gbs / 1000:g} TB/s a GPU, announced) links Rubin GPUs "
+            f"NVLink 6 ({_known(rubin.nvlink_gbs) / 1000:g} TB/s a GPU, announced) links Rubin GPUs "
             "to one another; the Vera CPU reaches the GPUs over NVLink-C2C, as Grace does "
             "on GB200.",
         ),

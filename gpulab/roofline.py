@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from gpulab import hardware
 from gpulab.hardware import GPU
@@ -250,7 +250,7 @@ def _row_flops_bytes(row: dict, lesson: Any) -> tuple[float | None, float | None
     return flops, nbytes
 
 
-def _positive(v: Any) -> bool:
+def _positive(v: Any) -> TypeGuard[float]:
     """A finite number above zero (results files are learner-side data: trust nothing)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
 
@@ -279,7 +279,9 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
         course = load_course()
     except Exception:  # noqa: BLE001 - points still come from rows that carry flops/bytes
         course = None
-    points, notes, elsewhere = [], [], {}
+    points: list[Point] = []
+    notes: list[str] = []
+    elsewhere: dict[str, int] = {}
     for f in sorted(folder.glob("*.json")):
         try:
             result = json.loads(f.read_text("utf-8"))
@@ -301,7 +303,7 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
                 continue
             flops, nbytes = _row_flops_bytes(row, lesson)
             ms = row.get("ms")
-            if not all(_positive(v) for v in (flops, nbytes, ms)):
+            if not (_positive(flops) and _positive(nbytes) and _positive(ms)):
                 notes.append(
                     f"{f.name}: case {row.get('name')} has no usable FLOPs, bytes "
                     "and time; not placed"
@@ -354,6 +356,7 @@ def summary_renderable(model: Model, why: str = "") -> Any:
     from rich.text import Text
 
     g, roof = model.gpu, model.roof()
+    assert roof is not None, "build_model keeps the model's dtype among its roofs"
     out: list[Any] = [
         Text(
             f"{g.name}{f' ({why})' if why else ''}: datasheet {model.dtype} "

@@ -319,8 +319,8 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
             f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"{dash}/>'
         )
         out.append(text(label, px(xs[-1]) + 6, py(ys[-1]) + 4, color=color))
-    if model.roof():
-        rx, ry = px(model.ridge), py(model.roof().flops / 1e12)
+    if main := model.roof():
+        rx, ry = px(model.ridge), py(main.flops / 1e12)
         out.append(f'<circle cx="{rx:.1f}" cy="{ry:.1f}" r="5" fill="{BLUE}"/>')
         out.append(text(f"ridge {model.ridge:.0f} FLOP/B", rx, ry + 20, "middle", BLUE))
     out += _svg_points(model, px, py, text)
@@ -372,11 +372,11 @@ def save_png(model: Model, path: Path) -> None:
     ax.set_ylim(y0, y1)
     for xs, ys, label, color, dashed in _lines(model):
         ax.plot(xs, ys, color=color, linestyle="--" if dashed else "-", label=label)
-    if model.roof():
-        ax.plot([model.ridge], [model.roof().flops / 1e12], "D", color=BLUE)
+    if main := model.roof():
+        ax.plot([model.ridge], [main.flops / 1e12], "D", color=BLUE)
         ax.annotate(
             f"ridge {model.ridge:.0f} FLOP/B",
-            (model.ridge, model.roof().flops / 1e12),
+            (model.ridge, main.flops / 1e12),
             textcoords="offset points",
             xytext=(0, -16),
             ha="center",

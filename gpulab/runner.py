@@ -50,7 +50,7 @@ OUTPUT_LIMIT = 4000
 
 __all__ = ["CANCELLED", "CRASHED", "ERROR", "FAILED", "PASSED", "TIMEOUT", "run_check"]
 
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[dict[str, Any]], object]  # what it returns is ignored
 
 
 def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
@@ -62,7 +62,7 @@ def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
     return ("…\n" if len(data) > limit else "") + text
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen[Any]) -> None:
     """Ask the judge to stop (it kills the sandbox and everything under it),
     then make sure."""
     child.kill_tree(proc, term_s=3)
@@ -174,13 +174,14 @@ def run_check(
         if spares is not None and not (cancel is not None and cancel.is_set()):
             spares.prepare(request)  # the next check's judge, warming while this one reports
     duration = round(time.monotonic() - started, 2)
-    base["stages"] = stage_seconds(marks, time.monotonic())
+    stages = stage_seconds(marks, time.monotonic())
+    base["stages"] = stages
     if run.stopped == child.TIMEOUT:
         return {
             **base,
             "status": TIMEOUT,
             "duration_s": duration,
-            "summary": f"timed out after {timeout:g} s{_stopped_in(marks, base['stages'])} "
+            "summary": f"timed out after {timeout:g} s{_stopped_in(marks, stages)} "
             "(an infinite loop in Python or in a kernel?)",
             "message": "The check was stopped and its processes were killed. "
             "Look for a loop whose bound never changes, or a kernel grid that "
@@ -204,11 +205,11 @@ def run_check(
         }
     merged = {**base, **run.result, "duration_s": duration, "warm": warm}
     merged["passed"] = merged.get("status") == PASSED
-    stages = merged.get("stages")
-    if isinstance(stages, dict) and all(isinstance(v, (int, float)) for v in stages.values()):
+    judged = merged.get("stages")  # the judge's own, from its clock
+    if isinstance(judged, dict) and all(isinstance(v, (int, float)) for v in judged.values()):
         # Before the judge's first stage: its process starting and importing.
-        rest = round(max(0.0, duration - sum(stages.values())), 3)
-        merged["stages"] = {"judge start-up": rest, **stages}
+        rest = round(max(0.0, duration - sum(judged.values())), 3)
+        merged["stages"] = {"judge start-up": rest, **judged}
     return merged
 
 
@@ -314,7 +315,7 @@ class _Judge:
     once, or (`prospect`) as a spare that prepares for that request and
     waits for it."""
 
-    def __init__(self, proc: subprocess.Popen, read_fd: int, tmp: Any, prospect: Any) -> None:
+    def __init__(self, proc: subprocess.Popen[Any], read_fd: int, tmp: Any, prospect: Any) -> None:
         self.proc, self.read_fd, self.tmp, self.prospect = proc, read_fd, tmp, prospect
         self.born = time.monotonic()
         self.closed = False
@@ -410,8 +411,9 @@ class _Judge:
 def _relay(events: child.Events, on_event: EventCallback | None) -> dict[str, Any] | None:
     """The judge's result frame; every other frame goes to `on_event`."""
     for event in events:
-        if event.get("type") == "result" and isinstance(event.get("result"), dict):
-            return event["result"]
+        result = event.get("result")
+        if event.get("type") == "result" and isinstance(result, dict):
+            return result
         if on_event is not None:
             on_event(event)
     return None

@@ -146,6 +146,6 @@ def _self_times(events: list[dict], ops: dict[str, dict[str, float]]) -> None:
 
 
 def _rows(table: dict[str, dict[str, float]], key: str, n: int = 15) -> list[dict[str, Any]]:
-    rows = [{"name": name, **v} for name, v in table.items()]
+    rows: list[dict[str, Any]] = [{"name": name, **v} for name, v in table.items()]
     rows.sort(key=lambda r: r[key], reverse=True)
     return rows[:n]

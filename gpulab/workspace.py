@@ -260,7 +260,9 @@ class Workspace:
         return entry if isinstance(entry, dict) else {}
 
     def status(self, exercise: str) -> str:
-        return self.exercise_state(exercise).get("status", NOT_STARTED)
+        # A status word: gpulab.state's schema checks it as the state is read.
+        status: str = self.exercise_state(exercise).get("status", NOT_STARTED)
+        return status
 
     # --- results -------------------------------------------------------------
     def record_result(self, exercise: str, result: dict[str, Any]) -> None:
@@ -297,7 +299,10 @@ class Workspace:
 
     def last_result(self, exercise: str) -> dict[str, Any] | None:
         try:
-            return json.loads((self.state_dir / "results" / f"{exercise}.json").read_text("utf-8"))
+            result: dict[str, Any] = json.loads(
+                (self.state_dir / "results" / f"{exercise}.json").read_text("utf-8")
+            )
+            return result
         except (OSError, ValueError):
             return None
 

@@ -98,10 +98,10 @@ def _list(args: Any) -> int:
         done = sum(1 for e in steps if e["status"] == "passed")
         table.add_row(lesson.number, escape(lesson.title), "", f"[dim]{done} of {len(steps)}[/]")
         for e in steps:
-            final = e is steps[-1]
+            last = e is steps[-1]
             table.add_row(
                 f"{lesson.number}.{e['step']}",
-                f"{'└' if final else '├'} {escape(e['title'])}",
+                f"{'└' if last else '├'} {escape(e['title'])}",
                 e["exercise"],
                 marks[e["status"]],
                 e["grade"] or "",

@@ -23,11 +23,11 @@ def slug(device_name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
 
 
-def cache_path(workspace_root: Path, device_name: str) -> Path:
+def cache_path(workspace_root: str | Path, device_name: str) -> Path:
     return Path(workspace_root) / ".gpulab" / "ceilings" / f"{slug(device_name)}.json"
 
 
-def load_measured(workspace_root: Path | None, device_name: str) -> dict[str, Any] | None:
+def load_measured(workspace_root: str | Path | None, device_name: str) -> dict[str, Any] | None:
     if not workspace_root:
         return None
     try:
@@ -38,7 +38,7 @@ def load_measured(workspace_root: Path | None, device_name: str) -> dict[str, An
 
 
 def ceiling(
-    kind: str, dtype: str, device_name: str, workspace_root: Path | None = None
+    kind: str, dtype: str, device_name: str, workspace_root: str | Path | None = None
 ) -> tuple[float | None, str]:
     """(ceiling, label): bytes/s for kind "memory", FLOP/s for "compute"."""
     measured = load_measured(workspace_root, device_name)

@@ -58,7 +58,7 @@ def sweep_sizes(quick: bool, limit: int) -> list[int]:
 
 def matmul_plan(torch: Any, cc: tuple[int, int], quick: bool) -> tuple[list, dict[str, str]]:
     """[(dtype, M, N, K)], and {dtype: why skipped}."""
-    skipped = {}
+    skipped: dict[str, str] = {}
     dtypes = ["fp32", "fp16"]
     if cc >= (8, 0):
         dtypes += ["tf32", "bf16"]

@@ -63,7 +63,7 @@ def bench_bandwidth(
     plans = _bandwidth_plans(torch, K, src, dst, partial, n, want)
     rows = _measure_plans(torch, steps, plans, nbytes, flusher, budget)
     # Drop the buffers before the next stage; the plans' closures hold them too.
-    src = dst = partial = plans = None
+    del src, dst, partial, plans
     torch.cuda.empty_cache()
     return rows
 

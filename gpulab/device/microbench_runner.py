@@ -27,7 +27,7 @@ def run_microbench(
     workspace_root: Path | None,
     *,
     quick: bool = False,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[dict[str, Any]], object] | None = None,
     cancel: threading.Event | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:

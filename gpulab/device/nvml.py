@@ -16,6 +16,7 @@ answers. `query` never raises; nothing here imports torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,7 +34,9 @@ def init(nv: Any = None) -> Any:
     take a few hundred ms on a busy box.
     """
     if nv is None:
-        import pynvml as nv  # looked up at call time: tests patch its functions
+        import pynvml  # looked up at call time: tests patch its functions
+
+        nv = pynvml
     nv.nvmlInit()
     return nv
 
@@ -221,10 +224,10 @@ def device_fields(nv: Any, index: int) -> dict[str, Field]:
     for key, clock in (("sm", "NVML_CLOCK_SM"), ("memory", "NVML_CLOCK_MEM")):
         cid = getattr(nv, clock, 1 if key == "sm" else 2)
         f[f"{key}_clock"] = r.get(
-            lambda c=cid: r.call("nvmlDeviceGetClockInfo", h, c), "MHz", conv=int
+            functools.partial(r.call, "nvmlDeviceGetClockInfo", h, cid), "MHz", conv=int
         )
         f[f"{key}_clock_max"] = r.get(
-            lambda c=cid: r.call("nvmlDeviceGetMaxClockInfo", h, c), "MHz", conv=int
+            functools.partial(r.call, "nvmlDeviceGetMaxClockInfo", h, cid), "MHz", conv=int
         )
     f["power_draw"] = r.get(
         lambda: r.call("nvmlDeviceGetPowerUsage", h), "W", conv=lambda mw: round(mw / 1000, 1)

@@ -119,8 +119,8 @@ class ClockLog:
             "temp_c_max": max(s["temp_c"] for s in self.samples),
             "throttle_reasons": sorted(self.throttle_reasons),
         }
-        out["throttled"] = bool(self.throttle_reasons - {"sw_power_cap"}) or (
-            bool(self.max_sm_clock) and statistics.median(sm) < 0.8 * self.max_sm_clock
+        out["throttled"] = bool(self.throttle_reasons - {"sw_power_cap"}) or bool(
+            self.max_sm_clock and statistics.median(sm) < 0.8 * self.max_sm_clock
         )
         return out
 
@@ -204,7 +204,7 @@ def measure(
                 break
             if time.perf_counter() - started > budget_s:
                 break
-    out = _stats(times)
+    out: dict[str, Any] = _stats(times)
     out["warmup_calls"] = warm
     out["clocks"] = clocks.summary() if clocks is not None else {"logged": False}
     return out

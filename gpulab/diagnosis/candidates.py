@@ -93,6 +93,7 @@ def still_needed(key: str, cases: list[dict], compiled: dict[str, Any]) -> bool:
             if not any(
                 (compiled.get(k) or {}).get("ok") and spilled(compiled.get(k)) < SPILL_MIN
                 for k in before
+                if k is not None  # compiled.get(None) is None: not compiled clean
             ):
                 needed = True
         if not needed and any(

@@ -27,7 +27,8 @@ def case_facts(exercise: str, request: CheckRequest, case: dict, timed: dict[str
     names = {**sizes, "elt": case.get("elt", 1)}
     nbytes = eval_formula(request.bytes, names) if request.bytes else None
     flops = eval_formula(request.flops, names) if request.flops else None
-    row = timed.get(case.get("name"), {})
+    name = case.get("name")
+    row = timed.get(name, {}) if name is not None else {}
     return {
         "name": case.get("name", "?"),
         "dtype": case.get("dtype", ""),

@@ -59,7 +59,7 @@ def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
 
 
 def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
-    out = []
+    out: list[dict] = []
     sms = f["gpu"].get("sms") or 0
     la, info = _main_launch(case, f["compiled"])
     programs = la.get("programs") or 0

@@ -166,7 +166,7 @@ class LaunchTracer:
                     constexprs[name] = v
                     ones.append(name)
                     continue
-                if key == "D" and not t.startswith("*"):
+                if key == "D" and t is not None and not t.startswith("*"):
                     divisible.append(name)
                 if t and t.startswith("*"):
                     st = v.untyped_storage()

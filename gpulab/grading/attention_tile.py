@@ -10,6 +10,8 @@ the reference, tolerances and guards are the lesson's exercise's
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpulab.grading import capability
 from gpulab.grading.flash_attention import make_case, make_spec
 from gpulab.grading.kernel import Case
@@ -24,7 +26,7 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
     # tf32, whose 10-bit mantissa cannot hold scores of ±100s to the digits an
     # fp32 check asks (as in the lesson's exercise, seen on an H200).
     big = "fp32" if ctx.interpreter else "fp16"
-    specs = [
+    specs: list[tuple[int, int, int, int, int, str, int, dict[str, Any]]] = [
         # (B, H, Sq, Sk, D, dtype, seed, extras)
         (1, 1, 1, 1, 16, "fp32", 1, {}),
         (1, 2, 17, 17, 16, "fp16", 2, {}),

@@ -14,6 +14,8 @@ the measured HBM bandwidth.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gpulab.grading.kernel import Case, Expect, KernelSpec
@@ -127,7 +129,7 @@ def _case(ctx, n: int, dt: str, alpha: float, seed: int, label: str = "", offset
 
 
 def correctness_cases(ctx) -> list[Case]:
-    specs = [
+    specs: list[tuple[int, str, float, int, dict[str, Any]]] = [
         # (N, dtype, alpha, public seed, extras)
         (1, "fp32", 2.5, 1, {}),
         (2, "fp16", -1.0, 2, {}),

@@ -23,14 +23,17 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpulab.device.timing import _stats
 from gpulab.grading import learner, neighbours
 from gpulab.grading.compare import compare, describe_mismatch
-from gpulab.protocol import numbers, text
+from gpulab.protocol import list_field, numbers, text
+
+if TYPE_CHECKING:
+    from gpulab.grading.harness import GradeContext
 
 MAX_REPS = 40
 BATCH_REPS = 20
@@ -214,7 +217,7 @@ def time_remote(
             k * (flush_ms + copy_ms + lead_ms + GAP_MS) + GAP_SHARE * total + FIXED_ALLOWANCE_MS
         )
         if grads:
-            fwd_total, fwd_why = _check_forwards(ctx, case, reply, k, backward)
+            fwd_total, fwd_why = _check_forwards(ctx, case, reply, k, grads.b)
             why = why or fwd_why
             # The forwards (bounded above) and the second gradient's copy
             # run between the timed regions.
@@ -247,7 +250,7 @@ def time_remote(
         )
     if implausible:  # another program's kernels may explain it: name them
         implausible += neighbours.note()
-    out = _stats(times)
+    out: dict[str, Any] = _stats(times)
     out.update(
         clocks=clocks,
         batch_reps=k,
@@ -294,7 +297,7 @@ def _send_batch(
     }
 
 
-def _claimed(ctx: Any, case: Any, reply: dict[str, Any], k: int) -> list[float]:
+def _claimed(ctx: GradeContext, case: Any, reply: dict[str, Any], k: int) -> list[float]:
     """The sandbox's per-call times, if they are a plausible list of k."""
     claimed = numbers(reply.get("ms"))
     if (
@@ -310,7 +313,7 @@ def _claimed(ctx: Any, case: Any, reply: dict[str, Any], k: int) -> list[float]:
 
 
 def _check_copies(
-    ctx: Any, case: Any, reply: dict[str, Any], k: int, copy_ms: float
+    ctx: GradeContext, case: Any, reply: dict[str, Any], k: int, copy_ms: float
 ) -> tuple[float, str | None]:
     """The sandbox's copies of each result out (after each end event), against
     the judge's own copy of that size: their median, and why it is too slow
@@ -377,7 +380,7 @@ def _check_outputs(ctx: Any, spec: Any, case: Any, batch: dict[str, Any], grads:
     and right for its own fresh inputs."""
     reply, reps, slots, arena = batch["reply"], batch["reps"], batch["slots"], batch["arena"]
     dys, more = batch["dys"], batch["more"]
-    copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
+    copied = list_field(reply, "copied")
     for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
         if i >= len(copied) or copied[i] is not True:
             ctx.fail(
@@ -401,7 +404,7 @@ def _check_outputs(ctx: Any, spec: Any, case: Any, batch: dict[str, Any], grads:
 
 
 def _check_forwards(
-    ctx: Any, case: Any, reply: dict[str, Any], k: int, backward: Backward
+    ctx: GradeContext, case: Any, reply: dict[str, Any], k: int, backward: Backward
 ) -> tuple[float, str | None]:
     """The untimed forwards before each timed backward: their total, and why
     they are implausible (backward work moved ahead of the timed region)."""

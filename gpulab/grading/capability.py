@@ -19,7 +19,8 @@ def capability(ctx: Any) -> tuple[int, int] | None:
         return None
     import torch
 
-    return tuple(torch.cuda.get_device_capability())
+    major, minor = torch.cuda.get_device_capability()
+    return major, minor
 
 
 def lacks_bf16(ctx: Any) -> bool:
@@ -32,6 +33,7 @@ def skip_for_device(ctx: Any) -> set[str]:
     if not lacks_bf16(ctx):
         return set()
     cc = capability(ctx)
+    assert cc is not None  # lacks_bf16 saw one
     line = (
         f"bf16 cases: this GPU (compute capability {cc[0]}.{cc[1]}) has no bf16 tensor "
         "cores; bf16 needs 8.0 (Ampere) or newer"

@@ -7,7 +7,7 @@ NaN never passes unless the reference is NaN there; infinities must match.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -74,6 +74,10 @@ def compare(
     return report
 
 
+@overload
+def worst(a: float, b: float) -> float: ...
+@overload
+def worst(a: float | None, b: float | None) -> float | None: ...
 def worst(a: float | None, b: float | None) -> float | None:
     """The larger of two errors, NaN above everything (max() drops a NaN
     that comes first)."""

@@ -30,7 +30,7 @@ import torch
 
 from gpulab.grading.compare import compare, describe_mismatch
 from gpulab.grading.graph_dynamo import args_nbytes, as_int, config_changed, sandbox_reply
-from gpulab.protocol import text
+from gpulab.protocol import list_field, text
 
 D = 32
 SLOPE = 0.125
@@ -90,7 +90,7 @@ def meaning(guard: str) -> str:
 
 
 def grade(ctx: Any) -> None:
-    from gpulab.grading.kernel import encode
+    from gpulab.grading.kernel import Refs, encode
 
     fn = ctx.function("compile_step")
     if ctx.device == "cpu":
@@ -98,7 +98,8 @@ def grade(ctx: Any) -> None:
     stream = [make_request(b, s, ctx.seed(100 + i), ctx.device) for i, (b, s) in enumerate(STREAM)]
     names = [f"request {i} ({b}×{s})" for i, (b, s) in enumerate(STREAM)]
     nbytes = sum(args_nbytes((x,)) + x.numel() * 4 + 256 for x, _, _ in stream) + 4096
-    arena, refs = ctx.arena(nbytes), {}
+    arena = ctx.arena(nbytes)
+    refs: Refs = {}
     requests = [encode(arena, [x, lengths, t], refs) for x, lengths, t in stream]
     slots = [arena.slot(tuple(x.shape), x.dtype) for x, _, _ in stream]
     ctx.stage(f"running {len(stream)} requests through your compiled step")
@@ -121,7 +122,7 @@ def grade(ctx: Any) -> None:
             "undid that and ran with Dynamo's defaults."
         )
     config_changed(ctx, reply)
-    per_request = reply.get("requests") if isinstance(reply.get("requests"), list) else []
+    per_request = list_field(reply, "requests")
     per_request = [r if isinstance(r, dict) else {} for r in per_request]
     per_request += [{}] * (len(stream) - len(per_request))
 

@@ -26,26 +26,39 @@ from __future__ import annotations
 
 import numbers
 import random
+from functools import partial
 from typing import Any
 
 from gpulab.grading.graph_dynamo import sandbox_reply
 from gpulab.grading.plain import fmt, try_call
-from gpulab.hardware import GPUS
+from gpulab.hardware import GPU, GPUS
+from gpulab.protocol import list_field
 
 MiB, GiB = 1 << 20, 1 << 30
 SMALL, MID = 16 * MiB, 256 * MiB
 MODEL_TOL, GPU_TOL = 0.04, 0.15
 # (datasheet GPU, free bytes or None for 95% of its memory); the last one is
 # short of memory: a quarter of it is less than 1 GiB.
-PLANS = [("t4", None), ("a100-80gb", None), ("h100-sxm", None), ("h200", None), ("b200", None)]
+PLANS: list[tuple[str, int | None]] = [
+    ("t4", None),
+    ("a100-80gb", None),
+    ("h100-sxm", None),
+    ("h200", None),
+    ("b200", None),
+]
 PLANS += [("mi300x", None), ("h100-sxm", 3 * GiB)]
 MODELS = ("h200", "h100-sxm", "a100-80gb", "b200")
 COLD = (3.0, 2.0, 1.5)  # the model's first copies (gpulab.sandbox.ceiling)
 
 
+def _l2_bytes(gpu: GPU) -> int:
+    assert gpu.l2_mb is not None, f"{gpu.name}: gpus.toml gives no L2 size"
+    return int(gpu.l2_mb * MiB)
+
+
 def _l2_free(key: str, free: int | None) -> tuple[int, int]:
     gpu = GPUS[key]
-    return int(gpu.l2_mb * MiB), free if free is not None else int(gpu.memory_gb * 1e9 * 0.95)
+    return _l2_bytes(gpu), free if free is not None else int(gpu.memory_gb * 1e9 * 0.95)
 
 
 def plan_bounds(l2: int, free: int) -> tuple[int, int]:
@@ -61,7 +74,7 @@ def model_params(ctx: Any) -> tuple[str, dict[str, Any]]:
     eff = rng.uniform(0.82, 0.95)
     return key, {
         "hbm_bps": eff * gpu.bandwidth_tbs * 1e12,
-        "l2_bytes": int(gpu.l2_mb * MiB),
+        "l2_bytes": _l2_bytes(gpu),
         "overhead_s": rng.uniform(2e-6, 8e-6),
         "seed": rng.randrange(2**31),
         "efficiency": eff,
@@ -139,7 +152,7 @@ def _bench(ctx: Any, fn: Any, device: str, sizes: list[int], model: dict | None)
     if model is not None:
         msg["model"] = {k: v for k, v in model.items() if k != "efficiency"}
     reply = sandbox_reply(ctx.sandbox.request(msg), "bench")
-    values = reply.get("values") if isinstance(reply.get("values"), list) else []
+    values = list_field(reply, "values")
     return (values + [None] * len(sizes))[: len(sizes)]
 
 
@@ -204,7 +217,7 @@ def _grade_gpu(ctx: Any, fns: dict[str, Any]) -> None:
             ctx.stage(f"timing gpulab's own copy of {_label(nbytes)}")
             src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda")
             dst = torch.empty_like(src)
-            t = measure(lambda d=dst, s=src: d.copy_(s), flusher=flusher, budget_s=1.0)
+            t = measure(partial(dst.copy_, src), flusher=flusher, budget_s=1.0)
             want.append(2 * nbytes / (t["ms"] * 1e-3))
             del src, dst
         del flusher

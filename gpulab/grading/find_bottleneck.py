@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from gpulab.grading.compare import compare, describe_mismatch
 from gpulab.grading.harness import GradeFailed
 from gpulab.grading.nvtx_profile import copy_untrusted, trace_file
-from gpulab.protocol import number, text
+from gpulab.protocol import list_field, number, text
 
 B, S, D = 4, 256, 32
 OP = "aten::mean"  # what dominates the original, on a CPU and on a GPU
@@ -149,7 +149,7 @@ class Requests:
                 f"the sandbox could not run your block: {text(reply.get('summary'))}",
                 status="error",
             )
-        copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
+        copied = list_field(reply, "copied")
         for k, i in enumerate(indices):
             self.copied[i] = k < len(copied) and copied[k] is True
         return reply, wall
@@ -331,7 +331,7 @@ def _speed_case(theirs: list[float], ours: list[float], profiled: dict) -> dict[
 
 
 def _ops(reply: dict) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in reply.get("ops", []) if isinstance(reply.get("ops"), list) else []:
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             continue
@@ -419,9 +419,7 @@ def _report(
     info: dict[str, Any] = {"trace": trace, "device": ctx.device, "top_ops": rows}
     info["sort"] = "cpu_total_ms"
     if ctx.device == "cuda":
-        kernels = (
-            profiled.get("top_kernels") if isinstance(profiled.get("top_kernels"), list) else []
-        )
+        kernels = list_field(profiled, "top_kernels")
         info["top_kernels"] = [
             {
                 "name": text(k.get("name"), 300),

@@ -15,6 +15,7 @@ and the speedup over torch's SDPA, timed in the same run.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -149,7 +150,7 @@ def make_case(
 
 
 def correctness_cases(ctx, skip: set[str]) -> list[Case]:
-    specs = [
+    specs: list[tuple[int, int, int, int, int, bool, str, int, dict[str, Any]]] = [
         # (B, H, Sq, Sk, D, causal, dtype, seed, extras)
         (1, 1, 1, 1, 16, False, "fp32", 1, {}),
         (1, 1, 1, 1, 16, True, "fp16", 2, {}),

@@ -29,6 +29,7 @@ judge applies the rules to that report (gpulab.grading.graph_dynamo).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -50,7 +51,7 @@ from gpulab.grading.graph_step import (
     original_step,
     step_flops,
 )
-from gpulab.protocol import text
+from gpulab.protocol import dict_field, list_field, text
 
 # Your rewrite may reorder a float operation or two: 1e-5 relative is a few
 # ulps in fp32, far below what any change of meaning produces.
@@ -75,7 +76,7 @@ def _eager_case(ctx: Any, fn: Any, args: tuple, name: str) -> dict[str, Any]:
     expect = Expect(tuple(x.shape), x, "x")
     reply, out, _ = remote_call(ctx, fn.name, args, {}, expect=expect, guards=None)
     record: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split(" ")[0]}
-    desc = reply.get("desc") if isinstance(reply.get("desc"), dict) else {}
+    desc = dict_field(reply, "desc")
     problem = desc_problem(desc, expect) or (
         None if out is not None else "the result could not be copied out"
     )
@@ -97,10 +98,11 @@ def _eager_case(ctx: Any, fn: Any, args: tuple, name: str) -> dict[str, Any]:
 def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -> None:
     """torch.compile(step, backend, fullgraph=True) in the sandbox; each
     output compared here with the original step."""
-    from gpulab.grading.kernel import encode
+    from gpulab.grading.kernel import Refs, encode
 
     chosen = [cases[i][1] for i in COMPILED_CASES]
-    arena, refs = ctx.arena(sum(args_nbytes(a) * 2 for a in chosen) + 4096), {}
+    arena = ctx.arena(sum(args_nbytes(a) * 2 for a in chosen) + 4096)
+    refs: Refs = {}
     inputs = [[encode(arena, a, refs) for a in args] for args in chosen]
     slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for args in chosen]
     reply = sandbox_reply(
@@ -116,7 +118,7 @@ def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -
         "compiled",
     )
     config_changed(ctx, reply)
-    copied = reply.get("copied") if isinstance(reply.get("copied"), list) else []
+    copied = list_field(reply, "copied")
     for k, (i, args, slot) in enumerate(zip(COMPILED_CASES, chosen, slots, strict=True)):
         name = f"compiled ({backend}) {names[i]}"
         if k >= len(copied) or copied[k] is not True:
@@ -223,7 +225,7 @@ def _time_modes(ctx: Any, fn: Any) -> None:
     """The original is timed here; your step's modes in the sandbox (their
     times are the sandbox's report, not graded), every output checked here."""
     from gpulab.device.timing import L2Flusher, measure
-    from gpulab.grading.kernel import encode
+    from gpulab.grading.kernel import Refs, encode
 
     flusher = L2Flusher()
     rows: list[dict[str, Any]] = []
@@ -233,9 +235,10 @@ def _time_modes(ctx: Any, fn: Any) -> None:
         expected = original_step(*clone_inputs(args))
         ctx.stage(f"timing {shape}: original step (eager)")
         with torch.no_grad():
-            t = measure(lambda a=args: original_step(*a), flusher=flusher)
+            t = measure(partial(original_step, *args), flusher=flusher)
         rows.append(_row("original step (eager)", shape, (b, s, d), t, None, None))
-        arena, refs = ctx.arena(args_nbytes(args) * 2 + 4096), {}
+        arena = ctx.arena(args_nbytes(args) * 2 + 4096)
+        refs: Refs = {}
         slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
         ctx.stage(f"timing {shape}: your step, eager and compiled")
         reply = sandbox_reply(
@@ -250,7 +253,7 @@ def _time_modes(ctx: Any, fn: Any) -> None:
             ),
             "modes",
         )
-        got = reply.get("rows") if isinstance(reply.get("rows"), list) else []
+        got = list_field(reply, "rows")
         if len(got) != len(MODES):
             ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
         for (name, _), slot, r in zip(MODES.items(), slots, got, strict=True):

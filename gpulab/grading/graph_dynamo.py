@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpulab.grading import learner
-from gpulab.protocol import text
+from gpulab.protocol import dict_field, text
 
 # --- the sandbox's replies ------------------------------------------------------
 
@@ -91,10 +91,11 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
 
 def _trace(ctx: Any, fn: Any, label: str, args: tuple) -> dict[str, Any]:
     """Dynamo's report on the step traced in the sandbox on `args`."""
-    from gpulab.grading.kernel import encode
+    from gpulab.grading.kernel import Refs, encode
 
     ctx.stage(f"tracing with Dynamo ({label})")
-    arena, refs = ctx.arena(args_nbytes(args) + 4096), {}
+    arena = ctx.arena(args_nbytes(args) + 4096)
+    refs: Refs = {}
     reply = ctx.sandbox.request(
         {"type": "dynamo", "function": fn.name, "args": [encode(arena, a, refs) for a in args]}
     )
@@ -107,7 +108,7 @@ def _trace(ctx: Any, fn: Any, label: str, args: tuple) -> dict[str, Any]:
 
 def _judge_trace(ctx: Any, label: str, report: dict[str, Any], seen: set[int]) -> bool:
     """The cases of one input's trace; True when it holds no break."""
-    plain = report.get("plain") if isinstance(report.get("plain"), dict) else {}
+    plain = dict_field(report, "plain")
     breaks = [b for b in plain.get("breaks", []) if isinstance(b, dict)]
     _break_cases(ctx, breaks, seen)
     graphs, ops = as_int(plain.get("graphs")), as_int(plain.get("op_count"))
@@ -164,7 +165,7 @@ def _refuse_hidden_work(ctx: Any, plain: dict[str, Any], graphs: int, ops: int) 
 
 def _fullgraph(ctx: Any, label: str, report: dict[str, Any], ops: int) -> bool:
     """The authoritative check: fullgraph=True raises on any break at all."""
-    full = report.get("full") if isinstance(report.get("full"), dict) else {}
+    full = dict_field(report, "full")
     if full.get("error") is not None or as_int(full.get("graphs")) != 1:
         fb = [b for b in full.get("breaks", []) if isinstance(b, dict)]
         b = fb[0] if fb else {"line": 0, "code": "", "reasons": [text(full.get("error"))]}

@@ -16,7 +16,7 @@ import importlib
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gpulab.grading.learner import LearnerError
 from gpulab.install_hint import install_hint  # the same advice the CLI and the TUI give
@@ -128,7 +128,7 @@ class GradeContext:
         self.cases.append(case)
         self.channel.send({"type": "case", "index": len(self.cases), "total": total, "case": case})
 
-    def fail(self, summary: str, message: str = "") -> None:
+    def fail(self, summary: str, message: str = "") -> NoReturn:
         raise GradeFailed(summary, message)
 
 

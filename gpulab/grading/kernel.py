@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from gpulab.grading.compare import (
 )
 from gpulab.grading.remote import storage_bytes
 from gpulab.grading.replay import MISMATCH
+from gpulab.protocol import dict_field
 from gpulab.protocol import text as _text
 
 
@@ -114,7 +115,11 @@ def _storage_nbytes(ts: list[torch.Tensor]) -> int:
     return sum(seen.values()) + 256 * (len(seen) + 1)
 
 
-def encode(arena: Any, obj: Any, refs: dict[int, Any]) -> Any:
+# What encode has put in the arena: id(tensor) and ("storage", data_ptr) -> its ref.
+Refs = dict[int | tuple[str, int], Any]
+
+
+def encode(arena: Any, obj: Any, refs: Refs) -> Any:
     """Arguments as JSON, tensors copied into the arena. A storage is copied
     once, so views of one buffer stay views of one buffer there."""
     if isinstance(obj, torch.Tensor):
@@ -185,10 +190,10 @@ def remote_call(
     kwargs: dict,
     *,
     expect: Expect | None,
-    guards: dict[str, Any],
+    guards: dict[str, Any] | None,
     extra: dict[str, Any] | None = None,
-    extra_tensors: list[torch.Tensor] = (),
-    slots: list[Expect] = (),
+    extra_tensors: Sequence[torch.Tensor] = (),
+    slots: Sequence[Expect] = (),
     refs_out: dict | None = None,
 ) -> tuple:
     """One call in the sandbox. Returns (reply, judge-side copy of the result
@@ -198,7 +203,7 @@ def remote_call(
     for e in ([expect] if expect else []) + list(slots):
         need += math.prod(e.shape) * e.like.dtype.itemsize + 256
     arena = ctx.arena(need)
-    refs: dict[int, Any] = {}
+    refs: Refs = {}
     message = {
         "type": "call",
         "function": name,
@@ -307,6 +312,7 @@ def guarded_call(
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
     `keep`, a dict, receives what a replay of the call needs."""
+    assert spec.expect is not None, "a spec graded in the sandbox says what it returns"
     expect = spec.expect(case)
     if callable(guards):
         guards = guards(case)
@@ -324,7 +330,7 @@ def guarded_call(
         extra={"contiguous": expect.contiguous},
         refs_out=refs,
     )
-    report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+    report = dict_field(reply, "report")
     if keep is not None:
         keep.update(record=report.get("replay"), refs=refs, expect=expect)
     off = _text(report.get("audit_off"), 200) if report.get("audit_off") else ""
@@ -337,7 +343,7 @@ def guarded_call(
         {**report, "wrote_out": True, "altered_after": False, "aliases_input": False},
         case.name,
     )
-    desc = reply.get("desc") if isinstance(reply.get("desc"), dict) else {}
+    desc = dict_field(reply, "desc")
     problem = desc_problem(desc, expect)
     if problem is None:
         _report_failures(ctx, spec, report, case.name)
@@ -392,7 +398,7 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
         if rep["mismatches"]:
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.get("first_bad", [])
-        elif keep is not None:
+        elif keep is not None and replayer is not None:  # keep is kept for the replayer
             _replayed(ctx, replayer.collect())  # the case before this one
             why = replayer.submit(
                 case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)

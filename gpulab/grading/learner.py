@@ -89,8 +89,9 @@ def _kernel_frames(
         if frames:
             last += f" ({Path(learner_file).name} line {frames[-1].lineno}, in {frames[-1].name})"
         return frames, last
-    chain: list[BaseException] = []
-    err: BaseException | None = exc
+    # Triton's CompilationErrors, duck-typed (src, node): Triton has no types.
+    chain: list[Any] = []
+    err: Any = exc
     while err is not None and hasattr(err, "src") and hasattr(err, "node"):
         chain.append(err)  # a CompilationError, then its callees' errors
         err = err.__cause__
@@ -134,9 +135,11 @@ def _kernel_frames(
 
 def _line_col(data: bytes | str, index: int) -> tuple[int, int]:
     """1-based line and column of position `index` in `data`."""
-    newline = b"\n" if isinstance(data, bytes) else "\n"
-    line_start = data.rfind(newline, 0, index) + 1
-    return data.count(newline, 0, index) + 1, index - line_start + 1
+    if isinstance(data, bytes):
+        line_start, line = data.rfind(b"\n", 0, index) + 1, data.count(b"\n", 0, index) + 1
+    else:
+        line_start, line = data.rfind("\n", 0, index) + 1, data.count("\n", 0, index) + 1
+    return line, index - line_start + 1
 
 
 def _read_source(file: Path, data: bytes | None = None) -> str:

@@ -45,7 +45,7 @@ from torch import nn
 from gpulab.grading.compare import worst
 from gpulab.grading.harness import GradeFailed
 from gpulab.grading.nvtx_ranges import check_ranges, range_times
-from gpulab.protocol import number, text
+from gpulab.protocol import list_field, number, text
 from gpulab.sandbox.training import RANGES, build_model
 from gpulab.units import value_text
 
@@ -201,12 +201,12 @@ def grade(ctx: Any) -> None:
         ref_losses.extend(float(original_train_step(ref, batch, ref_opt)) for _ in range(STEPS))
 
     reply, weights, written, trace_path = _train_remote(ctx, seed, batch, train_reference)
-    losses = (
+    got = (
         [number(v) for v in reply.get("losses", [])][:STEPS]
         if isinstance(reply.get("losses"), list)
         else []
     )
-    losses = [v if v is not None else math.nan for v in losses]
+    losses = [v if v is not None else math.nan for v in got]
 
     # 1. It still trains, exactly as the unannotated step does.
     same = len(losses) == STEPS and all(
@@ -315,7 +315,7 @@ def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path, wa
         profile_info["top_kernels"] = _rows(
             reply.get("top_kernels"), {"name": str, "calls": int, "device_ms": float}
         )
-        nvtx = reply.get("nvtx") if isinstance(reply.get("nvtx"), list) else []
+        nvtx = list_field(reply, "nvtx")
         profile_info["nvtx"] = sorted({text(n, 300) for n in nvtx if isinstance(n, str)})
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,7 +263,7 @@ class Sandbox:
     def preload(
         self,
         function: str,
-        before_load: list[str] = (),
+        before_load: Sequence[str] = (),
         source: bytes | None = None,
         problem: str = "",
     ) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -266,7 +266,7 @@ def _value_ok(v: Any, sizes: list[int]) -> bool:
     return False
 
 
-def _view_ok(spec: Any, sizes: list[int]) -> bool:
+def _view_ok(spec: Any, sizes: list[int]) -> TypeGuard[list[Any]]:
     """[buffer, storage offset, shape, stride, dtype] inside its buffer."""
     if not isinstance(spec, list) or len(spec) != 5:
         return False
@@ -299,7 +299,8 @@ def _buffers(raw: list, inputs: list) -> tuple[list[dict[str, Any]], str]:
         if nbytes > MAX_BUFFER_BYTES or total > MAX_BUFFER_BYTES:
             return [], "Its kernels were handed more memory than a replay may use."
         entry: dict[str, Any] = {"nbytes": nbytes}
-        dtype = DTYPES.get(b.get("dtype")) if isinstance(b.get("dtype"), str) else None
+        dtype_name = b.get("dtype")
+        dtype = DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None
         arena = b.get("arena")
         if arena is not None:
             t = _input_at(arena, nbytes, inputs)

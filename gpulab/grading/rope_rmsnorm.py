@@ -18,6 +18,7 @@ the Triton kernels.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ from gpulab.grading.kernel import (
     guards_for,
     remote_call,
 )
+from gpulab.protocol import dict_field, list_field
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -220,7 +222,7 @@ SPEC = KernelSpec(
     banned_label="torch's RMSNorm (F.rms_norm, torch.rms_norm, nn.RMSNorm)",
     tolerance=lambda dt: TOLERANCE[dt],
     expect=expect,
-    baseline=lambda case: lambda a=case.args, k=case.kwargs: unfused(*a, **k),
+    baseline=lambda case: partial(unfused, *case.args, **case.kwargs),
     baseline_name="eager chain",
 )
 
@@ -238,6 +240,7 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
         ctx.stage(f"checking {name}")
         x, w = case.args[0], case.args[1]
         guards = guards_for(SPEC, eager_width=x.shape[-1])
+        assert SPEC.expect is not None
         expect_y = SPEC.expect(case)
         reply, y, grads = remote_call(
             ctx,
@@ -255,11 +258,11 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
             extra_tensors=[dy],
             slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")],
         )
-        report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+        report = dict_field(reply, "report")
         fwd_ops = [*report.get("banned", []), *report.get("eager", [])]
         if fwd_ops:
             eager_fail(ctx, [str(o) for o in fwd_ops], "your forward")
-        back = reply.get("backward") if isinstance(reply.get("backward"), dict) else {}
+        back = dict_field(reply, "backward")
         if back.get("no_grad_fn") or not back:
             ctx.fail(
                 f"{name}: the output carries no gradient",
@@ -267,7 +270,7 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
                 "forward kernel, backward the backward kernel) and return "
                 "YourFunction.apply(x, weight, cos, sin, eps).",
             )
-        brep = back.get("report") if isinstance(back.get("report"), dict) else {}
+        brep = dict_field(back, "report")
         ops = [*brep.get("banned", []), *brep.get("eager", [])]
         if ops:
             eager_fail(ctx, [str(o) for o in ops], "your backward")
@@ -279,8 +282,8 @@ def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
             )
         if brep.get("side_stream"):
             ctx.fail(f"{name}: a kernel was launched on a side stream")
-        missing = back.get("missing") if isinstance(back.get("missing"), list) else [True, True]
-        copied = back.get("copied") if isinstance(back.get("copied"), list) else []
+        missing = list_field(back, "missing", [True, True])
+        copied = list_field(back, "copied")
         for i, label in enumerate(("x", "weight")):
             if i >= len(missing) or missing[i] is not False:
                 ctx.fail(

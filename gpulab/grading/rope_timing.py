@@ -8,6 +8,7 @@ here is reported beside it and not graded.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -57,7 +58,7 @@ def time_compile_and_backward(
     ):
         for (case, dy, xg, wg, yc), row in zip(prepared, list(rows), strict=True):
             ctx.stage(f"timing {case.name}: torch.compile forward")
-            c = measure(lambda a=case.args: compiled(*a), flusher=flusher, log_clocks=False)
+            c = measure(partial(compiled, *case.args), flusher=flusher, log_clocks=False)
             row["compile_ms"], row["speedup_compile"] = c["ms"], c["ms"] / row["ms"]
             ctx.stage(f"timing {case.name}: your backward")
             t = _time_learner_backward(ctx, spec, fn, case, row, flusher, reference, tolerance)
@@ -65,7 +66,7 @@ def time_compile_and_backward(
                 continue
             ctx.stage(f"timing {case.name}: torch.compile backward")
             b = measure(
-                lambda yc=yc, i=(xg, wg), dy=dy: torch.autograd.grad(yc, i, dy, retain_graph=True),
+                partial(torch.autograd.grad, yc, (xg, wg), dy, retain_graph=True),
                 flusher=flusher,
                 log_clocks=False,
             )

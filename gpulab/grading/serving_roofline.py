@@ -239,7 +239,7 @@ def _check_step(ctx, label: str, kind: str, fn, args: tuple, want: dict) -> None
 def grade(ctx) -> None:
     # Every expected answer is computed before the learner's file is imported,
     # so nothing it does to gpulab.serving can bend them.
-    plan = []
+    plan: list[tuple[Any, ...]] = []
     for title, (cfg, roof, batch, prompt, context) in scenarios(ctx):
         plan.append(
             (

@@ -38,6 +38,7 @@ from typing import Any
 import jax  # without JAX, the harness reports how to install it
 import numpy as np
 
+from gpulab.protocol import list_field
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 
 COLLECTIVE = re.compile(
@@ -93,10 +94,10 @@ def _spec_tuple(spec: Any, ndim: int) -> tuple:
 
 
 def _show(spec: tuple) -> str:
-    spec = list(spec)
-    while spec and spec[-1] is None:
-        spec.pop()
-    return "P(" + ", ".join(repr(p) for p in spec) + ")"
+    parts = list(spec)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return "P(" + ", ".join(repr(p) for p in parts) + ")"
 
 
 def _sharding_problem(name: str, sharding: Any, want: tuple, ndim: int, mesh: Any) -> str:
@@ -300,6 +301,7 @@ def check_step(mode: str, program: dict, mesh: Any, shape: tuple, data: tuple) -
         case["detail"] = _text(error) or "the sandbox sent no program"
         return case
     exported, problem = read_program(program["program"])
+    compiled: Any  # a jax Compiled whenever no problem was found
     compiled, y, given, problem = (
         _run(exported, mesh, params, x) if exported else (None, None, {}, problem)
     )
@@ -385,7 +387,7 @@ def grade(ctx) -> None:
                 }
             )
             continue
-        programs = step.get("programs") if isinstance(step.get("programs"), list) else []
+        programs = list_field(step, "programs")
         ctx.stage(f"running {mode}")
         for j, shape in enumerate(shapes(n)):
             program = programs[j] if j < len(programs) else {}

@@ -8,6 +8,8 @@ cases and guards are the lesson's exercise's (gpulab.grading.softmax).
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpulab.grading.kernel import Case
 from gpulab.grading.softmax import SPEC, _case
 from gpulab.grading.standard import grade_kernel
@@ -16,7 +18,7 @@ WIDTH = 1024  # the block of this step: every row fits it
 
 
 def correctness_cases(ctx) -> list[Case]:
-    specs = [
+    specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
         (3, 7, "fp32", 2, {}),  # most of the block is past the row: the mask

@@ -13,6 +13,8 @@ pass that rescales by exp(-inf - -inf) = NaN.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gpulab.grading.kernel import Case
@@ -40,7 +42,7 @@ def _leading_inf(ctx, rows: int, cols: int, dt: str, seed: int, run: int) -> Cas
 
 
 def correctness_cases(ctx) -> list[Case]:
-    specs = [
+    specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
         (3, 7, "fp32", 2, {}),

@@ -111,6 +111,7 @@ def _time_case(
 def _time_baseline(spec: KernelSpec, case: Case, row: dict[str, Any], flusher: Any) -> None:
     from gpulab.device.timing import measure
 
+    assert spec.baseline is not None  # timed only for a spec that has one
     b = measure(spec.baseline(case), flusher=flusher, log_clocks=False)
     row["baseline"], row["baseline_ms"] = spec.baseline_name, b["ms"]
     row["speedup"] = b["ms"] / row["ms"]

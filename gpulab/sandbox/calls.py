@@ -30,7 +30,7 @@ def resolve(dotted: str) -> Any:
     parts = dotted.split(".")
     for i in range(len(parts), 0, -1):
         try:
-            obj = importlib.import_module(".".join(parts[:i]))
+            obj: Any = importlib.import_module(".".join(parts[:i]))
         except ImportError:
             continue
         for attr in parts[i:]:

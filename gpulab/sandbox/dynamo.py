@@ -112,7 +112,8 @@ def opaque_targets(graphs: list) -> list[str]:
                 continue
             module = getattr(t, "__module__", None) or ""
             if module.split(".")[0] not in _PLAIN_MODULES:
-                bad.add(getattr(t, "__qualname__", None) or getattr(t, "__name__", str(t)))
+                qualname = getattr(t, "__qualname__", None)
+                bad.add(qualname if qualname else getattr(t, "__name__", str(t)))
     return sorted(bad)
 
 

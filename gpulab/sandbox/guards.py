@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +189,7 @@ class _DispatchGuard(TorchDispatchMode):
         self,
         banned_aten: set[str],
         v: Violations,
-        banned_large: set[str] = frozenset(),
+        banned_large: AbstractSet[str] = frozenset(),
         large_numel: int = 4096,
     ):
         super().__init__()
@@ -247,7 +248,8 @@ class LaunchRecorder:
 
     def __init__(self, inputs: set[int] | None = None) -> None:
         self.launches: list[Launch] = []
-        self._patched: list[tuple[type, Any]] = []
+        # (class, original attribute, its name): Triton's classes, patched.
+        self._patched: list[tuple[Any, Any, str]] = []
         self.inputs = inputs or set()
         # storage -> its bytes right after the last launch that was handed it
         # (outputs only), to see torch changing a result after the kernel.
@@ -255,7 +257,7 @@ class LaunchRecorder:
         # A gpulab.sandbox.replay.Recording when the judge will replay the call.
         self.recording: Any = None
 
-    def _wrap(self, cls: type) -> None:
+    def _wrap(self, cls: Any) -> None:
         original = cls.run
         recorder = self
 

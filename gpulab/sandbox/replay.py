@@ -77,7 +77,7 @@ class Recording:
             spec = inspect.getfullargspec(fn)
             kw = {k: v for k, v in kwargs.items() if k in spec.args or k in spec.kwonlyargs}
             bound = inspect.getcallargs(fn, *args, **kw)
-            grid = kwargs.get("grid")
+            grid: Any = kwargs.get("grid")
             grid = grid(bound) if callable(grid) else grid
             grid = [int(g) for g in grid]
         except Exception as exc:  # noqa: BLE001 - the launch itself will say

@@ -165,7 +165,9 @@ def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA and e.name not in RANGES:
             total.setdefault(e.name, []).append(e.time_range.elapsed_us())
-    rows = [{"name": k, "calls": len(v), "device_ms": sum(v) / 1e3} for k, v in total.items()]
+    rows: list[dict[str, Any]] = [
+        {"name": k, "calls": len(v), "device_ms": sum(v) / 1e3} for k, v in total.items()
+    ]
     rows.sort(key=lambda r: r["device_ms"], reverse=True)
     return rows[:n]
 

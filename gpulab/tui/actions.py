@@ -140,7 +140,9 @@ class LessonActions(LabShell):
     def editor_mode(self) -> str | None:
         """ "edit" or "view" while the Exercise pane is shown (the footer says
         which), else None."""
-        if not self.is_mounted or self.active_pane != "exercise":
+        # Not App.is_mounted: on the app that is a method (is a widget mounted?),
+        # always true as a condition. The layout being there is what matters.
+        if self._main_screen() is None or self.active_pane != "exercise":
             return None
         return "edit" if self.query_one(ExercisePane).editing else "view"
 

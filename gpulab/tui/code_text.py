@@ -11,6 +11,7 @@ knows about the lab: editor.py adds the modes and saving.
 
 from __future__ import annotations
 
+from textual import events
 from textual.widgets import TextArea
 from textual.widgets.text_area import Location
 
@@ -98,7 +99,7 @@ class CodeTextArea(TextArea):
         return row, 0
 
     # --- typing --------------------------------------------------------------------
-    async def _on_key(self, event) -> None:  # type: ignore[no-untyped-def]
+    async def _on_key(self, event: events.Key) -> None:
         if event.key == "enter" and not self.read_only:
             event.stop()
             event.prevent_default()

@@ -13,7 +13,7 @@ class GpulabCommands(Provider):
 
     def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.app
-        run = app.run_action  # type: ignore[attr-defined]
+        run = app.run_action
         lesson = getattr(app, "lesson", None)
         yield ("check: run", partial(run, "check"), "grade the exercise (c, F5)")
         yield (

@@ -412,6 +412,7 @@ class ExercisePane(Vertical):
             return "reloaded"
         if not self.dirty:
             self._reload(disk, now)
+            assert self.path is not None  # _read_disk read the file at self.path
             self.app.notify(f"{self.path.name} changed on disk: reloaded", timeout=3)
             return "reloaded"
         self._ask_about_conflict()

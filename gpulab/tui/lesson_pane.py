@@ -103,7 +103,12 @@ class LessonPane(VerticalScroll):
             self.call_after_refresh(self.ensure_rendered)
 
     def ensure_rendered(self) -> None:
-        self.run_worker(self._render_lesson, group="lesson-render", exit_on_error=False)
+        # mypy solves Textual's WorkType union for an async function as Never.
+        self.run_worker(
+            self._render_lesson,  # type: ignore[arg-type]
+            group="lesson-render",
+            exit_on_error=False,
+        )
 
     async def wait_rendered(self) -> None:
         """Return once the lesson set last is on screen, whole: waits for the
@@ -166,6 +171,9 @@ class LessonPane(VerticalScroll):
 
     def show_hints(self) -> None:
         """Render, then keep the hints in view (after a reveal)."""
+        # mypy solves Textual's WorkType union for an async function as Never.
         self.run_worker(
-            partial(self._render_lesson, True), group="lesson-render", exit_on_error=False
+            partial(self._render_lesson, True),  # type: ignore[arg-type]
+            group="lesson-render",
+            exit_on_error=False,
         )

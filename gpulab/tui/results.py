@@ -87,8 +87,10 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
 
 def mini_model(result: dict[str, Any] | None, workspace: Any) -> Any:
     """The roofline model with only this result's points, or None (untimed, unknown GPU)."""
-    timing = (result or {}).get("timing") or {}
-    if not timing.get("cases") or workspace is None:
+    if not result or workspace is None:
+        return None
+    timing = result.get("timing") or {}
+    if not timing.get("cases"):
         return None
     try:
         from gpulab import hardware, roofline
@@ -217,12 +219,13 @@ class ResultsPane(VerticalScroll):
         model = mini_model(result, getattr(self.app, "workspace", None))
         plots = self.query("#mini-roofline")
         if model is None:
-            for plot in plots:
-                plot.display = False
+            for hidden in plots:
+                hidden.display = False
             return
         from gpulab.tui.plot import roofline_plot
 
-        plot = plots.first() if plots else roofline_plot("mini-roofline")
+        # A RooflinePlot: gpulab.tui.plot makes its class lazily, so typed Any.
+        plot: Any = plots.first() if plots else roofline_plot("mini-roofline")
         if not plots:
             self.mount(plot, before=self.query_one("#history"))
         plot.display = True

@@ -125,7 +125,8 @@ class RooflinePane(LazyPane):
             summary.update(unavailable("The roofline plot", exc))
             return
         plots = self.query("#roofline-plot")
-        plot = plots.first() if plots else roofline_plot("roofline-plot")
+        # A RooflinePlot: gpulab.tui.plot makes its class lazily, so typed Any.
+        plot: Any = plots.first() if plots else roofline_plot("roofline-plot")
         if not plots:
             self.mount(plot, before=summary)
         plot.show_model(event.model)

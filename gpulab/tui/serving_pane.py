@@ -390,7 +390,8 @@ class ServingPane(LazyPane):
         plots = self.query("#serving-plot")
         if plots:
             try:
-                plots.first().show_model(serving.roofline_model(d, gpu))
+                plot: Any = plots.first()  # a RooflinePlot (gpulab.tui.plot, made lazily)
+                plot.show_model(serving.roofline_model(d, gpu))
             except ValueError as exc:  # a GPU the roofline model cannot draw
                 self.query_one("#serving-sweep", Static).update(
                     Text(f"The roofline could not be drawn: {exc}", style="yellow")

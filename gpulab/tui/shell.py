@@ -51,7 +51,9 @@ TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Ser
 NARROW = 118
 
 
-class LabShell(KeysInOrder, App[int]):
+# KeysInOrder's _on_key is a handler Textual calls beside App's, not an
+# override of it (gpulab.tui.keyqueue): their signatures need not agree.
+class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     """The layout and the workers; GpulabApp (app.py) adds the actions and keys."""
 
     checking: reactive[bool] = reactive(False)
@@ -212,7 +214,9 @@ class LabShell(KeysInOrder, App[int]):
     def on_resize(self, event: events.Resize) -> None:
         # This handler runs before App._on_resize stores the new size, so
         # self.size is still the old one here: use the event's.
-        if self.is_mounted:
+        # (App.is_mounted is a method, always true as a condition: the layout
+        # being there is what matters.)
+        if self._main_screen() is not None:
             self._fit_sidebar(event.size.width)
 
     def watch_checking(self) -> None:
@@ -222,7 +226,7 @@ class LabShell(KeysInOrder, App[int]):
         self.refresh_bindings()
 
     def watch_watch_mode(self, on: bool) -> None:
-        if self.is_mounted and self.lesson is not None:
+        if self._main_screen() is not None and self.lesson is not None:
             self.update_summary()
 
     def on_unmount(self) -> None:
