@@ -137,7 +137,8 @@ def test_keys_typed_at_once_on_a_fresh_start_reach_the_file(tmux, tmp_path):
     tmux.wait_for("saved · VIEW", 30)  # (a q right after Esc would read as alt+q)
     tmux.keys("q")
     tmux.wait_for("GPULAB-EXIT-0", 20)
-    mine = (home / "exercises" / "bandwidth.py").read_text(encoding="utf-8")
+    # A new learner starts on lesson 01's first step.
+    mine = (home / "exercises" / "copy_ceiling.py").read_text(encoding="utf-8")
     assert mine.startswith("zq"), mine[:40]
 
 
