@@ -4,10 +4,13 @@ does for the lessons' final exercises.
 A step is graded on correctness only, but its verdict still says "your
 Triton kernel computed this": each cheat wraps the step's own reference, so
 the answers are right and only the cheat can fail it, for the stated
-reason. The wrapper alone passes (the control). They run the real grader
-and the sandbox's handler in this process (tests/inprocess.py): the
-boundary itself is tested through real processes in test_integrity_all.py
-and test_boundary.py.
+reason. The wrapper alone passes (the control). All of them are graded by
+the real grader and the sandbox's handlers in ONE child process
+(tests/inprocess.py; a child because Triton's interpreter is chosen when
+triton is first imported, and a pytest worker may have imported it
+otherwise), once a run (test_steps45_grading's helpers). The boundary
+itself is tested through real processes in test_integrity_all.py and
+test_boundary.py.
 """
 
 from __future__ import annotations
@@ -86,30 +89,40 @@ def test_every_kernel_step_is_covered():
     assert steps == set(STEPS)
 
 
+def _items(tmp) -> dict:
+    items = {}
+    for step, fn in STEPS.items():
+        variants = {f"{step}: {cheat}": wrapped(step, **CHEATS[cheat][0]) for cheat in CHEATS}
+        variants[f"{step}: the wrapper alone"] = wrapped(step)
+        for name, src in variants.items():
+            path = tmp / f"variant_{len(items)}.py"
+            path.write_text(src)
+            items[name] = (step, fn, str(path))
+    return items
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """'step: variant' -> its result, every variant graded in one child."""
+    from tests.test_steps45_grading import IN_PROCESS_CHILD, _once, _run
+
+    return _once(
+        tmp_path_factory,
+        "integrity-steps",
+        lambda tmp: _run(IN_PROCESS_CHILD, tmp, _items(tmp)),
+    )
+
+
 @pytest.mark.parametrize("cheat", list(CHEATS))
 @pytest.mark.parametrize("step", list(STEPS))
-def test_cheat_on_a_step_is_caught(grade_here_src, step, cheat):
-    changes, reasons = CHEATS[cheat]
-    r = grade_here_src(step, wrapped(step, **changes))
+def test_cheat_on_a_step_is_caught(graded, step, cheat):
+    reasons = CHEATS[cheat][1]
+    r = graded[f"{step}: {cheat}"]
     assert r["status"] == "failed", (step, cheat, r["summary"])
     assert any(why in r["summary"] for why in reasons), r["summary"]
 
 
 @pytest.mark.parametrize("step", list(STEPS))
-def test_the_wrapper_alone_passes(grade_here_src, step):
-    r = grade_here_src(step, wrapped(step))
+def test_the_wrapper_alone_passes(graded, step):
+    r = graded[f"{step}: the wrapper alone"]
     assert r["status"] == "passed", r["summary"]
-
-
-@pytest.fixture
-def grade_here_src(tmp_path, monkeypatch):
-    from tests.inprocess import grade_here
-
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-
-    def grade(step: str, src: str) -> dict:
-        path = tmp_path / f"{step}_{abs(hash(src)) % 10**8}.py"
-        path.write_text(src)
-        return grade_here(step, STEPS[step], path)
-
-    return grade
