@@ -21,10 +21,13 @@ KERNELS = {  # exercise -> the function the learner defines
 }
 
 
-def wrapped(exercise: str, before: str = "", after: str = "", prelude: str = "") -> str:
-    """The reference, with its function wrapped: `before`/`after` run around
-    the real call (`args`, `kwargs` and `out` in scope)."""
-    fn = KERNELS[exercise]
+def wrapped(
+    exercise: str, before: str = "", after: str = "", prelude: str = "", fn: str = ""
+) -> str:
+    """The reference, with its function (`fn`, else KERNELS') wrapped:
+    `before`/`after` run around the real call (`args`, `kwargs` and `out` in
+    scope)."""
+    fn = fn or KERNELS[exercise]
     return (
         reference_source(exercise)
         + f"""

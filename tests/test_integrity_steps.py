@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import reference_source
+from tests.test_integrity_all import CHEATS as FINAL_CHEATS
+from tests.test_integrity_all import wrapped as _wrapped
 
 STEPS = {  # step -> the function the learner defines
     "softmax_row": "softmax",
@@ -32,52 +33,20 @@ STEPS = {  # step -> the function the learner defines
 }
 
 
-def wrapped(step: str, before: str = "", after: str = "", prelude: str = "") -> str:
-    fn = STEPS[step]
-    return (
-        reference_source(step)
-        + f"""
-
-import torch as _torch
-{prelude}
-_real_impl = {fn}
-
-
-def {fn}(*args, **kwargs):
-{before or "    pass"}
-    out = _real_impl(*args, **kwargs)
-{after or "    pass"}
-    return out
-"""
-    )
+def wrapped(step: str, **changes: str) -> str:
+    return _wrapped(step, fn=STEPS[step], **changes)
 
 
 CHEATS = {
-    # Scratch space in the first input, after the answer.
-    "writes into an input": (
-        dict(
-            after="    with _torch.no_grad():\n        args[0].data.as_strided((1,), (1,)).fill_(7)"
-        ),
-        ("wrote into its inputs",),
-    ),
-    # Answers remembered by shape: fresh data of the same shape must fail.
-    "returns a cached output": (
-        dict(
-            prelude="_cache = {}",
-            before="    key = tuple((tuple(a.shape), a.dtype, a.stride()) for a in args\n"
-            "                if isinstance(a, _torch.Tensor))\n"
-            "    if key in _cache:\n"
-            "        return _cache[key]",
-            after="    _cache[key] = out",
-        ),
-        ("no Triton kernel was launched", "wrong"),
-    ),
-    # torch touches the answer after the kernel: the output is torch's, not the kernel's.
-    "torch computes the output": (
-        dict(after="    out = out * 1"),
-        ("torch ran torch's aten::mul", "computed eagerly with aten.mul"),
-    ),
+    # The final exercises' own: scratch space in an input, answers remembered by shape.
+    name: FINAL_CHEATS[name]
+    for name in ("writes into an input", "returns a cached output")
 }
+# torch touches the answer after the kernel: the output is torch's, not the kernel's.
+CHEATS["torch computes the output"] = (
+    dict(after="    out = out * 1"),
+    ("torch ran torch's aten::mul", "computed eagerly with aten.mul"),
+)
 
 
 def test_every_kernel_step_is_covered():
