@@ -58,6 +58,16 @@ for step in "$@"; do
           --csv --page details python3 scripts/tools/ncu_cases.py "$c" >> "$OUT/ncu.csv" 2>> "$OUT/ncu_err.txt"; echo "$c rc=$?"; done
       grep -h "==ERROR==\|==WARNING==" "$OUT/ncu.csv" "$OUT/ncu_err.txt" | sort | uniq -c | head
       python3 scripts/tools/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu_summary.json" | cut -c1-1500 ;;
+    feedback:*) exs=$(echo "${step#feedback:}" | tr + " ")  # issue 32: a learner's wait
+      timeout "${FEEDBACK_BUDGET:-400}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_h200.json" $exs --think 10 2>&1 | grep -v Warning | cut -c1-400 ;;
+    refusal:*) spec=${step#refusal:}; secs=${spec%%:*}; exs=""; [ "$spec" != "$secs" ] && exs=$(echo "${spec#*:}" | tr + " ")
+      timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda 2>&1 | grep -v Warning | cut -c1-300 ;;
+    prove) timeout "${PROVE_BUDGET:-220}" python3 scripts/tools/prove_course.py "$OUT/prove_course.json" --jobs 6 --device cuda 2>&1 | grep -v Warning | cut -c1-400 ;;
+    judge-vs-bench:*) ex=${step#judge-vs-bench:}  # the same ceilings on both sides
+      timeout 120 python3 -m gpulab probe --bench --quick 2>&1 | tail -8
+      timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/judge_$ex.json"; echo "check rc=$?"
+      python3 -c "import json; r=json.load(open('$OUT/judge_$ex.json')); print(r['summary']); [print(c['shape'], round(c['ms']*1e3,1), 'us', round(c.get('roofline_fraction') or 0,3), c.get('ceiling'), 'x%.2f' % (c.get('speedup') or 0)) for c in (r.get('timing') or {}).get('cases', [])]"
+      timeout 150 python3 -m gpulab bench "$ex" --json "$OUT/bench_$ex.json" 2>&1 | grep -v "  …" | tail -14 ;;
     *) echo "unknown step $step" ;;
   esac
 done
