@@ -49,6 +49,7 @@ class Channel:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
+        self.texts: list[str] = ["start"]  # each mark's own words
 
     def send(self, event: dict[str, Any]) -> None:
         protocol.write_frame(self.fd, event)
@@ -57,6 +58,7 @@ class Channel:
         """A stage's words, and where there are steps, how many are done of
         how many (numbers, so the lab never reads them back out of words)."""
         self.marks.append((protocol.stage_kind(text), time.monotonic()))
+        self.texts.append(text)
         event: dict[str, Any] = {"type": "stage", "text": text}
         if done is not None and total:
             event["progress"] = [int(done), int(total)]
@@ -66,6 +68,20 @@ class Channel:
         """Seconds in each kind of stage so far, in the order first seen
         (the result's `stages`: a slow check says where its time went)."""
         return protocol.stage_seconds(self.marks, time.monotonic())
+
+    def slowest(self, n: int = 5) -> list[list[Any]]:
+        """The n longest single steps, [words, seconds], longest first (the
+        result's `slowest`: which case or timed shape the time went to)."""
+        now = time.monotonic()
+        ends = [t for _, t in self.marks[1:]] + [now]
+        steps = sorted(
+            (
+                (round(end - t, 3), protocol.text(words, 120))
+                for words, (_, t), end in zip(self.texts, self.marks, ends, strict=True)
+            ),
+            reverse=True,
+        )
+        return [[words, seconds] for seconds, words in steps[:n]]
 
 
 def choose_device(wanted: str) -> str:
@@ -512,6 +528,7 @@ def main() -> int:
             remove_folders()
             os._exit(0)
         channel.marks = [("start", time.monotonic())]  # the check starts now
+        channel.texts = ["start"]
     else:
         raw = sys.stdin.read()
     try:
@@ -524,6 +541,7 @@ def main() -> int:
         }
     if isinstance(channel, Channel):
         result["stages"] = channel.stages()
+        result["slowest"] = channel.slowest()
     try:
         channel.send({"type": "result", "result": result})
     finally:

@@ -127,3 +127,34 @@ def test_a_profile_that_ended_early_is_a_finding():
     a = audit.Audit("cpu")
     a.stopped_early = True
     assert a.findings(set()) == ["the profiler was stopped during your call"]
+
+
+def test_torchs_raw_events_give_the_findings_its_event_list_gives():
+    """The audit reads torch's raw (C++) events, not its FunctionEvents
+    (which cost about 1 s a call on a GPU): the same findings either way, on
+    a real profile with gpulab's own ranges, an allowed sum, scalar reads,
+    ops nested in allowed ones and a second thread."""
+    import threading
+
+    a = audit.Audit("cpu", sum_width=8)
+    x = torch.randn(64)
+    with a:
+        x.clone().view(8, 8).contiguous()
+        torch.exp(x)
+        with audit.own():
+            torch.sin(x)
+            x.to(torch.float64)
+        torch.randn(4, 8).sum(0)
+        torch.randn(4, 9).sum(0)
+        float(x[0])
+        t = threading.Thread(target=lambda: torch.cos(x))
+        t.start()
+        t.join()
+    raw = a.findings(set())
+    assert isinstance(a.events[0], audit.Ev)
+    a.events = list(a._prof.events())  # torch's own parse of the same profile
+    assert a.findings(set()) == raw
+    assert any("exp" in f for f in raw) and not any("sin" in f for f in raw), raw
+    assert sum("sum" in f for f in raw) == 1, raw  # the width-9 sum only
+    if a.all_threads:
+        assert any("cos" in f for f in raw), raw

@@ -116,8 +116,8 @@ def make_pair(
     n: int, dtype: torch.dtype, seed: int, device: str, *, offset: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """x and y of length n; with `offset`, views starting inside a buffer."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    base = torch.randn(2, n + offset, generator=g, dtype=torch.float32).to(dtype).to(device)
+    g = torch.Generator(device=device).manual_seed(seed)  # drawn where it runs
+    base = torch.randn(2, n + offset, generator=g, dtype=torch.float32, device=device).to(dtype)
     return base[0, offset:], base[1, offset:]
 
 

@@ -37,14 +37,16 @@ def make_input(
     scale: float = 1.0,
     neg_inf: bool = False,
 ) -> torch.Tensor:
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    base = torch.randn(rows, cols + pad, generator=g, dtype=torch.float32) * scale
+    # Drawn where the case runs (on a GPU, drawing the timed shapes on the
+    # CPU took seconds of every check).
+    g = torch.Generator(device=device).manual_seed(seed)
+    base = torch.randn(rows, cols + pad, generator=g, dtype=torch.float32, device=device) * scale
     if neg_inf and cols > 1:
         # Masked-out positions as attention produces them; never a whole row.
-        mask = torch.rand(rows, cols + pad, generator=g) < 0.3
+        mask = torch.rand(rows, cols + pad, generator=g, device=device) < 0.3
         mask[:, 0] = False
         base[mask] = float("-inf")
-    base = base.to(dtype).to(device)
+    base = base.to(dtype)
     return base[:, :cols] if pad else base
 
 
