@@ -83,6 +83,11 @@ def test_a_spare_grades_the_file_saved_after_it_started(lesson, tmp_path, judge_
         r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares)
         assert r["warm"] is True
         assert r["status"] == "passed", (r["summary"], r.get("message", "")[-2000:])
+        # A slow check explains itself: its longest steps, longest first.
+        steps = r["slowest"]
+        assert steps and all(isinstance(w, str) and s >= 0 for w, s in steps), steps
+        assert [s for _, s in steps] == sorted((s for _, s in steps), reverse=True)
+        assert any(w.startswith("case ") for w, _ in steps), steps
         # And the starter, saved in place, fails through the next spare.
         path.write_text(lesson.starter_path.read_text())
         r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares)
