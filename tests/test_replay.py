@@ -167,6 +167,68 @@ def softmax(x):
 """
 
 
+# The answer worked out in pure Python from the input's bytes (ctypes: no
+# torch op for the profiler to see) and handed to a kernel that only stores
+# its scalar arguments. Replayed on the same inputs, the same numbers give
+# the same answer; the second draw of a shape gives other numbers.
+SCALAR_ANSWERS = """
+import ctypes
+import math
+import struct
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def put_kernel(
+    y_ptr, x_ptr, base, n, v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15
+):
+    tl.store(y_ptr + base + 0, v0, mask=base + 0 < n)
+    tl.store(y_ptr + base + 1, v1, mask=base + 1 < n)
+    tl.store(y_ptr + base + 2, v2, mask=base + 2 < n)
+    tl.store(y_ptr + base + 3, v3, mask=base + 3 < n)
+    tl.store(y_ptr + base + 4, v4, mask=base + 4 < n)
+    tl.store(y_ptr + base + 5, v5, mask=base + 5 < n)
+    tl.store(y_ptr + base + 6, v6, mask=base + 6 < n)
+    tl.store(y_ptr + base + 7, v7, mask=base + 7 < n)
+    tl.store(y_ptr + base + 8, v8, mask=base + 8 < n)
+    tl.store(y_ptr + base + 9, v9, mask=base + 9 < n)
+    tl.store(y_ptr + base + 10, v10, mask=base + 10 < n)
+    tl.store(y_ptr + base + 11, v11, mask=base + 11 < n)
+    tl.store(y_ptr + base + 12, v12, mask=base + 12 < n)
+    tl.store(y_ptr + base + 13, v13, mask=base + 13 < n)
+    tl.store(y_ptr + base + 14, v14, mask=base + 14 < n)
+    tl.store(y_ptr + base + 15, v15, mask=base + 15 < n)
+
+
+def softmax(x):
+    rows, cols = x.shape
+    fmt = {torch.float32: "f", torch.float16: "e"}[x.dtype]
+    raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())
+    v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))
+    out = []
+    for r in range(rows):
+        row = v[r * cols:(r + 1) * cols]
+        m = max(row)
+        e = [math.exp(a - m) for a in row]
+        out += [a / sum(e) for a in e]
+    y = torch.empty_like(x)
+    for base in range(0, rows * cols, 16):
+        chunk = out[base:base + 16] + [0.0] * 16
+        put_kernel[(1,)](y, x, base, rows * cols, *chunk[:16])
+    return y
+"""
+
+
+def test_answers_passed_as_launch_arguments_fail(grade):
+    r = grade("softmax_row", SCALAR_ANSWERS, timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert "second draw, your launches" in r["summary"], r["summary"]
+    assert "scalar arguments and grid must come from the shapes" in r["summary"]
+
+
 def test_a_forged_report_with_a_copy_kernel_fails(grade):
     r = grade("softmax", FORGED_SOFTMAX, timing=False)
     assert r["status"] == "failed", r["summary"]

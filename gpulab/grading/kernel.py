@@ -361,6 +361,7 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
         replayer.ensure_started()
     total = len(cases)
     gaps: list[str] = []
+    draws: dict[Any, tuple[str, frozenset]] = {}  # a shape's first draw: its launches
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
         keep: dict[str, Any] | None = {} if replayer is not None else None
@@ -399,6 +400,21 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.get("first_bad", [])
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
+            other = _same_launches(draws, case, keep["record"])
+            if other:
+                ctx.add_case(
+                    {
+                        "name": f"{case.name}, your launches",
+                        "passed": False,
+                        "detail": (
+                            f"your kernels were launched with other numbers here than in "
+                            f"case {other}, which has the same shapes and other values: "
+                            "a kernel's scalar arguments and grid must come from the "
+                            "shapes and settings, not from the input's values (an answer "
+                            "handed to a kernel as numbers is not one it computed)"
+                        ),
+                    }
+                )
             _replayed(ctx, replayer.collect())  # the case before this one
             why = replayer.submit(
                 case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)
@@ -408,6 +424,46 @@ def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: 
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
         _replayed(ctx, replayer.collect())
+
+
+def _same_launches(draws: dict[Any, tuple[str, frozenset]], case: Case, record: Any) -> str:
+    """The replay runs a case's launches again on the same inputs, so numbers
+    the wrapper worked out from the input (in pure Python, out of the
+    profiler's sight) and passed as scalar arguments would replay to the
+    same answer. Two draws of one shape tell: an honest launch's numbers
+    are sizes, strides and settings, the same for both. Returns the earlier
+    draw's name when they differ (neither draw's launches a subset of the
+    other's: a first call may launch extra work, a tuner's trials, that a
+    second call skips)."""
+    if not isinstance(record, dict) or not isinstance(record.get("launches"), list):
+        return ""
+    key = tuple(_arg_key(a) for a in (*case.args, *sorted(case.kwargs.items())))
+    sig = frozenset(_launch_key(la) for la in record["launches"] if isinstance(la, dict))
+    if key not in draws:
+        draws[key] = (case.name, sig)
+        return ""
+    name, seen = draws[key]
+    return "" if sig <= seen or seen <= sig else name
+
+
+def _arg_key(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return ("tensor", tuple(a.shape), a.stride(), a.storage_offset(), str(a.dtype))
+    if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str):  # a kwarg
+        return (a[0], _arg_key(a[1]))
+    return ("value", repr(a))
+
+
+def _launch_key(launch: dict[str, Any]) -> tuple[str, str, str]:
+    import json
+
+    args = launch.get("args") if isinstance(launch.get("args"), dict) else {}
+    numbers = {str(k): v for k, v in args.items() if not (isinstance(v, dict) and "__buf__" in v)}
+    return (
+        str(launch.get("kernel")),
+        json.dumps(launch.get("grid"), default=str),
+        json.dumps(numbers, sort_keys=True, default=str),
+    )
 
 
 def _replayed(ctx: Any, verdict: tuple[str, str] | None) -> None:
