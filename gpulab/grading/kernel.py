@@ -457,7 +457,9 @@ def _arg_key(a: Any) -> Any:
 def _launch_key(launch: dict[str, Any]) -> tuple[str, str, str]:
     import json
 
-    args = launch.get("args") if isinstance(launch.get("args"), dict) else {}
+    args = launch.get("args")
+    if not isinstance(args, dict):
+        args = {}
     numbers = {str(k): v for k, v in args.items() if not (isinstance(v, dict) and "__buf__" in v)}
     return (
         str(launch.get("kernel")),
