@@ -54,6 +54,29 @@ def test_the_error_columns_show_nan_and_inf():
     assert text.count("NaN") == 2 and "inf" in text and "nan" not in text
 
 
+def test_columns_no_case_fills_are_left_out():
+    """copy_ceiling's cases are numbers, not tensors: no dtype, no errors.
+    At 60 columns those empty columns folded every case name in two."""
+    from rich.console import Console
+
+    from gpulab.report import cases_table
+
+    table = cases_table(
+        {"cases": [{"name": "buffer_bytes for T4", "passed": False, "detail": "too few"}]}
+    )
+    console = Console(width=60, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "buffer_bytes for T4" in text and "FAIL" in text
+    assert "dtype" not in text and "max abs" not in text and "bad" not in text
+    # With numbers, every column is back.
+    full = cases_table({"cases": [{"name": "a", "dtype": "fp16", "max_abs": 0.1, "mismatches": 0}]})
+    console = Console(width=100, record=True)
+    console.print(full)
+    text = console.export_text()
+    assert "dtype" in text and "max abs err" in text and "bad" in text
+
+
 def test_worst_keeps_a_nan():
     from gpulab.grading.compare import worst
 
