@@ -23,9 +23,10 @@ Grade: correctness only, on the CPU and on a GPU (no letter). Two kernels
 (step 2's, then step 1's on its output) with n kept in fp32 between them
 pass this check too, which grades correctness; they move n through
 memory, three times the fused kernel's traffic for 16-bit x (twice for
-fp32 x), which the lesson's exercise (`rope_rmsnorm`) grades on a GPU. (Rounded to x's dtype between them, n carries one
-rounding more than the tolerances allow.) That exercise adds the
-backward, through a torch.autograd.Function.
+fp32 x), which the lesson's exercise (`rope_rmsnorm`) grades on a GPU.
+(Rounded to x's dtype between them, n carries one rounding more than the
+tolerances allow.) That exercise adds the backward, through a
+torch.autograd.Function.
 
 Run `gpulab check rope_rmsnorm_fwd` (or press `c` in the lab) to grade it,
 and `h` for a hint.

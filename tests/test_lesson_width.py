@@ -299,3 +299,18 @@ def test_no_table_has_an_empty_header_row(path):
         if EMPTY_HEADER.match(line) and re.match(r"^\|\s*:?-", lines[i + 1])
     ]
     assert not empty, f"tables with an empty header row: {empty}"
+
+
+def test_starter_and_reference_lines_keep_the_projects_line_length():
+    """The learner reads these files in the lab's editor: a 120-column
+    docstring line (a starter had one) wraps into the next even at 120x40.
+    The formatter leaves docstrings alone, so this holds them to its 100."""
+    root = Path(__file__).resolve().parents[1]
+    long = [
+        f"{p.relative_to(root)}:{n}: {len(line)} columns"
+        for folder in ("exercises", "kernels")
+        for p in sorted((root / folder).glob("*.py"))  # the files the lab opens
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > 100
+    ]
+    assert not long, "\n".join(long)
