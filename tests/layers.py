@@ -66,6 +66,7 @@ LAB = [
     "gpulab.runner",
     "gpulab.serving",
     "gpulab.serving_models",
+    "gpulab.serving_view",
     "gpulab.state",
     "gpulab.status",
     "gpulab.textsafe",

@@ -225,6 +225,22 @@ def test_the_cli_prints_the_panes_units(run_gpulab):
             assert cell in r.stdout and cell in pane, (step, cell)
 
 
+def test_the_cli_and_the_pane_share_one_step_table(run_gpulab, tmp_path):
+    """One builder (gpulab.serving_view) for both: at 60 columns the CLI's
+    own copy cut its figures, as the pane's row table once did; now both
+    turn to a step a column."""
+    from tests.conftest import gpulab_env
+
+    env = gpulab_env(tmp_path / "workspace", COLUMNS="60")
+    r = run_gpulab("serving", "--gpu", "h200", "--batch", "8", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any(line.split() == ["prefill", "decode"] for line in lines), r.stdout
+    assert all(len(line) <= 60 for line in lines), r.stdout
+    wide = run_gpulab("serving", "--gpu", "h200", "--batch", "8")
+    assert any(line.split()[:2] == ["prefill", "8×2048"] for line in wide.stdout.splitlines())
+
+
 # --- the grader, end to end -------------------------------------------------------------
 
 

@@ -131,25 +131,11 @@ def _print(d: dict[str, Any]) -> None:
         f"[bold]{d['gpu']}[/]: {d['bandwidth_tbs']:g} TB/s, {d['peak_tflops']:g} TFLOP/s "
         f"{d['compute_dtype']} → ridge {d['ridge']:.0f} FLOP/byte"
     )
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    for col in ("step", "batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s"):
-        t.add_column(col, justify="right")
-    for kind, shape in (
-        ("prefill", f"{d['batch']}×{d['prompt']}"),
-        ("decode", f"{d['batch']}×1 @{d['context']}"),
-    ):
-        s = d[kind]
-        colour = "cyan" if s["bound"] == "memory" else "magenta"
-        t.add_row(
-            kind,
-            shape,
-            units.si(s["flops"], ""),
-            units.si(s["bytes"], "B"),
-            units.intensity(s["intensity"]),
-            f"[{colour}]{s['bound']}[/]",
-            units.duration(s["seconds"]),
-            units.tokens(s["tokens_per_s"]),
-        )
+    from gpulab.serving_view import steps_table
+
+    # The Serving pane's own table (gpulab.serving_view): a step a row where
+    # the terminal is wide enough, a step a column where it is not.
+    t = steps_table(d, con.width)
     con.print(t)
     con.print("[dim]Ideal (roofline) times and tokens/s; decode at context C is batch×1 @C.[/]")
     fits = d["memory_needed_gb"] <= d["memory_gb"]

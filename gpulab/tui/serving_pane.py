@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -23,6 +23,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
 
 from gpulab import hardware, serving, serving_models, units
+from gpulab.serving_view import BOUND_STYLE, steps_table
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 
 # Far beyond any real serving setup, and small enough that the arithmetic
@@ -84,52 +85,6 @@ def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
         hardware.DEFAULT_GPU,
         f"default; no datasheet for {gpu_names[0]}" if gpu_names else "default",
     )
-
-
-BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
-
-
-STEP_COLUMNS = ("batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s")
-
-
-def step_cells(d: dict[str, Any]) -> dict[str, list[Any]]:
-    """Each step's row of figures, in STEP_COLUMNS order."""
-    cells = {}
-    for kind, shape in (
-        ("prefill", f"{d['batch']}×{d['prompt']}"),
-        ("decode", f"{d['batch']}×1 @{d['context']}"),
-    ):
-        s = d[kind]
-        cells[kind] = [
-            shape,
-            units.si(s["flops"], ""),
-            units.si(s["bytes"], "B"),
-            units.intensity(s["intensity"]),
-            Text(s["bound"], style=BOUND_STYLE.get(s["bound"], "")),
-            units.duration(s["seconds"]),
-            units.tokens(s["tokens_per_s"]),
-        ]
-    return cells
-
-
-def steps_table(d: dict[str, Any], width: int) -> Table:
-    """A step a row where that fits `width` (76 columns do); else a step a
-    column, which fits 40: at 60 columns the row table cut every figure."""
-    cells = step_cells(d)
-    wide = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
-    for col in ("step", *STEP_COLUMNS):
-        wide.add_column(col, justify="left" if col in ("step", "bound") else "right", no_wrap=True)
-    for kind, row in cells.items():
-        wide.add_row(kind, *row)
-    if Console(width=1000).measure(wide).maximum <= width:
-        return wide
-    tall = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
-    tall.add_column("")
-    for kind in cells:
-        tall.add_column(kind, justify="right", no_wrap=True)
-    for i, name in enumerate(STEP_COLUMNS):
-        tall.add_row(name, *(row[i] for row in cells.values()))
-    return tall
 
 
 def results_renderable(d: dict[str, Any], why: str, width: int = 76) -> Group:
