@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 from gpulab.device.devinfo import GpuInfo
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 from gpulab.tui.messages import BenchDone, BenchProgress, DeviceSnapshot
+from gpulab.workspace import Workspace
 
 
 class DevicePane(LazyPane):
@@ -31,6 +32,10 @@ class DevicePane(LazyPane):
         # Where there is no GPU, m is not offered, and says why when pressed.
         Binding("m", "no_gpu_to_measure", "Measure", show=False),
     ]
+
+    def __init__(self, workspace: Workspace, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.workspace = workspace
 
     def compose(self) -> ComposeResult:
         yield Static("", id="device-line")
@@ -86,7 +91,7 @@ class DevicePane(LazyPane):
         description="device probe",
     )
     def _snapshot_worker(self) -> None:
-        workspace = self.app.workspace  # type: ignore[attr-defined]
+        workspace = self.workspace
         try:
             from gpulab.device import probe
 

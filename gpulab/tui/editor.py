@@ -152,8 +152,12 @@ class ExercisePane(Vertical):
         Binding("ctrl+g", "find('line')", "Go to line", show=False),
     ]
 
-    def __init__(self, *, syntax: bool = True, id: str | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, *, syntax: bool = True, id: str | None = None
+    ) -> None:
+        """`root`: the workspace's folder, which the status line shows paths from."""
         super().__init__(id=id)
+        self._root = root
         self._syntax = syntax
         self.lesson: Lesson | None = None
         self.path: Path | None = None
@@ -300,8 +304,8 @@ class ExercisePane(Vertical):
             text = "no exercise file"
         else:
             try:
-                shown = self.path.relative_to(self.app.workspace.root)  # type: ignore[attr-defined]
-            except (ValueError, AttributeError):
+                shown = self.path.relative_to(self._root) if self._root else self.path
+            except ValueError:
                 shown = self.path
             state = (
                 ("[b]● NOT SAVED[/]" if self.save_error else "[b]● modified[/]")

@@ -3,6 +3,7 @@ graded runs, drawn from gpulab.roofline in a thread worker."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from textual.widgets import Label, Select, Static
 from gpulab.content import Lesson
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 from gpulab.tui.messages import RooflineBuilt, RooflineExported
+from gpulab.workspace import Workspace
 
 
 class RooflinePane(LazyPane):
@@ -32,8 +34,18 @@ class RooflinePane(LazyPane):
     RooflinePane #roofline-gpu { width: 28; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        remember: Callable[..., Any] | None = None,
+        *,
+        id: str | None = None,
+    ) -> None:
+        """`remember(write, *args)`: how the lab saves a setting (it says
+        once when the workspace cannot be written); by default, the write."""
         super().__init__(id=id)
+        self.workspace = workspace
+        self._remember = remember or (lambda write, *args: write(*args))
         self.chosen: str | None = None
         """The GPU key picked in this pane this session (None: gpulab's choice)."""
         self._drawn: str | None = None  # the GPU key of the plot on screen
@@ -87,7 +99,7 @@ class RooflinePane(LazyPane):
             # pane made to show what it drew, or an event older than that change.
             return
         self.chosen = key
-        self.app.remember(self.app.workspace.set_setting, "gpu", key)  # type: ignore[attr-defined]
+        self._remember(self.workspace.set_setting, "gpu", key)
         self._build_worker(key)
 
     @work(
@@ -97,10 +109,7 @@ class RooflinePane(LazyPane):
         try:
             from gpulab import roofline
 
-            model, why = roofline.workspace_model(
-                self.app.workspace,  # type: ignore[attr-defined]
-                gpu,
-            )
+            model, why = roofline.workspace_model(self.workspace, gpu)
         except Exception as exc:  # noqa: BLE001 - a missing module or bad data: say so
             self.post_message(RooflineBuilt(None, "", f"{type(exc).__name__}: {exc}"))
             return

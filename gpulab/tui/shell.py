@@ -102,13 +102,13 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
                 with TabPane("Lesson", id="lesson"):
                     yield LessonPane(id="lesson-pane")
                 with TabPane("Exercise", id="exercise"):
-                    yield ExercisePane(syntax=self.syntax, id="exercise-pane")
+                    yield ExercisePane(self.workspace.root, syntax=self.syntax, id="exercise-pane")
                 with TabPane("Results", id="results"):
                     yield ResultsPane(id="results-pane")
                 with TabPane("Roofline", id="roofline"):
-                    yield RooflinePane(id="roofline-pane")
+                    yield RooflinePane(self.workspace, self.remember, id="roofline-pane")
                 with TabPane("Device", id="device"):
-                    yield DevicePane(id="device-pane")
+                    yield DevicePane(self.workspace, id="device-pane")
                 with TabPane("Roadmap", id="roadmap"):
                     yield RoadmapPane(id="roadmap-pane")
                 with TabPane("Serving", id="serving"):
