@@ -169,9 +169,22 @@ def softmax(x):
 
 # The answer worked out in pure Python from the input's bytes (ctypes: no
 # torch op for the profiler to see) and handed to a kernel that only stores
-# its scalar arguments. Replayed on the same inputs, the same numbers give
-# the same answer; the second draw of a shape gives other numbers.
-SCALAR_ANSWERS = """
+# its scalar arguments, `width` values a launch. Replayed on the same inputs,
+# the same numbers give the same answer; the second draw of a shape gives
+# other numbers. `repeat`: each call first repeats the launches of the last
+# call of its shape, so the second draw's launches hold the first's as well
+# as its own, which land last.
+def scalar_answers(width: int, repeat: bool = False) -> str:
+    params = ", ".join(f"v{i}" for i in range(width))
+    stores = "".join(
+        f"    tl.store(y_ptr + base + {i}, v{i}, mask=base + {i} < n)\n" for i in range(width)
+    )
+    again = (
+        "    for args in LAST.get(x.shape, []):\n        put_kernel[(1,)](y, x, *args)\n"
+        if repeat
+        else ""
+    )
+    return f"""
 import ctypes
 import math
 import struct
@@ -180,32 +193,16 @@ import torch
 import triton
 import triton.language as tl
 
+LAST = {{}}
+
 
 @triton.jit
-def put_kernel(
-    y_ptr, x_ptr, base, n, v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15
-):
-    tl.store(y_ptr + base + 0, v0, mask=base + 0 < n)
-    tl.store(y_ptr + base + 1, v1, mask=base + 1 < n)
-    tl.store(y_ptr + base + 2, v2, mask=base + 2 < n)
-    tl.store(y_ptr + base + 3, v3, mask=base + 3 < n)
-    tl.store(y_ptr + base + 4, v4, mask=base + 4 < n)
-    tl.store(y_ptr + base + 5, v5, mask=base + 5 < n)
-    tl.store(y_ptr + base + 6, v6, mask=base + 6 < n)
-    tl.store(y_ptr + base + 7, v7, mask=base + 7 < n)
-    tl.store(y_ptr + base + 8, v8, mask=base + 8 < n)
-    tl.store(y_ptr + base + 9, v9, mask=base + 9 < n)
-    tl.store(y_ptr + base + 10, v10, mask=base + 10 < n)
-    tl.store(y_ptr + base + 11, v11, mask=base + 11 < n)
-    tl.store(y_ptr + base + 12, v12, mask=base + 12 < n)
-    tl.store(y_ptr + base + 13, v13, mask=base + 13 < n)
-    tl.store(y_ptr + base + 14, v14, mask=base + 14 < n)
-    tl.store(y_ptr + base + 15, v15, mask=base + 15 < n)
-
+def put_kernel(y_ptr, x_ptr, base, n, {params}):
+{stores}
 
 def softmax(x):
     rows, cols = x.shape
-    fmt = {torch.float32: "f", torch.float16: "e"}[x.dtype]
+    fmt = {{torch.float32: "f", torch.float16: "e"}}[x.dtype]
     raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())
     v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))
     out = []
@@ -215,15 +212,25 @@ def softmax(x):
         e = [math.exp(a - m) for a in row]
         out += [a / sum(e) for a in e]
     y = torch.empty_like(x)
-    for base in range(0, rows * cols, 16):
-        chunk = out[base:base + 16] + [0.0] * 16
-        put_kernel[(1,)](y, x, base, rows * cols, *chunk[:16])
+{again}    mine = []
+    for base in range(0, rows * cols, {width}):
+        chunk = out[base:base + {width}] + [0.0] * {width}
+        mine.append((base, rows * cols, *chunk[:{width}]))
+        put_kernel[(1,)](y, x, *mine[-1])
+    LAST[x.shape] = mine
     return y
 """
 
 
-def test_answers_passed_as_launch_arguments_fail(grade):
-    r = grade("softmax_row", SCALAR_ANSWERS, timing=False)
+@pytest.mark.parametrize(
+    "source",
+    # 5×1000 in 32 a launch: 157 launches, twice that when repeated, under
+    # the replay's 512 (more would fail for that reason instead).
+    [scalar_answers(16), scalar_answers(32, repeat=True)],
+    ids=["plain", "repeating the last call's launches"],
+)
+def test_answers_passed_as_launch_arguments_fail(grade, source):
+    r = grade("softmax_row", source, timing=False)
     assert r["status"] == "failed", r["summary"]
     assert "second draw, your launches" in r["summary"], r["summary"]
     assert "scalar arguments and grid must come from the shapes" in r["summary"]

@@ -294,8 +294,9 @@ class Audit:
 class Ev:
     """One profiled event, with the fields the findings read. Made from
     torch's raw (C++) event list: building torch's FunctionEvents parsed
-    every event in Python, about 1 s a graded call on an H200 (20 of a
-    softmax check's 33 s, py-spy, 2026-12-03)."""
+    every event in Python, about 1 s a graded call on an H200 (20 of the
+    36 s a softmax check's sandbox spent in graded calls; py-spy,
+    2026-12-03)."""
 
     __slots__ = ("name", "device_type", "input_shapes", "time_range", "cpu_parent", "thread")
 

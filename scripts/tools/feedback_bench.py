@@ -65,17 +65,22 @@ def meta(args, rows) -> dict:
     import platform
 
     info = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "rows": rows}
+    info.update(stack())
+    info["think_s"] = args.think
+    info["fresh_import_s"] = args.import_s
+    return info
+
+
+def stack() -> dict:
+    """torch's and Triton's versions, and the GPU's name where there is one."""
     try:
         import torch
         import triton
-
-        info["torch"], info["triton"] = torch.__version__, triton.__version__
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name()
     except ImportError:
-        pass
-    info["think_s"] = args.think
-    info["fresh_import_s"] = args.import_s
+        return {}
+    info = {"torch": torch.__version__, "triton": triton.__version__}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
     return info
 
 

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from feedback_bench import stack  # beside this file (sys.path[0] when run as a script)
+
 from gpulab import runner
 from gpulab.content import load_course
 
@@ -140,15 +142,7 @@ def report(args: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "per_exercise": per,
         "rows": rows,
     }
-    try:
-        import torch
-        import triton
-
-        info["torch"], info["triton"] = torch.__version__, triton.__version__
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name()
-    except ImportError:
-        pass
+    info.update(stack())
     return info
 
 
