@@ -84,6 +84,23 @@ class Channel:
         return [[words, seconds] for seconds, words in steps[:n]]
 
 
+def graded(channel: Channel, result: dict[str, Any]) -> None:
+    """The grade, sent as soon as the timing ends: on a GPU the diagnosis
+    that follows a timed check (advice, which never changes the grade) took
+    3-4 s of a softmax check's 13-21 s on an H200 (py-spy, 2026-12-03), and
+    the learner need not wait for it to see the grade."""
+    timing = result.get("timing") or {}
+    if result.get("status") != "passed" or not timing.get("grade"):
+        return
+    channel.send(
+        {
+            "type": "graded",
+            "grade": protocol.text(timing.get("grade"), 8),
+            "summary": protocol.text(result.get("summary"), 300),
+        }
+    )
+
+
 def choose_device(wanted: str) -> str:
     if wanted == "cpu":
         return "cpu"
@@ -454,6 +471,7 @@ def judge(
             outbox=str(prepared.outbox),
         )
         result["verdict"] = "judge"
+        graded(channel, result)
         # Advice only, after the verdict (issue 21): never changes it.
         attach(request, result, device, sandbox, fresh=prepared.fresh, early=early)
     except (SandboxDied, protocol.ProtocolError) as exc:

@@ -677,6 +677,10 @@ async def test_progress_stages_drive_the_bar(ws, course):
         pane.progress({"type": "correct", "cases": 14})
         await pilot.pause()
         assert shows(app, "correct: all 14 cases right") and shows(app, "timing")
+        # Then the grade, before the advice on where the time went.
+        pane.progress({"type": "graded", "grade": "B", "summary": "grade B: 72% of the roofline"})
+        await pilot.pause()
+        assert shows(app, "graded: grade B: 72% of the roofline") and shows(app, "time went")
     assert spark([1, 2, 3]) == "▁▄█" and spark([]) == ""
 
 

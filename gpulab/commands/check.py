@@ -84,6 +84,8 @@ def _check(args: Any) -> int:
             )
         elif ev.get("type") == "correct":  # the verdict on correctness, before the timing
             err.print(f"correct: all {ev.get('cases')} cases right; timing now", markup=False)
+        elif ev.get("type") == "graded":  # the grade, before the advice that follows it
+            err.print(f"graded: {visible(str(ev.get('summary', '')))}", markup=False)
 
     result = run_check(
         lesson,

@@ -176,6 +176,9 @@ class ResultsPane(VerticalScroll):
         if event.get("type") == "correct":
             self._correct(event)
             return
+        if event.get("type") == "graded":
+            self._graded(event)
+            return
         self._stage = progress_text(event) or self._stage
         if event.get("type") == "case" and event.get("total"):
             self.query_one(ProgressBar).update(total=event["total"], progress=event.get("index", 0))
@@ -195,6 +198,20 @@ class ResultsPane(VerticalScroll):
             )
         )
         self._stage = "timing"
+        self._tick()
+
+    def _graded(self, event: dict[str, Any]) -> None:
+        """The grade, while the advice on where the time went is worked out."""
+        summary = str(event.get("summary") or f"grade {event.get('grade', '?')}")
+        self.query_one("#result", Static).update(
+            Text.assemble(
+                ("graded", "b green"),
+                f": {summary}. Working out where the time went… press ",
+                ("x", "b"),
+                " to stop.",
+            )
+        )
+        self._stage = "explaining"
         self._tick()
 
     def _tick(self) -> None:

@@ -15,7 +15,8 @@ workspace holding the reference solution as the learner's file:
   edit, no timing   the same with timing off (`--no-timing`: the verdict alone);
   unchanged     the same file checked again through the spare (cache kept).
 
-Each row: wall seconds from the check's start to its result, the result's
+Each row: wall seconds from the check's start to its result (and to the
+`correct` and `graded` frames, when the lab shows those), the result's
 `stages`, the status and grade. Headless (no textual); runs where the GPU
 machine's Python is, from a checkout: PYTHONPATH=$PWD.
 """
@@ -108,6 +109,13 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
 
     def check(kind: str, timing: bool, spares: runner.Spares | None) -> None:
         t0 = time.monotonic()
+        seen: dict[str, float] = {}
+
+        def on_event(ev: dict) -> None:
+            # When the lab shows the verdict on correctness, and the grade.
+            if ev.get("type") in ("correct", "graded"):
+                seen.setdefault(f"{ev['type']}_s", round(time.monotonic() - t0, 2))
+
         r = runner.run_check(
             lesson,
             path,
@@ -116,6 +124,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
             device=args.device,
             workspace=str(ws),
             spares=spares,
+            on_event=on_event,
         )
         wall = time.monotonic() - t0
         row = {
@@ -127,7 +136,9 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
             "warm": r.get("warm"),
             "grade": (r.get("timing") or {}).get("grade"),
             "summary": str(r.get("summary", ""))[:200],
+            **seen,
             "stages": r.get("stages"),
+            "slowest": r.get("slowest"),
         }
         out.append(row)
         print(json.dumps(row), flush=True)
@@ -173,11 +184,13 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'exercise':<16} {'kind':<16} {'wall s':>7} {'warm':>5}  grade  status")
+    head = f"{'exercise':<16} {'kind':<16} {'wall s':>7} {'correct':>8} {'graded':>7}"
+    print(f"{head} {'warm':>5}  grade  status")
     for r in rows:
+        marks = f"{r.get('correct_s', '-'):>8} {r.get('graded_s', '-'):>7}"
         print(
-            f"{r['exercise']:<16} {r['kind']:<16} {r['wall_s']:>7.2f} {str(r['warm']):>5}"
-            f"  {str(r['grade'] or '-'):<5}  {r['status']}"
+            f"{r['exercise']:<16} {r['kind']:<16} {r['wall_s']:>7.2f} {marks}"
+            f" {str(r['warm']):>5}  {str(r['grade'] or '-'):<5}  {r['status']}"
         )
 
 
