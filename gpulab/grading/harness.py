@@ -40,6 +40,8 @@ class GradeContext:
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     timing: dict[str, Any] | None = None
+    # What the compile-ahead did before each run of cases (a GPU's; speed only).
+    warmed: list[dict[str, Any]] = field(default_factory=list)
     # Set by the kernel grader when kernels ran (in the interpreter on a CPU);
     # lessons without Triton (JAX, torch.compile, arithmetic) leave it False.
     uses_triton: bool = False
@@ -200,4 +202,6 @@ def grade_request(
             status=Status.FAILED, summary="implausible timing: " + ctx.timing["implausible"]
         )
     result.update(cases=ctx.cases, skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing)
+    if ctx.warmed:
+        result["compiled_ahead"] = ctx.warmed
     return result

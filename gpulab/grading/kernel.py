@@ -352,9 +352,25 @@ def guarded_call(
     return out, problem
 
 
+def compile_ahead(ctx: Any) -> None:
+    """On a GPU, once before the first case: the sandbox compiles, side by
+    side, the kernels the last check of this file compiled
+    (gpulab.sandbox.ahead). Speed only: its reply decides nothing, and a
+    kernel it did not compile compiles in its graded call, as without it."""
+    if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
+        return
+    ctx.stage("compiling your kernels side by side (as your last check compiled them)")
+    reply = ctx.sandbox.request({"type": "compile_ahead"})
+    keys = ("kernels", "compiled", "workers", "seconds")
+    ctx.warmed.append(
+        {k: reply.get(k) for k in keys} if reply.get("type") == "compiled_ahead" else {}
+    )
+
+
 def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: Any = None) -> None:
     """Correctness: every case against a float64 reference, in the sandbox."""
     ctx.uses_triton = True
+    compile_ahead(ctx)
     # On the CPU every passing case is replayed apart from the learner's code.
     replayer = getattr(ctx, "replayer", None) if ctx.interpreter else None
     if replayer is not None:

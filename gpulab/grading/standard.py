@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpulab.grading.kernel import INTERPRETER_NOTE, Case, KernelSpec, check_cases
+from gpulab.grading.kernel import INTERPRETER_NOTE, Case, KernelSpec, check_cases, compile_ahead
 from gpulab.grading.speed import time_cases
 
 STEP_NOTE = (
@@ -31,6 +31,7 @@ def grade_kernel(
     pass and a GPU is here, the timed cases. `timing` None: correctness
     only (a lesson's steps; its final exercise is the one timed)."""
     fn = ctx.function(function)
+    compile_ahead(ctx)
     if ctx.interpreter:
         ctx.notes.append(INTERPRETER_NOTE)
     (check or check_cases)(ctx, spec, fn, correctness())

@@ -244,6 +244,12 @@ class Server:
 
         return block_request(self, msg)
 
+    def on_compile_ahead(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The cases' kernels compiled ahead, side by side (speed only)."""
+        from gpulab.sandbox.ahead import ahead_request
+
+        return ahead_request(self, msg)
+
     def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         from gpulab.sandbox.calls import timed_batch
 

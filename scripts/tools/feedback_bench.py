@@ -35,6 +35,7 @@ from pathlib import Path
 from gpulab import runner
 from gpulab.content import load_course
 from gpulab.judge import cache_dir
+from gpulab.sandbox.ahead import RECORD
 
 
 def main() -> int:
@@ -139,6 +140,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
             **seen,
             "stages": r.get("stages"),
             "slowest": r.get("slowest"),
+            "compiled_ahead": r.get("compiled_ahead"),
         }
         out.append(row)
         print(json.dumps(row), flush=True)
@@ -149,6 +151,8 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         request = runner.check_request(lesson, path, workspace=str(ws))
         cache = cache_dir(request, ws)
         for entry in cache.iterdir() if cache.is_dir() else ():
+            if entry.name == RECORD:  # an edit leaves the last check's record
+                continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
