@@ -277,6 +277,27 @@ def more_figures(probe: dict, one_row: dict) -> list[tuple[str, str, list[str]]]
     }
     graphed = modes["torch.compile reduce-overhead"]["ms"] * 1e3
     compiled = modes["torch.compile default"]["ms"] * 1e3
+    # ...and a profile of the same step under reduce-overhead (raw text).
+    prof06 = (RAW / "h200-2026-12-03-pm" / "compile-modes-profile.txt").read_text("utf-8")
+    ro = re.search(
+        r"== reduce-overhead: step ([\d.]+) us .*?kernel device time ([\d.]+) us/step\n"
+        r"((?:  .*\n)+)",
+        prof06,
+    )
+    assert ro, "no reduce-overhead block"
+    top = [
+        (float(m[1]), m[2]) for m in re.finditer(r"^\s+([\d.]+) us\s+[\d.]+x (.*)$", ro[3], re.M)
+    ]
+    topk = sum(us for us, n in top if "mbtopk" in n or "radix_sort" in n)
+    mm = sum(us for us, n in top if "sgemm" in n or "gemm_f32" in n)
+    copies = sum(us for us, n in top if "Memcpy" in n)
+    assert 120 <= topk <= 130 and 125 <= mm <= 135, (topk, mm)
+    out += [
+        ("profiled reduce-overhead step", f"{float(ro[1]):.0f} µs a step", [L06]),
+        ("profiled reduce-overhead kernels", f"busy for {float(ro[2]):.0f} µs", [L06]),
+        ("profiled graph input copies", f"buffers add {copies:.0f} µs", [L06]),
+        ("profiled fp32 matmuls vs floor", f"{mm / 56:.1f} times the 56 µs floor", [L06]),
+    ]
     out += [
         ("reduce-overhead µs", f"still took {graphed:.0f} µs", [L06]),
         ("compile → graphs", f"{compiled:.0f} → {graphed:.0f} µs at 8×256×256", [L06]),
@@ -446,6 +467,8 @@ STALE = {
     "these figures shown at GTC 2025": "22 TB/s and 35 PF were first given at CES 2026",
     "0.21 ms of GPU time": "the list's top entry is the optimizer's range, not a kernel",
     "bf16 add gave NaN": "a bf16 add or multiply returns garbage, some elements NaN",
+    "none of them measured here": "the reduce-overhead step was profiled on the H200",
+    "does not break down": "the reduce-overhead step was profiled on the H200",
 }
 
 
