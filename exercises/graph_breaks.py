@@ -23,7 +23,9 @@ Contract (the grader checks all of it):
     ops (no allow_in_graph / custom-op wrapper around the old code); and
     torch._dynamo.config stays at its defaults (the grader undoes changes).
 
-There are five breaks, of five different kinds. Find them yourself:
+There are five causes of breaks, of five different kinds (Dynamo logs seven
+breaks: the NumPy line's result breaks twice more on the line after it).
+Find them yourself:
 
     python exercises/graph_breaks.py                 # runs torch._dynamo.explain
     TORCH_LOGS=graph_breaks python exercises/graph_breaks.py
