@@ -186,13 +186,8 @@ def compile_apart(specs: list[tuple[Any, str]], workers: int | None = None) -> t
         return set(), 0  # one at a time is what the graded calls do anyway
     from triton.runtime import driver
 
-    # Asked here, where CUDA may be: a kernel's per-device caches (its
-    # target, backend and binder) are made on first use, which a worker
-    # must not be the one to do.
     device = driver.active.get_current_device()
-    for jit in {id(j): j for j, _ in specs}.values():
-        with contextlib.suppress(Exception):
-            jit.device_caches[device]  # noqa: B018 - made on first look
+    _prepare({id(j): j for j, _ in specs}.values(), device)
     read, write = os.pipe()
     pids = []
     for w in range(n):
@@ -211,6 +206,25 @@ def compile_apart(specs: list[tuple[Any, str]], workers: int | None = None) -> t
         pids.append(pid)
     os.close(write)
     return _collect(read, pids), len(pids)
+
+
+def _prepare(jits: Any, device: int) -> None:
+    """What every compile needs first, done once here for all the workers.
+    A kernel's per-device caches (its target, backend and binder) are made
+    on first use, which asks CUDA: a worker must not be the one. And each
+    compile's cache key needs Triton's own hash (of its sources and the
+    hundreds of MB of libtriton), ptxas's version, and the kernel's source
+    hash: each cached once computed, so computed before the fork."""
+    for jit in jits:
+        with contextlib.suppress(Exception):
+            backend = jit.device_caches[device][3]
+            backend.hash()
+        with contextlib.suppress(Exception):
+            jit.cache_key  # noqa: B018 - a property that caches itself
+    with contextlib.suppress(Exception):
+        from triton.runtime.cache import triton_key
+
+        triton_key()
 
 
 def _worker(specs: list[tuple[Any, str]], mine: range, device: int, out: int) -> None:
