@@ -308,9 +308,11 @@ def more_figures(probe: dict, one_row: dict) -> list[tuple[str, str, list[str]]]
     ranges = {r["name"]: r["ms"] for r in prof["ranges"]}
     buffers = next(o for o in prof["top_ops"] if o["name"] == "Activity Buffer Request")
 
-    # The kernel list also holds record_function ranges as the GPU saw them
-    # (torch.profiler's gpu_user_annotation): `Optimizer.step#SGD.step` is
-    # a span of the optimizer's kernels, gaps included, not a kernel.
+    # The recorded kernel list, from before the sandbox left ranges out
+    # (tests/test_profile_kernels.py), also holds a record_function range as
+    # the GPU saw it (torch.profiler's gpu_user_annotation):
+    # `Optimizer.step#SGD.step` is a span of the optimizer's kernels, gaps
+    # included, not a kernel.
     def is_range(k: dict) -> bool:  # "Optimizer.step#SGD.step", not "...{lambda()#1}(...)"
         return "#" in k["name"] and "(" not in k["name"]
 

@@ -110,9 +110,15 @@ def _profiled(fn: Any, file: str, xs: list, weights: dict, trace: Any) -> tuple[
 
 
 def op_rows(prof: Any) -> list[dict[str, Any]]:
-    """torch.profiler's table as data (times in µs), one row per operator."""
+    """torch.profiler's table as data (times in µs), one row per operator
+    (a range as the GPU saw it is no operator: gpulab.sandbox.training)."""
+    from gpulab.sandbox.training import is_device_range, range_names
+
     rows = []
+    names = range_names(prof)
     for a in prof.key_averages():
+        if is_device_range(a, names):
+            continue
         self_dev = getattr(a, "self_device_time_total", None)
         if self_dev is None:
             self_dev = getattr(a, "self_cuda_time_total", 0)

@@ -140,8 +140,9 @@ def cpu_events(prof: Any) -> list[dict[str, Any]]:
 
 def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
     rows = []
+    names = range_names(prof)
     for a in prof.key_averages():
-        if a.key in RANGES:
+        if a.key in RANGES or is_device_range(a, names):
             continue
         self_dev = getattr(a, "self_device_time_total", None)
         if self_dev is None:
@@ -160,10 +161,50 @@ def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
     return rows[:n]
 
 
-def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
-    total: dict[str, list[float]] = {}
+# Kineto's name for a record_function range as the GPU timeline saw it.
+GPU_ANNOTATION = "gpu_user_annotation"
+USER_SCOPE = 7  # torch.autograd.RecordScope.USER_SCOPE: record_function's scope
+
+
+def range_names(prof: Any) -> set[str]:
+    """The names of the profile's record_function ranges, from the host side,
+    where both torch versions flag them (is_user_annotation, USER_SCOPE): the
+    learner's, `Optimizer.step#SGD.step`, `ProfilerStep#3`..."""
+    names = set(RANGES)
     for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.name not in RANGES:
+        if e.device_type == torch.autograd.DeviceType.CPU and (
+            getattr(e, "is_user_annotation", None) or getattr(e, "scope", None) == USER_SCOPE
+        ):
+            names.add(e.name)
+    return names
+
+
+def is_device_range(e: Any, names: set[str]) -> bool:
+    """Whether a device-side event (or key_averages row) is a range, not GPU work.
+
+    torch.profiler copies each record_function range onto the GPU's timeline
+    under the range's own name (Kineto's gpu_user_annotation, device CUDA),
+    spanning the range's first kernel to its last, gaps included (on the
+    H200, `Optimizer.step#SGD.step` spanned 0.146 ms, more than the step's
+    kernels took together).
+    torch 2.13 says so in activity_type, is_user_annotation may say so, and
+    on any version the name is a host range's."""
+    if e.device_type == torch.autograd.DeviceType.CPU:
+        return False
+    return bool(
+        getattr(e, "activity_type", None) == GPU_ANNOTATION
+        or getattr(e, "is_user_annotation", None)
+        or e.key in names
+    )
+
+
+def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
+    """The GPU's work by device time: kernels (and copies, memsets), never a
+    range (is_device_range)."""
+    total: dict[str, list[float]] = {}
+    names = range_names(prof)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and not is_device_range(e, names):
             total.setdefault(e.name, []).append(e.time_range.elapsed_us())
     rows: list[dict[str, Any]] = [
         {"name": k, "calls": len(v), "device_ms": sum(v) / 1e3} for k, v in total.items()
