@@ -188,11 +188,11 @@ async def browse(devtools: int, url: str, serve_pid: int, workspace: Path) -> di
             await press(page, "Enter", "2", "e", "# typed in a browser", "Enter", "Escape")
             await page.until(
                 lambda: exercise.read_text().startswith("# typed in a browser\n"),
-                60,
+                120,
                 "the edit on disk",
             )
             await press(page, "c")
-            await page.until(lambda: attempts(state, "copy_ceiling"), 120, "a check's result")
+            await page.until(lambda: attempts(state, "copy_ceiling"), 240, "a check's result")
             # q ends the lab, and the page says so.
             await press(page, "q")
             await page.until(lambda: not lab_pids(serve_pid), 30, "the lab to quit")
@@ -224,14 +224,14 @@ def attempts(state: Path, exercise: str) -> list:
 
 def test_chromium_a_learner_edits_checks_quits_and_closing_the_tab_ends_the_lab(tmp_path):
     port = free_port()
-    with served(tmp_path, "--port", str(port), limit_s=300) as (proc, url, _printed):
+    with served(tmp_path, "--port", str(port), limit_s=600) as (proc, url, _printed):
         wait_for_port(port)
         serve_pid = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text())
         profile = Path(tempfile.mkdtemp(prefix="gpulab-chromium-"))
         try:
             with chromium(profile) as devtools:
                 seen = asyncio.run(
-                    asyncio.wait_for(browse(devtools, url, serve_pid, tmp_path / "workspace"), 280)
+                    asyncio.wait_for(browse(devtools, url, serve_pid, tmp_path / "workspace"), 560)
                 )
         finally:
             shutil.rmtree(profile, ignore_errors=True)
