@@ -1,11 +1,13 @@
 """`gpulab serve` in a real browser: headless Chromium (Debian's `chromium`
 package), driven over the Chrome DevTools Protocol with aiohttp.
 
-One test, three checks a learner's browser would make (issue 30, items 1, 2):
-the page draws the lab (the lab's screen arrives over the page's own
-websocket and the terminal is on the page), closing the tab ends the lab's
-process within 5 s, and nothing the page loads comes from another host
-(every request the page makes is logged by the DevTools Network domain).
+One test, a learner's visit (issue 30): the page draws the lab (the lab's
+screen arrives over the page's own websocket and the terminal is on the
+page); keys pressed without a click first reach it (Enter, 2, e, typing: the
+edit lands on disk), c checks, q ends the lab and the page says so, its
+Restart opens a new one; closing the tab ends the lab's process within 5 s;
+and nothing the page loads comes from another host (every request the page
+makes is logged by the DevTools Network domain).
 
 Skipped where no Chromium is installed; .ci/run installs it with apt where it
 can (about 40 s and 120 MB of packages on Debian 12, measured here).
@@ -130,11 +132,40 @@ class Page:
         return got
 
 
-async def browse(devtools: int, url: str, serve_pid: int) -> tuple[list[str], set[int]]:
-    """Open the lab in a tab, wait for its screen, close the tab; returns the
-    URLs the page asked for and the labs left 5 s after the tab closed."""
+# Keys as DevTools sends them: the page's focused element gets them, as it
+# would a learner's typing.
+NAMED_KEYS = {"Enter": (13, "\r"), "Escape": (27, "")}
+
+
+async def press(page: Page, *keys: str) -> None:
+    """Each of `keys`: a named key, or text typed a character at a time."""
+    for k in keys:
+        if k in NAMED_KEYS:
+            code, text = NAMED_KEYS[k]
+            down = {"key": k, "code": k, "windowsVirtualKeyCode": code}
+            await page.call("Input.dispatchKeyEvent", type="keyDown", **down, text=text)
+            await page.call("Input.dispatchKeyEvent", type="keyUp", **down)
+            continue
+        for ch in k:
+            await page.call("Input.dispatchKeyEvent", type="keyDown", key=ch, text=ch)
+            await page.call("Input.dispatchKeyEvent", type="keyUp", key=ch)
+
+
+async def evaluate(page: Page, expression: str):
+    return (await page.call("Runtime.evaluate", expression=expression, returnByValue=True))[
+        "result"
+    ].get("value")
+
+
+async def browse(devtools: int, url: str, serve_pid: int, workspace: Path) -> dict:
+    """A learner's visit: open the lab, press keys without clicking first,
+    edit, check, quit; restart from the page; close the tab. Returns what
+    was seen: the URLs the page asked for, and the labs left behind."""
     import aiohttp
 
+    seen: dict = {}
+    exercise = workspace / "exercises" / "copy_ceiling.py"
+    state = workspace / ".gpulab" / "state.json"
     async with aiohttp.ClientSession() as s:
         async with s.get(f"http://127.0.0.1:{devtools}/json/list") as r:
             target = next(t for t in await r.json() if t["type"] == "page")
@@ -143,39 +174,70 @@ async def browse(devtools: int, url: str, serve_pid: int) -> tuple[list[str], se
             await page.call("Network.enable")
             await page.call("Page.enable")
             await page.call("Page.navigate", url=url)
-            await page.until(lambda: b"Serving" in page.frames(), 120, "the lab's screen")
+            # A fresh workspace: the welcome, with its two buttons.
+            await page.until(lambda: b"Look around" in page.frames(), 120, "the welcome")
             labs = lab_pids(serve_pid)
             assert labs, "no lab process under the server"
             # The terminal is on the page, drawn (xterm's screen element).
-            drawn = await page.call(
-                "Runtime.evaluate",
-                expression="!!document.querySelector('#terminal .xterm-screen')",
-                returnByValue=True,
-            )
-            assert drawn["result"]["value"] is True
+            assert await evaluate(page, "!!document.querySelector('#terminal .xterm-screen')")
             shot = await page.call("Page.captureScreenshot", format="png")
             assert len(base64.b64decode(shot["data"])) > 5_000  # not a blank page
-            urls = [p["request"]["url"] for p in page.of("Network.requestWillBeSent")]
-            urls += [p["url"] for p in page.of("Network.webSocketCreated")]
+            # No click first: a page that opened with the body focused lost
+            # every key until the learner clicked into the terminal.
+            # Enter starts lesson 01, 2 opens its exercise, e edits.
+            await press(page, "Enter", "2", "e", "# typed in a browser", "Enter", "Escape")
+            await page.until(
+                lambda: exercise.read_text().startswith("# typed in a browser\n"),
+                120,
+                "the edit on disk",
+            )
+            await press(page, "c")
+            await page.until(lambda: attempts(state, "copy_ceiling"), 240, "a check's result")
+            # q ends the lab, and the page says so.
+            await press(page, "q")
+            await page.until(lambda: not lab_pids(serve_pid), 30, "the lab to quit")
+            deadline = time.monotonic() + 10
+            while not await evaluate(page, "document.body.classList.contains('-closed')"):
+                assert time.monotonic() < deadline, "the page never said the session ended"
+                await asyncio.sleep(0.2)
+            seen["after_quit"] = await asyncio.to_thread(gone_within, labs, 5)
+            # Its Restart button opens a lab again.
+            await evaluate(page, "refresh()")
+            await page.until(lambda: bool(lab_pids(serve_pid)), 120, "a lab after Restart")
+            labs = lab_pids(serve_pid)
+            seen["urls"] = [p["request"]["url"] for p in page.of("Network.requestWillBeSent")]
+            seen["urls"] += [p["url"] for p in page.of("Network.webSocketCreated")]
             # Closing the tab closes its websocket: the lab must go.
             async with s.get(f"http://127.0.0.1:{devtools}/json/close/{target['id']}") as r:
                 assert r.status == 200
-        left = await asyncio.to_thread(gone_within, labs, 5)
-    return urls, left
+        seen["after_close"] = await asyncio.to_thread(gone_within, labs, 5)
+    return seen
 
 
-def test_chromium_draws_the_lab_asks_no_other_host_and_closing_the_tab_ends_it(tmp_path):
+def attempts(state: Path, exercise: str) -> list:
+    """The attempts the lab recorded for `exercise` (none while it writes)."""
+    try:
+        return json.loads(state.read_text())["exercises"][exercise]["attempts"]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def test_chromium_a_learner_edits_checks_quits_and_closing_the_tab_ends_the_lab(tmp_path):
     port = free_port()
-    with served(tmp_path, "--port", str(port)) as (proc, url, _printed):
+    with served(tmp_path, "--port", str(port), limit_s=600) as (proc, url, _printed):
         wait_for_port(port)
         serve_pid = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text())
         profile = Path(tempfile.mkdtemp(prefix="gpulab-chromium-"))
         try:
             with chromium(profile) as devtools:
-                urls, left = asyncio.run(asyncio.wait_for(browse(devtools, url, serve_pid), 180))
+                seen = asyncio.run(
+                    asyncio.wait_for(browse(devtools, url, serve_pid, tmp_path / "workspace"), 560)
+                )
         finally:
             shutil.rmtree(profile, ignore_errors=True)
-    assert not left, f"the closed tab's lab {left} still runs"
+    assert not seen["after_quit"], f"the lab {seen['after_quit']} still runs after q"
+    assert not seen["after_close"], f"the closed tab's lab {seen['after_close']} still runs"
+    urls = seen["urls"]
     assert any(u.startswith(("ws://", "wss://")) for u in urls), urls
     foreign = [
         u

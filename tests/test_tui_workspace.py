@@ -114,12 +114,14 @@ async def test_a_file_the_editor_cannot_open_says_why(ws):
         await pilot.press("2", "e")
         await pilot.pause()
         assert shows(app, "not UTF-8 text: byte 0xe9 at line 2, column 6")
+        # Its status line does not say "saved" of a file it never opened.
+        assert shows(app, "softmax.py · not opened · VIEW")
         said = app.notes[-1]
         assert "cannot be edited here" in said and "0xe9 at line 2, column 6" in said
         app.action_open_lesson("matmul")
         await pilot.press("2")
         await pilot.pause()
-        assert shows(app, "matmul.py is 1.5 MB")
+        assert shows(app, "matmul.py is 1.5 MB", "matmul.py · not opened")
 
 
 async def test_the_reset_question_says_its_keys_and_enter_presses_the_highlighted_button(ws):

@@ -310,6 +310,9 @@ class ExercisePane(Vertical):
             state = (
                 ("[b]● NOT SAVED[/]" if self.save_error else "[b]● modified[/]")
                 if self.dirty
+                # Not read (not UTF-8, too big): "saved" said all was well.
+                else "[b]not opened[/]"
+                if self._baseline is None
                 else "saved"
             )
             mode = (
