@@ -23,7 +23,7 @@ Contract (the grader checks all of it):
     every call), without writing into x or the weights. `weights` is a dict:
     "norm.weight", "norm.bias" (D,), "mix.weight" (D×2D), "mix.bias" (D,).
   * The judge times your step (its own clock, around the sandbox's calls)
-    and the original (in its own process): yours must be at least 3× faster.
+    and the original (in its own process): yours must be at least 2× faster.
   * In a profile of three calls of your step, the operator you named must take
     under 20% of the step's CPU time.
   * torch only, in eager mode (no torch.compile, no CUDA graphs): this is

@@ -137,7 +137,12 @@ def _self_times(events: list[dict], ops: dict[str, dict[str, float]]) -> None:
                 done["name"], {"calls": 0, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0}
             )
             row["calls"] += 1
-            row["cpu_total_ms"] += done["dur"] / 1e3
+            # An op inside one of its own name (aten::div_ with a scalar calls
+            # aten::div_ with a tensor) is already in the outer one's total:
+            # counted twice, the child outranked mean, its parent, in a
+            # starter's profile on a loaded CPU.
+            if not any(f["name"] == done["name"] for f, _ in stack):
+                row["cpu_total_ms"] += done["dur"] / 1e3
             row["self_cpu_ms"] += max(0.0, done["dur"] - child[0]) / 1e3
             if stack:
                 stack[-1][1][0] += done["dur"]

@@ -345,3 +345,26 @@ def test_a_forged_training_reply_fails_on_the_judges_own_training(grade):
     assert "losses match the original over 4 steps" in bad
     # the weight slots were never written: the judge's poison is still there
     assert "weights match the original after training" in bad
+
+
+def test_read_trace_counts_an_op_inside_its_own_name_once(tmp_path):
+    """aten::div_ with a scalar calls aten::div_ with a tensor: its total is
+    the outer call's, not both added (which put div_ over its parent mean
+    in the find_bottleneck starter's profile)."""
+    from gpulab import traces as profiling
+
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1}
+
+    events = []
+    for i in range(3):  # three means, each with its sum and a div_ inside a div_
+        t = i * 100
+        events += [op("aten::mean", t, 60), op("aten::sum", t + 5, 20)]
+        events += [op("aten::div_", t + 30, 25), op("aten::div_", t + 32, 20)]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows = {r["name"]: r for r in profiling.read_trace(path)["ops_by_total"]}
+    assert rows["aten::div_"]["calls"] == 6
+    assert rows["aten::div_"]["cpu_total_ms"] == pytest.approx(3 * 25 / 1e3)
+    assert rows["aten::mean"]["cpu_total_ms"] == pytest.approx(3 * 60 / 1e3)
+    assert profiling.read_trace(path)["ops_by_total"][0]["name"] == "aten::mean"

@@ -52,7 +52,11 @@ NEAR = {
     "aten::slice": "aten::slice is the view each mean reads (cheap per call)",
     "aten::stack": "aten::stack runs once, after the loop",
 }
-SPEEDUP = 3.0  # the reference: 5.3-5.4x through the check on a 2-core CPU (IPC included)
+# The reference: 5.3-5.4x through the check on a 2-core CPU (IPC included); honest
+# variants (a chunked loop, an averaging matrix) 2.6-3.0x on a loaded 2-core box, where
+# a bar of 3 refused them. The bar is there to make a forged profile worthless (the
+# starter's loop with its rows hidden: 1x), so 2 does that and refuses no honest fix.
+SPEEDUP = 2.0
 SHARE_MAX = 0.20  # the original's aten::mean: about 70% (measured on a loaded 2-core CPU)
 ROUNDS, PER_ROUND = 5, 8
 PROFILED = 3  # calls in the profile
