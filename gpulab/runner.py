@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,24 @@ def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
         return ""
     text = data[-limit:].decode("utf-8", "replace")
     return ("…\n" if len(data) > limit else "") + text
+
+
+# Every judge this process started and has not seen end: what stop_all stops.
+_LIVE: weakref.WeakSet[_Judge] = weakref.WeakSet()
+
+
+def stop_all() -> None:
+    """Stop every judge this process started, with all under them: the lab's
+    last act when its terminal goes away (gpulab.tui.hangup), so no check or
+    spare outlives it. Safe to call from a signal handler: it only signals
+    and waits."""
+    judges = [j for j in list(_LIVE) if j.proc.poll() is None]
+    for judge in judges:
+        with contextlib.suppress(OSError):
+            judge.proc.terminate()  # all at once: each then stops its sandboxes
+    for judge in judges:
+        with contextlib.suppress(Exception):
+            _stop(judge.proc)
 
 
 def _stop(proc: subprocess.Popen[Any]) -> None:
@@ -319,6 +338,7 @@ class _Judge:
         self.proc, self.read_fd, self.tmp, self.prospect = proc, read_fd, tmp, prospect
         self.born = time.monotonic()
         self.closed = False
+        _LIVE.add(self)
 
     @staticmethod
     def start(prospect: CheckRequest | None) -> _Judge:

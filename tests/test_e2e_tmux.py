@@ -146,3 +146,56 @@ def shlex_quote(s: str) -> str:
     import shlex
 
     return shlex.quote(s)
+
+
+def _judges_of(home) -> list[int]:
+    """The gpulab judges running for this workspace (by their environment)."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"gpulab.judge" in cmd and f"GPULAB_HOME={home}".encode() in env:
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.slow
+def test_a_terminal_that_goes_away_keeps_the_last_edit_and_leaves_no_judge(tmux, tmp_path):
+    """Issue 30: the terminal closed (tmux killed: SIGHUP) less than a second
+    after the last key, before the autosave: the edit was lost, and the
+    spare judge lived on for 5-45 s. Keys 0.3 s apart keep the autosave from
+    firing, as a learner typing does."""
+    from gpulab.workspace import Workspace
+
+    home = tmp_path / "workspace"
+    Workspace.open(home)  # not a first start: no welcome screen in the way
+    start_lab(tmux, home)
+    tmux.wait_for("Lesson  Exercise", 60)
+    tmux.keys("2", "e")
+    tmux.wait_for("EDIT: Esc stops", 30)
+    deadline = time.monotonic() + 60
+    while not _judges_of(home) and time.monotonic() < deadline:
+        time.sleep(0.25)  # the spare judge for this exercise
+    assert _judges_of(home), "no spare judge started"
+    for ch in "hangup":
+        tmux.keys(ch)
+        time.sleep(0.3)
+    tmux.wait_for("hangup", 10)
+    tmux.kill()  # the terminal goes: SIGHUP
+    mine = (home / "exercises" / "copy_ceiling.py").read_text(encoding="utf-8")
+    deadline = time.monotonic() + 10
+    while not mine.startswith("hangup") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        mine = (home / "exercises" / "copy_ceiling.py").read_text(encoding="utf-8")
+    assert mine.startswith("hangup"), mine[:40]
+    deadline = time.monotonic() + 10
+    while _judges_of(home) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not _judges_of(home), "a judge outlived the lab"

@@ -112,6 +112,9 @@ class GpulabApp(LessonActions):
     ]
 
     def on_mount(self) -> None:
+        from gpulab.tui import hangup
+
+        self.undo_hangup = hangup.install(self._save_edit)
         theme = self.workspace.get_setting("theme")
         if isinstance(theme, str) and theme in self.available_themes:
             self.theme = theme
@@ -184,6 +187,12 @@ class GpulabApp(LessonActions):
             self.confirm_discard(reason, "Quit", self.leave)
             return
         self.leave()
+
+    def _save_edit(self) -> None:
+        """The hang-up's save: the editor's unsaved edit, if there is one."""
+        pane = self.query_one(ExercisePane)
+        if pane.dirty:
+            pane.save()
 
     def leave(self) -> None:
         """Quit without asking (the browser tab has gone, or the learner said

@@ -230,6 +230,9 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             self.update_summary()
 
     def on_unmount(self) -> None:
+        undo = getattr(self, "undo_hangup", None)
+        if undo is not None:
+            undo()
         # Lets the watchfiles thread finish now instead of at its next timeout.
         if self._watch_stop is not None:
             self._watch_stop.set()
