@@ -37,7 +37,7 @@ def cases_table(result: dict[str, Any]) -> Any:
         )
         for c in result.get("cases", [])
     ]
-    names = ("case", "dtype", "max abs err", "max rel err", "bad", "")
+    names = ("case", "dtype", "max abs err", "max rel err", "bad", "result")
     keep = [
         i for i in range(len(names)) if i in (0, len(names) - 1) or any(str(row[i]) for row in rows)
     ]

@@ -753,3 +753,14 @@ async def test_the_whole_lesson_is_rendered_after_the_first_screen(ws, course):
             if shows(app, last_words):
                 break
         assert shows(app, last_words), "the lesson's last words are not on screen"
+
+
+async def test_the_device_panes_keys_fit_80_columns(ws):
+    """Issue 30: at 80 columns the Device pane's keys and the palette's hint
+    cut the footer's last key to "? Hel"; below 100 columns they go closer."""
+    app = make_app(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        footer = screen_text(app).rstrip().splitlines()[-1]
+        assert "g Refresh" in footer and "? Help" in footer, footer

@@ -53,6 +53,14 @@ class LabFooter(Footer):
     }
     """
 
+    # Below this many columns the keys go closer together: at 80, the Device
+    # pane's nine keys and the palette's hint cut "? Help" to "? Hel".
+    COMPACT_BELOW = 100
+
+    def on_resize(self) -> None:
+        if hasattr(self, "compact"):  # Textual >= 0.86
+            self.compact = self.app.size.width < self.COMPACT_BELOW
+
     def compose(self) -> ComposeResult:
         if self._bindings_ready:
             mode = getattr(self.app, "editor_mode", lambda: None)()
