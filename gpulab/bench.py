@@ -67,7 +67,7 @@ def _spec(mod: Any) -> Any:
 
 
 def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, dict[str, Any]]]:
-    mod = importlib.import_module(f"gpulab.grading.{kernel}")
+    mod = importlib.import_module(f"gpulab.graders.{kernel}")
     if hasattr(mod, "bench_cases"):
         return mod.bench_cases(ctx)
     spec = _spec(mod)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 import os
 import secrets
@@ -179,9 +178,12 @@ def policy_for(
 
 
 def blocked_modules() -> list[str]:
-    """gpulab's modules a submission may not import: the grader's."""
-    names = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
-    return names + [f"gpulab.grading.{m}" for m in _grading_modules() if m != "learner"]
+    """gpulab's modules a submission may not import: the graders (every one,
+    gpulab.graders.<exercise>) and the machinery that drives them
+    (gpulab.grading), all but `learner`, which the sandbox loads files with."""
+    names = ["gpulab.serving", "gpulab.judge", "gpulab.runner", "gpulab.graders"]
+    names += [f"gpulab.graders.{m}" for m in _modules("graders")]
+    return names + [f"gpulab.grading.{m}" for m in _modules("grading") if m != "learner"]
 
 
 def grader_files(pkg: Path) -> list[str]:
@@ -193,7 +195,8 @@ def grader_files(pkg: Path) -> list[str]:
     tag = sys.implementation.cache_tag
     out = []
     for name in blocked_modules():
-        path = pkg.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        path = pkg.joinpath(*name.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         out.append(str(path))
         for opt in ("", ".opt-1", ".opt-2"):
             out.append(str(path.parent / "__pycache__" / f"{path.stem}.{tag}{opt}.pyc"))
@@ -213,8 +216,8 @@ def import_path(learner: Path) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _grading_modules() -> list[str]:
-    folder = Path(__file__).resolve().parent / "grading"
+def _modules(package: str) -> list[str]:
+    folder = Path(__file__).resolve().parent / package
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
@@ -332,10 +335,10 @@ class Prepared:
                 self._replay = self.fresh_replay()
                 self._replay.request({"type": "prepare"})
         # What the check's grader imports (torch, triton, its cases).
-        from gpulab.grading import harness  # noqa: F401
+        from gpulab.grading import harness, loader  # noqa: F401
 
-        with contextlib.suppress(ImportError):
-            importlib.import_module(f"gpulab.grading.{self.request.exercise}")
+        with contextlib.suppress(ImportError, loader.UnknownExercise):
+            loader.load(self.request.exercise, self.request.content_root)
 
     def take_sandbox(self) -> Any:
         sandbox, self._sandbox = self._sandbox, None

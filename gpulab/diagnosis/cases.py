@@ -42,7 +42,7 @@ def timed_cases(exercise: str, device: str) -> list[Any]:
     where that works, else for real."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    grader = importlib.import_module(f"gpulab.grading.{exercise}")
+    grader = importlib.import_module(f"gpulab.graders.{exercise}")
     try:
         with FakeTensorMode():
             cases = grader.timing_cases(_Ctx(device))
@@ -74,7 +74,7 @@ def describe(obj: Any) -> Any:
 
 
 def _grader_digest(exercise: str) -> str:
-    src = Path(__file__).resolve().parent.parent / "grading" / f"{exercise}.py"
+    src = Path(__file__).resolve().parent.parent / "graders" / f"{exercise}.py"
     return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
 
 

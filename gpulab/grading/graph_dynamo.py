@@ -2,7 +2,7 @@
 
 Dynamo's trace can only happen where the learner's step lives: the sandbox
 traces it (gpulab.sandbox.dynamo) and reports the graphs, the breaks and any
-opaque calls; the judge (gpulab.grading.graph_breaks) applies the rules here.
+opaque calls; the judge (gpulab.graders.graph_breaks) applies the rules here.
 Also the small helpers the grader's sandbox requests share.
 """
 

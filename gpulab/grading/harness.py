@@ -1,7 +1,8 @@
 """Drive one check: load the grader module, grade, report.
 
-An exercise's grader is `gpulab.grading.<exercise>` with a function
-`grade(ctx: GradeContext)`. It records cases with `ctx.add_case`, fails with
+An exercise's grader is `gpulab.graders.<exercise>` with a function
+`grade(ctx: GradeContext)` (gpulab.grading.interface declares it; only
+gpulab.grading.loader loads one). It records cases with `ctx.add_case`, fails with
 `ctx.fail` (or by letting a LearnerError escape), and sets `ctx.timing` on a
 GPU. This module turns all of that into the result dict.
 
@@ -12,17 +13,21 @@ request of the exercise's own (`ctx.sandbox.request`).
 
 from __future__ import annotations
 
-import importlib
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpulab.grading.learner import LearnerError
 from gpulab.install_hint import install_hint  # the same advice the CLI and the TUI give
 from gpulab.protocol import CheckRequest
 from gpulab.protocol import text as _text
 from gpulab.status import Status
+
+if TYPE_CHECKING:
+    from gpulab.grading.interface import Channel
+    from gpulab.grading.remote import Arena, Remote, Sandbox
+    from gpulab.grading.replay import Replayer
 
 
 class GradeFailed(Exception):
@@ -35,7 +40,9 @@ class GradeFailed(Exception):
 class GradeContext:
     request: CheckRequest
     device: str  # "cuda" or "cpu"
-    channel: Any
+    channel: Channel
+    # The judge's handle on the sandbox.
+    sandbox: Sandbox
     cases: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -45,16 +52,14 @@ class GradeContext:
     uses_triton: bool = False
     # A grader may name where it ran ("8 simulated CPU devices (JAX)").
     device_label: str | None = None
-    # The judge's handle on the sandbox.
-    sandbox: Any = None
     # The replay's sandbox on the CPU (gpulab.grading.replay), or None.
-    replayer: Any = None
+    replayer: Replayer | None = None
     # The judge's own: the seed mixed into every case's (never sent anywhere),
     # and a folder of its own a sandbox may write into (lesson 07's trace).
     secret_seed: int = 0
     outbox: str = ""
     _loaded: set[str] | None = None
-    _arena: Any = None
+    _arena: Arena | None = None
 
     @property
     def file(self) -> str:
@@ -85,7 +90,7 @@ class GradeContext:
         on a GPU takes several times as long as its correctness cases)."""
         self.channel.send({"type": "correct", "cases": len(self.cases)})
 
-    def function(self, name: str | None = None) -> Any:
+    def function(self, name: str | None = None) -> Remote:
         name = name or self.request.function
         from gpulab.grading.remote import Remote
 
@@ -114,7 +119,7 @@ class GradeContext:
             )
         return Remote(name)
 
-    def arena(self, nbytes: int) -> Any:
+    def arena(self, nbytes: int) -> Arena:
         """Shared memory of at least `nbytes`, reused while it is big enough
         (the sandbox keeps every arena it was given mapped)."""
         if self._arena is None or self._arena.nbytes < nbytes:
@@ -143,18 +148,19 @@ def device_label(device: str, triton: bool = True) -> str:
 def grade_request(
     request: CheckRequest,
     device: str,
-    channel: Any,
-    sandbox: Any = None,
-    replayer: Any = None,
+    channel: Channel,
+    sandbox: Sandbox,
+    replayer: Replayer | None = None,
     secret_seed: int = 0,
     outbox: str = "",
 ) -> dict[str, Any]:
-    exercise = request.exercise
+    from gpulab.grading.loader import UnknownExercise, load
+
     try:
-        grader = importlib.import_module(f"gpulab.grading.{exercise}")
+        grader = load(request.exercise, request.content_root)
+    except UnknownExercise as exc:
+        return {"status": Status.ERROR, "summary": str(exc)}
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("gpulab"):
-            return {"status": Status.ERROR, "summary": f"no grader for exercise '{exercise}' yet"}
         return {
             "status": Status.ERROR,
             "summary": f"this exercise needs `{exc.name}`, which is not "

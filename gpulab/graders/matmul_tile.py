@@ -3,13 +3,13 @@
 Contract: `matmul(a, b)` with contiguous a (M, K) and b (K, N), fp32 or
 fp16, M, N and K from 1 to 64; returns a new (M, N) tensor in a's dtype,
 computed by a Triton kernel. Correctness only (a step is not timed); the
-tolerances and guards are the lesson's exercise's (gpulab.grading.matmul).
+tolerances and guards are the lesson's exercise's (gpulab.graders.matmul).
 """
 
 from __future__ import annotations
 
+from gpulab.graders.matmul import checked, interpreter_skips, make_case, make_spec
 from gpulab.grading.kernel import Case
-from gpulab.grading.matmul import checked, interpreter_skips, make_case, make_spec
 from gpulab.grading.standard import grade_kernel
 
 

@@ -6,7 +6,7 @@ in x's dtype or fp32. Returns a new tensor of x's shape and dtype,
 x · rsqrt(mean(x²) + eps) · weight over D, computed by a Triton kernel.
 Correctness only (a step is not timed); the inputs, tolerances, banned ops
 and the eager-op guard are the lesson's exercise's
-(gpulab.grading.rope_rmsnorm).
+(gpulab.graders.rope_rmsnorm).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
+from gpulab.graders.rope import guarded
+from gpulab.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
+from gpulab.graders.rope_rmsnorm import SPEC as FUSED
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec
-from gpulab.grading.rope import guarded
-from gpulab.grading.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
-from gpulab.grading.rope_rmsnorm import SPEC as FUSED
 from gpulab.grading.standard import grade_kernel
 
 

@@ -6,7 +6,7 @@ and H; cos and sin (S, D//2) fp32. Returns a new tensor of x's shape and
 dtype, the rotate-half (NeoX) rotation of each head by its position's row
 of the tables, computed by a Triton kernel. Correctness only (a step is not
 timed); the inputs, tolerances and the eager-op guard are the lesson's
-exercise's (gpulab.grading.rope_rmsnorm).
+exercise's (gpulab.graders.rope_rmsnorm).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
+from gpulab.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, guards_for
-from gpulab.grading.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
 from gpulab.grading.standard import grade_kernel
 
 

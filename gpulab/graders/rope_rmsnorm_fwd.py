@@ -1,7 +1,7 @@
 """Grader for lesson 05, step 3: the fused forward.
 
 Contract: `rmsnorm_rope(x, weight, cos, sin, eps=1e-6)` as in the lesson's
-exercise (gpulab.grading.rope_rmsnorm), forward only: no gradient is asked
+exercise (gpulab.graders.rope_rmsnorm), forward only: no gradient is asked
 for. The cases, the float64 reference, the tolerances, the banned ops and
 the eager-op guard are the exercise's forward checks, unchanged; the
 exercise adds the backward and the timing.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulab.graders.rope import guarded
+from gpulab.graders.rope_rmsnorm import FORWARD, FORWARD_GPU, SPEC, _cases
 from gpulab.grading.kernel import Case
-from gpulab.grading.rope import guarded
-from gpulab.grading.rope_rmsnorm import FORWARD, FORWARD_GPU, SPEC, _cases
 from gpulab.grading.standard import grade_kernel
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpulab.graders.matmul import BANNED as MATMUL_BANNED
+from gpulab.graders.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
+from gpulab.graders.matmul import DTYPES, checked, interpreter_skips
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec
-from gpulab.grading.matmul import BANNED as MATMUL_BANNED
-from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
-from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
 from gpulab.grading.standard import grade_kernel
 
 BANNED = (

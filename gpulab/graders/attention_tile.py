@@ -5,17 +5,17 @@ and k, v (B, H, Sk, D), Sk from 1 to 64 (one key tile), D in {16, 32, 64,
 128}, fp32 or fp16; not causal. Returns a new (B, H, Sq, D) tensor in q's
 dtype, computed by a Triton kernel. Correctness only (a step is not timed);
 the reference, tolerances and guards are the lesson's exercise's
-(gpulab.grading.flash_attention).
+(gpulab.graders.flash_attention).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpulab.graders.flash_attention import make_case, make_spec
+from gpulab.graders.matmul import checked, interpreter_skips
 from gpulab.grading import capability
-from gpulab.grading.flash_attention import make_case, make_spec
 from gpulab.grading.kernel import Case
-from gpulab.grading.matmul import checked, interpreter_skips
 from gpulab.grading.standard import grade_kernel
 
 KEYS = 64  # the key tile of this step: every Sk fits it

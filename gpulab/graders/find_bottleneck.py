@@ -37,9 +37,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpulab.graders.nvtx_profile import copy_untrusted, trace_file
 from gpulab.grading.compare import compare, describe_mismatch
 from gpulab.grading.harness import GradeFailed
-from gpulab.grading.nvtx_profile import copy_untrusted, trace_file
 from gpulab.protocol import list_field, number, text
 
 B, S, D = 4, 256, 32

@@ -3,15 +3,15 @@
 Contract: `softmax(x)` for a contiguous 2-D fp32/fp16 tensor of 1 to 1024
 columns; returns a new contiguous tensor of the same shape and dtype,
 computed by a Triton kernel. Correctness only (a step is not timed); the
-cases and guards are the lesson's exercise's (gpulab.grading.softmax).
+cases and guards are the lesson's exercise's (gpulab.graders.softmax).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpulab.graders.softmax import SPEC, _case
 from gpulab.grading.kernel import Case
-from gpulab.grading.softmax import SPEC, _case
 from gpulab.grading.standard import grade_kernel
 
 WIDTH = 1024  # the block of this step: every row fits it

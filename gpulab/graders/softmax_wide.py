@@ -3,7 +3,7 @@
 Contract: `softmax(x)` for a contiguous 2-D fp32/fp16 tensor of any width;
 returns a new contiguous tensor of the same shape and dtype, computed by a
 Triton kernel. Correctness only (a step is not timed); the guards are the
-lesson's exercise's (gpulab.grading.softmax).
+lesson's exercise's (gpulab.graders.softmax).
 
 Rows longer than any block: Triton allows at most 2**20 elements in a block
 (TRITON_MAX_TENSOR_NUMEL), so the widest case, 2**20 + 1000 columns, cannot
@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
+from gpulab.graders.softmax import DTYPES, SPEC, _case
 from gpulab.grading.kernel import Case
-from gpulab.grading.softmax import DTYPES, SPEC, _case
 from gpulab.grading.standard import grade_kernel
 
 LONGEST = (1 << 20) + 1000  # past the largest block Triton allows
