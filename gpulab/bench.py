@@ -24,7 +24,10 @@ import operator
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from gpulab.grading.interface import TimedGrader
 
 KERNELS = ("bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm")
 
@@ -71,8 +74,9 @@ def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, dict[str, Any]]
     if hasattr(mod, "bench_cases"):
         return mod.bench_cases(ctx)
     spec = _spec(mod)
+    timed: TimedGrader = cast("TimedGrader", mod)
     out = []
-    for case in mod.timing_cases(ctx):
+    for case in timed.timing_cases(ctx):
         if hasattr(mod, "bench_baselines"):
             baselines = mod.bench_baselines(case)
         else:

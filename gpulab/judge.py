@@ -32,10 +32,13 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab import crashes, protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
+
+if TYPE_CHECKING:
+    from gpulab.grading.remote import Sandbox
 
 # Exercises whose sandbox writes a profile's trace (lesson 07).
 TRACED = ("nvtx_profile", "find_bottleneck")
@@ -296,8 +299,8 @@ class Prepared:
             cache.mkdir(parents=True, exist_ok=True)
         self.cache = cache
         self.policy = policy_for(request, self.device, self.private, cache, self.outbox)
-        self._sandbox: Any = None
-        self._replay: Any = None
+        self._sandbox: Sandbox | None = None
+        self._replay: Sandbox | None = None
         # The file's bytes once the check began (read_submission): sandboxes
         # started from then on get them at once.
         self.data: bytes | None = None
@@ -340,15 +343,15 @@ class Prepared:
         with contextlib.suppress(ImportError, loader.UnknownExercise):
             loader.load(self.request.exercise, self.request.content_root)
 
-    def take_sandbox(self) -> Any:
+    def take_sandbox(self) -> Sandbox:
         sandbox, self._sandbox = self._sandbox, None
         return sandbox if sandbox is not None else self.fresh()
 
-    def take_replay(self) -> Any:
+    def take_replay(self) -> Sandbox:
         sandbox, self._replay = self._replay, None
         return sandbox if sandbox is not None else self.fresh_replay()
 
-    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Any:
+    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
         Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
@@ -367,7 +370,7 @@ class Prepared:
             },
         )
 
-    def fresh_replay(self) -> Any:
+    def fresh_replay(self) -> Sandbox:
         """The replay's sandbox (gpulab.grading.replay): a folder and a
         compiler cache of its own, and never the learner's file loaded."""
         # Beside the check's folder, not in it: where namespaces are refused,

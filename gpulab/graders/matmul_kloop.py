@@ -8,12 +8,18 @@ guards are the lesson's exercise's (gpulab.graders.matmul).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpulab.graders.matmul import checked, interpreter_skips, make_case, make_spec
 from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
+if TYPE_CHECKING:
+    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.interface import CaseContext
 
-def correctness_cases(ctx, skip: set[str]) -> list[Case]:
+
+def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
     specs = [
         # (M, N, K, dtype, public seed, label)
         (1, 1, 1, "fp32", 1, ""),
@@ -41,7 +47,7 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
     ]
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = interpreter_skips(ctx, ("fp16",)) if ctx.interpreter else set()
         return correctness_cases(ctx, skip)

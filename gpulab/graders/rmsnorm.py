@@ -11,7 +11,7 @@ and the eager-op guard are the lesson's exercise's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +21,10 @@ from gpulab.graders.rope_rmsnorm import SPEC as FUSED
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.interface import CaseContext
 
 
 def normalise(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -64,7 +68,7 @@ CASES_GPU = [
 ]
 
 
-def make_case(ctx: Any, B, S, H, D, dt, seed, kw) -> Case:
+def make_case(ctx: CaseContext, B, S, H, D, dt, seed, kw) -> Case:
     w_dtype = DTYPES[kw["w_dtype"]] if "w_dtype" in kw else None
     x, w, _, _, _ = make_inputs(
         B, S, H, D, DTYPES[dt], ctx.seed(seed), ctx.device,
@@ -82,7 +86,7 @@ def make_case(ctx: Any, B, S, H, D, dt, seed, kw) -> Case:
     )
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = capability.skip_for_device(ctx)
         specs = CASES + ([] if ctx.interpreter else CASES_GPU)

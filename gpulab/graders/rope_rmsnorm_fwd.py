@@ -9,15 +9,18 @@ exercise adds the backward and the timing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpulab.graders.rope import guarded
 from gpulab.graders.rope_rmsnorm import FORWARD, FORWARD_GPU, SPEC, _cases
 from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
+if TYPE_CHECKING:
+    from gpulab.grading.harness import GradeContext
 
-def grade(ctx: Any) -> None:
+
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         specs = FORWARD + ([] if ctx.interpreter else FORWARD_GPU)
         return [case for case, _, _ in _cases(ctx, specs)]

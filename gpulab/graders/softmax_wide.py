@@ -13,7 +13,7 @@ pass that rescales by exp(-inf - -inf) = NaN.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,10 +21,14 @@ from gpulab.graders.softmax import DTYPES, SPEC, _case
 from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
+if TYPE_CHECKING:
+    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.interface import CaseContext
+
 LONGEST = (1 << 20) + 1000  # past the largest block Triton allows
 
 
-def _leading_inf(ctx, rows: int, cols: int, dt: str, seed: int, run: int) -> Case:
+def _leading_inf(ctx: CaseContext, rows: int, cols: int, dt: str, seed: int, run: int) -> Case:
     """Rows whose first `run` columns are -inf (a masked prefix, as attention
     makes it): an online pass meets whole blocks of -inf first."""
     g = torch.Generator(device="cpu").manual_seed(ctx.seed(seed))
@@ -41,7 +45,7 @@ def _leading_inf(ctx, rows: int, cols: int, dt: str, seed: int, run: int) -> Cas
     )
 
 
-def correctness_cases(ctx) -> list[Case]:
+def correctness_cases(ctx: CaseContext) -> list[Case]:
     specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
@@ -67,5 +71,5 @@ def correctness_cases(ctx) -> list[Case]:
     return cases
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), None)
