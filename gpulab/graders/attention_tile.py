@@ -19,8 +19,7 @@ from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 KEYS = 64  # the key tile of this step: every Sk fits it
 

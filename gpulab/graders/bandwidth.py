@@ -22,8 +22,7 @@ from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -194,10 +193,15 @@ def spec(native: bool) -> KernelSpec:
     )
 
 
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs: a GPU bans the GPU-only aten ops too."""
+    return spec(native=not ctx.interpreter)
+
+
 def grade(ctx: GradeContext) -> None:
     grade_kernel(
         ctx,
-        spec(native=not ctx.interpreter),
+        kernel_spec(ctx),
         "triad",
         lambda: correctness_cases(ctx),
         lambda: timing_cases(ctx),

@@ -23,8 +23,7 @@ from gpulab.grading.plain import fmt as _fmt
 from gpulab.grading.plain import try_call as _try
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 RTOL = 1e-6
 N_RANDOM = 5

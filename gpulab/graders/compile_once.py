@@ -33,7 +33,7 @@ from gpulab.grading.graph_dynamo import args_nbytes, as_int, config_changed, san
 from gpulab.protocol import list_field, text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 D = 32
 SLOPE = 0.125

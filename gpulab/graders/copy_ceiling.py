@@ -35,8 +35,7 @@ from gpulab.hardware import GPU, GPUS
 from gpulab.protocol import list_field
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 MiB, GiB = 1 << 20, 1 << 30
 SMALL, MID = 16 * MiB, 256 * MiB

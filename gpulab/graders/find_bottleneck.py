@@ -39,11 +39,11 @@ import torch.nn.functional as F
 
 from gpulab.graders.nvtx_profile import copy_untrusted, trace_file
 from gpulab.grading.compare import compare, describe_mismatch
-from gpulab.grading.harness import GradeFailed
+from gpulab.grading.context import GradeFailed
 from gpulab.protocol import list_field, number, text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 B, S, D = 4, 256, 32
 OP = "aten::mean"  # what dominates the original, on a CPU and on a GPU

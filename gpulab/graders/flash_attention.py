@@ -28,8 +28,7 @@ from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 BANNED = (
     F.scaled_dot_product_attention,
@@ -311,12 +310,17 @@ def make_spec(interpreter: bool = False) -> KernelSpec:
     )
 
 
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the interpreter's tolerances on the CPU)."""
+    return make_spec(ctx.interpreter)
+
+
 def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = set(interpreter_skips(ctx)) if ctx.interpreter else set()
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
 
-    spec = make_spec(ctx.interpreter)
+    spec = kernel_spec(ctx)
     grade_kernel(
         ctx,
         spec,

@@ -54,7 +54,7 @@ from gpulab.grading.graph_step import (
 from gpulab.protocol import dict_field, list_field, text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 # Your rewrite may reorder a float operation or two: 1e-5 relative is a few
 # ulps in fp32, far below what any change of meaning produces.

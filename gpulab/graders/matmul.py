@@ -25,8 +25,7 @@ from gpulab.grading.learner import LearnerError
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -297,6 +296,11 @@ def make_spec(interpreter: bool) -> KernelSpec:
     )
 
 
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the interpreter's tolerances on the CPU)."""
+    return make_spec(ctx.interpreter)
+
+
 def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = interpreter_skips(ctx) if ctx.interpreter else set()
@@ -304,7 +308,7 @@ def grade(ctx: GradeContext) -> None:
 
     grade_kernel(
         ctx,
-        make_spec(ctx.interpreter),
+        kernel_spec(ctx),
         "matmul",
         cases,
         lambda: timing_cases(ctx),

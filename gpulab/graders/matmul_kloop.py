@@ -15,8 +15,7 @@ from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 
 def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:

@@ -43,14 +43,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpulab.grading.compare import worst
-from gpulab.grading.harness import GradeFailed
+from gpulab.grading.context import GradeFailed
 from gpulab.grading.nvtx_ranges import check_ranges, range_times
 from gpulab.protocol import list_field, number, text
 from gpulab.sandbox.training import RANGES, build_model
 from gpulab.units import value_text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)

@@ -23,8 +23,7 @@ from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 
 def normalise(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

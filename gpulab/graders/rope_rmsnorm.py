@@ -38,8 +38,7 @@ from gpulab.grading.kernel import (
 from gpulab.protocol import dict_field, list_field
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -348,6 +347,11 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
     if details:
         record["detail"] = "; ".join(details)
     return record
+
+
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the same everywhere)."""
+    return SPEC
 
 
 def grade(ctx: GradeContext) -> None:

@@ -17,7 +17,7 @@ from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 
 def grade(ctx: GradeContext) -> None:

@@ -23,8 +23,7 @@ from gpulab.grading.plain import try_call as _try
 from gpulab.hardware import GPUS, match_gpu
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 RTOL = 1e-6
 N_RANDOM = 6

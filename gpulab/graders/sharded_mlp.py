@@ -42,7 +42,7 @@ from gpulab.protocol import list_field
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 COLLECTIVE = re.compile(
     r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"

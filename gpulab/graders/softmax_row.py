@@ -15,8 +15,7 @@ from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 WIDTH = 1024  # the block of this step: every row fits it
 

@@ -22,8 +22,7 @@ from gpulab.grading.kernel import Case
 from gpulab.grading.standard import grade_kernel
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 LONGEST = (1 << 20) + 1000  # past the largest block Triton allows
 

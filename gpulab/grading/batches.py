@@ -33,7 +33,7 @@ from gpulab.grading.compare import compare, describe_mismatch
 from gpulab.protocol import list_field, numbers, text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 MAX_REPS = 40
 BATCH_REPS = 20

@@ -14,7 +14,7 @@ from gpulab.grading import learner
 from gpulab.protocol import dict_field, text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 # --- the sandbox's replies ------------------------------------------------------
 
@@ -38,7 +38,7 @@ def sandbox_reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
             text(reply.get("summary"), 2000), text(reply.get("message"), 20000)
         )
     if reply.get("type") != kind:
-        from gpulab.grading.harness import GradeFailed
+        from gpulab.grading.context import GradeFailed
 
         raise GradeFailed(
             f"the sandbox failed: {text(reply.get('summary'))}",

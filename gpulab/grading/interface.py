@@ -1,15 +1,15 @@
-"""The grader interface: what a module in gpulab.graders provides, and what
-it is given.
+"""The grader interface: what a module in gpulab.graders provides.
 
 A grader is a module, `gpulab.graders.<exercise>`, one per exercise of the
 course manifest (gpulab.grading.loader loads nothing else). The harness
-calls its `grade(ctx)` with a GradeContext (gpulab.grading.harness). A
-kernel exercise's grader also builds its timing cases for `--explain`
+calls its `grade(ctx)` with a GradeContext. A kernel exercise's grader also
+builds its timing cases and its KernelSpec for `--explain`
 (gpulab.diagnosis.cases) and `gpulab bench`, which have no sandbox, so
-`timing_cases(ctx)` is given a CaseContext: the little that building cases
-needs. These are Protocols, structural types as harlequin declares its
-adapters: a module or class satisfies one by having the names, and mypy
-checks each grader's functions against the types named here.
+`timing_cases(ctx)` and `kernel_spec(ctx)` are given a CaseContext, the
+little that drawing cases needs (both in gpulab.grading.context). These are
+Protocols, structural types as harlequin declares its adapters: a module
+satisfies one by having the names, and mypy checks each grader's functions
+against the types named here.
 """
 
 from __future__ import annotations
@@ -18,29 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.kernel import Case
-
-
-class Channel(Protocol):
-    """Where a check's frames go (gpulab.judge.Channel, the judge's events)."""
-
-    def send(self, event: dict[str, Any]) -> None: ...
-
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None: ...
-
-
-class CaseContext(Protocol):
-    """What drawing an exercise's cases needs: where they run and the seeds
-    (a GradeContext; gpulab.bench's and gpulab.diagnosis.cases' own)."""
-
-    @property
-    def device(self) -> str: ...
-
-    @property
-    def interpreter(self) -> bool: ...
-
-    def seed(self, public: int) -> int: ...
+    from gpulab.grading.context import CaseContext, GradeContext
+    from gpulab.grading.kernel import Case, KernelSpec
 
 
 class Grader(Protocol):
@@ -53,6 +32,9 @@ class Grader(Protocol):
 class TimedGrader(Grader, Protocol):
     """A kernel exercise's grader (gpulab.diagnosis.kinds.KERNEL_EXERCISES):
     its timed shapes, drawn without a sandbox; a case may come paired with
-    what only its timing needs."""
+    what only its timing needs. `kernel_spec` is its KernelSpec where `ctx`
+    runs (references, bans, tolerances, baseline)."""
 
     def timing_cases(self, ctx: CaseContext) -> Sequence[Case | tuple[Any, ...]]: ...
+
+    def kernel_spec(self, ctx: CaseContext) -> KernelSpec: ...

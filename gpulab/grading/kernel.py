@@ -30,8 +30,7 @@ from gpulab.protocol import dict_field
 from gpulab.protocol import text as _text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
-    from gpulab.grading.interface import CaseContext
+    from gpulab.grading.context import CaseContext, GradeContext
 
 
 @dataclass

@@ -12,7 +12,7 @@ from gpulab.grading.learner import LearnerError
 from gpulab.protocol import text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 
 def encode(obj: Any) -> Any:

@@ -15,12 +15,12 @@ import torch
 
 from gpulab.grading import learner
 from gpulab.grading.compare import dtype_name
-from gpulab.grading.harness import GradeFailed
+from gpulab.grading.context import GradeFailed
 from gpulab.grading.kernel import Case, KernelSpec
 from gpulab.grading.speed import _geomean
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 
 def backward_bytes(case: Case) -> float:

@@ -19,7 +19,7 @@ from gpulab.grading.compare import dtype_name
 from gpulab.grading.kernel import Case, KernelSpec, guarded_call
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 
 def time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:

@@ -11,7 +11,7 @@ from gpulab.grading.kernel import INTERPRETER_NOTE, Case, KernelSpec, check_case
 from gpulab.grading.speed import time_cases
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 STEP_NOTE = (
     "A step is graded on correctness only, on the CPU and on a GPU: "
