@@ -7,7 +7,7 @@ With no GPU it exits 2 with a one-line explanation.
 Each kernel exercise's grader module supplies the cases: `bench_cases(ctx)`
 returning (case, {baseline name: zero-argument callable}) pairs if it has
 one, else its `timing_cases(ctx)` with its KernelSpec's baseline and any
-`bench_baselines(case)` it defines. Every number is a median from
+`bench_baselines(case)` it defines (gpulab.grading.interface.TimedGrader). Every number is a median from
 gpulab.device.timing.measure (CUDA events, L2 flushed, adaptive stopping),
 the reference and its baselines timed in the same run.
 """
@@ -24,7 +24,11 @@ import operator
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from gpulab.grading.interface import TimedGrader
+    from gpulab.grading.kernel import Case
 
 KERNELS = ("bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm")
 
@@ -47,36 +51,20 @@ class BenchContext:
         print(f"  … {text}", file=sys.stderr, flush=True)
 
 
-def _spec(mod: Any) -> Any:
-    for name, args in (
-        ("SPEC", None),
-        ("make_spec", ()),
-        ("make_spec", (False,)),
-        ("spec", (True,)),
-    ):
-        obj = getattr(mod, name, None)
-        if obj is None:
-            continue
-        if args is None:
-            return obj
-        try:
-            return obj(*args)
-        except TypeError:
-            continue
-    raise RuntimeError(f"{mod.__name__} has no KernelSpec")
-
-
 def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, dict[str, Any]]]:
-    mod = importlib.import_module(f"gpulab.grading.{kernel}")
+    mod = importlib.import_module(f"gpulab.graders.{kernel}")
     if hasattr(mod, "bench_cases"):
         return mod.bench_cases(ctx)
-    spec = _spec(mod)
+    timed: TimedGrader = cast("TimedGrader", mod)
+    spec = timed.kernel_spec(ctx)  # the GPU's: a BenchContext is no interpreter
     out = []
-    for case in mod.timing_cases(ctx):
+    for case in timed.timing_cases(ctx):
         if hasattr(mod, "bench_baselines"):
             baselines = mod.bench_baselines(case)
+        elif spec.baseline is not None:  # a case alone: only rope_rmsnorm pairs them
+            baselines = {spec.baseline_name: spec.baseline(cast("Case", case))}
         else:
-            baselines = {spec.baseline_name: spec.baseline(case)}
+            raise RuntimeError(f"{mod.__name__}'s KernelSpec names no baseline")
         out.append((case, baselines))
     return out
 

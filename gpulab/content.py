@@ -6,7 +6,7 @@ ordered list of exercises: its steps (`[[lesson.step]]`, graded stepping
 stones), then its final exercise (the `[[lesson]]` table's own fields). For
 each exercise the starter the learner edits is `exercises/<exercise>.py`, the
 reference solution `kernels/<exercise>.py` and the grader
-`gpulab.grading.<exercise>`. Nothing here imports torch, triton or textual.
+`gpulab.graders.<exercise>`. Nothing here imports torch, triton or textual.
 
 A broken entry never takes the course down: it is loaded as a lesson (or a
 step) carrying an `error` that names the file and the field, and every other

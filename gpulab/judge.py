@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 import os
 import secrets
@@ -33,10 +32,13 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab import crashes, protocol
 from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
+
+if TYPE_CHECKING:
+    from gpulab.grading.remote import Sandbox
 
 # Exercises whose sandbox writes a profile's trace (lesson 07).
 TRACED = ("nvtx_profile", "find_bottleneck")
@@ -196,9 +198,12 @@ def policy_for(
 
 
 def blocked_modules() -> list[str]:
-    """gpulab's modules a submission may not import: the grader's."""
-    names = ["gpulab.serving", "gpulab.judge", "gpulab.runner"]
-    return names + [f"gpulab.grading.{m}" for m in _grading_modules() if m != "learner"]
+    """gpulab's modules a submission may not import: the graders (every one,
+    gpulab.graders.<exercise>) and the machinery that drives them
+    (gpulab.grading), all but `learner`, which the sandbox loads files with."""
+    names = ["gpulab.serving", "gpulab.judge", "gpulab.runner", "gpulab.graders"]
+    names += [f"gpulab.graders.{m}" for m in _modules("graders")]
+    return names + [f"gpulab.grading.{m}" for m in _modules("grading") if m != "learner"]
 
 
 def grader_files(pkg: Path) -> list[str]:
@@ -210,7 +215,8 @@ def grader_files(pkg: Path) -> list[str]:
     tag = sys.implementation.cache_tag
     out = []
     for name in blocked_modules():
-        path = pkg.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        path = pkg.joinpath(*name.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         out.append(str(path))
         for opt in ("", ".opt-1", ".opt-2"):
             out.append(str(path.parent / "__pycache__" / f"{path.stem}.{tag}{opt}.pyc"))
@@ -230,8 +236,8 @@ def import_path(learner: Path) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _grading_modules() -> list[str]:
-    folder = Path(__file__).resolve().parent / "grading"
+def _modules(package: str) -> list[str]:
+    folder = Path(__file__).resolve().parent / package
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
@@ -310,8 +316,8 @@ class Prepared:
             cache.mkdir(parents=True, exist_ok=True)
         self.cache = cache
         self.policy = policy_for(request, self.device, self.private, cache, self.outbox)
-        self._sandbox: Any = None
-        self._replay: Any = None
+        self._sandbox: Sandbox | None = None
+        self._replay: Sandbox | None = None
         # The file's bytes once the check began (read_submission): sandboxes
         # started from then on get them at once.
         self.data: bytes | None = None
@@ -349,20 +355,20 @@ class Prepared:
                 self._replay = self.fresh_replay()
                 self._replay.request({"type": "prepare"})
         # What the check's grader imports (torch, triton, its cases).
-        from gpulab.grading import harness  # noqa: F401
+        from gpulab.grading import harness, loader  # noqa: F401
 
-        with contextlib.suppress(ImportError):
-            importlib.import_module(f"gpulab.grading.{self.request.exercise}")
+        with contextlib.suppress(ImportError, loader.UnknownExercise):
+            loader.load(self.request.exercise, self.request.content_root)
 
-    def take_sandbox(self) -> Any:
+    def take_sandbox(self) -> Sandbox:
         sandbox, self._sandbox = self._sandbox, None
         return sandbox if sandbox is not None else self.fresh()
 
-    def take_replay(self) -> Any:
+    def take_replay(self) -> Sandbox:
         sandbox, self._replay = self._replay, None
         return sandbox if sandbox is not None else self.fresh_replay()
 
-    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Any:
+    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
         Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
@@ -381,7 +387,7 @@ class Prepared:
             },
         )
 
-    def fresh_replay(self) -> Any:
+    def fresh_replay(self) -> Sandbox:
         """The replay's sandbox (gpulab.grading.replay): a folder and a
         compiler cache of its own, and never the learner's file loaded."""
         # Beside the check's folder, not in it: where namespaces are refused,

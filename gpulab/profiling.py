@@ -91,7 +91,7 @@ def _workload(exercise: str, module: Any, device: str) -> Any:
     import torch
 
     if exercise == "find_bottleneck":
-        from gpulab.grading import find_bottleneck as fb
+        from gpulab.graders import find_bottleneck as fb
 
         # The check's inputs and single thread on the CPU: the same table.
         x, weights = fb.make_x(0, device), fb.make_weights(0, device)
@@ -102,12 +102,12 @@ def _workload(exercise: str, module: Any, device: str) -> Any:
 
         return block
     if exercise == "nvtx_profile":
-        from gpulab.grading import nvtx_profile as g
+        from gpulab.graders import nvtx_profile as g
 
         model, opt = g.make_model(0, device)
         batch = g.make_batch(0, device)
         return lambda: module.train_step(model, batch, opt)
-    from gpulab.grading import graph_breaks
+    from gpulab.graders import graph_breaks
 
     b, s, d = graph_breaks.TIMING_SHAPES[-1] if device == "cuda" else graph_breaks.CASES[1][:3]
     args = graph_breaks.make_inputs(b, s, d, 0, rms=8.0, device=device)

@@ -169,7 +169,7 @@ def ranges_table(ranges: list[dict[str, Any]]) -> Any:
 
 
 def render_profile(profile: dict[str, Any]) -> Any:
-    """A check result's timing["profile"] (see gpulab.grading.nvtx_profile)."""
+    """A check result's timing["profile"] (see gpulab.graders.nvtx_profile)."""
     from rich.console import Group
     from rich.text import Text
 

@@ -100,6 +100,7 @@ CHILD = [
     "gpulab.diagnosis.sandbox_profile",
     "gpulab.diagnosis.sandbox_side",
     "gpulab.diagnosis.trace",
+    "gpulab.graders.*",
     "gpulab.grading.*",
     "gpulab.judge",
     "gpulab.profiling",
@@ -111,9 +112,15 @@ CHILD = [
 HEAVY = [
     "gpulab.device.microbench_kernels",
     "gpulab.device.timing",
+    "gpulab.graders.*",
     "gpulab.grading.*",
     "gpulab.sandbox.*",
 ]
+
+# The machinery that drives the graders (gpulab.grading) never imports one:
+# gpulab.grading.loader loads a grader by a declared exercise's name, so no
+# module of the machinery is an exercise and no grader is machinery.
+MACHINERY = ["gpulab.grading.*"]
 
 # The grader depends on the device wing (timing, ceilings, the GPU lock),
 # never the other way round.
@@ -204,14 +211,20 @@ ignore_imports = {ignored(CORE_EXCEPTIONS)}
 name = "The lab's process (UI, CLI, commands, runner, report, ...) never imports the grader, torch or triton"
 type = "forbidden"
 source_modules = {_toml_list(contract_names(LAB + UI))}
-forbidden_modules = ["gpulab.grading", "gpulab.sandbox", "gpulab.judge", "torch", "triton"]
+forbidden_modules = ["gpulab.graders", "gpulab.grading", "gpulab.sandbox", "gpulab.judge", "torch", "triton"]
 ignore_imports = {ignored(LAB_EXCEPTIONS)}
 
 [[tool.importlinter.contracts]]
 name = "The device wing never imports the grader"
 type = "forbidden"
 source_modules = {_toml_list(contract_names(DEVICE))}
-forbidden_modules = ["gpulab.grading", "gpulab.sandbox", "gpulab.judge"]
+forbidden_modules = ["gpulab.graders", "gpulab.grading", "gpulab.sandbox", "gpulab.judge"]
+
+[[tool.importlinter.contracts]]
+name = "The grading machinery never imports a grader"
+type = "forbidden"
+source_modules = {_toml_list(contract_names(MACHINERY))}
+forbidden_modules = ["gpulab.graders"]
 {END}"""
 
 

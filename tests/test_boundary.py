@@ -88,7 +88,7 @@ def test_a_hostile_import_reaches_nothing_outside_its_check(grade, tmp_path, mon
     victim.write_text("precious")
     # Lesson 09's answer key and a kernel grader, compiled where Python would.
     pycs = []
-    for module in ("gpulab/serving.py", "gpulab/grading/softmax.py"):
+    for module in ("gpulab/serving.py", "gpulab/graders/softmax.py"):
         src = REPO / module
         pyc = cache_from_source(str(src))
         py_compile.compile(str(src), cfile=pyc)
@@ -272,7 +272,7 @@ def test_a_check_leaves_no_link_in_the_workspaces_traces(grade, tmp_path):
 
 @pytest.mark.parametrize("honest", [True, False])
 def test_the_outbox_copy_follows_no_link(tmp_path, honest):
-    from gpulab.grading.nvtx_profile import copy_untrusted
+    from gpulab.graders.nvtx_profile import copy_untrusted
 
     secret = tmp_path / "secret.txt"
     secret.write_text("instructor only")

@@ -56,7 +56,7 @@ def test_kernel_lessons_climb_in_steps(course):
     for lesson in course.exercises:
         if lesson.is_step:
             assert lesson.ready and lesson.name, lesson.exercise
-            grader = REPO / "gpulab" / "grading" / f"{lesson.exercise}.py"
+            grader = REPO / "gpulab" / "graders" / f"{lesson.exercise}.py"
             assert grader.is_file(), f"{lesson.exercise} has no grader at {grader}"
             # Each step is named in its lesson's text, by its id, as code
             # (`softmax_row`, or `gpulab check softmax_row`).
@@ -309,7 +309,7 @@ def test_stated_grades_are_the_graders():
     pytest.importorskip("torch")
     import ast
 
-    from gpulab.grading import bandwidth, flash_attention, matmul, rope_rmsnorm, softmax
+    from gpulab.graders import bandwidth, flash_attention, matmul, rope_rmsnorm, softmax
 
     specs = {
         "bandwidth": bandwidth.spec(False),

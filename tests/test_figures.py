@@ -513,7 +513,7 @@ def test_lesson_03_names_every_timed_matmul_shape():
     it needs torch), each named by lesson 03 with its dtypes."""
     import ast
 
-    tree = ast.parse((REPO / "gpulab/grading/matmul.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "gpulab/graders/matmul.py").read_text(encoding="utf-8"))
     fn = next(
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "timing_cases"
     )

@@ -114,7 +114,7 @@ class _Ctx:
 
 
 def test_grader_draws_sound_unseen_configurations():
-    from gpulab.grading import serving_roofline as grader
+    from gpulab.graders import serving_roofline as grader
 
     spec = importlib.util.spec_from_file_location(
         "ref_serving", REPO / "kernels" / "serving_roofline.py"

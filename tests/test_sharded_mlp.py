@@ -335,7 +335,7 @@ def test_the_judge_refuses_a_program_with_a_custom_call():
     import numpy as np
     from jax import export
 
-    from gpulab.grading.sharded_mlp import read_program
+    from gpulab.graders.sharded_mlp import read_program
 
     ffi = getattr(jax, "ffi", None) or __import__("jax.extend.ffi").extend.ffi
 

@@ -21,7 +21,10 @@ import hashlib
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from gpulab.grading.interface import TimedGrader
 
 CACHE_NAME = "gpulab-explain-cases.json"
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "explain_cases.json"
@@ -42,7 +45,8 @@ def timed_cases(exercise: str, device: str) -> list[Any]:
     where that works, else for real."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    grader = importlib.import_module(f"gpulab.grading.{exercise}")
+    # A kernel exercise's grader (KERNEL_EXERCISES), by its fixed name.
+    grader = cast("TimedGrader", importlib.import_module(f"gpulab.graders.{exercise}"))
     try:
         with FakeTensorMode():
             cases = grader.timing_cases(_Ctx(device))
@@ -74,7 +78,7 @@ def describe(obj: Any) -> Any:
 
 
 def _grader_digest(exercise: str) -> str:
-    src = Path(__file__).resolve().parent.parent / "grading" / f"{exercise}.py"
+    src = Path(__file__).resolve().parent.parent / "graders" / f"{exercise}.py"
     return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
 
 

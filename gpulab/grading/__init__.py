@@ -1,6 +1,9 @@
-"""Grading: runs inside the child process only (it imports torch and triton).
+"""The grading machinery: runs in the judge only (it imports torch and triton).
 
-`harness` loads the learner's file and drives an exercise's grader module,
-`gpulab.grading.<exercise>`, which defines `grade(ctx)`. Kernel exercises build
-on `kernel` (cases, guards, comparison) and `timing` (the GPU timing harness).
+`harness` drives one check: `loader` loads the exercise's grader,
+`gpulab.graders.<exercise>` (never a module of this package: none of these
+is an exercise), and calls its `grade(ctx)`; `interface` declares what a
+grader provides, `context` what it is given. Kernel exercises build on
+`kernel` (cases, guards, comparison), `standard` and `speed` (timing);
+`remote` and `replay` are the judge's side of the sandboxes.
 """

@@ -33,7 +33,7 @@ from gpulab.grading.compare import compare, describe_mismatch
 from gpulab.protocol import list_field, numbers, text
 
 if TYPE_CHECKING:
-    from gpulab.grading.harness import GradeContext
+    from gpulab.grading.context import GradeContext
 
 MAX_REPS = 40
 BATCH_REPS = 20
@@ -175,7 +175,7 @@ def _batch_size(per_rep_bytes: int) -> int:
 
 
 def time_remote(
-    ctx: Any, spec: Any, fn: Any, case: Any, flusher: Any, backward: Backward | None = None
+    ctx: GradeContext, spec: Any, fn: Any, case: Any, flusher: Any, backward: Backward | None = None
 ) -> dict[str, Any]:
     from gpulab.grading.kernel import _storage_nbytes, _tensors
 
@@ -263,7 +263,7 @@ def time_remote(
 
 
 def _send_batch(
-    ctx: Any, fn: Any, case: Any, expect: Any, per_rep: int, k: int, g: Any, grads: Any
+    ctx: GradeContext, fn: Any, case: Any, expect: Any, per_rep: int, k: int, g: Any, grads: Any
 ) -> dict[str, Any]:
     """k repetitions on fresh inputs, sent as one request; the judge's own
     wall clock around it."""
@@ -350,7 +350,7 @@ def _raise_if_raised(reply: dict[str, Any]) -> None:
 
 
 def _warm_up(
-    ctx: Any, fn: Any, case: Any, expect: Any, per_rep: int, g: Any, grads: Any
+    ctx: GradeContext, fn: Any, case: Any, expect: Any, per_rep: int, g: Any, grads: Any
 ) -> dict[str, Any]:
     """Warm-up by time, in a request of its own so the timed batches carry no
     allowance for it. Returns the clocks the sandbox read."""
@@ -375,7 +375,9 @@ def _warm_up(
     }
 
 
-def _check_outputs(ctx: Any, spec: Any, case: Any, batch: dict[str, Any], grads: Any) -> None:
+def _check_outputs(
+    ctx: GradeContext, spec: Any, case: Any, batch: dict[str, Any], grads: Any
+) -> None:
     """Every repetition's result (every gradient, for a backward) is there
     and right for its own fresh inputs."""
     reply, reps, slots, arena = batch["reply"], batch["reps"], batch["slots"], batch["arena"]
@@ -424,7 +426,13 @@ def _check_forwards(
 
 
 def _judge_wall(
-    ctx: Any, case: Any, k: int, wall_ms: float, total: float, allowance: float, between: float
+    ctx: GradeContext,
+    case: Any,
+    k: int,
+    wall_ms: float,
+    total: float,
+    allowance: float,
+    between: float,
 ) -> str | None:
     """The judge's own clock around a batch against the time the sandbox
     claims: why the claim is implausible, or None (a smaller gap is noted).

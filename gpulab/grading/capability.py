@@ -9,12 +9,15 @@ reference kernels choose themselves by capability: softmax_smem, FA3.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 BF16_CC = (8, 0)
 
 
-def capability(ctx: Any) -> tuple[int, int] | None:
+def capability(ctx: CaseContext) -> tuple[int, int] | None:
     if ctx.device != "cuda":
         return None
     import torch
@@ -23,12 +26,12 @@ def capability(ctx: Any) -> tuple[int, int] | None:
     return major, minor
 
 
-def lacks_bf16(ctx: Any) -> bool:
+def lacks_bf16(ctx: CaseContext) -> bool:
     cc = capability(ctx)
     return cc is not None and cc < BF16_CC
 
 
-def skip_for_device(ctx: Any) -> set[str]:
+def skip_for_device(ctx: GradeContext) -> set[str]:
     """Dtypes whose cases this GPU cannot run; each recorded in ctx.skipped."""
     if not lacks_bf16(ctx):
         return set()
@@ -43,7 +46,7 @@ def skip_for_device(ctx: Any) -> set[str]:
     return {"bf16"}
 
 
-def timed_dtype(ctx: Any, name: str) -> str:
+def timed_dtype(ctx: CaseContext, name: str) -> str:
     """The dtype a timing set uses here: bf16 becomes fp16 where bf16 is missing."""
     if name != "bf16" or not lacks_bf16(ctx):
         return name

@@ -2,16 +2,19 @@
 
 Dynamo's trace can only happen where the learner's step lives: the sandbox
 traces it (gpulab.sandbox.dynamo) and reports the graphs, the breaks and any
-opaque calls; the judge (gpulab.grading.graph_breaks) applies the rules here.
+opaque calls; the judge (gpulab.graders.graph_breaks) applies the rules here.
 Also the small helpers the grader's sandbox requests share.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.grading import learner
 from gpulab.protocol import dict_field, text
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 # --- the sandbox's replies ------------------------------------------------------
 
@@ -35,7 +38,7 @@ def sandbox_reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
             text(reply.get("summary"), 2000), text(reply.get("message"), 20000)
         )
     if reply.get("type") != kind:
-        from gpulab.grading.harness import GradeFailed
+        from gpulab.grading.context import GradeFailed
 
         raise GradeFailed(
             f"the sandbox failed: {text(reply.get('summary'))}",
@@ -45,7 +48,7 @@ def sandbox_reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
     return reply
 
 
-def config_changed(ctx: Any, report: dict[str, Any]) -> None:
+def config_changed(ctx: GradeContext, report: dict[str, Any]) -> None:
     """A step that sets Dynamo's config while it runs (capture_scalar_outputs
     lets .item() into the graph) changes the rules it is traced under."""
     changed = [text(k, 80) for k in report.get("config_changed", []) if isinstance(k, str)]
@@ -57,7 +60,7 @@ def config_changed(ctx: Any, report: dict[str, Any]) -> None:
         )
 
 
-def refuse_disabled(ctx: Any) -> None:
+def refuse_disabled(ctx: GradeContext) -> None:
     ctx.fail(
         "`step` is wrapped by torch.compiler.disable / torch._dynamo.disable / torch.compile",
         "The grader compiles your plain function itself: remove the decorator and "
@@ -78,7 +81,7 @@ def _line(b: dict[str, Any]) -> int:
     return b["line"] if isinstance(b.get("line"), int) else 0
 
 
-def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
+def check_dynamo(ctx: GradeContext, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
     """One case per input traced, one per remaining break. True when clean."""
     clean = True
     seen: set[int] = set()
@@ -89,7 +92,7 @@ def check_dynamo(ctx: Any, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
     return clean
 
 
-def _trace(ctx: Any, fn: Any, label: str, args: tuple) -> dict[str, Any]:
+def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple) -> dict[str, Any]:
     """Dynamo's report on the step traced in the sandbox on `args`."""
     from gpulab.grading.kernel import Refs, encode
 
@@ -106,7 +109,7 @@ def _trace(ctx: Any, fn: Any, label: str, args: tuple) -> dict[str, Any]:
     return report
 
 
-def _judge_trace(ctx: Any, label: str, report: dict[str, Any], seen: set[int]) -> bool:
+def _judge_trace(ctx: GradeContext, label: str, report: dict[str, Any], seen: set[int]) -> bool:
     """The cases of one input's trace; True when it holds no break."""
     plain = dict_field(report, "plain")
     breaks = [b for b in plain.get("breaks", []) if isinstance(b, dict)]
@@ -127,7 +130,7 @@ def _judge_trace(ctx: Any, label: str, report: dict[str, Any], seen: set[int]) -
     return _fullgraph(ctx, label, report, ops)
 
 
-def _break_cases(ctx: Any, breaks: list[dict[str, Any]], seen: set[int]) -> None:
+def _break_cases(ctx: GradeContext, breaks: list[dict[str, Any]], seen: set[int]) -> None:
     """A failed case per break, once per line over all the inputs traced."""
     for b in breaks:
         if _line(b) in seen:
@@ -144,7 +147,7 @@ def _break_cases(ctx: Any, breaks: list[dict[str, Any]], seen: set[int]) -> None
         )
 
 
-def _refuse_hidden_work(ctx: Any, plain: dict[str, Any], graphs: int, ops: int) -> None:
+def _refuse_hidden_work(ctx: GradeContext, plain: dict[str, Any], graphs: int, ops: int) -> None:
     """No graph at all, or black boxes in it: the breaks were hidden, not removed."""
     if not graphs or ops == 0:
         ctx.fail(
@@ -163,7 +166,7 @@ def _refuse_hidden_work(ctx: Any, plain: dict[str, Any], graphs: int, ops: int) 
         )
 
 
-def _fullgraph(ctx: Any, label: str, report: dict[str, Any], ops: int) -> bool:
+def _fullgraph(ctx: GradeContext, label: str, report: dict[str, Any], ops: int) -> bool:
     """The authoritative check: fullgraph=True raises on any break at all."""
     full = dict_field(report, "full")
     if full.get("error") is not None or as_int(full.get("graphs")) != 1:

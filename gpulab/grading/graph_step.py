@@ -1,7 +1,7 @@
 """Lesson 06's model step, as the starter gives it, and its inputs.
 
 `original_step` is the meaning a learner's rewrite must keep; the judge runs
-it on inputs drawn here (gpulab.grading.graph_breaks).
+it on inputs drawn here (gpulab.graders.graph_breaks).
 """
 
 from __future__ import annotations

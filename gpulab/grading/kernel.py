@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +28,9 @@ from gpulab.grading.remote import storage_bytes
 from gpulab.grading.replay import MISMATCH
 from gpulab.protocol import dict_field
 from gpulab.protocol import text as _text
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 
 @dataclass
@@ -184,7 +187,7 @@ def guards_for(spec: KernelSpec, **extra: Any) -> dict[str, Any]:
 
 
 def remote_call(
-    ctx: Any,
+    ctx: GradeContext,
     name: str,
     args: tuple,
     kwargs: dict,
@@ -242,7 +245,7 @@ def remote_call(
 
 
 def _report_failures(
-    ctx: Any, spec: KernelSpec, report: Any, case_name: str, require_written: bool = True
+    ctx: GradeContext, spec: KernelSpec, report: Any, case_name: str, require_written: bool = True
 ) -> None:
     report = report if isinstance(report, dict) else {}
     banned = [_text(b, 120) for b in report.get("banned", []) if isinstance(b, str)]
@@ -307,7 +310,7 @@ def _report_failures(
 
 
 def guarded_call(
-    ctx: Any, spec: KernelSpec, fn: Any, case: Case, guards: Any = None, keep: Any = None
+    ctx: GradeContext, spec: KernelSpec, fn: Any, case: Case, guards: Any = None, keep: Any = None
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
@@ -352,7 +355,7 @@ def guarded_call(
     return out, problem
 
 
-def compile_ahead(ctx: Any) -> None:
+def compile_ahead(ctx: GradeContext) -> None:
     """On a GPU, once before the first case: the sandbox compiles, side by
     side, the kernels the last check of this file compiled
     (gpulab.sandbox.ahead). Speed only: its reply decides nothing, and a
@@ -367,7 +370,9 @@ def compile_ahead(ctx: Any) -> None:
     )
 
 
-def check_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case], guards: Any = None) -> None:
+def check_cases(
+    ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case], guards: Any = None
+) -> None:
     """Correctness: every case against a float64 reference, in the sandbox."""
     ctx.uses_triton = True
     compile_ahead(ctx)
@@ -484,7 +489,7 @@ def _launch_key(launch: dict[str, Any]) -> tuple[str, str, str]:
     )
 
 
-def _replayed(ctx: Any, verdict: tuple[str, str] | None) -> None:
+def _replayed(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
     """A replay that ran and gave another answer is a wrong case (a read
     past a buffer's end gives one too); one that could not run fails the check."""
     if verdict is None:
@@ -496,7 +501,7 @@ def _replayed(ctx: Any, verdict: tuple[str, str] | None) -> None:
         ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)
 
 
-def _known_gap(ctx: Any, exc: Any) -> str | None:
+def _known_gap(ctx: CaseContext, exc: Any) -> str | None:
     from gpulab.known_gaps import hint_for
 
     return hint_for(f"{exc.summary}\n{exc.message}", interpreter=bool(ctx.interpreter))

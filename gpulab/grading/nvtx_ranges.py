@@ -1,7 +1,7 @@
 """Lesson 07's range rules: the ranges a training step's profile must hold.
 
 Read off the profile's events as the sandbox reports them
-(gpulab.sandbox.training), for the judge (gpulab.grading.nvtx_profile):
+(gpulab.sandbox.training), for the judge (gpulab.graders.nvtx_profile):
 each range exists once, they nest and come in order without overlapping,
 each holds the operations it should (matmuls in forward, the loss op in
 loss, autograd's ...Backward nodes in backward, the optimizer's update in

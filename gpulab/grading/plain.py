@@ -6,10 +6,13 @@ whatever the learner's code returned. No torch here."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.grading.learner import LearnerError
 from gpulab.protocol import text
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 
 def encode(obj: Any) -> Any:
@@ -25,7 +28,7 @@ def encode(obj: Any) -> Any:
     raise TypeError(f"cannot pass a {type(obj).__name__} to the sandbox")
 
 
-def plain_call(ctx: Any, fn: Any, *args: Any) -> Any:
+def plain_call(ctx: GradeContext, fn: Any, *args: Any) -> Any:
     reply = ctx.sandbox.request(
         {
             "type": "call",
@@ -57,7 +60,7 @@ def fmt(v: Any) -> str:
     return f"{v:.10g}" if ok else repr(v)
 
 
-def try_call(ctx: Any, fn: Any, *args: Any) -> tuple[Any, str]:
+def try_call(ctx: GradeContext, fn: Any, *args: Any) -> tuple[Any, str]:
     """(value, "") or (None, the learner's error): one case's failure, not the check's."""
     try:
         value = plain_call(ctx, fn, *args)

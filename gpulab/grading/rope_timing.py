@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpulab.grading import learner
 from gpulab.grading.compare import dtype_name
-from gpulab.grading.harness import GradeFailed
+from gpulab.grading.context import GradeFailed
 from gpulab.grading.kernel import Case, KernelSpec
 from gpulab.grading.speed import _geomean
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 
 def backward_bytes(case: Case) -> float:
@@ -29,7 +32,7 @@ def backward_bytes(case: Case) -> float:
 
 
 def time_compile_and_backward(
-    ctx: Any,
+    ctx: GradeContext,
     fn: Any,
     timed: list,
     *,
@@ -52,7 +55,7 @@ def time_compile_and_backward(
     compiled = torch.compile(chain, dynamic=False)
     prepared = _compile_both(ctx, compiled, timed)
     flusher = L2Flusher()
-    rows, bwd_rows = ctx.timing["cases"], []
+    rows, bwd_rows = _timing(ctx)["cases"], []
     with gpu_timing_lock(
         "checking rope_rmsnorm", gpu=torch.cuda.current_device(), on_wait=ctx.stage
     ):
@@ -75,7 +78,13 @@ def time_compile_and_backward(
     _report_compile(ctx, rows, bwd_rows)
 
 
-def _compile_both(ctx: Any, compiled: Callable, timed: list) -> list:
+def _timing(ctx: GradeContext) -> dict[str, Any]:
+    """The forward's timing, which speed.time_cases set before any of this runs."""
+    assert ctx.timing is not None
+    return ctx.timing
+
+
+def _compile_both(ctx: GradeContext, compiled: Callable, timed: list) -> list:
     """Each case's forward and backward graphs compiled before the timing lock
     is taken (compiling takes seconds: others would wait on the GPU for it).
     Returns (case, dy, x leaf, w leaf, compiled y) a case, for timing the
@@ -93,7 +102,7 @@ def _compile_both(ctx: Any, compiled: Callable, timed: list) -> list:
 
 
 def _time_learner_backward(
-    ctx: Any,
+    ctx: GradeContext,
     spec: KernelSpec,
     fn: Any,
     case: Case,
@@ -137,19 +146,19 @@ def _time_learner_backward(
     return t
 
 
-def _report_compile(ctx: Any, rows: list[dict], bwd_rows: list[dict]) -> None:
+def _report_compile(ctx: GradeContext, rows: list[dict], bwd_rows: list[dict]) -> None:
     """torch.compile's speedups into the timing and its summary, and a note a
     row: the forward beside both baselines, the backward beside compile's."""
     fwd_compile = _geomean([r["speedup_compile"] for r in rows if r.get("speedup_compile")])
     bwd_compile = _geomean([r["speedup"] for r in bwd_rows]) if bwd_rows else None
-    ctx.timing.update(
+    _timing(ctx).update(
         speedup_compile=fwd_compile,
         backward_speedup_compile=bwd_compile,
         baselines=["eager chain", "torch.compile"],
     )
-    ctx.timing["summary"] += f", {fwd_compile:.2f}x torch.compile"
+    _timing(ctx)["summary"] += f", {fwd_compile:.2f}x torch.compile"
     if bwd_compile:
-        ctx.timing["summary"] += f"; backward {bwd_compile:.2f}x torch.compile's"
+        _timing(ctx)["summary"] += f"; backward {bwd_compile:.2f}x torch.compile's"
     for r in rows:
         if r.get("compile_ms"):
             ctx.notes.append(
@@ -166,7 +175,7 @@ def _report_compile(ctx: Any, rows: list[dict], bwd_rows: list[dict]) -> None:
 
 
 def _backward_row(
-    ctx: Any, case: Case, t: dict, b: dict, device_name: str, peak_bw: float | None
+    ctx: GradeContext, case: Case, t: dict, b: dict, device_name: str, peak_bw: float | None
 ) -> dict[str, Any]:
     from gpulab.device import ceilings
 
@@ -194,7 +203,7 @@ def _backward_row(
         "graded": False,
     }
     if peak_bw and sec < 0.9 * nbytes / peak_bw:
-        ctx.timing["implausible"] = (
+        _timing(ctx)["implausible"] = (
             f"{row['name']} took {t['ms'] * 1e3:.1f} µs, below the "
             f"{nbytes / peak_bw * 1e6:.1f} µs the datasheet allows"
         )

@@ -9,7 +9,7 @@ later. A time below what the datasheet allows makes the check implausible.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -18,8 +18,11 @@ from gpulab.device import ceilings
 from gpulab.grading.compare import dtype_name
 from gpulab.grading.kernel import Case, KernelSpec, guarded_call
 
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
-def time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+
+def time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """Time the learner's kernel and the baseline side by side (GPU only),
     holding the GPU's timing lock so no other gpulab run times at once."""
     from gpulab.device.gpulock import gpu_timing_lock
@@ -34,7 +37,7 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
-def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     from gpulab.device.timing import L2Flusher
 
     device_name = torch.cuda.get_device_name(0)
@@ -54,7 +57,7 @@ def _time_cases(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
 
 
 def _time_case(
-    ctx: Any, spec: KernelSpec, fn: Any, case: Case, flusher: Any, device_name: str
+    ctx: GradeContext, spec: KernelSpec, fn: Any, case: Case, flusher: Any, device_name: str
 ) -> tuple[dict[str, Any], str | None]:
     """One case timed through the judge: its row, and why it is implausible
     (if it is)."""

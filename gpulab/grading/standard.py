@@ -5,10 +5,13 @@ cases (gpulab.grading.kernel, gpulab.grading.speed)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpulab.grading.kernel import INTERPRETER_NOTE, Case, KernelSpec, check_cases, compile_ahead
 from gpulab.grading.speed import time_cases
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 STEP_NOTE = (
     "A step is graded on correctness only, on the CPU and on a GPU: "
@@ -17,7 +20,7 @@ STEP_NOTE = (
 
 
 def grade_kernel(
-    ctx: Any,
+    ctx: GradeContext,
     spec: KernelSpec,
     function: str,
     correctness: Callable[[], list[Case]],

@@ -3,7 +3,7 @@ called on the judge's inputs, and one call of it profiled.
 
 Every output goes into a slot the judge owns; the judge compares it with its
 own reference and times each request with its own clock
-(gpulab.grading.find_bottleneck). The profile's rows and the BOTTLENECK
+(gpulab.graders.find_bottleneck). The profile's rows and the BOTTLENECK
 string are this process's report, as plain data: the judge holds the verdict
 and cross-checks the profile's times against its clock.
 """

@@ -12,7 +12,7 @@ on the stream like any other, and the first copies on the device are slow
 before each timed copy, warms up or takes a robust statistic, and reads
 events after a synchronize reads the model's ceiling; one that skips a step
 reads something else. The judge knows the ceiling
-(gpulab.grading.copy_ceiling) and compares.
+(gpulab.graders.copy_ceiling) and compares.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ exports each returned `jax.jit` step with `jax.export` for the shapes the
 judge names (shapes only: the sandbox never sees the judge's inputs). The
 serialized StableHLO goes back as data; the judge compiles and runs it on
 its own inputs and reads its shardings, collectives and FLOPs itself
-(gpulab.grading.sharded_mlp). Nothing this module reports is believed
+(gpulab.graders.sharded_mlp). Nothing this module reports is believed
 except the make_mesh case, which only decides whose mesh the steps get.
 """
 

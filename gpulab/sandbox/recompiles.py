@@ -3,7 +3,7 @@ through the learner's compiled step, and what Dynamo compiled on the way.
 
 Dynamo compiles inside the process that calls the step, so the graphs, the
 recompiles and their reasons are counted here and reported as data; the
-judge checks every output itself (gpulab.grading.compile_once). The counts
+judge checks every output itself (gpulab.graders.compile_once). The counts
 come from the check's own backend, which wraps each graph Dynamo hands it
 and counts every call into it; Dynamo's reasons come from its compilation
 metrics (the record `TORCH_LOGS=recompiles` prints from).

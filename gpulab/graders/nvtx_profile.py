@@ -36,18 +36,21 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gpulab.grading.compare import worst
-from gpulab.grading.harness import GradeFailed
+from gpulab.grading.context import GradeFailed
 from gpulab.grading.nvtx_ranges import check_ranges, range_times
 from gpulab.protocol import list_field, number, text
 from gpulab.sandbox.training import RANGES, build_model
 from gpulab.units import value_text
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)
@@ -85,7 +88,7 @@ def _params(model: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def trace_file(ctx: Any, name: str = "nvtx_profile.json") -> Path:
+def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
     """Where a check's trace goes: <workspace>/traces/<name>, or a folder
     of this user's own in the temp folder without a workspace."""
     ws = ctx.request.workspace
@@ -141,7 +144,7 @@ def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
 
 
 def _train_remote(
-    ctx: Any, seed: int, batch: tuple, meanwhile: Any
+    ctx: GradeContext, seed: int, batch: tuple, meanwhile: Any
 ) -> tuple[dict, list, Path, Path]:
     """The learner's steps in the sandbox, from the judge's weights and batch;
     `meanwhile()` runs here while they run there. Returns (the reply, the
@@ -185,7 +188,7 @@ def _train_remote(
     return reply, [arena.view(f).clone() for f in final], written, wanted
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     device = ctx.device
     if device == "cpu":
         torch.set_num_threads(1)  # as in the sandbox: the reference is timed by nobody
@@ -282,7 +285,9 @@ def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
             raise
 
 
-def _report_profile(ctx: Any, reply: dict, events: list[dict], written: Path, wanted: Path) -> None:
+def _report_profile(
+    ctx: GradeContext, reply: dict, events: list[dict], written: Path, wanted: Path
+) -> None:
     """What the app shows: top operations, the trace, the ranges' times."""
     device = ctx.device
     trace = ""

@@ -6,19 +6,22 @@ and H; cos and sin (S, D//2) fp32. Returns a new tensor of x's shape and
 dtype, the rotate-half (NeoX) rotation of each head by its position's row
 of the tables, computed by a Triton kernel. Correctness only (a step is not
 timed); the inputs, tolerances and the eager-op guard are the lesson's
-exercise's (gpulab.grading.rope_rmsnorm).
+exercise's (gpulab.graders.rope_rmsnorm).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gpulab.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases, guards_for
-from gpulab.grading.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -58,7 +61,7 @@ CASES_GPU = [
 ]
 
 
-def make_case(ctx: Any, B, S, H, D, dt, seed, layout="", label="") -> Case:
+def make_case(ctx: CaseContext, B, S, H, D, dt, seed, layout="", label="") -> Case:
     x, _, cos, sin, _ = make_inputs(
         B, S, H, D, DTYPES[dt], ctx.seed(seed), ctx.device, layout=layout or "contiguous"
     )
@@ -72,7 +75,7 @@ def make_case(ctx: Any, B, S, H, D, dt, seed, layout="", label="") -> Case:
     )
 
 
-def guarded(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+def guarded(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """check_cases under the lesson's eager-op guard: torch arithmetic on the
     graded path is refused (the maths belongs in the kernel)."""
     check_cases(
@@ -80,7 +83,7 @@ def guarded(ctx: Any, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     )
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = capability.skip_for_device(ctx)
         specs = CASES + ([] if ctx.interpreter else CASES_GPU)

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpulab.grading.compare import compare, describe_mismatch
 from gpulab.grading.graph_dynamo import args_nbytes, as_int, config_changed, sandbox_reply
 from gpulab.protocol import list_field, text
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 D = 32
 SLOPE = 0.125
@@ -89,7 +92,7 @@ def meaning(guard: str) -> str:
     return next((m for pat, m in _KINDS if re.search(pat, guard)), "")
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     from gpulab.grading.kernel import Refs, encode
 
     fn = ctx.function("compile_step")
@@ -155,7 +158,9 @@ def _output_case(
     return case
 
 
-def _compile_cases(ctx: Any, reply: dict, per_request: list[dict], names: list[str]) -> None:
+def _compile_cases(
+    ctx: GradeContext, reply: dict, per_request: list[dict], names: list[str]
+) -> None:
     graphs = [g for g in reply.get("graphs", []) if isinstance(g, dict)]
     calls = [as_int(c) for c in reply.get("calls", []) if isinstance(c, int)]
     n = len(names)

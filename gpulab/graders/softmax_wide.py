@@ -3,7 +3,7 @@
 Contract: `softmax(x)` for a contiguous 2-D fp32/fp16 tensor of any width;
 returns a new contiguous tensor of the same shape and dtype, computed by a
 Triton kernel. Correctness only (a step is not timed); the guards are the
-lesson's exercise's (gpulab.grading.softmax).
+lesson's exercise's (gpulab.graders.softmax).
 
 Rows longer than any block: Triton allows at most 2**20 elements in a block
 (TRITON_MAX_TENSOR_NUMEL), so the widest case, 2**20 + 1000 columns, cannot
@@ -13,18 +13,21 @@ pass that rescales by exp(-inf - -inf) = NaN.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gpulab.graders.softmax import DTYPES, SPEC, _case
 from gpulab.grading.kernel import Case
-from gpulab.grading.softmax import DTYPES, SPEC, _case
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 LONGEST = (1 << 20) + 1000  # past the largest block Triton allows
 
 
-def _leading_inf(ctx, rows: int, cols: int, dt: str, seed: int, run: int) -> Case:
+def _leading_inf(ctx: CaseContext, rows: int, cols: int, dt: str, seed: int, run: int) -> Case:
     """Rows whose first `run` columns are -inf (a masked prefix, as attention
     makes it): an online pass meets whole blocks of -inf first."""
     g = torch.Generator(device="cpu").manual_seed(ctx.seed(seed))
@@ -41,7 +44,7 @@ def _leading_inf(ctx, rows: int, cols: int, dt: str, seed: int, run: int) -> Cas
     )
 
 
-def correctness_cases(ctx) -> list[Case]:
+def correctness_cases(ctx: CaseContext) -> list[Case]:
     specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
@@ -67,5 +70,5 @@ def correctness_cases(ctx) -> list[Case]:
     return cases
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), None)

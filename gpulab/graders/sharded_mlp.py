@@ -33,13 +33,16 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax  # without JAX, the harness reports how to install it
 import numpy as np
 
 from gpulab.protocol import list_field
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 COLLECTIVE = re.compile(
     r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"
@@ -348,7 +351,7 @@ def _text(value: Any) -> str:
     return text(value, 2000)
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     configure(ctx.device)
     ctx.notes.extend(notes_for(ctx.device))
     from jax.sharding import Mesh

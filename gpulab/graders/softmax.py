@@ -9,13 +9,16 @@ kernel. torch's softmax in every spelling is off the graded path.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_WIDTH = 32768
@@ -50,7 +53,7 @@ def make_input(
     return base[:, :cols] if pad else base
 
 
-def _case(ctx, rows, cols, dt, seed, label: str = "", **kw) -> Case:
+def _case(ctx: CaseContext, rows, cols, dt, seed, label: str = "", **kw) -> Case:
     x = make_input(rows, cols, DTYPES[dt], ctx.seed(seed), ctx.device, **kw)
     shape = f"{rows}×{cols}" + (f" (row stride {x.stride(0)})" if kw.get("pad") else "")
     return Case(
@@ -62,7 +65,7 @@ def _case(ctx, rows, cols, dt, seed, label: str = "", **kw) -> Case:
     )
 
 
-def correctness_cases(ctx) -> list[Case]:
+def correctness_cases(ctx: CaseContext) -> list[Case]:
     big = ctx.device == "cuda"
     specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
         # (rows, cols, dtype, public seed, extras)
@@ -99,7 +102,7 @@ def correctness_cases(ctx) -> list[Case]:
     return cases
 
 
-def timing_cases(ctx) -> list[Case]:
+def timing_cases(ctx: CaseContext) -> list[Case]:
     shapes = [(8192, 1024), (8192, 4096), (4096, 16384), (2048, 32768)]
     return [
         _case(ctx, r, c, dt, 100 + i) for dt in ("fp16", "fp32") for i, (r, c) in enumerate(shapes)
@@ -137,7 +140,12 @@ SPEC = KernelSpec(
 )
 
 
-def grade(ctx) -> None:
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the same everywhere)."""
+    return SPEC
+
+
+def grade(ctx: GradeContext) -> None:
     if ctx.interpreter:
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), lambda: timing_cases(ctx))

@@ -30,7 +30,7 @@ judge applies the rules to that report (gpulab.grading.graph_dynamo).
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -53,6 +53,9 @@ from gpulab.grading.graph_step import (
 )
 from gpulab.protocol import dict_field, list_field, text
 
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
+
 # Your rewrite may reorder a float operation or two: 1e-5 relative is a few
 # ulps in fp32, far below what any change of meaning produces.
 EAGER_TOL = (1e-5, 1e-5)  # (atol, rtol)
@@ -67,7 +70,7 @@ COMPILED_CASES = (0, 1)
 # --- grading ------------------------------------------------------------------
 
 
-def _eager_case(ctx: Any, fn: Any, args: tuple, name: str) -> dict[str, Any]:
+def _eager_case(ctx: GradeContext, fn: Any, args: tuple, name: str) -> dict[str, Any]:
     """The step once in the sandbox on the judge's inputs, against the
     judge's original step."""
     from gpulab.grading.kernel import Expect, desc_problem, remote_call
@@ -95,7 +98,7 @@ def _eager_case(ctx: Any, fn: Any, args: tuple, name: str) -> dict[str, Any]:
     return record
 
 
-def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -> None:
+def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backend: str) -> None:
     """torch.compile(step, backend, fullgraph=True) in the sandbox; each
     output compared here with the original step."""
     from gpulab.grading.kernel import Refs, encode
@@ -146,7 +149,7 @@ def _compiled_cases(ctx: Any, fn: Any, cases: list, names: list, backend: str) -
         )
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     fn = ctx.function("step")
     # Changes the file made at import (the sandbox recorded Dynamo's config
     # before it ran): undone there, and said here.
@@ -210,7 +213,7 @@ def grade(ctx: Any) -> None:
 # --- timing (GPU) ---------------------------------------------------------------
 
 
-def time_modes(ctx: Any, fn: Any) -> None:
+def time_modes(ctx: GradeContext, fn: Any) -> None:
     """Original vs your step: eager, torch.compile default, reduce-overhead,
     holding the GPU's timing lock (compiles included: they are in the loop)."""
     from gpulab.device.gpulock import gpu_timing_lock
@@ -221,7 +224,7 @@ def time_modes(ctx: Any, fn: Any) -> None:
         _time_modes(ctx, fn)
 
 
-def _time_modes(ctx: Any, fn: Any) -> None:
+def _time_modes(ctx: GradeContext, fn: Any) -> None:
     """The original is timed here; your step's modes in the sandbox (their
     times are the sandbox's report, not graded), every output checked here."""
     from gpulab.device.timing import L2Flusher, measure

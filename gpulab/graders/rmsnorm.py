@@ -6,21 +6,24 @@ in x's dtype or fp32. Returns a new tensor of x's shape and dtype,
 x · rsqrt(mean(x²) + eps) · weight over D, computed by a Triton kernel.
 Correctness only (a step is not timed); the inputs, tolerances, banned ops
 and the eager-op guard are the lesson's exercise's
-(gpulab.grading.rope_rmsnorm).
+(gpulab.graders.rope_rmsnorm).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from gpulab.graders.rope import guarded
+from gpulab.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
+from gpulab.graders.rope_rmsnorm import SPEC as FUSED
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec
-from gpulab.grading.rope import guarded
-from gpulab.grading.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
-from gpulab.grading.rope_rmsnorm import SPEC as FUSED
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 
 def normalise(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -64,7 +67,7 @@ CASES_GPU = [
 ]
 
 
-def make_case(ctx: Any, B, S, H, D, dt, seed, kw) -> Case:
+def make_case(ctx: CaseContext, B, S, H, D, dt, seed, kw) -> Case:
     w_dtype = DTYPES[kw["w_dtype"]] if "w_dtype" in kw else None
     x, w, _, _, _ = make_inputs(
         B, S, H, D, DTYPES[dt], ctx.seed(seed), ctx.device,
@@ -82,7 +85,7 @@ def make_case(ctx: Any, B, S, H, D, dt, seed, kw) -> Case:
     )
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = capability.skip_for_device(ctx)
         specs = CASES + ([] if ctx.interpreter else CASES_GPU)

@@ -3,21 +3,24 @@
 Contract: `softmax(x)` for a contiguous 2-D fp32/fp16 tensor of 1 to 1024
 columns; returns a new contiguous tensor of the same shape and dtype,
 computed by a Triton kernel. Correctness only (a step is not timed); the
-cases and guards are the lesson's exercise's (gpulab.grading.softmax).
+cases and guards are the lesson's exercise's (gpulab.graders.softmax).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpulab.graders.softmax import SPEC, _case
 from gpulab.grading.kernel import Case
-from gpulab.grading.softmax import SPEC, _case
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 WIDTH = 1024  # the block of this step: every row fits it
 
 
-def correctness_cases(ctx) -> list[Case]:
+def correctness_cases(ctx: CaseContext) -> list[Case]:
     specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
@@ -35,5 +38,5 @@ def correctness_cases(ctx) -> list[Case]:
     return [_case(ctx, r, c, dt, seed, **kw) for r, c, dt, seed, kw in specs]
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), None)

@@ -27,12 +27,15 @@ from __future__ import annotations
 import numbers
 import random
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.grading.graph_dynamo import sandbox_reply
 from gpulab.grading.plain import fmt, try_call
 from gpulab.hardware import GPU, GPUS
 from gpulab.protocol import list_field
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 MiB, GiB = 1 << 20, 1 << 30
 SMALL, MID = 16 * MiB, 256 * MiB
@@ -67,7 +70,7 @@ def plan_bounds(l2: int, free: int) -> tuple[int, int]:
     return min(max(8 * l2, GiB), upper) - MiB, upper
 
 
-def model_params(ctx: Any) -> tuple[str, dict[str, Any]]:
+def model_params(ctx: CaseContext) -> tuple[str, dict[str, Any]]:
     rng = random.Random(ctx.seed(4242))
     key = rng.choice(MODELS)
     gpu = GPUS[key]
@@ -110,7 +113,7 @@ def _number(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _check_plans(ctx: Any, fn: Any) -> None:
+def _check_plans(ctx: GradeContext, fn: Any) -> None:
     """Each datasheet GPU's plan, one case each."""
     for key, free in PLANS:
         l2, free_b = _l2_free(key, free)
@@ -140,14 +143,16 @@ def _check_plans(ctx: Any, fn: Any) -> None:
         ctx.add_case({"name": name, "passed": not detail, "detail": detail})
 
 
-def _sizes(ctx: Any, fn: Any, l2: int, free: int) -> list[int]:
+def _sizes(ctx: GradeContext, fn: Any, l2: int, free: int) -> list[int]:
     got, err = try_call(ctx, fn, l2, free)
     lo, hi = plan_bounds(l2, free)
     plan = int(got) if not err and _number(got) and lo <= got <= hi else max(lo + MiB, MiB)
     return [plan, MID, SMALL]
 
 
-def _bench(ctx: Any, fn: Any, device: str, sizes: list[int], model: dict | None) -> list[Any]:
+def _bench(
+    ctx: GradeContext, fn: Any, device: str, sizes: list[int], model: dict | None
+) -> list[Any]:
     msg = {"type": "copy_bench", "function": fn.name, "device": device, "sizes": sizes}
     if model is not None:
         msg["model"] = {k: v for k, v in model.items() if k != "efficiency"}
@@ -160,7 +165,9 @@ def _label(nbytes: int) -> str:
     return f"{nbytes / GiB:g} GiB" if nbytes >= GiB else f"{nbytes // MiB} MiB"
 
 
-def _case(ctx: Any, nbytes: int, got: Any, want: float, tol: float, model: dict | None) -> None:
+def _case(
+    ctx: GradeContext, nbytes: int, got: Any, want: float, tol: float, model: dict | None
+) -> None:
     name = f"copy_bandwidth, {_label(nbytes)}"
     if not _number(got):
         detail = f"returned {fmt(got)}; expected bytes per second"
@@ -180,7 +187,7 @@ def _case(ctx: Any, nbytes: int, got: Any, want: float, tol: float, model: dict 
     ctx.add_case({"name": name, "passed": ok, "detail": detail, "ms": 2 * nbytes / want * 1e3})
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     fns = {n: ctx.function(n) for n in ("buffer_bytes", "copy_bandwidth")}
     _check_plans(ctx, fns["buffer_bytes"])
     if ctx.device == "cuda":
@@ -201,7 +208,7 @@ def grade(ctx: Any) -> None:
     )
 
 
-def _grade_gpu(ctx: Any, fns: dict[str, Any]) -> None:
+def _grade_gpu(ctx: GradeContext, fns: dict[str, Any]) -> None:
     import torch
 
     from gpulab.device.gpulock import gpu_timing_lock

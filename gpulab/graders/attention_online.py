@@ -5,21 +5,24 @@ and k, v (B, H, Sk, D), Sq and Sk of any length, D in {16, 32, 64, 128},
 fp32 or fp16; not causal. Returns a new (B, H, Sq, D) tensor in q's dtype,
 computed by a Triton kernel. Correctness only (a step is not timed); the
 reference, tolerances and guards are the lesson's exercise's
-(gpulab.grading.flash_attention).
+(gpulab.graders.flash_attention).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpulab.graders.flash_attention import make_case, make_spec
+from gpulab.graders.matmul import checked, interpreter_skips
 from gpulab.grading import capability
-from gpulab.grading.flash_attention import make_case, make_spec
 from gpulab.grading.kernel import Case
-from gpulab.grading.matmul import checked, interpreter_skips
 from gpulab.grading.standard import grade_kernel
 
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
-def correctness_cases(ctx, skip: set[str]) -> list[Case]:
+
+def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
     # fp16 for the large scores on a GPU: there tl.dot rounds fp32 inputs to
     # tf32, whose 10-bit mantissa cannot hold scores of ±100s to the digits an
     # fp32 check asks (as in the lesson's exercise, seen on an H200).
@@ -50,7 +53,7 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
     ]
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = interpreter_skips(ctx, ("fp16",)) if ctx.interpreter else set()
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))

@@ -32,15 +32,18 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
+from gpulab.graders.nvtx_profile import copy_untrusted, trace_file
 from gpulab.grading.compare import compare, describe_mismatch
-from gpulab.grading.harness import GradeFailed
-from gpulab.grading.nvtx_profile import copy_untrusted, trace_file
+from gpulab.grading.context import GradeFailed
 from gpulab.protocol import list_field, number, text
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import GradeContext
 
 B, S, D = 4, 256, 32
 OP = "aten::mean"  # what dominates the original, on a CPU and on a GPU
@@ -125,7 +128,7 @@ class Requests:
     """The learner's block in the sandbox: inputs and slots in shared memory,
     each request timed by the judge from sending it to the reply."""
 
-    def __init__(self, ctx: Any, fn: Any, weights: dict, xs: list[torch.Tensor]) -> None:
+    def __init__(self, ctx: GradeContext, fn: Any, weights: dict, xs: list[torch.Tensor]) -> None:
         nbytes = sum(t.numel() * t.element_size() + 512 for t in weights.values())
         nbytes += 2 * sum(x.numel() * x.element_size() + 512 for x in xs) + 8192
         self.ctx, self.fn, self.arena = ctx, fn, ctx.arena(nbytes)
@@ -168,7 +171,7 @@ class Requests:
         )
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     device = ctx.device
     if device == "cpu":
         torch.set_num_threads(1)  # as in the sandbox: both sides on one thread
@@ -193,7 +196,7 @@ def grade(ctx: Any) -> None:
     _report(ctx, profiled, theirs, ours, written, trace)
 
 
-def _answer_case(ctx: Any, answer: Any) -> None:
+def _answer_case(ctx: GradeContext, answer: Any) -> None:
     case: dict[str, Any] = {"name": "names the bottleneck", "passed": False}
     if not isinstance(answer, str):
         kind = text(answer.get("type"), 40) if isinstance(answer, dict) else "?"
@@ -219,7 +222,7 @@ def _answer_case(ctx: Any, answer: Any) -> None:
     ctx.add_case(case)
 
 
-def _trace_paths(ctx: Any) -> tuple[Path, Path]:
+def _trace_paths(ctx: GradeContext) -> tuple[Path, Path]:
     """(where the trace belongs, where the sandbox writes it): a folder of
     the judge's, and the judge copies it out (the workspace's traces folder
     is never the sandbox's to write)."""
@@ -230,7 +233,7 @@ def _trace_paths(ctx: Any) -> tuple[Path, Path]:
 
 
 def _time_rounds(
-    ctx: Any, calls: Requests, xs: list[torch.Tensor], weights: dict, first: int
+    ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], weights: dict, first: int
 ) -> tuple[list[float], list[float]]:
     """Per-call seconds of the learner's block (whole requests, the judge's
     clock) and of the original (here), in alternating rounds so that a busy
@@ -265,7 +268,7 @@ def _time_rounds(
     return theirs, ours
 
 
-def _output_case(ctx: Any, calls: Requests, xs: list[torch.Tensor], weights: dict) -> None:
+def _output_case(ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], weights: dict) -> None:
     worst: dict[str, Any] | None = None
     wrong = missing = 0
     for i, x in enumerate(xs):
@@ -393,7 +396,7 @@ def _share_case(profiled: dict, wall: float) -> dict[str, Any]:
 
 
 def _report(
-    ctx: Any, profiled: dict, theirs: list, ours: list, written: Path, wanted: Path
+    ctx: GradeContext, profiled: dict, theirs: list, ours: list, written: Path, wanted: Path
 ) -> None:
     """What the app shows: the profile's top rows and kernels, the trace."""
     trace, problem = "", text(profiled.get("trace_error"), 300)

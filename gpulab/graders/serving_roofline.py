@@ -15,12 +15,15 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab import serving, serving_models
 from gpulab.grading.plain import fmt as _fmt
 from gpulab.grading.plain import try_call as _try
 from gpulab.hardware import GPUS, match_gpu
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 RTOL = 1e-6
 N_RANDOM = 6
@@ -94,7 +97,7 @@ def _draw(rng: random.Random, want: tuple[str, str] | None, odd_head_dim: bool =
     raise RuntimeError("could not draw a configuration (a gpulab bug)")
 
 
-def scenarios(ctx) -> list[tuple[str, Any]]:
+def scenarios(ctx: CaseContext) -> list[tuple[str, Any]]:
     llama = serving_models.PRESETS["llama-3-8b"]
     h200 = serving.roof_for(match_gpu("h200"), "bf16")
     out = [("Llama-3 8B bf16 on H200", (llama, h200, 1, 2048, 4096))]
@@ -198,14 +201,14 @@ def _describe(cfg, roof) -> str:
     )
 
 
-def _check_scalar(ctx, label: str, fn, want: float, args: tuple, where: str) -> None:
+def _check_scalar(ctx: GradeContext, label: str, fn, want: float, args: tuple, where: str) -> None:
     got, err = _try(ctx, fn, *args)
     ok = not err and _close(got, want)
     detail = err or ("" if ok else f"got {_fmt(got)}, expected {_fmt(want)} [{where}]")
     ctx.add_case({"name": label, "passed": ok, "detail": detail})
 
 
-def _check_step(ctx, label: str, kind: str, fn, args: tuple, want: dict) -> None:
+def _check_step(ctx: GradeContext, label: str, kind: str, fn, args: tuple, want: dict) -> None:
     cfg, roof, batch, n = args
     got, err = _try(ctx, fn, *args)
     detail = err
@@ -236,7 +239,7 @@ def _check_step(ctx, label: str, kind: str, fn, args: tuple, want: dict) -> None
     )
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     # Every expected answer is computed before the learner's file is imported,
     # so nothing it does to gpulab.serving can bend them.
     plan: list[tuple[Any, ...]] = []

@@ -14,6 +14,7 @@ run) reached on large LLM-sized shapes; the book's pass line is 70%.
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +23,9 @@ from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec, check_cases
 from gpulab.grading.learner import LearnerError
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -124,7 +128,7 @@ def interpreter_dot_ok(dtype: torch.dtype) -> bool:
     return torch.allclose(c.double(), a.double() @ b.double(), atol=1e-2, rtol=1e-2)
 
 
-def interpreter_skips(ctx, dtypes=("fp16", "bf16")) -> set[str]:
+def interpreter_skips(ctx: GradeContext, dtypes=("fp16", "bf16")) -> set[str]:
     """Dtypes whose tl.dot the interpreter gets wrong; recorded in ctx.skipped."""
     bad = {dt for dt in dtypes if not interpreter_dot_ok(DTYPES[dt])}
     ctx.skipped.extend(
@@ -142,7 +146,7 @@ AUTOTUNE_HINT = (
 )
 
 
-def checked(ctx, spec: KernelSpec, fn, cases: list[Case]) -> None:
+def checked(ctx: GradeContext, spec: KernelSpec, fn, cases: list[Case]) -> None:
     """check_cases, with a hint for the one interpreter error a learner can't decode."""
     try:
         check_cases(ctx, spec, fn, cases)
@@ -178,7 +182,7 @@ def operand(
 
 
 def make_case(
-    ctx,
+    ctx: CaseContext,
     M: int,
     N: int,
     K: int,
@@ -203,7 +207,7 @@ def make_case(
     return Case(name=name, args=(a, b), dtype=a.dtype, sizes={"M": M, "N": N, "K": K}, shape=shape)
 
 
-def correctness_cases(ctx, skip: set[str]) -> list[Case]:
+def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
     specs = [
         # (M, N, K, dtype, public seed, a layout, b layout, label)
         (1, 1, 1, "fp32", 1, "", "", ""),
@@ -245,7 +249,7 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
     ]
 
 
-def timing_cases(ctx) -> list[Case]:
+def timing_cases(ctx: CaseContext) -> list[Case]:
     # (M, N, K): square, and the up- and down-projections of an 8B-class MLP
     # (hidden 4096, intermediate 14336) on 8192 tokens.
     shapes = [
@@ -292,14 +296,19 @@ def make_spec(interpreter: bool) -> KernelSpec:
     )
 
 
-def grade(ctx) -> None:
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the interpreter's tolerances on the CPU)."""
+    return make_spec(ctx.interpreter)
+
+
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = interpreter_skips(ctx) if ctx.interpreter else set()
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
 
     grade_kernel(
         ctx,
-        make_spec(ctx.interpreter),
+        kernel_spec(ctx),
         "matmul",
         cases,
         lambda: timing_cases(ctx),

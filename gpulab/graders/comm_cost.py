@@ -17,10 +17,13 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.grading.plain import fmt as _fmt
 from gpulab.grading.plain import try_call as _try
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 RTOL = 1e-6
 N_RANDOM = 5
@@ -203,7 +206,7 @@ def _draw(rng: random.Random) -> tuple[Any, int, Any]:
     raise RuntimeError("could not draw a configuration (a gpulab bug)")
 
 
-def scenarios(ctx: Any) -> list[tuple[str, Any, int, Any]]:
+def scenarios(ctx: CaseContext) -> list[tuple[str, Any, int, Any]]:
     out = [LESSON]
     for i in range(N_RANDOM):
         mlp, n, link = _draw(random.Random(ctx.seed(800 + i)))
@@ -218,7 +221,7 @@ def _describe(mlp: Any, n: int, link: Any) -> str:
     )
 
 
-def _check_ring(ctx: Any, fn: Any, title: str, nbytes: float, n: int) -> None:
+def _check_ring(ctx: GradeContext, fn: Any, title: str, nbytes: float, n: int) -> None:
     """Each collective over y (B×d_out), the tensor tensor parallel all-reduces."""
     for c in RING:
         got, err = _try(ctx, fn, c, nbytes, n)
@@ -236,7 +239,7 @@ def _check_ring(ctx: Any, fn: Any, title: str, nbytes: float, n: int) -> None:
         ctx.add_case({"name": name, "passed": not detail, "detail": detail})
 
 
-def _check_step(ctx: Any, fn: Any, title: str, args: tuple) -> None:
+def _check_step(ctx: GradeContext, fn: Any, title: str, args: tuple) -> None:
     mlp, n, strategy, training, link = args
     got, err = _try(ctx, fn, *args)
     want = cost(*args)
@@ -268,7 +271,7 @@ def _check_step(ctx: Any, fn: Any, title: str, args: tuple) -> None:
     )
 
 
-def _check_bubble(ctx: Any, fn: Any, title: str, rng: random.Random) -> None:
+def _check_bubble(ctx: GradeContext, fn: Any, title: str, rng: random.Random) -> None:
     p, m, v = rng.choice([2, 4, 8, 16]), rng.choice([1, 4, 16, 64, 100]), rng.choice([1, 2, 4])
     got, err = _try(ctx, fn, p, m, v)
     want = idle(p, m, v)
@@ -286,7 +289,7 @@ def _check_bubble(ctx: Any, fn: Any, title: str, rng: random.Random) -> None:
     )
 
 
-def grade(ctx: Any) -> None:
+def grade(ctx: GradeContext) -> None:
     fns = {name: ctx.function(name) for name in ("ring_bytes", "step_cost", "bubble")}
     for k, (title, mlp, n, link) in enumerate(scenarios(ctx)):
         rng = random.Random(ctx.seed(850 + k))

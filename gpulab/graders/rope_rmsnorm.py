@@ -19,7 +19,7 @@ the Triton kernels.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +36,9 @@ from gpulab.grading.kernel import (
     remote_call,
 )
 from gpulab.protocol import dict_field, list_field
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -54,7 +57,7 @@ TOLERANCE = {
 }
 
 
-def eager_fail(ctx: Any, ops: list[str], where: str) -> None:
+def eager_fail(ctx: GradeContext, ops: list[str], where: str) -> None:
     names = ", ".join(sorted(set(ops))[:6])
     ctx.fail(
         f"cheat: {where} computed eagerly with {names} instead of in Triton",
@@ -175,7 +178,7 @@ BACKWARD_GPU = [
 ]
 
 
-def make_case(ctx: Any, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
+def make_case(ctx: CaseContext, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
     B, S, H, D, dt, seed, kw = spec
     kw = dict(kw)
     label = kw.pop("label", "")
@@ -210,7 +213,7 @@ def make_case(ctx: Any, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
     return case, dy, kw
 
 
-def _cases(ctx: Any, specs: list) -> list:
+def _cases(ctx: GradeContext, specs: list) -> list:
     device_skips = capability.skip_for_device(ctx)
     return [
         make_case(ctx, s)
@@ -239,7 +242,7 @@ def _scaled_tol(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
     return atol * max(scale, 1e-30), rtol
 
 
-def check_backward(ctx: Any, fn: Any, cases: list, total: int) -> None:
+def check_backward(ctx: GradeContext, fn: Any, cases: list, total: int) -> None:
     for case, dy, kw in cases:
         name = f"backward {case.name}"
         ctx.stage(f"checking {name}")
@@ -346,7 +349,12 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
     return record
 
 
-def grade(ctx: Any) -> None:
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the same everywhere)."""
+    return SPEC
+
+
+def grade(ctx: GradeContext) -> None:
     fn = ctx.function("rmsnorm_rope")
     if ctx.interpreter:
         ctx.notes.append(INTERPRETER_NOTE)
@@ -392,7 +400,7 @@ def grade(ctx: Any) -> None:
 TIMING_SHAPES = [(1, 16384, 32, 128), (4, 16384, 32, 128)]
 
 
-def timing_cases(ctx: Any) -> list:
+def timing_cases(ctx: CaseContext) -> list:
     dt = capability.timed_dtype(ctx, "bf16")
     return [
         make_case(ctx, (B, S, H, D, dt, 100 + i, {}))
@@ -400,7 +408,7 @@ def timing_cases(ctx: Any) -> list:
     ]
 
 
-def bench_cases(ctx: Any) -> list:
+def bench_cases(ctx: CaseContext) -> list:
     """For `gpulab bench`: the forward timing cases beside both baselines."""
     compiled = torch.compile(unfused, dynamic=False)
     out = []

@@ -15,17 +15,20 @@ and the speedup over torch's SDPA, timed in the same run.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
+from gpulab.graders.matmul import BANNED as MATMUL_BANNED
+from gpulab.graders.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
+from gpulab.graders.matmul import DTYPES, checked, interpreter_skips
 from gpulab.grading import capability
 from gpulab.grading.kernel import Case, Expect, KernelSpec
-from gpulab.grading.matmul import BANNED as MATMUL_BANNED
-from gpulab.grading.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
-from gpulab.grading.matmul import DTYPES, checked, interpreter_skips
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 BANNED = (
     F.scaled_dot_product_attention,
@@ -81,7 +84,7 @@ TOLERANCE_GPU = {**TOLERANCE, torch.float32: (1e-2, 1e-2)}
 
 
 def make_qkv(
-    ctx,
+    ctx: CaseContext,
     B: int,
     H: int,
     Sq: int,
@@ -118,7 +121,19 @@ LAYOUT_NAMES = {"bshd": "(B, S, H, D) memory", "dlast": "strided head dim", "pad
 
 
 def make_case(
-    ctx, B, H, Sq, Sk, D, causal, dt, seed, layout="", scale=1.0, sm_scale=None, label=""
+    ctx: CaseContext,
+    B,
+    H,
+    Sq,
+    Sk,
+    D,
+    causal,
+    dt,
+    seed,
+    layout="",
+    scale=1.0,
+    sm_scale=None,
+    label="",
 ) -> Case:
     q, k, v = make_qkv(ctx, B, H, Sq, Sk, D, DTYPES[dt], seed, layout, scale)
     kwargs = {}
@@ -149,7 +164,7 @@ def make_case(
     )
 
 
-def correctness_cases(ctx, skip: set[str]) -> list[Case]:
+def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
     specs: list[tuple[int, int, int, int, int, bool, str, int, dict[str, Any]]] = [
         # (B, H, Sq, Sk, D, causal, dtype, seed, extras)
         (1, 1, 1, 1, 16, False, "fp32", 1, {}),
@@ -203,7 +218,7 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
     ]
 
 
-def timing_cases(ctx) -> list[Case]:
+def timing_cases(ctx: CaseContext) -> list[Case]:
     # H·D = 2048 throughout (a 2048-wide model); as many tokens at S = 4096
     # (batch 4) as at 16384 (batch 1).
     cases = []
@@ -295,12 +310,17 @@ def make_spec(interpreter: bool = False) -> KernelSpec:
     )
 
 
-def grade(ctx) -> None:
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the interpreter's tolerances on the CPU)."""
+    return make_spec(ctx.interpreter)
+
+
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = set(interpreter_skips(ctx)) if ctx.interpreter else set()
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
 
-    spec = make_spec(ctx.interpreter)
+    spec = kernel_spec(ctx)
     grade_kernel(
         ctx,
         spec,

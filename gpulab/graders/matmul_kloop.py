@@ -3,17 +3,22 @@
 Contract: `matmul(a, b)` with contiguous a (M, K) and b (K, N), fp32 or
 fp16, of any size; returns a new (M, N) tensor in a's dtype, computed by a
 Triton kernel. Correctness only (a step is not timed); the tolerances and
-guards are the lesson's exercise's (gpulab.grading.matmul).
+guards are the lesson's exercise's (gpulab.graders.matmul).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from gpulab.graders.matmul import checked, interpreter_skips, make_case, make_spec
 from gpulab.grading.kernel import Case
-from gpulab.grading.matmul import checked, interpreter_skips, make_case, make_spec
 from gpulab.grading.standard import grade_kernel
 
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
-def correctness_cases(ctx, skip: set[str]) -> list[Case]:
+
+def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
     specs = [
         # (M, N, K, dtype, public seed, label)
         (1, 1, 1, "fp32", 1, ""),
@@ -41,7 +46,7 @@ def correctness_cases(ctx, skip: set[str]) -> list[Case]:
     ]
 
 
-def grade(ctx) -> None:
+def grade(ctx: GradeContext) -> None:
     def cases() -> list[Case]:
         skip = interpreter_skips(ctx, ("fp16",)) if ctx.interpreter else set()
         return correctness_cases(ctx, skip)

@@ -14,12 +14,15 @@ the measured HBM bandwidth.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpulab.grading.kernel import Case, Expect, KernelSpec
 from gpulab.grading.standard import grade_kernel
+
+if TYPE_CHECKING:
+    from gpulab.grading.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -121,14 +124,16 @@ def make_pair(
     return base[0, offset:], base[1, offset:]
 
 
-def _case(ctx, n: int, dt: str, alpha: float, seed: int, label: str = "", offset: int = 0) -> Case:
+def _case(
+    ctx: CaseContext, n: int, dt: str, alpha: float, seed: int, label: str = "", offset: int = 0
+) -> Case:
     x, y = make_pair(n, DTYPES[dt], ctx.seed(seed), ctx.device, offset=offset)
     shape = f"N={n}" + (f" (views at offset {offset})" if offset else "")
     name = f"{shape} {dt} alpha={alpha:g}" + (f" {label}" if label else "")
     return Case(name=name, args=(x, y, alpha), dtype=x.dtype, sizes={"N": n}, shape=shape)
 
 
-def correctness_cases(ctx) -> list[Case]:
+def correctness_cases(ctx: CaseContext) -> list[Case]:
     specs: list[tuple[int, str, float, int, dict[str, Any]]] = [
         # (N, dtype, alpha, public seed, extras)
         (1, "fp32", 2.5, 1, {}),
@@ -153,7 +158,7 @@ def correctness_cases(ctx) -> list[Case]:
     return [_case(ctx, n, dt, a, s, **kw) for n, dt, a, s, kw in specs]
 
 
-def timing_cases(ctx) -> list[Case]:
+def timing_cases(ctx: CaseContext) -> list[Case]:
     # 600-800 MB of traffic each: about 10x an H200's L2 and hundreds of
     # microseconds, far past the launch overhead, so the time is HBM time.
     specs = [(2**26, "fp32"), (50_000_017, "fp32"), (2**27, "fp16"), (2**27, "bf16")]
@@ -188,10 +193,15 @@ def spec(native: bool) -> KernelSpec:
     )
 
 
-def grade(ctx) -> None:
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs: a GPU bans the GPU-only aten ops too."""
+    return spec(native=not ctx.interpreter)
+
+
+def grade(ctx: GradeContext) -> None:
     grade_kernel(
         ctx,
-        spec(native=not ctx.interpreter),
+        kernel_spec(ctx),
         "triad",
         lambda: correctness_cases(ctx),
         lambda: timing_cases(ctx),
