@@ -158,3 +158,46 @@ def test_torchs_raw_events_give_the_findings_its_event_list_gives():
     assert sum("sum" in f for f in raw) == 1, raw  # the width-9 sum only
     if a.all_threads:
         assert any("cos" in f for f in raw), raw
+
+
+# --- one profile across the correctness calls (audit.SpanAudit), real profiler ---
+
+
+def test_a_shared_profile_judges_each_call_in_its_own_window():
+    import threading
+
+    x = torch.randn(64, 64)
+    span = audit.SpanAudit("cpu")
+    with span.window():
+        x.view(-1).clone()  # wrapper ops only
+    torch.exp(x)  # between calls: gpulab's business, not judged
+    with span.window():
+        t = threading.Thread(target=lambda: torch.softmax(x, -1))  # another thread
+        t.start()
+        t.join()
+    with span.window():
+        x.t().contiguous()
+    got = span.close()
+    assert len(got) == 3, got
+    assert got[0] == [] and got[2] == [], got
+    assert any("softmax" in f for f in got[1]), got
+    assert span.close() is got  # read once
+
+
+def test_a_shared_profile_stopped_in_a_later_call_fails_every_call():
+    span = audit.SpanAudit("cpu")
+    with span.window():
+        pass
+    with span.window():
+        torch.autograd._disable_profiler()
+    with span.window():
+        torch.exp(torch.ones(4))
+    assert span.close() == [[audit.STOPPED]] * 3
+
+
+def test_a_learner_window_of_gpulabs_name_voids_the_windows():
+    span = audit.SpanAudit("cpu")
+    with span.window():
+        with audit._range(audit._WIN):  # the learner read the secret name
+            torch.exp(torch.ones(4))
+    assert span.close() == [[audit.IMITATED]]

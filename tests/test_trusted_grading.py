@@ -287,6 +287,43 @@ def test_torch_hidden_from_the_op_guards_is_seen_by_the_audit(grade, how):
     assert "during your call torch ran" in r["summary"] or "called" in r["summary"], r["summary"]
 
 
+LATER = """
+import threading as _th
+import torch as _torch
+_real = softmax
+_calls = [0]
+
+def softmax(x):
+    _calls[0] += 1
+    out = _real(x)
+    if _calls[0] == 4:  # one later case only: the shared profile's windows must tell
+        %s
+    return out
+"""
+
+
+def test_torch_in_one_later_case_only_is_seen_and_that_case_named(grade):
+    # The correctness calls share one profile (audit.SpanAudit), read after
+    # the last case: the fourth call's second thread is still its own.
+    body = (
+        "box = {}\n"
+        "        t = _th.Thread(target=lambda: box.update(y=_torch.softmax(x.float(), -1)))\n"
+        "        t.start(); t.join()\n"
+        "        out.copy_(box['y'].to(x.dtype))"
+    )
+    r = grade("softmax", REF + LATER % body)
+    assert not r["passed"]
+    assert "during your call torch ran" in r["summary"], r["summary"]
+    fourth = grade("softmax", REF)["cases"][3]["name"]  # the cases are drawn the same way
+    assert f"(case {fourth})" in r["summary"], r["summary"]
+
+
+def test_stopping_the_profiler_in_a_later_case_fails(grade):
+    r = grade("softmax", REF + LATER % "_torch.autograd._disable_profiler()")
+    assert not r["passed"]
+    assert "the profiler was stopped" in r["summary"], r["summary"]
+
+
 def test_the_audit_names_torch_ops_a_mode_never_saw(grade):
     r = grade("softmax", cheat("modes_off"))
     assert "aten::exp" in r["summary"] and "aten::amax" in r["summary"], r["summary"]

@@ -24,6 +24,7 @@ from gpulab.grading.compare import (
     describe_mismatch,
     dtype_name,
 )
+from gpulab.grading.context import GradeFailed
 from gpulab.grading.remote import storage_bytes
 from gpulab.grading.replay import MISMATCH
 from gpulab.protocol import dict_field
@@ -269,20 +270,7 @@ def _report_failures(
             "in lesson 05's exercise, the final (P, D) -> (D,) sum of dweight "
             "partials); the maths belongs in them.",
         )
-    audit = [_text(b, 120) for b in report.get("audit", []) if isinstance(b, str)]
-    if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
-        ctx.fail(
-            f"cheat: {audit[0]}",
-            "gpulab watches each graded call with torch's profiler; code that stops it, "
-            "or imitates gpulab's own ranges, cannot be graded.",
-        )
-    if audit:
-        ctx.fail(
-            f"cheat: during your call torch ran {', '.join(audit[:6])}",
-            "torch's profiler watched the call in every thread (so switching the op "
-            "guards off or working from a second thread does not hide it). Only "
-            "allocations, views and copies may run outside your Triton kernels.",
-        )
+    _audit_failures(ctx, report.get("audit", []), case_name)
     if report.get("side_stream"):
         ctx.fail(
             f"case {case_name}: a kernel was launched on a side stream",
@@ -309,17 +297,101 @@ def _report_failures(
         )
 
 
+def _audit_failures(ctx: GradeContext, found: Any, case_name: str) -> None:
+    """The profiler's findings of one call (gpulab.sandbox.audit): a cheat."""
+    audit = [_text(b, 120) for b in found if isinstance(b, str)] if isinstance(found, list) else []
+    if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
+        ctx.fail(
+            f"cheat: {audit[0]}",
+            "gpulab watches each graded call with torch's profiler; code that stops it, "
+            "or imitates gpulab's own ranges, cannot be graded.",
+        )
+    if audit:
+        ctx.fail(
+            f"cheat: during your call torch ran {', '.join(audit[:6])}"
+            + (f" (case {case_name})" if case_name else ""),
+            "torch's profiler watched the call in every thread (so switching the op "
+            "guards off or working from a second thread does not hide it). Only "
+            "allocations, views and copies may run outside your Triton kernels.",
+        )
+
+
+class AuditSpan:
+    """The correctness calls' shared profile, as the judge keeps it: the
+    cases sent, in order (the profile's windows), and once read, each
+    window's findings (gpulab.sandbox.audit.SpanAudit)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.found: list[Any] | None = None
+
+    def end(self, ctx: GradeContext) -> list[Any]:
+        """Each call's findings (the sandbox stops the profile the first time)."""
+        if self.found is None:
+            self.found = []  # asked once, even when the answer is refused
+            reply = ctx.sandbox.request({"type": "audit_end"})
+            found = reply.get("findings") if reply.get("type") == "audited" else None
+            if not isinstance(found, list) or len(found) != len(self.calls):
+                ctx.fail(
+                    "cheat: the profile of your calls came back malformed",
+                    "gpulab watches each graded call with torch's profiler, in the sandbox "
+                    "that runs your code; its report did not match the calls made.",
+                )
+            self.found = found
+        return self.found
+
+    def judge(self, ctx: GradeContext, upto: int | None = None) -> None:
+        """Fail on the first of the calls (the first `upto`) whose window
+        saw torch at work."""
+        found = self.end(ctx)
+        for name, one in list(zip(self.calls, found, strict=False))[:upto]:
+            _audit_failures(ctx, one, name)
+
+
+def _report(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    report: dict[str, Any],
+    case_name: str,
+    span: AuditSpan | None,
+) -> None:
+    """_report_failures, with a shared profile's findings read first where
+    the call fails on its own report: what each call's profile saw ranks as
+    it did when every call was profiled apart."""
+    if span is None:
+        _report_failures(ctx, spec, report, case_name)
+        return
+    try:
+        _report_failures(ctx, spec, {**report, "audit": []}, case_name)
+    except GradeFailed:
+        found = span.end(ctx)
+        span.judge(ctx, upto=len(span.calls) - 1)
+        _report_failures(ctx, spec, {**report, "audit": found[-1] if found else []}, case_name)
+        raise
+
+
 def guarded_call(
-    ctx: GradeContext, spec: KernelSpec, fn: Any, case: Case, guards: Any = None, keep: Any = None
+    ctx: GradeContext,
+    spec: KernelSpec,
+    fn: Any,
+    case: Case,
+    guards: Any = None,
+    keep: Any = None,
+    span: AuditSpan | None = None,
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
-    `keep`, a dict, receives what a replay of the call needs."""
+    `keep`, a dict, receives what a replay of the call needs. With `span`
+    the call is a window of the profile the correctness cases share: its
+    audit is read with the others' (AuditSpan), after the last case."""
     assert spec.expect is not None, "a spec graded in the sandbox says what it returns"
     expect = spec.expect(case)
     if callable(guards):
         guards = guards(case)
     guards = dict(guards or guards_for(spec))
+    if span is not None:
+        guards["audit_span"] = True
+        span.calls.append(case.name)
     if keep is not None:
         guards["replay"] = True  # the sandbox records its launches (gpulab.grading.replay)
     refs: dict = {}
@@ -340,16 +412,17 @@ def guarded_call(
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
         ctx.notes.append(note)
-    _report_failures(
+    _report(
         ctx,
         spec,
         {**report, "wrote_out": True, "altered_after": False, "aliases_input": False},
         case.name,
+        span,
     )
     desc = dict_field(reply, "desc")
     problem = desc_problem(desc, expect)
     if problem is None:
-        _report_failures(ctx, spec, report, case.name)
+        _report(ctx, spec, report, case.name, span)
         if out is None:
             problem = "the result could not be copied out of the sandbox"
     return out, problem
@@ -383,14 +456,17 @@ def check_cases(
     total = len(cases)
     gaps: list[str] = []
     draws: dict[Any, tuple[str, frozenset]] = {}  # a shape's first draw: its launches
+    # One profile for all the cases (about 0.15 s a call saved on an H200).
+    span = AuditSpan()
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
         keep: dict[str, Any] | None = {} if replayer is not None else None
         try:
-            out, problem = guarded_call(ctx, spec, fn, case, guards, keep)
+            out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
         except learner.LearnerError as exc:
             hint = _known_gap(ctx, exc)
             if hint is None:
+                span.judge(ctx, upto=len(span.calls) - 1)  # an earlier call's cheat first
                 raise
             # A right kernel can fail on one release of Triton (gpulab.known_gaps):
             # that case is skipped with what to do, and the others still judge.
@@ -442,6 +518,7 @@ def check_cases(
             )
             _replayed(ctx, (case.name, why) if why else None)
         ctx.add_case(record, total)
+    span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
         _replayed(ctx, replayer.collect())

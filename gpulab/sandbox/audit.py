@@ -23,6 +23,7 @@ with a per-process secret; a learner's range of that name is not one of ours
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 import secrets
@@ -33,7 +34,11 @@ import torch
 
 _OWN = f"gpulab::own::{secrets.token_hex(6)}"
 _END = f"gpulab::end::{secrets.token_hex(6)}"
+_WIN = f"gpulab::call::{secrets.token_hex(6)}"
 _opened = 0
+
+STOPPED = "the profiler was stopped during your call"
+IMITATED = "a profiler range named like gpulab's own"
 
 # Ops a wrapper may run: allocation, views and strides, copies and casts.
 # EagerGuard (gpulab.sandbox.guards) allows these and the profiler's own
@@ -240,13 +245,17 @@ class Audit:
         if self.unavailable:
             return []
         if self.stopped_early:
-            return ["the profiler was stopped during your call"]
-        found: list[str] = []
+            return [STOPPED]
         ours = sum(1 for e in self.events if e.name == _OWN)
         if ours > _opened - self._opened_before:
-            return ["a profiler range named like gpulab's own"]
-        reads, n_reads = _scalar_reads(self.events), 0
-        for e in self.events:
+            return [IMITATED]
+        return self.findings_in(self.events, launched)
+
+    def findings_in(self, events: list[Any], launched: set[str]) -> list[str]:
+        """findings() for a part of the profile (one call's window)."""
+        found: list[str] = []
+        reads, n_reads = _scalar_reads(events), 0
+        for e in events:
             name = e.name
             if self.device == "cuda" and _on_gpu(e):
                 if "Memcpy DtoH" in name:
@@ -290,6 +299,65 @@ class Audit:
 
     def _allowed_sum_kernel(self, name: str) -> bool:
         return bool(self.sum_width) and "reduce_kernel" in name and "sum" in name.lower()
+
+
+class SpanAudit:
+    """One profile across a check's correctness calls, each call a window
+    of its own; the findings of every window once the judge asks
+    (`close`), after the last case.
+
+    Why: on an H200 starting and stopping torch's profiler (CUPTI) costs
+    about 0.15 s, and a softmax check made 18 graded calls, each profiled
+    apart (py-spy, 2026-12-03). What a window sees is what a call's own
+    profile saw: every op and kernel that started between the call's start
+    and the end of its synchronize, in any thread. Work between calls is
+    gpulab's (copies into the judge's slots, the next call's views) and is
+    not judged, as it was not profiled before."""
+
+    def __init__(self, device: str, sum_width: int = 0) -> None:
+        self.audit = Audit(device, sum_width).__enter__()
+        self.launched: list[set[str]] = []
+        self.result: list[list[str]] | None = None
+
+    @property
+    def unavailable(self) -> str:
+        return self.audit.unavailable
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[int]:
+        """One graded call (and its synchronize): its number."""
+        n = len(self.launched)
+        self.launched.append(set())
+        with _range(_WIN):
+            yield n
+
+    def close(self) -> list[list[str]]:
+        """Each window's findings (stopping the profile the first time)."""
+        if self.result is None:
+            self.audit.__exit__(None, None, None)
+            self.result = self._findings()
+        return self.result
+
+    def _findings(self) -> list[list[str]]:
+        audit, n = self.audit, len(self.launched)
+        if audit.unavailable:
+            return [[] for _ in range(n)]
+        if audit.stopped_early:
+            return [[STOPPED] for _ in range(n)]
+        events = audit.events
+        ours = sum(1 for e in events if e.name == _OWN)
+        windows = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == _WIN)
+        if ours > _opened - audit._opened_before or len(windows) != n:
+            return [[IMITATED] for _ in range(n)]
+        parts: list[list[Any]] = [[] for _ in range(n)]
+        starts = [s for s, _ in windows]
+        for e in events:
+            if e.name in (_WIN, _END):
+                continue
+            i = bisect.bisect_right(starts, e.time_range.start) - 1
+            if i >= 0 and e.time_range.start <= windows[i][1]:
+                parts[i].append(e)
+        return [audit.findings_in(part, self.launched[i]) for i, part in enumerate(parts)]
 
 
 class Ev:
@@ -341,7 +409,7 @@ def _events(prof: Any) -> list[Any]:
         is_op = name.startswith("aten::")
         if is_op and name[6:] in ALLOWED and name != "aten::_local_scalar_dense":
             continue
-        if not is_op and name not in (_OWN, _END):
+        if not is_op and name not in (_OWN, _END, _WIN):
             continue
         thread = k.start_thread_id()
         ev = Ev(name, device, k.start_ns(), k.end_ns(), thread)

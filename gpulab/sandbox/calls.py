@@ -106,26 +106,36 @@ def _run_guarded(
     server: Any, fn: Any, args: list, kwargs: dict, spec: dict | None, inputs: set[int]
 ) -> tuple[Any, dict[str, Any]]:
     og, eg, spec = _guards(spec, server.device, args)
+    width = int(spec.get("eager_width") or 0)
+    # The correctness cases share one profile, a window each, judged when the
+    # judge asks after the last case (audit.SpanAudit; `audit_end`).
+    span = server.span_audit(width) if spec.get("audit_span") else None
     # No guards asked for (lesson 06's step is torch code by design): no audit.
-    audit = Audit(server.device, int(spec.get("eager_width") or 0)) if spec else None
+    audit = Audit(server.device, width) if spec and span is None else None
     with audit or _Null(), LaunchRecorder(inputs) as launches, og as v:
         if spec.get("replay"):
             from gpulab.sandbox.replay import Recording
 
             launches.recording = Recording(server.arenas)
-        with eg if eg is not None else _Null():
-            out = learner.call(fn, server.file, *args, **kwargs)
-        _sync()  # inside the audit: CUPTI reports the kernels that have run
+        with span.window() if span is not None else _Null() as window:
+            with eg if eg is not None else _Null():
+                out = learner.call(fn, server.file, *args, **kwargs)
+            _sync()  # inside the audit: CUPTI reports the kernels that have run
+    kernels = {la.kernel for la in launches.launches}
+    watcher = span.audit if span is not None else audit
     report = {
         "banned": sorted(set(v.banned)),
         "eager": sorted(set(eg.ops)) if eg else [],
-        "audit": audit.findings({la.kernel for la in launches.launches}) if audit else [],
-        "audit_threads": "all" if audit and audit.all_threads else "calling",
-        "audit_off": audit.unavailable if audit else "",
+        "audit": audit.findings(kernels) if audit else [],
+        "audit_threads": "all" if watcher and watcher.all_threads else "calling",
+        "audit_off": watcher.unavailable if watcher else "",
         "launches": len(launches.launches),
         "side_stream": bool(launches.side_streams()),
         "overruns": v.overruns(),
     }
+    if span is not None:
+        span.launched[window] = kernels
+        report["audit_window"] = window
     report.update(launches.provenance(out))
     if launches.recording is not None:
         report["replay"] = launches.recording.result(out)
@@ -156,6 +166,13 @@ def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
     return reply
+
+
+def audit_end(server: Any) -> dict[str, Any]:
+    """The findings of the correctness calls' shared profile, a list a
+    window (empty when no call asked for one)."""
+    span, server.span = server.span, None
+    return {"type": "audited", "findings": span.close() if span is not None else []}
 
 
 def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) -> dict:

@@ -61,6 +61,16 @@ def main() -> None:
     os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check
 
 
+def _in_span(msg: dict[str, Any]) -> bool:
+    """A request that may run while the correctness calls' profile is on:
+    one of those calls, an arena for one, or the request that ends it."""
+    kind = msg.get("type")
+    guards = msg.get("guards")
+    return kind in ("arena", "audit_end") or (
+        kind == "call" and isinstance(guards, dict) and bool(guards.get("audit_span"))
+    )
+
+
 def _decoded(value: Any) -> bytes | None:
     if not isinstance(value, str):
         return None
@@ -82,6 +92,7 @@ class Server:
         self.flusher: Any = None
         self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
+        self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
 
     def serve(self) -> None:
         while True:
@@ -90,6 +101,10 @@ class Server:
             if kind == "exit":
                 return
             try:
+                if self.span is not None and not _in_span(msg):
+                    # The profile never runs under timing or another request's own
+                    # profiler; its findings wait for `audit_end`.
+                    self.span.close()
                 reply = getattr(self, f"on_{kind}")(msg)
             except LearnerFailure as exc:
                 reply = {"type": "raised", "summary": exc.summary, "message": exc.message}
@@ -190,6 +205,11 @@ class Server:
             raise ProtocolError("a replay asked of the check's own sandbox")
         return replay(self, msg)
 
+    def on_audit_end(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from gpulab.sandbox.calls import audit_end
+
+        return audit_end(self)
+
     def on_call(self, msg: dict[str, Any]) -> dict[str, Any]:
         if msg.get("plain"):
             from gpulab.sandbox.plain import plain_call
@@ -278,6 +298,17 @@ class Server:
         return profile_request(self, msg)
 
     # --- helpers ------------------------------------------------------------------
+
+    def span_audit(self, sum_width: int) -> Any:
+        """The shared profile of the correctness calls, started by the first
+        (audit.SpanAudit); one that was closed is not reopened."""
+        from gpulab.sandbox.audit import SpanAudit
+
+        if self.span is None:
+            self.span = SpanAudit(self.device, sum_width)
+        elif self.span.result is not None:
+            raise ProtocolError("a graded call for a profile that has ended")
+        return self.span
 
     def function(self, name: str) -> Any:
         from gpulab.grading.learner import get_function

@@ -2,7 +2,7 @@
 spare judge, after an edit and for an unchanged file.
 
     python scripts/tools/feedback_bench.py OUT.json [EXERCISE...] [--device cpu|cuda]
-        [--think SECONDS] [--repeat N]
+        [--think SECONDS] [--repeat N] [--learner]
 
 For each exercise (default: softmax, matmul, flash_attention), in a fresh
 workspace holding the reference solution as the learner's file:
@@ -14,6 +14,10 @@ workspace holding the reference solution as the learner's file:
                 changed kernel would miss it), then checks;
   edit, no timing   the same with timing off (`--no-timing`: the verdict alone);
   unchanged     the same file checked again through the spare (cache kept).
+
+With --learner, an exercise that has a file in scripts/tools/learner/ is
+checked with that file (a learner's kernel as the lesson teaches it) instead
+of the reference; its rows say `"file": "learner"`.
 
 Each row: wall seconds from the check's start to its result (and to the
 `correct` and `graded` frames, when the lab shows those), the result's
@@ -46,6 +50,7 @@ def main() -> int:
     ap.add_argument("--think", type=float, default=15.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--learner", action="store_true")
     args = ap.parse_args()
     args.import_s = fresh_import_s()
     print(f"fresh import torch, triton: {args.import_s} s", flush=True)
@@ -104,7 +109,9 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
     ws = Path(tempfile.mkdtemp(prefix="gpulab-feedback-"))
     path = ws / "exercises" / f"{lesson.exercise}.py"
     path.parent.mkdir(parents=True)
-    text = lesson.reference_path.read_text()
+    own = Path(__file__).parent / "learner" / f"{lesson.exercise}.py"
+    which = "learner" if args.learner and own.is_file() else "reference"
+    text = (own if which == "learner" else lesson.reference_path).read_text()
     path.write_text(text)
     out = []
 
@@ -130,6 +137,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         wall = time.monotonic() - t0
         row = {
             "exercise": lesson.exercise,
+            "file": which,
             "rep": rep,
             "kind": kind,
             "wall_s": round(wall, 2),
@@ -141,6 +149,12 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
             "stages": r.get("stages"),
             "slowest": r.get("slowest"),
             "compiled_ahead": r.get("compiled_ahead"),
+            # Per timed case: the kernel's and the baseline's median ms (a
+            # shorter warm-up must not move them).
+            "timed": [
+                [c.get("name"), c.get("ms"), c.get("baseline_ms")]
+                for c in (r.get("timing") or {}).get("cases", [])
+            ],
         }
         out.append(row)
         print(json.dumps(row), flush=True)

@@ -59,7 +59,7 @@ for step in "$@"; do
       grep -h "==ERROR==\|==WARNING==" "$OUT/ncu.csv" "$OUT/ncu_err.txt" | sort | uniq -c | head
       python3 scripts/tools/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu_summary.json" | cut -c1-1500 ;;
     feedback:*) exs=$(echo "${step#feedback:}" | tr + " ")  # issue 32: a learner's wait
-      timeout "${FEEDBACK_BUDGET:-400}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_h200.json" $exs --think 10 2>&1 | grep -v Warning | cut -c1-400 ;;
+      timeout "${FEEDBACK_BUDGET:-400}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_h200${FEEDBACK_TAG:-}.json" $exs --think 10 ${FEEDBACK_ARGS:-} 2>&1 | grep -v Warning | cut -c1-400 ;;
     refusal:*) spec=${step#refusal:}; secs=${spec%%:*}; exs=""; [ "$spec" != "$secs" ] && exs=$(echo "${spec#*:}" | tr + " ")
       timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda 2>&1 | grep -v Warning | cut -c1-300 ;;
     prove) timeout "${PROVE_BUDGET:-220}" python3 scripts/tools/prove_course.py "$OUT/prove_course.json" --jobs 6 --device cuda 2>&1 | grep -v Warning | cut -c1-400 ;;
