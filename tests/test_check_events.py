@@ -106,9 +106,9 @@ NO_RESULT_KEYS = [
     ("output", str),
     ("stages", dict),
     ("status", str),
-    ("duration_s", float),
     ("summary", str),
     ("message", str),
+    ("duration_s", float),
 ]
 TIMEOUT_KEYS = NO_RESULT_KEYS
 
