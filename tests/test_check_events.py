@@ -211,3 +211,37 @@ def test_json_of_a_check_that_timed_out(fake_judge, tmp_path, capsys):
     assert result["message"].endswith(
         "you asked for it with --timeout; --timeout SECONDS changes it."
     )
+
+
+def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, tmp_path):
+    """Each frame parsed once, where it comes in: the callbacks get typed
+    events; a frame that cannot be used, or of a type the lab does not
+    know, is left out and the check goes on to its result."""
+    from gpulab.check_result import CheckResult
+    from gpulab.content import load_course
+    from gpulab.events import CaseDone, Correct, Graded, Stage
+    from gpulab.runner import run_check
+
+    bad = [
+        {"type": "stage", "text": 7},
+        {"type": "case", "index": "one", "case": CASE},
+        {"type": "result", "result": "passed"},
+        {"type": "something newer"},
+    ]
+    fake_judge([FRAMES[0], *bad, *FRAMES[1:]])
+    seen: list = []
+    sub = tmp_path / "attempt.py"
+    sub.write_text("")
+    result = run_check(
+        load_course().find("softmax"), sub, device="cpu", timeout=60, on_event=seen.append
+    )
+    assert seen == [
+        Stage("starting"),
+        Stage("case 1 of 1: 4×8 fp32", 0, 1),
+        CaseDone(1, 1, "4×8 fp32", True, CASE),
+        Correct(1),
+        Graded("B", "all 1 cases correct; grade B"),
+    ]
+    assert isinstance(result, CheckResult) and result.passed
+    assert result.timing is not None and result.timing.grade == "B"
+    assert result.file == str(sub.resolve()) and result.warm is False
