@@ -13,10 +13,10 @@ message of a timed-out check says which limit applied and why.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from gpulab.check_result import CheckResult
 from gpulab.content import Lesson
 from gpulab.diagnosis.kinds import explain_unavailable
 from gpulab.protocol import CANCELLED, ERROR, ExplainOptions
@@ -60,12 +60,12 @@ def default_timeout(device: str, gpu: bool | None = None) -> tuple[float, str]:
 
 
 def explain_timeout(
-    result: dict[str, Any], seconds: float, reason: str, option: str = "--timeout SECONDS"
-) -> dict[str, Any]:
-    """Add to a timed-out result's message which limit applied and why."""
-    if result.get("status") == TIMEOUT and reason:
+    result: CheckResult, seconds: float, reason: str, option: str = "--timeout SECONDS"
+) -> CheckResult:
+    """A timed-out result with its message saying which limit applied and why."""
+    if result.status == TIMEOUT and reason:
         extra = f"The limit was {seconds:g} s because {reason}; {option} changes it."
-        result["message"] = f"{result.get('message', '')} {extra}".strip()
+        return replace(result, message=f"{result.message or ''} {extra}".strip())
     return result
 
 
@@ -113,7 +113,7 @@ def plan_check(
     return CheckPlan(timeout, why, options, note)
 
 
-def recorded(result: dict[str, Any]) -> bool:
+def recorded(result: CheckResult) -> bool:
     """Whether a result counts as an attempt: every verdict, not a check that
     could not run (error) or that the learner stopped (cancelled)."""
-    return result.get("status") not in (ERROR, CANCELLED)
+    return result.status not in (ERROR, CANCELLED)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulab.check_result import CheckResult
 from gpulab.textsafe import visible, visible_tree
 from gpulab.units import value_text
 
@@ -19,7 +20,7 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return "" if x is None else value_text(x, spec) if isinstance(x, float) else format(x, spec)
 
 
-def cases_table(result: dict[str, Any]) -> Any:
+def cases_table(cases: list[dict[str, Any]]) -> Any:
     """The cases, one a row. A column no case fills is left out (an
     exercise graded on numbers, like copy_ceiling's, has no dtype or
     error), so at 60 columns the names are not folded for empty ones."""
@@ -35,7 +36,7 @@ def cases_table(result: dict[str, Any]) -> Any:
             str(c.get("mismatches", "")) if "mismatches" in c else "",
             "[green]ok[/]" if c.get("passed") else "[red]FAIL[/]",
         )
-        for c in result.get("cases", [])
+        for c in cases
     ]
     names = ("case", "dtype", "max abs err", "max rel err", "bad", "result")
     keep = [
@@ -80,49 +81,52 @@ def timing_table(timing: dict[str, Any]) -> Any:
     return t
 
 
-def render(result: dict[str, Any]) -> Any:
+def render(result: CheckResult) -> Any:
     """A rich Group: headline, details, cases, timing, notes, learner output."""
     from rich.console import Group
     from rich.text import Text
 
-    result = visible_tree(result)
+    # Every string made visible, nested ones included (a case's detail, a
+    # profile's range names): read back through the same checks.
+    result = CheckResult.from_json(visible_tree(result.to_json()))
     parts: list[Any] = []
-    ok = result.get("passed")
+    ok = result.passed
     head = Text()
     head.append(
         " PASS " if ok else " FAIL ", style="bold white on green" if ok else "bold white on red"
     )
-    head.append(f" {result.get('exercise', '')}: {result.get('summary', '')}")
+    head.append(f" {result.exercise}: {result.summary}")
     parts.append(head)
-    if result.get("device"):
+    if result.device:
         parts.append(
             Text(
-                f"device: {result['device']}   time: {result.get('duration_s', 0):.1f} s",
+                f"device: {result.device}   time: {result.duration_s or 0:.1f} s",
                 style="dim",
             )
         )
-    if result.get("message"):
-        parts.append(Text(result["message"]))
-    if result.get("cases"):
-        parts.append(cases_table(result))
-        bad = [c for c in result["cases"] if not c.get("passed") and c.get("detail")]
+    if result.message:
+        parts.append(Text(result.message))
+    if result.cases:
+        parts.append(cases_table(result.cases))
+        bad = [c for c in result.cases if not c.get("passed") and c.get("detail")]
         for c in bad[:3]:
             parts.append(Text(f"✘ {c.get('name')}: {c['detail']}", style="red"))
-    if (result.get("timing") or {}).get("cases"):
-        parts.append(timing_table(result["timing"]))
-    if (result.get("timing") or {}).get("profile"):  # lesson 07: ranges, top ops, trace
-        parts.append(render_profile(result["timing"]["profile"]))
+    timing = result.timing
+    if timing is not None and timing.cases:
+        parts.append(timing_table(timing.json))
+    if timing is not None and timing.profile:  # lesson 07: ranges, top ops, trace
+        parts.append(render_profile(timing.profile))
     from gpulab.diagnosis.render import explain_renderable
 
-    if (explained := explain_renderable(result)) is not None:  # issue 21
+    if (explained := explain_renderable(result.rest)) is not None:  # issue 21
         parts.append(explained)
-    for s in result.get("skipped", []):
+    for s in result.skipped or []:
         parts.append(Text(f"skipped: {s}", style="yellow"))
-    for n in result.get("notes", []):
+    for n in result.notes or []:
         parts.append(Text(n, style="dim"))
-    if result.get("output", "").strip():
+    if result.output.strip():
         parts.append(Text("Your program's output:", style="bold"))
-        parts.append(Text(result["output"].rstrip()[-2000:], style="dim"))
+        parts.append(Text(result.output.rstrip()[-2000:], style="dim"))
     return Group(*parts)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from gpulab import hardware
+from gpulab.check_result import CheckResult
 from gpulab.hardware import GPU
 
 MEMORY_BOUND, COMPUTE_BOUND = "memory-bound", "compute-bound"
@@ -284,19 +285,22 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
     elsewhere: dict[str, int] = {}
     for f in sorted(folder.glob("*.json")):
         try:
-            result = json.loads(f.read_text("utf-8"))
-            timing = result.get("timing") or {}
-            rows = timing.get("cases") or []
-        except (OSError, ValueError, AttributeError):
+            raw = json.loads(f.read_text("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            raw = None
+        if not isinstance(raw, dict):
             notes.append(f"{f}: not a readable result, skipped")
             continue
-        if not rows:
+        result = CheckResult.from_json(raw)  # checked field by field
+        timing = result.timing
+        rows = timing.cases if timing is not None else []
+        if timing is None or not rows:
             continue
-        device = str(timing.get("device") or result.get("device") or "")
+        device = timing.device or result.device or ""
         if hardware.match_gpu(device) is not model.gpu:
             elsewhere[device or "unknown device"] = elsewhere.get(device, 0) + 1
             continue
-        exercise = str(result.get("exercise") or f.stem)
+        exercise = result.exercise or f.stem
         lesson = course.find(exercise) if course else None
         for row in rows:
             if not isinstance(row, dict):

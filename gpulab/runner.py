@@ -25,14 +25,15 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpulab import child
+from gpulab.check_result import CheckResult
 from gpulab.content import Lesson
-
-# Statuses of a result (`passed` is True only for "passed").
+from gpulab.events import Event, Finished, Stage
+from gpulab.events import parse as parse_event
 from gpulab.protocol import (
     CANCELLED,
     CRASHED,
@@ -42,16 +43,19 @@ from gpulab.protocol import (
     TIMEOUT,
     CheckRequest,
     ExplainOptions,
+    ProtocolError,
     stage_kind,
     stage_seconds,
 )
+
+# Statuses of a result (`passed` is True only for "passed").
 
 DEFAULT_TIMEOUT = 300.0
 OUTPUT_LIMIT = 4000
 
 __all__ = ["CANCELLED", "CRASHED", "ERROR", "FAILED", "PASSED", "TIMEOUT", "run_check"]
 
-EventCallback = Callable[[dict[str, Any]], object]  # what it returns is ignored
+EventCallback = Callable[[Event], object]  # what it returns is ignored
 
 
 def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
@@ -131,28 +135,21 @@ def run_check(
     workspace: str | None = None,
     explain: ExplainOptions | None = None,
     spares: Spares | None = None,
-) -> dict[str, Any]:
-    """Grade `file` for `lesson` and return the result dict.
+) -> CheckResult:
+    """Grade `file` for `lesson` and return its result.
 
     `device` is "auto" (CUDA when available, else the Triton interpreter on the
     CPU), "cpu" or "cuda". `timing=False` checks correctness only. `on_event`
-    receives progress events ({"type": "stage"|"case", ...}) from the reader
-    loop. Setting `cancel` stops the check (its processes are killed).
-    `spares`: the lab's spare judges; the check takes the one started for
-    this very request if there is one, and a spare for the next check of
-    the same file starts as this one ends.
+    receives the judge's progress (gpulab.events: Stage, CaseDone, Correct,
+    Graded) from the reader loop. Setting `cancel` stops the check (its
+    processes are killed). `spares`: the lab's spare judges; the check takes
+    the one started for this very request if there is one, and a spare for
+    the next check of the same file starts as this one ends.
     """
     started = time.monotonic()
     file = Path(file).resolve()
-    base = {
-        "exercise": lesson.exercise,
-        "lesson": lesson.id,
-        "file": str(file),
-        "passed": False,
-        "cases": [],
-        "timing": None,
-        "output": "",
-    }
+    # What the lab knows of every check; the rest comes from how it ended.
+    where = CheckResult(ERROR, exercise=lesson.exercise, lesson=lesson.id, file=str(file))
     request = check_request(
         lesson,
         file,
@@ -168,9 +165,9 @@ def run_check(
     # own (a timeout, a crash): it still says where its time went.
     marks: list[tuple[str, float]] = [("judge start-up", started)]
 
-    def seen(event: dict[str, Any]) -> None:
-        if event.get("type") == "stage" and isinstance(event.get("text"), str):
-            marks.append((stage_kind(event["text"]), time.monotonic()))
+    def seen(event: Event) -> None:
+        if isinstance(event, Stage):
+            marks.append((stage_kind(event.text), time.monotonic()))
         if on_event is not None:
             on_event(event)
 
@@ -180,13 +177,13 @@ def run_check(
         run = judge.run(request, started + timeout, seen, cancel)
     except _NotStarted as failed:
         exc = failed.__cause__
-        return {
-            **base,
-            "status": ERROR,
-            "summary": f"could not start the check: {exc}",
-            "message": str(exc),
-            "duration_s": 0.0,
-        }
+        return replace(
+            where,
+            status=ERROR,
+            summary=f"could not start the check: {exc}",
+            message=str(exc),
+            duration_s=0.0,
+        )
     finally:
         if judge is not None:
             judge.close()
@@ -194,42 +191,50 @@ def run_check(
             spares.prepare(request)  # the next check's judge, warming while this one reports
     duration = round(time.monotonic() - started, 2)
     stages = stage_seconds(marks, time.monotonic())
-    base["stages"] = stages
     if run.stopped == child.TIMEOUT:
-        return {
-            **base,
-            "status": TIMEOUT,
-            "duration_s": duration,
-            "summary": f"timed out after {timeout:g} s{_stopped_in(marks, stages)} "
+        return replace(
+            where,
+            status=TIMEOUT,
+            summary=f"timed out after {timeout:g} s{_stopped_in(marks, stages)} "
             "(an infinite loop in Python or in a kernel?)",
-            "message": "The check was stopped and its processes were killed. "
+            message="The check was stopped and its processes were killed. "
             "Look for a loop whose bound never changes, or a kernel grid that "
             "never finishes. Raise the limit with --timeout if it is just slow.",
-        }
+            duration_s=duration,
+            stages=stages,
+        )
     if run.stopped == child.CANCELLED:
-        return {
-            **base,
-            "status": CANCELLED,
-            "summary": str(CANCELLED),
-            "message": "",
-            "duration_s": duration,
-        }
+        return replace(
+            where,
+            status=CANCELLED,
+            summary=str(CANCELLED),
+            message="",
+            duration_s=duration,
+            stages=stages,
+        )
     if run.result is None:
-        return {
-            **base,
-            "status": ERROR,
-            "duration_s": duration,
-            "summary": f"the grader stopped without a result (exit {run.returncode})",
-            "message": run.log,
-        }
-    merged = {**base, **run.result, "duration_s": duration, "warm": warm}
-    merged["passed"] = merged.get("status") == PASSED
-    judged = merged.get("stages")  # the judge's own, from its clock
-    if isinstance(judged, dict) and all(isinstance(v, (int, float)) for v in judged.values()):
+        return replace(
+            where,
+            status=ERROR,
+            summary=f"the grader stopped without a result (exit {run.returncode})",
+            message=run.log,
+            duration_s=duration,
+            stages=stages,
+        )
+    judged = run.result.stages  # the judge's own, from its clock
+    if judged is not None:
         # Before the judge's first stage: its process starting and importing.
         rest = round(max(0.0, duration - sum(judged.values())), 3)
-        merged["stages"] = {"judge start-up": rest, **judged}
-    return merged
+        stages = {"judge start-up": rest, **judged}
+    return replace(
+        run.result,
+        exercise=where.exercise,
+        lesson=where.lesson,
+        file=where.file,
+        duration_s=duration,
+        warm=warm,
+        stages=stages,
+    )
 
 
 # A stage kind (protocol.stage_kind) as the words of a timeout's summary.
@@ -322,7 +327,7 @@ class _NotStarted(Exception):
 
 @dataclass
 class _JudgeRun:
-    result: dict[str, Any] | None  # the judge's result frame, None without one
+    result: CheckResult | None  # the judge's result frame, None without one
     stopped: str | None  # child.TIMEOUT or child.CANCELLED when the lab stopped it
     returncode: int | None
     log: str  # the tail of the judge's own stdout and stderr
@@ -394,7 +399,7 @@ class _Judge:
     ) -> _JudgeRun:
         """Hand the judge `request`, relay its events until a result, its
         end, the deadline or `cancel`."""
-        result: dict[str, Any] | None = None
+        result: CheckResult | None = None
         events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
         try:
             self._write(json.dumps(request.to_json()) + "\n", close=True)
@@ -407,7 +412,7 @@ class _Judge:
         finally:
             if self.proc.poll() is None:
                 try:
-                    self.proc.wait(timeout=5 if result else 0.1)
+                    self.proc.wait(timeout=5 if result is not None else 0.1)
                 except subprocess.TimeoutExpired:
                     _stop(self.proc)
         log = _tail(Path(self.tmp.name) / "judge.log")
@@ -428,12 +433,17 @@ class _Judge:
         self.tmp.cleanup()
 
 
-def _relay(events: child.Events, on_event: EventCallback | None) -> dict[str, Any] | None:
-    """The judge's result frame; every other frame goes to `on_event`."""
-    for event in events:
-        result = event.get("result")
-        if event.get("type") == "result" and isinstance(result, dict):
-            return result
-        if on_event is not None:
+def _relay(events: child.Events, on_event: EventCallback | None) -> CheckResult | None:
+    """The judge's result; every other frame goes to `on_event`, parsed.
+    A frame the lab cannot use (gpulab.events says why) or does not know is
+    left out: the check goes on, and ends with the judge's result or without."""
+    for frame in events:
+        try:
+            event = parse_event(frame)
+        except ProtocolError:
+            continue
+        if isinstance(event, Finished):
+            return event.result
+        if event is not None and on_event is not None:
             on_event(event)
     return None

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpulab.check_result import CheckResult
 from gpulab.content import Lesson
 from gpulab.fsutil import (
     atomic_write_json,
@@ -240,9 +241,8 @@ class Workspace:
             except (ValueError, OSError, RecursionError):
                 continue
             if isinstance(r, dict):
-                state["exercises"][f.stem] = {
-                    "status": PASSED if r.get("passed") is True else FAILED
-                }
+                passed = CheckResult.from_json(r).passed
+                state["exercises"][f.stem] = {"status": PASSED if passed else FAILED}
 
     def update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Read, change and write the state under the workspace lock."""
@@ -265,20 +265,17 @@ class Workspace:
         return status
 
     # --- results -------------------------------------------------------------
-    def record_result(self, exercise: str, result: dict[str, Any]) -> None:
+    def record_result(self, exercise: str, result: CheckResult) -> None:
         """Keep the full last result and a short line per attempt."""
-        atomic_write_json(self.state_dir / "results" / f"{exercise}.json", result)
-        attempt = {
+        atomic_write_json(self.state_dir / "results" / f"{exercise}.json", result.to_json())
+        attempt: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "passed": result.get("passed") is True,
-            "summary": str(result.get("summary", "")),
-            "device": str(result.get("device", "")),
+            "passed": result.passed,
+            "summary": result.summary,
+            "device": result.device or "",
         }
-        timing = result.get("timing")
-        timing = timing if isinstance(timing, dict) else {}
-        for key in ("ms", "throughput", "unit", "roofline_fraction", "speedup", "grade"):
-            if key in timing:
-                attempt[key] = timing[key]
+        if result.timing is not None:
+            attempt.update(result.timing.attempt())
         # Only what the schema accepts (a nan time would be dropped, with a
         # warning, at the next read anyway).
         attempt = clean_attempt(attempt)
@@ -288,7 +285,7 @@ class Workspace:
             entry.setdefault("attempts", []).append(attempt)
             entry["attempts"] = entry["attempts"][-MAX_ATTEMPTS_KEPT:]
             # Passing once is progress that a later failed attempt doesn't erase.
-            if result.get("passed") is True:
+            if result.passed:
                 entry["status"] = PASSED
                 if "grade" in attempt:
                     entry["grade"] = attempt["grade"]
@@ -297,14 +294,14 @@ class Workspace:
 
         self.update(change)
 
-    def last_result(self, exercise: str) -> dict[str, Any] | None:
+    def last_result(self, exercise: str) -> CheckResult | None:
+        """The last recorded result, checked field by field (the file is
+        anyone's to edit); None when there is none or it is not an object."""
         try:
-            result: dict[str, Any] = json.loads(
-                (self.state_dir / "results" / f"{exercise}.json").read_text("utf-8")
-            )
-            return result
-        except (OSError, ValueError):
+            raw = json.loads((self.state_dir / "results" / f"{exercise}.json").read_text("utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
+        return CheckResult.from_json(raw) if isinstance(raw, dict) else None
 
     # --- hints, settings, reset, solutions -----------------------------------
     def hint_level(self, exercise: str) -> int:

@@ -169,7 +169,7 @@ def grade(tmp_path, course, gpu_workspace):
             timeout=timeout,
             timing=timing,
             workspace=str(gpu_workspace if device == "cuda" else tmp_path / "workspace"),
-        )
+        ).to_json()
 
     return _grade
 

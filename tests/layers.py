@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAB = [
     "gpulab",
     "gpulab.__main__",
+    "gpulab.check_result",
     "gpulab.child",
     "gpulab.citations",
     "gpulab.cli",
@@ -50,6 +51,7 @@ LAB = [
     "gpulab.diagnosis.rules",
     "gpulab.diagnosis.traffic",
     "gpulab.diagnosis.ttir",
+    "gpulab.events",
     "gpulab.fsutil",
     "gpulab.glossary",
     "gpulab.hardware",

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from gpulab import plan as timeouts
+from gpulab.check_result import CheckResult
 from gpulab.runner import DEFAULT_TIMEOUT
 
 LOOP = "def softmax(x):\n    while True:\n        pass\n"
@@ -94,5 +95,9 @@ def test_one_plan_for_the_cli_and_the_lab():
     noted = plan_check(step, device="cpu", explain=True)
     assert noted.explain is None and noted.timeout == timeouts.CPU_TIMEOUT
     assert "softmax_row is a step" in noted.note
-    assert recorded({"status": "failed"}) and recorded({"status": "timeout"})
-    assert not recorded({"status": "error"}) and not recorded({"status": "cancelled"})
+
+    def said(status: str) -> bool:
+        return recorded(CheckResult.from_json({"status": status}))
+
+    assert said("failed") and said("timeout")
+    assert not said("error") and not said("cancelled")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gpulab.check_result import CheckResult
 from tests.conftest import reference_source
 
 
@@ -252,7 +253,8 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
     long_lines = [line for line in ref.splitlines() if len(line) > 80]
     assert long_lines, "the test needs a reference with lines wider than 80 columns"
     Workspace.open(tmp_path / "workspace").record_result(
-        "flash_attention", {"passed": True, "status": "passed", "summary": "ok"}
+        "flash_attention",
+        CheckResult.from_json({"passed": True, "status": "passed", "summary": "ok"}),
     )
     r = run_gpulab("solution", "flash_attention", env=None)
     assert r.returncode == 0, r.stderr

@@ -168,7 +168,9 @@ def test_gpu_a_check_after_an_edit_compiles_ahead_and_passes(tmp_path):
     path.parent.mkdir(parents=True)
     text = lesson.reference_path.read_text()
     path.write_text(text)
-    first = runner.run_check(lesson, path, timing=False, device="cuda", workspace=str(tmp_path))
+    first = runner.run_check(
+        lesson, path, timing=False, device="cuda", workspace=str(tmp_path)
+    ).to_json()
     assert first["status"] == "passed", first.get("summary")
     cache = cache_dir(runner.check_request(lesson, path, workspace=str(tmp_path)), tmp_path)
     assert (cache / ahead.RECORD).is_file()
@@ -176,7 +178,9 @@ def test_gpu_a_check_after_an_edit_compiles_ahead_and_passes(tmp_path):
         if entry.name != ahead.RECORD:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     path.write_text(text + "\n# an edit\n")
-    second = runner.run_check(lesson, path, timing=False, device="cuda", workspace=str(tmp_path))
+    second = runner.run_check(
+        lesson, path, timing=False, device="cuda", workspace=str(tmp_path)
+    ).to_json()
     assert second["status"] == "passed", second.get("summary")
     done = second["compiled_ahead"][0]
     assert done["kernels"] > 0 and done["compiled"] == done["kernels"], done

@@ -36,7 +36,7 @@ def ref_result(tmp_path_factory):
         device="cpu",
         timeout=180,
         workspace=str(tmp_path_factory.mktemp("ws")),
-    )
+    ).to_json()
 
 
 def test_reference_passes(ref_result):

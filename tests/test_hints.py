@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("textual")
 
+from gpulab.check_result import CheckResult
 from gpulab.tui.lesson_pane import hints_markdown  # noqa: E402
 
 
@@ -30,7 +31,7 @@ def test_cli_hint_after_a_pass_does_not_say_locked(run_gpulab, tmp_path):
     r = run_gpulab("hint", "softmax")
     assert r.returncode == 0, r.stderr
     assert "once your exercise passes" in r.stdout
-    ws.record_result("softmax", {"passed": True, "summary": "ok"})
+    ws.record_result("softmax", CheckResult.from_json({"passed": True, "summary": "ok"}))
     r = run_gpulab("hint", "softmax")
     assert "You have passed" in r.stdout and "once your exercise passes" not in r.stdout
 
@@ -57,7 +58,9 @@ async def test_lesson_pane_hints_update_after_a_pass(tmp_path):
             return app.query_one("#hints").source
 
         assert "unlocks once your exercise passes" in await hints_text()
-        app.workspace.record_result("softmax", {"passed": True, "summary": "ok"})
+        app.workspace.record_result(
+            "softmax", CheckResult.from_json({"passed": True, "summary": "ok"})
+        )
         pane.set_lesson(lesson, 3)  # what app.on_check_finished does after a check
         for _ in range(100):
             await pilot.pause(0.05)

@@ -356,7 +356,7 @@ def _check_with_stand_in(tmp_path: Path, bin_dir: Path, monkeypatch: pytest.Monk
         timeout=600,
         workspace=str(ws),
         explain=ExplainOptions(nsight_without_gpu=True),
-    )
+    ).to_json()
 
 
 def _fake_ncu(tmp_path: Path, mode: str = "") -> Path:

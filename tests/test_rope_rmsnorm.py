@@ -53,7 +53,9 @@ def reference_result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rope_ref")
     path = tmp / "rope_rmsnorm_ref.py"
     path.write_text(REF)
-    return run_check(lesson, path, device="cpu", timeout=120, workspace=str(tmp / "workspace"))
+    return run_check(
+        lesson, path, device="cpu", timeout=120, workspace=str(tmp / "workspace")
+    ).to_json()
 
 
 BATCH_CHILD = r"""
@@ -416,7 +418,7 @@ def gpu_result(tmp_path_factory):
         device="cuda",
         timeout=900,
         workspace=str(tmp / "workspace"),
-    )
+    ).to_json()
 
 
 @pytest.mark.gpu

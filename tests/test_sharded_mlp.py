@@ -180,7 +180,7 @@ def test_without_jax_the_check_says_how_to_install(tmp_path, course, monkeypatch
     monkeypatch.setenv("PYTHONPATH", f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     r = run_check(
         course.find("sharded_mlp"), REPO / "kernels" / "sharded_mlp.py", device="cpu", timeout=120
-    )
+    ).to_json()
     assert r["status"] == "error"
     assert "jax" in r["summary"] and "pip install" in r["summary"], r["summary"]
     env = dict(

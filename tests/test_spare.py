@@ -80,7 +80,7 @@ def test_a_spare_grades_the_file_saved_after_it_started(lesson, tmp_path, judge_
         new = tmp_path / "saving.tmp"
         new.write_text(lesson.reference_path.read_text())
         os.replace(new, path)
-        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares)
+        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares).to_json()
         assert r["warm"] is True
         assert r["status"] == "passed", (r["summary"], r.get("message", "")[-2000:])
         # A slow check explains itself: its longest steps, longest first.
@@ -90,7 +90,7 @@ def test_a_spare_grades_the_file_saved_after_it_started(lesson, tmp_path, judge_
         assert any(w.startswith("case ") for w, _ in steps), steps
         # And the starter, saved in place, fails through the next spare.
         path.write_text(lesson.starter_path.read_text())
-        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares)
+        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares).to_json()
         assert r["warm"] is True and r["status"] == "failed", r["summary"]
     finally:
         spares.close()
@@ -107,7 +107,7 @@ def test_a_spare_serves_only_the_request_it_was_made_for(lesson, tmp_path, judge
         spare = spares._spare
         assert spare is not None
         # Another limit is another sandbox policy: a fresh judge grades it.
-        r = runner.run_check(lesson, path, device="cpu", timeout=119, spares=spares)
+        r = runner.run_check(lesson, path, device="cpu", timeout=119, spares=spares).to_json()
         assert r["warm"] is False and r["status"] == "failed", r["summary"]
         assert spare.proc.poll() is not None  # the unfit spare was stopped
     finally:

@@ -10,6 +10,7 @@ import copy
 import json
 import random
 
+from gpulab.check_result import CheckResult
 from gpulab.state import ATTEMPT, EXERCISE, SETTINGS, STATUSES, validate_state
 from gpulab.workspace import Workspace
 
@@ -184,7 +185,7 @@ def test_the_workspace_opens_whatever_state_json_holds(tmp_path):
         if i % 2 == 0 and text == json.dumps(raw):
             assert state["exercises"]["softmax"] == good
         # Everything a command does with the state still works, and is kept.
-        ws.record_result("softmax", {"passed": False, "summary": "x"})
+        ws.record_result("softmax", CheckResult.from_json({"passed": False, "summary": "x"}))
         assert ws.exercise_state("softmax")["attempts"][-1]["summary"] == "x"
         assert Workspace.open(root).warnings == []
         originals = list((root / ".gpulab").glob("state.json.*-*"))

@@ -19,6 +19,7 @@ pytest.importorskip("textual")
 
 from conftest import reference_source, starter_source  # noqa: E402
 
+from gpulab.check_result import CheckResult
 from gpulab.device.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.app import GpulabApp, build_app  # noqa: E402
 from gpulab.tui.editor import ExercisePane  # noqa: E402
@@ -119,7 +120,9 @@ async def test_returning_learner_continues_where_they_left_off(ws):
 
 
 async def test_sidebar_lists_the_nine_lessons_with_status(ws, course):
-    ws.record_result("softmax", {"passed": True, "summary": "ok", "status": "passed"})
+    ws.record_result(
+        "softmax", CheckResult.from_json({"passed": True, "summary": "ok", "status": "passed"})
+    )
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -262,7 +265,7 @@ async def test_edit_check_watch_and_solution(ws):
         await wait_for(pilot, lambda: not app.checking, what="the starter's check")
         assert softmax_path(ws).read_text().startswith("x\n")  # saved before checking
         result = ws.last_result("softmax")
-        assert result and not result["passed"]
+        assert result and not result.passed
         assert shows(app, "FAIL")
         assert any(type(m).__name__ == "CheckProgress" for m in messages)
         assert ws.status("softmax") == "failed"
@@ -275,7 +278,7 @@ async def test_edit_check_watch_and_solution(ws):
         softmax_path(ws).write_text(reference_source("softmax"))
         await wait_for(pilot, lambda: app.checking, 15, "watch mode to start a check")
         await wait_for(pilot, lambda: not app.checking, what="the reference's check")
-        assert ws.last_result("softmax")["passed"]
+        assert ws.last_result("softmax").passed
         assert shows(app, "PASS")
         assert ws.status("softmax") == "passed"
         assert len(ws.exercise_state("softmax")["attempts"]) == 2
@@ -319,7 +322,7 @@ async def test_learner_escapes_are_shown_as_text_in_the_results_pane(ws):
         await pilot.press("c")
         await wait_for(pilot, lambda: not app.checking, what="the check")
         await pilot.pause(0.3)
-        assert not ws.last_result("softmax")["passed"]
+        assert not ws.last_result("softmax").passed
         shown = "".join(
             rendered(app.query_one(f"#{name}", Static).content) for name in ("result", "history")
         )
@@ -646,6 +649,7 @@ async def test_device_pane_without_a_gpu(ws, monkeypatch):
 async def test_progress_stages_drive_the_bar(ws, course):
     from textual.widgets import ProgressBar
 
+    from gpulab.events import parse
     from gpulab.tui.results import ResultsPane, spark
 
     app = make_app(ws)
@@ -653,32 +657,38 @@ async def test_progress_stages_drive_the_bar(ws, course):
         await open_softmax(pilot)
         pane = app.query_one(ResultsPane)
         pane.start(course.find("softmax"), "cpu")
-        pane.progress({"type": "stage", "text": "importing your file"})
+        pane.progress(parse({"type": "stage", "text": "importing your file"}))
         bar = pane.query_one(ProgressBar)
         assert bar.total is None
         # The numbers drive the bar, not the words (which graders phrase freely).
-        pane.progress({"type": "stage", "text": "case 5 of 14: 7×1000 fp32"})
+        pane.progress(parse({"type": "stage", "text": "case 5 of 14: 7×1000 fp32"}))
         assert bar.total is None
-        pane.progress({"type": "stage", "text": "case 5 of 14: 7×1000 fp32", "progress": [4, 14]})
+        pane.progress(
+            parse({"type": "stage", "text": "case 5 of 14: 7×1000 fp32", "progress": [4, 14]})
+        )
         assert (bar.progress, bar.total) == (4, 14)
         pane.progress(
-            {
-                "type": "case",
-                "index": 6,
-                "total": 14,
-                "case": {"name": "6×781 fp16", "passed": False},
-            }
+            parse(
+                {
+                    "type": "case",
+                    "index": 6,
+                    "total": 14,
+                    "case": {"name": "6×781 fp16", "passed": False},
+                }
+            )
         )
         assert (bar.progress, bar.total) == (6, 14)
         await pilot.press("3")
         await pilot.pause()
         assert shows(app, "case 6 of 14: 6×781 fp16 WRONG")
         # On a GPU the verdict on correctness comes before the timing does.
-        pane.progress({"type": "correct", "cases": 14})
+        pane.progress(parse({"type": "correct", "cases": 14}))
         await pilot.pause()
         assert shows(app, "correct: all 14 cases right") and shows(app, "timing")
         # Then the grade, before the advice on where the time went.
-        pane.progress({"type": "graded", "grade": "B", "summary": "grade B: 72% of the roofline"})
+        pane.progress(
+            parse({"type": "graded", "grade": "B", "summary": "grade B: 72% of the roofline"})
+        )
         await pilot.pause()
         assert shows(app, "graded: grade B: 72% of the roofline") and shows(app, "time went")
     assert spark([1, 2, 3]) == "▁▄█" and spark([]) == ""

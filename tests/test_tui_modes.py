@@ -17,6 +17,7 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
+from gpulab.check_result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 
 SIZE = (80, 24)
@@ -38,7 +39,9 @@ def fake_checks(monkeypatch):
 
     def fake(lesson, path, **_kw):
         calls.append(Path(path).read_bytes())
-        return {"status": "failed", "passed": False, "summary": "fake check", "cases": []}
+        return CheckResult.from_json(
+            {"status": "failed", "passed": False, "summary": "fake check", "cases": []}
+        )
 
     monkeypatch.setattr(shell_mod, "run_check", fake)
     return calls
@@ -198,7 +201,9 @@ async def test_late_messages_as_the_app_closes_are_harmless(ws):
         lesson, path = app.lesson, app.query_one(ExercisePane).path
         run_id = app._run_id
         await app.screen_stack[0].remove_children()  # the layout, gone as at exit
-        result = {"status": "failed", "passed": False, "summary": "late", "cases": []}
+        result = CheckResult.from_json(
+            {"status": "failed", "passed": False, "summary": "late", "cases": []}
+        )
         app.post_message(ExerciseChangedOnDisk(path))
         app.post_message(CheckFinished(run_id, lesson, result))
         app.post_message(GpuDetected(GpuInfo()))

@@ -14,6 +14,7 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
+from gpulab.check_result import CheckResult
 from gpulab.tui.results import ResultsPane  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +80,7 @@ async def test_explain_section_after_a_timed_check(ws):
         await pilot.pause()
         await pilot.press("3")  # the Results pane
         pane = app.query_one(ResultsPane)
-        pane.finish(timed_result(), [])
+        pane.finish(CheckResult.from_json(timed_result()), [])
         await pilot.pause(0.3)
         assert shows(app, "Explain: what limits this kernel")
         assert shows(app, "1. extra_bytes", "loads x_ptr at 3 places")
@@ -89,7 +90,7 @@ async def test_explain_section_after_a_timed_check(ws):
 
 async def test_explain_section_from_the_recorded_result(ws):
     """Reopening the lesson shows the last result as recorded: the diagnosis too."""
-    ws.record_result("softmax", timed_result())
+    ws.record_result("softmax", CheckResult.from_json(timed_result()))
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
         app.action_open_lesson("softmax")
@@ -107,7 +108,7 @@ async def test_no_explain_section_without_a_diagnosis(ws):
         app.action_open_lesson("softmax")
         await pilot.pause()
         await pilot.press("3")
-        app.query_one(ResultsPane).finish(result, [])
+        app.query_one(ResultsPane).finish(CheckResult.from_json(result), [])
         await pilot.pause(0.3)
         assert shows(app, "14 cases passed") and not shows(app, "Explain:")
 
@@ -121,7 +122,7 @@ async def test_shift_x_checks_with_explain_and_shows_it(ws, monkeypatch):
 
     def fake(lesson, path, **kw):
         calls.append(kw)
-        return (
+        return CheckResult.from_json(
             timed_result()
             if kw["explain"] is not None
             else {k: v for k, v in timed_result().items() if k not in ("diagnosis", "explain")}

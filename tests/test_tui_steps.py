@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("textual")
 
+from gpulab.check_result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.lesson_pane import lesson_markdown  # noqa: E402
 from gpulab.tui.messages import CheckFinished  # noqa: E402
@@ -87,9 +88,9 @@ async def test_passing_a_step_opens_the_next_and_any_step_can_be_opened(ws, cour
 
         # The last step passing opens the lesson's exercise; the exercise
         # passing stays put (n opens the next lesson).
-        app.post_message(CheckFinished(app._run_id, app.lesson, dict(PASS)))
+        app.post_message(CheckFinished(app._run_id, app.lesson, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: app.lesson.exercise == "softmax", 30, "the exercise")
-        app.post_message(CheckFinished(app._run_id, app.lesson, dict(PASS)))
+        app.post_message(CheckFinished(app._run_id, app.lesson, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: ws.status("softmax") == "passed", 30, "recorded")
         await pilot.pause()
         assert app.lesson.exercise == "softmax"
@@ -107,7 +108,7 @@ async def test_a_pass_of_a_step_no_longer_open_moves_nothing(ws):
         step = app.lesson
         app.action_open_lesson("softmax_wide")
         await pilot.pause()
-        app.post_message(CheckFinished(app._run_id, step, dict(PASS)))
+        app.post_message(CheckFinished(app._run_id, step, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: ws.status("matmul_tile") == "passed", 30, "recorded")
         await pilot.pause()
         assert app.lesson.exercise == "softmax_wide"
@@ -131,7 +132,9 @@ async def test_the_lab_reopens_on_the_step_last_open(ws):
 async def test_a_state_from_before_steps_opens_where_it_was(ws):
     """last_lesson as older versions wrote it (a lesson id): its exercise."""
     ws.set_last_lesson("03_triton_tiled_matmul")
-    ws.record_result("matmul", {"passed": True, "summary": "ok", "status": "passed"})
+    ws.record_result(
+        "matmul", CheckResult.from_json({"passed": True, "summary": "ok", "status": "passed"})
+    )
     from gpulab.workspace import Workspace
 
     app = make_app(Workspace.open(ws.root))

@@ -9,6 +9,7 @@ pytest.importorskip("textual")
 
 from test_tui import SIZE, make_app, open_softmax, wait_for  # noqa: E402
 
+from gpulab.check_result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.screens import ConfirmScreen  # noqa: E402
 
@@ -87,7 +88,9 @@ def test_gpulab_check_on_a_read_only_workspace_runs_and_says_why_nothing_is_kept
 
     def run_check(lesson, path, **kwargs):
         sent.update(kwargs)
-        return {"status": "fail", "passed": False, "exercise": lesson.exercise}
+        return CheckResult.from_json(
+            {"status": "fail", "passed": False, "exercise": lesson.exercise}
+        )
 
     monkeypatch.setattr(check, "run_check", run_check)
     state = read_only_ws.load_state()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulab.check_result import CheckResult
 from gpulab.watcher import file_changes, stamp
 
 MODES = [pytest.param(True, id="polling"), pytest.param(False, id="file-events")]
@@ -172,7 +173,9 @@ def test_gpulab_watch_sees_a_save_made_before_its_watcher_is_up(ws, course, monk
         seen.append(Path(path).read_text(encoding="utf-8"))
         if len(seen) == 1:
             atomic_save(exercise, "x = 1\n")  # saved before the watcher is up
-            return {"status": "fail", "passed": False, "exercise": lesson.exercise}
+            return CheckResult.from_json(
+                {"status": "fail", "passed": False, "exercise": lesson.exercise}
+            )
         raise Rechecked
 
     monkeypatch.setattr(check, "run_check", run_check)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 
+from gpulab.check_result import CheckResult
 from gpulab.workspace import FAILED, NOT_STARTED, PASSED, Workspace
 
 
@@ -19,20 +20,25 @@ def test_copies_the_starter_once_and_never_touches_it(ws, course):
 
 def test_progress_is_kept_and_passing_is_not_undone(ws):
     assert ws.status("softmax") == NOT_STARTED
-    ws.record_result("softmax", {"passed": False, "summary": "wrong"})
+    ws.record_result("softmax", CheckResult.from_json({"passed": False, "summary": "wrong"}))
     assert ws.status("softmax") == FAILED
     ws.record_result(
-        "softmax", {"passed": True, "summary": "ok", "timing": {"grade": "B", "ms": 0.1}}
+        "softmax",
+        CheckResult.from_json(
+            {"passed": True, "summary": "ok", "timing": {"grade": "B", "ms": 0.1}}
+        ),
     )
-    ws.record_result("softmax", {"passed": False, "summary": "broke it again"})
+    ws.record_result(
+        "softmax", CheckResult.from_json({"passed": False, "summary": "broke it again"})
+    )
     st = ws.exercise_state("softmax")
     assert st["status"] == PASSED and st["grade"] == "B"
     assert [a["passed"] for a in st["attempts"]] == [False, True, False]
-    assert ws.last_result("softmax")["summary"] == "broke it again"
+    assert ws.last_result("softmax").summary == "broke it again"
 
 
 def test_corrupt_state_is_kept_aside_and_rebuilt(ws):
-    ws.record_result("softmax", {"passed": True, "summary": "ok"})
+    ws.record_result("softmax", CheckResult.from_json({"passed": True, "summary": "ok"}))
     ws.state_path.write_text("{ not json")
     again = Workspace.open(ws.root)
     assert again.warnings and "unreadable" in again.warnings[0]
@@ -51,7 +57,9 @@ def test_state_writes_are_atomic_json(ws):
 def _hammer(root: str, n: int, tag: str) -> None:
     w = Workspace.open(root)
     for i in range(n):
-        w.record_result("softmax", {"passed": False, "summary": f"{tag}-{i}"})
+        w.record_result(
+            "softmax", CheckResult.from_json({"passed": False, "summary": f"{tag}-{i}"})
+        )
 
 
 def test_several_processes_at_once_lose_nothing(ws):
@@ -82,7 +90,7 @@ def test_reset_backs_up_then_restores(ws, course):
 def test_solution_only_after_passing(ws, course):
     lesson = course.find("softmax")
     assert ws.solution_text(lesson) is None
-    ws.record_result("softmax", {"passed": True})
+    ws.record_result("softmax", CheckResult.from_json({"passed": True}))
     assert "def softmax" in ws.solution_text(lesson)
 
 
@@ -155,7 +163,7 @@ def test_check_records_its_attempt_whatever_the_state_held(ws, course):
         {"exercises": {"softmax": {"attempts": [None, {"passed": "yes"}]}}},
     ):
         _write_state(ws, odd)
-        ws.record_result("softmax", {"passed": False, "summary": "wrong"})
+        ws.record_result("softmax", CheckResult.from_json({"passed": False, "summary": "wrong"}))
         entry = ws.exercise_state("softmax")
         assert entry["status"] == FAILED, odd
         assert entry["attempts"][-1]["summary"] == "wrong", odd
@@ -190,8 +198,8 @@ def test_two_corrupt_states_in_the_same_second_keep_both(ws, monkeypatch):
 def test_a_truncated_state_comes_back_from_the_last_good_copy(ws, course):
     """Attempts, hints, the last lesson and the watch setting survive; at most
     the last write is lost (it used to be all but the pass/fail status)."""
-    ws.record_result("softmax", {"passed": False, "summary": "first"})
-    ws.record_result("softmax", {"passed": True, "summary": "second"})
+    ws.record_result("softmax", CheckResult.from_json({"passed": False, "summary": "first"}))
+    ws.record_result("softmax", CheckResult.from_json({"passed": True, "summary": "second"}))
     ws.reveal_hint(course.find("matmul"))
     ws.set_setting("watch", True)
     ws.set_last_lesson("03_triton_tiled_matmul")

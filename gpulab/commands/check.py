@@ -20,6 +20,7 @@ from gpulab.commands.common import (
     open_workspace,
     parse_timeout,
 )
+from gpulab.events import Correct, Event, Graded, Stage
 from gpulab.plan import explain_timeout, plan_check, recorded
 from gpulab.runner import ERROR, Spares, run_check
 from gpulab.textsafe import visible, visible_tree
@@ -75,17 +76,16 @@ def _check(args: Any) -> int:
     if blocked:
         print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
 
-    def on_event(ev: dict) -> None:
+    def on_event(ev: Event) -> None:
         if quiet:
             return
-        if ev.get("type") == "stage":  # graders quote case names: text, not markup
-            err.print(
-                f"… {visible(ev.get('text', ''))}", style="dim", markup=False, highlight=False
-            )
-        elif ev.get("type") == "correct":  # the verdict on correctness, before the timing
-            err.print(f"correct: all {ev.get('cases')} cases right; timing now", markup=False)
-        elif ev.get("type") == "graded":  # the grade, before the advice that follows it
-            err.print(f"graded: {visible(str(ev.get('summary', '')))}", markup=False)
+        if isinstance(ev, Stage):  # graders quote case names: text, not markup
+            err.print(f"… {visible(ev.text)}", style="dim", markup=False, highlight=False)
+        elif isinstance(ev, Correct):  # the verdict on correctness, before the timing
+            count = f"all {ev.cases} cases" if ev.cases is not None else "every case"
+            err.print(f"correct: {count} right; timing now", markup=False)
+        elif isinstance(ev, Graded):  # the grade, before the advice that follows it
+            err.print(f"graded: {visible(ev.summary)}", markup=False)
 
     result = run_check(
         lesson,
@@ -97,22 +97,22 @@ def _check(args: Any) -> int:
         workspace=None if blocked else str(ws.root),
         explain=plan.explain,
     )
-    explain_timeout(result, timeout, why)
+    result = explain_timeout(result, timeout, why)
     if own and recorded(result) and not blocked:
         ws.record_result(lesson.exercise, result)
     if args.json:
         # Learner text made visible here too: `jq -r .output` must not paint
         # the terminal either (json.dumps alone only escapes it as \u001b).
-        print(json.dumps(visible_tree(result), indent=2, default=str))
+        print(json.dumps(visible_tree(result.to_json()), indent=2, default=str))
     else:
         from gpulab.report import render
 
         console().print(render(result))
-        if result.get("passed") and (line := next_step(course, lesson)):
+        if result.passed and (line := next_step(course, lesson)):
             console().print(line, markup=False, highlight=False, style="dim")
-    if result.get("status") == ERROR:
+    if result.status == ERROR:
         return 2
-    return 0 if result.get("passed") else 1
+    return 0 if result.passed else 1
 
 
 def not_recorded(blocked: str) -> str:
@@ -155,11 +155,11 @@ def _watch(args: Any) -> int:
             workspace=None if blocked else str(ws.root),
             spares=spares,
         )
-        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
+        result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if recorded(result) and not blocked:
             ws.record_result(lesson.exercise, result)
         con.print(render(result))
-        if result.get("passed") and (line := next_step(course, lesson)):
+        if result.passed and (line := next_step(course, lesson)):
             con.print(line, markup=False, highlight=False, style="dim")
         con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
 

@@ -35,13 +35,13 @@ def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
     if missing:
         return [f"skipped: needs {', '.join(missing)}"]
     s = run_check(lesson, lesson.starter_path, device=device, timing=False)
-    if s.get("passed"):
+    if s.passed:
         problems.append("the starter PASSES its grader (it must fail until solved)")
-    elif s.get("status") == Status.ERROR:
-        problems.append(f"the grader could not run on the starter: {s.get('summary')}")
+    elif s.status == Status.ERROR:
+        problems.append(f"the grader could not run on the starter: {s.summary}")
     r = run_check(lesson, lesson.reference_path, device=device, timing=False)
-    if not r.get("passed"):
-        problems.append(f"the reference FAILS its grader: {r.get('summary')}")
+    if not r.passed:
+        problems.append(f"the reference FAILS its grader: {r.summary}")
     return problems
 
 

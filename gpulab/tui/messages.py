@@ -11,14 +11,16 @@ from typing import Any
 
 from textual.message import Message
 
+from gpulab.check_result import CheckResult
 from gpulab.content import Lesson
 from gpulab.device.devinfo import GpuInfo
+from gpulab.events import Event
 
 
 class CheckProgress(Message):
-    """A stage or case event from the running check's child process."""
+    """A stage, case, correct or graded event from the running check's judge."""
 
-    def __init__(self, run_id: int, event: dict[str, Any]) -> None:
+    def __init__(self, run_id: int, event: Event) -> None:
         super().__init__()
         self.run_id = run_id
         self.event = event
@@ -32,7 +34,7 @@ class CheckProgress(Message):
 class CheckFinished(Message):
     """A check ended (passed, failed, crashed, timed out or was cancelled)."""
 
-    def __init__(self, run_id: int, lesson: Lesson, result: dict[str, Any]) -> None:
+    def __init__(self, run_id: int, lesson: Lesson, result: CheckResult) -> None:
         super().__init__()
         self.run_id = run_id
         self.lesson = lesson

@@ -13,26 +13,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
+from gpulab.check_result import CheckResult
 from gpulab.content import Lesson
+from gpulab.events import CaseDone, Correct, Event, Graded, Stage
 from gpulab.status import Status
 from gpulab.textsafe import visible
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTORY_ROWS = 8
-
-
-def _progress(event: dict) -> tuple[int, int] | None:
-    """A stage's (done, total), as the judge sends it: numbers, not words."""
-    p = event.get("progress")
-    if (
-        isinstance(p, list)
-        and len(p) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in p)
-        and 0 <= p[0] <= p[1]
-        and p[1] > 0
-    ):
-        return p[0], p[1]
-    return None
 
 
 def spark(values: list[float]) -> str:
@@ -85,34 +73,36 @@ def history_renderable(attempts: list[dict[str, Any]]) -> Any:
     return Group(*parts)
 
 
-def mini_model(result: dict[str, Any] | None, workspace: Any) -> Any:
+def mini_model(result: CheckResult | None, workspace: Any) -> Any:
     """The roofline model with only this result's points, or None (untimed, unknown GPU)."""
-    if not result or workspace is None:
+    if result is None or workspace is None:
         return None
-    timing = result.get("timing") or {}
-    if not timing.get("cases"):
+    timing = result.timing
+    if timing is None or not timing.cases:
         return None
     try:
         from gpulab import hardware, roofline
 
-        gpu = hardware.match_gpu(str(timing.get("device") or result.get("device") or ""))
+        gpu = hardware.match_gpu(timing.device or result.device or "")
         if gpu is None:
             return None
         model = roofline.build_model(gpu, None, workspace.root, measured=True)
     except Exception:  # noqa: BLE001 - the plot is a nicety; the tables carry the numbers
         return None
-    model.points = [p for p in model.points if p.exercise == result.get("exercise")]
+    model.points = [p for p in model.points if p.exercise == result.exercise]
     model.notes = []
     return model if model.points else None
 
 
-def progress_text(event: dict[str, Any]) -> str:
-    if event.get("type") == "case":
-        case = event.get("case") or {}
-        total = f" of {event['total']}" if event.get("total") else ""
-        mark = "ok" if case.get("passed") else "WRONG"
-        return f"case {event.get('index')}{total}: {case.get('name', '')} {mark}"
-    return str(event.get("text", ""))
+def progress_text(event: Event) -> str:
+    """The progress line's words for a case or a stage."""
+    if isinstance(event, CaseDone):
+        total = f" of {event.total}" if event.total else ""
+        mark = "ok" if event.passed else "WRONG"
+        return f"case {event.index}{total}: {event.name} {mark}"
+    if isinstance(event, Stage):
+        return event.text
+    return ""
 
 
 class ResultsPane(VerticalScroll):
@@ -137,7 +127,7 @@ class ResultsPane(VerticalScroll):
         self.query_one("#progress-row").display = False
 
     def show_idle(
-        self, lesson: Lesson, last: dict[str, Any] | None, attempts: list[dict[str, Any]]
+        self, lesson: Lesson, last: CheckResult | None, attempts: list[dict[str, Any]]
     ) -> None:
         """A lesson was opened: its last result, if any, and its history."""
         self._stop_ticker()
@@ -172,25 +162,24 @@ class ResultsPane(VerticalScroll):
         self._ticker = self.set_interval(0.5, self._tick)
         self.scroll_home(animate=False)
 
-    def progress(self, event: dict[str, Any]) -> None:
-        if event.get("type") == "correct":
+    def progress(self, event: Event) -> None:
+        if isinstance(event, Correct):
             self._correct(event)
             return
-        if event.get("type") == "graded":
+        if isinstance(event, Graded):
             self._graded(event)
             return
         self._stage = progress_text(event) or self._stage
-        if event.get("type") == "case" and event.get("total"):
-            self.query_one(ProgressBar).update(total=event["total"], progress=event.get("index", 0))
-        elif _progress(event) is not None:
-            done, total = _progress(event)  # type: ignore[misc]
-            self.query_one(ProgressBar).update(total=total, progress=done)
+        bar = self.query_one(ProgressBar)
+        if isinstance(event, CaseDone) and event.total:
+            bar.update(total=event.total, progress=event.index)
+        elif isinstance(event, Stage) and event.done is not None and event.total is not None:
+            bar.update(total=event.total, progress=event.done)
         self._tick()
 
-    def _correct(self, event: dict[str, Any]) -> None:
+    def _correct(self, event: Correct) -> None:
         """The verdict on correctness, before the timing that follows it."""
-        n = event.get("cases")
-        count = f"all {n} cases" if isinstance(n, int) and not isinstance(n, bool) else "every case"
+        count = f"all {event.cases} cases" if event.cases is not None else "every case"
         self.query_one("#result", Static).update(
             Text.from_markup(
                 f"[b green]correct[/]: {count} right. Timing it on your GPU now "
@@ -200,9 +189,9 @@ class ResultsPane(VerticalScroll):
         self._stage = "timing"
         self._tick()
 
-    def _graded(self, event: dict[str, Any]) -> None:
+    def _graded(self, event: Graded) -> None:
         """The grade, while the advice on where the time went is worked out."""
-        summary = str(event.get("summary") or f"grade {event.get('grade', '?')}")
+        summary = event.summary or f"grade {event.grade or '?'}"
         self.query_one("#result", Static).update(
             Text.assemble(
                 ("graded", "b green"),
@@ -223,7 +212,7 @@ class ResultsPane(VerticalScroll):
             self._ticker.stop()
             self._ticker = None
 
-    def finish(self, result: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+    def finish(self, result: CheckResult, attempts: list[dict[str, Any]]) -> None:
         self._stop_ticker()
         self.query_one("#progress-row").display = False
         self.query_one("#result", Static).update(self._report(result))
@@ -231,7 +220,7 @@ class ResultsPane(VerticalScroll):
         self._show_point(result)
         self.scroll_home(animate=False)
 
-    def _show_point(self, result: dict[str, Any] | None) -> None:
+    def _show_point(self, result: CheckResult | None) -> None:
         """A small roofline with this run's timed cases, when it was timed on a GPU."""
         model = mini_model(result, getattr(self.app, "workspace", None))
         plots = self.query("#mini-roofline")
@@ -249,10 +238,10 @@ class ResultsPane(VerticalScroll):
         plot.show_model(model)
 
     @staticmethod
-    def _report(result: dict[str, Any]) -> Any:
+    def _report(result: CheckResult) -> Any:
         from gpulab.report import render
 
-        if result.get("status") == Status.CANCELLED:
+        if result.status == Status.CANCELLED:
             return Text("Check cancelled.", style="yellow")
         try:
             return render(result)

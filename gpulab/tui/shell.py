@@ -342,7 +342,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             explain=plan.explain,
             spares=self.spares,
         )
-        explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
+        result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))
 
     def on_check_progress(self, message: CheckProgress) -> None:
@@ -368,14 +368,13 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
         self.query_one(LessonList).rebuild()
         self.update_summary()
-        status = result.get("status")
-        if status == CANCELLED:
+        if result.status == CANCELLED:
             self.notify("check cancelled", timeout=2)
-        elif result.get("passed"):
+        elif result.passed:
             moved = self.advance_after_pass(lesson)
             # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.get('summary', ''))}\n"
+                f"{lesson.exercise}: {visible(result.summary)}\n"
                 + (moved or "The reference solution is unlocked (s); n opens the next lesson."),
                 title="PASS",
                 timeout=6,
@@ -383,8 +382,8 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             )
         else:
             self.notify(
-                f"{lesson.exercise}: {visible(result.get('summary', ''))}",
-                title=status.upper() if isinstance(status, str) else "FAIL",
+                f"{lesson.exercise}: {visible(result.summary)}",
+                title=result.status.value.upper(),
                 severity="error",
                 timeout=6,
                 markup=False,

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from gpulab import runner
 from gpulab.content import load_course
+from gpulab.events import Correct, Graded
 from gpulab.judge import cache_dir
 from gpulab.sandbox.ahead import RECORD
 
@@ -119,10 +120,11 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         t0 = time.monotonic()
         seen: dict[str, float] = {}
 
-        def on_event(ev: dict) -> None:
+        def on_event(ev: object) -> None:
             # When the lab shows the verdict on correctness, and the grade.
-            if ev.get("type") in ("correct", "graded"):
-                seen.setdefault(f"{ev['type']}_s", round(time.monotonic() - t0, 2))
+            kind = {Correct: "correct", Graded: "graded"}.get(type(ev))
+            if kind is not None:
+                seen.setdefault(f"{kind}_s", round(time.monotonic() - t0, 2))
 
         r = runner.run_check(
             lesson,
@@ -133,7 +135,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
             workspace=str(ws),
             spares=spares,
             on_event=on_event,
-        )
+        ).to_json()
         wall = time.monotonic() - t0
         row = {
             "exercise": lesson.exercise,

@@ -92,7 +92,7 @@ def main() -> int:
                 device=args.device,
                 workspace=str(slot["ws"]),
                 spares=slot["spares"],
-            )
+            ).to_json()
             timing = r.get("timing") or {}
             row = {
                 "exercise": slot["lesson"].exercise,

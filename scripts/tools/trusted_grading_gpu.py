@@ -81,7 +81,7 @@ def main() -> None:
             device="cuda",
             timeout=500,
             workspace="/tmp/gpulab-ws",
-        )
+        ).to_json()
         results[f"honest:{ex}"] = summarise(r)
         if ex == "rope_rmsnorm":
             results[f"honest:{ex}"]["notes"] = r.get("notes", [])[-8:]
@@ -98,7 +98,7 @@ def main() -> None:
             device="cuda",
             timeout=500,
             workspace="/tmp/gpulab-ws",
-        )
+        ).to_json()
         results[f"cheat:{name}"] = summarise(r)
         print(name, r["status"], r["summary"][:300], flush=True)
         out_path.write_text(json.dumps(results, indent=1))
