@@ -240,6 +240,57 @@ def test_answers_passed_as_launch_arguments_fail(grade, source):
     assert "scalar arguments and grid must come from the shapes" in r["summary"]
 
 
+def fill_answers(width: int) -> str:
+    """The answer worked out in Python and handed over as constant fills,
+    one single-value buffer per element (a fill is kept by the replay: an
+    honest wrapper zeroes accumulators), `width` buffers a launch."""
+    ptrs = ", ".join(f"p{i}" for i in range(width))
+    stores = "".join(
+        f"    tl.store(y_ptr + base + {i}, tl.load(p{i}), mask=base + {i} < n)\n"
+        for i in range(width)
+    )
+    return f"""
+import ctypes
+import math
+import struct
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def put_kernel(y_ptr, x_ptr, base, n, {ptrs}):
+{stores}
+
+def softmax(x):
+    rows, cols = x.shape
+    fmt = {{torch.float32: "f", torch.float16: "e"}}[x.dtype]
+    raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())
+    v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))
+    out = []
+    for r in range(rows):
+        row = v[r * cols:(r + 1) * cols]
+        m = max(row)
+        e = [math.exp(a - m) for a in row]
+        out += [a / sum(e) for a in e]
+    y = torch.empty_like(x)
+    for base in range(0, rows * cols, {width}):
+        chunk = out[base:base + {width}] + [0.0] * {width}
+        bufs = [torch.full((1,), a, dtype=x.dtype) for a in chunk[:{width}]]
+        put_kernel[(1,)](y, x, base, rows * cols, *bufs)
+    return y
+"""
+
+
+def test_answers_passed_as_constant_fills_fail(grade):
+    # Two draws of one shape fill their buffers with other values: an honest
+    # fill (zeros, -inf) is the same for both.
+    r = grade("softmax_row", fill_answers(16), timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert "second draw, your launches" in r["summary"], r["summary"]
+
+
 def test_a_forged_report_with_a_copy_kernel_fails(grade):
     r = grade("softmax", FORGED_SOFTMAX, timing=False)
     assert r["status"] == "failed", r["summary"]

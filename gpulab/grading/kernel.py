@@ -536,7 +536,9 @@ def _same_launches(draws: dict[Any, tuple[str, frozenset]], case: Case, record: 
     if not isinstance(record, dict) or not isinstance(record.get("launches"), list):
         return ""
     key = tuple(_arg_key(a) for a in (*case.args, *sorted(case.kwargs.items())))
-    sig = frozenset(_launch_key(la) for la in record["launches"] if isinstance(la, dict))
+    found = record.get("buffers")
+    buffers: list[Any] = found if isinstance(found, list) else []
+    sig = frozenset(_launch_key(la, buffers) for la in record["launches"] if isinstance(la, dict))
     if key not in draws:
         draws[key] = (case.name, sig)
         return ""
@@ -552,17 +554,31 @@ def _arg_key(a: Any) -> Any:
     return ("value", repr(a))
 
 
-def _launch_key(launch: dict[str, Any]) -> tuple[str, str, str]:
+def _launch_key(launch: dict[str, Any], buffers: list[Any]) -> tuple[str, str, str, str]:
+    """A launch as two draws of one shape must repeat it: kernel, grid,
+    scalar arguments, and the constant each filled buffer it is handed
+    holds (the replay keeps fills, so a value the wrapper worked out and
+    handed over as a one-value buffer would replay to itself; an honest
+    fill, zeros or -inf, is the same for both draws)."""
     import json
 
     args = launch.get("args")
     if not isinstance(args, dict):
         args = {}
     numbers = {str(k): v for k, v in args.items() if not (isinstance(v, dict) and "__buf__" in v)}
+    fills = {}
+    for k, v in args.items():
+        spec = v.get("__buf__") if isinstance(v, dict) else None
+        index = spec[0] if isinstance(spec, list) and spec else None
+        if isinstance(index, int) and 0 <= index < len(buffers):
+            buffer = buffers[index]
+            if isinstance(buffer, dict) and "fill" in buffer:
+                fills[str(k)] = str(buffer["fill"])[:64]
     return (
         str(launch.get("kernel")),
         json.dumps(launch.get("grid"), default=str),
         json.dumps(numbers, sort_keys=True, default=str),
+        json.dumps(fills, sort_keys=True),
     )
 
 
