@@ -291,6 +291,70 @@ def test_answers_passed_as_constant_fills_fail(grade):
     assert "second draw, your launches" in r["summary"], r["summary"]
 
 
+# The row maxes worked out in Python and handed over as a buffer of input
+# values (which the replay keeps: a copy or a cast of an input is honest);
+# the kernel does the rest of the softmax.
+MAXES_FROM_PYTHON = """
+import ctypes
+import struct
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rest_kernel(y_ptr, x_ptr, m_ptr, xs, ys, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + row * xs + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.load(m_ptr + row).to(tl.float32))
+    tl.store(y_ptr + row * ys + offs, e / tl.sum(e, axis=0), mask=mask)
+
+
+def softmax(x):
+    rows, cols = x.shape
+    fmt = {torch.float32: "f", torch.float16: "e"}[x.dtype]
+    n = (rows - 1) * x.stride(0) + cols
+    v = struct.unpack("<%d%s" % (n, fmt), ctypes.string_at(x.data_ptr(), n * x.element_size()))
+    m = torch.tensor([max(v[r * x.stride(0):r * x.stride(0) + cols]) for r in range(rows)],
+                     dtype=x.dtype)
+    y = torch.empty_like(x)
+    rest_kernel[(rows,)](y, x, m, x.stride(0), y.stride(0), cols,
+                         BLOCK=triton.next_power_of_2(cols))
+    return y
+"""
+
+
+def test_a_reduction_done_in_python_and_handed_over_as_input_values_fails(grade):
+    r = grade("softmax_row", MAXES_FROM_PYTHON, timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert "second draw, your launches" in r["summary"], r["summary"]
+
+
+def test_an_honest_copy_is_the_same_copy_in_every_draw():
+    import torch
+
+    from gpulab.grading.replay import copy_map, same_copy
+
+    g = torch.Generator().manual_seed(0)
+    first, second = (torch.randn(6, 5, generator=g) for _ in range(2))
+
+    def prepared(x):  # a transposed fp16 copy with a row of zero padding
+        out = torch.zeros(6, 6, dtype=torch.float16)
+        out[:5] = x.t().to(torch.float16)
+        return out.numpy().tobytes()
+
+    m = copy_map(prepared(first), torch.float16, [first])
+    assert same_copy(m, prepared(second), torch.float16, [second])
+    # Values picked by what they are (each column's largest), not by where
+    # they sit, land elsewhere in another draw.
+    picked = lambda x: x.max(0).values.numpy().tobytes()  # noqa: E731
+    m = copy_map(picked(first), torch.float32, [first])
+    assert not same_copy(m, picked(second), torch.float32, [second])
+
+
 def test_a_forged_report_with_a_copy_kernel_fails(grade):
     r = grade("softmax", FORGED_SOFTMAX, timing=False)
     assert r["status"] == "failed", r["summary"]

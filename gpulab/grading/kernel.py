@@ -26,9 +26,10 @@ from gpulab.grading.compare import (
 )
 from gpulab.grading.context import GradeFailed
 from gpulab.grading.remote import storage_bytes
-from gpulab.grading.replay import MISMATCH
+from gpulab.grading.replay import MISMATCH, copy_map, same_copy
 from gpulab.protocol import dict_field
 from gpulab.protocol import text as _text
+from gpulab.sandbox.replay import DTYPES
 
 if TYPE_CHECKING:
     from gpulab.grading.context import CaseContext, GradeContext
@@ -455,7 +456,7 @@ def check_cases(
         replayer.ensure_started()
     total = len(cases)
     gaps: list[str] = []
-    draws: dict[Any, tuple[str, frozenset]] = {}  # a shape's first draw: its launches
+    draws: dict[Any, tuple[str, frozenset, list]] = {}  # a shape's first draw: its launches
     # One profile for all the cases (about 0.15 s a call saved on an H200).
     span = AuditSpan()
     for i, case in enumerate(cases):
@@ -504,11 +505,13 @@ def check_cases(
                         "name": f"{case.name}, your launches",
                         "passed": False,
                         "detail": (
-                            f"your kernels were launched with other numbers here than in "
-                            f"case {other}, which has the same shapes and other values: "
-                            "a kernel's scalar arguments and grid must come from the "
-                            "shapes and settings, not from the input's values (an answer "
-                            "handed to a kernel as numbers is not one it computed)"
+                            f"your kernels were launched with other numbers (or buffers "
+                            f"your code filled otherwise) here than in case {other}, which "
+                            "has the same shapes and other values: a kernel's scalar "
+                            "arguments, grid and prepared buffers must come from the "
+                            "shapes, the settings and the inputs as they are, not from "
+                            "the input's values (an answer handed to a kernel as numbers "
+                            "or prepared buffers is not one it computed)"
                         ),
                     }
                 )
@@ -524,7 +527,7 @@ def check_cases(
         _replayed(ctx, replayer.collect())
 
 
-def _same_launches(draws: dict[Any, tuple[str, frozenset]], case: Case, record: Any) -> str:
+def _same_launches(draws: dict[Any, tuple[str, frozenset, list]], case: Case, record: Any) -> str:
     """The replay runs a case's launches again on the same inputs, so numbers
     the wrapper worked out from the input (in pure Python, out of the
     profiler's sight) and passed as scalar arguments would replay to the
@@ -532,18 +535,51 @@ def _same_launches(draws: dict[Any, tuple[str, frozenset]], case: Case, record: 
     are sizes, strides and settings, the same for both. Returns the earlier
     draw's name when their launches differ. Equal, not one a subset of the
     other: a call that also repeats the last call's launches (answers and
-    all) before its own would otherwise pass, its own writing last."""
+    all) before its own would otherwise pass, its own writing last.
+    Buffers the wrapper filled from the inputs (copies, casts, padding: the
+    replay keeps those bytes) must hold the second draw's values where they
+    held the first's (replay.same_copy)."""
     if not isinstance(record, dict) or not isinstance(record.get("launches"), list):
         return ""
     key = tuple(_arg_key(a) for a in (*case.args, *sorted(case.kwargs.items())))
     found = record.get("buffers")
     buffers: list[Any] = found if isinstance(found, list) else []
     sig = frozenset(_launch_key(la, buffers) for la in record["launches"] if isinstance(la, dict))
+    copies = _copies(buffers)
     if key not in draws:
-        draws[key] = (case.name, sig)
+        inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
+        maps = [(dtype, copy_map(data, dtype, inputs)) for dtype, data in copies]
+        draws[key] = (case.name, sig, maps)
         return ""
-    name, seen = draws[key]
-    return "" if sig == seen else name
+    name, seen, maps = draws[key]
+    if sig != seen or len(copies) != len(maps):
+        return name
+    inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
+    for (dtype, first), (dtype2, data) in zip(maps, copies, strict=True):
+        if dtype2 != dtype or first is not None and not same_copy(first, data, dtype, inputs):
+            return name
+    return ""
+
+
+def _copies(buffers: list[Any]) -> list[tuple[torch.dtype, bytes]]:
+    """The recorded bytes of the buffers the wrapper filled (in the order
+    the launches were handed them), with their dtype; what cannot be read
+    is left out (the replay refuses it anyway)."""
+    import base64
+
+    out = []
+    for b in buffers:
+        if not isinstance(b, dict) or not isinstance(b.get("bytes"), str):
+            continue
+        name = b.get("dtype")
+        dtype = DTYPES.get(name) if isinstance(name, str) else None
+        try:
+            data = base64.b64decode(b["bytes"], validate=True)
+        except ValueError:
+            continue
+        if dtype is not None and len(data) % dtype.itemsize == 0:
+            out.append((dtype, data))
+    return out
 
 
 def _arg_key(a: Any) -> Any:

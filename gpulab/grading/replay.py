@@ -377,3 +377,59 @@ def trusted_bytes(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -
     pool.append(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=torch.float64))
     found = torch.isin(values.to(torch.float64), torch.cat(pool).unique())
     return bool(found.all())
+
+
+# Bits a constant keeps in any draw: +-0 and +-inf (padding, masked lanes).
+_INT_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(_INT_VIEW[t.element_size()]).to(torch.int64)
+
+
+def _pool(inputs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    floats = [t.detach().reshape(-1).to(dtype) for t in inputs if t.dtype.is_floating_point]
+    return _bits(torch.cat(floats)) if floats else torch.empty(0, dtype=torch.int64)
+
+
+def copy_map(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> Any:
+    """Where each value of a recorded float buffer came from: for each
+    element, the index of its value among the inputs' values (cast to the
+    buffer's dtype) where it occurs once, -1 where it occurs more than
+    once, -2 for a constant (0, -0, +-inf). None for a buffer that is not
+    floating point. trusted_bytes has already kept only buffers whose every
+    value is one of these."""
+    if not dtype.is_floating_point or dtype.itemsize not in _INT_VIEW:
+        return None
+    values = _bits(torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype))
+    pool = _pool(inputs, dtype)
+    constants = _bits(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=dtype))
+    src = torch.full_like(values, -1)
+    src[torch.isin(values, constants)] = -2
+    if pool.numel():
+        uniq, inverse, counts = torch.unique(pool, return_inverse=True, return_counts=True)
+        first = torch.empty_like(uniq).scatter_(0, inverse, torch.arange(pool.numel()))
+        at = torch.searchsorted(uniq, values).clamp(max=uniq.numel() - 1)
+        once = (uniq[at] == values) & (counts[at] == 1) & (src != -2)
+        src[once] = first[at][once]
+    return values, src
+
+
+def same_copy(first: Any, data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> bool:
+    """Whether a second draw's recorded buffer holds its own inputs' values
+    where the first draw's held the first inputs' (copy_map): an honest
+    copy, cast, transpose or padding moves values by position, the same for
+    any draw; a wrapper that picks input values to spell out an answer
+    picks others for other inputs."""
+    values1, src = first
+    values = _bits(torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype))
+    if values.numel() != values1.numel():
+        return False
+    pool = _pool(inputs, dtype)
+    moved = src >= 0
+    if moved.any() and (pool.numel() == 0 or int(src.max()) >= pool.numel()):
+        return False
+    fixed = src == -2
+    return bool((values[fixed] == values1[fixed]).all()) and bool(
+        (values[moved] == pool[src[moved]]).all()
+    )
