@@ -256,12 +256,16 @@ def reference(case: Case) -> torch.Tensor:
         kb, vb = k[b].double(), v[b].double()
         for s0 in range(0, Sq, chunk):
             qb = q[b, :, s0 : s0 + chunk].double()
-            s = torch.matmul(qb, kb.transpose(-1, -2)) * scale
+            # Causal: keys past this chunk's last query are masked for every
+            # row in it, so they are left out (their exp is 0): half the work
+            # on a long sequence, where the judge checks every timed output.
+            keys = min(Sk, s0 + qb.shape[1]) if causal else Sk
+            s = torch.matmul(qb, kb[:, :keys].transpose(-1, -2)) * scale
             if causal:
                 rows = torch.arange(s0, s0 + qb.shape[1], device=q.device)[:, None]
-                cols = torch.arange(Sk, device=q.device)[None, :]
+                cols = torch.arange(keys, device=q.device)[None, :]
                 s = s.masked_fill(cols > rows, float("-inf"))
-            out[b, :, s0 : s0 + chunk] = torch.matmul(torch.softmax(s, dim=-1), vb)
+            out[b, :, s0 : s0 + chunk] = torch.matmul(torch.softmax(s, dim=-1), vb[:, :keys])
     return out
 
 
