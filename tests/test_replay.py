@@ -237,7 +237,7 @@ def test_answers_passed_as_launch_arguments_fail(grade, source):
     r = grade("softmax_row", source, timing=False)
     assert r["status"] == "failed", r["summary"]
     assert "second draw, your launches" in r["summary"], r["summary"]
-    assert "scalar arguments and grid must come from the shapes" in r["summary"]
+    assert "scalar arguments, grid and prepared buffers must come from the shapes" in r["summary"]
 
 
 def fill_answers(width: int) -> str:
