@@ -4,7 +4,9 @@ the workers that feed it (checks, the file watcher, GPU detection).
 GpulabApp (app.py) builds on this with the lesson actions (actions.py) and the
 keys. The UI process never imports torch, triton or jax: checks run in a child
 process driven by a thread worker; GPU detection asks NVML. Workers post
-messages (messages.py); only the UI thread writes the workspace.
+messages (messages.py); only the UI thread writes the workspace. The shell
+records a check and drops a replaced one; the panes follow the latest check
+on the check bus (check_bus.py) themselves.
 """
 
 from __future__ import annotations
