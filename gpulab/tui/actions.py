@@ -219,7 +219,7 @@ class LessonActions(LabShell):
         self.watch_mode = not self.watch_mode
         self.remember(self.workspace.set_setting, "watch", self.watch_mode)
         if self.watch_mode:
-            name = self.query_one("#exercise-pane").path  # type: ignore[attr-defined]
+            name = self.query_one(ExercisePane).path
             self.notify(
                 f"Every save of {name} re-runs the check (from this editor with "
                 "ctrl+s, or from your own editor). w stops.",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import TabbedContent, TabPane
 
 
 def unavailable(what: str, exc: BaseException) -> Text:
@@ -35,3 +37,11 @@ class LazyPane(VerticalScroll):
 
     def build(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+def tab_shown(widget: Widget) -> bool:
+    """Whether `widget` is in the tab its TabbedContent shows: asked of the
+    widget's own ancestors, not of the app."""
+    tab = next((node for node in widget.ancestors if isinstance(node, TabPane)), None)
+    tabs = next((node for node in widget.ancestors if isinstance(node, TabbedContent)), None)
+    return tab is not None and tabs is not None and tabs.active == tab.id

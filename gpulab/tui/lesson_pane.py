@@ -9,6 +9,10 @@ from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 
 from gpulab.content import Lesson
+from gpulab.tui.check_bus import CheckBus
+from gpulab.tui.lazy_pane import tab_shown
+from gpulab.tui.messages import CheckFinished
+from gpulab.workspace import PASSED, Workspace
 
 HINT_NAMES = ("a nudge", "the approach", "nearly the solution")
 
@@ -90,16 +94,28 @@ class LessonPane(VerticalScroll):
 
     HELP_TOPIC = "lesson"
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, workspace: Workspace, checks: CheckBus, *, id: str | None = None) -> None:
+        """`workspace` is read, never written (the hint level, whether the
+        exercise passed); `checks` is the bus a finished check comes on."""
         super().__init__(id=id, can_focus=True)
+        self.workspace, self._checks = workspace, checks
         self.lesson: Lesson | None = None
         self.revealed = 0
         self._shown: tuple[str, int, bool] | None = None  # what is on screen now
         self._lock = asyncio.Lock()
 
+    def on_mount(self) -> None:
+        self._checks.finished.subscribe(self, self._check_finished, immediate=True)
+
+    def _check_finished(self, message: CheckFinished) -> None:
+        # The hints' last line says whether the solution is open yet.
+        lesson = message.lesson
+        if self.lesson is not None and self.lesson.exercise == lesson.exercise:
+            self.set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
+
     def set_lesson(self, lesson: Lesson, revealed: int) -> None:
         self.lesson, self.revealed = lesson, revealed
-        if getattr(self.app, "active_pane", None) == "lesson":
+        if tab_shown(self):
             self.call_after_refresh(self.ensure_rendered)
 
     def ensure_rendered(self) -> None:
@@ -162,12 +178,9 @@ class LessonPane(VerticalScroll):
 
     def _passed(self) -> bool:
         """Whether the open exercise has passed (the hints' last line depends on it)."""
-        from gpulab.workspace import PASSED
-
-        workspace = getattr(self.app, "workspace", None)
-        if self.lesson is None or workspace is None:
+        if self.lesson is None:
             return False
-        return workspace.status(self.lesson.exercise) == PASSED
+        return self.workspace.status(self.lesson.exercise) == PASSED
 
     def show_hints(self) -> None:
         """Render, then keep the hints in view (after a reveal)."""

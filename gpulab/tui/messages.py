@@ -17,6 +17,16 @@ from gpulab.device.devinfo import GpuInfo
 from gpulab.events import Event
 
 
+class CheckStarted(Message):
+    """The shell started a check of `lesson` (published on the check bus, not posted)."""
+
+    def __init__(self, run_id: int, lesson: Lesson, device: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.lesson = lesson
+        self.device = device
+
+
 class CheckProgress(Message):
     """A stage, case, correct or graded event from the running check's judge."""
 

@@ -18,6 +18,9 @@ from gpulab.content import Lesson
 from gpulab.events import CaseDone, Correct, Event, Graded, Stage
 from gpulab.status import Status
 from gpulab.textsafe import visible
+from gpulab.tui.check_bus import CheckBus
+from gpulab.tui.messages import CheckFinished, CheckProgress, CheckStarted
+from gpulab.workspace import Workspace
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTORY_ROWS = 8
@@ -110,8 +113,12 @@ class ResultsPane(VerticalScroll):
 
     HELP_TOPIC = "results"
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, workspace: Workspace, checks: CheckBus, *, id: str | None = None) -> None:
+        """`workspace` is read, never written (the attempts, the roofline's
+        results); `checks` is the bus this pane follows a check on."""
         super().__init__(id=id, can_focus=True)
+        self.workspace, self._checks = workspace, checks
+        self.lesson: Lesson | None = None  # the lesson shown (opened or being checked)
         self._started = 0.0
         self._stage = ""
         self._ticker: Timer | None = None
@@ -125,11 +132,30 @@ class ResultsPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one("#progress-row").display = False
+        self._checks.started.subscribe(self, self._check_started, immediate=True)
+        self._checks.progress.subscribe(self, self._check_progress, immediate=True)
+        self._checks.finished.subscribe(self, self._check_finished, immediate=True)
+
+    # --- the check bus (check_bus.py): the latest check only ------------------------
+    def _check_started(self, message: CheckStarted) -> None:
+        self.start(message.lesson, message.device)
+
+    def _check_progress(self, message: CheckProgress) -> None:
+        self.progress(message.event)
+
+    def _check_finished(self, message: CheckFinished) -> None:
+        # A check of a lesson no longer open (the learner moved on) is recorded
+        # and listed in the sidebar, but this pane shows the open lesson.
+        lesson = message.lesson
+        if self.lesson is not None and self.lesson.exercise == lesson.exercise:
+            attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+            self.finish(message.result, attempts)
 
     def show_idle(
         self, lesson: Lesson, last: CheckResult | None, attempts: list[dict[str, Any]]
     ) -> None:
         """A lesson was opened: its last result, if any, and its history."""
+        self.lesson = lesson
         self._stop_ticker()
         self.query_one("#progress-row").display = False
         if lesson.error or not lesson.ready:
@@ -146,6 +172,7 @@ class ResultsPane(VerticalScroll):
         self.call_after_refresh(self._show_point, last if lesson.ready else None)
 
     def start(self, lesson: Lesson, device: str) -> None:
+        self.lesson = lesson
         self._started = time.monotonic()
         self._stage = "starting a fresh Python process"
         where = {"cpu": " on the CPU (Triton interpreter)", "cuda": " on your GPU"}.get(device, "")
@@ -222,7 +249,7 @@ class ResultsPane(VerticalScroll):
 
     def _show_point(self, result: CheckResult | None) -> None:
         """A small roofline with this run's timed cases, when it was timed on a GPU."""
-        model = mini_model(result, getattr(self.app, "workspace", None))
+        model = mini_model(result, self.workspace)
         plots = self.query("#mini-roofline")
         if model is None:
             for hidden in plots:

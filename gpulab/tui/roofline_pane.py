@@ -14,8 +14,9 @@ from textual.containers import Horizontal
 from textual.widgets import Label, Select, Static
 
 from gpulab.content import Lesson
-from gpulab.tui.lazy_pane import LazyPane, unavailable
-from gpulab.tui.messages import RooflineBuilt, RooflineExported
+from gpulab.tui.check_bus import CheckBus
+from gpulab.tui.lazy_pane import LazyPane, tab_shown, unavailable
+from gpulab.tui.messages import CheckFinished, RooflineBuilt, RooflineExported
 from gpulab.workspace import Workspace
 
 
@@ -37,14 +38,17 @@ class RooflinePane(LazyPane):
     def __init__(
         self,
         workspace: Workspace,
+        checks: CheckBus,
         remember: Callable[..., Any] | None = None,
         *,
         id: str | None = None,
     ) -> None:
-        """`remember(write, *args)`: how the lab saves a setting (it says
+        """`checks`: the bus a finished check comes on (new points to draw).
+        `remember(write, *args)`: how the lab saves a setting (it says
         once when the workspace cannot be written); by default, the write."""
         super().__init__(id=id)
-        self.workspace = workspace
+        self.workspace, self._checks = workspace, checks
+        self.lesson: Lesson | None = None  # the lesson open
         self._remember = remember or (lambda write, *args: write(*args))
         self.chosen: str | None = None
         """The GPU key picked in this pane this session (None: gpulab's choice)."""
@@ -53,10 +57,19 @@ class RooflinePane(LazyPane):
     def compose(self) -> ComposeResult:
         yield Static("Drawing the roofline…", id="roofline-summary")
 
+    def on_mount(self) -> None:
+        self._checks.finished.subscribe(self, self._check_finished, immediate=True)
+
+    def _check_finished(self, message: CheckFinished) -> None:
+        # Redrawn for the open lesson's checks, as when the lesson is opened.
+        if self.lesson is not None and self.lesson.exercise == message.lesson.exercise:
+            self.set_lesson(message.lesson)
+
     def set_lesson(self, lesson: Lesson) -> None:
         """A lesson was opened or checked: new points may exist."""
+        self.lesson = lesson
         self._stale = True
-        if getattr(self.app, "active_pane", None) == "roofline":
+        if tab_shown(self):
             self.ensure_rendered()
 
     def build(self) -> None:
@@ -150,13 +163,12 @@ class RooflinePane(LazyPane):
         # The model and its SVG are built here (reading every result file);
         # the file is written by _exported, on the UI thread, like every
         # other write to the workspace.
-        app: Any = self.app
         try:
             from gpulab import roofline, roofline_plot
 
-            model, _ = roofline.workspace_model(app.workspace)
+            model, _ = roofline.workspace_model(self.workspace)
             message = RooflineExported(
-                Path(app.workspace.root) / "roofline.svg", roofline_plot.to_svg(model)
+                Path(self.workspace.root) / "roofline.svg", roofline_plot.to_svg(model)
             )
         except Exception as exc:  # noqa: BLE001
             message = RooflineExported(None, error=f"{type(exc).__name__}: {exc}")

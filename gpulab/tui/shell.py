@@ -4,7 +4,9 @@ the workers that feed it (checks, the file watcher, GPU detection).
 GpulabApp (app.py) builds on this with the lesson actions (actions.py) and the
 keys. The UI process never imports torch, triton or jax: checks run in a child
 process driven by a thread worker; GPU detection asks NVML. Workers post
-messages (messages.py); only the UI thread writes the workspace.
+messages (messages.py); only the UI thread writes the workspace. The shell
+records a check and drops a replaced one; the panes follow the latest check
+on the check bus (check_bus.py) themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.content import Course, Lesson
@@ -27,19 +29,26 @@ from gpulab.device.devinfo import GpuInfo, detect_gpus
 from gpulab.plan import CheckPlan, explain_timeout, plan_check, recorded
 from gpulab.runner import CANCELLED, Spares, check_request, run_check
 from gpulab.textsafe import visible
+from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.device_pane import DevicePane
 from gpulab.tui.editor import ExercisePane
 from gpulab.tui.focus import focus_now
 from gpulab.tui.footer import LabFooter
 from gpulab.tui.keyqueue import KeysInOrder
 from gpulab.tui.lesson_pane import LessonPane
-from gpulab.tui.messages import CheckFinished, CheckProgress, ExerciseChangedOnDisk, GpuDetected
+from gpulab.tui.messages import (
+    CheckFinished,
+    CheckProgress,
+    CheckStarted,
+    ExerciseChangedOnDisk,
+    GpuDetected,
+)
 from gpulab.tui.results import ResultsPane
 from gpulab.tui.roadmap_pane import RoadmapPane
 from gpulab.tui.roofline_pane import RooflinePane
 from gpulab.tui.screens import WelcomeScreen
 from gpulab.tui.serving_pane import ServingPane
-from gpulab.tui.sidebar import LessonList
+from gpulab.tui.sidebar import LessonList, PassedSummary
 from gpulab.watcher import file_changes
 from gpulab.workspace import Workspace
 
@@ -90,23 +99,27 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         # (gpulab.runner.Spares): its sandboxes import torch and Triton
         # while the learner edits.
         self.spares: Spares | None = Spares() if spare else None
+        # What the panes subscribe to, to follow the latest check (check_bus.py).
+        self.checks = CheckBus(self)
 
     # --- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(icon="▦")
         with Horizontal(id="main"):
             with Vertical(id="sidebar"):
-                yield Static("", id="summary")
-                yield LessonList(self.course, self.workspace, id="lessons")
+                # The panes that show a check follow it on the bus themselves.
+                checks = self.checks
+                yield PassedSummary(self.course, self.workspace, checks, id="summary")
+                yield LessonList(self.course, self.workspace, checks, id="lessons")
             with TabbedContent(id="panes", initial="lesson"):
                 with TabPane("Lesson", id="lesson"):
-                    yield LessonPane(id="lesson-pane")
+                    yield LessonPane(self.workspace, checks, id="lesson-pane")
                 with TabPane("Exercise", id="exercise"):
                     yield ExercisePane(self.workspace.root, syntax=self.syntax, id="exercise-pane")
                 with TabPane("Results", id="results"):
-                    yield ResultsPane(id="results-pane")
+                    yield ResultsPane(self.workspace, checks, id="results-pane")
                 with TabPane("Roofline", id="roofline"):
-                    yield RooflinePane(self.workspace, self.remember, id="roofline-pane")
+                    yield RooflinePane(self.workspace, checks, self.remember, id="roofline-pane")
                 with TabPane("Device", id="device"):
                     yield DevicePane(self.workspace, id="device-pane")
                 with TabPane("Roadmap", id="roadmap"):
@@ -132,7 +145,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         return ""
 
     def update_summary(self) -> None:
-        self.query_one("#summary", Static).update(self.query_one(LessonList).summary())
+        self.query_one(PassedSummary).recount()
         watching = " · watching" if self.watch_mode else ""
         self.sub_title = (
             f"{self.lesson.number} {self.lesson.title}{watching}" if self.lesson else ""
@@ -277,7 +290,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
         self.checking = True
-        self._pane("results").start(lesson, self.device)
+        self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device))
         # Planned as `gpulab check` plans it (gpulab.plan), here on the UI
         # thread, which alone touches the workspace.
         plan = self._plan(lesson, explain)
@@ -347,7 +360,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
 
     def on_check_progress(self, message: CheckProgress) -> None:
         if message.run_id == self._run_id and self._main_screen() is not None:
-            self._pane("results").progress(message.event)
+            self.checks.progress.publish(message)
 
     def on_check_finished(self, message: CheckFinished) -> None:
         result, lesson = message.result, message.lesson
@@ -360,14 +373,9 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         self.checking = False
         if self._main_screen() is None:
             return  # recorded above; the layout is gone (the app is closing)
-        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        if self.lesson is not None and lesson.exercise == self.lesson.exercise:
-            self._pane("results").finish(result, attempts)
-            self._pane("roofline").set_lesson(lesson)
-            # The hints' last line says whether the solution is open yet.
-            self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
-        self.query_one(LessonList).rebuild()
-        self.update_summary()
+        # The panes show it (results, roofline, hints, the sidebar), each
+        # deciding what it means to it, before a pass opens the next step.
+        self.checks.finished.publish(message)
         if result.status == CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.passed:

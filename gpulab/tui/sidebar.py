@@ -4,10 +4,11 @@ lesson with steps one line per exercise (its steps, then its final one)."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import OptionList
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from gpulab.content import Course, Lesson
+from gpulab.tui.check_bus import CheckBus
 from gpulab.workspace import FAILED, PASSED, Workspace
 
 # Glyphs as well as colours, so status reads the same with NO_COLOR.
@@ -73,12 +74,16 @@ class LessonList(OptionList):
 
     HELP_TOPIC = "sidebar"
 
-    def __init__(self, course: Course, ws: Workspace, *, id: str | None = None) -> None:
+    def __init__(
+        self, course: Course, ws: Workspace, checks: CheckBus, *, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
-        self.course, self.ws = course, ws
+        self.course, self.ws, self._checks = course, ws, checks
 
     def on_mount(self) -> None:
         self.rebuild()
+        # Any check changes a status, the open lesson's or one left meanwhile.
+        self._checks.finished.subscribe(self, lambda _: self.rebuild(), immediate=True)
 
     def rebuild(self) -> None:
         """Redraw every lesson's status (after a check, a reset, a reload)."""
@@ -125,14 +130,30 @@ class LessonList(OptionList):
             return current_exercise(self.course.lesson_exercises(lesson), self.ws)
         return self.course.find(option_id)
 
-    def summary(self) -> str:
-        exercises = self.ws.load_state().get("exercises", {})
-        # Every exercise counts, steps included: each is graded on its own.
-        ready = [lesson for lesson in self.course.exercises if lesson.ready]
-        passed = sum(
-            1 for lesson in ready if lesson_status(lesson, self.ws, exercises)[0] == PASSED
-        )
-        # "gradable" only while some exercises are not ready yet.
-        kind = "gradable " if len(ready) < len(self.course.exercises) else ""
-        noun = "exercise" if len(ready) == 1 else "exercises"
-        return f"{passed} of {len(ready)} {kind}{noun} passed"
+
+def passed_summary(course: Course, ws: Workspace) -> str:
+    """The sidebar's first line: "3 of 9 exercises passed"."""
+    exercises = ws.load_state().get("exercises", {})
+    # Every exercise counts, steps included: each is graded on its own.
+    ready = [lesson for lesson in course.exercises if lesson.ready]
+    passed = sum(1 for lesson in ready if lesson_status(lesson, ws, exercises)[0] == PASSED)
+    # "gradable" only while some exercises are not ready yet.
+    kind = "gradable " if len(ready) < len(course.exercises) else ""
+    noun = "exercise" if len(ready) == 1 else "exercises"
+    return f"{passed} of {len(ready)} {kind}{noun} passed"
+
+
+class PassedSummary(Static):
+    """The count of exercises passed, above the list; recounted after a check."""
+
+    def __init__(
+        self, course: Course, ws: Workspace, checks: CheckBus, *, id: str | None = None
+    ) -> None:
+        super().__init__("", id=id)
+        self.course, self.ws, self._checks = course, ws, checks
+
+    def on_mount(self) -> None:
+        self._checks.finished.subscribe(self, lambda _: self.recount(), immediate=True)
+
+    def recount(self) -> None:
+        self.update(passed_summary(self.course, self.ws))
