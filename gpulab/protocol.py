@@ -31,7 +31,7 @@ import math
 import os
 import re
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpulab.status import Status
@@ -229,53 +229,7 @@ class ArenaSpec:
 
 
 # --- judge -> sandbox -------------------------------------------------------------
-
-
-@dataclass
-class Guards:
-    """What the sandbox watches during a call (the friendly first line)."""
-
-    banned: list[str] = field(default_factory=list)  # dotted torch callables
-    banned_aten: list[str] = field(default_factory=list)
-    banned_large: list[str] = field(default_factory=list)
-    label: str = ""
-    require_launch: bool = True  # a Triton kernel must have written the output
-
-
-@dataclass
-class Call:
-    """Call `function(*args, **kwargs)` once, under guards; put the result in `out`."""
-
-    function: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    out: dict[str, Any] | None  # a TensorRef's JSON: the slot the result is copied into
-    guards: Guards | None = None
-    contiguous: bool = True  # the contract asks for a contiguous result
-    # Backward: the indices of args that need gradients, the upstream gradient,
-    # and the slots the gradients are copied into (one per index).
-    grad_args: list[int] = field(default_factory=list)
-    grad_output: dict[str, Any] | None = None
-    grad_slots: list[dict[str, Any]] = field(default_factory=list)
-    type: str = "call"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class TimeBatch:
-    """Time `function` once on each input set (each set fresh), flushing the L2
-    before each call; copy each result into its slot after its end event."""
-
-    function: str
-    inputs: list[dict[str, Any]]  # per repetition: {"args": [...], "kwargs": {...}}
-    outs: list[dict[str, Any]]  # per repetition: a TensorRef's JSON
-    flush: bool = True
-    type: str = "time"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+# The kernel-grading path's requests and replies are typed in gpulab.frames.
 
 
 # --- the lab <-> judge -------------------------------------------------------------
