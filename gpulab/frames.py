@@ -506,8 +506,9 @@ class TimeRequest:
     before each call (`flush`), each result copied into its slot (`outs`)
     after its end event; first, for `warmup_s` seconds, warm-up calls on the
     first set, clocks logged. With `grad_args`, the backward is timed (the
-    first gradient to `outs`, the others to the row of `extra_outs`), each
-    repetition led by `lead_cycles` of GPU spin."""
+    first gradient to `outs`, the others to the row of `extra_outs`, one row
+    a repetition; a forward has none), each repetition led by `lead_cycles`
+    of GPU spin."""
 
     function: str
     inputs: tuple[TimedInputs, ...]
@@ -543,8 +544,7 @@ class TimeRequest:
             isinstance(i, int) and not isinstance(i, bool) for i in grad_args
         ):
             raise ProtocolError("a timing request's `grad_args` is not a list of indices")
-        extra = msg.get("extra_outs")
-        rows = [[] for _ in inputs] if extra is None else extra
+        rows = msg.get("extra_outs") or []
         if not isinstance(rows, list):
             raise ProtocolError("a timing request's `extra_outs` is not a list")
         return cls(

@@ -31,7 +31,7 @@ import math
 import os
 import re
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpulab.status import Status
@@ -248,6 +248,23 @@ class ExplainOptions:
     nsight_without_gpu: bool = False
 
 
+# The reference kernels' Hopper-only paths (kernels/flash_attention.py,
+# kernels/softmax.py, kernels/matmul.py), each turned off by its variable set
+# to "0", to time the path every other GPU takes. A check turns them off only
+# when asked (`CheckRequest.paths_off`, `gpulab check --off NAME`): the
+# sandbox's environment is otherwise the judge's fixed allow-list.
+KERNEL_PATHS = {
+    "fa3": "GPULAB_FA3",
+    "softmax_smem": "GPULAB_SOFTMAX_SMEM",
+    "matmul_tma": "GPULAB_MATMUL_TMA",
+}
+
+
+def paths_off_env(names: list[str]) -> dict[str, str]:
+    """The sandbox's variables for the kernel paths `names` turns off."""
+    return {KERNEL_PATHS[n]: "0" for n in names}
+
+
 @dataclass
 class CheckRequest:
     """What the lab asks the judge to grade: the one request of a check,
@@ -270,6 +287,9 @@ class CheckRequest:
     gpu_setting: str | None = None  # the workspace's chosen GPU
     explain_budget_s: float | None = None
     explain_nsight_without_gpu: bool = False  # ExplainOptions.nsight_without_gpu
+    # Names of KERNEL_PATHS to turn off in the sandbox (a maintainer's switch:
+    # the reference kernels' portable paths timed on a Hopper GPU).
+    paths_off: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,6 +312,9 @@ class CheckRequest:
                 continue
             if isinstance(value, bool) and want is not bool or not isinstance(value, want):
                 raise ProtocolError(f"a check request's `{name}` is {type(value).__name__}")
+        unknown = sorted(str(n) for n in obj.get("paths_off", []) if n not in KERNEL_PATHS)
+        if unknown:
+            raise ProtocolError(f"a check request turns off unknown kernel paths: {unknown}")
         return CheckRequest(**obj)
 
 
@@ -312,6 +335,7 @@ _REQUEST_TYPES: dict[str, Any] = {
     "gpu_setting": str,
     "explain_budget_s": (int, float),
     "explain_nsight_without_gpu": bool,
+    "paths_off": list,
 }
 _OPTIONAL = {
     "flops",

@@ -292,7 +292,8 @@ def _batch_buffers(arenas: dict, request: TimeRequest) -> tuple[list, list, list
         for r in request.inputs
     ]
     slots = [view(arenas, s, False) for s in request.outs]
-    extra = [[view(arenas, s, False) for s in row] for row in request.extra_outs]
+    rows = request.extra_outs or tuple(() for _ in request.inputs)  # a forward: none
+    extra = [[view(arenas, s, False) for s in row] for row in rows]
     return reps, slots, extra
 
 
