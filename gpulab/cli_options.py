@@ -95,6 +95,18 @@ def _check_arguments() -> Arguments:
                     "GPU to explain for (default: the roofline's)",
                 },
             ),
+            (
+                ("--off",),
+                {
+                    "action": "append",
+                    # gpulab.protocol.KERNEL_PATHS's names (kept literal: no import here)
+                    "choices": ["fa3", "softmax_smem", "matmul_tma"],
+                    "metavar": "PATH",
+                    "help": "run the reference kernels without this Hopper-only path "
+                    "(fa3, softmax_smem, matmul_tma; repeatable), to time the "
+                    "path every other GPU takes",
+                },
+            ),
         ],
         "watch": [
             ex,

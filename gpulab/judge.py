@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpulab import crashes, protocol
-from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest
+from gpulab.protocol import CRASHED, ERROR, FAILED, CheckRequest, paths_off_env
 
 if TYPE_CHECKING:
     from gpulab.grading.remote import Sandbox
@@ -380,6 +380,7 @@ class Prepared:
             prefix=prefix,
             source=self.data,
             problem=self.problem,
+            switches=paths_off_env(self.request.paths_off),
             policy={
                 **self.policy,
                 **({"profiler": profiler} if profiler else {}),

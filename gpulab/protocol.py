@@ -229,53 +229,7 @@ class ArenaSpec:
 
 
 # --- judge -> sandbox -------------------------------------------------------------
-
-
-@dataclass
-class Guards:
-    """What the sandbox watches during a call (the friendly first line)."""
-
-    banned: list[str] = field(default_factory=list)  # dotted torch callables
-    banned_aten: list[str] = field(default_factory=list)
-    banned_large: list[str] = field(default_factory=list)
-    label: str = ""
-    require_launch: bool = True  # a Triton kernel must have written the output
-
-
-@dataclass
-class Call:
-    """Call `function(*args, **kwargs)` once, under guards; put the result in `out`."""
-
-    function: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    out: dict[str, Any] | None  # a TensorRef's JSON: the slot the result is copied into
-    guards: Guards | None = None
-    contiguous: bool = True  # the contract asks for a contiguous result
-    # Backward: the indices of args that need gradients, the upstream gradient,
-    # and the slots the gradients are copied into (one per index).
-    grad_args: list[int] = field(default_factory=list)
-    grad_output: dict[str, Any] | None = None
-    grad_slots: list[dict[str, Any]] = field(default_factory=list)
-    type: str = "call"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class TimeBatch:
-    """Time `function` once on each input set (each set fresh), flushing the L2
-    before each call; copy each result into its slot after its end event."""
-
-    function: str
-    inputs: list[dict[str, Any]]  # per repetition: {"args": [...], "kwargs": {...}}
-    outs: list[dict[str, Any]]  # per repetition: a TensorRef's JSON
-    flush: bool = True
-    type: str = "time"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+# The kernel-grading path's requests and replies are typed in gpulab.frames.
 
 
 # --- the lab <-> judge -------------------------------------------------------------
@@ -292,6 +246,23 @@ class ExplainOptions:
     # PATH: for tests of its plumbing with a stand-in ncu (tests/test_nsight.py).
     # No command-line flag sets it.
     nsight_without_gpu: bool = False
+
+
+# The reference kernels' Hopper-only paths (kernels/flash_attention.py,
+# kernels/softmax.py, kernels/matmul.py), each turned off by its variable set
+# to "0", to time the path every other GPU takes. A check turns them off only
+# when asked (`CheckRequest.paths_off`, `gpulab check --off NAME`): the
+# sandbox's environment is otherwise the judge's fixed allow-list.
+KERNEL_PATHS = {
+    "fa3": "GPULAB_FA3",
+    "softmax_smem": "GPULAB_SOFTMAX_SMEM",
+    "matmul_tma": "GPULAB_MATMUL_TMA",
+}
+
+
+def paths_off_env(names: list[str]) -> dict[str, str]:
+    """The sandbox's variables for the kernel paths `names` turns off."""
+    return {KERNEL_PATHS[n]: "0" for n in names}
 
 
 @dataclass
@@ -316,6 +287,9 @@ class CheckRequest:
     gpu_setting: str | None = None  # the workspace's chosen GPU
     explain_budget_s: float | None = None
     explain_nsight_without_gpu: bool = False  # ExplainOptions.nsight_without_gpu
+    # Names of KERNEL_PATHS to turn off in the sandbox (a maintainer's switch:
+    # the reference kernels' portable paths timed on a Hopper GPU).
+    paths_off: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -338,6 +312,9 @@ class CheckRequest:
                 continue
             if isinstance(value, bool) and want is not bool or not isinstance(value, want):
                 raise ProtocolError(f"a check request's `{name}` is {type(value).__name__}")
+        unknown = sorted(str(n) for n in obj.get("paths_off", []) if n not in KERNEL_PATHS)
+        if unknown:
+            raise ProtocolError(f"a check request turns off unknown kernel paths: {unknown}")
         return CheckRequest(**obj)
 
 
@@ -358,6 +335,7 @@ _REQUEST_TYPES: dict[str, Any] = {
     "gpu_setting": str,
     "explain_budget_s": (int, float),
     "explain_nsight_without_gpu": bool,
+    "paths_off": list,
 }
 _OPTIONAL = {
     "flops",

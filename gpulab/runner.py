@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,7 @@ def check_request(
     device: str = "auto",
     workspace: str | None = None,
     explain: ExplainOptions | None = None,
+    paths_off: Sequence[str] = (),
 ) -> CheckRequest:
     """The request a check of `file` for `lesson` sends the judge: built here
     only, so a spare judge made for it (Spare) fits the check exactly."""
@@ -120,6 +121,7 @@ def check_request(
         gpu_setting=explain.gpu_setting if explain else None,
         explain_budget_s=explain.budget_s if explain else None,
         explain_nsight_without_gpu=bool(explain and explain.nsight_without_gpu),
+        paths_off=list(paths_off),
     )
 
 
@@ -135,6 +137,7 @@ def run_check(
     workspace: str | None = None,
     explain: ExplainOptions | None = None,
     spares: Spares | None = None,
+    paths_off: Sequence[str] = (),
 ) -> CheckResult:
     """Grade `file` for `lesson` and return its result.
 
@@ -144,7 +147,8 @@ def run_check(
     Graded) from the reader loop. Setting `cancel` stops the check (its
     processes are killed). `spares`: the lab's spare judges; the check takes
     the one started for this very request if there is one, and a spare for
-    the next check of the same file starts as this one ends.
+    the next check of the same file starts as this one ends. `paths_off`:
+    names of gpulab.protocol.KERNEL_PATHS the reference kernels run without.
     """
     started = time.monotonic()
     file = Path(file).resolve()
@@ -158,6 +162,7 @@ def run_check(
         device=device,
         workspace=workspace,
         explain=explain,
+        paths_off=paths_off,
     )
     judge = spares.take(request) if spares is not None else None
     warm = judge is not None

@@ -52,6 +52,7 @@ LAB = [
     "gpulab.diagnosis.traffic",
     "gpulab.diagnosis.ttir",
     "gpulab.events",
+    "gpulab.frames",
     "gpulab.fsutil",
     "gpulab.glossary",
     "gpulab.hardware",

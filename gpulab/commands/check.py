@@ -96,6 +96,7 @@ def _check(args: Any) -> int:
         on_event=on_event,
         workspace=None if blocked else str(ws.root),
         explain=plan.explain,
+        paths_off=getattr(args, "off", None) or (),
     )
     result = explain_timeout(result, timeout, why)
     if own and recorded(result) and not blocked:

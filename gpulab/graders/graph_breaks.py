@@ -51,7 +51,7 @@ from gpulab.grading.graph_step import (
     original_step,
     step_flops,
 )
-from gpulab.protocol import dict_field, list_field, text
+from gpulab.protocol import list_field, text
 
 if TYPE_CHECKING:
     from gpulab.grading.context import GradeContext
@@ -79,11 +79,10 @@ def _eager_case(ctx: GradeContext, fn: Any, args: tuple, name: str) -> dict[str,
     expect = Expect(tuple(x.shape), x, "x")
     reply, out, _ = remote_call(ctx, fn.name, args, {}, expect=expect, guards=None)
     record: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split(" ")[0]}
-    desc = dict_field(reply, "desc")
-    problem = desc_problem(desc, expect) or (
+    problem = desc_problem(reply.desc, expect) or (
         None if out is not None else "the result could not be copied out"
     )
-    if problem:
+    if problem or out is None:
         record.update(passed=False, detail=problem)
         return record
     rep = compare(out, original_step(*clone_inputs(args)), *EAGER_TOL)

@@ -35,7 +35,6 @@ from gpulab.grading.kernel import (
     guards_for,
     remote_call,
 )
-from gpulab.protocol import dict_field, list_field
 
 if TYPE_CHECKING:
     from gpulab.grading.context import CaseContext, GradeContext
@@ -257,48 +256,46 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list, total: int) -> None:
             case.kwargs,
             expect=expect_y,
             guards=guards,
-            extra={
-                "grad_args": [0, 1],
-                "grad_output": dy,
-                "grad_api": kw.get("grad_api", "grad"),
-                "contiguous": False,
-            },
+            contiguous=False,
+            grad_args=(0, 1),
+            grad_output=dy,
+            grad_api=kw.get("grad_api", "grad"),
             extra_tensors=[dy],
             slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")],
         )
-        report = dict_field(reply, "report")
-        fwd_ops = [*report.get("banned", []), *report.get("eager", [])]
+        report = reply.report
+        fwd_ops = [*report.banned, *report.eager]
         if fwd_ops:
-            eager_fail(ctx, [str(o) for o in fwd_ops], "your forward")
-        back = dict_field(reply, "backward")
-        if back.get("no_grad_fn") or not back:
+            eager_fail(ctx, fwd_ops, "your forward")
+        back = reply.backward
+        if back is None or back.no_grad_fn:
             ctx.fail(
                 f"{name}: the output carries no gradient",
                 "Wrap your kernels in a torch.autograd.Function (forward launches the "
                 "forward kernel, backward the backward kernel) and return "
                 "YourFunction.apply(x, weight, cos, sin, eps).",
             )
-        brep = dict_field(back, "report")
-        ops = [*brep.get("banned", []), *brep.get("eager", [])]
+        brep = back.report
+        ops = [*brep.banned, *brep.eager]
         if ops:
-            eager_fail(ctx, [str(o) for o in ops], "your backward")
-        if not brep.get("launches"):
+            eager_fail(ctx, ops, "your backward")
+        if not brep.launches:
             ctx.fail(
                 f"{name}: the backward launched no Triton kernel",
                 "Compute dx and dweight in a Triton kernel called from your "
                 "autograd.Function's backward.",
             )
-        if brep.get("side_stream"):
+        if brep.side_stream:
             ctx.fail(f"{name}: a kernel was launched on a side stream")
-        missing = list_field(back, "missing", [True, True])
-        copied = list_field(back, "copied")
+        missing, copied = back.missing, list(back.copied)
         for i, label in enumerate(("x", "weight")):
             if i >= len(missing) or missing[i] is not False:
                 ctx.fail(
                     f"{name}: no gradient for {label}",
                     "backward must return (dx, dweight, None, None, None).",
                 )
-        if kw.get("grad_api") != "backward" and "wrote_out" in brep and not brep["wrote_out"]:
+        # Reported only where autograd.grad gave dx (y.backward leaves no provenance).
+        if kw.get("grad_api") != "backward" and brep.wrote_out is False:
             ctx.fail(
                 f"{name}: dx was not written by your Triton kernel",
                 "Return the buffer your backward kernel wrote, in x's dtype and shape "

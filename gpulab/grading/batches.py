@@ -28,9 +28,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpulab.device.timing import _stats
+from gpulab.frames import (
+    NO_TIMING,
+    BadReply,
+    Broken,
+    Raised,
+    Timed,
+    TimedInputs,
+    TimeRequest,
+    time_reply,
+)
 from gpulab.grading import learner, neighbours
 from gpulab.grading.compare import compare, describe_mismatch
-from gpulab.protocol import list_field, numbers, text
 
 if TYPE_CHECKING:
     from gpulab.grading.context import GradeContext
@@ -140,16 +149,26 @@ class _GradSlots:
         device = self.like[0].device
         return torch.randn(self.b.y_shape, generator=g, device=device).to(self.b.y_dtype)
 
-    def add(self, message: dict, arena: Any, refs: dict, dys: list) -> list[list[Any]]:
+    def add(
+        self, request: TimeRequest, arena: Any, refs: dict, dys: list
+    ) -> tuple[TimeRequest, list[list[Any]]]:
+        """The request with each repetition's dy and its extra slots: the
+        slots placed first, then the dys, as ever."""
         from gpulab.grading.kernel import encode
 
         more = [[arena.slot(tuple(t.shape), t.dtype) for t in self.like[1:]] for _ in dys]
-        for entry, dy in zip(message["inputs"], dys, strict=True):
-            entry["grad_output"] = encode(arena, dy, refs)
-        message["grad_args"] = list(self.b.grad_args)
-        message["extra_outs"] = [[x.to_json() for x in row] for row in more]
-        message["lead_cycles"] = LEAD_CYCLES
-        return more
+        inputs = []
+        for entry, dy in zip(request.inputs, dys, strict=True):
+            encode(arena, dy, refs)
+            inputs.append(replace(entry, grad_output=refs[id(dy)][1]))
+        request = replace(
+            request,
+            inputs=tuple(inputs),
+            grad_args=tuple(self.b.grad_args),
+            extra_outs=tuple(tuple(row) for row in more),
+            lead_cycles=LEAD_CYCLES,
+        )
+        return request, more
 
     def checks(self, rep: Any, dy: torch.Tensor, got: list) -> list[tuple]:
         want = self.b.reference(rep, dy)
@@ -281,23 +300,24 @@ def _send_batch(
     arena = ctx.arena(k * per_rep + 4096)
     refs: dict[int, Any] = {}
     slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
-    message = {
-        "type": "time",
-        "function": fn.name,
-        "inputs": _encode_inputs(arena, reps, refs),
-        "outs": [s.to_json() for s in slots],
-        "flush": True,
-        "warmup_s": 0.0,
-    }
+    request = TimeRequest(
+        function=fn.name,
+        inputs=_encode_inputs(arena, reps, refs),
+        outs=tuple(slots),
+        flush=True,
+        warmup_s=0.0,
+    )
     dys = [grads.dy(g) for _ in reps] if grads else []
-    more = grads.add(message, arena, refs, dys) if grads else []
+    more: list[list[Any]] = []
+    if grads:
+        request, more = grads.add(request, arena, refs, dys)
+    message = request.to_json()
     torch.cuda.synchronize()
     started = time.perf_counter()
-    reply = ctx.sandbox.request(message)
+    frame = ctx.sandbox.request(message)
     wall_ms = (time.perf_counter() - started) * 1e3
-    _raise_if_raised(reply)
     return {
-        "reply": reply,
+        "reply": _timed(ctx, case, frame),
         "wall_ms": wall_ms,
         "reps": reps,
         "slots": slots,
@@ -307,30 +327,37 @@ def _send_batch(
     }
 
 
-def _claimed(ctx: GradeContext, case: Any, reply: dict[str, Any], k: int) -> list[float]:
+def _timed(ctx: GradeContext, case: Any, frame: dict[str, Any]) -> Timed:
+    """A timed batch's reply, read once: the learner's error raised, any
+    other failure, or a field of the wrong type, the same refusal."""
+    try:
+        reply = time_reply(frame)
+    except BadReply as exc:
+        ctx.fail(f"timing {case.name}: {exc.summary}", exc.message)
+    if isinstance(reply, Raised):
+        raise learner.LearnerError(reply.summary, reply.message)
+    if isinstance(reply, Broken):
+        ctx.fail(f"timing {case.name}: {NO_TIMING}", reply.summary)
+    return reply
+
+
+def _claimed(ctx: GradeContext, case: Any, reply: Timed, k: int) -> list[float]:
     """The sandbox's per-call times, if they are a plausible list of k."""
-    claimed = numbers(reply.get("ms"))
-    if (
-        reply.get("type") != "timed"
-        or claimed is None
-        or len(claimed) != k
-        or min(claimed, default=0) <= 0
-    ):
-        ctx.fail(
-            f"timing {case.name}: the sandbox sent no usable timing", text(reply.get("summary"))
-        )
+    claimed = list(reply.ms)
+    if len(claimed) != k or min(claimed, default=0) <= 0:
+        ctx.fail(f"timing {case.name}: {NO_TIMING}")
     return claimed
 
 
 def _check_copies(
-    ctx: GradeContext, case: Any, reply: dict[str, Any], k: int, copy_ms: float
+    ctx: GradeContext, case: Any, reply: Timed, k: int, copy_ms: float
 ) -> tuple[float, str | None]:
     """The sandbox's copies of each result out (after each end event), against
     the judge's own copy of that size: their median, and why it is too slow
     (work done while copying out)."""
-    copies = numbers(reply.get("copy_ms"))
-    if copies is None or len(copies) != k:
-        ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
+    copies = reply.copy_ms
+    if len(copies) != k:
+        ctx.fail(f"timing {case.name}: {NO_TIMING}")
     slow_copy = statistics.median(copies)
     why = None
     if slow_copy > COPY_SLACK * copy_ms + COPY_FLOOR_MS:
@@ -342,21 +369,16 @@ def _check_copies(
     return slow_copy, why
 
 
-def _encode_inputs(arena: Any, reps: list, refs: dict) -> list[dict[str, Any]]:
+def _encode_inputs(arena: Any, reps: list, refs: dict) -> tuple[TimedInputs, ...]:
     from gpulab.grading.kernel import encode
 
-    return [
-        {
-            "args": [encode(arena, a, refs) for a in r.args],
-            "kwargs": {n: encode(arena, v, refs) for n, v in r.kwargs.items()},
-        }
+    return tuple(
+        TimedInputs(
+            args=[encode(arena, a, refs) for a in r.args],
+            kwargs={n: encode(arena, v, refs) for n, v in r.kwargs.items()},
+        )
         for r in reps
-    ]
-
-
-def _raise_if_raised(reply: dict[str, Any]) -> None:
-    if reply.get("type") == "raised":
-        raise learner.LearnerError(text(reply.get("summary")), text(reply.get("message")))
+    )
 
 
 def _warm_up(
@@ -373,23 +395,25 @@ def _warm_up(
     allowance for it. Returns the clocks the sandbox read."""
     arena = ctx.arena(per_rep + 4096)
     refs: dict[int, Any] = {}
-    message = {
-        "type": "time",
-        "function": fn.name,
-        "warmup_s": warmup_s,
-        "flush": True,
-        "inputs": _encode_inputs(arena, [fresh_case(case, g)], refs),
-        "outs": [arena.slot(tuple(expect.shape), expect.like.dtype).to_json()],
-    }
+    inputs = _encode_inputs(arena, [fresh_case(case, g)], refs)
+    request = TimeRequest(
+        function=fn.name,
+        inputs=inputs,
+        outs=(arena.slot(tuple(expect.shape), expect.like.dtype),),
+        flush=True,
+        warmup_s=warmup_s,
+    )
     if grads:
-        grads.add(message, arena, refs, [grads.dy(g)])
-    reply = ctx.sandbox.request(message)
-    _raise_if_raised(reply)
-    if not isinstance(reply.get("clocks"), dict):
+        request, _ = grads.add(request, arena, refs, [grads.dy(g)])
+    try:
+        reply = time_reply(ctx.sandbox.request(request.to_json()))
+    except BadReply:
+        return {}  # the warm-up's numbers decide nothing; the batches' are checked
+    if isinstance(reply, Raised):
+        raise learner.LearnerError(reply.summary, reply.message)
+    if not isinstance(reply, Timed) or reply.clocks is None:
         return {}
-    return {
-        key: v for key, v in reply["clocks"].items() if isinstance(v, (int, float, bool, str, list))
-    }
+    return reply.clocks
 
 
 def _check_outputs(
@@ -399,7 +423,7 @@ def _check_outputs(
     and right for its own fresh inputs."""
     reply, reps, slots, arena = batch["reply"], batch["reps"], batch["slots"], batch["arena"]
     dys, more = batch["dys"], batch["more"]
-    copied = list_field(reply, "copied")
+    copied = reply.copied
     for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
         if i >= len(copied) or copied[i] is not True:
             ctx.fail(
@@ -423,13 +447,13 @@ def _check_outputs(
 
 
 def _check_forwards(
-    ctx: GradeContext, case: Any, reply: dict[str, Any], k: int, backward: Backward
+    ctx: GradeContext, case: Any, reply: Timed, k: int, backward: Backward
 ) -> tuple[float, str | None]:
     """The untimed forwards before each timed backward: their total, and why
     they are implausible (backward work moved ahead of the timed region)."""
-    fwd = numbers(reply.get("fwd_ms"))
-    if fwd is None or len(fwd) != k:
-        ctx.fail(f"timing {case.name}: the sandbox sent no usable timing")
+    fwd = reply.fwd_ms
+    if len(fwd) != k:
+        ctx.fail(f"timing {case.name}: {NO_TIMING}")
     bound = FWD_SLACK * backward.forward_ms + FWD_FLOOR_MS
     why = None
     if statistics.median(fwd) > bound:

@@ -17,6 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gpulab.frames import (
+    AUDIT_MALFORMED,
+    AUDIT_MALFORMED_WHY,
+    Audited,
+    AuditEnd,
+    BadReply,
+    Broken,
+    CallRequest,
+    CompileAhead,
+    CompiledAhead,
+    Desc,
+    GuardReport,
+    Guards,
+    Raised,
+    Returned,
+    call_reply,
+)
 from gpulab.grading import learner
 from gpulab.grading.compare import (
     DEFAULT_TOLERANCE,
@@ -26,10 +43,7 @@ from gpulab.grading.compare import (
 )
 from gpulab.grading.context import GradeFailed
 from gpulab.grading.remote import storage_bytes
-from gpulab.grading.replay import MISMATCH, copy_map, same_copy
-from gpulab.protocol import dict_field
-from gpulab.protocol import text as _text
-from gpulab.sandbox.replay import DTYPES
+from gpulab.grading.replay import DTYPES, MISMATCH, copy_map, same_copy
 
 if TYPE_CHECKING:
     from gpulab.grading.context import CaseContext, GradeContext
@@ -75,29 +89,26 @@ class Expect:
     contiguous: bool = False
 
 
-def desc_problem(desc: dict[str, Any], expect: Expect) -> str | None:
+def desc_problem(desc: Desc, expect: Expect) -> str | None:
     """What is wrong with the result the sandbox described, or None."""
-    if desc.get("type") != "Tensor":
-        return f"returned {_text(desc.get('type'), 80) or 'something'}, expected a torch.Tensor"
-    if desc.get("exact") is not True:
+    if desc.type != "Tensor":
+        return f"returned {desc.type or 'something'}, expected a torch.Tensor"
+    if desc.exact is not True:
         return "returned a subclass of torch.Tensor, not a plain torch.Tensor"
-    shape = tuple(desc.get("shape") or ())
+    shape = desc.shape or ()
     if shape != tuple(expect.shape):
         return f"returned shape {shape}, expected {tuple(expect.shape)}"
     want = str(expect.like.dtype).replace("torch.", "")
-    if desc.get("dtype") != want:
-        got = getattr(torch, str(desc.get("dtype")), None)
-        got_name = dtype_name(got) if isinstance(got, torch.dtype) else _text(desc.get("dtype"), 40)
+    if desc.dtype != want:
+        got = getattr(torch, str(desc.dtype), None)
+        got_name = dtype_name(got) if isinstance(got, torch.dtype) else (desc.dtype or "")
         return (
             f"returned dtype {got_name}, expected {dtype_name(expect.like.dtype)} "
             f"({expect.like_name}'s dtype)"
         )
-    if desc.get("device") != expect.like.device.type:
-        return (
-            f"returned a tensor on {_text(desc.get('device'), 40)}, "
-            f"expected {expect.like.device.type}"
-        )
-    if expect.contiguous and desc.get("contiguous") is not True:
+    if desc.device != expect.like.device.type:
+        return f"returned a tensor on {desc.device or ''}, expected {expect.like.device.type}"
+    if expect.contiguous and desc.contiguous is not True:
         return "returned a non-contiguous tensor; allocate a new contiguous output"
     return None
 
@@ -178,14 +189,14 @@ def dotted(f: Any) -> str:
     return f"{getattr(f, '__module__', 'torch')}.{qual or getattr(f, '__name__', '?')}"
 
 
-def guards_for(spec: KernelSpec, **extra: Any) -> dict[str, Any]:
-    return {
-        "banned": [dotted(f) for f in spec.banned],
-        "banned_aten": list(spec.banned_aten),
-        "banned_large": list(spec.banned_large),
-        "label": spec.banned_label,
-        **extra,
-    }
+def guards_for(spec: KernelSpec, eager_width: int = 0) -> Guards:
+    return Guards(
+        banned=tuple(dotted(f) for f in spec.banned),
+        banned_aten=tuple(spec.banned_aten),
+        banned_large=tuple(spec.banned_large),
+        label=spec.banned_label,
+        eager_width=eager_width,
+    )
 
 
 def remote_call(
@@ -195,43 +206,56 @@ def remote_call(
     kwargs: dict,
     *,
     expect: Expect | None,
-    guards: dict[str, Any] | None,
-    extra: dict[str, Any] | None = None,
+    guards: Guards | None,
+    contiguous: bool | None = None,
+    grad_args: Sequence[int] = (),
+    grad_output: torch.Tensor | None = None,
+    grad_api: str | None = None,
     extra_tensors: Sequence[torch.Tensor] = (),
     slots: Sequence[Expect] = (),
     refs_out: dict | None = None,
-) -> tuple:
-    """One call in the sandbox. Returns (reply, judge-side copy of the result
-    or None, [copies of extra slots], the arena refs of the inputs)."""
+) -> tuple[Returned, torch.Tensor | None, list[torch.Tensor]]:
+    """One call in the sandbox. Returns (its reply, judge-side copy of the
+    result or None, [copies of extra slots]). With `grad_args`, the backward
+    of those arguments for `grad_output` too (its gradients in `slots`)."""
     inputs = _tensors(args) + _tensors(kwargs) + list(extra_tensors)
     need = _storage_nbytes(inputs)
     for e in ([expect] if expect else []) + list(slots):
         need += math.prod(e.shape) * e.like.dtype.itemsize + 256
     arena = ctx.arena(need)
     refs: Refs = {}
-    message = {
-        "type": "call",
-        "function": name,
-        "args": [encode(arena, a, refs) for a in args],
-        "kwargs": {k: encode(arena, v, refs) for k, v in kwargs.items()},
-        "guards": guards,
-        "out": None,
-        **(extra or {}),
-    }
-    for key, value in list(message.items()):
-        if key in ("grad_output",) and isinstance(value, torch.Tensor):
-            message[key] = encode(arena, value, refs)
+    # In this order into the arena, as ever: the arguments, the upstream
+    # gradient, the result's slot, the gradients' slots.
+    args_json = [encode(arena, a, refs) for a in args]
+    kwargs_json = {k: encode(arena, v, refs) for k, v in kwargs.items()}
+    dy_ref = None
+    if grad_output is not None:
+        encode(arena, grad_output, refs)
+        dy_ref = refs[id(grad_output)][1]
     out_ref = arena.slot(tuple(expect.shape), expect.like.dtype) if expect else None
-    message["out"] = out_ref.to_json() if out_ref else None
     slot_refs = [arena.slot(tuple(e.shape), e.like.dtype) for e in slots]
-    message["grad_slots"] = [r.to_json() for r in slot_refs]
+    request = CallRequest(
+        function=name,
+        args=args_json,
+        kwargs=kwargs_json,
+        out=out_ref,
+        guards=guards,
+        grad_slots=tuple(slot_refs),
+        contiguous=contiguous,
+        grad_args=tuple(grad_args),
+        grad_output=dy_ref,
+        grad_api=grad_api,
+    )
     if ctx.device == "cuda":
         torch.cuda.synchronize()
-    reply = ctx.sandbox.request(message)
-    if reply.get("type") == "raised":
-        raise learner.LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
-    if reply.get("type") != "return":
-        ctx.fail(f"the sandbox failed: {_text(reply.get('summary'))}", _text(reply.get("message")))
+    try:
+        reply = call_reply(ctx.sandbox.request(request.to_json()))
+    except BadReply as exc:
+        ctx.fail(exc.summary, exc.message)
+    if isinstance(reply, Raised):
+        raise learner.LearnerError(reply.summary, reply.message)
+    if isinstance(reply, Broken):
+        ctx.fail(f"the sandbox failed: {reply.summary}", reply.message)
     # Inputs must be exactly as the judge wrote them.
     for t, ref in (v for k, v in refs.items() if not isinstance(k, tuple)):
         if not torch.equal(arena.storage_bytes(ref), storage_bytes(t)):
@@ -239,7 +263,7 @@ def remote_call(
                 "your code wrote into its inputs",
                 "Inputs must be left exactly as they were; write to a new output tensor.",
             )
-    out = arena.view(out_ref).clone() if out_ref and reply.get("copied") is True else None
+    out = arena.view(out_ref).clone() if out_ref and reply.copied else None
     extras = [arena.view(r).clone() for r in slot_refs]
     if refs_out is not None:
         refs_out.update(refs)
@@ -247,60 +271,60 @@ def remote_call(
 
 
 def _report_failures(
-    ctx: GradeContext, spec: KernelSpec, report: Any, case_name: str, require_written: bool = True
+    ctx: GradeContext,
+    spec: KernelSpec,
+    report: GuardReport,
+    case_name: str,
+    require_written: bool = True,
 ) -> None:
-    report = report if isinstance(report, dict) else {}
-    banned = [_text(b, 120) for b in report.get("banned", []) if isinstance(b, str)]
-    if banned:
+    if report.banned:
         ctx.fail(
-            f"cheat: your code called {', '.join(banned)}, the op this exercise replaces",
+            f"cheat: your code called {', '.join(report.banned)}, the op this exercise replaces",
             f"{spec.banned_label or 'The library op'} is off the graded path: "
             "write the computation in your Triton kernel.",
         )
-    if not report.get("launches"):
+    if not report.launches:
         ctx.fail(
             f"case {case_name}: no Triton kernel was launched",
             "The result must be computed by your Triton kernel (kernel[grid](...)).",
         )
-    eager = [_text(b, 120) for b in report.get("eager", []) if isinstance(b, str)]
-    if eager:
+    if report.eager:
         ctx.fail(
-            f"cheat: your forward computed eagerly with {', '.join(eager[:6])} instead of "
+            f"cheat: your forward computed eagerly with {', '.join(report.eager[:6])} instead of "
             "in Triton",
             "Only allocations, views and copies may run outside your kernels (and, "
             "in lesson 05's exercise, the final (P, D) -> (D,) sum of dweight "
             "partials); the maths belongs in them.",
         )
-    _audit_failures(ctx, report.get("audit", []), case_name)
-    if report.get("side_stream"):
+    _audit_failures(ctx, report.audit, case_name)
+    if report.side_stream:
         ctx.fail(
             f"case {case_name}: a kernel was launched on a side stream",
             "Launch on the current stream: work on another stream escapes the timing.",
         )
-    if report.get("overruns"):
+    if report.overruns:
         ctx.fail(
             f"case {case_name}: your kernel wrote past the end of a buffer",
             "A store landed just after a tensor your code allocated: check the mask "
             "(`offs < n`, not `<=`) and the last block's offsets.",
         )
-    if require_written and report.get("aliases_input"):
+    if require_written and report.aliases_input:
         ctx.fail(f"case {case_name}: returned one of its inputs", "Allocate a new output tensor.")
-    if require_written and not report.get("wrote_out"):
+    if require_written and not report.wrote_out:
         ctx.fail(
             f"case {case_name}: the returned tensor was not written by your Triton kernel",
             "Return the output buffer that you passed to your kernel, together with "
             "the inputs it reads.",
         )
-    if require_written and report.get("altered_after"):
+    if require_written and report.altered_after:
         ctx.fail(
             f"case {case_name}: the returned tensor was changed after your kernel wrote it",
             "The result must be what your kernel stored, not filled in by torch afterwards.",
         )
 
 
-def _audit_failures(ctx: GradeContext, found: Any, case_name: str) -> None:
+def _audit_failures(ctx: GradeContext, audit: Sequence[str], case_name: str) -> None:
     """The profiler's findings of one call (gpulab.sandbox.audit): a cheat."""
-    audit = [_text(b, 120) for b in found if isinstance(b, str)] if isinstance(found, list) else []
     if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
         ctx.fail(
             f"cheat: {audit[0]}",
@@ -324,21 +348,19 @@ class AuditSpan:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.found: list[Any] | None = None
+        self.found: tuple[tuple[str, ...], ...] | None = None
 
-    def end(self, ctx: GradeContext) -> list[Any]:
+    def end(self, ctx: GradeContext) -> tuple[tuple[str, ...], ...]:
         """Each call's findings (the sandbox stops the profile the first time)."""
         if self.found is None:
-            self.found = []  # asked once, even when the answer is refused
-            reply = ctx.sandbox.request({"type": "audit_end"})
-            found = reply.get("findings") if reply.get("type") == "audited" else None
-            if not isinstance(found, list) or len(found) != len(self.calls):
-                ctx.fail(
-                    "cheat: the profile of your calls came back malformed",
-                    "gpulab watches each graded call with torch's profiler, in the sandbox "
-                    "that runs your code; its report did not match the calls made.",
-                )
-            self.found = found
+            self.found = ()  # asked once, even when the answer is refused
+            try:
+                audited = Audited.parse(ctx.sandbox.request(AuditEnd().to_json()))
+                if len(audited.findings) != len(self.calls):
+                    raise BadReply(AUDIT_MALFORMED, AUDIT_MALFORMED_WHY)
+            except BadReply as exc:
+                ctx.fail(exc.summary, exc.message)
+            self.found = audited.findings
         return self.found
 
     def judge(self, ctx: GradeContext, upto: int | None = None) -> None:
@@ -352,7 +374,7 @@ class AuditSpan:
 def _report(
     ctx: GradeContext,
     spec: KernelSpec,
-    report: dict[str, Any],
+    report: GuardReport,
     case_name: str,
     span: AuditSpan | None,
 ) -> None:
@@ -363,11 +385,12 @@ def _report(
         _report_failures(ctx, spec, report, case_name)
         return
     try:
-        _report_failures(ctx, spec, {**report, "audit": []}, case_name)
+        _report_failures(ctx, spec, dataclasses.replace(report, audit=()), case_name)
     except GradeFailed:
         found = span.end(ctx)
         span.judge(ctx, upto=len(span.calls) - 1)
-        _report_failures(ctx, spec, {**report, "audit": found[-1] if found else []}, case_name)
+        last = found[-1] if found else ()
+        _report_failures(ctx, spec, dataclasses.replace(report, audit=last), case_name)
         raise
 
 
@@ -376,7 +399,7 @@ def guarded_call(
     spec: KernelSpec,
     fn: Any,
     case: Case,
-    guards: Any = None,
+    guards: Guards | Callable[[Case], Guards] | None = None,
     keep: Any = None,
     span: AuditSpan | None = None,
 ) -> tuple[Any, str | None]:
@@ -389,12 +412,13 @@ def guarded_call(
     expect = spec.expect(case)
     if callable(guards):
         guards = guards(case)
-    guards = dict(guards or guards_for(spec))
+    guards = guards or guards_for(spec)
     if span is not None:
-        guards["audit_span"] = True
+        guards = dataclasses.replace(guards, audit_span=True)
         span.calls.append(case.name)
     if keep is not None:
-        guards["replay"] = True  # the sandbox records its launches (gpulab.grading.replay)
+        # The sandbox records its launches (gpulab.grading.replay).
+        guards = dataclasses.replace(guards, replay=True)
     refs: dict = {}
     reply, out, _ = remote_call(
         ctx,
@@ -403,25 +427,24 @@ def guarded_call(
         case.kwargs,
         expect=expect,
         guards=guards,
-        extra={"contiguous": expect.contiguous},
+        contiguous=expect.contiguous,
         refs_out=refs,
     )
-    report = dict_field(reply, "report")
+    report = reply.report
     if keep is not None:
-        keep.update(record=report.get("replay"), refs=refs, expect=expect)
-    off = _text(report.get("audit_off"), 200) if report.get("audit_off") else ""
+        keep.update(record=report.replay, refs=refs, expect=expect)
+    off = report.audit_off or ""
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
         ctx.notes.append(note)
     _report(
         ctx,
         spec,
-        {**report, "wrote_out": True, "altered_after": False, "aliases_input": False},
+        dataclasses.replace(report, wrote_out=True, altered_after=False, aliases_input=False),
         case.name,
         span,
     )
-    desc = dict_field(reply, "desc")
-    problem = desc_problem(desc, expect)
+    problem = desc_problem(reply.desc, expect)
     if problem is None:
         _report(ctx, spec, report, case.name, span)
         if out is None:
@@ -437,11 +460,8 @@ def compile_ahead(ctx: GradeContext) -> None:
     if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
         return
     ctx.stage("compiling your kernels side by side (as your last check compiled them)")
-    reply = ctx.sandbox.request({"type": "compile_ahead"})
-    keys = ("kernels", "compiled", "workers", "seconds")
-    ctx.warmed.append(
-        {k: reply.get(k) for k in keys} if reply.get("type") == "compiled_ahead" else {}
-    )
+    done = CompiledAhead.parse(ctx.sandbox.request(CompileAhead().to_json()))
+    ctx.warmed.append(done.record() if done is not None else {})
 
 
 def check_cases(

@@ -40,9 +40,6 @@ ENV_ALLOWED = (
     "CUDA_HOME",
     "CUDA_PATH",
     "TRITON_PTXAS_PATH",
-    "GPULAB_FA3",
-    "GPULAB_SOFTMAX_SMEM",
-    "GPULAB_MATMUL_TMA",
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_CORETYPE",
@@ -154,6 +151,7 @@ class Sandbox:
         prefix: list[str] | None = None,
         source: bytes | None = None,
         problem: str = "",
+        switches: dict[str, str] | None = None,
     ) -> None:
         """`prefix`: a command the sandbox runs under (Nsight Compute for
         `--explain`'s measurement, issue 21); it inherits the socket and the
@@ -161,11 +159,15 @@ class Sandbox:
         file's bytes where the judge has read them already (a sandbox
         started ahead of its check gets them with its `load`), `problem`:
         why the judge could not; the sandbox imports the file from these,
-        and its mount namespace does not hold the file itself."""
+        and its mount namespace does not hold the file itself. `switches`:
+        the kernel-path variables the check asked for
+        (gpulab.protocol.paths_off_env), never taken from the judge's own
+        environment."""
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
         env = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
+        env.update(switches or {})
         env.update(
             HOME=str(private),
             TMPDIR=str(private),
@@ -266,6 +268,7 @@ class Sandbox:
         before_load: Sequence[str] = (),
         source: bytes | None = None,
         problem: str = "",
+        switches: dict[str, str] | None = None,
     ) -> None:
         """Start importing the learner's file now, while the judge imports
         its grader: the reply is read by the first `load` request.

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpulab.frames import CompiledAhead
+
 RECORD = "gpulab-compiled.json"
 MAX_SPECS = 256
 MAX_RECORD_BYTES = 4 << 20
@@ -45,21 +47,21 @@ MAX_WORKERS = 12
 
 def ahead_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
-    reply: dict[str, Any] = {"type": "compiled_ahead", "kernels": 0, "compiled": 0, "workers": 0}
     if server.device != "cuda":
-        return reply  # the interpreter compiles nothing
+        return CompiledAhead().to_json()  # the interpreter compiles nothing
     cache = _cache_dir()
     if cache is None:
-        return reply
+        return CompiledAhead().to_json()
     record = Record(cache / RECORD)
     record.start()
     specs = matched(kernels_of(server.module), record.previous)
-    reply["kernels"] = len(specs)
     done, workers = compile_apart(specs)
-    reply["workers"] = workers
-    reply["compiled"] = load(specs, done)
-    reply["seconds"] = round(time.monotonic() - started, 3)
-    return reply
+    return CompiledAhead(
+        kernels=len(specs),
+        compiled=load(specs, done),
+        workers=workers,
+        seconds=round(time.monotonic() - started, 3),
+    ).to_json()
 
 
 def _cache_dir() -> Path | None:

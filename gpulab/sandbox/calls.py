@@ -10,6 +10,17 @@ from typing import Any
 
 import torch
 
+from gpulab.frames import (
+    Audited,
+    BackwardReply,
+    CallRequest,
+    Desc,
+    GuardReport,
+    Guards,
+    Returned,
+    Timed,
+    TimeRequest,
+)
 from gpulab.grading import learner
 from gpulab.protocol import TensorRef
 from gpulab.sandbox.audit import Audit
@@ -41,24 +52,24 @@ def resolve(dotted: str) -> Any:
     return None
 
 
-def describe(out: Any) -> dict[str, Any]:
+def describe(out: Any) -> Desc:
     if not isinstance(out, torch.Tensor):
-        return {"type": type(out).__name__}
-    return {
-        "type": "Tensor",
-        "exact": type(out) is torch.Tensor,
-        "shape": list(out.shape),
-        "dtype": str(out.dtype).replace("torch.", ""),
-        "device": out.device.type,
-        "contiguous": out.is_contiguous(),
-        "grad_fn": out.grad_fn is not None,
-    }
+        return Desc(type=type(out).__name__)
+    return Desc(
+        type="Tensor",
+        exact=type(out) is torch.Tensor,
+        shape=tuple(out.shape),
+        dtype=str(out.dtype).replace("torch.", ""),
+        device=out.device.type,
+        contiguous=out.is_contiguous(),
+        grad_fn=out.grad_fn is not None,
+    )
 
 
-def _copy_into(slot_json: dict | None, out: Any, arenas: dict) -> bool:
-    if slot_json is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+def _copy_into(slot_ref: TensorRef | None, out: Any, arenas: dict) -> bool:
+    if slot_ref is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
         return False
-    slot = view(arenas, TensorRef.from_json(slot_json))
+    slot = view(arenas, slot_ref)
     if (
         tuple(out.shape) != tuple(slot.shape)
         or out.dtype != slot.dtype
@@ -92,28 +103,26 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def _guards(spec: dict | None, device: str, args: list) -> tuple[Any, Any, Any]:
-    spec = spec or {}
-    banned = [f for f in (resolve(n) for n in spec.get("banned", [])) if f is not None]
-    og = op_guard(banned, spec.get("banned_aten", []), banned_large=spec.get("banned_large", []))
-    eg = None
-    if spec.get("eager_width"):
-        eg = EagerGuard(device, int(spec["eager_width"]))
-    return og, eg, spec
+def _guards(guards: Guards | None, device: str) -> tuple[Any, Any]:
+    spec = guards or Guards()
+    banned = [f for f in (resolve(n) for n in spec.banned) if f is not None]
+    og = op_guard(banned, list(spec.banned_aten), banned_large=list(spec.banned_large))
+    eg = EagerGuard(device, spec.eager_width) if spec.eager_width else None
+    return og, eg
 
 
 def _run_guarded(
-    server: Any, fn: Any, args: list, kwargs: dict, spec: dict | None, inputs: set[int]
-) -> tuple[Any, dict[str, Any]]:
-    og, eg, spec = _guards(spec, server.device, args)
-    width = int(spec.get("eager_width") or 0)
+    server: Any, fn: Any, args: list, kwargs: dict, guards: Guards | None, inputs: set[int]
+) -> tuple[Any, GuardReport]:
+    og, eg = _guards(guards, server.device)
+    width = guards.eager_width if guards is not None else 0
     # The correctness cases share one profile, a window each, judged when the
     # judge asks after the last case (audit.SpanAudit; `audit_end`).
-    span = server.span_audit(width) if spec.get("audit_span") else None
+    span = server.span_audit(width) if guards is not None and guards.audit_span else None
     # No guards asked for (lesson 06's step is torch code by design): no audit.
-    audit = Audit(server.device, width) if spec and span is None else None
+    audit = Audit(server.device, width) if guards is not None and span is None else None
     with audit or _Null(), LaunchRecorder(inputs) as launches, og as v:
-        if spec.get("replay"):
+        if guards is not None and guards.replay:
             from gpulab.sandbox.replay import Recording
 
             launches.recording = Recording(server.arenas)
@@ -123,66 +132,70 @@ def _run_guarded(
             _sync()  # inside the audit: CUPTI reports the kernels that have run
     kernels = {la.kernel for la in launches.launches}
     watcher = span.audit if span is not None else audit
-    report = {
-        "banned": sorted(set(v.banned)),
-        "eager": sorted(set(eg.ops)) if eg else [],
-        "audit": audit.findings(kernels) if audit else [],
-        "audit_threads": "all" if watcher and watcher.all_threads else "calling",
-        "audit_off": watcher.unavailable if watcher else "",
-        "launches": len(launches.launches),
-        "side_stream": bool(launches.side_streams()),
-        "overruns": v.overruns(),
-    }
     if span is not None:
         span.launched[window] = kernels
-        report["audit_window"] = window
-    report.update(launches.provenance(out))
-    if launches.recording is not None:
-        report["replay"] = launches.recording.result(out)
+    provenance = launches.provenance(out)
+    report = GuardReport(
+        banned=tuple(sorted(set(v.banned))),
+        eager=tuple(sorted(set(eg.ops))) if eg else (),
+        audit=tuple(audit.findings(kernels)) if audit else (),
+        audit_threads="all" if watcher and watcher.all_threads else "calling",
+        audit_off=watcher.unavailable if watcher else "",
+        launches=len(launches.launches),
+        side_stream=bool(launches.side_streams()),
+        overruns=v.overruns(),
+        audit_window=window if span is not None else None,
+        replay=launches.recording.result(out) if launches.recording is not None else None,
+        wrote_out=provenance["wrote_out"],
+        altered_after=provenance["altered_after"],
+        aliases_input=provenance["aliases_input"],
+    )
     return out, report
 
 
 def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from gpulab.sandbox.failure import LearnerFailure
 
-    fn = server.function(msg["function"])
-    args = materialize(server.arenas, msg["args"])
-    kwargs = materialize(server.arenas, msg["kwargs"])
-    grad_args = [int(i) for i in msg.get("grad_args", [])]
+    call = CallRequest.parse(msg)
+    fn = server.function(call.function)
+    args = materialize(server.arenas, call.args)
+    kwargs = materialize(server.arenas, call.kwargs)
+    grad_args = list(call.grad_args)
     for i in grad_args:
         args[i] = args[i].detach().clone().requires_grad_()
     inputs = _storages(args) | _storages(kwargs)
     try:
-        out, report = _run_guarded(server, fn, args, kwargs, msg.get("guards"), inputs)
-        reply: dict[str, Any] = {
-            "type": "return",
-            "desc": describe(out),
-            "report": report,
-            "copied": _copy_into(msg.get("out"), out, server.arenas),
-        }
+        out, report = _run_guarded(server, fn, args, kwargs, call.guards, inputs)
+        desc, copied = describe(out), _copy_into(call.out, out, server.arenas)
+        backward = None
         if grad_args:
-            reply["backward"] = _backward(server, msg, out, [args[i] for i in grad_args], inputs)
+            backward = _backward(server, call, out, [args[i] for i in grad_args], inputs)
         _sync()
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return reply
+    return Returned(desc, report, copied, backward).to_json()
 
 
 def audit_end(server: Any) -> dict[str, Any]:
     """The findings of the correctness calls' shared profile, a list a
     window (empty when no call asked for one)."""
     span, server.span = server.span, None
-    return {"type": "audited", "findings": span.close() if span is not None else []}
+    found = span.close() if span is not None else []
+    return Audited(tuple(tuple(w) for w in found)).to_json()
 
 
-def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) -> dict:
+def _backward(
+    server: Any, call: CallRequest, y: Any, leaves: list, inputs: set[int]
+) -> BackwardReply:
     if not isinstance(y, torch.Tensor) or y.grad_fn is None:
-        return {"no_grad_fn": True}
-    dy = materialize(server.arenas, msg["grad_output"])
+        return BackwardReply(GuardReport(), no_grad_fn=True)
+    if call.grad_output is None:
+        raise ValueError("a backward asked without its upstream gradient")
+    dy = view(server.arenas, call.grad_output)
     inputs = inputs | _storages([dy])
-    og, eg, spec = _guards(msg.get("guards"), server.device, [])
-    via_backward = msg.get("grad_api") == "backward"
-    audit = Audit(server.device, int(spec.get("eager_width") or 0))
+    og, eg = _guards(call.guards, server.device)
+    via_backward = call.grad_api == "backward"
+    audit = Audit(server.device, call.guards.eager_width if call.guards else 0)
     with audit, LaunchRecorder(inputs) as launches, og as v:
         with eg if eg is not None else _Null():
             if via_backward:
@@ -195,20 +208,27 @@ def _backward(server: Any, msg: dict, y: Any, leaves: list, inputs: set[int]) ->
                     )
                 )
         _sync()
-    report = {
-        "banned": sorted(set(v.banned)),
-        "eager": sorted(set(eg.ops)) if eg else [],
-        "audit": audit.findings({la.kernel for la in launches.launches}),
-        "launches": len(launches.launches),
-        "side_stream": bool(launches.side_streams()),
-    }
+    # Where dx came from, for autograd.grad only (y.backward's grads are
+    # accumulated into .grad by autograd itself): absent otherwise.
+    provenance: dict[str, bool | None] = dict.fromkeys(
+        ("wrote_out", "altered_after", "aliases_input")
+    )
     if grads and isinstance(grads[0], torch.Tensor) and not via_backward:
-        report.update(launches.provenance(grads[0]))
+        provenance.update(launches.provenance(grads[0]))
+    report = GuardReport(
+        banned=tuple(sorted(set(v.banned))),
+        eager=tuple(sorted(set(eg.ops))) if eg else (),
+        audit=tuple(audit.findings({la.kernel for la in launches.launches})),
+        launches=len(launches.launches),
+        side_stream=bool(launches.side_streams()),
+        wrote_out=provenance["wrote_out"],
+        altered_after=provenance["altered_after"],
+        aliases_input=provenance["aliases_input"],
+    )
     copied = [
-        _copy_into(slot, g, server.arenas)
-        for slot, g in zip(msg.get("grad_slots", []), grads, strict=False)
+        _copy_into(slot, g, server.arenas) for slot, g in zip(call.grad_slots, grads, strict=False)
     ]
-    return {"report": report, "copied": copied, "missing": [g is None for g in grads]}
+    return BackwardReply(report, tuple(copied), tuple(g is None for g in grads))
 
 
 class _Null:
@@ -232,17 +252,18 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from gpulab.device.timing import ClockLog, L2Flusher
     from gpulab.sandbox.failure import LearnerFailure
 
-    fn = server.function(msg["function"])
-    reps, slots, extra = _batch_buffers(server.arenas, msg)
-    grad_args = [int(i) for i in msg.get("grad_args", [])]
+    request = TimeRequest.parse(msg)
+    fn = server.function(request.function)
+    reps, slots, extra = _batch_buffers(server.arenas, request)
+    grad_args = list(request.grad_args)
     if server.flusher is None:
         server.flusher = L2Flusher()
-    flusher = server.flusher if msg.get("flush", True) else None
+    flusher = server.flusher if request.flush else None
     stream = torch.cuda.current_stream()
-    warmup_s = float(msg.get("warmup_s", 0.0))
+    warmup_s = request.warmup_s
     # A backward's lead: the GPU spins before each repetition's forward, so
     # autograd's host latency is not inside the events (batches.LEAD_CYCLES).
-    lead = min(max(int(msg.get("lead_cycles", 0)), 0), MAX_LEAD_CYCLES) if grad_args else 0
+    lead = min(max(request.lead_cycles, 0), MAX_LEAD_CYCLES) if grad_args else 0
     timed = _TimedCall(fn, grad_args, flusher, stream, lead)
     clocks: dict[str, Any] = {}
     try:
@@ -258,23 +279,21 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return _timed_reply(pairs, copied, timed.fwd, clocks)
 
 
-def _batch_buffers(arenas: dict, msg: dict[str, Any]) -> tuple[list, list, list]:
+def _batch_buffers(arenas: dict, request: TimeRequest) -> tuple[list, list, list]:
     """Each repetition's (args, kwargs, grad_output), its slot, and its row of
     extra slots, as views of the arenas' whole storages (no storage object a
     tensor: cheaper, and the timed loop has no guards to tell them apart)."""
     reps = [
         (
-            materialize(arenas, r["args"], False),
-            materialize(arenas, r["kwargs"], False),
-            materialize(arenas, r["grad_output"], False) if "grad_output" in r else None,
+            materialize(arenas, r.args, False),
+            materialize(arenas, r.kwargs, False),
+            view(arenas, r.grad_output, False) if r.grad_output is not None else None,
         )
-        for r in msg["inputs"]
+        for r in request.inputs
     ]
-    slots = [view(arenas, TensorRef.from_json(s), False) for s in msg["outs"]]
-    extra = [
-        [view(arenas, TensorRef.from_json(s), False) for s in row]
-        for row in msg.get("extra_outs", [[] for _ in reps])
-    ]
+    slots = [view(arenas, s, False) for s in request.outs]
+    rows = request.extra_outs or tuple(() for _ in request.inputs)  # a forward: none
+    extra = [[view(arenas, s, False) for s in row] for row in rows]
     return reps, slots, extra
 
 
@@ -359,14 +378,13 @@ def _timed_reps(timed: _TimedCall, reps: list, slots: list, extra: list) -> tupl
 
 def _timed_reply(pairs: list, copied: list, fwd: list, clocks: dict[str, Any]) -> dict[str, Any]:
     """The reply, read from the events once the batch has synchronized."""
-    return {
-        "type": "timed",
-        "ms": [_ELAPSED(s, e) for s, e, _ in pairs],
-        "copy_ms": [_ELAPSED(e, c) for _, e, c in pairs],
-        "copied": copied,
-        "fwd_ms": [_ELAPSED(s, e) for s, e in fwd],
-        "clocks": clocks,
-    }
+    return Timed(
+        ms=tuple(_ELAPSED(s, e) for s, e, _ in pairs),
+        copy_ms=tuple(_ELAPSED(e, c) for _, e, c in pairs),
+        copied=tuple(copied),
+        fwd_ms=tuple(_ELAPSED(s, e) for s, e in fwd),
+        clocks=clocks,
+    ).to_json()
 
 
 def _copy_to(slot: torch.Tensor, out: Any) -> bool:

@@ -13,6 +13,7 @@ import traceback
 from typing import Any
 
 from gpulab import protocol
+from gpulab.frames import CallRequest
 from gpulab.protocol import ProtocolError, read_frame, write_frame
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import Policy, apply
@@ -65,10 +66,12 @@ def _in_span(msg: dict[str, Any]) -> bool:
     """A request that may run while the correctness calls' profile is on:
     one of those calls, an arena for one, or the request that ends it."""
     kind = msg.get("type")
-    guards = msg.get("guards")
-    return kind in ("arena", "audit_end") or (
-        kind == "call" and isinstance(guards, dict) and bool(guards.get("audit_span"))
-    )
+    if kind in ("arena", "audit_end"):
+        return True
+    if kind != "call" or msg.get("plain"):
+        return False
+    guards = CallRequest.parse(msg).guards
+    return guards is not None and guards.audit_span
 
 
 def _decoded(value: Any) -> bytes | None:

@@ -22,7 +22,7 @@ for step in "$@"; do
     explain:*) exs=${step#explain:}  # e.g. explain:softmax,bandwidth (a part that fits one call)
       timeout 540 python3 scripts/research/explain_gpu.py "$OUT/explain_gpu_$(echo "$exs" | tr , _).json" "$exs" --jobs "${EXPLAIN_JOBS:-1}" 2>&1 | tail -30 ;;
     hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
-      GPULAB_FA3=0 GPULAB_SOFTMAX_SMEM=0 GPULAB_MATMUL_TMA=0 timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
+      timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --off fa3 --off softmax_smem --off matmul_tma --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/hopper_off_$ex.json')); print(r['status'], r['summary'])" ;;
     timing) python3 scripts/tools/validate_timing.py "$OUT/timing_validation.json" ;;
     pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 ;;

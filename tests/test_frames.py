@@ -1,0 +1,448 @@
+"""The judge <-> sandbox frames of the kernel-grading path (gpulab.frames):
+requests round-trip through JSON as the sandbox reads them; each reply the
+judge reads is checked field by field, and a malformed one is the
+learner's failure with a clear message, never a crash of the judge."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from gpulab import frames
+from gpulab.frames import (
+    AUDIT_MALFORMED,
+    MALFORMED,
+    NO_TIMING,
+    Audited,
+    BackwardReply,
+    BadReply,
+    Broken,
+    CallRequest,
+    CompiledAhead,
+    Desc,
+    GuardReport,
+    Guards,
+    Raised,
+    Returned,
+    Timed,
+    TimedInputs,
+    TimeRequest,
+    call_reply,
+    time_reply,
+)
+from gpulab.protocol import TensorRef
+
+
+def ref(offset: int = 0) -> TensorRef:
+    return TensorRef(0, offset, 64, "float32", (4, 4), (4, 1))
+
+
+def wire(obj: dict) -> dict:
+    """As the other process reads it: through JSON."""
+    return json.loads(json.dumps(obj))
+
+
+# --- requests: judge -> JSON -> sandbox -----------------------------------------------
+
+
+def test_a_guarded_call_round_trips_with_the_keys_it_always_had():
+    guards = Guards(banned=("torch.softmax",), banned_aten=("_softmax",), label="softmax")
+    call = CallRequest(
+        function="softmax",
+        args=[ref().to_json(), 3, {"__tuple__": [1, 2]}],
+        kwargs={"dim": -1},
+        out=ref(256),
+        guards=guards,
+        contiguous=True,
+    )
+    sent = wire(call.to_json())
+    assert set(sent) == {"type", "function", "args", "kwargs", "guards", "out", "contiguous"} | {
+        "grad_slots"
+    }
+    # Guards send only what is set: no eager_width, audit_span or replay here.
+    assert set(sent["guards"]) == {"banned", "banned_aten", "banned_large", "label"}
+    assert CallRequest.parse(sent) == call
+
+
+def test_a_backward_call_and_guards_with_every_switch_round_trip():
+    guards = Guards(banned=("torch.rms_norm",), eager_width=64, audit_span=True, replay=True)
+    call = CallRequest(
+        function="f",
+        args=[ref().to_json()],
+        kwargs={},
+        out=ref(256),
+        guards=guards,
+        grad_slots=(ref(512), ref(768)),
+        contiguous=False,
+        grad_args=(0, 1),
+        grad_output=ref(1024),
+        grad_api="backward",
+    )
+    sent = wire(call.to_json())
+    assert sent["guards"]["eager_width"] == 64 and sent["guards"]["audit_span"] is True
+    assert sent["grad_args"] == [0, 1] and sent["grad_api"] == "backward"
+    assert CallRequest.parse(sent) == call
+
+
+def test_a_call_without_guards_is_one_without_audit():
+    call = CallRequest(function="step", args=[], kwargs={}, out=None, guards=None)
+    sent = wire(call.to_json())
+    assert sent["guards"] is None and "contiguous" not in sent and "grad_args" not in sent
+    assert CallRequest.parse(sent).guards is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"function": 3, "args": [], "kwargs": {}},
+        {"function": "f", "args": {}, "kwargs": {}},
+        {"function": "f", "args": [], "kwargs": []},
+        {"function": "f", "args": [], "kwargs": {}, "grad_args": ["0"]},
+        {"function": "f", "args": [], "kwargs": {}, "guards": ["torch.softmax"]},
+        {"function": "f", "args": [], "kwargs": {}, "guards": {"banned": "torch.softmax"}},
+        {"function": "f", "args": [], "kwargs": {}, "out": {"__tensor__": [0]}},
+    ],
+)
+def test_a_malformed_call_request_is_a_protocol_error(bad):
+    with pytest.raises(frames.ProtocolError):
+        CallRequest.parse(bad)
+
+
+def test_a_timing_request_round_trips_forward_and_backward():
+    forward = TimeRequest(
+        function="softmax",
+        inputs=(TimedInputs([ref().to_json()], {}), TimedInputs([ref(64).to_json()], {"b": 1})),
+        outs=(ref(128), ref(192)),
+        flush=True,
+        warmup_s=0.2,
+    )
+    sent = wire(forward.to_json())
+    assert set(sent) == {"type", "function", "inputs", "outs", "flush", "warmup_s"}
+    assert set(sent["inputs"][0]) == {"args", "kwargs"}
+    assert TimeRequest.parse(sent) == forward
+
+    backward = TimeRequest(
+        function="f",
+        inputs=(TimedInputs([ref().to_json()], {}, grad_output=ref(64)),),
+        outs=(ref(128),),
+        grad_args=(0, 1),
+        extra_outs=((ref(192),),),
+        lead_cycles=2_000_000,
+    )
+    sent = wire(backward.to_json())
+    assert sent["grad_args"] == [0, 1] and sent["lead_cycles"] == 2_000_000
+    assert "grad_output" in sent["inputs"][0]
+    assert TimeRequest.parse(sent) == backward
+
+
+def test_a_timing_request_reads_what_it_leaves_out_as_it_always_did():
+    parsed = TimeRequest.parse({"function": "f", "inputs": [], "outs": []})
+    assert parsed.flush is True and parsed.warmup_s == 0.0 and parsed.extra_outs == ()
+    with pytest.raises(frames.ProtocolError):
+        TimeRequest.parse({"function": "f", "inputs": [{"args": 1}], "outs": []})
+
+
+# --- the call's reply, read by the judge ---------------------------------------------
+
+
+def returned(**report) -> dict:
+    full = {
+        "banned": [],
+        "eager": [],
+        "audit": [],
+        "audit_threads": "all",
+        "audit_off": "",
+        "launches": 2,
+        "side_stream": False,
+        "overruns": 0,
+        "wrote_out": True,
+        "altered_after": False,
+        "aliases_input": False,
+        **report,
+    }
+    return {
+        "type": "return",
+        "desc": {
+            "type": "Tensor",
+            "exact": True,
+            "shape": [4, 4],
+            "dtype": "float32",
+            "device": "cpu",
+            "contiguous": True,
+            "grad_fn": False,
+        },
+        "report": full,
+        "copied": True,
+    }
+
+
+def test_an_honest_return_round_trips():
+    frame = returned(audit_window=3, replay={"launches": [], "buffers": []})
+    reply = call_reply(wire(frame))
+    assert isinstance(reply, Returned)
+    assert reply.report.launches == 2 and reply.report.audit_window == 3
+    assert reply.desc.shape == (4, 4) and reply.copied is True and reply.backward is None
+    assert reply.to_json() == frame
+
+
+def test_a_backward_reply_keeps_what_was_reported_apart_from_what_was_not():
+    frame = returned()
+    frame["backward"] = {
+        "report": {"banned": [], "eager": [], "audit": [], "launches": 1, "side_stream": False},
+        "copied": [True, False],
+        "missing": [False, True],
+    }
+    reply = call_reply(wire(frame))
+    assert isinstance(reply, Returned) and reply.backward is not None
+    assert reply.backward.report.wrote_out is None  # not reported: not False
+    assert reply.backward.copied == (True, False) and reply.backward.missing == (False, True)
+    assert reply.to_json() == frame
+    frame["backward"] = {"no_grad_fn": True}
+    back = call_reply(wire(frame)).backward
+    assert isinstance(back, BackwardReply) and back.no_grad_fn
+
+
+def test_raised_and_broken_replies_and_their_text_cut():
+    raised = call_reply({"type": "raised", "summary": "x" * 10**6, "message": 5})
+    assert isinstance(raised, Raised)
+    assert len(raised.summary) == 20000 and raised.message == ""
+    broken = call_reply({"type": "broken", "summary": "KeyError: 'args'"})
+    assert isinstance(broken, Broken) and broken.summary == "KeyError: 'args'"
+    # A type the judge does not expect is the sandbox failing too.
+    assert isinstance(call_reply({"type": "timed"}), Broken)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda f: f["report"].update(launches="2"), "report.launches"),
+        (lambda f: f["report"].update(launches=-1), "report.launches"),
+        (lambda f: f["report"].update(launches=True), "report.launches"),
+        (lambda f: f["report"].update(banned="torch.softmax"), "report.banned"),
+        (lambda f: f["report"].update(banned=[1, 2]), "report.banned"),
+        (lambda f: f["report"].update(eager=["mul"] * 20000), "report.eager"),
+        (lambda f: f["report"].update(wrote_out=1), "report.wrote_out"),
+        (lambda f: f["report"].update(side_stream="no"), "report.side_stream"),
+        (lambda f: f["report"].update(audit_off=["x"]), "report.audit_off"),
+        (lambda f: f.update(report=[]), "report"),
+        (lambda f: f.update(copied="yes"), "copied"),
+        (lambda f: f.update(desc="Tensor"), "desc"),
+        (lambda f: f["desc"].update(shape=[4, "4"]), "desc.shape"),
+        (lambda f: f["desc"].update(shape=[1] * 100), "desc.shape"),
+        (lambda f: f["desc"].update(exact="true"), "desc.exact"),
+        (lambda f: f["desc"].update(dtype=16), "desc.dtype"),
+        (lambda f: f.update(backward=[]), "backward"),
+        (lambda f: f.update(backward={"copied": [1]}), "backward.copied"),
+        (lambda f: f.update(backward={"report": {"launches": 0.5}}), "backward.launches"),
+    ],
+)
+def test_a_malformed_return_is_the_learners_failure_naming_the_field(change, named):
+    frame = returned()
+    change(frame)
+    with pytest.raises(BadReply) as info:
+        call_reply(wire(frame))
+    assert info.value.summary == MALFORMED
+    assert f"`{named}`" in info.value.message
+    assert "cannot be graded" in info.value.message
+
+
+def test_names_are_cut_and_what_an_honest_sandbox_leaves_out_reads_falsy():
+    reply = call_reply(
+        {"type": "return", "report": {"banned": ["torch." + "x" * 1000]}, "desc": {"type": "int"}}
+    )
+    assert isinstance(reply, Returned)
+    assert len(reply.report.banned[0]) == frames.NAME_LIMIT
+    assert reply.report.launches == 0 and reply.report.wrote_out is None
+    assert reply.copied is False and reply.desc == Desc(type="int")
+    assert call_reply({"type": "return"}).report == GuardReport()  # type: ignore[union-attr]
+
+
+# --- the timed batch's reply ------------------------------------------------------------
+
+
+def test_an_honest_timed_reply_round_trips():
+    frame = {
+        "type": "timed",
+        "ms": [0.5, 0.25],
+        "copy_ms": [0.01, 0.01],
+        "copied": [True, True],
+        "fwd_ms": [],
+        "clocks": {"sm_mhz_median": 1980.0, "logged": True},
+    }
+    reply = time_reply(wire(frame))
+    assert isinstance(reply, Timed) and reply.ms == (0.5, 0.25)
+    assert reply.to_json() == frame
+
+
+def test_a_timed_reply_leaves_its_counts_to_the_judge():
+    # Absent lists are empty: the judge's count (one a repetition) refuses them
+    # with its message; so are clocks of the wrong kind, which decide nothing.
+    reply = time_reply({"type": "timed", "clocks": {"a": {"nested": 1}, "b": 2}})
+    assert isinstance(reply, Timed) and reply.ms == () and reply.fwd_ms == ()
+    assert reply.clocks == {"b": 2}
+    assert time_reply({"type": "timed", "clocks": []}).clocks is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"ms": "0.5"},
+        {"ms": [0.5, "0.5"]},
+        {"ms": [0.5, float("nan")]},
+        {"ms": [True]},
+        {"ms": [0.1] * 20000},
+        {"copy_ms": {"0": 0.1}},
+        {"fwd_ms": [None]},
+        {"copied": [1]},
+        {"copied": "all"},
+    ],
+)
+def test_a_malformed_timed_reply_is_no_usable_timing(fields):
+    with pytest.raises(BadReply) as info:
+        time_reply(wire({"type": "timed", **fields}))
+    assert info.value.summary == NO_TIMING
+
+
+def test_the_judge_names_the_case_of_an_unusable_timing():
+    from gpulab.grading import batches
+    from gpulab.grading.learner import LearnerError
+
+    failed = []
+
+    def fail(summary, message=""):
+        failed.append((summary, message))
+        raise RuntimeError
+
+    ctx = SimpleNamespace(fail=fail)
+    case = SimpleNamespace(name="8×64 fp32")
+    for frame in ({"type": "timed", "ms": ["x"]}, {"type": "broken", "summary": "boom"}):
+        with pytest.raises(RuntimeError):
+            batches._timed(ctx, case, frame)
+    assert failed == [
+        ("timing 8×64 fp32: the sandbox sent no usable timing", ""),
+        ("timing 8×64 fp32: the sandbox sent no usable timing", "boom"),
+    ]
+    with pytest.raises(LearnerError):
+        batches._timed(ctx, case, {"type": "raised", "summary": "ValueError"})
+
+
+# --- the shared profile's end, and the compile-ahead ---------------------------------------
+
+
+def test_audited_round_trips_and_anything_else_is_the_malformed_profile():
+    frame = {"type": "audited", "findings": [[], ["aten::mul"]]}
+    assert Audited.parse(wire(frame)).to_json() == frame
+    for bad in (
+        {"type": "broken"},
+        {"type": "audited"},
+        {"type": "audited", "findings": {"0": []}},
+        {"type": "audited", "findings": [[], "aten::mul"]},
+        {"type": "audited", "findings": [[1]]},
+        {"type": "audited", "findings": [[]] * 20000},
+    ):
+        with pytest.raises(BadReply) as info:
+            Audited.parse(bad)
+        assert info.value.summary == AUDIT_MALFORMED
+
+
+def test_the_judge_refuses_a_profile_of_another_number_of_calls():
+    from gpulab.grading.kernel import AuditSpan
+
+    failed = []
+
+    def fail(summary, message=""):
+        failed.append(summary)
+        raise RuntimeError
+
+    reply = {"type": "audited", "findings": [[]]}
+    ctx = SimpleNamespace(fail=fail, sandbox=SimpleNamespace(request=lambda msg: reply))
+    span = AuditSpan()
+    span.calls = ["a", "b"]
+    with pytest.raises(RuntimeError):
+        span.end(ctx)
+    assert failed == [AUDIT_MALFORMED]
+    assert span.end(ctx) == ()  # asked once
+
+
+def test_compiled_ahead_decides_nothing_so_a_bad_field_is_none():
+    done = CompiledAhead(kernels=3, compiled=2, workers=2, seconds=0.5)
+    assert CompiledAhead.parse(wire(done.to_json())) == done
+    assert CompiledAhead.parse({"type": "broken"}) is None
+    odd = CompiledAhead.parse({"type": "compiled_ahead", "kernels": "3", "workers": True})
+    assert odd is not None
+    assert odd.record() == {"kernels": None, "compiled": None, "workers": None, "seconds": None}
+    # The sandbox's reply on the CPU: no time taken, none recorded.
+    assert CompiledAhead().to_json() == {
+        "type": "compiled_ahead",
+        "kernels": 0,
+        "compiled": 0,
+        "workers": 0,
+    }
+
+
+# --- the kernel-path switches: typed, not the judge's environment -------------------------
+
+
+def test_a_check_request_names_the_kernel_paths_it_turns_off():
+    from gpulab.protocol import KERNEL_PATHS, CheckRequest, ProtocolError, paths_off_env
+
+    request = CheckRequest(exercise="softmax", function="softmax", file="/k.py")
+    assert request.paths_off == []
+    request.paths_off = ["fa3", "matmul_tma"]
+    assert CheckRequest.from_json(wire(request.to_json())) == request
+    assert paths_off_env(request.paths_off) == {"GPULAB_FA3": "0", "GPULAB_MATMUL_TMA": "0"}
+    assert set(KERNEL_PATHS.values()) == {"GPULAB_FA3", "GPULAB_SOFTMAX_SMEM", "GPULAB_MATMUL_TMA"}
+    for bad in (["GPULAB_FA3"], "fa3", [1]):
+        with pytest.raises(ProtocolError):
+            CheckRequest.from_json({**request.to_json(), "paths_off": bad})
+
+
+def test_gpulab_check_off_is_the_declared_set(tmp_path):
+    from gpulab.cli import build_parser
+    from gpulab.protocol import KERNEL_PATHS
+    from gpulab.runner import check_request
+
+    parser = build_parser()
+    args = parser.parse_args(["check", "softmax", "--off", "fa3", "--off", "softmax_smem"])
+    assert args.off == ["fa3", "softmax_smem"]
+    assert parser.parse_args(["check", "softmax"]).off is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["check", "softmax", "--off", "GPULAB_FA3"])
+    sub = next(a for a in parser._actions if a.dest == "command")
+    choices = next(a.choices for a in sub.choices["check"]._actions if a.dest == "off")
+    assert list(choices) == list(KERNEL_PATHS)
+    lesson = SimpleNamespace(
+        exercise="softmax", function="softmax", flops=None, bytes=None, kind=None, root=tmp_path
+    )
+    request = check_request(lesson, tmp_path / "k.py", paths_off=args.off)
+    assert request.paths_off == ["fa3", "softmax_smem"]
+
+
+def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
+    monkeypatch, tmp_path
+):
+    from gpulab.grading import remote
+
+    assert not [k for k in remote.ENV_ALLOWED if k.startswith("GPULAB_")]
+    monkeypatch.setenv("GPULAB_SOFTMAX_SMEM", "0")  # the judge's own: not passed on
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def popen(argv, **kw):
+        seen.update(kw["env"])
+        raise Started
+
+    monkeypatch.setattr(remote.subprocess, "Popen", popen)
+    with pytest.raises(Started):
+        remote.Sandbox(
+            file=str(tmp_path / "k.py"),
+            device="cpu",
+            private=tmp_path,
+            policy={},
+            switches={"GPULAB_FA3": "0"},
+        )
+    assert seen["GPULAB_FA3"] == "0" and "GPULAB_SOFTMAX_SMEM" not in seen
