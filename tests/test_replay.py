@@ -43,7 +43,7 @@ class _Blind:
         return []
 
     def overruns(self):
-        return []
+        return 0  # the report's format, as the real guard gives it
 
 
 calls.Audit = _Blind
