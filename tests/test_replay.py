@@ -178,6 +178,21 @@ def softmax(x):
 # other numbers. `repeat`: each call first repeats the launches of the last
 # call of its shape, so the second draw's launches hold the first's as well
 # as its own, which land last.
+# The answer worked out in plain Python from the input's bytes (no torch op
+# runs): the cheats below hand it to their kernels in different ways.
+PY_SOFTMAX = """    rows, cols = x.shape
+    fmt = {torch.float32: "f", torch.float16: "e"}[x.dtype]
+    raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())
+    v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))
+    out = []
+    for r in range(rows):
+        row = v[r * cols:(r + 1) * cols]
+        m = max(row)
+        e = [math.exp(a - m) for a in row]
+        out += [a / sum(e) for a in e]
+"""
+
+
 def scalar_answers(width: int, repeat: bool = False) -> str:
     params = ", ".join(f"v{i}" for i in range(width))
     stores = "".join(
@@ -205,17 +220,7 @@ def put_kernel(y_ptr, x_ptr, base, n, {params}):
 {stores}
 
 def softmax(x):
-    rows, cols = x.shape
-    fmt = {{torch.float32: "f", torch.float16: "e"}}[x.dtype]
-    raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())
-    v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))
-    out = []
-    for r in range(rows):
-        row = v[r * cols:(r + 1) * cols]
-        m = max(row)
-        e = [math.exp(a - m) for a in row]
-        out += [a / sum(e) for a in e]
-    y = torch.empty_like(x)
+{PY_SOFTMAX}    y = torch.empty_like(x)
 {again}    mine = []
     for base in range(0, rows * cols, {width}):
         chunk = out[base:base + {width}] + [0.0] * {width}
@@ -264,17 +269,7 @@ def put_kernel(y_ptr, x_ptr, base, n, {ptrs}):
 {stores}
 
 def softmax(x):
-    rows, cols = x.shape
-    fmt = {{torch.float32: "f", torch.float16: "e"}}[x.dtype]
-    raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())
-    v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))
-    out = []
-    for r in range(rows):
-        row = v[r * cols:(r + 1) * cols]
-        m = max(row)
-        e = [math.exp(a - m) for a in row]
-        out += [a / sum(e) for a in e]
-    y = torch.empty_like(x)
+{PY_SOFTMAX}    y = torch.empty_like(x)
     for base in range(0, rows * cols, {width}):
         chunk = out[base:base + {width}] + [0.0] * {width}
         bufs = [torch.full((1,), a, dtype=x.dtype) for a in chunk[:{width}]]
@@ -439,3 +434,26 @@ def test_every_reference_and_starter_kernel_is_kept():
     for path in triton_files:
         kept = extract(path.read_text())
         assert kept.kernels and not kept.problems, (path.name, kept.problems)
+
+
+def test_leftover_bytes_the_replay_poisons_need_not_repeat():
+    # torch.empty's leftovers differ from draw to draw in honest code, and
+    # may hold an input value by chance (memory a copy of it used). Not all
+    # input values, so the replay starts the buffer as NaN anyway, and the
+    # two-draw rule leaves it alone.
+    import base64
+
+    import torch
+
+    from gpulab.grading.kernel import Case, _same_launches
+
+    def record(first: float) -> dict:
+        data = torch.tensor([first, 1e30, 1e30, 1e30]).numpy().tobytes()
+        buffer = {"nbytes": 16, "dtype": "float32", "bytes": base64.b64encode(data).decode()}
+        return {"buffers": [buffer], "launches": [{"kernel": "k", "grid": [1], "args": {}}]}
+
+    x = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    draws: dict = {}
+    first = float(x[0][0, 0])  # an input value, where the second draw holds another
+    assert _same_launches(draws, Case("a", (x[0],), torch.float32), record(first)) == ""
+    assert _same_launches(draws, Case("b", (x[1],), torch.float32), record(5.0)) == ""
