@@ -8,6 +8,8 @@ Real checks in real child processes, in the Triton interpreter."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from gpulab.sandbox.replay_source import NotReplayable, extract
@@ -457,3 +459,86 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
     first = float(x[0][0, 0])  # an input value, where the second draw holds another
     assert _same_launches(draws, Case("a", (x[0],), torch.float32), record(first)) == ""
     assert _same_launches(draws, Case("b", (x[1],), torch.float32), record(5.0)) == ""
+
+
+# An honest online softmax, a row at a time, whose running max and sum the
+# wrapper fills (-inf, 0) afresh for every row: fills the replay keeps.
+SCRATCH_PER_ROW = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_stats_kernel(x_ptr, m_ptr, s_ptr, cols, BLOCK: tl.constexpr):
+    # Column tiles of one row, online: the running max and sum start at
+    # -inf and 0, as the wrapper fills them.
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < cols, other=-float("inf")).to(tl.float32)
+        m_old = tl.load(m_ptr)
+        m = tl.maximum(m_old, tl.max(x, axis=0))
+        s = tl.load(s_ptr) * tl.exp(m_old - m) + tl.sum(tl.exp(x - m), axis=0)
+        tl.store(m_ptr, m)
+        tl.store(s_ptr, s)
+
+
+@triton.jit
+def row_norm_kernel(y_ptr, x_ptr, m_ptr, s_ptr, cols, BLOCK: tl.constexpr):
+    m = tl.load(m_ptr)
+    s = tl.load(s_ptr)
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < cols, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=offs < cols)
+
+
+def softmax(x):
+    rows, cols = x.shape
+    y = torch.empty_like(x)
+    for r in range(rows):
+        m = torch.full((1,), -float("inf"), dtype=torch.float32, device=x.device)
+        s = torch.zeros(1, dtype=torch.float32, device=x.device)
+        row_stats_kernel[(1,)](x[r], m, s, cols, BLOCK=128)
+        row_norm_kernel[(1,)](y[r], x[r], m, s, cols, BLOCK=128)
+        del m, s  # the next row's are allocated where these were
+    return y
+"""
+
+
+def test_scratch_buffers_per_row_at_reused_addresses_pass(grade):
+    r = grade("softmax_row", SCRATCH_PER_ROW, timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"))
+
+
+def test_a_new_buffer_at_a_freed_ones_address_is_recorded_as_new(monkeypatch):
+    # Tiny tensors made and dropped between launches: the CPU allocator hands
+    # a freed one's address to a new one. The record once took it for the
+    # old buffer (first contents and all), so the replay started a launch
+    # from another launch's values and refused honest code.
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from gpulab.sandbox.guards import LaunchRecorder
+    from gpulab.sandbox.replay import Recording
+
+    @triton.jit
+    def add_kernel(y_ptr, a_ptr, b_ptr, i):
+        tl.store(y_ptr + i, tl.load(a_ptr) + tl.load(b_ptr))
+
+    y = torch.empty(64)
+    with LaunchRecorder(set()) as launches:
+        launches.recording = Recording({})
+        for i in range(64):
+            a, b = torch.full((1,), float(i)), torch.full((1,), 1.0)
+            add_kernel[(1,)](y, a, b, i)
+            del a, b
+    rec = launches.recording.result(y)
+    fills = []
+    for launch in rec["launches"]:
+        a, b = (rec["buffers"][launch["args"][k]["__buf__"][0]] for k in ("a_ptr", "b_ptr"))
+        fills.append((a["fill"], b["fill"]))
+    as_hex = [(struct.pack("<f", i).hex(), struct.pack("<f", 1.0).hex()) for i in range(64)]
+    assert fills == as_hex

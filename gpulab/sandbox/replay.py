@@ -57,6 +57,10 @@ class Recording:
             self.bases.append((ident, whole.data_ptr(), whole.numel()))
         self.buffers: list[dict[str, Any]] = []
         self.index: dict[int, int] = {}  # storage address -> buffer number
+        # Each recorded storage, held until the call ends: a freed one's
+        # address handed to a new tensor would otherwise read as the old
+        # buffer (its first contents, and what the launches left there).
+        self.keep: list[Any] = []
         self.launches: list[dict[str, Any]] = []
         self.snapshot_bytes = 0
         self.overflow = ""
@@ -132,6 +136,7 @@ class Recording:
             entry.update(self.contents(t, st))
         self.index[ptr] = len(self.buffers)
         self.buffers.append(entry)
+        self.keep.append(st)
         return self.index[ptr]
 
     def contents(self, t: torch.Tensor, st: Any) -> dict[str, Any]:
@@ -155,6 +160,7 @@ class Recording:
 
     def result(self, out: Any) -> dict[str, Any]:
         rec: dict[str, Any] = {"buffers": self.buffers, "launches": self.launches}
+        self.keep.clear()
         if self.overflow:
             rec["overflow"] = self.overflow
         if isinstance(out, torch.Tensor):
