@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
     """A fresh workspace in a temp folder, also set as $GPULAB_HOME."""
-    from gpulab.workspace import Workspace
+    from gpulab.course.workspace import Workspace
 
     root = tmp_path / "workspace"
     monkeypatch.setenv("GPULAB_HOME", str(root))
@@ -74,7 +74,7 @@ def read_only_ws(ws, monkeypatch):
     import errno
     import tempfile
 
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
 
     ws.ensure_exercise(load_course().find("softmax"))
     real = tempfile.mkstemp
@@ -91,7 +91,7 @@ def read_only_ws(ws, monkeypatch):
 
 @pytest.fixture(scope="session")
 def course():
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
 
     return load_course()
 
@@ -144,7 +144,7 @@ def grade(tmp_path, course, gpu_workspace):
     Runs on the CPU (Triton interpreter) unless device="cuda" is passed; GPU
     grades share one workspace (`gpu_workspace`).
     """
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
 
     def _grade(
         exercise: str,

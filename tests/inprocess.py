@@ -36,7 +36,7 @@ class InProcessSandbox:
         self.arenas: list = []
 
     def arena(self, nbytes: int) -> Any:
-        from gpulab.grading.remote import Arena
+        from gpulab.judge.remote import Arena
         from gpulab.sandbox import tensors
 
         arena = Arena(len(self.arenas), max(nbytes, 256), "cpu")
@@ -57,9 +57,9 @@ class InProcessSandbox:
 
 def grade_here(exercise: str, function: str, path: Path) -> dict:
     """The result dict `gpulab check` would give for `path`, on the CPU."""
-    from gpulab.grading.harness import grade_request
-    from gpulab.judge import BEFORE_LOAD
-    from gpulab.protocol import CheckRequest
+    from gpulab.check.protocol import CheckRequest
+    from gpulab.judge.harness import grade_request
+    from gpulab.judge.main import BEFORE_LOAD
 
     request = CheckRequest(exercise=exercise, function=function, file=str(path))
     sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))

@@ -22,19 +22,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The lab's own process (the CLI and the core under the TUI): never imports
-# the UI, gpulab.grading, torch or triton, not even inside a function, and
+# the UI, gpulab.judge, torch or triton, not even inside a function, and
 # importing it loads nothing heavy.
 LAB = [
     "gpulab",
     "gpulab.__main__",
-    "gpulab.check_result",
-    "gpulab.child",
-    "gpulab.citations",
+    "gpulab.check",
+    "gpulab.course",
+    "gpulab.perf",
+    "gpulab.check.result",
+    "gpulab.check.child",
+    "gpulab.course.citations",
     "gpulab.cli",
-    "gpulab.cli_options",
-    "gpulab.commands.*",
-    "gpulab.content",
-    "gpulab.crashes",
+    "gpulab.cli.options",
+    "gpulab.cli.webserve",
+    "gpulab.cli.commands.*",
+    "gpulab.course.content",
+    "gpulab.check.crashes",
     "gpulab.device",
     "gpulab.device.ceilings",
     "gpulab.device.devinfo",
@@ -51,33 +55,32 @@ LAB = [
     "gpulab.diagnosis.rules",
     "gpulab.diagnosis.traffic",
     "gpulab.diagnosis.ttir",
-    "gpulab.events",
-    "gpulab.frames",
+    "gpulab.check.events",
+    "gpulab.check.frames",
     "gpulab.fsutil",
-    "gpulab.glossary",
-    "gpulab.hardware",
-    "gpulab.hardware_doc",
-    "gpulab.hardware_model",
-    "gpulab.install_hint",
-    "gpulab.known_gaps",
-    "gpulab.plan",
-    "gpulab.protocol",
-    "gpulab.report",
-    "gpulab.roadmap",
-    "gpulab.roofline",
-    "gpulab.roofline_plot",
-    "gpulab.runner",
-    "gpulab.serving",
-    "gpulab.serving_models",
-    "gpulab.serving_view",
-    "gpulab.state",
-    "gpulab.status",
+    "gpulab.course.glossary",
+    "gpulab.perf.hardware",
+    "gpulab.perf.hardware_doc",
+    "gpulab.perf.hardware_model",
+    "gpulab.check.install_hint",
+    "gpulab.course.known_gaps",
+    "gpulab.check.plan",
+    "gpulab.check.protocol",
+    "gpulab.check.report",
+    "gpulab.perf.roadmap",
+    "gpulab.perf.roofline",
+    "gpulab.perf.roofline_plot",
+    "gpulab.check.runner",
+    "gpulab.perf.serving",
+    "gpulab.perf.serving_models",
+    "gpulab.perf.serving_view",
+    "gpulab.course.state",
+    "gpulab.check.status",
     "gpulab.textsafe",
-    "gpulab.traces",
-    "gpulab.units",
-    "gpulab.watcher",
-    "gpulab.webserve",
-    "gpulab.workspace",
+    "gpulab.perf.traces",
+    "gpulab.perf.units",
+    "gpulab.check.watcher",
+    "gpulab.course.workspace",
 ]
 
 # The UI: the lab's process too, and the only package that imports textual.
@@ -87,9 +90,9 @@ UI = ["gpulab.tui.*"]
 # the microbenchmarks, the profile target, the torch probe): they may import
 # torch, triton and the grader, and never the UI.
 CHILD = [
-    "gpulab.bench",
-    "gpulab.compile_info",
-    "gpulab.compile_specs",
+    "gpulab.perf.bench",
+    "gpulab.perf.compile_info",
+    "gpulab.course.compile_specs",
     "gpulab.device.microbench",
     "gpulab.device.microbench_kernels",
     "gpulab.device.microbench_measure",
@@ -103,10 +106,8 @@ CHILD = [
     "gpulab.diagnosis.sandbox_profile",
     "gpulab.diagnosis.sandbox_side",
     "gpulab.diagnosis.trace",
-    "gpulab.graders.*",
-    "gpulab.grading.*",
-    "gpulab.judge",
-    "gpulab.profiling",
+    "gpulab.judge.*",
+    "gpulab.perf.profiling",
     "gpulab.sandbox.*",
 ]
 
@@ -115,15 +116,19 @@ CHILD = [
 HEAVY = [
     "gpulab.device.microbench_kernels",
     "gpulab.device.timing",
-    "gpulab.graders.*",
-    "gpulab.grading.*",
+    "gpulab.judge.*",
     "gpulab.sandbox.*",
 ]
+# Of HEAVY's packages, the modules whose import is light all the same, and
+# proven so: the judge's main starts before torch and CUDA, its package's
+# __init__ is a docstring.
+LIGHT = ["gpulab.judge", "gpulab.judge.main"]
 
-# The machinery that drives the graders (gpulab.grading) never imports one:
-# gpulab.grading.loader loads a grader by a declared exercise's name, so no
-# module of the machinery is an exercise and no grader is machinery.
-MACHINERY = ["gpulab.grading.*"]
+# The machinery that drives the graders (gpulab.judge, but for its graders
+# package) never imports one: gpulab.judge.loader loads a grader by a
+# declared exercise's name, so no module of the machinery is an exercise and
+# no grader is machinery.
+GRADERS = "gpulab.judge.graders.*"
 
 # The grader depends on the device wing (timing, ceilings, the GPU lock),
 # never the other way round.
@@ -134,9 +139,9 @@ CORE_EXCEPTIONS = {
     "gpulab.cli -> gpulab.tui.app": "`gpulab` with no arguments starts the TUI through a lazy import",
 }
 LAB_EXCEPTIONS = {
-    "gpulab.commands.dev_compile -> gpulab.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
+    "gpulab.cli.commands.dev_compile -> gpulab.perf.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
     "process (no GPU, no learner code)",
-    "gpulab.commands.dev_compile -> gpulab.compile_specs": "the same tool's kernel list",
+    "gpulab.cli.commands.dev_compile -> gpulab.course.compile_specs": "the same tool's kernel list",
 }
 
 
@@ -151,7 +156,19 @@ def modules() -> list[str]:
     return out
 
 
+def machinery() -> list[str]:
+    """The judge's modules that drive the graders: gpulab.judge's modules
+    but its package's own __init__ and the graders."""
+    return [m for m in modules() if m.startswith("gpulab.judge.") and not covers(GRADERS, m)]
+
+
 def covers(entry: str, module: str) -> bool:
+    if entry == "gpulab.judge.*!":
+        return (
+            module.startswith("gpulab.judge.")
+            and not covers(GRADERS, module)
+            and (module != "gpulab.judge.main")
+        )
     if entry.endswith(".*"):
         return module == entry[:-2] or module.startswith(entry[:-1])
     return module == entry
@@ -182,7 +199,7 @@ def light() -> list[str]:
     return [
         m
         for m in expand(LAB + CHILD)
-        if not any(covers(h, m) for h in HEAVY) and not m.endswith("__main__")
+        if (m in LIGHT or not any(covers(h, m) for h in HEAVY)) and not m.endswith("__main__")
     ]
 
 
@@ -214,20 +231,20 @@ ignore_imports = {ignored(CORE_EXCEPTIONS)}
 name = "The lab's process (UI, CLI, commands, runner, report, ...) never imports the grader, torch or triton"
 type = "forbidden"
 source_modules = {_toml_list(contract_names(LAB + UI))}
-forbidden_modules = ["gpulab.graders", "gpulab.grading", "gpulab.sandbox", "gpulab.judge", "torch", "triton"]
+forbidden_modules = ["gpulab.judge", "gpulab.sandbox", "torch", "triton"]
 ignore_imports = {ignored(LAB_EXCEPTIONS)}
 
 [[tool.importlinter.contracts]]
 name = "The device wing never imports the grader"
 type = "forbidden"
 source_modules = {_toml_list(contract_names(DEVICE))}
-forbidden_modules = ["gpulab.graders", "gpulab.grading", "gpulab.sandbox", "gpulab.judge"]
+forbidden_modules = ["gpulab.judge", "gpulab.sandbox"]
 
 [[tool.importlinter.contracts]]
 name = "The grading machinery never imports a grader"
 type = "forbidden"
-source_modules = {_toml_list(contract_names(MACHINERY))}
-forbidden_modules = ["gpulab.graders"]
+source_modules = {_toml_list(machinery())}
+forbidden_modules = ["gpulab.judge.graders"]
 {END}"""
 
 

@@ -76,7 +76,7 @@ CHEATS = {
 
 
 # Triton before 3.9: the interpreter cannot make the bf16 constant of the
-# low-precision variant (a known gap, gpulab.known_gaps), so its bf16 cases
+# low-precision variant (a known gap, gpulab.course.known_gaps), so its bf16 cases
 # raise instead of computing the wrong answer. The grader skips a case a
 # known gap explains and lets the fp32/fp16 cases judge.
 @pytest.mark.parametrize("name", list(WRONG))

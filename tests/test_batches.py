@@ -1,4 +1,4 @@
-"""The judge's batch timing (gpulab.grading.batches.time_remote) on the CPU.
+"""The judge's batch timing (gpulab.judge.batches.time_remote) on the CPU.
 
 On a GPU the sandbox times each call with CUDA events; here a stand-in
 sandbox answers the judge's real requests, through the real shared-memory
@@ -18,10 +18,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpulab.grading import batches
-from gpulab.grading.kernel import Case, Expect, KernelSpec
-from gpulab.grading.remote import Arena
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
+from gpulab.judge import batches
+from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.remote import Arena
 from gpulab.sandbox import tensors
 
 FLUSH_MS, COPY_MS, KERNEL_MS, K = 0.02, 0.01, 0.5, 4
@@ -172,7 +172,7 @@ def test_a_gap_larger_than_the_kernel_is_implausible_a_smaller_one_a_note(timed)
 def test_a_refused_timing_names_other_programs_on_the_gpu(timed, monkeypatch):
     # The judge cannot tell a neighbour's kernels from hidden work, so the
     # refusal stands; it names the neighbour so an honest learner reruns.
-    from gpulab.grading import neighbours
+    from gpulab.judge import neighbours
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

@@ -88,7 +88,7 @@ def test_a_hostile_import_reaches_nothing_outside_its_check(grade, tmp_path, mon
     victim.write_text("precious")
     # Lesson 09's answer key and a kernel grader, compiled where Python would.
     pycs = []
-    for module in ("gpulab/serving.py", "gpulab/graders/softmax.py"):
+    for module in ("gpulab/perf/serving.py", "gpulab/judge/graders/softmax.py"):
         src = REPO / module
         pyc = cache_from_source(str(src))
         py_compile.compile(str(src), cfile=pyc)
@@ -155,7 +155,7 @@ def test_a_setsid_double_fork_dies_with_its_judge(tmp_path):
         while len(marked(marker)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(marked(marker)) == 2
-        judges = [p for p in marked("gpulab.judge") if _parent(p) == proc.pid]
+        judges = [p for p in marked("gpulab.judge.main") if _parent(p) == proc.pid]
         assert len(judges) == 1
         os.kill(judges[0], signal.SIGKILL)
         deadline = time.monotonic() + 5
@@ -220,7 +220,7 @@ def test_a_deeply_nested_frame_is_the_submissions_failure(grade):
 
 
 def test_frames_nest_only_so_deep():
-    from gpulab import protocol
+    from gpulab.check import protocol
 
     r, w = os.pipe()
 
@@ -272,7 +272,7 @@ def test_a_check_leaves_no_link_in_the_workspaces_traces(grade, tmp_path):
 
 @pytest.mark.parametrize("honest", [True, False])
 def test_the_outbox_copy_follows_no_link(tmp_path, honest):
-    from gpulab.graders.nvtx_profile import copy_untrusted
+    from gpulab.judge.graders.nvtx_profile import copy_untrusted
 
     secret = tmp_path / "secret.txt"
     secret.write_text("instructor only")

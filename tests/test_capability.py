@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpulab.grading import capability
+from gpulab.judge import capability
 
 
 @dataclass

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from gpulab import child
+from gpulab.check import child
 
 FAKE_JUDGE = """
 import json, os, sys, time
-from gpulab import protocol
+from gpulab.check import protocol
 fd = int(os.environ["GPULAB_EVENTS_FD"])
 sys.stdin.read()
 for frame in json.load(open(sys.argv[1])):
@@ -121,7 +121,7 @@ def fake_judge(tmp_path, monkeypatch):
     frames = tmp_path / "frames.json"
 
     def python_module(module: str, *args: str) -> list[str]:
-        assert module == "gpulab.judge"
+        assert module == "gpulab.judge.main"
         return [sys.executable, str(script), str(frames)]
 
     monkeypatch.setattr(child, "python_module", python_module)
@@ -134,7 +134,7 @@ def fake_judge(tmp_path, monkeypatch):
 
 def gpulab_check(tmp_path, capsys, *extra: str) -> tuple[int, str, str]:
     from gpulab.cli import build_parser
-    from gpulab.commands import check
+    from gpulab.cli.commands import check
 
     # The workspace's own file (the stand-in never reads it): its result is recorded.
     argv = ["--workspace", str(tmp_path / "ws"), "check", "softmax", *extra]
@@ -217,10 +217,10 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
     """Each frame parsed once, where it comes in: the callbacks get typed
     events; a frame that cannot be used, or of a type the lab does not
     know, is left out and the check goes on to its result."""
-    from gpulab.check_result import CheckResult
-    from gpulab.content import load_course
-    from gpulab.events import CaseDone, Correct, Graded, Stage
-    from gpulab.runner import run_check
+    from gpulab.check.events import CaseDone, Correct, Graded, Stage
+    from gpulab.check.result import CheckResult
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
 
     bad = [
         {"type": "stage", "text": 7},

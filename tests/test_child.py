@@ -1,4 +1,4 @@
-"""gpulab.child, the one process boundary every supervisor uses: the child
+"""gpulab.check.child, the one process boundary every supervisor uses: the child
 imports this gpulab, stopping it reaches every descendant in its group, and
 an event stream ends on the child's end, the deadline or a cancel."""
 
@@ -10,8 +10,8 @@ import sys
 import threading
 import time
 
-from gpulab import child
-from gpulab.protocol import write_frame
+from gpulab.check import child
+from gpulab.check.protocol import write_frame
 from tests.conftest import REPO
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from tests.conftest import reference_source
 
 
@@ -247,7 +247,7 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
 
     from rich.console import Console
 
-    from gpulab.workspace import Workspace
+    from gpulab.course.workspace import Workspace
 
     ref = reference_source("flash_attention")
     long_lines = [line for line in ref.splitlines() if len(line) > 80]
@@ -260,7 +260,7 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == ref
 
-    from gpulab.commands.course import print_source
+    from gpulab.cli.commands.course import print_source
 
     out = io.StringIO()
     print_source(ref, Console(file=out, width=80, force_terminal=True, color_system=None))
@@ -273,7 +273,7 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
 
 
 def test_a_mistyped_exercise_gets_a_did_you_mean(course):
-    from gpulab.commands.common import UsageError, find_lesson
+    from gpulab.cli.commands.common import UsageError, find_lesson
 
     with pytest.raises(
         UsageError, match=r"unknown exercise 'softmx'\. Did you mean softmax( or softmax_row)?\?"
@@ -286,7 +286,7 @@ def test_a_mistyped_exercise_gets_a_did_you_mean(course):
 
 def test_the_default_gpus_reason_reads_inside_parentheses():
     """It is shown as "H100 SXM (REASON)": "(the default (no GPU here))" read oddly."""
-    from gpulab.roofline import choose_gpu
+    from gpulab.perf.roofline import choose_gpu
 
     for setting in (None, "no such gpu"):
         _gpu, why = choose_gpu(setting=setting, detect=False)

@@ -50,7 +50,7 @@ def test_starter_fails(grade):
 
 def test_the_lessons_worked_numbers():
     """The figures lesson 08 quotes are the grader's answers."""
-    from gpulab.graders.comm_cost import LESSON, cost
+    from gpulab.judge.graders.comm_cost import LESSON, cost
 
     _, mlp, n, link = LESSON
     tp = cost(mlp, n, "tensor", False, link)
@@ -62,7 +62,7 @@ def test_the_lessons_worked_numbers():
     fsdp = cost(mlp, n, "fsdp", True, link)
     assert round(fsdp["bytes"] / 1e9, 1) == 2.8 and fsdp["bytes"] == 1.5 * dp["bytes"]
     assert cost(mlp, n, "zero12", True, link)["bytes"] == dp["bytes"]
-    from gpulab.graders.comm_cost import idle
+    from gpulab.judge.graders.comm_cost import idle
 
     assert idle(4, 16, 1) == 3 / 19 and round(idle(4, 64, 1), 3) == 0.045
 
@@ -257,11 +257,11 @@ def test_the_lesson_quotes_the_graders_numbers():
 
 
 def test_the_answer_key_cannot_be_read_or_imported(grade):
-    # The answers are gpulab.graders.comm_cost's: refused as an import
+    # The answers are gpulab.judge.graders.comm_cost's: refused as an import
     # always, and as a file wherever the sandbox is confined.
     from gpulab.sandbox.isolation import landlock_abi
 
-    path = REPO / "gpulab" / "graders" / "comm_cost.py"
+    path = REPO / "gpulab" / "judge" / "graders" / "comm_cost.py"
     src = (
         REF
         + f"\ntry:\n    open({str(path)!r}).read()\n    READ = True\nexcept OSError:\n    READ = False\n"
@@ -270,5 +270,5 @@ def test_the_answer_key_cannot_be_read_or_imported(grade):
     r = grade("comm_cost", src)
     if landlock_abi() > 0:
         assert r["passed"], r["summary"]  # the file could not be read
-    r = grade("comm_cost", "import gpulab.graders.comm_cost\n" + REF)
+    r = grade("comm_cost", "import gpulab.judge.graders.comm_cost\n" + REF)
     assert not r["passed"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.content import ContentError, compile_formula, eval_formula, load_course
+from gpulab.course.content import ContentError, compile_formula, eval_formula, load_course
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,7 @@ def test_kernel_lessons_climb_in_steps(course):
     for lesson in course.exercises:
         if lesson.is_step:
             assert lesson.ready and lesson.name, lesson.exercise
-            grader = REPO / "gpulab" / "graders" / f"{lesson.exercise}.py"
+            grader = REPO / "gpulab" / "judge" / "graders" / f"{lesson.exercise}.py"
             assert grader.is_file(), f"{lesson.exercise} has no grader at {grader}"
             # Each step is named in its lesson's text, by its id, as code
             # (`softmax_row`, or `gpulab check softmax_row`).
@@ -67,7 +67,7 @@ def test_kernel_lessons_climb_in_steps(course):
 def test_every_triton_step_has_compile_specs(course):
     """`gpulab dev compile` (and its GPU session) compiles each Triton step's
     reference and starter kernels: a step added without specs would go unchecked."""
-    from gpulab.compile_specs import SPECS
+    from gpulab.course.compile_specs import SPECS
 
     for lesson in course.exercises:
         if lesson.is_step and "triton" in lesson.requires:
@@ -182,7 +182,7 @@ def test_formulas_are_arithmetic_only():
 
 
 def test_every_cited_file_is_in_the_repo():
-    from gpulab import citations
+    from gpulab.course import citations
 
     problems, pending = citations.check(REPO)
     assert not problems, "cited but not in the repo:\n" + "\n".join(problems)
@@ -192,14 +192,14 @@ def test_every_cited_file_is_in_the_repo():
 
 def test_pending_documents_are_still_missing():
     """A PENDING entry whose file has landed must go: its citations are then checked."""
-    from gpulab.citations import PENDING
+    from gpulab.course.citations import PENDING
 
     landed = [p for p in PENDING if (REPO / p).exists()]
-    assert not landed, f"{landed} now exist: remove them from gpulab.citations.PENDING"
+    assert not landed, f"{landed} now exist: remove them from gpulab.course.citations.PENDING"
 
 
 def test_the_citation_check_names_file_line_and_the_shipped_document(tmp_path):
-    from gpulab import citations
+    from gpulab.course import citations
 
     root = _copy_content(tmp_path)
     (root / "docs").mkdir()
@@ -230,7 +230,7 @@ def test_dev_check_reports_citations(tmp_path, course):
 
     from rich.console import Console
 
-    from gpulab.commands.dev import check_citations
+    from gpulab.cli.commands.dev import check_citations
 
     out = Console(file=io.StringIO(), width=200)
     assert check_citations(REPO, out) == 0
@@ -309,7 +309,7 @@ def test_stated_grades_are_the_graders():
     pytest.importorskip("torch")
     import ast
 
-    from gpulab.graders import bandwidth, flash_attention, matmul, rope_rmsnorm, softmax
+    from gpulab.judge.graders import bandwidth, flash_attention, matmul, rope_rmsnorm, softmax
 
     specs = {
         "bandwidth": bandwidth.spec(False),

@@ -372,7 +372,7 @@ def test_explained_after_every_timed_check_and_with_explain() -> None:
     passed, timed = {"status": "passed"}, {"status": "passed", "timing": {"cases": [{}]}}
     from dataclasses import replace
 
-    from gpulab.protocol import CheckRequest
+    from gpulab.check.protocol import CheckRequest
 
     req = CheckRequest(exercise="softmax", function="softmax", file="f.py")
     assert wanted(req, timed)  # a GPU's timed check, no --explain
@@ -410,8 +410,8 @@ class _CannedSandbox:
 def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
     from dataclasses import replace
 
+    from gpulab.check.protocol import CheckRequest
     from gpulab.diagnosis.judge_side import attach, start
-    from gpulab.protocol import CheckRequest
 
     req = CheckRequest(
         exercise="softmax",
@@ -455,7 +455,7 @@ def test_a_kernel_that_cannot_launch_says_so_with_the_numbers() -> None:
 def test_explain_says_when_there_is_nothing_to_explain() -> None:
     """--explain (the lab's X) on a step or a non-kernel exercise says so
     instead of adding nothing; on a timed kernel it is silent."""
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
     from gpulab.diagnosis.kinds import KERNEL_EXERCISES, explain_unavailable
 
     course = load_course()

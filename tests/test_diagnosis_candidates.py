@@ -105,7 +105,7 @@ import json, sys, torch
 sys.path.insert(0, {str(ROOT)!r})
 from gpulab.diagnosis.sandbox_side import _compiled_mode
 from gpulab.diagnosis.trace import LaunchTracer
-from gpulab.grading.learner import load_module
+from gpulab.sandbox.learner import load_module
 with _compiled_mode():
     mod = load_module({str(ROOT / "kernels" / "matmul.py")!r}, "ref")
 out = {{}}
@@ -169,7 +169,7 @@ class _SlowCompiles:
 
 
 def _request():
-    from gpulab.protocol import CheckRequest
+    from gpulab.check.protocol import CheckRequest
 
     return CheckRequest(
         exercise="matmul",
@@ -279,7 +279,7 @@ for stride in (1, 3):
         copy[(4,)](x, x, 4096, stride, BLOCK=1024)
     la = t.launches[0]
     ptx = {{}}
-    import gpulab.compile_info as ci
+    import gpulab.perf.compile_info as ci
     real = ci.compile_kernel
     ci.compile_kernel = lambda *a, **k: real(*a, **{{**k, "asm_hook": lambda asm: ptx.update(asm)}})
     compile_launch(la, "sm_90")

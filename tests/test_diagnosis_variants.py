@@ -66,7 +66,7 @@ def explain_file(exercise: str, file: Path) -> dict:
     from gpulab.diagnosis.judge_side import explain
 
     function, kind, flops, nbytes = MANIFEST[exercise]
-    from gpulab.protocol import CheckRequest
+    from gpulab.check.protocol import CheckRequest
 
     request = CheckRequest(
         exercise=exercise,

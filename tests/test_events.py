@@ -1,13 +1,12 @@
-"""The judge's frames as the lab parses them (gpulab.events) and a result
-read back from JSON (gpulab.check_result): wrong types, missing fields and
+"""The judge's frames as the lab parses them (gpulab.check.events) and a result
+read back from JSON (gpulab.check.result): wrong types, missing fields and
 huge strings are refused or dropped, never a crash further on."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpulab.check_result import CheckResult
-from gpulab.events import (
+from gpulab.check.events import (
     TEXT_LIMIT,
     CaseDone,
     Correct,
@@ -16,8 +15,9 @@ from gpulab.events import (
     Stage,
     parse,
 )
-from gpulab.protocol import ProtocolError
-from gpulab.status import Status
+from gpulab.check.protocol import ProtocolError
+from gpulab.check.result import CheckResult
+from gpulab.check.status import Status
 
 JUNK = [None, True, 1.5, -1, "7", [], {}, [1], [1, 2, 3]]
 

@@ -12,7 +12,7 @@ import pytest
 def test_nan_and_inf_outputs_are_errors_of_that_size():
     import torch
 
-    from gpulab.grading.compare import compare, describe_mismatch
+    from gpulab.judge.compare import compare, describe_mismatch
 
     ref = torch.ones(8, dtype=torch.float64)
     out = ref.clone().float()
@@ -38,7 +38,7 @@ def test_nan_and_inf_outputs_are_errors_of_that_size():
 def test_the_error_columns_show_nan_and_inf():
     from rich.console import Console
 
-    from gpulab.report import cases_table
+    from gpulab.check.report import cases_table
 
     table = cases_table(
         [
@@ -57,7 +57,7 @@ def test_columns_no_case_fills_are_left_out():
     At 60 columns those empty columns folded every case name in two."""
     from rich.console import Console
 
-    from gpulab.report import cases_table
+    from gpulab.check.report import cases_table
 
     table = cases_table([{"name": "buffer_bytes for T4", "passed": False, "detail": "too few"}])
     console = Console(width=60, record=True)
@@ -74,7 +74,7 @@ def test_columns_no_case_fills_are_left_out():
 
 
 def test_worst_keeps_a_nan():
-    from gpulab.grading.compare import worst
+    from gpulab.judge.compare import worst
 
     nan = float("nan")
     assert worst(0.0, nan) != worst(0.0, nan)
@@ -96,7 +96,7 @@ POLICY = {"cpu_seconds": 150, "file_bytes": 256 << 20}
     ],
 )
 def test_out_of_bounds_is_named_for_either_signal(sig, output):
-    from gpulab.crashes import crash_summary
+    from gpulab.check.crashes import crash_summary
 
     summary, hint = crash_summary(-sig, "", POLICY, output)
     assert "out of bounds: a missing mask?" in summary
@@ -104,7 +104,7 @@ def test_out_of_bounds_is_named_for_either_signal(sig, output):
 
 
 def test_other_endings_keep_their_words():
-    from gpulab.crashes import crash_summary
+    from gpulab.check.crashes import crash_summary
 
     assert crash_summary(None, "", POLICY) == ("your code stopped answering", "")
     assert "code 3" in crash_summary(3, "", POLICY)[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.hardware import GPUS
+from gpulab.perf.hardware import GPUS
 
 REPO = Path(__file__).resolve().parent.parent
 RAW = REPO / "benchmarks"
@@ -335,8 +335,8 @@ def more_figures(probe: dict, one_row: dict) -> list[tuple[str, str, list[str]]]
 
 def expert_figures(probe: dict, one_row: dict, prof: dict) -> list[tuple[str, str, list[str]]]:
     """Figures a second expert read of issue 29 found unpinned or on two roofs."""
-    from gpulab.serving import Roof, decode_step, prefill_step
-    from gpulab.serving_models import find_model
+    from gpulab.perf.serving import Roof, decode_step, prefill_step
+    from gpulab.perf.serving_models import find_model
 
     # Lesson 02: the one-row kernel shape by shape, on the probe's copy.
     pct = {k: v / probe["copy_tbs"] * 100 for k, v in one_row.items()}
@@ -500,7 +500,7 @@ def test_no_replaced_figure_comes_back(rel):
 
 
 def test_bridges_are_two_way_but_the_h200_nvls():
-    from gpulab.hardware import GPUS
+    from gpulab.perf.hardware import GPUS
 
     for key in ("a100-pcie-40gb", "a100-pcie-80gb", "h100-pcie", "h100-nvl"):
         note = GPUS[key].figure("nvlink").note
@@ -513,7 +513,7 @@ def test_lesson_03_names_every_timed_matmul_shape():
     it needs torch), each named by lesson 03 with its dtypes."""
     import ast
 
-    tree = ast.parse((REPO / "gpulab/graders/matmul.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "gpulab/judge/graders/matmul.py").read_text(encoding="utf-8"))
     fn = next(
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "timing_cases"
     )

@@ -270,7 +270,7 @@ def test_gpulab_profile_shows_the_operator_on_top_by_total(run_gpulab, tmp_path)
 
 
 def test_names_are_normalized():
-    from gpulab.graders.find_bottleneck import normalized
+    from gpulab.judge.graders.find_bottleneck import normalized
 
     for name in ("aten::mean", "mean", "torch.mean", " `aten::mean.dim` ", "Tensor.mean()"):
         assert normalized(name) == "aten::mean", name
@@ -280,7 +280,7 @@ def test_names_are_normalized():
 def test_the_judges_reference_is_the_original_block():
     import torch
 
-    from gpulab.graders.find_bottleneck import make_weights, make_x, original_block, reference
+    from gpulab.judge.graders.find_bottleneck import make_weights, make_x, original_block, reference
 
     x, w = make_x(1, "cpu"), make_weights(2, "cpu")
     got = original_block(x, w).double()

@@ -26,8 +26,8 @@ def failing(r: dict) -> set[str]:
 @pytest.fixture(scope="module")
 def ref_result(tmp_path_factory):
     """One CPU check of the reference, shared by the tests that read it."""
-    from gpulab.content import load_course
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
 
     lesson = load_course().find("flash_attention")
     return run_check(

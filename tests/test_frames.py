@@ -1,4 +1,4 @@
-"""The judge <-> sandbox frames of the kernel-grading path (gpulab.frames):
+"""The judge <-> sandbox frames of the kernel-grading path (gpulab.check.frames):
 requests round-trip through JSON as the sandbox reads them; each reply the
 judge reads is checked field by field, and a malformed one is the
 learner's failure with a clear message, never a crash of the judge."""
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab import frames
-from gpulab.frames import (
+from gpulab.check import frames
+from gpulab.check.frames import (
     AUDIT_MALFORMED,
     MALFORMED,
     NO_TIMING,
@@ -32,7 +32,7 @@ from gpulab.frames import (
     call_reply,
     time_reply,
 )
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
 
 
 def ref(offset: int = 0) -> TensorRef:
@@ -306,8 +306,8 @@ def test_a_malformed_timed_reply_is_no_usable_timing(fields):
 
 
 def test_the_judge_names_the_case_of_an_unusable_timing():
-    from gpulab.grading import batches
-    from gpulab.grading.learner import LearnerError
+    from gpulab.judge import batches
+    from gpulab.sandbox.learner import LearnerError
 
     failed = []
 
@@ -348,7 +348,7 @@ def test_audited_round_trips_and_anything_else_is_the_malformed_profile():
 
 
 def test_the_judge_refuses_a_profile_of_another_number_of_calls():
-    from gpulab.grading.kernel import AuditSpan
+    from gpulab.judge.kernel import AuditSpan
 
     failed = []
 
@@ -386,7 +386,7 @@ def test_compiled_ahead_decides_nothing_so_a_bad_field_is_none():
 
 
 def test_a_check_request_names_the_kernel_paths_it_turns_off():
-    from gpulab.protocol import KERNEL_PATHS, CheckRequest, ProtocolError, paths_off_env
+    from gpulab.check.protocol import KERNEL_PATHS, CheckRequest, ProtocolError, paths_off_env
 
     request = CheckRequest(exercise="softmax", function="softmax", file="/k.py")
     assert request.paths_off == []
@@ -400,9 +400,9 @@ def test_a_check_request_names_the_kernel_paths_it_turns_off():
 
 
 def test_gpulab_check_off_is_the_declared_set(tmp_path):
+    from gpulab.check.protocol import KERNEL_PATHS
+    from gpulab.check.runner import check_request
     from gpulab.cli import build_parser
-    from gpulab.protocol import KERNEL_PATHS
-    from gpulab.runner import check_request
 
     parser = build_parser()
     args = parser.parse_args(["check", "softmax", "--off", "fa3", "--off", "softmax_smem"])
@@ -423,7 +423,7 @@ def test_gpulab_check_off_is_the_declared_set(tmp_path):
 def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
     monkeypatch, tmp_path
 ):
-    from gpulab.grading import remote
+    from gpulab.judge import remote
 
     assert not [k for k in remote.ENV_ALLOWED if k.startswith("GPULAB_")]
     monkeypatch.setenv("GPULAB_SOFTMAX_SMEM", "0")  # the judge's own: not passed on

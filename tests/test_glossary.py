@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpulab.glossary import GlossaryError, default_glossary, load_glossary, normalize
+from gpulab.course.glossary import GlossaryError, default_glossary, load_glossary, normalize
 
 # Every key term of Part I that the issue lists.
 ISSUE_TERMS = [
@@ -188,7 +188,7 @@ def test_term_renderable_and_module_search(gloss):
 
     from rich.console import Console
 
-    from gpulab import glossary
+    from gpulab.course import glossary
 
     assert glossary.search("rope")[0].name == "RoPE"
     assert glossary.lookup("SMs")[0].name == "SM"

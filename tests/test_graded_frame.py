@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from gpulab import protocol
-from gpulab.judge import Channel, graded
+from gpulab.check import protocol
+from gpulab.judge.main import Channel, graded
 
 
 def frames_after(result: dict) -> list[dict]:

@@ -1,5 +1,5 @@
 """The judge loads a grader only for an exercise the course manifest
-declares, from gpulab.graders; the machinery beside it (gpulab.grading) is
+declares, from gpulab.judge.graders; the machinery beside it (gpulab.judge) is
 never an exercise, however a request names it."""
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.content import load_course
-from gpulab.grading import loader
+from gpulab.course.content import load_course
+from gpulab.judge import loader
 
 REPO = Path(__file__).resolve().parent.parent
-MACHINERY = sorted(
-    p.stem for p in (REPO / "gpulab" / "grading").glob("*.py") if p.stem != "__init__"
-)
+MACHINERY = sorted(p.stem for p in (REPO / "gpulab" / "judge").glob("*.py") if p.stem != "__init__")
 
 
 @pytest.mark.parametrize("name", ["speed", "harness", "kernel", "learner", "loader", "interface"])
@@ -37,8 +35,8 @@ def test_names_that_are_no_exercise_are_refused(name):
 
 
 def test_a_check_of_speed_is_refused_with_words(tmp_path):
-    from gpulab.grading.harness import grade_request
-    from gpulab.protocol import CheckRequest
+    from gpulab.check.protocol import CheckRequest
+    from gpulab.judge.harness import grade_request
 
     before = set(sys.modules)
     file = tmp_path / "speed.py"
@@ -47,7 +45,7 @@ def test_a_check_of_speed_is_refused_with_words(tmp_path):
     result = grade_request(request, "cpu", channel=None, sandbox=None)  # type: ignore[arg-type]
     assert result["status"] == "error"
     assert "'speed' is not an exercise of this course" in result["summary"]
-    assert "gpulab.graders.speed" not in set(sys.modules) - before
+    assert "gpulab.judge.graders.speed" not in set(sys.modules) - before
 
 
 def test_a_declared_exercise_without_a_grader_is_refused(tmp_path, monkeypatch):
@@ -70,10 +68,10 @@ def test_every_grader_defines_grade_and_the_kernel_ones_their_cases_and_spec():
         tree = ast.parse((loader.FOLDER / f"{name}.py").read_text(encoding="utf-8"))
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         assert "grade" in defined, name
-        if name in KERNEL_EXERCISES:  # gpulab.grading.interface.TimedGrader
+        if name in KERNEL_EXERCISES:  # gpulab.judge.interface.TimedGrader
             assert {"timing_cases", "kernel_spec"} <= defined, name
 
 
 def test_a_declared_exercise_loads_its_grader():
     grader = loader.load("serving_roofline")
-    assert grader.__name__ == "gpulab.graders.serving_roofline"  # type: ignore[attr-defined]
+    assert grader.__name__ == "gpulab.judge.graders.serving_roofline"  # type: ignore[attr-defined]

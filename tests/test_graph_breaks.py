@@ -107,7 +107,7 @@ def test_guards_pass_higher_order_ops_and_see_inside():
 
 
 def test_learner_messages_never_name_the_graders_objects():
-    from gpulab.grading.learner import scrub_internals
+    from gpulab.sandbox.learner import scrub_internals
 
     raw = (
         "no rule registered for HigherOrderOperator cond and mode "

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gpulab import hardware, roadmap
-from gpulab.hardware import DTYPES, GPUS, SOURCES, match_gpu
+from gpulab.perf import hardware, roadmap
+from gpulab.perf.hardware import DTYPES, GPUS, SOURCES, match_gpu
 
 # The GPUs the issue names, by key.
 ISSUE_GPUS = (
@@ -234,17 +234,17 @@ def test_mi300x_as_amd_lists_it():
 def test_docs_hardware_md_table_is_the_table():
     from pathlib import Path
 
-    from gpulab.hardware_doc import generated_block, render_table
+    from gpulab.perf.hardware_doc import generated_block, render_table
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "hardware.md").read_text("utf-8")
     assert generated_block(doc) == render_table(), (
-        "docs/hardware.md's table differs from gpulab.hardware: run "
-        "`python -m gpulab.hardware_doc docs/hardware.md`"
+        "docs/hardware.md's table differs from gpulab.perf.hardware: run "
+        "`python -m gpulab.perf.hardware_doc docs/hardware.md`"
     )
 
 
 def test_hardware_doc_rewrites_and_refuses_a_document_without_markers(tmp_path):
-    from gpulab.hardware_doc import END, START, main, rewrite
+    from gpulab.perf.hardware_doc import END, START, main, rewrite
 
     doc = tmp_path / "hw.md"
     doc.write_text(f"# T\n\n{START}\nold\n{END}\n\ntail\n", encoding="utf-8")

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from gpulab.tui.lesson_pane import hints_markdown  # noqa: E402
 
 
@@ -20,8 +20,8 @@ def test_last_hint_line_follows_the_state(course):
 
 
 def test_cli_hint_after_a_pass_does_not_say_locked(run_gpulab, tmp_path):
-    from gpulab.content import load_course
-    from gpulab.workspace import Workspace
+    from gpulab.course.content import load_course
+    from gpulab.course.workspace import Workspace
 
     lesson = load_course().find("softmax")
     env_ws = run_gpulab("where").stdout.strip()

@@ -3,7 +3,7 @@
 A cycle hides as a function-level import (which is why it was written inside
 the function) or a TYPE_CHECKING one, so every import statement counts, where
 it sits. import-linter's `acyclic_siblings` contract compares whole packages
-(gpulab.tui against gpulab.commands), not modules, so this test builds the
+(gpulab.tui against gpulab.cli.commands), not modules, so this test builds the
 module graph itself from the source with ast.
 """
 
@@ -41,7 +41,7 @@ def imported_modules(path: Path, top: Path, modules: set[str]) -> set[str]:
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
-            # `from gpulab import hardware` imports the module gpulab.hardware.
+            # `from gpulab import hardware` imports the module gpulab.perf.hardware.
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return {m for m in found if m in modules and m != name}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulab.install_hint import install_hint, missing_message
+from gpulab.check.install_hint import install_hint, missing_message
 
 AS_EXTRA = ["rich>=13", "jax>=0.4.30; extra == 'jax'", "jax>=0.4.30; extra == 'test'"]
 AS_DEPENDENCY = ["rich>=13", "jax>=0.6", 'pytest>=8; extra == "test"']
@@ -22,7 +22,7 @@ def test_the_advice_follows_where_pyproject_lists_the_package():
 
 
 def test_a_source_checkout_is_told_to_install_gpulab(monkeypatch):
-    import gpulab.install_hint as mod
+    import gpulab.check.install_hint as mod
 
     monkeypatch.setattr(mod, "gpulab_requirements", lambda: None)
     assert "`pip install .`" in install_hint("jax")
@@ -31,8 +31,8 @@ def test_a_source_checkout_is_told_to_install_gpulab(monkeypatch):
 def test_the_cli_and_the_tui_say_the_same(monkeypatch, course):
     """`gpulab check sharded_mlp` and the TUI's c, with jax missing."""
     pytest.importorskip("textual")
-    from gpulab.commands.common import UsageError, find_lesson
-    from gpulab.content import Lesson
+    from gpulab.cli.commands.common import UsageError, find_lesson
+    from gpulab.course.content import Lesson
 
     real = Lesson.missing_requirements
     monkeypatch.setattr(
@@ -50,7 +50,7 @@ def test_the_cli_and_the_tui_say_the_same(monkeypatch, course):
 
     from test_tui import make_app
 
-    from gpulab.workspace import Workspace
+    from gpulab.course.workspace import Workspace
 
     async def press_c(root) -> list[str]:
         app = make_app(Workspace.open(root))

@@ -50,7 +50,7 @@ CHEATS["torch computes the output"] = (
 
 
 def test_every_kernel_step_is_covered():
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
 
     course = load_course()
     # The kernel lessons, 02-05 (lesson 01's step is a microbenchmark, graded apart).

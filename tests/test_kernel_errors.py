@@ -33,7 +33,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import kern
-from gpulab.grading.learner import format_learner_traceback
+from gpulab.sandbox.learner import format_learner_traceback
 sig = {{"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}}
 try:
     triton.compile(ASTSource(kern.softmax_kernel, sig, constexprs={{"BLOCK": 16}}),

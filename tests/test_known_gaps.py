@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from gpulab.known_gaps import hint_for, is_known_gap
+from gpulab.course.known_gaps import hint_for, is_known_gap
 from tests.conftest import installed_triton, reference_source
 
 BF16 = (
@@ -52,7 +52,7 @@ KERNEL = textwrap.dedent("""
     import os, sys
     os.environ["TRITON_INTERPRET"] = "1"
     import torch, triton, triton.language as tl
-    from gpulab.known_gaps import hint_for
+    from gpulab.course.known_gaps import hint_for
 
     @triton.jit
     def fill(y_ptr, BLOCK: tl.constexpr):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpulab.grading import learner
+from gpulab.sandbox import learner
 
 
 def test_a_note_the_library_appended_does_not_replace_the_message(tmp_path):

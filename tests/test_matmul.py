@@ -27,8 +27,8 @@ def failing(r: dict) -> set[str]:
 @pytest.fixture(scope="module")
 def ref_result(tmp_path_factory):
     """One CPU check of the reference, shared by the tests that read it."""
-    from gpulab.content import load_course
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
 
     lesson = load_course().find("matmul")
     return run_check(

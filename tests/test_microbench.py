@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab import hardware
 from gpulab.device import ceilings, microbench
 from gpulab.device.microbench_runner import results_renderable, run_microbench, save
+from gpulab.perf import hardware
 from tests.conftest import REPO, cuda_available, gpulab_env
 
 GiB, MiB = 2**30, 2**20

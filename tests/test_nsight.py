@@ -274,7 +274,7 @@ def test_profile_request_calls_once_between_start_and_stop() -> None:
         from gpulab.diagnosis.cases import describe
         from gpulab.diagnosis.sandbox_profile import profile_request
         from gpulab.diagnosis.sandbox_side import build
-        from gpulab.grading.learner import load_module
+        from gpulab.sandbox.learner import load_module
 
         gen = torch.Generator().manual_seed(0)
         built = build(
@@ -341,9 +341,9 @@ def _check_with_stand_in(tmp_path: Path, bin_dir: Path, monkeypatch: pytest.Monk
     """The real runner, judge and sandbox on the CPU, asked (a typed option,
     no switch in the environment) to run the Nsight step anyway: the
     stand-in ncu first on PATH."""
-    from gpulab.content import load_course
-    from gpulab.protocol import ExplainOptions
-    from gpulab.runner import run_check
+    from gpulab.check.protocol import ExplainOptions
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
 
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

@@ -1,7 +1,7 @@
 """The nvtx_profile grader (lesson 07) through real child processes on the CPU
 (the reference passes and writes its trace, the starter and each wrong variant
 fail for the stated reason), the range checks on hand-made events, the trace
-reader of gpulab.profiling, and `gpulab profile`. GPU tests check the kernels
+reader of gpulab.perf.profiling, and `gpulab profile`. GPU tests check the kernels
 table and the NVTX ranges."""
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _good_events():
 
 @pytest.fixture(scope="module")
 def grader():
-    from gpulab.grading import nvtx_ranges
+    from gpulab.judge import nvtx_ranges
 
     return nvtx_ranges
 
@@ -180,11 +180,11 @@ def test_ranges_work_outside_its_range(grader):
     assert "outside the forward range" in bad["all of each phase inside its range"]
 
 
-# --- gpulab.profiling (no torch) --------------------------------------------------
+# --- gpulab.perf.profiling (no torch) --------------------------------------------------
 
 
 def test_read_trace_self_times(tmp_path):
-    from gpulab import traces as profiling
+    from gpulab.perf import traces as profiling
 
     trace = {
         "traceEvents": [
@@ -246,11 +246,11 @@ def test_read_trace_self_times(tmp_path):
 
 
 def test_nsys_and_ncu_commands():
-    from gpulab import traces as profiling
+    from gpulab.perf import traces as profiling
 
     nsys = profiling.nsys_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert nsys[:2] == ["nsys", "profile"] and "--capture-range=cudaProfilerApi" in nsys
-    assert nsys[-6:-2] == ["-m", "gpulab.profiling", "nvtx_profile", "/x/f.py"]
+    assert nsys[-6:-2] == ["-m", "gpulab.perf.profiling", "nvtx_profile", "/x/f.py"]
     ncu = profiling.ncu_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert ncu[0] == "ncu" and "--nvtx-include" in ncu and "off" in ncu
     assert "--nvtx" not in profiling.ncu_command("graph_breaks", "/x/f.py", "/o")
@@ -270,7 +270,7 @@ def test_profile_command(run_gpulab, tmp_path):
 
 
 def test_profile_without_nsys_says_so(run_gpulab):
-    from gpulab import traces as profiling
+    from gpulab.perf import traces as profiling
 
     if profiling.tools()["nsys"]:
         pytest.skip("nsys is installed here")
@@ -304,7 +304,7 @@ def test_gpu_profile_has_kernels_and_nvtx(grade):
 def test_judged_without_a_workspace_the_trace_is_copied_out(course, tmp_path):
     # No workspace: the sandbox writes in its private folder and the judge
     # copies the trace out to the temp folder.
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
 
     path = tmp_path / "nvtx_profile_attempt.py"
     path.write_text(REF)
@@ -330,7 +330,7 @@ def _forged(self, msg):
 
 _main.Server.on_train = _forged
 try:
-    import gpulab.grading.nvtx_ranges as _g  # the judge's rules: not importable here
+    import gpulab.judge.nvtx_ranges as _g  # the judge's rules: not importable here
     _g.check_ranges = lambda events: []
 except ImportError:
     pass
@@ -351,7 +351,7 @@ def test_read_trace_counts_an_op_inside_its_own_name_once(tmp_path):
     """aten::div_ with a scalar calls aten::div_ with a tensor: its total is
     the outer call's, not both added (which put div_ over its parent mean
     in the find_bottleneck starter's profile)."""
-    from gpulab import traces as profiling
+    from gpulab.perf import traces as profiling
 
     def op(name, ts, dur):
         return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1}

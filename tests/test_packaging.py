@@ -40,7 +40,7 @@ def test_wheel_carries_the_content(wheel):
     # The Hopper backends the references load from kernels/hopper/.
     assert "gpulab/_content/kernels/hopper/softmax_smem.py" in names
     assert "gpulab/_content/kernels/hopper/flash_attention_fa3.py" in names
-    # The GPU datasheet table is package data, read by gpulab.hardware.
+    # The GPU datasheet table is package data, read by gpulab.perf.hardware.
     assert "gpulab/data/gpus.toml" in names
     tops = {n.split("/")[0] for n in names}
     assert "kernels" not in tops and "exercises" not in tops and "lessons" not in tops
@@ -56,9 +56,9 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
     env["PYTHONPATH"] = str(site)
     env["GPULAB_HOME"] = str(tmp_path / "ws")
     code = (
-        "import gpulab.content as c; course = c.load_course();"
+        "import gpulab.course.content as c; course = c.load_course();"
         "print(c.content_root()); print(len(course.lessons), course.find('softmax').ready);"
-        "import gpulab.hardware as h; print(len(h.GPUS), h.GPUS['h200'].tflops['bf16'])"
+        "import gpulab.perf.hardware as h; print(len(h.GPUS), h.GPUS['h200'].tflops['bf16'])"
     )
     r = subprocess.run(
         [sys.executable, "-c", code],
@@ -100,7 +100,7 @@ def test_wheel_carries_every_source_the_course_cites(wheel, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPULAB_CONTENT")}
     env["PYTHONPATH"] = str(site)
     code = (
-        "import gpulab.content as c, gpulab.citations as k;"
+        "import gpulab.course.content as c, gpulab.course.citations as k;"
         "problems, pending = k.check(c.content_root()); print(len(k.citations("
         "c.content_root()))); print('\\n'.join(problems))"
     )

@@ -387,7 +387,7 @@ def test_a_container_that_hides_other_processes(monkeypatch):
 
 def test_gpu_processes_follows_cuda_visible_devices_and_never_raises(monkeypatch):
     # The judge names other programs on its GPU when it refuses a timing
-    # (gpulab.grading.neighbours): CUDA's index 0 is NVML's GPU 1 here.
+    # (gpulab.judge.neighbours): CUDA's index 0 is NVML's GPU 1 here.
     asked = []
     h200_nvml(
         monkeypatch,

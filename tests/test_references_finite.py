@@ -24,7 +24,7 @@ class Ctx:
 def _cases(exercise: str) -> list:
     import importlib
 
-    mod = importlib.import_module(f"gpulab.graders.{exercise}")
+    mod = importlib.import_module(f"gpulab.judge.graders.{exercise}")
     ctx = Ctx()
     if exercise in ("matmul", "flash_attention", "attention_tile", "attention_online"):
         return mod.correctness_cases(ctx, set())
@@ -54,7 +54,7 @@ def _cases(exercise: str) -> list:
 def test_every_reference_is_finite(exercise):
     import importlib
 
-    mod = importlib.import_module(f"gpulab.graders.{exercise}")
+    mod = importlib.import_module(f"gpulab.judge.graders.{exercise}")
     spec = getattr(mod, "SPEC", None) or (
         mod.spec(False) if hasattr(mod, "spec") else mod.make_spec(True)
     )

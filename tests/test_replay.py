@@ -1,7 +1,7 @@
 """Issue 27, class 5: on the CPU the "your Triton kernel did the work" report
 comes from the learner's own process, so a submission can forge it. The
 judge now replays the recorded launches in a sandbox of their own that never
-imports the file (gpulab.grading.replay): each forgery below passed before
+imports the file (gpulab.judge.replay): each forgery below passed before
 that and fails now, and honest kernels of several shapes still pass.
 
 Real checks in real child processes, in the Triton interpreter."""
@@ -333,7 +333,7 @@ def test_a_reduction_done_in_python_and_handed_over_as_input_values_fails(grade)
 def test_an_honest_copy_is_the_same_copy_in_every_draw():
     import torch
 
-    from gpulab.grading.replay import copy_map, same_copy
+    from gpulab.judge.replay import copy_map, same_copy
 
     g = torch.Generator().manual_seed(0)
     first, second = (torch.randn(6, 5, generator=g) for _ in range(2))
@@ -447,7 +447,7 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
 
     import torch
 
-    from gpulab.grading.kernel import Case, _same_launches
+    from gpulab.judge.kernel import Case, _same_launches
 
     def record(first: float) -> dict:
         data = torch.tensor([first, 1e30, 1e30, 1e30]).numpy().tobytes()

@@ -46,8 +46,8 @@ def failing_text(r: dict) -> str:
 
 @pytest.fixture(scope="module")
 def reference_result(tmp_path_factory):
-    from gpulab.content import load_course
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
 
     lesson = load_course().find(EX)
     tmp = tmp_path_factory.mktemp("rope_ref")
@@ -60,7 +60,7 @@ def reference_result(tmp_path_factory):
 
 BATCH_CHILD = r"""
 import json, sys
-from gpulab.judge import judge
+from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
@@ -406,8 +406,8 @@ def test_cheats_are_rejected(batch, name):
 @pytest.fixture(scope="module")
 def gpu_result(tmp_path_factory):
     """One timed check of the reference on the GPU, shared by the tests below."""
-    from gpulab.content import load_course
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
 
     tmp = tmp_path_factory.mktemp("rope_gpu")
     path = tmp / "rope_rmsnorm_ref.py"

@@ -1,4 +1,4 @@
-"""Lesson 05's extra timing (gpulab.grading.rope_timing) on the CPU.
+"""Lesson 05's extra timing (gpulab.judge.rope_timing) on the CPU.
 
 On a GPU, torch.compile's forward and backward are timed beside the
 learner's backward in the judge's batches. Here the device's calls (the
@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from gpulab.device import ceilings, gpulock, timing
-from gpulab.grading import batches, learner, rope_timing
-from gpulab.grading.harness import GradeFailed
-from gpulab.grading.kernel import Case
+from gpulab.judge import batches, rope_timing
+from gpulab.judge.harness import GradeFailed
+from gpulab.judge.kernel import Case
+from gpulab.sandbox import learner
 
 GB = 1e9
 

@@ -170,7 +170,7 @@ def test_unsharded_compute_fails(grade):
 def test_without_jax_the_check_says_how_to_install(tmp_path, course, monkeypatch):
     """A `jax` that cannot be imported (as on a machine without it): the grader
     reports how to install it instead of crashing, and gpulab still works."""
-    from gpulab.runner import run_check
+    from gpulab.check.runner import run_check
 
     fake = tmp_path / "nojax" / "jax"
     fake.mkdir(parents=True)
@@ -335,7 +335,7 @@ def test_the_judge_refuses_a_program_with_a_custom_call():
     import numpy as np
     from jax import export
 
-    from gpulab.graders.sharded_mlp import read_program
+    from gpulab.judge.graders.sharded_mlp import read_program
 
     ffi = getattr(jax, "ffi", None) or __import__("jax.extend.ffi").extend.ffi
 

@@ -10,9 +10,9 @@ import copy
 import json
 import random
 
-from gpulab.check_result import CheckResult
-from gpulab.state import ATTEMPT, EXERCISE, SETTINGS, STATUSES, validate_state
-from gpulab.workspace import Workspace
+from gpulab.check.result import CheckResult
+from gpulab.course.state import ATTEMPT, EXERCISE, SETTINGS, STATUSES, validate_state
+from gpulab.course.workspace import Workspace
 
 KEYS = [
     "status",

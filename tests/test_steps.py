@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.content import load_course
+from gpulab.course.content import load_course
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -202,7 +202,7 @@ def test_old_progress_keeps_working_with_steps(tmp_path, run_gpulab):
 
 
 def test_a_pass_names_the_next_exercise(course):
-    from gpulab.commands.check import next_step
+    from gpulab.cli.commands.check import next_step
 
     assert next_step(course, course.find("softmax_row")) == (
         "Next: Rows longer than a block (step 2 of 3 of lesson 02): gpulab check softmax_wide"

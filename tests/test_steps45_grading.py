@@ -8,7 +8,7 @@ the real grader and the sandbox's real handlers in ONE child process
 (tests/inprocess.py; the child exists only because Triton's interpreter is
 chosen when triton is first imported). One honest variant a step also goes
 the whole way, through a judge, a sandbox of its own and the CPU replay of
-its kernels apart from its code (gpulab.grading.replay).
+its kernels apart from its code (gpulab.judge.replay).
 """
 
 from __future__ import annotations
@@ -619,7 +619,7 @@ with open(out_path, "w") as f:
 
 JUDGE_CHILD = r"""
 import json, sys
-from gpulab.judge import judge
+from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass

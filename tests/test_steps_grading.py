@@ -343,7 +343,7 @@ WRONG = {
 
 BATCH_CHILD = r"""
 import json, sys
-from gpulab.judge import judge
+from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass

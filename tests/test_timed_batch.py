@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from gpulab.check.protocol import TensorRef
 from gpulab.device import timing
-from gpulab.protocol import TensorRef
 from gpulab.sandbox import calls
 from gpulab.sandbox.failure import LearnerFailure
 

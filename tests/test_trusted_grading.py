@@ -64,7 +64,7 @@ def test_a_shadow_gpulab_or_torch_beside_the_file_is_never_imported(grade, tmp_p
 
 
 def test_the_graders_modules_cannot_be_imported(grade):
-    src = "from gpulab.grading import compare\ncompare.DEFAULT_TOLERANCE.clear()\n" + REF
+    src = "from gpulab.judge import compare\ncompare.DEFAULT_TOLERANCE.clear()\n" + REF
     r = grade("softmax", src)
     assert not r["passed"]
     assert "part of the grader" in r["summary"] + r["message"]
@@ -108,10 +108,10 @@ def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
     # file gets no such folder, even one named the same.
     from pathlib import Path
 
-    from gpulab.judge import policy_for
+    from gpulab.judge.main import policy_for
 
     def reads(file):
-        from gpulab.protocol import CheckRequest
+        from gpulab.check.protocol import CheckRequest
 
         request = CheckRequest(exercise="flash_attention", function="attention", file=str(file))
         return policy_for(request, "cuda", tmp_path, tmp_path / "cache")["read"]

@@ -19,7 +19,7 @@ pytest.importorskip("textual")
 
 from conftest import reference_source, starter_source  # noqa: E402
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from gpulab.device.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.app import GpulabApp, build_app  # noqa: E402
 from gpulab.tui.editor import ExercisePane  # noqa: E402
@@ -106,7 +106,7 @@ async def test_first_start_welcomes_and_begins(ws):
 
 
 async def test_returning_learner_continues_where_they_left_off(ws):
-    from gpulab.workspace import Workspace
+    from gpulab.course.workspace import Workspace
 
     ws.set_last_lesson("02_triton_101_softmax")
     again = Workspace.open(ws.root)
@@ -487,7 +487,7 @@ async def test_broken_lesson_shows_its_error_and_the_rest_works(ws, tmp_path):
 
     from conftest import REPO
 
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
 
     root = tmp_path / "content"
     for part in ("lessons", "exercises", "kernels"):
@@ -649,7 +649,7 @@ async def test_device_pane_without_a_gpu(ws, monkeypatch):
 async def test_progress_stages_drive_the_bar(ws, course):
     from textual.widgets import ProgressBar
 
-    from gpulab.events import parse
+    from gpulab.check.events import parse
     from gpulab.tui.results import ResultsPane, spark
 
     app = make_app(ws)

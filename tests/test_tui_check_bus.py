@@ -14,7 +14,7 @@ pytest.importorskip("textual")
 
 from textual.app import App, ComposeResult  # noqa: E402
 
-from gpulab.check_result import CheckResult  # noqa: E402
+from gpulab.check.result import CheckResult  # noqa: E402
 from gpulab.tui.check_bus import CheckBus  # noqa: E402
 from gpulab.tui.messages import CheckFinished  # noqa: E402
 from gpulab.tui.results import ResultsPane  # noqa: E402

@@ -17,7 +17,7 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 
 SIZE = (80, 24)

@@ -14,7 +14,7 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from gpulab.tui.results import ResultsPane  # noqa: E402
 
 pytestmark = pytest.mark.anyio

@@ -78,8 +78,8 @@ def _canned_device_probe(monkeypatch):
 def snapshot_ws(monkeypatch):
     """The fixed workspace (its path is on the welcome screen), one test at a time
     even under pytest-xdist."""
+    from gpulab.course.workspace import Workspace
     from gpulab.fsutil import file_lock
-    from gpulab.workspace import Workspace
 
     with file_lock(WORKSPACE.parent / "lock"):
         if WORKSPACE.exists():
@@ -88,7 +88,7 @@ def snapshot_ws(monkeypatch):
         monkeypatch.setenv("GPULAB_CONTENT", str(HERE / "course"))
         # The glossary is cached a process: a test before this one in the same
         # pytest-xdist worker had cached the real course's, not the frozen one.
-        from gpulab.glossary import default_glossary
+        from gpulab.course.glossary import default_glossary
 
         default_glossary.cache_clear()
         yield Workspace.open(WORKSPACE)
@@ -96,7 +96,7 @@ def snapshot_ws(monkeypatch):
 
 
 def build(ws, **options):
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
     from gpulab.device.devinfo import GpuInfo
     from gpulab.tui.app import build_app
 

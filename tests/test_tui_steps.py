@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.lesson_pane import lesson_markdown  # noqa: E402
 from gpulab.tui.messages import CheckFinished  # noqa: E402
@@ -115,7 +115,7 @@ async def test_a_pass_of_a_step_no_longer_open_moves_nothing(ws):
 
 
 async def test_the_lab_reopens_on_the_step_last_open(ws):
-    from gpulab.workspace import Workspace
+    from gpulab.course.workspace import Workspace
 
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
@@ -135,7 +135,7 @@ async def test_a_state_from_before_steps_opens_where_it_was(ws):
     ws.record_result(
         "matmul", CheckResult.from_json({"passed": True, "summary": "ok", "status": "passed"})
     )
-    from gpulab.workspace import Workspace
+    from gpulab.course.workspace import Workspace
 
     app = make_app(Workspace.open(ws.root))
     async with app.run_test(size=SIZE) as pilot:

@@ -9,7 +9,7 @@ pytest.importorskip("textual")
 
 from test_tui import SIZE, make_app, open_softmax, wait_for  # noqa: E402
 
-from gpulab.check_result import CheckResult
+from gpulab.check.result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.screens import ConfirmScreen  # noqa: E402
 
@@ -82,7 +82,7 @@ def test_gpulab_check_on_a_read_only_workspace_runs_and_says_why_nothing_is_kept
     read_only_ws, monkeypatch, capsys
 ):
     from gpulab.cli import build_parser
-    from gpulab.commands import check
+    from gpulab.cli.commands import check
 
     sent: dict = {}
 

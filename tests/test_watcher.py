@@ -1,4 +1,4 @@
-"""The one file watcher (gpulab.watcher), used by the lab and by `gpulab watch`,
+"""The one file watcher (gpulab.check.watcher), used by the lab and by `gpulab watch`,
 sees an editor's atomic save: a new file written beside the old one and
 renamed over it, in the same mtime tick and with the same size."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.check_result import CheckResult
-from gpulab.watcher import file_changes, stamp
+from gpulab.check.result import CheckResult
+from gpulab.check.watcher import file_changes, stamp
 
 MODES = [pytest.param(True, id="polling"), pytest.param(False, id="file-events")]
 
@@ -101,7 +101,7 @@ def test_gpulab_watch_rechecks_after_an_atomic_save(exercise, poll):
     mtime and size only, and missed such a save when polling)."""
     if not poll:
         pytest.importorskip("watchfiles")
-    from gpulab.commands.check import _recheck_on_save
+    from gpulab.cli.commands.check import _recheck_on_save
 
     def once() -> None:
         raise Rechecked
@@ -142,7 +142,7 @@ def ctrl_c():
 def test_ctrl_c_ends_gpulab_watch_at_once(exercise, ctrl_c, during):
     """Even in the middle of a re-check (asyncio.run's Ctrl-C would only cancel
     the task and wait for the check to end)."""
-    from gpulab.commands.check import _recheck_on_save, _until_interrupted
+    from gpulab.cli.commands.check import _recheck_on_save, _until_interrupted
 
     def once() -> None:
         ctrl_c.set()
@@ -163,7 +163,7 @@ def test_gpulab_watch_sees_a_save_made_before_its_watcher_is_up(ws, course, monk
     the watcher is still starting, is re-checked (it used to be missed: the
     watcher started after the first check and no stamps were compared)."""
     from gpulab.cli import build_parser
-    from gpulab.commands import check
+    from gpulab.cli.commands import check
 
     exercise = ws.ensure_exercise(course.find("softmax"))
     exercise.write_text("x = 0\n", encoding="utf-8")
@@ -198,7 +198,7 @@ def test_gpulab_watch_sees_a_save_made_before_its_watcher_is_up(ws, course, monk
 def test_gpulab_watch_ignores_an_event_that_changes_nothing(exercise):
     """Only a new stamp re-checks: a touch-free event (the file read, an
     editor's swap file beside it) does not."""
-    from gpulab.commands import check
+    from gpulab.cli.commands import check
 
     checks: list[float] = []
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpulab import hardware
+from gpulab.perf import hardware
 
 
 def slug(device_name: str) -> str:

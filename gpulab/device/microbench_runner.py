@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulab import child
+from gpulab.check import child
 from gpulab.device import ceilings
 from gpulab.fsutil import atomic_write_json
 

@@ -19,10 +19,11 @@ import subprocess
 import time
 from typing import Any
 
-from gpulab import child, hardware
+from gpulab.check import child
 from gpulab.device import ceilings
 from gpulab.device.nvml import na, value
 from gpulab.device.nvml import query as query_nvml
+from gpulab.perf import hardware
 
 TORCH_TIMEOUT_S = 60.0
 SETTING = "gpu"  # workspace setting: the datasheet GPU rooflines use without a GPU

@@ -6,7 +6,7 @@ measured time; and which case matters most. Used by the judge's side of
 
 from __future__ import annotations
 
-from gpulab.protocol import CheckRequest
+from gpulab.check.protocol import CheckRequest
 
 
 def _exps(exercise: str, sizes: dict[str, float]) -> float:
@@ -21,7 +21,7 @@ def _exps(exercise: str, sizes: dict[str, float]) -> float:
 def case_facts(exercise: str, request: CheckRequest, case: dict, timed: dict[str, dict]) -> dict:
     """A case as the sandbox described it, with its minimal bytes and FLOPs
     (the manifest's formulas) and its measured time where there is one."""
-    from gpulab.content import eval_formula
+    from gpulab.course.content import eval_formula
 
     sizes = dict(case.get("sizes") or {})
     names = {**sizes, "elt": case.get("elt", 1)}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from gpulab.grading.interface import TimedGrader
+    from gpulab.judge.interface import TimedGrader
 
 CACHE_NAME = "gpulab-explain-cases.json"
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "explain_cases.json"
@@ -46,7 +46,7 @@ def timed_cases(exercise: str, device: str) -> list[Any]:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     # A kernel exercise's grader (KERNEL_EXERCISES), by its fixed name.
-    grader = cast("TimedGrader", importlib.import_module(f"gpulab.graders.{exercise}"))
+    grader = cast("TimedGrader", importlib.import_module(f"gpulab.judge.graders.{exercise}"))
     try:
         with FakeTensorMode():
             cases = grader.timing_cases(_Ctx(device))
@@ -78,7 +78,7 @@ def describe(obj: Any) -> Any:
 
 
 def _grader_digest(exercise: str) -> str:
-    src = Path(__file__).resolve().parent.parent / "graders" / f"{exercise}.py"
+    src = Path(__file__).resolve().parent.parent / "judge" / "graders" / f"{exercise}.py"
     return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
 
 
@@ -102,7 +102,7 @@ def _shipped(exercise: str, device: str) -> list[dict[str, Any]] | None:
 
 def build(exercise: str, device: str) -> list[dict[str, Any]]:
     """The descriptions, built now (seconds: see the module's docstring)."""
-    from gpulab.grading.compare import dtype_name
+    from gpulab.judge.compare import dtype_name
 
     return [
         {

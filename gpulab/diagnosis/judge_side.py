@@ -12,10 +12,10 @@ import threading
 import time
 from typing import Any
 
+from gpulab.check.protocol import CheckRequest
 from gpulab.diagnosis.case_facts import case_facts, ordered
 from gpulab.diagnosis.kinds import KERNEL_EXERCISES
 from gpulab.diagnosis.rules import diagnose
-from gpulab.protocol import CheckRequest
 
 
 def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
@@ -28,9 +28,9 @@ def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
 
 
 def gpu_facts(device: str, request: CheckRequest) -> dict[str, Any]:
-    from gpulab import hardware, roofline
-    from gpulab.compile_info import ARCHS, parse_arch
     from gpulab.device import ceilings
+    from gpulab.perf import hardware, roofline
+    from gpulab.perf.compile_info import ARCHS, parse_arch
 
     if device == "cuda":
         import torch

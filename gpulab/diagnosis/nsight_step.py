@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpulab.check.protocol import CheckRequest
 from gpulab.diagnosis import nsight
-from gpulab.protocol import CheckRequest
 
 BUDGET_S = 60.0
 

@@ -79,7 +79,7 @@ def _gpu_module(server: Any) -> Any:
     if server.device == "cuda":
         return server.module
     if getattr(server, "explain_module", None) is None:
-        from gpulab.grading.learner import load_module
+        from gpulab.sandbox.learner import load_module
 
         with _compiled_mode():
             server.explain_module = load_module(server.file, "learner_explain", data=server.source)
@@ -123,7 +123,7 @@ def _asm_facts(asm: dict) -> dict:
 
 
 def compile_launch(la: dict, arch: str) -> dict[str, Any]:
-    from gpulab.compile_info import compile_kernel
+    from gpulab.perf.compile_info import compile_kernel
 
     if la.get("problem"):
         return {"ok": False, "error": la["problem"], "label": la["kernel"], "arch": arch}

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpulab.frames import CompiledAhead
+from gpulab.check.frames import CompiledAhead
 
 RECORD = "gpulab-compiled.json"
 MAX_SPECS = 256

@@ -3,7 +3,7 @@ called on the judge's inputs, and one call of it profiled.
 
 Every output goes into a slot the judge owns; the judge compares it with its
 own reference and times each request with its own clock
-(gpulab.graders.find_bottleneck). The profile's rows and the BOTTLENECK
+(gpulab.judge.graders.find_bottleneck). The profile's rows and the BOTTLENECK
 string are this process's report, as plain data: the judge holds the verdict
 and cross-checks the profile's times against its clock.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from gpulab.grading import learner
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
+from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import view
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from gpulab.frames import (
+from gpulab.check.frames import (
     Audited,
     BackwardReply,
     CallRequest,
@@ -21,8 +21,8 @@ from gpulab.frames import (
     Timed,
     TimeRequest,
 )
-from gpulab.grading import learner
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
+from gpulab.sandbox import learner
 from gpulab.sandbox.audit import Audit
 from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
 from gpulab.sandbox.tensors import materialize, view

@@ -12,7 +12,7 @@ on the stream like any other, and the first copies on the device are slow
 before each timed copy, warms up or takes a robust statistic, and reads
 events after a synchronize reads the model's ceiling; one that skips a step
 reads something else. The judge knows the ceiling
-(gpulab.graders.copy_ceiling) and compares.
+(gpulab.judge.graders.copy_ceiling) and compares.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numbers
 import random
 from typing import Any
 
-from gpulab.grading import learner
+from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 
 COLD = (3.0, 2.0, 1.5)  # the device's first copies: clocks ramping, code loading

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from gpulab.grading import learner
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
+from gpulab.sandbox import learner
 from gpulab.sandbox.tensors import materialize, view
 
 _BEFORE: dict[str, Any] | None = None

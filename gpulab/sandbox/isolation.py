@@ -11,7 +11,7 @@
   opens ncu's install folder, read-only. Not TCP: ncu's injected library
   connects as the process starts, before this runs (docs/grading.md).
 - An import blocker for the grader's own modules, so an honest mistake
-  (`from gpulab.grading import ...`) gets a clear message even where
+  (`from gpulab.judge import ...`) gets a clear message even where
   Landlock is missing.
 
 `apply(policy)` returns the names of what is in force, for `check --json`.

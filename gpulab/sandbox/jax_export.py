@@ -5,7 +5,7 @@ exports each returned `jax.jit` step with `jax.export` for the shapes the
 judge names (shapes only: the sandbox never sees the judge's inputs). The
 serialized StableHLO goes back as data; the judge compiles and runs it on
 its own inputs and reads its shardings, collectives and FLOPs itself
-(gpulab.graders.sharded_mlp). Nothing this module reports is believed
+(gpulab.judge.graders.sharded_mlp). Nothing this module reports is believed
 except the make_mesh case, which only decides whose mesh the steps get.
 """
 
@@ -83,7 +83,7 @@ def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     from jax.sharding import Mesh
 
-    from gpulab.grading.learner import LearnerError, call
+    from gpulab.sandbox.learner import LearnerError, call
 
     module = server.module
     try:
@@ -141,7 +141,7 @@ def _export_step(
 ) -> dict[str, Any]:
     from jax import export
 
-    from gpulab.grading.learner import LearnerError, call
+    from gpulab.sandbox.learner import LearnerError, call
 
     if not callable(fn):
         return {"error": f"{os.path.basename(server.file)} does not define `{name}`"}

@@ -1,6 +1,6 @@
 """The sandbox's loop: confine, import the learner's file, answer calls.
 
-Frames come from the judge on the socket named by argv[1] (gpulab.protocol).
+Frames come from the judge on the socket named by argv[1] (gpulab.check.protocol).
 The sandbox reports what it saw (the guards' findings, the kernel launches,
 the learner's exceptions) as plain data; the judge decides.
 """
@@ -12,9 +12,9 @@ import sys
 import traceback
 from typing import Any
 
-from gpulab import protocol
-from gpulab.frames import CallRequest
-from gpulab.protocol import ProtocolError, read_frame, write_frame
+from gpulab.check import protocol
+from gpulab.check.frames import CallRequest
+from gpulab.check.protocol import ProtocolError, read_frame, write_frame
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import Policy, apply
 
@@ -122,7 +122,7 @@ class Server:
     # --- requests ---------------------------------------------------------------
 
     def on_load(self, msg: dict[str, Any]) -> dict[str, Any]:
-        from gpulab.grading.learner import LearnerError, load_module
+        from gpulab.sandbox.learner import LearnerError, load_module
 
         if self.device == "cpu":
             import warnings
@@ -168,7 +168,7 @@ class Server:
         return {"type": "ok"}
 
     def on_warm(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """A sandbox started ahead of its check (gpulab.judge.Prepared):
+        """A sandbox started ahead of its check (gpulab.judge.main.Prepared):
         import now what every check imports, while no learner code exists."""
         if self.module is not None:
             raise ProtocolError("a warm-up asked after the file was loaded")
@@ -176,8 +176,8 @@ class Server:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
 
-        import gpulab.grading.learner  # noqa: F401
         import gpulab.sandbox.calls  # noqa: F401 - takes torch's originals
+        import gpulab.sandbox.learner  # noqa: F401
         import gpulab.sandbox.tensors  # noqa: F401
         from gpulab.sandbox.audit import Audit
 
@@ -188,7 +188,7 @@ class Server:
         return {"type": "ok"}
 
     def on_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The replay's sandbox (gpulab.grading.replay): import now what a
+        """The replay's sandbox (gpulab.judge.replay): import now what a
         replay needs, while the check's sandbox works; never the file."""
         import warnings
 
@@ -314,7 +314,7 @@ class Server:
         return self.span
 
     def function(self, name: str) -> Any:
-        from gpulab.grading.learner import get_function
+        from gpulab.sandbox.learner import get_function
 
         try:
             return get_function(self.module, name, self.file)

@@ -1,7 +1,7 @@
 """The sandbox's own namespaces: a check is a unit that dies whole and sees
 only what it needs.
 
-The judge starts `python -I -c <boot> SPEC ARGV...` (gpulab.grading.remote).
+The judge starts `python -I -c <boot> SPEC ARGV...` (gpulab.judge.remote).
 Before any learner code exists, this process (the *keeper*) makes, with
 Linux's unprivileged user namespaces:
 

@@ -7,7 +7,7 @@ import numbers
 import types
 from typing import Any
 
-from gpulab.grading import learner
+from gpulab.sandbox import learner
 
 
 def _args(obj: Any) -> Any:

@@ -3,7 +3,7 @@ through the learner's compiled step, and what Dynamo compiled on the way.
 
 Dynamo compiles inside the process that calls the step, so the graphs, the
 recompiles and their reasons are counted here and reported as data; the
-judge checks every output itself (gpulab.graders.compile_once). The counts
+judge checks every output itself (gpulab.judge.graders.compile_once). The counts
 come from the check's own backend, which wraps each graph Dynamo hands it
 and counts every call into it; Dynamo's reasons come from its compilation
 metrics (the record `TORCH_LOGS=recompiles` prints from).
@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from gpulab.grading import learner
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
+from gpulab.sandbox import learner
 from gpulab.sandbox.dynamo import _learner_frame, _reason_text, config_changes
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import materialize, view

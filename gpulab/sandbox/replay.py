@@ -10,7 +10,7 @@ sandbox of their own that never imports the learner's file, with only the
 file's kernels as gpulab.sandbox.replay_source keeps them, on the judge's
 own inputs, and compares what comes out with its reference. A record that
 leaves out the real work, or a buffer the wrapper filled with the answer,
-then gives a wrong answer there (gpulab.grading.replay decides which
+then gives a wrong answer there (gpulab.judge.replay decides which
 recorded bytes the replay may use).
 """
 
@@ -240,7 +240,7 @@ def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, A
 
 def replay(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """Run the recorded launches and copy the result into the judge's slot."""
-    from gpulab.protocol import TensorRef
+    from gpulab.check.protocol import TensorRef
     from gpulab.sandbox.tensors import view
 
     found = kernels(msg["source"], msg["modules"], msg["kernels"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from gpulab.protocol import ArenaSpec, ProtocolError, TensorRef, is_tensor_ref
+from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, is_tensor_ref
 
 
 def dtype_of(name: str) -> torch.dtype:

@@ -5,7 +5,7 @@ this module builds the model around them, runs the steps through the
 learner's `train_step`, profiles one of them, and sends back the losses,
 the final weights (into the judge's slots) and the profile's events as plain
 data. The judge trains its own copy and applies the range rules
-(gpulab.grading.nvtx_ranges): the verdict is its own. The events are this
+(gpulab.judge.nvtx_ranges): the verdict is its own. The events are this
 process's report, like Dynamo's trace for lesson 06.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpulab.protocol import TensorRef
+from gpulab.check.protocol import TensorRef
 from gpulab.sandbox.tensors import view
 
 LR, MOMENTUM = 0.1, 0.9
@@ -34,7 +34,7 @@ def build_model(device: str) -> tuple[nn.Module, torch.optim.Optimizer]:
 
 
 def train_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    from gpulab.grading.learner import LearnerError
+    from gpulab.sandbox.learner import LearnerError
 
     try:
         return _train(server, msg)
@@ -43,7 +43,7 @@ def train_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    from gpulab.grading import learner
+    from gpulab.sandbox import learner
 
     fn = server.function(msg["function"])
     device = server.device
@@ -93,7 +93,7 @@ def _profiled_step(
 ) -> tuple[Any, Any]:
     from torch.profiler import ProfilerActivity, profile
 
-    from gpulab.grading import learner
+    from gpulab.sandbox import learner
 
     cuda = torch.cuda.is_available() and next(model.parameters()).is_cuda
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

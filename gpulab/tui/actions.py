@@ -12,7 +12,7 @@ from typing import Any
 
 from textual import on
 
-from gpulab.content import Lesson
+from gpulab.course.content import Lesson
 from gpulab.tui.editor import ExercisePane, editor_language
 from gpulab.tui.messages import ExerciseChangedOnDisk, ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen
@@ -156,7 +156,7 @@ class LessonActions(LabShell):
         elif not lesson.ready:
             self.notify(f"Lesson {lesson.number}'s exercise is coming soon.", timeout=3)
         elif missing := lesson.missing_requirements():
-            from gpulab.install_hint import missing_message  # `gpulab check` says the same
+            from gpulab.check.install_hint import missing_message  # `gpulab check` says the same
 
             # markup off: "gpulab[jax]" is not a style tag
             self.notify(
@@ -255,7 +255,7 @@ class LessonActions(LabShell):
         if level is None:  # not saved: shown for this session all the same
             level = min(before + 1, len(lesson.hints))
         if level == before:
-            from gpulab.workspace import PASSED
+            from gpulab.course.workspace import PASSED
 
             passed = self.workspace.status(lesson.exercise) == PASSED
             self.notify(
@@ -346,7 +346,7 @@ class LessonActions(LabShell):
         self.push_screen(HelpScreen(topic))
 
     def action_welcome(self) -> None:
-        from gpulab import hardware
+        from gpulab.perf import hardware
 
         first = self.first_ready()
         if first is None:

@@ -13,14 +13,14 @@ from textual.app import App
 from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
-from gpulab.content import ContentError, Course, Lesson, load_course
+from gpulab.course.content import ContentError, Course, Lesson, load_course
+from gpulab.course.workspace import Workspace
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
 from gpulab.tui.screens import HelpScreen, NoticeScreen, SolutionScreen
 from gpulab.tui.shell import PANES, TITLES
 from gpulab.tui.sidebar import LessonList
-from gpulab.workspace import Workspace
 
 # App actions that act on the lesson or the layout: off while a dialog is open.
 LESSON_ACTIONS = {
@@ -218,7 +218,7 @@ def build_app(
 
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
     Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
-    events), check_timeout (seconds; default: gpulab.plan's choice),
+    events), check_timeout (seconds; default: gpulab.check.plan's choice),
     welcome (force the welcome screen on or off), spare (start the judge of
     the next check ahead: the lab's own, off where tests build the app).
     Raises ContentError when the course manifest itself is unusable.
@@ -231,7 +231,7 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
     """Start the lab in this terminal; returns the exit code."""
     import sys
 
-    from gpulab import hardware
+    from gpulab.perf import hardware
 
     try:
         len(hardware.GPUS)  # the datasheet table, read and checked now: every pane uses it

@@ -16,10 +16,10 @@ from textual.binding import Binding
 from textual.widgets import ProgressBar, Static
 from textual.worker import get_current_worker
 
+from gpulab.course.workspace import Workspace
 from gpulab.device.devinfo import GpuInfo
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 from gpulab.tui.messages import BenchDone, BenchProgress, DeviceSnapshot
-from gpulab.workspace import Workspace
 
 
 class DevicePane(LazyPane):
@@ -62,7 +62,7 @@ class DevicePane(LazyPane):
         return info is not None and not info.found
 
     def show_gpu_info(self, info: GpuInfo) -> None:
-        from gpulab import hardware
+        from gpulab.perf import hardware
         from gpulab.tui.screens import device_line
 
         sheet = hardware.GPUS[hardware.DEFAULT_GPU].name

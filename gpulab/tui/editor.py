@@ -28,14 +28,14 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
-from gpulab.content import Lesson
+from gpulab.check.watcher import Stamp, stamp
+from gpulab.course.content import Lesson
 from gpulab.fsutil import atomic_write_text, read_for_editor
 from gpulab.tui.code_text import CodeTextArea
 from gpulab.tui.find_bar import FindBar
 from gpulab.tui.focus import focus_now
 from gpulab.tui.messages import ExerciseSaved
 from gpulab.tui.screens import ConfirmScreen
-from gpulab.watcher import Stamp, stamp
 
 AUTOSAVE_DELAY = 1.0
 

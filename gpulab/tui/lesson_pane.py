@@ -8,11 +8,11 @@ from functools import partial
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 
-from gpulab.content import Lesson
+from gpulab.course.content import Lesson
+from gpulab.course.workspace import PASSED, Workspace
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.lazy_pane import tab_shown
 from gpulab.tui.messages import CheckFinished
-from gpulab.workspace import PASSED, Workspace
 
 HINT_NAMES = ("a nudge", "the approach", "nearly the solution")
 

@@ -13,14 +13,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
-from gpulab.check_result import CheckResult
-from gpulab.content import Lesson
-from gpulab.events import CaseDone, Correct, Event, Graded, Stage
-from gpulab.status import Status
+from gpulab.check.events import CaseDone, Correct, Event, Graded, Stage
+from gpulab.check.result import CheckResult
+from gpulab.check.status import Status
+from gpulab.course.content import Lesson
+from gpulab.course.workspace import Workspace
 from gpulab.textsafe import visible
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.messages import CheckFinished, CheckProgress, CheckStarted
-from gpulab.workspace import Workspace
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTORY_ROWS = 8
@@ -84,7 +84,7 @@ def mini_model(result: CheckResult | None, workspace: Any) -> Any:
     if timing is None or not timing.cases:
         return None
     try:
-        from gpulab import hardware, roofline
+        from gpulab.perf import hardware, roofline
 
         gpu = hardware.match_gpu(timing.device or result.device or "")
         if gpu is None:
@@ -266,7 +266,7 @@ class ResultsPane(VerticalScroll):
 
     @staticmethod
     def _report(result: CheckResult) -> Any:
-        from gpulab.report import render
+        from gpulab.check.report import render
 
         if result.status == Status.CANCELLED:
             return Text("Check cancelled.", style="yellow")

@@ -24,10 +24,12 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from gpulab.content import Course, Lesson
+from gpulab.check.plan import CheckPlan, explain_timeout, plan_check, recorded
+from gpulab.check.runner import CANCELLED, Spares, check_request, run_check
+from gpulab.check.watcher import file_changes
+from gpulab.course.content import Course, Lesson
+from gpulab.course.workspace import Workspace
 from gpulab.device.devinfo import GpuInfo, detect_gpus
-from gpulab.plan import CheckPlan, explain_timeout, plan_check, recorded
-from gpulab.runner import CANCELLED, Spares, check_request, run_check
 from gpulab.textsafe import visible
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.device_pane import DevicePane
@@ -49,8 +51,6 @@ from gpulab.tui.roofline_pane import RooflinePane
 from gpulab.tui.screens import WelcomeScreen
 from gpulab.tui.serving_pane import ServingPane
 from gpulab.tui.sidebar import LessonList, PassedSummary
-from gpulab.watcher import file_changes
-from gpulab.workspace import Workspace
 
 PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving")
 TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
@@ -96,7 +96,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         self._sidebar_choice: bool | None = None  # None: automatic (see _fit_sidebar)
         self._unsaved_said = False  # the warning that progress is not saved, shown once
         # A judge started ahead of the next check of the open exercise
-        # (gpulab.runner.Spares): its sandboxes import torch and Triton
+        # (gpulab.check.runner.Spares): its sandboxes import torch and Triton
         # while the learner edits.
         self.spares: Spares | None = Spares() if spare else None
         # What the panes subscribe to, to follow the latest check (check_bus.py).
@@ -291,7 +291,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         self._run_id += 1
         self.checking = True
         self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device))
-        # Planned as `gpulab check` plans it (gpulab.plan), here on the UI
+        # Planned as `gpulab check` plans it (gpulab.check.plan), here on the UI
         # thread, which alone touches the workspace.
         plan = self._plan(lesson, explain)
         if plan.note:

@@ -7,9 +7,9 @@ from rich.text import Text
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
-from gpulab.content import Course, Lesson
+from gpulab.course.content import Course, Lesson
+from gpulab.course.workspace import FAILED, PASSED, Workspace
 from gpulab.tui.check_bus import CheckBus
-from gpulab.workspace import FAILED, PASSED, Workspace
 
 # Glyphs as well as colours, so status reads the same with NO_COLOR.
 STYLES = {

@@ -6,7 +6,7 @@ the server died, it stops reading and runs on, alone, forever. This one
 quits as `q` does in both cases, and when the server is gone and quitting
 hangs (its output has nowhere to go) it ends the process after a grace.
 
-gpulab.webserve names it in TEXTUAL_DRIVER for every lab it starts.
+gpulab.cli.webserve names it in TEXTUAL_DRIVER for every lab it starts.
 """
 
 from __future__ import annotations

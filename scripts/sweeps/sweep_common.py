@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpulab import child  # the sweep scripts put the repository on sys.path first
+from gpulab.check import child  # the sweep scripts put the repository on sys.path first
 
 CONTEXT_LOST = 3  # child exit code: the CUDA context is broken, resume in a fresh process
 

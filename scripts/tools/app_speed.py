@@ -92,7 +92,7 @@ def time_first_screen(home: str, marker: str = "gpulab — 01") -> float | None:
 
 def time_checks(home: str) -> dict[str, float]:
     sys.path.insert(0, str(REPO))
-    from gpulab.content import load_course
+    from gpulab.course.content import load_course
 
     out = {}
     for lesson in load_course().lessons:

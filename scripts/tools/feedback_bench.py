@@ -36,10 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpulab import runner
-from gpulab.content import load_course
-from gpulab.events import Correct, Graded
-from gpulab.judge import cache_dir
+from gpulab.check import runner
+from gpulab.check.events import Correct, Graded
+from gpulab.course.content import load_course
+from gpulab.judge.main import cache_dir
 from gpulab.sandbox.ahead import RECORD
 
 

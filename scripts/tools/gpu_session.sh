@@ -40,7 +40,7 @@ for step in "$@"; do
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/check_$ex.json')); print(r['status'], r['summary']); print(r.get('message','')[-1500:]); print(*r.get('notes', []), sep=chr(10))" ;;
     steps) # every lesson step: the reference passes, the starter fails (issue 29)
-      for ex in $(python3 -c "from gpulab.content import load_course; print(*(e.exercise for e in load_course().exercises if e.is_step))"); do
+      for ex in $(python3 -c "from gpulab.course.content import load_course; print(*(e.exercise for e in load_course().exercises if e.is_step))"); do
         timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/step_$ex.json"; rc=$?
         python3 -c "import json; r=json.load(open('$OUT/step_$ex.json')); print('$ex reference rc=$rc', r['status'], r['summary']); [print('  ', c['name'], c.get('detail', '')) for c in r.get('cases', []) if not c['passed']]"
         timeout 200 python3 -m gpulab check "$ex" --file "exercises/$ex.py" --no-timing --json > "$OUT/step_${ex}_starter.json"; echo "$ex starter rc=$? (1 expected)"

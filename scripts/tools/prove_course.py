@@ -16,8 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gpulab.commands.dev import check_lesson
-from gpulab.content import load_course
+from gpulab.cli.commands.dev import check_lesson
+from gpulab.course.content import load_course
 
 
 def main() -> int:

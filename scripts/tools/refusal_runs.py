@@ -32,8 +32,8 @@ from typing import Any
 
 from feedback_bench import stack  # beside this file (sys.path[0] when run as a script)
 
-from gpulab import runner
-from gpulab.content import load_course
+from gpulab.check import runner
+from gpulab.course.content import load_course
 
 DEFAULT = ["softmax", "matmul", "flash_attention", "rope_rmsnorm", "bandwidth"]
 

@@ -1,0 +1,161 @@
+"""The judge's events as the lab reads them: one frozen type per frame the
+judge sends the lab (gpulab.judge.main.Channel, gpulab.judge.context).
+
+A frame is parsed once, where it comes in (gpulab.check.runner), and the CLI and
+the lab's Results pane read attributes, never a frame's keys. The judge is
+trusted, but what it relays is not (a case's name, a summary quoting the
+learner's exception), and a frame could come from a judge of another
+version: `parse` checks every field with gpulab.check.protocol's helpers, and a
+frame it cannot use is a ProtocolError naming what is wrong, never a crash
+further on.
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpulab.check.protocol import ProtocolError, dict_field, text
+from gpulab.check.result import CheckResult
+
+# Longer than any honest frame's words ("case 3 of 14: 64×64 fp16"); a
+# bigger one is cut, not printed whole on every progress line.
+TEXT_LIMIT = 1000
+SUMMARY_LIMIT = 300  # what the judge's `graded` frame cuts a summary to
+GRADE_LIMIT = 8
+
+
+def count(value: Any) -> int | None:
+    """A whole number, 0 or more (bool is not a count here), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A stage's words and, where it has steps, how many are done of how
+    many (`done` and `total` are both set or both None; 0 <= done <= total)."""
+
+    text: str
+    done: int | None = None
+    total: int | None = None
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Stage:
+        words = frame.get("text")
+        if not isinstance(words, str):
+            raise ProtocolError("a stage frame without its text")
+        p = frame.get("progress")
+        done, total = (
+            (count(p[0]), count(p[1])) if isinstance(p, list) and len(p) == 2 else (None, None)
+        )
+        if done is None or total is None or not 0 <= done <= total or total == 0:
+            done = total = None  # no progress rather than a bar that lies
+        return cls(text(words, TEXT_LIMIT), done, total)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "stage", "text": self.text}
+        if self.done is not None and self.total is not None:
+            out["progress"] = [self.done, self.total]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CaseDone:
+    """A correctness case graded: the `index`-th of `total` (None when the
+    grader does not know how many there will be). `case` is the grader's
+    row as sent, plain JSON (gpulab.check.report reads it from the result)."""
+
+    index: int
+    total: int | None
+    name: str
+    passed: bool
+    case: dict[str, Any]
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> CaseDone:
+        index = count(frame.get("index"))
+        if index is None:
+            raise ProtocolError("a case frame without its index")
+        case = dict_field(frame, "case")
+        name = case.get("name")
+        return cls(
+            index,
+            count(frame.get("total")) or None,
+            text(name, TEXT_LIMIT) if isinstance(name, str) else "",
+            bool(case.get("passed")),
+            case,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "case", "index": self.index, "total": self.total, "case": self.case}
+
+
+@dataclass(frozen=True, slots=True)
+class Correct:
+    """Every correctness case passed; the timing begins (`cases`: how many,
+    None when the frame did not say)."""
+
+    cases: int | None
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Correct:
+        return cls(count(frame.get("cases")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "correct", "cases": self.cases}
+
+
+@dataclass(frozen=True, slots=True)
+class Graded:
+    """The grade, sent as the timing ends, before the advice that follows it."""
+
+    grade: str
+    summary: str
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Graded:
+        return cls(text(frame.get("grade"), GRADE_LIMIT), text(frame.get("summary"), SUMMARY_LIMIT))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "graded", "grade": self.grade, "summary": self.summary}
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The judge's last frame: its result (the lab adds where and how long)."""
+
+    result: CheckResult
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Finished:
+        result = frame.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolError("a result frame without its result")
+        return cls(CheckResult.from_json(result))
+
+
+# What the lab's callbacks receive (gpulab.check.runner's `on_event`).
+Event = Stage | CaseDone | Correct | Graded
+
+_TYPES: dict[str, Any] = {
+    "stage": Stage,
+    "case": CaseDone,
+    "correct": Correct,
+    "graded": Graded,
+    "result": Finished,
+}
+
+
+def parse(frame: dict[str, Any]) -> Event | Finished | None:
+    """The event a frame is; None for a type the lab does not know (a newer
+    judge's: ignored, as the lab always has). Raises ProtocolError for a
+    frame of a known type that it cannot use."""
+    kind = _TYPES.get(str(frame.get("type")))
+    if kind is None:
+        return None
+    event: Event | Finished = kind.parse(frame)
+    return event

@@ -1,0 +1,720 @@
+"""The judge <-> sandbox frames of the kernel-grading path, typed.
+
+The judge builds each request typed and sends its `to_json()`; the sandbox
+reads it back with `parse` (the judge is trusted: a malformed request is a
+ProtocolError, answered "broken"). The sandbox builds its replies typed too;
+the judge reads each reply once, where it comes in, with its `parse`. A
+reply is untrusted (the learner's code runs in the sandbox and can write
+frames of its own), so every field is checked: a wrong type, a list too
+long, a missing frame is a `BadReply` carrying the learner-facing failure,
+never a KeyError in the judge. A field an honest sandbox may leave out
+reads as it always did (absent = falsy), and strings are cut, not refused.
+
+The JSON keys are those the dicts had; a field that is None is a key left out.
+The launch record inside a guard report (`replay`) stays plain JSON:
+gpulab.judge.replay validates it.
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpulab.check.protocol import ProtocolError, TensorRef, number, text
+
+NAME_LIMIT = 120  # an op's or a finding's name, as a message quotes it
+MAX_ITEMS = 10_000  # names in a report, repetitions in a batch: far above any honest one
+MAX_DIMS = 64
+
+
+class BadReply(ProtocolError):
+    """A reply the judge cannot use: the learner's failure, worded for them."""
+
+    def __init__(self, summary: str, message: str = "") -> None:
+        super().__init__(summary)
+        self.summary, self.message = summary, message
+
+
+MALFORMED = "the sandbox's reply to your call came back malformed"
+MALFORMED_WHY = (
+    "The sandbox that runs your code answers the judge in a fixed format; "
+    "this answer did not fit it ({}), so the call cannot be graded."
+)
+NO_TIMING = "the sandbox sent no usable timing"
+AUDIT_MALFORMED = "cheat: the profile of your calls came back malformed"
+AUDIT_MALFORMED_WHY = (
+    "gpulab watches each graded call with torch's profiler, in the sandbox "
+    "that runs your code; its report did not match the calls made."
+)
+
+
+def _malformed(what: str) -> BadReply:
+    return BadReply(MALFORMED, MALFORMED_WHY.format(what))
+
+
+# --- checked fields ---------------------------------------------------------------
+# Each takes the value, the name it is reported by and what to raise.
+
+
+def _bool(value: Any, name: str, absent: bool | None = False) -> Any:
+    if value is None:
+        return absent
+    if not isinstance(value, bool):
+        raise _malformed(f"`{name}` is {type(value).__name__}")
+    return value
+
+
+def _count(value: Any, name: str, absent: int | None = 0) -> Any:
+    if value is None:
+        return absent
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _malformed(f"`{name}` is not a count")
+    return value
+
+
+def _str(value: Any, name: str, limit: int = 20000, absent: str | None = "") -> Any:
+    if value is None:
+        return absent
+    if not isinstance(value, str):
+        raise _malformed(f"`{name}` is {type(value).__name__}")
+    return text(value, limit)
+
+
+def _list(value: Any, name: str, bad: Any = _malformed) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_ITEMS:
+        raise bad(f"`{name}` is not a list of at most {MAX_ITEMS}")
+    return value
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    items = _list(value, name)
+    if not all(isinstance(s, str) for s in items):
+        raise _malformed(f"`{name}` holds something other than names")
+    return tuple(text(s, NAME_LIMIT) for s in items)
+
+
+def _dict(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _malformed(f"`{name}` is {type(value).__name__}")
+    return value
+
+
+def _omit_none(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# --- replies every request may get ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The learner's code raised (gpulab.sandbox.failure.LearnerFailure)."""
+
+    summary: str
+    message: str
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Raised:
+        return cls(text(frame.get("summary")), text(frame.get("message")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "raised", "summary": self.summary, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """Any other answer: the sandbox failed ("broken"), or sent a type the
+    request does not expect."""
+
+    kind: str
+    summary: str
+    message: str
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Broken:
+        return cls(
+            text(frame.get("type"), 40), text(frame.get("summary")), text(frame.get("message"))
+        )
+
+
+# --- the guarded call ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Guards:
+    """What the sandbox watches during a call (gpulab.sandbox.guards): the
+    banned torch callables (dotted) and aten ops, those banned only on large
+    tensors, the eager-maths guard's width (0: off), and whether the call is
+    a window of the shared profile (`audit_span`) or records its launches
+    for a replay (`replay`)."""
+
+    banned: tuple[str, ...] = ()
+    banned_aten: tuple[str, ...] = ()
+    banned_large: tuple[str, ...] = ()
+    label: str = ""
+    eager_width: int = 0
+    audit_span: bool = False
+    replay: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "banned": list(self.banned),
+            "banned_aten": list(self.banned_aten),
+            "banned_large": list(self.banned_large),
+            "label": self.label,
+        }
+        # Sent only when set, as the dicts were.
+        if self.eager_width:
+            out["eager_width"] = self.eager_width
+        if self.audit_span:
+            out["audit_span"] = True
+        if self.replay:
+            out["replay"] = True
+        return out
+
+    @classmethod
+    def parse(cls, obj: Any) -> Guards | None:
+        if obj is None:
+            return None
+        if not isinstance(obj, dict):
+            raise ProtocolError("a call's guards that are not an object")
+        return cls(
+            banned=_request_names(obj.get("banned"), "banned"),
+            banned_aten=_request_names(obj.get("banned_aten"), "banned_aten"),
+            banned_large=_request_names(obj.get("banned_large"), "banned_large"),
+            label=str(obj.get("label") or ""),
+            eager_width=int(obj.get("eager_width") or 0),
+            audit_span=bool(obj.get("audit_span")),
+            replay=bool(obj.get("replay")),
+        )
+
+
+def _request_names(value: Any, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise ProtocolError(f"a request's `{name}` is not a list of names")
+    return tuple(value)
+
+
+def _ref(value: Any) -> TensorRef | None:
+    return None if value is None else TensorRef.from_json(value)
+
+
+def _refs(value: Any, name: str) -> tuple[TensorRef, ...]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"a request's `{name}` is not a list")
+    return tuple(TensorRef.from_json(v) for v in value)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """`call`: the learner's `function(*args, **kwargs)` once, under `guards`
+    (None: no guards and no audit, lesson 06's torch step), its result copied
+    into `out`. `args` and `kwargs` are the arguments' JSON (tensors as
+    TensorRef JSON, gpulab.judge.kernel.encode). With `grad_args` the
+    backward runs too: the gradients of those arguments for `grad_output`,
+    through `grad_api` ("grad": torch.autograd.grad, "backward":
+    y.backward), copied into `grad_slots`."""
+
+    function: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    out: TensorRef | None
+    guards: Guards | None = None
+    grad_slots: tuple[TensorRef, ...] = ()
+    contiguous: bool | None = None  # what the contract asks; the judge checks it
+    grad_args: tuple[int, ...] = ()
+    grad_output: TensorRef | None = None
+    grad_api: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "call",
+            "function": self.function,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "guards": None if self.guards is None else self.guards.to_json(),
+            "out": None if self.out is None else self.out.to_json(),
+            "grad_slots": [r.to_json() for r in self.grad_slots],
+        }
+        if self.contiguous is not None:
+            out["contiguous"] = self.contiguous
+        if self.grad_args:
+            out["grad_args"] = list(self.grad_args)
+            out["grad_output"] = None if self.grad_output is None else self.grad_output.to_json()
+            out["grad_api"] = self.grad_api or "grad"
+        return out
+
+    @classmethod
+    def parse(cls, msg: dict[str, Any]) -> CallRequest:
+        function, args, kwargs = msg.get("function"), msg.get("args"), msg.get("kwargs")
+        if not isinstance(function, str) or not isinstance(args, list):
+            raise ProtocolError("a call without its function or arguments")
+        if not isinstance(kwargs, dict):
+            raise ProtocolError("a call whose kwargs are not an object")
+        grad_args = msg.get("grad_args") or []
+        if not isinstance(grad_args, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in grad_args
+        ):
+            raise ProtocolError("a call's `grad_args` is not a list of indices")
+        contiguous = msg.get("contiguous")
+        return cls(
+            function=function,
+            args=args,
+            kwargs=kwargs,
+            out=_ref(msg.get("out")),
+            guards=Guards.parse(msg.get("guards")),
+            grad_slots=_refs(msg.get("grad_slots") or [], "grad_slots"),
+            contiguous=None if contiguous is None else bool(contiguous),
+            grad_args=tuple(grad_args),
+            grad_output=_ref(msg.get("grad_output")),
+            grad_api=None if msg.get("grad_api") is None else str(msg["grad_api"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Desc:
+    """What the call returned, as the sandbox describes it (the judge never
+    sees the object): a type's name and, for a tensor, its layout."""
+
+    type: str
+    exact: bool = False  # a plain torch.Tensor, not a subclass
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None  # torch's name without "torch."
+    device: str | None = None  # "cpu", "cuda"
+    contiguous: bool | None = None
+    grad_fn: bool | None = None
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> Desc:
+        shape = obj.get("shape")
+        if shape is not None:
+            dims = _list(shape, "desc.shape")
+            if len(dims) > MAX_DIMS or not all(
+                isinstance(d, int) and not isinstance(d, bool) for d in dims
+            ):
+                raise _malformed("`desc.shape` is not a shape")
+            shape = tuple(dims)
+        return cls(
+            type=_str(obj.get("type"), "desc.type", 80),
+            exact=_bool(obj.get("exact"), "desc.exact"),
+            shape=shape,
+            dtype=_str(obj.get("dtype"), "desc.dtype", 40, None),
+            device=_str(obj.get("device"), "desc.device", 40, None),
+            contiguous=_bool(obj.get("contiguous"), "desc.contiguous", None),
+            grad_fn=_bool(obj.get("grad_fn"), "desc.grad_fn", None),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        if self.type != "Tensor":
+            return {"type": self.type}
+        return _omit_none(
+            {
+                "type": self.type,
+                "exact": self.exact,
+                "shape": None if self.shape is None else list(self.shape),
+                "dtype": self.dtype,
+                "device": self.device,
+                "contiguous": self.contiguous,
+                "grad_fn": self.grad_fn,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GuardReport:
+    """What the guards saw during one call (gpulab.sandbox.calls): torch ops
+    called that the exercise bans, maths run eagerly, the profiler's
+    findings (`audit`; its window of the shared profile, `audit_window`),
+    how many Triton kernels launched, and where the result came from. A
+    field that is None was not reported (the backward's report has fewer);
+    a check treats it as the dicts' `.get` did: falsy."""
+
+    banned: tuple[str, ...] = ()
+    eager: tuple[str, ...] = ()
+    audit: tuple[str, ...] = ()
+    launches: int = 0
+    side_stream: bool = False
+    audit_threads: str | None = None  # "all" or "calling"
+    audit_off: str | None = None  # why the profiler could not watch ("" when it did)
+    overruns: int | None = None  # canaries past a buffer's end found written
+    audit_window: int | None = None
+    wrote_out: bool | None = None  # a kernel handed the inputs wrote the result
+    altered_after: bool | None = None
+    aliases_input: bool | None = None
+    replay: Any = None  # the launch record: plain JSON (gpulab.judge.replay checks it)
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any], where: str = "report") -> GuardReport:
+        def key(name: str) -> str:
+            return f"{where}.{name}"
+
+        return cls(
+            banned=_names(obj.get("banned"), key("banned")),
+            eager=_names(obj.get("eager"), key("eager")),
+            audit=_names(obj.get("audit"), key("audit")),
+            launches=_count(obj.get("launches"), key("launches")),
+            side_stream=_bool(obj.get("side_stream"), key("side_stream")),
+            audit_threads=_str(obj.get("audit_threads"), key("audit_threads"), 40, None),
+            audit_off=_str(obj.get("audit_off"), key("audit_off"), 200, None),
+            overruns=_count(obj.get("overruns"), key("overruns"), None),
+            audit_window=_count(obj.get("audit_window"), key("audit_window"), None),
+            wrote_out=_bool(obj.get("wrote_out"), key("wrote_out"), None),
+            altered_after=_bool(obj.get("altered_after"), key("altered_after"), None),
+            aliases_input=_bool(obj.get("aliases_input"), key("aliases_input"), None),
+            replay=obj.get("replay"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return _omit_none(
+            {
+                "banned": list(self.banned),
+                "eager": list(self.eager),
+                "audit": list(self.audit),
+                "audit_threads": self.audit_threads,
+                "audit_off": self.audit_off,
+                "launches": self.launches,
+                "side_stream": self.side_stream,
+                "overruns": self.overruns,
+                "audit_window": self.audit_window,
+                "wrote_out": self.wrote_out,
+                "altered_after": self.altered_after,
+                "aliases_input": self.aliases_input,
+                "replay": self.replay,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BackwardReply:
+    """The backward of a call with `grad_args`: its guards' report, whether
+    each gradient reached its slot (`copied`) or was None (`missing`), or
+    that the result carried no gradient at all (`no_grad_fn`)."""
+
+    report: GuardReport
+    copied: tuple[bool, ...] = ()
+    missing: tuple[bool, ...] = ()
+    no_grad_fn: bool = False
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> BackwardReply:
+        return cls(
+            report=GuardReport.parse(_dict(obj.get("report"), "backward.report"), "backward"),
+            copied=_bools(obj.get("copied"), "backward.copied"),
+            missing=_bools(obj.get("missing"), "backward.missing"),
+            no_grad_fn=_bool(obj.get("no_grad_fn"), "backward.no_grad_fn"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        if self.no_grad_fn:
+            return {"no_grad_fn": True}
+        return {
+            "report": self.report.to_json(),
+            "copied": list(self.copied),
+            "missing": list(self.missing),
+        }
+
+
+def _bools(value: Any, name: str, bad: Any = _malformed) -> tuple[bool, ...]:
+    items = _list(value, name, bad)
+    if not all(isinstance(b, bool) for b in items):
+        raise bad(f"`{name}` holds something other than true and false")
+    return tuple(items)
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """`return`: the call returned; `copied`: its result reached the slot."""
+
+    desc: Desc
+    report: GuardReport
+    copied: bool = False
+    backward: BackwardReply | None = None  # asked with grad_args; None when absent
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Returned:
+        back = _dict(frame.get("backward"), "backward")
+        return cls(
+            desc=Desc.parse(_dict(frame.get("desc"), "desc")),
+            report=GuardReport.parse(_dict(frame.get("report"), "report")),
+            copied=_bool(frame.get("copied"), "copied"),
+            backward=BackwardReply.parse(back) if back else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "return",
+            "desc": self.desc.to_json(),
+            "report": self.report.to_json(),
+            "copied": self.copied,
+        }
+        if self.backward is not None:
+            out["backward"] = self.backward.to_json()
+        return out
+
+
+def call_reply(frame: dict[str, Any]) -> Returned | Raised | Broken:
+    """The judge's reading of the reply to a `call`. Raises BadReply for a
+    `return` it cannot use."""
+    kind = frame.get("type")
+    if kind == "return":
+        return Returned.parse(frame)
+    if kind == "raised":
+        return Raised.parse(frame)
+    return Broken.parse(frame)
+
+
+# --- the timed batch --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TimedInputs:
+    """One repetition's arguments (JSON, tensors as TensorRef JSON) and, for
+    a backward, its upstream gradient."""
+
+    args: list[Any]
+    kwargs: dict[str, Any]
+    grad_output: TensorRef | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"args": self.args, "kwargs": self.kwargs}
+        if self.grad_output is not None:
+            out["grad_output"] = self.grad_output.to_json()
+        return out
+
+    @classmethod
+    def parse(cls, obj: Any) -> TimedInputs:
+        if (
+            not isinstance(obj, dict)
+            or not isinstance(obj.get("args"), list)
+            or not isinstance(obj.get("kwargs"), dict)
+        ):
+            raise ProtocolError("a repetition without its arguments")
+        return cls(obj["args"], obj["kwargs"], _ref(obj.get("grad_output")))
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRequest:
+    """`time`: `function` once on each repetition's inputs, the L2 flushed
+    before each call (`flush`), each result copied into its slot (`outs`)
+    after its end event; first, for `warmup_s` seconds, warm-up calls on the
+    first set, clocks logged. With `grad_args`, the backward is timed (the
+    first gradient to `outs`, the others to the row of `extra_outs`, one row
+    a repetition; a forward has none), each repetition led by `lead_cycles`
+    of GPU spin."""
+
+    function: str
+    inputs: tuple[TimedInputs, ...]
+    outs: tuple[TensorRef, ...]
+    flush: bool = True
+    warmup_s: float = 0.0
+    grad_args: tuple[int, ...] = ()
+    extra_outs: tuple[tuple[TensorRef, ...], ...] = ()
+    lead_cycles: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "time",
+            "function": self.function,
+            "inputs": [i.to_json() for i in self.inputs],
+            "outs": [r.to_json() for r in self.outs],
+            "flush": self.flush,
+            "warmup_s": self.warmup_s,
+        }
+        if self.grad_args:
+            out["grad_args"] = list(self.grad_args)
+            out["extra_outs"] = [[r.to_json() for r in row] for row in self.extra_outs]
+            out["lead_cycles"] = self.lead_cycles
+        return out
+
+    @classmethod
+    def parse(cls, msg: dict[str, Any]) -> TimeRequest:
+        function, inputs = msg.get("function"), msg.get("inputs")
+        if not isinstance(function, str) or not isinstance(inputs, list):
+            raise ProtocolError("a timing request without its function or inputs")
+        grad_args = msg.get("grad_args") or []
+        if not isinstance(grad_args, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in grad_args
+        ):
+            raise ProtocolError("a timing request's `grad_args` is not a list of indices")
+        rows = msg.get("extra_outs") or []
+        if not isinstance(rows, list):
+            raise ProtocolError("a timing request's `extra_outs` is not a list")
+        return cls(
+            function=function,
+            inputs=tuple(TimedInputs.parse(i) for i in inputs),
+            outs=_refs(msg.get("outs"), "outs"),
+            flush=bool(msg.get("flush", True)),
+            warmup_s=float(msg.get("warmup_s") or 0.0),
+            grad_args=tuple(grad_args),
+            extra_outs=tuple(_refs(row, "extra_outs") for row in rows),
+            lead_cycles=int(msg.get("lead_cycles") or 0),
+        )
+
+
+# A clock reading's values as the judge keeps them (gpulab.device.timing.ClockLog).
+_CLOCK_VALUES = (int, float, bool, str, list)
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """`timed`: each repetition's claimed time (`ms`), its copy out after
+    the end event (`copy_ms`), whether its result reached its slot(s)
+    (`copied`), for a backward each forward's time (`fwd_ms`), and the
+    clocks the warm-up logged. Checked here for their types; that each
+    list has one entry a repetition is the judge's check (it knows how many
+    it asked for), with the same message."""
+
+    ms: tuple[float, ...] = ()
+    copy_ms: tuple[float, ...] = ()
+    copied: tuple[bool, ...] = ()
+    fwd_ms: tuple[float, ...] = ()
+    clocks: dict[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Timed:
+        clocks = frame.get("clocks")
+        return cls(
+            ms=_times(frame.get("ms")),
+            copy_ms=_times(frame.get("copy_ms")),
+            copied=_bools(frame.get("copied"), "copied", _no_timing),
+            fwd_ms=_times(frame.get("fwd_ms")),
+            clocks=(
+                {k: v for k, v in clocks.items() if isinstance(v, _CLOCK_VALUES)}
+                if isinstance(clocks, dict)
+                else None
+            ),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "timed",
+            "ms": list(self.ms),
+            "copy_ms": list(self.copy_ms),
+            "copied": list(self.copied),
+            "fwd_ms": list(self.fwd_ms),
+            "clocks": self.clocks or {},
+        }
+
+
+def _no_timing(_why: str = "") -> BadReply:
+    return BadReply(NO_TIMING)
+
+
+def _times(value: Any) -> tuple[float, ...]:
+    """Finite numbers, one a repetition ("" absent: the judge's count fails it)."""
+    items = _list(value, "times", _no_timing)
+    times = [number(v) for v in items]
+    if any(t is None for t in times):
+        raise _no_timing()
+    return tuple(t for t in times if t is not None)
+
+
+def time_reply(frame: dict[str, Any]) -> Timed | Raised | Broken:
+    """The judge's reading of the reply to a `time` request. Raises BadReply
+    (NO_TIMING) for a `timed` reply whose fields are not what they must be."""
+    kind = frame.get("type")
+    if kind == "timed":
+        return Timed.parse(frame)
+    if kind == "raised":
+        return Raised.parse(frame)
+    return Broken.parse(frame)
+
+
+# --- the shared profile's end, and the compile-ahead ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEnd:
+    """`audit_end`: stop the correctness calls' shared profile and send its
+    findings, a list a window (gpulab.sandbox.audit.SpanAudit)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "audit_end"}
+
+
+@dataclass(frozen=True, slots=True)
+class Audited:
+    """`audited`: each window's findings, in the order of the calls."""
+
+    findings: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Audited:
+        """Anything but a list of lists of names is the cheat message the
+        judge always gave a profile it could not read."""
+        found = frame.get("findings") if frame.get("type") == "audited" else None
+        bad = BadReply(AUDIT_MALFORMED, AUDIT_MALFORMED_WHY)
+        if not isinstance(found, list) or len(found) > MAX_ITEMS:
+            raise bad
+        if not all(
+            isinstance(w, list) and len(w) <= MAX_ITEMS and all(isinstance(s, str) for s in w)
+            for w in found
+        ):
+            raise bad
+        return cls(tuple(tuple(text(s, NAME_LIMIT) for s in w) for w in found))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "audited", "findings": [list(w) for w in self.findings]}
+
+
+@dataclass(frozen=True, slots=True)
+class CompileAhead:
+    """`compile_ahead`: compile the kernels the last check of this file
+    compiled, side by side (gpulab.sandbox.ahead). Speed only."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "compile_ahead"}
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAhead:
+    """`compiled_ahead`: how many kernels matched, compiled, in how many
+    workers, in how long. It decides nothing, so a malformed field is None
+    (not a failure): the numbers only go into the result's `compiled_ahead`."""
+
+    kernels: int | None = 0
+    compiled: int | None = 0
+    workers: int | None = 0
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> CompiledAhead | None:
+        """None for any other reply (nothing was compiled ahead)."""
+        if frame.get("type") != "compiled_ahead":
+            return None
+
+        def count(key: str) -> int | None:
+            v = frame.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+        return cls(
+            count("kernels"), count("compiled"), count("workers"), number(frame.get("seconds"))
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "compiled_ahead",
+            "kernels": self.kernels,
+            "compiled": self.compiled,
+            "workers": self.workers,
+        }
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """What the result's `compiled_ahead` keeps of it, as it always did."""
+        return {
+            "kernels": self.kernels,
+            "compiled": self.compiled,
+            "workers": self.workers,
+            "seconds": self.seconds,
+        }

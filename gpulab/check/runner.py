@@ -1,0 +1,454 @@
+"""Run a check and collect its result (the lab's side).
+
+The learner's code never runs in the lab's own process, nor in the process
+that grades it. A check is a fresh judge (`python -m gpulab.judge.main`, in its
+own session) which starts a confined sandbox for the learner's code; see
+gpulab.judge.main and docs/grading.md. The judge's frames come back over a
+private pipe that only the judge holds; the learner's printed output comes
+back inside the result, as text.
+
+A crash, hang, CUDA fault or out-of-memory becomes a failed check with a
+clear message; the caller (CLI or TUI) carries on. Each check gets a fresh
+judge and sandbox, so a dead CUDA context never leaks into the next run.
+
+This module imports neither torch nor triton.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gpulab.check import child
+from gpulab.check.events import Event, Finished, Stage
+from gpulab.check.events import parse as parse_event
+from gpulab.check.protocol import (
+    CANCELLED,
+    CRASHED,
+    ERROR,
+    FAILED,
+    PASSED,
+    TIMEOUT,
+    CheckRequest,
+    ExplainOptions,
+    ProtocolError,
+    stage_kind,
+    stage_seconds,
+)
+from gpulab.check.result import CheckResult
+from gpulab.course.content import Lesson
+
+# Statuses of a result (`passed` is True only for "passed").
+
+DEFAULT_TIMEOUT = 300.0
+OUTPUT_LIMIT = 4000
+
+__all__ = ["CANCELLED", "CRASHED", "ERROR", "FAILED", "PASSED", "TIMEOUT", "run_check"]
+
+EventCallback = Callable[[Event], object]  # what it returns is ignored
+
+
+def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    text = data[-limit:].decode("utf-8", "replace")
+    return ("…\n" if len(data) > limit else "") + text
+
+
+# Every judge this process started and has not seen end: what stop_all stops.
+_LIVE: weakref.WeakSet[_Judge] = weakref.WeakSet()
+
+
+def stop_all() -> None:
+    """Stop every judge this process started, with all under them: the lab's
+    last act when its terminal goes away (gpulab.tui.hangup), so no check or
+    spare outlives it. Safe to call from a signal handler: it only signals
+    and waits."""
+    judges = [j for j in list(_LIVE) if j.proc.poll() is None]
+    for judge in judges:
+        with contextlib.suppress(OSError):
+            judge.proc.terminate()  # all at once: each then stops its sandboxes
+    for judge in judges:
+        with contextlib.suppress(Exception):
+            _stop(judge.proc)
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """Ask the judge to stop (it kills the sandbox and everything under it),
+    then make sure."""
+    child.kill_tree(proc, term_s=3)
+
+
+def check_request(
+    lesson: Lesson,
+    file: Path,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    timing: bool = True,
+    device: str = "auto",
+    workspace: str | None = None,
+    explain: ExplainOptions | None = None,
+    paths_off: Sequence[str] = (),
+) -> CheckRequest:
+    """The request a check of `file` for `lesson` sends the judge: built here
+    only, so a spare judge made for it (Spare) fits the check exactly."""
+    return CheckRequest(
+        exercise=lesson.exercise,
+        function=lesson.function,
+        file=str(Path(file).resolve()),
+        timing=timing,
+        device=device,
+        flops=lesson.flops,
+        bytes=lesson.bytes,
+        kind=lesson.kind,
+        content_root=str(lesson.root),
+        workspace=workspace,
+        timeout=timeout,
+        explain=explain is not None,
+        explain_gpu=explain.gpu if explain else None,
+        gpu_setting=explain.gpu_setting if explain else None,
+        explain_budget_s=explain.budget_s if explain else None,
+        explain_nsight_without_gpu=bool(explain and explain.nsight_without_gpu),
+        paths_off=list(paths_off),
+    )
+
+
+def run_check(
+    lesson: Lesson,
+    file: Path,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    timing: bool = True,
+    device: str = "auto",
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    workspace: str | None = None,
+    explain: ExplainOptions | None = None,
+    spares: Spares | None = None,
+    paths_off: Sequence[str] = (),
+) -> CheckResult:
+    """Grade `file` for `lesson` and return its result.
+
+    `device` is "auto" (CUDA when available, else the Triton interpreter on the
+    CPU), "cpu" or "cuda". `timing=False` checks correctness only. `on_event`
+    receives the judge's progress (gpulab.check.events: Stage, CaseDone, Correct,
+    Graded) from the reader loop. Setting `cancel` stops the check (its
+    processes are killed). `spares`: the lab's spare judges; the check takes
+    the one started for this very request if there is one, and a spare for
+    the next check of the same file starts as this one ends. `paths_off`:
+    names of gpulab.check.protocol.KERNEL_PATHS the reference kernels run without.
+    """
+    started = time.monotonic()
+    file = Path(file).resolve()
+    # What the lab knows of every check; the rest comes from how it ended.
+    where = CheckResult(ERROR, exercise=lesson.exercise, lesson=lesson.id, file=str(file))
+    request = check_request(
+        lesson,
+        file,
+        timeout=timeout,
+        timing=timing,
+        device=device,
+        workspace=workspace,
+        explain=explain,
+        paths_off=paths_off,
+    )
+    judge = spares.take(request) if spares is not None else None
+    warm = judge is not None
+    # The stages as they arrived, for a check that ends without the judge's
+    # own (a timeout, a crash): it still says where its time went.
+    marks: list[tuple[str, float]] = [("judge start-up", started)]
+
+    def seen(event: Event) -> None:
+        if isinstance(event, Stage):
+            marks.append((stage_kind(event.text), time.monotonic()))
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        if judge is None:
+            judge = _Judge.start(None)
+        run = judge.run(request, started + timeout, seen, cancel)
+    except _NotStarted as failed:
+        exc = failed.__cause__
+        return replace(
+            where,
+            status=ERROR,
+            summary=f"could not start the check: {exc}",
+            message=str(exc),
+            duration_s=0.0,
+        )
+    finally:
+        if judge is not None:
+            judge.close()
+        if spares is not None and not (cancel is not None and cancel.is_set()):
+            spares.prepare(request)  # the next check's judge, warming while this one reports
+    duration = round(time.monotonic() - started, 2)
+    stages = stage_seconds(marks, time.monotonic())
+    if run.stopped == child.TIMEOUT:
+        return replace(
+            where,
+            status=TIMEOUT,
+            summary=f"timed out after {timeout:g} s{_stopped_in(marks, stages)} "
+            "(an infinite loop in Python or in a kernel?)",
+            message="The check was stopped and its processes were killed. "
+            "Look for a loop whose bound never changes, or a kernel grid that "
+            "never finishes. Raise the limit with --timeout if it is just slow.",
+            duration_s=duration,
+            stages=stages,
+        )
+    if run.stopped == child.CANCELLED:
+        return replace(
+            where,
+            status=CANCELLED,
+            summary=str(CANCELLED),
+            message="",
+            duration_s=duration,
+            stages=stages,
+        )
+    if run.result is None:
+        return replace(
+            where,
+            status=ERROR,
+            summary=f"the grader stopped without a result (exit {run.returncode})",
+            message=run.log,
+            duration_s=duration,
+            stages=stages,
+        )
+    judged = run.result.stages  # the judge's own, from its clock
+    if judged is not None:
+        # Before the judge's first stage: its process starting and importing.
+        rest = round(max(0.0, duration - sum(judged.values())), 3)
+        stages = {"judge start-up": rest, **judged}
+    return replace(
+        run.result,
+        exercise=where.exercise,
+        lesson=where.lesson,
+        file=where.file,
+        duration_s=duration,
+        warm=warm,
+        stages=stages,
+    )
+
+
+# A stage kind (protocol.stage_kind) as the words of a timeout's summary.
+_DOING = {
+    "judge start-up": "starting the grader",
+    "start": "starting",
+    "import": "importing your file",
+    "correctness": "running the cases",
+    "timing": "timing your kernel",
+    "compile": "compiling",
+    "waiting for the GPU": "waiting for the GPU",
+    "replay": "re-running your kernels",
+}
+
+
+def _stopped_in(marks: list[tuple[str, float]], stages: dict[str, float]) -> str:
+    """', 6.1 s of it importing your file': where a stopped check was."""
+    kind = marks[-1][0]
+    doing = _DOING.get(kind)
+    return f", {stages.get(kind, 0.0):.1f} s of it {doing}" if doing else ""
+
+
+class Spares:
+    """The lab's spare judge: one judge process started ahead of the check
+    it expects, which starts its sandboxes and does their imports (torch,
+    Triton, CUDA) before the learner presses check. It has run no learner
+    code, and it grades one check only; the file is read when the check
+    begins, so an edit made after it started is what gets graded. A check
+    that asks for anything else (another file, device, timeout, --explain)
+    gets a fresh judge, and the spare is stopped.
+
+    Thread-safe: the TUI prepares from its UI thread and takes from the
+    check's worker."""
+
+    MAX_AGE_S = 1800.0  # an older spare is replaced (its workspace may have moved on)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spare: _Judge | None = None
+        self.closed = False
+
+    def prepare(self, request: CheckRequest) -> None:
+        """Have a spare for `request` (started now unless one is already
+        there for it); any other spare is stopped."""
+        with self._lock:
+            if self.closed:
+                return
+            old = self._spare
+            if old is not None and old.fits(request, self.MAX_AGE_S):
+                return
+            self._spare = None
+        if old is not None:
+            old.close()
+        try:
+            judge = _Judge.start(request)
+        except _NotStarted:
+            return  # the check itself will start a judge and say why it cannot
+        with self._lock:
+            if self.closed:  # closed while it started
+                stale = judge
+            else:
+                stale, self._spare = self._spare, judge
+        if stale is not None:
+            stale.close()
+
+    def take(self, request: CheckRequest) -> _Judge | None:
+        """The spare, if it was started for exactly `request`; else None
+        (and the spare is stopped)."""
+        with self._lock:
+            judge, self._spare = self._spare, None
+        if judge is None:
+            return None
+        if judge.fits(request, self.MAX_AGE_S):
+            return judge
+        judge.close()
+        return None
+
+    def close(self) -> None:
+        """Stop the spare; no more are started."""
+        with self._lock:
+            self.closed = True
+            judge, self._spare = self._spare, None
+        if judge is not None:
+            judge.close()
+
+
+class _NotStarted(Exception):
+    """The judge could not be started (its OSError is the cause)."""
+
+
+@dataclass
+class _JudgeRun:
+    result: CheckResult | None  # the judge's result frame, None without one
+    stopped: str | None  # child.TIMEOUT or child.CANCELLED when the lab stopped it
+    returncode: int | None
+    log: str  # the tail of the judge's own stdout and stderr
+
+
+class _Judge:
+    """One judge process (`python -m gpulab.judge.main`), in a folder of its own,
+    with the private pipe its frames come back on. Started for a check at
+    once, or (`prospect`) as a spare that prepares for that request and
+    waits for it."""
+
+    def __init__(self, proc: subprocess.Popen[Any], read_fd: int, tmp: Any, prospect: Any) -> None:
+        self.proc, self.read_fd, self.tmp, self.prospect = proc, read_fd, tmp, prospect
+        self.born = time.monotonic()
+        self.closed = False
+        _LIVE.add(self)
+
+    @staticmethod
+    def start(prospect: CheckRequest | None) -> _Judge:
+        """Raises _NotStarted if the judge cannot start."""
+        tmp = tempfile.TemporaryDirectory(prefix="gpulab-judge-")
+        read_fd, write_fd = os.pipe()
+        try:
+            with open(Path(tmp.name) / "judge.log", "wb") as log:
+                proc = child.spawn(
+                    child.python_module("gpulab.judge.main", *(["--spare"] if prospect else [])),
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(write_fd,),
+                    cwd=tmp.name,
+                    env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)),
+                )
+        except OSError as exc:
+            os.close(read_fd)
+            os.close(write_fd)
+            tmp.cleanup()
+            raise _NotStarted from exc
+        os.close(write_fd)
+        judge = _Judge(proc, read_fd, tmp, prospect)
+        if prospect is not None:
+            judge._write(json.dumps(prospect.to_json()) + "\n", close=False)
+        return judge
+
+    def fits(self, request: CheckRequest, max_age_s: float) -> bool:
+        return (
+            not self.closed
+            and self.prospect == request
+            and self.proc.poll() is None
+            and time.monotonic() - self.born < max_age_s
+        )
+
+    def _write(self, text: str, close: bool) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(text.encode())
+            self.proc.stdin.flush()
+            if close:
+                self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def run(
+        self,
+        request: CheckRequest,
+        deadline: float,
+        on_event: EventCallback | None,
+        cancel: threading.Event | None,
+    ) -> _JudgeRun:
+        """Hand the judge `request`, relay its events until a result, its
+        end, the deadline or `cancel`."""
+        result: CheckResult | None = None
+        events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
+        try:
+            self._write(json.dumps(request.to_json()) + "\n", close=True)
+            result = _relay(events, on_event)
+            if events.stopped:
+                _stop(self.proc)
+        except BaseException:
+            _stop(self.proc)  # Ctrl-C or any error here: no orphan processes
+            raise
+        finally:
+            if self.proc.poll() is None:
+                try:
+                    self.proc.wait(timeout=5 if result is not None else 0.1)
+                except subprocess.TimeoutExpired:
+                    _stop(self.proc)
+        log = _tail(Path(self.tmp.name) / "judge.log")
+        return _JudgeRun(result, events.stopped, self.proc.returncode, log)
+
+    def close(self) -> None:
+        """Stop the judge if it still runs (a spare no check took: closing
+        its stdin is its signal to stop) and remove its folder."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.proc.poll() is None:
+            # SIGTERM at once (it may be importing, not reading its stdin):
+            # the judge kills its sandboxes and removes its folders.
+            _stop(self.proc)
+        with contextlib.suppress(OSError):
+            os.close(self.read_fd)
+        self.tmp.cleanup()
+
+
+def _relay(events: child.Events, on_event: EventCallback | None) -> CheckResult | None:
+    """The judge's result; every other frame goes to `on_event`, parsed.
+    A frame the lab cannot use (gpulab.check.events says why) or does not know is
+    left out: the check goes on, and ends with the judge's result or without."""
+    for frame in events:
+        try:
+            event = parse_event(frame)
+        except ProtocolError:
+            continue
+        if isinstance(event, Finished):
+            return event.result
+        if event is not None and on_event is not None:
+            on_event(event)
+    return None

@@ -1,0 +1,257 @@
+"""`gpulab check` and `gpulab watch`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from gpulab.check.events import Correct, Event, Graded, Stage
+from gpulab.check.plan import explain_timeout, plan_check, recorded
+from gpulab.check.runner import ERROR, Spares, run_check
+from gpulab.cli.commands.common import (
+    console,
+    exercise_file,
+    find_lesson,
+    guarded,
+    open_course,
+    open_workspace,
+    parse_timeout,
+)
+from gpulab.textsafe import visible, visible_tree
+
+
+@guarded
+def run(args: Any) -> int:
+    return _watch(args) if args._name == "watch" else _check(args)
+
+
+def _target(args: Any):
+    course = open_course()
+    lesson = find_lesson(course, args.exercise)
+    ws = open_workspace(args)
+    return (lesson, ws, *exercise_file(args, ws, lesson), course)
+
+
+def next_step(course: Any, lesson: Any) -> str:
+    """After a pass: the command for the next exercise (the lesson's next
+    step, or the next lesson), or "" after the last."""
+    nxt = course.next_exercise(lesson)
+    if nxt is None:
+        return ""
+    where = (
+        f"step {nxt.position + 1} of {nxt.step_count} of lesson {nxt.number}"
+        if nxt.index == lesson.index
+        else f"lesson {nxt.number}" + (f", {nxt.step_label}" if nxt.step_label else "")
+    )
+    return f"Next: {nxt.exercise_title} ({where}): gpulab check {nxt.exercise}"
+
+
+def _check(args: Any) -> int:
+    timeout = parse_timeout(args.timeout, 0.0)
+    lesson, ws, path, own, course = _target(args)
+    # No --timeout: 60 s on the CPU, 300 s on a GPU (gpulab.check.plan says why).
+    plan = plan_check(
+        lesson,
+        device=args.device,
+        limit=timeout if args.timeout is not None else None,
+        limit_why="you asked for it with --timeout",
+        explain=getattr(args, "explain", False),
+        explain_gpu=getattr(args, "gpu", None),
+        gpu_setting=ws.get_setting("gpu") if getattr(args, "explain", False) else None,
+    )
+    if plan.note:  # said once, here, rather than silently nothing
+        print(f"note: {plan.note}", file=sys.stderr)
+    timeout, why = plan.timeout, plan.why
+    quiet = args.json
+    err = console(stderr=True)
+    # A read-only workspace: the check still runs (its compiler cache in a
+    # temporary folder), and says why its result is not kept.
+    blocked = ws.unwritable()
+    if blocked:
+        print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
+
+    def on_event(ev: Event) -> None:
+        if quiet:
+            return
+        if isinstance(ev, Stage):  # graders quote case names: text, not markup
+            err.print(f"… {visible(ev.text)}", style="dim", markup=False, highlight=False)
+        elif isinstance(ev, Correct):  # the verdict on correctness, before the timing
+            count = f"all {ev.cases} cases" if ev.cases is not None else "every case"
+            err.print(f"correct: {count} right; timing now", markup=False)
+        elif isinstance(ev, Graded):  # the grade, before the advice that follows it
+            err.print(f"graded: {visible(ev.summary)}", markup=False)
+
+    result = run_check(
+        lesson,
+        path,
+        timeout=timeout,
+        timing=not args.no_timing,
+        device=args.device,
+        on_event=on_event,
+        workspace=None if blocked else str(ws.root),
+        explain=plan.explain,
+        paths_off=getattr(args, "off", None) or (),
+    )
+    result = explain_timeout(result, timeout, why)
+    if own and recorded(result) and not blocked:
+        ws.record_result(lesson.exercise, result)
+    if args.json:
+        # Learner text made visible here too: `jq -r .output` must not paint
+        # the terminal either (json.dumps alone only escapes it as \u001b).
+        print(json.dumps(visible_tree(result.to_json()), indent=2, default=str))
+    else:
+        from gpulab.check.report import render
+
+        console().print(render(result))
+        if result.passed and (line := next_step(course, lesson)):
+            console().print(line, markup=False, highlight=False, style="dim")
+    if result.status == ERROR:
+        return 2
+    return 0 if result.passed else 1
+
+
+def not_recorded(blocked: str) -> str:
+    """The warning for a workspace gpulab cannot write (Workspace.unwritable)."""
+    return (
+        f"{blocked}: the check runs, but its result is not recorded. To keep your "
+        "progress, use a folder you can write: --workspace DIR or $GPULAB_HOME."
+    )
+
+
+def _watch(args: Any) -> int:
+    """Re-check on every save until Ctrl-C. Doesn't auto-advance (rustlings)."""
+    timeout = parse_timeout(args.timeout, 0.0)
+    lesson, ws, path, _, course = _target(args)
+    con = console()
+    from gpulab.check.report import render
+
+    plan = plan_check(
+        lesson,
+        device=args.device,
+        limit=timeout if args.timeout is not None else None,
+        limit_why="you asked for it with --timeout",
+    )
+    timeout, why = plan.timeout, plan.why
+
+    # The judge of the next check starts as one ends, and imports while the
+    # learner edits (gpulab.check.runner.Spares).
+    spares = Spares()
+
+    def once() -> None:
+        con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
+        blocked = ws.unwritable()
+        if blocked:
+            print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
+        result = run_check(
+            lesson,
+            path,
+            device=args.device,
+            timeout=timeout,
+            workspace=None if blocked else str(ws.root),
+            spares=spares,
+        )
+        result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
+        if recorded(result) and not blocked:
+            ws.record_result(lesson.exercise, result)
+        con.print(render(result))
+        if result.passed and (line := next_step(course, lesson)):
+            con.print(line, markup=False, highlight=False, style="dim")
+        con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
+
+    from gpulab.check.watcher import stamp
+
+    checked = stamp(path)  # the version the first check reads: a save after it counts
+    try:
+        once()
+        _until_interrupted(_recheck_on_save(path, once, poll=args.poll, checked=checked))
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        spares.close()
+    return 0
+
+
+def _until_interrupted(coro: Coroutine[Any, Any, None]) -> None:
+    """Run `coro` on an event loop of its own; Ctrl-C raises at once.
+
+    Not asyncio.run: from Python 3.11 its first Ctrl-C only cancels the task,
+    which then waits for the running check to end (up to its timeout).
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coro)
+    try:
+        loop.run_until_complete(task)
+    finally:
+        if task.done():  # Ctrl-C during a check: the task ended with it
+            if not task.cancelled():
+                task.exception()  # seen: asyncio would log it as never retrieved
+        else:  # Ctrl-C while waiting for a save
+            task.cancel()  # the watcher stops its thread when cancelled
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+# However the watcher is doing (starting up, blocked behind a check, or file
+# events lost), the file's stamp is compared this often: a save is never missed.
+RESTAMP_S = 1.0
+# An editor's save can take a few steps (write, rename): wait for it to settle.
+SETTLE_S = 0.2
+
+
+async def _recheck_on_save(
+    path: Path,
+    once: Callable[[], None],
+    *,
+    poll: bool,
+    checked: tuple[int, int, int] | None = None,
+) -> None:
+    """Run `once` after every change to `path`, the lab's watcher telling.
+
+    `checked` is the stamp of the version last checked (default: the file as
+    it is now). A change is a stamp that differs from it: the watcher only
+    wakes the loop, so a save made before the watcher is up (or during a
+    check, which blocks the loop) is seen all the same, and a spurious event
+    re-checks nothing.
+    """
+    from gpulab.check.watcher import file_changes, stamp
+
+    def fallback(why: str) -> None:
+        print(why, file=sys.stderr)
+
+    if checked is None:
+        checked = stamp(path)
+    wake, stop = asyncio.Event(), asyncio.Event()
+
+    async def listen() -> None:
+        async for _ in file_changes(path, stop, poll=poll, on_fallback=fallback):
+            wake.set()
+
+    listener = asyncio.get_running_loop().create_task(listen())
+    try:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), RESTAMP_S)
+            wake.clear()
+            now = stamp(path)
+            if now is None or now == checked:  # None: gone for a moment, mid-save
+                continue
+            while True:  # settled: the same stamp twice, SETTLE_S apart
+                await asyncio.sleep(SETTLE_S)
+                if (later := stamp(path)) == now:
+                    break
+                now = later
+            checked = now
+            once()
+    finally:
+        stop.set()  # ends watchfiles' thread
+        listener.cancel()
+        with contextlib.suppress(BaseException):
+            await listener

@@ -1,0 +1,216 @@
+"""`gpulab list | lesson | hint | reset | solution | where`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from gpulab.cli.commands.common import (
+    UsageError,
+    console,
+    find_lesson,
+    guarded,
+    open_course,
+    open_workspace,
+)
+
+
+@guarded
+def run(args: Any) -> int:
+    return {
+        "list": _list,
+        "lesson": _lesson,
+        "hint": _hint,
+        "reset": _reset,
+        "solution": _solution,
+        "where": _where,
+    }[args._name](args)
+
+
+def _row(lesson: Any, ws: Any) -> dict[str, Any]:
+    st = ws.exercise_state(lesson.exercise)
+    status = (
+        "broken"
+        if lesson.error
+        else (st.get("status", "not started") if lesson.ready else "coming")
+    )
+    return {
+        "exercise": lesson.exercise,
+        "title": lesson.exercise_title,
+        "step": lesson.position + 1,
+        "status": status,
+        "grade": st.get("grade"),
+        "attempts": len(st.get("attempts", [])),
+        "error": lesson.error or None,
+    }
+
+
+def _list(args: Any) -> int:
+    course = open_course()
+    ws = open_workspace(args)
+    rows = []
+    for lesson in course.lessons:
+        # One row per lesson, for its final exercise (as before steps), with
+        # every exercise of the lesson, steps first, under "exercises".
+        exercises = [_row(e, ws) for e in course.lesson_exercises(lesson)]
+        final = exercises[-1]
+        rows.append(
+            {
+                "lesson": lesson.id,
+                "title": lesson.title,
+                "exercise": lesson.exercise,
+                "status": final["status"],
+                "grade": final["grade"],
+                "attempts": final["attempts"],
+                "error": lesson.error or None,
+                "exercises": exercises,
+            }
+        )
+    if args.json:
+        print(json.dumps({"workspace": str(ws.root), "lessons": rows}, indent=2))
+        return 0
+    from rich.markup import escape
+    from rich.table import Table
+
+    marks = {
+        "passed": "[green]✔ passed[/]",
+        "failed": "[red]✘ failed[/]",
+        "not started": "[dim]· not started[/]",
+        "coming": "[dim]coming[/]",
+        "broken": "[red]! broken[/]",
+    }
+    table = Table(title=f"gpulab — workspace {ws.root}", title_justify="left")
+    for col in ("#", "lesson", "exercise", "status", "grade", "tries"):
+        table.add_column(col)
+    for r, lesson in zip(rows, course.lessons, strict=True):
+        steps = r["exercises"]
+        if len(steps) == 1:
+            table.add_row(
+                lesson.number,
+                escape(lesson.title),
+                r["exercise"],
+                marks[r["status"]],
+                r["grade"] or "",
+                str(r["attempts"] or ""),
+            )
+            continue
+        done = sum(1 for e in steps if e["status"] == "passed")
+        table.add_row(lesson.number, escape(lesson.title), "", f"[dim]{done} of {len(steps)}[/]")
+        for e in steps:
+            last = e is steps[-1]
+            table.add_row(
+                f"{lesson.number}.{e['step']}",
+                f"{'└' if last else '├'} {escape(e['title'])}",
+                e["exercise"],
+                marks[e["status"]],
+                e["grade"] or "",
+                str(e["attempts"] or ""),
+            )
+    con = console()
+    con.print(table)
+    for r in rows:
+        for e in r["exercises"]:
+            if e["error"]:
+                con.print(f"[red]{r['lesson']}: {escape(e['error'])}[/]")
+    return 0
+
+
+def _lesson(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise, ready=False)
+    from rich.markdown import Markdown
+
+    console().print(Markdown(lesson.text()))
+    return 0
+
+
+def _hint(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise, ready=False)
+    if not lesson.hints:
+        raise UsageError(f"{lesson.exercise} has no hints yet")
+    ws = open_workspace(args)
+    level = ws.hint_level(lesson.exercise) if args.all else ws.reveal_hint(lesson)
+    from rich.markdown import Markdown
+
+    con = console()
+    names = ("nudge", "approach", "near-solution")
+    start = 0 if args.all else max(level - 1, 0)
+    for i in range(start, max(level, 1) if args.all else level):
+        con.print(f"[bold]Hint {i + 1} of {len(lesson.hints)} ({names[i]})[/]")
+        con.print(Markdown(lesson.hints[i]))
+    if level >= len(lesson.hints) and not args.all:
+        from gpulab.course.workspace import PASSED
+
+        if ws.status(lesson.exercise) == PASSED:
+            con.print(
+                f"[dim]That was the last hint. You have passed: `gpulab solution "
+                f"{lesson.exercise}` shows the reference solution.[/]"
+            )
+        else:
+            con.print(
+                f"[dim]That was the last hint. `gpulab solution {lesson.exercise}` "
+                "shows the reference solution once your exercise passes.[/]"
+            )
+    return 0
+
+
+def _reset(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise)
+    ws = open_workspace(args)
+    path = ws.exercise_path(lesson)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UsageError("reset needs confirmation: add --yes")
+        answer = input(
+            f"Restore the starter of {lesson.exercise} over {path}? "
+            "Your file is backed up first. [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not reset")
+            return 1
+    backup = ws.reset(lesson)
+    print(f"restored the starter at {path}")
+    if backup:
+        print(f"your previous file is kept at {backup}")
+    return 0
+
+
+def _solution(args: Any) -> int:
+    lesson = find_lesson(open_course(), args.exercise)
+    ws = open_workspace(args)
+    text = ws.solution_text(lesson)
+    if text is None:
+        print(
+            f"The reference solution of {lesson.exercise} opens once your own passes "
+            f"(gpulab check {lesson.exercise}).",
+            file=sys.stderr,
+        )
+        return 1
+    print_source(text)
+    return 0
+
+
+def print_source(text: str, con: Any = None) -> None:
+    """Source code, never cut at the terminal's width.
+
+    Piped or redirected (`gpulab solution x > x.py`), the raw text, byte for
+    byte as the file holds it. On a terminal, highlighted with line numbers
+    and long lines wrapped under their number (rich crops them otherwise).
+    """
+    con = con or console()
+    if not con.is_terminal:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    from rich.syntax import Syntax
+
+    con.print(Syntax(text, "python", line_numbers=True, word_wrap=True))
+
+
+def _where(args: Any) -> int:
+    ws = open_workspace(args)
+    if args.exercise:
+        lesson = find_lesson(open_course(), args.exercise)
+        print(ws.ensure_exercise(lesson))
+    else:
+        print(ws.root)
+    return 0

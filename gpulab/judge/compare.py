@@ -1,0 +1,113 @@
+"""Comparing a learner's output with a float64 reference, GPU MODE style.
+
+A failure names what a learner can act on: shape, dtype, max abs and rel
+error, how many elements are off, and the first few bad indices with values.
+NaN never passes unless the reference is NaN there; infinities must match.
+"""
+
+from __future__ import annotations
+
+from typing import Any, overload
+
+import torch
+
+from gpulab.perf.units import value_text
+
+# (atol, rtol) against a float64 reference, per output dtype.
+DEFAULT_TOLERANCE = {
+    torch.float64: (1e-10, 1e-8),
+    torch.float32: (1e-6, 1e-5),
+    torch.float16: (1e-5, 2e-3),
+    torch.bfloat16: (1e-4, 1.6e-2),
+}
+
+DTYPE_NAMES = {
+    torch.float64: "fp64",
+    torch.float32: "fp32",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def compare(
+    out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, max_report: int = 5
+) -> dict[str, Any]:
+    """Elementwise check of `out` against `ref`; returns a report dict."""
+    o = out.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    o_nan, r_nan = torch.isnan(o), torch.isnan(r)
+    o_inf, r_inf = torch.isinf(o), torch.isinf(r)
+    diff = (o - r).abs()
+    finite = ~(o_nan | r_nan | o_inf | r_inf)
+    ok = torch.zeros_like(o, dtype=torch.bool)
+    ok[finite] = diff[finite] <= atol + rtol * r[finite].abs()
+    ok |= o_nan & r_nan
+    ok |= o_inf & r_inf & (torch.sign(o) == torch.sign(r))
+    bad = ~ok
+    n_bad = int(bad.sum())
+    fin_diff = diff[finite]
+    max_abs = float(fin_diff.max()) if fin_diff.numel() else 0.0
+    rel = fin_diff / r[finite].abs().clamp_min(atol if atol > 0 else 1e-30)
+    max_rel = float(rel.max()) if rel.numel() else 0.0
+    # A NaN or an infinity where the reference has none is an error of that
+    # size: shown as NaN or inf, never as the 0 of the elements left over.
+    if bool((bad & (o_nan | r_nan)).any()):
+        max_abs = max_rel = float("nan")
+    elif bool((bad & (o_inf | r_inf)).any()):
+        max_abs = max_rel = float("inf")
+    report: dict[str, Any] = {
+        "max_abs": max_abs,
+        "max_rel": max_rel,
+        "mismatches": n_bad,
+        "numel": o.numel(),
+        "nan": int((o_nan & ~r_nan).sum()),
+    }
+    if n_bad:
+        idx = bad.nonzero()[:max_report].tolist()
+        report["first_bad"] = [
+            {"index": i, "got": float(o[tuple(i)]), "expected": float(r[tuple(i)])} for i in idx
+        ]
+    return report
+
+
+@overload
+def worst(a: float, b: float) -> float: ...
+@overload
+def worst(a: float | None, b: float | None) -> float | None: ...
+def worst(a: float | None, b: float | None) -> float | None:
+    """The larger of two errors, NaN above everything (max() drops a NaN
+    that comes first)."""
+    if a is None or b is None:
+        return b if a is None else a
+    if a != a or b != b:
+        return float("nan")
+    return max(a, b)
+
+
+def describe_mismatch(report: dict[str, Any]) -> str:
+    parts = [f"{report['mismatches']} of {report['numel']} elements wrong"]
+    if report.get("nan"):
+        parts.append(f"{report['nan']} NaN (unwritten or overflowed?)")
+    parts.append(
+        f"max abs err {value_text(report['max_abs'])}, max rel err {value_text(report['max_rel'])}"
+    )
+    for b in report.get("first_bad", [])[:3]:
+        parts.append(
+            f"at {tuple(b['index'])}: got {value_text(b['got'], '.6g')}, "
+            f"expected {value_text(b['expected'], '.6g')}"
+        )
+    return "; ".join(parts)
+
+
+def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equality (NaN payloads included), to prove inputs untouched."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.stride() != b.stride():
+        return False
+    if a.is_floating_point():
+        view = {8: torch.int64, 4: torch.int32, 2: torch.int16}[a.element_size()]
+        return torch.equal(a.view(view), b.view(view))
+    return torch.equal(a, b)

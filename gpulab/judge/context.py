@@ -1,0 +1,159 @@
+"""What a grader is given: the GradeContext of one check (or, to draw cases
+without a sandbox, a CaseContext), and GradeFailed to fail it with.
+
+A grader (gpulab.judge.graders.<exercise>, gpulab.judge.interface.Grader)
+records cases with `ctx.add_case`, fails with `ctx.fail` (or by letting a
+LearnerError escape), and sets `ctx.timing` on a GPU; gpulab.judge.harness
+makes the result of it. Kept apart from the harness, which also loads the
+grader: the graders and the machinery import this, and nothing here leads
+back to the loader (no import cycle).
+
+It runs in the judge: `ctx.function(name)` is a `Remote`, the learner's
+function living in the sandbox, called through gpulab.judge.kernel or a
+request of the exercise's own (`ctx.sandbox.request`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+from gpulab.check.protocol import CheckRequest
+from gpulab.check.protocol import text as _text
+from gpulab.check.status import Status
+from gpulab.sandbox.learner import LearnerError
+
+if TYPE_CHECKING:
+    from gpulab.judge.remote import Arena, Remote, Sandbox
+    from gpulab.judge.replay import Replayer
+
+
+class Channel(Protocol):
+    """Where a check's frames go (gpulab.judge.main.Channel, the judge's events)."""
+
+    def send(self, event: dict[str, Any]) -> None: ...
+
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None: ...
+
+
+class CaseContext(Protocol):
+    """What drawing an exercise's cases needs: where they run and the seeds
+    (a GradeContext; gpulab.perf.bench's and gpulab.diagnosis.cases' own)."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def interpreter(self) -> bool: ...
+
+    def seed(self, public: int) -> int: ...
+
+
+class GradeFailed(Exception):
+    def __init__(self, summary: str, message: str = "", status: str = Status.FAILED) -> None:
+        super().__init__(summary)
+        self.summary, self.message, self.status = summary, message, status
+
+
+@dataclass
+class GradeContext:
+    request: CheckRequest
+    device: str  # "cuda" or "cpu"
+    channel: Channel
+    # The judge's handle on the sandbox.
+    sandbox: Sandbox
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    timing: dict[str, Any] | None = None
+    # What the compile-ahead did before each run of cases (a GPU's; speed only).
+    warmed: list[dict[str, Any]] = field(default_factory=list)
+    # Set by the kernel grader when kernels ran (in the interpreter on a CPU);
+    # lessons without Triton (JAX, torch.compile, arithmetic) leave it False.
+    uses_triton: bool = False
+    # A grader may name where it ran ("8 simulated CPU devices (JAX)").
+    device_label: str | None = None
+    # The replay's sandbox on the CPU (gpulab.judge.replay), or None.
+    replayer: Replayer | None = None
+    # The judge's own: the seed mixed into every case's (never sent anywhere),
+    # and a folder of its own a sandbox may write into (lesson 07's trace).
+    secret_seed: int = 0
+    outbox: str = ""
+    _loaded: set[str] | None = None
+    _arena: Arena | None = None
+
+    @property
+    def file(self) -> str:
+        return self.request.file
+
+    @property
+    def interpreter(self) -> bool:
+        """True when kernels run in the Triton interpreter on the CPU."""
+        return self.device == "cpu"
+
+    @property
+    def want_timing(self) -> bool:
+        return self.request.timing and self.device == "cuda"
+
+    def seed(self, public: int) -> int:
+        """A public seed mixed with this run's secret one."""
+        return (public * 1_000_003 + self.secret_seed) % (2**31 - 1)
+
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        if done is None:
+            self.channel.stage(text)
+        else:
+            self.channel.stage(text, done, total)
+
+    def correct(self) -> None:
+        """Every correctness case passed and the timing begins: the lab shows
+        that verdict now, and the grade when the timing ends (a timed check
+        on a GPU takes several times as long as its correctness cases)."""
+        self.channel.send({"type": "correct", "cases": len(self.cases)})
+
+    def function(self, name: str | None = None) -> Remote:
+        name = name or self.request.function
+        from gpulab.judge.remote import Remote
+
+        if self._loaded is None:
+            self.stage("importing your file")
+            if self.sandbox.pending:
+                self.sandbox.pending = False
+                reply = self.sandbox.receive()
+            else:
+                reply = self.sandbox.request({"type": "load", "functions": [name]})
+            if reply.get("type") == "raised":
+                raise LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
+            if reply.get("type") != "loaded":
+                raise GradeFailed(
+                    f"the sandbox could not load your file: {_text(reply.get('summary'))}",
+                    status=Status.ERROR,
+                )
+            self._loaded = {n for n in reply.get("functions", []) if isinstance(n, str)}
+        if name not in self._loaded:
+            reply = self.sandbox.request({"type": "load", "functions": [name]})
+            self._loaded |= {n for n in reply.get("functions", []) if isinstance(n, str)}
+        if name not in self._loaded:
+            raise LearnerError(
+                f"{Path(self.file).name} does not define `{name}`",
+                f"The exercise asks for a function named `{name}`.",
+            )
+        return Remote(name)
+
+    def arena(self, nbytes: int) -> Arena:
+        """Shared memory of at least `nbytes`, reused while it is big enough
+        (the sandbox keeps every arena it was given mapped)."""
+        if self._arena is None or self._arena.nbytes < nbytes:
+            self._arena = self.sandbox.arena(
+                max(nbytes, int(1.5 * (self._arena.nbytes if self._arena else 0)))
+            )
+        self._arena.reset()
+        return self._arena
+
+    def add_case(self, case: dict[str, Any], total: int | None = None) -> None:
+        self.cases.append(case)
+        self.channel.send({"type": "case", "index": len(self.cases), "total": total, "case": case})
+
+    def fail(self, summary: str, message: str = "") -> NoReturn:
+        raise GradeFailed(summary, message)

@@ -1,0 +1,328 @@
+"""Grader for lesson 06: take the graph breaks out of a model step.
+
+Contract: `step(x, lengths, params)` computes one single-head pre-norm
+transformer block (x: B×S×D float32, lengths: B int64 valid lengths,
+params: a dict of float32 tensors) and must
+
+  1. give the same output as the original step (kept here, pristine, as
+     `original_step`) on fresh inputs: several shapes and seeds, with the
+     data-dependent rescale both taken and not taken;
+  2. be captured by Dynamo as ONE graph: no graph break on any of the inputs
+     traced, proven with `fullgraph=True`; the graph must hold the real ops
+     (not an opaque `allow_in_graph` or custom op), and the function must not
+     be excluded from tracing (`torch.compiler.disable`);
+  3. still match the original once compiled (aot_eager on the CPU, where
+     Inductor's C++ build takes ~30 s cold; Inductor on a GPU).
+
+On a GPU the result also times the original, your step eagerly, and your step
+under torch.compile's default and reduce-overhead (CUDA graph) modes.
+
+Dynamo's settings are its defaults: changes your file makes to
+torch._dynamo.config are undone (and named in the notes).
+
+Where each part runs: the judge draws the inputs, runs the original step and
+compares every output (eager and compiled), which the sandbox copies into
+slots the judge owns. Dynamo's trace can only happen where the step lives:
+the sandbox reports the graphs and breaks (gpulab.sandbox.dynamo), and the
+judge applies the rules to that report (gpulab.judge.graph_dynamo).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from gpulab.check.protocol import list_field, text
+from gpulab.judge.compare import compare, describe_mismatch
+from gpulab.judge.graph_dynamo import (
+    args_nbytes,
+    as_int,
+    check_dynamo,
+    config_changed,
+    refuse_disabled,
+    sandbox_reply,
+)
+from gpulab.judge.graph_step import (
+    CASES,
+    TIMING_SHAPES,
+    clone_inputs,
+    make_inputs,
+    original_step,
+    step_flops,
+)
+
+if TYPE_CHECKING:
+    from gpulab.judge.context import GradeContext
+
+# Your rewrite may reorder a float operation or two: 1e-5 relative is a few
+# ulps in fp32, far below what any change of meaning produces.
+EAGER_TOL = (1e-5, 1e-5)  # (atol, rtol)
+# Compiled code fuses and reorders reductions (and may use FMA): looser.
+COMPILED_TOL = (1e-4, 1e-4)
+# Traced by Dynamo: one input on each side of the data-dependent branch.
+TRACE_CASES = (0, 3)
+# Compiled and compared: one shape, the branch both ways.
+COMPILED_CASES = (0, 1)
+
+
+# --- grading ------------------------------------------------------------------
+
+
+def _eager_case(ctx: GradeContext, fn: Any, args: tuple, name: str) -> dict[str, Any]:
+    """The step once in the sandbox on the judge's inputs, against the
+    judge's original step."""
+    from gpulab.judge.kernel import Expect, desc_problem, remote_call
+
+    x = args[0]
+    expect = Expect(tuple(x.shape), x, "x")
+    reply, out, _ = remote_call(ctx, fn.name, args, {}, expect=expect, guards=None)
+    record: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split(" ")[0]}
+    problem = desc_problem(reply.desc, expect) or (
+        None if out is not None else "the result could not be copied out"
+    )
+    if problem or out is None:
+        record.update(passed=False, detail=problem)
+        return record
+    rep = compare(out, original_step(*clone_inputs(args)), *EAGER_TOL)
+    record.update(
+        passed=rep["mismatches"] == 0,
+        max_abs=rep["max_abs"],
+        max_rel=rep["max_rel"],
+        mismatches=rep["mismatches"],
+    )
+    if rep["mismatches"]:
+        record["detail"] = "output differs from the original step: " + describe_mismatch(rep)
+    return record
+
+
+def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backend: str) -> None:
+    """torch.compile(step, backend, fullgraph=True) in the sandbox; each
+    output compared here with the original step."""
+    from gpulab.judge.kernel import Refs, encode
+
+    chosen = [cases[i][1] for i in COMPILED_CASES]
+    arena = ctx.arena(sum(args_nbytes(a) * 2 for a in chosen) + 4096)
+    refs: Refs = {}
+    inputs = [[encode(arena, a, refs) for a in args] for args in chosen]
+    slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for args in chosen]
+    reply = sandbox_reply(
+        ctx.sandbox.request(
+            {
+                "type": "compiled",
+                "function": fn.name,
+                "backend": backend,
+                "inputs": inputs,
+                "outs": [sl.to_json() for sl in slots],
+            }
+        ),
+        "compiled",
+    )
+    config_changed(ctx, reply)
+    copied = list_field(reply, "copied")
+    for k, (i, args, slot) in enumerate(zip(COMPILED_CASES, chosen, slots, strict=True)):
+        name = f"compiled ({backend}) {names[i]}"
+        if k >= len(copied) or copied[k] is not True:
+            ctx.add_case(
+                {
+                    "name": name,
+                    "dtype": "fp32",
+                    "passed": False,
+                    "detail": "the compiled step did not return a tensor of x's "
+                    "shape, dtype and device",
+                }
+            )
+            continue
+        rep = compare(arena.view(slot).clone(), original_step(*clone_inputs(args)), *COMPILED_TOL)
+        ctx.add_case(
+            {
+                "name": name,
+                "dtype": "fp32",
+                "passed": rep["mismatches"] == 0,
+                "max_abs": rep["max_abs"],
+                "max_rel": rep["max_rel"],
+                "mismatches": rep["mismatches"],
+                **({"detail": describe_mismatch(rep)} if rep["mismatches"] else {}),
+            }
+        )
+
+
+def grade(ctx: GradeContext) -> None:
+    fn = ctx.function("step")
+    # Changes the file made at import (the sandbox recorded Dynamo's config
+    # before it ran): undone there, and said here.
+    reply = sandbox_reply(
+        ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config"
+    )
+    changed = [text(k, 80) for k in reply.get("changed", []) if isinstance(k, str)]
+    if changed:
+        ctx.notes.append(
+            "Your file changed torch._dynamo.config ("
+            + ", ".join(changed)
+            + "); the check undid that and ran with Dynamo's defaults."
+        )
+    if reply.get("disabled"):
+        refuse_disabled(ctx)
+    device = ctx.device
+    if device == "cpu":
+        # Tiny tensors: waking OpenMP threads costs more than the work (an op
+        # took ~16 ms instead of ~30 µs on a busy 2-core machine).
+        torch.set_num_threads(1)
+    cases = [
+        (label, make_inputs(b, s, d, ctx.seed(seed), rms=rms, full=full, device=device))
+        for b, s, d, seed, rms, full, label in CASES
+    ]
+    names = [f"{b}×{s}×{d} {label}" for b, s, d, _, _, _, label in CASES]
+
+    # 1. Eager outputs against the original.
+    for (_, args), name in zip(cases, names, strict=True):
+        ctx.stage(f"comparing outputs: {name}")
+        ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
+    config_changed(
+        ctx,
+        sandbox_reply(
+            ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config"
+        ),
+    )
+    if any(not c["passed"] for c in ctx.cases):
+        return
+
+    # 2. Graph breaks.
+    traced = [(names[i], cases[i][1]) for i in TRACE_CASES]
+    if not check_dynamo(ctx, fn, traced):
+        return
+
+    # 3. Compiled output, on one shape with the branch taken and not taken
+    # (one compile: the shape is the same, only the data differs).
+    backend = "inductor" if device == "cuda" else "aot_eager"
+    ctx.stage(f"compiling with torch.compile(backend={backend!r})")
+    _compiled_cases(ctx, fn, cases, names, backend)
+    if device == "cpu":
+        ctx.notes.append(
+            "On the CPU the compiled check uses backend='aot_eager' (Dynamo + "
+            "AOTAutograd, no code generation): Inductor's C++ build takes about "
+            "30 s here. A GPU check compiles with Inductor and times the modes."
+        )
+    if ctx.want_timing and all(c["passed"] for c in ctx.cases):
+        ctx.correct()
+        time_modes(ctx, fn)
+
+
+# --- timing (GPU) ---------------------------------------------------------------
+
+
+def time_modes(ctx: GradeContext, fn: Any) -> None:
+    """Original vs your step: eager, torch.compile default, reduce-overhead,
+    holding the GPU's timing lock (compiles included: they are in the loop)."""
+    from gpulab.device.gpulock import gpu_timing_lock
+
+    with gpu_timing_lock(
+        "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+    ):
+        _time_modes(ctx, fn)
+
+
+def _time_modes(ctx: GradeContext, fn: Any) -> None:
+    """The original is timed here; your step's modes in the sandbox (their
+    times are the sandbox's report, not graded), every output checked here."""
+    from gpulab.device.timing import L2Flusher, measure
+    from gpulab.judge.kernel import Refs, encode
+
+    flusher = L2Flusher()
+    rows: list[dict[str, Any]] = []
+    for b, s, d in TIMING_SHAPES:
+        shape = f"{b}×{s}×{d}"
+        args = make_inputs(b, s, d, ctx.seed(500 + s), rms=1.0, device="cuda")
+        expected = original_step(*clone_inputs(args))
+        ctx.stage(f"timing {shape}: original step (eager)")
+        with torch.no_grad():
+            t = measure(partial(original_step, *args), flusher=flusher)
+        rows.append(_row("original step (eager)", shape, (b, s, d), t, None, None))
+        arena = ctx.arena(args_nbytes(args) * 2 + 4096)
+        refs: Refs = {}
+        slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
+        ctx.stage(f"timing {shape}: your step, eager and compiled")
+        reply = sandbox_reply(
+            ctx.sandbox.request(
+                {
+                    "type": "modes",
+                    "function": fn.name,
+                    "modes": list(MODES.values()),
+                    "args": [encode(arena, a, refs) for a in args],
+                    "outs": [sl.to_json() for sl in slots],
+                }
+            ),
+            "modes",
+        )
+        got = list_field(reply, "rows")
+        if len(got) != len(MODES):
+            ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
+        for (name, _), slot, r in zip(MODES.items(), slots, got, strict=True):
+            rep = compare(arena.view(slot).clone(), expected, *COMPILED_TOL)
+            if rep["mismatches"]:
+                ctx.fail(f"timing {shape} {name}: the output is wrong", describe_mismatch(rep))
+            ms = r.get("ms") if isinstance(r, dict) else None
+            if not isinstance(ms, (int, float)) or not ms > 0:
+                ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
+            clean = {
+                k: r[k]
+                for k in ("ms", "reps", "rse", "min_ms", "max_ms")
+                if isinstance(r.get(k), (int, float))
+            }
+            rows.append(
+                _row(
+                    name,
+                    shape,
+                    (b, s, d),
+                    clean,
+                    as_int(r.get("kernels")),
+                    r.get("compile_s") if isinstance(r.get("compile_s"), float) else None,
+                )
+            )
+        base_ms = next(r["ms"] for r in rows[-4:] if r["name"] == "your step (eager)")
+        for row in rows[-4:]:
+            row["baseline"], row["speedup"] = "your step (eager)", base_ms / row["ms"]
+    best = {r["shape"].split(" ")[0]: r for r in rows if r["name"].endswith("reduce-overhead")}
+    parts = [
+        f"{shape}: reduce-overhead {r['speedup']:.1f}x eager ({r['kernels']} kernels "
+        f"vs {next(x['kernels'] for x in rows if x['shape'] == shape + ' your step (eager)')})"
+        for shape, r in best.items()
+    ]
+    ctx.notes.append(
+        "Your step's times are measured in the sandbox and reported, not graded; "
+        "every timed output was checked by the judge."
+    )
+    ctx.timing = {
+        "cases": rows,
+        "summary": "; ".join(parts),
+        "baseline": "your step (eager)",
+        "unit": "TFLOP/s",
+        "device": torch.cuda.get_device_name(0),
+        "ms": rows[1]["ms"] if len(rows) > 1 else None,
+    }
+
+
+# Your step's variants, timed in the sandbox: name -> torch.compile mode (None: eager).
+MODES = {
+    "your step (eager)": None,
+    "torch.compile default": "default",
+    "torch.compile reduce-overhead": "reduce-overhead",
+}
+
+
+def _row(
+    name: str, shape: str, bsd: tuple, t: dict, kernels: int | None, compile_s: float | None
+) -> dict[str, Any]:
+    flops = step_flops(*bsd)
+    return {
+        "name": name,
+        "shape": f"{shape} {name}",
+        "dtype": "fp32",
+        **t,
+        "flops": flops,
+        "throughput": flops / (t["ms"] * 1e-3) / 1e12,
+        "unit": "TFLOP/s",
+        "kernels": kernels,
+        "compile_s": compile_s,
+    }

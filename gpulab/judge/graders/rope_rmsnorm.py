@@ -1,0 +1,423 @@
+"""Grader for lesson 05: fused RMSNorm + RoPE, forward and backward, in Triton.
+
+Contract: `rmsnorm_rope(x, weight, cos, sin, eps=1e-6)` for x of shape
+(B, S, H, D), fp16/bf16/fp32, D a power of two from 16 to 256, unit stride
+along D and any strides on B, S, H (q or k sliced out of a fused QKV
+projection); weight (D,) in x's dtype or fp32; cos and sin (S, D//2) fp32.
+Returns a new tensor y = RoPE(RMSNorm(x) * weight) in x's dtype (rotate-
+half / NeoX convention), from a Triton kernel, and is differentiable: the
+gradients for x and weight come from a Triton backward kernel through a
+torch.autograd.Function. cos/sin get no gradient.
+
+The forward goes through the generic kernel grader (kernel.py); the backward
+checks are here. In the sandbox both run under an extra guard, `EagerGuard`
+(gpulab.sandbox.guards), that allows only the eager aten ops a legitimate
+wrapper needs: anything else on the graded path means the maths ran outside
+the Triton kernels.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+
+from gpulab.judge import capability
+from gpulab.judge.compare import compare, describe_mismatch, dtype_name, worst
+from gpulab.judge.kernel import (
+    INTERPRETER_NOTE,
+    Case,
+    Expect,
+    KernelSpec,
+    check_cases,
+    guards_for,
+    remote_call,
+)
+
+if TYPE_CHECKING:
+    from gpulab.judge.context import CaseContext, GradeContext
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+# Dtypes the Triton interpreter does not compute faithfully here. This kernel
+# uses no tl.dot; fp16/bf16 are only loaded, upcast to fp32 and stored, which
+# the interpreter does exactly as the GPU does, so nothing is skipped.
+INTERPRETER_SKIPS: dict[str, str] = {}
+
+# (atol, rtol) against float64. The outputs are normalised (|y| is about
+# |weight|), so an fp32 atol of 1e-5 is 1e-5 of the output's scale; fp16/bf16
+# are bounded by the final rounding (2**-11, 2**-8 relative).
+TOLERANCE = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-5, 2e-3),
+    torch.bfloat16: (1e-4, 1.6e-2),
+}
+
+
+def eager_fail(ctx: GradeContext, ops: list[str], where: str) -> None:
+    names = ", ".join(sorted(set(ops))[:6])
+    ctx.fail(
+        f"cheat: {where} computed eagerly with {names} instead of in Triton",
+        "Only allocations, views, copies and the final (P, D) -> (D,) sum of dweight "
+        "partials may run outside your kernels; the maths belongs in them.",
+    )
+
+
+# --- inputs and the float64 reference -----------------------------------------
+def rope_tables(S: int, D: int, start: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin (S, D//2) fp32 for positions start..start+S-1, base 10000."""
+    inv = 10000.0 ** (-torch.arange(0, D // 2, dtype=torch.float64) * 2 / D)
+    ang = torch.arange(start, start + S, dtype=torch.float64)[:, None] * inv[None, :]
+    return (ang.cos().float().to(device), ang.sin().float().to(device))
+
+
+def make_inputs(
+    B: int,
+    S: int,
+    H: int,
+    D: int,
+    dtype: torch.dtype,
+    seed: int,
+    device: str,
+    *,
+    scale: float = 1.0,
+    layout: str = "contiguous",
+    w_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, ...]:
+    # Drawn where the case runs: 268 M normals drawn on the CPU took seconds
+    # of every GPU check.
+    g = torch.Generator(device=device).manual_seed(seed)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, device=device)
+
+    if layout == "qkv":  # k from a fused (B, S, 3H, D) projection: stride_h = D, stride_s = 3HD
+        x = (randn(B, S, 3 * H, D) * scale).to(dtype)[:, :, H : 2 * H]
+    elif layout == "bhsd":  # a (B, H, S, D) tensor seen as (B, S, H, D)
+        x = (randn(B, H, S, D) * scale).to(dtype).transpose(1, 2)
+    else:
+        x = (randn(B, S, H, D) * scale).to(dtype)
+    w = (1.0 + 0.5 * randn(D)).to(w_dtype or dtype)
+    start = int(torch.randint(0, 4096, (1,), generator=g, device=device))
+    cos, sin = rope_tables(S, D, start, device)
+    dy = randn(B, S, H, D).to(dtype)
+    return x, w, cos, sin, dy
+
+
+def unfused(x, weight, cos, sin, eps: float = 1e-6, dtype: torch.dtype | None = None):
+    """The eager chain: RMSNorm in `dtype` (fp32 default), then rotate-half RoPE."""
+    dtype = dtype or torch.float32
+    xf = x.to(dtype)
+    n = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.to(dtype)
+    n1, n2 = n.chunk(2, dim=-1)
+    c, s = cos.to(dtype)[:, None, :], sin.to(dtype)[:, None, :]
+    return torch.cat((n1 * c - n2 * s, n2 * c + n1 * s), dim=-1).to(x.dtype)
+
+
+def reference(case: Case) -> torch.Tensor:
+    x, w, cos, sin = case.args
+    return unfused(x.double(), w, cos, sin, case.kwargs.get("eps", 1e-6), torch.float64)
+
+
+def reference_grads(case: Case, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x, w, cos, sin = case.args
+    xd = x.detach().double().requires_grad_()
+    wd = w.detach().double().requires_grad_()
+    y = unfused(xd, wd, cos, sin, case.kwargs.get("eps", 1e-6), torch.float64)
+    gx, gw = torch.autograd.grad(y, (xd, wd), dy.double())
+    return gx, gw
+
+
+def expect(case: Case) -> Expect:
+    x = case.args[0]
+    return Expect(x.shape, x, "x")
+
+
+# --- cases ----------------------------------------------------------------------
+# (B, S, H, D, dtype, public seed, extras)
+FORWARD = [
+    (1, 1, 1, 16, "fp32", 1, {"label": "S=1"}),
+    (2, 3, 5, 32, "fp32", 2, {}),  # B*S*H = 30
+    (1, 4, 3, 64, "fp16", 3, {}),
+    (1, 3, 2, 128, "bf16", 4, {}),
+    (1, 2, 3, 256, "fp32", 5, {}),
+    (2, 2, 7, 16, "bf16", 6, {}),
+    (1, 3, 4, 64, "fp16", 7, {"layout": "qkv"}),
+    (2, 3, 3, 32, "fp32", 8, {"layout": "bhsd"}),
+    (1, 2, 3, 128, "fp16", 9, {"scale": 300.0, "label": "large magnitudes"}),
+    (1, 2, 3, 64, "bf16", 10, {"scale": 1e4, "label": "large magnitudes"}),
+    (1, 3, 3, 64, "fp32", 11, {"scale": 1e-3, "label": "small: eps matters"}),
+    (1, 2, 5, 32, "fp32", 12, {"eps": 0.1, "label": "eps=0.1"}),
+    (1, 2, 3, 128, "bf16", 13, {"w_dtype": "fp32", "label": "fp32 weight"}),
+    (2, 3, 5, 32, "fp32", 14, {"label": "second draw"}),  # fresh data, same shape
+]
+FORWARD_GPU = [
+    (2, 1000, 7, 128, "bf16", 20, {}),
+    (1, 777, 32, 64, "fp16", 21, {"layout": "qkv"}),
+    (3, 129, 5, 256, "fp32", 22, {}),
+    (4, 333, 9, 16, "bf16", 23, {"layout": "bhsd"}),
+]
+# The backward: (..., extras); "grad_api": "backward" uses y.backward(dy) and
+# reads .grad; "dy": "strided" hands the backward a non-contiguous dy.
+BACKWARD = [
+    (2, 3, 5, 16, "fp32", 31, {}),
+    (1, 3, 2, 128, "bf16", 32, {}),
+    (1, 2, 3, 256, "fp16", 33, {}),
+    (2, 2, 3, 64, "fp32", 34, {"layout": "bhsd", "dy": "strided"}),
+    (1, 2, 3, 32, "bf16", 35, {"w_dtype": "fp32", "label": "fp32 weight"}),
+    (3, 1, 5, 64, "fp32", 36, {"label": "S=1"}),
+    (2, 4, 6, 32, "fp32", 37, {"grad_api": "backward", "label": "y.backward(dy)"}),
+    (1, 3, 3, 64, "fp32", 38, {"scale": 1e-3, "eps": 0.01, "label": "small, eps=0.01"}),
+]
+BACKWARD_GPU = [
+    (2, 500, 7, 128, "bf16", 40, {"layout": "qkv"}),
+    (1, 1024, 32, 64, "fp16", 41, {}),
+]
+
+
+def make_case(ctx: CaseContext, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
+    B, S, H, D, dt, seed, kw = spec
+    kw = dict(kw)
+    label = kw.pop("label", "")
+    w_dtype = DTYPES[kw.pop("w_dtype")] if "w_dtype" in kw else None
+    eps = kw.pop("eps", None)
+    x, w, cos, sin, dy = make_inputs(
+        B,
+        S,
+        H,
+        D,
+        DTYPES[dt],
+        ctx.seed(seed),
+        ctx.device,
+        scale=kw.pop("scale", 1.0),
+        w_dtype=w_dtype,
+        layout=kw.get("layout", "contiguous"),
+    )
+    if kw.get("dy") == "strided":  # every other head slot of a wider buffer
+        wide = torch.zeros(B, S, 2 * H, D, dtype=dy.dtype, device=dy.device)
+        wide[:, :, ::2] = dy
+        dy = wide[:, :, ::2]
+    shape = f"{B}×{S}×{H}×{D}" + (f" ({kw['layout']} view)" if "layout" in kw else "")
+    name = f"{shape} {dt}" + (f" {label}" if label else "")
+    case = Case(
+        name=name,
+        args=(x, w, cos, sin),
+        dtype=x.dtype,
+        shape=shape,
+        kwargs={"eps": eps} if eps is not None else {},
+        sizes={"B": B, "S": S, "H": H, "D": D},
+    )
+    return case, dy, kw
+
+
+def _cases(ctx: GradeContext, specs: list) -> list:
+    device_skips = capability.skip_for_device(ctx)
+    return [
+        make_case(ctx, s)
+        for s in specs
+        if not (ctx.interpreter and s[4] in INTERPRETER_SKIPS) and s[4] not in device_skips
+    ]
+
+
+# --- the graded calls -------------------------------------------------------------
+SPEC = KernelSpec(
+    reference=reference,
+    banned=(F.rms_norm, torch.rms_norm, torch.nn.RMSNorm.forward),
+    banned_aten=("rms_norm", "_fused_rms_norm", "_fused_rms_norm_backward"),
+    banned_label="torch's RMSNorm (F.rms_norm, torch.rms_norm, nn.RMSNorm)",
+    tolerance=lambda dt: TOLERANCE[dt],
+    expect=expect,
+    baseline=lambda case: partial(unfused, *case.args, **case.kwargs),
+    baseline_name="eager chain",
+)
+
+
+def _scaled_tol(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
+    # Gradients are not normalised: scale the absolute part by the largest one.
+    atol, rtol = TOLERANCE[dtype]
+    scale = float(ref.abs().max()) if ref.numel() else 1.0
+    return atol * max(scale, 1e-30), rtol
+
+
+def check_backward(ctx: GradeContext, fn: Any, cases: list, total: int) -> None:
+    for case, dy, kw in cases:
+        name = f"backward {case.name}"
+        ctx.stage(f"checking {name}")
+        x, w = case.args[0], case.args[1]
+        guards = guards_for(SPEC, eager_width=x.shape[-1])
+        assert SPEC.expect is not None
+        expect_y = SPEC.expect(case)
+        reply, y, grads = remote_call(
+            ctx,
+            fn.name,
+            case.args,
+            case.kwargs,
+            expect=expect_y,
+            guards=guards,
+            contiguous=False,
+            grad_args=(0, 1),
+            grad_output=dy,
+            grad_api=kw.get("grad_api", "grad"),
+            extra_tensors=[dy],
+            slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")],
+        )
+        report = reply.report
+        fwd_ops = [*report.banned, *report.eager]
+        if fwd_ops:
+            eager_fail(ctx, fwd_ops, "your forward")
+        back = reply.backward
+        if back is None or back.no_grad_fn:
+            ctx.fail(
+                f"{name}: the output carries no gradient",
+                "Wrap your kernels in a torch.autograd.Function (forward launches the "
+                "forward kernel, backward the backward kernel) and return "
+                "YourFunction.apply(x, weight, cos, sin, eps).",
+            )
+        brep = back.report
+        ops = [*brep.banned, *brep.eager]
+        if ops:
+            eager_fail(ctx, ops, "your backward")
+        if not brep.launches:
+            ctx.fail(
+                f"{name}: the backward launched no Triton kernel",
+                "Compute dx and dweight in a Triton kernel called from your "
+                "autograd.Function's backward.",
+            )
+        if brep.side_stream:
+            ctx.fail(f"{name}: a kernel was launched on a side stream")
+        missing, copied = back.missing, list(back.copied)
+        for i, label in enumerate(("x", "weight")):
+            if i >= len(missing) or missing[i] is not False:
+                ctx.fail(
+                    f"{name}: no gradient for {label}",
+                    "backward must return (dx, dweight, None, None, None).",
+                )
+        # Reported only where autograd.grad gave dx (y.backward leaves no provenance).
+        if kw.get("grad_api") != "backward" and brep.wrote_out is False:
+            ctx.fail(
+                f"{name}: dx was not written by your Triton kernel",
+                "Return the buffer your backward kernel wrote, in x's dtype and shape "
+                "(autograd converts anything else into a new tensor).",
+            )
+        ctx.add_case(_backward_record(case, dy, name, y, grads, copied), total)
+
+
+def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied: list) -> dict:
+    """The case: y and both gradients against the reference's."""
+    x, w = case.args[0], case.args[1]
+    gx, gw = reference_grads(case, dy)
+    record: dict[str, Any] = {
+        "name": name,
+        "shape": case.shape,
+        "dtype": dtype_name(case.dtype),
+        "passed": True,
+    }
+    details = []
+    # y again: the forward that autograd records must be the graded one.
+    if y is None:
+        record["passed"] = False
+        details.append("y (computed with requires_grad=True) has the wrong shape or dtype")
+    else:
+        rep = compare(y, reference(case), *TOLERANCE[case.dtype])
+        if rep["mismatches"]:
+            record["passed"] = False
+            details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
+    for i, (label, got, ref, dt) in enumerate(
+        (("dx", grads[0], gx, x.dtype), ("dweight", grads[1], gw, w.dtype))
+    ):
+        if i >= len(copied) or copied[i] is not True:
+            record["passed"] = False
+            details.append(
+                f"{label} does not have shape {tuple(ref.shape)} and dtype {dtype_name(dt)}"
+            )
+            continue
+        rep = compare(got, ref, *_scaled_tol(ref, dt))
+        record[f"{label}_max_abs"] = rep["max_abs"]
+        record["max_abs"] = worst(record.get("max_abs"), rep["max_abs"])
+        record["max_rel"] = worst(record.get("max_rel"), rep["max_rel"])
+        record["mismatches"] = record.get("mismatches", 0) + rep["mismatches"]
+        if rep["mismatches"]:
+            record["passed"] = False
+            details.append(f"{label}: {describe_mismatch(rep)}")
+    if details:
+        record["detail"] = "; ".join(details)
+    return record
+
+
+def kernel_spec(ctx: CaseContext) -> KernelSpec:
+    """The spec where `ctx` runs (the same everywhere)."""
+    return SPEC
+
+
+def grade(ctx: GradeContext) -> None:
+    fn = ctx.function("rmsnorm_rope")
+    if ctx.interpreter:
+        ctx.notes.append(INTERPRETER_NOTE)
+        ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
+    fwd = _cases(ctx, FORWARD + ([] if ctx.interpreter else FORWARD_GPU))
+    bwd = _cases(ctx, BACKWARD + ([] if ctx.interpreter else BACKWARD_GPU))
+    fwd_cases = [c for c, _, _ in fwd]
+    check_cases(
+        ctx,
+        SPEC,
+        fn,
+        fwd_cases,
+        guards=lambda case: guards_for(SPEC, eager_width=case.args[0].shape[-1]),
+    )
+    if any(not c["passed"] for c in ctx.cases):
+        ctx.notes.append("The backward is checked once every forward case passes.")
+        return
+    check_backward(ctx, fn, bwd, len(fwd) + len(bwd))
+    if any(not c["passed"] for c in ctx.cases):
+        return
+    if ctx.want_timing:
+        from gpulab.judge.rope_timing import time_compile_and_backward
+        from gpulab.judge.speed import time_cases
+
+        ctx.correct()
+        timed = timing_cases(ctx)
+        time_cases(ctx, SPEC, fn, [c for c, _, _ in timed])
+        time_compile_and_backward(
+            ctx,
+            fn,
+            timed,
+            spec=SPEC,
+            chain=unfused,
+            reference=reference_grads,
+            tolerance=_scaled_tol,
+        )
+
+
+# --- timing on a GPU ----------------------------------------------------------------
+# The forward against the eager chain comes from speed.time_cases;
+# gpulab.judge.rope_timing adds torch.compile of the same chain (forward)
+# and the backward beside torch.compile's backward, all in the same run.
+TIMING_SHAPES = [(1, 16384, 32, 128), (4, 16384, 32, 128)]
+
+
+def timing_cases(ctx: CaseContext) -> list:
+    dt = capability.timed_dtype(ctx, "bf16")
+    return [
+        make_case(ctx, (B, S, H, D, dt, 100 + i, {}))
+        for i, (B, S, H, D) in enumerate(TIMING_SHAPES)
+    ]
+
+
+def bench_cases(ctx: CaseContext) -> list:
+    """For `gpulab bench`: the forward timing cases beside both baselines."""
+    compiled = torch.compile(unfused, dynamic=False)
+    out = []
+    for case, _, _ in timing_cases(ctx):
+        compiled(*case.args)  # compile now, not inside anyone's timing
+        out.append(
+            (
+                case,
+                {
+                    "eager chain": lambda a=case.args: unfused(*a),
+                    "torch.compile": lambda a=case.args: compiled(*a),
+                },
+            )
+        )
+    return out

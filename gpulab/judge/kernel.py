@@ -1,0 +1,668 @@
+"""Grading a kernel exercise: correctness cases under guards, then timing.
+
+An exercise's grader module describes its cases, reference, banned ops and
+baseline in a `KernelSpec`; `check_cases` and `speed.time_cases` do the rest the
+same way for every kernel (see docs/grading.md); gpulab.judge.standard is
+the body the kernel graders share. The learner's function runs
+in the sandbox; everything here runs in the judge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from gpulab.check.frames import (
+    AUDIT_MALFORMED,
+    AUDIT_MALFORMED_WHY,
+    Audited,
+    AuditEnd,
+    BadReply,
+    Broken,
+    CallRequest,
+    CompileAhead,
+    CompiledAhead,
+    Desc,
+    GuardReport,
+    Guards,
+    Raised,
+    Returned,
+    call_reply,
+)
+from gpulab.judge.compare import (
+    DEFAULT_TOLERANCE,
+    compare,
+    describe_mismatch,
+    dtype_name,
+)
+from gpulab.judge.context import GradeFailed
+from gpulab.judge.remote import storage_bytes
+from gpulab.judge.replay import DTYPES, MISMATCH, copy_map, same_copy, trusted_bytes
+from gpulab.sandbox import learner
+
+if TYPE_CHECKING:
+    from gpulab.judge.context import CaseContext, GradeContext
+
+
+@dataclass
+class Case:
+    name: str
+    args: tuple
+    dtype: torch.dtype
+    sizes: dict[str, float] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    shape: str = ""
+
+
+@dataclass
+class KernelSpec:
+    reference: Callable[[Case], torch.Tensor]
+    banned: tuple = ()
+    banned_aten: tuple[str, ...] = ()
+    # aten ops banned only when a tensor argument has >= 4096 elements: the
+    # elementwise pieces the op could be rebuilt from (mul + sum for matmul).
+    banned_large: tuple[str, ...] = ()
+    banned_label: str = ""
+    tolerance: Callable[[torch.dtype], tuple[float, float]] = lambda dt: DEFAULT_TOLERANCE[dt]
+    expect: Callable[[Case], Expect] | None = None
+    baseline: Callable[[Case], Callable[[], Any]] | None = None
+    baseline_name: str = ""
+    # Grade from the geometric mean of the roofline fraction (or the
+    # speedup, when `grade_on` is "speedup"): (threshold, letter), best first.
+    grade_on: str = "roofline"
+    grades: tuple[tuple[float, str], ...] = ((0.85, "A"), (0.70, "B"), (0.50, "C"), (0.0, "D"))
+
+
+@dataclass
+class Expect:
+    """What the contract says the result is: its shape, its dtype (that of
+    `like`, named `like_name` in messages) and whether it must be contiguous."""
+
+    shape: tuple
+    like: torch.Tensor
+    like_name: str
+    contiguous: bool = False
+
+
+def desc_problem(desc: Desc, expect: Expect) -> str | None:
+    """What is wrong with the result the sandbox described, or None."""
+    if desc.type != "Tensor":
+        return f"returned {desc.type or 'something'}, expected a torch.Tensor"
+    if desc.exact is not True:
+        return "returned a subclass of torch.Tensor, not a plain torch.Tensor"
+    shape = desc.shape or ()
+    if shape != tuple(expect.shape):
+        return f"returned shape {shape}, expected {tuple(expect.shape)}"
+    want = str(expect.like.dtype).replace("torch.", "")
+    if desc.dtype != want:
+        got = getattr(torch, str(desc.dtype), None)
+        got_name = dtype_name(got) if isinstance(got, torch.dtype) else (desc.dtype or "")
+        return (
+            f"returned dtype {got_name}, expected {dtype_name(expect.like.dtype)} "
+            f"({expect.like_name}'s dtype)"
+        )
+    if desc.device != expect.like.device.type:
+        return f"returned a tensor on {desc.device or ''}, expected {expect.like.device.type}"
+    if expect.contiguous and desc.contiguous is not True:
+        return "returned a non-contiguous tensor; allocate a new contiguous output"
+    return None
+
+
+def _tensors(args: Any) -> list[torch.Tensor]:
+    if isinstance(args, torch.Tensor):
+        return [args]
+    if isinstance(args, (list, tuple)):
+        return [t for a in args for t in _tensors(a)]
+    if isinstance(args, dict):
+        return [t for a in args.values() for t in _tensors(a)]
+    return []
+
+
+def _storage_nbytes(ts: list[torch.Tensor]) -> int:
+    seen: dict[int, int] = {}
+    for t in ts:
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values()) + 256 * (len(seen) + 1)
+
+
+# What encode has put in the arena: id(tensor) and ("storage", data_ptr) -> its ref.
+Refs = dict[int | tuple[str, int], Any]
+
+
+def encode(arena: Any, obj: Any, refs: Refs) -> Any:
+    """Arguments as JSON, tensors copied into the arena. A storage is copied
+    once, so views of one buffer stay views of one buffer there."""
+    if isinstance(obj, torch.Tensor):
+        if id(obj) not in refs:
+            ptr = obj.untyped_storage().data_ptr()
+            placed = refs.get(("storage", ptr))
+            if placed is None:
+                ref = arena.put(obj)
+                refs[("storage", ptr)] = ref
+            else:
+                ref = dataclasses.replace(
+                    placed,
+                    dtype=str(obj.dtype).replace("torch.", ""),
+                    shape=tuple(obj.shape),
+                    stride=tuple(obj.stride()),
+                    storage_offset=obj.storage_offset(),
+                )
+            refs[id(obj)] = (obj, ref)
+        return refs[id(obj)][1].to_json()
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode(arena, v, refs) for v in obj]}
+    if isinstance(obj, list):
+        return [encode(arena, v, refs) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): encode(arena, v, refs) for k, v in obj.items()}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot pass a {type(obj).__name__} to the sandbox")
+
+
+def dotted(f: Any) -> str:
+    """The importable name of a torch callable, for the sandbox's guards."""
+    for prefix, space in (
+        ("torch", torch),
+        ("torch.Tensor", torch.Tensor),
+        ("torch.nn.functional", torch.nn.functional),
+        ("torch.special", torch.special),
+        ("torch.linalg", torch.linalg),
+    ):
+        for name in dir(space):
+            try:
+                if getattr(space, name) is f:
+                    return f"{prefix}.{name}"
+            except Exception:  # noqa: BLE001 - lazy attributes
+                continue
+    qual = getattr(f, "__qualname__", "")
+    if "." in qual:  # torch.nn.Softmax.forward and friends
+        owner = qual.split(".")[0]
+        if getattr(torch.nn, owner, None) is not None:
+            return f"torch.nn.{qual}"
+    return f"{getattr(f, '__module__', 'torch')}.{qual or getattr(f, '__name__', '?')}"
+
+
+def guards_for(spec: KernelSpec, eager_width: int = 0) -> Guards:
+    return Guards(
+        banned=tuple(dotted(f) for f in spec.banned),
+        banned_aten=tuple(spec.banned_aten),
+        banned_large=tuple(spec.banned_large),
+        label=spec.banned_label,
+        eager_width=eager_width,
+    )
+
+
+def remote_call(
+    ctx: GradeContext,
+    name: str,
+    args: tuple,
+    kwargs: dict,
+    *,
+    expect: Expect | None,
+    guards: Guards | None,
+    contiguous: bool | None = None,
+    grad_args: Sequence[int] = (),
+    grad_output: torch.Tensor | None = None,
+    grad_api: str | None = None,
+    extra_tensors: Sequence[torch.Tensor] = (),
+    slots: Sequence[Expect] = (),
+    refs_out: dict | None = None,
+) -> tuple[Returned, torch.Tensor | None, list[torch.Tensor]]:
+    """One call in the sandbox. Returns (its reply, judge-side copy of the
+    result or None, [copies of extra slots]). With `grad_args`, the backward
+    of those arguments for `grad_output` too (its gradients in `slots`)."""
+    inputs = _tensors(args) + _tensors(kwargs) + list(extra_tensors)
+    need = _storage_nbytes(inputs)
+    for e in ([expect] if expect else []) + list(slots):
+        need += math.prod(e.shape) * e.like.dtype.itemsize + 256
+    arena = ctx.arena(need)
+    refs: Refs = {}
+    # In this order into the arena, as ever: the arguments, the upstream
+    # gradient, the result's slot, the gradients' slots.
+    args_json = [encode(arena, a, refs) for a in args]
+    kwargs_json = {k: encode(arena, v, refs) for k, v in kwargs.items()}
+    dy_ref = None
+    if grad_output is not None:
+        encode(arena, grad_output, refs)
+        dy_ref = refs[id(grad_output)][1]
+    out_ref = arena.slot(tuple(expect.shape), expect.like.dtype) if expect else None
+    slot_refs = [arena.slot(tuple(e.shape), e.like.dtype) for e in slots]
+    request = CallRequest(
+        function=name,
+        args=args_json,
+        kwargs=kwargs_json,
+        out=out_ref,
+        guards=guards,
+        grad_slots=tuple(slot_refs),
+        contiguous=contiguous,
+        grad_args=tuple(grad_args),
+        grad_output=dy_ref,
+        grad_api=grad_api,
+    )
+    if ctx.device == "cuda":
+        torch.cuda.synchronize()
+    try:
+        reply = call_reply(ctx.sandbox.request(request.to_json()))
+    except BadReply as exc:
+        ctx.fail(exc.summary, exc.message)
+    if isinstance(reply, Raised):
+        raise learner.LearnerError(reply.summary, reply.message)
+    if isinstance(reply, Broken):
+        ctx.fail(f"the sandbox failed: {reply.summary}", reply.message)
+    # Inputs must be exactly as the judge wrote them.
+    for t, ref in (v for k, v in refs.items() if not isinstance(k, tuple)):
+        if not torch.equal(arena.storage_bytes(ref), storage_bytes(t)):
+            ctx.fail(
+                "your code wrote into its inputs",
+                "Inputs must be left exactly as they were; write to a new output tensor.",
+            )
+    out = arena.view(out_ref).clone() if out_ref and reply.copied else None
+    extras = [arena.view(r).clone() for r in slot_refs]
+    if refs_out is not None:
+        refs_out.update(refs)
+    return reply, out, extras
+
+
+def _report_failures(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    report: GuardReport,
+    case_name: str,
+    require_written: bool = True,
+) -> None:
+    if report.banned:
+        ctx.fail(
+            f"cheat: your code called {', '.join(report.banned)}, the op this exercise replaces",
+            f"{spec.banned_label or 'The library op'} is off the graded path: "
+            "write the computation in your Triton kernel.",
+        )
+    if not report.launches:
+        ctx.fail(
+            f"case {case_name}: no Triton kernel was launched",
+            "The result must be computed by your Triton kernel (kernel[grid](...)).",
+        )
+    if report.eager:
+        ctx.fail(
+            f"cheat: your forward computed eagerly with {', '.join(report.eager[:6])} instead of "
+            "in Triton",
+            "Only allocations, views and copies may run outside your kernels (and, "
+            "in lesson 05's exercise, the final (P, D) -> (D,) sum of dweight "
+            "partials); the maths belongs in them.",
+        )
+    _audit_failures(ctx, report.audit, case_name)
+    if report.side_stream:
+        ctx.fail(
+            f"case {case_name}: a kernel was launched on a side stream",
+            "Launch on the current stream: work on another stream escapes the timing.",
+        )
+    if report.overruns:
+        ctx.fail(
+            f"case {case_name}: your kernel wrote past the end of a buffer",
+            "A store landed just after a tensor your code allocated: check the mask "
+            "(`offs < n`, not `<=`) and the last block's offsets.",
+        )
+    if require_written and report.aliases_input:
+        ctx.fail(f"case {case_name}: returned one of its inputs", "Allocate a new output tensor.")
+    if require_written and not report.wrote_out:
+        ctx.fail(
+            f"case {case_name}: the returned tensor was not written by your Triton kernel",
+            "Return the output buffer that you passed to your kernel, together with "
+            "the inputs it reads.",
+        )
+    if require_written and report.altered_after:
+        ctx.fail(
+            f"case {case_name}: the returned tensor was changed after your kernel wrote it",
+            "The result must be what your kernel stored, not filled in by torch afterwards.",
+        )
+
+
+def _audit_failures(ctx: GradeContext, audit: Sequence[str], case_name: str) -> None:
+    """The profiler's findings of one call (gpulab.sandbox.audit): a cheat."""
+    if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
+        ctx.fail(
+            f"cheat: {audit[0]}",
+            "gpulab watches each graded call with torch's profiler; code that stops it, "
+            "or imitates gpulab's own ranges, cannot be graded.",
+        )
+    if audit:
+        ctx.fail(
+            f"cheat: during your call torch ran {', '.join(audit[:6])}"
+            + (f" (case {case_name})" if case_name else ""),
+            "torch's profiler watched the call in every thread (so switching the op "
+            "guards off or working from a second thread does not hide it). Only "
+            "allocations, views and copies may run outside your Triton kernels.",
+        )
+
+
+class AuditSpan:
+    """The correctness calls' shared profile, as the judge keeps it: the
+    cases sent, in order (the profile's windows), and once read, each
+    window's findings (gpulab.sandbox.audit.SpanAudit)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.found: tuple[tuple[str, ...], ...] | None = None
+
+    def end(self, ctx: GradeContext) -> tuple[tuple[str, ...], ...]:
+        """Each call's findings (the sandbox stops the profile the first time)."""
+        if self.found is None:
+            self.found = ()  # asked once, even when the answer is refused
+            try:
+                audited = Audited.parse(ctx.sandbox.request(AuditEnd().to_json()))
+                if len(audited.findings) != len(self.calls):
+                    raise BadReply(AUDIT_MALFORMED, AUDIT_MALFORMED_WHY)
+            except BadReply as exc:
+                ctx.fail(exc.summary, exc.message)
+            self.found = audited.findings
+        return self.found
+
+    def judge(self, ctx: GradeContext, upto: int | None = None) -> None:
+        """Fail on the first of the calls (the first `upto`) whose window
+        saw torch at work."""
+        found = self.end(ctx)
+        for name, one in list(zip(self.calls, found, strict=False))[:upto]:
+            _audit_failures(ctx, one, name)
+
+
+def _report(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    report: GuardReport,
+    case_name: str,
+    span: AuditSpan | None,
+) -> None:
+    """_report_failures, with a shared profile's findings read first where
+    the call fails on its own report: what each call's profile saw ranks as
+    it did when every call was profiled apart."""
+    if span is None:
+        _report_failures(ctx, spec, report, case_name)
+        return
+    try:
+        _report_failures(ctx, spec, dataclasses.replace(report, audit=()), case_name)
+    except GradeFailed:
+        found = span.end(ctx)
+        span.judge(ctx, upto=len(span.calls) - 1)
+        last = found[-1] if found else ()
+        _report_failures(ctx, spec, dataclasses.replace(report, audit=last), case_name)
+        raise
+
+
+def guarded_call(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    fn: Any,
+    case: Case,
+    guards: Guards | Callable[[Case], Guards] | None = None,
+    keep: Any = None,
+    span: AuditSpan | None = None,
+) -> tuple[Any, str | None]:
+    """Call the learner's function once in the sandbox under its guards.
+    Returns (the result, copied to the judge, or None; what is wrong with it).
+    `keep`, a dict, receives what a replay of the call needs. With `span`
+    the call is a window of the profile the correctness cases share: its
+    audit is read with the others' (AuditSpan), after the last case."""
+    assert spec.expect is not None, "a spec graded in the sandbox says what it returns"
+    expect = spec.expect(case)
+    if callable(guards):
+        guards = guards(case)
+    guards = guards or guards_for(spec)
+    if span is not None:
+        guards = dataclasses.replace(guards, audit_span=True)
+        span.calls.append(case.name)
+    if keep is not None:
+        # The sandbox records its launches (gpulab.judge.replay).
+        guards = dataclasses.replace(guards, replay=True)
+    refs: dict = {}
+    reply, out, _ = remote_call(
+        ctx,
+        fn.name,
+        case.args,
+        case.kwargs,
+        expect=expect,
+        guards=guards,
+        contiguous=expect.contiguous,
+        refs_out=refs,
+    )
+    report = reply.report
+    if keep is not None:
+        keep.update(record=report.replay, refs=refs, expect=expect)
+    off = report.audit_off or ""
+    note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
+    if off and note not in ctx.notes:
+        ctx.notes.append(note)
+    _report(
+        ctx,
+        spec,
+        dataclasses.replace(report, wrote_out=True, altered_after=False, aliases_input=False),
+        case.name,
+        span,
+    )
+    problem = desc_problem(reply.desc, expect)
+    if problem is None:
+        _report(ctx, spec, report, case.name, span)
+        if out is None:
+            problem = "the result could not be copied out of the sandbox"
+    return out, problem
+
+
+def compile_ahead(ctx: GradeContext) -> None:
+    """On a GPU, once before the first case: the sandbox compiles, side by
+    side, the kernels the last check of this file compiled
+    (gpulab.sandbox.ahead). Speed only: its reply decides nothing, and a
+    kernel it did not compile compiles in its graded call, as without it."""
+    if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
+        return
+    ctx.stage("compiling your kernels side by side (as your last check compiled them)")
+    done = CompiledAhead.parse(ctx.sandbox.request(CompileAhead().to_json()))
+    ctx.warmed.append(done.record() if done is not None else {})
+
+
+def check_cases(
+    ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case], guards: Any = None
+) -> None:
+    """Correctness: every case against a float64 reference, in the sandbox."""
+    ctx.uses_triton = True
+    compile_ahead(ctx)
+    # On the CPU every passing case is replayed apart from the learner's code.
+    replayer = getattr(ctx, "replayer", None) if ctx.interpreter else None
+    if replayer is not None:
+        replayer.ensure_started()
+    total = len(cases)
+    gaps: list[str] = []
+    draws: dict[Any, tuple[str, frozenset, list]] = {}  # a shape's first draw: its launches
+    # One profile for all the cases (about 0.15 s a call saved on an H200).
+    span = AuditSpan()
+    for i, case in enumerate(cases):
+        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        keep: dict[str, Any] | None = {} if replayer is not None else None
+        try:
+            out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
+        except learner.LearnerError as exc:
+            hint = _known_gap(ctx, exc)
+            if hint is None:
+                span.judge(ctx, upto=len(span.calls) - 1)  # an earlier call's cheat first
+                raise
+            # A right kernel can fail on one release of Triton (gpulab.course.known_gaps):
+            # that case is skipped with what to do, and the others still judge.
+            gaps.append(case.name)
+            ctx.skipped.append(f"{case.name}: {hint}")
+            if len(gaps) == total:
+                ctx.fail(f"every case hit a known gap of this Triton: {exc.summary}", hint)
+            continue
+        record: dict[str, Any] = {
+            "name": case.name,
+            "shape": case.shape,
+            "dtype": dtype_name(case.dtype),
+        }
+        if problem:
+            record.update(passed=False, detail=problem)
+            ctx.add_case(record, total)
+            continue
+        ref = spec.reference(case)
+        atol, rtol = spec.tolerance(case.dtype)
+        rep = compare(out, ref, atol, rtol)
+        record.update(
+            max_abs=rep["max_abs"],
+            max_rel=rep["max_rel"],
+            mismatches=rep["mismatches"],
+            passed=rep["mismatches"] == 0,
+        )
+        if rep["mismatches"]:
+            record["detail"] = describe_mismatch(rep)
+            record["first_bad"] = rep.get("first_bad", [])
+        elif keep is not None and replayer is not None:  # keep is kept for the replayer
+            other = _same_launches(draws, case, keep["record"])
+            if other:
+                ctx.add_case(
+                    {
+                        "name": f"{case.name}, your launches",
+                        "passed": False,
+                        "detail": (
+                            f"your kernels were launched with other numbers (or buffers "
+                            f"your code filled otherwise) here than in case {other}, which "
+                            "has the same shapes and other values: a kernel's scalar "
+                            "arguments, grid and prepared buffers must come from the "
+                            "shapes, the settings and the inputs as they are, not from "
+                            "the input's values (an answer handed to a kernel as numbers "
+                            "or prepared buffers is not one it computed)"
+                        ),
+                    }
+                )
+            _replayed(ctx, replayer.collect())  # the case before this one
+            why = replayer.submit(
+                case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)
+            )
+            _replayed(ctx, (case.name, why) if why else None)
+        ctx.add_case(record, total)
+    span.judge(ctx)
+    if replayer is not None and replayer.pending is not None:
+        ctx.stage("your kernels again, apart from your code: the last case")
+        _replayed(ctx, replayer.collect())
+
+
+def _same_launches(draws: dict[Any, tuple[str, frozenset, list]], case: Case, record: Any) -> str:
+    """The replay runs a case's launches again on the same inputs, so numbers
+    the wrapper worked out from the input (in pure Python, out of the
+    profiler's sight) and passed as scalar arguments would replay to the
+    same answer. Two draws of one shape tell: an honest launch's numbers
+    are sizes, strides and settings, the same for both. Returns the earlier
+    draw's name when their launches differ. Equal, not one a subset of the
+    other: a call that also repeats the last call's launches (answers and
+    all) before its own would otherwise pass, its own writing last.
+    Buffers the wrapper filled from the inputs (copies, casts, padding: the
+    replay keeps those bytes) must hold the second draw's values where they
+    held the first's (replay.same_copy)."""
+    if not isinstance(record, dict) or not isinstance(record.get("launches"), list):
+        return ""
+    key = tuple(_arg_key(a) for a in (*case.args, *sorted(case.kwargs.items())))
+    found = record.get("buffers")
+    buffers: list[Any] = found if isinstance(found, list) else []
+    sig = frozenset(_launch_key(la, buffers) for la in record["launches"] if isinstance(la, dict))
+    copies = _copies(buffers)
+    if key not in draws:
+        inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
+        # Only bytes the replay keeps (every value an input's): a buffer it
+        # poisons anyway may be torch.empty's leftovers, which honestly
+        # differ from one draw to the next.
+        maps = [
+            (dtype, copy_map(data, dtype, inputs) if trusted_bytes(data, dtype, inputs) else None)
+            for dtype, data in copies
+        ]
+        draws[key] = (case.name, sig, maps)
+        return ""
+    name, seen, maps = draws[key]
+    if sig != seen or len(copies) != len(maps):
+        return name
+    inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
+    for (dtype, first), (dtype2, data) in zip(maps, copies, strict=True):
+        if dtype2 != dtype or first is not None and not same_copy(first, data, dtype, inputs):
+            return name
+    return ""
+
+
+def _copies(buffers: list[Any]) -> list[tuple[torch.dtype, bytes]]:
+    """The recorded bytes of the buffers the wrapper filled (in the order
+    the launches were handed them), with their dtype; what cannot be read
+    is left out (the replay refuses it anyway)."""
+    import base64
+
+    out = []
+    for b in buffers:
+        if not isinstance(b, dict) or not isinstance(b.get("bytes"), str):
+            continue
+        name = b.get("dtype")
+        dtype = DTYPES.get(name) if isinstance(name, str) else None
+        try:
+            data = base64.b64decode(b["bytes"], validate=True)
+        except ValueError:
+            continue
+        if dtype is not None and len(data) % dtype.itemsize == 0:
+            out.append((dtype, data))
+    return out
+
+
+def _arg_key(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return ("tensor", tuple(a.shape), a.stride(), a.storage_offset(), str(a.dtype))
+    if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str):  # a kwarg
+        return (a[0], _arg_key(a[1]))
+    return ("value", repr(a))
+
+
+def _launch_key(launch: dict[str, Any], buffers: list[Any]) -> tuple[str, str, str, str]:
+    """A launch as two draws of one shape must repeat it: kernel, grid,
+    scalar arguments, and the constant each filled buffer it is handed
+    holds (the replay keeps fills, so a value the wrapper worked out and
+    handed over as a one-value buffer would replay to itself; an honest
+    fill, zeros or -inf, is the same for both draws)."""
+    import json
+
+    args = launch.get("args")
+    if not isinstance(args, dict):
+        args = {}
+    numbers = {str(k): v for k, v in args.items() if not (isinstance(v, dict) and "__buf__" in v)}
+    fills = {}
+    for k, v in args.items():
+        spec = v.get("__buf__") if isinstance(v, dict) else None
+        index = spec[0] if isinstance(spec, list) and spec else None
+        if isinstance(index, int) and 0 <= index < len(buffers):
+            buffer = buffers[index]
+            if isinstance(buffer, dict) and "fill" in buffer:
+                fills[str(k)] = str(buffer["fill"])[:64]
+    return (
+        str(launch.get("kernel")),
+        json.dumps(launch.get("grid"), default=str),
+        json.dumps(numbers, sort_keys=True, default=str),
+        json.dumps(fills, sort_keys=True),
+    )
+
+
+def _replayed(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
+    """A replay that ran and gave another answer is a wrong case (a read
+    past a buffer's end gives one too); one that could not run fails the check."""
+    if verdict is None:
+        return
+    name, why = verdict
+    if why.startswith(MISMATCH):
+        ctx.add_case({"name": f"{name}, your kernels alone", "passed": False, "detail": why})
+    else:
+        ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)
+
+
+def _known_gap(ctx: CaseContext, exc: Any) -> str | None:
+    from gpulab.course.known_gaps import hint_for
+
+    return hint_for(f"{exc.summary}\n{exc.message}", interpreter=bool(ctx.interpreter))
+
+
+INTERPRETER_NOTE = (
+    "Ran in the Triton interpreter on the CPU at reduced sizes: "
+    "correctness is graded, speed is not."
+)

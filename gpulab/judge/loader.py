@@ -1,0 +1,60 @@
+"""The one way a grader is loaded: by an exercise's name, from gpulab.judge.graders.
+
+Every module in gpulab.judge.graders is one exercise's grader; the machinery that
+drives them (this package) is never an exercise. A name is loaded only when
+the course manifest declares it and gpulab.judge.graders holds a module of that
+name, so a request for `speed` or `harness` is refused before anything is
+imported, with words that say why.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import cast
+
+from gpulab.judge.interface import Grader
+
+PACKAGE = "gpulab.judge.graders"
+FOLDER = Path(__file__).resolve().parent / "graders"
+
+
+class UnknownExercise(Exception):
+    """A name the judge will not load a grader for; the message says why."""
+
+
+def grader_names() -> list[str]:
+    """The exercises gpulab.judge.graders has a module for."""
+    return sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__init__")
+
+
+def declared(content_root: str = "") -> list[str]:
+    """The exercise ids the course manifest declares (steps included)."""
+    from gpulab.course.content import ContentError, load_course
+
+    try:
+        course = load_course(Path(content_root) if content_root else None)
+    except ContentError as exc:
+        raise UnknownExercise(f"the course manifest cannot be read: {exc}") from None
+    return list(course.exercise_ids)
+
+
+def check(exercise: str, content_root: str = "") -> None:
+    """Raise UnknownExercise unless `exercise` is a declared exercise with a grader."""
+    if exercise not in declared(content_root):
+        raise UnknownExercise(
+            f"'{exercise}' is not an exercise of this course "
+            "(lessons/manifest.toml declares no such exercise), so no grader is loaded for it"
+        )
+    if exercise not in grader_names():
+        raise UnknownExercise(f"no grader for exercise '{exercise}' yet")
+
+
+def load(exercise: str, content_root: str = "") -> Grader:
+    """The grader module of a declared exercise. Raises UnknownExercise, or
+    ModuleNotFoundError where the grader needs a package that is missing."""
+    check(exercise, content_root)
+    module = importlib.import_module(f"{PACKAGE}.{exercise}")
+    if not callable(getattr(module, "grade", None)):
+        raise UnknownExercise(f"{PACKAGE}.{exercise} defines no grade(ctx) (a gpulab bug)")
+    return cast(Grader, module)

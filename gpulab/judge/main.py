@@ -1,0 +1,584 @@
+"""The judge: the trusted side of a check (`python -m gpulab.judge.main`).
+
+Started by gpulab.check.runner with a CheckRequest on stdin; reports frames
+(gpulab.check.protocol) on the file descriptor named in GPULAB_EVENTS_FD, which
+only it holds. It draws the secret seed, starts the sandbox, hands it
+tensors, checks what comes back against its own references and times it
+(gpulab.judge.kernel, gpulab.judge.batches). It never imports the
+learner's file: nothing the learner writes runs in this process.
+
+Every exercise is judged here. Where a check must look inside the
+learner's running program, the sandbox reports what it saw as plain data
+and the judge applies its rules to it: Dynamo's trace for lesson 06
+(gpulab.sandbox.dynamo), the profile's events for lesson 07
+(gpulab.sandbox.training). Lesson 08's steps come back as exported JAX
+programs, which the judge compiles and runs itself
+(gpulab.sandbox.jax_export).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpulab.check import crashes, protocol
+from gpulab.check.protocol import CRASHED, ERROR, FAILED, CheckRequest, paths_off_env
+
+if TYPE_CHECKING:
+    from gpulab.judge.remote import Sandbox
+
+# Exercises whose sandbox writes a profile's trace (lesson 07).
+TRACED = ("nvtx_profile", "find_bottleneck")
+# What the sandbox records before the learner's file runs, per exercise.
+BEFORE_LOAD = {"graph_breaks": ["dynamo"], "compile_once": ["dynamo"], "sharded_mlp": ["jax"]}
+GIB = 1 << 30
+
+
+class Channel:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
+        self.texts: list[str] = ["start"]  # each mark's own words
+
+    def send(self, event: dict[str, Any]) -> None:
+        protocol.write_frame(self.fd, event)
+
+    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        """A stage's words, and where there are steps, how many are done of
+        how many (numbers, so the lab never reads them back out of words)."""
+        self.marks.append((protocol.stage_kind(text), time.monotonic()))
+        self.texts.append(text)
+        event: dict[str, Any] = {"type": "stage", "text": text}
+        if done is not None and total:
+            event["progress"] = [int(done), int(total)]
+        self.send(event)
+
+    def stages(self) -> dict[str, float]:
+        """Seconds in each kind of stage so far, in the order first seen
+        (the result's `stages`: a slow check says where its time went)."""
+        return protocol.stage_seconds(self.marks, time.monotonic())
+
+    def slowest(self, n: int = 5) -> list[list[Any]]:
+        """The n longest single steps, [words, seconds], longest first (the
+        result's `slowest`: which case or timed shape the time went to)."""
+        now = time.monotonic()
+        ends = [t for _, t in self.marks[1:]] + [now]
+        steps = sorted(
+            (
+                (round(end - t, 3), protocol.text(words, 120))
+                for words, (_, t), end in zip(self.texts, self.marks, ends, strict=True)
+            ),
+            reverse=True,
+        )
+        return [[words, seconds] for seconds, words in steps[:n]]
+
+
+def graded(channel: Channel, result: dict[str, Any]) -> None:
+    """The grade, sent as soon as the timing ends: on a GPU a diagnosis
+    (advice, which never changes the grade) follows a timed check, and the
+    learner need not wait for it to see the grade. On an H200 it came 0.8-1.4 s
+    after the grade in a softmax check through the spare judge (feedback bench,
+    torch 2.11, Triton 3.6, 2026-12-03), 3.7 s in a cold one under py-spy."""
+    timing = result.get("timing") or {}
+    if result.get("status") != "passed" or not timing.get("grade"):
+        return
+    channel.send(
+        {
+            "type": "graded",
+            "grade": protocol.text(timing.get("grade"), 8),
+            "summary": protocol.text(result.get("summary"), 300),
+        }
+    )
+
+
+def choose_device(wanted: str) -> str:
+    if wanted == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if wanted == "cuda":
+        raise RuntimeError("a CUDA GPU was asked for (--device cuda) but torch sees none")
+    return "cpu"
+
+
+def cache_dir(request: CheckRequest, private: Path) -> Path:
+    """Compiler caches (Triton, Inductor) kept per submission file, so a
+    second check of the same file skips compiling and one submission can't
+    plant a cache entry for another."""
+    ws = request.workspace
+    if not ws:
+        return private / "cache"
+    key = hashlib.sha256(str(Path(request.file).resolve()).encode()).hexdigest()[:16]
+    return Path(ws) / ".gpulab" / "cache" / key
+
+
+def policy_for(
+    request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
+) -> dict:
+    pkg = Path(__file__).resolve().parents[1]  # the gpulab package
+    learner = Path(request.file).resolve()
+    read = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/bin",
+        "/sbin",
+        "/etc",
+        "/opt",
+        "/proc",
+        "/sys",
+        "/dev",
+        str(pkg),
+        str(learner),
+    ]
+    if os.environ.get("CUDA_HOME"):
+        read.append(os.environ["CUDA_HOME"])
+    # The judge's own import path (PYTHONPATH included), so the sandbox finds
+    # the same packages; gpulab's parent folder (a checkout, with kernels/ in
+    # it) is only listable.
+    read += [p for p in import_path(learner) if Path(p) != pkg.parent]
+    hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg)]
+    content = request.content_root
+    if content:
+        hidden.append(str(Path(content) / "kernels"))
+    if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
+        # `gpulab dev check` grades the reference solutions themselves, with
+        # the Hopper backends they load from kernels/hopper/ (unreadable, a
+        # reference fell back to its portable path under the judge).
+        hidden = [h for h in hidden if not learner.is_relative_to(Path(h))]
+        read.append(str(learner.parent / "hopper"))
+    # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
+    # CUDA may make files there); the host's only where namespaces are refused.
+    if request.exercise in TRACED:
+        # A folder of the judge's the sandbox writes its trace into, read
+        # back without following links and copied into the workspace's
+        # traces folder, which no sandbox may write: a link planted there
+        # would outlive the check, for `gpulab profile` or nsys to follow.
+        write_extra = [str(outbox)] if outbox else []
+    else:
+        write_extra = []
+    write = [
+        str(private),
+        str(cache),
+        *write_extra,
+        "/dev/null",
+        "/dev/zero",
+        "/dev/shm",
+        *(str(p) for p in Path("/dev").glob("nvidia*")),
+    ]
+    return {
+        "read": [r for r in read if r and os.path.exists(r)],
+        "hidden": hidden,
+        "listable": [str(pkg.parent), str(learner.parent)],
+        "write": write,
+        "cpu_seconds": int(float(request.timeout or 300)) + 30,
+        "file_bytes": 256 << 20,
+        "address_space": 24 * GIB if device == "cpu" else None,
+        "blocked_modules": blocked_modules(),
+    }
+
+
+def blocked_modules() -> list[str]:
+    """gpulab's modules a submission may not import: the judge's package
+    (its machinery and, in gpulab.judge.graders, every grader), the lab's
+    runner and the serving calculator (lesson 09's answer). The sandbox loads
+    the learner's file with gpulab.sandbox.learner, outside the judge's
+    package, so blocking the whole package costs it nothing."""
+    names = ["gpulab.perf.serving", "gpulab.check.runner", "gpulab.judge", "gpulab.judge.graders"]
+    names += [f"gpulab.judge.graders.{m}" for m in _modules("judge/graders")]
+    return names + [f"gpulab.judge.{m}" for m in _modules("judge")]
+
+
+def grader_files(pkg: Path) -> list[str]:
+    """The grader modules' sources and every bytecode file Python may write
+    for them (lesson 09's answer key unmarshals from its .pyc as easily as it
+    reads from its .py). Listed whether or not they exist yet: Landlock then
+    allows their folder's other files one by one, so one written later is
+    unreadable too."""
+    tag = sys.implementation.cache_tag
+    out = []
+    for name in blocked_modules():
+        path = pkg.joinpath(*name.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        out.append(str(path))
+        for opt in ("", ".opt-1", ".opt-2"):
+            out.append(str(path.parent / "__pycache__" / f"{path.stem}.{tag}{opt}.pyc"))
+    return out
+
+
+def import_path(learner: Path) -> list[str]:
+    """sys.path for the sandbox: the judge's, without the current folder or
+    the submission's folder (a `torch.py` there must not shadow torch)."""
+    out = []
+    for p in sys.path:
+        if not p or not os.path.isdir(p):
+            continue
+        if Path(p).resolve() in (learner.parent, Path.cwd().resolve()):
+            continue
+        out.append(str(Path(p).resolve()))
+    return list(dict.fromkeys(out))
+
+
+def _modules(package: str) -> list[str]:
+    folder = Path(__file__).resolve().parents[1] / package
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+
+
+MAX_SOURCE = 8 << 20  # a submission's bytes, sent whole in one frame
+
+
+def read_submission(file: str) -> tuple[bytes | None, str]:
+    """The submission's bytes, read once when the check begins: the sandbox
+    imports these, and the replay keeps its kernels from the same text.
+    (bytes, "") or (None, why not) in words."""
+    from gpulab.fsutil import unreadable_file
+
+    path = Path(file)
+    problem = unreadable_file(path)
+    if problem:
+        return None, problem
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_SOURCE + 1)
+    except OSError as exc:
+        return None, f"{path} cannot be read: {exc.strerror or exc}"
+    if len(data) > MAX_SOURCE:
+        return None, (
+            f"{path.name} is over {MAX_SOURCE >> 20} MiB: a submission is Python source, "
+            "and gpulab grades files up to that size"
+        )
+    return data, ""
+
+
+# Folders this judge made, removed however it ends (SIGTERM included: a
+# check cancelled or timed out, a spare no check took).
+_FOLDERS: list[Path] = []
+
+
+def _folder(prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    _FOLDERS.append(path)
+    return path
+
+
+def remove_folders() -> None:
+    while _FOLDERS:
+        shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)  # rmtree follows no links
+
+
+class Prepared:
+    """What a check needs before its file is read: the device, its folders,
+    the sandbox's policy and the sandboxes themselves. A spare judge
+    (`--spare`, gpulab.check.runner.Spare) makes one ahead of the check, for the
+    request it expects, with both sandboxes started and their imports done;
+    a check that asks for anything else gets a fresh one. No learner code
+    has run in any of it: the file is read and sent when the check begins."""
+
+    def __init__(self, request: CheckRequest, ahead: bool = False) -> None:
+        from gpulab.judge.remote import Sandbox
+
+        self.request = request
+        self.device = choose_device(request.device)
+        if self.device == "cpu":
+            # The judge runs gpulab's own probe kernels (which dtypes the
+            # interpreter computes faithfully) before triton is imported.
+            os.environ["TRITON_INTERPRET"] = "1"
+            import warnings
+
+            warnings.filterwarnings(
+                "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
+            )
+        self.private = _folder("gpulab-sandbox-")
+        self.outbox = _folder("gpulab-outbox-")
+        self.replay_dirs: list[Path] = []
+        cache = cache_dir(request, self.private)
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError:  # a read-only workspace: this check compiles afresh
+            cache = self.private / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+        self.cache = cache
+        self.policy = policy_for(request, self.device, self.private, cache, self.outbox)
+        self._sandbox: Sandbox | None = None
+        self._replay: Sandbox | None = None
+        # The file's bytes once the check began (read_submission): sandboxes
+        # started from then on get them at once.
+        self.data: bytes | None = None
+        self.problem = ""
+        self._Sandbox = Sandbox
+        if ahead:
+            try:
+                self._start_ahead()
+            except Exception:  # noqa: BLE001 - the check starts its sandboxes itself
+                for box in (self._sandbox, self._replay):
+                    if box is not None:
+                        box.close()
+                self._sandbox = self._replay = None
+
+    def _start_ahead(self) -> None:
+        held = contextlib.ExitStack()
+        with held:
+            if self.device == "cuda":
+                # Starting CUDA is GPU work: not while someone times.
+                import torch
+
+                from gpulab.device.gpulock import gpu_in_use
+
+                held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
+            self._sandbox = self.fresh()
+            self._sandbox.request({"type": "warm"})
+            if self.device == "cuda":
+                # The judge's own CUDA context and cuBLAS handle (its
+                # references and baselines use both).
+                import torch
+
+                one = torch.ones(8, 8, device="cuda")
+                (one @ one).sum().item()
+            if self.device == "cpu":
+                self._replay = self.fresh_replay()
+                self._replay.request({"type": "prepare"})
+        # What the check's grader imports (torch, triton, its cases).
+        from gpulab.judge import harness, loader  # noqa: F401
+
+        with contextlib.suppress(ImportError, loader.UnknownExercise):
+            loader.load(self.request.exercise, self.request.content_root)
+
+    def take_sandbox(self) -> Sandbox:
+        sandbox, self._sandbox = self._sandbox, None
+        return sandbox if sandbox is not None else self.fresh()
+
+    def take_replay(self) -> Sandbox:
+        sandbox, self._replay = self._replay, None
+        return sandbox if sandbox is not None else self.fresh_replay()
+
+    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
+        """The check's; --explain's own on the CPU; and, with `prefix` (the
+        ncu command) and `profiler` (what its policy opens for ncu), the one
+        Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
+        return self._Sandbox(
+            file=self.request.file,
+            device=self.device,
+            private=self.private,
+            prefix=prefix,
+            source=self.data,
+            problem=self.problem,
+            switches=paths_off_env(self.request.paths_off),
+            policy={
+                **self.policy,
+                **({"profiler": profiler} if profiler else {}),
+                "triton_cache": str(self.cache),
+                "sys_path": import_path(Path(self.request.file).resolve()),
+            },
+        )
+
+    def fresh_replay(self) -> Sandbox:
+        """The replay's sandbox (gpulab.judge.replay): a folder and a
+        compiler cache of its own, and never the learner's file loaded."""
+        # Beside the check's folder, not in it: where namespaces are refused,
+        # the check's sandbox may write its own folder, and the replay's
+        # interpreter reads its kernels' source back from this one.
+        own = _folder("gpulab-replay-")
+        self.replay_dirs.append(own)
+        return self._Sandbox(
+            file=self.request.file,
+            device=self.device,
+            private=own,
+            policy={
+                **self.policy,
+                "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],
+                "triton_cache": str(own / "triton"),
+                "sys_path": import_path(Path(self.request.file).resolve()),
+            },
+        )
+
+    def close(self) -> None:
+        for box in (self._sandbox, self._replay):
+            if box is not None:
+                box.close()
+        self._sandbox = self._replay = None
+        for d in self.replay_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(self.private, ignore_errors=True)
+        shutil.rmtree(self.outbox, ignore_errors=True)  # rmtree follows no links
+
+
+def judge(
+    request: CheckRequest | dict[str, Any], channel: Channel, prepared: Prepared | None = None
+) -> dict[str, Any]:
+    """Grade `request`, with `prepared` where a spare judge made it ahead
+    (used only if it was made for this very request)."""
+    from gpulab.judge.remote import SandboxDied
+
+    if not isinstance(request, CheckRequest):  # the boundary: checked field by field
+        request = CheckRequest.from_json(request)
+    channel.stage("starting")
+    if prepared is not None and (prepared.request != request or not prepared.cache.is_dir()):
+        prepared.close()
+        prepared = None
+    if prepared is None:
+        prepared = Prepared(request)
+    device, policy = prepared.device, prepared.policy
+    # The secret seed is drawn here and never leaves the judge.
+    secret_seed = secrets.randbelow(2**31)
+    data, unreadable = prepared.data, prepared.problem = read_submission(request.file)
+    sandbox = early = replayer = None
+    result: dict[str, Any]
+    held = contextlib.ExitStack()
+    try:
+        if device == "cuda":
+            # No gpulab timing runs while this check's kernels do (the
+            # timing phase hands this hold back and times exclusive).
+            import torch
+
+            from gpulab.device.gpulock import gpu_in_use
+
+            gpu = torch.cuda.current_device()
+            held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
+        sandbox = prepared.take_sandbox()
+        sandbox.preload(
+            request.function,
+            BEFORE_LOAD.get(request.exercise, []),
+            source=data,
+            problem=unreadable,
+        )
+        from gpulab.diagnosis.judge_side import attach, start
+        from gpulab.judge.harness import grade_request
+
+        early = start(
+            request, device, prepared.fresh
+        )  # beside the check; None unless CPU --explain
+        if device == "cpu":
+            from gpulab.judge.replay import Replayer
+
+            replayer = Replayer(prepared.take_replay, request.file, data)
+        result = grade_request(
+            request,
+            device,
+            channel,
+            sandbox=sandbox,
+            replayer=replayer,
+            secret_seed=secret_seed,
+            outbox=str(prepared.outbox),
+        )
+        result["verdict"] = "judge"
+        graded(channel, result)
+        # Advice only, after the verdict (issue 21): never changes it.
+        attach(request, result, device, sandbox, fresh=prepared.fresh, early=early)
+    except (SandboxDied, protocol.ProtocolError) as exc:
+        code = None
+        if sandbox is not None and isinstance(exc, protocol.ProtocolError):
+            sandbox.killed_by_judge = (
+                "your code wrote to the sandbox's private channel to the grader (stopped by gpulab)"
+            )
+        elif sandbox is not None:
+            try:
+                code = sandbox.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                sandbox.killed_by_judge = "your code stopped answering (stopped by gpulab)"
+        summary, hint = crashes.crash_summary(
+            code,
+            sandbox.killed_by_judge if sandbox else "",
+            policy,
+            sandbox.output.text() if sandbox else "",
+        )
+        result = {
+            "status": CRASHED if code is not None else FAILED,
+            "summary": summary,
+            "message": hint or str(exc),
+        }
+    finally:
+        if early is not None:  # the check crashed before attach could close it
+            early.close()
+        if sandbox is not None:
+            sandbox.close()
+        if replayer is not None:
+            replayer.close()
+        held.close()
+        prepared.close()
+    if sandbox is not None:
+        result["output"] = sandbox.output.text()
+        result["isolation"] = sandbox.isolation
+    return result
+
+
+def prepare_ahead(line: str) -> Prepared | None:
+    """A spare's preparation for the request on `line`; None where it fails
+    (the check then starts afresh, and says why if it cannot)."""
+    try:
+        return Prepared(CheckRequest.from_json(json.loads(line)), ahead=True)
+    except Exception:  # noqa: BLE001 - reported by the check's own start
+        return None
+
+
+def main() -> int:
+    from gpulab.judge.remote import harden_judge, kill_descendants
+
+    spare = "--spare" in sys.argv[1:]
+    channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
+    harden_judge()
+
+    def stop(signum: int, frame: Any) -> None:
+        kill_descendants()
+        remove_folders()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    prepared = None
+    if spare:
+        # A spare (gpulab.check.runner.Spares): the request it expects, one line;
+        # then the check's own, or the end of stdin when no check needs it.
+        prepared = prepare_ahead(sys.stdin.readline())
+        raw = sys.stdin.readline()
+        if not raw.strip():
+            if prepared is not None:
+                prepared.close()
+            kill_descendants()
+            remove_folders()
+            os._exit(0)
+        channel.marks = [("start", time.monotonic())]  # the check starts now
+        channel.texts = ["start"]
+    else:
+        raw = sys.stdin.read()
+    try:
+        result = judge(CheckRequest.from_json(json.loads(raw)), channel, prepared)
+    except Exception as exc:  # a gpulab bug or an environment problem
+        result = {
+            "status": ERROR,
+            "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
+            "message": traceback.format_exc(),
+        }
+    if isinstance(channel, Channel):
+        result["stages"] = channel.stages()
+        result["slowest"] = channel.slowest()
+    try:
+        channel.send({"type": "result", "result": result})
+    finally:
+        kill_descendants()
+        remove_folders()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

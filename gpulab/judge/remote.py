@@ -1,0 +1,500 @@
+"""The judge's handle on the sandbox: start it confined, hand it tensors,
+take its results as data.
+
+The sandbox is `python -I` (no PYTHONPATH, no user site, no script folder
+on sys.path) in its own session, with an allow-listed environment, a
+private folder as HOME, TMPDIR and working directory, stdout and stderr
+read through a pipe with a cap, and the judge as its child subreaper so a
+`setsid` grandchild cannot outlive the check (see `kill_descendants`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpulab.check import protocol
+from gpulab.check.protocol import ArenaSpec, TensorRef, read_frame, write_frame
+
+OUTPUT_HEAD = 2000
+OUTPUT_TAIL = 6000
+ENV_ALLOWED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "TRITON_PTXAS_PATH",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+)
+
+_PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 36, 4
+
+
+def harden_judge() -> None:
+    """The judge adopts orphaned descendants (so it can kill them) and is not
+    dumpable (another process of the same user cannot read its memory)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_descendants() -> int:
+    """SIGKILL every process below this one (orphans reparent to us, the
+    subreaper); returns how many were killed."""
+    me, killed = os.getpid(), 0
+    for _ in range(20):
+        parents: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        below = [p for p in parents if _descends(p, me, parents)]
+        if not below:
+            break
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        _reap()
+        time.sleep(0.02)
+    _reap()
+    return killed
+
+
+def _descends(pid: int, root: int, parents: dict[int, int]) -> bool:
+    seen = 0
+    while pid in parents and seen < 64:
+        pid = parents[pid]
+        if pid == root:
+            return True
+        seen += 1
+    return False
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+class Output:
+    """The learner's stdout and stderr: the head and the tail, and a count."""
+
+    def __init__(self, fd: int) -> None:
+        self.head, self.tail, self.total = b"", b"", 0
+        self._thread = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            while chunk := f.read(65536):
+                self.total += len(chunk)
+                if len(self.head) < OUTPUT_HEAD:
+                    room = OUTPUT_HEAD - len(self.head)
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail = (self.tail + chunk)[-OUTPUT_TAIL:]
+
+    def text(self) -> str:
+        self._thread.join(timeout=1)
+        shown = len(self.head) + len(self.tail)
+        middle = b""
+        if self.total > shown:
+            middle = f"\n… {self.total - shown} bytes of output left out …\n".encode()
+        return (self.head + middle + self.tail).decode("utf-8", "replace")
+
+
+class Sandbox:
+    """One sandbox process for one check."""
+
+    def __init__(
+        self,
+        *,
+        file: str,
+        device: str,
+        private: Path,
+        policy: dict[str, Any],
+        prefix: list[str] | None = None,
+        source: bytes | None = None,
+        problem: str = "",
+        switches: dict[str, str] | None = None,
+    ) -> None:
+        """`prefix`: a command the sandbox runs under (Nsight Compute for
+        `--explain`'s measurement, issue 21); it inherits the socket and the
+        environment and must exec the sandbox's argv as given. `source`: the
+        file's bytes where the judge has read them already (a sandbox
+        started ahead of its check gets them with its `load`), `problem`:
+        why the judge could not; the sandbox imports the file from these,
+        and its mount namespace does not hold the file itself. `switches`:
+        the kernel-path variables the check asked for
+        (gpulab.check.protocol.paths_off_env), never taken from the judge's own
+        environment."""
+        self.file, self.device, self.private = file, device, private
+        ours, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        env = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
+        env.update(switches or {})
+        env.update(
+            HOME=str(private),
+            TMPDIR=str(private),
+            PYTHONDONTWRITEBYTECODE="1",
+            PYTHONUNBUFFERED="1",
+            XDG_CACHE_HOME=str(private / "cache"),
+            TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")),
+            # Inductor compiles in this process: a worker process it would
+            # start is confined from birth and cannot open the GPU (the
+            # sandbox starts CUDA before confining itself; H200, torch 2.11:
+            # "Could not find an active GPU backend").
+            TORCHINDUCTOR_COMPILE_THREADS="1",
+            # The audit's profiler quiet: Kineto (torch 2.13+) logs every start
+            # and stop, which would read as the learner's own output.
+            KINETO_LOG_LEVEL="6",
+        )
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+        boot = (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.main import main; main()"
+        )
+        keeper = (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.namespaces import main; main()"
+        )
+        spec = namespace_spec(private, policy, theirs.fileno(), file)
+        self.proc = subprocess.Popen(
+            [
+                *(prefix or []),
+                *(sys.executable, "-I", "-c", keeper, json.dumps(spec)),
+                *(sys.executable, "-I", "-c", boot, str(theirs.fileno())),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=out_w,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            cwd=str(private),
+            env=env,
+        )
+        theirs.close()
+        os.close(out_w)
+        self.sock = ours
+        self.fd = ours.fileno()
+        self.output = Output(out_r)
+        self.killed_by_judge = ""
+        self.pending = False
+        self.arenas: list[Any] = []  # kept alive until the sandbox is gone
+        sys_path = policy.pop("sys_path", [])
+        config: dict[str, Any] = {
+            "type": "config",
+            "device": device,
+            "file": file,
+            "policy": policy,
+            "sys_path": sys_path,
+        }
+        if source is not None:
+            import base64
+
+            config["source"] = base64.b64encode(source).decode("ascii")
+        elif problem:
+            config["problem"] = problem
+        write_frame(self.fd, config)
+        ready = self.receive()
+        if ready.get("type") != "ready":
+            raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")
+        self.isolation = [
+            protocol.text(s, 200) for s in ready.get("isolation", []) if isinstance(s, str)
+        ]
+
+    # --- frames -----------------------------------------------------------------
+
+    def receive(self) -> dict[str, Any]:
+        try:
+            return read_frame(self.fd)
+        except (EOFError, OSError) as exc:
+            raise SandboxDied(str(exc)) from None
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.pending:  # a reply the judge has not read yet comes first
+            self.pending = False
+            self.receive()
+        self.send(message)
+        return self.receive()
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            write_frame(self.fd, message)
+        except (BrokenPipeError, OSError) as exc:
+            raise SandboxDied(str(exc)) from None
+
+    def preload(
+        self,
+        function: str,
+        before_load: Sequence[str] = (),
+        source: bytes | None = None,
+        problem: str = "",
+        switches: dict[str, str] | None = None,
+    ) -> None:
+        """Start importing the learner's file now, while the judge imports
+        its grader: the reply is read by the first `load` request.
+        `before_load`: what the sandbox records before the file runs
+        ("dynamo": Dynamo's config and the registered operators).
+        `source`: the file's bytes as the judge read them, which the sandbox
+        imports (it may not see the file at all); `problem`: why the judge
+        could not read it, which the sandbox reports as the learner's."""
+        import base64
+
+        msg: dict[str, Any] = {
+            "type": "load",
+            "functions": [function],
+            "before_load": list(before_load),
+        }
+        if source is not None:
+            msg["source"] = base64.b64encode(source).decode("ascii")
+        elif problem:
+            msg["problem"] = problem
+        self.send(msg)
+        self.pending = True
+
+    # --- shared memory ---------------------------------------------------------
+
+    def arena(self, nbytes: int) -> Arena:
+        arena = Arena(len(self.arenas), max(nbytes, 256), self.device)
+        self.arenas.append(arena)
+        if self.pending:
+            self.pending = False
+            self.receive()
+        self.send({"type": "arena", "arena": arena.spec.__dict__})
+        try:
+            socket.send_fds(self.sock, [b"A"], [arena.fd])
+        except OSError as exc:
+            raise SandboxDied(str(exc)) from None
+        finally:
+            os.close(arena.fd)
+        reply = self.receive()
+        if reply.get("type") != "ok":
+            raise SandboxDied(
+                f"the sandbox could not map shared memory: {protocol.text(reply.get('summary'))}"
+            )
+        return arena
+
+    def kill(self) -> None:
+        """SIGKILL the sandbox's process group now, from any thread: a request
+        in flight then ends with SandboxDied. close() still follows."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        try:
+            write_frame(self.fd, {"type": "exit"})
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        kill_descendants()
+        self.sock.close()
+
+
+def namespace_spec(
+    private: Path, policy: dict[str, Any], sock: int, file: str | None = None
+) -> dict[str, Any]:
+    """What the sandbox's mount namespace holds (gpulab.sandbox.namespaces):
+    the policy's trees, less the private folder, which becomes the fresh
+    tmpfs the new root is built on, and less the learner's `file`: its bytes
+    come from the judge (a file bound alone would keep its old copy once a
+    save renames a new one over it)."""
+    inside = Path(private).resolve()
+    learner = Path(file).resolve() if file else None
+
+    def outside(p: str) -> bool:
+        return not Path(p).resolve().is_relative_to(inside)
+
+    profiler = policy.get("profiler") or {}
+    return {
+        "private": str(private),
+        "read": [
+            *(p for p in policy.get("read", []) if learner is None or Path(p).resolve() != learner),
+            *(str(p) for p in profiler.get("read") or []),
+        ],
+        "write": [p for p in policy.get("write", []) if outside(p)],
+        "listable": policy.get("listable", []),
+        "hidden": policy.get("hidden", []),
+        "network_namespace": not profiler,
+        "close_in_init": [sock],
+    }
+
+
+class SandboxDied(Exception):
+    pass
+
+
+ALIGN = 256
+
+
+class Arena:
+    """Shared memory the judge owns and the sandbox maps, handed over as a
+    file descriptor (never a path the sandbox could swap or truncate): a
+    memfd sealed against shrinking and growing on the CPU, a CUDA
+    allocation of its own (gpulab.device.vmm) on a GPU, so the descriptor
+    exposes nothing else of the judge's memory."""
+
+    def __init__(self, ident: int, nbytes: int, device: str) -> None:
+        import torch
+
+        nbytes = -(-nbytes // (2 << 20)) * (2 << 20)
+        self.used = 0
+        if device == "cpu":
+            import fcntl
+            import mmap
+
+            fd = os.memfd_create(f"gpulab-arena-{ident}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.ftruncate(fd, nbytes)
+            # Sealed: the sandbox can write the bytes but never change the
+            # size, so the judge's mapping cannot fault (SIGBUS).
+            fcntl.fcntl(
+                fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            )
+            self.map = mmap.mmap(fd, nbytes)
+            self.bytes = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes)
+            self.spec = ArenaSpec(ident, nbytes, "memfd")
+        else:
+            from gpulab.device import vmm
+
+            index = torch.device(device).index
+            index = torch.cuda.current_device() if index is None else index
+            self.mapping, fd = vmm.allocate(nbytes, index)
+            nbytes = self.mapping.nbytes
+            self.bytes = self.mapping.tensor()
+            self.spec = ArenaSpec(ident, nbytes, "cuda", device=index)
+        self.fd = fd  # sent once, then closed (Sandbox.arena)
+        self.nbytes = nbytes
+
+    def reset(self) -> None:
+        self.used = 0
+
+    def place(self, nbytes: int) -> int:
+        offset = -(-self.used // ALIGN) * ALIGN
+        if offset + nbytes > self.nbytes:
+            raise MemoryError("arena full")
+        self.used = offset + nbytes
+        return offset
+
+    def put(self, t: Any) -> TensorRef:
+        import torch
+
+        """Copy `t`'s whole storage in; the reference keeps its view."""
+        st = t.untyped_storage()
+        offset = self.place(st.nbytes())
+        raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+        raw.set_(st)
+        self.bytes[offset : offset + st.nbytes()].copy_(raw)
+        return TensorRef(
+            self.spec.id,
+            offset,
+            st.nbytes(),
+            str(t.dtype).replace("torch.", ""),
+            tuple(t.shape),
+            tuple(t.stride()),
+            t.storage_offset(),
+        )
+
+    def slot(self, shape: tuple[int, ...], dtype: Any) -> TensorRef:
+
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * dtype.itemsize
+        offset = self.place(nbytes)
+        stride, acc = [], 1
+        for s in reversed(shape):
+            stride.append(acc)
+            acc *= max(s, 1)
+        self.bytes[offset : offset + nbytes].fill_(0xFF)  # NaN-ish until written
+        return TensorRef(
+            self.spec.id,
+            offset,
+            nbytes,
+            str(dtype).replace("torch.", ""),
+            tuple(shape),
+            tuple(reversed(stride)),
+            0,
+        )
+
+    def view(self, ref: TensorRef) -> Any:
+        import torch
+
+        dtype = getattr(torch, ref.dtype)
+        typed = self.bytes[ref.offset : ref.offset + ref.nbytes].view(dtype)
+        return torch.as_strided(
+            typed, ref.shape, ref.stride, typed.storage_offset() + ref.storage_offset
+        )
+
+    def storage_bytes(self, ref: TensorRef) -> Any:
+        return self.bytes[ref.offset : ref.offset + ref.nbytes]
+
+
+def storage_bytes(t: Any) -> Any:
+    import torch
+
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+    raw.set_(t.untyped_storage())
+    return raw
+
+
+class Remote:
+    """A learner's function, by name: it lives in the sandbox and is called
+    through gpulab.judge.kernel (never directly in the judge)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"`{self.name}` runs in the sandbox: call it through gpulab.judge.kernel.remote_call"
+        )
+
+    def __repr__(self) -> str:
+        return f"Remote({self.name!r})"

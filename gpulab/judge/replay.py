@@ -1,0 +1,435 @@
+"""The judge's half of the replay (gpulab.sandbox.replay says what it is).
+
+On the CPU the op guards and the profiler's audit run in the learner's
+process, so their "your Triton kernel did the work" is a claim. Here the
+judge checks it: after a case passes, the launches the sandbox recorded
+run again in a second sandbox that never imports the learner's file, from
+the kernels gpulab.sandbox.replay_source keeps, on the judge's own copy of
+the inputs. Their result must match the reference as well.
+
+What the replay may start from is decided here, not in the record: a
+buffer the judge handed over is the judge's own copy; a constant fill is
+kept (zeros, -inf); recorded bytes are kept only when every value in them
+is a value of an input (a copy, a cast, a transpose or padding of an
+input) or the buffer holds integers that count up evenly (an arange).
+Anything else starts as NaN, so an answer computed by the wrapper and
+handed to a kernel to copy out is an answer the replay does not have.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable
+from typing import Any, TypeGuard
+
+import torch
+
+from gpulab.check.protocol import text as _text
+from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
+from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
+
+MAX_GRID = 1 << 24
+MISMATCH = "your Triton kernels, run again alone, gave another result"
+MAX_BUFFER_BYTES = 4 << 30
+SCALAR_KEYS = ("__float__", "__tl_dtype__")
+
+WHY = (
+    "gpulab runs the Triton kernels your function launched a second time, on its own "
+    "copy of the inputs, in a process where nothing else of your file runs. "
+)
+
+
+class Replayer:
+    """The replay's sandbox, started beside the check's and used once a case."""
+
+    def __init__(self, start: Callable[[], Any], file: str, data: bytes | None = None) -> None:
+        """`data`: the file's bytes as the judge read them for the check's
+        sandbox (read from `file` where not given)."""
+        try:
+            from importlib.util import decode_source
+
+            if data is None:
+                with open(file, "rb") as f:
+                    data = f.read()
+            # As Python reads it: a BOM, a coding line (latin-1), any suffix.
+            self.source: ReplaySource | None = extract(decode_source(data))
+            self.error = ""
+        except (OSError, UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
+            self.source, self.error = None, str(exc)
+        self.file = file
+        self.sandbox: Any = None
+        self.failed = ""
+        self._arena: Any = None
+        self._start = start
+        self.pending: tuple | None = None  # the case whose replay is in flight
+
+    def ensure_started(self) -> None:
+        """Start the replay's sandbox (once; a kernel grader calls this before
+        its first case). It confines itself at once and imports torch and
+        Triton while the check's sandbox works. Started from the judge's main
+        thread: the keeper's PDEATHSIG follows the thread that started it."""
+        if self.sandbox is not None or self.failed:
+            return
+        try:
+            self.sandbox = self._start()
+            self.sandbox.send({"type": "prepare"})
+            self.sandbox.pending = True
+        except Exception as exc:  # noqa: BLE001 - reported when a case needs it
+            self.failed = f"{type(exc).__name__}: {exc}"
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+    def submit(
+        self, case: Any, record: Any, refs: dict, expect: Any, reference: Any, tolerance: tuple
+    ) -> str | None:
+        """Send one passing case's launches to the replay and go on: the
+        replay runs while the check's sandbox works on the next case, and
+        `collect` reads the answer. Returns at once what makes the record
+        unusable, for the learner, or None."""
+        if self.source is None:
+            return f"{WHY}It could not read your kernels: {self.error}"
+        plan, problem = plan_replay(self.source, record, refs, expect, self.file)
+        if problem:
+            return WHY + problem
+        self.ensure_started()
+        if self.sandbox is None:
+            return f"{WHY}Its sandbox could not start: {self.failed}"
+        need = sum(b["nbytes"] + 512 for b in plan["buffers"] if "judge_input" in b)
+        arena = self.arena(need + math.prod(expect.shape) * expect.like.dtype.itemsize + 512)
+        buffers = []
+        for b in plan["buffers"]:
+            if "judge_input" in b:
+                ref = arena.put(b.pop("judge_input"))
+                b["input"] = [ref.arena, ref.offset, ref.nbytes]
+            buffers.append(b)
+        slot = arena.slot(tuple(expect.shape), expect.like.dtype)
+        from gpulab.judge.remote import SandboxDied
+
+        message = {
+            "type": "replay",
+            "source": self.source.text,
+            "modules": self.source.modules,
+            "kernels": list(self.source.kernels),
+            "buffers": buffers,
+            "launches": plan["launches"],
+            "out": plan["out"],
+            "slot": slot.to_json(),
+        }
+        try:
+            self.sandbox.send(message)
+        except SandboxDied as exc:
+            return self._died(exc)
+        self.pending = (case.name, slot, reference, tolerance)
+        return None
+
+    def collect(self) -> tuple[str, str] | None:
+        """(case name, what is wrong) for the case in flight, or None when
+        there is none or its replay gave the answer."""
+        from gpulab.judge.compare import compare, describe_mismatch
+        from gpulab.judge.remote import SandboxDied
+
+        if self.pending is None:
+            return None
+        name, slot, reference, (atol, rtol) = self.pending
+        self.pending = None
+        try:
+            reply = self.sandbox.receive()
+        except SandboxDied as exc:
+            return name, self._died(exc)
+        if reply.get("type") != "replayed":
+            return name, WHY + f"The replay stopped: {_text(reply.get('summary'), 400)}"
+        if reply.get("problem"):
+            return name, WHY + f"The replay stopped: {_text(reply.get('problem'), 400)}"
+        rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
+        if rep["mismatches"]:
+            return name, (
+                f"{MISMATCH} ({describe_mismatch(rep)}). {WHY}Does a kernel read past the "
+                "end of a buffer (a missing mask: the memory next to it differs there), or is "
+                "part of the answer computed outside a Triton kernel (torch or numpy in the "
+                "wrapper, or a buffer filled before the launch that a kernel only copies)?"
+            )
+        return None
+
+    def _died(self, exc: Exception) -> str:
+        output = self.sandbox.output.text()[-1500:]
+        return WHY + f"The replay's process stopped ({exc}).\n{output}".rstrip()
+
+    def arena(self, nbytes: int) -> Any:
+        """Shared memory for the next replay (none is in flight by then)."""
+        if self._arena is None or self._arena.nbytes < nbytes:
+            self._arena = self.sandbox.arena(max(nbytes, 1 << 20))
+        self._arena.reset()
+        return self._arena
+
+
+def plan_replay(
+    source: ReplaySource, record: Any, refs: dict, expect: Any, file: str
+) -> tuple[dict[str, Any], str]:
+    """The replay request's buffers, launches and result, from the
+    sandbox's record checked field by field; or what makes it unusable."""
+    if not isinstance(record, dict):
+        return {}, "Your function's launches were not recorded."
+    if record.get("overflow"):
+        return {}, f"It could not: {_text(record['overflow'], 200)}."
+    inputs = [v for k, v in refs.items() if not isinstance(k, tuple)]
+    raw_buffers = record.get("buffers")
+    launches = record.get("launches")
+    if not isinstance(raw_buffers, list) or not isinstance(launches, list):
+        return {}, "Your function's launches came back malformed."
+    if not launches:
+        return {}, "No Triton kernel launch was recorded."
+    if len(launches) > MAX_LAUNCHES:
+        return {}, f"It could not: more than {MAX_LAUNCHES} kernel launches in one call."
+    buffers, problem = _buffers(raw_buffers, inputs)
+    if problem:
+        return {}, problem
+    sizes = [b["nbytes"] for b in buffers]
+    checked = []
+    for i, launch in enumerate(launches):
+        one, problem = _launch(i, launch, source, sizes, file)
+        if problem:
+            return {}, problem
+        checked.append(one)
+    out = record.get("out")
+    if not _view_ok(out, sizes):
+        return {}, "The tensor your function returned was not handed to any of its kernels."
+    if list(out[2]) != list(expect.shape) or DTYPES.get(out[4]) != expect.like.dtype:
+        return {}, "The tensor your function returned is not the one its kernels wrote."
+    return {"buffers": buffers, "launches": checked, "out": out}, ""
+
+
+def _launch(
+    i: int, launch: Any, source: ReplaySource, sizes: list[int], file: str
+) -> tuple[dict[str, Any], str]:
+    where = f"launch {i + 1}"
+    if not isinstance(launch, dict) or not isinstance(launch.get("kernel"), str):
+        what = _text(launch.get("what"), 80) if isinstance(launch, dict) else "?"
+        return {}, f"It cannot re-run {where}: a {what} that is not a @triton.jit function."
+    name = launch["kernel"]
+    if launch.get("error"):
+        return {}, f"It could not read {where} of `{name}`: {_text(launch['error'], 200)}"
+    if name in source.problems:
+        return {}, f"It cannot run `{name}` apart from your file: {source.problems[name]}."
+    if (
+        name not in source.kernels
+        or launch.get("file") != file
+        or launch.get("qualname") not in (name, None)
+    ):
+        return {}, (
+            f"`{name}` ({where}) is not a @triton.jit function defined at the top "
+            f"level of {file.rsplit('/', 1)[-1]}: define your kernels there."
+        )
+    grid = launch.get("grid")
+    if (
+        not isinstance(grid, list)
+        or not 1 <= len(grid) <= 3
+        or not all(isinstance(g, int) and 0 <= g <= MAX_GRID for g in grid)
+        or math.prod(grid) > MAX_GRID
+    ):
+        return {}, f"{where} of `{name}` has a grid gpulab cannot replay: {_text(grid, 80)}"
+    args = launch.get("args")
+    if not isinstance(args, dict):
+        return {}, f"{where} of `{name}` came back malformed."
+    for key, v in args.items():
+        if not isinstance(key, str) or not _value_ok(v, sizes):
+            kind = v.get("__unsupported__") if isinstance(v, dict) else None
+            if kind:
+                return {}, (
+                    f"`{name}` was passed `{_text(key, 40)}` as a {_text(kind, 40)}, "
+                    "which gpulab cannot pass again: pass tensors, numbers, dtypes "
+                    "and constexprs."
+                )
+            return {}, f"{where} of `{name}`: argument `{_text(key, 40)}` came back malformed."
+    return {"kernel": name, "grid": grid, "args": args}, ""
+
+
+def _value_ok(v: Any, sizes: list[int]) -> bool:
+    if v is None or isinstance(v, (bool, int)):
+        return not isinstance(v, int) or abs(v) < 1 << 63
+    if isinstance(v, str):
+        return len(v) <= 64
+    if isinstance(v, dict) and len(v) == 1:
+        key, inner = next(iter(v.items()))
+        if key == "__buf__":
+            return _view_ok(inner, sizes)
+        if key == "__float__":
+            try:
+                float.fromhex(inner)
+            except (TypeError, ValueError):
+                return False
+            return True
+        if key == "__tl_dtype__":
+            return isinstance(inner, str) and inner.isidentifier() and len(inner) < 16
+    return False
+
+
+def _view_ok(spec: Any, sizes: list[int]) -> TypeGuard[list[Any]]:
+    """[buffer, storage offset, shape, stride, dtype] inside its buffer."""
+    if not isinstance(spec, list) or len(spec) != 5:
+        return False
+    index, offset, shape, stride, dtype = spec
+    if not (isinstance(index, int) and 0 <= index < len(sizes)) or dtype not in DTYPES:
+        return False
+    if not isinstance(shape, list) or not isinstance(stride, list) or len(shape) != len(stride):
+        return False
+    if len(shape) > 8 or not all(isinstance(s, int) and s >= 0 for s in shape + stride):
+        return False
+    if not isinstance(offset, int) or offset < 0:
+        return False
+    itemsize = DTYPES[dtype].itemsize
+    if sizes[index] % itemsize:
+        return False
+    if any(s == 0 for s in shape):
+        return offset * itemsize <= sizes[index]
+    last = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+    return (last + 1) * itemsize <= sizes[index]
+
+
+def _buffers(raw: list, inputs: list) -> tuple[list[dict[str, Any]], str]:
+    out: list[dict[str, Any]] = []
+    total = 0
+    for b in raw:
+        if not isinstance(b, dict) or not isinstance(b.get("nbytes"), int) or b["nbytes"] < 0:
+            return [], "A recorded buffer came back malformed."
+        nbytes = b["nbytes"]
+        total += nbytes
+        if nbytes > MAX_BUFFER_BYTES or total > MAX_BUFFER_BYTES:
+            return [], "Its kernels were handed more memory than a replay may use."
+        entry: dict[str, Any] = {"nbytes": nbytes}
+        dtype_name = b.get("dtype")
+        dtype = DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None
+        arena = b.get("arena")
+        if arena is not None:
+            t = _input_at(arena, nbytes, inputs)
+            if t is not None:
+                entry["judge_input"] = t
+            else:
+                entry["poison"] = True
+        elif (
+            isinstance(b.get("fill"), str)
+            and 0 < len(b["fill"]) <= 32
+            and _hex(b["fill"])
+            or b.get("fill") == ""
+            and nbytes == 0
+        ):
+            entry["fill"] = b["fill"]
+        elif isinstance(b.get("bytes"), str) and dtype is not None:
+            try:
+                data = base64.b64decode(b["bytes"], validate=True)
+            except ValueError:
+                return [], "A recorded buffer came back malformed."
+            if len(data) == nbytes and trusted_bytes(data, dtype, [t for t, _ in inputs]):
+                entry["bytes"] = b["bytes"]
+            else:
+                entry["poison"] = True
+        else:
+            entry["poison"] = True
+        out.append(entry)
+    return out, ""
+
+
+def _hex(s: str) -> bool:
+    try:
+        bytes.fromhex(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _input_at(arena: Any, nbytes: int, inputs: list) -> Any:
+    if not isinstance(arena, list) or len(arena) != 2:
+        return None
+    ident, offset = arena
+    for t, ref in inputs:
+        if ref.arena == ident and ref.offset == offset and ref.nbytes == nbytes:
+            return t
+    return None
+
+
+def trusted_bytes(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> bool:
+    """Whether a buffer's starting bytes could only have come from the
+    inputs: each value one of theirs in this dtype (or 0, +-inf, padding),
+    or, for integers, an even count (an arange)."""
+    if len(data) % dtype.itemsize:
+        return False
+    values = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype)
+    if values.numel() == 0:
+        return True
+    if dtype == torch.bool:
+        return True
+    if not dtype.is_floating_point:
+        v = values.to(torch.int64)
+        if v.numel() == 1:
+            return True
+        steps = v[1:] - v[:-1]
+        if bool((steps == steps[0]).all()):
+            return True
+        pool = [t.reshape(-1).to(torch.int64) for t in inputs if not t.dtype.is_floating_point]
+        return bool(pool) and bool(torch.isin(v, torch.cat(pool).unique()).all())
+    pool = [
+        t.detach().reshape(-1).to(dtype).to(torch.float64)
+        for t in inputs
+        if t.dtype.is_floating_point
+    ]
+    pool.append(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=torch.float64))
+    found = torch.isin(values.to(torch.float64), torch.cat(pool).unique())
+    return bool(found.all())
+
+
+# Bits a constant keeps in any draw: +-0 and +-inf (padding, masked lanes).
+_INT_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(_INT_VIEW[t.element_size()]).to(torch.int64)
+
+
+def _pool(inputs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    floats = [t.detach().reshape(-1).to(dtype) for t in inputs if t.dtype.is_floating_point]
+    return _bits(torch.cat(floats)) if floats else torch.empty(0, dtype=torch.int64)
+
+
+def copy_map(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> Any:
+    """Where each value of a recorded float buffer came from: for each
+    element, the index of its value among the inputs' values (cast to the
+    buffer's dtype) where it occurs once, -1 where it occurs more than
+    once, -2 for a constant (0, -0, +-inf). None for a buffer that is not
+    floating point. trusted_bytes has already kept only buffers whose every
+    value is one of these."""
+    if not dtype.is_floating_point or dtype.itemsize not in _INT_VIEW:
+        return None
+    values = _bits(torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype))
+    pool = _pool(inputs, dtype)
+    constants = _bits(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=dtype))
+    src = torch.full_like(values, -1)
+    src[torch.isin(values, constants)] = -2
+    if pool.numel():
+        uniq, inverse, counts = torch.unique(pool, return_inverse=True, return_counts=True)
+        first = torch.empty_like(uniq).scatter_(0, inverse, torch.arange(pool.numel()))
+        at = torch.searchsorted(uniq, values).clamp(max=uniq.numel() - 1)
+        once = (uniq[at] == values) & (counts[at] == 1) & (src != -2)
+        src[once] = first[at][once]
+    return values, src
+
+
+def same_copy(first: Any, data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> bool:
+    """Whether a second draw's recorded buffer holds its own inputs' values
+    where the first draw's held the first inputs' (copy_map): an honest
+    copy, cast, transpose or padding moves values by position, the same for
+    any draw; a wrapper that picks input values to spell out an answer
+    picks others for other inputs."""
+    values1, src = first
+    values = _bits(torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype))
+    if values.numel() != values1.numel():
+        return False
+    pool = _pool(inputs, dtype)
+    moved = src >= 0
+    if moved.any() and (pool.numel() == 0 or int(src.max()) >= pool.numel()):
+        return False
+    fixed = src == -2
+    return bool((values[fixed] == values1[fixed]).all()) and bool(
+        (values[moved] == pool[src[moved]]).all()
+    )

@@ -1,0 +1,210 @@
+"""Lesson 05's extra timing on a GPU: torch.compile of the same chain beside
+the learner's forward, and the learner's backward beside torch.compile's.
+
+The forward against the eager chain is speed.time_cases' (graded); what is
+here is reported beside it and not graded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from gpulab.judge.compare import dtype_name
+from gpulab.judge.context import GradeFailed
+from gpulab.judge.kernel import Case, KernelSpec
+from gpulab.judge.speed import _geomean
+from gpulab.sandbox import learner
+
+if TYPE_CHECKING:
+    from gpulab.judge.context import GradeContext
+
+
+def backward_bytes(case: Case) -> float:
+    """Minimal traffic of the backward: x and dy read, dx written, cos/sin read,
+    weight read and dweight written."""
+    x, w = case.args[0], case.args[1]
+    B, S, H, D = x.shape
+    return 3 * B * S * H * D * x.element_size() + 2 * S * (D // 2) * 4 + 2 * D * w.element_size()
+
+
+def time_compile_and_backward(
+    ctx: GradeContext,
+    fn: Any,
+    timed: list,
+    *,
+    spec: KernelSpec,
+    chain: Callable,
+    reference: Callable,
+    tolerance: Callable,
+) -> None:
+    """torch.compile of the same chain beside the learner's forward (timed by
+    the judge in speed.time_cases), then the learner's backward, timed in
+    the judge's batches on fresh inputs and a fresh dy each repetition (every
+    dx and dweight checked, against `reference` within `tolerance`), beside
+    torch.compile's backward. `chain` is the unfused eager chain."""
+    from gpulab.device import ceilings
+    from gpulab.device.gpulock import gpu_timing_lock
+    from gpulab.device.timing import L2Flusher, measure
+
+    device_name = torch.cuda.get_device_name(0)
+    peak_bw, _ = ceilings.floor_peaks(device_name)
+    compiled = torch.compile(chain, dynamic=False)
+    prepared = _compile_both(ctx, compiled, timed)
+    flusher = L2Flusher()
+    rows, bwd_rows = _timing(ctx)["cases"], []
+    with gpu_timing_lock(
+        "checking rope_rmsnorm", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+    ):
+        for (case, dy, xg, wg, yc), row in zip(prepared, list(rows), strict=True):
+            ctx.stage(f"timing {case.name}: torch.compile forward")
+            c = measure(partial(compiled, *case.args), flusher=flusher, log_clocks=False)
+            row["compile_ms"], row["speedup_compile"] = c["ms"], c["ms"] / row["ms"]
+            ctx.stage(f"timing {case.name}: your backward")
+            t = _time_learner_backward(ctx, spec, fn, case, row, flusher, reference, tolerance)
+            if t is None:
+                continue
+            ctx.stage(f"timing {case.name}: torch.compile backward")
+            b = measure(
+                partial(torch.autograd.grad, yc, (xg, wg), dy, retain_graph=True),
+                flusher=flusher,
+                log_clocks=False,
+            )
+            bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
+    rows.extend(bwd_rows)
+    _report_compile(ctx, rows, bwd_rows)
+
+
+def _timing(ctx: GradeContext) -> dict[str, Any]:
+    """The forward's timing, which speed.time_cases set before any of this runs."""
+    assert ctx.timing is not None
+    return ctx.timing
+
+
+def _compile_both(ctx: GradeContext, compiled: Callable, timed: list) -> list:
+    """Each case's forward and backward graphs compiled before the timing lock
+    is taken (compiling takes seconds: others would wait on the GPU for it).
+    Returns (case, dy, x leaf, w leaf, compiled y) a case, for timing the
+    compiled backward on that graph."""
+    prepared = []
+    for case, dy, _ in timed:  # compile both graphs before taking the timing lock
+        ctx.stage(f"preparing {case.name}: torch.compile")
+        x, w, cos, sin = case.args
+        compiled(x, w, cos, sin)
+        xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
+        yc = compiled(xg, wg, cos, sin)
+        torch.autograd.grad(yc, (xg, wg), dy, retain_graph=True)
+        prepared.append((case, dy, xg, wg, yc))
+    return prepared
+
+
+def _time_learner_backward(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    fn: Any,
+    case: Case,
+    row: dict,
+    flusher: Any,
+    reference: Callable,
+    tolerance: Callable,
+) -> dict | None:
+    """The learner's backward timed in the judge's batches, or None (with a
+    note) when its timing failed or was refused: it is not graded, so only
+    its row goes. A failing or wrong backward is the verdict: raised."""
+    from gpulab.judge.batches import Backward, time_remote
+
+    x = case.args[0]
+    try:
+        t = time_remote(
+            ctx,
+            spec,
+            fn,
+            case,
+            flusher,
+            backward=Backward(
+                grad_args=(0, 1),
+                y_shape=tuple(x.shape),
+                y_dtype=x.dtype,
+                reference=reference,
+                tolerance=tolerance,
+                forward_ms=row["ms"],
+                labels=("dx", "dweight"),
+            ),
+        )
+    except (learner.LearnerError, GradeFailed):
+        raise  # the learner's backward failed or was wrong: that is the verdict
+    except Exception as exc:  # noqa: BLE001 - the backward's timing is not graded
+        ctx.notes.append(f"backward {case.shape}: not timed ({type(exc).__name__}: {exc})"[:300])
+        return None
+    if t.get("implausible"):
+        # Not graded, so not a refusal of the whole check: the row goes.
+        ctx.notes.append(f"backward {case.shape}: timing refused: {t['implausible']}")
+        return None
+    return t
+
+
+def _report_compile(ctx: GradeContext, rows: list[dict], bwd_rows: list[dict]) -> None:
+    """torch.compile's speedups into the timing and its summary, and a note a
+    row: the forward beside both baselines, the backward beside compile's."""
+    fwd_compile = _geomean([r["speedup_compile"] for r in rows if r.get("speedup_compile")])
+    bwd_compile = _geomean([r["speedup"] for r in bwd_rows]) if bwd_rows else None
+    _timing(ctx).update(
+        speedup_compile=fwd_compile,
+        backward_speedup_compile=bwd_compile,
+        baselines=["eager chain", "torch.compile"],
+    )
+    _timing(ctx)["summary"] += f", {fwd_compile:.2f}x torch.compile"
+    if bwd_compile:
+        _timing(ctx)["summary"] += f"; backward {bwd_compile:.2f}x torch.compile's"
+    for r in rows:
+        if r.get("compile_ms"):
+            ctx.notes.append(
+                f"forward {r['shape']} {r['dtype']}: {r['ms'] * 1e3:.1f} µs, eager "
+                f"chain {r['baseline_ms'] * 1e3:.1f} µs, torch.compile "
+                f"{r['compile_ms'] * 1e3:.1f} µs ({r['speedup_compile']:.2f}x)"
+            )
+    for r in bwd_rows:
+        ctx.notes.append(
+            f"backward {r['shape']}: {r['ms'] * 1e3:.1f} µs "
+            f"({r['throughput']:.0f} GB/s), torch.compile "
+            f"{r['baseline_ms'] * 1e3:.1f} µs ({r['speedup']:.2f}x; not graded)"
+        )
+
+
+def _backward_row(
+    ctx: GradeContext, case: Case, t: dict, b: dict, device_name: str, peak_bw: float | None
+) -> dict[str, Any]:
+    from gpulab.device import ceilings
+
+    t = {k: v for k, v in t.items() if k != "implausible"}
+    nbytes, sec = backward_bytes(case), t["ms"] * 1e-3
+    cap, label = ceilings.ceiling(
+        "memory", dtype_name(case.dtype), device_name, ctx.request.workspace
+    )
+    row = {
+        "name": f"{case.name} backward",
+        "shape": f"{case.shape} backward",
+        "dtype": dtype_name(case.dtype),
+        **t,
+        "bytes": nbytes,
+        "flops": None,
+        "kind": "memory",
+        "sizes": dict(case.sizes),
+        "throughput": nbytes / sec / 1e9,
+        "unit": "GB/s",
+        "roofline_fraction": (nbytes / sec) / cap if cap else None,
+        "ceiling": label,
+        "baseline": "torch.compile backward",
+        "baseline_ms": b["ms"],
+        "speedup": b["ms"] / t["ms"],
+        "graded": False,
+    }
+    if peak_bw and sec < 0.9 * nbytes / peak_bw:
+        _timing(ctx)["implausible"] = (
+            f"{row['name']} took {t['ms'] * 1e3:.1f} µs, below the "
+            f"{nbytes / peak_bw * 1e6:.1f} µs the datasheet allows"
+        )
+    return row

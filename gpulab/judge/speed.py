@@ -1,0 +1,171 @@
+"""Timing a kernel exercise's cases (GPU only) and placing them on the roofline.
+
+The judge times the learner's kernel in batches on fresh inputs
+(gpulab.judge.batches) beside the exercise's baseline, in one run, under
+the GPU's timing lock; each row carries what the roofline needs to place it
+later. A time below what the datasheet allows makes the check implausible.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from gpulab.course.content import eval_formula
+from gpulab.device import ceilings
+from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
+from gpulab.judge.compare import dtype_name
+from gpulab.judge.kernel import AuditSpan, Case, KernelSpec, guarded_call
+
+if TYPE_CHECKING:
+    from gpulab.judge.context import GradeContext
+
+
+def time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+    """Time the learner's kernel and the baseline side by side (GPU only),
+    holding the GPU's timing lock so no other gpulab run times at once."""
+    from gpulab.device.gpulock import gpu_timing_lock
+
+    index = torch.cuda.current_device()
+    with gpu_timing_lock(f"checking {ctx.request.exercise}", gpu=index, on_wait=ctx.stage):
+        _time_cases(ctx, spec, fn, cases)
+
+
+def _geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+    from gpulab.device.timing import L2Flusher
+
+    device_name = torch.cuda.get_device_name(0)
+    flusher = L2Flusher()
+    _check_sizes(ctx, spec, fn, cases)
+    rows, implausible = [], None
+    for i, case in enumerate(cases):
+        ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name}", i, len(cases))
+        # The first case's warm-up also brings the clocks up from idle; the
+        # others follow timed work at once.
+        warmup_s = WARMUP_S if i == 0 else WARMUP_NEXT_S
+        row, why = _time_case(ctx, spec, fn, case, flusher, device_name, warmup_s)
+        implausible = implausible or why
+        if spec.baseline is not None:
+            ctx.stage(
+                f"timing {i + 1} of {len(cases)}: {case.name} ({spec.baseline_name})", i, len(cases)
+            )
+            _time_baseline(spec, case, row, flusher)
+        rows.append(row)
+    ctx.timing = _summary(spec, rows, device_name, implausible)
+
+
+def _check_sizes(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+    """Each timed case once under the guards first (which also compiles and
+    autotunes its kernels), the calls sharing one profile (AuditSpan, as the
+    correctness cases do: on an H200 a profile apart cost about 0.15 s a
+    call). The profile ends before the first timed batch."""
+    span = AuditSpan()
+    for i, case in enumerate(cases):
+        ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (checked first)", i, len(cases))
+        _, problem = guarded_call(ctx, spec, fn, case, span=span)
+        if problem:
+            span.judge(ctx, upto=i)  # an earlier call's cheat first
+            ctx.fail(f"timing {case.name}: {problem}")
+    span.judge(ctx)
+
+
+def _time_case(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    fn: Any,
+    case: Case,
+    flusher: Any,
+    device_name: str,
+    warmup_s: float = 0.2,
+) -> tuple[dict[str, Any], str | None]:
+    """One case timed through the judge: its row, and why it is implausible
+    (if it is)."""
+    from gpulab.judge.batches import time_remote
+
+    req, ws = ctx.request, ctx.request.workspace
+    t = time_remote(ctx, spec, fn, case, flusher, warmup_s=warmup_s)
+    implausible = t.pop("implausible", None)
+    row: dict[str, Any] = {
+        "name": case.name,
+        "shape": case.shape,
+        "dtype": dtype_name(case.dtype),
+        **t,
+    }
+    names = {**case.sizes, "elt": case.dtype.itemsize}
+    nbytes = eval_formula(req.bytes, names) if req.bytes else None
+    flops = eval_formula(req.flops, names) if req.flops else None
+    sec = t["ms"] * 1e-3
+    # Carried in the row so the roofline can place this run later.
+    row.update(
+        flops=flops,
+        bytes=nbytes,
+        kind=req.kind,
+        sizes=dict(case.sizes),
+        intensity=(flops / nbytes) if flops and nbytes else None,
+    )
+    if req.kind == "compute" and flops:
+        row["throughput"], row["unit"] = flops / sec / 1e12, "TFLOP/s"
+        cap, label = ceilings.ceiling("compute", dtype_name(case.dtype), device_name, ws)
+        row["roofline_fraction"] = (flops / sec) / cap if cap else None
+    elif nbytes:
+        row["throughput"], row["unit"] = nbytes / sec / 1e9, "GB/s"
+        cap, label = ceilings.ceiling("memory", dtype_name(case.dtype), device_name, ws)
+        row["roofline_fraction"] = (nbytes / sec) / cap if cap else None
+    else:
+        label = ""
+    row["ceiling"] = label
+    peak_bw, peak_flops = ceilings.floor_peaks(device_name)
+    floor = max(
+        (nbytes or 0) / peak_bw if peak_bw else 0.0,
+        (flops or 0) / peak_flops.get(dtype_name(case.dtype), math.inf) if peak_flops else 0.0,
+    )
+    if floor and sec < 0.9 * floor:
+        implausible = (
+            f"{case.name} took {t['ms'] * 1e3:.1f} µs, below the "
+            f"{floor * 1e6:.1f} µs the datasheet allows"
+        )
+    return row, implausible
+
+
+def _time_baseline(spec: KernelSpec, case: Case, row: dict[str, Any], flusher: Any) -> None:
+    from gpulab.device.timing import measure
+
+    assert spec.baseline is not None  # timed only for a spec that has one
+    # Right after the learner's batches, at their clocks: a short warm-up,
+    # still held until two successive batches agree (measure's rule).
+    b = measure(spec.baseline(case), flusher=flusher, log_clocks=False, warmup_s=WARMUP_NEXT_S)
+    row["baseline"], row["baseline_ms"] = spec.baseline_name, b["ms"]
+    row["speedup"] = b["ms"] / row["ms"]
+
+
+def _summary(
+    spec: KernelSpec, rows: list[dict[str, Any]], device_name: str, implausible: str | None
+) -> dict[str, Any]:
+    fractions = [r["roofline_fraction"] for r in rows if r.get("roofline_fraction")]
+    speedups = [r["speedup"] for r in rows if r.get("speedup")]
+    score = _geomean(speedups if spec.grade_on == "speedup" else fractions)
+    grade = next(letter for threshold, letter in spec.grades if score >= threshold)
+    summary = f"grade {grade}: {_geomean(fractions):.0%} of the roofline"
+    if speedups:
+        summary += f", {_geomean(speedups):.2f}x {spec.baseline_name}"
+    return {
+        "cases": rows,
+        "grade": grade,
+        "roofline_fraction": _geomean(fractions),
+        "speedup": _geomean(speedups) if speedups else None,
+        "baseline": spec.baseline_name,
+        "throughput": _geomean([r.get("throughput", 0) for r in rows]),
+        "unit": rows[0].get("unit", "") if rows else "",
+        "ms": _geomean([r["ms"] for r in rows]),
+        "summary": summary,
+        "implausible": implausible,
+        "device": device_name,
+        "protocol": "judge-timed batches on fresh inputs (docs/grading.md)",
+    }
