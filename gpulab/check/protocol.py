@@ -243,7 +243,7 @@ class ExplainOptions:
     gpu_setting: str | None = None  # the workspace's chosen GPU
     budget_s: float | None = None
     # Run the Nsight Compute step without a GPU, against whatever `ncu` is on
-    # PATH: for tests of its plumbing with a stand-in ncu (tests/test_nsight.py).
+    # PATH: for tests of its plumbing with a stand-in ncu (tests/diagnosis/test_nsight.py).
     # No command-line flag sets it.
     nsight_without_gpu: bool = False
 

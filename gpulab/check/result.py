@@ -3,7 +3,7 @@ returns, the CLI prints, the workspace records and the Results pane shows.
 
 Its JSON (`to_json`) is `gpulab check --json`, a documented interface, and
 what `.gpulab/results/<exercise>.json` holds: same keys, same value types as
-ever (tests/test_check_events.py pins them). `from_json` reads one back,
+ever (tests/check/test_check_events.py pins them). `from_json` reads one back,
 from the judge's result frame or from a results file that a person, a
 script or another gpulab version may have written: every field is checked,
 and one of the wrong type is dropped, never trusted.

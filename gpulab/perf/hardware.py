@@ -4,7 +4,7 @@ The table is data: gpulab/data/gpus.toml, one [gpu.KEY] table per GPU (its
 header says how to add one). This module reads it the first time a figure is
 asked for, checks every field and builds the `GPU` rows; what a row is made of
 (`Figure`, `GPU`) lives in `gpulab.perf.hardware_model`. docs/hardware.md shows the
-same table with its sources and is checked against it (tests/test_hardware.py).
+same table with its sources and is checked against it (tests/perf/test_hardware.py).
 The rest of gpulab relies on `GPUS`, `SOURCES`, `match_gpu(name)`,
 `DEFAULT_GPU` and the `GPU` fields `bandwidth_tbs`, `tflops` (dense TFLOP/s per
 dtype) and `ridge`.

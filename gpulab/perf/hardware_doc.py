@@ -3,7 +3,7 @@
 docs/hardware.md is the product's source document for every datasheet figure
 the lessons quote. Its table is not typed by hand: it is rendered here from
 the same rows `gpulab hardware` shows, between two marker comments, and
-tests/test_hardware.py fails when the committed document and the rows drift
+tests/perf/test_hardware.py fails when the committed document and the rows drift
 apart. After changing a row:
 
     python -m gpulab.perf.hardware_doc docs/hardware.md     # rewrites the table

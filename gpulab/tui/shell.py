@@ -56,7 +56,7 @@ PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serv
 TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
 # Columns below which the sidebar steps aside for lessons, code, tables: the
 # 38-column sidebar plus the 10 columns of pane chrome leave the 70 that lesson
-# code blocks are written to (tests/test_lesson_width.py) from 118 up.
+# code blocks are written to (tests/course/test_lesson_width.py) from 118 up.
 NARROW = 118
 
 

@@ -14,7 +14,7 @@ variants at once, each in a workspace of its own: compiles overlap, and
 timing phases still take turns (the GPU's timing lock), but one variant's
 correctness runs can land in another's timing, so the times are noisier
 (the output records `jobs`). Expected top kinds are those asserted on the CPU
-in tests/test_diagnosis.py; the `match` field says whether the GPU agrees.
+in tests/diagnosis/test_diagnosis.py; the `match` field says whether the GPU agrees.
 Not run in CI: it needs a GPU (about a minute a variant).
 """
 

@@ -18,7 +18,7 @@ from gpulab.check.runner import run_check  # noqa: E402
 from gpulab.course.content import load_course  # noqa: E402
 
 # Each cheat is the tail of a submission whose head is the reference; the
-# same files are tests/test_trusted_grading.py's.
+# same files are tests/judge/test_trusted_grading.py's.
 CHEATS = REPO / "tests" / "fixtures" / "cheats"
 
 

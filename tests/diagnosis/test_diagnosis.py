@@ -1,0 +1,469 @@
+"""Issue 21: `gpulab check EX --explain` says what limits the kernel.
+
+The rules on hand-made facts (one per kind), the TTIR reader, the launch
+tracer's shared buffers, the cached case descriptions and when a check is
+explained. The slow-but-correct variants are in test_diagnosis_variants.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpulab.diagnosis import KINDS, diagnose
+from gpulab.diagnosis.kinds import where
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- the rules on hand-made facts ---------------------------------------------------
+
+H100 = {
+    "name": "H100 SXM",
+    "sms": 132,
+    "bandwidth": 3.35e12,
+    "l2_mb": 50,
+    "flops": {"fp32": 67e12, "fp16": 989e12, "bf16": 989e12},
+    "arch": "sm_90",
+}
+
+
+def _facts(kind="memory", exercise="softmax", launches=None, compiled=None, **case):
+    c = {
+        "name": "c",
+        "dtype": "fp16",
+        "bytes": 2 * 8192 * 4096 * 2,
+        "flops": 5 * 8192 * 4096,
+        "work": 2 * 8192 * 4096 * 2,
+        "launches": launches or [],
+        **case,
+    }
+    return {
+        "exercise": exercise,
+        "kind": kind,
+        "gpu": H100,
+        "cases": [c],
+        "compiled": compiled or {},
+    }
+
+
+def _info(**kw):
+    base = {
+        "ok": True,
+        "arch": "sm_90",
+        "label": "k",
+        "registers": 32,
+        "spill_stores": 0,
+        "spill_loads": 0,
+        "shared": 0,
+        "num_warps": 4,
+        "blocks_per_sm": 16,
+        "limited_by": "threads",
+        "occupancy": 1.0,
+        "fits": True,
+        "tensor_cores": "",
+        "loads": {"x_ptr": 1},
+        "atomics": 0,
+        "loops": 0,
+        "dot": False,
+        "grouped": False,
+    }
+    return {**base, **kw}
+
+
+# 320 KiB of shared memory a program (fp32 tiles at D=128, as on the H200):
+# more than the 227 KiB one program may have on sm_90.
+NO_FIT = _info(
+    shared=327680,
+    blocks_per_sm=0,
+    fits=False,
+    occupancy=0.0,
+    limited_by="shared memory",
+    smem_per_block=232448,
+)
+
+
+def _launch(programs=8192, **kw):
+    return {
+        "kernel": "k",
+        "key": "K",
+        "programs": programs,
+        "grid": [programs],
+        "num_warps": 4,
+        "constexprs": {"BLOCK": 4096},
+        **kw,
+    }
+
+
+@pytest.mark.parametrize(
+    "facts, top",
+    [
+        (_facts(launches=[_launch()], compiled={"K": _info()}), None),
+        (
+            _facts(launches=[_launch(programs=1)], compiled={"K": _info(loops=1)}),
+            "too_few_programs",
+        ),
+        (
+            _facts(
+                launches=[_launch()],
+                compiled={"K": _info(spill_stores=700, spill_loads=700, registers=255)},
+            ),
+            "register_spills",
+        ),
+        (
+            _facts(
+                launches=[_launch()],
+                compiled={"K": _info(occupancy=0.06, blocks_per_sm=4, num_warps=1)},
+            ),
+            "low_occupancy",
+        ),
+        (_facts(launches=[_launch()], compiled={"K": _info(loads={"x_ptr": 3})}), "extra_bytes"),
+        (
+            _facts(launches=[_launch(programs=140)], compiled={"K": _info(blocks_per_sm=1)}),
+            "tail_wave",
+        ),
+        (
+            _facts(
+                launches=[_launch(programs=64) for _ in range(20)],
+                compiled={"K": _info()},
+                bytes=4096,
+                work=4096,
+            ),
+            "launch_bound",
+        ),
+        (_facts(launches=[_launch()], compiled={"K": _info(atomics=2)}), "serialised_reduction"),
+        (
+            _facts(
+                kind="compute",
+                exercise="matmul",
+                launches=[_launch()],
+                compiled={"K": _info(dot=True)},
+                flops=2 * 4096**3,
+            ),
+            "no_tensor_cores",
+        ),
+        (
+            _facts(
+                kind="compute",
+                exercise="flash_attention",
+                launches=[_launch()],
+                compiled={"K": _info(dot=True, tensor_cores="wgmma")},
+                flops=4 * 2**30 * 64,
+                bytes=2**26,
+                exps=2**32,
+            ),
+            "wrong_roof",
+        ),
+        # Little's law: 32 programs of 192 bytes on an SM, against ~15 KiB.
+        (
+            _facts(
+                launches=[_launch(programs=2**22)],
+                compiled={"K": _info(blocks_per_sm=32, num_warps=1, occupancy=0.5)},
+                bytes=3 * 2**26 * 4,
+                work=3 * 2**26 * 4,
+            ),
+            "low_occupancy",
+        ),
+        # 16x16 tl.dot tiles: 8 FLOP per byte, a quarter of what the tensor
+        # cores need even from shared memory.
+        (
+            _facts(
+                kind="compute",
+                exercise="matmul",
+                launches=[_launch(programs=2**18)],
+                compiled={
+                    "K": _info(
+                        dot=True,
+                        grouped=True,
+                        tensor_cores="mma",
+                        loops=1,
+                        loop_load_bytes=1024,
+                        loop_dot_flops=8192,
+                    )
+                },
+                flops=2 * 8192**3,
+                bytes=3 * 8192**2 * 2,
+            ),
+            "wrong_roof",
+        ),
+        # Spills against a GPU 88% idle (16 programs, 132 SMs, the H200's
+        # flash_attention one-program-per-head run): the idle GPU first.
+        (
+            _facts(
+                kind="compute",
+                exercise="flash_attention",
+                launches=[_launch(programs=16)],
+                compiled={
+                    "K": _info(
+                        dot=True, tensor_cores="wgmma", spill_stores=800, spill_loads=800, loops=1
+                    )
+                },
+                flops=4 * 2**30 * 64,
+                bytes=2**26,
+            ),
+            "too_few_programs",
+        ),
+        # 320 KiB of shared memory a program (fp32 tiles at D=128): no launch.
+        (
+            _facts(
+                launches=[_launch()],
+                compiled={"K": NO_FIT},
+            ),
+            "low_occupancy",
+        ),
+        # An intermediate as big as the input, written and read back.
+        (
+            _facts(
+                launches=[_launch(), _launch(kernel="k2")],
+                compiled={"K": _info()},
+                intermediates=[{"name": "n_ptr", "bytes": 2**28, "kernels": ["k", "k2"]}],
+                bytes=2**29,
+            ),
+            "extra_bytes",
+        ),
+    ],
+)
+def test_rules_top_kind(facts: dict, top: str | None) -> None:
+    found = diagnose(facts)
+    assert (found[0]["kind"] if found else None) == top, found
+    assert [d["severity"] for d in found] == sorted((d["severity"] for d in found), reverse=True)
+
+
+def test_every_kind_points_at_a_real_lesson_section() -> None:
+    for kind in KINDS:
+        for exercise in ("softmax", "matmul", "flash_attention", "rope_rmsnorm", "bandwidth"):
+            w = where(kind, exercise)
+            text = (ROOT / "lessons" / w["lesson"] / "lesson.md").read_text()
+            assert f"## {w['section']}\n" in text, (kind, exercise, w)
+
+
+def test_ttir_counts_three_passes() -> None:
+    from gpulab.diagnosis.ttir import analyse
+
+    ttir = """tt.func public @k(%y_ptr: !tt.ptr<f32> loc(1), %x_ptr: !tt.ptr<f32> loc(2)) {
+    %a = tt.addptr %x_ptr, %c : !tt.ptr<f32>, i32
+    %b = tt.splat %a : !tt.ptr<f32> -> tensor<1024x!tt.ptr<f32>>
+    %v = tt.load %b, %m : tensor<1024x!tt.ptr<f32>>
+    %w = tt.load %b, %m : tensor<1024x!tt.ptr<f32>>
+    %q = tt.splat %y_ptr : !tt.ptr<f32> -> tensor<1024x!tt.ptr<f32>>
+    %r = "tt.atomic_rmw"(%q, %v) : (tensor<1024x!tt.ptr<f32>>) -> tensor<1024xf32>
+    """
+    got = analyse(ttir)
+    assert got["loads"] == {"x_ptr": 2} and got["atomics"] == 1
+
+
+def test_big_tiles_and_big_programs_are_not_flagged() -> None:
+    """The reference's shapes: 128x128 tiles (64 FLOP/byte), 4 KiB programs."""
+    tiles = _facts(
+        kind="compute",
+        exercise="matmul",
+        launches=[_launch(programs=4096)],
+        compiled={
+            "K": _info(
+                dot=True,
+                grouped=True,
+                tensor_cores="wgmma",
+                loops=1,
+                loop_load_bytes=2 * 128 * 64 * 2,
+                loop_dot_flops=2 * 128 * 128 * 64,
+                blocks_per_sm=1,
+            )
+        },
+        flops=2 * 8192**3,
+    )
+    programs = _facts(launches=[_launch()], compiled={"K": _info(blocks_per_sm=16)})
+    assert diagnose(tiles) == [] and diagnose(programs) == []
+
+
+def test_ttir_halves_are_one_pass_and_loops_count_bytes() -> None:
+    from gpulab.diagnosis.ttir import analyse
+
+    # Rotate-half RoPE loads x's two halves: two pointers, one pass.
+    halves = """tt.func public @k(%x_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32} loc(1)) {
+    %a = tt.splat %x_ptr : !tt.ptr<bf16> -> tensor<64x!tt.ptr<bf16>>
+    %b = tt.addptr %a, %c : tensor<64x!tt.ptr<bf16>>, tensor<64xi32>
+    %x1 = tt.load %a : tensor<64x!tt.ptr<bf16>>
+    %x2 = tt.load %b : tensor<64x!tt.ptr<bf16>>
+  } loc(#loc)
+"""
+    got = analyse(halves)
+    assert got["loads"] == {"x_ptr": 1} and got["load_bytes"] == 256
+    loop = """tt.func public @k(%a_ptr: !tt.ptr<bf16> loc(1), %b_ptr: !tt.ptr<bf16> loc(2)) {
+    %p = tt.splat %a_ptr : !tt.ptr<bf16> -> tensor<16x16x!tt.ptr<bf16>>
+    %q = tt.splat %b_ptr : !tt.ptr<bf16> -> tensor<16x16x!tt.ptr<bf16>>
+    %acc:3 = scf.for %k = %c0 to %n step %c1 iter_args(%pa = %p, %pb = %q) -> (x)  : i32 {
+      %a = tt.load %pa, %m : tensor<16x16x!tt.ptr<bf16>> loc(#l1)
+      %b = tt.load %pb, %m : tensor<16x16x!tt.ptr<bf16>> loc(#l2)
+      %d = tt.dot %a, %b, %c, inputPrecision = tf32 : tensor<16x16xbf16> * tensor<16x16xbf16> -> tensor<16x16xf32> loc(#l3)
+    } loc(#l4)
+    %again = tt.load %p : tensor<16x16x!tt.ptr<bf16>>
+  } loc(#loc)
+"""
+    got = analyse(loop)
+    assert got["loop_load_bytes"] == 1024 and got["loop_dot_flops"] == 8192
+    assert got["loads"] == {"a_ptr": 2, "b_ptr": 1}  # a: in the loop, then again after it
+    assert got["load_bytes"] == 512
+
+
+def test_intermediates_are_buffers_shared_by_launches() -> None:
+    import torch
+
+    from gpulab.diagnosis.sandbox_side import intermediates
+
+    x, y, tmp, part = (torch.empty(n) for n in (64, 64, 64, 4))
+
+    def launch(kernel: str, **tensors: torch.Tensor) -> dict:
+        st = {
+            k: (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+            for k, t in tensors.items()
+        }
+        return {"kernel": kernel, "tensors": st}
+
+    launches = [launch("norm", x=x, n=tmp), launch("rope", n=tmp, y=y), launch("sum", p=part)]
+    found = intermediates(launches, ((x,), {}), y)
+    assert found == [{"name": "n", "bytes": 256, "kernels": ["norm", "rope"]}]
+    assert intermediates(launches[:1], ((x,), {}), y) == []
+
+
+def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second --explain skips FakeTensorMode (and torch._dynamo's import)."""
+    from gpulab.diagnosis import cases
+
+    monkeypatch.setattr(cases, "SHIPPED", tmp_path / "none.json")  # as for a changed grader
+    path = cases.cache_file(str(tmp_path))
+    first = cases.described_cases("softmax", "cpu", path)
+    assert first and first[0]["args"]["__tuple__"][0]["__tensor__"]["shape"] and first[0]["dtype"]
+    assert path is not None and path.is_file()
+
+    def boom(*a: object) -> None:
+        raise AssertionError("built the cases again")
+
+    monkeypatch.setattr(cases, "timed_cases", boom)
+    assert cases.described_cases("softmax", "cpu", path) == first
+
+
+def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpulab/data/explain_cases.json is what the graders build today (else
+    run gpulab.diagnosis.cases.write_shipped()), and a first --explain on
+    the CPU reads it instead of building anything."""
+    import json
+
+    from gpulab.diagnosis import cases
+    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
+
+    shipped = json.loads(cases.SHIPPED.read_text())
+    assert set(shipped) == {f"{ex}:cpu" for ex in KERNEL_EXERCISES}
+    for ex in sorted(KERNEL_EXERCISES):
+        entry = shipped[f"{ex}:cpu"]
+        assert entry["grader"] == cases._grader_digest(ex), f"{ex}: rebuild the shipped file"
+        assert entry["cases"] == cases.build(ex, "cpu"), ex
+
+    def boom(*a: object) -> None:
+        raise AssertionError("built the cases")
+
+    monkeypatch.setattr(cases, "timed_cases", boom)
+    assert cases.described_cases("matmul", "cpu", None) == shipped["matmul:cpu"]["cases"]
+
+
+def test_explained_after_every_timed_check_and_with_explain() -> None:
+    from gpulab.diagnosis.judge_side import wanted
+
+    passed, timed = {"status": "passed"}, {"status": "passed", "timing": {"cases": [{}]}}
+    from dataclasses import replace
+
+    from gpulab.check.protocol import CheckRequest
+
+    req = CheckRequest(exercise="softmax", function="softmax", file="f.py")
+    assert wanted(req, timed)  # a GPU's timed check, no --explain
+    assert not wanted(req, passed)  # the CPU's usual check pays nothing
+    assert wanted(replace(req, explain=True), passed)
+    assert not wanted(replace(req, explain=True), {"status": "failed"})
+    assert not wanted(replace(req, exercise="graph_breaks", explain=True), timed)
+
+
+class _CannedSandbox:
+    """Answers an explain request with one launch of a 1-program kernel."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+        self.asked: list[dict] = []
+        self.pending = False
+
+    def send(self, msg: dict) -> None:
+        assert msg["type"] == "explain_prepare"
+
+    def request(self, msg: dict) -> dict:
+        self.asked.append(msg)
+        launch = {**_launch(programs=1), "signature": {}, "problem": ""}
+        case = {"name": "c", "sizes": {"M": 8192, "N": 4096}, "dtype": "fp16", "elt": 2}
+        return {
+            "type": "explained",
+            "cases": [{**case, "launches": [launch], "intermediates": []}],
+            "compiled": {"K": _info()},
+        }
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
+    from dataclasses import replace
+
+    from gpulab.check.protocol import CheckRequest
+    from gpulab.diagnosis.judge_side import attach, start
+
+    req = CheckRequest(
+        exercise="softmax",
+        function="softmax",
+        file="f.py",
+        kind="memory",
+        bytes="2*M*N*elt",
+        flops="5*M*N",
+        explain=True,
+    )
+    assert start(replace(req, explain=False), "cpu", _CannedSandbox) is None
+    assert start(req, "cuda", _CannedSandbox) is None  # after the timing, not during it
+    made: list[_CannedSandbox] = []
+
+    def make() -> _CannedSandbox:
+        made.append(_CannedSandbox())
+        return made[-1]
+
+    early = start(req, "cpu", make)
+    result = {"status": "passed"}
+    attach(req, result, "cpu", None, early=early)
+    assert result["diagnosis"][0]["kind"] == "too_few_programs", result
+    assert made[0].asked[0]["cases"][0]["name"] and made[0].closed == 1
+    early.close()  # again, as the judge's finally does: no second close
+    assert made[0].closed == 1
+
+    early = start(req, "cpu", make)
+    failed = {"status": "failed"}
+    attach(req, failed, "cpu", None, early=early)
+    assert "diagnosis" not in failed and made[1].closed == 1
+
+
+def test_a_kernel_that_cannot_launch_says_so_with_the_numbers() -> None:
+    found = diagnose(_facts(launches=[_launch()], compiled={"K": NO_FIT}))
+    top = found[0]
+    assert top["severity"] == 1.0 and "will not launch" in top["evidence"]
+    assert "320 KiB" in top["evidence"] and "227 KiB" in top["evidence"]
+    assert "num_stages" in top["advice"]
+
+
+def test_explain_says_when_there_is_nothing_to_explain() -> None:
+    """--explain (the lab's X) on a step or a non-kernel exercise says so
+    instead of adding nothing; on a timed kernel it is silent."""
+    from gpulab.course.content import load_course
+    from gpulab.diagnosis.kinds import KERNEL_EXERCISES, explain_unavailable
+
+    course = load_course()
+    for lesson in course.exercises:
+        said = explain_unavailable(lesson)
+        assert bool(said) == (lesson.exercise not in KERNEL_EXERCISES), lesson.exercise
+    step = course.find("softmax_row")
+    assert step is not None and step.is_step
+    assert "softmax_row is a step, graded on correctness only" in explain_unavailable(step)
+    assert "not a Triton kernel" in explain_unavailable(course.find("graph_breaks"))
+    assert explain_unavailable(course.find("softmax")) == ""
