@@ -292,10 +292,7 @@ def test_lesson_01_ridge_table_is_the_roadmaps():
     from pathlib import Path
 
     lesson = (
-        Path(__file__).resolve().parents[2]
-        / "lessons"
-        / "01_gpu_architecture_tour"
-        / "lesson.md"
+        Path(__file__).resolve().parents[2] / "lessons" / "01_gpu_architecture_tour" / "lesson.md"
     ).read_text("utf-8")
     shown = {}
     for line in lesson.splitlines():
