@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpulab.check.protocol import ProtocolError, dict_field, text
-from gpulab.check.result import CheckResult
+from gpulab.check.result import CaseRow, CheckResult
 
 # Longer than any honest frame's words ("case 3 of 14: 64×64 fp16"); a
 # bigger one is cut, not printed whole on every progress line.
@@ -66,32 +66,31 @@ class Stage:
 @dataclass(frozen=True, slots=True)
 class CaseDone:
     """A correctness case graded: the `index`-th of `total` (None when the
-    grader does not know how many there will be). `case` is the grader's
-    row as sent, plain JSON (gpulab.check.report reads it from the result)."""
+    grader does not know how many there will be), and the grader's row."""
 
     index: int
     total: int | None
-    name: str
-    passed: bool
-    case: dict[str, Any]
+    case: CaseRow
+
+    @property
+    def name(self) -> str:
+        return self.case.name
+
+    @property
+    def passed(self) -> bool:
+        return self.case.passed
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> CaseDone:
         index = count(frame.get("index"))
         if index is None:
             raise ProtocolError("a case frame without its index")
-        case = dict_field(frame, "case")
-        name = case.get("name")
         return cls(
-            index,
-            count(frame.get("total")) or None,
-            text(name, TEXT_LIMIT) if isinstance(name, str) else "",
-            bool(case.get("passed")),
-            case,
+            index, count(frame.get("total")) or None, CaseRow.from_json(dict_field(frame, "case"))
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "case", "index": self.index, "total": self.total, "case": self.case}
+        return {"type": "case", "index": self.index, "total": self.total, "case": self.case.json}
 
 
 @dataclass(frozen=True, slots=True)

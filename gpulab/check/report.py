@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulab.check.result import CheckResult
+from gpulab.check.result import CaseRow, CheckResult, Timing
 from gpulab.perf.units import value_text
 from gpulab.textsafe import visible, visible_tree
 
@@ -20,7 +20,7 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return "" if x is None else value_text(x, spec) if isinstance(x, float) else format(x, spec)
 
 
-def cases_table(cases: list[dict[str, Any]]) -> Any:
+def cases_table(cases: list[CaseRow]) -> Any:
     """The cases, one a row. A column no case fills is left out (an
     exercise graded on numbers, like copy_ceiling's, has no dtype or
     error), so at 60 columns the names are not folded for empty ones."""
@@ -29,12 +29,12 @@ def cases_table(cases: list[dict[str, Any]]) -> Any:
 
     rows = [
         (
-            Text(str(c.get("name") or c.get("shape", ""))),
-            Text(str(c.get("dtype", ""))),
-            _fmt(c.get("max_abs")),
-            _fmt(c.get("max_rel")),
-            str(c.get("mismatches", "")) if "mismatches" in c else "",
-            "[green]ok[/]" if c.get("passed") else "[red]FAIL[/]",
+            Text(c.label),
+            Text(c.dtype or ""),
+            _fmt(c.max_abs),
+            _fmt(c.max_rel),
+            "" if c.mismatches is None else str(c.mismatches),
+            "[green]ok[/]" if c.passed else "[red]FAIL[/]",
         )
         for c in cases
     ]
@@ -50,12 +50,16 @@ def cases_table(cases: list[dict[str, Any]]) -> Any:
     return t
 
 
-def timing_table(timing: dict[str, Any]) -> Any:
+def _us(ms: float | None) -> str:
+    return "" if ms is None else f"{ms * 1e3:.1f}"
+
+
+def timing_table(timing: Timing) -> Any:
     from rich.table import Table
     from rich.text import Text
 
     t = Table(
-        title=f"Timing on {timing.get('device', 'GPU')} (median of N, L2 flushed)",
+        title=f"Timing on {timing.device or 'GPU'} (median of N, L2 flushed)",
         title_justify="left",
     )
     for col in (
@@ -63,20 +67,22 @@ def timing_table(timing: dict[str, Any]) -> Any:
         "dtype",
         "time µs",
         "p20–p80 µs",
-        timing.get("unit", ""),
+        timing.unit or "",
         "roofline",
         "speedup",
     ):
         t.add_column(col)
-    for r in timing.get("cases", []):
+    for r in timing.cases:
+        both = r.p20_ms is not None and r.p80_ms is not None
+        spread = f"{_us(r.p20_ms)}–{_us(r.p80_ms)}" if both else ""
         t.add_row(
-            Text(str(r.get("shape", ""))),
-            Text(str(r.get("dtype", ""))),
-            f"{r['ms'] * 1e3:.1f}",
-            f"{r['p20_ms'] * 1e3:.1f}–{r['p80_ms'] * 1e3:.1f}",
-            _fmt(r.get("throughput"), ".0f"),
-            f"{r['roofline_fraction']:.0%}" if r.get("roofline_fraction") else "",
-            f"{r['speedup']:.2f}x" if r.get("speedup") else "",
+            Text(r.shape or ""),
+            Text(r.dtype or ""),
+            _us(r.ms),
+            spread,
+            _fmt(r.throughput, ".0f"),
+            f"{r.roofline_fraction:.0%}" if r.roofline_fraction else "",
+            f"{r.speedup:.2f}x" if r.speedup else "",
         )
     return t
 
@@ -108,12 +114,12 @@ def render(result: CheckResult) -> Any:
         parts.append(Text(result.message))
     if result.cases:
         parts.append(cases_table(result.cases))
-        bad = [c for c in result.cases if not c.get("passed") and c.get("detail")]
+        bad = [c for c in result.cases if not c.passed and c.detail]
         for c in bad[:3]:
-            parts.append(Text(f"✘ {c.get('name')}: {c['detail']}", style="red"))
+            parts.append(Text(f"✘ {c.name}: {c.detail}", style="red"))
     timing = result.timing
     if timing is not None and timing.cases:
-        parts.append(timing_table(timing.json))
+        parts.append(timing_table(timing))
     if timing is not None and timing.profile:  # lesson 07: ranges, top ops, trace
         parts.append(render_profile(timing.profile))
     from gpulab.diagnosis.render import explain_renderable

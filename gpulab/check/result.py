@@ -8,10 +8,12 @@ from the judge's result frame or from a results file that a person, a
 script or another gpulab version may have written: every field is checked,
 and one of the wrong type is dropped, never trusted.
 
-Typed here: the top level, and the parts of `timing` the lab reads. Passed
-through as the judge made them, checked only to be JSON objects or lists:
-each case's row (`cases`), the timing's rows and lesson 07's profile
-(gpulab.check.report draws them), and every other key of the judge's (`mode`,
+Typed here: the top level, each correctness case's row (`CaseRow`), the
+timing and each of its rows (`Timing`, `TimingRow`). A row keeps the object
+it came as (`json`), written back unchanged, so a key the lab does not read
+(a case's `sizes`, a grader's own extras) is kept too. Passed through as the
+judge made them, checked only to be JSON objects: lesson 07's profile
+(gpulab.check.report draws it), and every other key of the judge's (`mode`,
 `verdict`, `isolation`, `slowest`, `compiled_ahead`, --explain's `explain`
 and `diagnosis`, which gpulab.diagnosis.render reads), kept in `rest`.
 
@@ -30,6 +32,7 @@ from gpulab.check.status import Status
 # Output and messages carry the learner's printing and tracebacks; the
 # sandbox already keeps at most 8 KB of output, so only hostile files reach this.
 LONG_TEXT = 200_000
+NAME_LIMIT = 1000  # a case's name, shape or dtype (a progress line shows the name)
 
 # The keys the lab itself sets on every result, first in its JSON, as
 # gpulab.check.runner always wrote them.
@@ -53,6 +56,115 @@ def _objects(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
+def _words(obj: dict[str, Any], key: str, limit: int = 20000) -> str | None:
+    value = obj.get(key)
+    return text(value, limit) if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if value >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRow:
+    """One correctness case as the judge graded it: its name (or shape),
+    dtype, errors against the reference, how many elements were wrong, and
+    why it failed (`detail`). An exercise graded on numbers (copy_ceiling's)
+    fills only the name, `passed` and `detail`."""
+
+    json: dict[str, Any]
+    name: str = ""
+    shape: str | None = None
+    dtype: str | None = None
+    max_abs: int | float | None = None
+    max_rel: int | float | None = None
+    mismatches: int | None = None
+    passed: bool = False
+    detail: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> CaseRow:
+        def error(key: str) -> int | float | None:
+            # NaN and inf are errors too (a NaN output is not "0 error").
+            value = obj.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None
+            return value
+
+        return cls(
+            json=obj,
+            name=_words(obj, "name", NAME_LIMIT) or "",
+            shape=_words(obj, "shape", NAME_LIMIT),
+            dtype=_words(obj, "dtype", NAME_LIMIT),
+            max_abs=error("max_abs"),
+            max_rel=error("max_rel"),
+            mismatches=_count(obj.get("mismatches")),
+            passed=obj.get("passed") is True,
+            detail=_words(obj, "detail", LONG_TEXT),
+        )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.shape or ""
+
+
+def case_rows(value: Any) -> list[CaseRow]:
+    return [CaseRow.from_json(v) for v in _objects(value)]
+
+
+@dataclass(frozen=True, slots=True)
+class TimingRow:
+    """One timed case: its median and spread, the work it did (FLOPs and
+    bytes as the grader counted them, or its `sizes` for the manifest's
+    formulas), and where that puts it against the roofline and the
+    baseline."""
+
+    json: dict[str, Any]
+    name: str = ""
+    shape: str | None = None
+    dtype: str | None = None
+    ms: int | float | None = None
+    p20_ms: int | float | None = None
+    p80_ms: int | float | None = None
+    flops: int | float | None = None
+    bytes: int | float | None = None
+    intensity: int | float | None = None
+    sizes: dict[str, int | float] | None = None
+    throughput: int | float | None = None
+    roofline_fraction: int | float | None = None
+    speedup: int | float | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TimingRow:
+        sizes = obj.get("sizes")
+        return cls(
+            json=obj,
+            name=_words(obj, "name") or "",
+            shape=_words(obj, "shape"),
+            dtype=_words(obj, "dtype"),
+            ms=finite(obj.get("ms")),
+            p20_ms=finite(obj.get("p20_ms")),
+            p80_ms=finite(obj.get("p80_ms")),
+            flops=finite(obj.get("flops")),
+            bytes=finite(obj.get("bytes")),
+            intensity=finite(obj.get("intensity")),
+            sizes=(
+                {k: v for k, v in sizes.items() if isinstance(k, str) and finite(v) is not None}
+                if isinstance(sizes, dict)
+                else None
+            ),
+            throughput=finite(obj.get("throughput")),
+            roofline_fraction=finite(obj.get("roofline_fraction")),
+            speedup=finite(obj.get("speedup")),
+        )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.shape or ""
+
+
 @dataclass(frozen=True, slots=True)
 class Timing:
     """What the lab reads of a result's `timing` (a GPU's measurements):
@@ -68,7 +180,7 @@ class Timing:
     speedup: int | float | None = None
     device: str | None = None
     summary: str | None = None
-    cases: list[dict[str, Any]] = field(default_factory=list)  # rows: plain JSON
+    cases: list[TimingRow] = field(default_factory=list)
     profile: dict[str, Any] | None = None  # lesson 07's: plain JSON
 
     @classmethod
@@ -91,7 +203,7 @@ class Timing:
             speedup=finite(obj.get("speedup")),
             device=words("device"),
             summary=words("summary"),
-            cases=_objects(obj.get("cases")),
+            cases=[TimingRow.from_json(r) for r in _objects(obj.get("cases"))],
             profile=profile if isinstance(profile, dict) else None,
         )
 
@@ -122,7 +234,7 @@ class CheckResult:
     message: str | None = None
     device: str | None = None
     output: str = ""
-    cases: list[dict[str, Any]] = field(default_factory=list)  # rows: plain JSON
+    cases: list[CaseRow] = field(default_factory=list)
     timing: Timing | None = None
     skipped: list[str] | None = None
     notes: list[str] | None = None
@@ -163,7 +275,7 @@ class CheckResult:
             message=words("message", LONG_TEXT),
             device=words("device"),
             output=words("output", LONG_TEXT) or "",
-            cases=_objects(obj.get("cases")),
+            cases=case_rows(obj.get("cases")),
             timing=Timing.from_json(obj.get("timing")),
             skipped=_texts(obj.get("skipped")),
             notes=_texts(obj.get("notes")),
@@ -186,7 +298,7 @@ class CheckResult:
             "lesson": self.lesson,
             "file": self.file,
             "passed": self.passed,
-            "cases": self.cases,
+            "cases": [c.json for c in self.cases],
             "timing": None if self.timing is None else self.timing.json,
             "output": self.output,
             "stages": self.stages,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from gpulab.check.result import CheckResult
+from gpulab.check.result import CheckResult, TimingRow
 from gpulab.perf import hardware
 from gpulab.perf.hardware import GPU
 
@@ -233,21 +233,21 @@ def build_model(
 # --- the learner's graded runs -----------------------------------------------
 
 
-def _row_flops_bytes(row: dict, lesson: Any) -> tuple[float | None, float | None]:
+def _row_flops_bytes(row: TimingRow, lesson: Any) -> tuple[float | None, float | None]:
     """FLOPs and bytes of a timed case: carried in the row, else from the manifest formulas."""
-    flops, nbytes = row.get("flops"), row.get("bytes")
-    if (not flops or not nbytes) and lesson is not None and isinstance(row.get("sizes"), dict):
+    flops, nbytes = row.flops, row.bytes
+    if (not flops or not nbytes) and lesson is not None and row.sizes is not None:
         from gpulab.course.content import eval_formula
 
-        names = {k: v for k, v in row["sizes"].items() if _positive(v)}
-        names["elt"] = _ELT.get(str(row.get("dtype")), 4)
+        names = {k: v for k, v in row.sizes.items() if _positive(v)}
+        names["elt"] = _ELT.get(str(row.dtype), 4)
         try:
             flops = flops or (eval_formula(lesson.flops, names) if lesson.flops else None)
             nbytes = nbytes or (eval_formula(lesson.bytes, names) if lesson.bytes else None)
         except (ValueError, TypeError, ZeroDivisionError, OverflowError):
             pass
-    if not flops and _positive(nbytes) and _positive(row.get("intensity")):
-        flops = row["intensity"] * nbytes
+    if not flops and _positive(nbytes) and _positive(row.intensity):
+        flops = row.intensity * nbytes
     return flops, nbytes
 
 
@@ -303,23 +303,21 @@ def learner_points(workspace_root: Path, model: Model) -> tuple[list[Point], lis
         exercise = result.exercise or f.stem
         lesson = course.find(exercise) if course else None
         for row in rows:
-            if not isinstance(row, dict):
-                continue
             flops, nbytes = _row_flops_bytes(row, lesson)
-            ms = row.get("ms")
+            ms = row.ms
             if not (_positive(flops) and _positive(nbytes) and _positive(ms)):
                 notes.append(
-                    f"{f.name}: case {row.get('name')} has no usable FLOPs, bytes "
+                    f"{f.name}: case {row.name or None} has no usable FLOPs, bytes "
                     "and time; not placed"
                 )
                 continue
             intensity, rate = flops / nbytes, flops / (ms * 1e-3)
-            dtype = str(row.get("dtype") or model.dtype)
+            dtype = str(row.dtype or model.dtype)
             roof = model.attainable(intensity, dtype if model.roof(dtype) else None)
             points.append(
                 Point(
                     exercise,
-                    str(row.get("name") or row.get("shape") or ""),
+                    row.label,
                     dtype,
                     intensity,
                     rate,

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from gpulab.check import child
+from gpulab.check.result import CaseRow
 
 FAKE_JUDGE = """
 import json, os, sys, time
@@ -238,7 +239,7 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
     assert seen == [
         Stage("starting"),
         Stage("case 1 of 1: 4×8 fp32", 0, 1),
-        CaseDone(1, 1, "4×8 fp32", True, CASE),
+        CaseDone(1, 1, CaseRow.from_json(CASE)),
         Correct(1),
         Graded("B", "all 1 cases correct; grade B"),
     ]

@@ -4,6 +4,8 @@ huge strings are refused or dropped, never a crash further on."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpulab.check.events import (
@@ -16,7 +18,7 @@ from gpulab.check.events import (
     parse,
 )
 from gpulab.check.protocol import ProtocolError
-from gpulab.check.result import CheckResult
+from gpulab.check.result import CaseRow, CheckResult
 from gpulab.check.status import Status
 
 JUNK = [None, True, 1.5, -1, "7", [], {}, [1], [1, 2, 3]]
@@ -28,9 +30,10 @@ def test_each_frame_the_judge_sends_parses_to_its_type():
         "case 2 of 3", 1, 3
     )
     case = {"name": "4×8 fp32", "passed": True, "max_abs": 0.0}
-    assert parse({"type": "case", "index": 1, "total": 3, "case": case}) == CaseDone(
-        1, 3, "4×8 fp32", True, case
-    )
+    got = parse({"type": "case", "index": 1, "total": 3, "case": case})
+    assert got == CaseDone(1, 3, CaseRow.from_json(case))
+    assert isinstance(got, CaseDone) and (got.name, got.passed) == ("4×8 fp32", True)
+    assert got.case.max_abs == 0.0 and got.case.json == case
     assert parse({"type": "correct", "cases": 14}) == Correct(14)
     assert parse({"type": "graded", "grade": "B", "summary": "grade B"}) == Graded("B", "grade B")
     done = parse({"type": "result", "result": {"status": "passed", "summary": "ok"}})
@@ -41,7 +44,7 @@ def test_what_is_written_out_parses_back_the_same():
     for event in (
         Stage("starting"),
         Stage("case 2 of 3", 1, 3),
-        CaseDone(2, None, "x", False, {"name": "x"}),
+        CaseDone(2, None, CaseRow.from_json({"name": "x"})),
         Correct(None),
         Graded("A", "grade A"),
     ):
@@ -82,7 +85,7 @@ def test_a_case_without_its_index_is_refused(index):
 def test_a_case_of_the_wrong_shape_has_no_name(case):
     got = parse({"type": "case", "index": 2, "total": "many", "case": case})
     assert isinstance(got, CaseDone) and got.index == 2 and got.total is None
-    assert isinstance(got.name, str) and isinstance(got.case, dict)
+    assert isinstance(got.name, str) and isinstance(got.case, CaseRow)
     if not isinstance(case, dict):
         assert got.name == "" and not got.passed
 
@@ -163,8 +166,24 @@ def test_timing_keeps_its_json_and_types_what_the_lab_reads():
     assert result.timing is not None
     assert result.timing.json == timing  # written back as it came
     assert result.timing.attempt() == {"grade": "B", "ms": 1}  # an int stays an int
-    assert result.timing.cases == [{}]
+    assert [row.json for row in result.timing.cases] == [{}]  # 3 is no row
     assert result.to_json()["timing"] is timing
+
+
+def test_rows_type_what_the_lab_reads_and_keep_the_rest():
+    case = {"name": "4×8", "max_abs": float("nan"), "mismatches": -1, "passed": 1, "extra": [1]}
+    timed = {"shape": "4×8", "ms": "fast", "p20_ms": 0.5, "sizes": {"M": 4, "N": "x"}, "y": 2}
+    result = CheckResult.from_json(
+        {"status": "failed", "cases": [case, "junk"], "timing": {"cases": [timed]}}
+    )
+    (row,) = result.cases
+    assert row.label == "4×8" and math.isnan(row.max_abs)  # a NaN error is an error
+    assert row.mismatches is None and row.passed is False  # only True passes
+    assert result.timing is not None
+    (t,) = result.timing.cases
+    assert t.label == "4×8" and t.ms is None and t.p20_ms == 0.5 and t.sizes == {"M": 4}
+    out = result.to_json()
+    assert out["cases"] == [case] and out["timing"]["cases"] == [timed]  # as they came
 
 
 def test_the_judges_other_keys_pass_through_in_order():

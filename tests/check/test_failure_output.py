@@ -39,12 +39,15 @@ def test_the_error_columns_show_nan_and_inf():
     from rich.console import Console
 
     from gpulab.check.report import cases_table
+    from gpulab.check.result import case_rows
 
     table = cases_table(
-        [
-            {"name": "a", "dtype": "fp16", "max_abs": float("nan"), "max_rel": float("nan")},
-            {"name": "b", "dtype": "fp16", "max_abs": float("inf"), "max_rel": 0.5},
-        ]
+        case_rows(
+            [
+                {"name": "a", "dtype": "fp16", "max_abs": float("nan"), "max_rel": float("nan")},
+                {"name": "b", "dtype": "fp16", "max_abs": float("inf"), "max_rel": 0.5},
+            ]
+        )
     )
     console = Console(width=100, record=True)
     console.print(table)
@@ -58,15 +61,18 @@ def test_columns_no_case_fills_are_left_out():
     from rich.console import Console
 
     from gpulab.check.report import cases_table
+    from gpulab.check.result import case_rows
 
-    table = cases_table([{"name": "buffer_bytes for T4", "passed": False, "detail": "too few"}])
+    table = cases_table(
+        case_rows([{"name": "buffer_bytes for T4", "passed": False, "detail": "too few"}])
+    )
     console = Console(width=60, record=True)
     console.print(table)
     text = console.export_text()
     assert "buffer_bytes for T4" in text and "FAIL" in text
     assert "dtype" not in text and "max abs" not in text and "bad" not in text
     # With numbers, every column is back.
-    full = cases_table([{"name": "a", "dtype": "fp16", "max_abs": 0.1, "mismatches": 0}])
+    full = cases_table(case_rows([{"name": "a", "dtype": "fp16", "max_abs": 0.1, "mismatches": 0}]))
     console = Console(width=100, record=True)
     console.print(full)
     text = console.export_text()
