@@ -336,6 +336,11 @@ class Prepared:
                 self._sandbox = self._replay = None
 
     def _start_ahead(self) -> None:
+        from gpulab.judge.remote import SandboxDied
+
+        # Each process does its own start-up at once: the sandboxes import
+        # torch (and start CUDA on a GPU) while the judge starts its own CUDA
+        # and imports the grader; each waits for the others only at the end.
         held = contextlib.ExitStack()
         with held:
             if self.device == "cuda":
@@ -345,23 +350,27 @@ class Prepared:
                 from gpulab.device.gpulock import gpu_in_use
 
                 held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
-            self._sandbox = self.fresh()
-            self._sandbox.request({"type": "warm"})
+            self._sandbox = self.fresh(wait=False)
+            if self.device == "cpu":
+                self._replay = self.fresh_replay(wait=False)
             if self.device == "cuda":
                 # The judge's own CUDA context and cuBLAS handle (its
                 # references and baselines use both).
-                import torch
-
                 one = torch.ones(8, 8, device="cuda")
                 (one @ one).sum().item()
-            if self.device == "cpu":
-                self._replay = self.fresh_replay()
-                self._replay.request({"type": "prepare"})
-        # What the check's grader imports (torch, triton, its cases).
-        from gpulab.judge import harness, loader  # noqa: F401
+            self._sandbox.wait_ready()
+            self._sandbox.send({"type": "warm"})
+            if self._replay is not None:
+                self._replay.wait_ready()
+                self._replay.send({"type": "prepare"})
+            # What the check's grader imports (torch, triton, its cases).
+            from gpulab.judge import harness, loader  # noqa: F401
 
-        with contextlib.suppress(ImportError, loader.UnknownExercise):
-            loader.load(self.request.exercise, self.request.content_root)
+            with contextlib.suppress(ImportError, loader.UnknownExercise):
+                loader.load(self.request.exercise, self.request.content_root)
+            for box in (self._sandbox, self._replay):
+                if box is not None and box.receive().get("type") != "ok":
+                    raise SandboxDied("a sandbox started ahead did not warm up")
 
     def take_sandbox(self) -> Sandbox:
         sandbox, self._sandbox = self._sandbox, None
@@ -371,7 +380,9 @@ class Prepared:
         sandbox, self._replay = self._replay, None
         return sandbox if sandbox is not None else self.fresh_replay()
 
-    def fresh(self, prefix: list[str] | None = None, profiler: dict | None = None) -> Sandbox:
+    def fresh(
+        self, prefix: list[str] | None = None, profiler: dict | None = None, wait: bool = True
+    ) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
         Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
@@ -383,6 +394,7 @@ class Prepared:
             source=self.data,
             problem=self.problem,
             switches=paths_off_env(self.request.paths_off),
+            wait=wait,
             policy={
                 **self.policy,
                 **({"profiler": profiler} if profiler else {}),
@@ -391,7 +403,7 @@ class Prepared:
             },
         )
 
-    def fresh_replay(self) -> Sandbox:
+    def fresh_replay(self, wait: bool = True) -> Sandbox:
         """The replay's sandbox (gpulab.judge.replay): a folder and a
         compiler cache of its own, and never the learner's file loaded."""
         # Beside the check's folder, not in it: where namespaces are refused,
@@ -403,6 +415,7 @@ class Prepared:
             file=self.request.file,
             device=self.device,
             private=own,
+            wait=wait,
             policy={
                 **self.policy,
                 "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],

@@ -152,8 +152,12 @@ class Sandbox:
         source: bytes | None = None,
         problem: str = "",
         switches: dict[str, str] | None = None,
+        wait: bool = True,
     ) -> None:
-        """`prefix`: a command the sandbox runs under (Nsight Compute for
+        """`wait`: read the sandbox's "ready" before returning; without it,
+        the caller does its own work while the sandbox starts (its imports,
+        and CUDA on a GPU) and calls `wait_ready` before the first request.
+        `prefix`: a command the sandbox runs under (Nsight Compute for
         `--explain`'s measurement, issue 21); it inherits the socket and the
         environment and must exec the sandbox's argv as given. `source`: the
         file's bytes where the judge has read them already (a sandbox
@@ -234,12 +238,23 @@ class Sandbox:
         elif problem:
             config["problem"] = problem
         write_frame(self.fd, config)
+        self.isolation: list[str] = []
+        self.ready = False
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Read the sandbox's report that it has confined itself (before any
+        learner code runs: the report is its own)."""
+        if self.ready:
+            return
         ready = self.receive()
         if ready.get("type") != "ready":
             raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")
         self.isolation = [
             protocol.text(s, 200) for s in ready.get("isolation", []) if isinstance(s, str)
         ]
+        self.ready = True
 
     # --- frames -----------------------------------------------------------------
 
