@@ -142,6 +142,9 @@ class Broken:
             text(frame.get("type"), 40), text(frame.get("summary")), text(frame.get("message"))
         )
 
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "summary": self.summary, "message": self.message}
+
 
 # --- the guarded call ---------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpulab.check import crashes, protocol
+from gpulab.check.frames_other import Prepare, Warm
 from gpulab.check.protocol import CRASHED, ERROR, FAILED, CheckRequest, paths_off_env
 
 if TYPE_CHECKING:
@@ -346,7 +347,7 @@ class Prepared:
 
                 held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
             self._sandbox = self.fresh()
-            self._sandbox.request({"type": "warm"})
+            self._sandbox.request(Warm())
             if self.device == "cuda":
                 # The judge's own CUDA context and cuBLAS handle (its
                 # references and baselines use both).
@@ -356,7 +357,7 @@ class Prepared:
                 (one @ one).sum().item()
             if self.device == "cpu":
                 self._replay = self.fresh_replay()
-                self._replay.request({"type": "prepare"})
+                self._replay.request(Prepare())
         # What the check's grader imports (torch, triton, its cases).
         from gpulab.judge import harness, loader  # noqa: F401
 
