@@ -151,7 +151,6 @@ class Server:
     def serve(self) -> None:
         while True:
             msg = read_frame(self.fd)
-            reply: Frame
             try:
                 request = frames_other.request(msg)
                 if isinstance(request, Exit):
@@ -160,12 +159,16 @@ class Server:
                     # The profile never runs under timing or another request's own
                     # profiler; its findings wait for `audit_end`.
                     self.span.close()
-                reply = getattr(self, f"on_{msg['type']}")(request)
+                # The handler of the request's type (on_<type>), its reply typed.
+                reply: Frame = getattr(self, f"on_{msg['type']}")(request)
+                out = reply.to_json()
             except LearnerFailure as exc:
-                reply = Raised(exc.summary, exc.message)
+                out = Raised(exc.summary, exc.message).to_json()
             except Exception as exc:  # noqa: BLE001 - a sandbox bug or bad request
-                reply = Broken("broken", f"{type(exc).__name__}: {exc}", traceback.format_exc())
-            write_frame(self.fd, reply.to_json())
+                out = Broken(
+                    "broken", f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                ).to_json()
+            write_frame(self.fd, out)
 
     # --- requests ---------------------------------------------------------------
 
