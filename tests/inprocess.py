@@ -29,9 +29,10 @@ class InProcessSandbox:
     pending = False
 
     def __init__(self, file: Path, before_load: list[str]) -> None:
+        from gpulab.check.frames_other import SandboxConfig
         from gpulab.sandbox.main import Server
 
-        self.server = Server(-1, {"device": "cpu", "file": str(file)})
+        self.server = Server(-1, SandboxConfig("cpu", str(file), {}))
         self.before_load = before_load
         self.arenas: list = []
 
@@ -44,15 +45,25 @@ class InProcessSandbox:
         self.arenas.append(arena)
         return arena
 
-    def request(self, msg: dict) -> dict:
+    def request(self, message: Any) -> dict:
+        """The typed request through JSON, as the sandbox reads it; the
+        typed reply back as the JSON the judge reads."""
+        import dataclasses
+        import json
+
+        from gpulab.check import frames_other
+        from gpulab.check.frames import Raised
         from gpulab.sandbox.failure import LearnerFailure
 
-        if msg["type"] == "load":
-            msg = {**msg, "before_load": self.before_load}
+        msg = json.loads(json.dumps(message.to_json()))
+        request = frames_other.request(msg)
+        if isinstance(request, frames_other.LoadRequest):
+            request = dataclasses.replace(request, before_load=tuple(self.before_load))
         try:
-            return getattr(self.server, f"on_{msg['type']}")(msg)
+            reply = getattr(self.server, f"on_{msg['type']}")(request)
         except LearnerFailure as exc:
-            return {"type": "raised", "summary": exc.summary, "message": exc.message}
+            reply = Raised(exc.summary, exc.message)
+        return json.loads(json.dumps(reply.to_json()))
 
 
 def grade_here(exercise: str, function: str, path: Path) -> dict:

@@ -57,6 +57,7 @@ LAB = [
     "gpulab.diagnosis.ttir",
     "gpulab.check.events",
     "gpulab.check.frames",
+    "gpulab.check.frames_other",
     "gpulab.fsutil",
     "gpulab.course.glossary",
     "gpulab.perf.hardware",

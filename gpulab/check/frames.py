@@ -12,7 +12,8 @@ reads as it always did (absent = falsy), and strings are cut, not refused.
 
 The JSON keys are those the dicts had; a field that is None is a key left out.
 The launch record inside a guard report (`replay`) stays plain JSON:
-gpulab.judge.replay validates it.
+gpulab.judge.replay validates it. Every other frame between the judge and
+the sandbox is typed in gpulab.check.frames_other.
 
 This module imports nothing heavy.
 """
@@ -141,6 +142,9 @@ class Broken:
         return cls(
             text(frame.get("type"), 40), text(frame.get("summary")), text(frame.get("message"))
         )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "summary": self.summary, "message": self.message}
 
 
 # --- the guarded call ---------------------------------------------------------------

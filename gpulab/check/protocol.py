@@ -229,7 +229,8 @@ class ArenaSpec:
 
 
 # --- judge -> sandbox -------------------------------------------------------------
-# The kernel-grading path's requests and replies are typed in gpulab.check.frames.
+# The kernel-grading path's requests and replies are typed in gpulab.check.frames,
+# every other one in gpulab.check.frames_other.
 
 
 # --- the lab <-> judge -------------------------------------------------------------

@@ -8,10 +8,19 @@ becomes a line in `result["explain"]["error"]`, never a failed check.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from typing import Any
 
+from gpulab.check.frames_other import (
+    ExplainCompile,
+    ExplainCompiled,
+    Explained,
+    ExplainPrepare,
+    ExplainRequest,
+    read_reply,
+)
 from gpulab.check.protocol import CheckRequest
 from gpulab.diagnosis.case_facts import case_facts, ordered
 from gpulab.diagnosis.kinds import KERNEL_EXERCISES
@@ -91,25 +100,23 @@ def ask(
     cases = described_cases(request.exercise, device, cache_file(request.workspace))
     t1 = time.monotonic()
     default_budget = 1.5 if device == "cpu" else (60 if request.explain else 5)
-    reply = sandbox.request(
-        {
-            "type": "explain",
-            "function": request.function,
-            "arch": gpu["arch"],
-            "budget_s": float(
-                request.explain_budget_s if request.explain_budget_s is not None else default_budget
-            ),
-            **({"compile": "later"} if compile_later else {}),
-            "cases": [
-                {k: c[k] for k in ("name", "sizes", "dtype", "elt", "args", "kwargs")}
-                for c in ordered(cases, request, timed)
-            ],
-        }
+    ask = ExplainRequest(
+        function=request.function,
+        arch=gpu["arch"],
+        budget_s=float(
+            request.explain_budget_s if request.explain_budget_s is not None else default_budget
+        ),
+        cases=[
+            {k: c[k] for k in ("name", "sizes", "dtype", "elt", "args", "kwargs")}
+            for c in ordered(cases, request, timed)
+        ],
+        compile="later" if compile_later else None,
     )
-    if reply.get("type") != "explained":
-        raise RuntimeError(f"the sandbox could not explain: {reply.get('summary', reply)}")
+    reply = read_reply(sandbox.request(ask), Explained)
+    if not isinstance(reply, Explained):
+        raise RuntimeError(f"the sandbox could not explain: {reply.summary}")
     steps = {"cases": round(t1 - t0, 2), "sandbox": round(time.monotonic() - t1, 2)}
-    steps.update({f"sandbox_{k}": v for k, v in (reply.get("steps") or {}).items()})
+    steps.update({f"sandbox_{k}": v for k, v in reply.steps.items()})
     return {"gpu": gpu, "reply": reply, "steps": steps}
 
 
@@ -119,13 +126,10 @@ def conclude(
     """Facts -> the result's "diagnosis" and "explain"."""
     from gpulab.diagnosis.candidates import resolve
 
-    exercise, gpu, reply = request.exercise, asked["gpu"], asked["reply"]
-    compiled = reply.get("compiled") or {}
-    facts = [
-        case_facts(exercise, request, resolve(c, compiled), timed)
-        for c in reply.get("cases", [])
-        if isinstance(c, dict)
-    ]
+    exercise, gpu = request.exercise, asked["gpu"]
+    reply: Explained = asked["reply"]
+    compiled = reply.compiled
+    facts = [case_facts(exercise, request, resolve(c, compiled), timed) for c in reply.cases]
     all_facts = {
         "exercise": exercise,
         "kind": request.kind,
@@ -148,9 +152,9 @@ def conclude(
             "basis": basis,
             "arch": gpu["arch"],
             "gpu": gpu["name"],
-            "error": reply.get("error", ""),
-            "not_compiled": reply.get("not_compiled", 0),
-            "sandbox_seconds": reply.get("seconds"),
+            "error": reply.error,
+            "not_compiled": reply.not_compiled,
+            "sandbox_seconds": reply.seconds,
             "seconds": round(seconds, 2),
             # Where the time went: the GPU facts and case descriptions, the
             # sandbox's request (imports, tracing, compiling), its start.
@@ -221,7 +225,7 @@ class Early:
             made = time.monotonic()
             if not self.cancelled:
                 # Its imports run while this thread describes the cases.
-                self.sandbox.send({"type": "explain_prepare"})
+                self.sandbox.send(ExplainPrepare())
                 self.sandbox.pending = True
                 self.asked = ask(self.request, self.device, self.sandbox, {}, compile_later=True)
                 self.asked["steps"]["sandbox_start"] = round(made - self.started, 2)
@@ -243,12 +247,12 @@ class Early:
         return self.check_done is None or now - self.check_done < GRACE_S
 
     def _compile(self, asked: dict) -> None:
-        reply = asked["reply"]
-        compiled = reply.setdefault("compiled", {})
+        reply: Explained = asked["reply"]
+        compiled = reply.compiled  # the judge's own copy (Explained.parse), filled here
         from gpulab.diagnosis.candidates import still_needed
 
-        cases = [c for c in reply.get("cases") or [] if isinstance(c, dict)]
-        pending = [k for k in reply.get("pending") or [] if isinstance(k, str)]
+        cases = reply.cases
+        pending = reply.pending
         t0, left, new = time.monotonic(), 0, 0
         for key in pending:
             if not still_needed(key, cases, compiled):
@@ -258,7 +262,7 @@ class Early:
                 left += 1
                 continue
             try:
-                answer = self.sandbox.request({"type": "explain_compile", "key": key})
+                answer = read_reply(self.sandbox.request(ExplainCompile(key)), ExplainCompiled)
             except Exception:
                 if not self.stopped:
                     raise
@@ -266,9 +270,10 @@ class Early:
                 continue
             finally:
                 self.compiling = False
-            compiled.update(answer.get("compiled") or {})
+            if isinstance(answer, ExplainCompiled):
+                compiled.update(answer.compiled)
             new += 1
-        reply["not_compiled"] = left
+        asked["reply"] = dataclasses.replace(reply, not_compiled=left)
         asked["steps"]["sandbox_compile"] = round(time.monotonic() - t0, 2)
 
     def wait(self) -> dict[str, Any]:

@@ -18,6 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpulab.check.frames import Broken, Raised
+from gpulab.check.frames_other import (
+    Exit,
+    Loaded,
+    LoadRequest,
+    Profiled,
+    ProfileRequest,
+    read_reply,
+)
 from gpulab.check.protocol import CheckRequest
 from gpulab.diagnosis import nsight
 
@@ -51,7 +60,7 @@ def _case(request: CheckRequest, device: str, timed: dict[str, dict]) -> dict[st
 
 def _run(
     request: CheckRequest, device: str, fresh: Any, ncu: str, case: dict, out: Path, arch: str
-) -> tuple[dict, float]:
+) -> tuple[Profiled | Raised | Broken, float]:
     """Start the profiled sandbox, ask for the call, let ncu finish; returns
     (the sandbox's reply, seconds)."""
     log = out / "ncu.csv"
@@ -65,22 +74,18 @@ def _run(
     sandbox = None
     try:
         sandbox = fresh(prefix=prefix, profiler=nsight.profiler_policy(ncu))
-        loaded = sandbox.request({"type": "load", "functions": [request.function]})
-        if loaded.get("type") != "loaded":
-            raise RuntimeError(
-                f"the profiled sandbox could not load your file: {loaded.get('summary')}"
-            )
-        reply = sandbox.request(
-            {
-                "type": "profile",
-                "function": request.function,
-                "case": {k: case.get(k) for k in ("name", "args", "kwargs")},
-                "warmup": 1 if device == "cuda" else 0,
-                "seed": 0,
-            }
+        loaded = read_reply(sandbox.request(LoadRequest((request.function,))), Loaded)
+        if not isinstance(loaded, Loaded):
+            raise RuntimeError(f"the profiled sandbox could not load your file: {loaded.summary}")
+        profile = ProfileRequest(
+            function=request.function,
+            case={k: case.get(k) for k in ("name", "args", "kwargs")},
+            warmup=1 if device == "cuda" else 0,
+            seed=0,
         )
+        reply = read_reply(sandbox.request(profile), Profiled)
         # ncu writes its CSV once the profiled process has exited.
-        sandbox.send({"type": "exit"})
+        sandbox.send(Exit())
         with contextlib.suppress(Exception):
             sandbox.proc.wait(timeout=max(1.0, BUDGET_S - (time.monotonic() - start)))
     except Exception as exc:
@@ -128,11 +133,10 @@ def measure(
         case = _case(request, device, timed)
         info["case"] = case.get("name", "?")
         reply, _ = _run(request, device, fresh, ncu, case, out, str(ex.get("arch") or ""))
-        info["launched"] = reply.get("kernels") or []
-        if reply.get("type") != "profiled" or reply.get("error"):
-            raise RuntimeError(
-                f"your function failed under ncu: {reply.get('error') or reply.get('summary')}"
-            )
+        info["launched"] = list(reply.kernels) if isinstance(reply, Profiled) else []
+        if not isinstance(reply, Profiled) or reply.error:
+            why = reply.error if isinstance(reply, Profiled) else reply.summary
+            raise RuntimeError(f"your function failed under ncu: {why}")
         text = (out / "ncu.csv").read_text(errors="replace") if (out / "ncu.csv").exists() else ""
         info["csv"] = text[-20000:]  # the raw evidence, for --json and the GPU validation
         kernels, problem = nsight.parse(text)

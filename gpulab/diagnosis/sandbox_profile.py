@@ -14,20 +14,22 @@ import time
 import warnings
 from typing import Any
 
+from gpulab.check.frames_other import Profiled, ProfileRequest
 
-def profile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    """{"function", "case": {name, args, kwargs}, "warmup", "seed"} ->
-    {"type": "profiled", "kernels": [names launched in the profiled call]}."""
+
+def profile_request(server: Any, msg: ProfileRequest) -> Profiled:
+    """The function once on the case, between cudaProfilerStart and Stop ->
+    the names of the kernels the profiled call launched."""
     import torch
 
     from gpulab.diagnosis.sandbox_side import build
     from gpulab.diagnosis.trace import LaunchTracer
 
     start = time.monotonic()
-    fn = server.function(msg["function"])  # a LearnerFailure is the serve loop's reply
-    case = msg.get("case") or {}
+    fn = server.function(msg.function)  # a LearnerFailure is the serve loop's reply
+    case = msg.case
     cuda = server.device == "cuda"
-    gen = torch.Generator(device=server.device).manual_seed(int(msg.get("seed", 0)))
+    gen = torch.Generator(device=server.device).manual_seed(msg.seed)
     args = build(case.get("args", []), server.device, gen)
     kwargs = build(case.get("kwargs", {}), server.device, gen)
 
@@ -39,7 +41,7 @@ def profile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for _ in range(int(msg.get("warmup", 1))):  # compiling, autotuning, choosing
+            for _ in range(msg.warmup):  # compiling, autotuning, choosing
                 fn(*args, **kwargs)
             sync()
             warmed = time.monotonic()
@@ -53,18 +55,16 @@ def profile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
                 if cuda:
                     torch.cuda.profiler.stop()
     except Exception as exc:  # noqa: BLE001 - advice only: say why
-        return {
-            "type": "profiled",
-            "error": f"{type(exc).__name__}: {exc}"[:300],
-            "kernels": [la["kernel"] for la in (tracer.launches if tracer else [])],
-        }
+        return Profiled(
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            kernels=tuple(la["kernel"] for la in (tracer.launches if tracer else [])),
+        )
     done = time.monotonic()
-    return {
-        "type": "profiled",
-        "case": case.get("name", "?"),
-        "kernels": [la["kernel"] for la in tracer.launches],
-        "steps": {"warmup": round(warmed - start, 2), "profiled": round(done - warmed, 2)},
-    }
+    return Profiled(
+        case=str(case.get("name", "?")),
+        kernels=tuple(la["kernel"] for la in tracer.launches),
+        steps={"warmup": round(warmed - start, 2), "profiled": round(done - warmed, 2)},
+    )
 
 
 __all__ = ["profile_request"]

@@ -26,6 +26,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from gpulab.check.frames_other import (
+    ExplainCompile,
+    ExplainCompiled,
+    Explained,
+    ExplainPrepare,
+    ExplainRequest,
+    Prepared,
+)
+
 _DT = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 
 
@@ -168,22 +177,22 @@ def _yield_cpu() -> None:
 _yielded = False
 
 
-def prepare_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def prepare_request(server: Any, msg: ExplainPrepare) -> Prepared:
     """CPU --explain's first request, sent without waiting: torch, a compiled
     Triton and the learner's file imported while the judge describes the
     cases (seconds each, so side by side rather than one after the other)."""
     _yield_cpu()
     if server.device != "cuda" and _interpreted_already():
-        return {"type": "prepared", "error": "the Triton interpreter ran here first"}
+        return Prepared("the Triton interpreter ran here first")
     try:
         _gpu_module(server)
     except Exception as exc:  # noqa: BLE001 - explain_request says it again, with the why
-        return {"type": "prepared", "error": f"{type(exc).__name__}: {exc}"[:300]}
-    return {"type": "prepared"}
+        return Prepared(f"{type(exc).__name__}: {exc}"[:300])
+    return Prepared()
 
 
-def _nothing(error: str) -> dict[str, Any]:
-    return {"type": "explained", "error": error, "cases": [], "compiled": {}}
+def _nothing(error: str) -> Explained:
+    return Explained(error=error)
 
 
 def _interpreted_already() -> bool:
@@ -252,25 +261,25 @@ def _trace_case(server: Any, fn: Any, c: dict[str, Any], arch: str) -> tuple[dic
     return entry, launches
 
 
-def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def explain_request(server: Any, msg: ExplainRequest) -> Explained:
     start = time.monotonic()
-    later = msg.get("compile") == "later"
+    later = msg.compile == "later"
     if later:
         _yield_cpu()
-    arch = str(msg.get("arch") or "sm_90")
+    arch = msg.arch
     if server.device != "cuda" and _interpreted_already():
         return _nothing(
             "this sandbox already ran the Triton interpreter; compile facts need a fresh one"
         )
     try:
-        fn = getattr(_gpu_module(server), msg["function"])
+        fn = getattr(_gpu_module(server), msg.function)
     except Exception as exc:  # noqa: BLE001 - advice only: say why, carry on
         return _nothing(
             f"could not import your file for the GPU: {type(exc).__name__}: {exc}"[:300]
         )
     imported = time.monotonic()
     cases, pending = [], []
-    for c in msg.get("cases", []):  # the judge sends the one that matters most first
+    for c in msg.cases:  # the judge sends the one that matters most first
         entry, launches = _trace_case(server, fn, c, arch)
         cases.append(entry)
         pending += launches
@@ -284,37 +293,36 @@ def explain_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     else:
         # The budget is for compiling: the imports before it (seconds of torch
         # in a fresh process) run beside the check on the CPU anyway.
-        budget = float(msg.get("budget_s", 1.5))
+        budget = msg.budget_s
         compiled, skipped = _compile_all(pending, arch, traced + budget)
     done = time.monotonic()
-    return {
-        "type": "explained",
-        "cases": cases,
-        "compiled": compiled,
-        "not_compiled": skipped,
-        "seconds": round(done - start, 2),
-        "steps": {
+    return Explained(
+        cases=cases,
+        compiled=compiled,
+        not_compiled=skipped,
+        seconds=round(done - start, 2),
+        steps={
             "import": round(imported - start, 2),  # torch, triton and the learner's file
             "trace": round(traced - imported, 2),
             "compile": round(done - traced, 2),
         },
-        "arch": arch,
-        "pending": list(server.explain_pending) if later else [],
-    }
+        arch=arch,
+        pending=tuple(server.explain_pending) if later else (),
+    )
 
 
-def compile_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def compile_request(server: Any, msg: ExplainCompile) -> ExplainCompiled:
     """Compile one kernel the last `explain` request traced (by its key)."""
-    key = str(msg.get("key", ""))
+    key = msg.key
     la, arch = getattr(server, "explain_pending", {}).pop(key, (None, ""))
     if la is None:
-        return {"type": "compiled", "compiled": {}}
+        return ExplainCompiled()
     cache = _load_cache()
     with warnings.catch_warnings(), _compiled_mode():
         warnings.simplefilter("ignore")
         cache[key] = info = compile_launch(la, arch)
     _save_cache(cache)
-    return {"type": "compiled", "compiled": {key: info}}
+    return ExplainCompiled({key: info})
 
 
 def _storages(obj: Any) -> set[int]:

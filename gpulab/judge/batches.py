@@ -312,10 +312,9 @@ def _send_batch(
     more: list[list[Any]] = []
     if grads:
         request, more = grads.add(request, arena, refs, dys)
-    message = request.to_json()
     torch.cuda.synchronize()
     started = time.perf_counter()
-    frame = ctx.sandbox.request(message)
+    frame = ctx.sandbox.request(request)
     wall_ms = (time.perf_counter() - started) * 1e3
     return {
         "reply": _timed(ctx, case, frame),
@@ -407,7 +406,7 @@ def _warm_up(
     if grads:
         request, _ = grads.add(request, arena, refs, [grads.dy(g)])
     try:
-        reply = time_reply(ctx.sandbox.request(request.to_json()))
+        reply = time_reply(ctx.sandbox.request(request))
     except BadReply:
         return {}  # the warm-up's numbers decide nothing; the batches' are checked
     if isinstance(reply, Raised):

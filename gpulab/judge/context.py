@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from gpulab.check.frames import Broken, Raised
+from gpulab.check.frames_other import Loaded, LoadRequest, read_reply
 from gpulab.check.protocol import CheckRequest
-from gpulab.check.protocol import text as _text
 from gpulab.check.status import Status
 from gpulab.sandbox.learner import LearnerError
 
@@ -120,20 +121,22 @@ class GradeContext:
             self.stage("importing your file")
             if self.sandbox.pending:
                 self.sandbox.pending = False
-                reply = self.sandbox.receive()
+                frame = self.sandbox.receive()
             else:
-                reply = self.sandbox.request({"type": "load", "functions": [name]})
-            if reply.get("type") == "raised":
-                raise LearnerError(_text(reply.get("summary")), _text(reply.get("message")))
-            if reply.get("type") != "loaded":
+                frame = self.sandbox.request(LoadRequest((name,)))
+            loaded = read_reply(frame, Loaded)
+            if isinstance(loaded, Raised):
+                raise LearnerError(loaded.summary, loaded.message)
+            if isinstance(loaded, Broken):
                 raise GradeFailed(
-                    f"the sandbox could not load your file: {_text(reply.get('summary'))}",
+                    f"the sandbox could not load your file: {loaded.summary}",
                     status=Status.ERROR,
                 )
-            self._loaded = {n for n in reply.get("functions", []) if isinstance(n, str)}
+            self._loaded = set(loaded.functions)
         if name not in self._loaded:
-            reply = self.sandbox.request({"type": "load", "functions": [name]})
-            self._loaded |= {n for n in reply.get("functions", []) if isinstance(n, str)}
+            more = read_reply(self.sandbox.request(LoadRequest((name,))), Loaded)
+            if isinstance(more, Loaded):
+                self._loaded |= set(more.functions)
         if name not in self._loaded:
             raise LearnerError(
                 f"{Path(self.file).name} does not define `{name}`",

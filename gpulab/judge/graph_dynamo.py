@@ -8,9 +8,17 @@ Also the small helpers the grader's sandbox requests share.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpulab.check.protocol import dict_field, text
+from gpulab.check.frames import Broken, Raised
+from gpulab.check.frames_other import (
+    DynamoBreak,
+    DynamoRequest,
+    DynamoTrace,
+    Reply,
+    Traced,
+    read_reply,
+)
 from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
@@ -30,28 +38,25 @@ def args_nbytes(args: tuple) -> int:
     return sum(_storage_nbytes([t]) for t in _tensors(args)) + 256 * 16
 
 
-def sandbox_reply(reply: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The reply when it is of `kind`; the learner's error or the sandbox's
+R = TypeVar("R", bound=Reply)
+
+
+def sandbox_reply(frame: dict[str, Any], kind: type[R]) -> R:
+    """The reply when it is a `kind`; the learner's error or the sandbox's
     failure raised otherwise."""
-    if reply.get("type") == "raised":
-        raise learner.LearnerError(
-            text(reply.get("summary"), 2000), text(reply.get("message"), 20000)
-        )
-    if reply.get("type") != kind:
+    got = read_reply(frame, kind)
+    if isinstance(got, Raised):
+        raise learner.LearnerError(got.summary[:2000], got.message)
+    if isinstance(got, Broken):
         from gpulab.judge.context import GradeFailed
 
-        raise GradeFailed(
-            f"the sandbox failed: {text(reply.get('summary'))}",
-            text(reply.get("message"), 4000),
-            status="error",
-        )
-    return reply
+        raise GradeFailed(f"the sandbox failed: {got.summary}", got.message[:4000], status="error")
+    return got
 
 
-def config_changed(ctx: GradeContext, report: dict[str, Any]) -> None:
+def config_changed(ctx: GradeContext, changed: tuple[str, ...]) -> None:
     """A step that sets Dynamo's config while it runs (capture_scalar_outputs
     lets .item() into the graph) changes the rules it is traced under."""
-    changed = [text(k, 80) for k in report.get("config_changed", []) if isinstance(k, str)]
     if changed:
         ctx.fail(
             "your step changes torch._dynamo.config while it runs: " + ", ".join(changed),
@@ -71,14 +76,8 @@ def refuse_disabled(ctx: GradeContext) -> None:
 # --- Dynamo's report ------------------------------------------------------------
 
 
-def _break_detail(b: dict[str, Any]) -> str:
-    reasons = [text(r) for r in b.get("reasons", []) if isinstance(r, str)]
-    code = text(b.get("code"))
-    return (f"`{code}`: " if code else "") + " / ".join(reasons)
-
-
-def _line(b: dict[str, Any]) -> int:
-    return b["line"] if isinstance(b.get("line"), int) else 0
+def _break_detail(b: DynamoBreak) -> str:
+    return (f"`{b.code}`: " if b.code else "") + " / ".join(b.reasons)
 
 
 def check_dynamo(ctx: GradeContext, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
@@ -92,29 +91,27 @@ def check_dynamo(ctx: GradeContext, fn: Any, inputs: list[tuple[str, tuple]]) ->
     return clean
 
 
-def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple) -> dict[str, Any]:
+def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple) -> Traced:
     """Dynamo's report on the step traced in the sandbox on `args`."""
     from gpulab.judge.kernel import Refs, encode
 
     ctx.stage(f"tracing with Dynamo ({label})")
     arena = ctx.arena(args_nbytes(args) + 4096)
     refs: Refs = {}
-    reply = ctx.sandbox.request(
-        {"type": "dynamo", "function": fn.name, "args": [encode(arena, a, refs) for a in args]}
-    )
-    report = sandbox_reply(reply, "traced")
-    config_changed(ctx, report)
-    if report.get("disabled"):
+    request = DynamoRequest(fn.name, [encode(arena, a, refs) for a in args])
+    report = sandbox_reply(ctx.sandbox.request(request), Traced)
+    config_changed(ctx, report.config_changed)
+    if report.disabled:
         refuse_disabled(ctx)
     return report
 
 
-def _judge_trace(ctx: GradeContext, label: str, report: dict[str, Any], seen: set[int]) -> bool:
+def _judge_trace(ctx: GradeContext, label: str, report: Traced, seen: set[int]) -> bool:
     """The cases of one input's trace; True when it holds no break."""
-    plain = dict_field(report, "plain")
-    breaks = [b for b in plain.get("breaks", []) if isinstance(b, dict)]
+    plain = report.plain
+    breaks = plain.breaks
     _break_cases(ctx, breaks, seen)
-    graphs, ops = as_int(plain.get("graphs")), as_int(plain.get("op_count"))
+    graphs, ops = plain.graphs, plain.op_count
     if breaks:
         ctx.add_case(
             {
@@ -130,24 +127,24 @@ def _judge_trace(ctx: GradeContext, label: str, report: dict[str, Any], seen: se
     return _fullgraph(ctx, label, report, ops)
 
 
-def _break_cases(ctx: GradeContext, breaks: list[dict[str, Any]], seen: set[int]) -> None:
+def _break_cases(ctx: GradeContext, breaks: tuple[DynamoBreak, ...], seen: set[int]) -> None:
     """A failed case per break, once per line over all the inputs traced."""
     for b in breaks:
-        if _line(b) in seen:
+        if b.line in seen:
             continue  # already reported from an earlier input
-        seen.add(_line(b))
+        seen.add(b.line)
         ctx.add_case(
             {
-                "name": f"graph break at line {_line(b)}",
+                "name": f"graph break at line {b.line}",
                 "passed": False,
-                "line": _line(b),
-                "reasons": [text(r) for r in b.get("reasons", [])][:5],
+                "line": b.line,
+                "reasons": list(b.reasons[:5]),
                 "detail": _break_detail(b),
             }
         )
 
 
-def _refuse_hidden_work(ctx: GradeContext, plain: dict[str, Any], graphs: int, ops: int) -> None:
+def _refuse_hidden_work(ctx: GradeContext, plain: DynamoTrace, graphs: int, ops: int) -> None:
     """No graph at all, or black boxes in it: the breaks were hidden, not removed."""
     if not graphs or ops == 0:
         ctx.fail(
@@ -156,7 +153,7 @@ def _refuse_hidden_work(ctx: GradeContext, plain: dict[str, Any], graphs: int, o
             "torch.compiler.disable / torch._dynamo.disable, or does it hide its work "
             "from Dynamo? The exercise is to make the real code traceable.",
         )
-    hidden = [text(h, 120) for h in plain.get("opaque", []) if isinstance(h, str)]
+    hidden = plain.opaque
     if hidden:
         ctx.fail(
             "cheat: Dynamo sees opaque calls instead of your step's operations: "
@@ -166,12 +163,11 @@ def _refuse_hidden_work(ctx: GradeContext, plain: dict[str, Any], graphs: int, o
         )
 
 
-def _fullgraph(ctx: GradeContext, label: str, report: dict[str, Any], ops: int) -> bool:
+def _fullgraph(ctx: GradeContext, label: str, report: Traced, ops: int) -> bool:
     """The authoritative check: fullgraph=True raises on any break at all."""
-    full = dict_field(report, "full")
-    if full.get("error") is not None or as_int(full.get("graphs")) != 1:
-        fb = [b for b in full.get("breaks", []) if isinstance(b, dict)]
-        b = fb[0] if fb else {"line": 0, "code": "", "reasons": [text(full.get("error"))]}
+    full = report.full or DynamoTrace()
+    if full.error is not None or full.graphs != 1:
+        b = full.breaks[0] if full.breaks else DynamoBreak(reasons=(full.error or "",))
         ctx.add_case(
             {
                 "name": f"Dynamo fullgraph=True ({label})",

@@ -249,7 +249,7 @@ def remote_call(
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     try:
-        reply = call_reply(ctx.sandbox.request(request.to_json()))
+        reply = call_reply(ctx.sandbox.request(request))
     except BadReply as exc:
         ctx.fail(exc.summary, exc.message)
     if isinstance(reply, Raised):
@@ -355,7 +355,7 @@ class AuditSpan:
         if self.found is None:
             self.found = ()  # asked once, even when the answer is refused
             try:
-                audited = Audited.parse(ctx.sandbox.request(AuditEnd().to_json()))
+                audited = Audited.parse(ctx.sandbox.request(AuditEnd()))
                 if len(audited.findings) != len(self.calls):
                     raise BadReply(AUDIT_MALFORMED, AUDIT_MALFORMED_WHY)
             except BadReply as exc:
@@ -460,7 +460,7 @@ def compile_ahead(ctx: GradeContext) -> None:
     if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
         return
     ctx.stage("compiling your kernels side by side (as your last check compiled them)")
-    done = CompiledAhead.parse(ctx.sandbox.request(CompileAhead().to_json()))
+    done = CompiledAhead.parse(ctx.sandbox.request(CompileAhead()))
     ctx.warmed.append(done.record() if done is not None else {})
 
 

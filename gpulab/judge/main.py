@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpulab.check import crashes, protocol
+from gpulab.check.frames_other import Ok, Prepare, Warm, read_reply
 from gpulab.check.protocol import CRASHED, ERROR, FAILED, CheckRequest, paths_off_env
 
 if TYPE_CHECKING:
@@ -359,17 +360,17 @@ class Prepared:
                 one = torch.ones(8, 8, device="cuda")
                 (one @ one).sum().item()
             self._sandbox.wait_ready()
-            self._sandbox.send({"type": "warm"})
+            self._sandbox.send(Warm())
             if self._replay is not None:
                 self._replay.wait_ready()
-                self._replay.send({"type": "prepare"})
+                self._replay.send(Prepare())
             # What the check's grader imports (torch, triton, its cases).
             from gpulab.judge import harness, loader  # noqa: F401
 
             with contextlib.suppress(ImportError, loader.UnknownExercise):
                 loader.load(self.request.exercise, self.request.content_root)
             for box in (self._sandbox, self._replay):
-                if box is not None and box.receive().get("type") != "ok":
+                if box is not None and not isinstance(read_reply(box.receive(), Ok), Ok):
                     raise SandboxDied("a sandbox started ahead did not warm up")
 
     def take_sandbox(self) -> Sandbox:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check.protocol import text
+from gpulab.check.frames import Broken, Raised
+from gpulab.check.frames_other import PlainCall, PlainReturned, read_reply
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
@@ -29,20 +30,14 @@ def encode(obj: Any) -> Any:
 
 
 def plain_call(ctx: GradeContext, fn: Any, *args: Any) -> Any:
-    reply = ctx.sandbox.request(
-        {
-            "type": "call",
-            "function": fn.name,
-            "plain": True,
-            "args": [encode(a) for a in args],
-            "kwargs": {},
-        }
-    )
-    if reply.get("type") == "raised":
-        raise LearnerError(text(reply.get("summary")), text(reply.get("message")))
-    if reply.get("type") != "return":
-        ctx.fail(f"the sandbox failed: {text(reply.get('summary'))}", text(reply.get("message")))
-    return reply.get("value")
+    """The value the learner's function returned, as JSON data."""
+    call = PlainCall(fn.name, [encode(a) for a in args])
+    got = read_reply(ctx.sandbox.request(call), PlainReturned)
+    if isinstance(got, Raised):
+        raise LearnerError(got.summary, got.message)
+    if isinstance(got, Broken):
+        ctx.fail(f"the sandbox failed: {got.summary}", got.message)
+    return got.value
 
 
 class Named:

@@ -22,7 +22,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpulab.check import protocol
+from gpulab.check.frames_other import (
+    ArenaRequest,
+    Exit,
+    Frame,
+    LoadRequest,
+    Ok,
+    Ready,
+    SandboxConfig,
+    read_reply,
+)
 from gpulab.check.protocol import ArenaSpec, TensorRef, read_frame, write_frame
 
 OUTPUT_HEAD = 2000
@@ -223,21 +232,14 @@ class Sandbox:
         self.killed_by_judge = ""
         self.pending = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
-        sys_path = policy.pop("sys_path", [])
-        config: dict[str, Any] = {
-            "type": "config",
-            "device": device,
-            "file": file,
-            "policy": policy,
-            "sys_path": sys_path,
-        }
+        sys_path = tuple(policy.pop("sys_path", []))
+        encoded = None
         if source is not None:
             import base64
 
-            config["source"] = base64.b64encode(source).decode("ascii")
-        elif problem:
-            config["problem"] = problem
-        write_frame(self.fd, config)
+            encoded = base64.b64encode(source).decode("ascii")
+        config = SandboxConfig(device, file, policy, sys_path, encoded, problem or None)
+        write_frame(self.fd, config.to_json())
         self.isolation: list[str] = []
         self.ready = False
         if wait:
@@ -248,12 +250,10 @@ class Sandbox:
         learner code runs: the report is its own)."""
         if self.ready:
             return
-        ready = self.receive()
-        if ready.get("type") != "ready":
-            raise SandboxDied(protocol.text(ready.get("summary")) or "the sandbox did not start")
-        self.isolation = [
-            protocol.text(s, 200) for s in ready.get("isolation", []) if isinstance(s, str)
-        ]
+        ready = read_reply(self.receive(), Ready)
+        if not isinstance(ready, Ready):
+            raise SandboxDied(ready.summary or "the sandbox did not start")
+        self.isolation = list(ready.isolation)
         self.ready = True
 
     # --- frames -----------------------------------------------------------------
@@ -264,16 +264,18 @@ class Sandbox:
         except (EOFError, OSError) as exc:
             raise SandboxDied(str(exc)) from None
 
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    def request(self, message: Frame) -> dict[str, Any]:
+        """Send a typed request; its reply as it came (read it with
+        gpulab.check.frames_other.reply, or the kernel path's readers)."""
         if self.pending:  # a reply the judge has not read yet comes first
             self.pending = False
             self.receive()
         self.send(message)
         return self.receive()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Frame) -> None:
         try:
-            write_frame(self.fd, message)
+            write_frame(self.fd, message.to_json())
         except (BrokenPipeError, OSError) as exc:
             raise SandboxDied(str(exc)) from None
 
@@ -294,16 +296,8 @@ class Sandbox:
         could not read it, which the sandbox reports as the learner's."""
         import base64
 
-        msg: dict[str, Any] = {
-            "type": "load",
-            "functions": [function],
-            "before_load": list(before_load),
-        }
-        if source is not None:
-            msg["source"] = base64.b64encode(source).decode("ascii")
-        elif problem:
-            msg["problem"] = problem
-        self.send(msg)
+        encoded = None if source is None else base64.b64encode(source).decode("ascii")
+        self.send(LoadRequest((function,), tuple(before_load), encoded, problem or None))
         self.pending = True
 
     # --- shared memory ---------------------------------------------------------
@@ -314,18 +308,16 @@ class Sandbox:
         if self.pending:
             self.pending = False
             self.receive()
-        self.send({"type": "arena", "arena": arena.spec.__dict__})
+        self.send(ArenaRequest(arena.spec))
         try:
             socket.send_fds(self.sock, [b"A"], [arena.fd])
         except OSError as exc:
             raise SandboxDied(str(exc)) from None
         finally:
             os.close(arena.fd)
-        reply = self.receive()
-        if reply.get("type") != "ok":
-            raise SandboxDied(
-                f"the sandbox could not map shared memory: {protocol.text(reply.get('summary'))}"
-            )
+        mapped = read_reply(self.receive(), Ok)
+        if not isinstance(mapped, Ok):
+            raise SandboxDied(f"the sandbox could not map shared memory: {mapped.summary}")
         return arena
 
     def kill(self) -> None:
@@ -338,7 +330,7 @@ class Sandbox:
 
     def close(self) -> None:
         try:
-            write_frame(self.fd, {"type": "exit"})
+            write_frame(self.fd, Exit().to_json())
         except OSError:
             pass
         try:

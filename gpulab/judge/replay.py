@@ -25,6 +25,7 @@ from typing import Any, TypeGuard
 
 import torch
 
+from gpulab.check.frames_other import Prepare, Replayed, ReplayRequest, read_reply
 from gpulab.check.protocol import text as _text
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
@@ -73,7 +74,7 @@ class Replayer:
             return
         try:
             self.sandbox = self._start()
-            self.sandbox.send({"type": "prepare"})
+            self.sandbox.send(Prepare())
             self.sandbox.pending = True
         except Exception as exc:  # noqa: BLE001 - reported when a case needs it
             self.failed = f"{type(exc).__name__}: {exc}"
@@ -108,16 +109,15 @@ class Replayer:
         slot = arena.slot(tuple(expect.shape), expect.like.dtype)
         from gpulab.judge.remote import SandboxDied
 
-        message = {
-            "type": "replay",
-            "source": self.source.text,
-            "modules": self.source.modules,
-            "kernels": list(self.source.kernels),
-            "buffers": buffers,
-            "launches": plan["launches"],
-            "out": plan["out"],
-            "slot": slot.to_json(),
-        }
+        message = ReplayRequest(
+            source=self.source.text,
+            modules=self.source.modules,
+            kernels=tuple(self.source.kernels),
+            buffers=buffers,
+            launches=plan["launches"],
+            out=plan["out"],
+            slot=slot,
+        )
         try:
             self.sandbox.send(message)
         except SandboxDied as exc:
@@ -136,13 +136,14 @@ class Replayer:
         name, slot, reference, (atol, rtol) = self.pending
         self.pending = None
         try:
-            reply = self.sandbox.receive()
+            frame = self.sandbox.receive()
         except SandboxDied as exc:
             return name, self._died(exc)
-        if reply.get("type") != "replayed":
-            return name, WHY + f"The replay stopped: {_text(reply.get('summary'), 400)}"
-        if reply.get("problem"):
-            return name, WHY + f"The replay stopped: {_text(reply.get('problem'), 400)}"
+        replayed = read_reply(frame, Replayed)
+        if not isinstance(replayed, Replayed):
+            return name, WHY + f"The replay stopped: {replayed.summary[:400]}"
+        if replayed.problem:
+            return name, WHY + f"The replay stopped: {replayed.problem}"
         rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
         if rep["mismatches"]:
             return name, (

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.frames import CompiledAhead
+from gpulab.check.frames import CompileAhead, CompiledAhead
 
 RECORD = "gpulab-compiled.json"
 MAX_SPECS = 256
@@ -45,13 +45,13 @@ DEADLINE_S = 60.0
 MAX_WORKERS = 12
 
 
-def ahead_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def ahead_request(server: Any, msg: CompileAhead) -> CompiledAhead:
     started = time.monotonic()
     if server.device != "cuda":
-        return CompiledAhead().to_json()  # the interpreter compiles nothing
+        return CompiledAhead()  # the interpreter compiles nothing
     cache = _cache_dir()
     if cache is None:
-        return CompiledAhead().to_json()
+        return CompiledAhead()
     record = Record(cache / RECORD)
     record.start()
     specs = matched(kernels_of(server.module), record.previous)
@@ -61,7 +61,7 @@ def ahead_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         compiled=load(specs, done),
         workers=workers,
         seconds=round(time.monotonic() - started, 3),
-    ).to_json()
+    )
 
 
 def _cache_dir() -> Path | None:

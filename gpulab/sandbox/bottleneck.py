@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from gpulab.check.frames_other import Blocks, BottleneckRequest
 from gpulab.check.protocol import TensorRef
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
@@ -23,41 +24,44 @@ from gpulab.sandbox.tensors import view
 MAX_ROWS = 200  # operator rows sent back (the judge looks up its operator there)
 
 
-def block_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def block_request(server: Any, msg: BottleneckRequest) -> Blocks:
     """Call the block once per input (each output copied to its slot); with
     `profile`, the calls run under torch.profiler."""
-    fn = server.function(msg["function"])
+    fn = server.function(msg.function)
     if server.device == "cpu":
         torch.set_num_threads(1)  # as in the judge, which times the original so
-    weights = {
-        str(k): view(server.arenas, TensorRef.from_json(r), own_storage=False)
-        for k, r in msg["weights"].items()
-    }
-    pairs = list(zip(msg["inputs"], msg["outs"], strict=True))
-    reply: dict[str, Any] = {"type": "blocks", "answer": _answer(server)}
-    if msg.get("profile"):
-        xs = [
-            view(server.arenas, TensorRef.from_json(x_ref), own_storage=False) for x_ref, _ in pairs
-        ]
-        outs, report = _profiled(fn, server.file, xs, weights, msg.get("trace"))
-        reply["copied"] = [_copy(o, s, server) for o, (_, s) in zip(outs, pairs, strict=True)]
-        reply.update(report)
-        return reply
+    weights = {k: view(server.arenas, r, own_storage=False) for k, r in msg.weights.items()}
+    pairs = list(zip(msg.inputs, msg.outs, strict=True))
+    answer, kind = _answer(server)
+    if msg.profile:
+        xs = [view(server.arenas, x_ref, own_storage=False) for x_ref, _ in pairs]
+        outs, report = _profiled(fn, server.file, xs, weights, msg.trace)
+        return Blocks(
+            answer=answer,
+            answer_type=kind,
+            copied=tuple(_copy(o, s, server) for o, (_, s) in zip(outs, pairs, strict=True)),
+            calls=report["calls"],
+            wall_s=report["wall_s"],
+            cpu_total_us=report["cpu_total_us"],
+            ops=report["ops"],
+            top_kernels=report.get("top_kernels", []),
+            trace_error=report["trace_error"],
+        )
     copied = []
     start = time.perf_counter()
     for x_ref, slot_ref in pairs:
-        x = view(server.arenas, TensorRef.from_json(x_ref), own_storage=False)
+        x = view(server.arenas, x_ref, own_storage=False)
         copied.append(_copy(_call(fn, server.file, x, weights), slot_ref, server))
-    reply["copied"] = copied
-    reply["seconds"] = time.perf_counter() - start  # the sandbox's own figure: a note only
-    return reply
+    seconds = time.perf_counter() - start  # the sandbox's own figure: a note only
+    return Blocks(answer=answer, answer_type=kind, copied=tuple(copied), seconds=seconds)
 
 
-def _answer(server: Any) -> Any:
+def _answer(server: Any) -> tuple[str | None, str]:
+    """The file's BOTTLENECK when it is a string, else None and its type's name."""
     value = getattr(server.module, "BOTTLENECK", None)
     if isinstance(value, str):
-        return str.__str__(value)[:200]
-    return {"type": type(value).__name__}
+        return str.__str__(value)[:200], "str"
+    return None, type(value).__name__
 
 
 def _call(fn: Any, file: str, x: torch.Tensor, weights: dict) -> Any:
@@ -67,8 +71,8 @@ def _call(fn: Any, file: str, x: torch.Tensor, weights: dict) -> Any:
         raise LearnerFailure(exc.summary, exc.message) from None
 
 
-def _copy(out: Any, slot_json: Any, server: Any) -> bool:
-    slot = view(server.arenas, TensorRef.from_json(slot_json), own_storage=False)
+def _copy(out: Any, slot_ref: TensorRef, server: Any) -> bool:
+    slot = view(server.arenas, slot_ref, own_storage=False)
     ok = (
         isinstance(out, torch.Tensor)
         and tuple(out.shape) == tuple(slot.shape)

@@ -153,10 +153,9 @@ def _run_guarded(
     return out, report
 
 
-def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def guarded_call(server: Any, call: CallRequest) -> Returned:
     from gpulab.sandbox.failure import LearnerFailure
 
-    call = CallRequest.parse(msg)
     fn = server.function(call.function)
     args = materialize(server.arenas, call.args)
     kwargs = materialize(server.arenas, call.kwargs)
@@ -173,15 +172,15 @@ def guarded_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         _sync()
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return Returned(desc, report, copied, backward).to_json()
+    return Returned(desc, report, copied, backward)
 
 
-def audit_end(server: Any) -> dict[str, Any]:
+def audit_end(server: Any) -> Audited:
     """The findings of the correctness calls' shared profile, a list a
     window (empty when no call asked for one)."""
     span, server.span = server.span, None
     found = span.close() if span is not None else []
-    return Audited(tuple(tuple(w) for w in found)).to_json()
+    return Audited(tuple(tuple(w) for w in found))
 
 
 def _backward(
@@ -239,7 +238,7 @@ class _Null:
         return None
 
 
-def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def timed_batch(server: Any, request: TimeRequest) -> Timed:
     """CUDA events around each call, the L2 flushed before each; each result
     copied into its slot after its end event (outside the events). The judge
     times the whole batch from outside and checks every slot. Clocks are
@@ -252,7 +251,6 @@ def timed_batch(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from gpulab.device.timing import ClockLog, L2Flusher
     from gpulab.sandbox.failure import LearnerFailure
 
-    request = TimeRequest.parse(msg)
     fn = server.function(request.function)
     reps, slots, extra = _batch_buffers(server.arenas, request)
     grad_args = list(request.grad_args)
@@ -376,7 +374,7 @@ def _timed_reps(timed: _TimedCall, reps: list, slots: list, extra: list) -> tupl
     return pairs, copied
 
 
-def _timed_reply(pairs: list, copied: list, fwd: list, clocks: dict[str, Any]) -> dict[str, Any]:
+def _timed_reply(pairs: list, copied: list, fwd: list, clocks: dict[str, Any]) -> Timed:
     """The reply, read from the events once the batch has synchronized."""
     return Timed(
         ms=tuple(_ELAPSED(s, e) for s, e, _ in pairs),
@@ -384,7 +382,7 @@ def _timed_reply(pairs: list, copied: list, fwd: list, clocks: dict[str, Any]) -
         copied=tuple(copied),
         fwd_ms=tuple(_ELAPSED(s, e) for s, e in fwd),
         clocks=clocks,
-    ).to_json()
+    )
 
 
 def _copy_to(slot: torch.Tensor, out: Any) -> bool:

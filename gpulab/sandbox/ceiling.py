@@ -21,6 +21,7 @@ import numbers
 import random
 from typing import Any
 
+from gpulab.check.frames_other import Bench, BenchRequest
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 
@@ -146,14 +147,14 @@ class CudaGPU:
         return torch.randint(0, 256, (int(nbytes),), dtype=torch.uint8, device="cuda")
 
 
-def bench_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def bench_request(server: Any, msg: BenchRequest) -> Bench:
     """copy_bandwidth(gpu, n) for each size; each value, or the learner's error."""
-    fn = server.function(msg["function"])
-    out = []
-    for k, nbytes in enumerate(msg["sizes"]):
-        if msg["device"] == "model":
-            p = msg["model"]
-            gpu: Any = ModelGPU(p["hbm_bps"], p["l2_bytes"], p["overhead_s"], p["seed"] + k)
+    fn = server.function(msg.function)
+    out: list[Any] = []
+    for k, nbytes in enumerate(msg.sizes):
+        if msg.device == "model" and msg.model is not None:
+            p = msg.model
+            gpu: Any = ModelGPU(p.hbm_bps, p.l2_bytes, p.overhead_s, p.seed + k)
         else:
             gpu = CudaGPU()
         try:
@@ -163,8 +164,8 @@ def bench_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
         out.append(float(value) if ok else {"__unsupported__": type(value).__name__})
         del gpu
-        if msg["device"] == "cuda":
+        if msg.device == "cuda":
             import torch
 
             torch.cuda.empty_cache()  # the judge allocates its own buffers next
-    return {"type": "bench", "values": out}
+    return Bench(tuple(out))

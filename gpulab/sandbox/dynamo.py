@@ -17,7 +17,18 @@ from typing import Any
 
 import torch
 
-from gpulab.check.protocol import TensorRef
+from gpulab.check.frames_other import (
+    CompiledSteps,
+    CompileRequest,
+    DynamoConfig,
+    DynamoConfigRequest,
+    DynamoRequest,
+    DynamoTrace,
+    ModeRow,
+    Modes,
+    ModesRequest,
+    Traced,
+)
 from gpulab.sandbox import learner
 from gpulab.sandbox.tensors import materialize, view
 
@@ -182,45 +193,44 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
     return report
 
 
-def dynamo_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def dynamo_request(server: Any, msg: DynamoRequest) -> Traced:
     """Trace the step on the judge's inputs (plain, then fullgraph=True)."""
     from gpulab.sandbox.failure import LearnerFailure
 
-    fn = server.function(msg["function"])
-    args = materialize(server.arenas, msg["args"])
+    fn = server.function(msg.function)
+    args = materialize(server.arenas, msg.args)
     disabled = bool(
         getattr(fn, "_torchdynamo_disable", False) or hasattr(fn, "_torchdynamo_orig_callable")
     )
     try:
         plain = trace(fn, tuple(args), server.file)
         full = (
-            trace(fn, tuple(materialize(server.arenas, msg["args"])), server.file, fullgraph=True)
+            trace(fn, tuple(materialize(server.arenas, msg.args)), server.file, fullgraph=True)
             if not plain["breaks"]
             else None
         )
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return {
-        "type": "traced",
-        "plain": plain,
-        "full": full,
-        "disabled": disabled,
-        "config_changed": config_changes(),
-    }
+    return Traced(
+        plain=DynamoTrace.parse(plain),
+        full=None if full is None else DynamoTrace.parse(full),
+        disabled=disabled,
+        config_changed=tuple(config_changes()),
+    )
 
 
-def compiled_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def compiled_request(server: Any, msg: CompileRequest) -> CompiledSteps:
     """torch.compile(step, backend, fullgraph=True) on each input set; each
     output copied into the judge's slot."""
     import torch._dynamo
 
     from gpulab.sandbox.failure import LearnerFailure
 
-    fn = server.function(msg["function"])
+    fn = server.function(msg.function)
     torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=msg["backend"], fullgraph=True)
+    compiled = torch.compile(fn, backend=msg.backend, fullgraph=True)
     copied = []
-    for args_json, slot_json in zip(msg["inputs"], msg["outs"], strict=True):
+    for args_json, slot_ref in zip(msg.inputs, msg.outs, strict=True):
         args = materialize(server.arenas, args_json)
         try:
             out = compiled(*args)
@@ -228,11 +238,10 @@ def compiled_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             torch._dynamo.reset()
             tb = learner.format_learner_traceback(exc, server.file)
             raise LearnerFailure(
-                f"torch.compile({msg['backend']}) of your step failed: "
-                f"{learner.error_line(exc, tb)}",
+                f"torch.compile({msg.backend}) of your step failed: {learner.error_line(exc, tb)}",
                 tb,
             ) from None
-        slot = view(server.arenas, TensorRef.from_json(slot_json))
+        slot = view(server.arenas, slot_ref)
         ok = (
             type(out) is torch.Tensor
             and tuple(out.shape) == tuple(slot.shape)
@@ -244,17 +253,17 @@ def compiled_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
                 slot.copy_(out.detach())
         copied.append(ok)
     torch._dynamo.reset()
-    return {"type": "compiled", "copied": copied, "config_changed": config_changes()}
+    return CompiledSteps(tuple(copied), tuple(config_changes()))
 
 
-def config_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def config_request(server: Any, msg: DynamoConfigRequest) -> DynamoConfig:
     """Dynamo config changes since the snapshot (undone), and whether the
     step is wrapped so Dynamo never traces it."""
-    fn = server.function(msg["function"])
+    fn = server.function(msg.function)
     disabled = bool(
         getattr(fn, "_torchdynamo_disable", False) or hasattr(fn, "_torchdynamo_orig_callable")
     )
-    return {"type": "config", "changed": config_changes(), "disabled": disabled}
+    return DynamoConfig(tuple(config_changes()), disabled)
 
 
 def count_kernels(run: Any) -> int:
@@ -300,7 +309,7 @@ def _variant(fn: Any, mode: str | None, args: list) -> tuple[Any, float | None]:
     return call, time.perf_counter() - t0
 
 
-def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def modes_request(server: Any, msg: ModesRequest) -> Modes:
     """Time the step eagerly and under each torch.compile mode (GPU), each
     output copied into the judge's slot for checking."""
     import torch._dynamo
@@ -308,13 +317,13 @@ def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from gpulab.device.timing import L2Flusher, measure
     from gpulab.sandbox.failure import LearnerFailure
 
-    fn = server.function(msg["function"])
-    args = materialize(server.arenas, msg["args"])
-    slots = [view(server.arenas, TensorRef.from_json(s)) for s in msg["outs"]]
+    fn = server.function(msg.function)
+    args = materialize(server.arenas, msg.args)
+    slots = [view(server.arenas, s) for s in msg.outs]
     flusher = L2Flusher()
     rows = []
     try:
-        for mode, slot in zip(msg["modes"], slots, strict=True):
+        for mode, slot in zip(msg.modes, slots, strict=True):
             if mode not in (None, "default", "reduce-overhead"):
                 raise ValueError(f"unknown torch.compile mode {mode!r}")
             run, compile_s = _variant(fn, mode, args)
@@ -325,11 +334,13 @@ def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             if type(out) is torch.Tensor and out.shape == slot.shape and out.dtype == slot.dtype:
                 slot.copy_(out)
             rows.append(
-                {
-                    **{k: v for k, v in t.items() if isinstance(v, (int, float))},
-                    "kernels": kernels,
-                    "compile_s": compile_s,
-                }
+                ModeRow.parse(
+                    {
+                        **{k: v for k, v in t.items() if isinstance(v, (int, float))},
+                        "kernels": kernels,
+                        "compile_s": compile_s,
+                    }
+                )
             )
     except ValueError as exc:
         if "unknown torch.compile mode" in str(exc):
@@ -345,4 +356,4 @@ def modes_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         ) from None
     finally:
         torch._dynamo.reset()
-    return {"type": "modes", "rows": rows}
+    return Modes(tuple(rows))

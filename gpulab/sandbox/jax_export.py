@@ -15,6 +15,8 @@ import base64
 import os
 from typing import Any
 
+from gpulab.check.frames_other import Exported, ExportedStep, ExportRequest
+
 AXIS = "devices"
 SIMULATED = 8
 STEPS = {
@@ -76,7 +78,7 @@ def mesh_problem(mesh: Any) -> str:
     return ""
 
 
-def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def export_request(server: Any, msg: ExportRequest) -> Exported:
     """{"shapes": [[b, d, h, o], ...]} -> the mesh case, and per step and
     shape a serialized program or what went wrong."""
     import jax
@@ -93,19 +95,14 @@ def export_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         problem = exc.summary
     if problem:
         mesh = Mesh(np.array(jax.devices()), (AXIS,))
-    shapes = [tuple(int(v) for v in s) for s in msg.get("shapes", [])]
-    steps: dict[str, Any] = {}
+    shapes = list(msg.shapes)
+    steps: dict[str, ExportedStep] = {}
     for mode, name in STEPS.items():
         fn = getattr(module, name, None)
         if mode in OPTIONAL and not callable(fn):
             continue
-        steps[mode] = _export_step(server, fn, name, mesh, shapes, mode)
-    return {
-        "type": "exported",
-        "mesh_problem": problem,
-        "devices": jax.device_count(),
-        "steps": steps,
-    }
+        steps[mode] = ExportedStep.parse(_export_step(server, fn, name, mesh, shapes, mode))
+    return Exported(mesh_problem=problem, devices=jax.device_count(), steps=steps)
 
 
 def _explicit(mesh: Any) -> bool:

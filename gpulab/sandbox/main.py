@@ -12,8 +12,63 @@ import sys
 import traceback
 from typing import Any
 
-from gpulab.check import protocol
-from gpulab.check.frames import CallRequest
+from gpulab.check import frames_other, protocol
+from gpulab.check.frames import (
+    Audited,
+    AuditEnd,
+    Broken,
+    CallRequest,
+    CompileAhead,
+    CompiledAhead,
+    Raised,
+    Returned,
+    Timed,
+    TimeRequest,
+)
+from gpulab.check.frames_other import (
+    ArenaRequest,
+    Bench,
+    BenchRequest,
+    Blocks,
+    BottleneckRequest,
+    CompiledSteps,
+    CompileRequest,
+    DynamoConfig,
+    DynamoConfigRequest,
+    DynamoRequest,
+    Exit,
+    ExplainCompile,
+    ExplainCompiled,
+    Explained,
+    ExplainPrepare,
+    ExplainRequest,
+    Exported,
+    ExportRequest,
+    Fatal,
+    Frame,
+    Loaded,
+    LoadRequest,
+    Modes,
+    ModesRequest,
+    Ok,
+    PlainCall,
+    PlainReturned,
+    Prepare,
+    Prepared,
+    Profiled,
+    ProfileRequest,
+    Ready,
+    Replayed,
+    ReplayRequest,
+    Request,
+    SandboxConfig,
+    Stream,
+    StreamRequest,
+    Traced,
+    Trained,
+    TrainRequest,
+    Warm,
+)
 from gpulab.check.protocol import ProtocolError, read_frame, write_frame
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import Policy, apply
@@ -28,12 +83,12 @@ def main() -> None:
         ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    config = read_frame(fd)
+    config = SandboxConfig.parse(read_frame(fd))
     # The judge's import path, in its order (PYTHONPATH before site-packages).
-    judge_path = [p for p in config.get("sys_path", []) if isinstance(p, str)]
+    judge_path = list(config.sys_path)
     sys.path[:] = judge_path + [p for p in sys.path if p not in judge_path]
-    policy = Policy(**config["policy"])
-    if config["device"] == "cuda":
+    policy = Policy(**config.policy)
+    if config.device == "cuda":
         # Start CUDA before confining: the driver's start-up writes under
         # /proc that nothing after it needs (measured on the H200 machine).
         import torch
@@ -44,14 +99,12 @@ def main() -> None:
     try:
         in_force = apply(policy)
     except OSError as exc:
-        write_frame(
-            fd, {"type": "fatal", "summary": f"the sandbox could not confine itself: {exc}"}
-        )
+        write_frame(fd, Fatal(f"the sandbox could not confine itself: {exc}").to_json())
         os._exit(3)
     # What the keeper could make (gpulab.sandbox.namespaces), first in the list.
     in_force.insert(0, "namespaces: " + os.environ.pop("GPULAB_NAMESPACES", "none (no keeper)"))
     # Sent before any learner code runs, so this report is the sandbox's own.
-    write_frame(fd, {"type": "ready", "isolation": in_force})
+    write_frame(fd, Ready(tuple(in_force)).to_json())
     server = Server(fd, config)
     try:
         server.serve()
@@ -62,20 +115,18 @@ def main() -> None:
     os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check
 
 
-def _in_span(msg: dict[str, Any]) -> bool:
+def _in_span(request: Request) -> bool:
     """A request that may run while the correctness calls' profile is on:
     one of those calls, an arena for one, or the request that ends it."""
-    kind = msg.get("type")
-    if kind in ("arena", "audit_end"):
+    if isinstance(request, (ArenaRequest, AuditEnd)):
         return True
-    if kind != "call" or msg.get("plain"):
+    if not isinstance(request, CallRequest):
         return False
-    guards = CallRequest.parse(msg).guards
-    return guards is not None and guards.audit_span
+    return request.guards is not None and request.guards.audit_span
 
 
-def _decoded(value: Any) -> bytes | None:
-    if not isinstance(value, str):
+def _decoded(value: str | None) -> bytes | None:
+    if value is None:
         return None
     import base64
 
@@ -83,14 +134,14 @@ def _decoded(value: Any) -> bytes | None:
 
 
 class Server:
-    def __init__(self, fd: int, config: dict[str, Any]) -> None:
+    def __init__(self, fd: int, config: SandboxConfig) -> None:
         self.fd, self.config = fd, config
-        self.device = config["device"]
-        self.file = config["file"]
+        self.device = config.device
+        self.file = config.file
         self.module: Any = None
         # The file's bytes as the judge read them (config, or the first load).
-        self.source: bytes | None = _decoded(config.get("source"))
-        self.problem = protocol.text(config.get("problem"), 2000)
+        self.source: bytes | None = _decoded(config.source)
+        self.problem = protocol.text(config.problem, 2000)
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
         self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
@@ -100,28 +151,28 @@ class Server:
     def serve(self) -> None:
         while True:
             msg = read_frame(self.fd)
-            kind = msg["type"]
-            if kind == "exit":
-                return
             try:
-                if self.span is not None and not _in_span(msg):
+                request = frames_other.request(msg)
+                if isinstance(request, Exit):
+                    return
+                if self.span is not None and not _in_span(request):
                     # The profile never runs under timing or another request's own
                     # profiler; its findings wait for `audit_end`.
                     self.span.close()
-                reply = getattr(self, f"on_{kind}")(msg)
+                # The handler of the request's type (on_<type>), its reply typed.
+                reply: Frame = getattr(self, f"on_{msg['type']}")(request)
+                out = reply.to_json()
             except LearnerFailure as exc:
-                reply = {"type": "raised", "summary": exc.summary, "message": exc.message}
+                out = Raised(exc.summary, exc.message).to_json()
             except Exception as exc:  # noqa: BLE001 - a sandbox bug or bad request
-                reply = {
-                    "type": "broken",
-                    "summary": f"{type(exc).__name__}: {exc}",
-                    "message": traceback.format_exc(),
-                }
-            write_frame(self.fd, reply)
+                out = Broken(
+                    "broken", f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                ).to_json()
+            write_frame(self.fd, out)
 
     # --- requests ---------------------------------------------------------------
 
-    def on_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_load(self, msg: LoadRequest) -> Loaded:
         from gpulab.sandbox.learner import LearnerError, load_module
 
         if self.device == "cpu":
@@ -133,41 +184,40 @@ class Server:
                 "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
             )
         if self.module is None:
-            if "dynamo" in msg.get("before_load", []):
+            if "dynamo" in msg.before_load:
                 from gpulab.sandbox import dynamo
 
                 dynamo.snapshot()
-            if "jax" in msg.get("before_load", []):
+            if "jax" in msg.before_load:
                 from gpulab.sandbox import jax_export
 
                 jax_export.configure(self.device)  # before the file can start a backend
-            if isinstance(msg.get("source"), str):
-                self.source = _decoded(msg["source"])
-            problem = protocol.text(msg.get("problem"), 2000) or self.problem
+            if msg.source is not None:
+                self.source = _decoded(msg.source)
+            problem = protocol.text(msg.problem, 2000) or self.problem
             if self.source is None and problem:  # the judge could not read the file
                 raise LearnerFailure(problem)
             try:
                 self.module = load_module(self.file, data=self.source)
             except LearnerError as exc:
                 raise LearnerFailure(exc.summary, exc.message) from None
-        names = [n for n in msg.get("functions", []) if callable(getattr(self.module, n, None))]
-        return {"type": "loaded", "functions": names}
+        return Loaded(tuple(n for n in msg.functions if callable(getattr(self.module, n, None))))
 
-    def on_arena(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_arena(self, msg: ArenaRequest) -> Ok:
         import socket
 
         from gpulab.sandbox import tensors
 
-        spec = protocol.ArenaSpec(**msg["arena"])
+        spec = msg.arena
         # The memory itself follows the frame as a descriptor (SCM_RIGHTS).
         with socket.socket(fileno=os.dup(self.fd)) as sock:
             _, fds, _, _ = socket.recv_fds(sock, 1, 1)
         if len(fds) != 1:
             raise ProtocolError("an arena frame without its memory")
         self.arenas[spec.id] = tensors.open_arena(spec, fds[0])
-        return {"type": "ok"}
+        return Ok()
 
-    def on_warm(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_warm(self, msg: Warm) -> Ok:
         """A sandbox started ahead of its check (gpulab.judge.main.Prepared):
         import now what every check imports, while no learner code exists."""
         if self.module is not None:
@@ -185,9 +235,9 @@ class Server:
         # Inductor (2 s on a 2-core CPU box), and on a GPU starts CUPTI.
         with Audit(self.device):
             pass
-        return {"type": "ok"}
+        return Ok()
 
-    def on_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_prepare(self, msg: Prepare) -> Ok:
         """The replay's sandbox (gpulab.judge.replay): import now what a
         replay needs, while the check's sandbox works; never the file."""
         import warnings
@@ -199,22 +249,22 @@ class Server:
         warnings.filterwarnings(
             "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
         )
-        return {"type": "ok"}
+        return Ok()
 
-    def on_replay(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_replay(self, msg: ReplayRequest) -> Replayed:
         from gpulab.sandbox.replay import replay
 
         if self.module is not None:  # a sandbox that ran the learner's file never replays
             raise ProtocolError("a replay asked of the check's own sandbox")
         return replay(self, msg)
 
-    def on_audit_end(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_audit_end(self, msg: AuditEnd) -> Audited:
         from gpulab.sandbox.calls import audit_end
 
         return audit_end(self)
 
-    def on_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        if msg.get("plain"):
+    def on_call(self, msg: CallRequest | PlainCall) -> Returned | PlainReturned:
+        if isinstance(msg, PlainCall):
             from gpulab.sandbox.plain import plain_call
 
             return plain_call(self, msg)
@@ -222,79 +272,79 @@ class Server:
 
         return guarded_call(self, msg)
 
-    def on_dynamo(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_dynamo(self, msg: DynamoRequest) -> Traced:
         from gpulab.sandbox.dynamo import dynamo_request
 
         return dynamo_request(self, msg)
 
-    def on_dynamo_config(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_dynamo_config(self, msg: DynamoConfigRequest) -> DynamoConfig:
         from gpulab.sandbox.dynamo import config_request
 
         return config_request(self, msg)
 
-    def on_modes(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_modes(self, msg: ModesRequest) -> Modes:
         from gpulab.sandbox.dynamo import modes_request
 
         return modes_request(self, msg)
 
-    def on_compiled(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_compiled(self, msg: CompileRequest) -> CompiledSteps:
         from gpulab.sandbox.dynamo import compiled_request
 
         return compiled_request(self, msg)
 
-    def on_compile_stream(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_compile_stream(self, msg: StreamRequest) -> Stream:
         from gpulab.sandbox.recompiles import stream_request
 
         return stream_request(self, msg)
 
-    def on_copy_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_copy_bench(self, msg: BenchRequest) -> Bench:
         from gpulab.sandbox.ceiling import bench_request
 
         return bench_request(self, msg)
 
-    def on_jax_export(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_jax_export(self, msg: ExportRequest) -> Exported:
         from gpulab.sandbox.jax_export import export_request
 
         return export_request(self, msg)
 
-    def on_train(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_train(self, msg: TrainRequest) -> Trained | Raised:
         from gpulab.sandbox.training import train_request
 
         return train_request(self, msg)
 
-    def on_bottleneck(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_bottleneck(self, msg: BottleneckRequest) -> Blocks:
         from gpulab.sandbox.bottleneck import block_request
 
         return block_request(self, msg)
 
-    def on_compile_ahead(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_compile_ahead(self, msg: CompileAhead) -> CompiledAhead:
         """The cases' kernels compiled ahead, side by side (speed only)."""
         from gpulab.sandbox.ahead import ahead_request
 
         return ahead_request(self, msg)
 
-    def on_time(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_time(self, msg: TimeRequest) -> Timed:
         from gpulab.sandbox.calls import timed_batch
 
         return timed_batch(self, msg)
 
-    def on_explain(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_explain(self, msg: ExplainRequest) -> Explained:
         """Launch and compile facts for `--explain` (advice, not part of the grade)."""
         from gpulab.diagnosis.sandbox_side import explain_request
 
         return explain_request(self, msg)
 
-    def on_explain_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_explain_prepare(self, msg: ExplainPrepare) -> Prepared:
         from gpulab.diagnosis.sandbox_side import prepare_request
 
         return prepare_request(self, msg)
 
-    def on_explain_compile(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_explain_compile(self, msg: ExplainCompile) -> ExplainCompiled:
         from gpulab.diagnosis.sandbox_side import compile_request
 
         return compile_request(self, msg)
 
-    def on_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def on_profile(self, msg: ProfileRequest) -> Profiled:
         """One call under Nsight Compute for `--explain` (advice, not part of the grade)."""
         from gpulab.diagnosis.sandbox_profile import profile_request
 

@@ -7,6 +7,7 @@ import numbers
 import types
 from typing import Any
 
+from gpulab.check.frames_other import PlainCall, PlainReturned
 from gpulab.sandbox import learner
 
 
@@ -44,12 +45,12 @@ def plain(v: Any, depth: int = 0) -> Any:
     return {"__unsupported__": type(v).__name__}
 
 
-def plain_call(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def plain_call(server: Any, msg: PlainCall) -> PlainReturned:
     from gpulab.sandbox.failure import LearnerFailure
 
-    fn = server.function(msg["function"])
+    fn = server.function(msg.function)
     try:
-        out = learner.call(fn, server.file, *_args(msg["args"]), **_args(msg.get("kwargs", {})))
+        out = learner.call(fn, server.file, *_args(msg.args), **_args(msg.kwargs))
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return {"type": "return", "value": plain(out)}
+    return PlainReturned(plain(out))

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gpulab.check.protocol import TensorRef
+from gpulab.check.frames_other import Stream, StreamRequest
 from gpulab.sandbox import learner
 from gpulab.sandbox.dynamo import _learner_frame, _reason_text, config_changes
 from gpulab.sandbox.failure import LearnerFailure
@@ -95,13 +95,13 @@ def _metrics() -> list:
         return []
 
 
-def stream_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def stream_request(server: Any, msg: StreamRequest) -> Stream:
     """compile_step(backend), then every request through what it returned;
     each output copied into the judge's slot."""
     import torch._dynamo
 
     at_import = config_changes()  # undone: the stream runs under the defaults
-    fn = server.function(msg["function"])
+    fn = server.function(msg.function)
     torch._dynamo.reset()  # (clears the graph-break record too)
     try:
         from torch._dynamo.utils import clear_compilation_metrics
@@ -109,7 +109,7 @@ def stream_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         clear_compilation_metrics()
     except ImportError:
         pass
-    backend = CountingBackend(msg["backend"])
+    backend = CountingBackend(msg.backend)
     try:
         run = fn(backend)
     except Exception as exc:  # noqa: BLE001 - the learner's compile_step failed
@@ -120,7 +120,7 @@ def stream_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
             "It must return what the check calls on every request: run(x, lengths, temperature).",
         )
     requests = []
-    for i, (req, slot_json) in enumerate(zip(msg["requests"], msg["outs"], strict=True)):
+    for i, (req, slot_ref) in enumerate(zip(msg.requests, msg.outs, strict=True)):
         backend.request = i
         seen = len(_metrics())
         x, lengths, temperature = materialize(server.arenas, req)
@@ -129,7 +129,7 @@ def stream_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - the learner's step failed
             torch._dynamo.reset()
             raise _failure(f"request {i} failed", exc, server.file) from None
-        slot = view(server.arenas, TensorRef.from_json(slot_json))
+        slot = view(server.arenas, slot_ref)
         ok = (
             type(out) is torch.Tensor
             and tuple(out.shape) == tuple(slot.shape)
@@ -145,15 +145,16 @@ def stream_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
                 "compiles": _compiles(_metrics()[seen:], server.file),
             }
         )
-    report = {
-        "type": "stream",
-        "config_at_import": at_import,
-        "config_changed": config_changes(),
-        "graphs": backend.graphs,
-        "calls": backend.call_requests,
-        "requests": requests,
-        "graph_breaks": _breaks(server.file),
-    }
+    report = Stream.parse(
+        {
+            "config_at_import": at_import,
+            "config_changed": config_changes(),
+            "graphs": backend.graphs,
+            "calls": backend.call_requests,
+            "requests": requests,
+            "graph_breaks": _breaks(server.file),
+        }
+    )
     torch._dynamo.reset()
     return report
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from gpulab.check.frames_other import Replayed, ReplayRequest
+
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
 DTYPES = {
@@ -238,29 +240,26 @@ def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, A
     return {name: g[name] for name in names if name in g}
 
 
-def replay(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def replay(server: Any, msg: ReplayRequest) -> Replayed:
     """Run the recorded launches and copy the result into the judge's slot."""
-    from gpulab.check.protocol import TensorRef
     from gpulab.sandbox.tensors import view
 
-    found = kernels(msg["source"], msg["modules"], msg["kernels"])
-    buffers = _buffers(server, msg["buffers"])
-    for i, launch in enumerate(msg["launches"]):
+    found = kernels(msg.source, msg.modules, list(msg.kernels))
+    buffers = _buffers(server, msg.buffers)
+    for i, launch in enumerate(msg.launches):
         kernel = found.get(launch["kernel"])
         if kernel is None:
-            return {"type": "replayed", "problem": f"launch {i + 1}: no kernel {launch['kernel']}"}
+            return Replayed(f"launch {i + 1}: no kernel {launch['kernel']}")
         args = {k: _decode(v, buffers) for k, v in launch["args"].items()}
         try:
             kernel[tuple(int(g) for g in launch["grid"])](**args)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
-            return {
-                "type": "replayed",
-                "problem": f"launch {i + 1} of {launch['kernel']}: {type(exc).__name__}: "
-                f"{str(exc)[:400]}",
-            }
-    slot = view(server.arenas, TensorRef.from_json(msg["slot"]))
-    result = _view(buffers, msg["out"])
+            return Replayed(
+                f"launch {i + 1} of {launch['kernel']}: {type(exc).__name__}: {str(exc)[:400]}"
+            )
+    slot = view(server.arenas, msg.slot)
+    result = _view(buffers, msg.out)
     if tuple(result.shape) != tuple(slot.shape) or result.dtype != slot.dtype:
-        return {"type": "replayed", "problem": "the result has another shape or dtype"}
+        return Replayed("the result has another shape or dtype")
     slot.copy_(result)
-    return {"type": "replayed", "problem": ""}
+    return Replayed("")

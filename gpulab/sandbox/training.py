@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpulab.check.protocol import TensorRef
+from gpulab.check.frames import Raised
+from gpulab.check.frames_other import Trained, TrainRequest
 from gpulab.sandbox.tensors import view
 
 LR, MOMENTUM = 0.1, 0.9
@@ -33,19 +34,19 @@ def build_model(device: str) -> tuple[nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
 
 
-def train_request(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def train_request(server: Any, msg: TrainRequest) -> Trained | Raised:
     from gpulab.sandbox.learner import LearnerError
 
     try:
         return _train(server, msg)
     except LearnerError as exc:
-        return {"type": "raised", "summary": exc.summary, "message": exc.message}
+        return Raised(exc.summary, exc.message)
 
 
-def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def _train(server: Any, msg: TrainRequest) -> Trained:
     from gpulab.sandbox import learner
 
-    fn = server.function(msg["function"])
+    fn = server.function(msg.function)
     device = server.device
     if device == "cpu":
         # Tiny tensors: waking OpenMP threads costs more than the work (an op
@@ -53,14 +54,14 @@ def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         torch.set_num_threads(1)
     model, optimizer = build_model(device)
     params = list(model.parameters())
-    start = [view(server.arenas, TensorRef.from_json(r)) for r in msg["params"]]
+    start = [view(server.arenas, r) for r in msg.params]
     if len(start) != len(params):
         raise ValueError("the judge's weights do not fit the model")
     with torch.no_grad():
         for p, w in zip(params, start, strict=True):
             p.copy_(w)
-    x, y = (view(server.arenas, TensorRef.from_json(r)).clone() for r in msg["batch"])
-    steps, profiled = int(msg["steps"]), int(msg["profiled"])
+    x, y = (view(server.arenas, r).clone() for r in msg.batch)
+    steps, profiled = msg.steps, msg.profiled
     losses: list[float] = []
     prof: Any = None
     nvtx = NvtxLog() if device == "cuda" else None
@@ -70,22 +71,20 @@ def _train(server: Any, msg: dict[str, Any]) -> dict[str, Any]:
         else:
             out = learner.call(fn, server.file, model, (x, y), optimizer)
         if not (isinstance(out, torch.Tensor) and out.numel() == 1):
-            return {"type": "trained", "returned": type(out).__name__, "losses": losses}
+            return Trained(losses=tuple(losses), returned=type(out).__name__)
         losses.append(float(out.detach()))
     with torch.no_grad():
-        for p, r in zip(params, msg["final"], strict=True):
-            view(server.arenas, TensorRef.from_json(r)).copy_(p.detach())
-    reply: dict[str, Any] = {
-        "type": "trained",
-        "losses": losses,
-        "events": cpu_events(prof)[:MAX_EVENTS],
-        "top_ops": top_ops(prof, device),
-    }
-    if device == "cuda":
-        reply["top_kernels"] = top_kernels(prof)
-        reply["nvtx"] = sorted(set(nvtx.names)) if nvtx else []
-    reply["trace_error"] = _write_trace(prof, msg.get("trace"))
-    return reply
+        for p, r in zip(params, msg.final, strict=True):
+            view(server.arenas, r).copy_(p.detach())
+    cuda = device == "cuda"
+    return Trained(
+        losses=tuple(losses),
+        events=cpu_events(prof)[:MAX_EVENTS],
+        top_ops=top_ops(prof, device),
+        top_kernels=top_kernels(prof) if cuda else [],
+        nvtx=tuple(sorted(set(nvtx.names))) if nvtx else (),
+        trace_error=_write_trace(prof, msg.trace),
+    )
 
 
 def _profiled_step(

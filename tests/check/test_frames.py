@@ -32,7 +32,7 @@ from gpulab.check.frames import (
     call_reply,
     time_reply,
 )
-from gpulab.check.protocol import TensorRef
+from gpulab.check.protocol import ArenaSpec, TensorRef
 
 
 def ref(offset: int = 0) -> TensorRef:
@@ -446,3 +446,192 @@ def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
             switches={"GPULAB_FA3": "0"},
         )
     assert seen["GPULAB_FA3"] == "0" and "GPULAB_SOFTMAX_SMEM" not in seen
+
+
+# --- the other frames (gpulab.check.frames_other) ----------------------------------------
+
+from gpulab.check import frames_other as fo  # noqa: E402
+
+
+def test_every_request_round_trips_through_the_sandboxs_reading():
+    r = ref()
+    requests = [
+        fo.LoadRequest(("softmax",), ("dynamo",), source="AAAA"),
+        fo.LoadRequest(("softmax",), problem="unreadable"),
+        fo.Warm(),
+        fo.Prepare(),
+        fo.Exit(),
+        fo.PlainCall("plan", [1, {"__ns__": {"a": 2}}]),
+        fo.DynamoRequest("step", [r.to_json()]),
+        fo.DynamoConfigRequest("step"),
+        fo.CompileRequest("step", "aot_eager", [[r.to_json()]], (r,)),
+        fo.ModesRequest("step", (None, "default"), [r.to_json()], (r, r)),
+        fo.StreamRequest("compile_step", "eager", [[r.to_json(), [3], 0.5]], (r,)),
+        fo.BenchRequest("copy_bandwidth", "model", (1 << 20,), fo.BenchModel(3e12, 50, 4e-6, 7)),
+        fo.BenchRequest("copy_bandwidth", "cuda", (1 << 20, 1 << 30)),
+        fo.ExportRequest(((8, 16, 32, 4),)),
+        fo.TrainRequest("train_step", (r,), (r, r), (r,), 4, 2, "/tmp/t.json"),
+        fo.BottleneckRequest("block", {"w": r}, (r,), (r,), profile=True, trace="/tmp/b.json"),
+        fo.BottleneckRequest("block", {"w": r}, (r,), (r,)),
+        fo.ReplayRequest("src", {"tl": "triton.language"}, ("k",), [{"nbytes": 4}], [], [0], r),
+        fo.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
+        fo.ExplainPrepare(),
+        fo.ExplainCompile("K0.0"),
+        fo.ProfileRequest("softmax", {"name": "c", "args": [], "kwargs": {}}, 0, 3),
+    ]
+    for request in requests:
+        assert fo.request(wire(request.to_json())) == request, request
+
+
+def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers():
+    call = CallRequest(function="f", args=[], kwargs={}, out=None)
+    assert fo.request(wire(call.to_json())) == call
+    assert isinstance(fo.request({"type": "audit_end"}), frames.AuditEnd)
+    assert isinstance(fo.request({"type": "compile_ahead"}), frames.CompileAhead)
+    with pytest.raises(frames.ProtocolError, match="unknown type"):
+        fo.request({"type": "on_nothing"})
+    with pytest.raises(frames.ProtocolError, match="without its `function`"):
+        fo.request({"type": "dynamo", "args": []})
+
+
+def test_the_config_and_an_arena_round_trip():
+    config = fo.SandboxConfig("cpu", "/w/f.py", {"read": ["/usr"]}, ("/site",), source="QQ==")
+    assert fo.SandboxConfig.parse(wire(config.to_json())) == config
+    arena = fo.ArenaRequest(ArenaSpec(1, 4096, "memfd"))
+    assert fo.request(wire(arena.to_json())) == arena
+    with pytest.raises(frames.ProtocolError):
+        fo.ArenaRequest.parse({"type": "arena", "arena": {"id": 1}})
+
+
+REPLIES = [
+    fo.Ready(("namespaces: user, mount", "seccomp")),
+    fo.Ok(),
+    fo.Loaded(("softmax",)),
+    fo.PlainReturned({"a": [1, 2.5, "x"]}),
+    fo.Traced(
+        plain=fo.DynamoTrace(2, (fo.DynamoBreak(7, "print(x)", ("builtin print",)),), 9),
+        full=None,
+        disabled=False,
+        config_changed=("capture_scalar_outputs",),
+    ),
+    fo.Traced(plain=fo.DynamoTrace(1, (), 9), full=fo.DynamoTrace(1, (), 9, opaque=("f",))),
+    fo.DynamoConfig(("verbose",), True),
+    fo.CompiledSteps((True, False), ()),
+    fo.Modes((fo.ModeRow(ms=1.5, reps=100, kernels=3), fo.ModeRow(ms=0.5, compile_s=2.0))),
+    fo.Stream(
+        config_at_import=("a",),
+        graphs=(fo.StreamGraph(-1, 4), fo.StreamGraph(2, 4)),
+        calls=(0, 1, 1),
+        requests=(
+            fo.StreamStep(True, (fo.Compile("step", fo.Recompile("len(l) == 4", 57)),)),
+            fo.StreamStep(False),
+        ),
+        graph_breaks=(fo.StreamBreak(9, "print"),),
+    ),
+    fo.Bench((1e12, {"__unsupported__": "str"})),
+    fo.Trained(losses=(2.0, 1.0), returned="NoneType"),
+    fo.Trained(losses=(2.0, 1.0), events=[{"name": "x"}], top_ops=[], trace_error="denied"),
+    fo.Blocks(answer="aten::addmm", answer_type="str", copied=(True,), seconds=0.25),
+    fo.Blocks(
+        answer=None,
+        answer_type="int",
+        copied=(True, True),
+        calls=2,
+        wall_s=0.5,
+        cpu_total_us=1e5,
+        ops=[{"name": "aten::mm"}],
+    ),
+    fo.Exported("", 8, {"data parallel": fo.ExportedStep(programs=[{"program": "AA=="}])}),
+    fo.Exported("no mesh", 8, {"tensor parallel": fo.ExportedStep(error="not defined")}),
+    fo.Replayed(""),
+    fo.Replayed("launch 1: no kernel k"),
+    fo.Explained(cases=[{"name": "c"}], compiled={"K": {}}, seconds=1.0, steps={"trace": 0.5}),
+    fo.Explained(error="could not import your file"),
+    fo.Prepared(),
+    fo.Prepared("the Triton interpreter ran here first"),
+    fo.ExplainCompiled({"K0.0": {"spills": 0}}),
+    fo.Profiled(kernels=("softmax_kernel",), case="c", steps={"warmup": 0.1}),
+    fo.Profiled(kernels=(), error="TypeError: no"),
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=lambda r: type(r).__name__)
+def test_a_good_reply_round_trips(reply):
+    assert fo.read_reply(wire(reply.to_json()), type(reply)) == reply
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=lambda r: type(r).__name__)
+def test_a_reply_of_another_type_is_the_learners_error_or_the_sandboxs_failure(reply):
+    raised = fo.read_reply(wire(Raised("ValueError: no", "Traceback").to_json()), type(reply))
+    assert raised == Raised("ValueError: no", "Traceback")
+    broken = fo.read_reply({"type": "broken", "summary": "KeyError: 'x'"}, type(reply))
+    assert isinstance(broken, Broken) and broken.summary == "KeyError: 'x'"
+
+
+def test_a_broken_reply_is_written_as_it_is_read():
+    broken = Broken("broken", "KeyError: 'x'", "Traceback ...")
+    assert Broken.parse(wire(broken.to_json())) == broken
+
+
+# Each field of the wrong type reads as the judge always read it: left out.
+def test_fields_of_the_wrong_type_read_as_absent():
+    trace = fo.read_reply(
+        {
+            "type": "traced",
+            "plain": {"graphs": "2", "breaks": [5, {"line": True, "reasons": ["r", 3]}]},
+            "full": [],
+            "disabled": 1,
+            "config_changed": ["k" * 200, None],
+        },
+        fo.Traced,
+    )
+    assert trace == fo.Traced(
+        plain=fo.DynamoTrace(0, (fo.DynamoBreak(0, "", ("r",)),)),
+        full=None,
+        disabled=True,
+        config_changed=("k" * 80,),
+    )
+    assert fo.read_reply({"type": "traced", "plain": 3}, fo.Traced) == fo.Traced()
+    assert fo.read_reply({"type": "loaded", "functions": 7}, fo.Loaded) == fo.Loaded()
+    assert fo.read_reply({"type": "compiled", "copied": [1, True]}, fo.CompiledSteps).copied == (
+        False,
+        True,
+    )
+    rows = fo.read_reply({"type": "modes", "rows": [3, {"ms": True, "kernels": 2.0}]}, fo.Modes)
+    assert rows == fo.Modes((fo.ModeRow(), fo.ModeRow()))
+    stream = fo.read_reply(
+        {"type": "stream", "graphs": [1, {"request": "2"}], "calls": [1, "x"], "requests": [3]},
+        fo.Stream,
+    )
+    assert stream.graphs == (fo.StreamGraph(0, 0),) and stream.calls == (1,)
+    assert stream.requests == (fo.StreamStep(),)
+    trained = fo.read_reply({"type": "trained", "losses": [1, "x", float("nan")]}, fo.Trained)
+    assert trained.losses == (1.0, None, None) and trained.events == []
+    blocks = fo.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, fo.Blocks)
+    assert blocks.answer is None and blocks.answer_type == "?" and blocks.copied == ()
+    exported = fo.read_reply(
+        {"type": "exported", "steps": {"dp": 5, "tp": {"error": 3}}}, fo.Exported
+    )
+    assert exported.steps == {"dp": fo.ExportedStep(error=""), "tp": fo.ExportedStep(error="")}
+    assert fo.read_reply({"type": "exported", "steps": []}, fo.Exported).steps is None
+    assert fo.read_reply({"type": "replayed", "problem": 5}, fo.Replayed) == fo.Replayed("")
+    assert fo.read_reply({"type": "replayed", "problem": "p" * 900}, fo.Replayed).problem == (
+        "p" * 400
+    )
+
+
+def test_a_graders_reply_of_another_type_keeps_the_messages_it_always_had():
+    from gpulab.judge.context import GradeFailed
+    from gpulab.judge.graph_dynamo import sandbox_reply
+    from gpulab.sandbox.learner import LearnerError
+
+    with pytest.raises(LearnerError) as raised:
+        sandbox_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, fo.Traced)
+    assert raised.value.summary == "s" * 2000 and raised.value.message == "tb"
+    with pytest.raises(GradeFailed) as failed:
+        sandbox_reply(
+            {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, fo.Modes
+        )
+    assert failed.value.summary == "the sandbox failed: KeyError: 'x'"
+    assert failed.value.message == "m" * 4000 and failed.value.status == "error"
+    assert sandbox_reply({"type": "modes", "rows": []}, fo.Modes) == fo.Modes()

@@ -8,6 +8,7 @@ explained. The slow-but-correct variants are in test_diagnosis_variants.py.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -390,10 +391,11 @@ class _CannedSandbox:
         self.asked: list[dict] = []
         self.pending = False
 
-    def send(self, msg: dict) -> None:
-        assert msg["type"] == "explain_prepare"
+    def send(self, msg: Any) -> None:
+        assert msg.to_json()["type"] == "explain_prepare"
 
-    def request(self, msg: dict) -> dict:
+    def request(self, msg: Any) -> dict:
+        msg = msg.to_json()  # a typed request, as the judge sends it
         self.asked.append(msg)
         launch = {**_launch(programs=1), "signature": {}, "problem": ""}
         case = {"name": "c", "sizes": {"M": 8192, "N": 4096}, "dtype": "fp16", "elt": 2}

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from gpulab.diagnosis import diagnose
 from gpulab.diagnosis.candidates import SPILL_MIN, pick, resolve, still_needed
@@ -140,10 +141,11 @@ class _SlowCompiles:
         self.pending = False
         self.first_s = first_s
 
-    def send(self, msg: dict) -> None:
-        self.sent.append(msg)
+    def send(self, msg: Any) -> None:
+        self.sent.append(msg.to_json())
 
-    def request(self, msg: dict) -> dict:
+    def request(self, msg: Any) -> dict:
+        msg = msg.to_json()  # a typed request, as the judge sends it
         if msg["type"] == "explain":
             launches = [{**_cand(i, 3), "signature": {}, "problem": ""} for i in range(3)]
             return {

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,10 +57,11 @@ class _InProcessSandbox:
         # The real Server holds the bytes the judge read at the check's start.
         self.source: bytes | None = file.read_bytes()
 
-    def request(self, msg: dict) -> dict:
+    def request(self, message: Any) -> dict:
+        from gpulab.check.frames_other import ExplainRequest
         from gpulab.diagnosis.sandbox_side import explain_request
 
-        return explain_request(self, msg)
+        return explain_request(self, ExplainRequest.parse(message.to_json())).to_json()
 
 
 def explain_file(exercise: str, file: Path) -> dict:

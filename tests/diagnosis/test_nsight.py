@@ -272,6 +272,7 @@ def test_profile_request_calls_once_between_start_and_stop() -> None:
         import json, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
         from gpulab.diagnosis.cases import describe
+        from gpulab.check.frames_other import ProfileRequest
         from gpulab.diagnosis.sandbox_profile import profile_request
         from gpulab.diagnosis.sandbox_side import build
         from gpulab.sandbox.learner import load_module
@@ -291,8 +292,9 @@ def test_profile_request_calls_once_between_start_and_stop() -> None:
                 return getattr(self.module, name)
 
         msg = {{"function": "softmax", "case": {{"name": "c", "args": describe([torch.empty(64, 300)])}}}}
-        reply = profile_request(Server(), {{**msg, "warmup": 1}})
-        bad = profile_request(Server(), {{**msg, "case": {{"args": [], "kwargs": {{}}}}}})
+        ask = lambda m: profile_request(Server(), ProfileRequest.parse(m)).to_json()
+        reply = ask({{**msg, "warmup": 1}})
+        bad = ask({{**msg, "case": {{"args": [], "kwargs": {{}}}}}})
         print(json.dumps([reply, bad]))
         """
     )

@@ -41,6 +41,7 @@ class FakeSandbox:
         self.first = None
 
     def request(self, msg):
+        msg = msg.to_json()  # a typed request, as the judge sends it
         assert msg["type"] == "time"
         k = len(msg["inputs"])
         for i, (entry, out) in enumerate(zip(msg["inputs"], msg["outs"], strict=True)):

@@ -264,8 +264,15 @@ FORGED_REPLY = (
 import gpulab.sandbox.main as _main
 import gpulab.sandbox.jax_export as _jx
 
+class _Frame:  # any JSON the file likes, sent as the reply
+    def __init__(self, frame):
+        self.frame = frame
+
+    def to_json(self):
+        return self.frame
+
 def _forged(self, msg):
-    reply = _jx.export_request(self, msg)
+    reply = _jx.export_request(self, msg).to_json()
     for mode, step in reply["steps"].items():
         if mode == "data parallel":  # a program that returns zeros
             import base64
@@ -274,10 +281,10 @@ def _forged(self, msg):
                 NamedSharding(self_mesh(), P()), NamedSharding(self_mesh(), P(AXIS, None))),
                 out_shardings=NamedSharding(self_mesh(), P(AXIS, None)))
             step["programs"] = [{"program": base64.b64encode(bytes(_export.export(zero)(
-                *_specs(s)).serialize())).decode()} for s in msg["shapes"]]
+                *_specs(s)).serialize())).decode()} for s in msg.shapes]
         else:
-            step["programs"] = [{"program": "not base64 at all!"} for _ in msg["shapes"]]
-    return reply
+            step["programs"] = [{"program": "not base64 at all!"} for _ in msg.shapes]
+    return _Frame(reply)
 
 def jnp_zeros(x, p):
     return (x @ p["w1"] @ p["w2"]) * 0.0

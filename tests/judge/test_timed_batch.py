@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from gpulab.check.frames import TimeRequest
 from gpulab.check.protocol import TensorRef
 from gpulab.device import timing
 from gpulab.sandbox import calls
@@ -107,7 +108,7 @@ def batch(monkeypatch):
         server = SimpleNamespace(
             function=lambda name: fn, arenas=arenas, flusher=None, file="/nonexistent/learner.py"
         )
-        reply = calls.timed_batch(server, msg)
+        reply = calls.timed_batch(server, TimeRequest.parse(msg)).to_json()
         slots = [float(calls.view(arenas, TensorRef.from_json(o), False)[0]) for o in msg["outs"]]
         for row in msg.get("extra_outs", []):
             slots += [float(calls.view(arenas, TensorRef.from_json(o), False)[0]) for o in row]

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.protocol import list_field, text
+from gpulab.check.frames_other import Stream, StreamRequest, StreamStep
 from gpulab.judge.compare import compare, describe_mismatch
-from gpulab.judge.graph_dynamo import args_nbytes, as_int, config_changed, sandbox_reply
+from gpulab.judge.graph_dynamo import args_nbytes, config_changed, sandbox_reply
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -106,28 +106,17 @@ def grade(ctx: GradeContext) -> None:
     requests = [encode(arena, [x, lengths, t], refs) for x, lengths, t in stream]
     slots = [arena.slot(tuple(x.shape), x.dtype) for x, _, _ in stream]
     ctx.stage(f"running {len(stream)} requests through your compiled step")
-    reply = sandbox_reply(
-        ctx.sandbox.request(
-            {
-                "type": "compile_stream",
-                "function": fn.name,
-                "backend": BACKENDS[ctx.device],
-                "requests": requests,
-                "outs": [sl.to_json() for sl in slots],
-            }
-        ),
-        "stream",
-    )
-    changed = [text(k, 80) for k in reply.get("config_at_import", []) if isinstance(k, str)]
+    request = StreamRequest(fn.name, BACKENDS[ctx.device], requests, tuple(slots))
+    reply = sandbox_reply(ctx.sandbox.request(request), Stream)
+    changed = reply.config_at_import
     if changed:
         ctx.notes.append(
             "Your file changed torch._dynamo.config (" + ", ".join(changed) + "); the check "
             "undid that and ran with Dynamo's defaults."
         )
-    config_changed(ctx, reply)
-    per_request = list_field(reply, "requests")
-    per_request = [r if isinstance(r, dict) else {} for r in per_request]
-    per_request += [{}] * (len(stream) - len(per_request))
+    config_changed(ctx, reply.config_changed)
+    per_request = list(reply.requests)
+    per_request += [StreamStep()] * (len(stream) - len(per_request))
 
     # 1. Outputs, checked here against the original step.
     for i, ((x, lengths, t), slot, name) in enumerate(zip(stream, slots, names, strict=True)):
@@ -137,10 +126,10 @@ def grade(ctx: GradeContext) -> None:
 
 
 def _output_case(
-    arena: Any, refs: dict, x: Any, lengths: list, t: float, slot: Any, name: str, rep: dict
+    arena: Any, refs: dict, x: Any, lengths: list, t: float, slot: Any, name: str, rep: StreamStep
 ) -> dict[str, Any]:
     case: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split("(")[1][:-1]}
-    if rep.get("copied") is not True:
+    if not rep.copied:
         case.update(passed=False, detail="did not return a B×S×D float32 tensor on x's device")
         return case
     if not torch.equal(arena.view(refs[id(x)][1]), x):
@@ -159,10 +148,10 @@ def _output_case(
 
 
 def _compile_cases(
-    ctx: GradeContext, reply: dict, per_request: list[dict], names: list[str]
+    ctx: GradeContext, reply: Stream, per_request: list[StreamStep], names: list[str]
 ) -> None:
-    graphs = [g for g in reply.get("graphs", []) if isinstance(g, dict)]
-    calls = [as_int(c) for c in reply.get("calls", []) if isinstance(c, int)]
+    graphs = reply.graphs
+    calls = list(reply.calls)
     n = len(names)
     if not graphs:
         ctx.fail(
@@ -173,9 +162,9 @@ def _compile_cases(
             "compiles nothing either.)",
         )
     # One case per compile after the first, with Dynamo's reason.
-    first = as_int(graphs[0].get("request"))
+    first = graphs[0].request
     for k, g in enumerate(graphs[1:], 1):
-        i = as_int(g.get("request"))
+        i = g.request
         ctx.add_case(_recompile_case(k, i, names, per_request, first, reply))
     ctx.add_case(
         {
@@ -202,21 +191,17 @@ def _compile_cases(
 
 
 def _recompile_case(
-    k: int, i: int, names: list[str], per_request: list[dict], first: int, reply: dict
+    k: int, i: int, names: list[str], per_request: list[StreamStep], first: int, reply: Stream
 ) -> dict[str, Any]:
     """The k-th extra graph, compiled during request i: a recompile (Dynamo
     says which guard failed) or a graph break (a second graph at once)."""
     label = names[i] if 0 <= i < len(names) else "compile_step"
-    compiles = (
-        [c for c in per_request[i].get("compiles", []) if isinstance(c, dict)]
-        if (0 <= i < len(per_request))
-        else []
-    )
-    reasons = [c["recompile"] for c in compiles if isinstance(c.get("recompile"), dict)]
+    compiles = per_request[i].compiles if (0 <= i < len(per_request)) else ()
+    reasons = [c.recompile for c in compiles if c.recompile is not None]
     case: dict[str, Any] = {"name": f"recompile {k} at {label}", "passed": False}
     if reasons:
         r = reasons[0]
-        guard, line = text(r.get("guard"), 300), as_int(r.get("line"))
+        guard, line = r.guard, r.line
         kind = meaning(guard)
         case["detail"] = (
             f"guard failed: `{guard}`"
@@ -225,14 +210,14 @@ def _recompile_case(
         )
         case["line"] = line
         return case
-    breaks = [b for b in reply.get("graph_breaks", []) if isinstance(b, dict)]
+    breaks = reply.graph_breaks
     if i == first and breaks:
-        line = as_int(breaks[0].get("line"))
+        line = breaks[0].line
         case.update(name=f"graph break at {label}", line=line)
         case["detail"] = (
             "a second graph in the same call: "
             + (f"line {line}: " if line else "")
-            + text(breaks[0].get("reason"), 300)
+            + breaks[0].reason
         )
     else:
         case["detail"] = "a new graph was compiled (Dynamo gave no reason)"

@@ -29,7 +29,7 @@ import random
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check.protocol import list_field
+from gpulab.check.frames_other import Bench, BenchModel, BenchRequest
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt, try_call
 from gpulab.perf.hardware import GPU, GPUS
@@ -153,11 +153,11 @@ def _sizes(ctx: GradeContext, fn: Any, l2: int, free: int) -> list[int]:
 def _bench(
     ctx: GradeContext, fn: Any, device: str, sizes: list[int], model: dict | None
 ) -> list[Any]:
-    msg = {"type": "copy_bench", "function": fn.name, "device": device, "sizes": sizes}
+    gpu = None
     if model is not None:
-        msg["model"] = {k: v for k, v in model.items() if k != "efficiency"}
-    reply = sandbox_reply(ctx.sandbox.request(msg), "bench")
-    values = list_field(reply, "values")
+        gpu = BenchModel(model["hbm_bps"], model["l2_bytes"], model["overhead_s"], model["seed"])
+    msg = BenchRequest(fn.name, device, tuple(sizes), gpu)
+    values = list(sandbox_reply(ctx.sandbox.request(msg), Bench).values)
     return (values + [None] * len(sizes))[: len(sizes)]
 
 

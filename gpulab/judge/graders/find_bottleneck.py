@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from gpulab.check.protocol import list_field, number, text
+from gpulab.check.frames import Raised
+from gpulab.check.frames_other import Blocks, BottleneckRequest, read_reply
+from gpulab.check.protocol import number, text
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.graders.nvtx_profile import copy_untrusted, trace_file
@@ -137,29 +139,32 @@ class Requests:
         self.slots = [self.arena.slot(tuple(x.shape), x.dtype) for x in xs]
         self.copied: dict[int, bool] = {}
 
-    def run(self, indices: list[int], **extra: Any) -> tuple[dict, float]:
-        msg = {
-            "type": "bottleneck",
-            "function": self.fn.name,
-            "weights": {k: r.to_json() for k, r in self.weights.items()},
-            "inputs": [self.inputs[i].to_json() for i in indices],
-            "outs": [self.slots[i].to_json() for i in indices],
-            **extra,
-        }
+    def run(
+        self, indices: list[int], profile: bool = False, trace: str | None = None
+    ) -> tuple[Blocks, float]:
+        msg = BottleneckRequest(
+            function=self.fn.name,
+            weights=dict(self.weights),
+            inputs=tuple(self.inputs[i] for i in indices),
+            outs=tuple(self.slots[i] for i in indices),
+            profile=profile,
+            trace=trace,
+        )
         start = time.perf_counter()
-        reply = self.ctx.sandbox.request(msg)
+        frame = self.ctx.sandbox.request(msg)
         wall = time.perf_counter() - start
-        if reply.get("type") == "raised":
-            self.ctx.fail(text(reply.get("summary")), text(reply.get("message")))
-        if reply.get("type") != "blocks":
+        got = read_reply(frame, Blocks)
+        if isinstance(got, Raised):
+            self.ctx.fail(got.summary, got.message)
+        if not isinstance(got, Blocks):
             raise GradeFailed(
-                f"the sandbox could not run your block: {text(reply.get('summary'))}",
+                f"the sandbox could not run your block: {got.summary}",
                 status="error",
             )
-        copied = list_field(reply, "copied")
+        copied = got.copied
         for k, i in enumerate(indices):
-            self.copied[i] = k < len(copied) and copied[k] is True
-        return reply, wall
+            self.copied[i] = k < len(copied) and copied[k]
+        return got, wall
 
     def output(self, i: int) -> torch.Tensor | None:
         return self.arena.view(self.slots[i]).clone() if self.copied.get(i) else None
@@ -184,7 +189,7 @@ def grade(ctx: GradeContext) -> None:
 
     ctx.stage("running your block")
     warm, _ = calls.run([0])
-    _answer_case(ctx, warm.get("answer"))
+    _answer_case(ctx, warm.answer, warm.answer_type)
     original_block(xs[0].clone(), weights)  # the judge's warm-up
     ctx.stage(f"profiling {PROFILED} calls of your block")
     trace, written = _trace_paths(ctx)
@@ -196,10 +201,10 @@ def grade(ctx: GradeContext) -> None:
     _report(ctx, profiled, theirs, ours, written, trace)
 
 
-def _answer_case(ctx: GradeContext, answer: Any) -> None:
+def _answer_case(ctx: GradeContext, answer: str | None, kind: str) -> None:
+    """`kind`: the type's name of a BOTTLENECK that is not a string."""
     case: dict[str, Any] = {"name": "names the bottleneck", "passed": False}
-    if not isinstance(answer, str):
-        kind = text(answer.get("type"), 40) if isinstance(answer, dict) else "?"
+    if answer is None:
         case["detail"] = (
             "BOTTLENECK must be a string, the operator's name as torch.profiler's table "
             f"spells it (it is {'missing' if kind == 'NoneType' else 'a ' + kind})"
@@ -318,7 +323,7 @@ def speedup(theirs: list[float], ours: list[float]) -> float:
     )
 
 
-def _speed_case(theirs: list[float], ours: list[float], profiled: dict) -> dict[str, Any]:
+def _speed_case(theirs: list[float], ours: list[float], profiled: Blocks) -> dict[str, Any]:
     t, o = statistics.median(theirs), statistics.median(ours)
     ratio = speedup(theirs, ours)
     case: dict[str, Any] = {
@@ -337,9 +342,10 @@ def _speed_case(theirs: list[float], ours: list[float], profiled: dict) -> dict[
     return case
 
 
-def _ops(reply: dict) -> list[dict[str, Any]]:
+def _ops(reply: Blocks) -> list[dict[str, Any]]:
+    """The profile's operator rows whose every field has its type, per step."""
     rows: list[dict[str, Any]] = []
-    for r in reply.get("ops", []) if isinstance(reply.get("ops"), list) else []:
+    for r in reply.ops:
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             continue
         vals = {k: number(r.get(k)) for k in ("calls", "self_cpu_us", "cpu_total_us")}
@@ -361,10 +367,10 @@ def _ops(reply: dict) -> list[dict[str, Any]]:
     return rows
 
 
-def share_of(reply: dict) -> tuple[float, int, float]:
+def share_of(reply: Blocks) -> tuple[float, int, float]:
     """(OP's CPU total as a share of the profile's CPU time, its calls a
     step, the profile's CPU time a step in seconds), from the sandbox's rows."""
-    total = number(reply.get("cpu_total_us"))
+    total = reply.cpu_total_us
     total = total / PROFILED if total is not None and math.isfinite(total) and total > 0 else 0.0
     rows = [r for r in _ops(reply) if r["name"] == OP]
     op_us = sum(r["cpu_total_us"] for r in rows)
@@ -372,9 +378,9 @@ def share_of(reply: dict) -> tuple[float, int, float]:
     return min(share, 1.0), sum(r["calls"] for r in rows), total * 1e-6
 
 
-def _share_case(profiled: dict, wall: float) -> dict[str, Any]:
+def _share_case(profiled: Blocks, wall: float) -> dict[str, Any]:
     share, count, cpu_s = share_of(profiled)
-    call_s = number(profiled.get("wall_s"))
+    call_s = profiled.wall_s
     case: dict[str, Any] = {
         "name": f"{OP} under {SHARE_MAX:.0%} of the step's CPU time ({PROFILED} calls profiled)",
         "passed": False,
@@ -396,10 +402,10 @@ def _share_case(profiled: dict, wall: float) -> dict[str, Any]:
 
 
 def _report(
-    ctx: GradeContext, profiled: dict, theirs: list, ours: list, written: Path, wanted: Path
+    ctx: GradeContext, profiled: Blocks, theirs: list, ours: list, written: Path, wanted: Path
 ) -> None:
     """What the app shows: the profile's top rows and kernels, the trace."""
-    trace, problem = "", text(profiled.get("trace_error"), 300)
+    trace, problem = "", profiled.trace_error
     if not problem and written != wanted:
         try:
             copy_untrusted(written, wanted)
@@ -426,7 +432,7 @@ def _report(
     info: dict[str, Any] = {"trace": trace, "device": ctx.device, "top_ops": rows}
     info["sort"] = "cpu_total_ms"
     if ctx.device == "cuda":
-        kernels = list_field(profiled, "top_kernels")
+        kernels = profiled.top_kernels
         info["top_kernels"] = [
             {
                 "name": text(k.get("name"), 300),

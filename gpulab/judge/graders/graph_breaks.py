@@ -34,11 +34,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.protocol import list_field, text
+from gpulab.check.frames_other import (
+    CompiledSteps,
+    CompileRequest,
+    DynamoConfig,
+    DynamoConfigRequest,
+    Modes,
+    ModesRequest,
+)
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import (
     args_nbytes,
-    as_int,
     check_dynamo,
     config_changed,
     refuse_disabled,
@@ -108,19 +114,11 @@ def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backen
     inputs = [[encode(arena, a, refs) for a in args] for args in chosen]
     slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for args in chosen]
     reply = sandbox_reply(
-        ctx.sandbox.request(
-            {
-                "type": "compiled",
-                "function": fn.name,
-                "backend": backend,
-                "inputs": inputs,
-                "outs": [sl.to_json() for sl in slots],
-            }
-        ),
-        "compiled",
+        ctx.sandbox.request(CompileRequest(fn.name, backend, inputs, tuple(slots))),
+        CompiledSteps,
     )
-    config_changed(ctx, reply)
-    copied = list_field(reply, "copied")
+    config_changed(ctx, reply.config_changed)
+    copied = reply.copied
     for k, (i, args, slot) in enumerate(zip(COMPILED_CASES, chosen, slots, strict=True)):
         name = f"compiled ({backend}) {names[i]}"
         if k >= len(copied) or copied[k] is not True:
@@ -152,17 +150,15 @@ def grade(ctx: GradeContext) -> None:
     fn = ctx.function("step")
     # Changes the file made at import (the sandbox recorded Dynamo's config
     # before it ran): undone there, and said here.
-    reply = sandbox_reply(
-        ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config"
-    )
-    changed = [text(k, 80) for k in reply.get("changed", []) if isinstance(k, str)]
+    reply = sandbox_reply(ctx.sandbox.request(DynamoConfigRequest(fn.name)), DynamoConfig)
+    changed = reply.changed
     if changed:
         ctx.notes.append(
             "Your file changed torch._dynamo.config ("
             + ", ".join(changed)
             + "); the check undid that and ran with Dynamo's defaults."
         )
-    if reply.get("disabled"):
+    if reply.disabled:
         refuse_disabled(ctx)
     device = ctx.device
     if device == "cpu":
@@ -181,9 +177,7 @@ def grade(ctx: GradeContext) -> None:
         ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
     config_changed(
         ctx,
-        sandbox_reply(
-            ctx.sandbox.request({"type": "dynamo_config", "function": fn.name}), "config"
-        ),
+        sandbox_reply(ctx.sandbox.request(DynamoConfigRequest(fn.name)), DynamoConfig).changed,
     )
     if any(not c["passed"] for c in ctx.cases):
         return
@@ -243,43 +237,19 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
         refs: Refs = {}
         slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
         ctx.stage(f"timing {shape}: your step, eager and compiled")
-        reply = sandbox_reply(
-            ctx.sandbox.request(
-                {
-                    "type": "modes",
-                    "function": fn.name,
-                    "modes": list(MODES.values()),
-                    "args": [encode(arena, a, refs) for a in args],
-                    "outs": [sl.to_json() for sl in slots],
-                }
-            ),
-            "modes",
+        request = ModesRequest(
+            fn.name, tuple(MODES.values()), [encode(arena, a, refs) for a in args], tuple(slots)
         )
-        got = list_field(reply, "rows")
+        got = sandbox_reply(ctx.sandbox.request(request), Modes).rows
         if len(got) != len(MODES):
             ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
         for (name, _), slot, r in zip(MODES.items(), slots, got, strict=True):
             rep = compare(arena.view(slot).clone(), expected, *COMPILED_TOL)
             if rep["mismatches"]:
                 ctx.fail(f"timing {shape} {name}: the output is wrong", describe_mismatch(rep))
-            ms = r.get("ms") if isinstance(r, dict) else None
-            if not isinstance(ms, (int, float)) or not ms > 0:
+            if r.ms is None or not r.ms > 0:
                 ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
-            clean = {
-                k: r[k]
-                for k in ("ms", "reps", "rse", "min_ms", "max_ms")
-                if isinstance(r.get(k), (int, float))
-            }
-            rows.append(
-                _row(
-                    name,
-                    shape,
-                    (b, s, d),
-                    clean,
-                    as_int(r.get("kernels")),
-                    r.get("compile_s") if isinstance(r.get("compile_s"), float) else None,
-                )
-            )
+            rows.append(_row(name, shape, (b, s, d), r.times(), r.kernels, r.compile_s))
         base_ms = next(r["ms"] for r in rows[-4:] if r["name"] == "your step (eager)")
         for row in rows[-4:]:
             row["baseline"], row["speedup"] = "your step (eager)", base_ms / row["ms"]

@@ -42,7 +42,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpulab.check.protocol import list_field, number, text
+from gpulab.check.frames import Raised
+from gpulab.check.frames_other import Trained, TrainRequest, read_reply
+from gpulab.check.protocol import number, text
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import check_ranges, range_times
@@ -145,14 +147,14 @@ def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
 
 def _train_remote(
     ctx: GradeContext, seed: int, batch: tuple, meanwhile: Any
-) -> tuple[dict, list, Path, Path]:
+) -> tuple[Trained, list, Path, Path]:
     """The learner's steps in the sandbox, from the judge's weights and batch;
     `meanwhile()` runs here while they run there. Returns (the reply, the
     final weights, where the sandbox wrote the trace, where it belongs)."""
     device = ctx.device
     start = _params(make_model(seed, device)[0])
     arena = ctx.arena(sum(t.numel() * t.element_size() * 2 for t in [*start, *batch]) + 8192)
-    params = [arena.put(t).to_json() for t in start]
+    params = [arena.put(t) for t in start]
     final = [arena.slot(tuple(t.shape), t.dtype) for t in start]
     wanted = trace_file(ctx)
     # The sandbox writes a folder of the judge's (its outbox), never the
@@ -160,32 +162,28 @@ def _train_remote(
     written = Path(ctx.outbox) / wanted.name if ctx.outbox else wanted
     ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
     ctx.sandbox.send(
-        {
-            "type": "train",
-            "function": "train_step",
-            "params": params,
-            "batch": [arena.put(t).to_json() for t in batch],
-            "final": [f.to_json() for f in final],
-            "steps": STEPS,
-            "profiled": PROFILED,
-            "trace": str(written),
-        }
+        TrainRequest(
+            function="train_step",
+            params=tuple(params),
+            batch=tuple(arena.put(t) for t in batch),
+            final=tuple(final),
+            steps=STEPS,
+            profiled=PROFILED,
+            trace=str(written),
+        )
     )
     meanwhile()
-    reply = ctx.sandbox.receive()
-    if reply.get("type") == "raised":
-        ctx.fail(text(reply.get("summary")), text(reply.get("message")))
-    if reply.get("type") != "trained":
-        raise GradeFailed(
-            f"the sandbox could not run your steps: {text(reply.get('summary'))}", status="error"
-        )
-    if reply.get("returned") is not None:
+    got = read_reply(ctx.sandbox.receive(), Trained)
+    if isinstance(got, Raised):
+        ctx.fail(got.summary, got.message)
+    if not isinstance(got, Trained):
+        raise GradeFailed(f"the sandbox could not run your steps: {got.summary}", status="error")
+    if got.returned is not None:
         ctx.fail(
-            f"train_step returned {text(reply['returned'], 80)}, expected the loss as a "
-            "one-element tensor",
+            f"train_step returned {got.returned}, expected the loss as a one-element tensor",
             "End the step with `return loss.detach()`.",
         )
-    return reply, [arena.view(f).clone() for f in final], written, wanted
+    return got, [arena.view(f).clone() for f in final], written, wanted
 
 
 def grade(ctx: GradeContext) -> None:
@@ -204,12 +202,7 @@ def grade(ctx: GradeContext) -> None:
         ref_losses.extend(float(original_train_step(ref, batch, ref_opt)) for _ in range(STEPS))
 
     reply, weights, written, trace_path = _train_remote(ctx, seed, batch, train_reference)
-    got = (
-        [number(v) for v in reply.get("losses", [])][:STEPS]
-        if isinstance(reply.get("losses"), list)
-        else []
-    )
-    losses = [v if v is not None else math.nan for v in got]
+    losses = [v if v is not None else math.nan for v in reply.losses[:STEPS]]
 
     # 1. It still trains, exactly as the unannotated step does.
     same = len(losses) == STEPS and all(
@@ -253,7 +246,7 @@ def grade(ctx: GradeContext) -> None:
     )
 
     # 2. The ranges, read off the profile's events (the sandbox's report).
-    events = _events(reply.get("events"))
+    events = _events(reply.events)
     for case in check_ranges(events):
         ctx.add_case(case)
     _report_profile(ctx, reply, events, written, trace_path)
@@ -286,12 +279,12 @@ def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
 
 
 def _report_profile(
-    ctx: GradeContext, reply: dict, events: list[dict], written: Path, wanted: Path
+    ctx: GradeContext, reply: Trained, events: list[dict], written: Path, wanted: Path
 ) -> None:
     """What the app shows: top operations, the trace, the ranges' times."""
     device = ctx.device
     trace = ""
-    problem = text(reply.get("trace_error"), 300)
+    problem = reply.trace_error
     if not problem and written != wanted:
         try:
             copy_untrusted(written, wanted)
@@ -312,16 +305,15 @@ def _report_profile(
     profile_info: dict[str, Any] = {
         "trace": trace,
         "device": device,
-        "top_ops": _rows(reply.get("top_ops"), ops),
+        "top_ops": _rows(reply.top_ops, ops),
         "ranges": ranges,
         "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms",
     }
     if device == "cuda":
         profile_info["top_kernels"] = _rows(
-            reply.get("top_kernels"), {"name": str, "calls": int, "device_ms": float}
+            reply.top_kernels, {"name": str, "calls": int, "device_ms": float}
         )
-        nvtx = list_field(reply, "nvtx")
-        profile_info["nvtx"] = sorted({text(n, 300) for n in nvtx if isinstance(n, str)})
+        profile_info["nvtx"] = sorted(set(reply.nvtx))
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:
             ctx.notes.append(

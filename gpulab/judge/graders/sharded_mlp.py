@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import jax  # without JAX, the harness reports how to install it
 import numpy as np
 
-from gpulab.check.protocol import list_field
+from gpulab.check.frames import Raised
+from gpulab.check.frames_other import Exported, ExportRequest, read_reply
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 
 if TYPE_CHECKING:
@@ -367,30 +368,33 @@ def grade(ctx: GradeContext) -> None:
             data[mode, shape] = (params, x, reference(params, x))
     ctx.function("make_mesh")  # the learner's file loaded (or why not)
     ctx.stage("exporting your steps")
-    reply = ctx.sandbox.request({"type": "jax_export", "shapes": shapes(n)})
-    if reply.get("type") == "raised":
-        ctx.fail(_text(reply.get("summary")), _text(reply.get("message")))
-    if reply.get("type") != "exported" or not isinstance(reply.get("steps"), dict):
-        ctx.fail(f"the sandbox could not export your steps: {_text(reply.get('summary'))}")
-    problem = _text(reply.get("mesh_problem"))
+    request = ExportRequest(tuple(tuple(s) for s in shapes(n)))
+    reply = read_reply(ctx.sandbox.request(request), Exported)
+    if isinstance(reply, Raised):
+        ctx.fail(_text(reply.summary), _text(reply.message))
+    if not isinstance(reply, Exported):
+        ctx.fail(f"the sandbox could not export your steps: {_text(reply.summary)}")
+    if reply.steps is None:
+        ctx.fail("the sandbox could not export your steps: ")
+    problem = _text(reply.mesh_problem)
     ctx.add_case({"name": f"make_mesh over {n} devices", "passed": not problem, "detail": problem})
     if problem:
         ctx.notes.append("make_mesh failed, so the steps below were given gpulab's own mesh.")
     for mode in modes:
-        step = reply["steps"].get(mode)
+        step = reply.steps.get(mode)
         if step is None and mode in OPTIONAL:
             continue
-        if not isinstance(step, dict) or "error" in step:
+        if step is None or step.error is not None:
             ctx.add_case(
                 {
                     "name": mode,
                     "passed": False,
-                    "detail": _text(step.get("error") if isinstance(step, dict) else None)
+                    "detail": _text(step.error if step is not None else None)
                     or "the sandbox sent nothing for it",
                 }
             )
             continue
-        programs = list_field(step, "programs")
+        programs = step.programs
         ctx.stage(f"running {mode}")
         for j, shape in enumerate(shapes(n)):
             program = programs[j] if j < len(programs) else {}
