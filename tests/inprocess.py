@@ -15,7 +15,7 @@ from typing import Any
 
 
 class Channel:
-    def send(self, event: dict) -> None:
+    def send(self, event: Any) -> None:
         pass
 
     def stage(self, text: str, *progress: int) -> None:

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames import Broken, Raised
 from gpulab.check.frames_other import Loaded, LoadRequest, read_reply
 from gpulab.check.protocol import CheckRequest
+from gpulab.check.result import CaseRow
 from gpulab.check.status import Status
 from gpulab.sandbox.learner import LearnerError
 
@@ -31,9 +33,10 @@ if TYPE_CHECKING:
 
 
 class Channel(Protocol):
-    """Where a check's frames go (gpulab.judge.main.Channel, the judge's events)."""
+    """Where a check's frames go (gpulab.judge.main.Channel, the judge's
+    events, typed as the lab reads them: gpulab.check.events)."""
 
-    def send(self, event: dict[str, Any]) -> None: ...
+    def send(self, event: Stage | CaseDone | Correct | Graded) -> None: ...
 
     def stage(self, text: str, done: int | None = None, total: int | None = None) -> None: ...
 
@@ -111,7 +114,7 @@ class GradeContext:
         """Every correctness case passed and the timing begins: the lab shows
         that verdict now, and the grade when the timing ends (a timed check
         on a GPU takes several times as long as its correctness cases)."""
-        self.channel.send({"type": "correct", "cases": len(self.cases)})
+        self.channel.send(Correct(len(self.cases)))
 
     def function(self, name: str | None = None) -> Remote:
         name = name or self.request.function
@@ -155,8 +158,10 @@ class GradeContext:
         return self._arena
 
     def add_case(self, case: dict[str, Any], total: int | None = None) -> None:
+        """A case's row, as the grader wrote it (the result's JSON keeps it
+        whole; the lab reads it as a gpulab.check.result.CaseRow)."""
         self.cases.append(case)
-        self.channel.send({"type": "case", "index": len(self.cases), "total": total, "case": case})
+        self.channel.send(CaseDone(len(self.cases), total, CaseRow.from_json(case)))
 
     def fail(self, summary: str, message: str = "") -> NoReturn:
         raise GradeFailed(summary, message)

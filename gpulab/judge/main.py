@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpulab.check import crashes, protocol
+from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames_other import Ok, Prepare, Warm, read_reply
 from gpulab.check.protocol import CRASHED, ERROR, FAILED, CheckRequest, paths_off_env
 
@@ -54,18 +55,23 @@ class Channel:
         self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
         self.texts: list[str] = ["start"]  # each mark's own words
 
-    def send(self, event: dict[str, Any]) -> None:
-        protocol.write_frame(self.fd, event)
+    def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
+        protocol.write_frame(self.fd, event.to_json())
+
+    def finish(self, result: dict[str, Any]) -> None:
+        """The check's last frame: its result (gpulab.check.result.CheckResult
+        reads it on the lab's side, field by field)."""
+        protocol.write_frame(self.fd, {"type": "result", "result": result})
 
     def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
         """A stage's words, and where there are steps, how many are done of
         how many (numbers, so the lab never reads them back out of words)."""
         self.marks.append((protocol.stage_kind(text), time.monotonic()))
         self.texts.append(text)
-        event: dict[str, Any] = {"type": "stage", "text": text}
         if done is not None and total:
-            event["progress"] = [int(done), int(total)]
-        self.send(event)
+            self.send(Stage(text, int(done), int(total)))
+        else:
+            self.send(Stage(text))
 
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen
@@ -97,11 +103,7 @@ def graded(channel: Channel, result: dict[str, Any]) -> None:
     if result.get("status") != "passed" or not timing.get("grade"):
         return
     channel.send(
-        {
-            "type": "graded",
-            "grade": protocol.text(timing.get("grade"), 8),
-            "summary": protocol.text(result.get("summary"), 300),
-        }
+        Graded(protocol.text(timing.get("grade"), 8), protocol.text(result.get("summary"), 300))
     )
 
 
@@ -585,7 +587,7 @@ def main() -> int:
         result["stages"] = channel.stages()
         result["slowest"] = channel.slowest()
     try:
-        channel.send({"type": "result", "result": result})
+        channel.finish(result)
     finally:
         kill_descendants()
         remove_folders()
