@@ -36,7 +36,7 @@ from typing import Any
 
 from gpulab.check.status import Status
 
-# --- statuses of a result (defined once, in gpulab.status) ----------------------
+# --- statuses of a result (defined once, in gpulab.check.status) ----------------------
 
 PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED = (
     Status.PASSED,

@@ -133,7 +133,7 @@ def _print(d: dict[str, Any]) -> None:
     )
     from gpulab.perf.serving_view import steps_table
 
-    # The Serving pane's own table (gpulab.serving_view): a step a row where
+    # The Serving pane's own table (gpulab.perf.serving_view): a step a row where
     # the terminal is wide enough, a step a column where it is not.
     t = steps_table(d, con.width)
     con.print(t)
