@@ -67,7 +67,7 @@ class GradeContext:
     channel: Channel
     # The judge's handle on the sandbox.
     sandbox: Sandbox
-    cases: list[dict[str, Any]] = field(default_factory=list)
+    cases: list[CaseRow] = field(default_factory=list)  # each as the grader wrote it
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     timing: dict[str, Any] | None = None
@@ -160,8 +160,10 @@ class GradeContext:
     def add_case(self, case: dict[str, Any], total: int | None = None) -> None:
         """A case's row, as the grader wrote it (the result's JSON keeps it
         whole; the lab reads it as a gpulab.check.result.CaseRow)."""
-        self.cases.append(case)
-        self.channel.send(CaseDone(len(self.cases), total, CaseRow.from_json(case)))
+        case["passed"] = bool(case.get("passed"))  # a grader's truthy value is a pass
+        row = CaseRow.from_json(case)
+        self.cases.append(row)
+        self.channel.send(CaseDone(len(self.cases), total, row))
 
     def fail(self, summary: str, message: str = "") -> NoReturn:
         raise GradeFailed(summary, message)

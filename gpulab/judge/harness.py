@@ -72,12 +72,12 @@ def grade_request(
     except GradeFailed as exc:
         result.update(status=exc.status, summary=exc.summary, message=exc.message)
     else:
-        bad = [c for c in ctx.cases if not c.get("passed")]
+        bad = [c for c in ctx.cases if not c.passed]
         if bad:
             result.update(
                 status=Status.FAILED,
                 summary=f"{len(bad)} of {len(ctx.cases)} cases wrong; first: "
-                f"{bad[0]['name']}: {bad[0].get('detail', '')}".rstrip(": "),
+                f"{bad[0].name}: {bad[0].detail or ''}".rstrip(": "),
             )
         elif not ctx.cases:
             result.update(status=Status.ERROR, summary="the grader checked no case (a gpulab bug)")
@@ -94,7 +94,9 @@ def grade_request(
         result.update(
             status=Status.FAILED, summary="implausible timing: " + ctx.timing["implausible"]
         )
-    result.update(cases=ctx.cases, skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing)
+    result.update(
+        cases=[c.json for c in ctx.cases], skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing
+    )
     if ctx.warmed:
         result["compiled_ahead"] = ctx.warmed
     return result

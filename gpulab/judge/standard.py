@@ -41,7 +41,7 @@ def grade_kernel(
     if timing is None:
         ctx.notes.append(STEP_NOTE)
         return
-    if any(not c["passed"] for c in ctx.cases) or not ctx.want_timing:
+    if any(not c.passed for c in ctx.cases) or not ctx.want_timing:
         return
     if timing_note:
         ctx.notes.append(timing_note)

@@ -179,7 +179,7 @@ def grade(ctx: GradeContext) -> None:
         ctx,
         sandbox_reply(ctx.sandbox.request(DynamoConfigRequest(fn.name)), DynamoConfig).changed,
     )
-    if any(not c["passed"] for c in ctx.cases):
+    if any(not c.passed for c in ctx.cases):
         return
 
     # 2. Graph breaks.
@@ -198,7 +198,7 @@ def grade(ctx: GradeContext) -> None:
             "AOTAutograd, no code generation): Inductor's C++ build takes about "
             "30 s here. A GPU check compiles with Inductor and times the modes."
         )
-    if ctx.want_timing and all(c["passed"] for c in ctx.cases):
+    if ctx.want_timing and all(c.passed for c in ctx.cases):
         ctx.correct()
         time_modes(ctx, fn)
 

@@ -366,11 +366,11 @@ def grade(ctx: GradeContext) -> None:
         fwd_cases,
         guards=lambda case: guards_for(SPEC, eager_width=case.args[0].shape[-1]),
     )
-    if any(not c["passed"] for c in ctx.cases):
+    if any(not c.passed for c in ctx.cases):
         ctx.notes.append("The backward is checked once every forward case passes.")
         return
     check_backward(ctx, fn, bwd, len(fwd) + len(bwd))
-    if any(not c["passed"] for c in ctx.cases):
+    if any(not c.passed for c in ctx.cases):
         return
     if ctx.want_timing:
         from gpulab.judge.rope_timing import time_compile_and_backward
