@@ -882,17 +882,22 @@ class BenchRequest:
 @dataclass(frozen=True, slots=True)
 class Bench(Reply):
     """`bench`: each size's value as the learner's function returned it (a
-    number, or {"__unsupported__": its type's name}); the judge checks it."""
+    number, or {"__unsupported__": its type's name}); the judge checks it.
+    `times_read`: on the model GPU, how many event times each run read (-1
+    on a GPU, where they are not counted); a wrong type reads as absent."""
 
     TYPE: ClassVar[str] = "bench"
     values: tuple[Any, ...] = ()
+    times_read: tuple[int, ...] = ()
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Bench:
-        return cls(tuple(_items(frame.get("values"))))
+        read = _items(frame.get("times_read"))
+        counts = all(isinstance(n, int) and not isinstance(n, bool) for n in read)
+        return cls(tuple(_items(frame.get("values"))), tuple(read) if counts else ())
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.TYPE, "values": list(self.values)}
+        return {"type": self.TYPE, "values": list(self.values), "times_read": list(self.times_read)}
 
 
 # --- lesson 07: the training steps and the bottleneck ---------------------------------

@@ -84,6 +84,7 @@ class ModelEvent:
         if not (self.done and end.done):
             # What CUDA says when the host reads an event the GPU has not reached.
             raise RuntimeError("CUDA error: device not ready")
+        self.gpu.times_read += 1
         return (end.at - self.at) * 1e3
 
 
@@ -96,6 +97,9 @@ class ModelGPU:
         self.device_s = 0.0
         self._rng = random.Random(seed)
         self._calls = 0
+        # Event times the benchmark read: none means its figure came from
+        # somewhere else (the host's clock around copies it only queued).
+        self.times_read = 0
         self._in_l2: set[int] = set()  # ids of buffers the L2 holds
         self._pending: list[ModelEvent] = []
 
@@ -151,6 +155,7 @@ def bench_request(server: Any, msg: BenchRequest) -> Bench:
     """copy_bandwidth(gpu, n) for each size; each value, or the learner's error."""
     fn = server.function(msg.function)
     out: list[Any] = []
+    read: list[int] = []  # event times read on the model; -1 on a GPU (not counted)
     for k, nbytes in enumerate(msg.sizes):
         if msg.device == "model" and msg.model is not None:
             p = msg.model
@@ -163,9 +168,10 @@ def bench_request(server: Any, msg: BenchRequest) -> Bench:
             raise LearnerFailure(exc.summary, exc.message) from None
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
         out.append(float(value) if ok else {"__unsupported__": type(value).__name__})
+        read.append(gpu.times_read if isinstance(gpu, ModelGPU) else -1)
         del gpu
         if msg.device == "cuda":
             import torch
 
             torch.cuda.empty_cache()  # the judge allocates its own buffers next
-    return Bench(tuple(out))
+    return Bench(tuple(out), tuple(read))

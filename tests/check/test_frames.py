@@ -528,7 +528,7 @@ REPLIES = [
         ),
         graph_breaks=(fo.StreamBreak(9, "print"),),
     ),
-    fo.Bench((1e12, {"__unsupported__": "str"})),
+    fo.Bench((1e12, {"__unsupported__": "str"}), (3, -1)),
     fo.Trained(losses=(2.0, 1.0), returned="NoneType"),
     fo.Trained(losses=(2.0, 1.0), events=[{"name": "x"}], top_ops=[], trace_error="denied"),
     fo.Blocks(answer="aten::addmm", answer_type="str", copied=(True,), seconds=0.25),

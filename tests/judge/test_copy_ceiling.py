@@ -150,6 +150,16 @@ WRONG = {
         "the ceiling",
     ),
     "buffers in the L2": (variant("max(8 * l2, GiB)", "2 * l2"), "at least 8× the L2"),
+    # The model's own parameters, no event read: right figures with no
+    # timing at all (and, for a host-clock figure, right only by chance).
+    "the model's parameters": (
+        variant(
+            "def copy_bandwidth(gpu, nbytes):\n",
+            "def copy_bandwidth(gpu, nbytes):\n"
+            "    return 2 * nbytes / (gpu.overhead + 2 * nbytes / gpu.hbm)\n",
+        ),
+        "read no event's time",
+    ),
     "buffers too big": (variant("free // 4", "free // 2"), "a quarter of it"),
 }
 

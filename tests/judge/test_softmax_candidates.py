@@ -46,7 +46,7 @@ def error(y, x) -> float:
 CHILD = r"""
 import importlib.util, json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
-sys.path.insert(0, sys.argv[1] + "/tests")
+sys.path.insert(0, sys.argv[1] + "/tests/judge")
 import torch
 from test_softmax_candidates import error, inputs
 spec = importlib.util.spec_from_file_location("ref", sys.argv[1] + "/kernels/softmax.py")
