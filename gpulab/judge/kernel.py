@@ -509,14 +509,14 @@ def check_cases(
         atol, rtol = spec.tolerance(case.dtype)
         rep = compare(out, ref, atol, rtol)
         record.update(
-            max_abs=rep["max_abs"],
-            max_rel=rep["max_rel"],
-            mismatches=rep["mismatches"],
-            passed=rep["mismatches"] == 0,
+            max_abs=rep.max_abs,
+            max_rel=rep.max_rel,
+            mismatches=rep.mismatches,
+            passed=rep.mismatches == 0,
         )
-        if rep["mismatches"]:
+        if rep.mismatches:
             record["detail"] = describe_mismatch(rep)
-            record["first_bad"] = rep.get("first_bad", [])
+            record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep["record"])
             if other:

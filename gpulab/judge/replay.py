@@ -145,7 +145,7 @@ class Replayer:
         if replayed.problem:
             return name, WHY + f"The replay stopped: {replayed.problem}"
         rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
-        if rep["mismatches"]:
+        if rep.mismatches:
             return name, (
                 f"{MISMATCH} ({describe_mismatch(rep)}). {WHY}Does a kernel read past the "
                 "end of a buffer (a missing mask: the memory next to it differs there), or is "
