@@ -139,7 +139,8 @@ def cache_dir(request: CheckRequest, private: Path) -> Path:
 
 def policy_for(
     request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
-) -> dict:
+) -> dict[str, Any]:
+    """The sandbox's policy, as JSON (gpulab.sandbox.isolation.Policy reads it)."""
     pkg = Path(__file__).resolve().parents[1]  # the gpulab package
     learner = Path(request.file).resolve()
     read = [
@@ -391,7 +392,10 @@ class Prepared:
         return sandbox if sandbox is not None else self.fresh_replay()
 
     def fresh(
-        self, prefix: list[str] | None = None, profiler: dict | None = None, wait: bool = True
+        self,
+        prefix: list[str] | None = None,
+        profiler: dict[str, Any] | None = None,
+        wait: bool = True,
     ) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
