@@ -74,4 +74,4 @@ def grade_here(exercise: str, function: str, path: Path) -> dict:
 
     request = CheckRequest(exercise=exercise, function=function, file=str(path))
     sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))
-    return grade_request(request, "cpu", Channel(), sandbox=sandbox)
+    return grade_request(request, "cpu", Channel(), sandbox=sandbox).to_json()

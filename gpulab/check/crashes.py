@@ -16,6 +16,7 @@ it aborts).
 from __future__ import annotations
 
 import signal
+from typing import Any
 
 OUT_OF_BOUNDS = "out of bounds: a missing mask?"
 
@@ -46,7 +47,7 @@ def heap_corrupted(output: str) -> bool:
 
 
 def crash_summary(
-    code: int | None, killed_by_judge: str, policy: dict, output: str = ""
+    code: int | None, killed_by_judge: str, policy: dict[str, Any], output: str = ""
 ) -> tuple[str, str]:
     """(summary, hint) for a sandbox that ended with exit status `code`
     (negative: the signal), unless the judge stopped it and said why."""

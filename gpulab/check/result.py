@@ -40,6 +40,24 @@ _HEAD = ("exercise", "lesson", "file", "passed", "cases", "timing", "output", "s
 _TYPED = {*_HEAD, "status", "summary", "message", "device", "skipped", "notes"}
 _TAIL = ("duration_s", "warm")
 
+# The judge's own keys in the order it always wrote them (its result's
+# `order`; `gpulab check --json` keeps it, and tests pin it).
+JUDGE_ORDER = (
+    "status",
+    "summary",
+    "message",
+    "device",
+    "mode",
+    "skipped",
+    "notes",
+    "compiled_ahead",
+    "verdict",
+    "explain",
+    "diagnosis",
+    "isolation",
+    "slowest",
+)
+
 
 def finite(value: Any) -> int | float | None:
     """A finite number as it was written (an int stays an int), else None."""

@@ -24,16 +24,22 @@ ALL = tuple(ARCHS)
 HOPPER = (90,)  # wgmma and setmaxnreg: sm_90a only (Blackwell has tcgen05 instead)
 TMA = (90, 100)  # TMA descriptors: Hopper and data-centre Blackwell
 
+# What compile_kernel takes: Triton types by parameter, the constexprs (ints,
+# bools, triton dtypes) and options (num_warps, num_stages).
+Built = tuple[dict[str, str], dict[str, Any], dict[str, int]]
+# (module, fn) -> Built: the reference's module and its jitted function.
+Build = Callable[[Any, Any], Built]
+
 
 @dataclass(frozen=True)
 class Spec:
     exercise: str  # kernels/<exercise>.py, and exercises/<exercise>.py for the starter
     kernel: str  # the jitted function (or the factory that returns it)
     label: str  # what varies between this spec and its siblings (tile, dtype)
-    build: Callable[[Any, Any], tuple[dict, dict, dict]]  # (module, fn) -> sig, constexprs, options
+    build: Build
     archs: tuple[int, ...] = ALL  # the architectures the reference claims
     starter: str = ""  # the starter's function to compile with the same signature
-    factory: tuple = ()  # the kernel is `kernel(*factory)` (Gluon kernels made per schedule)
+    factory: tuple[object, ...] = ()  # the kernel is `kernel(*factory)` (Gluon's, per schedule)
     file: str = ""  # the reference's path under kernels/ without .py, when not <exercise>
 
 
@@ -42,16 +48,16 @@ class Job:
     name: str  # "matmul:matmul_kernel 128x256x64 s4 w8"
     role: str  # "reference" or "starter"
     fn: Any
-    signature: dict
-    constexprs: dict
-    options: dict
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    options: dict[str, int]
     archs: tuple[int, ...] = field(default=ALL)
 
 
 def signature(
     fn: Any,
     dtype: str,
-    constexprs: dict,
+    constexprs: dict[str, Any],
     *,
     floats: tuple[str, ...] = (),
     descs: dict[str, str] | None = None,
@@ -77,13 +83,13 @@ def signature(
 
 def _simple(
     dtype: str,
-    ce: dict,
+    ce: dict[str, Any],
     warps: int,
     floats: tuple[str, ...] = (),
     stages: int = 3,
     fp32_ptrs: tuple[str, ...] = (),
-):
-    def build(_m: Any, fn: Any) -> tuple[dict, dict, dict]:
+) -> Build:
+    def build(_m: Any, fn: Any) -> Built:
         sig = signature(fn, dtype, ce, floats=floats)
         for p in fp32_ptrs:
             sig[p] = "*fp32"
@@ -93,12 +99,16 @@ def _simple(
 
 
 def _autotuned(
-    attr: str, dtype: str, extra: dict, floats: tuple[str, ...] = (), ptrs: tuple[str, ...] = ()
-):
+    attr: str,
+    dtype: str,
+    extra: dict[str, Any],
+    floats: tuple[str, ...] = (),
+    ptrs: tuple[str, ...] = (),
+) -> Callable[[int], Build]:
     """One spec per autotune config of module.`attr` (a list of triton.Config)."""
 
-    def make(index: int):
-        def build(m: Any, fn: Any) -> tuple[dict, dict, dict]:
+    def make(index: int) -> Build:
+        def build(m: Any, fn: Any) -> Built:
             c = getattr(m, attr)[index]
             ce = {**extra, **c.kwargs}
             return (
@@ -112,10 +122,10 @@ def _autotuned(
     return make
 
 
-def _attention_step(dtype: str, ce: dict, warps: int):
+def _attention_step(dtype: str, ce: dict[str, Any], warps: int) -> Build:
     """A lesson 04 step's kernel: the paper's names for its pointers."""
 
-    def build(_m: Any, fn: Any) -> tuple[dict, dict, dict]:
+    def build(_m: Any, fn: Any) -> Built:
         sig = signature(fn, dtype, ce, floats=("qk_scale",), ptrs=("Q", "K", "V", "O"))
         return sig, dict(ce), {"num_warps": warps, "num_stages": 1}
 
@@ -126,8 +136,8 @@ def _tma_desc(dtype: str, block: tuple[int, int]) -> str:
     return f"tensordesc<{dtype}[{block[0]}, {block[1]}]>"
 
 
-def _matmul_tma(persistent: bool):
-    def build(m: Any, fn: Any) -> tuple[dict, dict, dict]:
+def _matmul_tma(persistent: bool) -> Build:
+    def build(m: Any, fn: Any) -> Built:
         bm, bn, bk = m.TMA_BLOCK
         import triton.language as tl
 
@@ -148,7 +158,7 @@ def _matmul_tma(persistent: bool):
     return build
 
 
-def _attention_tma(m: Any, fn: Any) -> tuple[dict, dict, dict]:
+def _attention_tma(m: Any, fn: Any) -> Built:
     D = 128
     bm, bn, warps, stages = m.TMA_TILES[D]
     ce = {"HEAD_DIM": D, "CAUSAL": True, "BLOCK_M": bm, "BLOCK_N": bn}
@@ -163,7 +173,7 @@ def _attention_tma(m: Any, fn: Any) -> tuple[dict, dict, dict]:
     )
 
 
-def _softmax_smem(m: Any, fn: Any) -> tuple[dict, dict, dict]:
+def _softmax_smem(m: Any, fn: Any) -> Built:
     import torch
 
     cr, n, slots = 32, 32768, 12
@@ -176,7 +186,7 @@ def _softmax_smem(m: Any, fn: Any) -> tuple[dict, dict, dict]:
     )
 
 
-def _fa3(m: Any, fn: Any) -> tuple[dict, dict, dict]:
+def _fa3(m: Any, fn: Any) -> Built:
     import torch
 
     D, causal = 128, True

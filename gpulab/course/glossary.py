@@ -122,7 +122,7 @@ class Glossary:
         return [t for _, _, t in scored]
 
 
-def _str_list(entry: dict, name: str, where: str) -> tuple[str, ...]:
+def _str_list(entry: dict[str, Any], name: str, where: str) -> tuple[str, ...]:
     value = entry.get(name, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"{where}: field '{name}' must be a list of non-empty strings")

@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -53,15 +54,16 @@ def _paths(gpu: int) -> tuple[Path, Path, Path]:
     return base.with_suffix(".lock"), base.with_suffix(".holder"), base.with_suffix(".gate")
 
 
-def holder(gpu: int = 0) -> dict | None:
+def holder(gpu: int = 0) -> dict[str, Any] | None:
     """Who holds the GPU's timing lock, as they wrote it, or None."""
     try:
-        return json.loads(_paths(gpu)[1].read_text())
+        written: dict[str, Any] = json.loads(_paths(gpu)[1].read_text())
+        return written
     except (OSError, ValueError):
         return None
 
 
-def describe(h: dict | None) -> str:
+def describe(h: dict[str, Any] | None) -> str:
     if not h:
         return "another process"
     since = time.strftime("%H:%M:%S", time.localtime(h.get("since", 0)))

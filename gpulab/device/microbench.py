@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gpulab.device.microbench_measure import (
     GiB,
+    MatmulShape,
     MiB,
     Steps,
     bench_bandwidth,
@@ -56,7 +58,9 @@ def sweep_sizes(quick: bool, limit: int) -> list[int]:
     return sizes
 
 
-def matmul_plan(torch: Any, cc: tuple[int, int], quick: bool) -> tuple[list, dict[str, str]]:
+def matmul_plan(
+    torch: Any, cc: tuple[int, int], quick: bool
+) -> tuple[list[MatmulShape], dict[str, str]]:
     """[(dtype, M, N, K)], and {dtype: why skipped}."""
     skipped: dict[str, str] = {}
     dtypes = ["fp32", "fp16"]
@@ -69,7 +73,7 @@ def matmul_plan(torch: Any, cc: tuple[int, int], quick: bool) -> tuple[list, dic
     else:
         skipped["fp8"] = "needs compute capability 8.9 and torch._scaled_mm"
     sizes = [4096, 8192] if quick else [2048, 4096, 8192, 16384]
-    plan = []
+    plan: list[MatmulShape] = []
     for dt in dtypes:
         for s in sizes:
             if dt == "fp32" and s > 8192:
@@ -183,7 +187,7 @@ def _run(torch: Any, quick: bool) -> int:
     return 0
 
 
-def _safe_version(version: Any, dist: str) -> str | None:
+def _safe_version(version: Callable[[str], str], dist: str) -> str | None:
     try:
         return version(dist)
     except Exception:  # noqa: BLE001

@@ -8,8 +8,13 @@ kernel here that happens to be slower on some GPU never lowers a ceiling.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import triton
 import triton.language as tl
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @triton.jit
@@ -58,20 +63,20 @@ def fma_kernel(x_ptr, out_ptr, ITERS: tl.constexpr, BLOCK: tl.constexpr):
 FMA_CHAINS = 4  # chains per element in fma_kernel: FLOPs = 2 * FMA_CHAINS * ITERS * n
 
 
-def read(x, partial, block: int, num_warps: int) -> None:
+def read(x: Tensor, partial: Tensor, block: int, num_warps: int) -> None:
     n = x.numel()
     read_kernel[(triton.cdiv(n, block),)](x, partial, n, BLOCK=block, num_warps=num_warps)
 
 
-def copy(dst, src, block: int, num_warps: int) -> None:
+def copy(dst: Tensor, src: Tensor, block: int, num_warps: int) -> None:
     n = src.numel()
     copy_kernel[(triton.cdiv(n, block),)](dst, src, n, BLOCK=block, num_warps=num_warps)
 
 
-def fill(dst, value: float, block: int, num_warps: int) -> None:
+def fill(dst: Tensor, value: float, block: int, num_warps: int) -> None:
     n = dst.numel()
     fill_kernel[(triton.cdiv(n, block),)](dst, value, n, BLOCK=block, num_warps=num_warps)
 
 
-def fma(x, out, iters: int, block: int, num_warps: int = 4) -> None:
+def fma(x: Tensor, out: Tensor, iters: int, block: int, num_warps: int = 4) -> None:
     fma_kernel[(x.numel() // block,)](x, out, ITERS=iters, BLOCK=block, num_warps=num_warps)

@@ -9,11 +9,16 @@ module costs nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 GiB, MiB = 2**30, 2**20
 DEVICE = "cuda"  # a test's dry run points this at the CPU, with CUDA's calls faked
 FMA_ITERS, FMA_PROGRAMS_PER_SM = 1024, 64
+
+# (kind, method, call, bytes moved per buffer byte, check of the result)
+BandwidthPlan = tuple[str, str, Callable[[], object], int, Callable[[], bool]]
+MatmulShape = tuple[str, int, int, int]  # (dtype, M, N, K)
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -76,9 +81,8 @@ def _float64_sum(src: Any, n: int, chunk: int = 2**26) -> float:
 
 def _bandwidth_plans(
     torch: Any, K: Any, src: Any, dst: Any, partial: Any, n: int, want: float
-) -> list[tuple]:
-    """(kind, method, call, bytes moved per buffer byte, check of the result)
-    for each way of copying, reading and writing the buffer."""
+) -> list[BandwidthPlan]:
+    """A plan for each way of copying, reading and writing the buffer."""
     fill_value = 1.2345  # not zero: writes of zeros could be special-cased
 
     def check_copy() -> bool:
@@ -87,7 +91,7 @@ def _bandwidth_plans(
     def check_fill() -> bool:
         return bool((dst == torch.tensor(fill_value, device=DEVICE)).all())
 
-    def check_read(total: Any) -> Any:
+    def check_read(total: Callable[[], Any]) -> Callable[[], bool]:
         return lambda: abs(float(total()) - want) <= 1e-3 * abs(want)
 
     return [
@@ -149,7 +153,7 @@ def _bandwidth_plans(
 
 
 def _measure_plans(
-    torch: Any, steps: Steps, plans: list[tuple], nbytes: int, flusher: Any, budget: float
+    torch: Any, steps: Steps, plans: list[BandwidthPlan], nbytes: int, flusher: Any, budget: float
 ) -> list[dict[str, Any]]:
     """Each plan measured, run once more and its result checked: a row each,
     or a note for a method that failed or gave a wrong result."""
@@ -173,7 +177,9 @@ def _measure_plans(
     return rows
 
 
-def _bandwidth_row(kind: str, method: str, t: dict, nbytes: int, moves: int) -> dict[str, Any]:
+def _bandwidth_row(
+    kind: str, method: str, t: dict[str, Any], nbytes: int, moves: int
+) -> dict[str, Any]:
     """The row (emitted): bytes counted as moved, `moves` times the buffer."""
     counted = moves * nbytes
     return _row(
@@ -288,7 +294,7 @@ def _matmul_fn(torch: Any, dt: str, m: int, n: int, k: int) -> Any:
 
 
 def bench_matmul(
-    torch: Any, steps: Steps, plan: list, flusher: Any, budget: float
+    torch: Any, steps: Steps, plan: list[MatmulShape], flusher: Any, budget: float
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     from gpulab.device.timing import measure
 

@@ -198,7 +198,8 @@ def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any]:
         return {"available": False, "reason": f"could not start python: {exc}"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     try:
-        return json.loads(lines[-1])
+        info: dict[str, Any] = json.loads(lines[-1])
+        return info
     except (IndexError, ValueError):
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"available": False, "reason": f"the torch probe failed: {err}"}

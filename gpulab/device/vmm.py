@@ -16,6 +16,7 @@ Both sides wrap the mapping as a torch tensor through
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 _POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -84,7 +85,8 @@ def _ensure_context(device: int) -> None:
     """The calling thread needs a current context: torch's primary one."""
     import torch
 
-    torch.cuda.init()
+    init: Callable[[], None] = torch.cuda.init  # unannotated in torch
+    init()
     torch.cuda.set_device(device)
     torch.empty(1, device=f"cuda:{device}")  # makes the primary context current here
 

@@ -7,6 +7,7 @@ NaN never passes unless the reference is NaN there; infinities must match.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, overload
 
 import torch
@@ -33,10 +34,46 @@ def dtype_name(dtype: torch.dtype) -> str:
     return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
 
 
+@dataclass(frozen=True, slots=True)
+class BadElement:
+    """One wrong element: where, what the learner's output held, what the
+    reference did."""
+
+    index: tuple[int, ...]
+    got: float
+    expected: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": list(self.index), "got": self.got, "expected": self.expected}
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """An output against its reference: the largest errors (NaN or inf when
+    the output has a NaN or an infinity the reference has not), how many
+    elements are wrong of how many, how many are NaN where the reference is
+    not, and the first few wrong ones."""
+
+    max_abs: float
+    max_rel: float
+    mismatches: int
+    numel: int
+    nan: int = 0
+    first_bad: tuple[BadElement, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def first_bad_json(self) -> list[dict[str, Any]]:
+        """The wrong elements as a case row keeps them (`first_bad`)."""
+        return [b.to_json() for b in self.first_bad]
+
+
 def compare(
     out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, max_report: int = 5
-) -> dict[str, Any]:
-    """Elementwise check of `out` against `ref`; returns a report dict."""
+) -> Comparison:
+    """Elementwise check of `out` against `ref`."""
     o = out.detach().to("cpu", torch.float64)
     r = ref.detach().to("cpu", torch.float64)
     o_nan, r_nan = torch.isnan(o), torch.isnan(r)
@@ -59,19 +96,18 @@ def compare(
         max_abs = max_rel = float("nan")
     elif bool((bad & (o_inf | r_inf)).any()):
         max_abs = max_rel = float("inf")
-    report: dict[str, Any] = {
-        "max_abs": max_abs,
-        "max_rel": max_rel,
-        "mismatches": n_bad,
-        "numel": o.numel(),
-        "nan": int((o_nan & ~r_nan).sum()),
-    }
+    first: tuple[BadElement, ...] = ()
     if n_bad:
         idx = bad.nonzero()[:max_report].tolist()
-        report["first_bad"] = [
-            {"index": i, "got": float(o[tuple(i)]), "expected": float(r[tuple(i)])} for i in idx
-        ]
-    return report
+        first = tuple(BadElement(tuple(i), float(o[tuple(i)]), float(r[tuple(i)])) for i in idx)
+    return Comparison(
+        max_abs=max_abs,
+        max_rel=max_rel,
+        mismatches=n_bad,
+        numel=o.numel(),
+        nan=int((o_nan & ~r_nan).sum()),
+        first_bad=first,
+    )
 
 
 @overload
@@ -88,17 +124,17 @@ def worst(a: float | None, b: float | None) -> float | None:
     return max(a, b)
 
 
-def describe_mismatch(report: dict[str, Any]) -> str:
-    parts = [f"{report['mismatches']} of {report['numel']} elements wrong"]
-    if report.get("nan"):
-        parts.append(f"{report['nan']} NaN (unwritten or overflowed?)")
+def describe_mismatch(report: Comparison) -> str:
+    parts = [f"{report.mismatches} of {report.numel} elements wrong"]
+    if report.nan:
+        parts.append(f"{report.nan} NaN (unwritten or overflowed?)")
     parts.append(
-        f"max abs err {value_text(report['max_abs'])}, max rel err {value_text(report['max_rel'])}"
+        f"max abs err {value_text(report.max_abs)}, max rel err {value_text(report.max_rel)}"
     )
-    for b in report.get("first_bad", [])[:3]:
+    for b in report.first_bad[:3]:
         parts.append(
-            f"at {tuple(b['index'])}: got {value_text(b['got'], '.6g')}, "
-            f"expected {value_text(b['expected'], '.6g')}"
+            f"at {b.index}: got {value_text(b.got, '.6g')}, "
+            f"expected {value_text(b.expected, '.6g')}"
         )
     return "; ".join(parts)
 

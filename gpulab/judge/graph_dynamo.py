@@ -31,7 +31,7 @@ def as_int(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
-def args_nbytes(args: tuple) -> int:
+def args_nbytes(args: tuple[Any, ...]) -> int:
     """Arena bytes to send `args` to the sandbox."""
     from gpulab.judge.kernel import _storage_nbytes, _tensors
 
@@ -80,7 +80,7 @@ def _break_detail(b: DynamoBreak) -> str:
     return (f"`{b.code}`: " if b.code else "") + " / ".join(b.reasons)
 
 
-def check_dynamo(ctx: GradeContext, fn: Any, inputs: list[tuple[str, tuple]]) -> bool:
+def check_dynamo(ctx: GradeContext, fn: Any, inputs: list[tuple[str, tuple[Any, ...]]]) -> bool:
     """One case per input traced, one per remaining break. True when clean."""
     clean = True
     seen: set[int] = set()
@@ -91,7 +91,7 @@ def check_dynamo(ctx: GradeContext, fn: Any, inputs: list[tuple[str, tuple]]) ->
     return clean
 
 
-def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple) -> Traced:
+def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple[Any, ...]) -> Traced:
     """Dynamo's report on the step traced in the sandbox on `args`."""
     from gpulab.judge.kernel import Refs, encode
 

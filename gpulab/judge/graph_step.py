@@ -12,6 +12,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+# The step's weights and norms by name, and its three arguments (x, lengths, p).
+Params = dict[str, torch.Tensor]
+StepInputs = tuple[torch.Tensor, torch.Tensor, Params]
+
 CAP = 4.0
 # (batch, seq, dim, public seed, input RMS, all rows full length, label)
 CASES = [
@@ -30,7 +34,7 @@ def rms_norm(x: torch.Tensor, g: torch.Tensor, eps: float = 1e-6) -> torch.Tenso
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
 
-def original_step(x: torch.Tensor, lengths: torch.Tensor, p: dict) -> torch.Tensor:
+def original_step(x: torch.Tensor, lengths: torch.Tensor, p: Params) -> torch.Tensor:
     """The starter's step, minus its print: the meaning the learner must keep."""
     B, S, D = x.shape
     rms = x.pow(2).mean().sqrt()
@@ -48,8 +52,8 @@ def original_step(x: torch.Tensor, lengths: torch.Tensor, p: dict) -> torch.Tens
     attn = torch.softmax(scores, dim=-1)
     x = x + (attn @ v) @ p["wo"]
     h = rms_norm(x, p["norm2"]) @ p["w1"]
-    k = max(1, h.numel() // 100)
-    hi = np.partition(h.detach().cpu().numpy().ravel(), -k)[-k]
+    top = max(1, h.numel() // 100)  # not `k`: that is the attention's keys
+    hi = np.partition(h.detach().cpu().numpy().ravel(), -top)[-top]
     h = F.gelu(h.clamp(max=float(hi)))
     return x + h @ p["w2"]
 
@@ -63,7 +67,7 @@ def make_inputs(
     rms: float = 1.0,
     full: bool = False,
     device: str = "cpu",
-) -> tuple:
+) -> StepInputs:
     """x scaled to an exact RMS (so the branch side is known), lengths, params."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(batch, seq, dim, generator=g)
@@ -72,7 +76,7 @@ def make_inputs(
         lengths = torch.full((batch,), seq, dtype=torch.int64)
     else:
         lengths = torch.randint(1, seq + 1, (batch,), generator=g)
-    p = {}
+    p: Params = {}
     for name in ("wq", "wk", "wv", "wo"):
         p[name] = torch.randn(dim, dim, generator=g) / math.sqrt(dim)
     p["w1"] = torch.randn(dim, 4 * dim, generator=g) / math.sqrt(dim)
@@ -82,7 +86,7 @@ def make_inputs(
     return x.to(device), lengths.to(device), {k: v.to(device) for k, v in p.items()}
 
 
-def clone_inputs(args: tuple) -> tuple:
+def clone_inputs(args: StepInputs) -> StepInputs:
     x, lengths, p = args
     return x.clone(), lengths.clone(), {k: v.clone() for k, v in p.items()}
 

@@ -4,16 +4,18 @@ An exercise's grader is `gpulab.judge.graders.<exercise>` with a function
 `grade(ctx: GradeContext)` (gpulab.judge.interface declares it; only
 gpulab.judge.loader loads one, and gpulab.judge.context is what it is
 given). This module turns the cases, failures and timing it recorded on
-`ctx` into the result dict.
+`ctx` into the check's result, typed as the lab reads it
+(gpulab.check.result.CheckResult): the judge's result frame is its JSON.
 """
 
 from __future__ import annotations
 
 import platform
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpulab.check.install_hint import install_hint  # the same advice the CLI and the TUI give
 from gpulab.check.protocol import CheckRequest
+from gpulab.check.result import JUDGE_ORDER, CheckResult, Timing
 from gpulab.check.status import Status
 from gpulab.judge.context import GradeContext, GradeFailed
 from gpulab.sandbox.learner import LearnerError
@@ -42,19 +44,20 @@ def grade_request(
     replayer: Replayer | None = None,
     secret_seed: int = 0,
     outbox: str = "",
-) -> dict[str, Any]:
+) -> CheckResult:
     from gpulab.judge.loader import UnknownExercise, load
 
     try:
         grader = load(request.exercise, request.content_root)
     except UnknownExercise as exc:
-        return {"status": Status.ERROR, "summary": str(exc)}
+        return CheckResult(Status.ERROR, str(exc), order=JUDGE_ORDER)
     except ModuleNotFoundError as exc:
-        return {
-            "status": Status.ERROR,
-            "summary": f"this exercise needs `{exc.name}`, which is not "
+        return CheckResult(
+            Status.ERROR,
+            f"this exercise needs `{exc.name}`, which is not "
             f"installed ({install_hint(exc.name or '')})",
-        }
+            order=JUDGE_ORDER,
+        )
     ctx = GradeContext(
         request=request,
         device=device,
@@ -64,39 +67,45 @@ def grade_request(
         secret_seed=secret_seed,
         outbox=outbox,
     )
-    result: dict[str, Any] = {}
+    message: str | None = None
     try:
         grader.grade(ctx)
     except LearnerError as exc:
-        result.update(status=Status.FAILED, summary=exc.summary, message=exc.message)
+        status, summary, message = Status.FAILED, exc.summary, exc.message
     except GradeFailed as exc:
-        result.update(status=exc.status, summary=exc.summary, message=exc.message)
+        status = Status.of(exc.status) or Status.ERROR
+        summary, message = exc.summary, exc.message
     else:
         bad = [c for c in ctx.cases if not c.passed]
         if bad:
-            result.update(
-                status=Status.FAILED,
-                summary=f"{len(bad)} of {len(ctx.cases)} cases wrong; first: "
-                f"{bad[0].name}: {bad[0].detail or ''}".rstrip(": "),
+            status = Status.FAILED
+            summary = (
+                f"{len(bad)} of {len(ctx.cases)} cases wrong; first: "
+                f"{bad[0].name}: {bad[0].detail or ''}".rstrip(": ")
             )
         elif not ctx.cases:
-            result.update(status=Status.ERROR, summary="the grader checked no case (a gpulab bug)")
+            status, summary = Status.ERROR, "the grader checked no case (a gpulab bug)"
         else:
-            summary = f"all {len(ctx.cases)} cases correct"
+            status, summary = Status.PASSED, f"all {len(ctx.cases)} cases correct"
             if ctx.timing and ctx.timing.get("summary"):
                 summary += "; " + ctx.timing["summary"]
             elif ctx.interpreter and ctx.uses_triton:
                 summary += " (Triton interpreter on the CPU: correctness only, no timing)"
-            result.update(status=Status.PASSED, summary=summary)
-    result["device"] = ctx.device_label or device_label(device, ctx.uses_triton)
-    result["mode"] = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
-    if ctx.timing and ctx.timing.get("implausible") and result.get("status") == Status.PASSED:
-        result.update(
-            status=Status.FAILED, summary="implausible timing: " + ctx.timing["implausible"]
-        )
-    result.update(
-        cases=[c.json for c in ctx.cases], skipped=ctx.skipped, notes=ctx.notes, timing=ctx.timing
-    )
+    if ctx.timing and ctx.timing.get("implausible") and status is Status.PASSED:
+        status, summary = Status.FAILED, "implausible timing: " + ctx.timing["implausible"]
+    mode = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
+    rest: dict[str, object] = {"mode": mode}
     if ctx.warmed:
-        result["compiled_ahead"] = ctx.warmed
-    return result
+        rest["compiled_ahead"] = ctx.warmed
+    return CheckResult(
+        status,
+        summary,
+        message=message,
+        device=ctx.device_label or device_label(device, ctx.uses_triton),
+        cases=list(ctx.cases),
+        timing=Timing.from_json(ctx.timing),
+        skipped=list(ctx.skipped),
+        notes=list(ctx.notes),
+        rest=rest,
+        order=JUDGE_ORDER,
+    )

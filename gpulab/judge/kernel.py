@@ -42,8 +42,9 @@ from gpulab.judge.compare import (
 )
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.remote import storage_bytes
-from gpulab.judge.replay import DTYPES, MISMATCH, copy_map, same_copy, trusted_bytes
+from gpulab.judge.replay import MISMATCH, CopyMap, copy_map, same_copy, trusted_bytes
 from gpulab.sandbox import learner
+from gpulab.sandbox.replay import DTYPES
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 @dataclass
 class Case:
     name: str
-    args: tuple
+    args: tuple[Any, ...]  # the learner's function's arguments, as the grader draws them
     dtype: torch.dtype
     sizes: dict[str, float] = field(default_factory=dict)
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -62,7 +63,7 @@ class Case:
 @dataclass
 class KernelSpec:
     reference: Callable[[Case], torch.Tensor]
-    banned: tuple = ()
+    banned: tuple[Callable[..., Any], ...] = ()  # torch callables (dotted names them)
     banned_aten: tuple[str, ...] = ()
     # aten ops banned only when a tensor argument has >= 4096 elements: the
     # elementwise pieces the op could be rebuilt from (mul + sum for matmul).
@@ -83,7 +84,7 @@ class Expect:
     """What the contract says the result is: its shape, its dtype (that of
     `like`, named `like_name` in messages) and whether it must be contiguous."""
 
-    shape: tuple
+    shape: tuple[int, ...]
     like: torch.Tensor
     like_name: str
     contiguous: bool = False
@@ -199,11 +200,19 @@ def guards_for(spec: KernelSpec, eager_width: int = 0) -> Guards:
     )
 
 
+# A shape's first draw, by its arguments' key (_arg_key): the case's name,
+# its launches (_launch_key) and its filled buffers' dtypes and copy maps.
+Draws = dict[
+    tuple[Any, ...],
+    tuple[str, frozenset[tuple[str, str, str, str]], list[tuple[torch.dtype, CopyMap | None]]],
+]
+
+
 def remote_call(
     ctx: GradeContext,
     name: str,
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     *,
     expect: Expect | None,
     guards: Guards | None,
@@ -213,7 +222,7 @@ def remote_call(
     grad_api: str | None = None,
     extra_tensors: Sequence[torch.Tensor] = (),
     slots: Sequence[Expect] = (),
-    refs_out: dict | None = None,
+    refs_out: Refs | None = None,
 ) -> tuple[Returned, torch.Tensor | None, list[torch.Tensor]]:
     """One call in the sandbox. Returns (its reply, judge-side copy of the
     result or None, [copies of extra slots]). With `grad_args`, the backward
@@ -419,7 +428,7 @@ def guarded_call(
     if keep is not None:
         # The sandbox records its launches (gpulab.judge.replay).
         guards = dataclasses.replace(guards, replay=True)
-    refs: dict = {}
+    refs: Refs = {}
     reply, out, _ = remote_call(
         ctx,
         fn.name,
@@ -476,7 +485,7 @@ def check_cases(
         replayer.ensure_started()
     total = len(cases)
     gaps: list[str] = []
-    draws: dict[Any, tuple[str, frozenset, list]] = {}  # a shape's first draw: its launches
+    draws: Draws = {}  # a shape's first draw: its launches
     # One profile for all the cases (about 0.15 s a call saved on an H200).
     span = AuditSpan()
     for i, case in enumerate(cases):
@@ -509,14 +518,14 @@ def check_cases(
         atol, rtol = spec.tolerance(case.dtype)
         rep = compare(out, ref, atol, rtol)
         record.update(
-            max_abs=rep["max_abs"],
-            max_rel=rep["max_rel"],
-            mismatches=rep["mismatches"],
-            passed=rep["mismatches"] == 0,
+            max_abs=rep.max_abs,
+            max_rel=rep.max_rel,
+            mismatches=rep.mismatches,
+            passed=rep.mismatches == 0,
         )
-        if rep["mismatches"]:
+        if rep.mismatches:
             record["detail"] = describe_mismatch(rep)
-            record["first_bad"] = rep.get("first_bad", [])
+            record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep["record"])
             if other:
@@ -547,7 +556,7 @@ def check_cases(
         _replayed(ctx, replayer.collect())
 
 
-def _same_launches(draws: dict[Any, tuple[str, frozenset, list]], case: Case, record: Any) -> str:
+def _same_launches(draws: Draws, case: Case, record: Any) -> str:
     """The replay runs a case's launches again on the same inputs, so numbers
     the wrapper worked out from the input (in pure Python, out of the
     profiler's sight) and passed as scalar arguments would replay to the

@@ -31,13 +31,16 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpulab.check import crashes, protocol
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames_other import Ok, Prepare, Warm, read_reply
-from gpulab.check.protocol import CRASHED, ERROR, FAILED, CheckRequest, paths_off_env
+from gpulab.check.protocol import CheckRequest, paths_off_env
+from gpulab.check.result import JUDGE_ORDER, CheckResult
+from gpulab.check.status import Status
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Sandbox
@@ -58,10 +61,10 @@ class Channel:
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
         protocol.write_frame(self.fd, event.to_json())
 
-    def finish(self, result: dict[str, Any]) -> None:
-        """The check's last frame: its result (gpulab.check.result.CheckResult
-        reads it on the lab's side, field by field)."""
-        protocol.write_frame(self.fd, {"type": "result", "result": result})
+    def finish(self, result: CheckResult) -> None:
+        """The check's last frame: its result, as JSON (the lab reads it back
+        field by field, trusting nothing of it)."""
+        protocol.write_frame(self.fd, {"type": "result", "result": result.to_json()})
 
     def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
         """A stage's words, and where there are steps, how many are done of
@@ -93,18 +96,22 @@ class Channel:
         return [[words, seconds] for seconds, words in steps[:n]]
 
 
-def graded(channel: Channel, result: dict[str, Any]) -> None:
+def graded(channel: Channel, result: CheckResult) -> None:
     """The grade, sent as soon as the timing ends: on a GPU a diagnosis
     (advice, which never changes the grade) follows a timed check, and the
     learner need not wait for it to see the grade. On an H200 it came 0.8-1.4 s
     after the grade in a softmax check through the spare judge (feedback bench,
     torch 2.11, Triton 3.6, 2026-12-03), 3.7 s in a cold one under py-spy."""
-    timing = result.get("timing") or {}
-    if result.get("status") != "passed" or not timing.get("grade"):
+    grade = result.timing.grade if result.timing is not None else None
+    if not result.passed or not grade:
         return
-    channel.send(
-        Graded(protocol.text(timing.get("grade"), 8), protocol.text(result.get("summary"), 300))
-    )
+    channel.send(Graded(protocol.text(grade, 8), protocol.text(result.summary, 300)))
+
+
+def with_keys(result: CheckResult, **keys: Any) -> CheckResult:
+    """`result` with more of the judge's own keys (gpulab.check.result keeps
+    them as they are: `verdict`, `isolation`, the diagnosis's, ...)."""
+    return replace(result, rest={**result.rest, **keys})
 
 
 def choose_device(wanted: str) -> str:
@@ -132,7 +139,8 @@ def cache_dir(request: CheckRequest, private: Path) -> Path:
 
 def policy_for(
     request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
-) -> dict:
+) -> dict[str, Any]:
+    """The sandbox's policy, as JSON (gpulab.sandbox.isolation.Policy reads it)."""
     pkg = Path(__file__).resolve().parents[1]  # the gpulab package
     learner = Path(request.file).resolve()
     read = [
@@ -384,7 +392,10 @@ class Prepared:
         return sandbox if sandbox is not None else self.fresh_replay()
 
     def fresh(
-        self, prefix: list[str] | None = None, profiler: dict | None = None, wait: bool = True
+        self,
+        prefix: list[str] | None = None,
+        profiler: dict[str, Any] | None = None,
+        wait: bool = True,
     ) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
@@ -440,7 +451,7 @@ class Prepared:
 
 def judge(
     request: CheckRequest | dict[str, Any], channel: Channel, prepared: Prepared | None = None
-) -> dict[str, Any]:
+) -> CheckResult:
     """Grade `request`, with `prepared` where a spare judge made it ahead
     (used only if it was made for this very request)."""
     from gpulab.judge.remote import SandboxDied
@@ -458,7 +469,7 @@ def judge(
     secret_seed = secrets.randbelow(2**31)
     data, unreadable = prepared.data, prepared.problem = read_submission(request.file)
     sandbox = early = replayer = None
-    result: dict[str, Any]
+    result: CheckResult
     held = contextlib.ExitStack()
     try:
         if device == "cuda":
@@ -496,10 +507,13 @@ def judge(
             secret_seed=secret_seed,
             outbox=str(prepared.outbox),
         )
-        result["verdict"] = "judge"
+        result = with_keys(result, verdict="judge")
         graded(channel, result)
-        # Advice only, after the verdict (issue 21): never changes it.
-        attach(request, result, device, sandbox, fresh=prepared.fresh, early=early)
+        # Advice only, after the verdict (issue 21): never changes it. The
+        # diagnosis reads the result's JSON and adds its own two keys to it.
+        view = result.to_json()
+        attach(request, view, device, sandbox, fresh=prepared.fresh, early=early)
+        result = with_keys(result, **{k: view[k] for k in ("explain", "diagnosis") if k in view})
     except (SandboxDied, protocol.ProtocolError) as exc:
         code = None
         if sandbox is not None and isinstance(exc, protocol.ProtocolError):
@@ -517,11 +531,12 @@ def judge(
             policy,
             sandbox.output.text() if sandbox else "",
         )
-        result = {
-            "status": CRASHED if code is not None else FAILED,
-            "summary": summary,
-            "message": hint or str(exc),
-        }
+        result = CheckResult(
+            Status.CRASHED if code is not None else Status.FAILED,
+            summary,
+            message=hint or str(exc),
+            order=JUDGE_ORDER,
+        )
     finally:
         if early is not None:  # the check crashed before attach could close it
             early.close()
@@ -532,8 +547,8 @@ def judge(
         held.close()
         prepared.close()
     if sandbox is not None:
-        result["output"] = sandbox.output.text()
-        result["isolation"] = sandbox.isolation
+        result = replace(result, output=sandbox.output.text())
+        result = with_keys(result, isolation=sandbox.isolation)
     return result
 
 
@@ -578,14 +593,14 @@ def main() -> int:
     try:
         result = judge(CheckRequest.from_json(json.loads(raw)), channel, prepared)
     except Exception as exc:  # a gpulab bug or an environment problem
-        result = {
-            "status": ERROR,
-            "summary": f"gpulab could not run this check: {type(exc).__name__}: {exc}",
-            "message": traceback.format_exc(),
-        }
-    if isinstance(channel, Channel):
-        result["stages"] = channel.stages()
-        result["slowest"] = channel.slowest()
+        result = CheckResult(
+            Status.ERROR,
+            f"gpulab could not run this check: {type(exc).__name__}: {exc}",
+            message=traceback.format_exc(),
+            order=JUDGE_ORDER,
+        )
+    result = replace(result, stages=channel.stages())
+    result = with_keys(result, slowest=channel.slowest())
     try:
         channel.finish(result)
     finally:

@@ -10,9 +10,21 @@ optimizer_step) and none that belong to another.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from gpulab.sandbox.training import RANGES
+
+
+class Event(TypedDict):
+    """One of the profile's host-side events, as the grader keeps them
+    (gpulab.judge.graders.nvtx_profile checks every field's type)."""
+
+    name: str
+    start: float  # µs
+    end: float  # µs
+    user: bool | None  # a record_function range; None on an older torch
+
 
 STEP = "train_step"
 PHASES = ("forward", "loss", "backward", "optimizer_step")
@@ -42,13 +54,13 @@ def is_optim(name: str) -> bool:
 
 # Per phase: what marks its work (used to spot it in another range), what it
 # must hold (any one of), and how to say so.
-MARKS = {
+MARKS: dict[str, Callable[[str], bool]] = {
     "forward": lambda n: n in MATMUL,
     "loss": lambda n: n in LOSS,
     "backward": is_backward,
     "optimizer_step": lambda n: n.startswith("Optimizer.step#"),
 }
-NEEDS = {
+NEEDS: dict[str, tuple[Callable[[str], bool], str]] = {
     "forward": (MARKS["forward"], "matmul (aten::addmm / aten::mm)"),
     "loss": (MARKS["loss"], "loss op (aten::cross_entropy_loss)"),
     "backward": (is_backward, "autograd backward node (…Backward0)"),
@@ -63,11 +75,11 @@ FOREIGN = {
 }
 
 
-def _inside(e: dict, r: dict) -> bool:
+def _inside(e: Event, r: Event) -> bool:
     return e["start"] >= r["start"] and e["end"] <= r["end"]
 
 
-def user_ranges(events: list[dict]) -> list[str]:
+def user_ranges(events: list[Event]) -> list[str]:
     """Names of ranges the learner made (record_function), torch's own left out."""
     names = []
     for e in events:
@@ -100,7 +112,7 @@ _RETURNING = frozenset(
 )
 
 
-def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
+def check_ranges(events: list[Event]) -> list[dict[str, Any]]:
     """The range checks as result cases (name, passed, detail)."""
     found = {name: [e for e in events if e["name"] == name] for name in RANGES}
     present = _present_case(events, found)
@@ -116,7 +128,7 @@ def check_ranges(events: list[dict]) -> list[dict[str, Any]]:
     ]
 
 
-def _present_case(events: list[dict], found: dict[str, list[dict]]) -> dict[str, Any]:
+def _present_case(events: list[Event], found: dict[str, list[Event]]) -> dict[str, Any]:
     """Each range once, by its exact name."""
     missing = [n for n in RANGES if not found[n]]
     twice = [n for n in RANGES if len(found[n]) > 1]
@@ -142,7 +154,7 @@ def _present_case(events: list[dict], found: dict[str, list[dict]]) -> dict[str,
     }
 
 
-def _order_case(r: dict[str, dict]) -> dict[str, Any]:
+def _order_case(r: dict[str, Event]) -> dict[str, Any]:
     """The four phases inside the step's range, in order, none overlapping."""
     problems = [f"{n} is not inside {STEP}" for n in PHASES if not _inside(r[n], r[STEP])]
     for a, b in zip(PHASES, PHASES[1:], strict=False):
@@ -157,7 +169,7 @@ def _order_case(r: dict[str, dict]) -> dict[str, Any]:
     }
 
 
-def _phase_case(name: str, ops: list[dict], r: dict[str, dict]) -> dict[str, Any]:
+def _phase_case(name: str, ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
     """One phase's range holds its own work and no other phase's."""
     inside = [e["name"] for e in ops if _inside(e, r[name])]
     need, label = NEEDS[name]
@@ -176,7 +188,7 @@ def _phase_case(name: str, ops: list[dict], r: dict[str, dict]) -> dict[str, Any
     }
 
 
-def _outside_case(ops: list[dict], r: dict[str, dict]) -> dict[str, Any]:
+def _outside_case(ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
     """Each phase's work must be inside its range, not (also) outside it."""
     outside = []
     for name in PHASES:
@@ -207,7 +219,7 @@ def _outside_case(ops: list[dict], r: dict[str, dict]) -> dict[str, Any]:
     }
 
 
-def range_times(events: list[dict]) -> list[dict[str, Any]]:
+def range_times(events: list[Event]) -> list[dict[str, Any]]:
     """Each expected range found: its wall time and how many ops ran inside."""
     rows = []
     for name in RANGES:

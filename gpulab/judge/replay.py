@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 
@@ -29,6 +29,10 @@ from gpulab.check.frames_other import Prepare, Replayed, ReplayRequest, read_rep
 from gpulab.check.protocol import text as _text
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
+
+if TYPE_CHECKING:
+    from gpulab.check.protocol import TensorRef
+    from gpulab.judge.kernel import Refs
 
 MAX_GRID = 1 << 24
 MISMATCH = "your Triton kernels, run again alone, gave another result"
@@ -63,7 +67,9 @@ class Replayer:
         self.failed = ""
         self._arena: Any = None
         self._start = start
-        self.pending: tuple | None = None  # the case whose replay is in flight
+        # The case whose replay is in flight: its name, its result's slot,
+        # the reference and (atol, rtol).
+        self.pending: tuple[str, TensorRef, torch.Tensor, tuple[float, float]] | None = None
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -84,7 +90,13 @@ class Replayer:
             self.sandbox.close()
 
     def submit(
-        self, case: Any, record: Any, refs: dict, expect: Any, reference: Any, tolerance: tuple
+        self,
+        case: Any,
+        record: Any,
+        refs: Refs,
+        expect: Any,
+        reference: torch.Tensor,
+        tolerance: tuple[float, float],
     ) -> str | None:
         """Send one passing case's launches to the replay and go on: the
         replay runs while the check's sandbox works on the next case, and
@@ -145,7 +157,7 @@ class Replayer:
         if replayed.problem:
             return name, WHY + f"The replay stopped: {replayed.problem}"
         rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
-        if rep["mismatches"]:
+        if rep.mismatches:
             return name, (
                 f"{MISMATCH} ({describe_mismatch(rep)}). {WHY}Does a kernel read past the "
                 "end of a buffer (a missing mask: the memory next to it differs there), or is "
@@ -167,7 +179,7 @@ class Replayer:
 
 
 def plan_replay(
-    source: ReplaySource, record: Any, refs: dict, expect: Any, file: str
+    source: ReplaySource, record: Any, refs: Refs, expect: Any, file: str
 ) -> tuple[dict[str, Any], str]:
     """The replay request's buffers, launches and result, from the
     sandbox's record checked field by field; or what makes it unusable."""
@@ -285,11 +297,13 @@ def _view_ok(spec: Any, sizes: list[int]) -> TypeGuard[list[Any]]:
         return False
     if any(s == 0 for s in shape):
         return offset * itemsize <= sizes[index]
-    last = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+    last: int = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
     return (last + 1) * itemsize <= sizes[index]
 
 
-def _buffers(raw: list, inputs: list) -> tuple[list[dict[str, Any]], str]:
+def _buffers(
+    raw: list[Any], inputs: list[tuple[torch.Tensor, TensorRef]]
+) -> tuple[list[dict[str, Any]], str]:
     out: list[dict[str, Any]] = []
     total = 0
     for b in raw:
@@ -340,7 +354,9 @@ def _hex(s: str) -> bool:
     return True
 
 
-def _input_at(arena: Any, nbytes: int, inputs: list) -> Any:
+def _input_at(
+    arena: Any, nbytes: int, inputs: list[tuple[torch.Tensor, TensorRef]]
+) -> torch.Tensor | None:
     if not isinstance(arena, list) or len(arena) != 2:
         return None
     ident, offset = arena
@@ -369,14 +385,19 @@ def trusted_bytes(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -
         if bool((steps == steps[0]).all()):
             return True
         pool = [t.reshape(-1).to(torch.int64) for t in inputs if not t.dtype.is_floating_point]
-        return bool(pool) and bool(torch.isin(v, torch.cat(pool).unique()).all())
+        if not pool:
+            return False
+        # torch.unique, as Tensor.unique calls it: the method is untyped.
+        ints: torch.Tensor = torch.unique(torch.cat(pool))
+        return bool(torch.isin(v, ints).all())
     pool = [
         t.detach().reshape(-1).to(dtype).to(torch.float64)
         for t in inputs
         if t.dtype.is_floating_point
     ]
     pool.append(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=torch.float64))
-    found = torch.isin(values.to(torch.float64), torch.cat(pool).unique())
+    floats: torch.Tensor = torch.unique(torch.cat(pool))
+    found = torch.isin(values.to(torch.float64), floats)
     return bool(found.all())
 
 
@@ -393,7 +414,11 @@ def _pool(inputs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     return _bits(torch.cat(floats)) if floats else torch.empty(0, dtype=torch.int64)
 
 
-def copy_map(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> Any:
+# copy_map's answer: the buffer's values as integer bits, and where each came from.
+CopyMap = tuple[torch.Tensor, torch.Tensor]
+
+
+def copy_map(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> CopyMap | None:
     """Where each value of a recorded float buffer came from: for each
     element, the index of its value among the inputs' values (cast to the
     buffer's dtype) where it occurs once, -1 where it occurs more than
@@ -416,7 +441,7 @@ def copy_map(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> Any
     return values, src
 
 
-def same_copy(first: Any, data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> bool:
+def same_copy(first: CopyMap, data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> bool:
     """Whether a second draw's recorded buffer holds its own inputs' values
     where the first draw's held the first inputs' (copy_map): an honest
     copy, cast, transpose or padding moves values by position, the same for

@@ -12,6 +12,7 @@ from gpulab.judge.speed import time_cases
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.remote import Remote
 
 STEP_NOTE = (
     "A step is graded on correctness only, on the CPU and on a GPU: "
@@ -26,7 +27,7 @@ def grade_kernel(
     correctness: Callable[[], list[Case]],
     timing: Callable[[], list[Case]] | None,
     *,
-    check: Callable | None = None,
+    check: Callable[[GradeContext, KernelSpec, Remote, list[Case]], None] | None = None,
     timing_note: str = "",
 ) -> None:
     """The body every kernel grader shares: the learner's function, the

@@ -54,7 +54,8 @@ class BenchContext:
 def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, dict[str, Any]]]:
     mod = importlib.import_module(f"gpulab.judge.graders.{kernel}")
     if hasattr(mod, "bench_cases"):
-        return mod.bench_cases(ctx)
+        cases: list[tuple[Any, dict[str, Any]]] = mod.bench_cases(ctx)
+        return cases
     timed: TimedGrader = cast("TimedGrader", mod)
     spec = timed.kernel_spec(ctx)  # the GPU's: a BenchContext is no interpreter
     out = []
@@ -95,7 +96,8 @@ def measured_ceilings() -> dict[str, Any]:
         """In a frame of its own: its 4 GiB are freed before the matmuls."""
         src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB
         dst = torch.empty_like(src)
-        return measure(lambda: dst.copy_(src))["ms"]
+        ms: float = measure(lambda: dst.copy_(src))["ms"]
+        return ms
 
     copy_ms = measure_copy()
     tflops = {}

@@ -183,7 +183,7 @@ def _source(
     constexprs: dict[str, Any] | None,
     aligned: bool,
     divisible: Any = (),
-):
+) -> Any:  # triton's ASTSource or Gluon's: triton ships no types
     # A launch with torch tensors passes 16-byte aligned pointers, and Triton
     # specialises on it (wider loads); so it does on integers divisible by 16
     # (`divisible`). Without the hints the compiled code would not be the

@@ -165,7 +165,7 @@ def choose_gpu(
     return hardware.GPUS[hardware.DEFAULT_GPU], why
 
 
-def measured_ceilings(gpu: GPU, workspace_root: Path | None) -> tuple[dict | None, str]:
+def measured_ceilings(gpu: GPU, workspace_root: Path | None) -> tuple[dict[str, Any] | None, str]:
     """Measured ceilings for this GPU: the probe's cache, else gpulab's reference run."""
     folder = Path(workspace_root) / ".gpulab" / "ceilings" if workspace_root else None
     found = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from xml.sax.saxutils import escape
 
 from gpulab.perf.roofline import Model, Roof
@@ -91,7 +91,9 @@ class Labels:
         """The y `rows` character rows above `y` (below when negative)."""
         if self.cells is None:
             return y * 2.2**rows
-        return y * (self.y1 / self.y0) ** (rows / (self.cells[1] - 1))
+        # float ** float is typed Any (a negative base gives a complex); here both are positive.
+        scale: float = (self.y1 / self.y0) ** (rows / (self.cells[1] - 1))
+        return y * scale
 
     def mark(self, x: float, y: float) -> None:
         """A point's marker: no label is written over it."""
@@ -218,7 +220,7 @@ def render_text(model: Model, width: int = 80, height: int = 24, color: bool = F
     fig.theme("clear")
     draw(fig, model, plot_cells(model, max(width, 40), max(height, 12)))
     text = fig.build()
-    return text if color else plotext.uncolorize(text)
+    return text if color else cast(str, plotext.uncolorize(text))  # plotext ships no types
 
 
 BLUE, ORANGE, GRAY, RED = "#1f5fbf", "#e07b00", "#888888", "#c62828"
@@ -332,7 +334,12 @@ def to_svg(model: Model, width: int = 880, height: int = 560) -> str:
     return "\n".join(out) + "\n"
 
 
-def _svg_points(model: Model, px: Callable, py: Callable, text: Callable) -> list[str]:
+def _svg_points(
+    model: Model,
+    px: Callable[[float], float],
+    py: Callable[[float], float],
+    text: Callable[[str, float, float, str, str], str],
+) -> list[str]:
     """The graded runs as dots with a tooltip each, one label per exercise."""
     out = []
     labelled: set[str] = set()

@@ -36,7 +36,10 @@ beyond the model's window (its config.json's max_position_embeddings).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpulab.perf.hardware_model import GPU
 
 # Bytes per stored element. int4 ignores its group scales (about +3% for
 # 16-bit scales per group of 128 weights); the lesson says so.
@@ -89,7 +92,7 @@ class Roof:
         return self.peak_tflops / self.bandwidth_tbs
 
 
-def compute_dtype(weights: str, gpu) -> str:
+def compute_dtype(weights: str, gpu: GPU) -> str:
     """The dtype the matmuls run in for weights stored as `weights`.
 
     fp8 weights use fp8 tensor cores where the GPU has them; int4 weights are
@@ -103,12 +106,12 @@ def compute_dtype(weights: str, gpu) -> str:
     return "fp32"
 
 
-def usable(gpu) -> bool:
+def usable(gpu: GPU) -> bool:
     """Whether the GPU has the figures a serving roofline needs."""
     return bool(gpu.bandwidth_tbs) and any(gpu.tflops.get(d) for d in ("bf16", "fp16"))
 
 
-def roof_for(gpu, weights: str = "bf16") -> Roof:
+def roof_for(gpu: GPU, weights: str = "bf16") -> Roof:
     """A Roof from a gpulab.perf.hardware.GPU for weights stored as `weights`."""
     if not usable(gpu):
         raise ValueError(
@@ -130,11 +133,11 @@ class Step:
     seconds: float
     tokens_per_s: float
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def weight_params(cfg) -> float:
+def weight_params(cfg: ModelConfig) -> float:
     """Weights one forward step multiplies through (see the module docstring)."""
     attn = (
         cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim
@@ -144,16 +147,16 @@ def weight_params(cfg) -> float:
     return float(cfg.layers * (attn + mlp) + cfg.hidden * cfg.vocab)
 
 
-def kv_bytes_per_token(cfg) -> float:
+def kv_bytes_per_token(cfg: ModelConfig) -> float:
     return float(2 * cfg.layers * cfg.kv_heads * cfg.head_dim * cfg.kv_bytes)
 
 
-def attention_flops(cfg, pairs: float) -> float:
+def attention_flops(cfg: ModelConfig, pairs: float) -> float:
     """FLOPs of attention over `pairs` query-key pairs, all layers."""
     return 4.0 * cfg.layers * cfg.heads * cfg.head_dim * pairs
 
 
-def _step(flops: float, nbytes: float, tokens: float, roof) -> Step:
+def _step(flops: float, nbytes: float, tokens: float, roof: Roof) -> Step:
     t_compute = flops / (roof.peak_tflops * 1e12)
     t_memory = nbytes / (roof.bandwidth_tbs * 1e12)
     seconds = max(t_compute, t_memory)
@@ -167,7 +170,7 @@ def _step(flops: float, nbytes: float, tokens: float, roof) -> Step:
     )
 
 
-def prefill_step(cfg, roof, batch: int, prompt_len: int) -> Step:
+def prefill_step(cfg: ModelConfig, roof: Roof, batch: int, prompt_len: int) -> Step:
     """Process `batch` prompts of `prompt_len` tokens each, from an empty cache."""
     p = weight_params(cfg)
     pairs = prompt_len * (prompt_len + 1) / 2
@@ -176,7 +179,7 @@ def prefill_step(cfg, roof, batch: int, prompt_len: int) -> Step:
     return _step(flops, nbytes, batch * prompt_len, roof)
 
 
-def decode_step(cfg, roof, batch: int, context: int) -> Step:
+def decode_step(cfg: ModelConfig, roof: Roof, batch: int, context: int) -> Step:
     """Generate one token for each of `batch` sequences holding `context` tokens."""
     p = weight_params(cfg)
     flops = batch * (2 * p + attention_flops(cfg, context))
@@ -184,7 +187,7 @@ def decode_step(cfg, roof, batch: int, context: int) -> Step:
     return _step(flops, nbytes, batch, roof)
 
 
-def decode_intensity_limit(cfg, context: int) -> float:
+def decode_intensity_limit(cfg: ModelConfig, context: int) -> float:
     """The intensity decode tends to as the batch grows without bound.
 
     Weights are shared by the batch but the KV cache is not: past some batch
@@ -195,7 +198,7 @@ def decode_intensity_limit(cfg, context: int) -> float:
     )
 
 
-def decode_batch_to_ridge(cfg, roof, context: int) -> float | None:
+def decode_batch_to_ridge(cfg: ModelConfig, roof: Roof, context: int) -> float | None:
     """The batch at which decode turns compute-bound, or None if it never does."""
     p = weight_params(cfg)
     per_seq_flops = 2 * p + attention_flops(cfg, context)
@@ -206,7 +209,7 @@ def decode_batch_to_ridge(cfg, roof, context: int) -> float | None:
     return roof.ridge * p * cfg.weight_bytes / denom
 
 
-def memory_needed(cfg, batch: int, context: int) -> float:
+def memory_needed(cfg: ModelConfig, batch: int, context: int) -> float:
     """Bytes of GPU memory for the weights (embedding included) and the KV cache."""
     return cfg.total_params() * cfg.weight_bytes + batch * context * kv_bytes_per_token(cfg)
 
@@ -260,13 +263,13 @@ def check_inputs(
 
 def calculate(
     model: ModelConfig,
-    gpu,
+    gpu: GPU,
     batch: int = 1,
     prompt: int = 2048,
     context: int = 4096,
     weights: str = "bf16",
     kv: str = "bf16",
-) -> dict:
+) -> dict[str, Any]:
     """Everything the serving calculator shows, as plain data (CLI, --json, TUI).
 
     `gpu` is a gpulab.perf.hardware.GPU. Raises InputError (a ValueError naming the

@@ -111,7 +111,7 @@ def read_trace(path: Path | str) -> dict[str, Any]:
     ops: dict[str, dict[str, float]] = {}
     kernels: dict[str, dict[str, float]] = {}
     ranges: dict[str, dict[str, float]] = {}
-    by_thread: dict[tuple, list[dict]] = {}
+    by_thread: dict[tuple[object, object], list[dict[str, Any]]] = {}
     for e in complete:
         cat = e.get("cat", "")
         if cat == "cpu_op":
@@ -134,10 +134,10 @@ def read_trace(path: Path | str) -> dict[str, Any]:
     }
 
 
-def _self_times(events: list[dict], ops: dict[str, dict[str, float]]) -> None:
+def _self_times(events: list[dict[str, Any]], ops: dict[str, dict[str, float]]) -> None:
     """Self time = duration minus the time of the ops nested directly inside."""
     events = sorted(events, key=lambda e: (e["ts"], -e["dur"]))
-    stack: list[tuple[dict, list[float]]] = []
+    stack: list[tuple[dict[str, Any], list[float]]] = []
     for e in events + [None]:
         while stack and (e is None or e["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]):
             done, child = stack.pop()

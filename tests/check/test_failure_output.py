@@ -18,21 +18,21 @@ def test_nan_and_inf_outputs_are_errors_of_that_size():
     out = ref.clone().float()
     out[3] = float("nan")  # an unwritten element, poisoned with NaN
     rep = compare(out, ref, 1e-6, 1e-5)
-    assert rep["mismatches"] == 1
-    assert rep["max_abs"] != rep["max_abs"] and rep["max_rel"] != rep["max_rel"]  # NaN
+    assert rep.mismatches == 1
+    assert rep.max_abs != rep.max_abs and rep.max_rel != rep.max_rel  # NaN
     assert "max abs err NaN, max rel err NaN" in describe_mismatch(rep)
     assert "got NaN, expected 1" in describe_mismatch(rep)
 
     out = ref.clone().float()
     out[0] = float("inf")  # an overflow
     rep = compare(out, ref, 1e-6, 1e-5)
-    assert rep["max_abs"] == float("inf")
+    assert rep.max_abs == float("inf")
     assert "max abs err inf" in describe_mismatch(rep)
 
     # NaN where the reference is NaN, and matching infinities, are no errors.
     ref[1], ref[2] = float("nan"), float("-inf")
     rep = compare(ref.float(), ref, 1e-6, 1e-5)
-    assert rep["mismatches"] == 0 and rep["max_abs"] == 0.0
+    assert rep.mismatches == 0 and rep.max_abs == 0.0
 
 
 def test_the_error_columns_show_nan_and_inf():

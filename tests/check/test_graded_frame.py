@@ -8,13 +8,15 @@ from __future__ import annotations
 import os
 
 from gpulab.check import protocol
+from gpulab.check.result import CheckResult
 from gpulab.judge.main import Channel, graded
 
 
 def frames_after(result: dict) -> list[dict]:
+    """The frames `graded` sends for the judge's result whose JSON is `result`."""
     read, write = os.pipe()
     try:
-        graded(Channel(write), result)
+        graded(Channel(write), CheckResult.from_json(result))
         os.close(write)
         write = -1
         out = []

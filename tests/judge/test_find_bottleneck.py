@@ -10,6 +10,8 @@ tests/cli/test_cli.py, also grades the reference through the real path.)
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import gpulab_env, reference_source, starter_source
@@ -63,11 +65,17 @@ def test_starter_fails_on_the_name_the_speed_and_the_share(grade):
     # The outputs are right (the starter is the original); the profile and the clock fail it.
     assert c["outputs match the original on 44 fresh inputs"]["passed"]
     speed = c["at least 2× faster than the original"]
-    assert not speed["passed"] and "aten::mean, runs 256 times" in speed["detail"], speed
+    # The top row by CPU time is aten::mean on a quiet machine; on a loaded
+    # one the per-position aten::slice (255 a call) has come first. Either is
+    # the advice the starter needs: one small operation per position.
+    assert not speed["passed"], speed
+    assert re.search(r"top row, aten::(mean|slice), runs 25[56] times", speed["detail"]), speed
     share = c["aten::mean under 20% of the step's CPU time"]
     assert not share["passed"] and "(256 calls a step)" in share["detail"], share
-    top = r["timing"]["profile"]["top_ops"][0]
-    assert top["name"] == "aten::mean" and top["calls"] == 256, top
+    top = r["timing"]["profile"]["top_ops"][:3]
+    assert {"name": "aten::mean", "calls": 256} in [
+        {"name": t["name"], "calls": t["calls"]} for t in top
+    ], top
     assert r["timing"]["profile"]["trace"].endswith("traces/find_bottleneck.json")
 
 

@@ -43,8 +43,8 @@ def test_a_check_of_speed_is_refused_with_words(tmp_path):
     file.write_text("def speed(x):\n    return x\n")
     request = CheckRequest(exercise="speed", function="speed", file=str(file))
     result = grade_request(request, "cpu", channel=None, sandbox=None)  # type: ignore[arg-type]
-    assert result["status"] == "error"
-    assert "'speed' is not an exercise of this course" in result["summary"]
+    assert result.status == "error"
+    assert "'speed' is not an exercise of this course" in result.summary
     assert "gpulab.judge.graders.speed" not in set(sys.modules) - before
 
 

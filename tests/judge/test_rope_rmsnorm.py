@@ -72,7 +72,7 @@ results = {}
 for name, path in files.items():
     request = {"exercise": "rope_rmsnorm", "function": "rmsnorm_rope", "file": path,
                "timing": False, "device": "cpu", "timeout": 120, "content_root": content}
-    results[name] = judge(request, Quiet())
+    results[name] = judge(request, Quiet()).to_json()
 with open(out_path, "w") as f:
     json.dump(results, f, default=str)
 """

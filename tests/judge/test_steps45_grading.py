@@ -630,7 +630,7 @@ results = {}
 for name, (exercise, function, path) in items.items():
     request = {"exercise": exercise, "function": function, "file": path,
                "timing": False, "device": device, "timeout": 300, "content_root": content}
-    results[name] = judge(request, Quiet())
+    results[name] = judge(request, Quiet()).to_json()
 with open(out_path, "w") as f:
     json.dump(results, f, default=str)
 """

@@ -137,12 +137,12 @@ def _output_case(
         return case
     got = compare(arena.view(slot).clone(), original_step(x.clone(), list(lengths), t), *TOL)
     case.update(
-        passed=got["mismatches"] == 0,
-        max_abs=got["max_abs"],
-        max_rel=got["max_rel"],
-        mismatches=got["mismatches"],
+        passed=got.mismatches == 0,
+        max_abs=got.max_abs,
+        max_rel=got.max_rel,
+        mismatches=got.mismatches,
     )
-    if got["mismatches"]:
+    if got.mismatches:
         case["detail"] = "output differs from the original step: " + describe_mismatch(got)
     return case
 

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from gpulab.check.frames import Raised
 from gpulab.check.frames_other import Blocks, BottleneckRequest, read_reply
 from gpulab.check.protocol import number, text
-from gpulab.judge.compare import compare, describe_mismatch
+from gpulab.judge.compare import Comparison, compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.graders.nvtx_profile import copy_untrusted, trace_file
 
@@ -274,7 +274,7 @@ def _time_rounds(
 
 
 def _output_case(ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], weights: dict) -> None:
-    worst: dict[str, Any] | None = None
+    worst: Comparison | None = None
     wrong = missing = 0
     for i, x in enumerate(xs):
         out = calls.output(i)
@@ -282,7 +282,7 @@ def _output_case(ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], wei
             missing += 1
             continue
         rep = compare(out, reference(x, weights), *TOL)
-        if rep["mismatches"]:
+        if rep.mismatches:
             wrong += 1
             worst = worst or rep
     case: dict[str, Any] = {

@@ -93,12 +93,12 @@ def _eager_case(ctx: GradeContext, fn: Any, args: tuple, name: str) -> dict[str,
         return record
     rep = compare(out, original_step(*clone_inputs(args)), *EAGER_TOL)
     record.update(
-        passed=rep["mismatches"] == 0,
-        max_abs=rep["max_abs"],
-        max_rel=rep["max_rel"],
-        mismatches=rep["mismatches"],
+        passed=rep.mismatches == 0,
+        max_abs=rep.max_abs,
+        max_rel=rep.max_rel,
+        mismatches=rep.mismatches,
     )
-    if rep["mismatches"]:
+    if rep.mismatches:
         record["detail"] = "output differs from the original step: " + describe_mismatch(rep)
     return record
 
@@ -137,11 +137,11 @@ def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backen
             {
                 "name": name,
                 "dtype": "fp32",
-                "passed": rep["mismatches"] == 0,
-                "max_abs": rep["max_abs"],
-                "max_rel": rep["max_rel"],
-                "mismatches": rep["mismatches"],
-                **({"detail": describe_mismatch(rep)} if rep["mismatches"] else {}),
+                "passed": rep.mismatches == 0,
+                "max_abs": rep.max_abs,
+                "max_rel": rep.max_rel,
+                "mismatches": rep.mismatches,
+                **({"detail": describe_mismatch(rep)} if rep.mismatches else {}),
             }
         )
 
@@ -245,7 +245,7 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
             ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
         for (name, _), slot, r in zip(MODES.items(), slots, got, strict=True):
             rep = compare(arena.view(slot).clone(), expected, *COMPILED_TOL)
-            if rep["mismatches"]:
+            if rep.mismatches:
                 ctx.fail(f"timing {shape} {name}: the output is wrong", describe_mismatch(rep))
             if r.ms is None or not r.ms > 0:
                 ctx.fail(f"timing {shape}: the sandbox sent no usable timing")

@@ -47,7 +47,7 @@ from gpulab.check.frames_other import Trained, TrainRequest, read_reply
 from gpulab.check.protocol import number, text
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.nvtx_ranges import check_ranges, range_times
+from gpulab.judge.nvtx_ranges import Event, check_ranges, range_times
 from gpulab.perf.units import value_text
 from gpulab.sandbox.training import RANGES, build_model
 
@@ -117,9 +117,9 @@ def own_temp_folder(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
-def _events(raw: Any) -> list[dict[str, Any]]:
+def _events(raw: Any) -> list[Event]:
     """The sandbox's events, kept only where every field has its type."""
-    out = []
+    out: list[Event] = []
     for e in raw if isinstance(raw, list) else []:
         if not isinstance(e, dict) or not isinstance(e.get("name"), str):
             continue
@@ -279,7 +279,7 @@ def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
 
 
 def _report_profile(
-    ctx: GradeContext, reply: Trained, events: list[dict], written: Path, wanted: Path
+    ctx: GradeContext, reply: Trained, events: list[Event], written: Path, wanted: Path
 ) -> None:
     """What the app shows: top operations, the trace, the ranges' times."""
     device = ctx.device

@@ -321,7 +321,7 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
         details.append("y (computed with requires_grad=True) has the wrong shape or dtype")
     else:
         rep = compare(y, reference(case), *TOLERANCE[case.dtype])
-        if rep["mismatches"]:
+        if rep.mismatches:
             record["passed"] = False
             details.append(f"y (computed with requires_grad=True): {describe_mismatch(rep)}")
     for i, (label, got, ref, dt) in enumerate(
@@ -334,11 +334,11 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
             )
             continue
         rep = compare(got, ref, *_scaled_tol(ref, dt))
-        record[f"{label}_max_abs"] = rep["max_abs"]
-        record["max_abs"] = worst(record.get("max_abs"), rep["max_abs"])
-        record["max_rel"] = worst(record.get("max_rel"), rep["max_rel"])
-        record["mismatches"] = record.get("mismatches", 0) + rep["mismatches"]
-        if rep["mismatches"]:
+        record[f"{label}_max_abs"] = rep.max_abs
+        record["max_abs"] = worst(record.get("max_abs"), rep.max_abs)
+        record["max_rel"] = worst(record.get("max_rel"), rep.max_rel)
+        record["mismatches"] = record.get("mismatches", 0) + rep.mismatches
+        if rep.mismatches:
             record["passed"] = False
             details.append(f"{label}: {describe_mismatch(rep)}")
     if details:

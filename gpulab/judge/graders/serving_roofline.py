@@ -99,7 +99,9 @@ def _draw(rng: random.Random, want: tuple[str, str] | None, odd_head_dim: bool =
 
 def scenarios(ctx: CaseContext) -> list[tuple[str, Any]]:
     llama = serving_models.PRESETS["llama-3-8b"]
-    h200 = serving.roof_for(match_gpu("h200"), "bf16")
+    gpu = match_gpu("h200")
+    assert gpu is not None  # in the shipped table (gpulab/data/gpus.toml)
+    h200 = serving.roof_for(gpu, "bf16")
     out = [("Llama-3 8B bf16 on H200", (llama, h200, 1, 2048, 4096))]
     wants = [None] * (N_RANDOM - 2) + [("decode", "compute"), ("prefill", "memory")]
     for i, want in enumerate(wants):
