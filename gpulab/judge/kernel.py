@@ -43,6 +43,10 @@ from gpulab.judge.compare import (
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.remote import storage_bytes
 from gpulab.judge.replay import MISMATCH, CopyMap, copy_map, same_copy, trusted_bytes
+
+# What encode puts in the arena; defined beside the replay (which must not
+# import this module), and given to encode's callers from here.
+from gpulab.judge.replay import Refs as Refs
 from gpulab.sandbox import learner
 from gpulab.sandbox.replay import DTYPES
 
@@ -130,10 +134,6 @@ def _storage_nbytes(ts: list[torch.Tensor]) -> int:
         st = t.untyped_storage()
         seen[st.data_ptr()] = st.nbytes()
     return sum(seen.values()) + 256 * (len(seen) + 1)
-
-
-# What encode has put in the arena: id(tensor) and ("storage", data_ptr) -> its ref.
-Refs = dict[int | tuple[str, int], Any]
 
 
 def encode(arena: Any, obj: Any, refs: Refs) -> Any:

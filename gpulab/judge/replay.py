@@ -32,7 +32,10 @@ from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
 
 if TYPE_CHECKING:
     from gpulab.check.protocol import TensorRef
-    from gpulab.judge.kernel import Refs
+
+# What gpulab.judge.kernel's encode has put in the arena: id(tensor) and
+# ("storage", data_ptr) -> its ref (here, so the replay needs nothing of kernel).
+Refs = dict[int | tuple[str, int], Any]
 
 MAX_GRID = 1 << 24
 MISMATCH = "your Triton kernels, run again alone, gave another result"
