@@ -60,6 +60,13 @@ FIXED_ALLOWANCE_MS = 5.0
 # The result's copy out, timed in the sandbox, against the judge's own copy.
 COPY_SLACK, COPY_FLOOR_MS = 1.5, 0.02
 GROSS_MS = 0.5
+# A timed output with more rows than this is checked at this many rows,
+# drawn by the judge from its secret seed after the output is in its slot
+# (spec.reference_rows). A submission that gets a fraction f of the rows
+# wrong passes one output with probability (1 - f)^256, and a case needs
+# 10 or more: f = 1% is caught but for odds of 1e-11, and what is left
+# unseen (under about 0.1% of the rows) cannot move a grade.
+SAMPLE_ROWS = 256
 
 
 @dataclass
@@ -224,6 +231,8 @@ def time_remote(
     g = torch.Generator(device=expect.like.device).manual_seed(
         ctx.seed(zlib.crc32(case.name.encode()) % 100003)
     )
+    # Which rows of each output are checked, where an output is checked by rows.
+    pick = torch.Generator().manual_seed(ctx.seed(zlib.crc32(f"rows {case.name}".encode())))
     # What the sandbox's loop costs besides the kernel, timed here.
     flush_ms = _event_ms(flusher)
     src = torch.empty(expect.shape, dtype=expect.like.dtype, device=expect.like.device)
@@ -240,7 +249,7 @@ def time_remote(
         batch = _send_batch(ctx, fn, case, expect, per_rep, k, g, grads)
         reply, wall_ms = batch["reply"], batch["wall_ms"]
         claimed = _claimed(ctx, case, reply, k)
-        _check_outputs(ctx, spec, case, batch, grads)
+        _check_outputs(ctx, spec, case, batch, grads, pick)
         slow_copy, why = _check_copies(ctx, case, reply, k, copy_ms)
         total = sum(claimed)
         allowance = (
@@ -417,7 +426,12 @@ def _warm_up(
 
 
 def _check_outputs(
-    ctx: GradeContext, spec: Any, case: Any, batch: dict[str, Any], grads: Any
+    ctx: GradeContext,
+    spec: Any,
+    case: Any,
+    batch: dict[str, Any],
+    grads: Any,
+    pick: torch.Generator,
 ) -> None:
     """Every repetition's result (every gradient, for a backward) is there
     and right for its own fresh inputs."""
@@ -434,7 +448,8 @@ def _check_outputs(
             got_all = [arena.view(slot)] + [arena.view(x) for x in more[i]]
             checks = grads.checks(r, dys[i], got_all)
         else:
-            checks = [("output", arena.view(slot), spec.reference(r), spec.tolerance(case.dtype))]
+            label, got, want = _output_and_reference(spec, r, arena.view(slot), pick)
+            checks = [(label, got, want, spec.tolerance(case.dtype))]
         for label, got, want, tol in checks:
             if mismatches(got, want, *tol):
                 rep = compare(got, want, *tol)
@@ -444,6 +459,21 @@ def _check_outputs(
                     describe_mismatch(rep) + ". Every timed call must compute its "
                     "own inputs' answer inside the timed region.",
                 )
+
+
+def _output_and_reference(
+    spec: Any, rep: Any, out: torch.Tensor, pick: torch.Generator
+) -> tuple[str, torch.Tensor, torch.Tensor]:
+    """The output and its reference, whole, or at SAMPLE_ROWS rows the
+    judge draws now, when the exercise can compute its reference by rows."""
+    rows_of = getattr(spec, "reference_rows", None)
+    axis = getattr(spec, "row_axis", 0)
+    if rows_of is None or out.dim() <= axis or out.shape[axis] <= SAMPLE_ROWS:
+        return "output", out, spec.reference(rep)
+    idx = torch.randperm(out.shape[axis], generator=pick)[:SAMPLE_ROWS].sort().values
+    idx = idx.to(out.device)
+    label = f"output (at {SAMPLE_ROWS} rows of {out.shape[axis]} the judge drew)"
+    return label, out.index_select(axis, idx), rows_of(rep, idx)
 
 
 def _check_forwards(

@@ -75,6 +75,14 @@ class KernelSpec:
     banned_label: str = ""
     tolerance: Callable[[torch.dtype], tuple[float, float]] = lambda dt: DEFAULT_TOLERANCE[dt]
     expect: Callable[[Case], Expect] | None = None
+    # The reference at some rows only: (case, sorted indices) -> the
+    # reference's rows at those indices along `row_axis`. Where an exercise has
+    # it, a timed output larger than `gpulab.judge.batches.SAMPLE_ROWS` rows is
+    # checked at rows the judge draws after the output is in its slot (a
+    # float64 attention of 16384 tokens took 0.2 s an output on the H200,
+    # and every timed output is checked).
+    reference_rows: Callable[[Case, torch.Tensor], torch.Tensor] | None = None
+    row_axis: int = 0
     baseline: Callable[[Case], Callable[[], Any]] | None = None
     baseline_name: str = ""
     # Grade from the geometric mean of the roofline fraction (or the

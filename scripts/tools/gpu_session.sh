@@ -61,7 +61,8 @@ for step in "$@"; do
     feedback:*) exs=$(echo "${step#feedback:}" | tr + " ")  # issue 32: a learner's wait
       timeout "${FEEDBACK_BUDGET:-400}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_h200${FEEDBACK_TAG:-}.json" $exs --think 10 ${FEEDBACK_ARGS:-} 2>&1 | grep -v Warning | cut -c1-400 ;;
     refusal:*) spec=${step#refusal:}; secs=${spec%%:*}; exs=""; [ "$spec" != "$secs" ] && exs=$(echo "${spec#*:}" | tr + " ")
-      timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda 2>&1 | grep -v Warning | cut -c1-300 ;;
+      timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda ${REFUSAL_ARGS:-} 2>&1 | grep -v Warning | cut -c1-300 ;;
+    spare) timeout 200 python3 scripts/tools/spare_ready.py "$OUT/spare_ready_h200.json" --device cuda --repeat "${SPARE_REPEAT:-3}" 2>&1 | grep -v Warning | tail -8 ;;
     prove) timeout "${PROVE_BUDGET:-220}" python3 scripts/tools/prove_course.py "$OUT/prove_course.json" --jobs 6 --device cuda 2>&1 | grep -v Warning | cut -c1-400 ;;
     judge-vs-bench:*) ex=${step#judge-vs-bench:}  # the same ceilings on both sides
       timeout 120 python3 -m gpulab probe --bench --quick 2>&1 | tail -8

@@ -3,7 +3,7 @@ reference solutions again and again, each after the GPU sat idle, and counts
 refusals and the spread of grades.
 
     python scripts/tools/refusal_runs.py OUT.json [EXERCISE...] [--deadline S]
-        [--idle S] [--device cuda]
+        [--idle S] [--clock-below MHZ --idle-max S] [--learner] [--device cuda]
 
 Round-robin over the exercises (default: softmax, matmul, flash_attention,
 rope_rmsnorm, bandwidth) until --deadline seconds have passed. Each run is
@@ -14,6 +14,12 @@ after the idle: the harshest case for a GPU whose clocks have dropped (the
 refusal the issue saw came on the first check after the GPU idled at
 345 MHz). Each row records the SM clock when the check began (NVML), the
 status, grade, roofline fraction and speedup, and the wall time.
+
+With --clock-below, each idle goes on (up to --idle-max seconds) until NVML
+reads the SM clock at or below MHZ: after 8 s of idle the H200 still ran at
+1980 MHz, so only a longer idle starts a check from idle clocks. With
+--learner, an exercise that has a learner's file in scripts/tools/learner/
+is checked with it too, in turn with the reference (rows say which `file`).
 
 Headless: runs from a checkout with PYTHONPATH=$PWD, and writes OUT.json
 after every run, so a run cut short keeps what it measured.
@@ -57,6 +63,9 @@ def main() -> int:
     ap.add_argument("--idle", type=float, default=8.0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--timeout", type=float, default=200.0)
+    ap.add_argument("--clock-below", type=int, default=0)
+    ap.add_argument("--idle-max", type=float, default=60.0)
+    ap.add_argument("--learner", action="store_true")
     args = ap.parse_args()
     course = load_course()
     start = time.monotonic()
@@ -65,14 +74,28 @@ def main() -> int:
         lesson = course.find(name)
         if lesson is None:
             raise SystemExit(f"no exercise {name}")
-        ws = Path(tempfile.mkdtemp(prefix=f"gpulab-refusal-{name}-"))
-        path = ws / "exercises" / f"{lesson.exercise}.py"
-        path.parent.mkdir(parents=True)
-        path.write_text(lesson.reference_path.read_text())
-        request = runner.check_request(
-            lesson, path, timeout=args.timeout, device=args.device, workspace=str(ws)
-        )
-        slots.append({"lesson": lesson, "path": path, "ws": ws, "request": request, "spares": None})
+        own = Path(__file__).parent / "learner" / f"{lesson.exercise}.py"
+        files = [("reference", lesson.reference_path)]
+        if args.learner and own.is_file():
+            files.append(("learner", own))
+        for which, source in files:
+            ws = Path(tempfile.mkdtemp(prefix=f"gpulab-refusal-{name}-"))
+            path = ws / "exercises" / f"{lesson.exercise}.py"
+            path.parent.mkdir(parents=True)
+            path.write_text(source.read_text())
+            request = runner.check_request(
+                lesson, path, timeout=args.timeout, device=args.device, workspace=str(ws)
+            )
+            slots.append(
+                {
+                    "lesson": lesson,
+                    "file": which,
+                    "path": path,
+                    "ws": ws,
+                    "request": request,
+                    "spares": None,
+                }
+            )
     rows: list[dict[str, Any]] = []
     try:
         i = 0
@@ -82,8 +105,18 @@ def main() -> int:
             if slot["spares"] is None:
                 slot["spares"] = runner.Spares()
             slot["spares"].prepare(slot["request"])
+            idle0 = time.monotonic()
             time.sleep(args.idle)
             clock = sm_clock_mhz()
+            while (
+                args.clock_below
+                and clock is not None
+                and clock > args.clock_below
+                and time.monotonic() - idle0 < args.idle_max
+            ):
+                time.sleep(1.0)
+                clock = sm_clock_mhz()
+            idled = time.monotonic() - idle0
             t0 = time.monotonic()
             r = runner.run_check(
                 slot["lesson"],
@@ -96,7 +129,9 @@ def main() -> int:
             timing = r.get("timing") or {}
             row = {
                 "exercise": slot["lesson"].exercise,
+                "file": slot["file"],
                 "run": i,
+                "idle_s": round(idled, 1),
                 "sm_mhz_at_start": clock,
                 "wall_s": round(time.monotonic() - t0, 2),
                 "warm": r.get("warm"),
@@ -124,10 +159,10 @@ def main() -> int:
 
 def report(args: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     per: dict[str, Any] = {}
-    for name in args.exercises:
-        mine = [r for r in rows if r["exercise"] == name]
+    for name, which in dict.fromkeys((r["exercise"], r["file"]) for r in rows):
+        mine = [r for r in rows if r["exercise"] == name and r["file"] == which]
         fr = [r["roofline_fraction"] for r in mine if r["roofline_fraction"]]
-        per[name] = {
+        per[f"{name} ({which})"] = {
             "runs": len(mine),
             "passed": sum(r["status"] == "passed" for r in mine),
             "refused": [r["run"] for r in mine if r["status"] != "passed"],
@@ -139,6 +174,8 @@ def report(args: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     info: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "idle_s": args.idle,
+        "clock_below_mhz": args.clock_below,
+        "idle_max_s": args.idle_max,
         "per_exercise": per,
         "rows": rows,
     }

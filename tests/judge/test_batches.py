@@ -52,6 +52,8 @@ class FakeSandbox:
                 y = self.first
             if self.behave.get("wrong") and i == 1:
                 y = torch.zeros_like(y)
+            if "wrong_rows" in self.behave:  # a few rows left undone, every call
+                y[self.behave["wrong_rows"]] = 0
             tensors.view(self.arenas, TensorRef.from_json(out)).copy_(y)
         claim = self.behave.get("claim_ms", KERNEL_MS)
         copy = self.behave.get("copy_ms", COPY_MS)
@@ -76,7 +78,7 @@ def timed(tmp_path, monkeypatch):
     monkeypatch.setattr(batches.torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(batches, "_batch_size", lambda per_rep: K)
 
-    def run(**behave):
+    def run(rows=8, **behave):
         # The judge's own flush, then its copy (again if it re-times them).
         ms = itertools.cycle([FLUSH_MS, COPY_MS])
         monkeypatch.setattr(batches, "_event_ms", lambda fn, reps=5: next(ms))
@@ -96,10 +98,21 @@ def timed(tmp_path, monkeypatch):
         ctx = SimpleNamespace(
             arena=arena, seed=lambda salt: 1000 + salt, fail=fail, notes=[], sandbox=sandbox
         )
-        x = torch.randn(8, 64)
-        case = Case(name="8×64 fp32", args=(x,), dtype=torch.float32)
+        x = torch.randn(rows, 64)
+        case = Case(name=f"{rows}×64 fp32", args=(x,), dtype=torch.float32)
+
+        def whole(c):
+            ctx.whole += 1
+            return torch.softmax(c.args[0].float(), -1)
+
+        def by_rows(c, idx):
+            ctx.sampled.append(idx)
+            return torch.softmax(c.args[0][idx].float(), -1)
+
+        ctx.whole, ctx.sampled = 0, []
         spec = KernelSpec(
-            reference=lambda c: torch.softmax(c.args[0].float(), -1),
+            reference=whole,
+            reference_rows=by_rows,
             expect=lambda c: Expect(tuple(c.args[0].shape), c.args[0], "x"),
         )
         fn = SimpleNamespace(name="softmax")
@@ -199,3 +212,25 @@ def test_a_refused_timing_names_other_programs_on_the_gpu(timed, monkeypatch):
     monkeypatch.setattr(neighbours.nvml, "gpu_processes", lambda index: None)
     out, _ = timed(wall_ms=K * (per_call + 5.0) + batches.FIXED_ALLOWANCE_MS)
     assert out["implausible"].endswith("work outside the timed region?")
+
+
+def test_large_outputs_are_checked_at_rows_the_judge_draws(timed):
+    # 1024 rows: each timed output checked at SAMPLE_ROWS rows, different
+    # rows for each output, never the whole reference.
+    out, ctx = timed(rows=1024)
+    assert out["implausible"] is None, out["implausible"]
+    assert ctx.whole == 0 and len(ctx.sampled) >= out["reps"] >= 10
+    assert all(len(i) == batches.SAMPLE_ROWS for i in ctx.sampled)
+    assert all(bool((i[1:] > i[:-1]).all()) for i in ctx.sampled)  # sorted, no repeats
+    assert len({tuple(i.tolist()) for i in ctx.sampled}) == len(ctx.sampled)
+    # Small outputs are checked whole, as before.
+    out, ctx = timed(rows=8)
+    assert ctx.sampled == [] and ctx.whole >= 10
+
+
+def test_a_few_rows_left_undone_are_caught_at_sampled_rows(timed):
+    # 3% of the rows (31 of 1024) wrong in every call: a check of 256 rows
+    # misses them with odds of about 4e-4 per output; the first batch fails.
+    wrong = list(range(7, 1024, 33))
+    with pytest.raises(Failed, match="the output \\(at 256 rows of 1024 the judge drew\\)"):
+        timed(rows=1024, wrong_rows=wrong)

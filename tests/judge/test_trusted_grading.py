@@ -398,3 +398,29 @@ def test_gpu_a_compiled_kernel_launched_directly_is_recorded():
         compiled[(4, 1, 1)](x, y, 1000, 256, stream=side.cuda_stream)  # the runner's own argument
         torch.cuda.synchronize()
         assert rec.side_streams() == {side.cuda_stream}
+
+
+@pytest.mark.gpu
+def test_gpu_rows_left_undone_in_timed_calls_are_caught_at_sampled_rows(grade):
+    # Honest in the first call at each shape (the guarded one), then the last
+    # 128 rows are never computed: large timed outputs are checked at rows the
+    # judge draws after the output is in its slot (gpulab.judge.batches).
+    src = (
+        reference_source("matmul")
+        + """
+_seen = set()
+
+def matmul(a, b):
+    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+    key = (tuple(a.shape), tuple(b.shape), a.dtype)
+    if key in _seen and a.shape[0] >= 4096:
+        launch(a[:-128], b, c[:-128])
+    else:
+        _seen.add(key)
+        launch(a, b, c)
+    return c
+"""
+    )
+    r = grade("matmul", src, device="cuda", timeout=600)
+    assert r["status"] == "failed", (r["status"], r["summary"])
+    assert "rows of" in r["summary"] + r.get("message", ""), r["summary"]

@@ -273,6 +273,13 @@ def reference(case: Case) -> torch.Tensor:
     return torch.matmul(a.double(), b.double())
 
 
+def reference_rows(case: Case, rows: torch.Tensor) -> torch.Tensor:
+    """The reference at some rows of the result only: how the judge checks a
+    timed output (gpulab.judge.batches)."""
+    a, b = case.args
+    return torch.matmul(a.index_select(0, rows).double(), b.double())
+
+
 def expect(case: Case) -> Expect:
     a, b = case.args
     return Expect((a.shape[0], b.shape[1]), a, "a")
@@ -283,6 +290,7 @@ def make_spec(interpreter: bool) -> KernelSpec:
     return KernelSpec(
         banned_large=BANNED_LARGE,
         reference=reference,
+        reference_rows=reference_rows,
         banned=BANNED,
         banned_aten=BANNED_ATEN,
         banned_label=BANNED_LABEL,
