@@ -148,6 +148,9 @@ class SandboxConfig:
     sys_path: tuple[str, ...] = ()
     source: str | None = None
     problem: str | None = None
+    # A spare's sandbox (gpulab.check.runner.Spares): its imports at once,
+    # then it waits for `go` before it starts CUDA and confines itself.
+    hold: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -161,6 +164,8 @@ class SandboxConfig:
             out["source"] = self.source
         elif self.problem:
             out["problem"] = self.problem
+        if self.hold:
+            out["hold"] = True
         return out
 
     @classmethod
@@ -175,6 +180,7 @@ class SandboxConfig:
             sys_path=tuple(p for p in _items(msg.get("sys_path")) if isinstance(p, str)),
             source=_opt_str(msg.get("source")),
             problem=_opt_str(msg.get("problem")),
+            hold=msg.get("hold") is True,
         )
 
 
@@ -299,6 +305,31 @@ class ArenaRequest:
             return cls(ArenaSpec(**spec))  # type: ignore[arg-type]
         except TypeError:
             raise ProtocolError("an arena request without its arena") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Held(Reply):
+    """`held`: a held sandbox's imports are done; it waits for `go`."""
+
+    TYPE: ClassVar[str] = "held"
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Held:
+        return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.TYPE}
+
+
+@dataclass(frozen=True, slots=True)
+class Go:
+    """`go`: a held sandbox (SandboxConfig.hold) may start CUDA now: the
+    judge holds the GPU shared, so nobody is timing."""
+
+    TYPE: ClassVar[str] = "go"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.TYPE}
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,11 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
+# A spare judge's stdin (gpulab.check.runner.Spares): the request it expects,
+# then this line when it may start CUDA, then the check's own request.
+SPARE_GO = "go"
+
+
 def read_frame(fd: int) -> dict[str, Any]:
     """One message. Raises EOFError at the end, ProtocolError on garbage."""
     (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))

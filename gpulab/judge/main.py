@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from gpulab.check import crashes, protocol
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames_other import Ok, Prepare, Warm, read_reply
-from gpulab.check.protocol import CheckRequest, paths_off_env
+from gpulab.check.protocol import SPARE_GO, CheckRequest, paths_off_env
 from gpulab.check.result import JUDGE_ORDER, CheckResult
 from gpulab.check.status import Status
 
@@ -337,6 +337,8 @@ class Prepared:
         self.data: bytes | None = None
         self.problem = ""
         self._Sandbox = Sandbox
+        # "held": started ahead without its GPU start; "done": started ahead.
+        self.ahead = ""
         if ahead:
             try:
                 self._start_ahead()
@@ -347,11 +349,46 @@ class Prepared:
                 self._sandbox = self._replay = None
 
     def _start_ahead(self) -> None:
+        """The part of a spare's start that does no GPU work, so it may run
+        while another check times: the sandboxes start and do their imports
+        (held before CUDA, `hold`), and the judge imports the grader.
+        `finish_ahead` does the rest."""
+        # Each process does its own start-up at once; each waits for the
+        # others only at the end.
+        self._sandbox = self.fresh(wait=False, hold=True)
+        if self.device == "cpu":
+            self._replay = self.fresh_replay(wait=False)
+        # What the check's grader imports (torch, triton, its cases).
+        from gpulab.judge import harness, loader  # noqa: F401
+
+        with contextlib.suppress(ImportError, loader.UnknownExercise):
+            loader.load(self.request.exercise, self.request.content_root)
+        if self._replay is not None:  # on the CPU only: nothing of it is GPU work
+            self._replay.wait_ready()
+            self._replay.send(Prepare())
+        self._sandbox.wait_held()
+        self.ahead = "held"
+
+    def finish_ahead(self) -> None:
+        """A spare's GPU start: its own CUDA context and the sandbox's, and
+        the sandboxes' warm-ups (the audit's profiler starts CUPTI). Holds
+        the GPU shared, so it waits while someone times. Once; a spare whose
+        start failed leaves the check to start its sandboxes itself."""
+        if self.ahead != "held":
+            return
+        self.ahead = "done"
+        try:
+            self._finish_ahead()
+        except Exception:  # noqa: BLE001 - the check starts its sandboxes itself
+            for box in (self._sandbox, self._replay):
+                if box is not None:
+                    box.close()
+            self._sandbox = self._replay = None
+
+    def _finish_ahead(self) -> None:
         from gpulab.judge.remote import SandboxDied
 
-        # Each process does its own start-up at once: the sandboxes import
-        # torch (and start CUDA on a GPU) while the judge starts its own CUDA
-        # and imports the grader; each waits for the others only at the end.
+        assert self._sandbox is not None
         held = contextlib.ExitStack()
         with held:
             if self.device == "cuda":
@@ -361,9 +398,7 @@ class Prepared:
                 from gpulab.device.gpulock import gpu_in_use
 
                 held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
-            self._sandbox = self.fresh(wait=False)
-            if self.device == "cpu":
-                self._replay = self.fresh_replay(wait=False)
+            self._sandbox.go()
             if self.device == "cuda":
                 # The judge's own CUDA context and cuBLAS handle (its
                 # references and baselines use both).
@@ -371,23 +406,17 @@ class Prepared:
                 (one @ one).sum().item()
             self._sandbox.wait_ready()
             self._sandbox.send(Warm())
-            if self._replay is not None:
-                self._replay.wait_ready()
-                self._replay.send(Prepare())
-            # What the check's grader imports (torch, triton, its cases).
-            from gpulab.judge import harness, loader  # noqa: F401
-
-            with contextlib.suppress(ImportError, loader.UnknownExercise):
-                loader.load(self.request.exercise, self.request.content_root)
             for box in (self._sandbox, self._replay):
                 if box is not None and not isinstance(read_reply(box.receive(), Ok), Ok):
                     raise SandboxDied("a sandbox started ahead did not warm up")
 
     def take_sandbox(self) -> Sandbox:
+        self.finish_ahead()
         sandbox, self._sandbox = self._sandbox, None
         return sandbox if sandbox is not None else self.fresh()
 
     def take_replay(self) -> Sandbox:
+        self.finish_ahead()
         sandbox, self._replay = self._replay, None
         return sandbox if sandbox is not None else self.fresh_replay()
 
@@ -396,6 +425,7 @@ class Prepared:
         prefix: list[str] | None = None,
         profiler: dict[str, Any] | None = None,
         wait: bool = True,
+        hold: bool = False,
     ) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
@@ -409,6 +439,7 @@ class Prepared:
             problem=self.problem,
             switches=paths_off_env(self.request.paths_off),
             wait=wait,
+            hold=hold,
             policy={
                 **self.policy,
                 **({"profiler": profiler} if profiler else {}),
@@ -577,9 +608,15 @@ def main() -> int:
     prepared = None
     if spare:
         # A spare (gpulab.check.runner.Spares): the request it expects, one line;
-        # then the check's own, or the end of stdin when no check needs it.
+        # then `go` when it may start CUDA (no check of the lab's is running),
+        # then the check's own request, or the end of stdin when no check
+        # needs it. A request before `go` starts CUDA first.
         prepared = prepare_ahead(sys.stdin.readline())
         raw = sys.stdin.readline()
+        if raw.strip() == SPARE_GO:
+            if prepared is not None:
+                prepared.finish_ahead()
+            raw = sys.stdin.readline()
         if not raw.strip():
             if prepared is not None:
                 prepared.close()

@@ -26,6 +26,8 @@ from gpulab.check.frames_other import (
     ArenaRequest,
     Exit,
     Frame,
+    Go,
+    Held,
     LoadRequest,
     Ok,
     Ready,
@@ -162,6 +164,7 @@ class Sandbox:
         problem: str = "",
         switches: dict[str, str] | None = None,
         wait: bool = True,
+        hold: bool = False,
     ) -> None:
         """`wait`: read the sandbox's "ready" before returning; without it,
         the caller does its own work while the sandbox starts (its imports,
@@ -175,7 +178,8 @@ class Sandbox:
         and its mount namespace does not hold the file itself. `switches`:
         the kernel-path variables the check asked for
         (gpulab.check.protocol.paths_off_env), never taken from the judge's own
-        environment."""
+        environment. `hold`: the sandbox does its imports, then waits for
+        `go()` before it starts CUDA (a spare's, while another check times)."""
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -238,12 +242,22 @@ class Sandbox:
             import base64
 
             encoded = base64.b64encode(source).decode("ascii")
-        config = SandboxConfig(device, file, policy, sys_path, encoded, problem or None)
+        config = SandboxConfig(device, file, policy, sys_path, encoded, problem or None, hold)
         write_frame(self.fd, config.to_json())
         self.isolation: list[str] = []
         self.ready = False
         if wait:
             self.wait_ready()
+
+    def wait_held(self) -> None:
+        """Read a held sandbox's report that its imports are done."""
+        held = read_reply(self.receive(), Held)
+        if not isinstance(held, Held):
+            raise SandboxDied(held.summary or "the sandbox did not start")
+
+    def go(self) -> None:
+        """Let a held sandbox start CUDA and confine itself."""
+        self.send(Go())
 
     def wait_ready(self) -> None:
         """Read the sandbox's report that it has confined itself (before any

@@ -5,7 +5,8 @@ the sandboxes started and warmed, the judge's own CUDA and the grader imported.
         [--exercise softmax]
 
 Each run is a fresh process, as a spare judge is: the seconds to import the
-judge, and to prepare. A learner's "think" time shorter than `prepare_s` is
+judge, and to prepare: `imports_s` (the part a spare started early does beside
+the check before it) and `gpu_start_s` (CUDA's start and the warm-ups, after). A learner's "think" time shorter than `prepare_s` is
 time they wait at the check's start (the result's `judge start-up` stage).
 Headless; from a checkout: PYTHONPATH=$PWD.
 """
@@ -31,8 +32,12 @@ req = CheckRequest(exercise=sys.argv[1], function=sys.argv[2], file=sys.argv[3],
                    device=sys.argv[4], workspace=sys.argv[5])
 p = prepare_ahead(json.dumps(req.to_json()))
 t2 = time.monotonic()
+if p is not None:
+    p.finish_ahead()  # the GPU start, which a spare started early does after the check
+t3 = time.monotonic()
 ok = p is not None and p._sandbox is not None
-print(json.dumps({"import_s": round(t1 - t0, 3), "prepare_s": round(t2 - t1, 3), "ready": ok}))
+print(json.dumps({"import_s": round(t1 - t0, 3), "prepare_s": round(t3 - t1, 3),
+                  "imports_s": round(t2 - t1, 3), "gpu_start_s": round(t3 - t2, 3), "ready": ok}))
 if p is not None:
     p.close()
 from gpulab.judge.remote import kill_descendants

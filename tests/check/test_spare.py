@@ -135,3 +135,52 @@ def test_a_spare_no_check_takes_leaves_nothing_behind(lesson, tmp_path, judge_tm
     assert leftovers(judge_tmp) == []
     spares.prepare(request_for(lesson, path))  # closed: starts nothing
     assert spares._spare is None
+
+
+def test_an_early_spare_starts_beside_the_check_and_waits_to_start_cuda(
+    lesson, tmp_path, judge_tmp
+):
+    # Spares(early=True), as on a machine of 8 CPUs or more: the next check's
+    # judge starts as this check begins, held (imports only: on a GPU, no
+    # CUDA start beside this check's timing), and is let go as it ends.
+    path = tmp_path / f"{EXERCISE}.py"
+    path.write_text(lesson.reference_path.read_text())
+    spares = runner.Spares(early=True)
+    seen = []
+
+    def on_event(event):
+        spare = spares._spare
+        seen.append(spare is not None and spare.held)
+
+    try:
+        r = runner.run_check(
+            lesson, path, device="cpu", timeout=120, spares=spares, on_event=on_event
+        ).to_json()
+        assert r["warm"] is False and r["status"] == "passed", r["summary"]
+        assert seen and all(seen), "no held spare while the check ran"
+        spare = spares._spare
+        assert spare is not None and not spare.held  # let go once the check ended
+        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares).to_json()
+        assert r["warm"] is True and r["status"] == "passed", r["summary"]
+    finally:
+        spares.close()
+    assert processes_in(judge_tmp) == []
+    assert leftovers(judge_tmp) == []
+
+
+def test_a_held_spare_that_a_check_takes_starts_cuda_then(lesson, tmp_path, judge_tmp):
+    # A check that comes before the spare was let go (the lab's previous check
+    # was cancelled): the judge finishes the spare's start as the check begins.
+    path = tmp_path / f"{EXERCISE}.py"
+    path.write_text(lesson.reference_path.read_text())
+    spares = runner.Spares(early=False)
+    try:
+        spares.prepare(request_for(lesson, path), hold=True)
+        assert spares._spare is not None and spares._spare.held
+        wait_for_sandboxes(judge_tmp)
+        r = runner.run_check(lesson, path, device="cpu", timeout=120, spares=spares).to_json()
+        assert r["warm"] is True and r["status"] == "passed", (r["summary"], r.get("message"))
+    finally:
+        spares.close()
+    assert processes_in(judge_tmp) == []
+    assert leftovers(judge_tmp) == []
