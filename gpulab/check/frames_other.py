@@ -11,7 +11,8 @@ The judge builds each request typed and sends its `to_json()`; the sandbox
 reads it back with `parse` (`request`, below: the judge is trusted, so a
 malformed request is a ProtocolError, answered "broken"). Each sandbox
 handler returns its reply typed; the judge reads a reply once, where it
-comes in, with `read_reply(frame, Kind)`: the reply of that kind, or the
+comes in, with gpulab.check.frames.read_reply(frame, Kind) (through
+gpulab.judge.remote.Sandbox.ask): the reply of that kind, or the
 learner's exception (`Raised`), or anything else (`Broken`). A reply is
 untrusted, so each field is read as the judge always read it: a field of
 the wrong type reads as absent (a list of the wrong items keeps those of
@@ -32,9 +33,10 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol
 
-from gpulab.check.frames import AuditEnd, Broken, CallRequest, CompileAhead, Raised, TimeRequest
+from gpulab.check.frames import AuditEnd, CallRequest, CompileAhead, Reply, TimeRequest
+from gpulab.check.frames import read_reply as read_reply  # defined beside the kernel path's replies
 from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, number, text
 
 
@@ -42,30 +44,6 @@ class Frame(Protocol):
     """What a sandbox handler returns: a reply that knows its JSON."""
 
     def to_json(self) -> dict[str, Any]: ...
-
-
-class Reply:
-    """A reply the judge reads with `reply`: its `type` and its `parse`."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str]
-
-    @classmethod
-    def parse(cls: type[R], frame: dict[str, Any]) -> R:
-        raise NotImplementedError
-
-
-R = TypeVar("R", bound=Reply)
-
-
-def read_reply(frame: dict[str, Any], kind: type[R]) -> R | Raised | Broken:
-    """The judge's reading of a reply it expects to be a `kind`."""
-    got = frame.get("type")
-    if got == kind.TYPE:
-        return kind.parse(frame)
-    if got == "raised":
-        return Raised.parse(frame)
-    return Broken.parse(frame)
 
 
 # --- tolerant fields of untrusted replies -------------------------------------------

@@ -29,8 +29,7 @@ from gpulab.check.frames import (
     Timed,
     TimedInputs,
     TimeRequest,
-    call_reply,
-    time_reply,
+    read_reply,
 )
 from gpulab.check.protocol import ArenaSpec, TensorRef
 
@@ -42,6 +41,19 @@ def ref(offset: int = 0) -> TensorRef:
 def wire(obj: dict) -> dict:
     """As the other process reads it: through JSON."""
     return json.loads(json.dumps(obj))
+
+
+def call_reply(frame: dict):
+    return read_reply(frame, Returned)
+
+
+def time_reply(frame: dict):
+    return read_reply(frame, Timed)
+
+
+def answering(frame: dict) -> SimpleNamespace:
+    """A sandbox whose every reply is `frame`, read as the judge asks."""
+    return SimpleNamespace(ask=lambda msg, kind: read_reply(frame, kind))
 
 
 # --- requests: judge -> JSON -> sandbox -----------------------------------------------
@@ -315,17 +327,18 @@ def test_the_judge_names_the_case_of_an_unusable_timing():
         failed.append((summary, message))
         raise RuntimeError
 
-    ctx = SimpleNamespace(fail=fail)
     case = SimpleNamespace(name="8×64 fp32")
     for frame in ({"type": "timed", "ms": ["x"]}, {"type": "broken", "summary": "boom"}):
+        ctx = SimpleNamespace(fail=fail, sandbox=answering(frame))
         with pytest.raises(RuntimeError):
-            batches._timed(ctx, case, frame)
+            batches._timed(ctx, case, None)
     assert failed == [
         ("timing 8×64 fp32: the sandbox sent no usable timing", ""),
         ("timing 8×64 fp32: the sandbox sent no usable timing", "boom"),
     ]
     with pytest.raises(LearnerError):
-        batches._timed(ctx, case, {"type": "raised", "summary": "ValueError"})
+        ctx = SimpleNamespace(fail=fail, sandbox=answering({"type": "raised", "summary": "V"}))
+        batches._timed(ctx, case, None)
 
 
 # --- the shared profile's end, and the compile-ahead ---------------------------------------
@@ -357,7 +370,7 @@ def test_the_judge_refuses_a_profile_of_another_number_of_calls():
         raise RuntimeError
 
     reply = {"type": "audited", "findings": [[]]}
-    ctx = SimpleNamespace(fail=fail, sandbox=SimpleNamespace(request=lambda msg: reply))
+    ctx = SimpleNamespace(fail=fail, sandbox=answering(reply))
     span = AuditSpan()
     span.calls = ["a", "b"]
     with pytest.raises(RuntimeError):
@@ -369,7 +382,7 @@ def test_the_judge_refuses_a_profile_of_another_number_of_calls():
 def test_compiled_ahead_decides_nothing_so_a_bad_field_is_none():
     done = CompiledAhead(kernels=3, compiled=2, workers=2, seconds=0.5)
     assert CompiledAhead.parse(wire(done.to_json())) == done
-    assert CompiledAhead.parse({"type": "broken"}) is None
+    assert isinstance(read_reply({"type": "broken"}, CompiledAhead), Broken)
     odd = CompiledAhead.parse({"type": "compiled_ahead", "kernels": "3", "workers": True})
     assert odd is not None
     assert odd.record() == {"kernels": None, "compiled": None, "workers": None, "seconds": None}
@@ -626,12 +639,16 @@ def test_a_graders_reply_of_another_type_keeps_the_messages_it_always_had():
     from gpulab.sandbox.learner import LearnerError
 
     with pytest.raises(LearnerError) as raised:
-        sandbox_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, fo.Traced)
+        sandbox_reply(
+            read_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, fo.Traced)
+        )
     assert raised.value.summary == "s" * 2000 and raised.value.message == "tb"
     with pytest.raises(GradeFailed) as failed:
         sandbox_reply(
-            {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, fo.Modes
+            read_reply(
+                {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, fo.Modes
+            )
         )
     assert failed.value.summary == "the sandbox failed: KeyError: 'x'"
     assert failed.value.message == "m" * 4000 and failed.value.status == "error"
-    assert sandbox_reply({"type": "modes", "rows": []}, fo.Modes) == fo.Modes()
+    assert sandbox_reply(read_reply({"type": "modes", "rows": []}, fo.Modes)) == fo.Modes()

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Blocks, BottleneckRequest, read_reply
+from gpulab.check.frames_other import Blocks, BottleneckRequest
 from gpulab.check.protocol import number, text
 from gpulab.judge.compare import Comparison, compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
@@ -151,9 +151,8 @@ class Requests:
             trace=trace,
         )
         start = time.perf_counter()
-        frame = self.ctx.sandbox.request(msg)
+        got = self.ctx.sandbox.ask(msg, Blocks)
         wall = time.perf_counter() - start
-        got = read_reply(frame, Blocks)
         if isinstance(got, Raised):
             self.ctx.fail(got.summary, got.message)
         if not isinstance(got, Blocks):

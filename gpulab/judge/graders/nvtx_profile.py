@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Trained, TrainRequest, read_reply
+from gpulab.check.frames_other import Trained, TrainRequest
 from gpulab.check.protocol import number, text
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
@@ -173,7 +173,7 @@ def _train_remote(
         )
     )
     meanwhile()
-    got = read_reply(ctx.sandbox.receive(), Trained)
+    got = ctx.sandbox.reply(Trained)
     if isinstance(got, Raised):
         ctx.fail(got.summary, got.message)
     if not isinstance(got, Trained):
