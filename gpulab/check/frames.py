@@ -588,6 +588,8 @@ class TimeRequest:
 
 # A clock reading's values as the judge keeps them (gpulab.device.timing.ClockLog).
 _CLOCK_VALUES = (int, float, bool, str, list)
+# The warm-up's clock summary (gpulab.device.timing.ClockLog.summary), by key.
+Clocks = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,7 +606,7 @@ class Timed(Reply):
     copy_ms: tuple[float, ...] = ()
     copied: tuple[bool, ...] = ()
     fwd_ms: tuple[float, ...] = ()
-    clocks: dict[str, Any] | None = None
+    clocks: Clocks | None = None
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Timed:

@@ -543,7 +543,13 @@ REPLIES = [
     ),
     fo.Bench((1e12, {"__unsupported__": "str"}), (3, -1)),
     fo.Trained(losses=(2.0, 1.0), returned="NoneType"),
-    fo.Trained(losses=(2.0, 1.0), events=[{"name": "x"}], top_ops=[], trace_error="denied"),
+    fo.Trained(
+        losses=(2.0, 1.0),
+        events=(fo.ProfileEvent("x", 1.0, 2.0, True),),
+        top_ops=(fo.OpRow("aten::mm", 2, 0.5, 0.75, 0.0),),
+        top_kernels=(fo.KernelRow("gemm", 2, 0.25),),
+        trace_error="denied",
+    ),
     fo.Blocks(answer="aten::addmm", answer_type="str", copied=(True,), seconds=0.25),
     fo.Blocks(
         answer=None,
@@ -552,7 +558,8 @@ REPLIES = [
         calls=2,
         wall_s=0.5,
         cpu_total_us=1e5,
-        ops=[{"name": "aten::mm"}],
+        ops=(fo.BlockOp("aten::mm", 3, 2.0, 4.0, 1.0),),
+        top_kernels=(fo.KernelRow("gemm", 3, 0.5),),
     ),
     fo.Exported("", 8, {"data parallel": fo.ExportedStep(programs=[{"program": "AA=="}])}),
     fo.Exported("no mesh", 8, {"tensor parallel": fo.ExportedStep(error="not defined")}),
@@ -619,7 +626,46 @@ def test_fields_of_the_wrong_type_read_as_absent():
     assert stream.graphs == (fo.StreamGraph(0, 0),) and stream.calls == (1,)
     assert stream.requests == (fo.StreamStep(),)
     trained = fo.read_reply({"type": "trained", "losses": [1, "x", float("nan")]}, fo.Trained)
-    assert trained.losses == (1.0, None, None) and trained.events == []
+    assert trained.losses == (1.0, None, None) and trained.events == ()
+    # Profile rows: an event with a field of the wrong type is left out, a
+    # table's cell of the wrong type reads as 0, an operator row that cannot
+    # be used is left out (as the graders always kept them).
+    profiled = fo.read_reply(
+        {
+            "type": "trained",
+            "events": [
+                {"name": "a", "start": 1, "end": 2, "user": "yes"},
+                {"name": "b", "start": float("nan"), "end": 2},
+                {"name": 3, "start": 1, "end": 2},
+                "x",
+            ],
+            "top_ops": ["x", {"name": "m", "calls": "2", "self_cpu_ms": 1.5}] + [{}] * 30,
+            "top_kernels": [{"name": "k", "calls": 2.9, "device_ms": True}],
+        },
+        fo.Trained,
+    )
+    assert profiled.events == (fo.ProfileEvent("a", 1.0, 2.0, None),)
+    assert profiled.top_ops[0] == fo.OpRow("m", 0, 1.5, 0.0, 0.0) and len(profiled.top_ops) == 19
+    assert profiled.top_kernels == (fo.KernelRow("k", 2, 0.0),)
+    ops = fo.read_reply(
+        {
+            "type": "blocks",
+            "calls": 2,
+            "ops": [
+                {
+                    "name": "a",
+                    "calls": 1,
+                    "self_cpu_us": 1,
+                    "cpu_total_us": 2,
+                    "self_device_us": "x",
+                },
+                {"name": "b", "calls": -1, "self_cpu_us": 1, "cpu_total_us": 2},
+                {"name": "c", "calls": 1, "self_cpu_us": 1},
+            ],
+        },
+        fo.Blocks,
+    ).ops
+    assert ops == (fo.BlockOp("a", 1.0, 1.0, 2.0, 0.0),)
     blocks = fo.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, fo.Blocks)
     assert blocks.answer is None and blocks.answer_type == "?" and blocks.copied == ()
     exported = fo.read_reply(
