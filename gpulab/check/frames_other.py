@@ -19,13 +19,14 @@ the wrong type reads as absent (a list of the wrong items keeps those of
 the right type), strings are cut, and the messages a learner sees are
 the judge's, unchanged.
 
-The JSON keys are those the dicts had. Three kinds of content stay plain
+The JSON keys are those the dicts had. A profile's events and table rows
+are typed too (ProfileEvent, OpRow, KernelRow, BlockOp): parsing keeps
+only the rows the graders always kept. Two kinds of content stay plain
 JSON inside their typed frame, each checked where it is read: the
 arguments of a call and the values it returns (any JSON the learner's
-records hold), a profile's table rows (gpulab.judge.graders.find_bottleneck
-and nvtx_profile keep only the rows whose every field has its type), and
-`--explain`'s facts (they go into the result as JSON, gpulab.diagnosis).
-The replay's plan is the launch record gpulab.judge.replay checked.
+records hold), and `--explain`'s facts (they go into the result as JSON,
+gpulab.diagnosis). The replay's plan is the launch record
+gpulab.judge.replay checked.
 
 This module imports nothing heavy.
 """
