@@ -45,6 +45,12 @@ class InProcessSandbox:
         self.arenas.append(arena)
         return arena
 
+    def ask(self, message: Any, kind: Any) -> Any:
+        """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
+        from gpulab.check.frames import read_reply
+
+        return read_reply(self.request(message), kind)
+
     def request(self, message: Any) -> dict:
         """The typed request through JSON, as the sandbox reads it; the
         typed reply back as the JSON the judge reads."""

@@ -21,7 +21,7 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from gpulab.check.protocol import ProtocolError, TensorRef, number, text
 
@@ -111,6 +111,33 @@ def _omit_none(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- replies every request may get ------------------------------------------------
+
+
+class Reply:
+    """A reply the judge reads with `read_reply`: its `type` and its `parse`."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+    @classmethod
+    def parse(cls: type[R], frame: dict[str, Any]) -> R:
+        raise NotImplementedError
+
+
+R = TypeVar("R", bound=Reply)
+
+
+def read_reply(frame: dict[str, Any], kind: type[R]) -> R | Raised | Broken:
+    """The judge's reading of a reply it expects to be a `kind`: that reply,
+    the learner's exception (`Raised`) or anything else (`Broken`). A `kind`
+    whose fields are checked strictly (the kernel path's) raises BadReply
+    for one it cannot use."""
+    got = frame.get("type")
+    if got == kind.TYPE:
+        return kind.parse(frame)
+    if got == "raised":
+        return Raised.parse(frame)
+    return Broken.parse(frame)
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,9 +461,10 @@ def _bools(value: Any, name: str, bad: Any = _malformed) -> tuple[bool, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Returned:
+class Returned(Reply):
     """`return`: the call returned; `copied`: its result reached the slot."""
 
+    TYPE: ClassVar[str] = "return"
     desc: Desc
     report: GuardReport
     copied: bool = False
@@ -467,12 +495,7 @@ class Returned:
 def call_reply(frame: dict[str, Any]) -> Returned | Raised | Broken:
     """The judge's reading of the reply to a `call`. Raises BadReply for a
     `return` it cannot use."""
-    kind = frame.get("type")
-    if kind == "return":
-        return Returned.parse(frame)
-    if kind == "raised":
-        return Raised.parse(frame)
-    return Broken.parse(frame)
+    return read_reply(frame, Returned)
 
 
 # --- the timed batch --------------------------------------------------------------
@@ -565,10 +588,12 @@ class TimeRequest:
 
 # A clock reading's values as the judge keeps them (gpulab.device.timing.ClockLog).
 _CLOCK_VALUES = (int, float, bool, str, list)
+# The warm-up's clock summary (gpulab.device.timing.ClockLog.summary), by key.
+Clocks = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Timed:
+class Timed(Reply):
     """`timed`: each repetition's claimed time (`ms`), its copy out after
     the end event (`copy_ms`), whether its result reached its slot(s)
     (`copied`), for a backward each forward's time (`fwd_ms`), and the
@@ -576,11 +601,12 @@ class Timed:
     list has one entry a repetition is the judge's check (it knows how many
     it asked for), with the same message."""
 
+    TYPE: ClassVar[str] = "timed"
     ms: tuple[float, ...] = ()
     copy_ms: tuple[float, ...] = ()
     copied: tuple[bool, ...] = ()
     fwd_ms: tuple[float, ...] = ()
-    clocks: dict[str, Any] | None = None
+    clocks: Clocks | None = None
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Timed:
@@ -624,12 +650,7 @@ def _times(value: Any) -> tuple[float, ...]:
 def time_reply(frame: dict[str, Any]) -> Timed | Raised | Broken:
     """The judge's reading of the reply to a `time` request. Raises BadReply
     (NO_TIMING) for a `timed` reply whose fields are not what they must be."""
-    kind = frame.get("type")
-    if kind == "timed":
-        return Timed.parse(frame)
-    if kind == "raised":
-        return Raised.parse(frame)
-    return Broken.parse(frame)
+    return read_reply(frame, Timed)
 
 
 # --- the shared profile's end, and the compile-ahead ------------------------------
@@ -645,9 +666,11 @@ class AuditEnd:
 
 
 @dataclass(frozen=True, slots=True)
-class Audited:
-    """`audited`: each window's findings, in the order of the calls."""
+class Audited(Reply):
+    """`audited`: each window's findings, in the order of the calls. The
+    judge takes any other reply as this one malformed (AUDIT_MALFORMED)."""
 
+    TYPE: ClassVar[str] = "audited"
     findings: tuple[tuple[str, ...], ...]
 
     @classmethod
@@ -679,22 +702,20 @@ class CompileAhead:
 
 
 @dataclass(frozen=True, slots=True)
-class CompiledAhead:
+class CompiledAhead(Reply):
     """`compiled_ahead`: how many kernels matched, compiled, in how many
     workers, in how long. It decides nothing, so a malformed field is None
-    (not a failure): the numbers only go into the result's `compiled_ahead`."""
+    (not a failure): the numbers only go into the result's `compiled_ahead`,
+    and any other reply is nothing compiled ahead."""
 
+    TYPE: ClassVar[str] = "compiled_ahead"
     kernels: int | None = 0
     compiled: int | None = 0
     workers: int | None = 0
     seconds: float | None = None
 
     @classmethod
-    def parse(cls, frame: dict[str, Any]) -> CompiledAhead | None:
-        """None for any other reply (nothing was compiled ahead)."""
-        if frame.get("type") != "compiled_ahead":
-            return None
-
+    def parse(cls, frame: dict[str, Any]) -> CompiledAhead:
         def count(key: str) -> int | None:
             v = frame.get(key)
             return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None

@@ -11,20 +11,22 @@ The judge builds each request typed and sends its `to_json()`; the sandbox
 reads it back with `parse` (`request`, below: the judge is trusted, so a
 malformed request is a ProtocolError, answered "broken"). Each sandbox
 handler returns its reply typed; the judge reads a reply once, where it
-comes in, with `read_reply(frame, Kind)`: the reply of that kind, or the
+comes in, with gpulab.check.frames.read_reply(frame, Kind) (through
+gpulab.judge.remote.Sandbox.ask): the reply of that kind, or the
 learner's exception (`Raised`), or anything else (`Broken`). A reply is
 untrusted, so each field is read as the judge always read it: a field of
 the wrong type reads as absent (a list of the wrong items keeps those of
 the right type), strings are cut, and the messages a learner sees are
 the judge's, unchanged.
 
-The JSON keys are those the dicts had. Three kinds of content stay plain
+The JSON keys are those the dicts had. A profile's events and table rows
+are typed too (ProfileEvent, OpRow, KernelRow, BlockOp): parsing keeps
+only the rows the graders always kept. Two kinds of content stay plain
 JSON inside their typed frame, each checked where it is read: the
 arguments of a call and the values it returns (any JSON the learner's
-records hold), a profile's table rows (gpulab.judge.graders.find_bottleneck
-and nvtx_profile keep only the rows whose every field has its type), and
-`--explain`'s facts (they go into the result as JSON, gpulab.diagnosis).
-The replay's plan is the launch record gpulab.judge.replay checked.
+records hold), and `--explain`'s facts (they go into the result as JSON,
+gpulab.diagnosis). The replay's plan is the launch record
+gpulab.judge.replay checked.
 
 This module imports nothing heavy.
 """
@@ -32,9 +34,10 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol
 
-from gpulab.check.frames import AuditEnd, Broken, CallRequest, CompileAhead, Raised, TimeRequest
+from gpulab.check.frames import AuditEnd, CallRequest, CompileAhead, Reply, TimeRequest
+from gpulab.check.frames import read_reply as read_reply  # defined beside the kernel path's replies
 from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, number, text
 
 
@@ -42,30 +45,6 @@ class Frame(Protocol):
     """What a sandbox handler returns: a reply that knows its JSON."""
 
     def to_json(self) -> dict[str, Any]: ...
-
-
-class Reply:
-    """A reply the judge reads with `reply`: its `type` and its `parse`."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str]
-
-    @classmethod
-    def parse(cls: type[R], frame: dict[str, Any]) -> R:
-        raise NotImplementedError
-
-
-R = TypeVar("R", bound=Reply)
-
-
-def read_reply(frame: dict[str, Any], kind: type[R]) -> R | Raised | Broken:
-    """The judge's reading of a reply it expects to be a `kind`."""
-    got = frame.get("type")
-    if got == kind.TYPE:
-        return kind.parse(frame)
-    if got == "raised":
-        return Raised.parse(frame)
-    return Broken.parse(frame)
 
 
 # --- tolerant fields of untrusted replies -------------------------------------------
@@ -932,6 +911,130 @@ class Bench(Reply):
 
 
 # --- lesson 07: the training steps and the bottleneck ---------------------------------
+# torch.profiler's tables as the sandbox reads them off its profile. The
+# sandbox fills each row with the profiler's own values; the judge keeps,
+# where it parses a reply, only the rows it can use.
+
+
+def _finite(value: Any) -> float:
+    """A finite number as a float, else 0 (a table cell the judge shows)."""
+    return number(value) or 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileEvent:
+    """One of a profile's host-side events: its name, start and end (µs),
+    and whether it is a record_function range (None on an older torch)."""
+
+    name: str
+    start: float
+    end: float
+    user: bool | None = None
+
+    @classmethod
+    def parse(cls, obj: Any) -> ProfileEvent | None:
+        """None for an event with a field of the wrong type (left out)."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return None
+        start, end = number(obj.get("start")), number(obj.get("end"))
+        if start is None or end is None:
+            return None
+        user = obj.get("user")
+        return cls(text(obj["name"], 300), start, end, user if isinstance(user, bool) else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "start": self.start, "end": self.end, "user": self.user}
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """A training step's top operation: calls and times in ms (a cell of the
+    wrong type reads as 0). Its JSON is the row the result's profile shows."""
+
+    name: str
+    calls: int
+    self_cpu_ms: float
+    cpu_total_ms: float
+    self_device_ms: float
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> OpRow:
+        return cls(
+            text(obj.get("name"), 300),
+            int(_finite(obj.get("calls"))),
+            _finite(obj.get("self_cpu_ms")),
+            _finite(obj.get("cpu_total_ms")),
+            _finite(obj.get("self_device_ms")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "self_cpu_ms": self.self_cpu_ms,
+            "cpu_total_ms": self.cpu_total_ms,
+            "self_device_ms": self.self_device_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """The GPU's work by kernel: calls and device time in ms (a cell of the
+    wrong type reads as 0). Its JSON is the row the result's profile shows."""
+
+    name: str
+    calls: int
+    device_ms: float
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> KernelRow:
+        return cls(
+            text(obj.get("name"), 300),
+            int(_finite(obj.get("calls"))),
+            _finite(obj.get("device_ms")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "calls": self.calls, "device_ms": self.device_ms}
+
+
+def _table(value: Any, kind: type[OpRow] | type[KernelRow], limit: int) -> tuple[Any, ...]:
+    """The first `limit` rows, those that are objects, parsed."""
+    return tuple(kind.parse(r) for r in _items(value)[:limit] if isinstance(r, dict))
+
+
+@dataclass(frozen=True, slots=True)
+class BlockOp:
+    """An operator row of the bottleneck's profile, times in µs."""
+
+    name: str
+    calls: float
+    self_cpu_us: float
+    cpu_total_us: float
+    self_device_us: float = 0.0
+
+    @classmethod
+    def parse(cls, obj: Any) -> BlockOp | None:
+        """None for a row whose name, calls or CPU times are not there, or
+        are negative (left out); a device time of the wrong type reads as 0."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return None
+        vals = [number(obj.get(k)) for k in ("calls", "self_cpu_us", "cpu_total_us")]
+        if any(v is None or v < 0 for v in vals):
+            return None
+        calls, self_cpu, total = (v or 0.0 for v in vals)
+        return cls(
+            text(obj["name"], 300), calls, self_cpu, total, _finite(obj.get("self_device_us"))
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "self_cpu_us": self.self_cpu_us,
+            "cpu_total_us": self.cpu_total_us,
+            "self_device_us": self.self_device_us,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -981,28 +1084,29 @@ class TrainRequest:
 class Trained(Reply):
     """`trained`: the losses (a loss that is not a finite number is None),
     or the type train_step returned instead of a loss (`returned`); the
-    profiled step's host events, top operations and kernels (table rows,
-    plain JSON: gpulab.judge.graders.nvtx_profile keeps the well-formed
-    ones), the NVTX ranges pushed, and why the trace was not written."""
+    profiled step's host events (those whose every field has its type), its
+    top operations and kernels (the first 20 rows), the NVTX ranges pushed,
+    and why the trace was not written."""
 
     TYPE: ClassVar[str] = "trained"
     losses: tuple[float | None, ...] = ()
     returned: str | None = None
-    events: list[Any] = field(default_factory=list)
-    top_ops: list[Any] = field(default_factory=list)
-    top_kernels: list[Any] = field(default_factory=list)
+    events: tuple[ProfileEvent, ...] = ()
+    top_ops: tuple[OpRow, ...] = ()
+    top_kernels: tuple[KernelRow, ...] = ()
     nvtx: tuple[str, ...] = ()
     trace_error: str = ""
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Trained:
         returned = frame.get("returned")
+        events = (ProfileEvent.parse(e) for e in _items(frame.get("events")))
         return cls(
             losses=tuple(number(v) for v in _items(frame.get("losses"))),
             returned=None if returned is None else text(returned, 80),
-            events=_items(frame.get("events")),
-            top_ops=_items(frame.get("top_ops")),
-            top_kernels=_items(frame.get("top_kernels")),
+            events=tuple(e for e in events if e is not None),
+            top_ops=_table(frame.get("top_ops"), OpRow, 20),
+            top_kernels=_table(frame.get("top_kernels"), KernelRow, 20),
             nvtx=_strings(frame.get("nvtx"), 300),
             trace_error=text(frame.get("trace_error"), 300),
         )
@@ -1012,9 +1116,13 @@ class Trained(Reply):
         if self.returned is not None:
             out["returned"] = self.returned
             return out
-        out.update(events=self.events, top_ops=self.top_ops, trace_error=self.trace_error)
+        out.update(
+            events=[e.to_json() for e in self.events],
+            top_ops=[r.to_json() for r in self.top_ops],
+            trace_error=self.trace_error,
+        )
         if self.top_kernels or self.nvtx:
-            out.update(top_kernels=self.top_kernels, nvtx=list(self.nvtx))
+            out.update(top_kernels=[r.to_json() for r in self.top_kernels], nvtx=list(self.nvtx))
         return out
 
 
@@ -1067,8 +1175,8 @@ class Blocks(Reply):
     string, then `answer_type` names its type), whether each output
     reached its slot, and the sandbox's own figures: the calls' seconds, or
     for a profile the calls, their wall time, the profile's CPU total, its
-    operator and kernel rows (plain JSON: the grader keeps the well-formed
-    ones) and why the trace was not written."""
+    operator rows (those whose every field has its type), its first 10
+    kernel rows and why the trace was not written."""
 
     TYPE: ClassVar[str] = "blocks"
     answer: str | None = None
@@ -1078,8 +1186,8 @@ class Blocks(Reply):
     calls: int | None = None
     wall_s: float | None = None
     cpu_total_us: float | None = None
-    ops: list[Any] = field(default_factory=list)
-    top_kernels: list[Any] = field(default_factory=list)
+    ops: tuple[BlockOp, ...] = ()
+    top_kernels: tuple[KernelRow, ...] = ()
     trace_error: str = ""
 
     @classmethod
@@ -1089,6 +1197,7 @@ class Blocks(Reply):
         if isinstance(answer, dict):
             kind = text(answer.get("type"), 40)
         calls = frame.get("calls")
+        ops = (BlockOp.parse(r) for r in _items(frame.get("ops")))
         return cls(
             answer=answer if isinstance(answer, str) else None,
             answer_type=kind,
@@ -1097,8 +1206,8 @@ class Blocks(Reply):
             calls=_int(calls) if calls is not None else None,
             wall_s=number(frame.get("wall_s")),
             cpu_total_us=number(frame.get("cpu_total_us")),
-            ops=_items(frame.get("ops")),
-            top_kernels=_items(frame.get("top_kernels")),
+            ops=tuple(r for r in ops if r is not None),
+            top_kernels=_table(frame.get("top_kernels"), KernelRow, 10),
             trace_error=text(frame.get("trace_error"), 300),
         )
 
@@ -1115,11 +1224,11 @@ class Blocks(Reply):
             calls=self.calls,
             wall_s=self.wall_s,
             cpu_total_us=self.cpu_total_us,
-            ops=self.ops,
+            ops=[r.to_json() for r in self.ops],
             trace_error=self.trace_error,
         )
         if self.top_kernels:
-            out["top_kernels"] = self.top_kernels
+            out["top_kernels"] = [r.to_json() for r in self.top_kernels]
         return out
 
 

@@ -19,7 +19,6 @@ from gpulab.check.frames_other import (
     Explained,
     ExplainPrepare,
     ExplainRequest,
-    read_reply,
 )
 from gpulab.check.protocol import CheckRequest
 from gpulab.diagnosis.case_facts import case_facts, ordered
@@ -112,7 +111,7 @@ def ask(
         ],
         compile="later" if compile_later else None,
     )
-    reply = read_reply(sandbox.request(ask), Explained)
+    reply = sandbox.ask(ask, Explained)
     if not isinstance(reply, Explained):
         raise RuntimeError(f"the sandbox could not explain: {reply.summary}")
     steps = {"cases": round(t1 - t0, 2), "sandbox": round(time.monotonic() - t1, 2)}
@@ -262,7 +261,7 @@ class Early:
                 left += 1
                 continue
             try:
-                answer = read_reply(self.sandbox.request(ExplainCompile(key)), ExplainCompiled)
+                answer = self.sandbox.ask(ExplainCompile(key), ExplainCompiled)
             except Exception:
                 if not self.stopped:
                     raise

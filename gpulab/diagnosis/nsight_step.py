@@ -25,7 +25,6 @@ from gpulab.check.frames_other import (
     LoadRequest,
     Profiled,
     ProfileRequest,
-    read_reply,
 )
 from gpulab.check.protocol import CheckRequest
 from gpulab.diagnosis import nsight
@@ -74,7 +73,7 @@ def _run(
     sandbox = None
     try:
         sandbox = fresh(prefix=prefix, profiler=nsight.profiler_policy(ncu))
-        loaded = read_reply(sandbox.request(LoadRequest((request.function,))), Loaded)
+        loaded = sandbox.ask(LoadRequest((request.function,)), Loaded)
         if not isinstance(loaded, Loaded):
             raise RuntimeError(f"the profiled sandbox could not load your file: {loaded.summary}")
         profile = ProfileRequest(
@@ -83,7 +82,7 @@ def _run(
             warmup=1 if device == "cuda" else 0,
             seed=0,
         )
-        reply = read_reply(sandbox.request(profile), Profiled)
+        reply = sandbox.ask(profile, Profiled)
         # ncu writes its CSV once the profiled process has exited.
         sandbox.send(Exit())
         with contextlib.suppress(Exception):

@@ -35,7 +35,6 @@ from gpulab.check.frames import (
     Timed,
     TimedInputs,
     TimeRequest,
-    time_reply,
 )
 from gpulab.device.timing import _stats
 from gpulab.judge import neighbours
@@ -323,10 +322,10 @@ def _send_batch(
         request, more = grads.add(request, arena, refs, dys)
     torch.cuda.synchronize()
     started = time.perf_counter()
-    frame = ctx.sandbox.request(request)
+    reply = _timed(ctx, case, request)
     wall_ms = (time.perf_counter() - started) * 1e3
     return {
-        "reply": _timed(ctx, case, frame),
+        "reply": reply,
         "wall_ms": wall_ms,
         "reps": reps,
         "slots": slots,
@@ -336,11 +335,11 @@ def _send_batch(
     }
 
 
-def _timed(ctx: GradeContext, case: Any, frame: dict[str, Any]) -> Timed:
+def _timed(ctx: GradeContext, case: Any, request: TimeRequest) -> Timed:
     """A timed batch's reply, read once: the learner's error raised, any
     other failure, or a field of the wrong type, the same refusal."""
     try:
-        reply = time_reply(frame)
+        reply = ctx.sandbox.ask(request, Timed)
     except BadReply as exc:
         ctx.fail(f"timing {case.name}: {exc.summary}", exc.message)
     if isinstance(reply, Raised):
@@ -415,7 +414,7 @@ def _warm_up(
     if grads:
         request, _ = grads.add(request, arena, refs, [grads.dy(g)])
     try:
-        reply = time_reply(ctx.sandbox.request(request))
+        reply = ctx.sandbox.ask(request, Timed)
     except BadReply:
         return {}  # the warm-up's numbers decide nothing; the batches' are checked
     if isinstance(reply, Raised):

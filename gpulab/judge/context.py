@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames import Broken, Raised
-from gpulab.check.frames_other import Loaded, LoadRequest, read_reply
+from gpulab.check.frames_other import Loaded, LoadRequest
 from gpulab.check.protocol import CheckRequest
 from gpulab.check.result import CaseRow
 from gpulab.check.status import Status
@@ -122,12 +122,11 @@ class GradeContext:
 
         if self._loaded is None:
             self.stage("importing your file")
-            if self.sandbox.pending:
+            if self.sandbox.pending:  # preloaded: its reply is this one
                 self.sandbox.pending = False
-                frame = self.sandbox.receive()
+                loaded = self.sandbox.reply(Loaded)
             else:
-                frame = self.sandbox.request(LoadRequest((name,)))
-            loaded = read_reply(frame, Loaded)
+                loaded = self.sandbox.ask(LoadRequest((name,)), Loaded)
             if isinstance(loaded, Raised):
                 raise LearnerError(loaded.summary, loaded.message)
             if isinstance(loaded, Broken):
@@ -137,7 +136,7 @@ class GradeContext:
                 )
             self._loaded = set(loaded.functions)
         if name not in self._loaded:
-            more = read_reply(self.sandbox.request(LoadRequest((name,))), Loaded)
+            more = self.sandbox.ask(LoadRequest((name,)), Loaded)
             if isinstance(more, Loaded):
                 self._loaded |= set(more.functions)
         if name not in self._loaded:

@@ -8,17 +8,10 @@ Also the small helpers the grader's sandbox requests share.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from gpulab.check.frames import Broken, Raised
-from gpulab.check.frames_other import (
-    DynamoBreak,
-    DynamoRequest,
-    DynamoTrace,
-    Reply,
-    Traced,
-    read_reply,
-)
+from gpulab.check.frames import Broken, R, Raised
+from gpulab.check.frames_other import DynamoBreak, DynamoRequest, DynamoTrace, Traced
 from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
@@ -38,13 +31,9 @@ def args_nbytes(args: tuple[Any, ...]) -> int:
     return sum(_storage_nbytes([t]) for t in _tensors(args)) + 256 * 16
 
 
-R = TypeVar("R", bound=Reply)
-
-
-def sandbox_reply(frame: dict[str, Any], kind: type[R]) -> R:
-    """The reply when it is a `kind`; the learner's error or the sandbox's
-    failure raised otherwise."""
-    got = read_reply(frame, kind)
+def sandbox_reply(got: R | Raised | Broken) -> R:
+    """The reply when it is the kind asked for (gpulab.judge.remote.Sandbox.ask);
+    the learner's error or the sandbox's failure raised otherwise."""
     if isinstance(got, Raised):
         raise learner.LearnerError(got.summary[:2000], got.message)
     if isinstance(got, Broken):
@@ -99,7 +88,7 @@ def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple[Any, ...]) -> Tra
     arena = ctx.arena(args_nbytes(args) + 4096)
     refs: Refs = {}
     request = DynamoRequest(fn.name, [encode(arena, a, refs) for a in args])
-    report = sandbox_reply(ctx.sandbox.request(request), Traced)
+    report = sandbox_reply(ctx.sandbox.ask(request, Traced))
     config_changed(ctx, report.config_changed)
     if report.disabled:
         refuse_disabled(ctx)

@@ -32,7 +32,6 @@ from gpulab.check.frames import (
     Guards,
     Raised,
     Returned,
-    call_reply,
 )
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -266,7 +265,7 @@ def remote_call(
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     try:
-        reply = call_reply(ctx.sandbox.request(request))
+        reply = ctx.sandbox.ask(request, Returned)
     except BadReply as exc:
         ctx.fail(exc.summary, exc.message)
     if isinstance(reply, Raised):
@@ -372,8 +371,8 @@ class AuditSpan:
         if self.found is None:
             self.found = ()  # asked once, even when the answer is refused
             try:
-                audited = Audited.parse(ctx.sandbox.request(AuditEnd()))
-                if len(audited.findings) != len(self.calls):
+                audited = ctx.sandbox.ask(AuditEnd(), Audited)
+                if not isinstance(audited, Audited) or len(audited.findings) != len(self.calls):
                     raise BadReply(AUDIT_MALFORMED, AUDIT_MALFORMED_WHY)
             except BadReply as exc:
                 ctx.fail(exc.summary, exc.message)
@@ -477,8 +476,8 @@ def compile_ahead(ctx: GradeContext) -> None:
     if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
         return
     ctx.stage("compiling your kernels side by side (as your last check compiled them)")
-    done = CompiledAhead.parse(ctx.sandbox.request(CompileAhead()))
-    ctx.warmed.append(done.record() if done is not None else {})
+    done = ctx.sandbox.ask(CompileAhead(), CompiledAhead)
+    ctx.warmed.append(done.record() if isinstance(done, CompiledAhead) else {})
 
 
 def check_cases(

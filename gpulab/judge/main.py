@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpulab.check import crashes, protocol
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
-from gpulab.check.frames_other import Ok, Prepare, Warm, read_reply
+from gpulab.check.frames_other import Ok, Prepare, Warm
 from gpulab.check.protocol import SPARE_GO, CheckRequest, paths_off_env
 from gpulab.check.result import JUDGE_ORDER, CheckResult
 from gpulab.check.status import Status
@@ -407,7 +407,7 @@ class Prepared:
             self._sandbox.wait_ready()
             self._sandbox.send(Warm())
             for box in (self._sandbox, self._replay):
-                if box is not None and not isinstance(read_reply(box.receive(), Ok), Ok):
+                if box is not None and not isinstance(box.reply(Ok), Ok):
                     raise SandboxDied("a sandbox started ahead did not warm up")
 
     def take_sandbox(self) -> Sandbox:

@@ -11,19 +11,14 @@ optimizer_step) and none that belong to another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any
 
+from gpulab.check.frames_other import ProfileEvent
 from gpulab.sandbox.training import RANGES
 
-
-class Event(TypedDict):
-    """One of the profile's host-side events, as the grader keeps them
-    (gpulab.judge.graders.nvtx_profile checks every field's type)."""
-
-    name: str
-    start: float  # µs
-    end: float  # µs
-    user: bool | None  # a record_function range; None on an older torch
+# One of the profile's host-side events, as the judge parsed it
+# (gpulab.check.frames_other.Trained keeps those whose every field has its type).
+Event = ProfileEvent
 
 
 STEP = "train_step"
@@ -76,18 +71,18 @@ FOREIGN = {
 
 
 def _inside(e: Event, r: Event) -> bool:
-    return e["start"] >= r["start"] and e["end"] <= r["end"]
+    return e.start >= r.start and e.end <= r.end
 
 
 def user_ranges(events: list[Event]) -> list[str]:
     """Names of ranges the learner made (record_function), torch's own left out."""
     names = []
     for e in events:
-        n = e["name"]
+        n = e.name
         if n.startswith(("aten::", "autograd::", "Optimizer.", "ProfilerStep", "cuda", "Memcpy")):
             continue
-        if e["user"] or (
-            e["user"] is None and "::" not in n and not n.endswith("Backward0") and n != "detach"
+        if e.user or (
+            e.user is None and "::" not in n and not n.endswith("Backward0") and n != "detach"
         ):
             if n not in names:
                 names.append(n)
@@ -114,12 +109,12 @@ _RETURNING = frozenset(
 
 def check_ranges(events: list[Event]) -> list[dict[str, Any]]:
     """The range checks as result cases (name, passed, detail)."""
-    found = {name: [e for e in events if e["name"] == name] for name in RANGES}
+    found = {name: [e for e in events if e.name == name] for name in RANGES}
     present = _present_case(events, found)
     if not present["passed"]:
         return [present]
     r = {n: found[n][0] for n in RANGES}
-    ops = [e for e in events if e["name"] not in RANGES]
+    ops = [e for e in events if e.name not in RANGES]
     return [
         present,
         _order_case(r),
@@ -158,9 +153,9 @@ def _order_case(r: dict[str, Event]) -> dict[str, Any]:
     """The four phases inside the step's range, in order, none overlapping."""
     problems = [f"{n} is not inside {STEP}" for n in PHASES if not _inside(r[n], r[STEP])]
     for a, b in zip(PHASES, PHASES[1:], strict=False):
-        if r[a]["start"] > r[b]["start"]:
+        if r[a].start > r[b].start:
             problems.append(f"{a} starts after {b} (expected order: {', '.join(PHASES)})")
-        elif r[a]["end"] > r[b]["start"]:
+        elif r[a].end > r[b].start:
             problems.append(f"{a} overlaps {b} (close one range before opening the next)")
     return {
         "name": "ranges nest and come in order",
@@ -171,14 +166,14 @@ def _order_case(r: dict[str, Event]) -> dict[str, Any]:
 
 def _phase_case(name: str, ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
     """One phase's range holds its own work and no other phase's."""
-    inside = [e["name"] for e in ops if _inside(e, r[name])]
+    inside = [e.name for e in ops if _inside(e, r[name])]
     need, label = NEEDS[name]
     problems = [] if any(need(n) for n in inside) else [f"holds no {label}"]
     for other in FOREIGN[name]:
         stray = [n for n in inside if MARKS[other](n)]
         if stray:
             problems.append(f"holds {other}'s work ({stray[0]})")
-    ms = (r[name]["end"] - r[name]["start"]) / 1e3
+    ms = (r[name].end - r[name].start) / 1e3
     return {
         "name": f"range {name}",
         "passed": not problems,
@@ -193,22 +188,22 @@ def _outside_case(ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
     outside = []
     for name in PHASES:
         for e in ops:
-            if not MARKS[name](e["name"]) or _inside(e, r[name]):
+            if not MARKS[name](e.name) or _inside(e, r[name]):
                 continue
             if name == "forward" and _inside(e, r["backward"]):
                 continue
-            outside.append(f"{e['name']} ({name}'s work) runs outside the {name} range")
+            outside.append(f"{e.name} ({name}'s work) runs outside the {name} range")
             break
     # And the step's own work (zero_grad included) inside train_step; handing
     # the loss back (detach, .item(), a copy) may follow it.
     for e in ops:
         if (
-            e["name"].startswith(("aten::", "Optimizer.", "autograd::"))
-            and e["name"][len("aten::") :] not in _RETURNING
+            e.name.startswith(("aten::", "Optimizer.", "autograd::"))
+            and e.name[len("aten::") :] not in _RETURNING
             and not _inside(e, r[STEP])
         ):
             outside.append(
-                f"{e['name']} runs outside the {STEP} range (the whole step, "
+                f"{e.name} runs outside the {STEP} range (the whole step, "
                 "zero_grad included, belongs inside it)"
             )
             break
@@ -223,9 +218,9 @@ def range_times(events: list[Event]) -> list[dict[str, Any]]:
     """Each expected range found: its wall time and how many ops ran inside."""
     rows = []
     for name in RANGES:
-        mine = [e for e in events if e["name"] == name]
+        mine = [e for e in events if e.name == name]
         if mine:
             r = mine[0]
-            ops = sum(1 for e in events if e["name"] not in RANGES and _inside(e, r))
-            rows.append({"name": name, "ms": (r["end"] - r["start"]) / 1e3, "ops": ops})
+            ops = sum(1 for e in events if e.name not in RANGES and _inside(e, r))
+            rows.append({"name": name, "ms": (r.end - r.start) / 1e3, "ops": ops})
     return rows

@@ -9,7 +9,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames import Broken, Raised
-from gpulab.check.frames_other import PlainCall, PlainReturned, read_reply
+from gpulab.check.frames_other import PlainCall, PlainReturned
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def encode(obj: Any) -> Any:
 def plain_call(ctx: GradeContext, fn: Any, *args: Any) -> Any:
     """The value the learner's function returned, as JSON data."""
     call = PlainCall(fn.name, [encode(a) for a in args])
-    got = read_reply(ctx.sandbox.request(call), PlainReturned)
+    got = ctx.sandbox.ask(call, PlainReturned)
     if isinstance(got, Raised):
         raise LearnerError(got.summary, got.message)
     if isinstance(got, Broken):

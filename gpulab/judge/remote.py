@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpulab.check.frames import Broken, R, Raised, read_reply
 from gpulab.check.frames_other import (
     ArenaRequest,
     Exit,
@@ -32,7 +33,6 @@ from gpulab.check.frames_other import (
     Ok,
     Ready,
     SandboxConfig,
-    read_reply,
 )
 from gpulab.check.protocol import ArenaSpec, TensorRef, read_frame, write_frame
 
@@ -251,7 +251,7 @@ class Sandbox:
 
     def wait_held(self) -> None:
         """Read a held sandbox's report that its imports are done."""
-        held = read_reply(self.receive(), Held)
+        held = self.reply(Held)
         if not isinstance(held, Held):
             raise SandboxDied(held.summary or "the sandbox did not start")
 
@@ -264,28 +264,36 @@ class Sandbox:
         learner code runs: the report is its own)."""
         if self.ready:
             return
-        ready = read_reply(self.receive(), Ready)
+        ready = self.reply(Ready)
         if not isinstance(ready, Ready):
             raise SandboxDied(ready.summary or "the sandbox did not start")
         self.isolation = list(ready.isolation)
         self.ready = True
 
     # --- frames -----------------------------------------------------------------
+    # A reply is read where it comes in, typed (gpulab.check.frames.read_reply):
+    # no frame from the sandbox leaves this class as a dict.
 
-    def receive(self) -> dict[str, Any]:
+    def ask(self, message: Frame, kind: type[R]) -> R | Raised | Broken:
+        """Send a typed request; its reply read as a `kind`, or the learner's
+        exception (Raised), or anything else (Broken). A kernel-path reply
+        whose fields cannot be used raises gpulab.check.frames.BadReply."""
+        if self.pending:  # a reply the judge has not read yet comes first
+            self.pending = False
+            self._receive()
+        self.send(message)
+        return read_reply(self._receive(), kind)
+
+    def reply(self, kind: type[R]) -> R | Raised | Broken:
+        """The next reply, read as a `kind` (as `ask` reads it): the answer to
+        a request sent with `send`, or to a `preload`."""
+        return read_reply(self._receive(), kind)
+
+    def _receive(self) -> dict[str, Any]:
         try:
             return read_frame(self.fd)
         except (EOFError, OSError) as exc:
             raise SandboxDied(str(exc)) from None
-
-    def request(self, message: Frame) -> dict[str, Any]:
-        """Send a typed request; its reply as it came (read it with
-        gpulab.check.frames_other.reply, or the kernel path's readers)."""
-        if self.pending:  # a reply the judge has not read yet comes first
-            self.pending = False
-            self.receive()
-        self.send(message)
-        return self.receive()
 
     def send(self, message: Frame) -> None:
         try:
@@ -321,7 +329,7 @@ class Sandbox:
         self.arenas.append(arena)
         if self.pending:
             self.pending = False
-            self.receive()
+            self._receive()
         self.send(ArenaRequest(arena.spec))
         try:
             socket.send_fds(self.sock, [b"A"], [arena.fd])
@@ -329,7 +337,7 @@ class Sandbox:
             raise SandboxDied(str(exc)) from None
         finally:
             os.close(arena.fd)
-        mapped = read_reply(self.receive(), Ok)
+        mapped = self.reply(Ok)
         if not isinstance(mapped, Ok):
             raise SandboxDied(f"the sandbox could not map shared memory: {mapped.summary}")
         return arena

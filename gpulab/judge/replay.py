@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 
-from gpulab.check.frames_other import Prepare, Replayed, ReplayRequest, read_reply
+from gpulab.check.frames_other import Prepare, Replayed, ReplayRequest
 from gpulab.check.protocol import text as _text
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
@@ -151,10 +151,9 @@ class Replayer:
         name, slot, reference, (atol, rtol) = self.pending
         self.pending = None
         try:
-            frame = self.sandbox.receive()
+            replayed = self.sandbox.reply(Replayed)
         except SandboxDied as exc:
             return name, self._died(exc)
-        replayed = read_reply(frame, Replayed)
         if not isinstance(replayed, Replayed):
             return name, WHY + f"The replay stopped: {replayed.summary[:400]}"
         if replayed.problem:

@@ -11,11 +11,12 @@ and cross-checks the profile's times against its clock.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from gpulab.check.frames_other import Blocks, BottleneckRequest
+from gpulab.check.frames_other import BlockOp, Blocks, BottleneckRequest, KernelRow
 from gpulab.check.protocol import TensorRef
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
@@ -36,24 +37,15 @@ def block_request(server: Any, msg: BottleneckRequest) -> Blocks:
     if msg.profile:
         xs = [view(server.arenas, x_ref, own_storage=False) for x_ref, _ in pairs]
         outs, report = _profiled(fn, server.file, xs, weights, msg.trace)
-        return Blocks(
-            answer=answer,
-            answer_type=kind,
-            copied=tuple(_copy(o, s, server) for o, (_, s) in zip(outs, pairs, strict=True)),
-            calls=report["calls"],
-            wall_s=report["wall_s"],
-            cpu_total_us=report["cpu_total_us"],
-            ops=report["ops"],
-            top_kernels=report.get("top_kernels", []),
-            trace_error=report["trace_error"],
-        )
-    copied = []
+        copied = tuple(_copy(o, s, server) for o, (_, s) in zip(outs, pairs, strict=True))
+        return replace(report, answer=answer, answer_type=kind, copied=copied)
+    copies = []
     start = time.perf_counter()
     for x_ref, slot_ref in pairs:
         x = view(server.arenas, x_ref, own_storage=False)
-        copied.append(_copy(_call(fn, server.file, x, weights), slot_ref, server))
+        copies.append(_copy(_call(fn, server.file, x, weights), slot_ref, server))
     seconds = time.perf_counter() - start  # the sandbox's own figure: a note only
-    return Blocks(answer=answer, answer_type=kind, copied=tuple(copied), seconds=seconds)
+    return Blocks(answer=answer, answer_type=kind, copied=tuple(copies), seconds=seconds)
 
 
 def _answer(server: Any) -> tuple[str | None, str]:
@@ -64,7 +56,7 @@ def _answer(server: Any) -> tuple[str | None, str]:
     return None, type(value).__name__
 
 
-def _call(fn: Any, file: str, x: torch.Tensor, weights: dict) -> Any:
+def _call(fn: Any, file: str, x: torch.Tensor, weights: dict[str, torch.Tensor]) -> Any:
     try:
         return learner.call(fn, file, x, weights)
     except learner.LearnerError as exc:
@@ -85,9 +77,12 @@ def _copy(out: Any, slot_ref: TensorRef, server: Any) -> bool:
     return ok
 
 
-def _profiled(fn: Any, file: str, xs: list, weights: dict, trace: Any) -> tuple[list, dict]:
+def _profiled(
+    fn: Any, file: str, xs: list[torch.Tensor], weights: dict[str, torch.Tensor], trace: Any
+) -> tuple[list[Any], Blocks]:
     """The calls under torch.profiler, one after another (several, so that a
-    pause of the machine inside one operator weighs less)."""
+    pause of the machine inside one operator weighs less); the profile's
+    figures as the reply holds them."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = xs[0].is_cuda
@@ -99,21 +94,22 @@ def _profiled(fn: Any, file: str, xs: list, weights: dict, trace: Any) -> tuple[
         outs = [_call(fn, file, x, weights) for x in xs]  # (each synchronizes on a GPU)
         wall = time.perf_counter() - start
     rows = op_rows(prof)
-    report: dict[str, Any] = {
-        "calls": len(xs),
-        "wall_s": wall,
-        "cpu_total_us": sum(r["self_cpu_us"] for r in rows),
-        "ops": sorted(rows, key=lambda r: r["cpu_total_us"], reverse=True)[:MAX_ROWS],
-    }
+    kernels: tuple[KernelRow, ...] = ()
     if cuda:
         from gpulab.sandbox.training import top_kernels
 
-        report["top_kernels"] = top_kernels(prof)
-    report["trace_error"] = _write_trace(prof, trace)
-    return outs, report
+        kernels = top_kernels(prof)
+    return outs, Blocks(
+        calls=len(xs),
+        wall_s=wall,
+        cpu_total_us=sum(r.self_cpu_us for r in rows),
+        ops=tuple(sorted(rows, key=lambda r: r.cpu_total_us, reverse=True)[:MAX_ROWS]),
+        top_kernels=kernels,
+        trace_error=_write_trace(prof, trace),
+    )
 
 
-def op_rows(prof: Any) -> list[dict[str, Any]]:
+def op_rows(prof: Any) -> list[BlockOp]:
     """torch.profiler's table as data (times in µs), one row per operator
     (a range as the GPU saw it is no operator: gpulab.sandbox.training)."""
     from gpulab.sandbox.training import is_device_range, range_names
@@ -126,15 +122,7 @@ def op_rows(prof: Any) -> list[dict[str, Any]]:
         self_dev = getattr(a, "self_device_time_total", None)
         if self_dev is None:
             self_dev = getattr(a, "self_cuda_time_total", 0)
-        rows.append(
-            {
-                "name": a.key,
-                "calls": a.count,
-                "self_cpu_us": a.self_cpu_time_total,
-                "cpu_total_us": a.cpu_time_total,
-                "self_device_us": self_dev or 0,
-            }
-        )
+        rows.append(BlockOp(a.key, a.count, a.self_cpu_time_total, a.cpu_time_total, self_dev or 0))
     return rows
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from gpulab.check.frames import (
     Audited,
     BackwardReply,
     CallRequest,
+    Clocks,
     Desc,
     GuardReport,
     Guards,
@@ -25,14 +27,17 @@ from gpulab.check.protocol import TensorRef
 from gpulab.sandbox import learner
 from gpulab.sandbox.audit import Audit
 from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
-from gpulab.sandbox.tensors import materialize, view
+from gpulab.sandbox.tensors import Arenas, materialize, view
+
+# One repetition of a timed batch: its args, kwargs and upstream gradient.
+Rep = tuple[list[Any], dict[str, Any], torch.Tensor | None]
 
 # Taken when this module is imported, before the learner's file is: a
 # learner who rebinds Tensor.copy_ or Event.record does not change these.
 _COPY = torch._C.TensorBase.copy_
 _RECORD = torch.cuda.Event.record
 _ELAPSED = torch.cuda.Event.elapsed_time
-_SLEEP = torch.cuda._sleep
+_SLEEP: Callable[[int], None] = torch.cuda._sleep  # (untyped in torch)
 MAX_LEAD_CYCLES = 20_000_000  # ~10 ms at 2 GHz: a lead the judge asks for, bounded
 
 
@@ -66,7 +71,7 @@ def describe(out: Any) -> Desc:
     )
 
 
-def _copy_into(slot_ref: TensorRef | None, out: Any, arenas: dict) -> bool:
+def _copy_into(slot_ref: TensorRef | None, out: Any, arenas: Arenas) -> bool:
     if slot_ref is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
         return False
     slot = view(arenas, slot_ref)
@@ -98,8 +103,18 @@ def _storages(args: Any) -> set[int]:
     return found
 
 
+def _cuda() -> Any:
+    """torch.cuda, looked up at the call as before; its Event and
+    is_initialized are untyped."""
+    return torch.cuda
+
+
+def _event() -> Any:
+    return _cuda().Event(enable_timing=True)
+
+
 def _sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and _cuda().is_initialized():
         torch.cuda.synchronize()
 
 
@@ -112,7 +127,12 @@ def _guards(guards: Guards | None, device: str) -> tuple[Any, Any]:
 
 
 def _run_guarded(
-    server: Any, fn: Any, args: list, kwargs: dict, guards: Guards | None, inputs: set[int]
+    server: Any,
+    fn: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    guards: Guards | None,
+    inputs: set[int],
 ) -> tuple[Any, GuardReport]:
     og, eg = _guards(guards, server.device)
     width = guards.eager_width if guards is not None else 0
@@ -184,7 +204,7 @@ def audit_end(server: Any) -> Audited:
 
 
 def _backward(
-    server: Any, call: CallRequest, y: Any, leaves: list, inputs: set[int]
+    server: Any, call: CallRequest, y: Any, leaves: list[torch.Tensor], inputs: set[int]
 ) -> BackwardReply:
     if not isinstance(y, torch.Tensor) or y.grad_fn is None:
         return BackwardReply(GuardReport(), no_grad_fn=True)
@@ -263,7 +283,7 @@ def timed_batch(server: Any, request: TimeRequest) -> Timed:
     # autograd's host latency is not inside the events (batches.LEAD_CYCLES).
     lead = min(max(request.lead_cycles, 0), MAX_LEAD_CYCLES) if grad_args else 0
     timed = _TimedCall(fn, grad_args, flusher, stream, lead)
-    clocks: dict[str, Any] = {}
+    clocks: Clocks = {}
     try:
         if warmup_s > 0:
             clocks = _warm_up(timed, reps, warmup_s, ClockLog)
@@ -277,7 +297,9 @@ def timed_batch(server: Any, request: TimeRequest) -> Timed:
     return _timed_reply(pairs, copied, timed.fwd, clocks)
 
 
-def _batch_buffers(arenas: dict, request: TimeRequest) -> tuple[list, list, list]:
+def _batch_buffers(
+    arenas: Arenas, request: TimeRequest
+) -> tuple[list[Rep], list[torch.Tensor], list[list[torch.Tensor]]]:
     """Each repetition's (args, kwargs, grad_output), its slot, and its row of
     extra slots, as views of the arenas' whole storages (no storage object a
     tensor: cheaper, and the timed loop has no guards to tell them apart)."""
@@ -307,7 +329,7 @@ class _TimedCall:
         self.lead = lead
         self.fwd: list[tuple[Any, Any]] = []
 
-    def __call__(self, a: list, kw: dict, dy: Any, start: Any, end: Any) -> Any:
+    def __call__(self, a: list[Any], kw: dict[str, Any], dy: Any, start: Any, end: Any) -> Any:
         fn, stream, flusher = self.fn, self.stream, self.flusher
         if not self.grad_args:
             _RECORD(start, stream)
@@ -319,7 +341,7 @@ class _TimedCall:
         for i in self.grad_args:
             a[i] = a[i].detach().requires_grad_()
             leaves.append(a[i])
-        f_start, f_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        f_start, f_end = _event(), _event()
         if self.lead:
             _SLEEP(self.lead)
         _RECORD(f_start, stream)
@@ -334,28 +356,34 @@ class _TimedCall:
         return grads
 
 
-def _warm_up(timed: _TimedCall, reps: list, warmup_s: float, clock_log: Any) -> dict[str, Any]:
+def _warm_up(timed: _TimedCall, reps: list[Rep], warmup_s: float, clock_log: Any) -> Clocks:
     """Calls on the first set for `warmup_s` seconds, clocks logged; the
     warm-up's forward events are dropped. Returns the clocks' summary."""
     with clock_log() as log:
         until = time.perf_counter() + warmup_s
         while time.perf_counter() < until:  # warm-up by time, on the first set
             a, kw, dy = reps[0]
-            e = torch.cuda.Event(enable_timing=True)
+            e = _event()
             timed(a, kw, dy, e, e)
             torch.cuda.synchronize()
-    clocks = log.summary()
+    clocks: Clocks = log.summary()
     timed.fwd.clear()
     return clocks
 
 
-def _timed_reps(timed: _TimedCall, reps: list, slots: list, extra: list) -> tuple[list, list]:
+def _timed_reps(
+    timed: _TimedCall,
+    reps: list[Rep],
+    slots: list[torch.Tensor],
+    extra: list[list[torch.Tensor]],
+) -> tuple[list[tuple[Any, Any, Any]], list[bool]]:
     """Each repetition timed (flushed first, unless the backward flushes after
     its forward), then copied out: (start, end, copied_at) events a
     repetition, and whether each result reached its slot(s)."""
     grad_args, flusher, stream = timed.grad_args, timed.flusher, timed.stream
-    pairs, copied = [], []
-    events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in reps]
+    pairs: list[tuple[Any, Any, Any]] = []
+    copied: list[bool] = []
+    events = [tuple(_event() for _ in range(3)) for _ in reps]
     for (args, kwargs, dy), slot, more, (start, end, copied_at) in zip(
         reps, slots, extra, events, strict=True
     ):
@@ -374,7 +402,12 @@ def _timed_reps(timed: _TimedCall, reps: list, slots: list, extra: list) -> tupl
     return pairs, copied
 
 
-def _timed_reply(pairs: list, copied: list, fwd: list, clocks: dict[str, Any]) -> Timed:
+def _timed_reply(
+    pairs: list[tuple[Any, Any, Any]],
+    copied: list[bool],
+    fwd: list[tuple[Any, Any]],
+    clocks: Clocks,
+) -> Timed:
     """The reply, read from the events once the batch has synchronized."""
     return Timed(
         ms=tuple(_ELAPSED(s, e) for s, e, _ in pairs),

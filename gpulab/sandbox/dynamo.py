@@ -12,6 +12,7 @@ import or while the step runs is seen, and the change undone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import torch
 from gpulab.check.frames_other import (
     CompiledSteps,
     CompileRequest,
+    DynamoBreak,
     DynamoConfig,
     DynamoConfigRequest,
     DynamoRequest,
@@ -93,7 +95,7 @@ def _reason_text(reason: str) -> str:
     return f"{text} ({kind})" if kind else text
 
 
-def _learner_frame(stack: list, file: str) -> Any:
+def _learner_frame(stack: list[Any], file: str) -> Any:
     mine = str(Path(file).resolve())
     frames = [f for f in stack or [] if str(Path(f.filename).resolve()) == mine]
     return frames[-1] if frames else (stack[-1] if stack else None)
@@ -101,11 +103,11 @@ def _learner_frame(stack: list, file: str) -> Any:
 
 def _qualified(t: Any) -> str:
     """`aten::masked_fill` for an op packet and an overload alike."""
-    name = getattr(t, "_qualified_op_name", None) or t.name()
+    name = str(getattr(t, "_qualified_op_name", None) or t.name())
     return name.split(".")[0]
 
 
-def opaque_targets(graphs: list) -> list[str]:
+def opaque_targets(graphs: list[torch.fx.GraphModule]) -> list[str]:
     """Graph nodes that hide computation from Dynamo: allow_in_graph'd Python
     functions and custom ops (anything outside torch's own operators)."""
     bad = set()
@@ -128,7 +130,7 @@ def opaque_targets(graphs: list) -> list[str]:
     return sorted(bad)
 
 
-def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[str, Any]:
+def trace(fn: Any, args: tuple[Any, ...], file: str, *, fullgraph: bool = False) -> DynamoTrace:
     """Run `fn` under Dynamo with a recording backend (no compiler).
 
     `torch._dynamo.explain` reports graph_count - 1 as the break count, which
@@ -145,7 +147,7 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
         graphs.append(gm)
         return gm.forward
 
-    compiled = torch.compile(fn, backend=backend, fullgraph=fullgraph)
+    compiled: Callable[..., Any] = torch.compile(fn, backend=backend, fullgraph=fullgraph)
     error = None
     try:
         compiled(*args)
@@ -157,38 +159,37 @@ def trace(fn: Any, args: tuple, file: str, *, fullgraph: bool = False) -> dict[s
         raise learner.LearnerError(
             f"your step failed under torch.compile: {learner.error_line(exc, tb)}", tb
         ) from None
-    breaks: dict[int, dict[str, Any]] = {}
+    # By the learner's line: its code and Dynamo's reasons, each once.
+    breaks: dict[int, tuple[str, list[str]]] = {}
     for r in list(graph_break_reasons):
         frame = _learner_frame(r.user_stack, file)
         line = frame.lineno if frame else 0
-        entry = breaks.setdefault(
-            line, {"line": line, "code": (frame.line or "").strip() if frame else "", "reasons": []}
-        )
+        _, reasons = breaks.setdefault(line, ((frame.line or "").strip() if frame else "", []))
         text = _reason_text(r.reason)
-        if text not in entry["reasons"]:
-            entry["reasons"].append(text)
+        if text not in reasons:
+            reasons.append(text)
     if error is not None:
         frame = _learner_frame(getattr(error, "real_stack", None) or [], file)
         line = frame.lineno if frame else 0
         if line not in breaks:
-            breaks[line] = {
-                "line": line,
-                "code": (frame.line or "").strip() if frame else "",
-                "reasons": [_reason_text(str(error))],
-            }
+            code = (frame.line or "").strip() if frame else ""
+            breaks[line] = (code, [_reason_text(str(error))])
     ops = [
         n
         for gm in graphs
         for n in gm.graph.nodes
         if n.op in ("call_function", "call_method", "call_module")
     ]
-    report = {
-        "graphs": len(graphs),
-        "breaks": sorted(breaks.values(), key=lambda b: b["line"]),
-        "op_count": len(ops),
-        "error": None if error is None else str(error)[:2000],
-        "opaque": opaque_targets(graphs),
-    }
+    report = DynamoTrace(
+        graphs=len(graphs),
+        breaks=tuple(
+            DynamoBreak(line, code, tuple(reasons))
+            for line, (code, reasons) in sorted(breaks.items())
+        ),
+        op_count=len(ops),
+        error=None if error is None else str(error)[:2000],
+        opaque=tuple(opaque_targets(graphs)),
+    )
     torch._dynamo.reset()
     return report
 
@@ -206,14 +207,14 @@ def dynamo_request(server: Any, msg: DynamoRequest) -> Traced:
         plain = trace(fn, tuple(args), server.file)
         full = (
             trace(fn, tuple(materialize(server.arenas, msg.args)), server.file, fullgraph=True)
-            if not plain["breaks"]
+            if not plain.breaks
             else None
         )
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
     return Traced(
-        plain=DynamoTrace.parse(plain),
-        full=None if full is None else DynamoTrace.parse(full),
+        plain=plain,
+        full=full,
         disabled=disabled,
         config_changed=tuple(config_changes()),
     )
@@ -228,7 +229,7 @@ def compiled_request(server: Any, msg: CompileRequest) -> CompiledSteps:
 
     fn = server.function(msg.function)
     torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=msg.backend, fullgraph=True)
+    compiled: Callable[..., Any] = torch.compile(fn, backend=msg.backend, fullgraph=True)
     copied = []
     for args_json, slot_ref in zip(msg.inputs, msg.outs, strict=True):
         args = materialize(server.arenas, args_json)
@@ -283,7 +284,7 @@ def count_kernels(run: Any) -> int:
     )
 
 
-def _variant(fn: Any, mode: str | None, args: list) -> tuple[Any, float | None]:
+def _variant(fn: Any, mode: str | None, args: list[Any]) -> tuple[Any, float | None]:
     """The step eagerly, or torch.compile(step, mode=mode) compiled and warmed
     (with its compile time)."""
     import time
@@ -293,12 +294,13 @@ def _variant(fn: Any, mode: str | None, args: list) -> tuple[Any, float | None]:
     if mode is None:
         return (lambda: fn(*args)), None
     torch._dynamo.reset()  # one mode's cache at a time
-    compiled = torch.compile(fn, mode=mode)
+    compiled: Callable[..., Any] = torch.compile(fn, mode=mode)
 
     def call() -> Any:
         if mode == "reduce-overhead":
             # Each call is a new step: CUDA-graph outputs may be reused.
-            torch.compiler.cudagraph_mark_step_begin()
+            step_begin: Callable[[], None] = torch.compiler.cudagraph_mark_step_begin
+            step_begin()  # (untyped in torch)
         return compiled(*args)
 
     t0 = time.perf_counter()

@@ -63,7 +63,7 @@ class Violations:
 CANARY = 64  # elements kept after each buffer
 
 
-def _with_canary(func: Any, args: tuple, kwargs: dict, v: Violations) -> Any:
+def _with_canary(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], v: Violations) -> Any:
     """torch.empty / empty_like of a contiguous tensor, carved from a larger
     buffer whose tail holds a pattern; None where that does not apply."""
     if func is torch.empty_like and args and isinstance(args[0], torch.Tensor):
@@ -115,11 +115,19 @@ class _FunctionGuard(TorchFunctionMode):
     def __repr__(self) -> str:  # shown in torch's errors: never the object's address
         return "gpulab's op guard"
 
-    def __init__(self, banned: set[Any], names: dict[Any, str], v: Violations, poison: bool):
+    def __init__(
+        self, banned: set[Any], names: dict[Any, str], v: Violations, poison: bool
+    ) -> None:
         super().__init__()
         self.banned, self.names, self.v, self.poison = banned, names, v, poison
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if _is_higher_order(func):
             return _higher_order(self, func, args, kwargs)
@@ -144,7 +152,7 @@ def _under(mode: Any, fn: Any) -> Any:
     return run
 
 
-def _run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def _run_higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     wrapped = tuple(
         _under(mode, a) if callable(a) and not isinstance(a, torch.Tensor) else a for a in args
     )
@@ -154,7 +162,7 @@ def _run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 _EAGER_HIGHER_ORDER: Any = None
 
 
-def _higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def _higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A higher-order op (torch.cond, while_loop, map, scan...) is torch's own
     control flow, not maths to refuse. It runs with `mode` off (as torch
     calls a mode's handler), and each subgraph it is handed runs with the
@@ -167,8 +175,14 @@ def _higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     if _EAGER_HIGHER_ORDER is None:
         import torch._dynamo
 
-        _EAGER_HIGHER_ORDER = torch._dynamo.disable(_run_higher_order)
+        disable: Any = torch._dynamo.disable  # (untyped in torch)
+        _EAGER_HIGHER_ORDER = disable(_run_higher_order)
     return _EAGER_HIGHER_ORDER(mode, func, args, kwargs)
+
+
+def _cuda_initialized() -> bool:
+    cuda: Any = torch.cuda  # its is_initialized is untyped
+    return bool(cuda.is_initialized())
 
 
 def _is_higher_order(func: Any) -> bool:
@@ -176,7 +190,7 @@ def _is_higher_order(func: Any) -> bool:
     return hop is not None and isinstance(func, hop)
 
 
-class _DispatchGuard(TorchDispatchMode):
+class _DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
     # Without this, torch refuses every higher-order op under the mode
     # ("no rule registered for HigherOrderOperator cond"), an honest torch.cond
     # included (torch 2.13 and earlier alike).
@@ -191,12 +205,18 @@ class _DispatchGuard(TorchDispatchMode):
         v: Violations,
         banned_large: AbstractSet[str] = frozenset(),
         large_numel: int = 4096,
-    ):
-        super().__init__()
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
         self.banned_aten, self.v = banned_aten, v
         self.banned_large, self.large_numel = banned_large, large_numel
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         if _is_higher_order(func):
             return _higher_order(self, func, args, kwargs or {})
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
@@ -261,7 +281,7 @@ class LaunchRecorder:
         original = cls.run
         recorder = self
 
-        def run(self_fn, *args, **kwargs):
+        def run(self_fn: Any, *args: Any, **kwargs: Any) -> Any:
             recorder._record(self_fn, args, kwargs)
             if recorder.recording is not None:
                 recorder.recording.launch(self_fn, args, kwargs)
@@ -281,10 +301,10 @@ class LaunchRecorder:
         original = CompiledKernel.__getitem__
         recorder = self
 
-        def getitem(self_k, grid):
+        def getitem(self_k: Any, grid: Any) -> Any:
             runner = original(self_k, grid)
 
-            def run(*args, **kwargs):
+            def run(*args: Any, **kwargs: Any) -> Any:
                 # The runner takes the stream as an argument: that is the
                 # launch's stream, whatever the current one is.
                 recorder._record(self_k, args, {}, stream=kwargs.get("stream"))
@@ -297,11 +317,13 @@ class LaunchRecorder:
         CompiledKernel.__getitem__ = getitem
         self._patched.append((CompiledKernel, original, "__getitem__"))
 
-    def _record(self, fn: Any, args: tuple, kwargs: dict, stream: Any = None) -> None:
+    def _record(
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream: Any = None
+    ) -> None:
         storages = set()
         for a in _tensors(args, kwargs):
             storages.add(a.untyped_storage().data_ptr())
-        if stream is None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        if stream is None and torch.cuda.is_available() and _cuda_initialized():
             stream = torch.cuda.current_stream().cuda_stream
         elif stream is not None:
             try:
@@ -330,7 +352,7 @@ class LaunchRecorder:
             setattr(cls, attr, original)
         self._patched.clear()
 
-    def _snapshot(self, args: tuple, kwargs: dict) -> None:
+    def _snapshot(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         for a in _tensors(args, kwargs):
             st = a.untyped_storage()
             if st.data_ptr() not in self.inputs and st.nbytes() <= (256 << 20):
@@ -365,7 +387,7 @@ class LaunchRecorder:
         return {launch.stream for launch in self.launches if launch.stream not in (None, default)}
 
 
-def _tensors(args: tuple, kwargs: dict) -> Iterator[torch.Tensor]:
+def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[torch.Tensor]:
     """The tensors a launch is handed, a TMA descriptor's included: one
     (triton.tools.tensor_descriptor, Gluon's) carries its tensor as `.base`,
     and a kernel that stores through it writes there."""
@@ -405,7 +427,7 @@ ALLOWED_ATEN = WRAPPER_OPS | {"_record_function_enter_new", "_record_function_ex
 POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
-class EagerGuard(TorchDispatchMode):
+class EagerGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records aten ops outside ALLOWED_ATEN run by the learner's code, and
     fills every buffer it allocates with NaN.
 
@@ -423,7 +445,7 @@ class EagerGuard(TorchDispatchMode):
         return "gpulab's eager-op guard"
 
     def __init__(self, device: str, D: int) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.device, self.D = device, D
         self.ops: list[str] = []
         self._depth = 0
@@ -437,7 +459,7 @@ class EagerGuard(TorchDispatchMode):
         if InterpretedFunction is not None:
             original, guard = InterpretedFunction.run, self
 
-            def run(self_fn, *args, **kwargs):
+            def run(self_fn: Any, *args: Any, **kwargs: Any) -> Any:
                 guard._depth += 1
                 try:
                     return original(self_fn, *args, **kwargs)
@@ -446,16 +468,23 @@ class EagerGuard(TorchDispatchMode):
 
             InterpretedFunction.run = run
             self._patched = (InterpretedFunction, original)
-        return super().__enter__()
+        entered: EagerGuard = super().__enter__()  # type: ignore[no-untyped-call]
+        return entered
 
     def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
+        super().__exit__(*exc)  # type: ignore[no-untyped-call]
         if self._patched:
             cls, original = self._patched
             cls.run = original
             self._patched = None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if _is_higher_order(func):
             return _higher_order(self, func, args, kwargs)
@@ -469,7 +498,9 @@ class EagerGuard(TorchDispatchMode):
                 self.ops.append(problem)
         return out
 
-    def _problem(self, name: str, args, kwargs, out) -> str | None:
+    def _problem(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> str | None:
         ins = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         outs = [
             o

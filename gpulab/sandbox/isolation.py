@@ -26,6 +26,7 @@ import resource
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # --- Landlock (include/uapi/linux/landlock.h) ----------------------------------
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # same on x86-64 and arm64
@@ -54,10 +55,10 @@ class Policy:
     blocked_modules: list[str] = field(default_factory=list)
     # Judge-built, for the sandbox Nsight Compute profiles (None for every
     # other): {"tool", "read": [ncu's install folder]}.
-    profiler: dict | None = None
+    profiler: dict[str, Any] | None = None
 
 
-def _libc():
+def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -77,7 +78,7 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _add(libc, ruleset: int, path: str, access: int) -> None:
+def _add(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
@@ -190,7 +191,7 @@ class _Blocker(importlib.abc.MetaPathFinder):
     def __init__(self, names: list[str]) -> None:
         self.names = names
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
         if any(fullname == n or fullname.startswith(n + ".") for n in self.names):
             raise ImportError(
                 f"{fullname} is part of the grader and cannot be imported by a submission",

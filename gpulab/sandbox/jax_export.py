@@ -28,7 +28,7 @@ OPTIONAL = {"tensor parallel (shard_map)"}
 # The contract's shardings (exercises/sharded_mlp.py), as PartitionSpec
 # entries: the judge checks a program against them, and on a mesh with
 # Explicit axes the sandbox exports with arguments of these types.
-EXPECTED: dict[str, dict[str, tuple]] = {
+EXPECTED: dict[str, dict[str, tuple[str | None, ...]]] = {
     "data parallel": {"x": (AXIS, None), "w1": (), "b1": (), "w2": (), "b2": (), "y": (AXIS, None)},
     "tensor parallel": {
         "x": (),
@@ -49,16 +49,17 @@ def configure(device: str) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
 
+    config: Any = jax.config  # (its update is untyped)
     try:
-        jax.config.update("jax_num_cpu_devices", SIMULATED)
+        config.update("jax_num_cpu_devices", SIMULATED)
     except (AttributeError, KeyError, ValueError, RuntimeError):
         # Older JAX: the XLA flag, read when the CPU backend starts.
         flag = f"--xla_force_host_platform_device_count={SIMULATED}"
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
     if device == "cpu":
-        jax.config.update("jax_platforms", "cpu")
+        config.update("jax_platforms", "cpu")
     # fp32 matmuls in full fp32 (not TF32 on a GPU), so the tolerance can stay tight.
-    jax.config.update("jax_default_matmul_precision", "highest")
+    config.update("jax_default_matmul_precision", "highest")
 
 
 def mesh_problem(mesh: Any) -> str:
@@ -101,7 +102,7 @@ def export_request(server: Any, msg: ExportRequest) -> Exported:
         fn = getattr(module, name, None)
         if mode in OPTIONAL and not callable(fn):
             continue
-        steps[mode] = ExportedStep.parse(_export_step(server, fn, name, mesh, shapes, mode))
+        steps[mode] = _export_step(server, fn, name, mesh, shapes, mode)
     return Exported(mesh_problem=problem, devices=jax.device_count(), steps=steps)
 
 
@@ -116,42 +117,49 @@ def _explicit(mesh: Any) -> bool:
     return explicit is not None and explicit in tuple(getattr(mesh, "axis_types", None) or ())
 
 
-def _arguments(mesh: Any, mode: str, shape: tuple, typed: bool) -> tuple[dict, Any]:
+def _arguments(
+    mesh: Any, mode: str, shape: tuple[int, ...], typed: bool
+) -> tuple[dict[str, Any], Any]:
     """(params, x) as shapes for export; `typed`: each placed as the contract
     says, as a learner's own call on an Explicit mesh would have them."""
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
+    # Both untyped in JAX: called through Any.
+    partition: Any = PartitionSpec
+    struct: Any = jax.ShapeDtypeStruct
+
     b, d, h, o = shape
     dims = {"w1": (d, h), "b1": (h,), "w2": (h, o), "b2": (o,), "x": (b, d)}
 
     def spec(name: str) -> Any:
-        sharding = NamedSharding(mesh, PartitionSpec(*EXPECTED[mode][name])) if typed else None
-        return jax.ShapeDtypeStruct(dims[name], np.float32, sharding=sharding)
+        sharding = NamedSharding(mesh, partition(*EXPECTED[mode][name])) if typed else None
+        return struct(dims[name], np.float32, sharding=sharding)
 
     return {k: spec(k) for k in ("w1", "b1", "w2", "b2")}, spec("x")
 
 
 def _export_step(
-    server: Any, fn: Any, name: str, mesh: Any, shapes: list, mode: str
-) -> dict[str, Any]:
+    server: Any, fn: Any, name: str, mesh: Any, shapes: list[tuple[int, ...]], mode: str
+) -> ExportedStep:
     from jax import export
 
     from gpulab.sandbox.learner import LearnerError, call
 
     if not callable(fn):
-        return {"error": f"{os.path.basename(server.file)} does not define `{name}`"}
+        return ExportedStep(error=f"{os.path.basename(server.file)} does not define `{name}`")
     try:
         step = call(fn, server.file, mesh)
     except LearnerError as exc:
-        return {"error": exc.summary}
+        return ExportedStep(error=exc.summary)
     if not hasattr(step, "lower"):
-        return {
-            "error": f"returned {type(step).__name__}; return the jax.jit(...) step itself "
+        return ExportedStep(
+            error=f"returned {type(step).__name__}; return the jax.jit(...) step itself "
             "(with in_shardings and out_shardings)"
-        }
-    programs = []
+        )
+    # Each shape's program or why not: plain JSON (gpulab.judge.graders.sharded_mlp checks it).
+    programs: list[dict[str, str]] = []
     for shape in shapes:
         try:
             params, x = _arguments(mesh, mode, shape, typed=False)
@@ -170,4 +178,4 @@ def _export_step(
                 programs.append({"error": f"exporting it failed: {exc.summary}"})
                 continue
         programs.append({"program": base64.b64encode(bytes(exported.serialize())).decode()})
-    return {"programs": programs}
+    return ExportedStep(programs=list(programs))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from gpulab.check import frames_other, protocol
@@ -123,7 +124,8 @@ def main() -> None:
         # /proc that nothing after it needs (measured on the H200 machine).
         import torch
 
-        torch.cuda.init()
+        init: Callable[[], None] = torch.cuda.init  # (untyped in torch)
+        init()
         torch.empty(1, device="cuda")
         import gpulab.sandbox.calls  # noqa: F401 - takes torch's originals before any learner code
     try:

@@ -41,6 +41,7 @@ import os
 import platform
 import signal
 import sys
+from typing import Any
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -105,7 +106,7 @@ def main() -> None:
     os.execv(argv[0], argv)
 
 
-def enter(spec: dict) -> str:
+def enter(spec: dict[str, Any]) -> str:
     """Returns, in the process that becomes the sandbox, what is in force.
     The keeper and the init never return from here."""
     uid, gid = os.getuid(), os.getgid()
@@ -197,7 +198,7 @@ def _keeper(init: int, report_r: int) -> None:
 # --- the new root ------------------------------------------------------------------
 
 
-def build_root(spec: dict) -> str:
+def build_root(spec: dict[str, Any]) -> str:
     """Make the tmpfs mounted on `private` the root: binds, a fresh /tmp,
     /dev, /proc, hidden paths covered, then pivot_root. Returns a note for
     `isolation` ("" when /proc is the namespace's own)."""

@@ -17,7 +17,15 @@ from typing import Any
 
 import torch
 
-from gpulab.check.frames_other import Stream, StreamRequest
+from gpulab.check.frames_other import (
+    Compile,
+    Recompile,
+    Stream,
+    StreamBreak,
+    StreamGraph,
+    StreamRequest,
+    StreamStep,
+)
 from gpulab.sandbox import learner
 from gpulab.sandbox.dynamo import _learner_frame, _reason_text, config_changes
 from gpulab.sandbox.failure import LearnerFailure
@@ -37,7 +45,7 @@ class CountingBackend:
 
         self.inner = lookup_backend(inner)
         self.request = -1  # the request being run; -1 while compile_step runs
-        self.graphs: list[dict[str, Any]] = []  # one per compile
+        self.graphs: list[StreamGraph] = []  # one per compile
         self.calls: list[int] = []  # graph index of each call, in order
         self.call_requests: list[int] = []
 
@@ -45,7 +53,7 @@ class CountingBackend:
         compiled = self.inner(gm, example_inputs)
         index = len(self.graphs)
         ops = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
-        self.graphs.append({"request": self.request, "ops": ops})
+        self.graphs.append(StreamGraph(self.request, ops))
 
         def run(*args: Any) -> Any:
             self.calls.append(index)
@@ -55,7 +63,7 @@ class CountingBackend:
         return run
 
 
-def _reason(text: str, file: str) -> dict[str, Any]:
+def _reason(text: str, file: str) -> Recompile:
     """The guard that failed (first line, Dynamo's source comment cut off)
     and the learner's line it came from, when Dynamo names one."""
     lines = [ln for ln in str(text).splitlines() if ln.strip()]
@@ -67,26 +75,26 @@ def _reason(text: str, file: str) -> dict[str, Any]:
     for m in _WHERE.finditer(str(text)):
         if str(Path(m.group(1)).resolve()) == mine:
             line = int(m.group(2))
-    return {"guard": guard[:300], "line": line}
+    return Recompile(guard[:300], line)
 
 
-def _compiles(metrics: list, file: str) -> list[dict[str, Any]]:
+def _compiles(metrics: list[Any], file: str) -> tuple[Compile, ...]:
     """Dynamo's record of each frame it compiled: which function, and for a
     recompile the guard that failed."""
     out = []
     for m in metrics:
         reason = getattr(m, "recompile_reason", None)
         out.append(
-            {
-                "function": str(getattr(m, "co_name", "") or "")[:80],
-                "recompile": _reason(reason, file) if reason else None,
-                "failed": str(getattr(m, "fail_reason", "") or "")[:300] or None,
-            }
+            Compile(
+                function=str(getattr(m, "co_name", "") or "")[:80],
+                recompile=_reason(reason, file) if reason else None,
+                failed=str(getattr(m, "fail_reason", "") or "")[:300] or None,
+            )
         )
-    return out
+    return tuple(out)
 
 
-def _metrics() -> list:
+def _metrics() -> list[Any]:
     try:
         from torch._dynamo.utils import get_compilation_metrics
 
@@ -139,35 +147,28 @@ def stream_request(server: Any, msg: StreamRequest) -> Stream:
         if ok:
             with torch.no_grad():
                 slot.copy_(out.detach())
-        requests.append(
-            {
-                "copied": ok,
-                "compiles": _compiles(_metrics()[seen:], server.file),
-            }
-        )
-    report = Stream.parse(
-        {
-            "config_at_import": at_import,
-            "config_changed": config_changes(),
-            "graphs": backend.graphs,
-            "calls": backend.call_requests,
-            "requests": requests,
-            "graph_breaks": _breaks(server.file),
-        }
+        requests.append(StreamStep(ok, _compiles(_metrics()[seen:], server.file)))
+    report = Stream(
+        config_at_import=tuple(at_import),
+        config_changed=tuple(config_changes()),
+        graphs=tuple(backend.graphs),
+        calls=tuple(backend.call_requests),
+        requests=tuple(requests),
+        graph_breaks=_breaks(server.file),
     )
     torch._dynamo.reset()
     return report
 
 
-def _breaks(file: str) -> list[dict[str, Any]]:
+def _breaks(file: str) -> tuple[StreamBreak, ...]:
     """Dynamo's graph breaks: the learner's line and what kind of break."""
     from torch._dynamo.utils import graph_break_reasons
 
     out = []
     for r in list(graph_break_reasons)[:20]:
         frame = _learner_frame(r.user_stack, file)
-        out.append({"line": frame.lineno if frame else 0, "reason": _reason_text(r.reason)[:300]})
-    return out
+        out.append(StreamBreak(frame.lineno if frame else 0, _reason_text(r.reason)[:300]))
+    return tuple(out)
 
 
 def _failure(what: str, exc: BaseException, file: str) -> LearnerFailure:

@@ -67,7 +67,7 @@ class Recording:
         self.snapshot_bytes = 0
         self.overflow = ""
 
-    def launch(self, jit_fn: Any, args: tuple, kwargs: dict) -> None:
+    def launch(self, jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import inspect
 
         if kwargs.get("warmup"):
@@ -198,7 +198,7 @@ def _decode(v: Any, buffers: list[torch.Tensor]) -> Any:
     return v
 
 
-def _view(buffers: list[torch.Tensor], spec: list) -> torch.Tensor:
+def _view(buffers: list[torch.Tensor], spec: list[Any]) -> torch.Tensor:
     index, offset, shape, stride, dtype = spec
     raw = buffers[int(index)]
     typed = raw.view(DTYPES[str(dtype)])

@@ -12,6 +12,9 @@ import torch
 
 from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, is_tensor_ref
 
+# The arenas the judge handed over, by id (each an open_arena).
+Arenas = dict[int, Any]
+
 
 def dtype_of(name: str) -> torch.dtype:
     dt = getattr(torch, name, None)
@@ -83,7 +86,7 @@ def open_arena(spec: ArenaSpec, fd: int) -> Any:
     raise ProtocolError(f"unknown arena kind {spec.kind!r}")
 
 
-def view(arenas: dict[int, Any], ref: TensorRef, own_storage: bool = True) -> torch.Tensor:
+def view(arenas: Arenas, ref: TensorRef, own_storage: bool = True) -> torch.Tensor:
     """The tensor `ref` names. With `own_storage` it gets a storage object of
     its own (slower: the guards tell tensors apart by storage); without, it
     is a view of the arena's whole storage (for timed loops)."""
@@ -102,7 +105,7 @@ def view(arenas: dict[int, Any], ref: TensorRef, own_storage: bool = True) -> to
     )
 
 
-def materialize(arenas: dict[int, Any], obj: Any, own_storage: bool = True) -> Any:
+def materialize(arenas: Arenas, obj: Any, own_storage: bool = True) -> Any:
     """JSON arguments with tensor references made into tensors."""
     if is_tensor_ref(obj):
         return view(arenas, TensorRef.from_json(obj), own_storage)

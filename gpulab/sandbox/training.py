@@ -11,13 +11,14 @@ process's report, like Dynamo's trace for lesson 06.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Trained, TrainRequest
+from gpulab.check.frames_other import KernelRow, OpRow, ProfileEvent, Trained, TrainRequest
 from gpulab.sandbox.tensors import view
 
 LR, MOMENTUM = 0.1, 0.9
@@ -79,16 +80,16 @@ def _train(server: Any, msg: TrainRequest) -> Trained:
     cuda = device == "cuda"
     return Trained(
         losses=tuple(losses),
-        events=cpu_events(prof)[:MAX_EVENTS],
+        events=tuple(cpu_events(prof)[:MAX_EVENTS]),
         top_ops=top_ops(prof, device),
-        top_kernels=top_kernels(prof) if cuda else [],
+        top_kernels=top_kernels(prof) if cuda else (),
         nvtx=tuple(sorted(set(nvtx.names))) if nvtx else (),
         trace_error=_write_trace(prof, msg.trace),
     )
 
 
 def _profiled_step(
-    fn: Any, file: str, model: nn.Module, batch: tuple, optimizer: Any, nvtx: Any
+    fn: Any, file: str, model: nn.Module, batch: tuple[Any, ...], optimizer: Any, nvtx: Any
 ) -> tuple[Any, Any]:
     from torch.profiler import ProfilerActivity, profile
 
@@ -119,25 +120,19 @@ def _write_trace(prof: Any, path: Any) -> str:
     return ""
 
 
-def cpu_events(prof: Any) -> list[dict[str, Any]]:
-    """The profile's host-side events as plain dicts (name, start, end in µs)."""
+def cpu_events(prof: Any) -> list[ProfileEvent]:
+    """The profile's host-side events (name, start, end in µs)."""
     out = []
     for e in prof.events():
         if e.device_type != torch.autograd.DeviceType.CPU:
             continue  # the GPU-side copies of ranges and the kernels
         # is_user_annotation marks record_function ranges (None on an older torch).
-        out.append(
-            {
-                "name": e.name,
-                "start": e.time_range.start,
-                "end": e.time_range.end,
-                "user": getattr(e, "is_user_annotation", None),
-            }
-        )
+        user = getattr(e, "is_user_annotation", None)
+        out.append(ProfileEvent(e.name, e.time_range.start, e.time_range.end, user))
     return out
 
 
-def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
+def top_ops(prof: Any, device: str, n: int = 12) -> tuple[OpRow, ...]:
     rows = []
     names = range_names(prof)
     for a in prof.key_averages():
@@ -147,17 +142,19 @@ def top_ops(prof: Any, device: str, n: int = 12) -> list[dict[str, Any]]:
         if self_dev is None:
             self_dev = getattr(a, "self_cuda_time_total", 0)
         rows.append(
-            {
-                "name": a.key,
-                "calls": a.count,
-                "self_cpu_ms": a.self_cpu_time_total / 1e3,
-                "cpu_total_ms": a.cpu_time_total / 1e3,
-                "self_device_ms": (self_dev or 0) / 1e3,
-            }
+            OpRow(
+                name=a.key,
+                calls=a.count,
+                self_cpu_ms=a.self_cpu_time_total / 1e3,
+                cpu_total_ms=a.cpu_time_total / 1e3,
+                self_device_ms=(self_dev or 0) / 1e3,
+            )
         )
-    key = "self_device_ms" if device == "cuda" else "self_cpu_ms"
-    rows.sort(key=lambda r: r[key], reverse=True)
-    return rows[:n]
+    if device == "cuda":
+        rows.sort(key=lambda r: r.self_device_ms, reverse=True)
+    else:
+        rows.sort(key=lambda r: r.self_cpu_ms, reverse=True)
+    return tuple(rows[:n])
 
 
 # Kineto's name for a record_function range as the GPU timeline saw it.
@@ -197,7 +194,7 @@ def is_device_range(e: Any, names: set[str]) -> bool:
     )
 
 
-def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
+def top_kernels(prof: Any, n: int = 10) -> tuple[KernelRow, ...]:
     """The GPU's work by device time: kernels (and copies, memsets), never a
     range (is_device_range)."""
     total: dict[str, list[float]] = {}
@@ -205,11 +202,9 @@ def top_kernels(prof: Any, n: int = 10) -> list[dict[str, Any]]:
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA and not is_device_range(e, names):
             total.setdefault(e.name, []).append(e.time_range.elapsed_us())
-    rows: list[dict[str, Any]] = [
-        {"name": k, "calls": len(v), "device_ms": sum(v) / 1e3} for k, v in total.items()
-    ]
-    rows.sort(key=lambda r: r["device_ms"], reverse=True)
-    return rows[:n]
+    rows = [KernelRow(k, len(v), sum(v) / 1e3) for k, v in total.items()]
+    rows.sort(key=lambda r: r.device_ms, reverse=True)
+    return tuple(rows[:n])
 
 
 class NvtxLog:
@@ -222,7 +217,8 @@ class NvtxLog:
     def __enter__(self) -> NvtxLog:
         import torch.cuda.nvtx as nvtx
 
-        self._nvtx, self._push = nvtx, nvtx.range_push
+        self._nvtx = nvtx
+        self._push: Callable[..., Any] = nvtx.range_push  # (untyped in torch)
 
         def push(msg: str, *a: Any, **k: Any) -> Any:
             self.names.append(str(msg))

@@ -29,8 +29,7 @@ from gpulab.check.frames import (
     Timed,
     TimedInputs,
     TimeRequest,
-    call_reply,
-    time_reply,
+    read_reply,
 )
 from gpulab.check.protocol import ArenaSpec, TensorRef
 
@@ -42,6 +41,19 @@ def ref(offset: int = 0) -> TensorRef:
 def wire(obj: dict) -> dict:
     """As the other process reads it: through JSON."""
     return json.loads(json.dumps(obj))
+
+
+def call_reply(frame: dict):
+    return read_reply(frame, Returned)
+
+
+def time_reply(frame: dict):
+    return read_reply(frame, Timed)
+
+
+def answering(frame: dict) -> SimpleNamespace:
+    """A sandbox whose every reply is `frame`, read as the judge asks."""
+    return SimpleNamespace(ask=lambda msg, kind: read_reply(frame, kind))
 
 
 # --- requests: judge -> JSON -> sandbox -----------------------------------------------
@@ -315,17 +327,18 @@ def test_the_judge_names_the_case_of_an_unusable_timing():
         failed.append((summary, message))
         raise RuntimeError
 
-    ctx = SimpleNamespace(fail=fail)
     case = SimpleNamespace(name="8×64 fp32")
     for frame in ({"type": "timed", "ms": ["x"]}, {"type": "broken", "summary": "boom"}):
+        ctx = SimpleNamespace(fail=fail, sandbox=answering(frame))
         with pytest.raises(RuntimeError):
-            batches._timed(ctx, case, frame)
+            batches._timed(ctx, case, None)
     assert failed == [
         ("timing 8×64 fp32: the sandbox sent no usable timing", ""),
         ("timing 8×64 fp32: the sandbox sent no usable timing", "boom"),
     ]
     with pytest.raises(LearnerError):
-        batches._timed(ctx, case, {"type": "raised", "summary": "ValueError"})
+        ctx = SimpleNamespace(fail=fail, sandbox=answering({"type": "raised", "summary": "V"}))
+        batches._timed(ctx, case, None)
 
 
 # --- the shared profile's end, and the compile-ahead ---------------------------------------
@@ -357,7 +370,7 @@ def test_the_judge_refuses_a_profile_of_another_number_of_calls():
         raise RuntimeError
 
     reply = {"type": "audited", "findings": [[]]}
-    ctx = SimpleNamespace(fail=fail, sandbox=SimpleNamespace(request=lambda msg: reply))
+    ctx = SimpleNamespace(fail=fail, sandbox=answering(reply))
     span = AuditSpan()
     span.calls = ["a", "b"]
     with pytest.raises(RuntimeError):
@@ -369,7 +382,7 @@ def test_the_judge_refuses_a_profile_of_another_number_of_calls():
 def test_compiled_ahead_decides_nothing_so_a_bad_field_is_none():
     done = CompiledAhead(kernels=3, compiled=2, workers=2, seconds=0.5)
     assert CompiledAhead.parse(wire(done.to_json())) == done
-    assert CompiledAhead.parse({"type": "broken"}) is None
+    assert isinstance(read_reply({"type": "broken"}, CompiledAhead), Broken)
     odd = CompiledAhead.parse({"type": "compiled_ahead", "kernels": "3", "workers": True})
     assert odd is not None
     assert odd.record() == {"kernels": None, "compiled": None, "workers": None, "seconds": None}
@@ -530,7 +543,13 @@ REPLIES = [
     ),
     fo.Bench((1e12, {"__unsupported__": "str"}), (3, -1)),
     fo.Trained(losses=(2.0, 1.0), returned="NoneType"),
-    fo.Trained(losses=(2.0, 1.0), events=[{"name": "x"}], top_ops=[], trace_error="denied"),
+    fo.Trained(
+        losses=(2.0, 1.0),
+        events=(fo.ProfileEvent("x", 1.0, 2.0, True),),
+        top_ops=(fo.OpRow("aten::mm", 2, 0.5, 0.75, 0.0),),
+        top_kernels=(fo.KernelRow("gemm", 2, 0.25),),
+        trace_error="denied",
+    ),
     fo.Blocks(answer="aten::addmm", answer_type="str", copied=(True,), seconds=0.25),
     fo.Blocks(
         answer=None,
@@ -539,7 +558,8 @@ REPLIES = [
         calls=2,
         wall_s=0.5,
         cpu_total_us=1e5,
-        ops=[{"name": "aten::mm"}],
+        ops=(fo.BlockOp("aten::mm", 3, 2.0, 4.0, 1.0),),
+        top_kernels=(fo.KernelRow("gemm", 3, 0.5),),
     ),
     fo.Exported("", 8, {"data parallel": fo.ExportedStep(programs=[{"program": "AA=="}])}),
     fo.Exported("no mesh", 8, {"tensor parallel": fo.ExportedStep(error="not defined")}),
@@ -606,7 +626,46 @@ def test_fields_of_the_wrong_type_read_as_absent():
     assert stream.graphs == (fo.StreamGraph(0, 0),) and stream.calls == (1,)
     assert stream.requests == (fo.StreamStep(),)
     trained = fo.read_reply({"type": "trained", "losses": [1, "x", float("nan")]}, fo.Trained)
-    assert trained.losses == (1.0, None, None) and trained.events == []
+    assert trained.losses == (1.0, None, None) and trained.events == ()
+    # Profile rows: an event with a field of the wrong type is left out, a
+    # table's cell of the wrong type reads as 0, an operator row that cannot
+    # be used is left out (as the graders always kept them).
+    profiled = fo.read_reply(
+        {
+            "type": "trained",
+            "events": [
+                {"name": "a", "start": 1, "end": 2, "user": "yes"},
+                {"name": "b", "start": float("nan"), "end": 2},
+                {"name": 3, "start": 1, "end": 2},
+                "x",
+            ],
+            "top_ops": ["x", {"name": "m", "calls": "2", "self_cpu_ms": 1.5}] + [{}] * 30,
+            "top_kernels": [{"name": "k", "calls": 2.9, "device_ms": True}],
+        },
+        fo.Trained,
+    )
+    assert profiled.events == (fo.ProfileEvent("a", 1.0, 2.0, None),)
+    assert profiled.top_ops[0] == fo.OpRow("m", 0, 1.5, 0.0, 0.0) and len(profiled.top_ops) == 19
+    assert profiled.top_kernels == (fo.KernelRow("k", 2, 0.0),)
+    ops = fo.read_reply(
+        {
+            "type": "blocks",
+            "calls": 2,
+            "ops": [
+                {
+                    "name": "a",
+                    "calls": 1,
+                    "self_cpu_us": 1,
+                    "cpu_total_us": 2,
+                    "self_device_us": "x",
+                },
+                {"name": "b", "calls": -1, "self_cpu_us": 1, "cpu_total_us": 2},
+                {"name": "c", "calls": 1, "self_cpu_us": 1},
+            ],
+        },
+        fo.Blocks,
+    ).ops
+    assert ops == (fo.BlockOp("a", 1.0, 1.0, 2.0, 0.0),)
     blocks = fo.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, fo.Blocks)
     assert blocks.answer is None and blocks.answer_type == "?" and blocks.copied == ()
     exported = fo.read_reply(
@@ -626,12 +685,16 @@ def test_a_graders_reply_of_another_type_keeps_the_messages_it_always_had():
     from gpulab.sandbox.learner import LearnerError
 
     with pytest.raises(LearnerError) as raised:
-        sandbox_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, fo.Traced)
+        sandbox_reply(
+            read_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, fo.Traced)
+        )
     assert raised.value.summary == "s" * 2000 and raised.value.message == "tb"
     with pytest.raises(GradeFailed) as failed:
         sandbox_reply(
-            {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, fo.Modes
+            read_reply(
+                {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, fo.Modes
+            )
         )
     assert failed.value.summary == "the sandbox failed: KeyError: 'x'"
     assert failed.value.message == "m" * 4000 and failed.value.status == "error"
-    assert sandbox_reply({"type": "modes", "rows": []}, fo.Modes) == fo.Modes()
+    assert sandbox_reply(read_reply({"type": "modes", "rows": []}, fo.Modes)) == fo.Modes()

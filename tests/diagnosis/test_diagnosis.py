@@ -394,6 +394,12 @@ class _CannedSandbox:
     def send(self, msg: Any) -> None:
         assert msg.to_json()["type"] == "explain_prepare"
 
+    def ask(self, message: Any, kind: Any) -> Any:
+        """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
+        from gpulab.check.frames import read_reply
+
+        return read_reply(self.request(message), kind)
+
     def request(self, msg: Any) -> dict:
         msg = msg.to_json()  # a typed request, as the judge sends it
         self.asked.append(msg)

@@ -144,6 +144,12 @@ class _SlowCompiles:
     def send(self, msg: Any) -> None:
         self.sent.append(msg.to_json())
 
+    def ask(self, message: Any, kind: Any) -> Any:
+        """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
+        from gpulab.check.frames import read_reply
+
+        return read_reply(self.request(message), kind)
+
     def request(self, msg: Any) -> dict:
         msg = msg.to_json()  # a typed request, as the judge sends it
         if msg["type"] == "explain":

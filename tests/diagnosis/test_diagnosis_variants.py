@@ -57,6 +57,12 @@ class _InProcessSandbox:
         # The real Server holds the bytes the judge read at the check's start.
         self.source: bytes | None = file.read_bytes()
 
+    def ask(self, message: Any, kind: Any) -> Any:
+        """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
+        from gpulab.check.frames import read_reply
+
+        return read_reply(self.request(message), kind)
+
     def request(self, message: Any) -> dict:
         from gpulab.check.frames_other import ExplainRequest
         from gpulab.diagnosis.sandbox_side import explain_request

@@ -40,6 +40,12 @@ class FakeSandbox:
         self.arenas: dict[int, object] = {}
         self.first = None
 
+    def ask(self, message, kind):
+        """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
+        from gpulab.check.frames import read_reply
+
+        return read_reply(self.request(message), kind)
+
     def request(self, msg):
         msg = msg.to_json()  # a typed request, as the judge sends it
         assert msg["type"] == "time"

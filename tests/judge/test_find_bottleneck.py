@@ -233,8 +233,7 @@ WRONG = {
             'BOTTLENECK = "aten::mean"',
             'BOTTLENECK = "aten::mean"\n\n'
             "import gpulab.sandbox.bottleneck as _side\n\n"
-            "_side.op_rows = lambda prof: [{'name': 'aten::addmm', 'calls': 1, "
-            "'self_cpu_us': 9e9, 'cpu_total_us': 9e9, 'self_device_us': 0}]",
+            "_side.op_rows = lambda prof: [_side.BlockOp('aten::addmm', 1, 9e9, 9e9, 0)]",
         ),
         "its figures are not a profile of that call",
     ),

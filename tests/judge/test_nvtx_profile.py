@@ -126,7 +126,9 @@ def test_wrong_variants_fail(grade, name):
 
 
 def _ev(name, start, end, user=False):
-    return {"name": name, "start": start, "end": end, "user": user}
+    from gpulab.check.frames_other import ProfileEvent
+
+    return ProfileEvent(name, start, end, user)
 
 
 def _good_events():
@@ -162,7 +164,7 @@ def test_ranges_good_events_pass(grader):
 
 def test_ranges_wrong_order_and_twice(grader):
     ev = _good_events()
-    ev[3]["start"], ev[3]["end"] = 5, 8  # loss before forward
+    ev[3] = _ev("loss", 5, 8, True)  # loss before forward
     assert "loss" in _failed(grader.check_ranges(ev))["ranges nest and come in order"]
     twice = _good_events() + [_ev("forward", 92, 95, True)]
     assert "forward appears 2 times" in _failed(grader.check_ranges(twice))["ranges present"]

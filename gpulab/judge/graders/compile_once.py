@@ -107,7 +107,7 @@ def grade(ctx: GradeContext) -> None:
     slots = [arena.slot(tuple(x.shape), x.dtype) for x, _, _ in stream]
     ctx.stage(f"running {len(stream)} requests through your compiled step")
     request = StreamRequest(fn.name, BACKENDS[ctx.device], requests, tuple(slots))
-    reply = sandbox_reply(ctx.sandbox.request(request), Stream)
+    reply = sandbox_reply(ctx.sandbox.ask(request, Stream))
     changed = reply.config_at_import
     if changed:
         ctx.notes.append(

@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Blocks, BottleneckRequest, read_reply
-from gpulab.check.protocol import number, text
+from gpulab.check.frames_other import BlockOp, Blocks, BottleneckRequest
+from gpulab.check.protocol import text
 from gpulab.judge.compare import Comparison, compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.graders.nvtx_profile import copy_untrusted, trace_file
@@ -151,9 +151,8 @@ class Requests:
             trace=trace,
         )
         start = time.perf_counter()
-        frame = self.ctx.sandbox.request(msg)
+        got = self.ctx.sandbox.ask(msg, Blocks)
         wall = time.perf_counter() - start
-        got = read_reply(frame, Blocks)
         if isinstance(got, Raised):
             self.ctx.fail(got.summary, got.message)
         if not isinstance(got, Blocks):
@@ -334,36 +333,28 @@ def _speed_case(theirs: list[float], ours: list[float], profiled: Blocks) -> dic
     }
     if not case["passed"]:
         top = _ops(profiled)[:1]
-        if top and top[0]["calls"] >= S // 2:
+        if top and top[0].calls >= S // 2:
             case["detail"] += (
-                f". Your profile's top row, {text(top[0]['name'], 60)}, runs "
-                f"{top[0]['calls']} times a call: still one small operation per position?"
+                f". Your profile's top row, {text(top[0].name, 60)}, runs "
+                f"{top[0].calls} times a call: still one small operation per position?"
             )
     return case
 
 
-def _ops(reply: Blocks) -> list[dict[str, Any]]:
-    """The profile's operator rows whose every field has its type, per step."""
-    rows: list[dict[str, Any]] = []
-    for r in reply.ops:
-        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
-            continue
-        vals = {k: number(r.get(k)) for k in ("calls", "self_cpu_us", "cpu_total_us")}
-        if any(v is None or not math.isfinite(v) or v < 0 for v in vals.values()):
-            continue
-        dev = number(r.get("self_device_us"))
-        dev = float(dev) if dev is not None and math.isfinite(dev) else 0.0
-        # Per step: the profile holds PROFILED calls.
-        rows.append(
-            {
-                "name": text(r["name"], 300),
-                "calls": round((vals["calls"] or 0) / PROFILED),
-                "self_cpu_us": (vals["self_cpu_us"] or 0) / PROFILED,
-                "cpu_total_us": (vals["cpu_total_us"] or 0) / PROFILED,
-                "self_device_us": dev / PROFILED,
-            }
+def _ops(reply: Blocks) -> list[BlockOp]:
+    """The profile's operator rows (those Blocks.parse kept), per step: the
+    profile holds PROFILED calls."""
+    rows = [
+        BlockOp(
+            r.name,
+            round(r.calls / PROFILED),
+            r.self_cpu_us / PROFILED,
+            r.cpu_total_us / PROFILED,
+            r.self_device_us / PROFILED,
         )
-    rows.sort(key=lambda r: r["cpu_total_us"], reverse=True)
+        for r in reply.ops
+    ]
+    rows.sort(key=lambda r: r.cpu_total_us, reverse=True)
     return rows
 
 
@@ -372,10 +363,10 @@ def share_of(reply: Blocks) -> tuple[float, int, float]:
     step, the profile's CPU time a step in seconds), from the sandbox's rows."""
     total = reply.cpu_total_us
     total = total / PROFILED if total is not None and math.isfinite(total) and total > 0 else 0.0
-    rows = [r for r in _ops(reply) if r["name"] == OP]
-    op_us = sum(r["cpu_total_us"] for r in rows)
+    rows = [r for r in _ops(reply) if r.name == OP]
+    op_us = sum(r.cpu_total_us for r in rows)
     share = op_us / total if total else (1.0 if op_us else 0.0)
-    return min(share, 1.0), sum(r["calls"] for r in rows), total * 1e-6
+    return min(share, 1.0), round(sum(r.calls for r in rows)), total * 1e-6
 
 
 def _share_case(profiled: Blocks, wall: float) -> dict[str, Any]:
@@ -421,27 +412,18 @@ def _report(
         )
     rows = [
         {
-            "name": r["name"],
-            "calls": r["calls"],
-            "self_cpu_ms": r["self_cpu_us"] / 1e3,
-            "cpu_total_ms": r["cpu_total_us"] / 1e3,
-            "self_device_ms": r["self_device_us"] / 1e3,
+            "name": r.name,
+            "calls": r.calls,
+            "self_cpu_ms": r.self_cpu_us / 1e3,
+            "cpu_total_ms": r.cpu_total_us / 1e3,
+            "self_device_ms": r.self_device_us / 1e3,
         }
         for r in _ops(profiled)[:12]
     ]
     info: dict[str, Any] = {"trace": trace, "device": ctx.device, "top_ops": rows}
     info["sort"] = "cpu_total_ms"
     if ctx.device == "cuda":
-        kernels = profiled.top_kernels
-        info["top_kernels"] = [
-            {
-                "name": text(k.get("name"), 300),
-                "calls": int(number(k.get("calls")) or 0),
-                "device_ms": float(number(k.get("device_ms")) or 0),
-            }
-            for k in kernels[:10]
-            if isinstance(k, dict)
-        ]
+        info["top_kernels"] = [k.to_json() for k in profiled.top_kernels]
     share, _, _ = share_of(profiled)
     t, o = statistics.median(theirs), statistics.median(ours)
     ctx.timing = {

@@ -113,10 +113,8 @@ def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backen
     refs: Refs = {}
     inputs = [[encode(arena, a, refs) for a in args] for args in chosen]
     slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for args in chosen]
-    reply = sandbox_reply(
-        ctx.sandbox.request(CompileRequest(fn.name, backend, inputs, tuple(slots))),
-        CompiledSteps,
-    )
+    request = CompileRequest(fn.name, backend, inputs, tuple(slots))
+    reply = sandbox_reply(ctx.sandbox.ask(request, CompiledSteps))
     config_changed(ctx, reply.config_changed)
     copied = reply.copied
     for k, (i, args, slot) in enumerate(zip(COMPILED_CASES, chosen, slots, strict=True)):
@@ -150,7 +148,7 @@ def grade(ctx: GradeContext) -> None:
     fn = ctx.function("step")
     # Changes the file made at import (the sandbox recorded Dynamo's config
     # before it ran): undone there, and said here.
-    reply = sandbox_reply(ctx.sandbox.request(DynamoConfigRequest(fn.name)), DynamoConfig)
+    reply = sandbox_reply(ctx.sandbox.ask(DynamoConfigRequest(fn.name), DynamoConfig))
     changed = reply.changed
     if changed:
         ctx.notes.append(
@@ -177,7 +175,7 @@ def grade(ctx: GradeContext) -> None:
         ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
     config_changed(
         ctx,
-        sandbox_reply(ctx.sandbox.request(DynamoConfigRequest(fn.name)), DynamoConfig).changed,
+        sandbox_reply(ctx.sandbox.ask(DynamoConfigRequest(fn.name), DynamoConfig)).changed,
     )
     if any(not c.passed for c in ctx.cases):
         return
@@ -240,7 +238,7 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
         request = ModesRequest(
             fn.name, tuple(MODES.values()), [encode(arena, a, refs) for a in args], tuple(slots)
         )
-        got = sandbox_reply(ctx.sandbox.request(request), Modes).rows
+        got = sandbox_reply(ctx.sandbox.ask(request, Modes)).rows
         if len(got) != len(MODES):
             ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
         for (name, _), slot, r in zip(MODES.items(), slots, got, strict=True):

@@ -43,8 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Trained, TrainRequest, read_reply
-from gpulab.check.protocol import number, text
+from gpulab.check.frames_other import Trained, TrainRequest
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, check_ranges, range_times
@@ -117,34 +116,6 @@ def own_temp_folder(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
-def _events(raw: Any) -> list[Event]:
-    """The sandbox's events, kept only where every field has its type."""
-    out: list[Event] = []
-    for e in raw if isinstance(raw, list) else []:
-        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
-            continue
-        start, end = number(e.get("start")), number(e.get("end"))
-        if start is None or end is None or not math.isfinite(start) or not math.isfinite(end):
-            continue
-        user = e.get("user") if isinstance(e.get("user"), bool) else None
-        out.append({"name": text(e["name"], 300), "start": start, "end": end, "user": user})
-    return out
-
-
-def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
-    """Table rows from the sandbox (top ops, top kernels) as plain values."""
-    rows = []
-    for r in raw[:20] if isinstance(raw, list) else []:
-        if isinstance(r, dict):
-            rows.append(
-                {
-                    k: text(r.get(k), 300) if kind is str else kind(number(r.get(k)) or 0)
-                    for k, kind in fields.items()
-                }
-            )
-    return rows
-
-
 def _train_remote(
     ctx: GradeContext, seed: int, batch: tuple, meanwhile: Any
 ) -> tuple[Trained, list, Path, Path]:
@@ -173,7 +144,7 @@ def _train_remote(
         )
     )
     meanwhile()
-    got = read_reply(ctx.sandbox.receive(), Trained)
+    got = ctx.sandbox.reply(Trained)
     if isinstance(got, Raised):
         ctx.fail(got.summary, got.message)
     if not isinstance(got, Trained):
@@ -246,7 +217,7 @@ def grade(ctx: GradeContext) -> None:
     )
 
     # 2. The ranges, read off the profile's events (the sandbox's report).
-    events = _events(reply.events)
+    events = list(reply.events)
     for case in check_ranges(events):
         ctx.add_case(case)
     _report_profile(ctx, reply, events, written, trace_path)
@@ -295,24 +266,15 @@ def _report_profile(
     elif wanted.is_file():
         trace = str(wanted)
     ranges = range_times(events)
-    ops = {
-        "name": str,
-        "calls": int,
-        "self_cpu_ms": float,
-        "cpu_total_ms": float,
-        "self_device_ms": float,
-    }
     profile_info: dict[str, Any] = {
         "trace": trace,
         "device": device,
-        "top_ops": _rows(reply.top_ops, ops),
+        "top_ops": [r.to_json() for r in reply.top_ops],
         "ranges": ranges,
         "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms",
     }
     if device == "cuda":
-        profile_info["top_kernels"] = _rows(
-            reply.top_kernels, {"name": str, "calls": int, "device_ms": float}
-        )
+        profile_info["top_kernels"] = [r.to_json() for r in reply.top_kernels]
         profile_info["nvtx"] = sorted(set(reply.nvtx))
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:

@@ -39,7 +39,7 @@ import jax  # without JAX, the harness reports how to install it
 import numpy as np
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Exported, ExportRequest, read_reply
+from gpulab.check.frames_other import Exported, ExportRequest
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 
 if TYPE_CHECKING:
@@ -369,7 +369,7 @@ def grade(ctx: GradeContext) -> None:
     ctx.function("make_mesh")  # the learner's file loaded (or why not)
     ctx.stage("exporting your steps")
     request = ExportRequest(tuple(tuple(s) for s in shapes(n)))
-    reply = read_reply(ctx.sandbox.request(request), Exported)
+    reply = ctx.sandbox.ask(request, Exported)
     if isinstance(reply, Raised):
         ctx.fail(_text(reply.summary), _text(reply.message))
     if not isinstance(reply, Exported):
