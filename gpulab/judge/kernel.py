@@ -34,6 +34,7 @@ from gpulab.check.frames import (
     Returned,
     call_reply,
 )
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
     compare,
@@ -513,23 +514,25 @@ def check_cases(
             if len(gaps) == total:
                 ctx.fail(f"every case hit a known gap of this Triton: {exc.summary}", hint)
             continue
-        record: dict[str, Any] = {
+        record: CaseFields = {
             "name": case.name,
             "shape": case.shape,
             "dtype": dtype_name(case.dtype),
         }
         if problem:
-            record.update(passed=False, detail=problem)
-            ctx.add_case(record, total)
+            record.update({"passed": False, "detail": problem})
+            ctx.add_case(case_row(**record), total)
             continue
         ref = spec.reference(case)
         atol, rtol = spec.tolerance(case.dtype)
         rep = compare(out, ref, atol, rtol)
         record.update(
-            max_abs=rep.max_abs,
-            max_rel=rep.max_rel,
-            mismatches=rep.mismatches,
-            passed=rep.mismatches == 0,
+            {
+                "max_abs": rep.max_abs,
+                "max_rel": rep.max_rel,
+                "mismatches": rep.mismatches,
+                "passed": rep.mismatches == 0,
+            }
         )
         if rep.mismatches:
             record["detail"] = describe_mismatch(rep)
@@ -538,10 +541,10 @@ def check_cases(
             other = _same_launches(draws, case, keep["record"])
             if other:
                 ctx.add_case(
-                    {
-                        "name": f"{case.name}, your launches",
-                        "passed": False,
-                        "detail": (
+                    case_row(
+                        name=f"{case.name}, your launches",
+                        passed=False,
+                        detail=(
                             f"your kernels were launched with other numbers (or buffers "
                             f"your code filled otherwise) here than in case {other}, which "
                             "has the same shapes and other values: a kernel's scalar "
@@ -550,14 +553,14 @@ def check_cases(
                             "the input's values (an answer handed to a kernel as numbers "
                             "or prepared buffers is not one it computed)"
                         ),
-                    }
+                    )
                 )
             _replayed(ctx, replayer.collect())  # the case before this one
             why = replayer.submit(
                 case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)
             )
             _replayed(ctx, (case.name, why) if why else None)
-        ctx.add_case(record, total)
+        ctx.add_case(case_row(**record), total)
     span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
@@ -668,7 +671,7 @@ def _replayed(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
         return
     name, why = verdict
     if why.startswith(MISMATCH):
-        ctx.add_case({"name": f"{name}, your kernels alone", "passed": False, "detail": why})
+        ctx.add_case(case_row(name=f"{name}, your kernels alone", passed=False, detail=why))
     else:
         ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)
 
