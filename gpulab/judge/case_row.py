@@ -36,6 +36,8 @@ class CaseFields(TypedDict, total=False):
     passed: bool
     detail: str | None
     first_bad: list[BadElementJson]  # a kernel's first wrong elements
+    dx_max_abs: float  # a backward's errors, gradient by gradient (rope_rmsnorm)
+    dweight_max_abs: float
     graphs: int  # how many graphs Dynamo made (graph_breaks, compile_once)
     graph_breaks: int
     ops: int

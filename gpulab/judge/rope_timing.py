@@ -7,7 +7,7 @@ here is reported beside it and not graded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,7 @@ def backward_bytes(case: Case) -> float:
 def time_compile_and_backward(
     ctx: GradeContext,
     fn: Any,
-    timed: list[Timed],
+    timed: Sequence[Timed],
     *,
     spec: KernelSpec,
     chain: Callable[..., torch.Tensor],
@@ -97,7 +97,7 @@ def _timing(ctx: GradeContext) -> KernelTiming:
 
 
 def _compile_both(
-    ctx: GradeContext, compiled: Callable[..., torch.Tensor], timed: list[Timed]
+    ctx: GradeContext, compiled: Callable[..., torch.Tensor], timed: Sequence[Timed]
 ) -> list[Prepared]:
     """Each case's forward and backward graphs compiled before the timing lock
     is taken (compiling takes seconds: others would wait on the GPU for it).

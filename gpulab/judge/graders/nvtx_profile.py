@@ -35,8 +35,10 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +47,7 @@ from torch import nn
 from gpulab.check.frames import Raised
 from gpulab.check.frames_other import Trained, TrainRequest, read_reply
 from gpulab.check.protocol import number, text
+from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, check_ranges, range_times
@@ -53,6 +56,7 @@ from gpulab.sandbox.training import RANGES, build_model
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.timed_rows import Json
 
 STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)
@@ -73,12 +77,14 @@ def make_batch(seed: int, device: str, n: int = 64) -> tuple[torch.Tensor, torch
     return x.to(device), (x @ w).argmax(-1).to(device)
 
 
-def original_train_step(model, batch, optimizer) -> torch.Tensor:
+def original_train_step(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], optimizer: torch.optim.Optimizer
+) -> torch.Tensor:
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
     logits = model(x)
     loss = F.cross_entropy(logits, y)
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     optimizer.step()
     return loss.detach()
 
@@ -131,23 +137,93 @@ def _events(raw: Any) -> list[Event]:
     return out
 
 
-def _rows(raw: Any, fields: dict[str, type]) -> list[dict[str, Any]]:
-    """Table rows from the sandbox (top ops, top kernels) as plain values."""
-    rows = []
-    for r in raw[:20] if isinstance(raw, list) else []:
-        if isinstance(r, dict):
-            rows.append(
-                {
-                    k: text(r.get(k), 300) if kind is str else kind(number(r.get(k)) or 0)
-                    for k, kind in fields.items()
-                }
-            )
-    return rows
+class OpRow(TypedDict):
+    """A profile's operator row, as the app draws it (gpulab.check.report)."""
+
+    name: str
+    calls: int
+    self_cpu_ms: float
+    cpu_total_ms: float
+    self_device_ms: float
+
+
+class KernelTime(TypedDict):
+    """A profile's kernel row."""
+
+    name: str
+    calls: int
+    device_ms: float
+
+
+class Profile(TypedDict, total=False):
+    """A profile as the result's `timing["profile"]` holds it (lesson 07's
+    two exercises): the trace's path, its top rows, and how they are sorted."""
+
+    trace: Required[str]
+    device: Required[str]
+    top_ops: Required[list[OpRow]]
+    ranges: list[dict[str, object]]  # gpulab.judge.nvtx_ranges.range_times'
+    sort: Required[str]
+    top_kernels: list[KernelTime]
+    nvtx: list[str]
+
+
+@dataclass
+class ProfileTiming:
+    """A profiled exercise's timing: the profile the app shows, nothing graded."""
+
+    profile: Profile
+    summary: str
+    implausible: str | None = None  # a profile is never refused
+
+    def to_json(self) -> Json:
+        return {"profile": self.profile, "cases": [], "summary": self.summary}
+
+
+def _count(value: Any) -> int:
+    return int(number(value) or 0)
+
+
+def _ms(value: Any) -> float:
+    return float(number(value) or 0)
+
+
+def _raw_rows(raw: Any) -> list[dict[str, object]]:
+    """The sandbox's table rows (plain JSON), at most 20."""
+    return [r for r in raw[:20] if isinstance(r, dict)] if isinstance(raw, list) else []
+
+
+def _op_rows(raw: Any) -> list[OpRow]:
+    """The sandbox's top operations, each field made its type."""
+    return [
+        OpRow(
+            name=text(r.get("name"), 300),
+            calls=_count(r.get("calls")),
+            self_cpu_ms=_ms(r.get("self_cpu_ms")),
+            cpu_total_ms=_ms(r.get("cpu_total_ms")),
+            self_device_ms=_ms(r.get("self_device_ms")),
+        )
+        for r in _raw_rows(raw)
+    ]
+
+
+def _kernel_rows(raw: Any) -> list[KernelTime]:
+    return [
+        KernelTime(
+            name=text(r.get("name"), 300),
+            calls=_count(r.get("calls")),
+            device_ms=_ms(r.get("device_ms")),
+        )
+        for r in _raw_rows(raw)
+    ]
 
 
 def _train_remote(
-    ctx: GradeContext, seed: int, batch: tuple, meanwhile: Any
-) -> tuple[Trained, list, Path, Path]:
+    ctx: GradeContext,
+    seed: int,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    meanwhile: Callable[[], None],
+) -> tuple[Trained, list[torch.Tensor], Path, Path]:
     """The learner's steps in the sandbox, from the judge's weights and batch;
     `meanwhile()` runs here while they run there. Returns (the reply, the
     final weights, where the sandbox wrote the trace, where it belongs)."""
@@ -210,45 +286,45 @@ def grade(ctx: GradeContext) -> None:
         for a, b in zip(losses, ref_losses, strict=True)
     )
     ctx.add_case(
-        {
-            "name": f"losses match the original over {STEPS} steps",
-            "passed": same,
-            "detail": ""
+        case_row(
+            name=f"losses match the original over {STEPS} steps",
+            passed=same,
+            detail=""
             if same
             else "losses "
             + ", ".join(f"{v:.5f}" for v in losses)
             + " vs the original's "
             + ", ".join(f"{v:.5f}" for v in ref_losses),
-        }
+        )
     )
     diff = 0.0
     for a, b in zip(weights, _params(ref), strict=True):
         diff = worst(diff, float((a - b).abs().max()))
     ok = diff <= 1e-6  # NaN (a slot never written) fails too
     ctx.add_case(
-        {
-            "name": "weights match the original after training",
-            "passed": ok,
-            "max_abs": diff,
-            "detail": ""
+        case_row(
+            name="weights match the original after training",
+            passed=ok,
+            max_abs=diff,
+            detail=""
             if ok
             else f"weights differ by up to {value_text(diff)}: does the step still zero the grads, "
             "step the optimizer once, and train on the batch it is given?",
-        }
+        )
     )
     falls = same and losses[-1] < losses[0]
     ctx.add_case(
-        {
-            "name": "loss decreases",
-            "passed": falls,
-            "detail": f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss",
-        }
+        case_row(
+            name="loss decreases",
+            passed=falls,
+            detail=f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss",
+        )
     )
 
     # 2. The ranges, read off the profile's events (the sandbox's report).
     events = _events(reply.events)
     for case in check_ranges(events):
-        ctx.add_case(case)
+        ctx.add_case(case_row(**case))
     _report_profile(ctx, reply, events, written, trace_path)
 
 
@@ -295,24 +371,15 @@ def _report_profile(
     elif wanted.is_file():
         trace = str(wanted)
     ranges = range_times(events)
-    ops = {
-        "name": str,
-        "calls": int,
-        "self_cpu_ms": float,
-        "cpu_total_ms": float,
-        "self_device_ms": float,
-    }
-    profile_info: dict[str, Any] = {
+    profile_info: Profile = {
         "trace": trace,
         "device": device,
-        "top_ops": _rows(reply.top_ops, ops),
+        "top_ops": _op_rows(reply.top_ops),
         "ranges": ranges,
         "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms",
     }
     if device == "cuda":
-        profile_info["top_kernels"] = _rows(
-            reply.top_kernels, {"name": str, "calls": int, "device_ms": float}
-        )
+        profile_info["top_kernels"] = _kernel_rows(reply.top_kernels)
         profile_info["nvtx"] = sorted(set(reply.nvtx))
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:
@@ -330,8 +397,6 @@ def _report_profile(
             "operations."
         )
     parts = ", ".join(f"{r['name']} {r['ms']:.2f} ms" for r in ranges)
-    ctx.timing = {
-        "profile": profile_info,
-        "cases": [],
-        "summary": f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}",
-    }
+    ctx.timing = ProfileTiming(
+        profile_info, f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}"
+    )
