@@ -412,18 +412,29 @@ def _report(
         raise
 
 
+@dataclass
+class Kept:
+    """What a replay of a correctness call needs (gpulab.judge.replay): the
+    sandbox's record of its launches (its reply's JSON, read by the replay),
+    the call's tensors in the arena, and what it was to return."""
+
+    record: Any = None
+    refs: Refs = field(default_factory=dict)
+    expect: Expect | None = None
+
+
 def guarded_call(
     ctx: GradeContext,
     spec: KernelSpec,
     fn: Any,
     case: Case,
     guards: Guards | Callable[[Case], Guards] | None = None,
-    keep: Any = None,
+    keep: Kept | None = None,
     span: AuditSpan | None = None,
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
-    `keep`, a dict, receives what a replay of the call needs. With `span`
+    `keep` receives what a replay of the call needs. With `span`
     the call is a window of the profile the correctness cases share: its
     audit is read with the others' (AuditSpan), after the last case."""
     assert spec.expect is not None, "a spec graded in the sandbox says what it returns"
@@ -450,7 +461,7 @@ def guarded_call(
     )
     report = reply.report
     if keep is not None:
-        keep.update(record=report.replay, refs=refs, expect=expect)
+        keep.record, keep.refs, keep.expect = report.replay, refs, expect
     off = report.audit_off or ""
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
@@ -499,7 +510,7 @@ def check_cases(
     span = AuditSpan()
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
-        keep: dict[str, Any] | None = {} if replayer is not None else None
+        keep = Kept() if replayer is not None else None
         try:
             out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
         except learner.LearnerError as exc:
@@ -538,7 +549,7 @@ def check_cases(
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
-            other = _same_launches(draws, case, keep["record"])
+            other = _same_launches(draws, case, keep.record)
             if other:
                 ctx.add_case(
                     case_row(
@@ -557,7 +568,7 @@ def check_cases(
                 )
             _replayed(ctx, replayer.collect())  # the case before this one
             why = replayer.submit(
-                case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)
+                case, keep.record, keep.refs, keep.expect, ref, spec.tolerance(case.dtype)
             )
             _replayed(ctx, (case.name, why) if why else None)
         ctx.add_case(case_row(**record), total)

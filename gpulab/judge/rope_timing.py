@@ -85,7 +85,7 @@ def time_compile_and_backward(
                 flusher=flusher,
                 log_clocks=False,
             )
-            bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
+            bwd_rows.append(_backward_row(ctx, case, t, float(b["ms"]), device_name, peak_bw))
     _timing(ctx).cases.extend(bwd_rows)
     _report_compile(ctx, rows, bwd_rows)
 
@@ -191,7 +191,7 @@ def _backward_row(
     ctx: GradeContext,
     case: Case,
     t: RemoteTiming,
-    b: dict[str, Any],
+    baseline_ms: float,
     device_name: str,
     peak_bw: float | None,
 ) -> BackwardRow:
@@ -201,7 +201,6 @@ def _backward_row(
     cap, label = ceilings.ceiling(
         "memory", dtype_name(case.dtype), device_name, ctx.request.workspace
     )
-    baseline_ms = float(b["ms"])
     row = BackwardRow(
         name=f"{case.name} backward",
         shape=f"{case.shape} backward",

@@ -263,7 +263,7 @@ def mesh_like_export(exported: Any, mesh: Any) -> Any:
 
 def _run(
     exported: Any, mesh: Any, params: Params, x: np.ndarray
-) -> tuple[Any, Any, dict[str, Any], str]:
+) -> tuple[Any, Any, dict[str, object], str]:
     """Compile the learner's program here and run it on gpulab's inputs.
     Returns (the compiled step, y, its shardings by name, a problem)."""
     from jax.sharding import NamedSharding
