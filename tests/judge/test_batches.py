@@ -159,8 +159,7 @@ def test_one_slow_batch_is_timed_again_before_a_refusal(timed):
     out, ctx = timed(copies=[COPY_MS, 10 * COPY_MS])  # the warm-up, then batch 1
     assert out.implausible is None, out.implausible
     assert (
-        out.batches[0].repeated is not None
-        and "copying each result out" in out.batches[0].repeated
+        out.batches[0].repeated is not None and "copying each result out" in out.batches[0].repeated
     )
     assert all(b.repeated is None for b in out.batches[1:])
     assert out.stats["reps"] == K * (len(out.batches) - 1)  # the repeated batch's times dropped
