@@ -22,7 +22,7 @@ import statistics
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,10 +39,15 @@ from gpulab.check.frames import (
 from gpulab.device.timing import _stats
 from gpulab.judge import neighbours
 from gpulab.judge.compare import compare, describe_mismatch
+from gpulab.judge.timed_rows import BatchWall, RemoteTiming
 from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
+    from gpulab.check.protocol import TensorRef
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.kernel import Expect
+    from gpulab.judge.remote import Arena
+    from gpulab.judge.replay import Refs
 
 MAX_REPS = 40
 BATCH_REPS = 20
@@ -84,6 +89,9 @@ class Backward:
     forward_ms: float
     labels: tuple[str, ...] = ()  # "dx", "dweight": how failures name the gradients
 
+
+# A check of one output: its label, the learner's, the reference, (atol, rtol).
+Check = tuple[str, torch.Tensor, torch.Tensor, tuple[float, float]]
 
 # A forward claim beyond this (x the judged forward, + the floor) hides work.
 FWD_SLACK, FWD_FLOOR_MS = 2.5, 0.05
@@ -146,7 +154,7 @@ class _GradSlots:
 
     def __init__(self, backward: Backward, case: Any) -> None:
         self.b, self.case = backward, case
-        self.like = [case.args[i] for i in backward.grad_args]
+        self.like: list[torch.Tensor] = [case.args[i] for i in backward.grad_args]
 
     def extra_bytes(self) -> int:
         dy = math.prod(self.b.y_shape) * self.b.y_dtype.itemsize
@@ -157,8 +165,8 @@ class _GradSlots:
         return torch.randn(self.b.y_shape, generator=g, device=device).to(self.b.y_dtype)
 
     def add(
-        self, request: TimeRequest, arena: Any, refs: dict, dys: list
-    ) -> tuple[TimeRequest, list[list[Any]]]:
+        self, request: TimeRequest, arena: Arena, refs: Refs, dys: list[torch.Tensor]
+    ) -> tuple[TimeRequest, list[list[TensorRef]]]:
         """The request with each repetition's dy and its extra slots: the
         slots placed first, then the dys, as ever."""
         from gpulab.judge.kernel import encode
@@ -177,7 +185,7 @@ class _GradSlots:
         )
         return request, more
 
-    def checks(self, rep: Any, dy: torch.Tensor, got: list) -> list[tuple]:
+    def checks(self, rep: Any, dy: torch.Tensor, got: list[torch.Tensor]) -> list[Check]:
         want = self.b.reference(rep, dy)
         names = list(self.b.labels) or [f"gradient of argument {i}" for i in self.b.grad_args]
         return [
@@ -186,15 +194,16 @@ class _GradSlots:
         ]
 
 
-def _event_ms(fn: Any, reps: int = 5) -> float:
+def _event_ms(fn: Callable[[], object], reps: int = 5) -> float:
+    new_event: Callable[..., torch.cuda.Event] = torch.cuda.Event  # its __new__ is unannotated
     times = []
     for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s, e = new_event(enable_timing=True), new_event(enable_timing=True)
         s.record()
         fn()
         e.record()
         torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
+        times.append(float(s.elapsed_time(e)))
     return statistics.median(times)
 
 
@@ -209,10 +218,10 @@ def time_remote(
     spec: Any,
     fn: Any,
     case: Any,
-    flusher: Any,
+    flusher: Callable[[], object],
     backward: Backward | None = None,
     warmup_s: float = WARMUP_S,
-) -> dict[str, Any]:
+) -> RemoteTiming:
     from gpulab.judge.kernel import _storage_nbytes, _tensors
 
     expect = spec.expect(case)
@@ -239,14 +248,15 @@ def time_remote(
     copy_ms = _event_ms(lambda: dst.copy_(src))
     clocks = _warm_up(ctx, fn, case, expect, per_rep, g, grads, warmup_s)
     # The spin is counted in cycles: timed after the warm-up, at its clocks.
-    lead_ms = _event_ms(lambda: torch.cuda._sleep(LEAD_CYCLES)) if grads else 0.0
+    spin: Callable[[int], None] = torch.cuda._sleep  # unannotated
+    lead_ms = _event_ms(lambda: spin(LEAD_CYCLES)) if grads else 0.0
     times: list[float] = []
-    walls: list[dict[str, Any]] = []
+    walls: list[BatchWall] = []
     implausible = None
     repeated = False
     while len(times) < MAX_REPS:
         batch = _send_batch(ctx, fn, case, expect, per_rep, k, g, grads)
-        reply, wall_ms = batch["reply"], batch["wall_ms"]
+        reply, wall_ms = batch.reply, batch.wall_ms
         claimed = _claimed(ctx, case, reply, k)
         _check_outputs(ctx, spec, case, batch, grads, pick)
         slow_copy, why = _check_copies(ctx, case, reply, k, copy_ms)
@@ -260,9 +270,7 @@ def time_remote(
             # The forwards (bounded above) and the second gradient's copy
             # run between the timed regions.
             allowance += fwd_total + k * copy_ms
-        walls.append(
-            {"reps": k, "wall_ms": wall_ms, "claimed_ms": total, "copy_ms_median": slow_copy}
-        )
+        walls.append(BatchWall(k, wall_ms, total, slow_copy))
         between = k * (flush_ms + copy_ms + lead_ms)
         why = _judge_wall(ctx, case, k, wall_ms, total, allowance, between) or why
         if why and not repeated:
@@ -273,7 +281,7 @@ def time_remote(
             # GPU has now and sends a fresh batch; its times do not count. Work
             # hidden outside the timed regions is there in every batch.
             repeated = True
-            walls[-1]["repeated"] = why
+            walls[-1].repeated = why
             flush_ms = _event_ms(flusher)
             copy_ms = _event_ms(lambda: dst.copy_(src))
             continue
@@ -282,14 +290,14 @@ def time_remote(
         if implausible or (len(times) >= 10 and _stats(times)["rse"] <= REL_ERR):
             break
     if repeated and not implausible:
-        first = next(w["repeated"] for w in walls if "repeated" in w)
+        first = next(w.repeated for w in walls if w.repeated is not None)
         ctx.notes.append(
             f"timing {case.name}: a batch was timed again and passed; the first read {first}"
         )
     if implausible:  # another program's kernels may explain it: name them
         implausible += neighbours.note()
-    out: dict[str, Any] = _stats(times)
-    out.update(
+    return RemoteTiming(
+        stats=_stats(times),
         clocks=clocks,
         batch_reps=k,
         judge_flush_ms=flush_ms,
@@ -297,17 +305,37 @@ def time_remote(
         batches=walls,
         implausible=implausible,
     )
-    return out
+
+
+@dataclass
+class _Batch:
+    """A batch sent: the sandbox's reply, the judge's wall clock around it,
+    and what its outputs are checked with."""
+
+    reply: Timed
+    wall_ms: float
+    reps: list[Any]  # each repetition's fresh case
+    slots: list[TensorRef]
+    arena: Arena
+    dys: list[torch.Tensor] = field(default_factory=list)
+    more: list[list[TensorRef]] = field(default_factory=list)
 
 
 def _send_batch(
-    ctx: GradeContext, fn: Any, case: Any, expect: Any, per_rep: int, k: int, g: Any, grads: Any
-) -> dict[str, Any]:
+    ctx: GradeContext,
+    fn: Any,
+    case: Any,
+    expect: Expect,
+    per_rep: int,
+    k: int,
+    g: torch.Generator,
+    grads: _GradSlots | None,
+) -> _Batch:
     """k repetitions on fresh inputs, sent as one request; the judge's own
     wall clock around it."""
     reps = [fresh_case(case, g) for _ in range(k)]
     arena = ctx.arena(k * per_rep + 4096)
-    refs: dict[int, Any] = {}
+    refs: Refs = {}
     slots = [arena.slot(tuple(expect.shape), expect.like.dtype) for _ in reps]
     request = TimeRequest(
         function=fn.name,
@@ -317,22 +345,14 @@ def _send_batch(
         warmup_s=0.0,
     )
     dys = [grads.dy(g) for _ in reps] if grads else []
-    more: list[list[Any]] = []
+    more: list[list[TensorRef]] = []
     if grads:
         request, more = grads.add(request, arena, refs, dys)
     torch.cuda.synchronize()
     started = time.perf_counter()
     reply = _timed(ctx, case, request)
     wall_ms = (time.perf_counter() - started) * 1e3
-    return {
-        "reply": reply,
-        "wall_ms": wall_ms,
-        "reps": reps,
-        "slots": slots,
-        "arena": arena,
-        "dys": dys,
-        "more": more,
-    }
+    return _Batch(reply, wall_ms, reps, slots, arena, dys, more)
 
 
 def _timed(ctx: GradeContext, case: Any, request: TimeRequest) -> Timed:
@@ -377,7 +397,7 @@ def _check_copies(
     return slow_copy, why
 
 
-def _encode_inputs(arena: Any, reps: list, refs: dict) -> tuple[TimedInputs, ...]:
+def _encode_inputs(arena: Arena, reps: list[Any], refs: Refs) -> tuple[TimedInputs, ...]:
     from gpulab.judge.kernel import encode
 
     return tuple(
@@ -393,16 +413,16 @@ def _warm_up(
     ctx: GradeContext,
     fn: Any,
     case: Any,
-    expect: Any,
+    expect: Expect,
     per_rep: int,
-    g: Any,
-    grads: Any,
+    g: torch.Generator,
+    grads: _GradSlots | None,
     warmup_s: float = WARMUP_S,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Warm-up by time, in a request of its own so the timed batches carry no
     allowance for it. Returns the clocks the sandbox read."""
     arena = ctx.arena(per_rep + 4096)
-    refs: dict[int, Any] = {}
+    refs: Refs = {}
     inputs = _encode_inputs(arena, [fresh_case(case, g)], refs)
     request = TimeRequest(
         function=fn.name,
@@ -428,15 +448,14 @@ def _check_outputs(
     ctx: GradeContext,
     spec: Any,
     case: Any,
-    batch: dict[str, Any],
-    grads: Any,
+    batch: _Batch,
+    grads: _GradSlots | None,
     pick: torch.Generator,
 ) -> None:
     """Every repetition's result (every gradient, for a backward) is there
     and right for its own fresh inputs."""
-    reply, reps, slots, arena = batch["reply"], batch["reps"], batch["slots"], batch["arena"]
-    dys, more = batch["dys"], batch["more"]
-    copied = reply.copied
+    reps, slots, arena, dys, more = batch.reps, batch.slots, batch.arena, batch.dys, batch.more
+    copied = batch.reply.copied
     for i, (r, slot) in enumerate(zip(reps, slots, strict=True)):
         if i >= len(copied) or copied[i] is not True:
             ctx.fail(

@@ -8,10 +8,11 @@ NaN never passes unless the reference is NaN there; infinities must match.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import overload
 
 import torch
 
+from gpulab.judge.case_row import BadElementJson
 from gpulab.perf.units import value_text
 
 # (atol, rtol) against a float64 reference, per output dtype.
@@ -43,7 +44,7 @@ class BadElement:
     got: float
     expected: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BadElementJson:
         return {"index": list(self.index), "got": self.got, "expected": self.expected}
 
 
@@ -65,7 +66,7 @@ class Comparison:
     def ok(self) -> bool:
         return self.mismatches == 0
 
-    def first_bad_json(self) -> list[dict[str, Any]]:
+    def first_bad_json(self) -> list[BadElementJson]:
         """The wrong elements as a case row keeps them (`first_bad`)."""
         return [b.to_json() for b in self.first_bad]
 
@@ -111,7 +112,7 @@ def compare(
 
 
 @overload
-def worst(a: float, b: float) -> float: ...
+def worst(a: float | None, b: float) -> float: ...
 @overload
 def worst(a: float | None, b: float | None) -> float | None: ...
 def worst(a: float | None, b: float | None) -> float | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames import Broken, Raised
@@ -25,11 +25,13 @@ from gpulab.check.frames_other import Loaded, LoadRequest
 from gpulab.check.protocol import CheckRequest
 from gpulab.check.result import CaseRow
 from gpulab.check.status import Status
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Arena, Remote, Sandbox
     from gpulab.judge.replay import Replayer
+    from gpulab.judge.timed_rows import Json, TimingResult
 
 
 class Channel(Protocol):
@@ -70,9 +72,9 @@ class GradeContext:
     cases: list[CaseRow] = field(default_factory=list)  # each as the grader wrote it
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    timing: dict[str, Any] | None = None
+    timing: TimingResult | None = None
     # What the compile-ahead did before each run of cases (a GPU's; speed only).
-    warmed: list[dict[str, Any]] = field(default_factory=list)
+    warmed: list[Json] = field(default_factory=list)
     # Set by the kernel grader when kernels ran (in the interpreter on a CPU);
     # lessons without Triton (JAX, torch.compile, arithmetic) leave it False.
     uses_triton: bool = False
@@ -156,11 +158,11 @@ class GradeContext:
         self._arena.reset()
         return self._arena
 
-    def add_case(self, case: dict[str, Any], total: int | None = None) -> None:
-        """A case's row, as the grader wrote it (the result's JSON keeps it
-        whole; the lab reads it as a gpulab.check.result.CaseRow)."""
-        case["passed"] = bool(case.get("passed"))  # a grader's truthy value is a pass
-        row = CaseRow.from_json(case)
+    def add_case(self, case: CaseRow | CaseFields, total: int | None = None) -> None:
+        """A case's row, as the grader made it (gpulab.judge.case_row; the
+        result's JSON keeps it whole). Its fields alone are graph_dynamo's
+        way, until it makes rows too."""
+        row = case if isinstance(case, CaseRow) else case_row(**case)
         self.cases.append(row)
         self.channel.send(CaseDone(len(self.cases), total, row))
 

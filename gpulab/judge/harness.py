@@ -87,12 +87,13 @@ def grade_request(
             status, summary = Status.ERROR, "the grader checked no case (a gpulab bug)"
         else:
             status, summary = Status.PASSED, f"all {len(ctx.cases)} cases correct"
-            if ctx.timing and ctx.timing.get("summary"):
-                summary += "; " + ctx.timing["summary"]
+            if ctx.timing is not None and ctx.timing.summary:
+                summary += "; " + ctx.timing.summary
             elif ctx.interpreter and ctx.uses_triton:
                 summary += " (Triton interpreter on the CPU: correctness only, no timing)"
-    if ctx.timing and ctx.timing.get("implausible") and status is Status.PASSED:
-        status, summary = Status.FAILED, "implausible timing: " + ctx.timing["implausible"]
+    implausible = ctx.timing.implausible if ctx.timing is not None else None
+    if implausible and status is Status.PASSED:
+        status, summary = Status.FAILED, "implausible timing: " + implausible
     mode = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
     rest: dict[str, object] = {"mode": mode}
     if ctx.warmed:
@@ -103,7 +104,7 @@ def grade_request(
         message=message,
         device=ctx.device_label or device_label(device, ctx.uses_triton),
         cases=list(ctx.cases),
-        timing=Timing.from_json(ctx.timing),
+        timing=None if ctx.timing is None else Timing.from_json(ctx.timing.to_json()),
         skipped=list(ctx.skipped),
         notes=list(ctx.notes),
         rest=rest,

@@ -33,6 +33,7 @@ from gpulab.check.frames import (
     Raised,
     Returned,
 )
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
     compare,
@@ -410,18 +411,29 @@ def _report(
         raise
 
 
+@dataclass
+class Kept:
+    """What a replay of a correctness call needs (gpulab.judge.replay): the
+    sandbox's record of its launches (its reply's JSON, read by the replay),
+    the call's tensors in the arena, and what it was to return."""
+
+    record: Any = None
+    refs: Refs = field(default_factory=dict)
+    expect: Expect | None = None
+
+
 def guarded_call(
     ctx: GradeContext,
     spec: KernelSpec,
     fn: Any,
     case: Case,
     guards: Guards | Callable[[Case], Guards] | None = None,
-    keep: Any = None,
+    keep: Kept | None = None,
     span: AuditSpan | None = None,
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
-    `keep`, a dict, receives what a replay of the call needs. With `span`
+    `keep` receives what a replay of the call needs. With `span`
     the call is a window of the profile the correctness cases share: its
     audit is read with the others' (AuditSpan), after the last case."""
     assert spec.expect is not None, "a spec graded in the sandbox says what it returns"
@@ -448,7 +460,7 @@ def guarded_call(
     )
     report = reply.report
     if keep is not None:
-        keep.update(record=report.replay, refs=refs, expect=expect)
+        keep.record, keep.refs, keep.expect = report.replay, refs, expect
     off = report.audit_off or ""
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
@@ -497,7 +509,7 @@ def check_cases(
     span = AuditSpan()
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
-        keep: dict[str, Any] | None = {} if replayer is not None else None
+        keep = Kept() if replayer is not None else None
         try:
             out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
         except learner.LearnerError as exc:
@@ -512,35 +524,37 @@ def check_cases(
             if len(gaps) == total:
                 ctx.fail(f"every case hit a known gap of this Triton: {exc.summary}", hint)
             continue
-        record: dict[str, Any] = {
+        record: CaseFields = {
             "name": case.name,
             "shape": case.shape,
             "dtype": dtype_name(case.dtype),
         }
         if problem:
-            record.update(passed=False, detail=problem)
-            ctx.add_case(record, total)
+            record.update({"passed": False, "detail": problem})
+            ctx.add_case(case_row(**record), total)
             continue
         ref = spec.reference(case)
         atol, rtol = spec.tolerance(case.dtype)
         rep = compare(out, ref, atol, rtol)
         record.update(
-            max_abs=rep.max_abs,
-            max_rel=rep.max_rel,
-            mismatches=rep.mismatches,
-            passed=rep.mismatches == 0,
+            {
+                "max_abs": rep.max_abs,
+                "max_rel": rep.max_rel,
+                "mismatches": rep.mismatches,
+                "passed": rep.mismatches == 0,
+            }
         )
         if rep.mismatches:
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
-            other = _same_launches(draws, case, keep["record"])
+            other = _same_launches(draws, case, keep.record)
             if other:
                 ctx.add_case(
-                    {
-                        "name": f"{case.name}, your launches",
-                        "passed": False,
-                        "detail": (
+                    case_row(
+                        name=f"{case.name}, your launches",
+                        passed=False,
+                        detail=(
                             f"your kernels were launched with other numbers (or buffers "
                             f"your code filled otherwise) here than in case {other}, which "
                             "has the same shapes and other values: a kernel's scalar "
@@ -549,14 +563,14 @@ def check_cases(
                             "the input's values (an answer handed to a kernel as numbers "
                             "or prepared buffers is not one it computed)"
                         ),
-                    }
+                    )
                 )
             _replayed(ctx, replayer.collect())  # the case before this one
             why = replayer.submit(
-                case, keep["record"], keep["refs"], keep["expect"], ref, spec.tolerance(case.dtype)
+                case, keep.record, keep.refs, keep.expect, ref, spec.tolerance(case.dtype)
             )
             _replayed(ctx, (case.name, why) if why else None)
-        ctx.add_case(record, total)
+        ctx.add_case(case_row(**record), total)
     span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
@@ -667,7 +681,7 @@ def _replayed(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
         return
     name, why = verdict
     if why.startswith(MISMATCH):
-        ctx.add_case({"name": f"{name}, your kernels alone", "passed": False, "detail": why})
+        ctx.add_case(case_row(name=f"{name}, your kernels alone", passed=False, detail=why))
     else:
         ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)
 

@@ -7,7 +7,7 @@ here is reported beside it and not graded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +17,26 @@ from gpulab.judge.compare import dtype_name
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.kernel import Case, KernelSpec
 from gpulab.judge.speed import _geomean
+from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
 from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
+    from gpulab.device.timing import L2Flusher
     from gpulab.judge.context import GradeContext
+
+# One prepared case: (case, dy, x leaf, w leaf, compiled y).
+Prepared = tuple[Case, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+# (case, dy, what the forward check kept) a case, as the grader timed them.
+Timed = tuple[Case, torch.Tensor, object]
+Reference = Callable[[Any, torch.Tensor], tuple[torch.Tensor, ...]]
+Tolerance = Callable[[torch.Tensor, torch.dtype], tuple[float, float]]
 
 
 def backward_bytes(case: Case) -> float:
     """Minimal traffic of the backward: x and dy read, dx written, cos/sin read,
     weight read and dweight written."""
-    x, w = case.args[0], case.args[1]
+    x: torch.Tensor = case.args[0]
+    w: torch.Tensor = case.args[1]
     B, S, H, D = x.shape
     return 3 * B * S * H * D * x.element_size() + 2 * S * (D // 2) * 4 + 2 * D * w.element_size()
 
@@ -34,12 +44,12 @@ def backward_bytes(case: Case) -> float:
 def time_compile_and_backward(
     ctx: GradeContext,
     fn: Any,
-    timed: list,
+    timed: Sequence[Timed],
     *,
     spec: KernelSpec,
-    chain: Callable,
-    reference: Callable,
-    tolerance: Callable,
+    chain: Callable[..., torch.Tensor],
+    reference: Reference,
+    tolerance: Tolerance,
 ) -> None:
     """torch.compile of the same chain beside the learner's forward (timed by
     the judge in speed.time_cases), then the learner's backward, timed in
@@ -55,14 +65,16 @@ def time_compile_and_backward(
     compiled = torch.compile(chain, dynamic=False)
     prepared = _compile_both(ctx, compiled, timed)
     flusher = L2Flusher()
-    rows, bwd_rows = _timing(ctx)["cases"], []
+    rows = [r for r in _timing(ctx).cases if isinstance(r, KernelRow)]
+    bwd_rows: list[BackwardRow] = []
     with gpu_timing_lock(
         "checking rope_rmsnorm", gpu=torch.cuda.current_device(), on_wait=ctx.stage
     ):
-        for (case, dy, xg, wg, yc), row in zip(prepared, list(rows), strict=True):
+        for (case, dy, xg, wg, yc), row in zip(prepared, rows, strict=True):
             ctx.stage(f"timing {case.name}: torch.compile forward")
             c = measure(partial(compiled, *case.args), flusher=flusher, log_clocks=False)
-            row["compile_ms"], row["speedup_compile"] = c["ms"], c["ms"] / row["ms"]
+            row.compile_ms = float(c["ms"])
+            row.speedup_compile = row.compile_ms / row.ms
             ctx.stage(f"timing {case.name}: your backward")
             t = _time_learner_backward(ctx, spec, fn, case, row, flusher, reference, tolerance)
             if t is None:
@@ -73,18 +85,20 @@ def time_compile_and_backward(
                 flusher=flusher,
                 log_clocks=False,
             )
-            bwd_rows.append(_backward_row(ctx, case, t, b, device_name, peak_bw))
-    rows.extend(bwd_rows)
+            bwd_rows.append(_backward_row(ctx, case, t, float(b["ms"]), device_name, peak_bw))
+    _timing(ctx).cases.extend(bwd_rows)
     _report_compile(ctx, rows, bwd_rows)
 
 
-def _timing(ctx: GradeContext) -> dict[str, Any]:
+def _timing(ctx: GradeContext) -> KernelTiming:
     """The forward's timing, which speed.time_cases set before any of this runs."""
-    assert ctx.timing is not None
+    assert isinstance(ctx.timing, KernelTiming)
     return ctx.timing
 
 
-def _compile_both(ctx: GradeContext, compiled: Callable, timed: list) -> list:
+def _compile_both(
+    ctx: GradeContext, compiled: Callable[..., torch.Tensor], timed: Sequence[Timed]
+) -> list[Prepared]:
     """Each case's forward and backward graphs compiled before the timing lock
     is taken (compiling takes seconds: others would wait on the GPU for it).
     Returns (case, dy, x leaf, w leaf, compiled y) a case, for timing the
@@ -106,11 +120,11 @@ def _time_learner_backward(
     spec: KernelSpec,
     fn: Any,
     case: Case,
-    row: dict,
-    flusher: Any,
-    reference: Callable,
-    tolerance: Callable,
-) -> dict | None:
+    row: KernelRow,
+    flusher: L2Flusher,
+    reference: Reference,
+    tolerance: Tolerance,
+) -> RemoteTiming | None:
     """The learner's backward timed in the judge's batches, or None (with a
     note) when its timing failed or was refused: it is not graded, so only
     its row goes. A failing or wrong backward is the verdict: raised."""
@@ -130,7 +144,7 @@ def _time_learner_backward(
                 y_dtype=x.dtype,
                 reference=reference,
                 tolerance=tolerance,
-                forward_ms=row["ms"],
+                forward_ms=row.ms,
                 labels=("dx", "dweight"),
             ),
         )
@@ -139,72 +153,70 @@ def _time_learner_backward(
     except Exception as exc:  # noqa: BLE001 - the backward's timing is not graded
         ctx.notes.append(f"backward {case.shape}: not timed ({type(exc).__name__}: {exc})"[:300])
         return None
-    if t.get("implausible"):
+    if t.implausible:
         # Not graded, so not a refusal of the whole check: the row goes.
-        ctx.notes.append(f"backward {case.shape}: timing refused: {t['implausible']}")
+        ctx.notes.append(f"backward {case.shape}: timing refused: {t.implausible}")
         return None
     return t
 
 
-def _report_compile(ctx: GradeContext, rows: list[dict], bwd_rows: list[dict]) -> None:
+def _report_compile(ctx: GradeContext, rows: list[KernelRow], bwd_rows: list[BackwardRow]) -> None:
     """torch.compile's speedups into the timing and its summary, and a note a
     row: the forward beside both baselines, the backward beside compile's."""
-    fwd_compile = _geomean([r["speedup_compile"] for r in rows if r.get("speedup_compile")])
-    bwd_compile = _geomean([r["speedup"] for r in bwd_rows]) if bwd_rows else None
-    _timing(ctx).update(
-        speedup_compile=fwd_compile,
-        backward_speedup_compile=bwd_compile,
-        baselines=["eager chain", "torch.compile"],
-    )
-    _timing(ctx)["summary"] += f", {fwd_compile:.2f}x torch.compile"
+    fwd_compile = _geomean([r.speedup_compile for r in rows if r.speedup_compile])
+    bwd_compile = _geomean([r.speedup for r in bwd_rows]) if bwd_rows else None
+    timing = _timing(ctx)
+    timing.speedup_compile = fwd_compile
+    timing.backward_speedup_compile = bwd_compile
+    timing.baselines = ["eager chain", "torch.compile"]
+    timing.summary += f", {fwd_compile:.2f}x torch.compile"
     if bwd_compile:
-        _timing(ctx)["summary"] += f"; backward {bwd_compile:.2f}x torch.compile's"
+        timing.summary += f"; backward {bwd_compile:.2f}x torch.compile's"
     for r in rows:
-        if r.get("compile_ms"):
+        if r.compile_ms and r.speedup_compile is not None:
             ctx.notes.append(
-                f"forward {r['shape']} {r['dtype']}: {r['ms'] * 1e3:.1f} µs, eager "
-                f"chain {r['baseline_ms'] * 1e3:.1f} µs, torch.compile "
-                f"{r['compile_ms'] * 1e3:.1f} µs ({r['speedup_compile']:.2f}x)"
+                f"forward {r.shape} {r.dtype}: {r.ms * 1e3:.1f} µs, eager "
+                f"chain {(r.baseline_ms or 0.0) * 1e3:.1f} µs, torch.compile "
+                f"{r.compile_ms * 1e3:.1f} µs ({r.speedup_compile:.2f}x)"
             )
-    for r in bwd_rows:
+    for b in bwd_rows:
         ctx.notes.append(
-            f"backward {r['shape']}: {r['ms'] * 1e3:.1f} µs "
-            f"({r['throughput']:.0f} GB/s), torch.compile "
-            f"{r['baseline_ms'] * 1e3:.1f} µs ({r['speedup']:.2f}x; not graded)"
+            f"backward {b.shape}: {b.ms * 1e3:.1f} µs "
+            f"({b.throughput:.0f} GB/s), torch.compile "
+            f"{b.baseline_ms * 1e3:.1f} µs ({b.speedup:.2f}x; not graded)"
         )
 
 
 def _backward_row(
-    ctx: GradeContext, case: Case, t: dict, b: dict, device_name: str, peak_bw: float | None
-) -> dict[str, Any]:
+    ctx: GradeContext,
+    case: Case,
+    t: RemoteTiming,
+    baseline_ms: float,
+    device_name: str,
+    peak_bw: float | None,
+) -> BackwardRow:
     from gpulab.device import ceilings
 
-    t = {k: v for k, v in t.items() if k != "implausible"}
-    nbytes, sec = backward_bytes(case), t["ms"] * 1e-3
+    nbytes, sec = backward_bytes(case), t.ms * 1e-3
     cap, label = ceilings.ceiling(
         "memory", dtype_name(case.dtype), device_name, ctx.request.workspace
     )
-    row = {
-        "name": f"{case.name} backward",
-        "shape": f"{case.shape} backward",
-        "dtype": dtype_name(case.dtype),
-        **t,
-        "bytes": nbytes,
-        "flops": None,
-        "kind": "memory",
-        "sizes": dict(case.sizes),
-        "throughput": nbytes / sec / 1e9,
-        "unit": "GB/s",
-        "roofline_fraction": (nbytes / sec) / cap if cap else None,
-        "ceiling": label,
-        "baseline": "torch.compile backward",
-        "baseline_ms": b["ms"],
-        "speedup": b["ms"] / t["ms"],
-        "graded": False,
-    }
+    row = BackwardRow(
+        name=f"{case.name} backward",
+        shape=f"{case.shape} backward",
+        dtype=dtype_name(case.dtype),
+        timed=t,
+        bytes=nbytes,
+        sizes=dict(case.sizes),
+        throughput=nbytes / sec / 1e9,
+        roofline_fraction=(nbytes / sec) / cap if cap else None,
+        ceiling=label,
+        baseline_ms=baseline_ms,
+        speedup=baseline_ms / t.ms,
+    )
     if peak_bw and sec < 0.9 * nbytes / peak_bw:
-        _timing(ctx)["implausible"] = (
-            f"{row['name']} took {t['ms'] * 1e3:.1f} µs, below the "
+        _timing(ctx).implausible = (
+            f"{row.name} took {t.ms * 1e3:.1f} µs, below the "
             f"{nbytes / peak_bw * 1e6:.1f} µs the datasheet allows"
         )
     return row

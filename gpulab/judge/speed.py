@@ -18,8 +18,10 @@ from gpulab.device import ceilings
 from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
 from gpulab.judge.compare import dtype_name
 from gpulab.judge.kernel import AuditSpan, Case, KernelSpec, guarded_call
+from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming
 
 if TYPE_CHECKING:
+    from gpulab.device.timing import L2Flusher
     from gpulab.judge.context import GradeContext
 
 
@@ -44,7 +46,8 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
     device_name = torch.cuda.get_device_name(0)
     flusher = L2Flusher()
     _check_sizes(ctx, spec, fn, cases)
-    rows, implausible = [], None
+    rows: list[KernelRow] = []
+    implausible = None
     for i, case in enumerate(cases):
         ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name}", i, len(cases))
         # The first case's warm-up also brings the clocks up from idle; the
@@ -81,29 +84,27 @@ def _time_case(
     spec: KernelSpec,
     fn: Any,
     case: Case,
-    flusher: Any,
+    flusher: L2Flusher,
     device_name: str,
     warmup_s: float = 0.2,
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[KernelRow, str | None]:
     """One case timed through the judge: its row, and why it is implausible
     (if it is)."""
     from gpulab.judge.batches import time_remote
 
     req, ws = ctx.request, ctx.request.workspace
     t = time_remote(ctx, spec, fn, case, flusher, warmup_s=warmup_s)
-    implausible = t.pop("implausible", None)
-    row: dict[str, Any] = {
-        "name": case.name,
-        "shape": case.shape,
-        "dtype": dtype_name(case.dtype),
-        **t,
-    }
+    implausible = t.implausible
     names = {**case.sizes, "elt": case.dtype.itemsize}
     nbytes = eval_formula(req.bytes, names) if req.bytes else None
     flops = eval_formula(req.flops, names) if req.flops else None
-    sec = t["ms"] * 1e-3
+    sec = t.ms * 1e-3
     # Carried in the row so the roofline can place this run later.
-    row.update(
+    row = KernelRow(
+        name=case.name,
+        shape=case.shape,
+        dtype=dtype_name(case.dtype),
+        timed=t,
         flops=flops,
         bytes=nbytes,
         kind=req.kind,
@@ -111,16 +112,16 @@ def _time_case(
         intensity=(flops / nbytes) if flops and nbytes else None,
     )
     if req.kind == "compute" and flops:
-        row["throughput"], row["unit"] = flops / sec / 1e12, "TFLOP/s"
+        row.throughput, row.unit = flops / sec / 1e12, "TFLOP/s"
         cap, label = ceilings.ceiling("compute", dtype_name(case.dtype), device_name, ws)
-        row["roofline_fraction"] = (flops / sec) / cap if cap else None
+        row.roofline_fraction = (flops / sec) / cap if cap else None
     elif nbytes:
-        row["throughput"], row["unit"] = nbytes / sec / 1e9, "GB/s"
+        row.throughput, row.unit = nbytes / sec / 1e9, "GB/s"
         cap, label = ceilings.ceiling("memory", dtype_name(case.dtype), device_name, ws)
-        row["roofline_fraction"] = (nbytes / sec) / cap if cap else None
+        row.roofline_fraction = (nbytes / sec) / cap if cap else None
     else:
         label = ""
-    row["ceiling"] = label
+    row.ceiling = label
     peak_bw, peak_flops = ceilings.floor_peaks(device_name)
     floor = max(
         (nbytes or 0) / peak_bw if peak_bw else 0.0,
@@ -128,44 +129,44 @@ def _time_case(
     )
     if floor and sec < 0.9 * floor:
         implausible = (
-            f"{case.name} took {t['ms'] * 1e3:.1f} µs, below the "
+            f"{case.name} took {t.ms * 1e3:.1f} µs, below the "
             f"{floor * 1e6:.1f} µs the datasheet allows"
         )
     return row, implausible
 
 
-def _time_baseline(spec: KernelSpec, case: Case, row: dict[str, Any], flusher: Any) -> None:
+def _time_baseline(spec: KernelSpec, case: Case, row: KernelRow, flusher: L2Flusher) -> None:
     from gpulab.device.timing import measure
 
     assert spec.baseline is not None  # timed only for a spec that has one
     # Right after the learner's batches, at their clocks: a short warm-up,
     # still held until two successive batches agree (measure's rule).
     b = measure(spec.baseline(case), flusher=flusher, log_clocks=False, warmup_s=WARMUP_NEXT_S)
-    row["baseline"], row["baseline_ms"] = spec.baseline_name, b["ms"]
-    row["speedup"] = b["ms"] / row["ms"]
+    row.baseline, row.baseline_ms = spec.baseline_name, float(b["ms"])
+    row.speedup = row.baseline_ms / row.ms
 
 
 def _summary(
-    spec: KernelSpec, rows: list[dict[str, Any]], device_name: str, implausible: str | None
-) -> dict[str, Any]:
-    fractions = [r["roofline_fraction"] for r in rows if r.get("roofline_fraction")]
-    speedups = [r["speedup"] for r in rows if r.get("speedup")]
+    spec: KernelSpec, rows: list[KernelRow], device_name: str, implausible: str | None
+) -> KernelTiming:
+    fractions = [r.roofline_fraction for r in rows if r.roofline_fraction]
+    speedups = [r.speedup for r in rows if r.speedup]
     score = _geomean(speedups if spec.grade_on == "speedup" else fractions)
     grade = next(letter for threshold, letter in spec.grades if score >= threshold)
     summary = f"grade {grade}: {_geomean(fractions):.0%} of the roofline"
     if speedups:
         summary += f", {_geomean(speedups):.2f}x {spec.baseline_name}"
-    return {
-        "cases": rows,
-        "grade": grade,
-        "roofline_fraction": _geomean(fractions),
-        "speedup": _geomean(speedups) if speedups else None,
-        "baseline": spec.baseline_name,
-        "throughput": _geomean([r.get("throughput", 0) for r in rows]),
-        "unit": rows[0].get("unit", "") if rows else "",
-        "ms": _geomean([r["ms"] for r in rows]),
-        "summary": summary,
-        "implausible": implausible,
-        "device": device_name,
-        "protocol": "judge-timed batches on fresh inputs (docs/grading.md)",
-    }
+    cases: list[KernelRow | BackwardRow] = [*rows]
+    return KernelTiming(
+        cases=cases,
+        grade=grade,
+        roofline_fraction=_geomean(fractions),
+        speedup=_geomean(speedups) if speedups else None,
+        baseline=spec.baseline_name,
+        throughput=_geomean([r.throughput or 0.0 for r in rows]),
+        unit=rows[0].unit if rows else "",
+        ms=_geomean([r.ms for r in rows]),
+        summary=summary,
+        implausible=implausible,
+        device=device_name,
+    )

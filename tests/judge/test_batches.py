@@ -129,11 +129,11 @@ def timed(tmp_path, monkeypatch):
 
 def test_honest_batches_are_timed_and_every_output_checked(timed):
     out, ctx = timed()
-    assert out["implausible"] is None, out["implausible"]
-    assert out["batch_reps"] == K and out["ms"] == pytest.approx(KERNEL_MS)
-    assert out["judge_flush_ms"] == FLUSH_MS and out["judge_copy_ms"] == COPY_MS
-    assert out["clocks"] == {"sm_mhz": 1980}
-    assert len(out["batches"]) >= 3  # at least 10 repetitions, K a batch
+    assert out.implausible is None, out.implausible
+    assert out.batch_reps == K and out.ms == pytest.approx(KERNEL_MS)
+    assert out.judge_flush_ms == FLUSH_MS and out.judge_copy_ms == COPY_MS
+    assert out.clocks == {"sm_mhz": 1980}
+    assert len(out.batches) >= 3  # at least 10 repetitions, K a batch
     assert ctx.notes == []
 
 
@@ -150,12 +150,12 @@ def test_one_wrong_repetition_fails_the_check(timed):
 
 def test_claims_longer_than_the_batch_are_implausible(timed):
     out, _ = timed(claim_ms=KERNEL_MS, wall_ms=K * KERNEL_MS - 1.5)
-    assert "claim" in out["implausible"] and "GPU time in a batch" in out["implausible"]
+    assert "claim" in out.implausible and "GPU time in a batch" in out.implausible
 
 
 def test_slow_copies_out_are_implausible(timed):
     out, _ = timed(copy_ms=10 * COPY_MS)
-    assert "copying each result out took" in out["implausible"]
+    assert "copying each result out took" in out.implausible
 
 
 def test_one_slow_batch_is_timed_again_before_a_refusal(timed):
@@ -163,29 +163,28 @@ def test_one_slow_batch_is_timed_again_before_a_refusal(timed):
     # sat idle (its copies out at 70 us against the judge's 27). The batch is
     # repeated, its times dropped; the check passes and says so.
     out, ctx = timed(copies=[COPY_MS, 10 * COPY_MS])  # the warm-up, then batch 1
-    assert out["implausible"] is None, out["implausible"]
+    assert out.implausible is None, out.implausible
     assert (
-        "repeated" in out["batches"][0]
-        and "copying each result out" in (out["batches"][0]["repeated"])
+        out.batches[0].repeated is not None and "copying each result out" in out.batches[0].repeated
     )
-    assert not any("repeated" in b for b in out["batches"][1:])
-    assert out["reps"] == K * (len(out["batches"]) - 1)  # the repeated batch's times dropped
+    assert all(b.repeated is None for b in out.batches[1:])
+    assert out.stats["reps"] == K * (len(out.batches) - 1)  # the repeated batch's times dropped
     assert any("timed again and passed" in n for n in ctx.notes), ctx.notes
     # Slow twice: refused, as a kernel doing work outside its timed region is.
     out, _ = timed(copies=[COPY_MS, 10 * COPY_MS, 10 * COPY_MS])
-    assert "copying each result out took" in out["implausible"]
-    assert "repeated" in out["batches"][0] and len(out["batches"]) == 2
+    assert "copying each result out took" in out.implausible
+    assert out.batches[0].repeated is not None and len(out.batches) == 2
 
 
 def test_a_gap_larger_than_the_kernel_is_implausible_a_smaller_one_a_note(timed):
     per_call = KERNEL_MS + FLUSH_MS + COPY_MS
     # 5 ms of host time a call: more than twice the kernel plus GROSS_MS.
     out, _ = timed(wall_ms=K * (per_call + 5.0) + batches.FIXED_ALLOWANCE_MS)
-    assert "more than the kernel" in out["implausible"]
+    assert "more than the kernel" in out.implausible
     # 5.8 ms in all: beyond the batch's allowance (5.52 ms here), but 1.45 ms
     # a call is under twice the kernel plus GROSS_MS (1.5 ms): a note.
     out, ctx = timed(wall_ms=K * per_call + 5.8)
-    assert out["implausible"] is None
+    assert out.implausible is None
     assert any("host time between calls" in n for n in ctx.notes), ctx.notes
 
 
@@ -209,7 +208,7 @@ def test_a_refused_timing_names_other_programs_on_the_gpu(timed, monkeypatch):
     finally:
         child.kill()
         child.wait()
-    why = out["implausible"]
+    why = out.implausible
     assert "more than the kernel" in why
     assert "Also on this GPU during the check: pid 1 (trainer, user " in why
     assert f"pid {os.getpid()}" not in why and f"pid {child.pid}" not in why
@@ -217,15 +216,15 @@ def test_a_refused_timing_names_other_programs_on_the_gpu(timed, monkeypatch):
     # Nobody else there: the refusal as before, with nothing added.
     monkeypatch.setattr(neighbours.nvml, "gpu_processes", lambda index: None)
     out, _ = timed(wall_ms=K * (per_call + 5.0) + batches.FIXED_ALLOWANCE_MS)
-    assert out["implausible"].endswith("work outside the timed region?")
+    assert out.implausible.endswith("work outside the timed region?")
 
 
 def test_large_outputs_are_checked_at_rows_the_judge_draws(timed):
     # 1024 rows: each timed output checked at SAMPLE_ROWS rows, different
     # rows for each output, never the whole reference.
     out, ctx = timed(rows=1024)
-    assert out["implausible"] is None, out["implausible"]
-    assert ctx.whole == 0 and len(ctx.sampled) >= out["reps"] >= 10
+    assert out.implausible is None, out.implausible
+    assert ctx.whole == 0 and len(ctx.sampled) >= out.stats["reps"] >= 10
     assert all(len(i) == batches.SAMPLE_ROWS for i in ctx.sampled)
     assert all(bool((i[1:] > i[:-1]).all()) for i in ctx.sampled)  # sorted, no repeats
     assert len({tuple(i.tolist()) for i in ctx.sampled}) == len(ctx.sampled)

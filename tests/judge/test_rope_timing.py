@@ -19,6 +19,7 @@ from gpulab.device import ceilings, gpulock, timing
 from gpulab.judge import batches, rope_timing
 from gpulab.judge.harness import GradeFailed
 from gpulab.judge.kernel import Case
+from gpulab.judge.timed_rows import KernelRow, KernelTiming, RemoteTiming
 from gpulab.sandbox import learner
 
 GB = 1e9
@@ -32,8 +33,50 @@ def _case(i: int) -> tuple[Case, torch.Tensor, None]:
     return case, torch.randn(B, S, H, D), None
 
 
-def _forward_row(i: int) -> dict:
-    return {"name": f"case{i}", "shape": f"s{i}", "dtype": "bf16", "ms": 0.2, "baseline_ms": 0.4}
+def _timed(ms: float, implausible: str | None = None) -> RemoteTiming:
+    """What the judge's batches give, reduced to a median."""
+    return RemoteTiming(
+        stats={"ms": ms},
+        clocks={},
+        batch_reps=4,
+        judge_flush_ms=0.0,
+        judge_copy_ms=0.0,
+        batches=[],
+        implausible=implausible,
+    )
+
+
+def _forward_row(i: int) -> KernelRow:
+    return KernelRow(
+        name=f"case{i}",
+        shape=f"s{i}",
+        dtype="bf16",
+        timed=_timed(0.2),
+        flops=None,
+        bytes=None,
+        kind="memory",
+        sizes={"S": 4},
+        intensity=None,
+        baseline_ms=0.4,
+        baseline="eager chain",
+        speedup=2.0,
+    )
+
+
+def _forward_timing() -> KernelTiming:
+    return KernelTiming(
+        cases=[_forward_row(0), _forward_row(1)],
+        grade="A",
+        roofline_fraction=0.5,
+        speedup=2.0,
+        baseline="eager chain",
+        throughput=1.0,
+        unit="GB/s",
+        ms=0.2,
+        summary="A: 2.00x eager",
+        implausible=None,
+        device="Fake GPU",
+    )
 
 
 @pytest.fixture
@@ -74,8 +117,8 @@ def run(monkeypatch):
             if isinstance(a, BaseException):
                 raise a
             if a == "implausible":
-                return {"ms": 1.0, "implausible": "too fast"}
-            return {"ms": a, "batch_reps": 4, "implausible": None}
+                return _timed(1.0, "too fast")
+            return _timed(a)
 
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "Fake GPU")
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -88,7 +131,7 @@ def run(monkeypatch):
         monkeypatch.setattr(batches, "time_remote", time_remote)
         ctx = SimpleNamespace(
             stage=lambda s: trace.append(("stage", s)),
-            timing={"cases": [_forward_row(0), _forward_row(1)], "summary": "A: 2.00x eager"},
+            timing=_forward_timing(),
             notes=[],
             request=SimpleNamespace(workspace=None),
         )
@@ -141,7 +184,8 @@ def test_compile_first_then_each_case_timed_under_the_lock(run):
         ("measure", "grad"),
         ("unlock",),
     ]
-    rows = ctx.timing["cases"]
+    timing = ctx.timing.to_json()
+    rows = timing["cases"]
     assert [r["name"] for r in rows] == ["case0", "case1", "case0 backward", "case1 backward"]
     assert rows[0]["compile_ms"] == 0.1 and rows[0]["speedup_compile"] == pytest.approx(0.5)
     nbytes = 3 * 64 * 4 + 2 * 4 * 4 * 4 + 2 * 8 * 4
@@ -150,7 +194,11 @@ def test_compile_first_then_each_case_timed_under_the_lock(run):
         "shape": "s0 backward",
         "dtype": "bf16",
         "ms": 0.25,
+        "clocks": {},
         "batch_reps": 4,
+        "judge_flush_ms": 0.0,
+        "judge_copy_ms": 0.0,
+        "batches": [],
         "bytes": nbytes,
         "flops": None,
         "kind": "memory",
@@ -164,14 +212,13 @@ def test_compile_first_then_each_case_timed_under_the_lock(run):
         "speedup": 2.0,
         "graded": False,
     }
-    assert ctx.timing["speedup_compile"] == pytest.approx(0.5)
-    assert ctx.timing["backward_speedup_compile"] == pytest.approx(2**0.5)
-    assert ctx.timing["baselines"] == ["eager chain", "torch.compile"]
+    assert timing["speedup_compile"] == pytest.approx(0.5)
+    assert timing["backward_speedup_compile"] == pytest.approx(2**0.5)
+    assert timing["baselines"] == ["eager chain", "torch.compile"]
     assert (
-        ctx.timing["summary"]
-        == "A: 2.00x eager, 0.50x torch.compile; backward 1.41x torch.compile's"
+        timing["summary"] == "A: 2.00x eager, 0.50x torch.compile; backward 1.41x torch.compile's"
     )
-    assert "implausible" not in ctx.timing
+    assert timing["implausible"] is None
     assert ctx.notes == [
         "forward s0 bf16: 200.0 µs, eager chain 400.0 µs, torch.compile 100.0 µs (0.50x)",
         "forward s1 bf16: 200.0 µs, eager chain 400.0 µs, torch.compile 100.0 µs (0.50x)",
@@ -185,9 +232,9 @@ def test_compile_first_then_each_case_timed_under_the_lock(run):
 def test_a_backward_not_timed_or_refused_leaves_its_row_out_with_a_note(run):
     ctx, trace, _ = run([RuntimeError("x" * 400), "implausible"])
     assert [t for t in trace if t[0] == "measure"] == [("measure", "fwd")] * 2
-    assert len(ctx.timing["cases"]) == 2
-    assert ctx.timing["backward_speedup_compile"] is None
-    assert ctx.timing["summary"] == "A: 2.00x eager, 0.50x torch.compile"
+    assert len(ctx.timing.cases) == 2
+    assert ctx.timing.backward_speedup_compile is None
+    assert ctx.timing.summary == "A: 2.00x eager, 0.50x torch.compile"
     assert ctx.notes[:2] == [
         ("backward s0: not timed (RuntimeError: " + "x" * 400)[:300],
         "backward s1: timing refused: too fast",
@@ -205,4 +252,4 @@ def test_the_learners_failing_backward_is_the_verdict(run, exc):
 
 def test_a_backward_faster_than_the_datasheet_is_implausible(run):
     ctx, _, _ = run([0.25, 0.5], peak=1e6)
-    assert ctx.timing["implausible"].startswith("case1 backward took 500.0 µs, below the ")
+    assert ctx.timing.implausible.startswith("case1 backward took 500.0 µs, below the ")

@@ -10,10 +10,10 @@ reference, tolerances and guards are the lesson's exercise's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpulab.judge import capability
-from gpulab.judge.graders.flash_attention import make_case, make_spec
+from gpulab.judge.graders.flash_attention import Extras, make_case, make_spec
 from gpulab.judge.graders.matmul import checked, interpreter_skips
 from gpulab.judge.kernel import Case
 from gpulab.judge.standard import grade_kernel
@@ -27,7 +27,7 @@ def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
     # tf32, whose 10-bit mantissa cannot hold scores of ±100s to the digits an
     # fp32 check asks (as in the lesson's exercise, seen on an H200).
     big = "fp32" if ctx.interpreter else "fp16"
-    specs: list[tuple[int, int, int, int, int, str, int, dict[str, Any]]] = [
+    specs: list[tuple[int, int, int, int, int, str, int, Extras]] = [
         # (B, H, Sq, Sk, D, dtype, seed, extras)
         (1, 1, 1, 1, 16, "fp32", 1, {}),
         (1, 1, 33, 5, 32, "fp16", 2, {}),  # fewer keys than one tile

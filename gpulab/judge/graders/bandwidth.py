@@ -14,7 +14,8 @@ the measured HBM bandwidth.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
@@ -133,8 +134,13 @@ def _case(
     return Case(name=name, args=(x, y, alpha), dtype=x.dtype, sizes={"N": n}, shape=shape)
 
 
+class Extras(TypedDict, total=False):
+    label: str  # added to the case's name
+    offset: int  # x and y views starting this many elements into their buffer
+
+
 def correctness_cases(ctx: CaseContext) -> list[Case]:
-    specs: list[tuple[int, str, float, int, dict[str, Any]]] = [
+    specs: list[tuple[int, str, float, int, Extras]] = [
         # (N, dtype, alpha, public seed, extras)
         (1, "fp32", 2.5, 1, {}),
         (2, "fp16", -1.0, 2, {}),
@@ -167,7 +173,8 @@ def timing_cases(ctx: CaseContext) -> list[Case]:
 
 def reference(case: Case) -> torch.Tensor:
     x, y, alpha = case.args
-    return alpha * x.double() + y.double()
+    out: torch.Tensor = alpha * x.double() + y.double()
+    return out
 
 
 def expect(case: Case) -> Expect:
@@ -175,7 +182,7 @@ def expect(case: Case) -> Expect:
     return Expect(x.shape, x, "the inputs", contiguous=True)
 
 
-def baseline(case: Case):
+def baseline(case: Case) -> Callable[[], torch.Tensor]:
     x, y, alpha = case.args
     return lambda: torch.add(y, x, alpha=alpha)
 

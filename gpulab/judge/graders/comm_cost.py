@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+from gpulab.judge.case_row import case_row
 from gpulab.judge.plain import fmt as _fmt
 from gpulab.judge.plain import try_call as _try
 
@@ -29,12 +30,40 @@ RTOL = 1e-6
 N_RANDOM = 5
 RING = ("all_gather", "reduce_scatter", "all_reduce")
 STRATEGIES = ("data", "tensor", "zero12", "fsdp")
-FIELDS = ("bytes", "flops", "comm_ms", "compute_ms", "intensity", "bound")
+Field = Literal["bytes", "flops", "comm_ms", "compute_ms", "intensity", "bound"]
+FIELDS: tuple[Field, ...] = ("bytes", "flops", "comm_ms", "compute_ms", "intensity", "bound")
 
 
-def _close(got: Any, want: Any) -> bool:
+class Cost(TypedDict):
+    """What step_cost returns (FIELDS), worked out by the judge."""
+
+    bytes: float
+    flops: float
+    comm_ms: float
+    compute_ms: float
+    intensity: float | None
+    bound: str
+
+
+class Mistake(TypedDict, total=False):
+    """A usual mistake, made on purpose to name the learner's (cost's keywords)."""
+
+    share: str
+    once: bool
+    elements: bool
+    biases: bool
+    no_dx: bool
+    d_for_d_out: bool
+    one_gather: bool
+    train_factor: int
+    all_flops: bool
+    gib: bool
+    flip: bool
+
+
+def _close(got: Any, want: float | str | None) -> bool:
     if want is None or isinstance(want, str):
-        return got == want
+        return bool(got == want)
     if isinstance(got, bool) or not isinstance(got, (int, float)):
         return False
     return math.isfinite(got) and abs(got - want) <= RTOL * abs(want)
@@ -52,7 +81,9 @@ def ring(
     return s if collective != "all_reduce" or once else 2 * s
 
 
-def collectives(mlp: Any, strategy: str, training: bool, **m: Any) -> list[tuple[str, float]]:
+def collectives(
+    mlp: MLP, strategy: str, training: bool, **m: Unpack[Mistake]
+) -> list[tuple[str, float]]:
     elt = 1 if m.get("elements") else mlp.elt
     weights = (mlp.d * mlp.h + mlp.h * mlp.d_out) * elt
     if m.get("biases"):
@@ -79,7 +110,7 @@ def collectives(mlp: Any, strategy: str, training: bool, **m: Any) -> list[tuple
     )
 
 
-def cost(mlp: Any, n: int, strategy: str, training: bool, link: Any, **m: Any) -> dict[str, Any]:
+def cost(mlp: MLP, n: int, strategy: str, training: bool, link: Link, **m: Unpack[Mistake]) -> Cost:
     nbytes = sum(
         ring(c, s, n, share=m.get("share", "ring"), once=m.get("once", False))
         for c, s in collectives(mlp, strategy, training, **m)
@@ -112,7 +143,7 @@ def idle(p: int, m: int, v: int, mistake: str = "") -> float:
     return (p - 1) / (v * m + p - 1)
 
 
-RING_MISTAKES = (
+RING_MISTAKES: tuple[tuple[str, Mistake], ...] = (
     ("you sent the whole tensor; a ring sends (n-1)/n of it", dict(share="whole")),
     (
         "you sent the tensor to each of the n-1 others; a ring sends (n-1)/n of it",
@@ -121,7 +152,7 @@ RING_MISTAKES = (
     ("you counted bytes sent and received; count what a device sends", dict(share="both_ways")),
     ("you counted an all-reduce once; it is a reduce-scatter and an all-gather", dict(once=True)),
 )
-STEP_MISTAKES = RING_MISTAKES + (
+STEP_MISTAKES: tuple[tuple[str, Mistake], ...] = RING_MISTAKES + (
     ("you counted elements, not bytes (times mlp.elt)", dict(elements=True)),
     ("you counted the biases; the conventions leave them out", dict(biases=True)),
     ("you left out tensor parallel's backward all-reduce of the gradient of x", dict(no_dx=True)),
@@ -137,7 +168,7 @@ STEP_MISTAKES = RING_MISTAKES + (
 )
 
 
-def _diagnose(field: str, got: Any, args: tuple) -> str:
+def _diagnose(field: Field, got: Any, args: StepArgs) -> str:
     for label, change in STEP_MISTAKES:
         alt = cost(*args, **change)
         if alt[field] != cost(*args)[field] and _close(got, alt[field]):
@@ -163,6 +194,10 @@ class Link:
     tflops: float
 
 
+# step_cost's arguments: (mlp, n, strategy, training, link).
+StepArgs = tuple[MLP, int, str, bool, Link]
+
+
 def _mlp(batch: int, d: int, h: int, d_out: int, elt: int) -> MLP:
     return MLP(batch, d, h, d_out, elt)
 
@@ -183,7 +218,7 @@ LINKS = [
 ]
 
 
-def _near_tie(mlp: Any, n: int, link: Any) -> bool:
+def _near_tie(mlp: MLP, n: int, link: Link) -> bool:
     for s in STRATEGIES:
         for t in (False, True):
             c = cost(mlp, n, s, t, link)
@@ -192,7 +227,7 @@ def _near_tie(mlp: Any, n: int, link: Any) -> bool:
     return False
 
 
-def _draw(rng: random.Random) -> tuple[Any, int, Any]:
+def _draw(rng: random.Random) -> tuple[MLP, int, Link]:
     for _ in range(1000):
         n = rng.choice([2, 3, 4, 8, 16, 64])
         d = rng.randrange(256, 16385, 128)
@@ -206,7 +241,7 @@ def _draw(rng: random.Random) -> tuple[Any, int, Any]:
     raise RuntimeError("could not draw a configuration (a gpulab bug)")
 
 
-def scenarios(ctx: CaseContext) -> list[tuple[str, Any, int, Any]]:
+def scenarios(ctx: CaseContext) -> list[tuple[str, MLP, int, Link]]:
     out = [LESSON]
     for i in range(N_RANDOM):
         mlp, n, link = _draw(random.Random(ctx.seed(800 + i)))
@@ -214,7 +249,7 @@ def scenarios(ctx: CaseContext) -> list[tuple[str, Any, int, Any]]:
     return out
 
 
-def _describe(mlp: Any, n: int, link: Any) -> str:
+def _describe(mlp: MLP, n: int, link: Link) -> str:
     return (
         f"B={mlp.batch} d={mlp.d} h={mlp.h} d_out={mlp.d_out} elt={mlp.elt} n={n}; "
         f"link {link.gbs:g} GB/s, {link.tflops:g} TFLOP/s"
@@ -230,16 +265,17 @@ def _check_ring(ctx: GradeContext, fn: Any, title: str, nbytes: float, n: int) -
         if not err and not _close(got, want):
             detail = f"got {_fmt(got)}, expected {_fmt(want)}"
             for label, change in RING_MISTAKES:
-                if ring(c, nbytes, n, **change) != want and _close(
-                    got, ring(c, nbytes, n, **change)
-                ):
+                alt = ring(
+                    c, nbytes, n, share=change.get("share", "ring"), once=change.get("once", False)
+                )
+                if alt != want and _close(got, alt):
                     detail += f" — looks like {label}"
                     break
         name = f"{title}: ring_bytes({c!r}, {nbytes:.0f}, n={n})"
-        ctx.add_case({"name": name, "passed": not detail, "detail": detail})
+        ctx.add_case(case_row(name=name, passed=not detail, detail=detail))
 
 
-def _check_step(ctx: GradeContext, fn: Any, title: str, args: tuple) -> None:
+def _check_step(ctx: GradeContext, fn: Any, title: str, args: StepArgs) -> None:
     mlp, n, strategy, training, link = args
     got, err = _try(ctx, fn, *args)
     want = cost(*args)
@@ -263,11 +299,11 @@ def _check_step(ctx: GradeContext, fn: Any, title: str, args: tuple) -> None:
                     )
     name = f"{title}: {strategy} {'training step' if training else 'forward'}"
     ctx.add_case(
-        {
-            "name": name,
-            "passed": not detail,
-            "detail": detail + (f" [{_describe(mlp, n, link)}]" if detail else ""),
-        }
+        case_row(
+            name=name,
+            passed=not detail,
+            detail=detail + (f" [{_describe(mlp, n, link)}]" if detail else ""),
+        )
     )
 
 
@@ -285,7 +321,7 @@ def _check_bubble(ctx: GradeContext, fn: Any, title: str, rng: random.Random) ->
                 " — looks like the bubble's time over the work's; the fraction is of the whole"
             )
     ctx.add_case(
-        {"name": f"{title}: bubble(p={p}, m={m}, v={v})", "passed": not detail, "detail": detail}
+        case_row(name=f"{title}: bubble(p={p}, m={m}, v={v})", passed=not detail, detail=detail)
     )
 
 

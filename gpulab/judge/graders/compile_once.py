@@ -24,16 +24,21 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from gpulab.check.frames_other import Stream, StreamRequest, StreamStep
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import args_nbytes, config_changed, sandbox_reply
 
 if TYPE_CHECKING:
+    from gpulab.check.protocol import TensorRef
+    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.remote import Arena
+    from gpulab.judge.replay import Refs
 
 D = 32
 SLOPE = 0.125
@@ -79,7 +84,7 @@ def original_step(x: torch.Tensor, lengths: list[int], temperature: float) -> to
     return (torch.softmax(scores, dim=-1) @ x) * valid[..., None]
 
 
-def make_request(b: int, s: int, seed: int, device: str) -> tuple:
+def make_request(b: int, s: int, seed: int, device: str) -> tuple[torch.Tensor, list[int], float]:
     g = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(b, s, D, generator=g)
     lengths = torch.randint(1, s + 1, (b,), generator=g).tolist()
@@ -93,7 +98,7 @@ def meaning(guard: str) -> str:
 
 
 def grade(ctx: GradeContext) -> None:
-    from gpulab.judge.kernel import Refs, encode
+    from gpulab.judge.kernel import encode
 
     fn = ctx.function("compile_step")
     if ctx.device == "cpu":
@@ -126,25 +131,36 @@ def grade(ctx: GradeContext) -> None:
 
 
 def _output_case(
-    arena: Any, refs: dict, x: Any, lengths: list, t: float, slot: Any, name: str, rep: StreamStep
-) -> dict[str, Any]:
-    case: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split("(")[1][:-1]}
+    arena: Arena,
+    refs: Refs,
+    x: torch.Tensor,
+    lengths: list[int],
+    t: float,
+    slot: TensorRef,
+    name: str,
+    rep: StreamStep,
+) -> CaseRow:
+    case: CaseFields = {"name": name, "dtype": "fp32", "shape": name.split("(")[1][:-1]}
     if not rep.copied:
-        case.update(passed=False, detail="did not return a B×S×D float32 tensor on x's device")
-        return case
+        case.update(
+            {"passed": False, "detail": "did not return a B×S×D float32 tensor on x's device"}
+        )
+        return case_row(**case)
     if not torch.equal(arena.view(refs[id(x)][1]), x):
-        case.update(passed=False, detail="your step wrote into its inputs (x changed)")
-        return case
+        case.update({"passed": False, "detail": "your step wrote into its inputs (x changed)"})
+        return case_row(**case)
     got = compare(arena.view(slot).clone(), original_step(x.clone(), list(lengths), t), *TOL)
     case.update(
-        passed=got.mismatches == 0,
-        max_abs=got.max_abs,
-        max_rel=got.max_rel,
-        mismatches=got.mismatches,
+        {
+            "passed": got.mismatches == 0,
+            "max_abs": got.max_abs,
+            "max_rel": got.max_rel,
+            "mismatches": got.mismatches,
+        }
     )
     if got.mismatches:
         case["detail"] = "output differs from the original step: " + describe_mismatch(got)
-    return case
+    return case_row(**case)
 
 
 def _compile_cases(
@@ -167,14 +183,14 @@ def _compile_cases(
         i = g.request
         ctx.add_case(_recompile_case(k, i, names, per_request, first, reply))
     ctx.add_case(
-        {
-            "name": "compiled once",
-            "passed": len(graphs) == 1,
-            "graphs": len(graphs),
-            "detail": "one graph for the whole stream"
+        case_row(
+            name="compiled once",
+            passed=len(graphs) == 1,
+            graphs=len(graphs),
+            detail="one graph for the whole stream"
             if len(graphs) == 1
             else f"{len(graphs)} graphs for {n} requests",
-        }
+        )
     )
     # Every request ran the graph, once.
     per = [calls.count(i) for i in range(n)]
@@ -187,38 +203,35 @@ def _compile_cases(
             f"first: {name} ran it {c} time(s)"
             + (" (run eagerly, outside the graph)" if c == 0 else "")
         )
-    ctx.add_case({"name": "every request ran the graph", "passed": not off, "detail": detail})
+    ctx.add_case(case_row(name="every request ran the graph", passed=not off, detail=detail))
 
 
 def _recompile_case(
     k: int, i: int, names: list[str], per_request: list[StreamStep], first: int, reply: Stream
-) -> dict[str, Any]:
+) -> CaseRow:
     """The k-th extra graph, compiled during request i: a recompile (Dynamo
     says which guard failed) or a graph break (a second graph at once)."""
     label = names[i] if 0 <= i < len(names) else "compile_step"
     compiles = per_request[i].compiles if (0 <= i < len(per_request)) else ()
     reasons = [c.recompile for c in compiles if c.recompile is not None]
-    case: dict[str, Any] = {"name": f"recompile {k} at {label}", "passed": False}
+    name = f"recompile {k} at {label}"
     if reasons:
         r = reasons[0]
         guard, line = r.guard, r.line
         kind = meaning(guard)
-        case["detail"] = (
+        detail = (
             f"guard failed: `{guard}`"
             + (f" (line {line})" if line else "")
             + (f": {kind}" if kind else "")
         )
-        case["line"] = line
-        return case
+        return case_row(name=name, passed=False, detail=detail, line=line)
     breaks = reply.graph_breaks
     if i == first and breaks:
         line = breaks[0].line
-        case.update(name=f"graph break at {label}", line=line)
-        case["detail"] = (
-            "a second graph in the same call: "
-            + (f"line {line}: " if line else "")
-            + breaks[0].reason
-        )
-    else:
-        case["detail"] = "a new graph was compiled (Dynamo gave no reason)"
-    return case
+        detail = "a second graph in the same call: " + (f"line {line}: " if line else "")
+        detail += breaks[0].reason
+        # The key order a graph break's row always had: line before detail.
+        return case_row(name=f"graph break at {label}", passed=False, line=line, detail=detail)
+    return case_row(
+        name=name, passed=False, detail="a new graph was compiled (Dynamo gave no reason)"
+    )

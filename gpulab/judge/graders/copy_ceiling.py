@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import numbers
 import random
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames_other import Bench, BenchModel, BenchRequest
+from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt, try_call
 from gpulab.perf.hardware import GPU, GPUS
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.judge.remote import Remote
 
 MiB, GiB = 1 << 20, 1 << 30
 SMALL, MID = 16 * MiB, 256 * MiB
@@ -70,29 +73,44 @@ def plan_bounds(l2: int, free: int) -> tuple[int, int]:
     return min(max(8 * l2, GiB), upper) - MiB, upper
 
 
-def model_params(ctx: CaseContext) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class ModelGPU:
+    """The model GPU a CPU check's benchmark runs on (gpulab.sandbox.ceiling),
+    drawn from the run's secret seed around a datasheet GPU."""
+
+    hbm_bps: float
+    l2_bytes: int
+    overhead_s: float
+    seed: int
+    efficiency: float  # of the datasheet GPU's bandwidth
+
+    def bench(self) -> BenchModel:
+        return BenchModel(self.hbm_bps, self.l2_bytes, self.overhead_s, self.seed)
+
+
+def model_params(ctx: CaseContext) -> tuple[str, ModelGPU]:
     rng = random.Random(ctx.seed(4242))
     key = rng.choice(MODELS)
     gpu = GPUS[key]
     eff = rng.uniform(0.82, 0.95)
-    return key, {
-        "hbm_bps": eff * gpu.bandwidth_tbs * 1e12,
-        "l2_bytes": _l2_bytes(gpu),
-        "overhead_s": rng.uniform(2e-6, 8e-6),
-        "seed": rng.randrange(2**31),
-        "efficiency": eff,
-    }
+    return key, ModelGPU(
+        hbm_bps=eff * gpu.bandwidth_tbs * 1e12,
+        l2_bytes=_l2_bytes(gpu),
+        overhead_s=rng.uniform(2e-6, 8e-6),
+        seed=rng.randrange(2**31),
+        efficiency=eff,
+    )
 
 
-def model_ceiling(p: dict[str, Any], nbytes: int, mistake: str = "") -> float:
+def model_ceiling(p: ModelGPU, nbytes: int, mistake: str = "") -> float:
     """What a right benchmark reads off the model at `nbytes` (or a wrong one)."""
     moved = 2 * nbytes
-    bw = p["hbm_bps"]
-    if mistake == "no_flush" and moved <= p["l2_bytes"]:
-        bw = 2 * p["hbm_bps"]  # the model's L2 is twice its HBM
-    t = p["overhead_s"] + moved / bw
+    bw = p.hbm_bps
+    if mistake == "no_flush" and moved <= p.l2_bytes:
+        bw = 2 * p.hbm_bps  # the model's L2 is twice its HBM
+    t = p.overhead_s + moved / bw
     if mistake == "flush_timed":
-        t += 8 * p["l2_bytes"] / p["hbm_bps"]
+        t += 8 * p.l2_bytes / p.hbm_bps
     if mistake == "cold":
         t *= COLD[0]
     value = moved / t
@@ -140,7 +158,7 @@ def _check_plans(ctx: GradeContext, fn: Any) -> None:
                     "cache is measured"
                 )
         name = f"buffer_bytes for {GPUS[key].name}" + (" with 3 GiB free" if free else "")
-        ctx.add_case({"name": name, "passed": not detail, "detail": detail})
+        ctx.add_case(case_row(name=name, passed=not detail, detail=detail))
 
 
 def _sizes(ctx: GradeContext, fn: Any, l2: int, free: int) -> list[int]:
@@ -151,12 +169,10 @@ def _sizes(ctx: GradeContext, fn: Any, l2: int, free: int) -> list[int]:
 
 
 def _bench(
-    ctx: GradeContext, fn: Any, device: str, sizes: list[int], model: dict | None
+    ctx: GradeContext, fn: Any, device: str, sizes: list[int], model: ModelGPU | None
 ) -> tuple[list[Any], list[int]]:
     """Each size's figure, and how many event times the run read (-1: not counted)."""
-    gpu = None
-    if model is not None:
-        gpu = BenchModel(model["hbm_bps"], model["l2_bytes"], model["overhead_s"], model["seed"])
+    gpu = model.bench() if model is not None else None
     msg = BenchRequest(fn.name, device, tuple(sizes), gpu)
     reply = sandbox_reply(ctx.sandbox.ask(msg, Bench))
     n = len(sizes)
@@ -173,13 +189,13 @@ def _case(
     got: Any,
     want: float,
     tol: float,
-    model: dict | None,
+    model: ModelGPU | None,
     times_read: int = -1,
 ) -> None:
     name = f"copy_bandwidth, {_label(nbytes)}"
     if not _number(got):
         detail = f"returned {fmt(got)}; expected bytes per second"
-        ctx.add_case({"name": name, "passed": False, "detail": detail})
+        ctx.add_case(case_row(name=name, passed=False, detail=detail))
         return
     off = got / want - 1
     ok = abs(off) <= tol
@@ -202,7 +218,7 @@ def _case(
             if alt != want and abs(got / alt - 1) <= tol:
                 detail += f" — looks like {label}"
                 break
-    ctx.add_case({"name": name, "passed": ok, "detail": detail, "ms": 2 * nbytes / want * 1e3})
+    ctx.add_case(case_row(name=name, passed=ok, detail=detail, ms=2 * nbytes / want * 1e3))
 
 
 def grade(ctx: GradeContext) -> None:
@@ -219,14 +235,14 @@ def grade(ctx: GradeContext) -> None:
     for nbytes, value, n in zip(sizes, got, read, strict=True):
         _case(ctx, nbytes, value, model_ceiling(model, nbytes), MODEL_TOL, model, n)
     ctx.notes.append(
-        f"On the CPU your benchmark ran on a model of a GPU ({model['efficiency']:.0%} of the "
+        f"On the CPU your benchmark ran on a model of a GPU ({model.efficiency:.0%} of the "
         f"{GPUS[key].name}'s {GPUS[key].bandwidth_tbs:g} TB/s datasheet, drawn for this run): "
         "its stream is asynchronous, its L2 holds small buffers, its first copies are slow. "
         "On a GPU the check times the real copies beside yours."
     )
 
 
-def _grade_gpu(ctx: GradeContext, fns: dict[str, Any]) -> None:
+def _grade_gpu(ctx: GradeContext, fns: dict[str, Remote]) -> None:
     import torch
 
     from gpulab.device.gpulock import gpu_timing_lock

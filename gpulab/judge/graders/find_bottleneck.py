@@ -40,9 +40,18 @@ import torch.nn.functional as F
 from gpulab.check.frames import Raised
 from gpulab.check.frames_other import BlockOp, Blocks, BottleneckRequest
 from gpulab.check.protocol import text
+from gpulab.check.result import CaseRow
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import Comparison, compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.graders.nvtx_profile import copy_untrusted, trace_file
+from gpulab.judge.graders.nvtx_profile import (
+    KernelTime,
+    OpRow,
+    Profile,
+    ProfileTiming,
+    copy_untrusted,
+    trace_file,
+)
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -130,7 +139,9 @@ class Requests:
     """The learner's block in the sandbox: inputs and slots in shared memory,
     each request timed by the judge from sending it to the reply."""
 
-    def __init__(self, ctx: GradeContext, fn: Any, weights: dict, xs: list[torch.Tensor]) -> None:
+    def __init__(
+        self, ctx: GradeContext, fn: Any, weights: dict[str, torch.Tensor], xs: list[torch.Tensor]
+    ) -> None:
         nbytes = sum(t.numel() * t.element_size() + 512 for t in weights.values())
         nbytes += 2 * sum(x.numel() * x.element_size() + 512 for x in xs) + 8192
         self.ctx, self.fn, self.arena = ctx, fn, ctx.arena(nbytes)
@@ -168,7 +179,7 @@ class Requests:
     def output(self, i: int) -> torch.Tensor | None:
         return self.arena.view(self.slots[i]).clone() if self.copied.get(i) else None
 
-    def unchanged(self, weights: dict, xs: list[torch.Tensor]) -> bool:
+    def unchanged(self, weights: dict[str, torch.Tensor], xs: list[torch.Tensor]) -> bool:
         same = all(torch.equal(self.arena.view(r), weights[k]) for k, r in self.weights.items())
         return same and all(
             torch.equal(self.arena.view(r), x) for r, x in zip(self.inputs, xs, strict=True)
@@ -202,7 +213,7 @@ def grade(ctx: GradeContext) -> None:
 
 def _answer_case(ctx: GradeContext, answer: str | None, kind: str) -> None:
     """`kind`: the type's name of a BOTTLENECK that is not a string."""
-    case: dict[str, Any] = {"name": "names the bottleneck", "passed": False}
+    case: CaseFields = {"name": "names the bottleneck", "passed": False}
     if answer is None:
         case["detail"] = (
             "BOTTLENECK must be a string, the operator's name as torch.profiler's table "
@@ -223,7 +234,7 @@ def _answer_case(ctx: GradeContext, answer: str | None, kind: str) -> None:
                 f"{why}. Sort the table by CPU total: the operator your code calls is the row "
                 "whose total holds the time."
             )
-    ctx.add_case(case)
+    ctx.add_case(case_row(**case))
 
 
 def _trace_paths(ctx: GradeContext) -> tuple[Path, Path]:
@@ -237,7 +248,11 @@ def _trace_paths(ctx: GradeContext) -> tuple[Path, Path]:
 
 
 def _time_rounds(
-    ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], weights: dict, first: int
+    ctx: GradeContext,
+    calls: Requests,
+    xs: list[torch.Tensor],
+    weights: dict[str, torch.Tensor],
+    first: int,
 ) -> tuple[list[float], list[float]]:
     """Per-call seconds of the learner's block (whole requests, the judge's
     clock) and of the original (here), in alternating rounds so that a busy
@@ -272,7 +287,9 @@ def _time_rounds(
     return theirs, ours
 
 
-def _output_case(ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], weights: dict) -> None:
+def _output_case(
+    ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], weights: dict[str, torch.Tensor]
+) -> None:
     worst: Comparison | None = None
     wrong = missing = 0
     for i, x in enumerate(xs):
@@ -284,7 +301,7 @@ def _output_case(ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], wei
         if rep.mismatches:
             wrong += 1
             worst = worst or rep
-    case: dict[str, Any] = {
+    case: CaseFields = {
         "name": f"outputs match the original on {len(xs)} fresh inputs",
         "passed": not wrong and not missing,
         "dtype": "fp32",
@@ -299,14 +316,14 @@ def _output_case(ctx: GradeContext, calls: Requests, xs: list[torch.Tensor], wei
         case["detail"] = f"{wrong} of {len(xs)} outputs differ from the original block: " + (
             describe_mismatch(worst) if worst else ""
         )
-    ctx.add_case(case)
+    ctx.add_case(case_row(**case))
     if not calls.unchanged(weights, xs):
         ctx.add_case(
-            {
-                "name": "inputs unchanged",
-                "passed": False,
-                "detail": "your block wrote into its inputs (x or the weights changed)",
-            }
+            case_row(
+                name="inputs unchanged",
+                passed=False,
+                detail="your block wrote into its inputs (x or the weights changed)",
+            )
         )
 
 
@@ -322,23 +339,26 @@ def speedup(theirs: list[float], ours: list[float]) -> float:
     )
 
 
-def _speed_case(theirs: list[float], ours: list[float], profiled: Blocks) -> dict[str, Any]:
+def _speed_case(theirs: list[float], ours: list[float], profiled: Blocks) -> CaseRow:
     t, o = statistics.median(theirs), statistics.median(ours)
     ratio = speedup(theirs, ours)
-    case: dict[str, Any] = {
-        "name": f"at least {SPEEDUP:g}× faster than the original (the judge's clock)",
-        "passed": ratio >= SPEEDUP,
-        "detail": f"{ratio:.1f}×: {_ms(t)} a call against the original's {_ms(o)} "
-        f"(medians of {len(theirs)} rounds of {PER_ROUND} calls)",
-    }
-    if not case["passed"]:
+    passed = ratio >= SPEEDUP
+    detail = (
+        f"{ratio:.1f}×: {_ms(t)} a call against the original's {_ms(o)} "
+        f"(medians of {len(theirs)} rounds of {PER_ROUND} calls)"
+    )
+    if not passed:
         top = _ops(profiled)[:1]
         if top and top[0].calls >= S // 2:
-            case["detail"] += (
+            detail += (
                 f". Your profile's top row, {text(top[0].name, 60)}, runs "
                 f"{top[0].calls} times a call: still one small operation per position?"
             )
-    return case
+    return case_row(
+        name=f"at least {SPEEDUP:g}× faster than the original (the judge's clock)",
+        passed=passed,
+        detail=detail,
+    )
 
 
 def _ops(reply: Blocks) -> list[BlockOp]:
@@ -369,10 +389,10 @@ def share_of(reply: Blocks) -> tuple[float, int, float]:
     return min(share, 1.0), round(sum(r.calls for r in rows)), total * 1e-6
 
 
-def _share_case(profiled: Blocks, wall: float) -> dict[str, Any]:
+def _share_case(profiled: Blocks, wall: float) -> CaseRow:
     share, count, cpu_s = share_of(profiled)
     call_s = profiled.wall_s
-    case: dict[str, Any] = {
+    case: CaseFields = {
         "name": f"{OP} under {SHARE_MAX:.0%} of the step's CPU time ({PROFILED} calls profiled)",
         "passed": False,
     }
@@ -389,11 +409,16 @@ def _share_case(profiled: Blocks, wall: float) -> dict[str, Any]:
         case["detail"] = f"{OP}: {share:.0%} of {_ms(cpu_s)} of CPU time" + (
             f" ({count} calls a step)" if count else " (not called)"
         )
-    return case
+    return case_row(**case)
 
 
 def _report(
-    ctx: GradeContext, profiled: Blocks, theirs: list, ours: list, written: Path, wanted: Path
+    ctx: GradeContext,
+    profiled: Blocks,
+    theirs: list[float],
+    ours: list[float],
+    written: Path,
+    wanted: Path,
 ) -> None:
     """What the app shows: the profile's top rows and kernels, the trace."""
     trace, problem = "", profiled.trace_error
@@ -411,24 +436,25 @@ def _report(
             "https://ui.perfetto.dev (or chrome://tracing)."
         )
     rows = [
-        {
-            "name": r.name,
-            "calls": r.calls,
-            "self_cpu_ms": r.self_cpu_us / 1e3,
-            "cpu_total_ms": r.cpu_total_us / 1e3,
-            "self_device_ms": r.self_device_us / 1e3,
-        }
+        OpRow(
+            name=r.name,
+            calls=round(r.calls),
+            self_cpu_ms=r.self_cpu_us / 1e3,
+            cpu_total_ms=r.cpu_total_us / 1e3,
+            self_device_ms=r.self_device_us / 1e3,
+        )
         for r in _ops(profiled)[:12]
     ]
-    info: dict[str, Any] = {"trace": trace, "device": ctx.device, "top_ops": rows}
-    info["sort"] = "cpu_total_ms"
+    info: Profile = {"trace": trace, "device": ctx.device, "top_ops": rows, "sort": "cpu_total_ms"}
     if ctx.device == "cuda":
-        info["top_kernels"] = [k.to_json() for k in profiled.top_kernels]
+        info["top_kernels"] = [
+            KernelTime(name=k.name, calls=k.calls, device_ms=k.device_ms)
+            for k in profiled.top_kernels
+        ]
     share, _, _ = share_of(profiled)
     t, o = statistics.median(theirs), statistics.median(ours)
-    ctx.timing = {
-        "profile": info,
-        "cases": [],
-        "summary": f"{_ms(t)} a call against the original's {_ms(o)} "
+    ctx.timing = ProfileTiming(
+        info,
+        f"{_ms(t)} a call against the original's {_ms(o)} "
         f"({speedup(theirs, ours):.1f}×); {OP} {share:.0%} of the profiled calls",
-    }
+    )

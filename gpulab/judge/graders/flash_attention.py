@@ -15,7 +15,8 @@ and the speedup over torch's SDPA, timed in the same run.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -120,23 +121,31 @@ def make_qkv(
 LAYOUT_NAMES = {"bshd": "(B, S, H, D) memory", "dlast": "strided head dim", "pad": "padded strides"}
 
 
+class Extras(TypedDict, total=False):
+    """A case's settings beyond its sizes, dtype and seed (make_case's keywords)."""
+
+    layout: str  # q, k and v views (LAYOUT_NAMES)
+    scale: float  # of q and k: large scores
+    sm_scale: float
+    label: str  # added to the case's name
+
+
 def make_case(
     ctx: CaseContext,
-    B,
-    H,
-    Sq,
-    Sk,
-    D,
-    causal,
-    dt,
-    seed,
-    layout="",
-    scale=1.0,
-    sm_scale=None,
-    label="",
+    B: int,
+    H: int,
+    Sq: int,
+    Sk: int,
+    D: int,
+    causal: bool,
+    dt: str,
+    seed: int,
+    **extras: Unpack[Extras],
 ) -> Case:
+    layout, scale = extras.get("layout", ""), extras.get("scale", 1.0)
+    sm_scale, label = extras.get("sm_scale"), extras.get("label", "")
     q, k, v = make_qkv(ctx, B, H, Sq, Sk, D, DTYPES[dt], seed, layout, scale)
-    kwargs = {}
+    kwargs: dict[str, object] = {}
     if causal:
         kwargs["causal"] = True
     if sm_scale is not None:
@@ -144,7 +153,7 @@ def make_case(
     # "causal" is part of the shape: tables that show only the shape (the
     # bench, the roofline) must still tell the two passes apart.
     shape = f"B{B} H{H} Sq{Sq} Sk{Sk} D{D}" + (" causal" if causal else "")
-    extras = [
+    notes = [
         x
         for x in (
             LAYOUT_NAMES.get(layout, ""),
@@ -153,7 +162,7 @@ def make_case(
         )
         if x
     ]
-    name = f"{shape} {dt}" + (f" ({', '.join(extras)})" if extras else "")
+    name = f"{shape} {dt}" + (f" ({', '.join(notes)})" if notes else "")
     return Case(
         name=name,
         args=(q, k, v),
@@ -165,7 +174,7 @@ def make_case(
 
 
 def correctness_cases(ctx: CaseContext, skip: set[str]) -> list[Case]:
-    specs: list[tuple[int, int, int, int, int, bool, str, int, dict[str, Any]]] = [
+    specs: list[tuple[int, int, int, int, int, bool, str, int, Extras]] = [
         # (B, H, Sq, Sk, D, causal, dtype, seed, extras)
         (1, 1, 1, 1, 16, False, "fp32", 1, {}),
         (1, 1, 1, 1, 16, True, "fp16", 2, {}),
@@ -286,7 +295,7 @@ def expect(case: Case) -> Expect:
     return Expect(q.shape, q, "q")
 
 
-def _sdpa_baseline(case: Case):
+def _sdpa_baseline(case: Case) -> Callable[[], torch.Tensor]:
     """torch's SDPA with the flash backend (the CUDA FlashAttention-2 that
     ships with torch) where the GPU has it (sm80+), else SDPA's own choice."""
     q, k, v = case.args
@@ -295,7 +304,7 @@ def _sdpa_baseline(case: Case):
     if torch.cuda.get_device_capability() >= (8, 0):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        def run():
+        def run() -> torch.Tensor:
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
@@ -352,7 +361,7 @@ def grade(ctx: GradeContext) -> None:
     )
 
 
-def bench_baselines(case: Case) -> dict:
+def bench_baselines(case: Case) -> dict[str, Callable[[], torch.Tensor]]:
     """For `gpulab bench`: both of torch's fast SDPA backends on Hopper, the
     CUDA FlashAttention-2 (flash) and cuDNN's (FlashAttention-3 class)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -361,8 +370,8 @@ def bench_baselines(case: Case) -> dict:
     causal = case.kwargs.get("causal", False)
     scale = case.kwargs.get("sm_scale")
 
-    def backend(which):
-        def run():
+    def backend(which: SDPBackend) -> Callable[[], torch.Tensor]:
+        def run() -> torch.Tensor:
             with sdpa_kernel(which):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 

@@ -29,6 +29,8 @@ judge applies the rules to that report (gpulab.judge.graph_dynamo).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +44,7 @@ from gpulab.check.frames_other import (
     Modes,
     ModesRequest,
 )
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import (
     args_nbytes,
@@ -60,7 +63,10 @@ from gpulab.judge.graph_step import (
 )
 
 if TYPE_CHECKING:
+    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.graph_step import StepInputs
+    from gpulab.judge.timed_rows import Json
 
 # Your rewrite may reorder a float operation or two: 1e-5 relative is a few
 # ulps in fp32, far below what any change of meaning produces.
@@ -76,7 +82,7 @@ COMPILED_CASES = (0, 1)
 # --- grading ------------------------------------------------------------------
 
 
-def _eager_case(ctx: GradeContext, fn: Any, args: tuple, name: str) -> dict[str, Any]:
+def _eager_case(ctx: GradeContext, fn: Any, args: StepInputs, name: str) -> CaseRow:
     """The step once in the sandbox on the judge's inputs, against the
     judge's original step."""
     from gpulab.judge.kernel import Expect, desc_problem, remote_call
@@ -84,26 +90,34 @@ def _eager_case(ctx: GradeContext, fn: Any, args: tuple, name: str) -> dict[str,
     x = args[0]
     expect = Expect(tuple(x.shape), x, "x")
     reply, out, _ = remote_call(ctx, fn.name, args, {}, expect=expect, guards=None)
-    record: dict[str, Any] = {"name": name, "dtype": "fp32", "shape": name.split(" ")[0]}
+    record: CaseFields = {"name": name, "dtype": "fp32", "shape": name.split(" ")[0]}
     problem = desc_problem(reply.desc, expect) or (
         None if out is not None else "the result could not be copied out"
     )
     if problem or out is None:
-        record.update(passed=False, detail=problem)
-        return record
+        record.update({"passed": False, "detail": problem})
+        return case_row(**record)
     rep = compare(out, original_step(*clone_inputs(args)), *EAGER_TOL)
     record.update(
-        passed=rep.mismatches == 0,
-        max_abs=rep.max_abs,
-        max_rel=rep.max_rel,
-        mismatches=rep.mismatches,
+        {
+            "passed": rep.mismatches == 0,
+            "max_abs": rep.max_abs,
+            "max_rel": rep.max_rel,
+            "mismatches": rep.mismatches,
+        }
     )
     if rep.mismatches:
         record["detail"] = "output differs from the original step: " + describe_mismatch(rep)
-    return record
+    return case_row(**record)
 
 
-def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backend: str) -> None:
+def _compiled_cases(
+    ctx: GradeContext,
+    fn: Any,
+    cases: list[tuple[str, StepInputs]],
+    names: list[str],
+    backend: str,
+) -> None:
     """torch.compile(step, backend, fullgraph=True) in the sandbox; each
     output compared here with the original step."""
     from gpulab.judge.kernel import Refs, encode
@@ -121,27 +135,27 @@ def _compiled_cases(ctx: GradeContext, fn: Any, cases: list, names: list, backen
         name = f"compiled ({backend}) {names[i]}"
         if k >= len(copied) or copied[k] is not True:
             ctx.add_case(
-                {
-                    "name": name,
-                    "dtype": "fp32",
-                    "passed": False,
-                    "detail": "the compiled step did not return a tensor of x's "
+                case_row(
+                    name=name,
+                    dtype="fp32",
+                    passed=False,
+                    detail="the compiled step did not return a tensor of x's "
                     "shape, dtype and device",
-                }
+                )
             )
             continue
         rep = compare(arena.view(slot).clone(), original_step(*clone_inputs(args)), *COMPILED_TOL)
-        ctx.add_case(
-            {
-                "name": name,
-                "dtype": "fp32",
-                "passed": rep.mismatches == 0,
-                "max_abs": rep.max_abs,
-                "max_rel": rep.max_rel,
-                "mismatches": rep.mismatches,
-                **({"detail": describe_mismatch(rep)} if rep.mismatches else {}),
-            }
-        )
+        case: CaseFields = {
+            "name": name,
+            "dtype": "fp32",
+            "passed": rep.mismatches == 0,
+            "max_abs": rep.max_abs,
+            "max_rel": rep.max_rel,
+            "mismatches": rep.mismatches,
+        }
+        if rep.mismatches:
+            case["detail"] = describe_mismatch(rep)
+        ctx.add_case(case_row(**case))
 
 
 def grade(ctx: GradeContext) -> None:
@@ -222,7 +236,7 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
     from gpulab.judge.kernel import Refs, encode
 
     flusher = L2Flusher()
-    rows: list[dict[str, Any]] = []
+    rows: list[ModeRow] = []
     for b, s, d in TIMING_SHAPES:
         shape = f"{b}×{s}×{d}"
         args = make_inputs(b, s, d, ctx.seed(500 + s), rms=1.0, device="cuda")
@@ -248,27 +262,20 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
             if r.ms is None or not r.ms > 0:
                 ctx.fail(f"timing {shape}: the sandbox sent no usable timing")
             rows.append(_row(name, shape, (b, s, d), r.times(), r.kernels, r.compile_s))
-        base_ms = next(r["ms"] for r in rows[-4:] if r["name"] == "your step (eager)")
+        base_ms = next(r.ms for r in rows[-4:] if r.name == "your step (eager)")
         for row in rows[-4:]:
-            row["baseline"], row["speedup"] = "your step (eager)", base_ms / row["ms"]
-    best = {r["shape"].split(" ")[0]: r for r in rows if r["name"].endswith("reduce-overhead")}
+            row.baseline, row.speedup = "your step (eager)", base_ms / row.ms
+    best = {r.shape.split(" ")[0]: r for r in rows if r.name.endswith("reduce-overhead")}
     parts = [
-        f"{shape}: reduce-overhead {r['speedup']:.1f}x eager ({r['kernels']} kernels "
-        f"vs {next(x['kernels'] for x in rows if x['shape'] == shape + ' your step (eager)')})"
+        f"{shape}: reduce-overhead {r.speedup:.1f}x eager ({r.kernels} kernels "
+        f"vs {next(x.kernels for x in rows if x.shape == shape + ' your step (eager)')})"
         for shape, r in best.items()
     ]
     ctx.notes.append(
         "Your step's times are measured in the sandbox and reported, not graded; "
         "every timed output was checked by the judge."
     )
-    ctx.timing = {
-        "cases": rows,
-        "summary": "; ".join(parts),
-        "baseline": "your step (eager)",
-        "unit": "TFLOP/s",
-        "device": torch.cuda.get_device_name(0),
-        "ms": rows[1]["ms"] if len(rows) > 1 else None,
-    }
+    ctx.timing = ModesTiming(rows, "; ".join(parts), torch.cuda.get_device_name(0))
 
 
 # Your step's variants, timed in the sandbox: name -> torch.compile mode (None: eager).
@@ -279,18 +286,64 @@ MODES = {
 }
 
 
+@dataclass
+class ModeRow:
+    """One shape's step timed one way: the original (by the judge) or one of
+    your step's modes (by the sandbox, reported, not graded)."""
+
+    name: str
+    shape: str
+    times: dict[str, object]  # the timing's numbers as measured (ms, p20_ms, ...)
+    ms: float
+    flops: float
+    kernels: int | None
+    compile_s: float | None
+    # With speedup, once the shape's eager step is timed.
+    baseline: str | None = None
+    speedup: float = 0.0
+
+    def to_json(self) -> Json:
+        out: Json = {"name": self.name, "shape": self.shape, "dtype": "fp32", **self.times}
+        out.update(
+            flops=self.flops,
+            throughput=self.flops / (self.ms * 1e-3) / 1e12,
+            unit="TFLOP/s",
+            kernels=self.kernels,
+            compile_s=self.compile_s,
+        )
+        if self.baseline is not None:
+            out.update(baseline=self.baseline, speedup=self.speedup)
+        return out
+
+
+@dataclass
+class ModesTiming:
+    """The timing the app shows: each shape's modes beside the original."""
+
+    cases: list[ModeRow]
+    summary: str
+    device: str
+    implausible: str | None = None  # not graded, so never refused
+
+    def to_json(self) -> Json:
+        return {
+            "cases": [r.to_json() for r in self.cases],
+            "summary": self.summary,
+            "baseline": "your step (eager)",
+            "unit": "TFLOP/s",
+            "device": self.device,
+            "ms": self.cases[1].ms if len(self.cases) > 1 else None,
+        }
+
+
 def _row(
-    name: str, shape: str, bsd: tuple, t: dict, kernels: int | None, compile_s: float | None
-) -> dict[str, Any]:
-    flops = step_flops(*bsd)
-    return {
-        "name": name,
-        "shape": f"{shape} {name}",
-        "dtype": "fp32",
-        **t,
-        "flops": flops,
-        "throughput": flops / (t["ms"] * 1e-3) / 1e12,
-        "unit": "TFLOP/s",
-        "kernels": kernels,
-        "compile_s": compile_s,
-    }
+    name: str,
+    shape: str,
+    bsd: tuple[int, int, int],
+    t: Mapping[str, object],
+    kernels: int | None,
+    compile_s: float | None,
+) -> ModeRow:
+    ms = t["ms"]
+    assert isinstance(ms, (int, float))  # measure's and the sandbox's (checked) both have it
+    return ModeRow(name, f"{shape} {name}", dict(t), ms, step_flops(*bsd), kernels, compile_s)

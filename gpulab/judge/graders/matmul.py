@@ -13,8 +13,9 @@ run) reached on large LLM-sized shapes; the book's pass line is 70%.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,7 @@ LAYOUTS = {
 }
 
 
-def _present(*pairs) -> tuple:
+def _present(*pairs: tuple[object, str]) -> tuple[Callable[..., Any], ...]:
     # Looked up by name so a torch without one of them (chain_matmul is
     # deprecated) still loads this grader.
     return tuple(getattr(ns, name) for ns, name in pairs if hasattr(ns, name))
@@ -110,8 +111,9 @@ def interpreter_dot_ok(dtype: torch.dtype) -> bool:
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def _dot(a_ptr, b_ptr, c_ptr, B: tl.constexpr):
+    # A Triton kernel: its arguments are Triton's, its decorator untyped.
+    @triton.jit  # type: ignore[untyped-decorator]
+    def _dot(a_ptr, b_ptr, c_ptr, B: tl.constexpr):  # type: ignore[no-untyped-def]
         i = tl.arange(0, B)
         a = tl.load(a_ptr + i[:, None] * B + i[None, :])
         b = tl.load(b_ptr + i[:, None] * B + i[None, :])
@@ -128,7 +130,7 @@ def interpreter_dot_ok(dtype: torch.dtype) -> bool:
     return torch.allclose(c.double(), a.double() @ b.double(), atol=1e-2, rtol=1e-2)
 
 
-def interpreter_skips(ctx: GradeContext, dtypes=("fp16", "bf16")) -> set[str]:
+def interpreter_skips(ctx: GradeContext, dtypes: tuple[str, ...] = ("fp16", "bf16")) -> set[str]:
     """Dtypes whose tl.dot the interpreter gets wrong; recorded in ctx.skipped."""
     bad = {dt for dt in dtypes if not interpreter_dot_ok(DTYPES[dt])}
     ctx.skipped.extend(
@@ -146,7 +148,7 @@ AUTOTUNE_HINT = (
 )
 
 
-def checked(ctx: GradeContext, spec: KernelSpec, fn, cases: list[Case]) -> None:
+def checked(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """check_cases, with a hint for the one interpreter error a learner can't decode."""
     try:
         check_cases(ctx, spec, fn, cases)
@@ -169,7 +171,7 @@ def operand(
 ) -> torch.Tensor:
     """A random (rows, cols) operand with the given memory layout."""
 
-    def randn(*shape):
+    def randn(*shape: int) -> torch.Tensor:
         return (torch.randn(*shape, generator=g, device=device) * scale).to(dtype)
 
     if layout == "T":

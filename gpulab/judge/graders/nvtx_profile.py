@@ -35,15 +35,19 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Required, TypedDict
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Trained, TrainRequest
+from gpulab.check.frames_other import KernelRow, Trained, TrainRequest
+from gpulab.check.frames_other import OpRow as SandboxOpRow
+from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, check_ranges, range_times
@@ -52,6 +56,7 @@ from gpulab.sandbox.training import RANGES, build_model
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.timed_rows import Json
 
 STEPS = 4
 PROFILED = 1  # index of the step that is profiled (the first one warms up)
@@ -72,12 +77,15 @@ def make_batch(seed: int, device: str, n: int = 64) -> tuple[torch.Tensor, torch
     return x.to(device), (x @ w).argmax(-1).to(device)
 
 
-def original_train_step(model, batch, optimizer) -> torch.Tensor:
+def original_train_step(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], optimizer: torch.optim.Optimizer
+) -> torch.Tensor:
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
     logits = model(x)
     loss = F.cross_entropy(logits, y)
-    loss.backward()
+    backward: Callable[[], None] = loss.backward  # unannotated in torch
+    backward()
     optimizer.step()
     return loss.detach()
 
@@ -116,9 +124,72 @@ def own_temp_folder(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
+class OpRow(TypedDict):
+    """A profile's operator row, as the app draws it (gpulab.check.report)."""
+
+    name: str
+    calls: int
+    self_cpu_ms: float
+    cpu_total_ms: float
+    self_device_ms: float
+
+
+class KernelTime(TypedDict):
+    """A profile's kernel row."""
+
+    name: str
+    calls: int
+    device_ms: float
+
+
+class Profile(TypedDict, total=False):
+    """A profile as the result's `timing["profile"]` holds it (lesson 07's
+    two exercises): the trace's path, its top rows, and how they are sorted."""
+
+    trace: Required[str]
+    device: Required[str]
+    top_ops: Required[list[OpRow]]
+    ranges: list[dict[str, object]]  # gpulab.judge.nvtx_ranges.range_times'
+    sort: Required[str]
+    top_kernels: list[KernelTime]
+    nvtx: list[str]
+
+
+@dataclass
+class ProfileTiming:
+    """A profiled exercise's timing: the profile the app shows, nothing graded."""
+
+    profile: Profile
+    summary: str
+    implausible: str | None = None  # a profile is never refused
+
+    def to_json(self) -> Json:
+        return {"profile": self.profile, "cases": [], "summary": self.summary}
+
+
+def _op_rows(rows: tuple[SandboxOpRow, ...]) -> list[OpRow]:
+    return [
+        OpRow(
+            name=r.name,
+            calls=r.calls,
+            self_cpu_ms=r.self_cpu_ms,
+            cpu_total_ms=r.cpu_total_ms,
+            self_device_ms=r.self_device_ms,
+        )
+        for r in rows
+    ]
+
+
+def _kernel_rows(rows: tuple[KernelRow, ...]) -> list[KernelTime]:
+    return [KernelTime(name=r.name, calls=r.calls, device_ms=r.device_ms) for r in rows]
+
+
 def _train_remote(
-    ctx: GradeContext, seed: int, batch: tuple, meanwhile: Any
-) -> tuple[Trained, list, Path, Path]:
+    ctx: GradeContext,
+    seed: int,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    meanwhile: Callable[[], None],
+) -> tuple[Trained, list[torch.Tensor], Path, Path]:
     """The learner's steps in the sandbox, from the judge's weights and batch;
     `meanwhile()` runs here while they run there. Returns (the reply, the
     final weights, where the sandbox wrote the trace, where it belongs)."""
@@ -181,45 +252,45 @@ def grade(ctx: GradeContext) -> None:
         for a, b in zip(losses, ref_losses, strict=True)
     )
     ctx.add_case(
-        {
-            "name": f"losses match the original over {STEPS} steps",
-            "passed": same,
-            "detail": ""
+        case_row(
+            name=f"losses match the original over {STEPS} steps",
+            passed=same,
+            detail=""
             if same
             else "losses "
             + ", ".join(f"{v:.5f}" for v in losses)
             + " vs the original's "
             + ", ".join(f"{v:.5f}" for v in ref_losses),
-        }
+        )
     )
     diff = 0.0
     for a, b in zip(weights, _params(ref), strict=True):
         diff = worst(diff, float((a - b).abs().max()))
     ok = diff <= 1e-6  # NaN (a slot never written) fails too
     ctx.add_case(
-        {
-            "name": "weights match the original after training",
-            "passed": ok,
-            "max_abs": diff,
-            "detail": ""
+        case_row(
+            name="weights match the original after training",
+            passed=ok,
+            max_abs=diff,
+            detail=""
             if ok
             else f"weights differ by up to {value_text(diff)}: does the step still zero the grads, "
             "step the optimizer once, and train on the batch it is given?",
-        }
+        )
     )
     falls = same and losses[-1] < losses[0]
     ctx.add_case(
-        {
-            "name": "loss decreases",
-            "passed": falls,
-            "detail": f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss",
-        }
+        case_row(
+            name="loss decreases",
+            passed=falls,
+            detail=f"{losses[0]:.4f} → {losses[-1]:.4f}" if losses else "no loss",
+        )
     )
 
     # 2. The ranges, read off the profile's events (the sandbox's report).
     events = list(reply.events)
     for case in check_ranges(events):
-        ctx.add_case(case)
+        ctx.add_case(case_row(**case))
     _report_profile(ctx, reply, events, written, trace_path)
 
 
@@ -266,15 +337,15 @@ def _report_profile(
     elif wanted.is_file():
         trace = str(wanted)
     ranges = range_times(events)
-    profile_info: dict[str, Any] = {
+    profile_info: Profile = {
         "trace": trace,
         "device": device,
-        "top_ops": [r.to_json() for r in reply.top_ops],
+        "top_ops": _op_rows(reply.top_ops),
         "ranges": ranges,
         "sort": "self_device_ms" if device == "cuda" else "self_cpu_ms",
     }
     if device == "cuda":
-        profile_info["top_kernels"] = [r.to_json() for r in reply.top_kernels]
+        profile_info["top_kernels"] = _kernel_rows(reply.top_kernels)
         profile_info["nvtx"] = sorted(set(reply.nvtx))
         seen = set(profile_info["nvtx"])
         if not set(RANGES) <= seen:
@@ -292,8 +363,6 @@ def _report_profile(
             "operations."
         )
     parts = ", ".join(f"{r['name']} {r['ms']:.2f} ms" for r in ranges)
-    ctx.timing = {
-        "profile": profile_info,
-        "cases": [],
-        "summary": f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}",
-    }
+    ctx.timing = ProfileTiming(
+        profile_info, f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}"
+    )

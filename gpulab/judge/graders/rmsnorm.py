@@ -17,7 +17,7 @@ import torch
 
 from gpulab.judge import capability
 from gpulab.judge.graders.rope import guarded
-from gpulab.judge.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
+from gpulab.judge.graders.rope_rmsnorm import DTYPES, TOLERANCE, Extras, Spec, make_inputs
 from gpulab.judge.graders.rope_rmsnorm import SPEC as FUSED
 from gpulab.judge.kernel import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
@@ -47,7 +47,7 @@ SPEC = KernelSpec(
 )
 
 # (B, S, H, D, dtype, public seed, extras)
-CASES = [
+CASES: list[Spec] = [
     (1, 1, 1, 16, "fp32", 1, {}),
     (2, 3, 5, 32, "fp32", 2, {}),  # 30 rows: a partial last block of rows
     (1, 4, 3, 64, "fp16", 3, {}),
@@ -60,14 +60,16 @@ CASES = [
     (1, 2, 3, 128, "bf16", 10, {"w_dtype": "fp32", "label": "fp32 weight"}),
     (2, 3, 5, 32, "fp32", 11, {"label": "second draw"}),  # fresh data, same shape
 ]
-CASES_GPU = [
+CASES_GPU: list[Spec] = [
     (2, 1000, 7, 128, "bf16", 20, {}),
     (3, 129, 5, 256, "fp32", 21, {}),
     (1, 4096, 32, 128, "fp16", 22, {"scale": 300.0, "label": "large magnitudes"}),
 ]
 
 
-def make_case(ctx: CaseContext, B, S, H, D, dt, seed, kw) -> Case:
+def make_case(
+    ctx: CaseContext, B: int, S: int, H: int, D: int, dt: str, seed: int, kw: Extras
+) -> Case:
     w_dtype = DTYPES[kw["w_dtype"]] if "w_dtype" in kw else None
     x, w, _, _, _ = make_inputs(
         B, S, H, D, DTYPES[dt], ctx.seed(seed), ctx.device,

@@ -43,7 +43,7 @@ SPEC = KernelSpec(
 )
 
 # (B, S, H, D, dtype, public seed, layout, label)
-CASES = [
+CASES: list[tuple[int, int, int, int, str, int, str, str]] = [
     (1, 1, 1, 16, "fp32", 1, "", "S=1"),
     (2, 3, 5, 32, "fp32", 2, "", ""),  # B > 1: row s of the tables, not b·S + s
     (1, 4, 3, 64, "fp16", 3, "", ""),
@@ -54,14 +54,24 @@ CASES = [
     (2, 3, 3, 32, "fp32", 8, "bhsd", ""),
     (2, 3, 5, 32, "fp32", 9, "", "second draw"),  # fresh data, same shape
 ]
-CASES_GPU = [
+CASES_GPU: list[tuple[int, int, int, int, str, int, str, str]] = [
     (2, 1000, 7, 128, "bf16", 20, "", ""),
     (1, 777, 32, 64, "fp16", 21, "qkv", ""),
     (4, 333, 9, 16, "bf16", 22, "bhsd", ""),
 ]
 
 
-def make_case(ctx: CaseContext, B, S, H, D, dt, seed, layout="", label="") -> Case:
+def make_case(
+    ctx: CaseContext,
+    B: int,
+    S: int,
+    H: int,
+    D: int,
+    dt: str,
+    seed: int,
+    layout: str = "",
+    label: str = "",
+) -> Case:
     x, _, cos, sin, _ = make_inputs(
         B, S, H, D, DTYPES[dt], ctx.seed(seed), ctx.device, layout=layout or "contiguous"
     )

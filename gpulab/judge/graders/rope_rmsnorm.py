@@ -18,13 +18,15 @@ the Triton kernels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 import torch.nn.functional as F
 
 from gpulab.judge import capability
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch, dtype_name, worst
 from gpulab.judge.kernel import (
     INTERPRETER_NOTE,
@@ -37,6 +39,7 @@ from gpulab.judge.kernel import (
 )
 
 if TYPE_CHECKING:
+    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -106,7 +109,14 @@ def make_inputs(
     return x, w, cos, sin, dy
 
 
-def unfused(x, weight, cos, sin, eps: float = 1e-6, dtype: torch.dtype | None = None):
+def unfused(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    eps: float = 1e-6,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """The eager chain: RMSNorm in `dtype` (fp32 default), then rotate-half RoPE."""
     dtype = dtype or torch.float32
     xf = x.to(dtype)
@@ -136,8 +146,25 @@ def expect(case: Case) -> Expect:
 
 
 # --- cases ----------------------------------------------------------------------
+
+
+class Extras(TypedDict, total=False):
+    """A case's settings beyond its sizes, dtype and seed."""
+
+    label: str  # added to the case's name
+    layout: str  # x a view: "qkv" (a slice of a wider tensor), "bhsd" (transposed)
+    scale: float  # of x's values
+    eps: float
+    w_dtype: str  # the weight's, where it differs from x's
+    dy: str  # "strided": the backward's dy a non-contiguous view
+    grad_api: str  # "backward": y.backward(dy) and .grad, not autograd.grad
+
+
 # (B, S, H, D, dtype, public seed, extras)
-FORWARD = [
+Spec = tuple[int, int, int, int, str, int, Extras]
+# A case, the backward's dy, and the extras the case's maker left.
+Drawn = tuple[Case, torch.Tensor, Extras]
+FORWARD: list[Spec] = [
     (1, 1, 1, 16, "fp32", 1, {"label": "S=1"}),
     (2, 3, 5, 32, "fp32", 2, {}),  # B*S*H = 30
     (1, 4, 3, 64, "fp16", 3, {}),
@@ -153,7 +180,7 @@ FORWARD = [
     (1, 2, 3, 128, "bf16", 13, {"w_dtype": "fp32", "label": "fp32 weight"}),
     (2, 3, 5, 32, "fp32", 14, {"label": "second draw"}),  # fresh data, same shape
 ]
-FORWARD_GPU = [
+FORWARD_GPU: list[Spec] = [
     (2, 1000, 7, 128, "bf16", 20, {}),
     (1, 777, 32, 64, "fp16", 21, {"layout": "qkv"}),
     (3, 129, 5, 256, "fp32", 22, {}),
@@ -161,7 +188,7 @@ FORWARD_GPU = [
 ]
 # The backward: (..., extras); "grad_api": "backward" uses y.backward(dy) and
 # reads .grad; "dy": "strided" hands the backward a non-contiguous dy.
-BACKWARD = [
+BACKWARD: list[Spec] = [
     (2, 3, 5, 16, "fp32", 31, {}),
     (1, 3, 2, 128, "bf16", 32, {}),
     (1, 2, 3, 256, "fp16", 33, {}),
@@ -171,15 +198,15 @@ BACKWARD = [
     (2, 4, 6, 32, "fp32", 37, {"grad_api": "backward", "label": "y.backward(dy)"}),
     (1, 3, 3, 64, "fp32", 38, {"scale": 1e-3, "eps": 0.01, "label": "small, eps=0.01"}),
 ]
-BACKWARD_GPU = [
+BACKWARD_GPU: list[Spec] = [
     (2, 500, 7, 128, "bf16", 40, {"layout": "qkv"}),
     (1, 1024, 32, 64, "fp16", 41, {}),
 ]
 
 
-def make_case(ctx: CaseContext, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
+def make_case(ctx: CaseContext, spec: Spec) -> Drawn:
     B, S, H, D, dt, seed, kw = spec
-    kw = dict(kw)
+    kw = kw.copy()
     label = kw.pop("label", "")
     w_dtype = DTYPES[kw.pop("w_dtype")] if "w_dtype" in kw else None
     eps = kw.pop("eps", None)
@@ -212,7 +239,7 @@ def make_case(ctx: CaseContext, spec: tuple) -> tuple[Case, torch.Tensor, dict]:
     return case, dy, kw
 
 
-def _cases(ctx: GradeContext, specs: list) -> list:
+def _cases(ctx: GradeContext, specs: list[Spec]) -> list[Drawn]:
     device_skips = capability.skip_for_device(ctx)
     return [
         make_case(ctx, s)
@@ -241,7 +268,7 @@ def _scaled_tol(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
     return atol * max(scale, 1e-30), rtol
 
 
-def check_backward(ctx: GradeContext, fn: Any, cases: list, total: int) -> None:
+def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -> None:
     for case, dy, kw in cases:
         name = f"backward {case.name}"
         ctx.stage(f"checking {name}")
@@ -304,11 +331,18 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list, total: int) -> None:
         ctx.add_case(_backward_record(case, dy, name, y, grads, copied), total)
 
 
-def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied: list) -> dict:
+def _backward_record(
+    case: Case,
+    dy: torch.Tensor,
+    name: str,
+    y: torch.Tensor | None,
+    grads: list[torch.Tensor],
+    copied: list[bool],
+) -> CaseRow:
     """The case: y and both gradients against the reference's."""
     x, w = case.args[0], case.args[1]
     gx, gw = reference_grads(case, dy)
-    record: dict[str, Any] = {
+    record: CaseFields = {
         "name": name,
         "shape": case.shape,
         "dtype": dtype_name(case.dtype),
@@ -334,7 +368,10 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
             )
             continue
         rep = compare(got, ref, *_scaled_tol(ref, dt))
-        record[f"{label}_max_abs"] = rep.max_abs
+        if label == "dx":
+            record["dx_max_abs"] = rep.max_abs
+        else:
+            record["dweight_max_abs"] = rep.max_abs
         record["max_abs"] = worst(record.get("max_abs"), rep.max_abs)
         record["max_rel"] = worst(record.get("max_rel"), rep.max_rel)
         record["mismatches"] = record.get("mismatches", 0) + rep.mismatches
@@ -343,7 +380,7 @@ def _backward_record(case: Any, dy: Any, name: str, y: Any, grads: list, copied:
             details.append(f"{label}: {describe_mismatch(rep)}")
     if details:
         record["detail"] = "; ".join(details)
-    return record
+    return case_row(**record)
 
 
 def kernel_spec(ctx: CaseContext) -> KernelSpec:
@@ -397,7 +434,7 @@ def grade(ctx: GradeContext) -> None:
 TIMING_SHAPES = [(1, 16384, 32, 128), (4, 16384, 32, 128)]
 
 
-def timing_cases(ctx: CaseContext) -> list:
+def timing_cases(ctx: CaseContext) -> list[Drawn]:
     dt = capability.timed_dtype(ctx, "bf16")
     return [
         make_case(ctx, (B, S, H, D, dt, 100 + i, {}))
@@ -405,7 +442,7 @@ def timing_cases(ctx: CaseContext) -> list:
     ]
 
 
-def bench_cases(ctx: CaseContext) -> list:
+def bench_cases(ctx: CaseContext) -> list[tuple[Case, dict[str, Callable[..., torch.Tensor]]]]:
     """For `gpulab bench`: the forward timing cases beside both baselines."""
     compiled = torch.compile(unfused, dynamic=False)
     out = []

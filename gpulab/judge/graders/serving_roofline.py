@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from gpulab.judge.case_row import case_row
 from gpulab.judge.plain import fmt as _fmt
 from gpulab.judge.plain import try_call as _try
 from gpulab.perf import serving, serving_models
@@ -24,10 +26,48 @@ from gpulab.perf.hardware import GPUS, match_gpu
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.judge.remote import Remote
 
 RTOL = 1e-6
 N_RANDOM = 6
-FIELDS = ("flops", "bytes", "intensity", "bound", "tokens_per_s")
+Field = Literal["flops", "bytes", "intensity", "bound", "tokens_per_s"]
+FIELDS: tuple[Field, ...] = ("flops", "bytes", "intensity", "bound", "tokens_per_s")
+
+
+class StepAnswer(TypedDict):
+    """What prefill_step and decode_step return (FIELDS), worked out by the judge."""
+
+    flops: float
+    bytes: float
+    intensity: float
+    bound: str
+    tokens_per_s: float
+
+
+def _answer(step: serving.Step) -> StepAnswer:
+    return StepAnswer(
+        flops=step.flops,
+        bytes=step.bytes,
+        intensity=step.intensity,
+        bound=step.bound,
+        tokens_per_s=step.tokens_per_s,
+    )
+
+
+class Variant(TypedDict, total=False):
+    """A usual mistake, made on purpose to name the learner's (_variant's keywords)."""
+
+    flop_per_weight: float
+    attention: bool
+    kv: bool
+    pairs: str
+    weights_per_seq: bool
+    unit: float
+    force_bound: str
+
+
+# A scenario: (model, GPU, batch, prompt length, context).
+Scenario = tuple[serving.ModelConfig, serving.Roof, int, int, int]
 
 
 def _close(got: Any, want: float) -> bool:
@@ -74,7 +114,7 @@ def _near_tie(step: serving.Step, roof: serving.Roof) -> bool:
     return abs(t_c / t_m - 1) < 1e-3
 
 
-def _draw(rng: random.Random, want: tuple[str, str] | None, odd_head_dim: bool = False):
+def _draw(rng: random.Random, want: tuple[str, str] | None, odd_head_dim: bool = False) -> Scenario:
     """A (cfg, roof, batch, prompt_len, context) whose steps avoid near-ties,
     and, if `want` = (step, bound), whose `step` has that bound."""
     for _ in range(2000):
@@ -97,13 +137,14 @@ def _draw(rng: random.Random, want: tuple[str, str] | None, odd_head_dim: bool =
     raise RuntimeError("could not draw a configuration (a gpulab bug)")
 
 
-def scenarios(ctx: CaseContext) -> list[tuple[str, Any]]:
+def scenarios(ctx: CaseContext) -> list[tuple[str, Scenario]]:
     llama = serving_models.PRESETS["llama-3-8b"]
     gpu = match_gpu("h200")
     assert gpu is not None  # in the shipped table (gpulab/data/gpus.toml)
     h200 = serving.roof_for(gpu, "bf16")
-    out = [("Llama-3 8B bf16 on H200", (llama, h200, 1, 2048, 4096))]
-    wants = [None] * (N_RANDOM - 2) + [("decode", "compute"), ("prefill", "memory")]
+    out: list[tuple[str, Scenario]] = [("Llama-3 8B bf16 on H200", (llama, h200, 1, 2048, 4096))]
+    wants: list[tuple[str, str] | None] = [None] * (N_RANDOM - 2)
+    wants += [("decode", "compute"), ("prefill", "memory")]
     for i, want in enumerate(wants):
         rng = random.Random(ctx.seed(900 + i))
         out.append((f"unseen config {i + 1}", _draw(rng, want, odd_head_dim=i == 0)))
@@ -115,8 +156,8 @@ def scenarios(ctx: CaseContext) -> list[tuple[str, Any]]:
 
 def _variant(
     kind: str,
-    cfg,
-    roof,
+    cfg: serving.ModelConfig,
+    roof: serving.Roof,
     batch: int,
     n: int,
     *,
@@ -127,11 +168,14 @@ def _variant(
     weights_per_seq: bool = False,
     unit: float = 1e12,
     force_bound: str = "",
-) -> dict:
+) -> StepAnswer:
     p = serving.weight_params(cfg)
     kvpt = serving.kv_bytes_per_token(cfg) if kv else 0.0
     wbytes = p * cfg.weight_bytes * (batch if weights_per_seq else 1)
-    att = (lambda q: serving.attention_flops(cfg, q)) if attention else (lambda q: 0.0)
+
+    def att(q: float) -> float:
+        return serving.attention_flops(cfg, q) if attention else 0.0
+
     if kind == "prefill":
         q = {"causal": n * (n + 1) / 2, "half": n * n / 2, "full": n * n}[pairs]
         flops = batch * (flop_per_weight * p * n + att(q))
@@ -142,16 +186,17 @@ def _variant(
     t_c, t_m = flops / (roof.peak_tflops * unit), nbytes / (roof.bandwidth_tbs * unit)
     bound = force_bound or ("memory" if t_m > t_c else "compute")
     t = {"memory": t_m, "compute": t_c}[bound] if force_bound else max(t_c, t_m)
-    return {
-        "flops": flops,
-        "bytes": nbytes,
-        "intensity": flops / nbytes,
-        "bound": bound,
-        "tokens_per_s": tokens / t,
-    }
+    return StepAnswer(
+        flops=flops,
+        bytes=nbytes,
+        intensity=flops / nbytes,
+        bound=bound,
+        tokens_per_s=tokens / t,
+    )
 
 
-def _mistakes(kind: str, cfg, roof, batch: int, n: int):
+def _mistakes(kind: str, cfg: serving.ModelConfig) -> Iterator[tuple[str, Variant | str]]:
+    """The usual mistakes: a label and _variant's keywords, or "head_dim"."""
     kv_word = "KV-cache writes" if kind == "prefill" else "KV-cache reads"
     yield f"you left out the {kv_word}", dict(kv=False)
     yield "you counted 1 FLOP per weight; a multiply-add is 2", dict(flop_per_weight=1)
@@ -176,16 +221,25 @@ def _mistakes(kind: str, cfg, roof, batch: int, n: int):
         yield "you used hidden // heads; use cfg.head_dim", "head_dim"
 
 
-def _diagnose(kind: str, field: str, got: Any, cfg, roof, batch: int, n: int) -> str:
-    for label, change in _mistakes(kind, cfg, roof, batch, n):
-        if change == "head_dim":
+def _diagnose(
+    kind: str,
+    field: Field,
+    got: Any,
+    cfg: serving.ModelConfig,
+    roof: serving.Roof,
+    batch: int,
+    n: int,
+) -> str:
+    for label, change in _mistakes(kind, cfg):
+        if isinstance(change, str):  # "head_dim"
             alt_cfg = replace(cfg, head_dim=cfg.hidden // cfg.heads)
             alt = _variant(kind, alt_cfg, roof, batch, n)
         else:
             alt = _variant(kind, cfg, roof, batch, n, **change)
         if field == "bound" and "force_bound" not in change:
             continue
-        if (got == alt[field]) if field == "bound" else _close(got, alt[field]):
+        other = alt[field]  # a str for "bound" only
+        if (got == other) if isinstance(other, str) else _close(got, other):
             return f" — looks like {label}"
     return ""
 
@@ -193,7 +247,7 @@ def _diagnose(kind: str, field: str, got: Any, cfg, roof, batch: int, n: int) ->
 # --- checks ------------------------------------------------------------------------
 
 
-def _describe(cfg, roof) -> str:
+def _describe(cfg: serving.ModelConfig, roof: serving.Roof) -> str:
     return (
         f"layers={cfg.layers} hidden={cfg.hidden} heads={cfg.heads} "
         f"kv_heads={cfg.kv_heads} head_dim={cfg.head_dim} vocab={cfg.vocab} "
@@ -203,14 +257,23 @@ def _describe(cfg, roof) -> str:
     )
 
 
-def _check_scalar(ctx: GradeContext, label: str, fn, want: float, args: tuple, where: str) -> None:
-    got, err = _try(ctx, fn, *args)
+def _check_scalar(
+    ctx: GradeContext, label: str, fn: Remote, want: float, cfg: serving.ModelConfig, where: str
+) -> None:
+    got, err = _try(ctx, fn, cfg)
     ok = not err and _close(got, want)
     detail = err or ("" if ok else f"got {_fmt(got)}, expected {_fmt(want)} [{where}]")
-    ctx.add_case({"name": label, "passed": ok, "detail": detail})
+    ctx.add_case(case_row(name=label, passed=ok, detail=detail))
 
 
-def _check_step(ctx: GradeContext, label: str, kind: str, fn, args: tuple, want: dict) -> None:
+def _check_step(
+    ctx: GradeContext,
+    label: str,
+    kind: str,
+    fn: Remote,
+    args: tuple[serving.ModelConfig, serving.Roof, int, int],
+    want: StepAnswer,
+) -> None:
     cfg, roof, batch, n = args
     got, err = _try(ctx, fn, *args)
     detail = err
@@ -221,7 +284,8 @@ def _check_step(ctx: GradeContext, label: str, kind: str, fn, args: tuple, want:
             detail = f"the returned dict lacks {', '.join(repr(m) for m in missing)}"
         else:
             for f in FIELDS:
-                ok = got[f] == want[f] if f == "bound" else _close(got[f], want[f])
+                w = want[f]  # a str for "bound" only
+                ok = got[f] == w if isinstance(w, str) else _close(got[f], w)
                 if not ok:
                     detail = (
                         f"{f}: got {_fmt(got[f])}, expected {_fmt(want[f])}"
@@ -233,50 +297,54 @@ def _check_step(ctx: GradeContext, label: str, kind: str, fn, args: tuple, want:
                         detail += f" (compute {t_c * 1e3:.4g} ms, memory {t_m * 1e3:.4g} ms)"
                     break
     ctx.add_case(
-        {
-            "name": label,
-            "passed": not detail,
-            "detail": detail + (f" [{_describe(cfg, roof)}]" if detail else ""),
-        }
+        case_row(
+            name=label,
+            passed=not detail,
+            detail=detail + (f" [{_describe(cfg, roof)}]" if detail else ""),
+        )
     )
+
+
+@dataclass(frozen=True)
+class Answers:
+    """A scenario's answers, worked out before the learner's file is imported."""
+
+    weight_params: float
+    kv_bytes_per_token: float
+    prefill: StepAnswer
+    decode: StepAnswer
 
 
 def grade(ctx: GradeContext) -> None:
     # Every expected answer is computed before the learner's file is imported,
     # so nothing it does to gpulab.perf.serving can bend them.
-    plan: list[tuple[Any, ...]] = []
+    plan: list[tuple[str, Scenario, Answers]] = []
     for title, (cfg, roof, batch, prompt, context) in scenarios(ctx):
-        plan.append(
-            (
-                title,
-                cfg,
-                roof,
-                batch,
-                prompt,
-                context,
-                {
-                    "weight_params": serving.weight_params(cfg),
-                    "kv_bytes_per_token": serving.kv_bytes_per_token(cfg),
-                    "prefill": serving.prefill_step(cfg, roof, batch, prompt).as_dict(),
-                    "decode": serving.decode_step(cfg, roof, batch, context).as_dict(),
-                },
-            )
+        want = Answers(
+            weight_params=serving.weight_params(cfg),
+            kv_bytes_per_token=serving.kv_bytes_per_token(cfg),
+            prefill=_answer(serving.prefill_step(cfg, roof, batch, prompt)),
+            decode=_answer(serving.decode_step(cfg, roof, batch, context)),
         )
+        plan.append((title, (cfg, roof, batch, prompt, context), want))
     fns = {
         name: ctx.function(name)
         for name in ("weight_params", "kv_bytes_per_token", "prefill_step", "decode_step")
     }
-    for title, cfg, roof, batch, prompt, context, want in plan:
+    for title, (cfg, roof, batch, prompt, context), want in plan:
         where = _describe(cfg, roof)
-        for name in ("weight_params", "kv_bytes_per_token"):
-            _check_scalar(ctx, f"{title}: {name}", fns[name], want[name], (cfg,), where)
+        for name, value in (
+            ("weight_params", want.weight_params),
+            ("kv_bytes_per_token", want.kv_bytes_per_token),
+        ):
+            _check_scalar(ctx, f"{title}: {name}", fns[name], value, cfg, where)
         _check_step(
             ctx,
             f"{title}: prefill {batch}×{prompt}",
             "prefill",
             fns["prefill_step"],
             (cfg, roof, batch, prompt),
-            want["prefill"],
+            want.prefill,
         )
         _check_step(
             ctx,
@@ -284,7 +352,7 @@ def grade(ctx: GradeContext) -> None:
             "decode",
             fns["decode_step"],
             (cfg, roof, batch, context),
-            want["decode"],
+            want.decode,
         )
     ctx.notes.append(
         "Checked against gpulab.perf.serving on Llama-3 8B and on configurations "

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax  # without JAX, the harness reports how to install it
@@ -40,10 +41,17 @@ import numpy as np
 
 from gpulab.check.frames import Raised
 from gpulab.check.frames_other import Exported, ExportRequest
+from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 
 if TYPE_CHECKING:
+    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+
+# A layer's weights and biases by name (w1, b1, w2, b2), float32.
+Params = dict[str, np.ndarray]
+# A partition spec as a plain tuple: a mesh axis's name (or a tuple of them) a dimension.
+SpecTuple = tuple[Any, ...]
 
 COLLECTIVE = re.compile(
     r"(\w+\[[\d,]*\])?\S* (all-reduce|all-gather|reduce-scatter|all-to-all|"
@@ -86,7 +94,7 @@ def notes_for(device: str) -> list[str]:
     return notes
 
 
-def _spec_tuple(spec: Any, ndim: int) -> tuple:
+def _spec_tuple(spec: Any, ndim: int) -> SpecTuple:
     parts = list(spec)[:ndim] + [None] * (ndim - len(spec))
     out = []
     for p in parts:
@@ -97,15 +105,22 @@ def _spec_tuple(spec: Any, ndim: int) -> tuple:
     return tuple(out)
 
 
-def _show(spec: tuple) -> str:
+def _show(spec: SpecTuple) -> str:
     parts = list(spec)
     while parts and parts[-1] is None:
         parts.pop()
     return "P(" + ", ".join(repr(p) for p in parts) + ")"
 
 
-def _sharding_problem(name: str, sharding: Any, want: tuple, ndim: int, mesh: Any) -> str:
-    from jax.sharding import NamedSharding, PartitionSpec
+def _partition_spec(*parts: Any) -> Any:
+    from jax.sharding import PartitionSpec
+
+    make: Callable[..., Any] = PartitionSpec  # its __init__ is unannotated in some JAX
+    return make(*parts)
+
+
+def _sharding_problem(name: str, sharding: Any, want: SpecTuple, ndim: int, mesh: Any) -> str:
+    from jax.sharding import NamedSharding
 
     want = _spec_tuple(want, ndim)
     if sharding is None:
@@ -125,7 +140,7 @@ def _sharding_problem(name: str, sharding: Any, want: tuple, ndim: int, mesh: An
     if (
         mesh.devices.size > 1
         and sharding is not None
-        and sharding.is_equivalent_to(NamedSharding(mesh, PartitionSpec(*want)), ndim)
+        and sharding.is_equivalent_to(NamedSharding(mesh, _partition_spec(*want)), ndim)
     ):
         return ""
     kind = type(sharding).__name__
@@ -143,7 +158,7 @@ def shapes(n: int) -> list[tuple[int, int, int, int]]:
     return [(n, 5, 2 * n, 3), (4 * n, 37, 16 * n, 19), (32 * n, 96, 64 * n, 48)]
 
 
-def make_inputs(seed: int, b: int, d: int, h: int, o: int) -> tuple[dict, np.ndarray]:
+def make_inputs(seed: int, b: int, d: int, h: int, o: int) -> tuple[Params, np.ndarray]:
     rng = np.random.default_rng(seed)
     f32 = np.float32
     params = {
@@ -155,9 +170,10 @@ def make_inputs(seed: int, b: int, d: int, h: int, o: int) -> tuple[dict, np.nda
     return params, rng.standard_normal((b, d)).astype(f32)
 
 
-def reference(params: dict, x: np.ndarray) -> np.ndarray:
+def reference(params: Params, x: np.ndarray) -> np.ndarray:
     p = {k: v.astype(np.float64) for k, v in params.items()}
-    return np.maximum(x.astype(np.float64) @ p["w1"] + p["b1"], 0) @ p["w2"] + p["b2"]
+    y: np.ndarray = np.maximum(x.astype(np.float64) @ p["w1"] + p["b1"], 0) @ p["w2"] + p["b2"]
+    return y
 
 
 def _flops(compiled: Any) -> float | None:
@@ -170,7 +186,7 @@ def _flops(compiled: Any) -> float | None:
     return float(cost["flops"]) if isinstance(cost, dict) and "flops" in cost else None
 
 
-def _values_problem(y: Any, want: np.ndarray, case: dict) -> str:
+def _values_problem(y: Any, want: np.ndarray, case: CaseFields) -> str:
     if not isinstance(y, jax.Array):
         return f"returned {type(y).__name__}, expected a jax.Array"
     if tuple(y.shape) != want.shape:
@@ -245,10 +261,12 @@ def mesh_like_export(exported: Any, mesh: Any) -> Any:
         return mesh
 
 
-def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, Any, dict, str]:
+def _run(
+    exported: Any, mesh: Any, params: Params, x: np.ndarray
+) -> tuple[Any, Any, dict[str, object], str]:
     """Compile the learner's program here and run it on gpulab's inputs.
     Returns (the compiled step, y, its shardings by name, a problem)."""
-    from jax.sharding import NamedSharding, PartitionSpec
+    from jax.sharding import NamedSharding
 
     n = mesh.devices.size
     mesh = mesh_like_export(exported, mesh)
@@ -273,7 +291,7 @@ def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, An
         given = {k: None for k in given} if n > 1 else given
         step = jax.jit(exported.call)
     else:
-        fill = NamedSharding(mesh, PartitionSpec())  # to run it; the check sees None
+        fill = NamedSharding(mesh, _partition_spec())  # to run it; the check sees None
         ins = [s if s is not None else fill for s in ins]
         (in_params, in_x), _ = jax.tree_util.tree_unflatten(exported.in_tree, ins)
         step = jax.jit(
@@ -286,24 +304,37 @@ def _run(exported: Any, mesh: Any, params: dict, x: np.ndarray) -> tuple[Any, An
     try:
         compiled = step.lower(params, x).compile()
         y = compiled(params, x)
-        jax.block_until_ready(y)
+        wait: Callable[[Any], object] = jax.block_until_ready  # unannotated in some JAX
+        wait(y)
     except Exception as exc:  # noqa: BLE001 - the learner's program failed to run
         return None, None, given, f"running it failed: {type(exc).__name__}: {str(exc)[:300]}"
     return compiled, y, given, ""
 
 
-def check_step(mode: str, program: dict, mesh: Any, shape: tuple, data: tuple) -> dict:
+def check_step(
+    mode: str,
+    program: object,
+    mesh: Any,
+    shape: tuple[int, int, int, int],
+    data: tuple[Params, np.ndarray, np.ndarray],
+) -> tuple[CaseRow, list[str]]:
     """One case: values, shardings in and out, and what the compiled step
-    does, all from the learner's program compiled and run here."""
+    does, all from the learner's program compiled and run here. Returns the
+    case's row and the collectives the compiled step runs (where it should)."""
     b, d, h, o = shape
     n = mesh.devices.size
     params, x, expected = data
     name = f"{mode}: {b}×{d}→{h}→{o}"
-    case = {"name": name, "passed": False, "shape": f"{b}×{d}→{h}→{o}", "dtype": "fp32"}
+    case: CaseFields = {
+        "name": name,
+        "passed": False,
+        "shape": f"{b}×{d}→{h}→{o}",
+        "dtype": "fp32",
+    }
     if not isinstance(program, dict) or "program" not in program:
         error = program.get("error") if isinstance(program, dict) else None
         case["detail"] = _text(error) or "the sandbox sent no program"
-        return case
+        return case_row(**case), []
     exported, problem = read_program(program["program"])
     compiled: Any  # a jax Compiled whenever no problem was found
     compiled, y, given, problem = (
@@ -341,9 +372,10 @@ def check_step(mode: str, program: dict, mesh: Any, shape: tuple, data: tuple) -
             )
     case["passed"] = not problem
     case["detail"] = problem
+    collectives = []
     if not problem and n > 1 and mode != "data parallel":
-        case["collectives"] = [f"{op} {shp}" for shp, op in found]
-    return case
+        collectives = [f"{op} {shp}" for shp, op in found]
+    return case_row(**case), collectives
 
 
 def _text(value: Any) -> str:
@@ -377,7 +409,7 @@ def grade(ctx: GradeContext) -> None:
     if reply.steps is None:
         ctx.fail("the sandbox could not export your steps: ")
     problem = _text(reply.mesh_problem)
-    ctx.add_case({"name": f"make_mesh over {n} devices", "passed": not problem, "detail": problem})
+    ctx.add_case(case_row(name=f"make_mesh over {n} devices", passed=not problem, detail=problem))
     if problem:
         ctx.notes.append("make_mesh failed, so the steps below were given gpulab's own mesh.")
     for mode in modes:
@@ -386,24 +418,21 @@ def grade(ctx: GradeContext) -> None:
             continue
         if step is None or step.error is not None:
             ctx.add_case(
-                {
-                    "name": mode,
-                    "passed": False,
-                    "detail": _text(step.error if step is not None else None)
+                case_row(
+                    name=mode,
+                    passed=False,
+                    detail=_text(step.error if step is not None else None)
                     or "the sandbox sent nothing for it",
-                }
+                )
             )
             continue
         programs = step.programs
         ctx.stage(f"running {mode}")
         for j, shape in enumerate(shapes(n)):
             program = programs[j] if j < len(programs) else {}
-            case = check_step(mode, program, mesh, shape, data[mode, shape])
-            notes = case.pop("collectives", None)
+            case, notes = check_step(mode, program, mesh, shape, data[mode, shape])
             ctx.add_case(case)
             if notes and j == len(shapes(n)) - 1:
                 ctx.notes.append(
-                    f"{mode}, {case['shape']}: per call "
-                    + ", ".join(notes)
-                    + " (per-device shapes)"
+                    f"{mode}, {case.shape}: per call " + ", ".join(notes) + " (per-device shapes)"
                 )

@@ -9,7 +9,7 @@ kernel. torch's softmax in every spelling is off the graded path.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,22 @@ MAX_WIDTH = 32768
 # Softmax uses no tl.dot, and fp16/bf16 loads and stores were checked exact
 # against the GPU path, so none are skipped.
 INTERPRETER_SKIPS: dict[str, str] = {}
+
+
+class InputOptions(TypedDict, total=False):
+    """make_input's keywords: how a case's input differs from plain noise."""
+
+    pad: int  # columns past the row: its stride is wider than the row
+    scale: float
+    neg_inf: bool  # masked-out positions, as attention makes them
+
+
+class Extras(InputOptions, total=False):
+    label: str  # added to the case's name
+
+
+# (rows, cols, dtype, public seed, extras)
+Spec = tuple[int, int, str, int, Extras]
 
 
 def make_input(
@@ -53,7 +69,15 @@ def make_input(
     return base[:, :cols] if pad else base
 
 
-def _case(ctx: CaseContext, rows, cols, dt, seed, label: str = "", **kw) -> Case:
+def _case(
+    ctx: CaseContext,
+    rows: int,
+    cols: int,
+    dt: str,
+    seed: int,
+    label: str = "",
+    **kw: Unpack[InputOptions],
+) -> Case:
     x = make_input(rows, cols, DTYPES[dt], ctx.seed(seed), ctx.device, **kw)
     shape = f"{rows}×{cols}" + (f" (row stride {x.stride(0)})" if kw.get("pad") else "")
     return Case(
@@ -67,7 +91,7 @@ def _case(ctx: CaseContext, rows, cols, dt, seed, label: str = "", **kw) -> Case
 
 def correctness_cases(ctx: CaseContext) -> list[Case]:
     big = ctx.device == "cuda"
-    specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
+    specs: list[Spec] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
         (2, 3, "fp32", 2, {}),

@@ -8,9 +8,9 @@ cases and guards are the lesson's exercise's (gpulab.judge.graders.softmax).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gpulab.judge.graders.softmax import SPEC, _case
+from gpulab.judge.graders.softmax import SPEC, Spec, _case
 from gpulab.judge.kernel import Case
 from gpulab.judge.standard import grade_kernel
 
@@ -21,7 +21,7 @@ WIDTH = 1024  # the block of this step: every row fits it
 
 
 def correctness_cases(ctx: CaseContext) -> list[Case]:
-    specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
+    specs: list[Spec] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
         (3, 7, "fp32", 2, {}),  # most of the block is past the row: the mask

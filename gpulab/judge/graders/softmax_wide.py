@@ -13,11 +13,11 @@ pass that rescales by exp(-inf - -inf) = NaN.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from gpulab.judge.graders.softmax import DTYPES, SPEC, _case
+from gpulab.judge.graders.softmax import DTYPES, SPEC, Spec, _case
 from gpulab.judge.kernel import Case
 from gpulab.judge.standard import grade_kernel
 
@@ -45,7 +45,7 @@ def _leading_inf(ctx: CaseContext, rows: int, cols: int, dt: str, seed: int, run
 
 
 def correctness_cases(ctx: CaseContext) -> list[Case]:
-    specs: list[tuple[int, int, str, int, dict[str, Any]]] = [
+    specs: list[Spec] = [
         # (rows, cols, dtype, public seed, extras)
         (1, 1, "fp32", 1, {}),
         (3, 7, "fp32", 2, {}),
