@@ -7,13 +7,19 @@ spare judge, after an edit and for an unchanged file.
 For each exercise (default: softmax, matmul, flash_attention), in a fresh
 workspace holding the reference solution as the learner's file:
 
-  cold          `run_check` with no spare (what `gpulab check` costs);
-  edit          the lab's way: a spare judge started for the request, the
-                learner "thinks" for --think seconds, saves an edit (the
-                file renamed over, the per-file compiler cache removed, as a
-                changed kernel would miss it), then checks;
-  edit, no timing   the same with timing off (`--no-timing`: the verdict alone);
-  unchanged     the same file checked again through the spare (cache kept).
+  cold          the first check, nothing prepared yet (what `gpulab check`
+                costs), through the lab's spares (`runner.Spares`);
+  edit          then the learner "thinks" for --think seconds, saves an
+                edit (the file renamed over, the per-file compiler cache
+                removed, as a changed kernel would miss it), and checks
+                again through the spare the lab started meanwhile (on 8
+                CPUs or more it started as the cold check began);
+  unchanged     the same file checked again after thinking (cache kept);
+  edit, no timing   a spare for a `--no-timing` check started as the learner
+                starts to think, an edit, the check (the verdict alone).
+
+(Before 2026-12-04 evening, `edit` used a spare started as the thinking
+began, not the lab's loop: BENCHMARKS.md's earlier rows.)
 
 With --learner, an exercise that has a file in scripts/tools/learner/ is
 checked with that file (a learner's kernel as the lesson teaches it) instead
@@ -177,28 +183,38 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         new.write_text(text + f"\n# edit {n}\n")
         os.replace(new, path)
 
-    check("cold", True, None)
-    for kind, timing in (("edit", True), ("edit, no timing", False)):
-        spares = runner.Spares()
-        try:
-            spares.prepare(
-                runner.check_request(
-                    lesson,
-                    path,
-                    timeout=args.timeout,
-                    timing=timing,
-                    device=args.device,
-                    workspace=str(ws),
-                )
+    # The lab's loop: a first check (nothing prepared yet), then the learner
+    # thinks, edits and checks again, through the spares the lab keeps (on 8
+    # CPUs or more the next check's spare starts as a check begins).
+    spares = runner.Spares()
+    try:
+        check("cold", True, spares)
+        time.sleep(args.think)
+        edit(len(out))
+        check("edit", True, spares)
+        time.sleep(args.think)
+        check("unchanged", True, spares)
+    finally:
+        spares.close()
+    # Correctness only: another request, so its own spare, started as the
+    # learner starts to think.
+    spares = runner.Spares()
+    try:
+        spares.prepare(
+            runner.check_request(
+                lesson,
+                path,
+                timeout=args.timeout,
+                timing=False,
+                device=args.device,
+                workspace=str(ws),
             )
-            time.sleep(args.think)
-            edit(len(out))
-            check(kind, timing, spares)
-            if timing:
-                time.sleep(args.think)
-                check("unchanged", True, spares)
-        finally:
-            spares.close()
+        )
+        time.sleep(args.think)
+        edit(len(out))
+        check("edit, no timing", False, spares)
+    finally:
+        spares.close()
     shutil.rmtree(ws, ignore_errors=True)
     return out
 
