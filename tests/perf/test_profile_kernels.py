@@ -88,31 +88,31 @@ def test_the_recorded_run_has_the_range_among_its_kernels():
 @pytest.mark.parametrize("flags", FLAGS)
 def test_top_kernels_never_lists_a_range(flags):
     rows = training.top_kernels(profile(flags))
-    names = [r["name"] for r in rows]
+    names = [r.name for r in rows]
     assert RANGE not in names
     assert len(rows) == 9
     assert names[0].startswith("void sgemm_largek_lds64")
     # a kernel's name may hold '#' ({lambda(float, float)#1}): it stays
     assert any("#1}" in n for n in names)
-    assert sum(r["device_ms"] for r in rows) == pytest.approx(0.0616, abs=1e-4)
+    assert sum(r.device_ms for r in rows) == pytest.approx(0.0616, abs=1e-4)
 
 
 @pytest.mark.parametrize("flags", FLAGS[1:])
 def test_a_flagged_range_goes_without_its_host_side(flags):
     rows = training.top_kernels(profile(flags, host_range=False))
-    assert RANGE not in [r["name"] for r in rows]
+    assert RANGE not in [r.name for r in rows]
 
 
 @pytest.mark.parametrize("flags", FLAGS)
 def test_top_ops_and_the_bottleneck_rows_drop_the_ranges_device_copy(flags):
     prof = profile(flags)
     ops = training.top_ops(prof, "cuda")
-    assert ops[0]["name"] != RANGE
+    assert ops[0].name != RANGE
     # the host range stays (its CPU time is real), its device copy goes
-    assert [o["self_device_ms"] for o in ops if o["name"] == RANGE] == [0.0]
+    assert [o.self_device_ms for o in ops if o.name == RANGE] == [0.0]
     rows = bottleneck.op_rows(prof)
-    assert [r["self_device_us"] for r in rows if r["name"] == RANGE] == [0]
-    assert any(r["name"] == "aten::addmm" for r in rows)
+    assert [r.self_device_us for r in rows if r.name == RANGE] == [0]
+    assert any(r.name == "aten::addmm" for r in rows)
 
 
 def test_cpu_profile_lists_no_kernels():
@@ -122,7 +122,7 @@ def test_cpu_profile_lists_no_kernels():
         m(torch.ones(2, 4)).sum().backward()
         opt.step()
     assert RANGE in training.range_names(prof)
-    assert training.top_kernels(prof) == []
+    assert training.top_kernels(prof) == ()
 
 
 def test_read_trace_keeps_gpu_annotations_out_of_the_kernels(tmp_path):
