@@ -38,6 +38,7 @@ from gpulab.check.frames import (
     Returned,
     arg_json,
 )
+from gpulab.check.protocol import Kwargs
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -65,7 +66,7 @@ class Case:
     args: tuple[Any, ...]  # the learner's function's arguments, as the grader draws them
     dtype: torch.dtype
     sizes: dict[str, float] = field(default_factory=dict)
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: Kwargs = field(default_factory=dict)  # and its keyword arguments
     shape: str = ""
 
 
@@ -225,7 +226,7 @@ def remote_call(
     ctx: GradeContext,
     name: str,
     args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    kwargs: Kwargs,
     *,
     expect: Expect | None,
     guards: Guards | None,

@@ -34,7 +34,7 @@ from gpulab.check.frames_other import (
     Ready,
     SandboxConfig,
 )
-from gpulab.check.protocol import ArenaSpec, TensorRef, read_frame, write_frame
+from gpulab.check.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
 
 OUTPUT_HEAD = 2000
 OUTPUT_TAIL = 6000
@@ -289,7 +289,7 @@ class Sandbox:
         a request sent with `send`, or to a `preload`."""
         return read_reply(self._receive(), kind)
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self) -> JsonObject:
         try:
             return read_frame(self.fd)
         except (EOFError, OSError) as exc:

@@ -21,7 +21,7 @@ import dataclasses
 import math
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -37,6 +37,10 @@ from gpulab.check.frames import (
     View,
 )
 from gpulab.check.frames_other import ReplayBuffer, Replayed, ReplayRequest
+from gpulab.check.protocol import Kwargs
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
@@ -75,7 +79,7 @@ class Recording:
         self.snapshot_bytes = 0
         self.overflow = ""
 
-    def launch(self, jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def launch(self, jit_fn: Any, args: tuple[Any, ...], kwargs: Kwargs) -> None:
         import inspect
 
         if kwargs.get("warmup"):
@@ -232,7 +236,7 @@ def _buffers(server: Any, specs: tuple[ReplayBuffer, ...]) -> list[torch.Tensor]
     return out
 
 
-def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, Any]:
+def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, JITFunction]:
     """The kept kernels, made into Triton functions from their own file (the
     interpreter and the JIT both read a kernel's source back from it)."""
     from gpulab.sandbox.replay_source import ReplaySource, namespace
