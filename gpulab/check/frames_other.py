@@ -124,17 +124,97 @@ def _opt_str(value: Any) -> str | None:
 # --- the sandbox's start ------------------------------------------------------------
 
 
+def _paths(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ProtocolError(f"a sandbox's policy whose `{key}` is not a list of paths")
+    return list(value)
+
+
+def _limit(value: Any, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"a sandbox's policy whose `{key}` is not a number")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilerPolicy:
+    """What a profiled sandbox's policy opens for the profiler (judge-built,
+    gpulab.diagnosis.nsight.profiler_policy): its install folders, read-only."""
+
+    tool: str
+    read: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool": self.tool, "read": list(self.read)}
+
+    @classmethod
+    def parse(cls, value: Any) -> ProfilerPolicy:
+        if not isinstance(value, dict):
+            raise ProtocolError("a sandbox's policy whose `profiler` is not an object")
+        return cls(tool=text(value.get("tool"), 40), read=_paths(value.get("read", []), "read"))
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What the sandbox may touch (gpulab.sandbox.isolation applies it).
+    Paths are absolute."""
+
+    read: list[str] = field(default_factory=list)  # trees, read and execute
+    listable: list[str] = field(default_factory=list)  # trees: names listed, files unread
+    hidden: list[str] = field(default_factory=list)  # inside `read`, but never readable
+    write: list[str] = field(default_factory=list)  # trees, read and write
+    cpu_seconds: int = 600
+    file_bytes: int = 256 * 1024 * 1024
+    address_space: int | None = None  # bytes; None on a GPU (CUDA maps far more)
+    blocked_modules: list[str] = field(default_factory=list)
+    # For the sandbox Nsight Compute profiles only (None for every other).
+    profiler: ProfilerPolicy | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "read": list(self.read),
+            "hidden": list(self.hidden),
+            "listable": list(self.listable),
+            "write": list(self.write),
+            "cpu_seconds": self.cpu_seconds,
+            "file_bytes": self.file_bytes,
+            "address_space": self.address_space,
+            "blocked_modules": list(self.blocked_modules),
+        }
+        if self.profiler is not None:
+            out["profiler"] = self.profiler.to_json()
+        return out
+
+    @classmethod
+    def parse(cls, value: Any) -> Policy:
+        if not isinstance(value, dict):
+            raise ProtocolError("a sandbox's config without its policy")
+        default = cls()
+        space = value.get("address_space")
+        profiler = value.get("profiler")
+        return cls(
+            read=_paths(value.get("read", []), "read"),
+            listable=_paths(value.get("listable", []), "listable"),
+            hidden=_paths(value.get("hidden", []), "hidden"),
+            write=_paths(value.get("write", []), "write"),
+            cpu_seconds=_limit(value.get("cpu_seconds", default.cpu_seconds), "cpu_seconds"),
+            file_bytes=_limit(value.get("file_bytes", default.file_bytes), "file_bytes"),
+            address_space=None if space is None else _limit(space, "address_space"),
+            blocked_modules=_paths(value.get("blocked_modules", []), "blocked_modules"),
+            profiler=None if profiler is None else ProfilerPolicy.parse(profiler),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxConfig:
     """`config`, the judge's first frame: where the sandbox runs, the file,
-    the isolation policy's fields (gpulab.sandbox.isolation.Policy), the
-    judge's import path, and the file's bytes (base64) or why the judge
+    the isolation policy (Policy), the judge's import path, and the file's bytes (base64) or why the judge
     could not read them."""
 
     TYPE: ClassVar[str] = "config"
     device: str
     file: str
-    policy: dict[str, Any]
+    policy: Policy
     sys_path: tuple[str, ...] = ()
     source: str | None = None
     problem: str | None = None
@@ -147,7 +227,7 @@ class SandboxConfig:
             "type": self.TYPE,
             "device": self.device,
             "file": self.file,
-            "policy": self.policy,
+            "policy": self.policy.to_json(),
             "sys_path": list(self.sys_path),
         }
         if self.source is not None:
@@ -160,13 +240,10 @@ class SandboxConfig:
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> SandboxConfig:
-        policy = msg.get("policy")
-        if not isinstance(policy, dict):
-            raise ProtocolError("a sandbox's config without its policy")
         return cls(
             device=_need_str(msg, "device"),
             file=_need_str(msg, "file"),
-            policy=policy,
+            policy=Policy.parse(msg.get("policy")),
             sys_path=tuple(p for p in _items(msg.get("sys_path")) if isinstance(p, str)),
             source=_opt_str(msg.get("source")),
             problem=_opt_str(msg.get("problem")),

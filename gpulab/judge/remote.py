@@ -31,6 +31,7 @@ from gpulab.check.frames_other import (
     Held,
     LoadRequest,
     Ok,
+    Policy,
     Ready,
     SandboxConfig,
 )
@@ -158,7 +159,9 @@ class Sandbox:
         file: str,
         device: str,
         private: Path,
-        policy: dict[str, Any],
+        policy: Policy,
+        triton_cache: str | None = None,
+        sys_path: tuple[str, ...] = (),
         prefix: list[str] | None = None,
         source: bytes | None = None,
         problem: str = "",
@@ -191,7 +194,7 @@ class Sandbox:
             PYTHONDONTWRITEBYTECODE="1",
             PYTHONUNBUFFERED="1",
             XDG_CACHE_HOME=str(private / "cache"),
-            TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")),
+            TRITON_CACHE_DIR=triton_cache or str(private / "triton"),
             # Inductor compiles in this process: a worker process it would
             # start is confined from birth and cannot open the GPU (the
             # sandbox starts CUDA before confining itself; H200, torch 2.11:
@@ -236,7 +239,6 @@ class Sandbox:
         self.killed_by_judge = ""
         self.pending = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
-        sys_path = tuple(policy.pop("sys_path", []))
         encoded = None
         if source is not None:
             import base64
@@ -368,7 +370,7 @@ class Sandbox:
 
 
 def namespace_spec(
-    private: Path, policy: dict[str, Any], sock: int, file: str | None = None
+    private: Path, policy: Policy, sock: int, file: str | None = None
 ) -> dict[str, Any]:
     """What the sandbox's mount namespace holds (gpulab.sandbox.namespaces):
     the policy's trees, less the private folder, which becomes the fresh
@@ -381,17 +383,17 @@ def namespace_spec(
     def outside(p: str) -> bool:
         return not Path(p).resolve().is_relative_to(inside)
 
-    profiler = policy.get("profiler") or {}
+    profiler = policy.profiler
     return {
         "private": str(private),
         "read": [
-            *(p for p in policy.get("read", []) if learner is None or Path(p).resolve() != learner),
-            *(str(p) for p in profiler.get("read") or []),
+            *(p for p in policy.read if learner is None or Path(p).resolve() != learner),
+            *(profiler.read if profiler is not None else []),
         ],
-        "write": [p for p in policy.get("write", []) if outside(p)],
-        "listable": policy.get("listable", []),
-        "hidden": policy.get("hidden", []),
-        "network_namespace": not profiler,
+        "write": [p for p in policy.write if outside(p)],
+        "listable": policy.listable,
+        "hidden": policy.hidden,
+        "network_namespace": profiler is None,
         "close_in_init": [sock],
     }
 

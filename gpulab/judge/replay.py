@@ -306,7 +306,7 @@ def _buffers(
         total += nbytes
         if nbytes > MAX_BUFFER_BYTES or total > MAX_BUFFER_BYTES:
             return [], {}, "Its kernels were handed more memory than a replay may use."
-        entry = ReplayBuffer(nbytes, poison=True)
+        entry = ReplayBuffer(nbytes, poison=True)  # unless kept below
         dtype = DTYPES.get(b.dtype) if b.dtype is not None else None
         if b.arena is not None:
             t = _input_at(b.arena, nbytes, inputs)
@@ -314,7 +314,8 @@ def _buffers(
                 judge_inputs[len(out)] = t  # its place is known when the request is sent
                 entry = ReplayBuffer(nbytes)
         elif b.fill is not None and (
-            0 < len(b.fill) <= 32 and _hex(b.fill) or b.fill == "" and nbytes == 0
+            # One element's bytes in hex, or no bytes for an empty buffer.
+            (0 < len(b.fill) <= 32 and _hex(b.fill)) or (b.fill == "" and nbytes == 0)
         ):
             entry = ReplayBuffer(nbytes, fill=b.fill)
         elif b.data is not None and dtype is not None:

@@ -73,7 +73,7 @@ from gpulab.check.frames_other import (
 )
 from gpulab.check.protocol import ProtocolError, read_frame, write_frame
 from gpulab.sandbox.failure import LearnerFailure
-from gpulab.sandbox.isolation import Policy, apply
+from gpulab.sandbox.isolation import apply
 
 
 def _import_ahead() -> None:
@@ -105,7 +105,7 @@ def main() -> None:
     # The judge's import path, in its order (PYTHONPATH before site-packages).
     judge_path = list(config.sys_path)
     sys.path[:] = judge_path + [p for p in sys.path if p not in judge_path]
-    policy = Policy(**config.policy)
+    policy = config.policy
     if config.hold:
         # A spare's sandbox, started while another check may be timing: what
         # every check imports now (no GPU work in it), CUDA when the judge

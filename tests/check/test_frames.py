@@ -558,7 +558,7 @@ def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
             file=str(tmp_path / "k.py"),
             device="cpu",
             private=tmp_path,
-            policy={},
+            policy=fo.Policy(),
             switches={"GPULAB_FA3": "0"},
         )
     assert seen["GPULAB_FA3"] == "0" and "GPULAB_SOFTMAX_SMEM" not in seen
@@ -625,7 +625,8 @@ def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers()
 
 
 def test_the_config_and_an_arena_round_trip():
-    config = fo.SandboxConfig("cpu", "/w/f.py", {"read": ["/usr"]}, ("/site",), source="QQ==")
+    policy = fo.Policy(read=["/usr"], profiler=fo.ProfilerPolicy("ncu", ["/opt/ncu"]))
+    config = fo.SandboxConfig("cpu", "/w/f.py", policy, ("/site",), source="QQ==")
     assert fo.SandboxConfig.parse(wire(config.to_json())) == config
     arena = fo.ArenaRequest(ArenaSpec(1, 4096, "memfd"))
     assert fo.request(wire(arena.to_json())) == arena
