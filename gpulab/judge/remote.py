@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames import Broken, R, Raised, read_reply
 from gpulab.check.frames_other import (
@@ -36,6 +36,9 @@ from gpulab.check.frames_other import (
     SandboxConfig,
 )
 from gpulab.check.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
+
+if TYPE_CHECKING:
+    from gpulab.sandbox.namespaces import MountSpec
 
 OUTPUT_HEAD = 2000
 OUTPUT_TAIL = 6000
@@ -369,9 +372,7 @@ class Sandbox:
         self.sock.close()
 
 
-def namespace_spec(
-    private: Path, policy: Policy, sock: int, file: str | None = None
-) -> dict[str, Any]:
+def namespace_spec(private: Path, policy: Policy, sock: int, file: str | None = None) -> MountSpec:
     """What the sandbox's mount namespace holds (gpulab.sandbox.namespaces):
     the policy's trees, less the private folder, which becomes the fresh
     tmpfs the new root is built on, and less the learner's `file`: its bytes
