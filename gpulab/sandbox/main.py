@@ -176,7 +176,9 @@ class Server:
         self.problem = protocol.text(config.problem, 2000)
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
-        self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
+        # --explain's kernels not compiled yet: each launch as its tracer
+        # recorded it (gpulab.diagnosis.sandbox_side) and the arch, by key.
+        self.explain_pending: dict[str, tuple[Any, str]] = {}
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
         self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
 
