@@ -185,7 +185,9 @@ class Sandbox:
         the kernel-path variables the check asked for
         (gpulab.check.protocol.paths_off_env), never taken from the judge's own
         environment. `hold`: the sandbox does its imports, then waits for
-        `go()` before it starts CUDA (a spare's, while another check times)."""
+        `go()` before it starts CUDA (a spare's, while another check times).
+        `triton_cache`: the compiler cache's folder (a private one if not
+        given); `sys_path`: the judge's import path, which the sandbox takes."""
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
