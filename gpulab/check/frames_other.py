@@ -208,8 +208,8 @@ class Policy:
 @dataclass(frozen=True, slots=True)
 class SandboxConfig:
     """`config`, the judge's first frame: where the sandbox runs, the file,
-    the isolation policy (Policy), the judge's import path, and the file's bytes (base64) or why the judge
-    could not read them."""
+    the isolation policy (Policy), the judge's import path, and the file's
+    bytes (base64) or why the judge could not read them."""
 
     TYPE: ClassVar[str] = "config"
     device: str
