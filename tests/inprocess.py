@@ -29,10 +29,10 @@ class InProcessSandbox:
     pending = False
 
     def __init__(self, file: Path, before_load: list[str]) -> None:
-        from gpulab.check.frames_other import SandboxConfig
+        from gpulab.check.frames_other import Policy, SandboxConfig
         from gpulab.sandbox.main import Server
 
-        self.server = Server(-1, SandboxConfig("cpu", str(file), {}))
+        self.server = Server(-1, SandboxConfig("cpu", str(file), Policy()))
         self.before_load = before_load
         self.arenas: list = []
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from gpulab.check.protocol import JsonObject
 from gpulab.check.status import Status
 
 # Why an event stream stopped before the child ended it.
@@ -105,14 +106,14 @@ class _End(Exception):
 
 # A reader waits up to `timeout` seconds for one event: it returns the event,
 # None when none came, and raises _End at the end of the stream.
-Reader = Callable[[float], "dict[str, Any] | None"]
+Reader = Callable[[float], "JsonObject | None"]
 
 
 def frame_reader(fd: int) -> Reader:
     """Events as gpulab.check.protocol frames on a pipe only the child holds."""
     from gpulab.check.protocol import ProtocolError, read_frame
 
-    def read(timeout: float) -> dict[str, Any] | None:
+    def read(timeout: float) -> JsonObject | None:
         ready, _, _ = select.select([fd], [], [], timeout)
         if not ready:
             return None
@@ -137,7 +138,7 @@ def json_line_reader(stream: IO[str]) -> Reader:
 
     threading.Thread(target=pump, daemon=True).start()
 
-    def read(timeout: float) -> dict[str, Any] | None:
+    def read(timeout: float) -> JsonObject | None:
         try:
             line = lines.get(timeout=timeout)
         except queue.Empty:
@@ -169,7 +170,7 @@ class Events:
         self.reader, self.deadline, self.cancel, self.poll_s = reader, deadline, cancel, poll_s
         self.stopped: str | None = None
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[JsonObject]:
         while True:
             if self.cancel is not None and self.cancel.is_set():
                 self.stopped = CANCELLED

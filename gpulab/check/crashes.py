@@ -16,7 +16,10 @@ it aborts).
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpulab.check.frames_other import Policy
 
 OUT_OF_BOUNDS = "out of bounds: a missing mask?"
 
@@ -47,7 +50,7 @@ def heap_corrupted(output: str) -> bool:
 
 
 def crash_summary(
-    code: int | None, killed_by_judge: str, policy: dict[str, Any], output: str = ""
+    code: int | None, killed_by_judge: str, policy: Policy, output: str = ""
 ) -> tuple[str, str]:
     """(summary, hint) for a sandbox that ended with exit status `code`
     (negative: the signal), unless the judge stopped it and said why."""
@@ -65,9 +68,9 @@ def crash_summary(
     except ValueError:
         name = f"signal {-code}"
     if name == "SIGXCPU":
-        return (f"your code used more than {policy['cpu_seconds']} s of CPU time", "")
+        return (f"your code used more than {policy.cpu_seconds} s of CPU time", "")
     if name == "SIGXFSZ":
-        return (f"your code wrote a file larger than {policy['file_bytes'] >> 20} MB", "")
+        return (f"your code wrote a file larger than {policy.file_bytes >> 20} MB", "")
     if name == "SIGSEGV":
         return (
             f"your code crashed (SIGSEGV, a segmentation fault): {OUT_OF_BOUNDS}",

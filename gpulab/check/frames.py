@@ -11,9 +11,10 @@ never a KeyError in the judge. A field an honest sandbox may leave out
 reads as it always did (absent = falsy), and strings are cut, not refused.
 
 The JSON keys are those the dicts had; a field that is None is a key left out.
-The launch record inside a guard report (`replay`) stays plain JSON:
-gpulab.judge.replay validates it. Every other frame between the judge and
-the sandbox is typed in gpulab.check.frames_other.
+The launch record inside a guard report (`replay`, LaunchRecord) is typed
+here but never refused here: gpulab.judge.replay decides what of it a
+replay may use. Every other frame between the judge and the sandbox is
+typed in gpulab.check.frames_other.
 
 This module imports nothing heavy.
 """
@@ -172,6 +173,306 @@ class Broken:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.kind, "summary": self.summary, "message": self.message}
+
+
+# --- the launch record --------------------------------------------------------------
+# What gpulab.sandbox.replay records of a correctness call's Triton launches,
+# inside its guard report. It is the sandbox's claim: gpulab.judge.replay
+# decides what of it a replay may use, so the parse here only types it and
+# keeps everything that decision and its messages read. A field of the wrong
+# type reads as absent, unless absent would let it pass where it failed:
+# then it reads as a value that fails the same way (said where it happens).
+# The parse never raises: a forged record is refused by the replay, not here.
+
+# A place given in the judge's shared memory that is not two whole numbers:
+# it matches none of the judge's inputs, so the buffer starts as poison.
+NOWHERE = (-1, -1)
+MAX_INT_ARG = 1 << 63  # an integer argument as large or larger cannot be passed again
+
+
+def _counted(value: Any) -> str | None:
+    """A field that counts when it is truthy (an error, an overflow): its
+    text ("" for a value that is not a string), or None when falsy."""
+    return (value if isinstance(value, str) else "") if value else None
+
+
+def _whole(value: Any) -> int | None:
+    """A number equal to an integer, as the judge's `==` compared it."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _ints(value: Any) -> tuple[int, ...] | None:
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+        return None
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A tensor as a view of a recorded buffer: [buffer number, storage
+    offset, shape, stride, dtype]. Typed only: whether it fits its buffer
+    is gpulab.judge.replay's to check."""
+
+    buffer: int
+    offset: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: str
+
+    @classmethod
+    def parse(cls, value: Any) -> View | None:
+        """None for anything but five fields of these types."""
+        if not isinstance(value, list) or len(value) != 5:
+            return None
+        buffer, offset, shape, stride, dtype = value
+        shape, stride = _ints(shape), _ints(stride)
+        if not isinstance(buffer, int) or not isinstance(offset, int) or not isinstance(dtype, str):
+            return None
+        if shape is None or stride is None:
+            return None
+        return cls(buffer, offset, shape, stride, dtype)
+
+    def to_json(self) -> list[Any]:
+        return [self.buffer, self.offset, list(self.shape), list(self.stride), self.dtype]
+
+
+@dataclass(frozen=True, slots=True)
+class BufferArg:
+    """A tensor argument: `{"__buf__": view}`."""
+
+    view: View
+
+
+@dataclass(frozen=True, slots=True)
+class FloatArg:
+    """A float argument, exact: `{"__float__": float.hex()}`."""
+
+    hex: str
+
+
+@dataclass(frozen=True, slots=True)
+class DtypeArg:
+    """A triton.language dtype: `{"__tl_dtype__": name}`."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class OtherArg:
+    """An argument the replay cannot pass again: what the recorder could not
+    write (`{"__unsupported__": type name}`), or one that came back malformed
+    (`unsupported` None)."""
+
+    unsupported: str | None = None
+
+
+# A launch's argument: JSON's null, true/false, an integer or a short
+# string as it is; anything else one of the records above.
+Arg = None | bool | int | str | BufferArg | FloatArg | DtypeArg | OtherArg
+
+
+def parse_arg(value: Any) -> Arg:
+    """An argument as the replay would pass it, or an OtherArg (the replay
+    refuses the launch)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < MAX_INT_ARG else OtherArg()
+    if isinstance(value, str):
+        return value if len(value) <= 64 else OtherArg()
+    if not isinstance(value, dict):
+        return OtherArg()
+    if len(value) == 1:
+        key, inner = next(iter(value.items()))
+        view = View.parse(inner) if key == "__buf__" else None
+        if view is not None:
+            return BufferArg(view)
+        if key == "__float__" and _float_hex(inner):
+            return FloatArg(inner)
+        if (
+            key == "__tl_dtype__"
+            and isinstance(inner, str)
+            and inner.isidentifier()
+            and len(inner) < 16
+        ):
+            return DtypeArg(inner)
+    return OtherArg(_counted(value.get("__unsupported__")))
+
+
+def _float_hex(value: Any) -> bool:
+    try:
+        float.fromhex(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def arg_json(arg: Arg) -> Any:
+    """An argument's JSON (any JSON value: a scalar as it is)."""
+    if isinstance(arg, BufferArg):
+        return {"__buf__": arg.view.to_json()}
+    if isinstance(arg, FloatArg):
+        return {"__float__": arg.hex}
+    if isinstance(arg, DtypeArg):
+        return {"__tl_dtype__": arg.name}
+    if isinstance(arg, OtherArg):
+        return {"__unsupported__": arg.unsupported}
+    return arg
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedBuffer:
+    """A buffer the first time a launch was handed it, as it was then: a
+    place in the judge's shared memory (`arena`: arena id, offset), a
+    constant fill (hex bytes), its bytes (`data`, base64), or `unknown`
+    (too large, or not on the CPU). Strings are kept whole: the judge
+    checks their size and decodes them."""
+
+    nbytes: int | None  # None: missing or not a count (the record is malformed)
+    dtype: str | None = None
+    arena: tuple[int, int] | None = None  # NOWHERE: given, but no place
+    fill: str | None = None
+    data: str | None = None  # "bytes"
+    unknown: bool = False
+
+    @classmethod
+    def parse(cls, value: Any) -> RecordedBuffer:
+        if not isinstance(value, dict):
+            return cls(None)
+        nbytes = value.get("nbytes")
+        arena = value.get("arena")
+        place = NOWHERE
+        if isinstance(arena, list) and len(arena) == 2:
+            ident, offset = (_whole(v) for v in arena)
+            if ident is not None and offset is not None:
+                place = (ident, offset)
+        return cls(
+            nbytes=nbytes if isinstance(nbytes, int) and nbytes >= 0 else None,
+            dtype=_str_or_none(value.get("dtype")),
+            arena=None if arena is None else place,
+            fill=_str_or_none(value.get("fill")),
+            data=_str_or_none(value.get("bytes")),
+            unknown=value.get("unknown") is True,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = _omit_none(
+            {
+                "nbytes": self.nbytes,
+                "dtype": self.dtype,
+                "arena": None if self.arena is None else list(self.arena),
+                "fill": self.fill,
+                "bytes": self.data,
+            }
+        )
+        if self.unknown:
+            out["unknown"] = True
+        return out
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedLaunch:
+    """One launch: a @triton.jit kernel's name, where it was defined
+    (`qualname`, `file`), its grid and its arguments by name. Or what was
+    launched that is not one (`kernel` None, `what`: its type), or why the
+    recorder could not read the launch (`error`)."""
+
+    kernel: str | None = None
+    what: str = ""
+    error: str | None = None  # any truthy value counts ("" when not a string)
+    qualname: str | None = None  # not a string: "", a name no kernel has
+    file: str | None = None
+    grid: tuple[int, ...] | str | None = None  # a string: a forged one, quoted back
+    args: dict[str, Arg] | None = None  # None: not an object (malformed)
+
+    @classmethod
+    def parse(cls, value: Any) -> RecordedLaunch:
+        if not isinstance(value, dict):
+            return cls(what="?")
+        kernel = value.get("kernel")
+        qualname = value.get("qualname")
+        grid = value.get("grid")
+        args = value.get("args")
+        return cls(
+            kernel=_str_or_none(kernel),
+            what=text(value.get("what"), 80),
+            error=_counted(value.get("error")),
+            qualname=qualname if qualname is None or isinstance(qualname, str) else "",
+            file=_str_or_none(value.get("file")),
+            grid=grid if isinstance(grid, str) else _ints(grid),
+            # JSON's keys are strings.
+            args=(
+                {str(k): parse_arg(v) for k, v in args.items()} if isinstance(args, dict) else None
+            ),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        if self.kernel is None:
+            return {"kernel": None, "what": self.what}
+        if self.error is not None:
+            return {"kernel": self.kernel, "error": self.error}
+        return {
+            "kernel": self.kernel,
+            "qualname": self.qualname,
+            "file": self.file,
+            "grid": list(self.grid) if isinstance(self.grid, tuple) else self.grid,
+            "args": {k: arg_json(v) for k, v in (self.args or {}).items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRecord:
+    """A call's launches and the buffers they were handed, in order; the
+    returned tensor as a view of one (`out`: None when it was handed to no
+    launch; `tensor_out`: the call returned a tensor at all); `overflow`:
+    why the record stopped (too many launches)."""
+
+    buffers: tuple[RecordedBuffer, ...] | None  # None: not a list (malformed)
+    launches: tuple[RecordedLaunch, ...] | None
+    out: View | None = None
+    tensor_out: bool = False
+    overflow: str | None = None  # any truthy value counts
+
+    @classmethod
+    def parse(cls, value: Any) -> LaunchRecord | None:
+        """The record, or None where there is none (or no object)."""
+        if not isinstance(value, dict):
+            return None
+        buffers, launches = value.get("buffers"), value.get("launches")
+        return cls(
+            buffers=(
+                tuple(RecordedBuffer.parse(b) for b in buffers)
+                if isinstance(buffers, list)
+                else None
+            ),
+            launches=(
+                tuple(RecordedLaunch.parse(la) for la in launches)
+                if isinstance(launches, list)
+                else None
+            ),
+            out=View.parse(value.get("out")),
+            tensor_out="out" in value,
+            overflow=_counted(value.get("overflow")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "buffers": None if self.buffers is None else [b.to_json() for b in self.buffers],
+            "launches": (None if self.launches is None else [la.to_json() for la in self.launches]),
+        }
+        if self.overflow is not None:
+            out["overflow"] = self.overflow
+        if self.tensor_out:
+            out["out"] = None if self.out is None else self.out.to_json()
+        return out
 
 
 # --- the guarded call ---------------------------------------------------------------
@@ -380,7 +681,7 @@ class GuardReport:
     wrote_out: bool | None = None  # a kernel handed the inputs wrote the result
     altered_after: bool | None = None
     aliases_input: bool | None = None
-    replay: Any = None  # the launch record: plain JSON (gpulab.judge.replay checks it)
+    replay: LaunchRecord | None = None  # the launch record (gpulab.judge.replay checks it)
 
     @classmethod
     def parse(cls, obj: dict[str, Any], where: str = "report") -> GuardReport:
@@ -400,7 +701,7 @@ class GuardReport:
             wrote_out=_bool(obj.get("wrote_out"), key("wrote_out"), None),
             altered_after=_bool(obj.get("altered_after"), key("altered_after"), None),
             aliases_input=_bool(obj.get("aliases_input"), key("aliases_input"), None),
-            replay=obj.get("replay"),
+            replay=LaunchRecord.parse(obj.get("replay")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -418,7 +719,7 @@ class GuardReport:
                 "wrote_out": self.wrote_out,
                 "altered_after": self.altered_after,
                 "aliases_input": self.aliases_input,
-                "replay": self.replay,
+                "replay": None if self.replay is None else self.replay.to_json(),
             }
         )
 

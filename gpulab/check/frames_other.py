@@ -25,8 +25,8 @@ only the rows the graders always kept. Two kinds of content stay plain
 JSON inside their typed frame, each checked where it is read: the
 arguments of a call and the values it returns (any JSON the learner's
 records hold), and `--explain`'s facts (they go into the result as JSON,
-gpulab.diagnosis). The replay's plan is the launch record
-gpulab.judge.replay checked.
+gpulab.diagnosis). The replay's plan (ReplayBuffer, ReplayLaunch) is made
+by gpulab.judge.replay from the launch record (gpulab.check.frames) it checked.
 
 This module imports nothing heavy.
 """
@@ -36,7 +36,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from gpulab.check.frames import AuditEnd, CallRequest, CompileAhead, Reply, TimeRequest
+from gpulab.check.frames import (
+    Arg,
+    AuditEnd,
+    CallRequest,
+    CompileAhead,
+    OtherArg,
+    RecordedLaunch,
+    Reply,
+    TimeRequest,
+    View,
+    arg_json,
+)
 from gpulab.check.frames import read_reply as read_reply  # defined beside the kernel path's replies
 from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, number, text
 
@@ -113,17 +124,97 @@ def _opt_str(value: Any) -> str | None:
 # --- the sandbox's start ------------------------------------------------------------
 
 
+def _paths(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ProtocolError(f"a sandbox's policy whose `{key}` is not a list of paths")
+    return list(value)
+
+
+def _limit(value: Any, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"a sandbox's policy whose `{key}` is not a number")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilerPolicy:
+    """What a profiled sandbox's policy opens for the profiler (judge-built,
+    gpulab.diagnosis.nsight.profiler_policy): its install folders, read-only."""
+
+    tool: str
+    read: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool": self.tool, "read": list(self.read)}
+
+    @classmethod
+    def parse(cls, value: Any) -> ProfilerPolicy:
+        if not isinstance(value, dict):
+            raise ProtocolError("a sandbox's policy whose `profiler` is not an object")
+        return cls(tool=text(value.get("tool"), 40), read=_paths(value.get("read", []), "read"))
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What the sandbox may touch (gpulab.sandbox.isolation applies it).
+    Paths are absolute."""
+
+    read: list[str] = field(default_factory=list)  # trees, read and execute
+    listable: list[str] = field(default_factory=list)  # trees: names listed, files unread
+    hidden: list[str] = field(default_factory=list)  # inside `read`, but never readable
+    write: list[str] = field(default_factory=list)  # trees, read and write
+    cpu_seconds: int = 600
+    file_bytes: int = 256 * 1024 * 1024
+    address_space: int | None = None  # bytes; None on a GPU (CUDA maps far more)
+    blocked_modules: list[str] = field(default_factory=list)
+    # For the sandbox Nsight Compute profiles only (None for every other).
+    profiler: ProfilerPolicy | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "read": list(self.read),
+            "hidden": list(self.hidden),
+            "listable": list(self.listable),
+            "write": list(self.write),
+            "cpu_seconds": self.cpu_seconds,
+            "file_bytes": self.file_bytes,
+            "address_space": self.address_space,
+            "blocked_modules": list(self.blocked_modules),
+        }
+        if self.profiler is not None:
+            out["profiler"] = self.profiler.to_json()
+        return out
+
+    @classmethod
+    def parse(cls, value: Any) -> Policy:
+        if not isinstance(value, dict):
+            raise ProtocolError("a sandbox's config without its policy")
+        default = cls()
+        space = value.get("address_space")
+        profiler = value.get("profiler")
+        return cls(
+            read=_paths(value.get("read", []), "read"),
+            listable=_paths(value.get("listable", []), "listable"),
+            hidden=_paths(value.get("hidden", []), "hidden"),
+            write=_paths(value.get("write", []), "write"),
+            cpu_seconds=_limit(value.get("cpu_seconds", default.cpu_seconds), "cpu_seconds"),
+            file_bytes=_limit(value.get("file_bytes", default.file_bytes), "file_bytes"),
+            address_space=None if space is None else _limit(space, "address_space"),
+            blocked_modules=_paths(value.get("blocked_modules", []), "blocked_modules"),
+            profiler=None if profiler is None else ProfilerPolicy.parse(profiler),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxConfig:
     """`config`, the judge's first frame: where the sandbox runs, the file,
-    the isolation policy's fields (gpulab.sandbox.isolation.Policy), the
-    judge's import path, and the file's bytes (base64) or why the judge
-    could not read them."""
+    the isolation policy (Policy), the judge's import path, and the file's
+    bytes (base64) or why the judge could not read them."""
 
     TYPE: ClassVar[str] = "config"
     device: str
     file: str
-    policy: dict[str, Any]
+    policy: Policy
     sys_path: tuple[str, ...] = ()
     source: str | None = None
     problem: str | None = None
@@ -136,7 +227,7 @@ class SandboxConfig:
             "type": self.TYPE,
             "device": self.device,
             "file": self.file,
-            "policy": self.policy,
+            "policy": self.policy.to_json(),
             "sys_path": list(self.sys_path),
         }
         if self.source is not None:
@@ -149,13 +240,10 @@ class SandboxConfig:
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> SandboxConfig:
-        policy = msg.get("policy")
-        if not isinstance(policy, dict):
-            raise ProtocolError("a sandbox's config without its policy")
         return cls(
             device=_need_str(msg, "device"),
             file=_need_str(msg, "file"),
-            policy=policy,
+            policy=Policy.parse(msg.get("policy")),
             sys_path=tuple(p for p in _items(msg.get("sys_path")) if isinstance(p, str)),
             source=_opt_str(msg.get("source")),
             problem=_opt_str(msg.get("problem")),
@@ -1313,19 +1401,92 @@ class Exported(Reply):
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayBuffer:
+    """A buffer as the replay starts it: the judge's own copy of an input
+    (`input`: its arena, offset and size in bytes), a constant fill (hex
+    bytes), the recorded bytes (`data`, base64), or none of these: all bits
+    set (`poison`, NaN and -1: never an answer)."""
+
+    nbytes: int
+    input: tuple[int, int, int] | None = None
+    fill: str | None = None
+    data: str | None = None  # "bytes"
+    poison: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"nbytes": self.nbytes}
+        if self.input is not None:
+            out["input"] = list(self.input)
+        if self.fill is not None:
+            out["fill"] = self.fill
+        if self.data is not None:
+            out["bytes"] = self.data
+        if self.poison:
+            out["poison"] = True
+        return out
+
+    @classmethod
+    def parse(cls, value: Any) -> ReplayBuffer:
+        if not isinstance(value, dict) or not isinstance(value.get("nbytes"), int):
+            raise ProtocolError("a `replay` request with a malformed buffer")
+        place = value.get("input")
+        if place is not None and (
+            not isinstance(place, list)
+            or len(place) != 3
+            or not all(isinstance(v, int) for v in place)
+        ):
+            raise ProtocolError("a `replay` request with a malformed input buffer")
+        return cls(
+            nbytes=value["nbytes"],
+            input=None if place is None else (place[0], place[1], place[2]),
+            fill=_opt_str(value.get("fill")),
+            data=_opt_str(value.get("bytes")),
+            poison=value.get("poison") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayLaunch:
+    """A launch the replay runs: a kept kernel, its grid, its arguments."""
+
+    kernel: str
+    grid: tuple[int, ...]
+    args: dict[str, Arg]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "grid": list(self.grid),
+            "args": {k: arg_json(v) for k, v in self.args.items()},
+        }
+
+    @classmethod
+    def parse(cls, value: Any) -> ReplayLaunch:
+        launch = RecordedLaunch.parse(value)
+        args = launch.args
+        if (
+            launch.kernel is None
+            or not isinstance(launch.grid, tuple)
+            or args is None
+            or any(isinstance(v, OtherArg) for v in args.values())
+        ):
+            raise ProtocolError("a `replay` request with a malformed launch")
+        return cls(launch.kernel, launch.grid, args)
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayRequest:
     """`replay`: the kept kernels' source (and the modules it imports), the
     plan gpulab.judge.replay made from a launch record (each buffer's start,
-    each launch, the result's view: plain JSON it checked), and the slot
-    the result goes to."""
+    each launch, the result's view), and the slot the result goes to."""
 
     TYPE: ClassVar[str] = "replay"
     source: str
     modules: dict[str, str]
     kernels: tuple[str, ...]
-    buffers: list[Any]
-    launches: list[Any]
-    out: list[Any]
+    buffers: tuple[ReplayBuffer, ...]
+    launches: tuple[ReplayLaunch, ...]
+    out: View
     slot: TensorRef
 
     def to_json(self) -> dict[str, Any]:
@@ -1334,9 +1495,9 @@ class ReplayRequest:
             "source": self.source,
             "modules": self.modules,
             "kernels": list(self.kernels),
-            "buffers": self.buffers,
-            "launches": self.launches,
-            "out": self.out,
+            "buffers": [b.to_json() for b in self.buffers],
+            "launches": [la.to_json() for la in self.launches],
+            "out": self.out.to_json(),
             "slot": self.slot.to_json(),
         }
 
@@ -1347,13 +1508,16 @@ class ReplayRequest:
             isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
         ):
             raise ProtocolError("a `replay` request whose modules are not names")
+        out = View.parse(msg.get("out"))
+        if out is None:
+            raise ProtocolError("a `replay` request whose `out` is not a view")
         return cls(
             source=_need_str(msg, "source"),
             modules=modules,
             kernels=_names(msg, "kernels"),
-            buffers=_need_list(msg, "buffers"),
-            launches=_need_list(msg, "launches"),
-            out=_need_list(msg, "out"),
+            buffers=tuple(ReplayBuffer.parse(b) for b in _need_list(msg, "buffers")),
+            launches=tuple(ReplayLaunch.parse(la) for la in _need_list(msg, "launches")),
+            out=out,
             slot=TensorRef.from_json(msg.get("slot")),
         )
 

@@ -62,6 +62,15 @@ class ProtocolError(Exception):
     """A frame that is not a well-formed message (from a broken or hostile peer)."""
 
 
+# A JSON object as it came in (a frame, an event line, a result's plain
+# JSON), before a parser of this package reads it field by field: any value.
+JsonObject = dict[str, Any]
+# A Python call's keyword arguments (the learner's function's, torch's,
+# Triton's): any value, by name. Named here, beside the frames that carry a
+# call's arguments, so the judge and the sandbox say it alike.
+Kwargs = dict[str, Any]
+
+
 def write_frame(fd: int, message: dict[str, Any]) -> None:
     data = json.dumps(message, allow_nan=True, default=_no_objects).encode()
     if len(data) > MAX_FRAME:
@@ -92,7 +101,7 @@ def _read_exact(fd: int, n: int) -> bytes:
 SPARE_GO = "go"
 
 
-def read_frame(fd: int) -> dict[str, Any]:
+def read_frame(fd: int) -> JsonObject:
     """One message. Raises EOFError at the end, ProtocolError on garbage."""
     (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))
     if n > MAX_FRAME:

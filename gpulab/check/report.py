@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulab.check.protocol import JsonObject
 from gpulab.check.result import CaseRow, CheckResult, Timing
 from gpulab.perf.units import value_text
 from gpulab.textsafe import visible, visible_tree
@@ -148,7 +149,7 @@ def _short(name: str, width: int = 60) -> Any:
     return Text(name if len(name) <= width else name[: width - 1] + "…")
 
 
-def top_ops_table(rows: list[dict[str, Any]], *, title: str = "Top operations") -> Any:
+def top_ops_table(rows: list[JsonObject], *, title: str = "Top operations") -> Any:
     """Rows as produced by read_trace (ops or kernels) or the grader's top_ops."""
     from rich.table import Table
 
@@ -166,7 +167,7 @@ def top_ops_table(rows: list[dict[str, Any]], *, title: str = "Top operations") 
     return t
 
 
-def ranges_table(ranges: list[dict[str, Any]]) -> Any:
+def ranges_table(ranges: list[JsonObject]) -> Any:
     from rich.table import Table
 
     t = Table(title="Your ranges", title_justify="left")
@@ -178,7 +179,7 @@ def ranges_table(ranges: list[dict[str, Any]]) -> Any:
     return t
 
 
-def render_profile(profile: dict[str, Any]) -> Any:
+def render_profile(profile: JsonObject) -> Any:
     """A check result's timing["profile"] (see gpulab.judge.graders.nvtx_profile)."""
     from rich.console import Group
     from rich.text import Text

@@ -16,6 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from gpulab.check.frames_other import ProfilerPolicy
+
 # ncu's frontend and the profiled process talk over TCP on localhost, on the
 # first free port from --port (49152 by default) among --max-connections (64
 # by default). Both are passed explicitly so the profiled sandbox's Landlock
@@ -123,7 +125,7 @@ def command(ncu: str, log_file: str | Path, arch: str = "") -> list[str]:
     ]
 
 
-def profiler_policy(ncu: str) -> dict[str, Any]:
+def profiler_policy(ncu: str) -> ProfilerPolicy:
     """What the profiled sandbox's policy opens for ncu (judge-built): its
     install folder, read-only. No TCP: the injected library connects to the
     frontend as the process starts, before the sandbox confines itself, and
@@ -132,7 +134,7 @@ def profiler_policy(ncu: str) -> dict[str, Any]:
     profiled as fully as an unconfined one, `benchmarks/h200-2026-12-02-explain/
     nsight_probe_*.log`). Opening ncu's ports would have let a submission
     reach whatever listens there, another user's ncu included."""
-    return {"tool": "ncu", "read": [install_root(ncu)]}
+    return ProfilerPolicy("ncu", [install_root(ncu)])
 
 
 # --- the CSV -----------------------------------------------------------------------

@@ -25,7 +25,6 @@ from gpulab.check.frames_other import Loaded, LoadRequest
 from gpulab.check.protocol import CheckRequest
 from gpulab.check.result import CaseRow
 from gpulab.check.status import Status
-from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
@@ -158,11 +157,9 @@ class GradeContext:
         self._arena.reset()
         return self._arena
 
-    def add_case(self, case: CaseRow | CaseFields, total: int | None = None) -> None:
+    def add_case(self, row: CaseRow, total: int | None = None) -> None:
         """A case's row, as the grader made it (gpulab.judge.case_row; the
-        result's JSON keeps it whole). Its fields alone are graph_dynamo's
-        way, until it makes rows too."""
-        row = case if isinstance(case, CaseRow) else case_row(**case)
+        result's JSON keeps it whole)."""
         self.cases.append(row)
         self.channel.send(CaseDone(len(self.cases), total, row))
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames import Broken, R, Raised
 from gpulab.check.frames_other import DynamoBreak, DynamoRequest, DynamoTrace, Traced
+from gpulab.judge.case_row import case_row
 from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
@@ -103,13 +104,13 @@ def _judge_trace(ctx: GradeContext, label: str, report: Traced, seen: set[int]) 
     graphs, ops = plain.graphs, plain.op_count
     if breaks:
         ctx.add_case(
-            {
-                "name": f"Dynamo ({label})",
-                "passed": False,
-                "graphs": graphs,
-                "graph_breaks": len(breaks),
-                "detail": f"{len(breaks)} graph break(s), {graphs} graph(s)",
-            }
+            case_row(
+                name=f"Dynamo ({label})",
+                passed=False,
+                graphs=graphs,
+                graph_breaks=len(breaks),
+                detail=f"{len(breaks)} graph break(s), {graphs} graph(s)",
+            )
         )
         return False
     _refuse_hidden_work(ctx, plain, graphs, ops)
@@ -123,13 +124,13 @@ def _break_cases(ctx: GradeContext, breaks: tuple[DynamoBreak, ...], seen: set[i
             continue  # already reported from an earlier input
         seen.add(b.line)
         ctx.add_case(
-            {
-                "name": f"graph break at line {b.line}",
-                "passed": False,
-                "line": b.line,
-                "reasons": list(b.reasons[:5]),
-                "detail": _break_detail(b),
-            }
+            case_row(
+                name=f"graph break at line {b.line}",
+                passed=False,
+                line=b.line,
+                reasons=list(b.reasons[:5]),
+                detail=_break_detail(b),
+            )
         )
 
 
@@ -158,21 +159,21 @@ def _fullgraph(ctx: GradeContext, label: str, report: Traced, ops: int) -> bool:
     if full.error is not None or full.graphs != 1:
         b = full.breaks[0] if full.breaks else DynamoBreak(reasons=(full.error or "",))
         ctx.add_case(
-            {
-                "name": f"Dynamo fullgraph=True ({label})",
-                "passed": False,
-                "detail": _break_detail(b),
-            }
+            case_row(
+                name=f"Dynamo fullgraph=True ({label})",
+                passed=False,
+                detail=_break_detail(b),
+            )
         )
         return False
     ctx.add_case(
-        {
-            "name": f"Dynamo ({label})",
-            "passed": True,
-            "graphs": 1,
-            "graph_breaks": 0,
-            "ops": ops,
-            "detail": f"one graph of {ops} ops, no break",
-        }
+        case_row(
+            name=f"Dynamo ({label})",
+            passed=True,
+            graphs=1,
+            graph_breaks=0,
+            ops=ops,
+            detail=f"one graph of {ops} ops, no break",
+        )
     )
     return True

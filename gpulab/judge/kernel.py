@@ -24,15 +24,21 @@ from gpulab.check.frames import (
     AuditEnd,
     BadReply,
     Broken,
+    BufferArg,
     CallRequest,
     CompileAhead,
     CompiledAhead,
     Desc,
     GuardReport,
     Guards,
+    LaunchRecord,
     Raised,
+    RecordedBuffer,
+    RecordedLaunch,
     Returned,
+    arg_json,
 )
+from gpulab.check.protocol import Kwargs
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -60,7 +66,7 @@ class Case:
     args: tuple[Any, ...]  # the learner's function's arguments, as the grader draws them
     dtype: torch.dtype
     sizes: dict[str, float] = field(default_factory=dict)
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: Kwargs = field(default_factory=dict)  # and its keyword arguments
     shape: str = ""
 
 
@@ -220,7 +226,7 @@ def remote_call(
     ctx: GradeContext,
     name: str,
     args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    kwargs: Kwargs,
     *,
     expect: Expect | None,
     guards: Guards | None,
@@ -417,7 +423,7 @@ class Kept:
     sandbox's record of its launches (its reply's JSON, read by the replay),
     the call's tensors in the arena, and what it was to return."""
 
-    record: Any = None
+    record: LaunchRecord | None = None
     refs: Refs = field(default_factory=dict)
     expect: Expect | None = None
 
@@ -577,7 +583,7 @@ def check_cases(
         _replayed(ctx, replayer.collect())
 
 
-def _same_launches(draws: Draws, case: Case, record: Any) -> str:
+def _same_launches(draws: Draws, case: Case, record: LaunchRecord | None) -> str:
     """The replay runs a case's launches again on the same inputs, so numbers
     the wrapper worked out from the input (in pure Python, out of the
     profiler's sight) and passed as scalar arguments would replay to the
@@ -589,12 +595,11 @@ def _same_launches(draws: Draws, case: Case, record: Any) -> str:
     Buffers the wrapper filled from the inputs (copies, casts, padding: the
     replay keeps those bytes) must hold the second draw's values where they
     held the first's (replay.same_copy)."""
-    if not isinstance(record, dict) or not isinstance(record.get("launches"), list):
+    if record is None or record.launches is None:
         return ""
     key = tuple(_arg_key(a) for a in (*case.args, *sorted(case.kwargs.items())))
-    found = record.get("buffers")
-    buffers: list[Any] = found if isinstance(found, list) else []
-    sig = frozenset(_launch_key(la, buffers) for la in record["launches"] if isinstance(la, dict))
+    buffers = record.buffers or ()
+    sig = frozenset(_launch_key(la, buffers) for la in record.launches)
     copies = _copies(buffers)
     if key not in draws:
         inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
@@ -617,7 +622,7 @@ def _same_launches(draws: Draws, case: Case, record: Any) -> str:
     return ""
 
 
-def _copies(buffers: list[Any]) -> list[tuple[torch.dtype, bytes]]:
+def _copies(buffers: tuple[RecordedBuffer, ...]) -> list[tuple[torch.dtype, bytes]]:
     """The recorded bytes of the buffers the wrapper filled (in the order
     the launches were handed them), with their dtype; what cannot be read
     is left out (the replay refuses it anyway)."""
@@ -625,12 +630,11 @@ def _copies(buffers: list[Any]) -> list[tuple[torch.dtype, bytes]]:
 
     out = []
     for b in buffers:
-        if not isinstance(b, dict) or not isinstance(b.get("bytes"), str):
+        if b.data is None:
             continue
-        name = b.get("dtype")
-        dtype = DTYPES.get(name) if isinstance(name, str) else None
+        dtype = DTYPES.get(b.dtype) if b.dtype is not None else None
         try:
-            data = base64.b64decode(b["bytes"], validate=True)
+            data = base64.b64decode(b.data, validate=True)
         except ValueError:
             continue
         if dtype is not None and len(data) % dtype.itemsize == 0:
@@ -646,7 +650,9 @@ def _arg_key(a: Any) -> Any:
     return ("value", repr(a))
 
 
-def _launch_key(launch: dict[str, Any], buffers: list[Any]) -> tuple[str, str, str, str]:
+def _launch_key(
+    launch: RecordedLaunch, buffers: tuple[RecordedBuffer, ...]
+) -> tuple[str, str, str, str]:
     """A launch as two draws of one shape must repeat it: kernel, grid,
     scalar arguments, and the constant each filled buffer it is handed
     holds (the replay keeps fills, so a value the wrapper worked out and
@@ -654,21 +660,18 @@ def _launch_key(launch: dict[str, Any], buffers: list[Any]) -> tuple[str, str, s
     fill, zeros or -inf, is the same for both draws)."""
     import json
 
-    args = launch.get("args")
-    if not isinstance(args, dict):
-        args = {}
-    numbers = {str(k): v for k, v in args.items() if not (isinstance(v, dict) and "__buf__" in v)}
+    args = launch.args or {}
+    numbers = {k: arg_json(v) for k, v in args.items() if not isinstance(v, BufferArg)}
     fills = {}
     for k, v in args.items():
-        spec = v.get("__buf__") if isinstance(v, dict) else None
-        index = spec[0] if isinstance(spec, list) and spec else None
-        if isinstance(index, int) and 0 <= index < len(buffers):
-            buffer = buffers[index]
-            if isinstance(buffer, dict) and "fill" in buffer:
-                fills[str(k)] = str(buffer["fill"])[:64]
+        if isinstance(v, BufferArg) and 0 <= v.view.buffer < len(buffers):
+            fill = buffers[v.view.buffer].fill
+            if fill is not None:
+                fills[k] = fill[:64]
+    grid = list(launch.grid) if isinstance(launch.grid, tuple) else launch.grid
     return (
-        str(launch.get("kernel")),
-        json.dumps(launch.get("grid"), default=str),
+        str(launch.kernel),
+        json.dumps(grid, default=str),
         json.dumps(numbers, sort_keys=True, default=str),
         json.dumps(fills, sort_keys=True),
     )

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpulab.check import crashes, protocol
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
-from gpulab.check.frames_other import Ok, Prepare, Warm
-from gpulab.check.protocol import SPARE_GO, CheckRequest, paths_off_env
+from gpulab.check.frames_other import Ok, Policy, Prepare, ProfilerPolicy, Warm
+from gpulab.check.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.check.result import JUDGE_ORDER, CheckResult
 from gpulab.check.status import Status
 
@@ -139,8 +139,8 @@ def cache_dir(request: CheckRequest, private: Path) -> Path:
 
 def policy_for(
     request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
-) -> dict[str, Any]:
-    """The sandbox's policy, as JSON (gpulab.sandbox.isolation.Policy reads it)."""
+) -> Policy:
+    """The sandbox's policy (gpulab.sandbox.isolation applies it)."""
     pkg = Path(__file__).resolve().parents[1]  # the gpulab package
     learner = Path(request.file).resolve()
     read = [
@@ -197,16 +197,16 @@ def policy_for(
         "/dev/shm",
         *(str(p) for p in Path("/dev").glob("nvidia*")),
     ]
-    return {
-        "read": [r for r in read if r and os.path.exists(r)],
-        "hidden": hidden,
-        "listable": [str(pkg.parent), str(learner.parent)],
-        "write": write,
-        "cpu_seconds": int(float(request.timeout or 300)) + 30,
-        "file_bytes": 256 << 20,
-        "address_space": 24 * GIB if device == "cpu" else None,
-        "blocked_modules": blocked_modules(),
-    }
+    return Policy(
+        read=[r for r in read if r and os.path.exists(r)],
+        hidden=hidden,
+        listable=[str(pkg.parent), str(learner.parent)],
+        write=write,
+        cpu_seconds=int(float(request.timeout or 300)) + 30,
+        file_bytes=256 << 20,
+        address_space=24 * GIB if device == "cpu" else None,
+        blocked_modules=blocked_modules(),
+    )
 
 
 def blocked_modules() -> list[str]:
@@ -423,7 +423,7 @@ class Prepared:
     def fresh(
         self,
         prefix: list[str] | None = None,
-        profiler: dict[str, Any] | None = None,
+        profiler: ProfilerPolicy | None = None,
         wait: bool = True,
         hold: bool = False,
     ) -> Sandbox:
@@ -440,12 +440,9 @@ class Prepared:
             switches=paths_off_env(self.request.paths_off),
             wait=wait,
             hold=hold,
-            policy={
-                **self.policy,
-                **({"profiler": profiler} if profiler else {}),
-                "triton_cache": str(self.cache),
-                "sys_path": import_path(Path(self.request.file).resolve()),
-            },
+            policy=replace(self.policy, profiler=profiler),
+            triton_cache=str(self.cache),
+            sys_path=tuple(import_path(Path(self.request.file).resolve())),
         )
 
     def fresh_replay(self, wait: bool = True) -> Sandbox:
@@ -461,12 +458,9 @@ class Prepared:
             device=self.device,
             private=own,
             wait=wait,
-            policy={
-                **self.policy,
-                "write": [str(own), "/dev/null", "/dev/zero", "/dev/shm"],
-                "triton_cache": str(own / "triton"),
-                "sys_path": import_path(Path(self.request.file).resolve()),
-            },
+            policy=replace(self.policy, write=[str(own), "/dev/null", "/dev/zero", "/dev/shm"]),
+            triton_cache=str(own / "triton"),
+            sys_path=tuple(import_path(Path(self.request.file).resolve())),
         )
 
     def close(self) -> None:
@@ -481,7 +475,7 @@ class Prepared:
 
 
 def judge(
-    request: CheckRequest | dict[str, Any], channel: Channel, prepared: Prepared | None = None
+    request: CheckRequest | JsonObject, channel: Channel, prepared: Prepared | None = None
 ) -> CheckResult:
     """Grade `request`, with `prepared` where a spare judge made it ahead
     (used only if it was made for this very request)."""

@@ -11,14 +11,25 @@ optimizer_step) and none that belong to another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from gpulab.check.frames_other import ProfileEvent
+from gpulab.check.result import CaseRow
+from gpulab.judge.case_row import case_row
 from gpulab.sandbox.training import RANGES
 
 # One of the profile's host-side events, as the judge parsed it
 # (gpulab.check.frames_other.Trained keeps those whose every field has its type).
 Event = ProfileEvent
+
+
+class RangeTime(TypedDict):
+    """A range found, as the result's profile lists it (range_times): its
+    wall time and how many ops ran inside it."""
+
+    name: str
+    ms: float
+    ops: int
 
 
 STEP = "train_step"
@@ -107,11 +118,11 @@ _RETURNING = frozenset(
 )
 
 
-def check_ranges(events: list[Event]) -> list[dict[str, Any]]:
+def check_ranges(events: list[Event]) -> list[CaseRow]:
     """The range checks as result cases (name, passed, detail)."""
     found = {name: [e for e in events if e.name == name] for name in RANGES}
     present = _present_case(events, found)
-    if not present["passed"]:
+    if not present.passed:
         return [present]
     r = {n: found[n][0] for n in RANGES}
     ops = [e for e in events if e.name not in RANGES]
@@ -123,7 +134,7 @@ def check_ranges(events: list[Event]) -> list[dict[str, Any]]:
     ]
 
 
-def _present_case(events: list[Event], found: dict[str, list[Event]]) -> dict[str, Any]:
+def _present_case(events: list[Event], found: dict[str, list[Event]]) -> CaseRow:
     """Each range once, by its exact name."""
     missing = [n for n in RANGES if not found[n]]
     twice = [n for n in RANGES if len(found[n]) > 1]
@@ -142,14 +153,14 @@ def _present_case(events: list[Event], found: dict[str, list[Event]]) -> dict[st
             ", ".join(f"{n} appears {len(found[n])} times" for n in twice)
             + " in one step (each range once)"
         )
-    return {
-        "name": "ranges present",
-        "passed": not detail,
-        "detail": detail or "train_step, forward, loss, backward, optimizer_step",
-    }
+    return case_row(
+        name="ranges present",
+        passed=not detail,
+        detail=detail or "train_step, forward, loss, backward, optimizer_step",
+    )
 
 
-def _order_case(r: dict[str, Event]) -> dict[str, Any]:
+def _order_case(r: dict[str, Event]) -> CaseRow:
     """The four phases inside the step's range, in order, none overlapping."""
     problems = [f"{n} is not inside {STEP}" for n in PHASES if not _inside(r[n], r[STEP])]
     for a, b in zip(PHASES, PHASES[1:], strict=False):
@@ -157,14 +168,14 @@ def _order_case(r: dict[str, Event]) -> dict[str, Any]:
             problems.append(f"{a} starts after {b} (expected order: {', '.join(PHASES)})")
         elif r[a].end > r[b].start:
             problems.append(f"{a} overlaps {b} (close one range before opening the next)")
-    return {
-        "name": "ranges nest and come in order",
-        "passed": not problems,
-        "detail": "; ".join(problems) or f"four phases inside {STEP}, in order",
-    }
+    return case_row(
+        name="ranges nest and come in order",
+        passed=not problems,
+        detail="; ".join(problems) or f"four phases inside {STEP}, in order",
+    )
 
 
-def _phase_case(name: str, ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
+def _phase_case(name: str, ops: list[Event], r: dict[str, Event]) -> CaseRow:
     """One phase's range holds its own work and no other phase's."""
     inside = [e.name for e in ops if _inside(e, r[name])]
     need, label = NEEDS[name]
@@ -174,16 +185,16 @@ def _phase_case(name: str, ops: list[Event], r: dict[str, Event]) -> dict[str, A
         if stray:
             problems.append(f"holds {other}'s work ({stray[0]})")
     ms = (r[name].end - r[name].start) / 1e3
-    return {
-        "name": f"range {name}",
-        "passed": not problems,
-        "ops": len(inside),
-        "ms": ms,
-        "detail": "; ".join(problems) or f"{len(inside)} ops, {ms:.3f} ms",
-    }
+    return case_row(
+        name=f"range {name}",
+        passed=not problems,
+        ops=len(inside),
+        ms=ms,
+        detail="; ".join(problems) or f"{len(inside)} ops, {ms:.3f} ms",
+    )
 
 
-def _outside_case(ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
+def _outside_case(ops: list[Event], r: dict[str, Event]) -> CaseRow:
     """Each phase's work must be inside its range, not (also) outside it."""
     outside = []
     for name in PHASES:
@@ -207,16 +218,16 @@ def _outside_case(ops: list[Event], r: dict[str, Event]) -> dict[str, Any]:
                 "zero_grad included, belongs inside it)"
             )
             break
-    return {
-        "name": "all of each phase inside its range",
-        "passed": not outside,
-        "detail": "; ".join(outside) or "nothing of a phase left outside it",
-    }
+    return case_row(
+        name="all of each phase inside its range",
+        passed=not outside,
+        detail="; ".join(outside) or "nothing of a phase left outside it",
+    )
 
 
-def range_times(events: list[Event]) -> list[dict[str, Any]]:
+def range_times(events: list[Event]) -> list[RangeTime]:
     """Each expected range found: its wall time and how many ops ran inside."""
-    rows = []
+    rows: list[RangeTime] = []
     for name in RANGES:
         mine = [e for e in events if e.name == name]
         if mine:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames import Broken, R, Raised, read_reply
 from gpulab.check.frames_other import (
@@ -31,10 +31,14 @@ from gpulab.check.frames_other import (
     Held,
     LoadRequest,
     Ok,
+    Policy,
     Ready,
     SandboxConfig,
 )
-from gpulab.check.protocol import ArenaSpec, TensorRef, read_frame, write_frame
+from gpulab.check.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
+
+if TYPE_CHECKING:
+    from gpulab.sandbox.namespaces import MountSpec
 
 OUTPUT_HEAD = 2000
 OUTPUT_TAIL = 6000
@@ -158,7 +162,9 @@ class Sandbox:
         file: str,
         device: str,
         private: Path,
-        policy: dict[str, Any],
+        policy: Policy,
+        triton_cache: str | None = None,
+        sys_path: tuple[str, ...] = (),
         prefix: list[str] | None = None,
         source: bytes | None = None,
         problem: str = "",
@@ -179,7 +185,9 @@ class Sandbox:
         the kernel-path variables the check asked for
         (gpulab.check.protocol.paths_off_env), never taken from the judge's own
         environment. `hold`: the sandbox does its imports, then waits for
-        `go()` before it starts CUDA (a spare's, while another check times)."""
+        `go()` before it starts CUDA (a spare's, while another check times).
+        `triton_cache`: the compiler cache's folder (a private one if not
+        given); `sys_path`: the judge's import path, which the sandbox takes."""
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -191,7 +199,7 @@ class Sandbox:
             PYTHONDONTWRITEBYTECODE="1",
             PYTHONUNBUFFERED="1",
             XDG_CACHE_HOME=str(private / "cache"),
-            TRITON_CACHE_DIR=policy.pop("triton_cache", str(private / "triton")),
+            TRITON_CACHE_DIR=triton_cache or str(private / "triton"),
             # Inductor compiles in this process: a worker process it would
             # start is confined from birth and cannot open the GPU (the
             # sandbox starts CUDA before confining itself; H200, torch 2.11:
@@ -236,7 +244,6 @@ class Sandbox:
         self.killed_by_judge = ""
         self.pending = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
-        sys_path = tuple(policy.pop("sys_path", []))
         encoded = None
         if source is not None:
             import base64
@@ -289,7 +296,7 @@ class Sandbox:
         a request sent with `send`, or to a `preload`."""
         return read_reply(self._receive(), kind)
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self) -> JsonObject:
         try:
             return read_frame(self.fd)
         except (EOFError, OSError) as exc:
@@ -367,9 +374,7 @@ class Sandbox:
         self.sock.close()
 
 
-def namespace_spec(
-    private: Path, policy: dict[str, Any], sock: int, file: str | None = None
-) -> dict[str, Any]:
+def namespace_spec(private: Path, policy: Policy, sock: int, file: str | None = None) -> MountSpec:
     """What the sandbox's mount namespace holds (gpulab.sandbox.namespaces):
     the policy's trees, less the private folder, which becomes the fresh
     tmpfs the new root is built on, and less the learner's `file`: its bytes
@@ -381,17 +386,17 @@ def namespace_spec(
     def outside(p: str) -> bool:
         return not Path(p).resolve().is_relative_to(inside)
 
-    profiler = policy.get("profiler") or {}
+    profiler = policy.profiler
     return {
         "private": str(private),
         "read": [
-            *(p for p in policy.get("read", []) if learner is None or Path(p).resolve() != learner),
-            *(str(p) for p in profiler.get("read") or []),
+            *(p for p in policy.read if learner is None or Path(p).resolve() != learner),
+            *(profiler.read if profiler is not None else []),
         ],
-        "write": [p for p in policy.get("write", []) if outside(p)],
-        "listable": policy.get("listable", []),
-        "hidden": policy.get("hidden", []),
-        "network_namespace": not profiler,
+        "write": [p for p in policy.write if outside(p)],
+        "listable": policy.listable,
+        "hidden": policy.hidden,
+        "network_namespace": profiler is None,
         "close_in_init": [sock],
     }
 

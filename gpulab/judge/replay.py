@@ -19,13 +19,23 @@ handed to a kernel to copy out is an answer the replay does not have.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeGuard
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames_other import Prepare, Replayed, ReplayRequest
+from gpulab.check.frames import (
+    BufferArg,
+    LaunchRecord,
+    OtherArg,
+    RecordedBuffer,
+    RecordedLaunch,
+    View,
+)
+from gpulab.check.frames_other import Prepare, ReplayBuffer, Replayed, ReplayLaunch, ReplayRequest
 from gpulab.check.protocol import text as _text
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
@@ -40,7 +50,6 @@ Refs = dict[int | tuple[str, int], Any]
 MAX_GRID = 1 << 24
 MISMATCH = "your Triton kernels, run again alone, gave another result"
 MAX_BUFFER_BYTES = 4 << 30
-SCALAR_KEYS = ("__float__", "__tl_dtype__")
 
 WHY = (
     "gpulab runs the Triton kernels your function launched a second time, on its own "
@@ -95,7 +104,7 @@ class Replayer:
     def submit(
         self,
         case: Any,
-        record: Any,
+        record: LaunchRecord | None,
         refs: Refs,
         expect: Any,
         reference: torch.Tensor,
@@ -108,19 +117,17 @@ class Replayer:
         if self.source is None:
             return f"{WHY}It could not read your kernels: {self.error}"
         plan, problem = plan_replay(self.source, record, refs, expect, self.file)
-        if problem:
+        if plan is None:
             return WHY + problem
         self.ensure_started()
         if self.sandbox is None:
             return f"{WHY}Its sandbox could not start: {self.failed}"
-        need = sum(b["nbytes"] + 512 for b in plan["buffers"] if "judge_input" in b)
+        need = sum(plan.buffers[i].nbytes + 512 for i in plan.inputs)
         arena = self.arena(need + math.prod(expect.shape) * expect.like.dtype.itemsize + 512)
-        buffers = []
-        for b in plan["buffers"]:
-            if "judge_input" in b:
-                ref = arena.put(b.pop("judge_input"))
-                b["input"] = [ref.arena, ref.offset, ref.nbytes]
-            buffers.append(b)
+        buffers = list(plan.buffers)
+        for i, t in plan.inputs.items():
+            ref = arena.put(t)
+            buffers[i] = dataclasses.replace(buffers[i], input=(ref.arena, ref.offset, ref.nbytes))
         slot = arena.slot(tuple(expect.shape), expect.like.dtype)
         from gpulab.judge.remote import SandboxDied
 
@@ -128,9 +135,9 @@ class Replayer:
             source=self.source.text,
             modules=self.source.modules,
             kernels=tuple(self.source.kernels),
-            buffers=buffers,
-            launches=plan["launches"],
-            out=plan["out"],
+            buffers=tuple(buffers),
+            launches=plan.launches,
+            out=plan.out,
             slot=slot,
         )
         try:
@@ -180,121 +187,104 @@ class Replayer:
         return self._arena
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a replay may start from and run (plan_replay): each buffer's
+    start, the judge's own copy of each input buffer (by buffer number: it
+    goes into the replay's arena, and its place into the buffer, when the
+    request is sent), the launches, and the result as a view."""
+
+    buffers: tuple[ReplayBuffer, ...]
+    inputs: dict[int, torch.Tensor]
+    launches: tuple[ReplayLaunch, ...]
+    out: View
+
+
 def plan_replay(
-    source: ReplaySource, record: Any, refs: Refs, expect: Any, file: str
-) -> tuple[dict[str, Any], str]:
+    source: ReplaySource, record: LaunchRecord | None, refs: Refs, expect: Any, file: str
+) -> tuple[Plan | None, str]:
     """The replay request's buffers, launches and result, from the
     sandbox's record checked field by field; or what makes it unusable."""
-    if not isinstance(record, dict):
-        return {}, "Your function's launches were not recorded."
-    if record.get("overflow"):
-        return {}, f"It could not: {_text(record['overflow'], 200)}."
+    if record is None:
+        return None, "Your function's launches were not recorded."
+    if record.overflow is not None:
+        return None, f"It could not: {_text(record.overflow, 200)}."
     inputs = [v for k, v in refs.items() if not isinstance(k, tuple)]
-    raw_buffers = record.get("buffers")
-    launches = record.get("launches")
-    if not isinstance(raw_buffers, list) or not isinstance(launches, list):
-        return {}, "Your function's launches came back malformed."
-    if not launches:
-        return {}, "No Triton kernel launch was recorded."
-    if len(launches) > MAX_LAUNCHES:
-        return {}, f"It could not: more than {MAX_LAUNCHES} kernel launches in one call."
-    buffers, problem = _buffers(raw_buffers, inputs)
+    if record.buffers is None or record.launches is None:
+        return None, "Your function's launches came back malformed."
+    if not record.launches:
+        return None, "No Triton kernel launch was recorded."
+    if len(record.launches) > MAX_LAUNCHES:
+        return None, f"It could not: more than {MAX_LAUNCHES} kernel launches in one call."
+    buffers, judge_inputs, problem = _buffers(record.buffers, inputs)
     if problem:
-        return {}, problem
-    sizes = [b["nbytes"] for b in buffers]
+        return None, problem
+    sizes = [b.nbytes for b in buffers]
     checked = []
-    for i, launch in enumerate(launches):
+    for i, launch in enumerate(record.launches):
         one, problem = _launch(i, launch, source, sizes, file)
-        if problem:
-            return {}, problem
+        if one is None:
+            return None, problem
         checked.append(one)
-    out = record.get("out")
-    if not _view_ok(out, sizes):
-        return {}, "The tensor your function returned was not handed to any of its kernels."
-    if list(out[2]) != list(expect.shape) or DTYPES.get(out[4]) != expect.like.dtype:
-        return {}, "The tensor your function returned is not the one its kernels wrote."
-    return {"buffers": buffers, "launches": checked, "out": out}, ""
+    out = record.out
+    if out is None or not _view_ok(out, sizes):
+        return None, "The tensor your function returned was not handed to any of its kernels."
+    if list(out.shape) != list(expect.shape) or DTYPES.get(out.dtype) != expect.like.dtype:
+        return None, "The tensor your function returned is not the one its kernels wrote."
+    return Plan(tuple(buffers), judge_inputs, tuple(checked), out), ""
 
 
 def _launch(
-    i: int, launch: Any, source: ReplaySource, sizes: list[int], file: str
-) -> tuple[dict[str, Any], str]:
+    i: int, launch: RecordedLaunch, source: ReplaySource, sizes: list[int], file: str
+) -> tuple[ReplayLaunch | None, str]:
     where = f"launch {i + 1}"
-    if not isinstance(launch, dict) or not isinstance(launch.get("kernel"), str):
-        what = _text(launch.get("what"), 80) if isinstance(launch, dict) else "?"
-        return {}, f"It cannot re-run {where}: a {what} that is not a @triton.jit function."
-    name = launch["kernel"]
-    if launch.get("error"):
-        return {}, f"It could not read {where} of `{name}`: {_text(launch['error'], 200)}"
+    name = launch.kernel
+    if name is None:
+        return None, (
+            f"It cannot re-run {where}: a {_text(launch.what, 80)} that is not a "
+            "@triton.jit function."
+        )
+    if launch.error is not None:
+        return None, f"It could not read {where} of `{name}`: {_text(launch.error, 200)}"
     if name in source.problems:
-        return {}, f"It cannot run `{name}` apart from your file: {source.problems[name]}."
-    if (
-        name not in source.kernels
-        or launch.get("file") != file
-        or launch.get("qualname") not in (name, None)
-    ):
-        return {}, (
+        return None, f"It cannot run `{name}` apart from your file: {source.problems[name]}."
+    if name not in source.kernels or launch.file != file or launch.qualname not in (name, None):
+        return None, (
             f"`{name}` ({where}) is not a @triton.jit function defined at the top "
             f"level of {file.rsplit('/', 1)[-1]}: define your kernels there."
         )
-    grid = launch.get("grid")
+    grid = launch.grid
     if (
-        not isinstance(grid, list)
+        not isinstance(grid, tuple)
         or not 1 <= len(grid) <= 3
-        or not all(isinstance(g, int) and 0 <= g <= MAX_GRID for g in grid)
+        or not all(0 <= g <= MAX_GRID for g in grid)
         or math.prod(grid) > MAX_GRID
     ):
-        return {}, f"{where} of `{name}` has a grid gpulab cannot replay: {_text(grid, 80)}"
-    args = launch.get("args")
-    if not isinstance(args, dict):
-        return {}, f"{where} of `{name}` came back malformed."
-    for key, v in args.items():
-        if not isinstance(key, str) or not _value_ok(v, sizes):
-            kind = v.get("__unsupported__") if isinstance(v, dict) else None
-            if kind:
-                return {}, (
-                    f"`{name}` was passed `{_text(key, 40)}` as a {_text(kind, 40)}, "
-                    "which gpulab cannot pass again: pass tensors, numbers, dtypes "
-                    "and constexprs."
-                )
-            return {}, f"{where} of `{name}`: argument `{_text(key, 40)}` came back malformed."
-    return {"kernel": name, "grid": grid, "args": args}, ""
+        return None, f"{where} of `{name}` has a grid gpulab cannot replay: {_text(grid, 80)}"
+    if launch.args is None:
+        return None, f"{where} of `{name}` came back malformed."
+    for key, v in launch.args.items():
+        if isinstance(v, OtherArg) and v.unsupported is not None:
+            return None, (
+                f"`{name}` was passed `{_text(key, 40)}` as a {_text(v.unsupported, 40)}, "
+                "which gpulab cannot pass again: pass tensors, numbers, dtypes "
+                "and constexprs."
+            )
+        if isinstance(v, OtherArg) or isinstance(v, BufferArg) and not _view_ok(v.view, sizes):
+            return None, f"{where} of `{name}`: argument `{_text(key, 40)}` came back malformed."
+    return ReplayLaunch(name, grid, launch.args), ""
 
 
-def _value_ok(v: Any, sizes: list[int]) -> bool:
-    if v is None or isinstance(v, (bool, int)):
-        return not isinstance(v, int) or abs(v) < 1 << 63
-    if isinstance(v, str):
-        return len(v) <= 64
-    if isinstance(v, dict) and len(v) == 1:
-        key, inner = next(iter(v.items()))
-        if key == "__buf__":
-            return _view_ok(inner, sizes)
-        if key == "__float__":
-            try:
-                float.fromhex(inner)
-            except (TypeError, ValueError):
-                return False
-            return True
-        if key == "__tl_dtype__":
-            return isinstance(inner, str) and inner.isidentifier() and len(inner) < 16
-    return False
-
-
-def _view_ok(spec: Any, sizes: list[int]) -> TypeGuard[list[Any]]:
-    """[buffer, storage offset, shape, stride, dtype] inside its buffer."""
-    if not isinstance(spec, list) or len(spec) != 5:
+def _view_ok(view: View, sizes: list[int]) -> bool:
+    """The view inside its buffer."""
+    index, offset, shape, stride = view.buffer, view.offset, view.shape, view.stride
+    if not 0 <= index < len(sizes) or view.dtype not in DTYPES:
         return False
-    index, offset, shape, stride, dtype = spec
-    if not (isinstance(index, int) and 0 <= index < len(sizes)) or dtype not in DTYPES:
+    if len(shape) != len(stride) or len(shape) > 8 or not all(s >= 0 for s in shape + stride):
         return False
-    if not isinstance(shape, list) or not isinstance(stride, list) or len(shape) != len(stride):
+    if offset < 0:
         return False
-    if len(shape) > 8 or not all(isinstance(s, int) and s >= 0 for s in shape + stride):
-        return False
-    if not isinstance(offset, int) or offset < 0:
-        return False
-    itemsize = DTYPES[dtype].itemsize
+    itemsize = DTYPES[view.dtype].itemsize
     if sizes[index] % itemsize:
         return False
     if any(s == 0 for s in shape):
@@ -304,48 +294,39 @@ def _view_ok(spec: Any, sizes: list[int]) -> TypeGuard[list[Any]]:
 
 
 def _buffers(
-    raw: list[Any], inputs: list[tuple[torch.Tensor, TensorRef]]
-) -> tuple[list[dict[str, Any]], str]:
-    out: list[dict[str, Any]] = []
+    raw: tuple[RecordedBuffer, ...], inputs: list[tuple[torch.Tensor, TensorRef]]
+) -> tuple[list[ReplayBuffer], dict[int, torch.Tensor], str]:
+    out: list[ReplayBuffer] = []
+    judge_inputs: dict[int, torch.Tensor] = {}
     total = 0
     for b in raw:
-        if not isinstance(b, dict) or not isinstance(b.get("nbytes"), int) or b["nbytes"] < 0:
-            return [], "A recorded buffer came back malformed."
-        nbytes = b["nbytes"]
+        if b.nbytes is None:
+            return [], {}, "A recorded buffer came back malformed."
+        nbytes = b.nbytes
         total += nbytes
         if nbytes > MAX_BUFFER_BYTES or total > MAX_BUFFER_BYTES:
-            return [], "Its kernels were handed more memory than a replay may use."
-        entry: dict[str, Any] = {"nbytes": nbytes}
-        dtype_name = b.get("dtype")
-        dtype = DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None
-        arena = b.get("arena")
-        if arena is not None:
-            t = _input_at(arena, nbytes, inputs)
+            return [], {}, "Its kernels were handed more memory than a replay may use."
+        entry = ReplayBuffer(nbytes, poison=True)  # unless kept below
+        dtype = DTYPES.get(b.dtype) if b.dtype is not None else None
+        if b.arena is not None:
+            t = _input_at(b.arena, nbytes, inputs)
             if t is not None:
-                entry["judge_input"] = t
-            else:
-                entry["poison"] = True
-        elif (
-            isinstance(b.get("fill"), str)
-            and 0 < len(b["fill"]) <= 32
-            and _hex(b["fill"])
-            or b.get("fill") == ""
-            and nbytes == 0
+                judge_inputs[len(out)] = t  # its place is known when the request is sent
+                entry = ReplayBuffer(nbytes)
+        elif b.fill is not None and (
+            # One element's bytes in hex, or no bytes for an empty buffer.
+            (0 < len(b.fill) <= 32 and _hex(b.fill)) or (b.fill == "" and nbytes == 0)
         ):
-            entry["fill"] = b["fill"]
-        elif isinstance(b.get("bytes"), str) and dtype is not None:
+            entry = ReplayBuffer(nbytes, fill=b.fill)
+        elif b.data is not None and dtype is not None:
             try:
-                data = base64.b64decode(b["bytes"], validate=True)
+                data = base64.b64decode(b.data, validate=True)
             except ValueError:
-                return [], "A recorded buffer came back malformed."
+                return [], {}, "A recorded buffer came back malformed."
             if len(data) == nbytes and trusted_bytes(data, dtype, [t for t, _ in inputs]):
-                entry["bytes"] = b["bytes"]
-            else:
-                entry["poison"] = True
-        else:
-            entry["poison"] = True
+                entry = ReplayBuffer(nbytes, data=b.data)
         out.append(entry)
-    return out, ""
+    return out, judge_inputs, ""
 
 
 def _hex(s: str) -> bool:
@@ -357,11 +338,9 @@ def _hex(s: str) -> bool:
 
 
 def _input_at(
-    arena: Any, nbytes: int, inputs: list[tuple[torch.Tensor, TensorRef]]
+    place: tuple[int, int], nbytes: int, inputs: list[tuple[torch.Tensor, TensorRef]]
 ) -> torch.Tensor | None:
-    if not isinstance(arena, list) or len(arena) != 2:
-        return None
-    ident, offset = arena
+    ident, offset = place
     for t, ref in inputs:
         if ref.arena == ident and ref.offset == offset and ref.nbytes == nbytes:
             return t

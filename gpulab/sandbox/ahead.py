@@ -32,9 +32,12 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames import CompileAhead, CompiledAhead
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 RECORD = "gpulab-compiled.json"
 MAX_SPECS = 256
@@ -140,12 +143,12 @@ def _qualname(jit: Any) -> str:
     return str(getattr(getattr(jit, "fn", None), "__qualname__", "?"))
 
 
-def kernels_of(module: Any) -> dict[str, Any]:
+def kernels_of(module: Any) -> dict[str, JITFunction]:
     """The module's Triton kernels by qualified name (under any autotune or
     heuristics wrappers)."""
     from triton.runtime.jit import JITFunction
 
-    out: dict[str, Any] = {}
+    out: dict[str, JITFunction] = {}
     for value in list(vars(module).values()) if module is not None else []:
         for _ in range(8):
             if isinstance(value, JITFunction) or not hasattr(value, "fn"):
@@ -156,10 +159,12 @@ def kernels_of(module: Any) -> dict[str, Any]:
     return out
 
 
-def matched(kernels: dict[str, Any], previous: dict[str, list[str]]) -> list[tuple[Any, str]]:
+def matched(
+    kernels: dict[str, JITFunction], previous: dict[str, list[str]]
+) -> list[tuple[JITFunction, str]]:
     """(kernel, specialisation) for each recorded one of a kernel the file
     still has, renamed to the kernel's current full name (preload checks it)."""
-    out: list[tuple[Any, str]] = []
+    out: list[tuple[JITFunction, str]] = []
     for name, datas in previous.items():
         jit = kernels.get(name)
         if jit is None:

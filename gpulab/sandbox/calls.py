@@ -23,14 +23,14 @@ from gpulab.check.frames import (
     Timed,
     TimeRequest,
 )
-from gpulab.check.protocol import TensorRef
+from gpulab.check.protocol import Kwargs, TensorRef
 from gpulab.sandbox import learner
 from gpulab.sandbox.audit import Audit
 from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
 from gpulab.sandbox.tensors import Arenas, materialize, view
 
 # One repetition of a timed batch: its args, kwargs and upstream gradient.
-Rep = tuple[list[Any], dict[str, Any], torch.Tensor | None]
+Rep = tuple[list[Any], Kwargs, torch.Tensor | None]
 
 # Taken when this module is imported, before the learner's file is: a
 # learner who rebinds Tensor.copy_ or Event.record does not change these.
@@ -130,7 +130,7 @@ def _run_guarded(
     server: Any,
     fn: Any,
     args: list[Any],
-    kwargs: dict[str, Any],
+    kwargs: Kwargs,
     guards: Guards | None,
     inputs: set[int],
 ) -> tuple[Any, GuardReport]:
@@ -329,7 +329,7 @@ class _TimedCall:
         self.lead = lead
         self.fwd: list[tuple[Any, Any]] = []
 
-    def __call__(self, a: list[Any], kw: dict[str, Any], dy: Any, start: Any, end: Any) -> Any:
+    def __call__(self, a: list[Any], kw: Kwargs, dy: Any, start: Any, end: Any) -> Any:
         fn, stream, flusher = self.fn, self.stream, self.flusher
         if not self.grad_args:
             _RECORD(start, stream)

@@ -34,7 +34,9 @@ from gpulab.check.frames_other import (
 from gpulab.sandbox import learner
 from gpulab.sandbox.tensors import materialize, view
 
-_BEFORE: dict[str, Any] | None = None
+# Dynamo's config by name before the file ran: any values, only compared
+# with the config's after it and put back.
+_BEFORE: dict[str, object] | None = None
 _TORCH_OPS: frozenset[str] = frozenset()
 
 # What each kind of break means, matched on Dynamo's reason text (which

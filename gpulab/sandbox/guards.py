@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gpulab.check.protocol import Kwargs
 from gpulab.sandbox.audit import WRAPPER_OPS, own
 
 _EMPTY_FNS = {
@@ -63,7 +64,7 @@ class Violations:
 CANARY = 64  # elements kept after each buffer
 
 
-def _with_canary(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], v: Violations) -> Any:
+def _with_canary(func: Any, args: tuple[Any, ...], kwargs: Kwargs, v: Violations) -> Any:
     """torch.empty / empty_like of a contiguous tensor, carved from a larger
     buffer whose tail holds a pattern; None where that does not apply."""
     if func is torch.empty_like and args and isinstance(args[0], torch.Tensor):
@@ -126,7 +127,7 @@ class _FunctionGuard(TorchFunctionMode):
         func: Any,
         types: Any,
         args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
+        kwargs: Kwargs | None = None,
     ) -> Any:
         kwargs = kwargs or {}
         if _is_higher_order(func):
@@ -152,7 +153,7 @@ def _under(mode: Any, fn: Any) -> Any:
     return run
 
 
-def _run_higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _run_higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: Kwargs) -> Any:
     wrapped = tuple(
         _under(mode, a) if callable(a) and not isinstance(a, torch.Tensor) else a for a in args
     )
@@ -162,7 +163,7 @@ def _run_higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: dict[
 _EAGER_HIGHER_ORDER: Any = None
 
 
-def _higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _higher_order(mode: Any, func: Any, args: tuple[Any, ...], kwargs: Kwargs) -> Any:
     """A higher-order op (torch.cond, while_loop, map, scan...) is torch's own
     control flow, not maths to refuse. It runs with `mode` off (as torch
     calls a mode's handler), and each subgraph it is handed runs with the
@@ -215,7 +216,7 @@ class _DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]  # tor
         func: Any,
         types: Any,
         args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
+        kwargs: Kwargs | None = None,
     ) -> Any:
         if _is_higher_order(func):
             return _higher_order(self, func, args, kwargs or {})
@@ -317,9 +318,7 @@ class LaunchRecorder:
         CompiledKernel.__getitem__ = getitem
         self._patched.append((CompiledKernel, original, "__getitem__"))
 
-    def _record(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream: Any = None
-    ) -> None:
+    def _record(self, fn: Any, args: tuple[Any, ...], kwargs: Kwargs, stream: Any = None) -> None:
         storages = set()
         for a in _tensors(args, kwargs):
             storages.add(a.untyped_storage().data_ptr())
@@ -352,7 +351,7 @@ class LaunchRecorder:
             setattr(cls, attr, original)
         self._patched.clear()
 
-    def _snapshot(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _snapshot(self, args: tuple[Any, ...], kwargs: Kwargs) -> None:
         for a in _tensors(args, kwargs):
             st = a.untyped_storage()
             if st.data_ptr() not in self.inputs and st.nbytes() <= (256 << 20):
@@ -387,7 +386,7 @@ class LaunchRecorder:
         return {launch.stream for launch in self.launches if launch.stream not in (None, default)}
 
 
-def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[torch.Tensor]:
+def _tensors(args: tuple[Any, ...], kwargs: Kwargs) -> Iterator[torch.Tensor]:
     """The tensors a launch is handed, a TMA descriptor's included: one
     (triton.tools.tensor_descriptor, Gluon's) carries its tensor as `.base`,
     and a kernel that stores through it writes there."""
@@ -483,7 +482,7 @@ class EagerGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
         func: Any,
         types: Any,
         args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
+        kwargs: Kwargs | None = None,
     ) -> Any:
         kwargs = kwargs or {}
         if _is_higher_order(func):
@@ -498,9 +497,7 @@ class EagerGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self.ops.append(problem)
         return out
 
-    def _problem(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-    ) -> str | None:
+    def _problem(self, name: str, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> str | None:
         ins = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         outs = [
             o

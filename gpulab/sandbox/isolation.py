@@ -24,9 +24,10 @@ import importlib.abc
 import os
 import resource
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+# The policy as the judge sends it in the sandbox's config, typed there.
+from gpulab.check.frames_other import Policy as Policy
 
 # --- Landlock (include/uapi/linux/landlock.h) ----------------------------------
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # same on x86-64 and arm64
@@ -39,23 +40,6 @@ REFER, TRUNCATE = 1 << 13, 1 << 14
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE
 READ = EXECUTE | READ_FILE | READ_DIR
 SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1 << 0, 1 << 1
-
-
-@dataclass
-class Policy:
-    """What the sandbox may touch. Paths are absolute."""
-
-    read: list[str] = field(default_factory=list)  # trees, read and execute
-    listable: list[str] = field(default_factory=list)  # trees: names listed, files unread
-    hidden: list[str] = field(default_factory=list)  # inside `read`, but never readable
-    write: list[str] = field(default_factory=list)  # trees, read and write
-    cpu_seconds: int = 600
-    file_bytes: int = 256 * 1024 * 1024
-    address_space: int | None = None  # bytes; None on a GPU (CUDA maps far more)
-    blocked_modules: list[str] = field(default_factory=list)
-    # Judge-built, for the sandbox Nsight Compute profiles (None for every
-    # other): {"tool", "read": [ncu's install folder]}.
-    profiler: dict[str, Any] | None = None
 
 
 def _libc() -> ctypes.CDLL:
@@ -143,8 +127,8 @@ def _landlock(policy: Policy, abi: int) -> list[str]:
         err = ctypes.get_errno()
         raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
     try:
-        profiler = policy.profiler or {}
-        read = policy.read + [str(p) for p in profiler.get("read") or [] if os.path.isabs(str(p))]
+        opened = policy.profiler.read if policy.profiler is not None else []
+        read = policy.read + [p for p in opened if os.path.isabs(p)]
         for path in readable_rules(read, policy.hidden):
             _add(libc, ruleset, path, READ)
         for path in policy.listable:

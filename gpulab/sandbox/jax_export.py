@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.check.frames_other import Exported, ExportedStep, ExportRequest
+
+if TYPE_CHECKING:
+    from jax import ShapeDtypeStruct
 
 AXIS = "devices"
 SIMULATED = 8
@@ -119,7 +122,7 @@ def _explicit(mesh: Any) -> bool:
 
 def _arguments(
     mesh: Any, mode: str, shape: tuple[int, ...], typed: bool
-) -> tuple[dict[str, Any], Any]:
+) -> tuple[dict[str, ShapeDtypeStruct], ShapeDtypeStruct]:
     """(params, x) as shapes for export; `typed`: each placed as the contract
     says, as a learner's own call on an Explicit mesh would have them."""
     import jax
@@ -133,9 +136,10 @@ def _arguments(
     b, d, h, o = shape
     dims = {"w1": (d, h), "b1": (h,), "w2": (h, o), "b2": (o,), "x": (b, d)}
 
-    def spec(name: str) -> Any:
+    def spec(name: str) -> ShapeDtypeStruct:
         sharding = NamedSharding(mesh, partition(*EXPECTED[mode][name])) if typed else None
-        return struct(dims[name], np.float32, sharding=sharding)
+        shaped: ShapeDtypeStruct = struct(dims[name], np.float32, sharding=sharding)
+        return shaped
 
     return {k: spec(k) for k in ("w1", "b1", "w2", "b2")}, spec("x")
 

@@ -73,7 +73,7 @@ from gpulab.check.frames_other import (
 )
 from gpulab.check.protocol import ProtocolError, read_frame, write_frame
 from gpulab.sandbox.failure import LearnerFailure
-from gpulab.sandbox.isolation import Policy, apply
+from gpulab.sandbox.isolation import apply
 
 
 def _import_ahead() -> None:
@@ -105,7 +105,7 @@ def main() -> None:
     # The judge's import path, in its order (PYTHONPATH before site-packages).
     judge_path = list(config.sys_path)
     sys.path[:] = judge_path + [p for p in sys.path if p not in judge_path]
-    policy = Policy(**config.policy)
+    policy = config.policy
     if config.hold:
         # A spare's sandbox, started while another check may be timing: what
         # every check imports now (no GPU work in it), CUDA when the judge
@@ -176,7 +176,9 @@ class Server:
         self.problem = protocol.text(config.problem, 2000)
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
-        self.explain_pending: dict[str, Any] = {}  # --explain's kernels not compiled yet
+        # --explain's kernels not compiled yet: each launch as its tracer
+        # recorded it (gpulab.diagnosis.sandbox_side) and the arch, by key.
+        self.explain_pending: dict[str, tuple[Any, str]] = {}
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
         self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
 

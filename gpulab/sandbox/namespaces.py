@@ -41,7 +41,7 @@ import os
 import platform
 import signal
 import sys
-from typing import Any
+from typing import Required, TypedDict
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -56,6 +56,26 @@ ENV = "GPULAB_NAMESPACES"
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 TMP_BYTES = 2 << 30  # /tmp, HOME and TMPDIR together: memory, used as written
 SHM_BYTES = 512 << 20
+
+
+class MountSpec(TypedDict, total=False):
+    """What the sandbox's namespaces hold, as the judge wrote it
+    (gpulab.judge.remote.namespace_spec) in JSON on the keeper's command
+    line: the private folder, the trees bound read-only and read-write,
+    those only listed, the paths covered, whether the network is cut off,
+    and the judge's socket to close in the namespace's init. A switch left
+    out is on."""
+
+    private: Required[str]
+    read: list[str]
+    write: list[str]
+    listable: list[str]
+    hidden: list[str]
+    network_namespace: bool
+    ipc_namespace: bool
+    pid_namespace: bool
+    namespaces: bool
+    close_in_init: list[int]
 
 
 class Refused(OSError):
@@ -93,7 +113,7 @@ def _write(path: str, text: str) -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
+    spec: MountSpec = json.loads(sys.argv[1])  # the judge's, not the learner's
     argv = sys.argv[2:]
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if spec.get("namespaces", True):
@@ -106,7 +126,7 @@ def main() -> None:
     os.execv(argv[0], argv)
 
 
-def enter(spec: dict[str, Any]) -> str:
+def enter(spec: MountSpec) -> str:
     """Returns, in the process that becomes the sandbox, what is in force.
     The keeper and the init never return from here."""
     uid, gid = os.getuid(), os.getgid()
@@ -198,7 +218,7 @@ def _keeper(init: int, report_r: int) -> None:
 # --- the new root ------------------------------------------------------------------
 
 
-def build_root(spec: dict[str, Any]) -> str:
+def build_root(spec: MountSpec) -> str:
     """Make the tmpfs mounted on `private` the root: binds, a fresh /tmp,
     /dev, /proc, hidden paths covered, then pivot_root. Returns a note for
     `isolation` ("" when /proc is the namespace's own)."""

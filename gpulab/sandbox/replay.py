@@ -17,14 +17,30 @@ recorded bytes the replay may use).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames_other import Replayed, ReplayRequest
+from gpulab.check.frames import (
+    Arg,
+    BufferArg,
+    DtypeArg,
+    FloatArg,
+    LaunchRecord,
+    OtherArg,
+    RecordedBuffer,
+    RecordedLaunch,
+    View,
+)
+from gpulab.check.frames_other import ReplayBuffer, Replayed, ReplayRequest
+from gpulab.check.protocol import Kwargs
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
@@ -45,10 +61,6 @@ DTYPES = {
 }
 
 
-def _float(v: float) -> dict[str, str]:
-    return {"__float__": float(v).hex()}
-
-
 class Recording:
     """What one guarded call launched (see the module's docstring)."""
 
@@ -57,17 +69,17 @@ class Recording:
         for ident, arena in arenas.items():
             whole = arena.whole()
             self.bases.append((ident, whole.data_ptr(), whole.numel()))
-        self.buffers: list[dict[str, Any]] = []
+        self.buffers: list[RecordedBuffer] = []
         self.index: dict[int, int] = {}  # storage address -> buffer number
         # Each recorded storage, held until the call ends: a freed one's
         # address handed to a new tensor would otherwise read as the old
         # buffer (its first contents, and what the launches left there).
         self.keep: list[Any] = []
-        self.launches: list[dict[str, Any]] = []
+        self.launches: list[RecordedLaunch] = []
         self.snapshot_bytes = 0
         self.overflow = ""
 
-    def launch(self, jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def launch(self, jit_fn: Any, args: tuple[Any, ...], kwargs: Kwargs) -> None:
         import inspect
 
         if kwargs.get("warmup"):
@@ -77,7 +89,7 @@ class Recording:
             return
         fn = getattr(jit_fn, "fn", None)
         if not callable(fn) or not hasattr(fn, "__code__"):
-            self.launches.append({"kernel": None, "what": type(jit_fn).__name__})
+            self.launches.append(RecordedLaunch(what=type(jit_fn).__name__))
             return
         try:
             spec = inspect.getfullargspec(fn)
@@ -87,145 +99,144 @@ class Recording:
             grid = grid(bound) if callable(grid) else grid
             grid = [int(g) for g in grid]
         except Exception as exc:  # noqa: BLE001 - the launch itself will say
-            self.launches.append({"kernel": fn.__name__, "error": f"{type(exc).__name__}: {exc}"})
+            self.launches.append(
+                RecordedLaunch(kernel=fn.__name__, error=f"{type(exc).__name__}: {exc}")
+            )
             return
         self.launches.append(
-            {
-                "kernel": fn.__name__,
-                "qualname": getattr(fn, "__qualname__", ""),
-                "file": fn.__code__.co_filename,
-                "grid": grid,
-                "args": {name: self.value(v) for name, v in bound.items()},
-            }
+            RecordedLaunch(
+                kernel=fn.__name__,
+                qualname=getattr(fn, "__qualname__", ""),
+                file=fn.__code__.co_filename,
+                grid=tuple(grid),
+                args={name: self.value(v) for name, v in bound.items()},
+            )
         )
 
-    def value(self, v: Any) -> Any:
+    def value(self, v: Any) -> Arg:
         if isinstance(v, torch.Tensor):
-            return {
-                "__buf__": [
-                    self.buffer(v),
-                    v.storage_offset(),
-                    list(v.shape),
-                    list(v.stride()),
-                    str(v.dtype).replace("torch.", ""),
-                ]
-            }
+            return BufferArg(self.view(self.buffer(v), v))
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return v
         if isinstance(v, int):
             return v
         if isinstance(v, float):
-            return _float(v)
+            return FloatArg(float(v).hex())
         import triton.language as tl
 
         if isinstance(v, tl.constexpr):
             return self.value(v.value)
         if isinstance(v, tl.dtype):
-            return {"__tl_dtype__": v.name}
-        return {"__unsupported__": type(v).__name__}
+            return DtypeArg(v.name)
+        return OtherArg(type(v).__name__)
+
+    @staticmethod
+    def view(index: int, t: torch.Tensor) -> View:
+        return View(
+            index,
+            int(t.storage_offset()),
+            tuple(t.shape),
+            tuple(t.stride()),
+            str(t.dtype).replace("torch.", ""),
+        )
 
     def buffer(self, t: torch.Tensor) -> int:
         st = t.untyped_storage()
         ptr = st.data_ptr()
         if ptr in self.index:
             return self.index[ptr]
-        entry: dict[str, Any] = {"nbytes": st.nbytes(), "dtype": str(t.dtype).replace("torch.", "")}
+        entry = RecordedBuffer(st.nbytes(), str(t.dtype).replace("torch.", ""))
         for ident, base, size in self.bases:
             if base <= ptr < base + size:
-                entry["arena"] = [ident, ptr - base]
+                entry = dataclasses.replace(entry, arena=(ident, ptr - base))
                 break
         else:
-            entry.update(self.contents(t, st))
+            entry = self.contents(entry, t, st)
         self.index[ptr] = len(self.buffers)
         self.buffers.append(entry)
         self.keep.append(st)
         return self.index[ptr]
 
-    def contents(self, t: torch.Tensor, st: Any) -> dict[str, Any]:
+    def contents(self, entry: RecordedBuffer, t: torch.Tensor, st: Any) -> RecordedBuffer:
         """The buffer as the first launch handed it finds it. Read through
         ctypes, not torch: a torch op here would be one the audit sees."""
         import ctypes
 
         if t.device.type != "cpu":
-            return {"unknown": True}
+            return dataclasses.replace(entry, unknown=True)
         nbytes = st.nbytes()
         if nbytes == 0:
-            return {"fill": ""}
+            return dataclasses.replace(entry, fill="")
         data = ctypes.string_at(st.data_ptr(), nbytes)
         size = t.element_size()
         if nbytes % size == 0 and data == data[:size] * (nbytes // size):
-            return {"fill": data[:size].hex()}
+            return dataclasses.replace(entry, fill=data[:size].hex())
         if self.snapshot_bytes + nbytes > MAX_SNAPSHOT_BYTES:
-            return {"unknown": True}
+            return dataclasses.replace(entry, unknown=True)
         self.snapshot_bytes += nbytes
-        return {"bytes": base64.b64encode(data).decode("ascii")}
+        return dataclasses.replace(entry, data=base64.b64encode(data).decode("ascii"))
 
-    def result(self, out: Any) -> dict[str, Any]:
-        rec: dict[str, Any] = {"buffers": self.buffers, "launches": self.launches}
+    def result(self, out: Any) -> LaunchRecord:
         self.keep.clear()
-        if self.overflow:
-            rec["overflow"] = self.overflow
+        view = None
         if isinstance(out, torch.Tensor):
             ptr = out.untyped_storage().data_ptr()
-            rec["out"] = (
-                [
-                    self.index[ptr],
-                    out.storage_offset(),
-                    list(out.shape),
-                    list(out.stride()),
-                    str(out.dtype).replace("torch.", ""),
-                ]
-                if ptr in self.index
-                else None
-            )
-        return rec
+            view = self.view(self.index[ptr], out) if ptr in self.index else None
+        return LaunchRecord(
+            buffers=tuple(self.buffers),
+            launches=tuple(self.launches),
+            out=view,
+            tensor_out=isinstance(out, torch.Tensor),
+            overflow=self.overflow or None,
+        )
 
 
 # --- the replay's own sandbox ---------------------------------------------------
 
 
-def _decode(v: Any, buffers: list[torch.Tensor]) -> Any:
-    if isinstance(v, dict):
-        if "__buf__" in v:
-            return _view(buffers, v["__buf__"])
-        if "__float__" in v:
-            return float.fromhex(v["__float__"])
-        if "__tl_dtype__" in v:
-            import triton.language as tl
+def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
+    """An argument as the kernel is passed it (the judge sends no OtherArg)."""
+    if isinstance(v, BufferArg):
+        return _view(buffers, v.view)
+    if isinstance(v, FloatArg):
+        return float.fromhex(v.hex)
+    if isinstance(v, DtypeArg):
+        import triton.language as tl
 
-            return tl.dtype(str(v["__tl_dtype__"]))
-        raise ValueError(f"an argument of type {v.get('__unsupported__', '?')}")
+        return tl.dtype(v.name)
+    if isinstance(v, OtherArg):
+        raise ValueError(f"an argument of type {v.unsupported or '?'}")
     return v
 
 
-def _view(buffers: list[torch.Tensor], spec: list[Any]) -> torch.Tensor:
-    index, offset, shape, stride, dtype = spec
-    raw = buffers[int(index)]
-    typed = raw.view(DTYPES[str(dtype)])
-    return torch.as_strided(typed, [int(s) for s in shape], [int(s) for s in stride], int(offset))
+def _view(buffers: list[torch.Tensor], spec: View) -> torch.Tensor:
+    raw = buffers[int(spec.buffer)]
+    typed = raw.view(DTYPES[spec.dtype])
+    shape, stride = [int(s) for s in spec.shape], [int(s) for s in spec.stride]
+    return torch.as_strided(typed, shape, stride, int(spec.offset))
 
 
-def _buffers(server: Any, specs: list[dict[str, Any]]) -> list[torch.Tensor]:
+def _buffers(server: Any, specs: tuple[ReplayBuffer, ...]) -> list[torch.Tensor]:
     out = []
     for spec in specs:
-        nbytes = int(spec["nbytes"])
+        nbytes = int(spec.nbytes)  # (a forged record's true is 1)
         buf = torch.full((nbytes,), 0xFF, dtype=torch.uint8)  # NaN, -1: never an answer
-        if "input" in spec:  # the judge's own copy of an input's whole storage
-            ident, offset, size = (int(v) for v in spec["input"])
+        if spec.input is not None:  # the judge's own copy of an input's whole storage
+            ident, offset, size = (int(v) for v in spec.input)
             buf.copy_(server.arenas[ident].storage(offset, size)[:nbytes])
-        elif "fill" in spec:
-            pattern = bytes.fromhex(spec["fill"])
+        elif spec.fill is not None:
+            pattern = bytes.fromhex(spec.fill)
             if pattern:
                 reps = torch.tensor(list(pattern), dtype=torch.uint8)
                 buf.copy_(reps.repeat(math.ceil(nbytes / len(pattern)))[:nbytes])
-        elif "bytes" in spec:
-            data = base64.b64decode(spec["bytes"])
+        elif spec.data is not None:
+            data = base64.b64decode(spec.data)
             buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8)[:nbytes])
         out.append(buf)  # anything else: bytes the replay may not trust
     return out
 
 
-def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, Any]:
+def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, JITFunction]:
     """The kept kernels, made into Triton functions from their own file (the
     interpreter and the JIT both read a kernel's source back from it)."""
     from gpulab.sandbox.replay_source import ReplaySource, namespace
@@ -247,15 +258,15 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
     found = kernels(msg.source, msg.modules, list(msg.kernels))
     buffers = _buffers(server, msg.buffers)
     for i, launch in enumerate(msg.launches):
-        kernel = found.get(launch["kernel"])
+        kernel = found.get(launch.kernel)
         if kernel is None:
-            return Replayed(f"launch {i + 1}: no kernel {launch['kernel']}")
-        args = {k: _decode(v, buffers) for k, v in launch["args"].items()}
+            return Replayed(f"launch {i + 1}: no kernel {launch.kernel}")
+        args = {k: _decode(v, buffers) for k, v in launch.args.items()}
         try:
-            kernel[tuple(int(g) for g in launch["grid"])](**args)
+            kernel[tuple(int(g) for g in launch.grid)](**args)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
             return Replayed(
-                f"launch {i + 1} of {launch['kernel']}: {type(exc).__name__}: {str(exc)[:400]}"
+                f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
             )
     slot = view(server.arenas, msg.slot)
     result = _view(buffers, msg.out)

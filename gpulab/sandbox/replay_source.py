@@ -398,14 +398,14 @@ def _copy(lines: list[str], keep: list[str], first: int, last: int) -> None:
         keep[i] = lines[i]
 
 
-def namespace(src: ReplaySource) -> dict[str, Any]:
+def namespace(src: ReplaySource) -> dict[str, object]:
     """The globals the kept text runs in: the allowed modules under the
     file's aliases, a few builtins, and nothing else (no `__import__`)."""
     import builtins
 
     import triton
 
-    g: dict[str, Any] = {
+    g: dict[str, object] = {  # exec's globals: modules, builtins, triton.jit
         "__builtins__": {name: getattr(builtins, name) for name in BUILTINS},
         "__name__": "gpulab_replay",
         "_gpulab_jit": triton.jit,

@@ -43,7 +43,7 @@ x = torch.randn(1 << 24, device="cuda")
 policy = json.loads(sys.argv[1])
 if policy:
     from gpulab.sandbox.isolation import Policy, apply
-    print("in force:", apply(Policy(**policy)), flush=True)
+    print("in force:", apply(Policy.parse(policy)), flush=True)
 torch.cuda.profiler.start()
 y = x * 2  # 64 MiB read, 64 MiB written
 torch.cuda.synchronize()
@@ -105,11 +105,11 @@ def probe(out: Path) -> dict:
         "cuda",
         private,
         private,
-    )
+    ).to_json()
     variants = {
         "unconfined": {},
         "sandbox": base,
-        "profiler": {**base, "profiler": nsight.profiler_policy(ncu)},
+        "profiler": {**base, "profiler": nsight.profiler_policy(ncu).to_json()},
     }
     rows = {}
     for name, policy in variants.items():

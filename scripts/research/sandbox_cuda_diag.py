@@ -23,7 +23,7 @@ if sys.argv[3] == "preinit":
     torch.cuda.init()
     torch.empty(1, device="cuda")
 if policy is not None:
-    print(apply(Policy(**policy)))
+    print(apply(Policy.parse(policy)))
 import torch
 print("count", torch.cuda.device_count())
 x = torch.ones(4, device="cuda")

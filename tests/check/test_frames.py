@@ -199,6 +199,109 @@ def test_an_honest_return_round_trips():
     assert reply.to_json() == frame
 
 
+VIEW = frames.View(1, 0, (2, 4), (4, 1), "float32")
+
+# A launch record as gpulab.sandbox.replay writes it: each buffer's start
+# (a place in the judge's memory, a fill, bytes, or unknown), each launch
+# (a kernel, something else, one the recorder could not read), the result.
+RECORD = {
+    "buffers": [
+        {"nbytes": 32, "dtype": "float32", "arena": [1, 64]},
+        {"nbytes": 32, "dtype": "float32", "fill": "00000000"},
+        {"nbytes": 8, "dtype": "int32", "bytes": "AAAAAAEAAAA="},
+        {"nbytes": 4096, "dtype": "float32", "unknown": True},
+    ],
+    "launches": [
+        {
+            "kernel": "k",
+            "qualname": "k",
+            "file": "/w/k.py",
+            "grid": [2, 1],
+            "args": {
+                "x": {"__buf__": VIEW.to_json()},
+                "n": 8,
+                "eps": {"__float__": (1e-5).hex()},
+                "flag": True,
+                "none": None,
+                "name": "rows",
+                "dt": {"__tl_dtype__": "fp16"},
+                "obj": {"__unsupported__": "Foo"},
+            },
+        },
+        {"kernel": None, "what": "Autotuner"},
+        {"kernel": "k", "error": "TypeError: missing n"},
+    ],
+    "out": VIEW.to_json(),
+}
+
+
+def test_a_launch_record_round_trips_typed():
+    frame = returned(replay=RECORD)
+    reply = call_reply(wire(frame))
+    assert isinstance(reply, Returned) and reply.report.replay is not None
+    rec = reply.report.replay
+    assert rec.out == VIEW and rec.tensor_out and rec.overflow is None
+    assert rec.buffers is not None and rec.buffers[0].arena == (1, 64)
+    assert rec.launches is not None and rec.launches[0].args is not None
+    assert rec.launches[0].args["x"] == frames.BufferArg(VIEW)
+    assert rec.launches[0].args["obj"] == frames.OtherArg("Foo")
+    assert reply.to_json() == frame
+    # A call that returned a tensor no launch was handed, or no tensor at all.
+    for out in ({"out": None}, {}):
+        frame = returned(replay={"buffers": [], "launches": [], **out})
+        assert call_reply(wire(frame)).to_json() == frame
+
+
+@pytest.mark.parametrize(
+    "forged, read",
+    [
+        # A field of the wrong type reads as absent...
+        ({"nbytes": "4"}, frames.RecordedBuffer(None)),
+        ({"nbytes": 4, "fill": 7, "bytes": [1]}, frames.RecordedBuffer(4)),
+        # ...unless absent would pass where it failed: a place that is no
+        # place matches no input (the buffer starts as poison).
+        ({"nbytes": 4, "arena": "x"}, frames.RecordedBuffer(4, arena=frames.NOWHERE)),
+        ({"nbytes": 4, "arena": [1.0, 0]}, frames.RecordedBuffer(4, arena=(1, 0))),
+        (3, frames.RecordedBuffer(None)),
+    ],
+)
+def test_a_forged_buffer_is_typed_never_refused(forged, read):
+    assert frames.RecordedBuffer.parse(forged) == read
+
+
+def test_a_forged_launch_is_typed_never_refused():
+    parse = frames.RecordedLaunch.parse
+    assert parse(5) == frames.RecordedLaunch(what="?")
+    assert parse({"kernel": "k", "error": 1}).error == ""  # counts, says nothing
+    assert parse({"kernel": "k", "qualname": 5}).qualname == ""  # a name no kernel has
+    assert parse({"kernel": "k", "grid": "abc"}).grid == "abc"  # quoted back
+    assert parse({"kernel": "k", "grid": [1, "2"]}).grid is None
+    args = parse(
+        {
+            "kernel": "k",
+            "args": {
+                "big": 1 << 63,
+                "long": "s" * 65,
+                "f": 1.5,
+                "two": {"__buf__": VIEW.to_json(), "__unsupported__": "X"},
+                "view": {"__buf__": [0, 0, [1], [1]]},
+                "hex": {"__float__": "zz"},
+            },
+        }
+    ).args
+    assert args == {
+        "big": frames.OtherArg(),
+        "long": frames.OtherArg(),
+        "f": frames.OtherArg(),
+        "two": frames.OtherArg("X"),
+        "view": frames.OtherArg(),
+        "hex": frames.OtherArg(),
+    }
+    assert frames.LaunchRecord.parse([]) is None
+    rec = frames.LaunchRecord.parse({"buffers": {}, "launches": [], "overflow": 2})
+    assert rec == frames.LaunchRecord(None, (), overflow="")
+
+
 def test_a_backward_reply_keeps_what_was_reported_apart_from_what_was_not():
     frame = returned()
     frame["backward"] = {
@@ -455,7 +558,7 @@ def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
             file=str(tmp_path / "k.py"),
             device="cpu",
             private=tmp_path,
-            policy={},
+            policy=fo.Policy(),
             switches={"GPULAB_FA3": "0"},
         )
     assert seen["GPULAB_FA3"] == "0" and "GPULAB_SOFTMAX_SMEM" not in seen
@@ -486,7 +589,15 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
         fo.TrainRequest("train_step", (r,), (r, r), (r,), 4, 2, "/tmp/t.json"),
         fo.BottleneckRequest("block", {"w": r}, (r,), (r,), profile=True, trace="/tmp/b.json"),
         fo.BottleneckRequest("block", {"w": r}, (r,), (r,)),
-        fo.ReplayRequest("src", {"tl": "triton.language"}, ("k",), [{"nbytes": 4}], [], [0], r),
+        fo.ReplayRequest(
+            "src",
+            {"tl": "triton.language"},
+            ("k",),
+            (fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
+            (fo.ReplayLaunch("k", (2, 1), {"x": frames.BufferArg(VIEW), "n": 3}),),
+            VIEW,
+            r,
+        ),
         fo.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
         fo.ExplainPrepare(),
         fo.ExplainCompile("K0.0"),
@@ -494,6 +605,12 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
     ]
     for request in requests:
         assert fo.request(wire(request.to_json())) == request, request
+    # The judge made the plan from a record it checked: a launch it would
+    # have refused is a broken request.
+    replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
+    replay["launches"][0]["args"]["n"] = {"__unsupported__": "Foo"}
+    with pytest.raises(frames.ProtocolError, match="malformed launch"):
+        fo.request(wire(replay))
 
 
 def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers():
@@ -508,7 +625,8 @@ def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers()
 
 
 def test_the_config_and_an_arena_round_trip():
-    config = fo.SandboxConfig("cpu", "/w/f.py", {"read": ["/usr"]}, ("/site",), source="QQ==")
+    policy = fo.Policy(read=["/usr"], profiler=fo.ProfilerPolicy("ncu", ["/opt/ncu"]))
+    config = fo.SandboxConfig("cpu", "/w/f.py", policy, ("/site",), source="QQ==")
     assert fo.SandboxConfig.parse(wire(config.to_json())) == config
     arena = fo.ArenaRequest(ArenaSpec(1, 4096, "memfd"))
     assert fo.request(wire(arena.to_json())) == arena

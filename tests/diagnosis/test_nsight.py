@@ -206,7 +206,7 @@ def test_measured_bytes_take_precedence_over_the_estimate() -> None:
 _CONFINED = """
 import errno, json, os, socket, sys
 from gpulab.sandbox.isolation import Policy, apply
-policy = Policy(**json.loads(sys.argv[1]))
+policy = Policy.parse(json.loads(sys.argv[1]))
 in_force = apply(policy)
 def bind(port):
     s = socket.socket()
@@ -242,7 +242,10 @@ def test_profiler_policy_opens_ncus_folder_only(tmp_path: Path, profiled: bool) 
         "read": [sys.prefix, sys.base_prefix, "/usr", "/lib", "/lib64", "/etc", "/proc", str(pkg)],
         "write": [str(tmp_path / "w")],
         # A port range in the field opens nothing either: no rule reads it.
-        "profiler": {**nsight.profiler_policy(str(tool / "ncu")), "tcp_ports": [49152, 49215]}
+        "profiler": {
+            **nsight.profiler_policy(str(tool / "ncu")).to_json(),
+            "tcp_ports": [49152, 49215],
+        }
         if profiled
         else None,
     }

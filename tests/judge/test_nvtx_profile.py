@@ -155,7 +155,7 @@ def grader():
 
 
 def _failed(cases):
-    return {c["name"]: c["detail"] for c in cases if not c["passed"]}
+    return {c.name: c.detail for c in cases if not c.passed}
 
 
 def test_ranges_good_events_pass(grader):

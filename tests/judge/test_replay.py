@@ -84,11 +84,11 @@ _real_result = replay.Recording.result
 
 
 def _result(self, out):
+    import dataclasses
+
     rec = _real_result(self, out)
-    for b in rec["buffers"]:
-        b.pop("bytes", None)
-        b["fill"] = ""
-    return rec
+    buffers = tuple(dataclasses.replace(b, data=None, fill="") for b in rec.buffers)
+    return dataclasses.replace(rec, buffers=buffers)
 
 
 replay.Recording.result = _result
@@ -447,12 +447,14 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
 
     import torch
 
+    from gpulab.check.frames import LaunchRecord
     from gpulab.judge.kernel import Case, _same_launches
 
-    def record(first: float) -> dict:
+    def record(first: float) -> LaunchRecord | None:
         data = torch.tensor([first, 1e30, 1e30, 1e30]).numpy().tobytes()
         buffer = {"nbytes": 16, "dtype": "float32", "bytes": base64.b64encode(data).decode()}
-        return {"buffers": [buffer], "launches": [{"kernel": "k", "grid": [1], "args": {}}]}
+        raw = {"buffers": [buffer], "launches": [{"kernel": "k", "grid": [1], "args": {}}]}
+        return LaunchRecord.parse(raw)
 
     x = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(2)]
     draws: dict = {}
@@ -535,7 +537,7 @@ def test_a_new_buffer_at_a_freed_ones_address_is_recorded_as_new(monkeypatch):
             a, b = torch.full((1,), float(i)), torch.full((1,), 1.0)
             add_kernel[(1,)](y, a, b, i)
             del a, b
-    rec = launches.recording.result(y)
+    rec = launches.recording.result(y).to_json()
     fills = []
     for launch in rec["launches"]:
         a, b = (rec["buffers"][launch["args"][k]["__buf__"][0]] for k in ("a_ptr", "b_ptr"))

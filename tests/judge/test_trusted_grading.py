@@ -114,7 +114,7 @@ def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
         from gpulab.check.protocol import CheckRequest
 
         request = CheckRequest(exercise="flash_attention", function="attention", file=str(file))
-        return policy_for(request, "cuda", tmp_path, tmp_path / "cache")["read"]
+        return policy_for(request, "cuda", tmp_path, tmp_path / "cache").read
 
     assert str(REPO / "kernels" / "hopper") in reads(REPO / "kernels" / "flash_attention.py")
     mine = tmp_path / "mine" / "flash_attention.py"

@@ -50,7 +50,7 @@ from gpulab.check.frames_other import OpRow as SandboxOpRow
 from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.nvtx_ranges import Event, check_ranges, range_times
+from gpulab.judge.nvtx_ranges import Event, RangeTime, check_ranges, range_times
 from gpulab.perf.units import value_text
 from gpulab.sandbox.training import RANGES, build_model
 
@@ -149,7 +149,7 @@ class Profile(TypedDict, total=False):
     trace: Required[str]
     device: Required[str]
     top_ops: Required[list[OpRow]]
-    ranges: list[dict[str, object]]  # gpulab.judge.nvtx_ranges.range_times'
+    ranges: list[RangeTime]
     sort: Required[str]
     top_kernels: list[KernelTime]
     nvtx: list[str]
@@ -289,8 +289,8 @@ def grade(ctx: GradeContext) -> None:
 
     # 2. The ranges, read off the profile's events (the sandbox's report).
     events = list(reply.events)
-    for case in check_ranges(events):
-        ctx.add_case(case_row(**case))
+    for row in check_ranges(events):
+        ctx.add_case(row)
     _report_profile(ctx, reply, events, written, trace_path)
 
 
