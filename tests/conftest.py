@@ -96,6 +96,18 @@ def course():
     return load_course()
 
 
+def sigint_as_in_a_shell() -> None:
+    """A `preexec_fn` for a child a test will Ctrl-C: SIGINT default and
+    unblocked, as a learner's shell gives it. A child inherits an ignored or
+    blocked SIGINT, and Python then never raises KeyboardInterrupt: in full
+    runs (2026-12-04) `gpulab probe --watch` and `gpulab check` went on after
+    their SIGINT in a test worker left so, and passed alone every time."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def gpulab_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["GPULAB_HOME"] = str(home)

@@ -8,6 +8,8 @@ import signal
 
 import pytest
 
+from gpulab.check.frames_other import Policy
+
 
 def test_nan_and_inf_outputs_are_errors_of_that_size():
     import torch
@@ -88,7 +90,7 @@ def test_worst_keeps_a_nan():
     assert worst(None, 2.0) == 2.0 and worst(1.0, 3.0) == 3.0
 
 
-POLICY = {"cpu_seconds": 150, "file_bytes": 256 << 20}
+POLICY = Policy(cpu_seconds=150, file_bytes=256 << 20)
 
 
 @pytest.mark.parametrize(

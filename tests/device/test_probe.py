@@ -18,7 +18,7 @@ import pytest
 pynvml = pytest.importorskip("pynvml")
 
 from gpulab.device import nvml, probe  # noqa: E402
-from tests.conftest import gpulab_env  # noqa: E402
+from tests.conftest import gpulab_env, sigint_as_in_a_shell  # noqa: E402
 
 TORCH_NONE = {
     "available": True,
@@ -219,15 +219,6 @@ def test_cli_json_and_gpu_setting(run_gpulab):
     assert table.returncode == 0 and "CPU:" in table.stdout and "T4" in table.stdout
 
 
-def _ctrl_c_as_in_a_shell() -> None:
-    # A child inherits an ignored or blocked SIGINT, and Python then never
-    # raises KeyboardInterrupt. In two full runs (2026-12-04) the probe went on
-    # printing after its SIGINT, in a test worker where something before had
-    # left SIGINT so; passed alone every time. A learner's shell has neither.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-
-
 def test_watch_json_stops_cleanly_on_ctrl_c(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpulab", "probe", "--watch", "--json", "--interval", "0.2"],
@@ -235,7 +226,7 @@ def test_watch_json_stops_cleanly_on_ctrl_c(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=gpulab_env(tmp_path / "workspace"),
-        preexec_fn=_ctrl_c_as_in_a_shell,
+        preexec_fn=sigint_as_in_a_shell,
     )
     try:
         first = proc.stdout.readline()

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import gpulab_env, reference_source
+from tests.conftest import gpulab_env, reference_source, sigint_as_in_a_shell
 
 REF = reference_source("softmax")
 
@@ -165,6 +165,7 @@ def test_ctrl_c_during_a_check_leaves_no_orphans(tmp_path):
         env=gpulab_env(tmp_path / "ws"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=sigint_as_in_a_shell,
     )
     deadline = time.monotonic() + 60
     while len(marked(marker)) < 2 and time.monotonic() < deadline:
