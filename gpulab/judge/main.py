@@ -343,10 +343,7 @@ class Prepared:
             try:
                 self._start_ahead()
             except Exception:  # noqa: BLE001 - the check starts its sandboxes itself
-                for box in (self._sandbox, self._replay):
-                    if box is not None:
-                        box.close()
-                self._sandbox = self._replay = None
+                self._drop_ahead()
 
     def _start_ahead(self) -> None:
         """The part of a spare's start that does no GPU work, so it may run
@@ -380,10 +377,15 @@ class Prepared:
         try:
             self._finish_ahead()
         except Exception:  # noqa: BLE001 - the check starts its sandboxes itself
-            for box in (self._sandbox, self._replay):
-                if box is not None:
-                    box.close()
-            self._sandbox = self._replay = None
+            self._drop_ahead()
+
+    def _drop_ahead(self) -> None:
+        """A start ahead that failed: its sandboxes stopped, the check's own
+        started afresh."""
+        for box in (self._sandbox, self._replay):
+            if box is not None:
+                box.close()
+        self._sandbox = self._replay = None
 
     def _finish_ahead(self) -> None:
         from gpulab.judge.remote import SandboxDied
