@@ -2,7 +2,7 @@
 spare judge, after an edit and for an unchanged file.
 
     python scripts/tools/feedback_bench.py OUT.json [EXERCISE...] [--device cpu|cuda]
-        [--think SECONDS] [--repeat N] [--learner]
+        [--think SECONDS] [--repeat N] [--learner] [--early auto|on|off|held-after]
 
 For each exercise (default: softmax, matmul, flash_attention), in a fresh
 workspace holding the reference solution as the learner's file:
@@ -24,6 +24,14 @@ began, not the lab's loop: BENCHMARKS.md's earlier rows.)
 With --learner, an exercise that has a file in scripts/tools/learner/ is
 checked with that file (a learner's kernel as the lesson teaches it) instead
 of the reference; its rows say `"file": "learner"`.
+
+--early picks when the next check's spare starts (`runner.Spares(early=)`):
+`auto` as the lab does (as a check begins, on 8 CPUs or more), `on`, `off`
+(as a check ends, importing in the order of a spare that is not held), or
+`held-after`: as a check ends, but held and let go at once, so its imports
+are a held spare's (Dynamo and Triton before CUDA starts) without running
+beside a check. The last three tell apart what slowed the correctness stage
+of checks through early spares on the H200 (BENCHMARKS.md, "held spare").
 
 Each row: wall seconds from the check's start to its result (and to the
 `correct` and `graded` frames, when the lab shows those), the result's
@@ -58,6 +66,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--learner", action="store_true")
+    ap.add_argument("--early", choices=["auto", "on", "off", "held-after"], default="auto")
     args = ap.parse_args()
     args.import_s = fresh_import_s()
     print(f"fresh import torch, triton: {args.import_s} s", flush=True)
@@ -164,8 +173,21 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
                 for c in (r.get("timing") or {}).get("cases", [])
             ],
         }
+        row["early"] = args.early
         out.append(row)
         print(json.dumps(row), flush=True)
+        if args.early == "held-after" and spares is not None:
+            respare(
+                spares,
+                runner.check_request(
+                    lesson,
+                    path,
+                    timeout=args.timeout,
+                    timing=timing,
+                    device=args.device,
+                    workspace=str(ws),
+                ),
+            )
 
     def edit(n: int) -> None:
         # A save as editors make it, and a compiler cache the new kernel misses.
@@ -186,7 +208,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
     # The lab's loop: a first check (nothing prepared yet), then the learner
     # thinks, edits and checks again, through the spares the lab keeps (on 8
     # CPUs or more the next check's spare starts as a check begins).
-    spares = runner.Spares()
+    spares = new_spares(args)
     try:
         check("cold", True, spares)
         time.sleep(args.think)
@@ -198,7 +220,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         spares.close()
     # Correctness only: another request, so its own spare, started as the
     # learner starts to think.
-    spares = runner.Spares()
+    spares = new_spares(args)
     try:
         spares.prepare(
             runner.check_request(
@@ -217,6 +239,22 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         spares.close()
     shutil.rmtree(ws, ignore_errors=True)
     return out
+
+
+def new_spares(args) -> runner.Spares:
+    early = {"auto": None, "on": True}.get(args.early, False)
+    return runner.Spares(early=early)
+
+
+def respare(spares: runner.Spares, request) -> None:
+    """--early held-after: the spare the check started as it ended, replaced
+    by one that starts held (a held spare's imports) and is let go at once."""
+    with spares._lock:  # a bench's reach inside: the lab never does this
+        old, spares._spare = spares._spare, None
+    if old is not None:
+        old.close()
+    spares.prepare(request, hold=True)
+    spares.prepare(request)
 
 
 def print_table(rows: list[dict]) -> None:
