@@ -137,6 +137,21 @@ def cache_dir(request: CheckRequest, private: Path) -> Path:
     return Path(ws) / ".gpulab" / "cache" / key
 
 
+def owner_only(cache: Path) -> None:
+    """The caches' folder (`<workspace>/.gpulab/cache`) made one only its
+    owner can enter. A sandbox writes its file's cache as the user and may
+    chmod what it writes there: a copy of /usr/bin/id or bash with the
+    setuid bit, or a folder every user may write. Behind a folder that
+    others cannot enter, nobody else can run the one (it would run as the
+    user who checked) or fill the other (a compiler cache entry for this
+    user's next check). The sandbox cannot reach this folder with
+    namespaces (only its own cache is bound); where they are refused it
+    can chmod it, so the judge sets it again as the check ends."""
+    if cache.parent.name == "cache" and cache.parent.parent.name == ".gpulab":
+        with contextlib.suppress(OSError):
+            cache.parent.chmod(0o700)
+
+
 def policy_for(
     request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
 ) -> Policy:
@@ -324,6 +339,8 @@ class Prepared:
         self.replay_dirs: list[Path] = []
         cache = cache_dir(request, self.private)
         try:
+            cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            owner_only(cache)
             cache.mkdir(parents=True, exist_ok=True)
         except OSError:  # a read-only workspace: this check compiles afresh
             cache = self.private / "cache"
@@ -474,6 +491,7 @@ class Prepared:
             shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
         shutil.rmtree(self.outbox, ignore_errors=True)  # rmtree follows no links
+        owner_only(self.cache)
 
 
 def judge(

@@ -1,0 +1,52 @@
+"""The sandbox boundary, second pass: what a check leaves behind for later
+checks and for other users of the box (the workspace's compiler cache, the
+spare judge). Real checks, real child processes, on the CPU."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import reference_source
+from tests.sandbox.test_boundary import needs_namespaces
+
+REF = reference_source("softmax")
+
+# A submission that leaves, in the only folder of the user's it may write
+# (its file's compiler cache), a setuid and setgid copy of `id`, a folder
+# every user may write, and the cache folder itself opened to all.
+PLANT_SETUID = """
+import os, shutil
+_cache = os.environ["TRITON_CACHE_DIR"]
+shutil.copy("/usr/bin/id", os.path.join(_cache, "id"))
+os.chmod(os.path.join(_cache, "id"), 0o6755)
+os.makedirs(os.path.join(_cache, "drop"), exist_ok=True)
+os.chmod(os.path.join(_cache, "drop"), 0o777)
+os.chmod(_cache, 0o777)
+"""
+
+
+def others_can_enter(path: Path, top: Path) -> bool:
+    """Whether a user other than the owner (in its group or not) passes every
+    folder from `top` down to `path`."""
+    folders = [p for p in path.parents if p == top or p.is_relative_to(top)]
+    return all(p.stat().st_mode & (stat.S_IXGRP | stat.S_IXOTH) for p in folders)
+
+
+@needs_namespaces
+def test_a_setuid_file_planted_in_the_cache_is_out_of_other_users_reach(grade, tmp_path):
+    """The planted `id` runs as the user who checked, for anyone who can
+    reach it (`setpriv --reuid=nobody .../id` printed euid=0 on a box where
+    checks ran as root): the workspace's cache folder lets nobody else in."""
+    if not Path("/usr/bin/id").exists():
+        pytest.skip("needs /usr/bin/id")
+    r = grade("softmax", PLANT_SETUID + REF)
+    assert r["passed"], r["summary"]
+    workspace = tmp_path / "workspace"
+    planted = list((workspace / ".gpulab" / "cache").glob("*/id"))
+    assert len(planted) == 1
+    assert planted[0].stat().st_mode & stat.S_ISUID  # the plant itself worked
+    assert not others_can_enter(planted[0], workspace)
+    assert not others_can_enter(planted[0].parent / "drop" / "x", workspace)
