@@ -335,7 +335,13 @@ class Prepared:
                 "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
             )
         self.private = _folder("gpulab-sandbox-")
-        self.outbox = _folder("gpulab-outbox-")
+        # The outbox is bound into a traced exercise's sandbox, which owns
+        # it as the user and may chmod it: it lies inside a folder of the
+        # judge's that the sandbox never sees, so nothing left in it while
+        # the check runs (a setuid copy of id, run by another user as the
+        # one who checked) can be reached by anyone else.
+        self.outbox = _folder("gpulab-outbox-") / "box"
+        self.outbox.mkdir(mode=0o700)
         self.replay_dirs: list[Path] = []
         cache = cache_dir(request, self.private)
         try:
@@ -490,7 +496,7 @@ class Prepared:
         for d in self.replay_dirs:
             shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
-        shutil.rmtree(self.outbox, ignore_errors=True)  # rmtree follows no links
+        shutil.rmtree(self.outbox.parent, ignore_errors=True)  # rmtree follows no links
         owner_only(self.cache)
 
 

@@ -50,3 +50,54 @@ def test_a_setuid_file_planted_in_the_cache_is_out_of_other_users_reach(grade, t
     assert planted[0].stat().st_mode & stat.S_ISUID  # the plant itself worked
     assert not others_can_enter(planted[0], workspace)
     assert not others_can_enter(planted[0].parent / "drop" / "x", workspace)
+
+
+# Lesson 07's sandboxes write their trace into the judge's outbox, bound into
+# them: this one opens it to all and leaves a setuid `id` there, then waits.
+PLANT_OUTBOX = """
+import os, shutil, time
+for _line in open("/proc/self/mountinfo"):
+    _at = _line.split()[4]
+    if "gpulab-outbox-" in _at:
+        os.chmod(_at, 0o755)
+        shutil.copy("/usr/bin/id", os.path.join(_at, "id"))
+        os.chmod(os.path.join(_at, "id"), 0o6755)
+time.sleep(8)
+"""
+
+
+@needs_namespaces
+def test_a_setuid_file_planted_in_the_outbox_is_out_of_other_users_reach(
+    grade, tmp_path, monkeypatch
+):
+    """While the check runs (as long as its timeout, for a sandbox that
+    sleeps), the outbox is a folder of the host's /tmp: `setpriv
+    --reuid=nobody /tmp/gpulab-outbox-*/id` printed euid=0 there."""
+    import threading
+    import time
+
+    if not Path("/usr/bin/id").exists():
+        pytest.skip("needs /usr/bin/id")
+    judge_tmp = tmp_path / "tmp"
+    judge_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(judge_tmp))
+    results: list[dict] = []
+    check = threading.Thread(
+        target=lambda: results.append(
+            grade("find_bottleneck", PLANT_OUTBOX + reference_source("find_bottleneck"))
+        )
+    )
+    check.start()
+    try:
+        planted: list[Path] = []
+        deadline = time.monotonic() + 90
+        while not planted and check.is_alive() and time.monotonic() < deadline:
+            planted = list(judge_tmp.glob("gpulab-outbox-*/**/id"))
+            time.sleep(0.1)
+        assert planted, "the sandbox planted nothing"
+        assert planted[0].stat().st_mode & stat.S_ISUID
+        top = next(p for p in planted[0].parents if p.name.startswith("gpulab-outbox-"))
+        assert not others_can_enter(planted[0], top)
+    finally:
+        check.join()
+    assert results and results[0]["passed"], results
