@@ -266,7 +266,15 @@ def build_root(spec: MountSpec) -> str:
 def _make_dev(root: str, binds: Binds, write: list[str]) -> None:
     os.makedirs(root + "/dev", exist_ok=True)
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID, "size=64k,mode=0755")
-    for node in [*DEVICES, *(p for p in write if p.startswith("/dev/nvidia"))]:
+    for node in DEVICES:
+        # Read-only binds: a device node is still read and written through
+        # one (the kernel leaves special files out of a mount's read-only
+        # check), but its inode is the host's own, and a check run as root
+        # (uid 0 mapped to 0 keeps every capability in the user namespace)
+        # could chmod it: the host's /dev/null made unusable for everyone.
+        if os.path.exists(node):
+            binds.bind(node, False)
+    for node in (p for p in write if p.startswith("/dev/nvidia")):
         if os.path.exists(node):
             binds.bind(node, True)
     os.makedirs(root + "/dev/shm")

@@ -4,6 +4,7 @@ spare judge). Real checks, real child processes, on the CPU."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -101,3 +102,32 @@ def test_a_setuid_file_planted_in_the_outbox_is_out_of_other_users_reach(
     finally:
         check.join()
     assert results and results[0]["passed"], results
+
+
+# chmod and utime with what is already there: each proves the right and
+# changes nothing but the inode's ctime (a real submission would chmod 0).
+TOUCH_DEVICES = """
+import os
+_CHANGED = []
+for _node in ("/dev/null", "/dev/zero", "/dev/urandom"):
+    try:
+        os.chmod(_node, os.stat(_node).st_mode & 0o7777)
+        _CHANGED.append(_node)
+    except OSError:
+        pass
+with open("/dev/null", "w") as _f:
+    _f.write("still writable")
+"""
+
+
+@needs_namespaces
+def test_the_sandbox_cannot_change_the_hosts_device_nodes(grade):
+    """As root (uid 0 keeps its capabilities in the user namespace), a
+    sandbox chmodded the host's /dev/null through its bind: mode 0 there
+    would leave every other user of the box without one."""
+    before = {n: os.stat(n).st_ctime_ns for n in ("/dev/null", "/dev/zero")}
+    src = TOUCH_DEVICES + REF.replace("def softmax(x", "def _softmax(x")
+    src += "\ndef softmax(x):\n    assert not _CHANGED, _CHANGED\n    return _softmax(x)\n"
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
+    assert {n: os.stat(n).st_ctime_ns for n in before} == before
