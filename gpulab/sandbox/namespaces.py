@@ -39,6 +39,7 @@ import ctypes
 import json
 import os
 import platform
+import re
 import signal
 import sys
 from typing import Required, TypedDict
@@ -47,6 +48,7 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
 _SYS_PIVOT_ROOT = 41 if platform.machine() in ("aarch64", "arm64") else 155
@@ -285,6 +287,19 @@ def _make_dev(root: str, binds: Binds, write: list[str]) -> None:
     os.symlink("/proc/self/fd/2", root + "/dev/stderr")
 
 
+def mounts_under(target: str) -> list[str]:
+    """`target` and every mount point below it, parents first (from this
+    process's mountinfo, whose paths escape spaces and the like in octal)."""
+    points = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            field = line.split()[4]
+            point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
+            if point == target or point.startswith(target.rstrip("/") + "/"):
+                points.append(point)
+    return sorted(dict.fromkeys(points), key=lambda p: p.count("/"))
+
+
 class Binds:
     """Mounts inside the new root, never creating anything through a bound
     tree (that would write to the host's files) or through a symlink."""
@@ -327,7 +342,13 @@ class Binds:
         target = self.root + real
         mount(real, target, None, MS_BIND | MS_REC)
         if not writable:
-            self._read_only(target)
+            # Every mount of the tree, not only its top: MS_REC brings the
+            # mounts below along as they were, rw (/sys/fs/cgroup and its
+            # hierarchies on a host with cgroup v1). Landlock refuses writes
+            # there, but not chmod: a check run as root chmodded the host's
+            # cgroup files through them.
+            for point in mounts_under(target):
+                self._read_only(point)
         self.bound[real] = writable
 
     def _read_only(self, target: str) -> None:
@@ -338,6 +359,11 @@ class Binds:
                 (os.ST_NOSUID, MS_NOSUID),
                 (os.ST_NODEV, MS_NODEV),
                 (os.ST_NOEXEC, MS_NOEXEC),
+                # Locked too in a mount from outside the namespace: a
+                # remount that drops them is refused.
+                (os.ST_NOATIME, MS_NOATIME),
+                (os.ST_NODIRATIME, MS_NODIRATIME),
+                (os.ST_RELATIME, MS_RELATIME),
             )
             if st.f_flag & bit
         )

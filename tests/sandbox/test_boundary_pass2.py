@@ -131,3 +131,36 @@ def test_the_sandbox_cannot_change_the_hosts_device_nodes(grade):
     r = grade("softmax", src)
     assert r["passed"], r["summary"]
     assert {n: os.stat(n).st_ctime_ns for n in before} == before
+
+
+def mounts_below_sys() -> list[str]:
+    """Mount points under /sys on this host (cgroup v1 puts a dozen there)."""
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    return [p for p in points if p.startswith("/sys/") and os.path.isdir(p)]
+
+
+@needs_namespaces
+def test_the_mounts_below_a_read_only_tree_are_read_only_too(grade):
+    """/sys is bound read-only, its own mounts came along read-write: as root
+    a sandbox chmodded the host's /sys/fs/cgroup and cgroup.procs files."""
+    below = mounts_below_sys()
+    if not below:
+        pytest.skip("no mount below /sys on this host")
+    before = {p: os.stat(p).st_ctime_ns for p in below}
+    src = (
+        "import os\n_CHANGED = []\n"
+        f"for _p in {below!r}:\n"
+        "    try:\n"
+        "        os.chmod(_p, os.stat(_p).st_mode & 0o7777)\n"
+        "        _CHANGED.append(_p)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "_OPEN = sorted(os.listdir('/sys'))\n"  # still readable
+    ) + REF.replace("def softmax(x", "def _softmax(x")
+    src += (
+        "\ndef softmax(x):\n    assert _OPEN and not _CHANGED, _CHANGED\n    return _softmax(x)\n"
+    )
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
+    assert {p: os.stat(p).st_ctime_ns for p in below} == before
