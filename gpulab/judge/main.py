@@ -183,7 +183,7 @@ def policy_for(
     # the same packages; gpulab's parent folder (a checkout, with kernels/ in
     # it) is only listable.
     read += [p for p in import_path(learner) if Path(p) != pkg.parent]
-    hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg)]
+    hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg), *other_copies(read, pkg)]
     content = request.content_root
     if content:
         hidden.append(str(Path(content) / "kernels"))
@@ -222,6 +222,21 @@ def policy_for(
         address_space=24 * GIB if device == "cpu" else None,
         blocked_modules=blocked_modules(),
     )
+
+
+def other_copies(read: list[str], pkg: Path) -> list[str]:
+    """Every `gpulab` folder on the sandbox's import path but the one it
+    imports: an editable install (`pip install -e .`) leaves the course's
+    content, reference solutions included, in site-packages/gpulab/_content,
+    and an older install may hold a whole gpulab, graders and all. The
+    sandbox imports gpulab from `pkg` alone, which comes first on its path."""
+    out = []
+    for root in read:
+        other = Path(root) / "gpulab"
+        with contextlib.suppress(OSError):
+            if other.is_dir() and other.resolve() != pkg:
+                out.append(str(other))
+    return list(dict.fromkeys(out))
 
 
 def blocked_modules() -> list[str]:

@@ -164,3 +164,32 @@ def test_the_mounts_below_a_read_only_tree_are_read_only_too(grade):
     r = grade("softmax", src)
     assert r["passed"], r["summary"]
     assert {p: os.stat(p).st_ctime_ns for p in below} == before
+
+
+def test_no_other_copy_of_gpulab_on_the_import_path_is_readable(grade, tmp_path, monkeypatch):
+    """`pip install -e .` puts the course's content, kernels/ included, in
+    site-packages/gpulab/_content: a submission read softmax's reference
+    from there (and could print it into its output). Here the copy is on
+    PYTHONPATH, which the judge hands the sandbox as it does site-packages."""
+    other = tmp_path / "elsewhere"
+    kernels = other / "gpulab" / "_content" / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels / "softmax.py").write_text("ANSWER = 'reference'\n")
+    graders = other / "gpulab" / "judge" / "graders"
+    graders.mkdir(parents=True)
+    (graders / "serving_roofline.py").write_text("KEY = 'answer'\n")
+    monkeypatch.setenv("PYTHONPATH", str(other))
+    src = (
+        "import sys\n_READ = []\n"
+        "for _d in sys.path:\n"
+        "    for _f in ('/gpulab/_content/kernels/softmax.py',"
+        " '/gpulab/judge/graders/serving_roofline.py'):\n"
+        "        try:\n"
+        "            _READ.append(open(_d + _f).read())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        f"_SEEN = {str(other)!r} in sys.path\n"
+    ) + REF.replace("def softmax(x", "def _softmax(x")
+    src += "\ndef softmax(x):\n    assert _SEEN and not _READ, [r[:60] for r in _READ]\n    return _softmax(x)\n"
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
