@@ -193,3 +193,52 @@ def test_no_other_copy_of_gpulab_on_the_import_path_is_readable(grade, tmp_path,
     src += "\ndef softmax(x):\n    assert _SEEN and not _READ, [r[:60] for r in _READ]\n    return _softmax(x)\n"
     r = grade("softmax", src)
     assert r["passed"], r["summary"]
+
+
+@needs_namespaces
+@pytest.mark.xfail(
+    strict=True,
+    reason="Landlock governs no chmod, chown, utime or xattr: without namespaces a "
+    "submission changes the mode of any file of the user's (a seccomp filter would stop it)",
+)
+def test_without_namespaces_the_users_files_keep_their_modes(tmp_path):
+    """Where the kernel refuses namespaces (Ubuntu 24.04's AppArmor rule,
+    simulated as test_boundary does) Landlock still refuses reading a key
+    outside the policy, but not making it and its folder readable by all."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import gpulab_env
+
+    if not shutil.which("unshare"):
+        pytest.skip("needs util-linux's unshare")
+    ssh = tmp_path / "home" / ".ssh"
+    ssh.mkdir(parents=True, mode=0o700)
+    key = ssh / "id_rsa"
+    key.write_text("private")
+    key.chmod(0o600)
+    sol = tmp_path / "mine.py"
+    sol.write_text(
+        "import os\n"
+        f"for _p, _m in (({str(key)!r}, 0o644), ({str(ssh)!r}, 0o755)):\n"
+        "    try:\n"
+        "        os.chmod(_p, _m)\n"
+        "    except OSError:\n"
+        "        pass\n" + REF
+    )
+    inner = (
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec "
+        f"{sys.executable} -m gpulab check softmax --file {sol} --device cpu --json"
+    )
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-current-user", "sh", "-c", inner],
+        env=gpulab_env(tmp_path / "ws"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    r = json.loads(proc.stdout)
+    assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
+    assert (stat.S_IMODE(key.stat().st_mode), stat.S_IMODE(ssh.stat().st_mode)) == (0o600, 0o700)
