@@ -152,6 +152,30 @@ def owner_only(cache: Path) -> None:
             cache.parent.chmod(0o700)
 
 
+# A file's compiler cache as its check leaves it, at most: past either, it
+# is emptied (a GPU check's Triton cache is a few MB, a few hundred files).
+CACHE_BYTES = 1 << 30
+CACHE_ENTRIES = 50_000
+
+
+def trim_cache(cache: Path) -> None:
+    """Remove a file's compiler cache that its check filled past the limits.
+    The sandbox writes it as the user, 256 MiB a file but as many files as
+    it likes, and what it leaves stays on the user's disk for good. Counted
+    without following links, and only until a limit is passed."""
+    used = entries = 0
+    for top, folders, files in os.walk(cache):  # follows no link to a folder
+        for name in folders + files:
+            entries += 1
+            with contextlib.suppress(OSError):
+                used += os.lstat(os.path.join(top, name)).st_blocks * 512
+            if entries > CACHE_ENTRIES or used > CACHE_BYTES:
+                # A spare made for the next check finds its cache gone and
+                # starts afresh (judge(): `prepared.cache.is_dir()`).
+                shutil.rmtree(cache, ignore_errors=True)  # rmtree follows no links
+                return
+
+
 def policy_for(
     request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
 ) -> Policy:
@@ -512,6 +536,8 @@ class Prepared:
             shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
         shutil.rmtree(self.outbox.parent, ignore_errors=True)  # rmtree follows no links
+        if self.cache.parent.parent.name == ".gpulab":  # the workspace's, kept after the check
+            trim_cache(self.cache)
         owner_only(self.cache)
 
 

@@ -242,3 +242,20 @@ def test_without_namespaces_the_users_files_keep_their_modes(tmp_path):
     r = json.loads(proc.stdout)
     assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
     assert (stat.S_IMODE(key.stat().st_mode), stat.S_IMODE(ssh.stat().st_mode)) == (0o600, 0o700)
+
+
+@needs_namespaces
+def test_a_cache_filled_past_its_limits_is_emptied_after_the_check(grade, tmp_path):
+    """The compiler cache is the only folder a check leaves on the user's
+    disk: 256 MiB a file, but any number of files, which stayed for good."""
+    src = (
+        "import os\n"
+        "_c = os.environ['TRITON_CACHE_DIR']\n"
+        "for _i in range(50_001):\n"  # gpulab.judge.main.CACHE_ENTRIES, and one
+        "    open(os.path.join(_c, f'f{_i}'), 'wb').close()\n"
+    ) + REF
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
+    caches = tmp_path / "workspace" / ".gpulab" / "cache"
+    left = sum(1 for _ in caches.rglob("*"))
+    assert left <= 1, left  # at most the file's own (empty) folder
