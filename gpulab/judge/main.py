@@ -41,6 +41,7 @@ from gpulab.check.frames_other import Ok, Policy, Prepare, ProfilerPolicy, Warm
 from gpulab.check.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.check.result import JUDGE_ORDER, CheckResult
 from gpulab.check.status import Status
+from gpulab.sandbox.namespaces import DEVICES
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Sandbox
@@ -197,7 +198,11 @@ def policy_for(
         "/opt",
         "/proc",
         "/sys",
-        "/dev",
+        # The plain device nodes, not /dev: where namespaces are refused,
+        # Landlock is all that stands between the sandbox and the host's
+        # /dev, and a submission read the keys typed into the user's
+        # terminal from /dev/pts. (The GPU's nodes are in the write list.)
+        *DEVICES,
         str(pkg),
         str(learner),
     ]

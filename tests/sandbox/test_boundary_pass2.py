@@ -205,15 +205,6 @@ def test_without_namespaces_the_users_files_keep_their_modes(tmp_path):
     """Where the kernel refuses namespaces (Ubuntu 24.04's AppArmor rule,
     simulated as test_boundary does) Landlock still refuses reading a key
     outside the policy, but not making it and its folder readable by all."""
-    import json
-    import shutil
-    import subprocess
-    import sys
-
-    from tests.conftest import gpulab_env
-
-    if not shutil.which("unshare"):
-        pytest.skip("needs util-linux's unshare")
     ssh = tmp_path / "home" / ".ssh"
     ssh.mkdir(parents=True, mode=0o700)
     key = ssh / "id_rsa"
@@ -228,19 +219,7 @@ def test_without_namespaces_the_users_files_keep_their_modes(tmp_path):
         "    except OSError:\n"
         "        pass\n" + REF
     )
-    inner = (
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec "
-        f"{sys.executable} -m gpulab check softmax --file {sol} --device cpu --json"
-    )
-    proc = subprocess.run(
-        ["unshare", "--user", "--map-current-user", "sh", "-c", inner],
-        env=gpulab_env(tmp_path / "ws"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    r = json.loads(proc.stdout)
-    assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
+    run_without_namespaces(tmp_path, sol)
     assert (stat.S_IMODE(key.stat().st_mode), stat.S_IMODE(ssh.stat().st_mode)) == (0o600, 0o700)
 
 
@@ -259,3 +238,56 @@ def test_a_cache_filled_past_its_limits_is_emptied_after_the_check(grade, tmp_pa
     caches = tmp_path / "workspace" / ".gpulab" / "cache"
     left = sum(1 for _ in caches.rglob("*"))
     assert left <= 1, left  # at most the file's own (empty) folder
+
+
+def run_without_namespaces(tmp_path: Path, sol: Path) -> dict:
+    """`gpulab check softmax` where the kernel refuses new user namespaces
+    (a limit of 0 set in an outer one, as test_boundary does)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import gpulab_env
+
+    if not shutil.which("unshare"):
+        pytest.skip("needs util-linux's unshare")
+    inner = (
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec "
+        f"{sys.executable} -m gpulab check softmax --file {sol} --device cpu --json"
+    )
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-current-user", "sh", "-c", inner],
+        env=gpulab_env(tmp_path / "ws"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    r = json.loads(proc.stdout)
+    assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
+    return r
+
+
+@needs_namespaces
+def test_without_namespaces_the_users_terminal_is_not_readable(tmp_path):
+    """Landlock let the sandbox read all of /dev: it opened the user's
+    terminal and read the keys typed into it (b'hunter2\\n')."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        sol = tmp_path / "mine.py"
+        sol.write_text(
+            "import os\n_OPENED = []\n"
+            "try:\n"
+            f"    os.close(os.open({os.ttyname(slave)!r}, os.O_RDONLY | os.O_NONBLOCK))\n"
+            "    _OPENED.append('the terminal')\n"
+            "except OSError:\n"
+            "    pass\n" + REF.replace("def softmax(x", "def _softmax(x") + "\n"
+            "def softmax(x):\n    assert not _OPENED, _OPENED\n    return _softmax(x)\n"
+        )
+        r = run_without_namespaces(tmp_path, sol)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert r["passed"], r["summary"]
