@@ -291,3 +291,55 @@ def test_without_namespaces_the_users_terminal_is_not_readable(tmp_path):
         os.close(master)
         os.close(slave)
     assert r["passed"], r["summary"]
+
+
+# A login as pam_keyinit makes it: a session keyring of its own, with a
+# secret in it; then the check, which inherits it.
+KEYRING_LOGIN = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl, add_key = {keyctl}, {add_key}
+assert libc.syscall(keyctl, 1, None) > 0  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
+assert libc.syscall(add_key, b"user", b"gpulab-test-secret", b"hunter2", 7, -3) > 0
+os.execv(sys.executable, [sys.executable, "-m", "gpulab", "check", "softmax",
+                          "--file", {sol!r}, "--device", "cpu", "--json"])
+"""
+
+
+def test_the_sandbox_reads_no_key_of_the_users_session_keyring(tmp_path):
+    """Namespaces and Landlock in force, the sandbox still held the login's
+    session keyring and read the secret in it (b'hunter2')."""
+    import json
+    import platform
+    import subprocess
+    import sys
+
+    from tests.conftest import gpulab_env
+
+    numbers = {"x86_64": (250, 248), "aarch64": (219, 217)}.get(platform.machine())
+    if numbers is None:
+        pytest.skip("keyctl's number not known here")
+    keyctl, add_key = numbers
+    sol = tmp_path / "mine.py"
+    sol.write_text(
+        "import ctypes\n_libc = ctypes.CDLL(None, use_errno=True)\n_READ = []\n"
+        f"_id = _libc.syscall({keyctl}, 10, -3, b'user', b'gpulab-test-secret', 0)\n"
+        "if _id > 0:\n"
+        "    _buf = ctypes.create_string_buffer(64)\n"
+        f"    _n = _libc.syscall({keyctl}, 11, _id, _buf, 64)\n"
+        "    _READ.append(_buf.raw[: max(_n, 0)] if _n >= 0 else 'found, unreadable')\n"
+        + REF.replace("def softmax(x", "def _softmax(x")
+        + "\ndef softmax(x):\n    assert not _READ, _READ\n    return _softmax(x)\n"
+    )
+    login = KEYRING_LOGIN.format(keyctl=keyctl, add_key=add_key, sol=str(sol))
+    proc = subprocess.run(
+        [sys.executable, "-c", login],
+        env=gpulab_env(tmp_path / "ws"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if proc.returncode and "AssertionError" in proc.stderr:
+        pytest.skip(f"no keyrings here: {proc.stderr[-200:]}")
+    r = json.loads(proc.stdout)
+    assert r["passed"], r["summary"]
