@@ -293,7 +293,10 @@ def grader_files(pkg: Path) -> list[str]:
         out.append(str(path))
         for opt in ("", ".opt-1", ".opt-2"):
             out.append(str(path.parent / "__pycache__" / f"{path.stem}.{tag}{opt}.pyc"))
-    return out
+        # And those another Python wrote (a checkout run with 3.11 and 3.12):
+        # a submission read serving.cpython-312.pyc beside the hidden 3.11 one.
+        out += sorted(str(p) for p in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"))
+    return list(dict.fromkeys(out))
 
 
 def import_path(learner: Path) -> list[str]:

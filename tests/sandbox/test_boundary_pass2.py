@@ -343,3 +343,38 @@ def test_the_sandbox_reads_no_key_of_the_users_session_keyring(tmp_path):
         pytest.skip(f"no keyrings here: {proc.stderr[-200:]}")
     r = json.loads(proc.stdout)
     assert r["passed"], r["summary"]
+
+
+@needs_namespaces
+def test_another_pythons_bytecode_of_a_grader_is_hidden_too(grade):
+    """Only this interpreter's `.cpython-311.pyc` names were hidden: a
+    checkout also run with another Python keeps that one's bytecode of
+    lesson 09's answer key and of every grader beside it, and a submission
+    read them."""
+    import py_compile
+
+    from tests.conftest import REPO
+
+    made = []
+    try:
+        for module in ("gpulab/perf/serving.py", "gpulab/judge/graders/softmax.py"):
+            src = REPO / module
+            other = src.parent / "__pycache__" / f"{src.stem}.cpython-399.pyc"
+            if not other.exists():
+                py_compile.compile(str(src), cfile=str(other))
+                made.append(other)
+        src = (
+            f"_READ = []\nfor _p in {[str(p) for p in made]!r}:\n"
+            "    try:\n"
+            "        open(_p, 'rb').read(16)\n"
+            "        _READ.append(_p)\n"
+            "    except OSError:\n"
+            "        pass\n"
+        ) + REF.replace("def softmax(x", "def _softmax(x")
+        src += "\ndef softmax(x):\n    assert not _READ, _READ\n    return _softmax(x)\n"
+        r = grade("softmax", src)
+    finally:
+        for p in made:
+            p.unlink(missing_ok=True)
+    assert made
+    assert r["passed"], r["summary"]
