@@ -354,6 +354,11 @@ def _folder(prefix: str) -> Path:
     return path
 
 
+# The workspace's compiler caches this judge's sandboxes wrote: trimmed
+# (trim_cache) however it ends.
+_CACHES: list[Path] = []
+
+
 def remove_folders() -> None:
     while _FOLDERS:
         shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)  # rmtree follows no links
@@ -394,7 +399,11 @@ class Prepared:
         try:
             cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             owner_only(cache)
+            # What a check this judge never closed left (one stopped at its
+            # timeout: SIGTERM, then SIGKILL 3 s later).
+            trim_cache(cache)
             cache.mkdir(parents=True, exist_ok=True)
+            _CACHES.append(cache)
         except OSError:  # a read-only workspace: this check compiles afresh
             cache = self.private / "cache"
             cache.mkdir(parents=True, exist_ok=True)
@@ -670,6 +679,8 @@ def main() -> int:
 
     def stop(signum: int, frame: Any) -> None:
         kill_descendants()
+        for cache in _CACHES:  # a check stopped at its timeout closes nothing
+            trim_cache(cache)
         remove_folders()
         os._exit(1)
 

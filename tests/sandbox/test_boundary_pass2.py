@@ -378,3 +378,21 @@ def test_another_pythons_bytecode_of_a_grader_is_hidden_too(grade):
             p.unlink(missing_ok=True)
     assert made
     assert r["passed"], r["summary"]
+
+
+@needs_namespaces
+def test_a_cache_filled_by_a_check_that_times_out_is_emptied_too(grade, tmp_path):
+    """A check stopped at its timeout ends by SIGTERM, and its judge never
+    closed what it prepared: 50,001 files stayed in the cache."""
+    src = (
+        "import os, time\n"
+        "_c = os.environ['TRITON_CACHE_DIR']\n"
+        "for _i in range(50_001):\n"
+        "    open(os.path.join(_c, f'f{_i}'), 'wb').close()\n"
+        "time.sleep(600)\n"
+    ) + REF
+    r = grade("softmax", src, timeout=20)
+    assert r["status"] == "timeout", r["summary"]
+    caches = tmp_path / "workspace" / ".gpulab" / "cache"
+    left = sum(1 for _ in caches.rglob("*"))
+    assert left <= 1, left
