@@ -36,6 +36,7 @@ Only the standard library: this runs before torch is imported.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import platform
@@ -51,6 +52,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _SYS_PIVOT_ROOT = 41 if platform.machine() in ("aarch64", "arm64") else 155
 ENV = "GPULAB_NAMESPACES"
 # Plain device nodes a Python process and CUDA may open; the GPU's own
@@ -125,7 +127,23 @@ def main() -> None:
             os.environ[ENV] = f"none ({exc.strerror})"
     else:
         os.environ[ENV] = "none (turned off)"
+    drop_capabilities()
     os.execv(argv[0], argv)
+
+
+def drop_capabilities() -> None:
+    """Empty the capability bounding set (and the ambient set), so that the
+    sandbox execs with none. A user other than root loses them at exec
+    anyway; uid 0, mapped to itself, would keep every capability in its
+    user namespace: through read-write binds it chmodded the host's
+    /dev/null and cgroup files, and open_tree cloned the package's mount
+    without the empty files that hide the graders (Landlock alone then kept
+    them unreadable). Where a call is refused (no CAP_SETPCAP outside a
+    namespace of ours), there was nothing to drop."""
+    for cap in range(64):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break  # past the kernel's last capability
+    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 
 
 def enter(spec: MountSpec) -> str:

@@ -396,3 +396,24 @@ def test_a_cache_filled_by_a_check_that_times_out_is_emptied_too(grade, tmp_path
     caches = tmp_path / "workspace" / ".gpulab" / "cache"
     left = sum(1 for _ in caches.rglob("*"))
     assert left <= 1, left
+
+
+@needs_namespaces
+@pytest.mark.skipif(os.geteuid() != 0, reason="only uid 0 keeps capabilities across exec")
+def test_a_check_run_as_root_runs_the_sandbox_without_capabilities(grade):
+    """uid 0 mapped to itself kept every capability in the sandbox's user
+    namespace: open_tree cloned the package's mount without the empty files
+    over the graders (Landlock still refused reading them), and chmod went
+    through read-write binds to the host's inodes."""
+    src = (
+        "import ctypes\n_libc = ctypes.CDLL(None, use_errno=True)\n"
+        "_EFF = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]\n"
+        "_CLONE = _libc.syscall(428, -100, b'/usr', 1)  # open_tree(OPEN_TREE_CLONE)\n"
+    ) + REF.replace("def softmax(x", "def _softmax(x")
+    src += (
+        "\ndef softmax(x):\n"
+        "    assert int(_EFF, 16) == 0 and _CLONE < 0, (_EFF, _CLONE)\n"
+        "    return _softmax(x)\n"
+    )
+    r = grade("softmax", src)
+    assert r["passed"], r["summary"]
