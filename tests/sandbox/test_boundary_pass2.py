@@ -47,10 +47,14 @@ def test_a_setuid_file_planted_in_the_cache_is_out_of_other_users_reach(grade, t
     assert r["passed"], r["summary"]
     workspace = tmp_path / "workspace"
     planted = list((workspace / ".gpulab" / "cache").glob("*/id"))
-    assert len(planted) == 1
-    assert planted[0].stat().st_mode & stat.S_ISUID  # the plant itself worked
-    assert not others_can_enter(planted[0], workspace)
-    assert not others_can_enter(planted[0].parent / "drop" / "x", workspace)
+    try:
+        assert len(planted) == 1
+        assert planted[0].stat().st_mode & stat.S_ISUID  # the plant itself worked
+        assert not others_can_enter(planted[0], workspace)
+        assert not others_can_enter(planted[0].parent / "drop" / "x", workspace)
+    finally:
+        for p in planted:
+            p.unlink()  # not left in pytest's folders either
 
 
 # Lesson 07's sandboxes write their trace into the judge's outbox, bound into
