@@ -41,6 +41,7 @@ from gpulab.check.frames_other import Ok, Policy, Prepare, ProfilerPolicy, Warm
 from gpulab.check.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.check.result import JUDGE_ORDER, CheckResult
 from gpulab.check.status import Status
+from gpulab.sandbox.namespaces import DEVICES
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Sandbox
@@ -137,6 +138,45 @@ def cache_dir(request: CheckRequest, private: Path) -> Path:
     return Path(ws) / ".gpulab" / "cache" / key
 
 
+def owner_only(cache: Path) -> None:
+    """The caches' folder (`<workspace>/.gpulab/cache`) made one only its
+    owner can enter. A sandbox writes its file's cache as the user and may
+    chmod what it writes there: a copy of /usr/bin/id or bash with the
+    setuid bit, or a folder every user may write. Behind a folder that
+    others cannot enter, nobody else can run the one (it would run as the
+    user who checked) or fill the other (a compiler cache entry for this
+    user's next check). The sandbox cannot reach this folder with
+    namespaces (only its own cache is bound); where they are refused it
+    can chmod it, so the judge sets it again as the check ends."""
+    if cache.parent.name == "cache" and cache.parent.parent.name == ".gpulab":
+        with contextlib.suppress(OSError):
+            cache.parent.chmod(0o700)
+
+
+# A file's compiler cache as its check leaves it, at most: past either, it
+# is emptied (a GPU check's Triton cache is a few MB, a few hundred files).
+CACHE_BYTES = 1 << 30
+CACHE_ENTRIES = 50_000
+
+
+def trim_cache(cache: Path) -> None:
+    """Remove a file's compiler cache that its check filled past the limits.
+    The sandbox writes it as the user, 256 MiB a file but as many files as
+    it likes, and what it leaves stays on the user's disk for good. Counted
+    without following links, and only until a limit is passed."""
+    used = entries = 0
+    for top, folders, files in os.walk(cache):  # follows no link to a folder
+        for name in folders + files:
+            entries += 1
+            with contextlib.suppress(OSError):
+                used += os.lstat(os.path.join(top, name)).st_blocks * 512
+            if entries > CACHE_ENTRIES or used > CACHE_BYTES:
+                # A spare made for the next check finds its cache gone and
+                # starts afresh (judge(): `prepared.cache.is_dir()`).
+                shutil.rmtree(cache, ignore_errors=True)  # rmtree follows no links
+                return
+
+
 def policy_for(
     request: CheckRequest, device: str, private: Path, cache: Path, outbox: Path | None = None
 ) -> Policy:
@@ -158,7 +198,11 @@ def policy_for(
         "/opt",
         "/proc",
         "/sys",
-        "/dev",
+        # The plain device nodes, not /dev: where namespaces are refused,
+        # Landlock is all that stands between the sandbox and the host's
+        # /dev, and a submission read the keys typed into the user's
+        # terminal from /dev/pts. (The GPU's nodes are in the write list.)
+        *DEVICES,
         str(pkg),
         str(learner),
     ]
@@ -168,7 +212,7 @@ def policy_for(
     # the same packages; gpulab's parent folder (a checkout, with kernels/ in
     # it) is only listable.
     read += [p for p in import_path(learner) if Path(p) != pkg.parent]
-    hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg)]
+    hidden = [str(pkg / "_content" / "kernels"), *grader_files(pkg), *other_copies(read, pkg)]
     content = request.content_root
     if content:
         hidden.append(str(Path(content) / "kernels"))
@@ -209,6 +253,21 @@ def policy_for(
     )
 
 
+def other_copies(read: list[str], pkg: Path) -> list[str]:
+    """Every `gpulab` folder on the sandbox's import path but the one it
+    imports: an editable install (`pip install -e .`) leaves the course's
+    content, reference solutions included, in site-packages/gpulab/_content,
+    and an older install may hold a whole gpulab, graders and all. The
+    sandbox imports gpulab from `pkg` alone, which comes first on its path."""
+    out = []
+    for root in read:
+        other = Path(root) / "gpulab"
+        with contextlib.suppress(OSError):
+            if other.is_dir() and other.resolve() != pkg:
+                out.append(str(other))
+    return list(dict.fromkeys(out))
+
+
 def blocked_modules() -> list[str]:
     """gpulab's modules a submission may not import: the judge's package
     (its machinery and, in gpulab.judge.graders, every grader), the lab's
@@ -234,7 +293,10 @@ def grader_files(pkg: Path) -> list[str]:
         out.append(str(path))
         for opt in ("", ".opt-1", ".opt-2"):
             out.append(str(path.parent / "__pycache__" / f"{path.stem}.{tag}{opt}.pyc"))
-    return out
+        # And those another Python wrote (a checkout run with 3.11 and 3.12):
+        # a submission read serving.cpython-312.pyc beside the hidden 3.11 one.
+        out += sorted(str(p) for p in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"))
+    return list(dict.fromkeys(out))
 
 
 def import_path(learner: Path) -> list[str]:
@@ -292,6 +354,11 @@ def _folder(prefix: str) -> Path:
     return path
 
 
+# The workspace's compiler caches this judge's sandboxes wrote: trimmed
+# (trim_cache) however it ends.
+_CACHES: list[Path] = []
+
+
 def remove_folders() -> None:
     while _FOLDERS:
         shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)  # rmtree follows no links
@@ -320,11 +387,23 @@ class Prepared:
                 "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
             )
         self.private = _folder("gpulab-sandbox-")
-        self.outbox = _folder("gpulab-outbox-")
+        # The outbox is bound into a traced exercise's sandbox, which owns
+        # it as the user and may chmod it: it lies inside a folder of the
+        # judge's that the sandbox never sees, so nothing left in it while
+        # the check runs (a setuid copy of id, run by another user as the
+        # one who checked) can be reached by anyone else.
+        self.outbox = _folder("gpulab-outbox-") / "box"
+        self.outbox.mkdir(mode=0o700)
         self.replay_dirs: list[Path] = []
         cache = cache_dir(request, self.private)
         try:
+            cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            owner_only(cache)
+            # What a check this judge never closed left (one stopped at its
+            # timeout: SIGTERM, then SIGKILL 3 s later).
+            trim_cache(cache)
             cache.mkdir(parents=True, exist_ok=True)
+            _CACHES.append(cache)
         except OSError:  # a read-only workspace: this check compiles afresh
             cache = self.private / "cache"
             cache.mkdir(parents=True, exist_ok=True)
@@ -473,7 +552,10 @@ class Prepared:
         for d in self.replay_dirs:
             shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
-        shutil.rmtree(self.outbox, ignore_errors=True)  # rmtree follows no links
+        shutil.rmtree(self.outbox.parent, ignore_errors=True)  # rmtree follows no links
+        if self.cache.parent.parent.name == ".gpulab":  # the workspace's, kept after the check
+            trim_cache(self.cache)
+        owner_only(self.cache)
 
 
 def judge(
@@ -597,6 +679,8 @@ def main() -> int:
 
     def stop(signum: int, frame: Any) -> None:
         kill_descendants()
+        for cache in _CACHES:  # a check stopped at its timeout closes nothing
+            trim_cache(cache)
         remove_folders()
         os._exit(1)
 

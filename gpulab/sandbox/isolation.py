@@ -184,9 +184,32 @@ class _Blocker(importlib.abc.MetaPathFinder):
         return None
 
 
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "arm64": 219}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def _own_keyring() -> list[str]:
+    """A session keyring of the sandbox's own, empty. The one it inherits is
+    the user's login's (pam_keyinit makes one a session), and any process
+    that holds it reads its keys (a Kerberos ticket kept in a KEYRING:
+    cache, a token a tool stored there): no namespace separates keyrings
+    and Landlock governs no keyctl. Joined, the old one is no longer held:
+    its keys are then read only as their permissions allow anyone of the
+    user (by default, not at all)."""
+    import platform
+
+    nr = _SYS_KEYCTL.get(platform.machine())
+    if nr is None:
+        return []
+    libc = _libc()
+    if libc.syscall(nr, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        return []  # no keyctl here (a container's seccomp): nothing to inherit either
+    return ["a keyring of its own"]
+
+
 def apply(policy: Policy) -> list[str]:
     """Confine this process; returns what is in force, one item a mechanism."""
-    in_force = _limits(policy)
+    in_force = _limits(policy) + _own_keyring()
     sys.meta_path.insert(0, _Blocker(policy.blocked_modules))
     in_force.append("grader modules not importable")
     abi = landlock_abi()

@@ -36,9 +36,11 @@ Only the standard library: this runs before torch is imported.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import platform
+import re
 import signal
 import sys
 from typing import Required, TypedDict
@@ -47,8 +49,10 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _SYS_PIVOT_ROOT = 41 if platform.machine() in ("aarch64", "arm64") else 155
 ENV = "GPULAB_NAMESPACES"
 # Plain device nodes a Python process and CUDA may open; the GPU's own
@@ -123,7 +127,23 @@ def main() -> None:
             os.environ[ENV] = f"none ({exc.strerror})"
     else:
         os.environ[ENV] = "none (turned off)"
+    drop_capabilities()
     os.execv(argv[0], argv)
+
+
+def drop_capabilities() -> None:
+    """Empty the capability bounding set (and the ambient set), so that the
+    sandbox execs with none. A user other than root loses them at exec
+    anyway; uid 0, mapped to itself, would keep every capability in its
+    user namespace: through read-write binds it chmodded the host's
+    /dev/null and cgroup files, and open_tree cloned the package's mount
+    without the empty files that hide the graders (Landlock alone then kept
+    them unreadable). Where a call is refused (no CAP_SETPCAP outside a
+    namespace of ours), there was nothing to drop."""
+    for cap in range(64):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break  # past the kernel's last capability
+    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 
 
 def enter(spec: MountSpec) -> str:
@@ -266,7 +286,15 @@ def build_root(spec: MountSpec) -> str:
 def _make_dev(root: str, binds: Binds, write: list[str]) -> None:
     os.makedirs(root + "/dev", exist_ok=True)
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID, "size=64k,mode=0755")
-    for node in [*DEVICES, *(p for p in write if p.startswith("/dev/nvidia"))]:
+    for node in DEVICES:
+        # Read-only binds: a device node is still read and written through
+        # one (the kernel leaves special files out of a mount's read-only
+        # check), but its inode is the host's own, and a check run as root
+        # (uid 0 mapped to 0 keeps every capability in the user namespace)
+        # could chmod it: the host's /dev/null made unusable for everyone.
+        if os.path.exists(node):
+            binds.bind(node, False)
+    for node in (p for p in write if p.startswith("/dev/nvidia")):
         if os.path.exists(node):
             binds.bind(node, True)
     os.makedirs(root + "/dev/shm")
@@ -275,6 +303,19 @@ def _make_dev(root: str, binds: Binds, write: list[str]) -> None:
         os.symlink(target, f"{root}/dev/{name}")
     os.symlink("/proc/self/fd/1", root + "/dev/stdout")
     os.symlink("/proc/self/fd/2", root + "/dev/stderr")
+
+
+def mounts_under(target: str) -> list[str]:
+    """`target` and every mount point below it, parents first (from this
+    process's mountinfo, whose paths escape spaces and the like in octal)."""
+    points = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            field = line.split()[4]
+            point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
+            if point == target or point.startswith(target.rstrip("/") + "/"):
+                points.append(point)
+    return sorted(dict.fromkeys(points), key=lambda p: p.count("/"))
 
 
 class Binds:
@@ -319,7 +360,13 @@ class Binds:
         target = self.root + real
         mount(real, target, None, MS_BIND | MS_REC)
         if not writable:
-            self._read_only(target)
+            # Every mount of the tree, not only its top: MS_REC brings the
+            # mounts below along as they were, rw (/sys/fs/cgroup and its
+            # hierarchies on a host with cgroup v1). Landlock refuses writes
+            # there, but not chmod: a check run as root chmodded the host's
+            # cgroup files through them.
+            for point in mounts_under(target):
+                self._read_only(point)
         self.bound[real] = writable
 
     def _read_only(self, target: str) -> None:
@@ -330,6 +377,11 @@ class Binds:
                 (os.ST_NOSUID, MS_NOSUID),
                 (os.ST_NODEV, MS_NODEV),
                 (os.ST_NOEXEC, MS_NOEXEC),
+                # Locked too in a mount from outside the namespace: a
+                # remount that drops them is refused.
+                (os.ST_NOATIME, MS_NOATIME),
+                (os.ST_NODIRATIME, MS_NODIRATIME),
+                (os.ST_RELATIME, MS_RELATIME),
             )
             if st.f_flag & bit
         )
