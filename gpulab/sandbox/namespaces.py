@@ -370,7 +370,10 @@ class Binds:
         self.bound[real] = writable
 
     def _read_only(self, target: str) -> None:
-        st = os.statvfs(target)
+        try:
+            st = os.statvfs(target)
+        except OSError:
+            return  # a mount below that cannot be asked (a FUSE one): Landlock's
         kept = sum(
             flag
             for bit, flag in (
