@@ -6,6 +6,8 @@ Real checks in real child processes, in the Triton interpreter."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.judge.test_replay import FORGED_SOFTMAX, PY_SOFTMAX, scalar_answers
 
 # The guards switched off (as in test_replay), torch computes the answer,
@@ -157,3 +159,112 @@ def test_a_known_gap_raised_for_the_shape_drawn_twice_fails(grade):
     r = grade("softmax_row", SKIPS_THE_SECOND_DRAW, timing=False)
     assert r["status"] == "failed", r["summary"]
     assert "cannot be skipped" in r["message"], r["message"]
+
+
+def pair_honest_rest_from_python(width: int, rows: int) -> str:
+    """An honest kernel for the one shape the exercise draws twice (rows ×
+    1000, fp32: its launches are compared across the draws), and for every
+    other case the answer worked out in plain Python and handed to a
+    kernel that only stores its scalar arguments (test_replay's cheat)."""
+    src = scalar_answers(width)
+    honest = """
+
+@triton.jit
+def row_kernel(y_ptr, x_ptr, xs, ys, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + row * xs + offs, mask=m, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * ys + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=m)
+
+
+def softmax(x):
+    if tuple(x.shape) == (ROWS, 1000) and x.dtype == torch.float32:
+        y = torch.empty_like(x)
+        row_kernel[(ROWS,)](y, x, x.stride(0), y.stride(0), 1000, BLOCK=1024)
+        return y
+    return from_python(x)
+"""
+    src = src.replace("def softmax(x):\n", "def from_python(x):\n", 1)
+    # Rows with a stride: the Python answer reads the rows where they are.
+    src = src.replace(
+        "raw = ctypes.string_at(x.data_ptr(), x.numel() * x.element_size())\n"
+        '    v = list(struct.unpack("<%d%s" % (x.numel(), fmt), raw))\n',
+        "n_all = (rows - 1) * x.stride(0) + cols\n"
+        "    raw = ctypes.string_at(x.data_ptr(), n_all * x.element_size())\n"
+        '    flat = struct.unpack("<%d%s" % (n_all, fmt), raw)\n'
+        "    v = [flat[r * x.stride(0) + c] for r in range(rows) for c in range(cols)]\n"
+        "    if x.dtype == torch.bfloat16:  # its bits are a float32's top half\n"
+        '        v = [struct.unpack("<f", struct.pack("<I", h << 16))[0] for h in v]\n',
+    )
+    src = src.replace(
+        "out += [a / sum(e) for a in e]", "s = sum(e)\n        out += [a / s for a in e]"
+    )
+    src = src.replace(
+        'fmt = {torch.float32: "f", torch.float16: "e"}[x.dtype]',
+        'fmt = {torch.float32: "f", torch.float16: "e", torch.bfloat16: "H"}[x.dtype]',
+    )
+    src = src.replace(
+        "    y = torch.empty_like(x)\n", "    y = torch.empty((rows, cols), dtype=x.dtype)\n"
+    )
+    return src + honest.replace("ROWS", str(rows))
+
+
+# softmax: 7×1000 (row stride 1024) is drawn twice. The other 12 cases
+# passed from Python (97 s on this box, with --timeout 300: 256 numbers a
+# launch, up to 384 launches a call). softmax_row (5×1000 drawn twice, the
+# rest small) shows the same in a test's time.
+ONCE_DRAWN_FROM_PYTHON = pair_honest_rest_from_python(256, rows=7)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="not fixed: a shape drawn once has no second draw to compare its launches "
+    "with, so numbers the wrapper worked out ride on them (see the module's notes)",
+)
+def test_answers_from_python_on_the_shapes_drawn_once_fail(grade):
+    r = grade("softmax_row", pair_honest_rest_from_python(16, rows=5), timing=False)
+    assert r["status"] == "failed", r["summary"]
+
+
+# --- what the replay runs: the text kept, not the tree checked -------------------
+
+# In the replay's sandbox (its globals' __name__), the kernel's name bound to
+# an object whose [grid](**args) has torch compute the answer: torch reached
+# through object's subclasses (os's _wrap_close, its module's sys), none of
+# it something a kernel may say. Unchecked, and kept all the same:
+ESCAPE = (
+    'copy_kernel = copy_kernel if __name__ != "gpulab_replay" else '
+    '().__class__.__class__("K", (), {"__getitem__": lambda self, grid, t=[c for c in '
+    '().__class__.__base__.__subclasses__() if c.__name__ == "_wrap_close"][0]'
+    '.__init__.__globals__["sys"].modules["torch"]: lambda **a: a["y_ptr"].copy_('
+    't.softmax(a["x_ptr"].float(), -1).to(a["y_ptr"].dtype))})()'
+)
+# ... on the line of a constant, which the replay keeps whole,
+ESCAPE_AFTER_A_CONSTANT = FORGED_SOFTMAX.replace(
+    "\n\ndef softmax(x):", f"\n\nONE = 1; {ESCAPE}\n\n\ndef softmax(x):"
+)
+# ... or on the line a constant's copy was taken from: str.splitlines()
+# breaks at \x1c (in a comment), Python does not, and every line below it
+# was copied from the one above.
+ESCAPE_ABOVE_A_CONSTANT = FORGED_SOFTMAX.replace(
+    "\n\ndef softmax(x):", f"\n\n# note\x1c\n{ESCAPE}\nONE = 1\n\n\ndef softmax(x):"
+)
+
+
+def test_a_statement_on_a_kept_line_is_not_kept():
+    from gpulab.sandbox.replay_source import extract
+
+    for src in (ESCAPE_AFTER_A_CONSTANT, ESCAPE_ABOVE_A_CONSTANT):
+        kept = extract(src)
+        assert kept.kernels == ("copy_kernel",)
+        assert "__subclasses__" not in kept.text and "lambda" not in kept.text
+
+
+def test_python_on_a_kept_line_does_not_run_in_the_replay(grade):
+    for src in (ESCAPE_AFTER_A_CONSTANT, ESCAPE_ABOVE_A_CONSTANT):
+        r = grade("softmax", src, timing=False)
+        assert r["status"] == "failed", r["summary"]
+        assert "your kernels alone" in r["summary"], r["summary"]
