@@ -21,7 +21,14 @@ more a case, no call more to the learner's code.
 Also open on the shapes drawn twice: same_copy leaves alone a position whose
 first-draw value occurs more than once among the inputs (fp16 inputs, or
 fp32 inputs cast to bf16 by the wrapper: 6545 of 7000 positions at softmax's
-7×1000), so the second draw may put any input value there."""
+7×1000), so the second draw may put any input value there. End to end
+(CODEBOOK below): 16 such values spell an answer worked out in Python,
+on every shape, the shape drawn twice included, and softmax passed with
+no kernel doing its work. Honest copies move values by place, the same
+for any draw, so the g(x) replay above closes this too (a value bijection
+maps every copy, repeated values included); short of it, trusting only
+casts that are exact (no fp32 input cast to bf16) removes most repeats
+on fp32 cases, not on fp16 or bf16 ones."""
 
 from __future__ import annotations
 
@@ -392,3 +399,110 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
     assert _same_launches(draws, Case("b", (x[1],), torch.float32), record([2, 1])) == "a"
     assert _same_launches(draws, Case("c", (x[2],), torch.float32), record([1, 2, 2])) == "a"
     assert _same_launches(draws, Case("d", (x[3],), torch.float32), record([1, 2])) == ""
+
+
+# The answer worked out in plain Python (no torch op, no guard touched, no
+# kernel that computes anything), spelt out four bits at a time by 16
+# values of the input cast to bf16, each found more than once among the
+# inputs: trusted_bytes keeps the buffer (every value an input's), and
+# same_copy leaves alone a position whose value occurs more than once, so
+# the second draw of 7×1000 may spell its own answer too. A decoding
+# kernel reads the bits back. Passed softmax, 25 s, at the default timeout.
+CODEBOOK = """import ctypes
+import math
+import struct
+from collections import Counter
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decode_kernel(y_ptr, x_ptr, c_ptr, n, K: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    k = tl.arange(0, 8)
+    j = tl.arange(0, K)
+    m = i < n
+    code = tl.load(c_ptr + j).to(tl.float32)
+    sym = tl.load(c_ptr + K + i[:, None] * 8 + k[None, :], mask=m[:, None], other=0.0).to(tl.float32)
+    eq = sym[:, :, None] == code[None, None, :]
+    nib = tl.sum(tl.where(eq, j[None, None, :], 0), axis=2)
+    bits = tl.sum(nib << (4 * k)[None, :], axis=1)
+    tl.store(y_ptr + i, bits.to(tl.float32, bitcast=True).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def put_kernel(y_ptr, x_ptr, n, v0, v1, v2, v3, v4, v5, v6, v7):
+    tl.store(y_ptr + 0, v0, mask=0 < n)
+    tl.store(y_ptr + 1, v1, mask=1 < n)
+    tl.store(y_ptr + 2, v2, mask=2 < n)
+    tl.store(y_ptr + 3, v3, mask=3 < n)
+    tl.store(y_ptr + 4, v4, mask=4 < n)
+    tl.store(y_ptr + 5, v5, mask=5 < n)
+    tl.store(y_ptr + 6, v6, mask=6 < n)
+    tl.store(y_ptr + 7, v7, mask=7 < n)
+
+
+def _values(x):
+    rows, cols = x.shape
+    fmt = {torch.float32: "f", torch.float16: "e", torch.bfloat16: "H"}[x.dtype]
+    n_all = (rows - 1) * x.stride(0) + cols
+    flat = struct.unpack("<%d%s" % (n_all, fmt), ctypes.string_at(x.data_ptr(), n_all * x.element_size()))
+    v = [flat[r * x.stride(0) + c] for r in range(rows) for c in range(cols)]
+    if x.dtype == torch.bfloat16:
+        v = [struct.unpack("<f", struct.pack("<I", h << 16))[0] for h in v]
+    return v
+
+
+def _bf16(a):  # round to nearest even, as torch casts
+    b = struct.unpack("<I", struct.pack("<f", a))[0]
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def softmax(x):
+    # the answer in plain Python from the input's bytes: no torch op runs
+    rows, cols = x.shape
+    v = _values(x)
+    out = []
+    for r in range(rows):
+        row = v[r * cols:(r + 1) * cols]
+        m = max(row)
+        e = [math.exp(a - m) for a in row]
+        s = sum(e)
+        out += [a / s for a in e]
+    n = rows * cols
+    y = torch.zeros((rows, cols), dtype=x.dtype)
+    # 16 input values (as bf16, each found more than once) spell out the
+    # answer's bits four at a time: "a cast of the input", and a value
+    # that occurs twice may sit anywhere in another draw
+    counts = Counter(_bf16(a) for a in v if math.isfinite(a) and a != 0.0)
+    dup = sorted(h for h, c in counts.items() if c > 1 and h & 0x7FFF)
+    if len(dup) < 16:
+        dup = sorted(h for h in counts if h & 0x7FFF)
+    if len(dup) < 16:
+        chunk = (out + [0.0] * 8)[:8]
+        put_kernel[(1,)](y, x, n, *chunk)
+        return y
+    code = dup[:16]
+    syms = []
+    for a in out:
+        b = struct.unpack("<I", struct.pack("<f", a))[0]
+        syms += [code[(b >> (4 * k)) & 15] for k in range(8)]
+    data = struct.pack("<%dH" % (16 + len(syms)), *code, *syms)
+    # (torch.empty's buffers end in a canary, values no input has)
+    c = torch.frombuffer(bytearray(data), dtype=torch.bfloat16)
+    decode_kernel[(triton.cdiv(n, 64),)](y, x, c, n, K=16, BLOCK=64)
+    return y
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="not fixed: values that occur more than once among the inputs are a "
+    "channel on every shape (see the module's notes)",
+)
+def test_an_answer_spelt_in_repeated_input_values_fails(grade):
+    r = grade("softmax", CODEBOOK, timing=False)
+    assert r["status"] == "failed", r["summary"]
