@@ -216,7 +216,7 @@ def plan_replay(
         return None, "No Triton kernel launch was recorded."
     if len(record.launches) > MAX_LAUNCHES:
         return None, f"It could not: more than {MAX_LAUNCHES} kernel launches in one call."
-    buffers, judge_inputs, problem = _buffers(record.buffers, inputs)
+    buffers, judge_inputs, problem = _buffers(record.buffers, inputs, _read_as(record))
     if problem:
         return None, problem
     sizes = [b.nbytes for b in buffers]
@@ -293,8 +293,25 @@ def _view_ok(view: View, sizes: list[int]) -> bool:
     return (last + 1) * itemsize <= sizes[index]
 
 
+def _read_as(record: LaunchRecord) -> dict[int, set[str]]:
+    """Buffer number -> the dtypes the launches' views (and the result's)
+    read it as. A kernel is handed a view, not the buffer: recorded bytes
+    that are input values as the buffer's first tensor's dtype (bool: any
+    byte) are other numbers read as another dtype, so they are kept only
+    when they are input values in every dtype they are read as."""
+    seen: dict[int, set[str]] = {}
+    views = [record.out] if record.out is not None else []
+    for launch in record.launches or ():
+        views += [v.view for v in (launch.args or {}).values() if isinstance(v, BufferArg)]
+    for view in views:
+        seen.setdefault(view.buffer, set()).add(view.dtype)
+    return seen
+
+
 def _buffers(
-    raw: tuple[RecordedBuffer, ...], inputs: list[tuple[torch.Tensor, TensorRef]]
+    raw: tuple[RecordedBuffer, ...],
+    inputs: list[tuple[torch.Tensor, TensorRef]],
+    read_as: dict[int, set[str]],
 ) -> tuple[list[ReplayBuffer], dict[int, torch.Tensor], str]:
     out: list[ReplayBuffer] = []
     judge_inputs: dict[int, torch.Tensor] = {}
@@ -323,7 +340,11 @@ def _buffers(
                 data = base64.b64decode(b.data, validate=True)
             except ValueError:
                 return [], {}, "A recorded buffer came back malformed."
-            if len(data) == nbytes and trusted_bytes(data, dtype, [t for t, _ in inputs]):
+            dtypes = [dtype, *(DTYPES.get(d) for d in read_as.get(len(out), ()))]
+            values = [t for t, _ in inputs]
+            if len(data) == nbytes and all(
+                d is not None and trusted_bytes(data, d, values) for d in dtypes
+            ):
                 entry = ReplayBuffer(nbytes, data=b.data)
         out.append(entry)
     return out, judge_inputs, ""
@@ -357,7 +378,10 @@ def trusted_bytes(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -
     if values.numel() == 0:
         return True
     if dtype == torch.bool:
-        return True
+        # torch's bools are the bytes 0 and 1; any other byte is a number
+        # written through another view of the storage (a kernel handed a
+        # float view of it reads the answer the wrapper put there).
+        return bool((values.view(torch.uint8) <= 1).all())
     if not dtype.is_floating_point:
         v = values.to(torch.int64)
         if v.numel() == 1:

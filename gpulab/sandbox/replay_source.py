@@ -19,7 +19,10 @@ Line numbers are kept, so a message names the learner's own line.
 from __future__ import annotations
 
 import ast
+import copy
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,8 +354,23 @@ def extract(source: str) -> ReplaySource:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise NotReplayable(exc.lineno or 0, f"the file does not parse: {exc.msg}") from None
-    lines = source.splitlines()
+    # Lines as Python counts them: str.splitlines() also breaks at \x1c,
+    # \x0c, \u2028 and others, which Python leaves inside a line (a
+    # comment), and every line after one would be copied from a line the
+    # check never looked at.
+    lines = re.split(r"\r\n|\r|\n", source)
+    if lines and lines[-1] == "":
+        lines.pop()
     keep = [""] * len(lines)
+    # Lines that hold more than one top-level statement (`C = 1; evil()`):
+    # a kept node's lines are copied whole, so nothing may share them.
+    owners = Counter(
+        line for n in tree.body for line in range(n.lineno, (n.end_lineno or n.lineno) + 1)
+    )
+
+    def alone(node: ast.stmt) -> bool:
+        return all(owners[i] == 1 for i in range(node.lineno, (node.end_lineno or node.lineno) + 1))
+
     modules = _imports(tree)
     module_aliases = modules  # checked where used: a module, or one of its names
     kernels = {
@@ -362,14 +380,20 @@ def extract(source: str) -> ReplaySource:
     }
     checker = _Checker(module_aliases, set(), kernels)
     problems: dict[str, str] = {}
+    kept: list[ast.stmt] = []
     for node in tree.body:
         name = _constant(node, checker)
-        if name is not None and name not in kernels:
+        if name is not None and name not in kernels and alone(node):
             checker.constants.add(name)
             _copy(lines, keep, node.lineno, node.end_lineno or node.lineno)
+            kept.append(node)
             continue
         if isinstance(node, ast.FunctionDef) and node.name in kernels:
             try:
+                if not alone(node):
+                    raise NotReplayable(
+                        node.lineno, "another statement shares a line with this kernel"
+                    )
                 checker.function(node)
             except NotReplayable as exc:
                 problems[node.name] = str(exc)
@@ -377,6 +401,7 @@ def extract(source: str) -> ReplaySource:
             first = min([d.lineno for d in node.decorator_list] + [node.lineno])
             # Decorator lines blanked; a plain jit on the line just above `def`.
             _copy(lines, keep, node.lineno, node.end_lineno or node.lineno)
+            kept.append(node)
             indent = " " * node.col_offset
             if node.lineno - 1 > first - 1:
                 keep[node.lineno - 2] = f"{indent}@_gpulab_jit"
@@ -385,12 +410,33 @@ def extract(source: str) -> ReplaySource:
     for name in kernels:
         if name in checker.constants:  # rebound after its def: ambiguous
             problems[name] = f"`{name}` is rebound at the top level after its definition"
+    text = "\n".join(keep) + "\n"
+    _same_nodes(kept, text)
     return ReplaySource(
-        text="\n".join(keep) + "\n",
+        text=text,
         kernels=tuple(sorted(kernels - set(problems))),
         modules=module_aliases,
         problems=problems,
     )
+
+
+def _same_nodes(kept: list[ast.stmt], text: str) -> None:
+    """The kept text holds the nodes checked, and nothing else: what the
+    replay runs is this text, not the tree the check walked, so any way
+    a copied line carries more than its node (above) ends here."""
+
+    def plain(node: ast.stmt) -> str:
+        if isinstance(node, ast.FunctionDef):  # its decorators are replaced
+            node = copy.copy(node)
+            node.decorator_list = []
+        return ast.dump(node)
+
+    try:
+        got = [plain(n) for n in ast.parse(text).body]
+    except SyntaxError as exc:
+        raise NotReplayable(exc.lineno or 0, "the kernels kept do not parse apart") from None
+    if got != [plain(n) for n in kept]:
+        raise NotReplayable(0, "the kept kernels and constants are not the file's as checked")
 
 
 def _copy(lines: list[str], keep: list[str], first: int, last: int) -> None:
