@@ -197,12 +197,34 @@ class Server:
                 reply: Frame = getattr(self, f"on_{msg['type']}")(request)
                 out = reply.to_json()
             except LearnerFailure as exc:
-                out = Raised(exc.summary, exc.message).to_json()
+                # Cut as the judge reads them (protocol.text): an exception
+                # whose message is 20 MB would not fit in a frame.
+                out = Raised(protocol.text(exc.summary), protocol.text(exc.message)).to_json()
             except Exception as exc:  # noqa: BLE001 - a sandbox bug or bad request
                 out = Broken(
                     "broken", f"{type(exc).__name__}: {exc}", traceback.format_exc()
                 ).to_json()
+            self._reply(out)
+
+    def _reply(self, out: dict[str, Any]) -> None:
+        """Send a reply. One that cannot be a frame (a value the learner's
+        code returned: an int of more than 4300 digits, a string over the
+        16 MiB a frame holds) is the learner's failure, said so: it used to
+        end this process, and the learner read "your code exited (code 0)",
+        told not to call sys.exit. Nothing is written before the JSON is
+        made and measured, so the fallback is the only frame sent."""
+        try:
             write_frame(self.fd, out)
+        except (ValueError, TypeError, ProtocolError) as exc:
+            why = protocol.text(f"{type(exc).__name__}: {exc}", 300)
+            write_frame(
+                self.fd,
+                Raised(
+                    f"what your code returned cannot be sent to the grader ({why})",
+                    "The sandbox sends your function's result to the judge as data, at "
+                    f"most {protocol.MAX_FRAME >> 20} MiB of it; this one could not be sent.",
+                ).to_json(),
+            )
 
     # --- requests ---------------------------------------------------------------
 

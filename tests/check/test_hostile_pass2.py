@@ -1,0 +1,85 @@
+"""A hostile submission must end as the learner's failure, with a message
+naming what went wrong: never "gpulab could not run this check", never a
+misleading crash, and the next honest check passes. Real checks, real child
+processes, on the CPU (second red-team pass, 2026-12-04)."""
+
+from __future__ import annotations
+
+from tests.conftest import reference_source
+
+ROW = reference_source("softmax_row")
+COMM = reference_source("comm_cost")
+CEILING = reference_source("copy_ceiling")
+RING = "def ring_bytes(collective: str, nbytes: float, n: int) -> float:\n"
+
+
+def returning(source: str, head: str, value: str) -> str:
+    """`source` with the function whose first line is `head` returning `value` at once."""
+    assert head in source
+    return source.replace(head, f"{head}    return {value}\n", 1)
+
+
+def test_an_int_of_more_digits_than_json_reads_is_the_submissions_failure(grade):
+    """A frame holding an int of 5000 digits is well-formed JSON that
+    json.loads refuses with a plain ValueError: it was "gpulab could not run
+    this check"."""
+    src = (
+        "import os, struct, sys, time\n"
+        "def softmax(x):\n"
+        "    frame = b'{\"type\": \"return\", \"n\": ' + b'1' * 5000 + b'}'\n"
+        "    os.write(int(sys.argv[-1]), struct.pack('<I', len(frame)) + frame)\n"
+        "    time.sleep(30)\n"
+    )
+    r = grade("softmax_row", src, timeout=60)
+    assert r["status"] == "failed", r["summary"]
+    assert "private channel" in r["summary"]
+    assert grade("softmax_row", ROW)["passed"]
+
+
+def test_a_returned_int_past_a_floats_range_is_a_wrong_answer(grade):
+    """`return 10**400` from a plain function: the graders' isfinite and
+    formatting raised OverflowError in the judge ("gpulab could not run
+    this check"). It is a wrong answer, shown as inf."""
+    r = grade("comm_cost", returning(COMM, RING, "10**400"))
+    assert r["status"] == "failed", r["summary"]
+    assert "got inf" in r["summary"]
+    head = "def buffer_bytes(l2, free):\n"
+    r = grade("copy_ceiling", returning(CEILING, head, "-(10**400)"))
+    assert r["status"] == "failed", r["summary"]
+    assert "-inf" in r["summary"]
+
+
+def test_a_number_past_a_floats_range_is_no_number():
+    from gpulab.check.frames_other import Bench, PlainReturned
+    from gpulab.check.protocol import number
+
+    assert number(10**400) is None
+    assert PlainReturned.parse({"type": "return", "value": {"a": [10**400, 3]}}).value == {
+        "a": [float("inf"), 3]
+    }
+    assert Bench.parse({"type": "bench", "values": [-(10**400), 2.0]}).values == (
+        float("-inf"),
+        2.0,
+    )
+
+
+def test_a_result_too_large_to_send_is_named_not_an_exit(grade):
+    """A value the sandbox cannot put in a frame (an int of more than 4300
+    digits, a 20 MB string) ended the sandbox: "your code exited (code 1)",
+    with the hint not to call sys.exit."""
+    for value in ("10**5000", "'x' * (20 << 20)"):
+        r = grade("comm_cost", returning(COMM, RING, value))
+        assert r["status"] == "failed", (value, r["summary"])
+        assert "cannot be sent to the grader" in r["summary"], r["summary"]
+        assert "exit" not in r["summary"]
+    assert grade("comm_cost", COMM)["passed"]
+
+
+def test_an_exception_with_a_huge_message_is_shown_cut(grade):
+    """An exception whose text is 20 MB: its reply did not fit a frame, and
+    the learner read "your code exited (code 0)"."""
+    src = "def softmax(x):\n    raise ValueError('boom ' + 'x' * (20 << 20))\n"
+    r = grade("softmax_row", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "ValueError: boom" in r["summary"]
+    assert len(r["summary"]) <= 20000 and len(r["message"]) <= 20000
