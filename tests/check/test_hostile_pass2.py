@@ -83,3 +83,17 @@ def test_an_exception_with_a_huge_message_is_shown_cut(grade):
     assert r["status"] == "failed", r["summary"]
     assert "ValueError: boom" in r["summary"]
     assert len(r["summary"]) <= 20000 and len(r["message"]) <= 20000
+
+
+def test_a_lone_surrogate_in_an_exception_is_shown_not_a_crash_of_the_cli(tmp_path, run_gpulab):
+    """JSON's "\\ud800" makes a lone surrogate in the summary, which no
+    terminal can encode: the plain CLI died with UnicodeEncodeError while
+    printing the result (already recorded, with a traceback, exit 1). It
+    is shown as its escape, like the other characters a terminal must not
+    get raw (gpulab.textsafe)."""
+    sub = tmp_path / "surrogate.py"
+    sub.write_text('def softmax(x):\n    raise ValueError("lone \\ud800 surrogate")\n')
+    r = run_gpulab("check", "softmax_row", "--file", str(sub), timeout=180)
+    assert "UnicodeEncodeError" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "lone \\ud800 surrogate" in r.stdout
