@@ -97,3 +97,20 @@ def test_a_lone_surrogate_in_an_exception_is_shown_not_a_crash_of_the_cli(tmp_pa
     assert "UnicodeEncodeError" not in r.stderr, r.stderr[-2000:]
     assert r.returncode == 1, r.stderr[-2000:]
     assert "lone \\ud800 surrogate" in r.stdout
+
+
+def test_a_scratch_buffer_torch_cannot_compare_is_not_the_sandboxs_failure(grade):
+    """A correct softmax that also allocates a complex32 or a meta tensor
+    with torch.empty: the guard's canary behind that buffer could not be
+    compared (torch.equal has no complex32 or meta kernel), and the check
+    failed with "the sandbox failed: NotImplementedError" and a gpulab
+    traceback."""
+    wrapped = ROW.replace("def softmax(x", "def _softmax(x")
+    for scratch in ("torch.empty(8, dtype=torch.complex32)", "torch.empty(8, device='meta')"):
+        src = wrapped + f"\n\ndef softmax(x):\n    scratch = {scratch}\n    return _softmax(x)\n"
+        r = grade("softmax_row", src)
+        assert r["passed"], (scratch, r["summary"])
+    src = wrapped + "\n\ndef softmax(x):\n    return torch.empty_like(x, device='meta')\n"
+    r = grade("softmax_row", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "the sandbox failed" not in r["summary"]
