@@ -71,6 +71,18 @@ def describe(out: Any) -> Desc:
     )
 
 
+def _not_dense(out: Any) -> str:
+    """What a returned tensor is when it is not a dense (strided) one, in
+    words; "" for a dense tensor and for anything that is not a tensor."""
+    if not isinstance(out, torch.Tensor):
+        return ""
+    if out.is_nested:
+        return "a nested tensor"
+    if out.layout != torch.strided:
+        return f"a tensor of layout {str(out.layout).replace('torch.', '')}"
+    return ""
+
+
 def _copy_into(slot_ref: TensorRef | None, out: Any, arenas: Arenas) -> bool:
     if slot_ref is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
         return False
@@ -154,6 +166,16 @@ def _run_guarded(
     watcher = span.audit if span is not None else audit
     if span is not None:
         span.launched[window] = kernels
+    odd = _not_dense(out)
+    if odd:
+        # What follows reads the result's storage and strides, which a
+        # sparse, nested or MKL-DNN tensor does not have: its error was
+        # "the sandbox failed: NotImplementedError", a gpulab traceback.
+        raise learner.LearnerError(
+            f"your function returned {odd}; return a plain dense tensor",
+            "The result must be an ordinary (strided) torch.Tensor, such as "
+            "torch.empty_like(x) filled by your kernel.",
+        )
     provenance = launches.provenance(out)
     report = GuardReport(
         banned=tuple(sorted(set(v.banned))),

@@ -114,3 +114,17 @@ def test_a_scratch_buffer_torch_cannot_compare_is_not_the_sandboxs_failure(grade
     r = grade("softmax_row", src)
     assert r["status"] == "failed", r["summary"]
     assert "the sandbox failed" not in r["summary"]
+
+
+def test_a_sparse_or_nested_result_is_named(grade):
+    """A result that is a tensor without storage or strides: the sandbox's
+    own reading of it raised, and the check said "the sandbox failed:
+    NotImplementedError: Cannot access storage of SparseTensorImpl"."""
+    wrapped = ROW.replace("def softmax(x", "def _softmax(x")
+    for made, named in (
+        ("_softmax(x).to_sparse()", "layout sparse_coo"),
+        ("torch.nested.nested_tensor([_softmax(x)[0]])", "a nested tensor"),
+    ):
+        r = grade("softmax_row", wrapped + f"\n\ndef softmax(x):\n    return {made}\n")
+        assert r["status"] == "failed", r["summary"]
+        assert named in r["summary"] and "dense tensor" in r["summary"], r["summary"]
