@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gpulab.check import frames_other, protocol
+from gpulab.check import crashes, frames_other, protocol
 from gpulab.check.frames import (
     Audited,
     AuditEnd,
@@ -142,6 +142,13 @@ def main() -> None:
         server.serve()
     except (EOFError, ProtocolError):
         pass
+    except OSError:
+        # Only the channel's reads and writes are outside serve's own
+        # handler: the learner's code closed or broke it. Said by the exit
+        # status, the one way left to tell the judge.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(crashes.CHANNEL_BROKEN)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check

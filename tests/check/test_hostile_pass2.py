@@ -128,3 +128,20 @@ def test_a_sparse_or_nested_result_is_named(grade):
         r = grade("softmax_row", wrapped + f"\n\ndef softmax(x):\n    return {made}\n")
         assert r["status"] == "failed", r["summary"]
         assert named in r["summary"] and "dense tensor" in r["summary"], r["summary"]
+
+
+def test_closing_the_sandboxs_channel_is_named_not_a_missing_mask(grade):
+    """The learner's code closed (or shut down) its socket to the judge:
+    the sandbox's OSError went up through the interpreter's teardown, which
+    died of SIGSEGV, and the learner read "out of bounds: a missing mask?"."""
+    wrapped = ROW.replace("def softmax(x", "def _softmax(x")
+    for act in (
+        "os.close(int(sys.argv[-1]))",
+        "socket.socket(fileno=os.dup(int(sys.argv[-1]))).shutdown(socket.SHUT_RDWR)",
+    ):
+        src = "import os, socket, sys\n" + wrapped
+        src += f"\n\ndef softmax(x):\n    {act}\n    return _softmax(x)\n"
+        r = grade("softmax_row", src)
+        assert r["status"] == "crashed", r["summary"]
+        assert "channel" in r["summary"] and "mask" not in r["summary"], r["summary"]
+    assert grade("softmax_row", ROW)["passed"]
