@@ -145,3 +145,37 @@ def test_closing_the_sandboxs_channel_is_named_not_a_missing_mask(grade):
         assert r["status"] == "crashed", r["summary"]
         assert "channel" in r["summary"] and "mask" not in r["summary"], r["summary"]
     assert grade("softmax_row", ROW)["passed"]
+
+
+# The learner's code rewrites the sandbox's replies before they are sent (it
+# runs in that process): `{mutation}` edits `msg`, a reply of type `t`.
+FORGER = """
+import gpulab.sandbox.main as _main
+_write = _main.write_frame
+def _forged(fd, msg):
+    t = msg.get("type")
+    {mutation}
+    _write(fd, msg)
+_main.write_frame = _forged
+"""
+
+
+def forging(mutation: str) -> str:
+    return ROW.replace("import torch\n", "import torch\n" + FORGER.format(mutation=mutation), 1)
+
+
+def test_a_float_argument_past_a_floats_range_is_a_malformed_launch(grade):
+    """A recorded launch's float argument "0x1p+1024000": float.fromhex
+    raised OverflowError while the judge typed the reply ("gpulab could not
+    run this check")."""
+    from gpulab.check.frames import OtherArg, parse_arg
+
+    assert parse_arg({"__float__": "0x1.0p+1024000"}) == OtherArg()
+    src = forging(
+        'if t == "return" and msg["report"].get("replay"):\n'
+        '        for launch in msg["report"]["replay"]["launches"]:\n'
+        '            launch["args"]["n_cols"] = {"__float__": "0x1.0p+1024000"}'
+    )
+    r = grade("softmax_row", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "came back malformed" in r["message"], r["message"]
