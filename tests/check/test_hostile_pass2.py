@@ -179,3 +179,13 @@ def test_a_float_argument_past_a_floats_range_is_a_malformed_launch(grade):
     r = grade("softmax_row", src)
     assert r["status"] == "failed", r["summary"]
     assert "came back malformed" in r["message"], r["message"]
+
+
+def test_a_long_returned_value_is_quoted_cut(grade):
+    """ring_bytes returning a 2 MiB string: each of 54 cases quoted it
+    whole, the result came to over the 16 MiB a frame holds, and the check
+    ended "the grader stopped without a result" (gpulab's error)."""
+    r = grade("comm_cost", returning(COMM, RING, "'x' * (2 << 20)"))
+    assert r["status"] == "failed", r["summary"]
+    assert f"({(2 << 20) + 2} characters)" in r["summary"], r["summary"][:400]
+    assert all(len(c.get("detail") or "") < 1000 for c in r["cases"])
