@@ -189,3 +189,17 @@ def test_a_long_returned_value_is_quoted_cut(grade):
     assert r["status"] == "failed", r["summary"]
     assert f"({(2 << 20) + 2} characters)" in r["summary"], r["summary"][:400]
     assert all(len(c.get("detail") or "") < 1000 for c in r["cases"])
+
+
+def test_a_profile_row_past_a_floats_range_is_not_gpulabs_error(grade):
+    """find_bottleneck's profile rows are the sandbox's report: a row whose
+    `calls` is 10**400 made protocol.number raise OverflowError in the judge
+    ("gpulab could not run this check"). It reads as no number."""
+    forger = FORGER.format(
+        mutation='if t == "blocks":\n'
+        '        for op in msg.get("ops") or []:\n'
+        '            op["calls"] = 10**400'
+    )
+    r = grade("find_bottleneck", forger + reference_source("find_bottleneck"))
+    assert r["status"] in ("passed", "failed"), r["summary"]
+    assert "could not run" not in r["summary"]
