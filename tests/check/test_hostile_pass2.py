@@ -203,3 +203,24 @@ def test_a_profile_row_past_a_floats_range_is_not_gpulabs_error(grade):
     r = grade("find_bottleneck", forger + reference_source("find_bottleneck"))
     assert r["status"] in ("passed", "failed"), r["summary"]
     assert "could not run" not in r["summary"]
+
+
+BAD_STR = """
+class E(Exception):
+    def __str__(self):
+        raise ValueError("no str for you")
+"""
+
+
+def test_an_exception_whose_str_raises_is_the_learners_failure(grade):
+    """The learner's exception's __str__ raised while the sandbox read its
+    message: a call said "the sandbox failed: ValueError" with gpulab's
+    traceback, and an import ended as gpulab's error ("the sandbox could not
+    load your file", status error, not recorded as an attempt)."""
+    r = grade("softmax_row", BAD_STR + "def softmax(x):\n    raise E()\n")
+    assert r["status"] == "failed", r["summary"]
+    assert r["summary"].startswith("your code raised E"), r["summary"]
+    assert "badstr" not in r["message"] and "learner.py" not in r["message"]
+    r = grade("softmax_row", BAD_STR + "raise E()\n")
+    assert r["status"] == "failed", r["summary"]
+    assert "importing" in r["summary"] and "E" in r["summary"], r["summary"]
