@@ -264,7 +264,21 @@ class Server:
                 self.module = load_module(self.file, data=self.source)
             except LearnerError as exc:
                 raise LearnerFailure(exc.summary, exc.message) from None
-        return Loaded(tuple(n for n in msg.functions if callable(getattr(self.module, n, None))))
+        return Loaded(tuple(n for n in msg.functions if self._defines(n)))
+
+    def _defines(self, name: str) -> bool:
+        """Whether the learner's module has a function `name`. Reading it runs
+        the learner's code where the module has a __getattr__ or a property
+        of its class: what that raises is the learner's failure (it was a
+        "broken" reply, which the judge reports as its own error, "the
+        sandbox could not load your file")."""
+        from gpulab.sandbox.learner import described
+
+        try:
+            return callable(getattr(self.module, name, None))
+        except Exception as exc:  # noqa: BLE001 - the learner's module's own code
+            tb, last, _ = described(exc, self.file)
+            raise LearnerFailure(f"reading `{name}` from your file raised {last}", tb) from None
 
     def on_arena(self, msg: ArenaRequest) -> Ok:
         import socket

@@ -224,3 +224,15 @@ def test_an_exception_whose_str_raises_is_the_learners_failure(grade):
     r = grade("softmax_row", BAD_STR + "raise E()\n")
     assert r["status"] == "failed", r["summary"]
     assert "importing" in r["summary"] and "E" in r["summary"], r["summary"]
+
+
+def test_a_module_getattr_that_raises_is_the_learners_failure(grade):
+    """A module-level __getattr__ that raises (not AttributeError) when the
+    sandbox looks for the function: its reply to `load` was "broken", and
+    the judge ended the check as its own error ("the sandbox could not load
+    your file", status error, not recorded as an attempt)."""
+    src = "def __getattr__(name):\n    raise ValueError('no ' + name)\n"
+    r = grade("softmax_row", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "ValueError: no softmax" in r["summary"], r["summary"]
+    assert grade("softmax_row", ROW)["passed"]
