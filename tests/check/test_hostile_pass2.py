@@ -236,3 +236,24 @@ def test_a_module_getattr_that_raises_is_the_learners_failure(grade):
     assert r["status"] == "failed", r["summary"]
     assert "ValueError: no softmax" in r["summary"], r["summary"]
     assert grade("softmax_row", ROW)["passed"]
+
+
+HOSTILE_FLOAT = """
+class BadFloat(float):
+    def __float__(self):
+        raise ValueError("no float")
+"""
+
+
+def test_a_returned_number_whose_float_raises_is_the_learners_failure(grade):
+    """A float subclass whose __float__ raises, returned from a plain
+    function (comm_cost) or from the copy benchmark (copy_ceiling): the
+    sandbox's reading of it raised, and the check said "the sandbox
+    failed: ValueError" with gpulab's traceback."""
+    r = grade("comm_cost", HOSTILE_FLOAT + returning(COMM, RING, "BadFloat(1.0)"))
+    assert r["status"] == "failed", r["summary"]
+    assert "could not be read: ValueError: no float" in r["summary"], r["summary"]
+    head = "def copy_bandwidth(gpu, nbytes):\n"
+    r = grade("copy_ceiling", HOSTILE_FLOAT + returning(CEILING, head, "BadFloat(1.0)"))
+    assert r["status"] == "failed", r["summary"]
+    assert "could not be read: ValueError: no float" in r["summary"], r["summary"]
