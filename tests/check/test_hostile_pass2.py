@@ -257,3 +257,20 @@ def test_a_returned_number_whose_float_raises_is_the_learners_failure(grade):
     r = grade("copy_ceiling", HOSTILE_FLOAT + returning(CEILING, head, "BadFloat(1.0)"))
     assert r["status"] == "failed", r["summary"]
     assert "could not be read: ValueError: no float" in r["summary"], r["summary"]
+
+
+def test_a_tensor_subclass_whose_own_code_raises_is_the_learners_failure(grade):
+    """A returned tensor subclass whose __torch_function__ raises: the
+    sandbox's reading of its shape and storage ran it, and the check said
+    "the sandbox failed: ValueError" with gpulab's traceback."""
+    src = ROW.replace("def softmax(x", "def _softmax(x") + (
+        "\n\nclass T(torch.Tensor):\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        raise ValueError('hostile tensor')\n"
+        "\n\ndef softmax(x):\n"
+        "    return torch.Tensor._make_subclass(T, _softmax(x))\n"
+    )
+    r = grade("softmax_row", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "reading what your function returned raised ValueError" in r["summary"], r["summary"]
