@@ -38,6 +38,11 @@ _TABLE.update(
         )
     }
 )
+# Lone surrogates: JSON's "\ud800" escape makes one in a Python string (an
+# exception's text comes from the sandbox as JSON), and no terminal or file
+# can encode it: the CLI died printing a result with one in it
+# (UnicodeEncodeError), after the result was recorded.
+_TABLE.update({c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)})
 
 
 def visible(text: Any) -> str:

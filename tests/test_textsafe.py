@@ -31,3 +31,8 @@ def test_a_whole_result_keys_included():
         "␛key": None,
         "passed": False,
     }
+
+
+def test_lone_surrogates_are_made_visible():
+    assert visible("a\ud800b\udfff") == "a\\ud800b\\udfff"
+    visible("x\udc80").encode("utf-8")  # a terminal can write it

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 
 OUT_OF_BOUNDS = "out of bounds: a missing mask?"
 
+# The sandbox's exit status when its channel to the judge failed under it
+# (the learner's code closed, shut down or dup2'ed over its socket). Before
+# it had one, the OSError went up through the interpreter's teardown, which
+# died of SIGSEGV, read as "out of bounds: a missing mask?".
+CHANNEL_BROKEN = 86
+
 MASK_HINT = (
     "A load or store outside its tensor: give every tl.load and tl.store a mask "
     "(mask=offs < n) for the lanes past the end."
@@ -58,6 +64,12 @@ def crash_summary(
         return killed_by_judge, ""
     if code is None:
         return "your code stopped answering", ""
+    if code == CHANNEL_BROKEN:
+        return (
+            "your code closed or broke the sandbox's private channel to the grader",
+            "The sandbox answers the judge on a socket of its own; leave the "
+            "file descriptors your code did not open alone.",
+        )
     if code >= 0:
         return (
             f"your code exited (code {code}) in the middle of the check",

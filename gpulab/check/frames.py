@@ -306,7 +306,9 @@ def parse_arg(value: Any) -> Arg:
 def _float_hex(value: Any) -> bool:
     try:
         float.fromhex(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
+        # OverflowError: "0x1p+1024000" is well formed and past a float's
+        # range; it read as gpulab's own failure ("could not run this check").
         return False
     return True
 

@@ -33,6 +33,7 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -77,7 +78,29 @@ def _int(value: Any) -> int:
 
 def _real(value: Any) -> int | float | None:
     """An int or a float as it came (not a bool), else None."""
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        real: int | float = _plain(value)
+        return real
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value from the sandbox, each int past a float's range (JSON
+    has no limit: `return 10**400`) made the infinity of its sign. The
+    judge's arithmetic and formatting turn such an int into a float
+    (`math.isfinite`, `f"{v:.10g}"`, `got / want`), and the OverflowError
+    read as gpulab's own failure; as an infinity it is a wrong answer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+        return value
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -468,7 +491,7 @@ class PlainReturned(Reply):
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> PlainReturned:
-        return cls(frame.get("value"))
+        return cls(_plain(frame.get("value")))
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.TYPE, "value": self.value}
@@ -992,7 +1015,7 @@ class Bench(Reply):
     def parse(cls, frame: dict[str, Any]) -> Bench:
         read = _items(frame.get("times_read"))
         counts = all(isinstance(n, int) and not isinstance(n, bool) for n in read)
-        return cls(tuple(_items(frame.get("values"))), tuple(read) if counts else ())
+        return cls(tuple(_plain(_items(frame.get("values")))), tuple(read) if counts else ())
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.TYPE, "values": list(self.values), "times_read": list(self.times_read)}

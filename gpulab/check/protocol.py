@@ -111,7 +111,10 @@ def read_frame(fd: int) -> JsonObject:
         raise ProtocolError(f"a frame nested deeper than {MAX_DEPTH} levels")
     try:
         message = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
+        # ValueError, not only JSONDecodeError: an integer of more than
+        # Python's 4300 digits is well-formed JSON that json.loads refuses
+        # with a plain ValueError, which read as gpulab's own failure.
         raise ProtocolError(f"a frame is not JSON: {type(exc).__name__}: {exc}") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise ProtocolError("a frame without a type")
@@ -164,7 +167,10 @@ def number(value: Any) -> float | None:
     """A finite float from the sandbox (bool is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int past float's range (JSON has no limit): not finite
+        return None
     return value if math.isfinite(value) else None
 
 

@@ -50,9 +50,17 @@ class Named:
         return f"<a {self.name}>"
 
 
+QUOTED = 300  # characters of a returned value a case's detail quotes
+
+
 def fmt(v: Any) -> str:
+    """A returned value as a case's detail quotes it: cut, since the learner
+    chose it (a 2 MiB string quoted in each of 54 cases made a result over
+    the 16 MiB a frame holds, and the check ended "the grader stopped
+    without a result")."""
     ok = isinstance(v, (int, float)) and not isinstance(v, bool)
-    return f"{v:.10g}" if ok else repr(v)
+    out = f"{v:.10g}" if ok else repr(v)
+    return out if len(out) <= QUOTED else out[:QUOTED] + f"… ({len(out)} characters)"
 
 
 def try_call(ctx: GradeContext, fn: Any, *args: Any) -> tuple[Any, str]:

@@ -71,6 +71,30 @@ def describe(out: Any) -> Desc:
     )
 
 
+def _not_dense(out: Any) -> str:
+    """What a returned tensor is when it is not a dense (strided) one, in
+    words; "" for a dense tensor and for anything that is not a tensor."""
+    if not isinstance(out, torch.Tensor):
+        return ""
+    if out.is_nested:
+        return "a nested tensor"
+    if out.layout != torch.strided:
+        return f"a tensor of layout {str(out.layout).replace('torch.', '')}"
+    return ""
+
+
+def _unreadable(exc: Exception, out: Any, file: str) -> Exception:
+    """What reading the returned object raised. A tensor subclass's own code
+    (__torch_function__, an overridden attribute) runs when the sandbox
+    reads its shape or storage: that error is the learner's, named (it was
+    "the sandbox failed" with gpulab's traceback). On a plain tensor it is
+    the sandbox's own, and goes up as it is."""
+    if isinstance(out, torch.Tensor) and type(out) is torch.Tensor:
+        return exc
+    tb, last, _ = learner.described(exc, file)
+    return learner.LearnerError(f"reading what your function returned raised {last}", tb)
+
+
 def _copy_into(slot_ref: TensorRef | None, out: Any, arenas: Arenas) -> bool:
     if slot_ref is None or not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
         return False
@@ -154,7 +178,24 @@ def _run_guarded(
     watcher = span.audit if span is not None else audit
     if span is not None:
         span.launched[window] = kernels
-    provenance = launches.provenance(out)
+    try:
+        odd = _not_dense(out)
+    except Exception as exc:
+        raise _unreadable(exc, out, server.file) from None
+    if odd:
+        # What follows reads the result's storage and strides, which a
+        # sparse, nested or MKL-DNN tensor does not have: its error was
+        # "the sandbox failed: NotImplementedError", a gpulab traceback.
+        raise learner.LearnerError(
+            f"your function returned {odd}; return a plain dense tensor",
+            "The result must be an ordinary (strided) torch.Tensor, such as "
+            "torch.empty_like(x) filled by your kernel.",
+        )
+    try:
+        provenance = launches.provenance(out)
+        replay = launches.recording.result(out) if launches.recording is not None else None
+    except Exception as exc:
+        raise _unreadable(exc, out, server.file) from None
     report = GuardReport(
         banned=tuple(sorted(set(v.banned))),
         eager=tuple(sorted(set(eg.ops))) if eg else (),
@@ -165,7 +206,7 @@ def _run_guarded(
         side_stream=bool(launches.side_streams()),
         overruns=v.overruns(),
         audit_window=window if span is not None else None,
-        replay=launches.recording.result(out) if launches.recording is not None else None,
+        replay=replay,
         wrote_out=provenance["wrote_out"],
         altered_after=provenance["altered_after"],
         aliases_input=provenance["aliases_input"],
@@ -185,7 +226,10 @@ def guarded_call(server: Any, call: CallRequest) -> Returned:
     inputs = _storages(args) | _storages(kwargs)
     try:
         out, report = _run_guarded(server, fn, args, kwargs, call.guards, inputs)
-        desc, copied = describe(out), _copy_into(call.out, out, server.arenas)
+        try:
+            desc, copied = describe(out), _copy_into(call.out, out, server.arenas)
+        except Exception as exc:
+            raise _unreadable(exc, out, server.file) from None
         backward = None
         if grad_args:
             backward = _backward(server, call, out, [args[i] for i in grad_args], inputs)

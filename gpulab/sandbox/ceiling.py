@@ -167,7 +167,13 @@ def bench_request(server: Any, msg: BenchRequest) -> Bench:
         except learner.LearnerError as exc:
             raise LearnerFailure(exc.summary, exc.message) from None
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        out.append(float(value) if ok else {"__unsupported__": type(value).__name__})
+        try:
+            out.append(float(value) if ok else {"__unsupported__": type(value).__name__})
+        except Exception as exc:  # noqa: BLE001 - a number type's own __float__
+            tb, last, _ = learner.described(exc, server.file)
+            raise LearnerFailure(
+                f"what your function returned could not be read: {last}", tb
+            ) from None
         read.append(gpu.times_read if isinstance(gpu, ModelGPU) else -1)
         del gpu
         if msg.device == "cuda":

@@ -244,10 +244,28 @@ def load_module(path: str, name: str = "learner_solution", data: bytes | None = 
         loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - SystemExit from a learner too
         sys.modules.pop(name, None)
-        tb = format_learner_traceback(exc, str(file))
-        last = error_line(exc, tb)
+        tb, last, _ = described(exc, str(file))
         raise LearnerError(f"importing {file.name} failed: {last}", tb) from None
     return module
+
+
+def described(exc: BaseException, file: str) -> tuple[str, str, str]:
+    """(traceback, the line that says what went wrong, the message in lower
+    case) of the learner's exception. Its __str__ and attributes are the
+    learner's code: one that raises (an exception whose __str__ raises
+    ValueError) escaped from here, and the check said "the sandbox failed"
+    (a call) or "the sandbox could not load your file", as gpulab's error
+    (an import). Then it is named by its type alone."""
+    tb = ""
+    try:
+        tb = format_learner_traceback(exc, file)
+        return tb, error_line(exc, tb), str(exc).lower()
+    except Exception as err:  # noqa: BLE001 - any error of the learner's object
+        try:
+            kind = type(exc).__name__
+        except Exception:  # noqa: BLE001 - a hostile metaclass
+            kind = "an exception"
+        return tb, f"{kind} (reading its message raised {type(err).__name__})", ""
 
 
 def error_line(exc: BaseException, tb: str) -> str:
@@ -296,9 +314,7 @@ def call(fn: Any, file: str, *args: Any, **kwargs: Any) -> Any:
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, KeyboardInterrupt):
             raise
-        tb = format_learner_traceback(exc, file)
-        last = error_line(exc, tb)
-        low = str(exc).lower()
+        tb, last, low = described(exc, file)
         if "out of memory" in low:
             raise LearnerError(f"CUDA out of memory: {last}", tb) from None
         if "illegal memory access" in low or "misaligned address" in low:

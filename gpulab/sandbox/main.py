@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gpulab.check import frames_other, protocol
+from gpulab.check import crashes, frames_other, protocol
 from gpulab.check.frames import (
     Audited,
     AuditEnd,
@@ -142,6 +142,13 @@ def main() -> None:
         server.serve()
     except (EOFError, ProtocolError):
         pass
+    except OSError:
+        # Only the channel's reads and writes are outside serve's own
+        # handler: the learner's code closed or broke it. Said by the exit
+        # status, the one way left to tell the judge.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(crashes.CHANNEL_BROKEN)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check
@@ -197,12 +204,34 @@ class Server:
                 reply: Frame = getattr(self, f"on_{msg['type']}")(request)
                 out = reply.to_json()
             except LearnerFailure as exc:
-                out = Raised(exc.summary, exc.message).to_json()
+                # Cut as the judge reads them (protocol.text): an exception
+                # whose message is 20 MB would not fit in a frame.
+                out = Raised(protocol.text(exc.summary), protocol.text(exc.message)).to_json()
             except Exception as exc:  # noqa: BLE001 - a sandbox bug or bad request
                 out = Broken(
                     "broken", f"{type(exc).__name__}: {exc}", traceback.format_exc()
                 ).to_json()
+            self._reply(out)
+
+    def _reply(self, out: dict[str, Any]) -> None:
+        """Send a reply. One that cannot be a frame (a value the learner's
+        code returned: an int of more than 4300 digits, a string over the
+        16 MiB a frame holds) is the learner's failure, said so: it used to
+        end this process, and the learner read "your code exited (code 0)",
+        told not to call sys.exit. Nothing is written before the JSON is
+        made and measured, so the fallback is the only frame sent."""
+        try:
             write_frame(self.fd, out)
+        except (ValueError, TypeError, ProtocolError) as exc:
+            why = protocol.text(f"{type(exc).__name__}: {exc}", 300)
+            write_frame(
+                self.fd,
+                Raised(
+                    f"what your code returned cannot be sent to the grader ({why})",
+                    "The sandbox sends your function's result to the judge as data, at "
+                    f"most {protocol.MAX_FRAME >> 20} MiB of it; this one could not be sent.",
+                ).to_json(),
+            )
 
     # --- requests ---------------------------------------------------------------
 
@@ -235,7 +264,21 @@ class Server:
                 self.module = load_module(self.file, data=self.source)
             except LearnerError as exc:
                 raise LearnerFailure(exc.summary, exc.message) from None
-        return Loaded(tuple(n for n in msg.functions if callable(getattr(self.module, n, None))))
+        return Loaded(tuple(n for n in msg.functions if self._defines(n)))
+
+    def _defines(self, name: str) -> bool:
+        """Whether the learner's module has a function `name`. Reading it runs
+        the learner's code where the module has a __getattr__ or a property
+        of its class: what that raises is the learner's failure (it was a
+        "broken" reply, which the judge reports as its own error, "the
+        sandbox could not load your file")."""
+        from gpulab.sandbox.learner import described
+
+        try:
+            return callable(getattr(self.module, name, None))
+        except Exception as exc:  # noqa: BLE001 - the learner's module's own code
+            tb, last, _ = described(exc, self.file)
+            raise LearnerFailure(f"reading `{name}` from your file raised {last}", tb) from None
 
     def on_arena(self, msg: ArenaRequest) -> Ok:
         import socket

@@ -53,4 +53,12 @@ def plain_call(server: Any, msg: PlainCall) -> PlainReturned:
         out = learner.call(fn, server.file, *_args(msg.args), **_args(msg.kwargs))
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return PlainReturned(plain(out))
+    try:
+        value = plain(out)
+    except Exception as exc:  # noqa: BLE001 - the returned object's own code
+        # Reading the value runs the learner's code (a float subclass's
+        # __float__, a dict key's __str__): what it raises is the learner's
+        # failure, not "the sandbox failed" with gpulab's traceback.
+        tb, last, _ = learner.described(exc, server.file)
+        raise LearnerFailure(f"what your function returned could not be read: {last}", tb) from None
+    return PlainReturned(value)
