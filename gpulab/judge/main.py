@@ -25,6 +25,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import site
 import subprocess
 import sys
@@ -331,7 +332,14 @@ def read_submission(file: str) -> tuple[bytes | None, str]:
     if problem:
         return None, problem
     try:
-        with open(path, "rb") as f:
+        # Opened without blocking and checked once open: a file swapped for
+        # a FIFO after unreadable_file looked would otherwise hold the judge
+        # in open() until the check's timeout.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None, f"{path} is not a plain file"
+            os.set_blocking(fd, True)
             data = f.read(MAX_SOURCE + 1)
     except OSError as exc:
         return None, f"{path} cannot be read: {exc.strerror or exc}"

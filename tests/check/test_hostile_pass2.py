@@ -274,3 +274,29 @@ def test_a_tensor_subclass_whose_own_code_raises_is_the_learners_failure(grade):
     r = grade("softmax_row", src)
     assert r["status"] == "failed", r["summary"]
     assert "reading what your function returned raised ValueError" in r["summary"], r["summary"]
+
+
+def test_a_submission_swapped_for_a_fifo_after_the_look_does_not_hold_the_judge(
+    tmp_path, monkeypatch
+):
+    """read_submission looks at the path, then opens it: a FIFO put there in
+    between held the judge in open() until the check's timeout (no writer
+    ever comes). Opened without blocking, it is named at once."""
+    import os
+    import threading
+
+    from gpulab import fsutil
+    from gpulab.judge import main as judge_main
+
+    fifo = tmp_path / "softmax.py"
+    os.mkfifo(fifo)
+    # The race, made certain: the look sees nothing wrong.
+    monkeypatch.setattr(fsutil, "unreadable_file", lambda path: "")
+    out: list[tuple[bytes | None, str]] = []
+    reader = threading.Thread(target=lambda: out.append(judge_main.read_submission(str(fifo))))
+    reader.daemon = True
+    reader.start()
+    reader.join(10)
+    assert out, "read_submission blocked on a FIFO"
+    data, problem = out[0]
+    assert data is None and "not a plain file" in problem
