@@ -25,8 +25,8 @@ import os
 import secrets
 import shutil
 import signal
-import stat
 import site
+import stat
 import subprocess
 import sys
 import tempfile
