@@ -364,6 +364,23 @@ class LoadRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Importing(Reply):
+    """`importing`: sent by the sandbox as it starts to run the learner's
+    file, before any of it runs. A reply that comes after it may be the
+    file's doing (gpulab.judge.remote.Sandbox.learner_ran); one before it
+    cannot be: the learner cannot take it back, nor send it earlier."""
+
+    TYPE: ClassVar[str] = "importing"
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Importing:
+        return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.TYPE}
+
+
+@dataclass(frozen=True, slots=True)
 class Loaded(Reply):
     """`loaded`: the functions asked for that the file defines."""
 

@@ -131,6 +131,13 @@ class GradeContext:
             if isinstance(loaded, Raised):
                 raise LearnerError(loaded.summary, loaded.message)
             if isinstance(loaded, Broken):
+                if self.sandbox.learner_ran:
+                    # After the file began to run, a broken reply may be its
+                    # own (a forged one read as gpulab's error, not recorded).
+                    raise LearnerError(
+                        "the sandbox broke while your file was loading",
+                        f"What it said: {loaded.summary or loaded.kind}",
+                    )
                 raise GradeFailed(
                     f"the sandbox could not load your file: {loaded.summary}",
                     status=Status.ERROR,

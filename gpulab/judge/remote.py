@@ -29,6 +29,7 @@ from gpulab.check.frames_other import (
     Frame,
     Go,
     Held,
+    Importing,
     LoadRequest,
     Ok,
     Policy,
@@ -243,6 +244,9 @@ class Sandbox:
         self.output = Output(out_r)
         self.killed_by_judge = ""
         self.pending = False
+        # The sandbox said it was running the learner's file (Importing):
+        # from then on, what it sends may be the file's.
+        self.learner_ran = False
         self.arenas: list[Any] = []  # kept alive until the sandbox is gone
         encoded = None
         if source is not None:
@@ -298,7 +302,11 @@ class Sandbox:
 
     def _receive(self) -> JsonObject:
         try:
-            return read_frame(self.fd)
+            frame = read_frame(self.fd)
+            while frame.get("type") == Importing.TYPE:  # a mark, not a reply
+                self.learner_ran = True
+                frame = read_frame(self.fd)
+            return frame
         except (EOFError, OSError) as exc:
             raise SandboxDied(str(exc)) from None
 

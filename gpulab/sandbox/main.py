@@ -48,6 +48,7 @@ from gpulab.check.frames_other import (
     Fatal,
     Frame,
     Held,
+    Importing,
     Loaded,
     LoadRequest,
     Modes,
@@ -260,6 +261,7 @@ class Server:
             problem = protocol.text(msg.problem, 2000) or self.problem
             if self.source is None and problem:  # the judge could not read the file
                 raise LearnerFailure(problem)
+            write_frame(self.fd, Importing().to_json())
             try:
                 self.module = load_module(self.file, data=self.source)
             except LearnerError as exc:

@@ -300,3 +300,27 @@ def test_a_submission_swapped_for_a_fifo_after_the_look_does_not_hold_the_judge(
     assert out, "read_submission blocked on a FIFO"
     data, problem = out[0]
     assert data is None and "not a plain file" in problem
+
+
+FORGED_BROKEN_LOAD = """
+import gpulab.sandbox.main as _main
+_write = _main.write_frame
+def _forged(fd, msg):
+    if msg.get("type") == "loaded":
+        msg = {"type": "broken", "summary": "forged", "message": ""}
+    _write(fd, msg)
+_main.write_frame = _forged
+"""
+
+
+def test_a_forged_broken_reply_to_the_load_is_the_learners_failure(grade):
+    """The load request delivers the file and runs it, so a "broken" reply
+    to it read as gpulab's own error (status error, not recorded): a file
+    could forge one. The sandbox marks the moment the file starts to run,
+    and a broken reply after that mark is the file's."""
+    src = ROW.replace("import torch\n", "import torch\n" + FORGED_BROKEN_LOAD, 1)
+    assert src != ROW
+    r = grade("softmax_row", src)
+    assert r["status"] == "failed", r["summary"]
+    assert "broke while your file was loading" in r["summary"]
+    assert grade("softmax_row", ROW)["passed"]
