@@ -28,6 +28,7 @@ from pathlib import Path
 
 # The policy as the judge sends it in the sandbox's config, typed there.
 from gpulab.check.frames_other import Policy as Policy
+from gpulab.sandbox.namespaces import ENV as NAMESPACES_ENV
 
 # --- Landlock (include/uapi/linux/landlock.h) ----------------------------------
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # same on x86-64 and arm64
@@ -210,6 +211,12 @@ def _own_keyring() -> list[str]:
 def apply(policy: Policy) -> list[str]:
     """Confine this process; returns what is in force, one item a mechanism."""
     in_force = _limits(policy) + _own_keyring()
+    if os.environ.get(NAMESPACES_ENV, "none").startswith("none"):
+        # No mount namespace: Landlock is all that governs files, and it
+        # governs no chmod, chown, utime or xattr (gpulab.sandbox.modes).
+        from gpulab.sandbox.modes import refuse_mode_changes
+
+        in_force += refuse_mode_changes()
     sys.meta_path.insert(0, _Blocker(policy.blocked_modules))
     in_force.append("grader modules not importable")
     abi = landlock_abi()

@@ -200,15 +200,11 @@ def test_no_other_copy_of_gpulab_on_the_import_path_is_readable(grade, tmp_path,
 
 
 @needs_namespaces
-@pytest.mark.xfail(
-    strict=True,
-    reason="Landlock governs no chmod, chown, utime or xattr: without namespaces a "
-    "submission changes the mode of any file of the user's (a seccomp filter would stop it)",
-)
 def test_without_namespaces_the_users_files_keep_their_modes(tmp_path):
     """Where the kernel refuses namespaces (Ubuntu 24.04's AppArmor rule,
     simulated as test_boundary does) Landlock still refuses reading a key
-    outside the policy, but not making it and its folder readable by all."""
+    outside the policy, but not making it and its folder readable by all:
+    gpulab.sandbox.modes's seccomp filter refuses the chmod."""
     ssh = tmp_path / "home" / ".ssh"
     ssh.mkdir(parents=True, mode=0o700)
     key = ssh / "id_rsa"
@@ -223,8 +219,10 @@ def test_without_namespaces_the_users_files_keep_their_modes(tmp_path):
         "    except OSError:\n"
         "        pass\n" + REF
     )
-    run_without_namespaces(tmp_path, sol)
+    r = run_without_namespaces(tmp_path, sol)
     assert (stat.S_IMODE(key.stat().st_mode), stat.S_IMODE(ssh.stat().st_mode)) == (0o600, 0o700)
+    assert r["passed"], r["summary"]
+    assert "no chmod, chown, utime or xattr calls" in r["isolation"]
 
 
 @needs_namespaces
@@ -421,3 +419,39 @@ def test_a_check_run_as_root_runs_the_sandbox_without_capabilities(grade):
     )
     r = grade("softmax", src)
     assert r["passed"], r["summary"]
+
+
+def test_the_mode_filter_refuses_every_known_call_and_allows_the_rest():
+    """The filter's program, read as the kernel reads it: each refused call
+    of x86-64 and aarch64 jumps to the refusal, an x32 call and another
+    architecture's calls are refused, anything else is allowed."""
+    from gpulab.sandbox import modes
+
+    def run(rows, arch, nr):
+        data = {0: nr, 4: arch}
+        acc, pc = 0, 0
+        while True:
+            code, jt, jf, k = rows[pc]
+            if code == modes._LD_W_ABS:
+                acc, pc = data[k], pc + 1
+            elif code == modes._RET_K:
+                return k
+            else:
+                hit = acc == k if code == modes._JEQ_K else acc >= k
+                pc += 1 + (jt if hit else jf)
+
+    refused = modes._RET_ERRNO | 1
+    for machine in ("x86_64", "aarch64"):
+        arch, calls = modes._CALLS[machine]
+        rows = modes.program(machine)
+        assert rows is not None
+        for nr in calls:
+            assert run(rows, arch, nr) == refused, (machine, nr)
+        for nr in (0, 1, 2, 3, 39, 56, 57, 59, 63, 64, 257, 221):  # read, write, open, clone...
+            if nr not in calls:
+                assert run(rows, arch, nr) == modes._RET_ALLOW, (machine, nr)
+        assert run(rows, 0x40000003, 15) == refused  # i386's chmod through int 0x80
+    x86 = modes.program("x86_64")
+    assert x86 is not None
+    assert run(x86, 0xC000003E, 0x40000000 | 90) == refused  # x32's chmod
+    assert modes.program("sparc") is None
