@@ -1518,7 +1518,10 @@ class ReplayLaunch:
 class ReplayRequest:
     """`replay`: the kept kernels' source (and the modules it imports), the
     plan gpulab.judge.replay made from a launch record (each buffer's start,
-    each launch, the result's view), and the slot the result goes to."""
+    each launch, the result's view), and the slot the result goes to.
+    `again`, where there is a slot for it: the same launches run a second
+    time from these buffers (the judge's other inputs, gpulab.judge.replay_again),
+    their result into `again_slot`."""
 
     TYPE: ClassVar[str] = "replay"
     source: str
@@ -1528,6 +1531,8 @@ class ReplayRequest:
     launches: tuple[ReplayLaunch, ...]
     out: View
     slot: TensorRef
+    again: tuple[ReplayBuffer, ...] = ()
+    again_slot: TensorRef | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1539,6 +1544,8 @@ class ReplayRequest:
             "launches": [la.to_json() for la in self.launches],
             "out": self.out.to_json(),
             "slot": self.slot.to_json(),
+            "again": [b.to_json() for b in self.again],
+            "again_slot": None if self.again_slot is None else self.again_slot.to_json(),
         }
 
     @classmethod
@@ -1551,6 +1558,9 @@ class ReplayRequest:
         out = View.parse(msg.get("out"))
         if out is None:
             raise ProtocolError("a `replay` request whose `out` is not a view")
+        again_slot = msg.get("again_slot")
+        if not isinstance(msg.get("again") or [], list):
+            raise ProtocolError("a `replay` request whose `again` is not a list")
         return cls(
             source=_need_str(msg, "source"),
             modules=modules,
@@ -1559,6 +1569,8 @@ class ReplayRequest:
             launches=tuple(ReplayLaunch.parse(la) for la in _need_list(msg, "launches")),
             out=out,
             slot=TensorRef.from_json(msg.get("slot")),
+            again=tuple(ReplayBuffer.parse(b) for b in msg.get("again") or ()),
+            again_slot=None if again_slot is None else TensorRef.from_json(again_slot),
         )
 
 

@@ -54,6 +54,13 @@ from gpulab.judge.replay import MISMATCH, CopyMap, copy_map, same_copy, trusted_
 # What encode puts in the arena; defined beside the replay (which must not
 # import this module), and given to encode's callers from here.
 from gpulab.judge.replay import Refs as Refs
+from gpulab.judge.replay_again import (
+    AGAIN_MISMATCH,
+    INVARIANT_NOTE,
+    OTHER_SCALES,
+    draw_scale,
+    scale_case,
+)
 from gpulab.sandbox import learner
 from gpulab.sandbox.replay import DTYPES
 
@@ -515,6 +522,7 @@ def check_cases(
     paired = Counter(_draw_key(case) for case in cases)  # shapes drawn twice: > 1
     # One profile for all the cases (about 0.15 s a call saved on an H200).
     span = AuditSpan()
+    invariant: list[str] = []  # cases whose answer g(x) does not change (_again)
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
         keep = Kept() if replayer is not None else None
@@ -586,8 +594,9 @@ def check_cases(
                     )
                 )
             _replayed(ctx, replayer.collect())  # the case before this one
+            again = _again(ctx, spec, case, ref, invariant)
             why = replayer.submit(
-                case, keep.record, keep.refs, keep.expect, ref, spec.tolerance(case.dtype)
+                case, keep.record, keep.refs, keep.expect, ref, spec.tolerance(case.dtype), again
             )
             _replayed(ctx, (case.name, why) if why else None)
         ctx.add_case(case_row(**record), total)
@@ -595,6 +604,27 @@ def check_cases(
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
         _replayed(ctx, replayer.collect())
+    if invariant:
+        ctx.notes.append(INVARIANT_NOTE.format(cases=", ".join(invariant)))
+
+
+def _again(
+    ctx: GradeContext, spec: KernelSpec, case: Case, ref: torch.Tensor, invariant: list[str]
+) -> tuple[float, torch.Tensor] | None:
+    """c and the reference of g(x) = c·x for the replay's second run
+    (gpulab.judge.replay_again); None where that reference is x's within the
+    tolerance (an answer that does not change with the inputs' scale: the
+    second run would pass a wrapper's answer for x, and proves nothing)."""
+    atol, rtol = spec.tolerance(case.dtype)
+    drawn = draw_scale(ctx.secret_seed, case.name)
+    # The drawn c first; an answer that saturates (a softmax of large
+    # values is one-hot at c = 2) may still change at another.
+    for c in (drawn, *(s for s in OTHER_SCALES if s != drawn)):
+        ref_again = spec.reference(scale_case(case, c))
+        if compare(ref_again, ref, atol, rtol).mismatches:
+            return c, ref_again
+    invariant.append(case.name)
+    return None
 
 
 def _same_launches(draws: Draws, case: Case, record: LaunchRecord | None) -> str:
@@ -734,7 +764,11 @@ def _replayed(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
     if verdict is None:
         return
     name, why = verdict
-    if why.startswith(MISMATCH):
+    if why.startswith(AGAIN_MISMATCH):
+        ctx.add_case(
+            case_row(name=f"{name}, your kernels alone on other inputs", passed=False, detail=why)
+        )
+    elif why.startswith(MISMATCH):
         ctx.add_case(case_row(name=f"{name}, your kernels alone", passed=False, detail=why))
     else:
         ctx.fail(f"case {name}: your Triton kernels alone did not give the answer", why)

@@ -37,6 +37,7 @@ from gpulab.check.frames import (
 )
 from gpulab.check.frames_other import Prepare, ReplayBuffer, Replayed, ReplayLaunch, ReplayRequest
 from gpulab.check.protocol import text as _text
+from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
 
@@ -79,9 +80,9 @@ class Replayer:
         self.failed = ""
         self._arena: Any = None
         self._start = start
-        # The case whose replay is in flight: its name, its result's slot,
-        # the reference and (atol, rtol).
-        self.pending: tuple[str, TensorRef, torch.Tensor, tuple[float, float]] | None = None
+        # The case whose replay is in flight: its name, (atol, rtol), and its
+        # runs' result slots with their references (x's, then g(x)'s).
+        self.pending: tuple[str, tuple[float, float], list[Run]] | None = None
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -109,10 +110,13 @@ class Replayer:
         expect: Any,
         reference: torch.Tensor,
         tolerance: tuple[float, float],
+        again: tuple[float, torch.Tensor] | None = None,
     ) -> str | None:
         """Send one passing case's launches to the replay and go on: the
         replay runs while the check's sandbox works on the next case, and
-        `collect` reads the answer. Returns at once what makes the record
+        `collect` reads the answer. `again`: c and the reference of g(x),
+        for a second run of the launches on inputs only the judge has
+        (gpulab.judge.replay_again). Returns at once what makes the record
         unusable, for the learner, or None."""
         if self.source is None:
             return f"{WHY}It could not read your kernels: {self.error}"
@@ -122,13 +126,19 @@ class Replayer:
         self.ensure_started()
         if self.sandbox is None:
             return f"{WHY}Its sandbox could not start: {self.failed}"
+        runs = 1 if again is None else 2
         need = sum(plan.buffers[i].nbytes + 512 for i in plan.inputs)
-        arena = self.arena(need + math.prod(expect.shape) * expect.like.dtype.itemsize + 512)
-        buffers = list(plan.buffers)
-        for i, t in plan.inputs.items():
-            ref = arena.put(t)
-            buffers[i] = dataclasses.replace(buffers[i], input=(ref.arena, ref.offset, ref.nbytes))
+        need += math.prod(expect.shape) * expect.like.dtype.itemsize + 512
+        arena = self.arena(need * runs)
+        buffers = _placed(arena, plan, list(plan.buffers), 1.0)
         slot = arena.slot(tuple(expect.shape), expect.like.dtype)
+        pending = [Run(slot, reference, MISMATCH)]
+        again_buffers: list[ReplayBuffer] = []
+        if again is not None:
+            c, reference_again = again
+            again_buffers = _placed(arena, plan, _scaled(plan, c), c)
+            again_slot = arena.slot(tuple(expect.shape), expect.like.dtype)
+            pending.append(Run(again_slot, reference_again, AGAIN_MISMATCH))
         from gpulab.judge.remote import SandboxDied
 
         message = ReplayRequest(
@@ -139,12 +149,14 @@ class Replayer:
             launches=plan.launches,
             out=plan.out,
             slot=slot,
+            again=tuple(again_buffers),
+            again_slot=pending[1].slot if again is not None else None,
         )
         try:
             self.sandbox.send(message)
         except SandboxDied as exc:
             return self._died(exc)
-        self.pending = (case.name, slot, reference, tolerance)
+        self.pending = (case.name, tolerance, pending)
         return None
 
     def collect(self) -> tuple[str, str] | None:
@@ -155,7 +167,7 @@ class Replayer:
 
         if self.pending is None:
             return None
-        name, slot, reference, (atol, rtol) = self.pending
+        name, (atol, rtol), runs = self.pending
         self.pending = None
         try:
             replayed = self.sandbox.reply(Replayed)
@@ -165,14 +177,10 @@ class Replayer:
             return name, WHY + f"The replay stopped: {replayed.summary[:400]}"
         if replayed.problem:
             return name, WHY + f"The replay stopped: {replayed.problem}"
-        rep = compare(self._arena.view(slot).clone(), reference, atol, rtol)
-        if rep.mismatches:
-            return name, (
-                f"{MISMATCH} ({describe_mismatch(rep)}). {WHY}Does a kernel read past the "
-                "end of a buffer (a missing mask: the memory next to it differs there), or is "
-                "part of the answer computed outside a Triton kernel (torch or numpy in the "
-                "wrapper, or a buffer filled before the launch that a kernel only copies)?"
-            )
+        for run in runs:
+            rep = compare(self._arena.view(run.slot).clone(), run.reference, atol, rtol)
+            if rep.mismatches:
+                return name, f"{run.mismatch} ({describe_mismatch(rep)}). {WHY}{run.why}"
         return None
 
     def _died(self, exc: Exception) -> str:
@@ -188,16 +196,67 @@ class Replayer:
 
 
 @dataclass(frozen=True, slots=True)
+class Run:
+    """One run of a case's launches in the replay: where its result goes,
+    what it must be, and what a mismatch says."""
+
+    slot: TensorRef
+    reference: torch.Tensor
+    mismatch: str = MISMATCH
+
+    @property
+    def why(self) -> str:
+        if self.mismatch == MISMATCH:
+            return (
+                "Does a kernel read past the end of a buffer (a missing mask: the memory "
+                "next to it differs there), or is part of the answer computed outside a "
+                "Triton kernel (torch or numpy in the wrapper, or a buffer filled before "
+                "the launch that a kernel only copies)?"
+            )
+        return (
+            "It ran them a second time on inputs of its own, yours times a power of two, "
+            "from the same launches (the same numbers, the same zero and -inf fills, the "
+            "buffers your code filled from the inputs scaled with them). Are a kernel's "
+            "numbers or prepared buffers worked out from the input's values outside a "
+            "Triton kernel? They must come from the shapes and settings, or be copies of "
+            "the inputs."
+        )
+
+
+def _placed(arena: Any, plan: Plan, buffers: list[ReplayBuffer], c: float) -> list[ReplayBuffer]:
+    """The judge's inputs (times c) put into the replay's arena, and their
+    places into their buffers."""
+    for i, t in plan.inputs.items():
+        ref = arena.put(t if c == 1.0 else scale_tensor(t, c))
+        buffers[i] = dataclasses.replace(buffers[i], input=(ref.arena, ref.offset, ref.nbytes))
+    return buffers
+
+
+def _scaled(plan: Plan, c: float) -> list[ReplayBuffer]:
+    """The plan's buffers for the run on g(x): the recorded bytes kept,
+    times c; fills (zeros, -inf, ones) and integers as the wrapper set them."""
+    buffers = list(plan.buffers)
+    for i, dtype in plan.floats.items():
+        data = buffers[i].data
+        if data is not None:
+            buffers[i] = dataclasses.replace(buffers[i], data=scale_data(data, dtype, c))
+    return buffers
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """What a replay may start from and run (plan_replay): each buffer's
     start, the judge's own copy of each input buffer (by buffer number: it
     goes into the replay's arena, and its place into the buffer, when the
-    request is sent), the launches, and the result as a view."""
+    request is sent), the launches, and the result as a view. `floats`:
+    the recorded buffers kept, by number, with the float dtype the second
+    run on g(x) scales their values in (gpulab.judge.replay_again)."""
 
     buffers: tuple[ReplayBuffer, ...]
     inputs: dict[int, torch.Tensor]
     launches: tuple[ReplayLaunch, ...]
     out: View
+    floats: dict[int, torch.dtype] = dataclasses.field(default_factory=dict)
 
 
 def plan_replay(
@@ -216,7 +275,7 @@ def plan_replay(
         return None, "No Triton kernel launch was recorded."
     if len(record.launches) > MAX_LAUNCHES:
         return None, f"It could not: more than {MAX_LAUNCHES} kernel launches in one call."
-    buffers, judge_inputs, problem = _buffers(record.buffers, inputs, _read_as(record))
+    buffers, judge_inputs, floats, problem = _buffers(record.buffers, inputs, _read_as(record))
     if problem:
         return None, problem
     sizes = [b.nbytes for b in buffers]
@@ -231,7 +290,7 @@ def plan_replay(
         return None, "The tensor your function returned was not handed to any of its kernels."
     if list(out.shape) != list(expect.shape) or DTYPES.get(out.dtype) != expect.like.dtype:
         return None, "The tensor your function returned is not the one its kernels wrote."
-    return Plan(tuple(buffers), judge_inputs, tuple(checked), out), ""
+    return Plan(tuple(buffers), judge_inputs, tuple(checked), out, floats), ""
 
 
 def _launch(
@@ -312,17 +371,18 @@ def _buffers(
     raw: tuple[RecordedBuffer, ...],
     inputs: list[tuple[torch.Tensor, TensorRef]],
     read_as: dict[int, set[str]],
-) -> tuple[list[ReplayBuffer], dict[int, torch.Tensor], str]:
+) -> tuple[list[ReplayBuffer], dict[int, torch.Tensor], dict[int, torch.dtype], str]:
     out: list[ReplayBuffer] = []
     judge_inputs: dict[int, torch.Tensor] = {}
+    floats: dict[int, torch.dtype] = {}
     total = 0
     for b in raw:
         if b.nbytes is None:
-            return [], {}, "A recorded buffer came back malformed."
+            return [], {}, {}, "A recorded buffer came back malformed."
         nbytes = b.nbytes
         total += nbytes
         if nbytes > MAX_BUFFER_BYTES or total > MAX_BUFFER_BYTES:
-            return [], {}, "Its kernels were handed more memory than a replay may use."
+            return [], {}, {}, "Its kernels were handed more memory than a replay may use."
         entry = ReplayBuffer(nbytes, poison=True)  # unless kept below
         dtype = DTYPES.get(b.dtype) if b.dtype is not None else None
         if b.arena is not None:
@@ -339,15 +399,20 @@ def _buffers(
             try:
                 data = base64.b64decode(b.data, validate=True)
             except ValueError:
-                return [], {}, "A recorded buffer came back malformed."
+                return [], {}, {}, "A recorded buffer came back malformed."
             dtypes = [dtype, *(DTYPES.get(d) for d in read_as.get(len(out), ()))]
             values = [t for t, _ in inputs]
             if len(data) == nbytes and all(
                 d is not None and trusted_bytes(data, d, values) for d in dtypes
             ):
                 entry = ReplayBuffer(nbytes, data=b.data)
+                # Scaled as the buffer's own dtype, else as the float view it is
+                # read through (a float copy of an input handed over as bytes).
+                as_float = [d for d in dtypes if d is not None and d.is_floating_point]
+                if as_float:
+                    floats[len(out)] = as_float[0]
         out.append(entry)
-    return out, judge_inputs, ""
+    return out, judge_inputs, floats, ""
 
 
 def _hex(s: str) -> bool:
@@ -419,48 +484,60 @@ def _pool(inputs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     return _bits(torch.cat(floats)) if floats else torch.empty(0, dtype=torch.int64)
 
 
-# copy_map's answer: the buffer's values as integer bits, and where each came from.
-CopyMap = tuple[torch.Tensor, torch.Tensor]
+# copy_map's answer: the buffer's values as integer bits; for each, the
+# group of equal input values it is one of (-2: a constant); and each input
+# value's group.
+CopyMap = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def copy_map(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> CopyMap | None:
-    """Where each value of a recorded float buffer came from: for each
-    element, the index of its value among the inputs' values (cast to the
-    buffer's dtype) where it occurs once, -1 where it occurs more than
-    once, -2 for a constant (0, -0, +-inf). None for a buffer that is not
-    floating point. trusted_bytes has already kept only buffers whose every
-    value is one of these."""
+    """Where each value of a recorded float buffer may have come from: the
+    inputs' values (cast to the buffer's dtype) grouped by value, each
+    element's group (-2 for a constant: 0, -0, +-inf; -1 for a value no
+    input has), and each input element's group. None for a buffer that is
+    not floating point. trusted_bytes has already kept only buffers whose
+    every value is one of these."""
     if not dtype.is_floating_point or dtype.itemsize not in _INT_VIEW:
         return None
     values = _bits(torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype))
     pool = _pool(inputs, dtype)
     constants = _bits(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=dtype))
-    src = torch.full_like(values, -1)
-    src[torch.isin(values, constants)] = -2
+    group = torch.full_like(values, -1)
+    inverse = torch.empty(0, dtype=torch.int64)
     if pool.numel():
-        uniq, inverse, counts = torch.unique(pool, return_inverse=True, return_counts=True)
-        first = torch.empty_like(uniq).scatter_(0, inverse, torch.arange(pool.numel()))
+        uniq, inverse = torch.unique(pool, return_inverse=True)
         at = torch.searchsorted(uniq, values).clamp(max=uniq.numel() - 1)
-        once = (uniq[at] == values) & (counts[at] == 1) & (src != -2)
-        src[once] = first[at][once]
-    return values, src
+        found = uniq[at] == values
+        group[found] = at[found]
+    group[torch.isin(values, constants)] = -2
+    return values, group, inverse
 
 
 def same_copy(first: CopyMap, data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> bool:
     """Whether a second draw's recorded buffer holds its own inputs' values
     where the first draw's held the first inputs' (copy_map): an honest
     copy, cast, transpose or padding moves values by position, the same for
-    any draw; a wrapper that picks input values to spell out an answer
-    picks others for other inputs."""
-    values1, src = first
+    any draw, so where the first held a value found at input places P, the
+    second holds the second inputs' value at one of P. A wrapper that picks
+    input values to spell out an answer picks others for other inputs; a
+    value that occurs often (a cast to bf16 repeats most) leaves it the
+    choice only among the second draw's values at those places."""
+    values1, group, inverse = first
     values = _bits(torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype))
-    if values.numel() != values1.numel():
+    if values.numel() != values1.numel() or bool((group == -1).any()):
         return False
+    fixed = group == -2
+    if not bool((values[fixed] == values1[fixed]).all()):
+        return False
+    moved = group >= 0
+    if not bool(moved.any()):
+        return True
     pool = _pool(inputs, dtype)
-    moved = src >= 0
-    if moved.any() and (pool.numel() == 0 or int(src.max()) >= pool.numel()):
+    if pool.numel() != inverse.numel():
         return False
-    fixed = src == -2
-    return bool((values[fixed] == values1[fixed]).all()) and bool(
-        (values[moved] == pool[src[moved]]).all()
-    )
+    # (group, value) pairs as one integer each: a value's rank among the
+    # values seen, beside its group, and the pairs the inputs make allowed.
+    _, rank = torch.unique(torch.cat([pool, values[moved]]), return_inverse=True)
+    allowed = inverse * (1 << 32) + rank[: pool.numel()]
+    held = group[moved] * (1 << 32) + rank[pool.numel() :]
+    return bool(torch.isin(held, allowed).all())

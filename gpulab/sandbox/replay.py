@@ -42,6 +42,8 @@ from gpulab.check.protocol import Kwargs
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
+    from gpulab.check.protocol import TensorRef
+
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
 DTYPES = {
@@ -252,25 +254,39 @@ def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, J
 
 
 def replay(server: Any, msg: ReplayRequest) -> Replayed:
-    """Run the recorded launches and copy the result into the judge's slot."""
+    """Run the recorded launches and copy the result into the judge's slot;
+    then, where the judge asks, again from its other buffers into its other
+    slot (gpulab.judge.replay_again)."""
+    found = kernels(msg.source, msg.modules, list(msg.kernels))
+    problem = _run(server, found, msg, msg.buffers, msg.slot)
+    if problem or msg.again_slot is None:
+        return Replayed(problem)
+    problem = _run(server, found, msg, msg.again, msg.again_slot)
+    return Replayed(problem and f"on other inputs, {problem}")
+
+
+def _run(
+    server: Any,
+    found: dict[str, JITFunction],
+    msg: ReplayRequest,
+    specs: tuple[ReplayBuffer, ...],
+    slot_ref: TensorRef,
+) -> str:
     from gpulab.sandbox.tensors import view
 
-    found = kernels(msg.source, msg.modules, list(msg.kernels))
-    buffers = _buffers(server, msg.buffers)
+    buffers = _buffers(server, specs)
     for i, launch in enumerate(msg.launches):
         kernel = found.get(launch.kernel)
         if kernel is None:
-            return Replayed(f"launch {i + 1}: no kernel {launch.kernel}")
+            return f"launch {i + 1}: no kernel {launch.kernel}"
         args = {k: _decode(v, buffers) for k, v in launch.args.items()}
         try:
             kernel[tuple(int(g) for g in launch.grid)](**args)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
-            return Replayed(
-                f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
-            )
-    slot = view(server.arenas, msg.slot)
+            return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
+    slot = view(server.arenas, slot_ref)
     result = _view(buffers, msg.out)
     if tuple(result.shape) != tuple(slot.shape) or result.dtype != slot.dtype:
-        return Replayed("the result has another shape or dtype")
+        return "the result has another shape or dtype"
     slot.copy_(result)
-    return Replayed("")
+    return ""

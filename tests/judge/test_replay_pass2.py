@@ -4,38 +4,33 @@ computes the answer outside any Triton kernel and passed a whole check.
 
 Real checks in real child processes, in the Triton interpreter.
 
-Not fixed here (xfail below): the two-draw rule compares launches only for
-the shapes an exercise draws twice, one or two per exercise and named in
-its grader (softmax: 7×1000 at row stride 1024). On every other case the
-launches' numbers (scalars, fills, views, integer buffers) are compared with
-nothing, so a wrapper that is honest on that shape and works out the rest in
-Python passes. A fix that covers every case: replay each case a second time
-on inputs only the judge has, x' = g(x) with g a secret bijection of the
-inputs' distinct values (0, -0 and +-inf fixed), recorded bytes mapped
-through g value by value (a copy or cast of an input stays one), and compare
-with the reference of x'. Honest launches (sizes, strides, fills) give that
-answer too; numbers the wrapper worked out from x give x's. It needs the
-spec's reference in the replayer and a second request per case: one replay
-more a case, no call more to the learner's code.
+Once open, now closed: the two-draw rule compares launches only for the
+shapes an exercise draws twice, one or two per exercise and named in its
+grader (softmax: 7×1000 at row stride 1024). On every other case the
+launches' numbers (scalars, fills, views, integer buffers) were compared
+with nothing, so a wrapper honest on that shape that worked out the rest
+in Python passed. And on the shapes drawn twice, same_copy left alone a
+position whose first-draw value occurs more than once among the inputs
+(fp16 inputs, or fp32 inputs cast to bf16 by the wrapper: 6545 of 7000
+positions at softmax's 7×1000), so the second draw could put any input
+value there: 16 such values spelt an answer worked out in Python (CODEBOOK
+below), on every shape, and softmax passed with no kernel doing its work.
 
-Also open on the shapes drawn twice: same_copy leaves alone a position whose
-first-draw value occurs more than once among the inputs (fp16 inputs, or
-fp32 inputs cast to bf16 by the wrapper: 6545 of 7000 positions at softmax's
-7×1000), so the second draw may put any input value there. End to end
-(CODEBOOK below): 16 such values spell an answer worked out in Python,
-on every shape, the shape drawn twice included, and softmax passed with
-no kernel doing its work. Honest copies move values by place, the same
-for any draw, so the g(x) replay above closes this too (a value bijection
-maps every copy, repeated values included); short of it, trusting only
-casts that are exact (no fp32 input cast to bf16) removes most repeats
-on fp32 cases, not on fp16 or bf16 ones."""
+The fix (gpulab.judge.replay_again): every passing case is replayed a
+second time on inputs only the judge has, g(x) = c·x with c a power of
+two from the judge's secret seed, the recorded bytes the replay keeps
+scaled value by value (a copy, cast, transpose or padding of x stays one
+of g(x)), scalars and fills as recorded; the result must be the reference
+of g(x). Numbers worked out from x give x's answer there. And same_copy
+now lets a repeated value stand only for one of the second draw's values
+at the places the first held it."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.conftest import reference_source
-from tests.judge.test_replay import FORGED_SOFTMAX, PY_SOFTMAX, scalar_answers
+from tests.judge.test_replay import FORGED_SOFTMAX, PY_SOFTMAX, scalar_answers, two_draws_told
 
 # The guards switched off (as in test_replay), torch computes the answer,
 # and its bytes go into a storage a launch is first handed as bool: the
@@ -120,7 +115,7 @@ def test_answers_passed_as_view_offsets_fail(grade):
     # 5×1000 in 64 a launch: 79 launches of 128 views.
     r = grade("softmax_row", view_answers(64), timing=False)
     assert r["status"] == "failed", r["summary"]
-    assert "second draw, your launches" in r["summary"], r["summary"]
+    assert two_draws_told(r), r["summary"]
 
 
 def int_pair_answers(width: int) -> str:
@@ -166,7 +161,7 @@ def test_answers_passed_as_two_integer_buffers_fail(grade):
     # 5×1000 in 64 values a launch: 79 launches of 16 buffers.
     r = grade("softmax_row", int_pair_answers(16), timing=False)
     assert r["status"] == "failed", r["summary"]
-    assert "second draw, your launches" in r["summary"], r["summary"]
+    assert two_draws_told(r), r["summary"]
 
 
 # test_replay's answers-as-scalar-arguments cheat fails only on the second
@@ -245,12 +240,6 @@ def softmax(x):
 ONCE_DRAWN_FROM_PYTHON = pair_honest_rest_from_python(256, rows=7)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not fixed: a shape drawn once has no second draw to compare its launches "
-    "with, so numbers the wrapper worked out ride on them (see the module's notes)",
-)
 def test_answers_from_python_on_the_shapes_drawn_once_fail(grade):
     r = grade("softmax_row", pair_honest_rest_from_python(16, rows=5), timing=False)
     assert r["status"] == "failed", r["summary"]
@@ -297,12 +286,6 @@ def test_python_on_a_kept_line_does_not_run_in_the_replay(grade):
         assert "your kernels alone" in r["summary"], r["summary"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not fixed: a value that occurs twice among the inputs may be any input "
-    "value in the second draw (see the module's notes)",
-)
 def test_values_that_occur_twice_are_still_copies_in_the_second_draw():
     import torch
 
@@ -316,7 +299,13 @@ def test_values_that_occur_twice_are_still_copies_in_the_second_draw():
 
     m = copy_map(bits(first.to(torch.bfloat16)), torch.bfloat16, [first])
     chosen = second.to(torch.bfloat16).reshape(-1).clone()
-    free = m[1] == -1  # values that occur more than once in the first draw
+    # values that occur more than once in the first draw
+    _, inverse, counts = torch.unique(
+        first.to(torch.bfloat16).reshape(-1).view(torch.int16),
+        return_inverse=True,
+        return_counts=True,
+    )
+    free = counts[inverse] > 1
     assert int(free.sum()) > 6000
     pool = second.to(torch.bfloat16).reshape(-1)
     chosen[free] = pool[torch.randint(0, pool.numel(), (int(free.sum()),), generator=g)]
@@ -408,6 +397,8 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
 # same_copy leaves alone a position whose value occurs more than once, so
 # the second draw of 7×1000 may spell its own answer too. A decoding
 # kernel reads the bits back. Passed softmax, 25 s, at the default timeout.
+# Now the run on g(x) decodes the same bits (scaled values still compare
+# equal), x's answer, which is not g(x)'s.
 CODEBOOK = """import ctypes
 import math
 import struct
@@ -497,12 +488,6 @@ def softmax(x):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not fixed: values that occur more than once among the inputs are a "
-    "channel on every shape (see the module's notes)",
-)
 def test_an_answer_spelt_in_repeated_input_values_fails(grade):
     r = grade("softmax", CODEBOOK, timing=False)
     assert r["status"] == "failed", r["summary"]
