@@ -1,0 +1,107 @@
+"""Other users of the same machine: what they can put in the shared temp
+folder, or read of a learner's workspace, must not reach the learner's files.
+
+Shown with real files and processes, by modes and by what is followed; none
+of these needs a second user (the shared folder is played by tmp_path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpulab.device import gpulock
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _victims_file(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    target = home / ".bashrc"
+    target.write_text("# mine\n")
+    target.chmod(0o644)
+    return target
+
+
+@pytest.mark.parametrize("suffix", [".lock", ".gate"])
+def test_a_link_at_the_gpu_lock_is_refused_and_its_target_left_alone(tmp_path, monkeypatch, suffix):
+    # Another user links gpulab-gpu0.gate to the learner's ~/.bashrc: the
+    # lock opened it and made it 0666, so they could write it (and run code
+    # as the learner at their next login).
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setenv("GPULAB_LOCK_DIR", str(shared))
+    target = _victims_file(tmp_path)
+    (shared / f"gpulab-gpu0{suffix}").symlink_to(target)
+    with pytest.raises(OSError, match="cannot open the GPU lock"):
+        with gpulock.gpu_in_use(gpu=0):
+            pass
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert target.read_text() == "# mine\n"
+
+
+def test_the_holder_file_is_written_under_a_name_nobody_can_guess(tmp_path, monkeypatch):
+    # `.gpulab-gpu0.holder.<pid>` was written (and made 0666) through any
+    # link found there: pids are easy to guess.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setenv("GPULAB_LOCK_DIR", str(shared))
+    target = _victims_file(tmp_path)
+    (shared / f".gpulab-gpu0.holder.{os.getpid()}").symlink_to(target)
+    with gpulock.gpu_timing_lock("mine", gpu=0):
+        assert gpulock.holder(0)["what"] == "mine"
+    assert target.read_text() == "# mine\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+FIFO = """
+import sys
+from gpulab.device.gpulock import gpu_in_use
+try:
+    with gpu_in_use(gpu=0):
+        print("held")
+except OSError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_fifo_at_the_gpu_lock_is_refused_not_waited_on(tmp_path):
+    # Another user's fifo, readable by all: the lock could not open it for
+    # writing and opened it for reading, which waits for a writer for ever,
+    # with no word said.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.mkfifo(shared / "gpulab-gpu0.lock", 0o444)
+    env = {**os.environ, "GPULAB_LOCK_DIR": str(shared), "PYTHONPATH": str(REPO)}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", FIFO], env=env, capture_output=True, text=True, timeout=30
+        ).stdout
+    except subprocess.TimeoutExpired:
+        pytest.fail("the lock waited on a fifo another user put at its name")
+    assert out.startswith("refused:") and "not a plain file" in out, out
+
+
+def test_a_holder_file_shows_its_owner_and_no_terminal_escapes(tmp_path, monkeypatch):
+    # The holder file is anyone's to write: `gpulab bench` printed its words
+    # to the learner's terminal as they were (OSC 52 sets the clipboard), and
+    # its "user" named whoever the writer liked.
+    monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
+    evil = {
+        "user": "admin",
+        "pid": 1,
+        "what": "x\x1b]52;c;ZWNobyBoaQ==\x07\x1b[2J",
+        "since": 0,
+    }
+    (tmp_path / "gpulab-gpu0.holder").write_text(json.dumps(evil))
+    said = gpulock.describe(gpulock.holder(0))
+    assert "\x1b" not in said and "\x07" not in said, said
+    import pwd
+
+    assert said.startswith(pwd.getpwuid(os.getuid()).pw_name + " "), said
