@@ -105,3 +105,41 @@ def test_a_holder_file_shows_its_owner_and_no_terminal_escapes(tmp_path, monkeyp
     import pwd
 
     assert said.startswith(pwd.getpwuid(os.getuid()).pw_name + " "), said
+
+
+def _umask(mask: int) -> int:
+    return os.umask(mask)
+
+
+def test_a_new_workspace_is_its_owners_alone(tmp_path):
+    # With umask 022 the workspace was 0755: every user of the box could
+    # list it and read what gpulab wrote there with the umask (traces).
+    from gpulab.course.workspace import Workspace
+
+    old = _umask(0o022)
+    try:
+        ws = Workspace.open(tmp_path / "home" / "gpulab")
+    finally:
+        os.umask(old)
+    for folder in (ws.root, ws.state_dir):
+        assert not stat.S_IMODE(folder.stat().st_mode) & 0o077, oct(folder.stat().st_mode)
+
+
+def test_a_checks_trace_is_its_owners_alone(tmp_path):
+    # nvtx_profile's trace (the solution's ranges and operators) was 0644 in
+    # a traces folder made with the umask: readable by every user.
+    from types import SimpleNamespace
+
+    from gpulab.judge.graders.nvtx_profile import copy_untrusted, trace_file
+
+    old = _umask(0o022)
+    try:
+        ctx = SimpleNamespace(request=SimpleNamespace(workspace=str(tmp_path / "ws")))
+        wanted = trace_file(ctx)
+        written = tmp_path / "written.json"
+        written.write_text("{}")
+        copy_untrusted(written, wanted)
+    finally:
+        os.umask(old)
+    assert not stat.S_IMODE(wanted.parent.stat().st_mode) & 0o077
+    assert not stat.S_IMODE(wanted.stat().st_mode) & 0o077

@@ -85,6 +85,13 @@ class Workspace:
     def open(cls, root: Path | str | None = None) -> Workspace:
         root = Path(root).expanduser().resolve() if root else default_root()
         created = not (root / ".gpulab").is_dir()
+        # Solutions, progress and traces are the learner's alone. With the
+        # usual umask (022) and a home others may enter (0755 is common) a
+        # workspace made 0755 let every user of a shared box read its traces
+        # and list its files. A new one is for its owner only; one that
+        # exists keeps the mode its owner gave it.
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (root / ".gpulab").mkdir(mode=0o700, exist_ok=True)
         (root / ".gpulab" / "backups").mkdir(parents=True, exist_ok=True)
         (root / "exercises").mkdir(parents=True, exist_ok=True)
         ws = cls(root=root, created=created)

@@ -57,7 +57,7 @@ def run(args: Any) -> int:
     if steps < 1:
         raise UsageError("--steps must be at least 1")
     out_dir = traces.trace_dir(ws.root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # as the check's traces
     base = out_dir / ex
     found = traces.tools()
     nsys = traces.nsys_command(ex, path, base, steps=steps)

@@ -103,7 +103,7 @@ def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
     ws = ctx.request.workspace
     if ws:
         folder = Path(ws) / "traces"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     else:
         folder = own_temp_folder("gpulab-traces")
     return folder / name
@@ -310,7 +310,9 @@ def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
         # an older gpulab's sandbox) is replaced, never followed.
         fd, tmp = tempfile.mkstemp(dir=wanted.parent, prefix=f".{wanted.name}.")
         try:
-            os.fchmod(fd, 0o644)
+            # The learner's alone: the ranges and operators of their
+            # solution (0644 let other users of a shared box read it).
+            os.fchmod(fd, 0o600)
             with os.fdopen(fd, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             os.replace(tmp, wanted)
