@@ -143,3 +143,85 @@ def test_a_checks_trace_is_its_owners_alone(tmp_path):
         os.umask(old)
     assert not stat.S_IMODE(wanted.parent.stat().st_mode) & 0o077
     assert not stat.S_IMODE(wanted.stat().st_mode) & 0o077
+
+
+SERVE_STARTS_S = 60
+
+
+def test_the_serve_cookie_is_not_sent_to_another_users_server_on_this_host(tmp_path):
+    # A browser sends a cookie to every port of the host that set it. The
+    # session cookie of a lab on 127.0.0.1:PORT (Path=/) reached any server
+    # another user ran on 127.0.0.1, once the learner's browser went there
+    # (a link, or any page sending it there): replayed, it opened the lab,
+    # which edits and checks files as the learner.
+    pytest.importorskip("textual_serve")
+    import asyncio
+    import re
+    import select
+    import signal
+    import socket
+    import threading
+    import time
+
+    import aiohttp
+    from conftest import gpulab_env
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        ["timeout", "-s", "INT", "-k", "10", "120", sys.executable, "-m", "gpulab", "serve"]
+        + ["--port", str(port)],
+        env=gpulab_env(tmp_path / "workspace"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # The other user's server: records what the browser sends it.
+    other = socket.socket()
+    other.bind(("127.0.0.1", 0))
+    other.listen(1)
+    received: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = other.accept()
+        with conn:
+            received.append(conn.recv(65536))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        seen, deadline = "", time.monotonic() + SERVE_STARTS_S
+        fd = proc.stdout.fileno()
+        while not re.search(r"\?token=[\w-]+\s", seen) and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                seen += os.read(fd, 65536).decode()
+        url = re.search(r"(http://\S+\?token=[\w-]+)\s", seen).group(1)
+
+        async def browse() -> str:
+            # aiohttp's jar, as a browser's, keeps cookies by host, not port.
+            jar = aiohttp.CookieJar(unsafe=True)
+            async with aiohttp.ClientSession(cookie_jar=jar) as s:
+                for _ in range(100):
+                    try:
+                        async with s.get(url) as r:
+                            assert r.status == 200
+                            break
+                    except aiohttp.ClientConnectorError:
+                        await asyncio.sleep(0.2)
+                other_port = other.getsockname()[1]
+                async with s.get(f"http://127.0.0.1:{other_port}/") as r:
+                    await r.read()
+            return received[0].decode("latin-1") if received else ""
+
+        sent = asyncio.run(asyncio.wait_for(browse(), 60))
+        assert sent.startswith("GET /"), sent
+        assert "gpulab-session" not in sent, sent
+    finally:
+        other.close()
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
