@@ -225,3 +225,44 @@ def test_the_serve_cookie_is_not_sent_to_another_users_server_on_this_host(tmp_p
                 proc.wait(timeout=10)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
+
+
+INDUCTOR_DIR = """
+import os
+os.umask(0o022)
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+print(cache_dir())
+"""
+
+
+def test_a_trusted_childs_inductor_cache_is_no_name_another_user_can_take(tmp_path, monkeypatch):
+    # Inductor's default cache is <temp>/torchinductor_<user>. Another user
+    # made it first (0777) and rewrote the .py files the learner's
+    # `gpulab profile graph_breaks` had compiled into it: the next run
+    # imported them and ran their code as the learner.
+    pytest.importorskip("torch")
+    import getpass
+    import tempfile
+
+    from gpulab.check import child
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    planted = shared / f"torchinductor_{getpass.getuser()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    out = subprocess.run(
+        [sys.executable, "-c", INDUCTOR_DIR],
+        env=child.env(TMPDIR=str(shared)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    used = Path(out.stdout.strip())
+    assert out.returncode == 0 and used.is_absolute(), out.stderr[-2000:]
+    st = used.lstat()
+    assert used != planted and stat.S_ISDIR(st.st_mode)
+    assert st.st_uid == os.getuid() and not st.st_mode & 0o077, (used, oct(st.st_mode))

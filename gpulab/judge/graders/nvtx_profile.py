@@ -47,6 +47,7 @@ from torch import nn
 from gpulab.check.frames import Raised
 from gpulab.check.frames_other import KernelRow, Trained, TrainRequest
 from gpulab.check.frames_other import OpRow as SandboxOpRow
+from gpulab.fsutil import own_temp_folder
 from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
@@ -107,21 +108,6 @@ def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
     else:
         folder = own_temp_folder("gpulab-traces")
     return folder / name
-
-
-def own_temp_folder(name: str) -> Path:
-    """A folder in the shared temp folder that is this user's alone: another
-    user who made one of that name first (or a link to elsewhere) gets a
-    fresh one instead of the trace."""
-    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(folder)
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
-        return folder
-    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
 class OpRow(TypedDict):
