@@ -266,3 +266,35 @@ def test_a_trusted_childs_inductor_cache_is_no_name_another_user_can_take(tmp_pa
     st = used.lstat()
     assert used != planted and stat.S_ISDIR(st.st_mode)
     assert st.st_uid == os.getuid() and not st.st_mode & 0o077, (used, oct(st.st_mode))
+
+
+SQUAT = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_who_keeps_the_gpu_lock_without_a_note_is_named(tmp_path, monkeypatch):
+    # Any user may take the gate and keep it, writing no holder file (or one
+    # of another pid): a waiting check said only "another process", so the
+    # learner could not tell whom to ask. /proc/locks says which process holds it.
+    if not Path("/proc/locks").exists():
+        pytest.skip("needs /proc/locks")
+    import pwd
+
+    monkeypatch.setenv("GPULAB_LOCK_DIR", str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SQUAT, str(tmp_path / "gpulab-gpu7.gate"), "1.5"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "held"
+    messages: list[str] = []
+    with gpulock.gpu_in_use(gpu=7, on_wait=messages.append, poll_s=0.05):
+        pass
+    proc.wait(10)
+    assert messages and f"pid {proc.pid}" in messages[0], messages
+    assert pwd.getpwuid(os.getuid()).pw_name in messages[0], messages

@@ -170,7 +170,48 @@ def _join(gpu: int, fd: int, on_wait: Callable[[str], None] | None, poll_s: floa
 
 
 def _timing_msg(gpu: int) -> str:
-    return f"waiting for the GPU: timing is held by {describe(holder(gpu))}"
+    h = holder(gpu)
+    pids = _exclusive_pids(_paths(gpu)[2])
+    if pids and (not h or h.get("pid") not in pids):
+        # The gate is held, with no note or one of another process: any
+        # user can take the lock and keep it, so name who really holds it.
+        pid = pids[0]
+        return (
+            f"waiting for the GPU: timing is held by {_pid_user(pid)} (pid {pid}), "
+            "who left no note of what it runs"
+        )
+    return f"waiting for the GPU: timing is held by {describe(h)}"
+
+
+def _exclusive_pids(path: Path) -> list[int]:
+    """The processes /proc/locks lists as holding `path` flock-exclusive
+    (Linux; none where it cannot be read, or for another PID namespace's)."""
+    try:
+        st = os.lstat(path)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 4823 fe:00:2147564 0 EOF"; waiters have "->".
+        parts = line.split()
+        if len(parts) >= 6 and parts[1:4] == ["FLOCK", "ADVISORY", "WRITE"]:
+            if parts[5] == where and parts[4].isdigit() and int(parts[4]) > 0:
+                pids.append(int(parts[4]))
+    return pids
+
+
+def _pid_user(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return _name(int(line.split()[1]))
+    except (OSError, ValueError, IndexError):
+        pass
+    return "another user"
 
 
 @contextlib.contextmanager
