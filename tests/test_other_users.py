@@ -132,8 +132,13 @@ def test_a_checks_trace_is_its_owners_alone(tmp_path):
 
     from gpulab.judge.graders.nvtx_profile import copy_untrusted, trace_file
 
+    # A traces folder as an older gpulab made it (0755): tightened too.
+    (tmp_path / "old" / "traces").mkdir(parents=True)
+    (tmp_path / "old" / "traces").chmod(0o755)
     old = _umask(0o022)
     try:
+        old_ws = SimpleNamespace(request=SimpleNamespace(workspace=str(tmp_path / "old")))
+        assert not stat.S_IMODE(trace_file(old_ws).parent.stat().st_mode) & 0o077
         ctx = SimpleNamespace(request=SimpleNamespace(workspace=str(tmp_path / "ws")))
         wanted = trace_file(ctx)
         written = tmp_path / "written.json"
@@ -298,3 +303,22 @@ def test_who_keeps_the_gpu_lock_without_a_note_is_named(tmp_path, monkeypatch):
     proc.wait(10)
     assert messages and f"pid {proc.pid}" in messages[0], messages
     assert pwd.getpwuid(os.getuid()).pw_name in messages[0], messages
+
+
+def test_gpulab_profile_keeps_its_traces_folder_to_its_owner(tmp_path):
+    # nsys, ncu and torch.profiler write with the umask (0644): the folder
+    # they write in is what keeps them from other users, an older one too.
+    from conftest import gpulab_env
+
+    ws = tmp_path / "ws"
+    (ws / "traces").mkdir(parents=True)
+    (ws / "traces").chmod(0o755)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpulab", "profile", "graph_breaks", "--print-command"],
+        env=gpulab_env(ws),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not stat.S_IMODE((ws / "traces").stat().st_mode) & 0o077

@@ -105,6 +105,8 @@ def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
     if ws:
         folder = Path(ws) / "traces"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            folder.chmod(0o700)  # as an older gpulab left it: 0755 with umask 022
     else:
         folder = own_temp_folder("gpulab-traces")
     return folder / name
