@@ -322,3 +322,33 @@ def test_gpulab_profile_keeps_its_traces_folder_to_its_owner(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert not stat.S_IMODE((ws / "traces").stat().st_mode) & 0o077
+
+
+def test_a_workspace_others_may_write_is_refused(tmp_path):
+    # $GPULAB_HOME in a shared scratch folder, made first (0777) by another
+    # user: `gpulab reset` left the learner's exercise 0666 there (the mode
+    # of the attacker's file it replaced), and every file in it was theirs
+    # to swap.
+    from gpulab.course.workspace import Workspace, WorkspaceError
+
+    shared = tmp_path / "scratch" / "gpulab-me"
+    (shared / "exercises").mkdir(parents=True)
+    shared.chmod(0o777)
+    with pytest.raises(WorkspaceError, match="any user may write"):
+        Workspace.open(shared)
+    assert not (shared / ".gpulab").exists()
+
+
+def test_a_workspace_of_another_user_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a folder of another user's")
+    import pwd
+
+    from gpulab.course.workspace import Workspace, WorkspaceError
+
+    nobody = pwd.getpwnam("nobody")
+    theirs = tmp_path / "gpulab-me"
+    theirs.mkdir()
+    os.chown(theirs, nobody.pw_uid, nobody.pw_gid)
+    with pytest.raises(WorkspaceError, match="belongs to nobody"):
+        Workspace.open(theirs)
