@@ -352,3 +352,27 @@ def test_a_workspace_of_another_user_is_refused(tmp_path):
     os.chown(theirs, nobody.pw_uid, nobody.pw_gid)
     with pytest.raises(WorkspaceError, match="belongs to nobody"):
         Workspace.open(theirs)
+
+
+def test_gpulab_probe_shows_other_users_process_names_without_escapes():
+    # NVML names a process by its executable's path, which its owner chose:
+    # ESC ] 52 in it wrote the clipboard of whoever ran `gpulab probe`.
+    # (The table as `gpulab probe` prints it; NVML itself needs a GPU.)
+    import io
+
+    from rich.console import Console
+
+    from gpulab.device.probe import _gpu_table
+
+    name = "/home/mallory/\x1b]52;c;ZWNobyBoaQ==\x1b\\\x1b[2Jpython"
+    gpu = {
+        "index": 0,
+        "fields": {
+            "name": {"value": "NVIDIA H200"},
+            "processes": {"value": [{"pid": 4242, "name": name, "type": "C", "used_mib": 1}]},
+        },
+    }
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=200).print(_gpu_table(gpu))
+    assert "\x1b]" not in out.getvalue() and "\x1b[2J" not in out.getvalue()
+    assert "4242" in out.getvalue()
