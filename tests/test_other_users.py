@@ -46,6 +46,20 @@ def test_a_link_at_the_gpu_lock_is_refused_and_its_target_left_alone(tmp_path, m
     assert target.read_text() == "# mine\n"
 
 
+def test_a_hard_link_at_the_gpu_lock_is_not_made_world_writable(tmp_path, monkeypatch):
+    # Where fs.protected_hardlinks is 0, another user may link a file of the
+    # learner's at the lock's name: it is the learner's own, so the lock's
+    # chmod 0666 went through.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setenv("GPULAB_LOCK_DIR", str(shared))
+    target = _victims_file(tmp_path)
+    os.link(target, shared / "gpulab-gpu0.lock")
+    with gpulock.gpu_in_use(gpu=0):
+        pass
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
 def test_the_holder_file_is_written_under_a_name_nobody_can_guess(tmp_path, monkeypatch):
     # `.gpulab-gpu0.holder.<pid>` was written (and made 0666) through any
     # link found there: pids are easy to guess.

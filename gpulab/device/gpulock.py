@@ -136,7 +136,9 @@ def _open_shared(path: Path) -> int:
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise _refuse(path, "not a plain file")
-    if st.st_uid == os.getuid():
+    # Made 0666 only if it is ours and has no other name: a hard link to a
+    # file of ours (where the kernel lets others make one) is not opened up.
+    if st.st_uid == os.getuid() and st.st_nlink == 1:
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o666)
     return fd
