@@ -137,6 +137,11 @@ def test_a_new_workspace_is_its_owners_alone(tmp_path):
         os.umask(old)
     for folder in (ws.root, ws.state_dir):
         assert not stat.S_IMODE(folder.stat().st_mode) & 0o077, oct(folder.stat().st_mode)
+    # One an older gpulab made: its own folder in it is tightened.
+    older = tmp_path / "older"
+    (older / ".gpulab").mkdir(parents=True)
+    (older / ".gpulab").chmod(0o755)
+    assert not stat.S_IMODE(Workspace.open(older).state_dir.stat().st_mode) & 0o077
 
 
 def test_a_checks_trace_is_its_owners_alone(tmp_path):

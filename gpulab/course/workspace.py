@@ -20,6 +20,7 @@ copy, which every write refreshes first: at most the last change is lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -126,6 +127,10 @@ class Workspace:
         _refuse_if_not_own(root)
         (root / ".gpulab").mkdir(mode=0o700, exist_ok=True)
         _refuse_if_not_own(root / ".gpulab")
+        # gpulab's own folder (progress, results, backups, caches): its
+        # owner's alone, one an older gpulab made 0755 too.
+        with contextlib.suppress(OSError):
+            (root / ".gpulab").chmod(0o700)
         (root / ".gpulab" / "backups").mkdir(parents=True, exist_ok=True)
         (root / "exercises").mkdir(parents=True, exist_ok=True)
         ws = cls(root=root, created=created)
