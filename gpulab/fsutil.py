@@ -85,6 +85,21 @@ def file_lock(path: Path, *, shared: bool = False, blocking: bool = True) -> Ite
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def own_temp_folder(name: str) -> Path:
+    """A folder in the shared temp folder that is this user's alone: another
+    user who made one of that name first (or a link to elsewhere) gets a
+    fresh one instead."""
+    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+        return folder
+    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
+
+
 def is_within(path: Path, root: Path) -> bool:
     """True when `path` resolves inside `root` (symlinks followed)."""
     try:

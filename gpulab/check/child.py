@@ -41,6 +41,7 @@ from typing import IO, Any
 
 from gpulab.check.protocol import JsonObject
 from gpulab.check.status import Status
+from gpulab.fsutil import own_temp_folder
 
 # Why an event stream stopped before the child ended it.
 TIMEOUT, CANCELLED = Status.TIMEOUT, Status.CANCELLED
@@ -53,6 +54,15 @@ def env(**extra: str) -> dict[str, str]:
     PYTHONPATH led by the folder holding this gpulab."""
     out = dict(os.environ)
     out.update(extra)
+    if "TORCHINDUCTOR_CACHE_DIR" not in out:
+        # Inductor's own default is <temp>/torchinductor_<user>, a name any
+        # user can make first (0777): the code and pickles it finds there it
+        # loads and runs, so another user's edits ran as this one (the judge
+        # compiles lesson 05's reference, `gpulab profile` the learner's step).
+        try:
+            out["TORCHINDUCTOR_CACHE_DIR"] = str(own_temp_folder("gpulab-inductor"))
+        except OSError:
+            pass  # no temp folder to write: Inductor has nowhere to cache either
     out["PYTHONPATH"] = PACKAGE_PARENT + os.pathsep + out.get("PYTHONPATH", "")
     return out
 

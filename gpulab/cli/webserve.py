@@ -8,6 +8,11 @@ in the owner's browser. So, as Jupyter Server does:
   compared in constant time. Its first use trades it for an HttpOnly,
   SameSite=Strict session cookie and redirects to the bare URL, so the token
   leaves the address bar and the history.
+- The lab lives under a random path (`/<secret>/`), and the cookie is only
+  sent below it. A browser sends a cookie to every port of the host that set
+  it: another user's server on 127.0.0.1:9999, visited once (any page can
+  send the browser there), received the session cookie of the lab on port
+  8000 and drove it. It now never sees a path the cookie is sent to.
 - The websocket (the lab itself) refuses a cross-origin upgrade: browsers let
   any page open a websocket to 127.0.0.1, CORS does not apply to them.
 - Served on a loopback address, a Host header that is not a loopback name is
@@ -50,6 +55,7 @@ from yarl import URL
 log = logging.getLogger("gpulab.serve")
 
 TOKEN_BYTES = 32  # 256 bits, as Jupyter's default token (48 hex digits) and then some
+PREFIX_BYTES = 16  # the lab's path: unknown to other users' servers (see above)
 # A lab asked to quit saves the file being edited and stops its check: that
 # takes well under a second. Then SIGTERM, then SIGKILL, to its whole group.
 QUIT_GRACE_S = 3.0
@@ -237,6 +243,8 @@ class LabServer(Server):
         self.token = token or secrets.token_urlsafe(TOKEN_BYTES)
         # The cookie carries a session secret of its own, never the token.
         self.session = secrets.token_urlsafe(TOKEN_BYTES)
+        # Every route is below it, and so is the cookie's Path.
+        self.prefix = "/" + secrets.token_urlsafe(PREFIX_BYTES)
         self.unix_path = unix_path
         # Cookies ignore ports: two labs on one host need two names.
         where = (
@@ -274,7 +282,7 @@ class LabServer(Server):
                 return web.Response(
                     status=403, text="gpulab: this lab answers to localhost / 127.0.0.1 only.\n"
                 )
-        if request.path == "/ws":
+        if request.path == self.prefix + "/ws":
             # Browsers always send Origin on a websocket; tools without one
             # (curl, scripts) are no cross-site risk and still need the token.
             origin = request.headers.get("Origin")
@@ -282,14 +290,14 @@ class LabServer(Server):
                 return web.Response(status=403, text="gpulab: cross-origin websocket refused.\n")
         if not self._authorised(request):
             return web.Response(status=403, text=FORBIDDEN)
-        if "token" in request.query and request.path == "/":
+        if "token" in request.query and request.path == self.prefix + "/":
             # Trade the token for the cookie, and take it out of the address bar.
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
             response = web.Response(
                 status=302, headers={"Location": str(request.rel_url.with_query(rest))}
             )
             response.set_cookie(
-                self.cookie, self.session, httponly=True, samesite="Strict", path="/"
+                self.cookie, self.session, httponly=True, samesite="Strict", path=self.prefix + "/"
             )
             return response
         return await handler(request)
@@ -305,10 +313,19 @@ class LabServer(Server):
 
     # --- textual-serve, adapted -------------------------------------------------
     async def _make_app(self) -> web.Application:
-        app = await super()._make_app()
-        app.middlewares.append(self._guard)
-        app.on_response_prepare.append(self._headers)
+        lab = await super()._make_app()
+        lab.middlewares.append(self._guard)
+        # textual-serve's routes, below the lab's secret path; anything
+        # else is answered as a request without the token is.
+        app = web.Application()
+        app.add_subapp(self.prefix, lab)
+        app.router.add_route("*", "/{anything:.*}", self._elsewhere)
+        app.on_response_prepare.append(self._headers)  # the lab's responses too
         return app
+
+    @staticmethod
+    async def _elsewhere(request: web.Request) -> web.Response:
+        return web.Response(status=403, text=FORBIDDEN)
 
     def initialize_logging(self) -> None:
         """textual-serve's logging, without the locals in tracebacks (secrets)."""
@@ -375,8 +392,8 @@ class LabServer(Server):
         ws_scheme = "wss" if origin.scheme == "https" else "ws"
         return {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
-            "app_websocket_url": str(origin.with_scheme(ws_scheme).with_path("/ws")),
-            "config": {"static": {"url": str(origin.with_path("/static/"))}},
+            "app_websocket_url": str(origin.with_scheme(ws_scheme).with_path(self.prefix + "/ws")),
+            "config": {"static": {"url": str(origin.with_path(self.prefix + "/static/"))}},
             "application": {"name": self.title},
         }
 

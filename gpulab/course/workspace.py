@@ -20,6 +20,7 @@ copy, which every write refreshes first: at most the last change is lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -75,6 +76,38 @@ def default_root() -> Path:
     return (Path.home() / "gpulab").resolve()
 
 
+def _refuse_if_not_own(folder: Path) -> None:
+    """WorkspaceError unless `folder` is this user's and others cannot write it.
+
+    $GPULAB_HOME in a shared scratch folder: another user who made the folder
+    first owns it, and could replace any file in it. Resetting an exercise
+    there left the learner's copy 0666 (the mode of the file it replaced, one
+    of theirs), for them to read and edit; progress was theirs to rewrite."""
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows: no owners to compare
+        return
+    try:
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise WorkspaceError(f"{folder} cannot be used: {exc.strerror or exc}") from None
+    if st.st_uid != os.getuid() or st.st_mode & 0o002:
+        whose = _user_name(st.st_uid)
+        raise WorkspaceError(
+            f"{folder} belongs to {whose}"
+            + (" and any user may write in it" if st.st_mode & 0o002 else "")
+            + ": gpulab keeps your work only in a folder of your own that others cannot "
+            "write. Set $GPULAB_HOME to a new path (or remove that folder)."
+        )
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
 @dataclass
 class Workspace:
     root: Path
@@ -85,6 +118,19 @@ class Workspace:
     def open(cls, root: Path | str | None = None) -> Workspace:
         root = Path(root).expanduser().resolve() if root else default_root()
         created = not (root / ".gpulab").is_dir()
+        # Solutions, progress and traces are the learner's alone. With the
+        # usual umask (022) and a home others may enter (0755 is common) a
+        # workspace made 0755 let every user of a shared box read its traces
+        # and list its files. A new one is for its owner only; one that
+        # exists keeps the mode its owner gave it.
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _refuse_if_not_own(root)
+        (root / ".gpulab").mkdir(mode=0o700, exist_ok=True)
+        _refuse_if_not_own(root / ".gpulab")
+        # gpulab's own folder (progress, results, backups, caches): its
+        # owner's alone, one an older gpulab made 0755 too.
+        with contextlib.suppress(OSError):
+            (root / ".gpulab").chmod(0o700)
         (root / ".gpulab" / "backups").mkdir(parents=True, exist_ok=True)
         (root / "exercises").mkdir(parents=True, exist_ok=True)
         ws = cls(root=root, created=created)

@@ -22,6 +22,13 @@ exclusive while it waits and times.
 
 Processes that are not gpulab's are outside these locks; the judge names
 them when a timing is refused (gpulab.device.nvml.other_processes).
+
+The folder is every user's, so any of them may have put something at these
+names first: a link to a file of yours (opened and made 0666, it would be
+theirs to write), a fifo (opening it waits for ever), a holder file of their
+own words. No name is followed, only a plain file is used, and the holder is
+named after the owner of the holder file, shown with its control characters
+made visible.
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ import contextlib
 import getpass
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from gpulab.textsafe import visible
 
 try:
     import fcntl
@@ -54,20 +64,58 @@ def _paths(gpu: int) -> tuple[Path, Path, Path]:
     return base.with_suffix(".lock"), base.with_suffix(".holder"), base.with_suffix(".gate")
 
 
+# Never followed, never waited on (a fifo), never inherited by a child.
+_OPEN = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+HOLDER_BYTES = 4096  # a few fields; anyone may have written the file
+
+
 def holder(gpu: int = 0) -> dict[str, Any] | None:
-    """Who holds the GPU's timing lock, as they wrote it, or None."""
+    """Who holds the GPU's timing lock, as they wrote it, or None. The user
+    is the file's owner: the words in it are anyone's."""
     try:
-        written: dict[str, Any] = json.loads(_paths(gpu)[1].read_text())
-        return written
-    except (OSError, ValueError):
+        fd = os.open(_paths(gpu)[1], os.O_RDONLY | _OPEN)
+    except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        written = json.loads(os.read(fd, HOLDER_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(written, dict):
+        return None
+    written["user"] = _name(st.st_uid)
+    return written
 
 
 def describe(h: dict[str, Any] | None) -> str:
     if not h:
         return "another process"
-    since = time.strftime("%H:%M:%S", time.localtime(h.get("since", 0)))
-    return f"{h.get('user', '?')} (pid {h.get('pid', '?')}, {h.get('what', '?')}, since {since})"
+    try:
+        since = time.strftime("%H:%M:%S", time.localtime(float(h.get("since", 0))))
+    except (TypeError, ValueError, OverflowError, OSError):
+        since = "?"
+    # Printed to terminals as it is (`gpulab bench`): escapes made visible.
+    return visible(
+        f"{h.get('user', '?')} (pid {h.get('pid', '?')}, {h.get('what', '?')}, since {since})"
+    )
+
+
+def _refuse(path: Path, why: str) -> OSError:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        owner = ""
+    else:
+        why = "a symbolic link" if stat.S_ISLNK(st.st_mode) else why
+        owner = f", owned by {_name(st.st_uid)}"
+    return OSError(
+        f"cannot open the GPU lock {path}: {why}{owner} (ask its owner, or the "
+        "machine's administrator, to remove it)"
+    )
 
 
 def _open_shared(path: Path) -> int:
@@ -75,17 +123,24 @@ def _open_shared(path: Path) -> int:
     # otherwise leave it writable by its creator only.
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _OPEN, 0o666)
     except PermissionError:
         # Another user's file that umask left read-only: flock needs no write.
         try:
-            return os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | _OPEN)
         except OSError as exc:
-            raise OSError(
-                exc.errno, f"cannot open the GPU lock {path}: {exc.strerror} (ask its owner)"
-            ) from exc
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o666)
+            raise _refuse(path, exc.strerror or str(exc)) from exc
+    except OSError as exc:  # ELOOP: a link someone put there
+        raise _refuse(path, exc.strerror or str(exc)) from exc
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise _refuse(path, "not a plain file")
+    # Made 0666 only if it is ours and has no other name: a hard link to a
+    # file of ours (where the kernel lets others make one) is not opened up.
+    if st.st_uid == os.getuid() and st.st_nlink == 1:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)
     return fd
 
 
@@ -117,7 +172,48 @@ def _join(gpu: int, fd: int, on_wait: Callable[[str], None] | None, poll_s: floa
 
 
 def _timing_msg(gpu: int) -> str:
-    return f"waiting for the GPU: timing is held by {describe(holder(gpu))}"
+    h = holder(gpu)
+    pids = _exclusive_pids(_paths(gpu)[2])
+    if pids and (not h or h.get("pid") not in pids):
+        # The gate is held, with no note or one of another process: any
+        # user can take the lock and keep it, so name who really holds it.
+        pid = pids[0]
+        return (
+            f"waiting for the GPU: timing is held by {_pid_user(pid)} (pid {pid}), "
+            "who left no note of what it runs"
+        )
+    return f"waiting for the GPU: timing is held by {describe(h)}"
+
+
+def _exclusive_pids(path: Path) -> list[int]:
+    """The processes /proc/locks lists as holding `path` flock-exclusive
+    (Linux; none where it cannot be read, or for another PID namespace's)."""
+    try:
+        st = os.lstat(path)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 4823 fe:00:2147564 0 EOF"; waiters have "->".
+        parts = line.split()
+        if len(parts) >= 6 and parts[1:4] == ["FLOCK", "ADVISORY", "WRITE"]:
+            if parts[5] == where and parts[4].isdigit() and int(parts[4]) > 0:
+                pids.append(int(parts[4]))
+    return pids
+
+
+def _pid_user(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return _name(int(line.split()[1]))
+    except (OSError, ValueError, IndexError):
+        pass
+    return "another user"
 
 
 @contextlib.contextmanager
@@ -174,10 +270,7 @@ def gpu_timing_lock(
         )
         info = {"user": _user(), "pid": os.getpid(), "what": what, "since": time.time()}
         with contextlib.suppress(OSError):
-            tmp = holder_path.with_name(f".{holder_path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(info))
-            os.chmod(tmp, 0o666)
-            os.replace(tmp, holder_path)
+            _write_holder(holder_path, json.dumps(info))
         try:
             yield
         finally:
@@ -189,6 +282,30 @@ def gpu_timing_lock(
         os.close(gate)  # the gate goes last: checks waiting to join follow
         if mine is not None:
             _join(gpu, mine[0], on_wait, poll_s)
+
+
+def _write_holder(path: Path, text: str) -> None:
+    """A new file of a name nobody could guess (a fixed one could be a link
+    to a file of this user's), readable by all, renamed over `path`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
 
 
 def _user() -> str:

@@ -333,7 +333,12 @@ def _gpu_table(gpu: dict[str, Any]) -> Any:
 def _esc(s: str) -> str:
     from rich.markup import escape
 
-    return escape(s)
+    from gpulab.textsafe import visible
+
+    # Process names are other users' words (an executable's path, whatever
+    # they named it): rich prints ESC as it is, so an OSC 52 in a name set
+    # the clipboard of whoever ran `gpulab probe`.
+    return escape(visible(s))
 
 
 def _measured_text(name: str, m: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
 from gpulab.course.content import ContentError, Course, Lesson, load_course
-from gpulab.course.workspace import Workspace
+from gpulab.course.workspace import Workspace, WorkspaceError
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
@@ -236,7 +236,7 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
     try:
         len(hardware.GPUS)  # the datasheet table, read and checked now: every pane uses it
         app = build_app(workspace, device=device, spare=True)
-    except (ContentError, hardware.HardwareDataError) as exc:
+    except (ContentError, hardware.HardwareDataError, WorkspaceError) as exc:
         print(f"gpulab: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -84,6 +84,12 @@ def served(tmp_path, *args: str, limit_s: int = 120):
                 pass
 
 
+def lab_base(url: str) -> str:
+    """The lab's address without the token and the trailing slash:
+    http://127.0.0.1:PORT/<its secret path>."""
+    return url.split("?", 1)[0].rstrip("/")
+
+
 def wait_for_port(port: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -129,9 +135,10 @@ def test_serve_lets_in_only_who_holds_the_token(tmp_path):
 
     port = free_port()
     with served(tmp_path, "--port", str(port)) as (_, url, _printed):
-        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/[\w-]{{20,}}/\?token=[\w-]+", url)
         token = url.split("token=")[1]
-        base = f"http://127.0.0.1:{port}"
+        base = lab_base(url)
+        root = f"http://127.0.0.1:{port}"
         wait_for_port(port)
 
         async def probe() -> None:
@@ -148,6 +155,10 @@ def test_serve_lets_in_only_who_holds_the_token(tmp_path):
                         assert r.status == 403, path
                         assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
                 assert await handshake_status(s, f"{base}/ws?width=80&height=24") == 403
+                # Outside the lab's path, even with the token: nothing.
+                for path in ("/", f"/?token={token}", "/ws", "/static/js/textual.js"):
+                    async with s.get(root + path, allow_redirects=False) as r:
+                        assert r.status == 403, path
                 assert await handshake_status(s, f"{base}/ws?token=wrong") == 403
                 # DNS rebinding: the right token through a foreign name is refused.
                 async with s.get(
@@ -163,13 +174,16 @@ def test_serve_lets_in_only_who_holds_the_token(tmp_path):
             jar = aiohttp.CookieJar(unsafe=True)  # unsafe: cookies for an IP address
             async with aiohttp.ClientSession(cookie_jar=jar) as s:
                 async with s.get(f"{base}/?token={token}&fontsize=14", allow_redirects=False) as r:
-                    assert r.status == 302 and r.headers["Location"] == "/?fontsize=14"
+                    prefix = base.removeprefix(root)
+                    assert r.status == 302 and r.headers["Location"] == f"{prefix}/?fontsize=14"
                     cookie = r.headers["Set-Cookie"]
                     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+                    # Sent below the lab's path only: never to another port's server.
+                    assert f"Path={prefix}/" in cookie
                     assert token not in cookie
                 async with s.get(base + "/?fontsize=14") as r:
                     page = await r.text()
-                    assert r.status == 200 and f"ws://127.0.0.1:{port}/ws" in page
+                    assert r.status == 200 and f"{base.replace('http', 'ws', 1)}/ws" in page
                 async with s.get(base + "/static/js/textual.js") as r:
                     assert r.status == 200
                 # With the cookie, a page from another origin still cannot drive the lab.
@@ -196,7 +210,7 @@ def test_serve_answers_a_browser(tmp_path):
                 # its screen. At 80 columns the lesson list steps aside and all
                 # seven tabs show.
                 async with s.ws_connect(
-                    f"http://127.0.0.1:{port}/ws?width=80&height=24",
+                    f"{lab_base(url)}/ws?width=80&height=24",
                     origin=f"http://127.0.0.1:{port}",
                 ) as ws:
                     return await read_screen(ws, until=b"Serving")
@@ -264,16 +278,13 @@ def test_serve_on_a_unix_socket_only_its_owner_can_open(tmp_path):
                 time.sleep(0.2)
             assert stat.S_ISSOCK(sock.lstat().st_mode)
             assert stat.S_IMODE(sock.lstat().st_mode) == 0o600
-            token = url.split("token=")[1]
 
             async def probe() -> tuple[int, int]:
                 conn = aiohttp.UnixConnector(path=str(sock))
                 async with aiohttp.ClientSession(connector=conn) as s:
                     async with s.get("http://localhost:8000/", allow_redirects=False) as r:
                         stranger = r.status
-                    async with s.get(
-                        f"http://localhost:8000/?token={token}", allow_redirects=False
-                    ) as r:
+                    async with s.get(url, allow_redirects=False) as r:
                         owner = r.status
                 return stranger, owner
 
@@ -326,7 +337,7 @@ def test_serve_prints_its_address_on_stdout_and_its_words_on_stderr(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         _out, err = proc.communicate(timeout=20)
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]+\n", line), line
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/[\w-]+/\?token=[\w-]+\n", line), line
     assert "open this address in a browser" in err and "token=" not in err
 
 
@@ -375,10 +386,10 @@ def gone_within(pids: set[int], seconds: float) -> set[int]:
     return {p for p in pids if alive(p)}
 
 
-async def open_lab(s, port: int) -> tuple[object, bytes]:
+async def open_lab(s, url: str, port: int) -> tuple[object, bytes]:
     """A websocket to a lab that has drawn its first screen."""
     ws = await s.ws_connect(
-        f"http://127.0.0.1:{port}/ws?width=80&height=24", origin=f"http://127.0.0.1:{port}"
+        f"{lab_base(url)}/ws?width=80&height=24", origin=f"http://127.0.0.1:{port}"
     )
     return ws, await read_screen(ws, until=b"Serving")
 
@@ -392,13 +403,13 @@ async def close_a_tab_then_stop(url: str, port: int, serve_pid: int, stop: int) 
     async with aiohttp.ClientSession(cookie_jar=jar) as s:
         async with s.get(url) as r:
             assert r.status == 200
-        first, screen = await open_lab(s, port)
+        first, screen = await open_lab(s, url, port)
         assert b"Serving" in screen
         tab = lab_pids(serve_pid)
         await first.close()
         left = await asyncio.to_thread(gone_within, tab, 5)
         assert tab and not left, f"the closed tab's lab {left} still runs"
-        second, screen = await open_lab(s, port)
+        second, screen = await open_lab(s, url, port)
         assert b"Serving" in screen
         labs = lab_pids(serve_pid)
         assert labs

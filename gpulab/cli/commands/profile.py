@@ -10,6 +10,7 @@ only prints their command lines.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,11 @@ def run(args: Any) -> int:
     if steps < 1:
         raise UsageError("--steps must be at least 1")
     out_dir = traces.trace_dir(ws.root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # The learner's alone, as the check's traces: nsys, ncu and torch write
+    # their files with the umask (0644), into a folder older gpulabs made 0755.
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        out_dir.chmod(0o700)
     base = out_dir / ex
     found = traces.tools()
     nsys = traces.nsys_command(ex, path, base, steps=steps)

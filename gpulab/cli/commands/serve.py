@@ -59,7 +59,7 @@ def run(args: Any) -> int:
     # The address is the command's output: stdout, so `gpulab serve | tee` or a
     # script can take it; the words around it go to stderr.
     if unix is not None:
-        url = f"http://localhost:8000/?token={server.token}"
+        url = f"http://localhost:8000{server.prefix}/?token={server.token}"
         print(
             f"gpulab: serving on the socket {unix} (only you can open it). From your "
             f"computer: ssh -L 8000:{unix} THIS_HOST, then open (ctrl+c stops):",
@@ -67,7 +67,7 @@ def run(args: Any) -> int:
         )
     else:
         host = f"[{args.host}]" if ":" in args.host else args.host
-        url = f"http://{host}:{args.port}/?token={server.token}"
+        url = f"http://{host}:{args.port}{server.prefix}/?token={server.token}"
         print("gpulab: open this address in a browser (ctrl+c stops):", file=sys.stderr)
     sys.stderr.flush()
     print(url, flush=True)

@@ -47,6 +47,7 @@ from torch import nn
 from gpulab.check.frames import Raised
 from gpulab.check.frames_other import KernelRow, Trained, TrainRequest
 from gpulab.check.frames_other import OpRow as SandboxOpRow
+from gpulab.fsutil import own_temp_folder
 from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
@@ -103,25 +104,12 @@ def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
     ws = ctx.request.workspace
     if ws:
         folder = Path(ws) / "traces"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            folder.chmod(0o700)  # as an older gpulab left it: 0755 with umask 022
     else:
         folder = own_temp_folder("gpulab-traces")
     return folder / name
-
-
-def own_temp_folder(name: str) -> Path:
-    """A folder in the shared temp folder that is this user's alone: another
-    user who made one of that name first (or a link to elsewhere) gets a
-    fresh one instead of the trace."""
-    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(folder)
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
-        return folder
-    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
 class OpRow(TypedDict):
@@ -310,7 +298,9 @@ def copy_untrusted(written: Path, wanted: Path, limit: int = 256 << 20) -> None:
         # an older gpulab's sandbox) is replaced, never followed.
         fd, tmp = tempfile.mkstemp(dir=wanted.parent, prefix=f".{wanted.name}.")
         try:
-            os.fchmod(fd, 0o644)
+            # The learner's alone: the ranges and operators of their
+            # solution (0644 let other users of a shared box read it).
+            os.fchmod(fd, 0o600)
             with os.fdopen(fd, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             os.replace(tmp, wanted)
