@@ -25,16 +25,19 @@ from typing import Any
 
 import torch
 
-# 0.5 or 2: one exponent step keeps fp16 and bf16 inputs far from overflow
-# and subnormals, and an honest kernel's error scales with its output.
-SCALES = (0.5, 2.0)
+# Inputs shrunk, never grown: one or two exponent steps down keep fp16 and
+# bf16 inputs far from subnormals, and an honest kernel's rounding error
+# shrinks with them. Grown, they broke honest kernels: attention's scores
+# grow as c squared, and an honest fp32 FlashAttention on a "large scores"
+# case missed the tolerance at c = 2 (max rel err 0.0019).
+SCALES = (0.5, 0.25)
 # Tried in turn where the drawn c leaves a case's answer as it was (within
 # the tolerance): an answer that saturates (softmax of values 1e4 apart is
-# one-hot at any of SCALES) changes once its inputs shrink enough. The
+# one-hot at 0.5 and 0.25) changes once its inputs shrink enough. The
 # reference is computed on g(x) as the judge stores it, the bytes the
 # kernels read, so a c that rounds small fp16 values costs an honest
 # kernel nothing.
-OTHER_SCALES = (*SCALES, 2.0**-2, 2.0**-4, 2.0**-8, 2.0**-12, 2.0**-16)
+OTHER_SCALES = (*SCALES, 2.0**-4, 2.0**-8, 2.0**-12, 2.0**-16)
 
 AGAIN_MISMATCH = (
     "your Triton kernels, run again alone on other inputs of gpulab's, did not give "
