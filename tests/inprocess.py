@@ -27,12 +27,16 @@ class InProcessSandbox:
     the judge's own memory descriptors."""
 
     pending = False
+    learner_ran = True  # the file runs in this process: a broken reply may be its own
 
     def __init__(self, file: Path, before_load: list[str]) -> None:
         from gpulab.check.frames_other import Policy, SandboxConfig
         from gpulab.sandbox.main import Server
 
         self.server = Server(-1, SandboxConfig("cpu", str(file), Policy()))
+        # No channel here (fd -1): the importing mark has no judge to reach,
+        # and the learner's file runs in this process anyway.
+        self.server.mark_importing = lambda: None  # type: ignore[method-assign]
         self.before_load = before_load
         self.arenas: list = []
 

@@ -261,12 +261,17 @@ class Server:
             problem = protocol.text(msg.problem, 2000) or self.problem
             if self.source is None and problem:  # the judge could not read the file
                 raise LearnerFailure(problem)
-            write_frame(self.fd, Importing().to_json())
+            self.mark_importing()
             try:
                 self.module = load_module(self.file, data=self.source)
             except LearnerError as exc:
                 raise LearnerFailure(exc.summary, exc.message) from None
         return Loaded(tuple(n for n in msg.functions if self._defines(n)))
+
+    def mark_importing(self) -> None:
+        """Tell the judge the learner's file starts to run now (frames_other.
+        Importing): what this sandbox says after it may be the file's."""
+        write_frame(self.fd, Importing().to_json())
 
     def _defines(self, name: str) -> bool:
         """Whether the learner's module has a function `name`. Reading it runs
