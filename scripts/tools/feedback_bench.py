@@ -131,6 +131,16 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
     path.write_text(text)
     out = []
 
+    def request(timing: bool):
+        return runner.check_request(
+            lesson,
+            path,
+            timeout=args.timeout,
+            timing=timing,
+            device=args.device,
+            workspace=str(ws),
+        )
+
     def check(kind: str, timing: bool, spares: runner.Spares | None) -> None:
         t0 = time.monotonic()
         seen: dict[str, float] = {}
@@ -177,17 +187,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
         out.append(row)
         print(json.dumps(row), flush=True)
         if args.early == "held-after" and spares is not None:
-            respare(
-                spares,
-                runner.check_request(
-                    lesson,
-                    path,
-                    timeout=args.timeout,
-                    timing=timing,
-                    device=args.device,
-                    workspace=str(ws),
-                ),
-            )
+            respare(spares, request(timing))
 
     def edit(n: int) -> None:
         # A save as editors make it, and a compiler cache the new kernel misses.
@@ -222,16 +222,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
     # learner starts to think.
     spares = new_spares(args)
     try:
-        spares.prepare(
-            runner.check_request(
-                lesson,
-                path,
-                timeout=args.timeout,
-                timing=False,
-                device=args.device,
-                workspace=str(ws),
-            )
-        )
+        spares.prepare(request(False))
         time.sleep(args.think)
         edit(len(out))
         check("edit, no timing", False, spares)

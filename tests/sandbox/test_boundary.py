@@ -297,13 +297,24 @@ def test_where_namespaces_are_refused_the_check_runs_and_says_so(tmp_path):
     """A kernel that refuses new user namespaces (here: a limit of 0 set in an
     outer one): the keeper runs the sandbox without them, and `isolation`
     says so rather than claiming what is not in force."""
+    sol = tmp_path / "mine.py"
+    sol.write_text(REF)
+    r = run_without_namespaces(tmp_path, sol)
+    assert r["passed"], r["summary"]
+
+
+def run_without_namespaces(tmp_path: Path, sol: Path) -> dict:
+    """`gpulab check softmax` where the kernel refuses new user namespaces
+    (a limit of 0 set in an outer one, where the test may set it)."""
     import json
     import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import gpulab_env
 
     if not shutil.which("unshare"):
         pytest.skip("needs util-linux's unshare")
-    sol = tmp_path / "mine.py"
-    sol.write_text(REF)
     inner = (
         "echo 0 > /proc/sys/user/max_user_namespaces && exec "
         f"{sys.executable} -m gpulab check softmax --file {sol} --device cpu --json"
@@ -316,5 +327,5 @@ def test_where_namespaces_are_refused_the_check_runs_and_says_so(tmp_path):
         timeout=300,
     )
     r = json.loads(proc.stdout)
-    assert r["passed"], r["summary"]
     assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
+    return r

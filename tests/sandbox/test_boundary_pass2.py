@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import reference_source
-from tests.sandbox.test_boundary import needs_namespaces
+from tests.sandbox.test_boundary import needs_namespaces, run_without_namespaces
 
 REF = reference_source("softmax")
 
@@ -240,34 +240,6 @@ def test_a_cache_filled_past_its_limits_is_emptied_after_the_check(grade, tmp_pa
     caches = tmp_path / "workspace" / ".gpulab" / "cache"
     left = sum(1 for _ in caches.rglob("*"))
     assert left <= 1, left  # at most the file's own (empty) folder
-
-
-def run_without_namespaces(tmp_path: Path, sol: Path) -> dict:
-    """`gpulab check softmax` where the kernel refuses new user namespaces
-    (a limit of 0 set in an outer one, as test_boundary does)."""
-    import json
-    import shutil
-    import subprocess
-    import sys
-
-    from tests.conftest import gpulab_env
-
-    if not shutil.which("unshare"):
-        pytest.skip("needs util-linux's unshare")
-    inner = (
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec "
-        f"{sys.executable} -m gpulab check softmax --file {sol} --device cpu --json"
-    )
-    proc = subprocess.run(
-        ["unshare", "--user", "--map-current-user", "sh", "-c", inner],
-        env=gpulab_env(tmp_path / "ws"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    r = json.loads(proc.stdout)
-    assert r["isolation"][0].startswith("namespaces: none ("), r["isolation"]
-    return r
 
 
 @needs_namespaces
