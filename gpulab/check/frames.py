@@ -430,18 +430,71 @@ class RecordedLaunch:
         }
 
 
+# The torch ops a replay runs again between launches (TorchStep.op).
+STEP_OPS = ("copy", "sum")
+
+
+@dataclass(frozen=True, slots=True)
+class TorchStep:
+    """A torch op the wrapper ran between its launches that the replay runs
+    again: `copy` (src's values into dst, cast to dst's dtype: a cast, a
+    clone, `copy_`) or `sum` (src added up over `dims`, into dst: lesson
+    05's (P, D) -> (D,) sum of dweight partials). Which of them a replay
+    may run is gpulab.judge.replay's to decide; `op` None: malformed."""
+
+    op: str | None
+    src: View | None
+    dst: View | None
+    dims: tuple[int, ...] | None = None  # sum: None for every dimension
+    keepdim: bool = False
+
+    @classmethod
+    def parse(cls, value: dict[str, Any]) -> TorchStep:
+        op = value.get("op")
+        dims = value.get("dims")
+        return cls(
+            op=op if op in STEP_OPS else None,
+            src=View.parse(value.get("src")),
+            dst=View.parse(value.get("dst")),
+            dims=None if dims is None else _ints(dims) or (),
+            keepdim=value.get("keepdim") is True,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "op": self.op,
+            "src": None if self.src is None else self.src.to_json(),
+            "dst": None if self.dst is None else self.dst.to_json(),
+        }
+        if self.dims is not None:
+            out["dims"] = list(self.dims)
+        if self.keepdim:
+            out["keepdim"] = True
+        return out
+
+
+def parse_step(value: Any) -> RecordedLaunch | TorchStep:
+    """One entry of a record's `launches`: a torch op where it names one."""
+    if isinstance(value, dict) and "op" in value:
+        return TorchStep.parse(value)
+    return RecordedLaunch.parse(value)
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchRecord:
-    """A call's launches and the buffers they were handed, in order; the
-    returned tensor as a view of one (`out`: None when it was handed to no
-    launch; `tensor_out`: the call returned a tensor at all); `overflow`:
-    why the record stopped (too many launches)."""
+    """A call's launches (and the torch ops a replay runs again between
+    them) and the buffers they were handed, in order; the returned tensor
+    as a view of one (`out`: None when it was handed to no launch;
+    `tensor_out`: the call returned a tensor at all); after a backward, each
+    gradient as a view (`grads`: None where it is in no recorded buffer);
+    `overflow`: why the record stopped (too many launches)."""
 
     buffers: tuple[RecordedBuffer, ...] | None  # None: not a list (malformed)
-    launches: tuple[RecordedLaunch, ...] | None
+    launches: tuple[RecordedLaunch | TorchStep, ...] | None
     out: View | None = None
     tensor_out: bool = False
     overflow: str | None = None  # any truthy value counts
+    grads: tuple[View | None, ...] | None = None
 
     @classmethod
     def parse(cls, value: Any) -> LaunchRecord | None:
@@ -449,6 +502,7 @@ class LaunchRecord:
         if not isinstance(value, dict):
             return None
         buffers, launches = value.get("buffers"), value.get("launches")
+        grads = value.get("grads")
         return cls(
             buffers=(
                 tuple(RecordedBuffer.parse(b) for b in buffers)
@@ -456,13 +510,12 @@ class LaunchRecord:
                 else None
             ),
             launches=(
-                tuple(RecordedLaunch.parse(la) for la in launches)
-                if isinstance(launches, list)
-                else None
+                tuple(parse_step(la) for la in launches) if isinstance(launches, list) else None
             ),
             out=View.parse(value.get("out")),
             tensor_out="out" in value,
             overflow=_counted(value.get("overflow")),
+            grads=tuple(View.parse(g) for g in grads[:8]) if isinstance(grads, list) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -474,6 +527,8 @@ class LaunchRecord:
             out["overflow"] = self.overflow
         if self.tensor_out:
             out["out"] = None if self.out is None else self.out.to_json()
+        if self.grads is not None:
+            out["grads"] = [None if g is None else g.to_json() for g in self.grads]
         return out
 
 

@@ -46,8 +46,10 @@ from gpulab.check.frames import (
     RecordedLaunch,
     Reply,
     TimeRequest,
+    TorchStep,
     View,
     arg_json,
+    parse_step,
 )
 from gpulab.check.frames import read_reply as read_reply  # defined beside the kernel path's replies
 from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, number, text
@@ -1518,21 +1520,22 @@ class ReplayLaunch:
 class ReplayRequest:
     """`replay`: the kept kernels' source (and the modules it imports), the
     plan gpulab.judge.replay made from a launch record (each buffer's start,
-    each launch, the result's view), and the slot the result goes to.
-    `again`, where there is a slot for it: the same launches run a second
-    time from these buffers (the judge's other inputs, gpulab.judge.replay_again),
-    their result into `again_slot`."""
+    each launch and torch step, the results as views), and the slots the
+    results go to, one a result (the returned tensor; after a backward, the
+    gradients too). `again`, where there are slots for it: the same
+    launches run a second time from these buffers (the judge's other
+    inputs, gpulab.judge.replay_again), their results into `again_slots`."""
 
     TYPE: ClassVar[str] = "replay"
     source: str
     modules: dict[str, str]
     kernels: tuple[str, ...]
     buffers: tuple[ReplayBuffer, ...]
-    launches: tuple[ReplayLaunch, ...]
-    out: View
-    slot: TensorRef
+    launches: tuple[ReplayLaunch | TorchStep, ...]
+    outs: tuple[View, ...]
+    slots: tuple[TensorRef, ...]
     again: tuple[ReplayBuffer, ...] = ()
-    again_slot: TensorRef | None = None
+    again_slots: tuple[TensorRef, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1542,10 +1545,10 @@ class ReplayRequest:
             "kernels": list(self.kernels),
             "buffers": [b.to_json() for b in self.buffers],
             "launches": [la.to_json() for la in self.launches],
-            "out": self.out.to_json(),
-            "slot": self.slot.to_json(),
+            "outs": [v.to_json() for v in self.outs],
+            "slots": [s.to_json() for s in self.slots],
             "again": [b.to_json() for b in self.again],
-            "again_slot": None if self.again_slot is None else self.again_slot.to_json(),
+            "again_slots": [s.to_json() for s in self.again_slots],
         }
 
     @classmethod
@@ -1555,10 +1558,13 @@ class ReplayRequest:
             isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
         ):
             raise ProtocolError("a `replay` request whose modules are not names")
-        out = View.parse(msg.get("out"))
-        if out is None:
-            raise ProtocolError("a `replay` request whose `out` is not a view")
-        again_slot = msg.get("again_slot")
+        outs = tuple(View.parse(v) for v in _need_list(msg, "outs"))
+        if not outs or any(v is None for v in outs):
+            raise ProtocolError("a `replay` request whose `outs` are not views")
+        slots = tuple(TensorRef.from_json(s) for s in _need_list(msg, "slots"))
+        again_slots = tuple(TensorRef.from_json(s) for s in msg.get("again_slots") or ())
+        if len(slots) != len(outs) or len(again_slots) not in (0, len(outs)):
+            raise ProtocolError("a `replay` request with a slot for each result")
         if not isinstance(msg.get("again") or [], list):
             raise ProtocolError("a `replay` request whose `again` is not a list")
         return cls(
@@ -1566,12 +1572,21 @@ class ReplayRequest:
             modules=modules,
             kernels=_names(msg, "kernels"),
             buffers=tuple(ReplayBuffer.parse(b) for b in _need_list(msg, "buffers")),
-            launches=tuple(ReplayLaunch.parse(la) for la in _need_list(msg, "launches")),
-            out=out,
-            slot=TensorRef.from_json(msg.get("slot")),
+            launches=tuple(_replay_step(la) for la in _need_list(msg, "launches")),
+            outs=tuple(v for v in outs if v is not None),
+            slots=slots,
             again=tuple(ReplayBuffer.parse(b) for b in msg.get("again") or ()),
-            again_slot=None if again_slot is None else TensorRef.from_json(again_slot),
+            again_slots=again_slots,
         )
+
+
+def _replay_step(value: Any) -> ReplayLaunch | TorchStep:
+    step = parse_step(value)
+    if isinstance(step, TorchStep):
+        if step.op is None or step.src is None or step.dst is None:
+            raise ProtocolError("a `replay` request with a malformed torch step")
+        return step
+    return ReplayLaunch.parse(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from gpulab.check.frames import (
     RecordedBuffer,
     RecordedLaunch,
     Returned,
+    TorchStep,
     arg_json,
 )
 from gpulab.check.protocol import Kwargs
@@ -49,7 +50,14 @@ from gpulab.judge.compare import (
 )
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.remote import storage_bytes
-from gpulab.judge.replay import MISMATCH, CopyMap, copy_map, same_copy, trusted_bytes
+from gpulab.judge.replay import (
+    MISMATCH,
+    CopyMap,
+    Result,
+    copy_map,
+    same_copy,
+    trusted_bytes,
+)
 
 # What encode puts in the arena; defined beside the replay (which must not
 # import this module), and given to encode's callers from here.
@@ -593,17 +601,24 @@ def check_cases(
                         ),
                     )
                 )
-            _replayed(ctx, replayer.collect())  # the case before this one
+            replay_verdict(ctx, replayer.collect())  # the case before this one
             again = _again(ctx, spec, case, ref, invariant)
+            result = Result(keep.expect, ref, spec.tolerance(case.dtype))
             why = replayer.submit(
-                case, keep.record, keep.refs, keep.expect, ref, spec.tolerance(case.dtype), again
+                case,
+                keep.record,
+                keep.refs,
+                [result],
+                None
+                if again is None
+                else (again[0], [dataclasses.replace(result, reference=again[1])]),
             )
-            _replayed(ctx, (case.name, why) if why else None)
+            replay_verdict(ctx, (case.name, why) if why else None)
         ctx.add_case(case_row(**record), total)
     span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
-        _replayed(ctx, replayer.collect())
+        replay_verdict(ctx, replayer.collect())
     if invariant:
         ctx.notes.append(INVARIANT_NOTE.format(cases=", ".join(invariant)))
 
@@ -725,7 +740,9 @@ def _arg_key(a: Any) -> Any:
     return ("value", repr(a))
 
 
-def _launch_key(launch: RecordedLaunch, buffers: tuple[RecordedBuffer, ...]) -> tuple[str, ...]:
+def _launch_key(
+    launch: RecordedLaunch | TorchStep, buffers: tuple[RecordedBuffer, ...]
+) -> tuple[str, ...]:
     """A launch as two draws of one shape must repeat it: kernel, grid,
     scalar arguments, the views it is handed (buffer, offset, shape,
     stride, dtype) and the constant each filled buffer it is handed
@@ -734,6 +751,8 @@ def _launch_key(launch: RecordedLaunch, buffers: tuple[RecordedBuffer, ...]) -> 
     fill, zeros or -inf, is the same for both draws)."""
     import json
 
+    if isinstance(launch, TorchStep):  # a torch op: its views are all it has
+        return ("step", json.dumps(launch.to_json(), sort_keys=True))
     args = launch.args or {}
     numbers = {k: arg_json(v) for k, v in args.items() if not isinstance(v, BufferArg)}
     fills = {}
@@ -758,7 +777,7 @@ def _launch_key(launch: RecordedLaunch, buffers: tuple[RecordedBuffer, ...]) -> 
     )
 
 
-def _replayed(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
+def replay_verdict(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
     """A replay that ran and gave another answer is a wrong case (a read
     past a buffer's end gives one too); one that could not run fails the check."""
     if verdict is None:

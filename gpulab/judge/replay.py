@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from gpulab.check.frames import (
     OtherArg,
     RecordedBuffer,
     RecordedLaunch,
+    TorchStep,
     View,
 )
 from gpulab.check.frames_other import Prepare, ReplayBuffer, Replayed, ReplayLaunch, ReplayRequest
@@ -80,9 +81,9 @@ class Replayer:
         self.failed = ""
         self._arena: Any = None
         self._start = start
-        # The case whose replay is in flight: its name, (atol, rtol), and its
-        # runs' result slots with their references (x's, then g(x)'s).
-        self.pending: tuple[str, tuple[float, float], list[Run]] | None = None
+        # The case whose replay is in flight: its name, and its runs' result
+        # slots with their references (x's, then g(x)'s).
+        self.pending: tuple[str, list[Run]] | None = None
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -107,20 +108,24 @@ class Replayer:
         case: Any,
         record: LaunchRecord | None,
         refs: Refs,
-        expect: Any,
-        reference: torch.Tensor,
-        tolerance: tuple[float, float],
-        again: tuple[float, torch.Tensor] | None = None,
+        results: Sequence[Result],
+        again: tuple[float, Sequence[Result]] | None = None,
+        sum_size: int | None = None,
     ) -> str | None:
         """Send one passing case's launches to the replay and go on: the
         replay runs while the check's sandbox works on the next case, and
-        `collect` reads the answer. `again`: c and the reference of g(x),
-        for a second run of the launches on inputs only the judge has
-        (gpulab.judge.replay_again). Returns at once what makes the record
-        unusable, for the learner, or None."""
+        `collect` reads the answer. `results`: what the call returned, then
+        (after a backward) each gradient, with its reference and tolerance.
+        `again`: c and the same results of g(x) (their references and
+        tolerances), for a second run of the launches on inputs only the
+        judge has (gpulab.judge.replay_again).
+        `sum_size`: the size of a torch sum the exercise allows (lesson 05's
+        dweight). Returns at once what makes the record unusable, for the
+        learner, or None."""
         if self.source is None:
             return f"{WHY}It could not read your kernels: {self.error}"
-        plan, problem = plan_replay(self.source, record, refs, expect, self.file)
+        expects = [r.expect for r in results]
+        plan, problem = plan_replay(self.source, record, refs, expects, self.file, sum_size)
         if plan is None:
             return WHY + problem
         self.ensure_started()
@@ -128,17 +133,22 @@ class Replayer:
             return f"{WHY}Its sandbox could not start: {self.failed}"
         runs = 1 if again is None else 2
         need = sum(plan.buffers[i].nbytes + 512 for i in plan.inputs)
-        need += math.prod(expect.shape) * expect.like.dtype.itemsize + 512
+        need += sum(math.prod(e.shape) * e.like.dtype.itemsize + 512 for e in expects)
         arena = self.arena(need * runs)
         buffers = _placed(arena, plan, list(plan.buffers), 1.0)
-        slot = arena.slot(tuple(expect.shape), expect.like.dtype)
-        pending = [Run(slot, reference, MISMATCH)]
+        pending = [
+            Run(arena.slot(tuple(r.expect.shape), r.expect.like.dtype), r, MISMATCH)
+            for r in results
+        ]
         again_buffers: list[ReplayBuffer] = []
+        again_runs: list[Run] = []
         if again is not None:
-            c, reference_again = again
+            c, others = again
             again_buffers = _placed(arena, plan, _scaled(plan, c), c)
-            again_slot = arena.slot(tuple(expect.shape), expect.like.dtype)
-            pending.append(Run(again_slot, reference_again, AGAIN_MISMATCH))
+            again_runs = [
+                Run(arena.slot(tuple(r.expect.shape), r.expect.like.dtype), r, AGAIN_MISMATCH)
+                for r in others
+            ]
         from gpulab.judge.remote import SandboxDied
 
         message = ReplayRequest(
@@ -147,16 +157,16 @@ class Replayer:
             kernels=tuple(self.source.kernels),
             buffers=tuple(buffers),
             launches=plan.launches,
-            out=plan.out,
-            slot=slot,
+            outs=plan.outs,
+            slots=tuple(run.slot for run in pending),
             again=tuple(again_buffers),
-            again_slot=pending[1].slot if again is not None else None,
+            again_slots=tuple(run.slot for run in again_runs),
         )
         try:
             self.sandbox.send(message)
         except SandboxDied as exc:
             return self._died(exc)
-        self.pending = (case.name, tolerance, pending)
+        self.pending = (case.name, pending + again_runs)
         return None
 
     def collect(self) -> tuple[str, str] | None:
@@ -167,7 +177,7 @@ class Replayer:
 
         if self.pending is None:
             return None
-        name, (atol, rtol), runs = self.pending
+        name, runs = self.pending
         self.pending = None
         try:
             replayed = self.sandbox.reply(Replayed)
@@ -178,9 +188,11 @@ class Replayer:
         if replayed.problem:
             return name, WHY + f"The replay stopped: {replayed.problem}"
         for run in runs:
-            rep = compare(self._arena.view(run.slot).clone(), run.reference, atol, rtol)
+            atol, rtol = run.result.tolerance
+            rep = compare(self._arena.view(run.slot).clone(), run.result.reference, atol, rtol)
             if rep.mismatches:
-                return name, f"{run.mismatch} ({describe_mismatch(rep)}). {WHY}{run.why}"
+                what = f"{run.result.label}: " if run.result.label else ""
+                return name, f"{run.mismatch} ({what}{describe_mismatch(rep)}). {WHY}{run.why}"
         return None
 
     def _died(self, exc: Exception) -> str:
@@ -196,12 +208,24 @@ class Replayer:
 
 
 @dataclass(frozen=True, slots=True)
+class Result:
+    """One thing a replayed call gives back: what it must look like, its
+    float64 reference, the tolerance, and its name in a message ("" for the
+    returned tensor of a forward-only call)."""
+
+    expect: Any  # gpulab.judge.kernel.Expect
+    reference: torch.Tensor
+    tolerance: tuple[float, float]
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
-    """One run of a case's launches in the replay: where its result goes,
-    what it must be, and what a mismatch says."""
+    """One result of one run of a case's launches in the replay: where it
+    goes, what it must be, and what a mismatch says."""
 
     slot: TensorRef
-    reference: torch.Tensor
+    result: Result
     mismatch: str = MISMATCH
 
     @property
@@ -254,16 +278,24 @@ class Plan:
 
     buffers: tuple[ReplayBuffer, ...]
     inputs: dict[int, torch.Tensor]
-    launches: tuple[ReplayLaunch, ...]
-    out: View
+    launches: tuple[ReplayLaunch | TorchStep, ...]
+    outs: tuple[View, ...]
     floats: dict[int, torch.dtype] = dataclasses.field(default_factory=dict)
 
 
 def plan_replay(
-    source: ReplaySource, record: LaunchRecord | None, refs: Refs, expect: Any, file: str
+    source: ReplaySource,
+    record: LaunchRecord | None,
+    refs: Refs,
+    expects: Sequence[Any],
+    file: str,
+    sum_size: int | None = None,
 ) -> tuple[Plan | None, str]:
-    """The replay request's buffers, launches and result, from the
-    sandbox's record checked field by field; or what makes it unusable."""
+    """The replay request's buffers, launches and results, from the
+    sandbox's record checked field by field; or what makes it unusable.
+    `expects`: the returned tensor's, then each gradient's (the record's
+    `grads`). `sum_size`: the one size of a torch sum's result the exercise
+    allows (None: no sum)."""
     if record is None:
         return None, "Your function's launches were not recorded."
     if record.overflow is not None:
@@ -271,7 +303,7 @@ def plan_replay(
     inputs = [v for k, v in refs.items() if not isinstance(k, tuple)]
     if record.buffers is None or record.launches is None:
         return None, "Your function's launches came back malformed."
-    if not record.launches:
+    if not any(isinstance(la, RecordedLaunch) for la in record.launches):
         return None, "No Triton kernel launch was recorded."
     if len(record.launches) > MAX_LAUNCHES:
         return None, f"It could not: more than {MAX_LAUNCHES} kernel launches in one call."
@@ -279,18 +311,55 @@ def plan_replay(
     if problem:
         return None, problem
     sizes = [b.nbytes for b in buffers]
-    checked = []
+    checked: list[ReplayLaunch | TorchStep] = []
     for i, launch in enumerate(record.launches):
+        if isinstance(launch, TorchStep):
+            problem = _step_problem(i, launch, sizes, sum_size)
+            if problem:
+                return None, problem
+            checked.append(launch)
+            continue
         one, problem = _launch(i, launch, source, sizes, file)
         if one is None:
             return None, problem
         checked.append(one)
-    out = record.out
-    if out is None or not _view_ok(out, sizes):
-        return None, "The tensor your function returned was not handed to any of its kernels."
-    if list(out.shape) != list(expect.shape) or DTYPES.get(out.dtype) != expect.like.dtype:
-        return None, "The tensor your function returned is not the one its kernels wrote."
-    return Plan(tuple(buffers), judge_inputs, tuple(checked), out, floats), ""
+    views = [record.out]
+    if len(expects) > 1:
+        grads = record.grads or ()
+        views += [grads[i] if i < len(grads) else None for i in range(len(expects) - 1)]
+    outs = []
+    for i, (view, expect) in enumerate(zip(views, expects, strict=True)):
+        what = "The tensor your function returned" if i == 0 else GRADS[min(i, 2) - 1]
+        if view is None or not _view_ok(view, sizes):
+            return None, f"{what} was not handed to any of its kernels."
+        if list(view.shape) != list(expect.shape) or DTYPES.get(view.dtype) != expect.like.dtype:
+            return None, f"{what} is not the one its kernels wrote."
+        outs.append(view)
+    return Plan(tuple(buffers), judge_inputs, tuple(checked), tuple(outs), floats), ""
+
+
+GRADS = ("The gradient your backward returned first (dx)", "A later gradient (dweight)")
+
+
+def _step_problem(i: int, step: TorchStep, sizes: list[int], sum_size: int | None) -> str:
+    """What makes a recorded torch step one the replay may not run."""
+    where = f"step {i + 1}"
+    if step.op is None or step.src is None or step.dst is None:
+        return f"{where}, a torch op between your launches, came back malformed."
+    if not _view_ok(step.src, sizes) or not _view_ok(step.dst, sizes):
+        return f"{where}, a torch op between your launches, came back malformed."
+    if step.op == "sum":
+        # Only the sum the exercise allows (its guard allows no other): any
+        # other would let torch do work the kernels are graded for.
+        if sum_size is None or math.prod(step.dst.shape) != sum_size:
+            return (
+                f"It cannot run {where} again: a torch sum into {list(step.dst.shape)} "
+                "elements, which this exercise's kernels must compute themselves."
+            )
+        rank = len(step.src.shape)
+        if step.dims is not None and not all(-rank <= d < rank for d in step.dims):
+            return f"{where}, a torch sum, came back malformed."
+    return ""
 
 
 def _launch(
@@ -360,7 +429,11 @@ def _read_as(record: LaunchRecord) -> dict[int, set[str]]:
     when they are input values in every dtype they are read as."""
     seen: dict[int, set[str]] = {}
     views = [record.out] if record.out is not None else []
+    views += [g for g in record.grads or () if g is not None]
     for launch in record.launches or ():
+        if isinstance(launch, TorchStep):
+            views += [v for v in (launch.src, launch.dst) if v is not None]
+            continue
         views += [v.view for v in (launch.args or {}).values() if isinstance(v, BufferArg)]
     for view in views:
         seen.setdefault(view.buffer, set()).add(view.dtype)

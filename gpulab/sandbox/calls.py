@@ -157,7 +157,10 @@ def _run_guarded(
     kwargs: Kwargs,
     guards: Guards | None,
     inputs: set[int],
-) -> tuple[Any, GuardReport]:
+) -> tuple[Any, GuardReport, Any]:
+    """The call's result, its guards' report, and its launch Recording (the
+    backward's record goes on from it: the backward's kernels may read what
+    the forward's wrote) or None."""
     og, eg = _guards(guards, server.device)
     width = guards.eager_width if guards is not None else 0
     # The correctness cases share one profile, a window each, judged when the
@@ -170,6 +173,8 @@ def _run_guarded(
             from gpulab.sandbox.replay import Recording
 
             launches.recording = Recording(server.arenas)
+            if eg is not None:
+                eg.recording = launches.recording
         with span.window() if span is not None else _Null() as window:
             with eg if eg is not None else _Null():
                 out = learner.call(fn, server.file, *args, **kwargs)
@@ -211,7 +216,7 @@ def _run_guarded(
         altered_after=provenance["altered_after"],
         aliases_input=provenance["aliases_input"],
     )
-    return out, report
+    return out, report, launches.recording
 
 
 def guarded_call(server: Any, call: CallRequest) -> Returned:
@@ -225,14 +230,15 @@ def guarded_call(server: Any, call: CallRequest) -> Returned:
         args[i] = args[i].detach().clone().requires_grad_()
     inputs = _storages(args) | _storages(kwargs)
     try:
-        out, report = _run_guarded(server, fn, args, kwargs, call.guards, inputs)
+        out, report, recording = _run_guarded(server, fn, args, kwargs, call.guards, inputs)
         try:
             desc, copied = describe(out), _copy_into(call.out, out, server.arenas)
         except Exception as exc:
             raise _unreadable(exc, out, server.file) from None
         backward = None
         if grad_args:
-            backward = _backward(server, call, out, [args[i] for i in grad_args], inputs)
+            leaves = [args[i] for i in grad_args]
+            backward = _backward(server, call, out, leaves, inputs, recording)
         _sync()
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
@@ -248,7 +254,12 @@ def audit_end(server: Any) -> Audited:
 
 
 def _backward(
-    server: Any, call: CallRequest, y: Any, leaves: list[torch.Tensor], inputs: set[int]
+    server: Any,
+    call: CallRequest,
+    y: Any,
+    leaves: list[torch.Tensor],
+    inputs: set[int],
+    recording: Any = None,
 ) -> BackwardReply:
     if not isinstance(y, torch.Tensor) or y.grad_fn is None:
         return BackwardReply(GuardReport(), no_grad_fn=True)
@@ -260,6 +271,11 @@ def _backward(
     via_backward = call.grad_api == "backward"
     audit = Audit(server.device, call.guards.eager_width if call.guards else 0)
     with audit, LaunchRecorder(inputs) as launches, og as v:
+        # The forward's record goes on: the replay runs the forward's
+        # launches, then the backward's, and reads y, dx and dweight.
+        launches.recording = recording
+        if eg is not None:
+            eg.recording = recording
         with eg if eg is not None else _Null():
             if via_backward:
                 learner.call(y.backward, server.file, dy)
@@ -287,11 +303,23 @@ def _backward(
         wrote_out=provenance["wrote_out"],
         altered_after=provenance["altered_after"],
         aliases_input=provenance["aliases_input"],
+        replay=None if recording is None else _grads_record(recording, y, grads, server.file),
     )
     copied = [
         _copy_into(slot, g, server.arenas) for slot, g in zip(call.grad_slots, grads, strict=False)
     ]
     return BackwardReply(report, tuple(copied), tuple(g is None for g in grads))
+
+
+def _grads_record(recording: Any, y: Any, grads: list[Any], file: str) -> Any:
+    """The backward's launch record: the forward's and the backward's steps,
+    y and each gradient as views (what reading a gradient raises is the
+    learner's, as with the result: _unreadable)."""
+    try:
+        return recording.result(y, list(grads))
+    except Exception as exc:
+        odd = next((g for g in grads if g is not None and type(g) is not torch.Tensor), None)
+        raise _unreadable(exc, odd if odd is not None else y, file) from None
 
 
 class _Null:

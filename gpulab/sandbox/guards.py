@@ -459,6 +459,9 @@ class EagerGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
         super().__init__()  # type: ignore[no-untyped-call]
         self.device, self.D = device, D
         self.ops: list[str] = []
+        # A gpulab.sandbox.replay.Recording when the judge will replay the
+        # call: the torch ops the replay runs again are written into it.
+        self.recording: Any = None
         self._depth = 0
         self._patched: Any = None
 
@@ -499,14 +502,20 @@ class EagerGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs = kwargs or {}
         if _is_higher_order(func):
             return _higher_order(self, func, args, kwargs)
+        if self._depth:
+            return func(*args, **kwargs)
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        recording = self.recording
+        if recording is not None and name == "copy_":
+            recording.step(name, args, kwargs, None)  # its destination as it was before
         out = func(*args, **kwargs)
-        if self._depth == 0:
-            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-            if name in POISONED:
-                _poison(out)
-            problem = self._problem(name, args, kwargs, out)
-            if problem:
-                self.ops.append(problem)
+        if name in POISONED:
+            _poison(out)
+        if recording is not None and name != "copy_":
+            recording.step(name, args, kwargs, out)
+        problem = self._problem(name, args, kwargs, out)
+        if problem:
+            self.ops.append(problem)
         return out
 
     def _problem(self, name: str, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> str | None:

@@ -34,6 +34,7 @@ from gpulab.check.frames import (
     OtherArg,
     RecordedBuffer,
     RecordedLaunch,
+    TorchStep,
     View,
 )
 from gpulab.check.frames_other import ReplayBuffer, Replayed, ReplayRequest
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
+# The aten ops Recording.step writes down (and the replay runs as TorchStep).
+STEP_ATEN = frozenset({"_to_copy", "clone", "copy_", "sum"})
 DTYPES = {
     str(d).replace("torch.", ""): d
     for d in (
@@ -77,7 +80,7 @@ class Recording:
         # address handed to a new tensor would otherwise read as the old
         # buffer (its first contents, and what the launches left there).
         self.keep: list[Any] = []
-        self.launches: list[RecordedLaunch] = []
+        self.launches: list[RecordedLaunch | TorchStep] = []
         self.snapshot_bytes = 0
         self.overflow = ""
 
@@ -142,7 +145,9 @@ class Recording:
             str(t.dtype).replace("torch.", ""),
         )
 
-    def buffer(self, t: torch.Tensor) -> int:
+    def buffer(self, t: torch.Tensor, made: bool = False) -> int:
+        """The buffer's number, recorded the first time it is seen; `made`:
+        a torch step's fresh result (the step writes it in the replay)."""
         st = t.untyped_storage()
         ptr = st.data_ptr()
         if ptr in self.index:
@@ -153,7 +158,10 @@ class Recording:
                 entry = dataclasses.replace(entry, arena=(ident, ptr - base))
                 break
         else:
-            entry = self.contents(entry, t, st)
+            if made:
+                entry = dataclasses.replace(entry, unknown=True)
+            else:
+                entry = self.contents(entry, t, st)
         self.index[ptr] = len(self.buffers)
         self.buffers.append(entry)
         self.keep.append(st)
@@ -178,18 +186,50 @@ class Recording:
         self.snapshot_bytes += nbytes
         return dataclasses.replace(entry, data=base64.b64encode(data).decode("ascii"))
 
-    def result(self, out: Any) -> LaunchRecord:
-        self.keep.clear()
-        view = None
-        if isinstance(out, torch.Tensor):
-            ptr = out.untyped_storage().data_ptr()
-            view = self.view(self.index[ptr], out) if ptr in self.index else None
+    def step(self, name: str, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> None:
+        """A torch op of the wrapper's, as gpulab's eager-op guard saw it
+        (lesson 05's exercise, forward and backward): the ones that make a
+        buffer's values from another's (a cast, a clone, `copy_`, the sum
+        of dweight partials) are steps the replay runs again in order, so
+        the gradient the wrapper returns is the replay's to work out too.
+        `copy_` is seen before it runs (its destination's contents then are
+        that buffer's start), the others after."""
+        if name not in STEP_ATEN or len(self.launches) >= MAX_LAUNCHES:
+            if name in STEP_ATEN:
+                self.overflow = f"more than {MAX_LAUNCHES} kernel launches in one call"
+            return
+        src = args[0] if name != "copy_" else (args[1] if len(args) > 1 else None)
+        dst = args[0] if name == "copy_" else out
+        if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
+            return
+        if src.device.type != "cpu" or dst.device.type != "cpu":
+            return
+        src_view = self.view(self.buffer(src), src)
+        dst_view = self.view(self.buffer(dst, made=name != "copy_"), dst)
+        if name != "sum":
+            self.launches.append(TorchStep("copy", src_view, dst_view))
+            return
+        dims = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        dims = None if dims is None else tuple(int(d) for d in dims)
+        self.launches.append(TorchStep("sum", src_view, dst_view, dims, bool(keepdim)))
+
+    def result(self, out: Any, grads: list[Any] | None = None) -> LaunchRecord:
+        """The record so far; `grads`: a backward's gradients too."""
+
+        def as_view(t: Any) -> View | None:
+            if not isinstance(t, torch.Tensor):
+                return None
+            ptr = t.untyped_storage().data_ptr()
+            return self.view(self.index[ptr], t) if ptr in self.index else None
+
         return LaunchRecord(
             buffers=tuple(self.buffers),
             launches=tuple(self.launches),
-            out=view,
+            out=as_view(out),
             tensor_out=isinstance(out, torch.Tensor),
             overflow=self.overflow or None,
+            grads=None if grads is None else tuple(as_view(g) for g in grads),
         )
 
 
@@ -254,14 +294,14 @@ def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, J
 
 
 def replay(server: Any, msg: ReplayRequest) -> Replayed:
-    """Run the recorded launches and copy the result into the judge's slot;
-    then, where the judge asks, again from its other buffers into its other
-    slot (gpulab.judge.replay_again)."""
+    """Run the recorded launches and copy the results into the judge's
+    slots; then, where the judge asks, again from its other buffers into its
+    other slots (gpulab.judge.replay_again)."""
     found = kernels(msg.source, msg.modules, list(msg.kernels))
-    problem = _run(server, found, msg, msg.buffers, msg.slot)
-    if problem or msg.again_slot is None:
+    problem = _run(server, found, msg, msg.buffers, msg.slots)
+    if problem or not msg.again_slots:
         return Replayed(problem)
-    problem = _run(server, found, msg, msg.again, msg.again_slot)
+    problem = _run(server, found, msg, msg.again, msg.again_slots)
     return Replayed(problem and f"on other inputs, {problem}")
 
 
@@ -270,12 +310,17 @@ def _run(
     found: dict[str, JITFunction],
     msg: ReplayRequest,
     specs: tuple[ReplayBuffer, ...],
-    slot_ref: TensorRef,
+    slot_refs: tuple[TensorRef, ...],
 ) -> str:
     from gpulab.sandbox.tensors import view
 
     buffers = _buffers(server, specs)
     for i, launch in enumerate(msg.launches):
+        if isinstance(launch, TorchStep):
+            problem = _step(launch, buffers)
+            if problem:
+                return f"step {i + 1} ({launch.op}): {problem}"
+            continue
         kernel = found.get(launch.kernel)
         if kernel is None:
             return f"launch {i + 1}: no kernel {launch.kernel}"
@@ -284,9 +329,28 @@ def _run(
             kernel[tuple(int(g) for g in launch.grid)](**args)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
             return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
-    slot = view(server.arenas, slot_ref)
-    result = _view(buffers, msg.out)
-    if tuple(result.shape) != tuple(slot.shape) or result.dtype != slot.dtype:
-        return "the result has another shape or dtype"
-    slot.copy_(result)
+    for out, ref in zip(msg.outs, slot_refs, strict=True):
+        slot = view(server.arenas, ref)
+        result = _view(buffers, out)
+        if tuple(result.shape) != tuple(slot.shape) or result.dtype != slot.dtype:
+            return "a result has another shape or dtype"
+        slot.copy_(result)
+    return ""
+
+
+def _step(step: TorchStep, buffers: list[torch.Tensor]) -> str:
+    """A torch step as the wrapper ran it (the judge has checked its views)."""
+    assert step.src is not None and step.dst is not None
+    src, dst = _view(buffers, step.src), _view(buffers, step.dst)
+    try:
+        if step.op == "sum":
+            dims = list(step.dims) if step.dims is not None else None
+            value = torch.sum(src, dim=dims, keepdim=step.keepdim, dtype=dst.dtype)
+            if tuple(value.shape) != tuple(dst.shape):
+                return "the sum has another shape than its result"
+            dst.copy_(value)
+        else:
+            dst.copy_(src)
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
     return ""

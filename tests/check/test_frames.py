@@ -594,9 +594,15 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
             {"tl": "triton.language"},
             ("k",),
             (fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
-            (fo.ReplayLaunch("k", (2, 1), {"x": frames.BufferArg(VIEW), "n": 3}),),
-            VIEW,
-            r,
+            (
+                fo.ReplayLaunch("k", (2, 1), {"x": frames.BufferArg(VIEW), "n": 3}),
+                frames.TorchStep("sum", VIEW, VIEW, (0,)),
+                frames.TorchStep("copy", VIEW, VIEW),
+            ),
+            (VIEW, VIEW),
+            (r, r),
+            again=(fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
+            again_slots=(r, r),
         ),
         fo.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
         fo.ExplainPrepare(),
@@ -610,6 +616,14 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
     replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
     replay["launches"][0]["args"]["n"] = {"__unsupported__": "Foo"}
     with pytest.raises(frames.ProtocolError, match="malformed launch"):
+        fo.request(wire(replay))
+    replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
+    replay["launches"][1]["op"] = "matmul"
+    with pytest.raises(frames.ProtocolError, match="malformed torch step"):
+        fo.request(wire(replay))
+    replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
+    replay["slots"] = replay["slots"][:1]
+    with pytest.raises(frames.ProtocolError, match="a slot for each result"):
         fo.request(wire(replay))
 
 

@@ -27,8 +27,6 @@ at the places the first held it."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import reference_source
 from tests.judge.test_replay import FORGED_SOFTMAX, PY_SOFTMAX, scalar_answers, two_draws_told
 
@@ -312,7 +310,7 @@ def test_values_that_occur_twice_are_still_copies_in_the_second_draw():
     assert not same_copy(m, bits(chosen), torch.bfloat16, [second])
 
 
-# --- the backward (rope_rmsnorm) is not replayed ----------------------------------
+# --- the backward (rope_rmsnorm) is replayed too ------------------------------------
 
 
 def _backward_from_torch() -> str:
@@ -357,15 +355,14 @@ def _copy(src_ptr, dst_ptr, n, x_ptr, dy_ptr, BLOCK: tl.constexpr):
     return blind + src[:start] + backward + src[end:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not fixed: the backward's launches are not recorded or replayed; only the "
-    "forward's are (see the report for the fix)",
-)
 def test_a_backward_worked_out_by_torch_fails(grade):
+    # The backward's launches (after the forward's, and the torch steps the
+    # replay runs again: casts, copies, the dweight sum) are replayed too:
+    # the copying kernel alone gives poison, not dx.
     r = grade("rope_rmsnorm", _backward_from_torch(), timing=False)
     assert r["status"] == "failed", r["summary"]
+    text = r["summary"] + str(r.get("message")) + str([c.get("detail") for c in r["cases"]])
+    assert "your kernels alone" in text or "apart from your code" in text, text[-2000:]
 
 
 def test_two_draws_must_launch_in_the_same_order_as_often():
@@ -491,3 +488,106 @@ def softmax(x):
 def test_an_answer_spelt_in_repeated_input_values_fails(grade):
     r = grade("softmax", CODEBOOK, timing=False)
     assert r["status"] == "failed", r["summary"]
+
+
+def _saved_rstd_backward() -> str:
+    """An honest solution in another style than the reference's: the
+    forward saves rstd (a buffer its kernel wrote) and the backward reads
+    it; dy is always made contiguous, and dweight's partials are added up
+    with torch (`torch.sum(dw_part, dim=0).to(weight.dtype)`, the sum the
+    exercise allows). The replay must run the forward's launches before the
+    backward's, and the torch steps between them."""
+    src = reference_source("rope_rmsnorm")
+    edits = (
+        (
+            "def _rmsnorm_rope_fwd(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr,",
+            "def _rmsnorm_rope_fwd(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, rstd_ptr,",
+        ),
+        (
+            "    rstd = tl.rsqrt(ms + eps)[:, None]\n    w1 =",
+            "    rstd = tl.rsqrt(ms + eps)[:, None]\n"
+            "    tl.store(rstd_ptr + pos.to(tl.int64) * H + h, tl.rsqrt(ms + eps), mask=h < H)\n"
+            "    w1 =",
+        ),
+        (
+            "def _rmsnorm_rope_bwd(x_ptr, w_ptr, cos_ptr, sin_ptr, dy_ptr, dx_ptr, dw_part_ptr,",
+            "def _rmsnorm_rope_bwd(x_ptr, w_ptr, cos_ptr, sin_ptr, dy_ptr, dx_ptr, dw_part_ptr,"
+            " rstd_ptr,",
+        ),
+        (
+            "        ms = (tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / D\n"
+            "        rstd = tl.rsqrt(ms + eps)[:, None]\n",
+            "        rstd = tl.load(rstd_ptr + pos.to(tl.int64) * H + h, mask=h < H,"
+            " other=1.0)[:, None]\n",
+        ),
+        (
+            "        y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)\n"
+            "        args = (x, weight, cos, sin, y, S, H,",
+            "        y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)\n"
+            "        rstd = torch.empty((B * S * H,), dtype=torch.float32, device=x.device)\n"
+            "        args = (x, weight, cos, sin, y, rstd, S, H,",
+        ),
+        (
+            "        ctx.save_for_backward(x, weight, cos, sin)\n",
+            "        ctx.save_for_backward(x, weight, cos, sin, rstd)\n",
+        ),
+        (
+            "        x, weight, cos, sin = ctx.saved_tensors\n        dy = _unit_last_stride(dy)\n",
+            "        x, weight, cos, sin, rstd = ctx.saved_tensors\n        dy = dy.contiguous()\n",
+        ),
+        (
+            "        args = (x, weight, cos, sin, dy, dx, dw_part, B * S,",
+            "        args = (x, weight, cos, sin, dy, dx, dw_part, rstd, B * S,",
+        ),
+        (
+            "        dw = torch.empty_like(weight)\n"
+            "        _sum_rows[(1,)](dw_part, dw, programs, D=D, BLOCK_P=32)\n",
+            "        dw = torch.sum(dw_part, dim=0).to(weight.dtype)\n",
+        ),
+    )
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new, 1)
+    return src
+
+
+def test_an_honest_backward_that_saves_rstd_and_sums_in_torch_passes(grade):
+    r = grade("rope_rmsnorm", _saved_rstd_backward(), timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"), r["cases"][-3:])
+    assert any(c["name"].startswith("backward") for c in r["cases"])
+
+
+def test_a_recorded_torch_sum_runs_again_only_at_the_size_the_exercise_allows():
+    # A record is the sandbox's claim: a forged `sum` step would have torch
+    # add up what the kernels are graded for (matmul's products, a softmax's
+    # denominators). The judge lets a sum through only where the exercise
+    # allows one, and only into that many elements (lesson 05's dweight).
+    import torch
+
+    from gpulab.check.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, TorchStep, View
+    from gpulab.judge.kernel import Expect
+    from gpulab.judge.replay import plan_replay
+    from gpulab.sandbox.replay_source import extract
+
+    source = extract(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(p):\n    pass\n"
+    )
+    like = torch.zeros(8)
+    products = View(0, 0, (4, 8), (8, 1), "float32")
+    total = View(1, 0, (8,), (1,), "float32")
+    record = LaunchRecord(
+        buffers=(RecordedBuffer(128, "float32", unknown=True), RecordedBuffer(32, "float32")),
+        launches=(
+            RecordedLaunch(kernel="k", qualname="k", file="f.py", grid=(1,), args={}),
+            TorchStep("sum", products, total, (0,)),
+        ),
+        out=total,
+        tensor_out=True,
+    )
+    expect = [Expect((8,), like, "x")]
+    plan, why = plan_replay(source, record, {}, expect, "f.py")
+    assert plan is None and "torch sum" in why, why
+    plan, why = plan_replay(source, record, {}, expect, "f.py", sum_size=4)
+    assert plan is None and "torch sum" in why, why
+    plan, why = plan_replay(source, record, {}, expect, "f.py", sum_size=8)
+    assert plan is not None, why

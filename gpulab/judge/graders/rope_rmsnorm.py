@@ -18,6 +18,7 @@ the Triton kernels.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -33,10 +34,14 @@ from gpulab.judge.kernel import (
     Case,
     Expect,
     KernelSpec,
+    Refs,
     check_cases,
     guards_for,
     remote_call,
+    replay_verdict,
 )
+from gpulab.judge.replay import Result
+from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case, scale_tensor
 
 if TYPE_CHECKING:
     from gpulab.check.result import CaseRow
@@ -269,13 +274,22 @@ def _scaled_tol(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
 
 
 def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -> None:
+    # On the CPU each passing case is replayed apart from the learner's code,
+    # forward and backward (gpulab.judge.replay): the guards below are the
+    # sandbox's report on itself, and the file can switch them off.
+    replayer = ctx.replayer if ctx.interpreter else None
+    if replayer is not None:
+        replayer.ensure_started()
     for case, dy, kw in cases:
         name = f"backward {case.name}"
         ctx.stage(f"checking {name}")
         x, w = case.args[0], case.args[1]
         guards = guards_for(SPEC, eager_width=x.shape[-1])
+        if replayer is not None:
+            guards = dataclasses.replace(guards, replay=True)
         assert SPEC.expect is not None
         expect_y = SPEC.expect(case)
+        refs: Refs = {}
         reply, y, grads = remote_call(
             ctx,
             fn.name,
@@ -289,6 +303,7 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
             grad_api=kw.get("grad_api", "grad"),
             extra_tensors=[dy],
             slots=[Expect(x.shape, x, "x"), Expect(w.shape, w, "weight")],
+            refs_out=refs,
         )
         report = reply.report
         fwd_ops = [*report.banned, *report.eager]
@@ -328,7 +343,51 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
                 "Return the buffer your backward kernel wrote, in x's dtype and shape "
                 "(autograd converts anything else into a new tensor).",
             )
-        ctx.add_case(_backward_record(case, dy, name, y, grads, copied), total)
+        row = _backward_record(case, dy, name, y, grads, copied)
+        ctx.add_case(row, total)
+        if replayer is not None and row.passed:
+            replay_verdict(ctx, replayer.collect())  # the case before this one
+            why = replayer.submit(
+                case,
+                back.report.replay,
+                refs,
+                _results(case, dy),
+                _again(ctx, case, dy, name),
+                sum_size=x.shape[-1],
+            )
+            replay_verdict(ctx, (name, why) if why else None)
+    if replayer is not None and replayer.pending is not None:
+        ctx.stage("your kernels again, apart from your code: the last backward case")
+        replay_verdict(ctx, replayer.collect())
+
+
+def _results(case: Case, dy: torch.Tensor) -> list[Result]:
+    """y, dx and dweight as the replay must give them."""
+    x, w = case.args[0], case.args[1]
+    gx, gw = reference_grads(case, dy)
+    return [
+        Result(Expect(x.shape, x, "x"), reference(case), TOLERANCE[case.dtype], "y"),
+        Result(Expect(x.shape, x, "x"), gx, _scaled_tol(gx, x.dtype), "dx"),
+        Result(Expect(w.shape, w, "weight"), gw, _scaled_tol(gw, w.dtype), "dweight"),
+    ]
+
+
+def _again(
+    ctx: GradeContext, case: Case, dy: torch.Tensor, name: str
+) -> tuple[float, list[Result]] | None:
+    """The replay's second run, on every input and dy times c
+    (gpulab.judge.replay_again): c from the judge's secret seed, or another
+    where that one leaves every result as it was (None: none changes them)."""
+    first = _results(case, dy)
+    drawn = draw_scale(ctx.secret_seed, name)
+    for c in (drawn, *(s for s in OTHER_SCALES if s != drawn)):
+        others = _results(scale_case(case, c), scale_tensor(dy, c))
+        if any(
+            compare(o.reference, f.reference, *f.tolerance).mismatches
+            for o, f in zip(others, first, strict=True)
+        ):
+            return c, others
+    return None
 
 
 def _backward_record(
