@@ -346,6 +346,42 @@ def test_gpu_work_hidden_in_the_copy_out_is_refused(grade):
     assert "copying each result out" in r["summary"] or "wrong" in r["summary"], r["summary"]
 
 
+# The sandbox's claimed kernel times, each times 0.8, the real kernel run as
+# it is: the judge's bounds (the batch's wall clock, the copy out, time
+# between calls up to twice the kernel's plus 0.5 ms) let a claim of 80% of
+# the truth through. The reference softmax is B (70-71% of the roofline) on
+# the H200; so forged, about 88%: A. Open (docs/grading.md, the threat
+# model's last row): timing resting only on the judge's clock needs the
+# launches replayed and timed where no learner code runs.
+FORGED_TIMES = (
+    """import dataclasses as _dc
+import gpulab.sandbox.calls as _calls
+
+_true_reply = _calls._timed_reply
+
+
+def _forged_reply(*args, **kwargs):
+    timed = _true_reply(*args, **kwargs)
+    return _dc.replace(timed, ms=tuple(m * 0.8 for m in timed.ms))
+
+
+_calls._timed_reply = _forged_reply
+"""
+    + REF
+)
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="open: a claim of 80% of the true kernel time is within the judge's bounds",
+)
+def test_gpu_kernel_times_claimed_short_do_not_lift_the_grade(grade):
+    r = grade("softmax", FORGED_TIMES, device="cuda", timeout=600)
+    assert not r["passed"] or r["timing"]["roofline_fraction"] < 0.8, r["timing"]["summary"]
+
+
 @pytest.mark.gpu
 def test_gpu_reference_through_the_judge_is_timed_on_fresh_inputs(grade):
     r = grade("softmax", REF, device="cuda", timeout=600)
