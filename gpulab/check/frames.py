@@ -248,6 +248,45 @@ class BufferArg:
 
 
 @dataclass(frozen=True, slots=True)
+class DescArg:
+    """A TMA tensor descriptor (triton.tools.tensor_descriptor): its tensor
+    as a view, and the shape, strides and block shape the kernel reads it
+    by, its padding and whether fp32 is rounded to tf32:
+    `{"__desc__": [view, shape, strides, block_shape, padding, tf32]}`.
+    Typed only: gpulab.judge.replay checks that it stays in its buffer."""
+
+    view: View
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    block_shape: tuple[int, ...]
+    padding: str = "zero"
+    tf32: bool = False
+
+    @classmethod
+    def parse(cls, value: Any) -> DescArg | None:
+        if not isinstance(value, list) or len(value) != 6:
+            return None
+        view = View.parse(value[0])
+        shape, strides, block = _ints(value[1]), _ints(value[2]), _ints(value[3])
+        padding = value[4]
+        if view is None or shape is None or strides is None or block is None:
+            return None
+        if not isinstance(padding, str) or len(padding) > 8 or not isinstance(value[5], bool):
+            return None
+        return cls(view, shape, strides, block, padding, value[5])
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.view.to_json(),
+            list(self.shape),
+            list(self.strides),
+            list(self.block_shape),
+            self.padding,
+            self.tf32,
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class FloatArg:
     """A float argument, exact: `{"__float__": float.hex()}`."""
 
@@ -272,7 +311,7 @@ class OtherArg:
 
 # A launch's argument: JSON's null, true/false, an integer or a short
 # string as it is; anything else one of the records above.
-Arg = None | bool | int | str | BufferArg | FloatArg | DtypeArg | OtherArg
+Arg = None | bool | int | str | BufferArg | DescArg | FloatArg | DtypeArg | OtherArg
 
 
 def parse_arg(value: Any) -> Arg:
@@ -291,6 +330,9 @@ def parse_arg(value: Any) -> Arg:
         view = View.parse(inner) if key == "__buf__" else None
         if view is not None:
             return BufferArg(view)
+        desc = DescArg.parse(inner) if key == "__desc__" else None
+        if desc is not None:
+            return desc
         if key == "__float__" and _float_hex(inner):
             return FloatArg(inner)
         if (
@@ -317,6 +359,8 @@ def arg_json(arg: Arg) -> Any:
     """An argument's JSON (any JSON value: a scalar as it is)."""
     if isinstance(arg, BufferArg):
         return {"__buf__": arg.view.to_json()}
+    if isinstance(arg, DescArg):
+        return {"__desc__": arg.to_json()}
     if isinstance(arg, FloatArg):
         return {"__float__": arg.hex}
     if isinstance(arg, DtypeArg):

@@ -30,6 +30,7 @@ from gpulab.check.frames import (
     CompileAhead,
     CompiledAhead,
     Desc,
+    DescArg,
     GuardReport,
     Guards,
     LaunchRecord,
@@ -757,7 +758,9 @@ def _launch_key(
     numbers = {k: arg_json(v) for k, v in args.items() if not isinstance(v, BufferArg)}
     fills = {}
     for k, v in args.items():
-        if isinstance(v, BufferArg) and 0 <= v.view.buffer < len(buffers):
+        # A TMA descriptor's tensor too: a one-value buffer handed over
+        # inside a descriptor is the same number in hiding.
+        if isinstance(v, (BufferArg, DescArg)) and 0 <= v.view.buffer < len(buffers):
             fill = buffers[v.view.buffer].fill
             if fill is not None:
                 fills[k] = fill[:64]

@@ -29,6 +29,7 @@ import torch
 
 from gpulab.check.frames import (
     BufferArg,
+    DescArg,
     LaunchRecord,
     OtherArg,
     RecordedBuffer,
@@ -400,7 +401,31 @@ def _launch(
             )
         if isinstance(v, OtherArg) or isinstance(v, BufferArg) and not _view_ok(v.view, sizes):
             return None, f"{where} of `{name}`: argument `{_text(key, 40)}` came back malformed."
+        if isinstance(v, DescArg) and not _desc_ok(v, sizes):
+            return None, (
+                f"{where} of `{name}`: the tensor descriptor `{_text(key, 40)}` came back "
+                "malformed, or reads outside its tensor."
+            )
     return ReplayLaunch(name, grid, launch.args), ""
+
+
+MAX_BLOCK_ELEMENTS = 1 << 20  # a descriptor's block, as the interpreter holds one
+
+
+def _desc_ok(desc: DescArg, sizes: list[int]) -> bool:
+    """A TMA descriptor the replay can build: its tensor a view inside its
+    buffer, and every element its shape and strides reach inside it too (a
+    descriptor reads by its own shape and strides, not its tensor's)."""
+    rank = len(desc.shape)
+    if not 1 <= rank <= 5 or len(desc.strides) != rank or len(desc.block_shape) != rank:
+        return False
+    if not all(0 < b <= MAX_BLOCK_ELEMENTS for b in desc.block_shape):
+        return False
+    if math.prod(desc.block_shape) > MAX_BLOCK_ELEMENTS or desc.padding not in ("zero", "nan"):
+        return False
+    view = desc.view
+    reach = View(view.buffer, view.offset, desc.shape, desc.strides, view.dtype)
+    return _view_ok(view, sizes) and _view_ok(reach, sizes)
 
 
 def _view_ok(view: View, sizes: list[int]) -> bool:
@@ -434,7 +459,9 @@ def _read_as(record: LaunchRecord) -> dict[int, set[str]]:
         if isinstance(launch, TorchStep):
             views += [v for v in (launch.src, launch.dst) if v is not None]
             continue
-        views += [v.view for v in (launch.args or {}).values() if isinstance(v, BufferArg)]
+        views += [
+            v.view for v in (launch.args or {}).values() if isinstance(v, (BufferArg, DescArg))
+        ]
     for view in views:
         seen.setdefault(view.buffer, set()).add(view.dtype)
     return seen

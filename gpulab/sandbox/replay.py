@@ -28,6 +28,7 @@ import torch
 from gpulab.check.frames import (
     Arg,
     BufferArg,
+    DescArg,
     DtypeArg,
     FloatArg,
     LaunchRecord,
@@ -121,6 +122,11 @@ class Recording:
     def value(self, v: Any) -> Arg:
         if isinstance(v, torch.Tensor):
             return BufferArg(self.view(self.buffer(v), v))
+        desc = _descriptor(v)
+        if desc is not None:
+            base, shape, strides, block, padding, tf32 = desc
+            view = self.view(self.buffer(base), base)
+            return DescArg(view, shape, strides, block, padding, tf32)
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return v
         if isinstance(v, int):
@@ -233,6 +239,27 @@ class Recording:
         )
 
 
+Descriptor = tuple[torch.Tensor, tuple[int, ...], tuple[int, ...], tuple[int, ...], str, bool]
+
+
+def _descriptor(v: Any) -> Descriptor | None:
+    """A host-side TMA descriptor's parts (triton.tools.tensor_descriptor:
+    the interpreter and the GPU both take one), or None for anything else."""
+    if type(v).__name__ != "TensorDescriptor" or not isinstance(
+        getattr(v, "base", None), torch.Tensor
+    ):
+        return None
+    try:
+        shape = tuple(int(s) for s in v.shape)
+        strides = tuple(int(s) for s in v.strides)
+        block = tuple(int(s) for s in v.block_shape)
+    except (TypeError, ValueError):
+        return None
+    padding = getattr(v, "padding", "zero")
+    tf32 = getattr(v, "round_f32_to_tf32", False) is True
+    return v.base, shape, strides, block, padding if isinstance(padding, str) else "zero", tf32
+
+
 # --- the replay's own sandbox ---------------------------------------------------
 
 
@@ -240,6 +267,15 @@ def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
     """An argument as the kernel is passed it (the judge sends no OtherArg)."""
     if isinstance(v, BufferArg):
         return _view(buffers, v.view)
+    if isinstance(v, DescArg):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        parts: dict[str, Any] = {"padding": v.padding}
+        if v.tf32:  # a Triton that has no such field would refuse the name
+            parts["round_f32_to_tf32"] = True
+        return TensorDescriptor(
+            _view(buffers, v.view), list(v.shape), list(v.strides), list(v.block_shape), **parts
+        )
     if isinstance(v, FloatArg):
         return float.fromhex(v.hex)
     if isinstance(v, DtypeArg):
@@ -324,8 +360,8 @@ def _run(
         kernel = found.get(launch.kernel)
         if kernel is None:
             return f"launch {i + 1}: no kernel {launch.kernel}"
-        args = {k: _decode(v, buffers) for k, v in launch.args.items()}
         try:
+            args = {k: _decode(v, buffers) for k, v in launch.args.items()}
             kernel[tuple(int(g) for g in launch.grid)](**args)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
             return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"

@@ -591,3 +591,57 @@ def test_a_recorded_torch_sum_runs_again_only_at_the_size_the_exercise_allows():
     assert plan is None and "torch sum" in why, why
     plan, why = plan_replay(source, record, {}, expect, "f.py", sum_size=8)
     assert plan is not None, why
+
+
+def _matmul_through_descriptors() -> str:
+    """The reference matmul with its TMA path taken wherever the strides
+    allow, in the interpreter too: tiles loaded and stored through host-side
+    tensor descriptors (triton.tools.tensor_descriptor), an honest Hopper
+    style. The replay refused every such launch ("a TensorDescriptor, which
+    gpulab cannot pass again"); it builds the descriptors again now."""
+    src = reference_source("matmul")
+    edits = (
+        (
+            "    if _INTERPRETER or not a.is_cuda or torch.cuda.get_device_capability(a.device)"
+            " < (9, 0):\n        return False\n",
+            "    if a.is_cuda and torch.cuda.get_device_capability(a.device) < (9, 0):\n"
+            "        return False\n",
+        ),
+        ("    if a.dtype not in (torch.float16, torch.bfloat16):\n        return False\n", ""),
+        ("    if M * N * K <= SMALL_WORK:\n        return False\n", ""),
+        (
+            "    sms = torch.cuda.get_device_properties(a.device).multi_processor_count\n",
+            "    sms = 4\n",
+        ),
+        (
+            "    out_dtype = tl.bfloat16 if c.dtype == torch.bfloat16 else tl.float16\n",
+            "    out_dtype = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,\n"
+            "                 torch.float32: tl.float32}[c.dtype]\n",
+        ),
+        ("    if key not in _TMA_CHOICE:\n", "    if False:\n"),
+        ("    launchers[_TMA_CHOICE[key]]()\n", "    launchers['tma']()\n"),
+    )
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new, 1)
+    return src
+
+
+def test_an_honest_matmul_through_tensor_descriptors_passes(grade):
+    r = grade("matmul", _matmul_through_descriptors(), timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"), r["cases"][-3:])
+
+
+def test_a_descriptor_that_reaches_past_its_tensor_is_not_replayed():
+    # The descriptor reads by its own shape and strides: a forged one that
+    # reaches past its buffer would read the replay's other memory.
+    from gpulab.check.frames import DescArg, View
+    from gpulab.judge.replay import _desc_ok
+
+    base = View(0, 0, (8, 8), (8, 1), "float32")
+    sizes = [8 * 8 * 4]
+    assert _desc_ok(DescArg(base, (8, 8), (8, 1), (8, 8)), sizes)
+    assert not _desc_ok(DescArg(base, (9, 8), (8, 1), (8, 8)), sizes)
+    assert not _desc_ok(DescArg(base, (8, 8), (16, 1), (8, 8)), sizes)
+    assert not _desc_ok(DescArg(base, (8, 8), (8, 1), (8, 8), padding="rm -rf"), sizes)
+    assert not _desc_ok(DescArg(base, (8, 8), (8, 1), (1 << 11, 1 << 10)), sizes)
