@@ -60,6 +60,9 @@ for step in "$@"; do
       python3 scripts/tools/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu_summary.json" | cut -c1-1500 ;;
     feedback:*) exs=$(echo "${step#feedback:}" | tr + " ")  # issue 32: a learner's wait
       timeout "${FEEDBACK_BUDGET:-400}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_h200${FEEDBACK_TAG:-}.json" $exs --think 10 ${FEEDBACK_ARGS:-} 2>&1 | grep -v Warning | cut -c1-400 ;;
+    early-compare:*) exs=$(echo "${step#early-compare:}" | tr + " ")  # issue 32: the held spare's slow correctness
+      for mode in off on; do timeout "${FEEDBACK_BUDGET:-200}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_early_$mode.json" $exs --think 10 --learner --early $mode 2>&1 | grep -v Warning | cut -c1-300; done
+      OMP_NUM_THREADS=$(( $(nproc) - 2 )) timeout "${FEEDBACK_BUDGET:-200}" python3 scripts/tools/feedback_bench.py "$OUT/feedback_early_on_omp.json" $exs --think 10 --learner --early on 2>&1 | grep -v Warning | cut -c1-300 ;;
     refusal:*) spec=${step#refusal:}; secs=${spec%%:*}; exs=""; [ "$spec" != "$secs" ] && exs=$(echo "${spec#*:}" | tr + " ")
       timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda ${REFUSAL_ARGS:-} 2>&1 | grep -v Warning | cut -c1-300 ;;
     spare) timeout 200 python3 scripts/tools/spare_ready.py "$OUT/spare_ready_h200.json" --device cuda --repeat "${SPARE_REPEAT:-3}" 2>&1 | grep -v Warning | tail -8 ;;
