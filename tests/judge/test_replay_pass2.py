@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from tests.conftest import reference_source
 from tests.judge.test_replay import FORGED_SOFTMAX, PY_SOFTMAX, scalar_answers, two_draws_told
+from tests.judge.test_rope_rmsnorm import variant
 
 # The guards switched off (as in test_replay), torch computes the answer,
 # and its bytes go into a storage a launch is first handed as bool: the
@@ -545,10 +546,7 @@ def _saved_rstd_backward() -> str:
             "        dw = torch.sum(dw_part, dim=0).to(weight.dtype)\n",
         ),
     )
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new, 1)
-    return src
+    return variant(*edits, src=src)
 
 
 def test_an_honest_backward_that_saves_rstd_and_sums_in_torch_passes(grade):
@@ -621,10 +619,7 @@ def _matmul_through_descriptors() -> str:
         ("    if key not in _TMA_CHOICE:\n", "    if False:\n"),
         ("    launchers[_TMA_CHOICE[key]]()\n", "    launchers['tma']()\n"),
     )
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new, 1)
-    return src
+    return variant(*edits, src=src)
 
 
 def test_an_honest_matmul_through_tensor_descriptors_passes(grade):

@@ -347,12 +347,13 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
         ctx.add_case(row, total)
         if replayer is not None and row.passed:
             replay_verdict(ctx, replayer.collect())  # the case before this one
+            results = _results(case, dy)
             why = replayer.submit(
                 case,
                 back.report.replay,
                 refs,
-                _results(case, dy),
-                _again(ctx, case, dy, name),
+                results,
+                _again(ctx, case, dy, name, results),
                 sum_size=x.shape[-1],
             )
             replay_verdict(ctx, (name, why) if why else None)
@@ -373,12 +374,12 @@ def _results(case: Case, dy: torch.Tensor) -> list[Result]:
 
 
 def _again(
-    ctx: GradeContext, case: Case, dy: torch.Tensor, name: str
+    ctx: GradeContext, case: Case, dy: torch.Tensor, name: str, first: list[Result]
 ) -> tuple[float, list[Result]] | None:
     """The replay's second run, on every input and dy times c
     (gpulab.judge.replay_again): c from the judge's secret seed, or another
-    where that one leaves every result as it was (None: none changes them)."""
-    first = _results(case, dy)
+    where that one leaves every result (`first`: x's) as it was (None: none
+    changes them)."""
     drawn = draw_scale(ctx.secret_seed, name)
     for c in (drawn, *(s for s in OTHER_SCALES if s != drawn)):
         others = _results(scale_case(case, c), scale_tensor(dy, c))
