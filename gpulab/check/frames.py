@@ -21,6 +21,7 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -429,7 +430,9 @@ class RecordedLaunch:
     """One launch: a @triton.jit kernel's name, where it was defined
     (`qualname`, `file`), its grid and its arguments by name. Or what was
     launched that is not one (`kernel` None, `what`: its type), or why the
-    recorder could not read the launch (`error`)."""
+    recorder could not read the launch (`error`). `options`: the launch
+    options it was given (num_warps, num_stages...: LAUNCH_OPTIONS), which
+    change how it runs, not what it computes; None when malformed."""
 
     kernel: str | None = None
     what: str = ""
@@ -438,6 +441,7 @@ class RecordedLaunch:
     file: str | None = None
     grid: tuple[int, ...] | str | None = None  # a string: a forged one, quoted back
     args: dict[str, Arg] | None = None  # None: not an object (malformed)
+    options: dict[str, Option] | None = dataclasses.field(default_factory=dict)
 
     @classmethod
     def parse(cls, value: Any) -> RecordedLaunch:
@@ -458,6 +462,7 @@ class RecordedLaunch:
             args=(
                 {str(k): parse_arg(v) for k, v in args.items()} if isinstance(args, dict) else None
             ),
+            options=parse_options(value.get("options", {})),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -465,13 +470,46 @@ class RecordedLaunch:
             return {"kernel": None, "what": self.what}
         if self.error is not None:
             return {"kernel": self.kernel, "error": self.error}
-        return {
+        out: dict[str, Any] = {
             "kernel": self.kernel,
             "qualname": self.qualname,
             "file": self.file,
             "grid": list(self.grid) if isinstance(self.grid, tuple) else self.grid,
             "args": {k: arg_json(v) for k, v in (self.args or {}).items()},
         }
+        if self.options:
+            out["options"] = dict(self.options)
+        elif self.options is None:
+            out["options"] = None
+        return out
+
+
+# Triton's launch options a record keeps (the CUDA backend's, as a kernel
+# launch or an autotune Config passes them): how a kernel runs, which the
+# replay must repeat to time it as it ran. gpulab.judge.replay checks values.
+LAUNCH_OPTIONS = (
+    "num_warps",
+    "num_stages",
+    "num_ctas",
+    "maxnreg",
+    "enable_fp_fusion",
+    "launch_cooperative_grid",
+    "launch_pdl",
+)
+Option = int | bool | None
+
+
+def parse_options(value: Any) -> dict[str, Option] | None:
+    """A launch's options; None when not an object of known names with
+    number, bool or null values (the judge then refuses the launch)."""
+    if not isinstance(value, dict):
+        return None
+    out: dict[str, Option] = {}
+    for k, v in value.items():
+        if k not in LAUNCH_OPTIONS or not (v is None or isinstance(v, (int, bool))):
+            return None
+        out[k] = v
+    return out
 
 
 # The torch ops a replay runs again between launches (TorchStep.op).

@@ -43,6 +43,7 @@ from gpulab.check.frames import (
     CallRequest,
     CompileAhead,
     OtherArg,
+    Option,
     RecordedLaunch,
     Reply,
     TimeRequest,
@@ -1489,18 +1490,23 @@ class ReplayBuffer:
 
 @dataclass(frozen=True, slots=True)
 class ReplayLaunch:
-    """A launch the replay runs: a kept kernel, its grid, its arguments."""
+    """A launch the replay runs: a kept kernel, its grid, its arguments and
+    its launch options (checked by the judge: gpulab.judge.replay)."""
 
     kernel: str
     grid: tuple[int, ...]
     args: dict[str, Arg]
+    options: dict[str, Option] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kernel": self.kernel,
             "grid": list(self.grid),
             "args": {k: arg_json(v) for k, v in self.args.items()},
         }
+        if self.options:
+            out["options"] = dict(self.options)
+        return out
 
     @classmethod
     def parse(cls, value: Any) -> ReplayLaunch:
@@ -1511,9 +1517,10 @@ class ReplayLaunch:
             or not isinstance(launch.grid, tuple)
             or args is None
             or any(isinstance(v, OtherArg) for v in args.values())
+            or launch.options is None
         ):
             raise ProtocolError("a `replay` request with a malformed launch")
-        return cls(launch.kernel, launch.grid, args)
+        return cls(launch.kernel, launch.grid, args, launch.options)
 
 
 @dataclass(frozen=True, slots=True)

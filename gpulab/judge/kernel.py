@@ -777,6 +777,7 @@ def _launch_key(
         json.dumps(numbers, sort_keys=True, default=str),
         json.dumps(fills, sort_keys=True),
         json.dumps(views, sort_keys=True, default=str),
+        json.dumps(launch.options, sort_keys=True, default=str),
     )
 
 

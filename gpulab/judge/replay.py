@@ -31,6 +31,7 @@ from gpulab.check.frames import (
     BufferArg,
     DescArg,
     LaunchRecord,
+    Option,
     OtherArg,
     RecordedBuffer,
     RecordedLaunch,
@@ -406,7 +407,35 @@ def _launch(
                 f"{where} of `{name}`: the tensor descriptor `{_text(key, 40)}` came back "
                 "malformed, or reads outside its tensor."
             )
-    return ReplayLaunch(name, grid, launch.args), ""
+    problem = _options_problem(launch.options)
+    if problem:
+        return None, f"{where} of `{name}`: {problem}"
+    return ReplayLaunch(name, grid, launch.args, dict(launch.options or {})), ""
+
+
+# What each launch option may be (Triton's CUDA backend accepts no other
+# values): anything else is a forged record, or a launch that did not run.
+_POWERS = frozenset({1, 2, 4, 8, 16, 32})
+OPTION_OK: dict[str, Callable[[Option], bool]] = {
+    "num_warps": lambda v: v in _POWERS and not isinstance(v, bool),
+    "num_stages": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 16,
+    "num_ctas": lambda v: v in _POWERS and v <= 16 and not isinstance(v, bool),
+    "maxnreg": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 255,
+    "enable_fp_fusion": lambda v: isinstance(v, bool),
+    "launch_cooperative_grid": lambda v: isinstance(v, bool),
+    "launch_pdl": lambda v: isinstance(v, bool),
+}
+
+
+def _options_problem(options: dict[str, Option] | None) -> str:
+    """What makes a launch's options ones the replay cannot pass again."""
+    if options is None:
+        return "its launch options came back malformed."
+    for k, v in options.items():
+        check = OPTION_OK.get(k)
+        if check is None or not check(v):
+            return f"the launch option {_text(k, 40)}={_text(v, 40)} is not one Triton takes."
+    return ""
 
 
 MAX_BLOCK_ELEMENTS = 1 << 20  # a descriptor's block, as the interpreter holds one

@@ -289,6 +289,27 @@ class LaunchRecorder:
         self._after: dict[int, torch.Tensor] = {}
         # A gpulab.sandbox.replay.Recording when the judge will replay the call.
         self.recording: Any = None
+        # Inside @triton.autotune's timing of its configs: those launches are
+        # not the call's work, and the replay runs the chosen config's only
+        # (a launch hidden this way is one the replay lacks, never one it
+        # gains). Their buffers are still recorded as they found them.
+        self.benching = 0
+
+    def _wrap_autotune(self) -> None:
+        from triton.runtime.autotuner import Autotuner
+
+        original = Autotuner._bench
+        recorder = self
+
+        def bench(self_t: Any, *args: Any, **kwargs: Any) -> Any:
+            recorder.benching += 1
+            try:
+                return original(self_t, *args, **kwargs)
+            finally:
+                recorder.benching -= 1
+
+        Autotuner._bench = bench
+        self._patched.append((Autotuner, original, "_bench"))
 
     def _wrap(self, cls: Any) -> None:
         original = cls.run
@@ -297,7 +318,7 @@ class LaunchRecorder:
         def run(self_fn: Any, *args: Any, **kwargs: Any) -> Any:
             recorder._record(self_fn, args, kwargs)
             if recorder.recording is not None:
-                recorder.recording.launch(self_fn, args, kwargs)
+                recorder.recording.launch(self_fn, args, kwargs, benching=recorder.benching > 0)
             result = original(self_fn, *args, **kwargs)
             recorder._snapshot(args, kwargs)
             return result
@@ -356,6 +377,10 @@ class LaunchRecorder:
         except ImportError:  # pragma: no cover - older Triton
             pass
         self._wrap_compiled()
+        try:
+            self._wrap_autotune()
+        except (ImportError, AttributeError):  # pragma: no cover - another Triton
+            pass
         return self
 
     def __exit__(self, *exc: object) -> None:

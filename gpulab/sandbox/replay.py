@@ -30,8 +30,10 @@ from gpulab.check.frames import (
     BufferArg,
     DescArg,
     DtypeArg,
+    LAUNCH_OPTIONS,
     FloatArg,
     LaunchRecord,
+    Option,
     OtherArg,
     RecordedBuffer,
     RecordedLaunch,
@@ -85,10 +87,22 @@ class Recording:
         self.snapshot_bytes = 0
         self.overflow = ""
 
-    def launch(self, jit_fn: Any, args: tuple[Any, ...], kwargs: Kwargs) -> None:
+    def launch(
+        self, jit_fn: Any, args: tuple[Any, ...], kwargs: Kwargs, benching: bool = False
+    ) -> None:
+        """Write down one launch. `benching`: one of @triton.autotune's timing
+        runs of its configs, not the call's work: not a launch the replay
+        runs, but the buffers it is handed are recorded as it finds them (the
+        chosen config's launch finds them written by these runs; an honest
+        output's first state is torch.empty's, the same in every draw)."""
         import inspect
 
         if kwargs.get("warmup"):
+            return
+        if benching:
+            for v in (*args, *kwargs.values()):
+                if isinstance(v, torch.Tensor) or _descriptor(v) is not None:
+                    self.value(v)
             return
         if len(self.launches) >= MAX_LAUNCHES:
             self.overflow = f"more than {MAX_LAUNCHES} kernel launches in one call"
@@ -109,6 +123,16 @@ class Recording:
                 RecordedLaunch(kernel=fn.__name__, error=f"{type(exc).__name__}: {exc}")
             )
             return
+        options: dict[str, Option] = {}
+        for k in LAUNCH_OPTIONS:
+            v = kwargs.get(k)
+            if k in kwargs and k not in bound and v is not None:
+                if not isinstance(v, (int, bool)):
+                    self.launches.append(
+                        RecordedLaunch(kernel=fn.__name__, error=f"launch option {k}={v!r}")
+                    )
+                    return
+                options[k] = v
         self.launches.append(
             RecordedLaunch(
                 kernel=fn.__name__,
@@ -116,6 +140,7 @@ class Recording:
                 file=fn.__code__.co_filename,
                 grid=tuple(grid),
                 args={name: self.value(v) for name, v in bound.items()},
+                options=options,
             )
         )
 
@@ -362,7 +387,7 @@ def _run(
             return f"launch {i + 1}: no kernel {launch.kernel}"
         try:
             args = {k: _decode(v, buffers) for k, v in launch.args.items()}
-            kernel[tuple(int(g) for g in launch.grid)](**args)
+            kernel[tuple(int(g) for g in launch.grid)](**args, **launch.options)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
             return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
     for out, ref in zip(msg.outs, slot_refs, strict=True):

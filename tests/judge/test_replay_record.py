@@ -1,0 +1,186 @@
+"""The launch record the replay runs from (gpulab.sandbox.replay.Recording),
+as a GPU replay needs it: each launch's options (num_warps, num_stages...),
+only the launches of the call's own work (not @triton.autotune's timing of
+its configs), and a buffer's starting bytes read the same way on any device.
+
+On the CPU the interpreter ignores launch options, but a replay that is
+timed on a GPU must run a kernel as it ran: num_warps=4 and num_warps=16
+are different kernels there. Real checks in real child processes, in the
+Triton interpreter; the record itself is read in this process."""
+
+from __future__ import annotations
+
+import pytest
+
+SOFTMAX_KERNEL = '''
+@triton.jit
+def softmax_kernel(y_ptr, x_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + offs, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * y_row_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+'''
+
+# An honest softmax autotuned over two launch configurations, timed by a CPU
+# clock (the interpreter has no CUDA events; a learner without a GPU can
+# still write @triton.autotune this way).
+AUTOTUNED = (
+    '''import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+def _cpu_bench(fn, quantiles=None, **kwargs):
+    start = time.perf_counter()
+    fn()
+    took = (time.perf_counter() - start) * 1e3
+    return [took, took, took] if quantiles else took
+
+
+@triton.autotune(
+    configs=[triton.Config({}, num_warps=2), triton.Config({}, num_warps=4, num_stages=2)],
+    key=["n_cols"],
+    do_bench=_cpu_bench,
+)'''
+    + SOFTMAX_KERNEL
+    + '''
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols,
+                              BLOCK=triton.next_power_of_2(n_cols))
+    return y
+'''
+)
+
+
+def _record(source: str, tmp_path, monkeypatch, shape=(3, 10)):
+    """The launch record of one call of the file's softmax, as the sandbox
+    makes it (LaunchRecorder with a Recording), in the interpreter."""
+    import importlib.util
+
+    import torch
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read as @triton.jit decorates
+
+    from gpulab.sandbox.guards import LaunchRecorder
+    from gpulab.sandbox.replay import Recording
+
+    path = tmp_path / "attempt.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("attempt_record", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = torch.randn(*shape)
+    with LaunchRecorder(set()) as launches:
+        launches.recording = Recording({})
+        y = mod.softmax(x)
+    assert torch.allclose(y, torch.softmax(x, dim=1), atol=1e-5)
+    return launches.recording.result(y), launches
+
+
+def test_autotune_timing_its_configs_is_not_in_the_record(tmp_path, monkeypatch):
+    record, launches = _record(AUTOTUNED, tmp_path, monkeypatch)
+    # Both configs ran while @triton.autotune timed them, then the chosen
+    # one ran the call: the record holds that one launch, with its options.
+    assert len(launches.launches) >= 3, launches.launches
+    assert len(record.launches) == 1, record.launches
+    options = record.launches[0].options
+    assert options is not None and options["num_warps"] in (2, 4), options
+    assert options["num_warps"] == 2 or options["num_stages"] == 2, options
+
+
+def test_an_autotuned_honest_softmax_passes_and_its_options_replay(grade):
+    r = grade("softmax", AUTOTUNED, timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"), r["cases"][-3:])
+
+
+def test_launch_options_round_trip_and_unknown_ones_make_the_launch_malformed():
+    from gpulab.check.frames import RecordedLaunch
+    from gpulab.check.frames_other import ReplayLaunch
+    from gpulab.check.protocol import ProtocolError
+
+    launch = RecordedLaunch(
+        kernel="k", qualname="k", file="f.py", grid=(1,), args={}, options={"num_warps": 8}
+    )
+    assert RecordedLaunch.parse(launch.to_json()) == launch
+    assert ReplayLaunch.parse(launch.to_json()).options == {"num_warps": 8}
+    forged = launch.to_json() | {"options": {"num_warps": 8, "os.system": 1}}
+    assert RecordedLaunch.parse(forged).options is None
+    assert RecordedLaunch.parse(launch.to_json() | {"options": [4]}).options is None
+    assert RecordedLaunch.parse(launch.to_json() | {"options": {"num_warps": "8"}}).options is None
+    with pytest.raises(ProtocolError):
+        ReplayLaunch.parse(forged)
+
+
+@pytest.mark.parametrize(
+    ("options", "ok"),
+    [
+        ({}, True),
+        ({"num_warps": 4, "num_stages": 3}, True),
+        ({"num_warps": 32, "num_ctas": 2, "maxnreg": 128, "enable_fp_fusion": False}, True),
+        ({"num_warps": 3}, False),
+        ({"num_warps": 64}, False),
+        ({"num_warps": True}, False),
+        ({"num_stages": -1}, False),
+        ({"num_stages": 1000}, False),
+        ({"maxnreg": 0}, False),
+        ({"enable_fp_fusion": 1}, False),
+        (None, False),
+    ],
+)
+def test_the_judge_replays_only_launch_options_triton_takes(options, ok):
+    import torch
+
+    from gpulab.check.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, View
+    from gpulab.judge.kernel import Expect
+    from gpulab.judge.replay import plan_replay
+    from gpulab.sandbox.replay_source import extract
+
+    source = extract(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(p):\n    pass\n"
+    )
+    out = View(0, 0, (8,), (1,), "float32")
+    record = LaunchRecord(
+        buffers=(RecordedBuffer(32, "float32", unknown=True),),
+        launches=(
+            RecordedLaunch(
+                kernel="k", qualname="k", file="f.py", grid=(1,), args={}, options=options
+            ),
+        ),
+        out=out,
+        tensor_out=True,
+    )
+    plan, why = plan_replay(source, record, {}, [Expect((8,), torch.zeros(8), "x")], "f.py")
+    if ok:
+        assert plan is not None, why
+        assert plan.launches[0].options == options
+    else:
+        assert plan is None and "launch option" in why, why
+
+
+def test_two_draws_must_launch_with_the_same_options():
+    # num_warps is a number the wrapper picks: an honest one follows the
+    # shapes, the same for two draws of one shape.
+    from gpulab.check.frames import RecordedLaunch
+    from gpulab.judge.kernel import _launch_key
+
+    a = RecordedLaunch(kernel="k", grid=(1,), args={}, options={"num_warps": 4})
+    b = RecordedLaunch(kernel="k", grid=(1,), args={}, options={"num_warps": 8})
+    assert _launch_key(a, ()) != _launch_key(b, ())
+    assert _launch_key(a, ()) == _launch_key(RecordedLaunch(**{**_fields(a)}), ())
+
+
+def _fields(launch):
+    import dataclasses
+
+    return {f.name: getattr(launch, f.name) for f in dataclasses.fields(launch)}
