@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpulab.check.frames import (
+    LAUNCH_OPTIONS,
     Arg,
     BufferArg,
     DescArg,
     DtypeArg,
-    LAUNCH_OPTIONS,
     FloatArg,
     LaunchRecord,
     Option,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-SOFTMAX_KERNEL = '''
+SOFTMAX_KERNEL = """
 @triton.jit
 def softmax_kernel(y_ptr, x_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
@@ -24,13 +24,13 @@ def softmax_kernel(y_ptr, x_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.c
     num = tl.exp(x)
     y = num / tl.sum(num, axis=0)
     tl.store(y_ptr + row * y_row_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-'''
+"""
 
 # An honest softmax autotuned over two launch configurations, timed by a CPU
 # clock (the interpreter has no CUDA events; a learner without a GPU can
 # still write @triton.autotune this way).
 AUTOTUNED = (
-    '''import time
+    """import time
 
 import torch
 import triton
@@ -48,9 +48,9 @@ def _cpu_bench(fn, quantiles=None, **kwargs):
     configs=[triton.Config({}, num_warps=2), triton.Config({}, num_warps=4, num_stages=2)],
     key=["n_cols"],
     do_bench=_cpu_bench,
-)'''
+)"""
     + SOFTMAX_KERNEL
-    + '''
+    + """
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = x.shape
@@ -58,7 +58,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols,
                               BLOCK=triton.next_power_of_2(n_cols))
     return y
-'''
+"""
 )
 
 
