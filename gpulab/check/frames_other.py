@@ -1587,6 +1587,116 @@ class ReplayRequest:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayRep:
+    """One timed repetition of a replay: its buffers (the judge's fresh
+    inputs in their places) and the slots its results go to."""
+
+    buffers: tuple[ReplayBuffer, ...]
+    slots: tuple[TensorRef, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "buffers": [b.to_json() for b in self.buffers],
+            "slots": [s.to_json() for s in self.slots],
+        }
+
+    @classmethod
+    def parse(cls, value: Any) -> ReplayRep:
+        if not isinstance(value, dict):
+            raise ProtocolError("a `replay_time` request with a malformed repetition")
+        return cls(
+            buffers=tuple(ReplayBuffer.parse(b) for b in _need_list(value, "buffers")),
+            slots=tuple(TensorRef.from_json(s) for s in _need_list(value, "slots")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayTimeRequest:
+    """`replay_time`: a record's launches (as a `replay` plans them) timed in
+    the replay's sandbox, which runs no learner Python: first, for
+    `warmup_s` seconds, on the first repetition's buffers; then once on each
+    repetition's, the L2 flushed before each (`flush`), between CUDA events
+    (a clock on the CPU), each result copied into its slot after the end
+    event. gpulab.judge.replay_timing sends it and checks every slot."""
+
+    TYPE: ClassVar[str] = "replay_time"
+    source: str
+    modules: dict[str, str]
+    kernels: tuple[str, ...]
+    launches: tuple[ReplayLaunch | TorchStep, ...]
+    outs: tuple[View, ...]
+    reps: tuple[ReplayRep, ...]
+    warmup_s: float = 0.0
+    flush: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.TYPE,
+            "source": self.source,
+            "modules": self.modules,
+            "kernels": list(self.kernels),
+            "launches": [la.to_json() for la in self.launches],
+            "outs": [v.to_json() for v in self.outs],
+            "reps": [r.to_json() for r in self.reps],
+            "warmup_s": self.warmup_s,
+            "flush": self.flush,
+        }
+
+    @classmethod
+    def parse(cls, msg: dict[str, Any]) -> ReplayTimeRequest:
+        modules = msg.get("modules")
+        if not isinstance(modules, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
+        ):
+            raise ProtocolError("a `replay_time` request whose modules are not names")
+        outs = tuple(View.parse(v) for v in _need_list(msg, "outs"))
+        if not outs or any(v is None for v in outs):
+            raise ProtocolError("a `replay_time` request whose `outs` are not views")
+        reps = tuple(ReplayRep.parse(r) for r in _need_list(msg, "reps"))
+        if not reps or any(len(r.slots) != len(outs) for r in reps):
+            raise ProtocolError("a `replay_time` request with a slot for each result")
+        warmup = msg.get("warmup_s", 0.0)
+        if not isinstance(warmup, (int, float)) or not 0 <= warmup <= 10:
+            raise ProtocolError("a `replay_time` request whose `warmup_s` is not seconds")
+        return cls(
+            source=_need_str(msg, "source"),
+            modules=modules,
+            kernels=_names(msg, "kernels"),
+            launches=tuple(_replay_step(la) for la in _need_list(msg, "launches")),
+            outs=tuple(v for v in outs if v is not None),
+            reps=reps,
+            warmup_s=float(warmup),
+            flush=msg.get("flush", True) is not False,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayTimed(Reply):
+    """`replay_timed`: each repetition's time in ms, in order, or why the
+    replay stopped. The replay's sandbox ran no learner Python, so these are
+    the judge's own measurement, made by gpulab's code."""
+
+    TYPE: ClassVar[str] = "replay_timed"
+    times_ms: tuple[float, ...] = ()
+    problem: str = ""
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> ReplayTimed:
+        times = frame.get("times_ms")
+        ok = isinstance(times, list) and all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+            for t in times
+        )
+        return cls(
+            tuple(float(t) for t in times) if ok and isinstance(times, list) else (),
+            text(frame.get("problem"), 400),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "times_ms": list(self.times_ms), "problem": self.problem}
+
+
 def _replay_step(value: Any) -> ReplayLaunch | TorchStep:
     step = parse_step(value)
     if isinstance(step, TorchStep):
@@ -1832,6 +1942,7 @@ _REQUESTS: dict[str, Any] = {
         Warm,
         Prepare,
         ReplayRequest,
+        ReplayTimeRequest,
         DynamoRequest,
         DynamoConfigRequest,
         ModesRequest,
@@ -1855,6 +1966,7 @@ Request = (
     | Warm
     | Prepare
     | ReplayRequest
+    | ReplayTimeRequest
     | AuditEnd
     | CallRequest
     | PlainCall

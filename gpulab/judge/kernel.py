@@ -521,8 +521,9 @@ def check_cases(
     """Correctness: every case against a float64 reference, in the sandbox."""
     ctx.uses_triton = True
     compile_ahead(ctx)
-    # On the CPU every passing case is replayed apart from the learner's code.
-    replayer = getattr(ctx, "replayer", None) if ctx.interpreter else None
+    # On the CPU (and on a GPU where gpulab.judge.replay.gpu_replay says so)
+    # every passing case is replayed apart from the learner's code.
+    replayer = getattr(ctx, "replayer", None)
     if replayer is not None:
         replayer.ensure_started()
     total = len(cases)

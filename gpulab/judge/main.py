@@ -611,9 +611,9 @@ def judge(
         early = start(
             request, device, prepared.fresh
         )  # beside the check; None unless CPU --explain
-        if device == "cpu":
-            from gpulab.judge.replay import Replayer
+        from gpulab.judge.replay import Replayer, gpu_replay
 
+        if device == "cpu" or gpu_replay():
             replayer = Replayer(prepared.take_replay, request.file, data)
         result = grade_request(
             request,

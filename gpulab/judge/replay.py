@@ -38,7 +38,16 @@ from gpulab.check.frames import (
     TorchStep,
     View,
 )
-from gpulab.check.frames_other import Prepare, ReplayBuffer, Replayed, ReplayLaunch, ReplayRequest
+from gpulab.check.frames_other import (
+    Prepare,
+    ReplayBuffer,
+    Replayed,
+    ReplayLaunch,
+    ReplayRep,
+    ReplayRequest,
+    ReplayTimed,
+    ReplayTimeRequest,
+)
 from gpulab.check.protocol import text as _text
 from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
@@ -59,6 +68,16 @@ WHY = (
     "gpulab runs the Triton kernels your function launched a second time, on its own "
     "copy of the inputs, in a process where nothing else of your file runs. "
 )
+
+
+def gpu_replay() -> bool:
+    """Whether a check on a GPU replays its cases too. Off until a GPU run
+    has checked it against every reference (GPULAB_GPU_REPLAY=1 turns it
+    on): the kernels the references load from files beside them (hopper/,
+    Gluon) and launches of compiled kernels are not in a record yet."""
+    import os
+
+    return os.environ.get("GPULAB_GPU_REPLAY") == "1"
 
 
 class Replayer:
@@ -196,6 +215,60 @@ class Replayer:
                 what = f"{run.result.label}: " if run.result.label else ""
                 return name, f"{run.mismatch} ({what}{describe_mismatch(rep)}). {WHY}{run.why}"
         return None
+
+    def time(
+        self,
+        plan: Plan,
+        reps: Sequence[tuple[list[ReplayBuffer], dict[int, torch.Tensor]]],
+        expects: Sequence[Any],
+        warmup_s: float,
+    ) -> tuple[ReplayTimed | None, list[list[torch.Tensor]], str]:
+        """Time `plan`'s launches in the replay's sandbox (gpulab.judge
+        .replay_timing): `reps`, each repetition's buffers and its inputs by
+        buffer number (placed into the replay's memory here). Returns the
+        reply, each repetition's results as views of the judge's memory, and
+        what stopped it ("" when it ran)."""
+        from gpulab.judge.remote import SandboxDied
+
+        if self.source is None:
+            return None, [], f"{WHY}It could not read your kernels: {self.error}"
+        self.ensure_started()
+        if self.sandbox is None:
+            return None, [], f"{WHY}Its sandbox could not start: {self.failed}"
+        per_rep = sum(plan.buffers[i].nbytes + 512 for i in plan.inputs)
+        per_rep += sum(math.prod(e.shape) * e.like.dtype.itemsize + 512 for e in expects)
+        arena = self.arena(per_rep * len(reps))
+        timed_reps = []
+        slots = []
+        for start, inputs in reps:
+            buffers = list(start)
+            for i, t in inputs.items():
+                ref = arena.put(t)
+                buffers[i] = dataclasses.replace(
+                    buffers[i], input=(ref.arena, ref.offset, ref.nbytes)
+                )
+            row = tuple(arena.slot(tuple(e.shape), e.like.dtype) for e in expects)
+            timed_reps.append(ReplayRep(tuple(buffers), row))
+            slots.append(row)
+        assert self.source is not None
+        message = ReplayTimeRequest(
+            source=self.source.text,
+            modules=self.source.modules,
+            kernels=tuple(self.source.kernels),
+            launches=plan.launches,
+            outs=plan.outs,
+            reps=tuple(timed_reps),
+            warmup_s=warmup_s,
+        )
+        try:
+            reply = self.sandbox.ask(message, ReplayTimed)
+        except SandboxDied as exc:
+            return None, [], self._died(exc)
+        if not isinstance(reply, ReplayTimed):
+            return None, [], WHY + f"The replay stopped: {reply.summary[:400]}"
+        if reply.problem:
+            return reply, [], WHY + f"The replay stopped: {reply.problem}"
+        return reply, [[self._arena.view(s) for s in row] for row in slots], ""
 
     def _died(self, exc: Exception) -> str:
         output = self.sandbox.output.text()[-1500:]

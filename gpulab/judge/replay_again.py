@@ -61,7 +61,8 @@ def scale_tensor(t: torch.Tensor, c: float) -> torch.Tensor:
     Integers and bools stay as they are: indices and masks come from shapes."""
     if not t.dtype.is_floating_point:
         return t
-    raw = torch.empty(0, dtype=torch.uint8).set_(t.detach().untyped_storage()).clone()
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+    raw = raw.set_(t.detach().untyped_storage()).clone()
     whole = raw[: raw.numel() - raw.numel() % t.element_size()].view(t.dtype).mul_(c)
     return torch.as_strided(whole, tuple(t.shape), tuple(t.stride()), t.storage_offset())
 

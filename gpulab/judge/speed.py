@@ -17,7 +17,7 @@ from gpulab.course.content import eval_formula
 from gpulab.device import ceilings
 from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
 from gpulab.judge.compare import dtype_name
-from gpulab.judge.kernel import AuditSpan, Case, KernelSpec, guarded_call
+from gpulab.judge.kernel import AuditSpan, Case, Kept, KernelSpec, guarded_call
 from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
 
     device_name = torch.cuda.get_device_name(0)
     flusher = L2Flusher()
-    _check_sizes(ctx, spec, fn, cases)
+    kept = _check_sizes(ctx, spec, fn, cases)
     rows: list[KernelRow] = []
     implausible = None
     for i, case in enumerate(cases):
@@ -54,6 +54,9 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
         # others follow timed work at once.
         warmup_s = WARMUP_S if i == 0 else WARMUP_NEXT_S
         row, why = _time_case(ctx, spec, fn, case, flusher, device_name, warmup_s)
+        if case.name in kept and not why:
+            ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (replayed)", i, len(cases))
+            why = _time_replayed(ctx, spec, case, kept[case.name], row, warmup_s)
         implausible = implausible or why
         if spec.baseline is not None:
             ctx.stage(
@@ -64,19 +67,58 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
     ctx.timing = _summary(spec, rows, device_name, implausible)
 
 
-def _check_sizes(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
+def _check_sizes(
+    ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]
+) -> dict[str, Kept]:
     """Each timed case once under the guards first (which also compiles and
     autotunes its kernels), the calls sharing one profile (AuditSpan, as the
     correctness cases do: on an H200 a profile apart cost about 0.15 s a
-    call). The profile ends before the first timed batch."""
+    call). The profile ends before the first timed batch. Where the replay
+    times the kernels (gpulab.judge.replay_timing), each case is called a
+    second time with its launches recorded: the first call of a shape may
+    choose among kernels by timing them (the softmax reference does), the
+    second launches only the chosen ones. Returns those records by case."""
     span = AuditSpan()
+    kept: dict[str, Kept] = {}
+    replaying = ctx.replayer is not None and ctx.device == "cuda"
     for i, case in enumerate(cases):
         ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (checked first)", i, len(cases))
         _, problem = guarded_call(ctx, spec, fn, case, span=span)
+        if not problem and replaying:
+            keep = Kept()
+            _, problem = guarded_call(ctx, spec, fn, case, keep=keep, span=span)
+            kept[case.name] = keep
         if problem:
-            span.judge(ctx, upto=i)  # an earlier call's cheat first
+            span.judge(ctx, upto=len(span.calls) - 1)  # an earlier call's cheat first
             ctx.fail(f"timing {case.name}: {problem}")
     span.judge(ctx)
+    return kept
+
+
+def _time_replayed(
+    ctx: GradeContext, spec: KernelSpec, case: Case, keep: Kept, row: KernelRow, warmup_s: float
+) -> str | None:
+    """The case's kernels timed again in the replay's sandbox, and the row's
+    time and throughput taken from there (the sandbox's claim kept beside
+    it); or why they could not be, which makes the timing implausible:
+    with the replay on, no time rests on the sandbox's claim alone."""
+    import zlib
+
+    from gpulab.judge.replay_timing import replayed_times
+
+    assert ctx.replayer is not None
+    seed = ctx.seed(zlib.crc32(f"replay timing {case.name}".encode()) % 100003)
+    stats, why = replayed_times(ctx.replayer, spec, case, keep, seed, warmup_s)
+    if stats is None:
+        return f"{case.name}: the replay could not time your kernels: {why}"
+    claimed = row.timed.ms
+    row.timed.stats, row.timed.claimed_ms = stats, claimed
+    scale = claimed / row.timed.ms
+    if row.throughput is not None:
+        row.throughput *= scale
+    if row.roofline_fraction is not None:
+        row.roofline_fraction *= scale
+    return None
 
 
 def _time_case(

@@ -65,6 +65,9 @@ class RemoteTiming:
     judge_copy_ms: float
     batches: list[BatchWall]
     implausible: str | None = None
+    # Where the times are the replay's (gpulab.judge.replay_timing): the
+    # median the sandbox claimed for the same case, shown beside them.
+    claimed_ms: float | None = None
 
     @property
     def ms(self) -> float:
@@ -79,6 +82,7 @@ class RemoteTiming:
             "judge_flush_ms": self.judge_flush_ms,
             "judge_copy_ms": self.judge_copy_ms,
             "batches": [b.to_json() for b in self.batches],
+            **({"claimed_ms": self.claimed_ms} if self.claimed_ms is not None else {}),
         }
 
 

@@ -63,6 +63,8 @@ from gpulab.check.frames_other import (
     Ready,
     Replayed,
     ReplayRequest,
+    ReplayTimed,
+    ReplayTimeRequest,
     Request,
     SandboxConfig,
     Stream,
@@ -341,6 +343,13 @@ class Server:
         if self.module is not None:  # a sandbox that ran the learner's file never replays
             raise ProtocolError("a replay asked of the check's own sandbox")
         return replay(self, msg)
+
+    def on_replay_time(self, msg: ReplayTimeRequest) -> ReplayTimed:
+        from gpulab.sandbox.replay import replay_time
+
+        if self.module is not None:  # as on_replay: never where the file ran
+            raise ProtocolError("a replay asked of the check's own sandbox")
+        return replay_time(self, msg)
 
     def on_audit_end(self, msg: AuditEnd) -> Audited:
         from gpulab.sandbox.calls import audit_end

@@ -21,6 +21,7 @@ import dataclasses
 import math
 import os
 import tempfile
+import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -40,16 +41,26 @@ from gpulab.check.frames import (
     TorchStep,
     View,
 )
-from gpulab.check.frames_other import ReplayBuffer, Replayed, ReplayRequest
+from gpulab.check.frames_other import (
+    ReplayBuffer,
+    Replayed,
+    ReplayRequest,
+    ReplayTimed,
+    ReplayTimeRequest,
+)
 from gpulab.check.protocol import Kwargs
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
+    from gpulab.check.frames_other import ReplayLaunch
     from gpulab.check.protocol import TensorRef
 
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
+# First bytes of a call's buffers kept on their device until the call ends
+# (a GPU's); a buffer past this is recorded as unknown.
+MAX_DEFERRED_BYTES = 512 << 20
 # The aten ops Recording.step writes down (and the replay runs as TorchStep).
 STEP_ATEN = frozenset({"_to_copy", "clone", "copy_", "sum"})
 DTYPES = {
@@ -72,7 +83,8 @@ DTYPES = {
 class Recording:
     """What one guarded call launched (see the module's docstring)."""
 
-    def __init__(self, arenas: dict[int, Any]) -> None:
+    def __init__(self, arenas: dict[int, Any], defer: bool = False) -> None:
+        """`defer`: read CPU buffers the GPU's way too (contents)."""
         self.bases = []
         for ident, arena in arenas.items():
             whole = arena.whole()
@@ -86,6 +98,11 @@ class Recording:
         self.launches: list[RecordedLaunch | TorchStep] = []
         self.snapshot_bytes = 0
         self.overflow = ""
+        # Buffers whose first bytes are copied on their device and read when
+        # the call ends (contents): buffer number -> (copy, element size).
+        self.defer = defer
+        self.deferred: dict[int, tuple[torch.Tensor, int]] = {}
+        self.deferred_bytes = 0
 
     def launch(
         self, jit_fn: Any, args: tuple[Any, ...], kwargs: Kwargs, benching: bool = False
@@ -199,23 +216,65 @@ class Recording:
         return self.index[ptr]
 
     def contents(self, entry: RecordedBuffer, t: torch.Tensor, st: Any) -> RecordedBuffer:
-        """The buffer as the first launch handed it finds it. Read through
-        ctypes, not torch: a torch op here would be one the audit sees."""
+        """The buffer as the first launch handed it finds it. On the CPU read
+        at once through ctypes, not torch: a torch op here would be one the
+        audit sees. On a GPU (or where `defer` says) copied on the device as
+        gpulab's own work, and read when the call has ended (`_settle`): a
+        copy to the host now would be a device-to-host copy in the call."""
         import ctypes
 
-        if t.device.type != "cpu":
-            return dataclasses.replace(entry, unknown=True)
         nbytes = st.nbytes()
         if nbytes == 0:
             return dataclasses.replace(entry, fill="")
+        if self.defer or t.device.type != "cpu":
+            if self.deferred_bytes + nbytes > MAX_DEFERRED_BYTES:
+                return dataclasses.replace(entry, unknown=True)
+            from gpulab.sandbox.guards import _bytes_of
+
+            self.deferred_bytes += nbytes
+            self.deferred[len(self.buffers)] = (_bytes_of(st), t.element_size())
+            return entry  # settled by _settle
         data = ctypes.string_at(st.data_ptr(), nbytes)
-        size = t.element_size()
+        return self.classify(entry, data, t.element_size())
+
+    def classify(self, entry: RecordedBuffer, data: bytes, size: int) -> RecordedBuffer:
+        """A buffer's first bytes as a record keeps them: a constant fill,
+        the bytes themselves (up to MAX_SNAPSHOT_BYTES a call), or unknown."""
+        nbytes = len(data)
         if nbytes % size == 0 and data == data[:size] * (nbytes // size):
             return dataclasses.replace(entry, fill=data[:size].hex())
         if self.snapshot_bytes + nbytes > MAX_SNAPSHOT_BYTES:
             return dataclasses.replace(entry, unknown=True)
         self.snapshot_bytes += nbytes
         return dataclasses.replace(entry, data=base64.b64encode(data).decode("ascii"))
+
+    def _settle(self) -> None:
+        """The deferred buffers' first bytes, read now that the call is over:
+        a fill is told on the device (a GPU's zeroed accumulator need not
+        cross to the host), anything else copied to the host if the call's
+        snapshot budget allows."""
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        from gpulab.sandbox.audit import own
+
+        if not self.deferred:
+            return
+        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad(), own():
+            for index, (raw, size) in sorted(self.deferred.items()):
+                entry = self.buffers[index]
+                nbytes = raw.numel()
+                if nbytes % size == 0:
+                    rows = raw.view(nbytes // size, size)
+                    if bool((rows == rows[:1]).all()):
+                        fill = bytes(rows[0].cpu().tolist())
+                        self.buffers[index] = dataclasses.replace(entry, fill=fill.hex())
+                        continue
+                if self.snapshot_bytes + nbytes > MAX_SNAPSHOT_BYTES:
+                    self.buffers[index] = dataclasses.replace(entry, unknown=True)
+                    continue
+                data = raw.cpu().numpy().tobytes()
+                self.buffers[index] = self.classify(entry, data, size)
+        self.deferred.clear()
 
     def step(self, name: str, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> None:
         """A torch op of the wrapper's, as gpulab's eager-op guard saw it
@@ -232,8 +291,6 @@ class Recording:
         src = args[0] if name != "copy_" else (args[1] if len(args) > 1 else None)
         dst = args[0] if name == "copy_" else out
         if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
-            return
-        if src.device.type != "cpu" or dst.device.type != "cpu":
             return
         src_view = self.view(self.buffer(src), src)
         dst_view = self.view(self.buffer(dst, made=name != "copy_"), dst)
@@ -254,6 +311,7 @@ class Recording:
             ptr = t.untyped_storage().data_ptr()
             return self.view(self.index[ptr], t) if ptr in self.index else None
 
+        self._settle()
         return LaunchRecord(
             buffers=tuple(self.buffers),
             launches=tuple(self.launches),
@@ -319,22 +377,32 @@ def _view(buffers: list[torch.Tensor], spec: View) -> torch.Tensor:
     return torch.as_strided(typed, shape, stride, int(spec.offset))
 
 
+def _device(server: Any) -> torch.device:
+    """Where the replay's buffers live: the judge's memory's device (the
+    GPU's, on a GPU: the kernels run there as they did in the check)."""
+    return (
+        torch.device("cuda") if getattr(server, "device", "cpu") == "cuda" else torch.device("cpu")
+    )
+
+
 def _buffers(server: Any, specs: tuple[ReplayBuffer, ...]) -> list[torch.Tensor]:
+    device = _device(server)
     out = []
     for spec in specs:
         nbytes = int(spec.nbytes)  # (a forged record's true is 1)
-        buf = torch.full((nbytes,), 0xFF, dtype=torch.uint8)  # NaN, -1: never an answer
+        # NaN, -1: never an answer.
+        buf = torch.full((nbytes,), 0xFF, dtype=torch.uint8, device=device)
         if spec.input is not None:  # the judge's own copy of an input's whole storage
             ident, offset, size = (int(v) for v in spec.input)
             buf.copy_(server.arenas[ident].storage(offset, size)[:nbytes])
         elif spec.fill is not None:
             pattern = bytes.fromhex(spec.fill)
             if pattern:
-                reps = torch.tensor(list(pattern), dtype=torch.uint8)
+                reps = torch.tensor(list(pattern), dtype=torch.uint8, device=device)
                 buf.copy_(reps.repeat(math.ceil(nbytes / len(pattern)))[:nbytes])
         elif spec.data is not None:
             data = base64.b64decode(spec.data)
-            buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8)[:nbytes])
+            buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8)[:nbytes].to(device))
         out.append(buf)  # anything else: bytes the replay may not trust
     return out
 
@@ -359,6 +427,7 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
     slots; then, where the judge asks, again from its other buffers into its
     other slots (gpulab.judge.replay_again)."""
     found = kernels(msg.source, msg.modules, list(msg.kernels))
+    _allocator(server)
     problem = _run(server, found, msg, msg.buffers, msg.slots)
     if problem or not msg.again_slots:
         return Replayed(problem)
@@ -373,10 +442,30 @@ def _run(
     specs: tuple[ReplayBuffer, ...],
     slot_refs: tuple[TensorRef, ...],
 ) -> str:
-    from gpulab.sandbox.tensors import view
-
     buffers = _buffers(server, specs)
-    for i, launch in enumerate(msg.launches):
+    problem = _launch_all(found, msg.launches, buffers)
+    if problem:
+        return problem
+    problem = _copy_out(server, msg.outs, buffers, slot_refs)
+    if problem:
+        return problem
+    if buffers and buffers[0].is_cuda:
+        # The judge reads the slots when the reply comes: the copies done. A
+        # kernel's fault (an illegal address) is raised here, as the replay's.
+        try:
+            torch.cuda.synchronize()
+        except RuntimeError as exc:
+            return f"the kernels failed on the GPU: {str(exc)[:400]}"
+    return ""
+
+
+def _launch_all(
+    found: dict[str, JITFunction],
+    launches: tuple[ReplayLaunch | TorchStep, ...],
+    buffers: list[torch.Tensor],
+) -> str:
+    """Each launch and torch step in order: "" or what stopped them."""
+    for i, launch in enumerate(launches):
         if isinstance(launch, TorchStep):
             problem = _step(launch, buffers)
             if problem:
@@ -390,13 +479,126 @@ def _run(
             kernel[tuple(int(g) for g in launch.grid)](**args, **launch.options)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
             return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
-    for out, ref in zip(msg.outs, slot_refs, strict=True):
+    return ""
+
+
+def _copy_out(
+    server: Any,
+    outs: tuple[View, ...],
+    buffers: list[torch.Tensor],
+    slot_refs: tuple[TensorRef, ...],
+) -> str:
+    from gpulab.sandbox.tensors import view
+
+    for out, ref in zip(outs, slot_refs, strict=True):
         slot = view(server.arenas, ref)
         result = _view(buffers, out)
         if tuple(result.shape) != tuple(slot.shape) or result.dtype != slot.dtype:
             return "a result has another shape or dtype"
         slot.copy_(result)
     return ""
+
+
+def replay_time(server: Any, msg: ReplayTimeRequest) -> ReplayTimed:
+    """Time a record's launches as gpulab.judge.batches times a learner's
+    call, here where no learner Python runs: each repetition's buffers made
+    first (not timed), then, for each, the L2 flushed, the launches between
+    two events, and the results copied to the judge's slots after the end
+    event. The first repetition's buffers are run for `warmup_s` first
+    (compiles, autotuning's choice made already, clocks up)."""
+    found = kernels(msg.source, msg.modules, list(msg.kernels))
+    _allocator(server)
+    reps = [_buffers(server, rep.buffers) for rep in msg.reps]
+    cuda = _device(server).type == "cuda"
+    clock = _CudaClock(server) if cuda else _HostClock()
+    try:
+        until = time.perf_counter() + msg.warmup_s
+        while True:  # once at least: the kernels compiled before any timing
+            problem = _launch_all(found, msg.launches, _buffers(server, msg.reps[0].buffers))
+            if problem:
+                return ReplayTimed(problem=problem)
+            clock.sync()
+            if time.perf_counter() >= until:
+                break
+        times = []
+        for rep, buffers in zip(msg.reps, reps, strict=True):
+            if msg.flush:
+                clock.flush()
+            start = clock.mark()
+            problem = _launch_all(found, msg.launches, buffers)
+            end = clock.mark()
+            if problem:
+                return ReplayTimed(problem=problem)
+            problem = _copy_out(server, msg.outs, buffers, rep.slots)
+            if problem:
+                return ReplayTimed(problem=problem)
+            times.append((start, end))
+        clock.sync()
+        return ReplayTimed(times_ms=tuple(clock.ms(s, e) for s, e in times))
+    except RuntimeError as exc:  # a kernel's fault on the GPU, seen at a sync
+        return ReplayTimed(problem=f"the kernels failed: {str(exc)[:400]}")
+
+
+class _CudaClock:
+    """CUDA events on the current stream, and gpulab's L2 flush."""
+
+    def __init__(self, server: Any) -> None:
+        from gpulab.device.timing import L2Flusher
+
+        if getattr(server, "flusher", None) is None:
+            server.flusher = L2Flusher()
+        self.flush = server.flusher
+
+    @staticmethod
+    def mark() -> Any:
+        new_event: Any = torch.cuda.Event  # its __new__ is unannotated
+        event = new_event(enable_timing=True)
+        event.record()
+        return event
+
+    @staticmethod
+    def sync() -> None:
+        torch.cuda.synchronize()
+
+    @staticmethod
+    def ms(start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end))
+
+
+class _HostClock:
+    """The CPU's stand-in (the interpreter's time, which grades nothing):
+    the same requests and replies, so the path is tested without a GPU."""
+
+    @staticmethod
+    def flush() -> None:
+        return None
+
+    @staticmethod
+    def mark() -> float:
+        return time.perf_counter()
+
+    @staticmethod
+    def sync() -> None:
+        return None
+
+    @staticmethod
+    def ms(start: float, end: float) -> float:
+        return (end - start) * 1e3
+
+
+def _allocator(server: Any) -> None:
+    """Scratch memory for device-side TMA descriptors (tl.make_tensor_descriptor
+    asks Triton's allocator), as a learner's wrapper sets one: the replay's own."""
+    if _device(server).type != "cuda":
+        return
+    import triton
+
+    def alloc(size: int, alignment: int, stream: Any) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    set_allocator = getattr(triton, "set_allocator", None)
+    if set_allocator is not None:
+        set_allocator(alloc)
 
 
 def _step(step: TorchStep, buffers: list[torch.Tensor]) -> str:

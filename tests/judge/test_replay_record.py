@@ -65,21 +65,13 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 def _record(source: str, tmp_path, monkeypatch, shape=(3, 10)):
     """The launch record of one call of the file's softmax, as the sandbox
     makes it (LaunchRecorder with a Recording), in the interpreter."""
-    import importlib.util
-
     import torch
-
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read as @triton.jit decorates
 
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording
 
-    path = tmp_path / "attempt.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("attempt_record", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read as @triton.jit decorates
+    mod = _load(source, tmp_path)
     x = torch.randn(*shape)
     with LaunchRecorder(set()) as launches:
         launches.recording = Recording({})
@@ -120,6 +112,18 @@ def test_launch_options_round_trip_and_unknown_ones_make_the_launch_malformed():
     assert RecordedLaunch.parse(launch.to_json() | {"options": {"num_warps": "8"}}).options is None
     with pytest.raises(ProtocolError):
         ReplayLaunch.parse(forged)
+
+
+def _load(source: str, tmp_path):
+    import importlib.util
+
+    path = tmp_path / "attempt.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("attempt_record", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.mark.parametrize(
@@ -184,3 +188,63 @@ def _fields(launch):
     import dataclasses
 
     return {f.name: getattr(launch, f.name) for f in dataclasses.fields(launch)}
+
+
+# A wrapper that hands its kernels a zeroed buffer, a copy of the input and
+# an output filled with NaN: fills, and bytes the replay may keep.
+PREPARED = (
+    """import torch
+import triton
+import triton.language as tl
+"""
+    + SOFTMAX_KERNEL
+    + """
+
+@triton.jit
+def add_kernel(y_ptr, x_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(y_ptr + offs, mask=mask) + tl.load(z_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, v + 0 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    xc = x.clone()
+    y = torch.full_like(x, float("nan"))  # torch.empty_like, as gpulab's guard poisons it
+    softmax_kernel[(n_rows,)](y, xc, xc.stride(0), y.stride(0), n_cols,
+                              BLOCK=triton.next_power_of_2(n_cols), num_warps=2)
+    z = torch.zeros_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](y, xc, z, x.numel(), BLOCK=64)
+    return y
+"""
+)
+
+
+def test_buffers_read_after_the_call_are_recorded_as_buffers_read_at_once(tmp_path, monkeypatch):
+    # A GPU's buffers are copied on the device at their first launch and
+    # read when the call has ended (Recording.contents, `defer`); the CPU's
+    # at once. Both must give the same record: the same fills, the same
+    # bytes, and the same budget of bytes sent.
+    import torch
+
+    from gpulab.sandbox.guards import LaunchRecorder
+    from gpulab.sandbox.replay import Recording
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    mod = _load(PREPARED, tmp_path)
+    x = torch.randn(3, 10)
+    records = []
+    for defer in (False, True):
+        with LaunchRecorder(set()) as launches:
+            launches.recording = Recording({}, defer=defer)
+            y = mod.softmax(x)
+        records.append(launches.recording.result(y))
+        assert not launches.recording.deferred
+    at_once, later = records
+    assert at_once == later
+    fills = [b.fill for b in later.buffers]
+    assert "00000000" in fills, later.buffers  # the zeros
+    assert "0000c07f" in fills, later.buffers  # the NaNs
+    assert any(b.data is not None for b in later.buffers), later.buffers  # the clone of x
+    assert [la.options for la in later.launches] == [{"num_warps": 2}, {}]

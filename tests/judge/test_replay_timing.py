@@ -1,0 +1,158 @@
+"""Timing from the replay (gpulab.judge.replay_timing): a case's launches,
+recorded once at the timed size, run again and timed in the replay's
+sandbox, which runs no learner Python; every repetition's result checked.
+
+On a GPU the replay's sandbox times with CUDA events (the strict-xfail GPU
+test `test_gpu_kernel_times_claimed_short_do_not_lift_the_grade` is what
+this is for); here the same requests run through the Triton interpreter,
+timed by the host's clock, and the sandbox's handlers run in this process
+(tests/inprocess.py): the judge's requests, the replay's buffers, the
+checks of each result are the real ones."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from tests.inprocess import InProcessSandbox
+from tests.judge.test_replay_record import PREPARED, SOFTMAX_KERNEL, _load
+
+
+def _kept(source: str, tmp_path, monkeypatch, case):
+    """The file's softmax called once on the case's input as the sandbox
+    calls it (the input a view of the judge's shared memory, with a storage
+    of its own), its launches recorded; and the replay's own sandbox."""
+    from gpulab.check.protocol import TensorRef
+    from gpulab.judge.graders import softmax
+    from gpulab.judge.kernel import Kept, encode
+    from gpulab.judge.remote import Arena
+    from gpulab.judge.replay import Replayer
+    from gpulab.sandbox import tensors
+    from gpulab.sandbox.guards import LaunchRecorder
+    from gpulab.sandbox.replay import Recording
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    mod = _load(source, tmp_path)
+    arena = Arena(7, 1 << 20, "cpu")
+    refs: dict = {}
+    ref = encode(arena, case.args[0], refs)
+    assert isinstance(ref, dict)
+    arenas = {7: tensors.open_arena(arena.spec, os.dup(arena.fd))}
+    x = tensors.view(arenas, TensorRef.from_json(ref))
+    with LaunchRecorder(set()) as launches:
+        launches.recording = Recording(arenas)
+        y = mod.softmax(x)
+    kept = Kept(launches.recording.result(y), refs, softmax.expect(case))
+    box = InProcessSandbox(tmp_path / "attempt.py", [])
+    replayer = Replayer(lambda: box, str(tmp_path / "attempt.py"))
+    return kept, replayer, softmax.SPEC, arena
+
+
+def _case(rows=4, cols=33):
+    from gpulab.judge.kernel import Case
+
+    x = torch.randn(rows, cols)
+    return Case(f"{rows}x{cols}", (x,), torch.float32, shape=f"{rows}x{cols}")
+
+
+def test_an_honest_kernels_replay_is_timed_and_every_result_checked(tmp_path, monkeypatch):
+    from gpulab.judge.replay_timing import replayed_times
+
+    case = _case()
+    kept, replayer, spec, _arena = _kept(PREPARED, tmp_path, monkeypatch, case)
+    stats, why = replayed_times(replayer, spec, case, kept, seed=1234, warmup_s=0.0, batch=4)
+    assert stats is not None, why
+    assert stats["reps"] >= 4 and stats["ms"] > 0, stats
+
+
+# A number the wrapper worked out in Python, stored by a kernel: right only
+# where the answer is that one number. Every repetition's result is checked,
+# so a replay that gives a wrong answer gives no times at all.
+FIRST_ANSWER = (
+    """import torch
+import triton
+import triton.language as tl
+"""
+    + SOFTMAX_KERNEL
+    + """
+
+@triton.jit
+def put_kernel(y_ptr, x_ptr, v, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, v + 0 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    v = float(torch.softmax(x, dim=1)[0, 0])  # the wrapper's Python, not a kernel
+    put_kernel[(1,)](y, x, v, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y
+"""
+)
+
+
+def test_a_replay_that_is_wrong_on_fresh_inputs_gives_no_times(tmp_path, monkeypatch):
+    from gpulab.judge.replay_timing import WRONG, replayed_times
+
+    case = _case(1, 1)  # softmax of one element: 1.0, whatever x is
+    kept, replayer, spec, _ = _kept(FIRST_ANSWER, tmp_path, monkeypatch, case)
+    stats, why = replayed_times(replayer, spec, case, kept, seed=7, warmup_s=0.0, batch=2)
+    assert stats is not None, why  # the constant answer is right here
+    case = _case(3, 5)
+    kept, replayer, spec, _ = _kept(FIRST_ANSWER, tmp_path, monkeypatch, case)
+    stats, why = replayed_times(replayer, spec, case, kept, seed=7, warmup_s=0.0, batch=2)
+    assert stats is None and why.startswith(WRONG), why
+
+
+def test_a_record_the_replay_cannot_run_gives_no_times(tmp_path, monkeypatch):
+    import dataclasses
+
+    from gpulab.judge.replay_timing import replayed_times
+
+    case = _case()
+    kept, replayer, spec, _ = _kept(PREPARED, tmp_path, monkeypatch, case)
+    assert kept.record is not None
+    forged = dataclasses.replace(kept.record, launches=())
+    stats, why = replayed_times(
+        replayer, spec, case, dataclasses.replace(kept, record=forged), seed=1, warmup_s=0.0
+    )
+    assert stats is None and "No Triton kernel launch" in why, why
+
+
+def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
+    from gpulab.check.frames import View
+    from gpulab.check.frames_other import (
+        ReplayBuffer,
+        ReplayLaunch,
+        ReplayRep,
+        ReplayTimed,
+        ReplayTimeRequest,
+        request,
+    )
+    from gpulab.check.protocol import ProtocolError, TensorRef
+
+    slot = TensorRef(0, 0, 32, "float32", (8,), (1,), 0)
+    msg = ReplayTimeRequest(
+        source="",
+        modules={},
+        kernels=("k",),
+        launches=(ReplayLaunch("k", (1,), {}, {"num_warps": 4}),),
+        outs=(View(0, 0, (8,), (1,), "float32"),),
+        reps=(ReplayRep((ReplayBuffer(32, poison=True),), (slot,)),),
+        warmup_s=0.1,
+    )
+    assert request(msg.to_json()) == msg
+    for bad in (
+        {"reps": []},
+        {"reps": [{"buffers": [], "slots": []}]},
+        {"warmup_s": 1e9},
+        {"warmup_s": "1"},
+    ):
+        with pytest.raises(ProtocolError):
+            request(msg.to_json() | bad)
+    assert ReplayTimed.parse({"times_ms": [0.5, 1]}).times_ms == (0.5, 1.0)
+    assert ReplayTimed.parse({"times_ms": [0.5, "1"]}).times_ms == ()
+    assert ReplayTimed.parse({"times_ms": [float("nan")]}).times_ms == ()
