@@ -24,6 +24,14 @@ for step in "$@"; do
     hopper-off:*) ex=${step#hopper-off:}  # the portable paths, as on an A100 or a T4
       timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --off fa3 --off softmax_smem --off matmul_tma --json > "$OUT/hopper_off_$ex.json"; echo "rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/hopper_off_$ex.json')); print(r['status'], r['summary'])" ;;
+    replay-check:*) ex=${step#replay-check:}  # issue 27: graded from the replay's times (GPULAB_GPU_REPLAY=1)
+      # Both ways, with the Hopper paths off (the replay keeps the file's own
+      # kernels only; hopper/'s Gluon ones are not kept yet), then on.
+      for off in "--off fa3 --off softmax_smem --off matmul_tma" ""; do
+        tag=$([ -n "$off" ] && echo portable || echo hopper)
+        GPULAB_GPU_REPLAY=1 timeout 240 python3 -m gpulab check "$ex" --file "kernels/$ex.py" $off --json > "$OUT/replay_${tag}_$ex.json"; echo "rc=$?"
+        python3 -c "import json; r=json.load(open('$OUT/replay_${tag}_$ex.json')); t=r.get('timing') or {}; print('$tag', r['status'], r['summary']); [print(' ', c.get('name'), c.get('ms'), 'claimed', c.get('claimed_ms')) for c in t.get('cases', [])]" 2>&1 | tail -12
+      done ;;
     timing) python3 scripts/tools/validate_timing.py "$OUT/timing_validation.json" ;;
     pytest-gpu) python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 ;;
     pytest-gpu:*) timeout "${PYTEST_BUDGET:-300}" python3 -m pytest -q -m gpu --durations=15 -p no:cacheprovider -o addopts="" $(echo "${step#pytest-gpu:}" | tr + " ") 2>&1 | tee -a "$OUT/pytest_gpu.txt" | tail -40 ;;

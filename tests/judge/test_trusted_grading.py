@@ -383,6 +383,20 @@ def test_gpu_kernel_times_claimed_short_do_not_lift_the_grade(grade):
 
 
 @pytest.mark.gpu
+def test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade(grade, monkeypatch):
+    # The fix the test above waits for (gpulab.judge.replay_timing, behind
+    # GPULAB_GPU_REPLAY=1 until a GPU run has checked it): the grade comes
+    # from the kernels replayed and timed where no learner Python runs, and
+    # the sandbox's claim is only shown beside it.
+    monkeypatch.setenv("GPULAB_GPU_REPLAY", "1")
+    r = grade("softmax", FORGED_TIMES, device="cuda", timeout=600)
+    assert r["passed"], r["summary"]
+    assert r["timing"]["roofline_fraction"] < 0.8, r["timing"]["summary"]
+    for row in r["timing"]["cases"]:
+        assert row["claimed_ms"] < 0.9 * row["ms"], row
+
+
+@pytest.mark.gpu
 def test_gpu_reference_through_the_judge_is_timed_on_fresh_inputs(grade):
     r = grade("softmax", REF, device="cuda", timeout=600)
     assert r["passed"] and r["verdict"] == "judge", r["summary"]
