@@ -656,14 +656,18 @@ def trusted_bytes(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -
         steps = v[1:] - v[:-1]
         if bool((steps == steps[0]).all()):
             return True
-        pool = [t.reshape(-1).to(torch.int64) for t in inputs if not t.dtype.is_floating_point]
+        pool = [
+            t.detach().reshape(-1).cpu().to(torch.int64)
+            for t in inputs
+            if not t.dtype.is_floating_point
+        ]
         if not pool:
             return False
         # torch.unique, as Tensor.unique calls it: the method is untyped.
         ints: torch.Tensor = torch.unique(torch.cat(pool))
         return bool(torch.isin(v, ints).all())
     pool = [
-        t.detach().reshape(-1).to(dtype).to(torch.float64)
+        t.detach().reshape(-1).cpu().to(dtype).to(torch.float64)
         for t in inputs
         if t.dtype.is_floating_point
     ]
@@ -682,7 +686,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def _pool(inputs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
-    floats = [t.detach().reshape(-1).to(dtype) for t in inputs if t.dtype.is_floating_point]
+    # On the CPU, beside the recorded bytes: a GPU's inputs come over once.
+    floats = [t.detach().reshape(-1).cpu().to(dtype) for t in inputs if t.dtype.is_floating_point]
     return _bits(torch.cat(floats)) if floats else torch.empty(0, dtype=torch.int64)
 
 
