@@ -29,11 +29,12 @@ class InProcessSandbox:
     pending = False
     learner_ran = True  # the file runs in this process: a broken reply may be its own
 
-    def __init__(self, file: Path, before_load: list[str]) -> None:
+    def __init__(self, file: Path, before_load: list[str], device: str = "cpu") -> None:
         from gpulab.check.frames_other import Policy, SandboxConfig
         from gpulab.sandbox.main import Server
 
-        self.server = Server(-1, SandboxConfig("cpu", str(file), Policy()))
+        self.device = device
+        self.server = Server(-1, SandboxConfig(device, str(file), Policy()))
         # No channel here (fd -1): the importing mark has no judge to reach,
         # and the learner's file runs in this process anyway.
         self.server.mark_importing = lambda: None  # type: ignore[method-assign]
@@ -44,7 +45,7 @@ class InProcessSandbox:
         from gpulab.judge.remote import Arena
         from gpulab.sandbox import tensors
 
-        arena = Arena(len(self.arenas), max(nbytes, 256), "cpu")
+        arena = Arena(len(self.arenas), max(nbytes, 256), self.device)
         self.server.arenas[arena.spec.id] = tensors.open_arena(arena.spec, os.dup(arena.fd))
         self.arenas.append(arena)
         return arena

@@ -20,7 +20,7 @@ from tests.inprocess import InProcessSandbox
 from tests.judge.test_replay_record import PREPARED, SOFTMAX_KERNEL, _load
 
 
-def _kept(source: str, tmp_path, monkeypatch, case):
+def _kept(source: str, tmp_path, monkeypatch, case, device="cpu"):
     """The file's softmax called once on the case's input as the sandbox
     calls it (the input a view of the judge's shared memory, with a storage
     of its own), its launches recorded; and the replay's own sandbox."""
@@ -33,9 +33,10 @@ def _kept(source: str, tmp_path, monkeypatch, case):
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if device == "cpu":
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
     mod = _load(source, tmp_path)
-    arena = Arena(7, 1 << 20, "cpu")
+    arena = Arena(7, 1 << 20, device)
     refs: dict = {}
     ref = encode(arena, case.args[0], refs)
     assert isinstance(ref, dict)
@@ -45,15 +46,15 @@ def _kept(source: str, tmp_path, monkeypatch, case):
         launches.recording = Recording(arenas)
         y = mod.softmax(x)
     kept = Kept(launches.recording.result(y), refs, softmax.expect(case))
-    box = InProcessSandbox(tmp_path / "attempt.py", [])
+    box = InProcessSandbox(tmp_path / "attempt.py", [], device)
     replayer = Replayer(lambda: box, str(tmp_path / "attempt.py"))
     return kept, replayer, softmax.SPEC, arena
 
 
-def _case(rows=4, cols=33):
+def _case(rows=4, cols=33, device="cpu"):
     from gpulab.judge.kernel import Case
 
-    x = torch.randn(rows, cols)
+    x = torch.randn(rows, cols, device=device)
     return Case(f"{rows}x{cols}", (x,), torch.float32, shape=f"{rows}x{cols}")
 
 
@@ -156,3 +157,36 @@ def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
     assert ReplayTimed.parse({"times_ms": [0.5, 1]}).times_ms == (0.5, 1.0)
     assert ReplayTimed.parse({"times_ms": [0.5, "1"]}).times_ms == ()
     assert ReplayTimed.parse({"times_ms": [float("nan")]}).times_ms == ()
+
+
+# --- on a GPU (run there: the device driver's pytest-gpu step) ----------------
+
+
+@pytest.mark.gpu
+def test_gpu_a_record_reads_its_buffers_on_the_device_after_the_call(tmp_path, monkeypatch):
+    from gpulab.sandbox.guards import LaunchRecorder
+    from gpulab.sandbox.replay import Recording
+
+    mod = _load(PREPARED, tmp_path)
+    x = torch.randn(3, 10, device="cuda")
+    with LaunchRecorder(set()) as launches:
+        launches.recording = Recording({})
+        y = mod.softmax(x)
+    record = launches.recording.result(y)
+    fills = [b.fill for b in record.buffers]
+    assert "00000000" in fills and "0000c07f" in fills, record.buffers
+    assert any(b.data is not None for b in record.buffers), record.buffers
+    assert [la.options.get("num_warps") for la in record.launches] == [2, None]
+
+
+@pytest.mark.gpu
+def test_gpu_an_honest_kernels_replay_is_timed_with_cuda_events(tmp_path, monkeypatch):
+    from gpulab.judge.replay_timing import replayed_times
+
+    case = _case(64, 1000, device="cuda")
+    kept, replayer, spec, _ = _kept(PREPARED, tmp_path, monkeypatch, case, device="cuda")
+    stats, why = replayed_times(replayer, spec, case, kept, seed=5, warmup_s=0.1, batch=8)
+    assert stats is not None, why
+    # Two small kernels on a 64x1000 fp32 input: tens of µs, not the host's
+    # launch path (the lead spin hides it), and not nothing.
+    assert 0.001 < stats["ms"] < 0.2, stats
