@@ -139,6 +139,30 @@ def cache_dir(request: CheckRequest, private: Path) -> Path:
     return Path(ws) / ".gpulab" / "cache" / key
 
 
+def replay_cache(request: CheckRequest, own: Path) -> Path:
+    """The replay's compiler cache on a GPU, kept per submission file beside
+    the check's and apart from it: the check's sandbox writes its own cache
+    and could plant a compiled kernel there, which must never run in the
+    replay. Only replays write this one, and a replay runs only the kernels
+    gpulab.sandbox.replay_source keeps, so what Triton leaves here is its own
+    compile of that text (a second check of the file skips compiling). In
+    the replay's own folder where there is no workspace or it is read-only."""
+    ws = request.workspace
+    if not ws:
+        return own / "triton"
+    key = hashlib.sha256(str(Path(request.file).resolve()).encode()).hexdigest()[:16]
+    cache = Path(ws) / ".gpulab" / "replay-cache" / key
+    try:
+        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            cache.parent.chmod(0o700)
+        trim_cache(cache)
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return own / "triton"
+    return cache
+
+
 def owner_only(cache: Path) -> None:
     """The caches' folder (`<workspace>/.gpulab/cache`) made one only its
     owner can enter. A sandbox writes its file's cache as the user and may
@@ -542,13 +566,19 @@ class Prepared:
         # interpreter reads its kernels' source back from this one.
         own = _folder("gpulab-replay-")
         self.replay_dirs.append(own)
+        cache = replay_cache(self.request, own) if self.device == "cuda" else own / "triton"
+        # The check's sandbox's write list but its own folders: the GPU's
+        # device nodes stay (CUDA opens more of them as it goes).
+        mine = {str(self.private), str(self.cache), str(self.outbox), str(self.outbox.parent)}
+        apart = [] if cache.is_relative_to(own) else [str(cache)]
+        write = [str(own), *apart, *(w for w in self.policy.write if w not in mine)]
         return self._Sandbox(
             file=self.request.file,
             device=self.device,
             private=own,
             wait=wait,
-            policy=replace(self.policy, write=[str(own), "/dev/null", "/dev/zero", "/dev/shm"]),
-            triton_cache=str(own / "triton"),
+            policy=replace(self.policy, write=list(dict.fromkeys(write))),
+            triton_cache=str(cache),
             sys_path=tuple(import_path(Path(self.request.file).resolve())),
         )
 

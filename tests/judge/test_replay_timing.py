@@ -190,3 +190,40 @@ def test_gpu_an_honest_kernels_replay_is_timed_with_cuda_events(tmp_path, monkey
     # Two small kernels on a 64x1000 fp32 input: tens of µs, not the host's
     # launch path (the lead spin hides it), and not nothing.
     assert 0.001 < stats["ms"] < 0.2, stats
+
+
+def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_own(tmp_path):
+    # CUDA opens more device nodes as it goes: the replay's sandbox is let
+    # write the ones the check's is. Its compiler cache is kept per file
+    # beside the check's, never inside it (the check's sandbox writes its
+    # own cache and could plant a compiled kernel for the replay to run).
+    from pathlib import Path
+
+    from gpulab.check.protocol import CheckRequest
+    from gpulab.judge.main import Prepared
+
+    file = tmp_path / "softmax.py"
+    file.write_text("def softmax(x):\n    return x\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    request = CheckRequest(
+        exercise="softmax", function="softmax", file=str(file), workspace=str(ws), device="cpu"
+    )
+    prepared = Prepared(request)
+    started = {}
+    prepared._Sandbox = lambda **kw: started.update(kw)  # type: ignore[assignment]
+    try:
+        prepared.policy.write.append("/dev/nvidia0")  # as policy_for lists a GPU's nodes
+        prepared.device = "cuda"
+        prepared.fresh_replay()
+        cache = Path(started["triton_cache"])
+        write = started["policy"].write
+        assert cache.parent == ws / ".gpulab" / "replay-cache", cache
+        assert not cache.is_relative_to(prepared.cache) and str(prepared.cache) not in write
+        assert str(cache) in write and "/dev/nvidia0" in write, write
+        assert str(prepared.private) not in write
+        prepared.device = "cpu"  # the interpreter compiles nothing: its own folder's
+        prepared.fresh_replay()
+        assert Path(started["triton_cache"]).parent == Path(started["private"])
+    finally:
+        prepared.close()
