@@ -47,7 +47,12 @@ def test_the_cli_and_the_tui_say_the_same(monkeypatch, course):
     assert "`pip install" in cli or "reinstall gpulab" in cli
 
     import asyncio
+    import sys
+    from pathlib import Path
 
+    # tests/tui's helpers, as its own files import them (pytest puts that
+    # folder on the path only once it has collected a file there).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))
     from test_tui import make_app
 
     from gpulab.course.workspace import Workspace

@@ -62,7 +62,30 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 )
 
 
-def _record(source: str, tmp_path, monkeypatch, shape=(3, 10)):
+def in_interpreter(body: str, tmp_path) -> None:
+    """Run `body` ("module:function", called with tmp_path) in a fresh Python
+    with TRITON_INTERPRET=1 set before Triton is imported, as the sandbox
+    runs on the CPU. Not in this process: where triton.language was imported
+    for the GPU first (a pytest worker that ran another test), tl.max and
+    its kin are compiled-only functions, and the interpreter refuses them."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, gpulab_env
+
+    module, name = body.split(":")
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
+        f"from {module} import {name}; {name}(Path({str(tmp_path)!r}))"
+    )
+    env = gpulab_env(tmp_path / "home", TRITON_INTERPRET="1")
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-5000:])
+
+
+def _record(source: str, tmp_path, shape=(3, 10)):
     """The launch record of one call of the file's softmax, as the sandbox
     makes it (LaunchRecorder with a Recording), in the interpreter."""
     import torch
@@ -70,7 +93,6 @@ def _record(source: str, tmp_path, monkeypatch, shape=(3, 10)):
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read as @triton.jit decorates
     mod = _load(source, tmp_path)
     x = torch.randn(*shape)
     with LaunchRecorder(set()) as launches:
@@ -80,8 +102,12 @@ def _record(source: str, tmp_path, monkeypatch, shape=(3, 10)):
     return launches.recording.result(y), launches
 
 
-def test_autotune_timing_its_configs_is_not_in_the_record(tmp_path, monkeypatch):
-    record, launches = _record(AUTOTUNED, tmp_path, monkeypatch)
+def test_autotune_timing_its_configs_is_not_in_the_record(tmp_path):
+    in_interpreter("tests.judge.test_replay_record:autotune_record", tmp_path)
+
+
+def autotune_record(tmp_path):
+    record, launches = _record(AUTOTUNED, tmp_path)
     # Both configs ran while @triton.autotune timed them, then the chosen
     # one ran the call: the record holds that one launch, with its options.
     assert len(launches.launches) >= 3, launches.launches
@@ -221,17 +247,20 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 )
 
 
-def test_buffers_read_after_the_call_are_recorded_as_buffers_read_at_once(tmp_path, monkeypatch):
+def test_buffers_read_after_the_call_are_recorded_as_buffers_read_at_once(tmp_path):
     # A GPU's buffers are copied on the device at their first launch and
     # read when the call has ended (Recording.contents, `defer`); the CPU's
     # at once. Both must give the same record: the same fills, the same
     # bytes, and the same budget of bytes sent.
+    in_interpreter("tests.judge.test_replay_record:read_later_record", tmp_path)
+
+
+def read_later_record(tmp_path):
     import torch
 
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
     mod = _load(PREPARED, tmp_path)
     x = torch.randn(3, 10)
     records = []

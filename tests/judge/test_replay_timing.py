@@ -5,9 +5,9 @@ sandbox, which runs no learner Python; every repetition's result checked.
 On a GPU the replay's sandbox times with CUDA events (the strict-xfail GPU
 test `test_gpu_kernel_times_claimed_short_do_not_lift_the_grade` is what
 this is for); here the same requests run through the Triton interpreter,
-timed by the host's clock, and the sandbox's handlers run in this process
-(tests/inprocess.py): the judge's requests, the replay's buffers, the
-checks of each result are the real ones."""
+timed by the host's clock, in a fresh Python with the sandbox's handlers
+called in it (tests/inprocess.py): the judge's requests, the replay's
+buffers, the checks of each result are the real ones."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from tests.inprocess import InProcessSandbox
-from tests.judge.test_replay_record import PREPARED, SOFTMAX_KERNEL, _load
+from tests.judge.test_replay_record import PREPARED, SOFTMAX_KERNEL, _load, in_interpreter
 
 
-def _kept(source: str, tmp_path, monkeypatch, case, device="cpu"):
+def _kept(source: str, tmp_path, case, device="cpu"):
     """The file's softmax called once on the case's input as the sandbox
     calls it (the input a view of the judge's shared memory, with a storage
     of its own), its launches recorded; and the replay's own sandbox."""
@@ -33,8 +33,6 @@ def _kept(source: str, tmp_path, monkeypatch, case, device="cpu"):
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording
 
-    if device == "cpu":
-        monkeypatch.setenv("TRITON_INTERPRET", "1")
     mod = _load(source, tmp_path)
     arena = Arena(7, 1 << 20, device)
     refs: dict = {}
@@ -58,11 +56,15 @@ def _case(rows=4, cols=33, device="cpu"):
     return Case(f"{rows}x{cols}", (x,), torch.float32, shape=f"{rows}x{cols}")
 
 
-def test_an_honest_kernels_replay_is_timed_and_every_result_checked(tmp_path, monkeypatch):
+def test_an_honest_kernels_replay_is_timed_and_every_result_checked(tmp_path):
+    in_interpreter("tests.judge.test_replay_timing:honest_timed", tmp_path)
+
+
+def honest_timed(tmp_path):
     from gpulab.judge.replay_timing import replayed_times
 
     case = _case()
-    kept, replayer, spec, _arena = _kept(PREPARED, tmp_path, monkeypatch, case)
+    kept, replayer, spec, _arena = _kept(PREPARED, tmp_path, case)
     stats, why = replayed_times(replayer, spec, case, kept, seed=1234, warmup_s=0.0, batch=4)
     assert stats is not None, why
     assert stats["reps"] >= 4 and stats["ms"] > 0, stats
@@ -95,26 +97,34 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 )
 
 
-def test_a_replay_that_is_wrong_on_fresh_inputs_gives_no_times(tmp_path, monkeypatch):
+def test_a_replay_that_is_wrong_on_fresh_inputs_gives_no_times(tmp_path):
+    in_interpreter("tests.judge.test_replay_timing:wrong_untimed", tmp_path)
+
+
+def wrong_untimed(tmp_path):
     from gpulab.judge.replay_timing import WRONG, replayed_times
 
     case = _case(1, 1)  # softmax of one element: 1.0, whatever x is
-    kept, replayer, spec, _ = _kept(FIRST_ANSWER, tmp_path, monkeypatch, case)
+    kept, replayer, spec, _ = _kept(FIRST_ANSWER, tmp_path, case)
     stats, why = replayed_times(replayer, spec, case, kept, seed=7, warmup_s=0.0, batch=2)
     assert stats is not None, why  # the constant answer is right here
     case = _case(3, 5)
-    kept, replayer, spec, _ = _kept(FIRST_ANSWER, tmp_path, monkeypatch, case)
+    kept, replayer, spec, _ = _kept(FIRST_ANSWER, tmp_path, case)
     stats, why = replayed_times(replayer, spec, case, kept, seed=7, warmup_s=0.0, batch=2)
     assert stats is None and why.startswith(WRONG), why
 
 
-def test_a_record_the_replay_cannot_run_gives_no_times(tmp_path, monkeypatch):
+def test_a_record_the_replay_cannot_run_gives_no_times(tmp_path):
+    in_interpreter("tests.judge.test_replay_timing:forged_untimed", tmp_path)
+
+
+def forged_untimed(tmp_path):
     import dataclasses
 
     from gpulab.judge.replay_timing import replayed_times
 
     case = _case()
-    kept, replayer, spec, _ = _kept(PREPARED, tmp_path, monkeypatch, case)
+    kept, replayer, spec, _ = _kept(PREPARED, tmp_path, case)
     assert kept.record is not None
     forged = dataclasses.replace(kept.record, launches=())
     stats, why = replayed_times(
@@ -163,7 +173,7 @@ def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
 
 
 @pytest.mark.gpu
-def test_gpu_a_record_reads_its_buffers_on_the_device_after_the_call(tmp_path, monkeypatch):
+def test_gpu_a_record_reads_its_buffers_on_the_device_after_the_call(tmp_path):
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording
 
@@ -180,11 +190,11 @@ def test_gpu_a_record_reads_its_buffers_on_the_device_after_the_call(tmp_path, m
 
 
 @pytest.mark.gpu
-def test_gpu_an_honest_kernels_replay_is_timed_with_cuda_events(tmp_path, monkeypatch):
+def test_gpu_an_honest_kernels_replay_is_timed_with_cuda_events(tmp_path):
     from gpulab.judge.replay_timing import replayed_times
 
     case = _case(64, 1000, device="cuda")
-    kept, replayer, spec, _ = _kept(PREPARED, tmp_path, monkeypatch, case, device="cuda")
+    kept, replayer, spec, _ = _kept(PREPARED, tmp_path, case, device="cuda")
     stats, why = replayed_times(replayer, spec, case, kept, seed=5, warmup_s=0.1, batch=8)
     assert stats is not None, why
     # Two small kernels on a 64x1000 fp32 input: tens of µs, not the host's
