@@ -53,7 +53,9 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
         # The first case's warm-up also brings the clocks up from idle; the
         # others follow timed work at once.
         warmup_s = WARMUP_S if i == 0 else WARMUP_NEXT_S
-        row, why = _time_case(ctx, spec, fn, case, flusher, device_name, warmup_s)
+        row, why = _time_case(
+            ctx, spec, fn, case, flusher, device_name, warmup_s, one_batch=case.name in kept
+        )
         if case.name in kept and not why:
             ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (replayed)", i, len(cases))
             why = _time_replayed(ctx, spec, case, kept[case.name], row, warmup_s)
@@ -129,13 +131,15 @@ def _time_case(
     flusher: L2Flusher,
     device_name: str,
     warmup_s: float = 0.2,
+    one_batch: bool = False,
 ) -> tuple[KernelRow, str | None]:
     """One case timed through the judge: its row, and why it is implausible
-    (if it is)."""
+    (if it is). `one_batch`: the replay times the case after (one batch of
+    the sandbox's, for its checks of the whole call)."""
     from gpulab.judge.batches import time_remote
 
     req, ws = ctx.request, ctx.request.workspace
-    t = time_remote(ctx, spec, fn, case, flusher, warmup_s=warmup_s)
+    t = time_remote(ctx, spec, fn, case, flusher, warmup_s=warmup_s, one_batch=one_batch)
     implausible = t.implausible
     names = {**case.sizes, "elt": case.dtype.itemsize}
     nbytes = eval_formula(req.bytes, names) if req.bytes else None

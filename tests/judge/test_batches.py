@@ -84,7 +84,7 @@ def timed(tmp_path, monkeypatch):
     monkeypatch.setattr(batches.torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(batches, "_batch_size", lambda per_rep: K)
 
-    def run(rows=8, **behave):
+    def run(rows=8, one_batch=False, **behave):
         # The judge's own flush, then its copy (again if it re-times them).
         ms = itertools.cycle([FLUSH_MS, COPY_MS])
         monkeypatch.setattr(batches, "_event_ms", lambda fn, reps=5: next(ms))
@@ -122,7 +122,8 @@ def timed(tmp_path, monkeypatch):
             expect=lambda c: Expect(tuple(c.args[0].shape), c.args[0], "x"),
         )
         fn = SimpleNamespace(name="softmax")
-        return batches.time_remote(ctx, spec, fn, case, flusher=lambda: None), ctx
+        out = batches.time_remote(ctx, spec, fn, case, flusher=lambda: None, one_batch=one_batch)
+        return out, ctx
 
     return run
 
@@ -135,6 +136,16 @@ def test_honest_batches_are_timed_and_every_output_checked(timed):
     assert out.clocks == {"sm_mhz": 1980}
     assert len(out.batches) >= 3  # at least 10 repetitions, K a batch
     assert ctx.notes == []
+
+
+def test_where_the_replay_times_one_checked_batch_is_enough(timed):
+    # gpulab.judge.replay_timing takes the times; the sandbox's batch is for
+    # its checks of the whole call, which still all hold.
+    out, ctx = timed(one_batch=True)
+    assert out.implausible is None and len(out.batches) == 1, out.batches
+    assert ctx.whole + len(ctx.sampled) >= K  # every repetition's output checked
+    with pytest.raises(Failed, match="repetition 2"):
+        timed(one_batch=True, wrong=True)
 
 
 def test_an_answer_kept_from_an_earlier_call_is_wrong(timed):
