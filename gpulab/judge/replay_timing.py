@@ -22,13 +22,14 @@ requests through the interpreter, timed by a clock, to test the path.
 
 from __future__ import annotations
 
+import math
 import zlib
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpulab.device.timing import _stats
-from gpulab.judge.batches import BATCH_REPS, MAX_REPS, REL_ERR, mismatches
+from gpulab.judge.batches import BATCH_REPS, MAX_REPS, REL_ERR, _batch_size, mismatches
 from gpulab.judge.replay import WHY, _scaled, plan_replay
 from gpulab.judge.replay_again import scale_case, scale_tensor
 
@@ -72,6 +73,12 @@ def replayed_times(
         return None, "a correctness replay was still running"
     g = torch.Generator().manual_seed(seed + zlib.crc32(f"replay {case.name}".encode()) % 100003)
     pick = torch.Generator().manual_seed(seed + zlib.crc32(f"replay rows {case.name}".encode()))
+    if kept.expect.like.is_cuda:
+        # As the sandbox's batches are sized: the judge's copies of the
+        # inputs and the result slots, and the replay's buffers, at 30% of
+        # the free memory at most.
+        per_rep = 2 * sum(b.nbytes for b in plan.buffers) + 2 * _nbytes(kept.expect)
+        batch = min(batch, _batch_size(per_rep))
     times: list[float] = []
     warm = warmup_s
     while len(times) < MAX_REPS:
@@ -102,6 +109,10 @@ def _rep(plan: Plan, c: float) -> tuple[list[ReplayBuffer], dict[int, torch.Tens
     if c == 1.0:
         return list(plan.buffers), dict(plan.inputs)
     return _scaled(plan, c), {i: scale_tensor(t, c) for i, t in plan.inputs.items()}
+
+
+def _nbytes(expect: Any) -> int:
+    return math.prod(expect.shape) * expect.like.dtype.itemsize
 
 
 def _wrong(spec: Any, case: Any, got: torch.Tensor, pick: torch.Generator) -> str:

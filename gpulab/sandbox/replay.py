@@ -504,14 +504,13 @@ def _copy_out(
 
 def replay_time(server: Any, msg: ReplayTimeRequest) -> ReplayTimed:
     """Time a record's launches as gpulab.judge.batches times a learner's
-    call, here where no learner Python runs: each repetition's buffers made
-    first (not timed), then, for each, the L2 flushed, the launches between
-    two events, and the results copied to the judge's slots after the end
-    event. The first repetition's buffers are run for `warmup_s` first
+    call, here where no learner Python runs: for each repetition, its
+    buffers made (not timed), the L2 flushed, the GPU led, the launches
+    between two events, and the results copied to the judge's slots after
+    the end event. The first repetition's buffers are run for `warmup_s` first
     (compiles, autotuning's choice made already, clocks up)."""
     found = kernels(msg.source, msg.modules, list(msg.kernels))
     _allocator(server)
-    reps = [_buffers(server, rep.buffers) for rep in msg.reps]
     cuda = _device(server).type == "cuda"
     clock = _CudaClock(server) if cuda else _HostClock()
     try:
@@ -524,7 +523,10 @@ def replay_time(server: Any, msg: ReplayTimeRequest) -> ReplayTimed:
             if time.perf_counter() >= until:
                 break
         times = []
-        for rep, buffers in zip(msg.reps, reps, strict=True):
+        for rep in msg.reps:
+            # Made before the flush and the lead (not timed), one repetition's
+            # at a time: a large case's buffers need not all fit at once.
+            buffers = _buffers(server, rep.buffers)
             if msg.flush:
                 clock.flush()
             clock.lead()
