@@ -130,16 +130,12 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
     text = (own if which == "learner" else lesson.reference_path).read_text()
     path.write_text(text)
     out = []
+    # The check's arguments, spelt once: the spare made for a request must be
+    # the one the next run_check asks for.
+    opts = {"timeout": args.timeout, "device": args.device, "workspace": str(ws)}
 
     def request(timing: bool):
-        return runner.check_request(
-            lesson,
-            path,
-            timeout=args.timeout,
-            timing=timing,
-            device=args.device,
-            workspace=str(ws),
-        )
+        return runner.check_request(lesson, path, timing=timing, **opts)
 
     def check(kind: str, timing: bool, spares: runner.Spares | None) -> None:
         t0 = time.monotonic()
@@ -152,14 +148,7 @@ def bench_one(lesson, args, rep: int) -> list[dict]:
                 seen.setdefault(f"{kind}_s", round(time.monotonic() - t0, 2))
 
         r = runner.run_check(
-            lesson,
-            path,
-            timeout=args.timeout,
-            timing=timing,
-            device=args.device,
-            workspace=str(ws),
-            spares=spares,
-            on_event=on_event,
+            lesson, path, timing=timing, spares=spares, on_event=on_event, **opts
         ).to_json()
         wall = time.monotonic() - t0
         row = {
