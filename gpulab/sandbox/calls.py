@@ -168,15 +168,18 @@ def _run_guarded(
     span = server.span_audit(width) if guards is not None and guards.audit_span else None
     # No guards asked for (lesson 06's step is torch code by design): no audit.
     audit = Audit(server.device, width) if guards is not None and span is None else None
+    watch: Any = None
     with audit or _Null(), LaunchRecorder(inputs) as launches, og as v:
         if guards is not None and guards.replay:
-            from gpulab.sandbox.replay import Recording
+            from gpulab.sandbox.replay import Recording, copy_watch
 
             launches.recording = Recording(server.arenas)
             if eg is not None:
                 eg.recording = launches.recording
+            else:  # lesson 05's guard records its steps itself
+                watch = copy_watch(launches.recording)
         with span.window() if span is not None else _Null() as window:
-            with eg if eg is not None else _Null():
+            with eg if eg is not None else _Null(), watch if watch is not None else _Null():
                 out = learner.call(fn, server.file, *args, **kwargs)
             _sync()  # inside the audit: CUPTI reports the kernels that have run
     kernels = {la.kernel for la in launches.launches}

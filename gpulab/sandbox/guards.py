@@ -317,9 +317,17 @@ class LaunchRecorder:
 
         def run(self_fn: Any, *args: Any, **kwargs: Any) -> Any:
             recorder._record(self_fn, args, kwargs)
-            if recorder.recording is not None:
-                recorder.recording.launch(self_fn, args, kwargs, benching=recorder.benching > 0)
-            result = original(self_fn, *args, **kwargs)
+            recording = recorder.recording
+            if recording is not None:
+                recording.launch(self_fn, args, kwargs, benching=recorder.benching > 0)
+                # The launch's own torch ops (the interpreter copies its
+                # arguments to the host and back) are not the wrapper's.
+                recording.in_launch += 1
+            try:
+                result = original(self_fn, *args, **kwargs)
+            finally:
+                if recording is not None:
+                    recording.in_launch -= 1
             recorder._snapshot(args, kwargs)
             return result
 

@@ -101,6 +101,14 @@ class Recording:
         self.launches: list[RecordedLaunch | TorchStep] = []
         self.snapshot_bytes = 0
         self.overflow = ""
+        # Buffers the wrapper made as whole copies of the judge's inputs (a
+        # clone, a cast, `.contiguous()`, a `copy_` over all of one), by
+        # storage address -> (source tensor, the copy), while nothing else
+        # has written them (copy_watch): recorded as TorchSteps when a launch
+        # is first handed one, so the replay makes them from its own inputs,
+        # at any size and on any device, instead of from recorded bytes.
+        self.copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.in_launch = 0  # inside a launch (gpulab.sandbox.guards.LaunchRecorder)
         # Buffers whose first bytes are copied on their device and read when
         # the call ends (contents): buffer number -> (copy, element size).
         self.defer = defer
@@ -204,19 +212,70 @@ class Recording:
         if ptr in self.index:
             return self.index[ptr]
         entry = RecordedBuffer(st.nbytes(), str(t.dtype).replace("torch.", ""))
+        copied = None
         for ident, base, size in self.bases:
             if base <= ptr < base + size:
                 entry = dataclasses.replace(entry, arena=(ident, ptr - base))
                 break
         else:
-            if made:
+            copied = None if made else self.copies.pop(ptr, None)
+            if made or copied is not None:
                 entry = dataclasses.replace(entry, unknown=True)
             else:
                 entry = self.contents(entry, t, st)
+        if copied is not None:  # its source first: it may be a copy too
+            src, dst = copied
+            src_view = self.view(self.buffer(src), src)
         self.index[ptr] = len(self.buffers)
         self.buffers.append(entry)
         self.keep.append(st)
+        if copied is not None:
+            self.launches.append(TorchStep("copy", src_view, self.view(self.index[ptr], dst)))
         return self.index[ptr]
+
+    def is_input(self, t: torch.Tensor) -> bool:
+        """Whether `t` is in the judge's memory, or a clean copy of it."""
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in self.copies:
+            return True
+        return any(base <= ptr < base + size for _, base, size in self.bases)
+
+    def saw(self, name: str, func: Any, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> None:
+        """A torch op of the wrapper's, after it ran (copy_watch): a whole copy
+        of an input is remembered (`copies`); any other write to a buffer
+        forgets it, and a copy of an input into a buffer a launch was handed
+        already is a step the replay runs where it ran."""
+        if self.in_launch:
+            return
+        if name in ("clone", "_to_copy") and args and isinstance(args[0], torch.Tensor):
+            if isinstance(out, torch.Tensor) and self.is_input(args[0]):
+                self._copied(args[0], out)
+            return
+        if name == "copy_" and len(args) >= 2:
+            dst, src = args[0], args[1]
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                if self.is_input(src) and _whole(dst) and tuple(src.shape) == tuple(dst.shape):
+                    self._copied(src, dst)
+                    return
+                self.forget(dst)
+            return
+        for t in _written(func, args, kwargs):
+            self.forget(t)
+
+    def _copied(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        ptr = dst.untyped_storage().data_ptr()
+        if ptr in self.index:  # handed to a launch already: a step, here
+            if len(self.launches) < MAX_LAUNCHES:
+                src_view = self.view(self.buffer(src), src)
+                self.launches.append(TorchStep("copy", src_view, self.view(self.index[ptr], dst)))
+            return
+        self.copies[ptr] = (src, dst)
+        self.keep.append(src.untyped_storage())
+        self.keep.append(dst.untyped_storage())
+
+    def forget(self, t: torch.Tensor) -> None:
+        """`t`'s buffer written by something else: no longer a clean copy."""
+        self.copies.pop(t.untyped_storage().data_ptr(), None)
 
     def contents(self, entry: RecordedBuffer, t: torch.Tensor, st: Any) -> RecordedBuffer:
         """The buffer as the first launch handed it finds it. On the CPU read
@@ -323,6 +382,58 @@ class Recording:
             overflow=self.overflow or None,
             grads=None if grads is None else tuple(as_view(g) for g in grads),
         )
+
+
+def _whole(t: torch.Tensor) -> bool:
+    """Whether `t` covers its whole storage, each byte once (a copy into it
+    leaves nothing of what it held)."""
+    return (
+        t.is_contiguous()
+        and t.storage_offset() == 0
+        and t.numel() * t.element_size() == t.untyped_storage().nbytes()
+    )
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: Kwargs) -> list[torch.Tensor]:
+    """The tensors an aten op writes (its schema's mutable arguments)."""
+    schema = getattr(func, "_schema", None)
+    out: list[torch.Tensor] = []
+    for i, arg in enumerate(getattr(schema, "arguments", ())):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        v = args[i] if i < len(args) else kwargs.get(arg.name)
+        values = v if isinstance(v, (list, tuple)) else [v]
+        out += [x for x in values if isinstance(x, torch.Tensor)]
+    return out
+
+
+def copy_watch(recording: Recording) -> Any:
+    """A TorchDispatchMode that shows every aten op of the call to
+    `recording` after it runs (lesson 05's exercise records its steps
+    through its eager-op guard instead)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpulab.sandbox.guards import _higher_order, _is_higher_order
+
+    class Watch(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
+        supports_higher_order_operators = True
+
+        def __repr__(self) -> str:
+            return "gpulab's launch recorder"
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Kwargs | None = None
+        ) -> Any:
+            kwargs = kwargs or {}
+            if _is_higher_order(func):
+                return _higher_order(self, func, args, kwargs)
+            out = func(*args, **kwargs)
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            recording.saw(name, func, args, kwargs, out)
+            return out
+
+    return Watch()  # type: ignore[no-untyped-call]
 
 
 Descriptor = tuple[torch.Tensor, tuple[int, ...], tuple[int, ...], tuple[int, ...], str, bool]

@@ -91,13 +91,14 @@ def _record(source: str, tmp_path, shape=(3, 10)):
     import torch
 
     from gpulab.sandbox.guards import LaunchRecorder
-    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay import Recording, copy_watch
 
     mod = _load(source, tmp_path)
     x = torch.randn(*shape)
     with LaunchRecorder(set()) as launches:
         launches.recording = Recording({})
-        y = mod.softmax(x)
+        with copy_watch(launches.recording):  # as gpulab.sandbox.calls calls it
+            y = mod.softmax(x)
     assert torch.allclose(y, torch.softmax(x, dim=1), atol=1e-5)
     return launches.recording.result(y), launches
 
@@ -259,7 +260,7 @@ def read_later_record(tmp_path):
     import torch
 
     from gpulab.sandbox.guards import LaunchRecorder
-    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay import Recording, copy_watch
 
     mod = _load(PREPARED, tmp_path)
     x = torch.randn(3, 10)
@@ -267,7 +268,8 @@ def read_later_record(tmp_path):
     for defer in (False, True):
         with LaunchRecorder(set()) as launches:
             launches.recording = Recording({}, defer=defer)
-            y = mod.softmax(x)
+            with copy_watch(launches.recording):  # as gpulab.sandbox.calls calls it
+                y = mod.softmax(x)
         records.append(launches.recording.result(y))
         assert not launches.recording.deferred
     at_once, later = records

@@ -31,7 +31,7 @@ def _kept(source: str, tmp_path, case, device="cpu"):
     from gpulab.judge.replay import Replayer
     from gpulab.sandbox import tensors
     from gpulab.sandbox.guards import LaunchRecorder
-    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay import Recording, copy_watch
 
     mod = _load(source, tmp_path)
     arena = Arena(7, 1 << 20, device)
@@ -42,7 +42,8 @@ def _kept(source: str, tmp_path, case, device="cpu"):
     x = tensors.view(arenas, TensorRef.from_json(ref))
     with LaunchRecorder(set()) as launches:
         launches.recording = Recording(arenas)
-        y = mod.softmax(x)
+        with copy_watch(launches.recording):  # as gpulab.sandbox.calls calls it
+            y = mod.softmax(x)
     kept = Kept(launches.recording.result(y), refs, softmax.expect(case))
     box = InProcessSandbox(tmp_path / "attempt.py", [], device)
     replayer = Replayer(lambda: box, str(tmp_path / "attempt.py"))
@@ -175,13 +176,14 @@ def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
 @pytest.mark.gpu
 def test_gpu_a_record_reads_its_buffers_on_the_device_after_the_call(tmp_path):
     from gpulab.sandbox.guards import LaunchRecorder
-    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay import Recording, copy_watch
 
     mod = _load(PREPARED, tmp_path)
     x = torch.randn(3, 10, device="cuda")
     with LaunchRecorder(set()) as launches:
         launches.recording = Recording({})
-        y = mod.softmax(x)
+        with copy_watch(launches.recording):  # as gpulab.sandbox.calls calls it
+            y = mod.softmax(x)
     record = launches.recording.result(y)
     fills = [b.fill for b in record.buffers]
     assert "00000000" in fills and "0000c07f" in fills, record.buffers
@@ -237,3 +239,60 @@ def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_
         assert Path(started["triton_cache"]).parent == Path(started["private"])
     finally:
         prepared.close()
+
+
+# An honest wrapper that copies its (strided) input before launching: the
+# copy was recorded as its bytes, up to 8 MiB a call, and past that as
+# unknown, so on a GPU at a timed size (a transposed copy of a large matrix)
+# the replay had nothing to start from and refused an honest kernel. A whole
+# copy of an input is recorded as the torch step that made it now, and the
+# replay makes it from its own inputs, at any size.
+COPIES = (
+    """import torch
+import triton
+import triton.language as tl
+"""
+    + SOFTMAX_KERNEL
+    + """
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    xc = x.contiguous()
+    TOUCH
+    y = torch.empty_like(xc)
+    softmax_kernel[(xc.shape[0],)](y, xc, xc.stride(0), y.stride(0), xc.shape[1],
+                                   BLOCK=triton.next_power_of_2(xc.shape[1]))
+    return y
+"""
+)
+
+
+def test_a_copy_of_an_input_is_recorded_as_the_step_that_made_it(tmp_path):
+    in_interpreter("tests.judge.test_replay_timing:copied_as_step", tmp_path)
+
+
+def copied_as_step(tmp_path):
+    from gpulab.check.frames import TorchStep
+    from gpulab.judge.kernel import Case
+    from gpulab.judge.replay_timing import replayed_times
+
+    x = torch.randn(4, 64)[:, :33]  # strided: .contiguous() copies
+    case = Case("4x33 (row stride 64)", (x,), torch.float32, shape="4x33")
+    kept, replayer, spec, _ = _kept(COPIES.replace("TOUCH", "pass"), tmp_path, case)
+    assert kept.record is not None
+    steps = [la for la in kept.record.launches if isinstance(la, TorchStep)]
+    assert [s.op for s in steps] == ["copy"], kept.record.launches
+    assert kept.record.buffers[steps[0].src.buffer].arena is not None  # from the input
+    made = kept.record.buffers[steps[0].dst.buffer]
+    assert made.unknown and made.data is None, made  # made by the step, not from bytes
+    # Each repetition's copy made from the judge's inputs, times c.
+    stats, why = replayed_times(replayer, spec, case, kept, seed=3, warmup_s=0.0, batch=4)
+    assert stats is not None, why
+    # A copy written again by another torch op is no longer a clean copy of
+    # the input: its bytes are recorded, as before.
+    touched = COPIES.replace("TOUCH", "xc.mul_(1.0)")
+    (tmp_path / "touched").mkdir()
+    kept, *_ = _kept(touched, tmp_path / "touched", case)
+    assert kept.record is not None
+    assert not [la for la in kept.record.launches if isinstance(la, TorchStep)]
+    xc = kept.record.launches[0].args["x_ptr"].view.buffer
+    assert kept.record.buffers[xc].data is not None, kept.record.buffers
