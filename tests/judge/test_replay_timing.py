@@ -296,3 +296,41 @@ def copied_as_step(tmp_path):
     assert not [la for la in kept.record.launches if isinstance(la, TorchStep)]
     xc = kept.record.launches[0].args["x_ptr"].view.buffer
     assert kept.record.buffers[xc].data is not None, kept.record.buffers
+
+
+def test_a_row_timed_from_the_replay_takes_its_time_and_keeps_the_claim(monkeypatch):
+    # gpulab.judge.speed._time_replayed: the row's time, throughput and
+    # roofline fraction become the replay's; the sandbox's claim is kept
+    # beside them; a replay that cannot time the case makes it implausible.
+    from types import SimpleNamespace
+
+    from gpulab.judge import replay_timing, speed
+    from gpulab.judge.timed_rows import KernelRow, RemoteTiming
+
+    def row(ms):
+        timed = RemoteTiming({"ms": ms}, {}, 4, 0.01, 0.01, [])
+        return KernelRow(
+            "c",
+            "4x4",
+            "fp32",
+            timed,
+            None,
+            64.0,
+            "memory",
+            {},
+            None,
+            throughput=100.0 / ms,
+            roofline_fraction=0.8 / ms,
+        )
+
+    ctx = SimpleNamespace(replayer=object(), seed=lambda salt: salt)
+    case = SimpleNamespace(name="4x4")
+    answers = iter([({"ms": 2.0, "reps": 10}, ""), (None, "no kernel k")])
+    monkeypatch.setattr(replay_timing, "replayed_times", lambda *a, **k: next(answers))
+    r = row(1.6)  # a claim 20% short of the replay's 2 ms
+    assert speed._time_replayed(ctx, None, case, None, r, 0.0) is None
+    assert r.ms == 2.0 and r.timed.claimed_ms == 1.6
+    assert r.throughput == pytest.approx(50.0) and r.roofline_fraction == pytest.approx(0.4)
+    assert r.timed.to_json()["claimed_ms"] == 1.6
+    why = speed._time_replayed(ctx, None, case, None, row(1.0), 0.0)
+    assert why is not None and "no kernel k" in why
