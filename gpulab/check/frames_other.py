@@ -1560,14 +1560,7 @@ class ReplayRequest:
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> ReplayRequest:
-        modules = msg.get("modules")
-        if not isinstance(modules, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
-        ):
-            raise ProtocolError("a `replay` request whose modules are not names")
-        outs = tuple(View.parse(v) for v in _need_list(msg, "outs"))
-        if not outs or any(v is None for v in outs):
-            raise ProtocolError("a `replay` request whose `outs` are not views")
+        modules, outs = _replay_parts(msg, "replay")
         slots = tuple(TensorRef.from_json(s) for s in _need_list(msg, "slots"))
         again_slots = tuple(TensorRef.from_json(s) for s in msg.get("again_slots") or ())
         if len(slots) != len(outs) or len(again_slots) not in (0, len(outs)):
@@ -1580,7 +1573,7 @@ class ReplayRequest:
             kernels=_names(msg, "kernels"),
             buffers=tuple(ReplayBuffer.parse(b) for b in _need_list(msg, "buffers")),
             launches=tuple(_replay_step(la) for la in _need_list(msg, "launches")),
-            outs=tuple(v for v in outs if v is not None),
+            outs=outs,
             slots=slots,
             again=tuple(ReplayBuffer.parse(b) for b in msg.get("again") or ()),
             again_slots=again_slots,
@@ -1645,14 +1638,7 @@ class ReplayTimeRequest:
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> ReplayTimeRequest:
-        modules = msg.get("modules")
-        if not isinstance(modules, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
-        ):
-            raise ProtocolError("a `replay_time` request whose modules are not names")
-        outs = tuple(View.parse(v) for v in _need_list(msg, "outs"))
-        if not outs or any(v is None for v in outs):
-            raise ProtocolError("a `replay_time` request whose `outs` are not views")
+        modules, outs = _replay_parts(msg, "replay_time")
         reps = tuple(ReplayRep.parse(r) for r in _need_list(msg, "reps"))
         if not reps or any(len(r.slots) != len(outs) for r in reps):
             raise ProtocolError("a `replay_time` request with a slot for each result")
@@ -1664,7 +1650,7 @@ class ReplayTimeRequest:
             modules=modules,
             kernels=_names(msg, "kernels"),
             launches=tuple(_replay_step(la) for la in _need_list(msg, "launches")),
-            outs=tuple(v for v in outs if v is not None),
+            outs=outs,
             reps=reps,
             warmup_s=float(warmup),
             flush=msg.get("flush", True) is not False,
@@ -1695,6 +1681,20 @@ class ReplayTimed(Reply):
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.TYPE, "times_ms": list(self.times_ms), "problem": self.problem}
+
+
+def _replay_parts(msg: dict[str, Any], kind: str) -> tuple[dict[str, str], tuple[View, ...]]:
+    """A replay request's modules (names to source) and its results' views."""
+    modules = msg.get("modules")
+    if not isinstance(modules, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
+    ):
+        raise ProtocolError(f"a `{kind}` request whose modules are not names")
+    outs = [View.parse(v) for v in _need_list(msg, "outs")]
+    views = tuple(v for v in outs if v is not None)
+    if not views or len(views) != len(outs):
+        raise ProtocolError(f"a `{kind}` request whose `outs` are not views")
+    return modules, views
 
 
 def _replay_step(value: Any) -> ReplayLaunch | TorchStep:

@@ -219,15 +219,15 @@ class Replayer:
     def time(
         self,
         plan: Plan,
-        reps: Sequence[tuple[list[ReplayBuffer], dict[int, torch.Tensor]]],
+        scales: Sequence[float],
         expects: Sequence[Any],
         warmup_s: float,
     ) -> tuple[ReplayTimed | None, list[list[torch.Tensor]], str]:
         """Time `plan`'s launches in the replay's sandbox (gpulab.judge
-        .replay_timing): `reps`, each repetition's buffers and its inputs by
-        buffer number (placed into the replay's memory here). Returns the
-        reply, each repetition's results as views of the judge's memory, and
-        what stopped it ("" when it ran)."""
+        .replay_timing), a repetition a scale c: its inputs the judge's
+        times c, and the recorded bytes kept scaled with them (as the run on
+        g(x) starts). Returns the reply, each repetition's results as views
+        of the judge's memory, and what stopped it ("" when it ran)."""
         from gpulab.judge.remote import SandboxDied
 
         if self.source is None:
@@ -237,16 +237,12 @@ class Replayer:
             return None, [], f"{WHY}Its sandbox could not start: {self.failed}"
         per_rep = sum(plan.buffers[i].nbytes + 512 for i in plan.inputs)
         per_rep += sum(math.prod(e.shape) * e.like.dtype.itemsize + 512 for e in expects)
-        arena = self.arena(per_rep * len(reps))
+        arena = self.arena(per_rep * len(scales))
         timed_reps = []
         slots = []
-        for start, inputs in reps:
-            buffers = list(start)
-            for i, t in inputs.items():
-                ref = arena.put(t)
-                buffers[i] = dataclasses.replace(
-                    buffers[i], input=(ref.arena, ref.offset, ref.nbytes)
-                )
+        for c in scales:
+            start = list(plan.buffers) if c == 1.0 else _scaled(plan, c)
+            buffers = _placed(arena, plan, start, c)
             row = tuple(arena.slot(tuple(e.shape), e.like.dtype) for e in expects)
             timed_reps.append(ReplayRep(tuple(buffers), row))
             slots.append(row)

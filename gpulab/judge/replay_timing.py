@@ -30,13 +30,12 @@ import torch
 
 from gpulab.device.timing import _stats
 from gpulab.judge.batches import BATCH_REPS, MAX_REPS, REL_ERR, _batch_size, mismatches
-from gpulab.judge.replay import WHY, _scaled, plan_replay
-from gpulab.judge.replay_again import scale_case, scale_tensor
+from gpulab.judge.replay import WHY, plan_replay
+from gpulab.judge.replay_again import scale_case
 
 if TYPE_CHECKING:
-    from gpulab.check.frames_other import ReplayBuffer
     from gpulab.judge.kernel import Kept
-    from gpulab.judge.replay import Plan, Replayer
+    from gpulab.judge.replay import Replayer
 
 WRONG = "your Triton kernels, run again alone at the timed size, gave a wrong result"
 # Each repetition runs on the recorded call's inputs times one of these,
@@ -60,7 +59,8 @@ def replayed_times(
     """The statistics of the case's replayed launches (gpulab.device.timing's
     keys: ms, min_ms, ..., reps), or None and why they could not be had.
     `kept`: a guarded call at the case's size, recorded; `seed`: the
-    judge's secret seed for this case's fresh inputs."""
+    judge's secret seed for this case (which power of two each repetition's
+    inputs are scaled by, and which rows of a large result are checked)."""
     source = replayer.source
     if source is None:
         return None, f"{WHY}It could not read your kernels: {replayer.error}"
@@ -85,8 +85,7 @@ def replayed_times(
         scales = [
             TIMED_SCALES[int(i)] for i in torch.randint(len(TIMED_SCALES), (batch,), generator=g)
         ]
-        reps = [_rep(plan, c) for c in scales]
-        reply, results, problem = replayer.time(plan, reps, [kept.expect], warm)
+        reply, results, problem = replayer.time(plan, scales, [kept.expect], warm)
         if reply is None or problem:
             return None, problem
         if len(reply.times_ms) != batch or min(reply.times_ms) < 0:
@@ -100,15 +99,6 @@ def replayed_times(
         if len(times) >= 10 and _stats(times)["rse"] <= REL_ERR:
             break
     return _stats(times), ""
-
-
-def _rep(plan: Plan, c: float) -> tuple[list[ReplayBuffer], dict[int, torch.Tensor]]:
-    """One repetition's start: the recorded call's inputs times c, and the
-    buffers the replay keeps scaled with them (gpulab.judge.replay_again's
-    rule: fills, integers and scalars as recorded)."""
-    if c == 1.0:
-        return list(plan.buffers), dict(plan.inputs)
-    return _scaled(plan, c), {i: scale_tensor(t, c) for i, t in plan.inputs.items()}
 
 
 def _nbytes(expect: Any) -> int:

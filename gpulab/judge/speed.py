@@ -18,7 +18,7 @@ from gpulab.device import ceilings
 from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
 from gpulab.judge.compare import dtype_name
 from gpulab.judge.kernel import AuditSpan, Case, Kept, KernelSpec, guarded_call
-from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming
+from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
 
 if TYPE_CHECKING:
     from gpulab.device.timing import L2Flusher
@@ -54,11 +54,8 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
         # others follow timed work at once.
         warmup_s = WARMUP_S if i == 0 else WARMUP_NEXT_S
         row, why = _time_case(
-            ctx, spec, fn, case, flusher, device_name, warmup_s, one_batch=case.name in kept
+            ctx, spec, fn, case, flusher, device_name, warmup_s, kept.get(case.name)
         )
-        if case.name in kept and not why:
-            ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (replayed)", i, len(cases))
-            why = _time_replayed(ctx, spec, case, kept[case.name], row, warmup_s)
         implausible = implausible or why
         if spec.baseline is not None:
             ctx.stage(
@@ -98,28 +95,24 @@ def _check_sizes(
 
 
 def _time_replayed(
-    ctx: GradeContext, spec: KernelSpec, case: Case, keep: Kept, row: KernelRow, warmup_s: float
+    ctx: GradeContext, spec: KernelSpec, case: Case, keep: Kept, t: RemoteTiming, warmup_s: float
 ) -> str | None:
-    """The case's kernels timed again in the replay's sandbox, and the row's
-    time and throughput taken from there (the sandbox's claim kept beside
-    it); or why they could not be, which makes the timing implausible:
-    with the replay on, no time rests on the sandbox's claim alone."""
+    """The case's kernels timed again in the replay's sandbox: `t` takes the
+    replay's times, the sandbox's claim kept beside them (`claimed_ms`); or
+    why they could not be had, which makes the timing implausible: with the
+    replay on, no time rests on the sandbox's claim alone."""
     import zlib
 
     from gpulab.judge.replay_timing import replayed_times
 
     assert ctx.replayer is not None
+    ctx.stage(f"timing {case.name} (your kernels replayed)")
     seed = ctx.seed(zlib.crc32(f"replay timing {case.name}".encode()) % 100003)
     stats, why = replayed_times(ctx.replayer, spec, case, keep, seed, warmup_s)
     if stats is None:
         return f"{case.name}: the replay could not time your kernels: {why}"
-    claimed = row.timed.ms
-    row.timed.stats, row.timed.claimed_ms = stats, claimed
-    scale = claimed / row.timed.ms
-    if row.throughput is not None:
-        row.throughput *= scale
-    if row.roofline_fraction is not None:
-        row.roofline_fraction *= scale
+    t.claimed_ms = t.ms
+    t.stats = stats
     return None
 
 
@@ -131,16 +124,19 @@ def _time_case(
     flusher: L2Flusher,
     device_name: str,
     warmup_s: float = 0.2,
-    one_batch: bool = False,
+    keep: Kept | None = None,
 ) -> tuple[KernelRow, str | None]:
     """One case timed through the judge: its row, and why it is implausible
-    (if it is). `one_batch`: the replay times the case after (one batch of
-    the sandbox's, for its checks of the whole call)."""
+    (if it is). `keep`: the case's launches recorded, where the replay
+    times them (the sandbox's batches then stop after one that passes:
+    their checks of the whole call still count, their times do not)."""
     from gpulab.judge.batches import time_remote
 
     req, ws = ctx.request, ctx.request.workspace
-    t = time_remote(ctx, spec, fn, case, flusher, warmup_s=warmup_s, one_batch=one_batch)
+    t = time_remote(ctx, spec, fn, case, flusher, warmup_s=warmup_s, one_batch=keep is not None)
     implausible = t.implausible
+    if keep is not None and not implausible:
+        implausible = _time_replayed(ctx, spec, case, keep, t, warmup_s)
     names = {**case.sizes, "elt": case.dtype.itemsize}
     nbytes = eval_formula(req.bytes, names) if req.bytes else None
     flops = eval_formula(req.flops, names) if req.flops else None

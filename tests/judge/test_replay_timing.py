@@ -98,7 +98,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 )
 
 
-def test_a_replay_that_is_wrong_on_fresh_inputs_gives_no_times(tmp_path):
+def test_a_replay_that_gives_a_wrong_result_gives_no_times(tmp_path):
     in_interpreter("tests.judge.test_replay_timing:wrong_untimed", tmp_path)
 
 
@@ -298,39 +298,23 @@ def copied_as_step(tmp_path):
     assert kept.record.buffers[xc].data is not None, kept.record.buffers
 
 
-def test_a_row_timed_from_the_replay_takes_its_time_and_keeps_the_claim(monkeypatch):
-    # gpulab.judge.speed._time_replayed: the row's time, throughput and
-    # roofline fraction become the replay's; the sandbox's claim is kept
-    # beside them; a replay that cannot time the case makes it implausible.
+def test_a_case_timed_from_the_replay_takes_its_times_and_keeps_the_claim(monkeypatch):
+    # gpulab.judge.speed._time_replayed: the timing's statistics become the
+    # replay's (the row's throughput, fraction and datasheet floor are then
+    # worked out from them); the sandbox's claim is kept beside them; a
+    # replay that cannot time the case makes the timing implausible.
     from types import SimpleNamespace
 
     from gpulab.judge import replay_timing, speed
-    from gpulab.judge.timed_rows import KernelRow, RemoteTiming
+    from gpulab.judge.timed_rows import RemoteTiming
 
-    def row(ms):
-        timed = RemoteTiming({"ms": ms}, {}, 4, 0.01, 0.01, [])
-        return KernelRow(
-            "c",
-            "4x4",
-            "fp32",
-            timed,
-            None,
-            64.0,
-            "memory",
-            {},
-            None,
-            throughput=100.0 / ms,
-            roofline_fraction=0.8 / ms,
-        )
-
-    ctx = SimpleNamespace(replayer=object(), seed=lambda salt: salt)
+    ctx = SimpleNamespace(replayer=object(), seed=lambda salt: salt, stage=lambda *a: None)
     case = SimpleNamespace(name="4x4")
     answers = iter([({"ms": 2.0, "reps": 10}, ""), (None, "no kernel k")])
     monkeypatch.setattr(replay_timing, "replayed_times", lambda *a, **k: next(answers))
-    r = row(1.6)  # a claim 20% short of the replay's 2 ms
-    assert speed._time_replayed(ctx, None, case, None, r, 0.0) is None
-    assert r.ms == 2.0 and r.timed.claimed_ms == 1.6
-    assert r.throughput == pytest.approx(50.0) and r.roofline_fraction == pytest.approx(0.4)
-    assert r.timed.to_json()["claimed_ms"] == 1.6
-    why = speed._time_replayed(ctx, None, case, None, row(1.0), 0.0)
-    assert why is not None and "no kernel k" in why
+    t = RemoteTiming({"ms": 1.6}, {}, 4, 0.01, 0.01, [])  # a claim 20% short of 2 ms
+    assert speed._time_replayed(ctx, None, case, None, t, 0.0) is None
+    assert t.ms == 2.0 and t.claimed_ms == 1.6 and t.to_json()["claimed_ms"] == 1.6
+    t = RemoteTiming({"ms": 1.0}, {}, 4, 0.01, 0.01, [])
+    why = speed._time_replayed(ctx, None, case, None, t, 0.0)
+    assert why is not None and "no kernel k" in why and t.ms == 1.0
