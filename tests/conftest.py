@@ -35,6 +35,20 @@ def installed_triton() -> str | None:
         return None
 
 
+@pytest.fixture(autouse=True)
+def _triton_interpret_kept():
+    """TRITON_INTERPRET as each test found it. A judge made in pytest's own
+    process on the CPU sets it (gpulab.judge.main.Prepared); left set, every
+    later @triton.jit in that worker is an interpreted function, and a test
+    that compiles for a GPU fails far from the cause (it did in CI)."""
+    saved = os.environ.get("TRITON_INTERPRET")
+    yield
+    if saved is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = saved
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [i for i in items if "gpu" in i.keywords]
     if gpu_items and not cuda_available():
