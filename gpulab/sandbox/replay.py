@@ -387,7 +387,7 @@ class Recording:
 def _whole(t: torch.Tensor) -> bool:
     """Whether `t` covers its whole storage, each byte once (a copy into it
     leaves nothing of what it held)."""
-    return (
+    return bool(  # torch 2.14 types is_contiguous() as SymBool | bool
         t.is_contiguous()
         and t.storage_offset() == 0
         and t.numel() * t.element_size() == t.untyped_storage().nbytes()
