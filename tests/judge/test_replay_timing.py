@@ -211,11 +211,11 @@ def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_
     # own cache and could plant a compiled kernel for the replay to run).
     from pathlib import Path
 
-    # A judge on the CPU sets TRITON_INTERPRET=1 in its own process, which
-    # here is pytest's; tests/conftest.py puts it back after each test.
-
     from gpulab.check.protocol import CheckRequest
     from gpulab.judge.main import Prepared
+
+    # A judge on the CPU sets TRITON_INTERPRET=1 in its own process, which
+    # here is pytest's; tests/conftest.py puts it back after each test.
 
     file = tmp_path / "softmax.py"
     file.write_text("def softmax(x):\n    return x\n")
