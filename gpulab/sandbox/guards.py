@@ -350,7 +350,15 @@ class LaunchRecorder:
                 # The runner takes the stream as an argument: that is the
                 # launch's stream, whatever the current one is.
                 recorder._record(self_k, args, {}, stream=kwargs.get("stream"))
-                result = runner(*args, **kwargs)
+                recording = recorder.recording
+                if recording is not None:
+                    recording.launch_compiled(self_k, grid, args)
+                    recording.in_launch += 1
+                try:
+                    result = runner(*args, **kwargs)
+                finally:
+                    if recording is not None:
+                        recording.in_launch -= 1
                 recorder._snapshot(args, {})
                 return result
 

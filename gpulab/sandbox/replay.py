@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import math
 import os
 import tempfile
@@ -116,7 +117,12 @@ class Recording:
         self.deferred_bytes = 0
 
     def launch(
-        self, jit_fn: Any, args: tuple[Any, ...], kwargs: Kwargs, benching: bool = False
+        self,
+        jit_fn: Any,
+        args: tuple[Any, ...],
+        kwargs: Kwargs,
+        benching: bool = False,
+        defaults: dict[str, Option] | None = None,
     ) -> None:
         """Write down one launch. `benching`: one of @triton.autotune's timing
         runs of its configs, not the call's work: not a launch the replay
@@ -152,6 +158,7 @@ class Recording:
             )
             return
         options: dict[str, Option] = {}
+        defaults = self.defaults if defaults is None else defaults
         for k in LAUNCH_OPTIONS:
             v = kwargs.get(k)
             if k in kwargs and k not in bound and v is not None:
@@ -160,7 +167,10 @@ class Recording:
                         RecordedLaunch(kernel=fn.__name__, error=f"launch option {k}={v!r}")
                     )
                     return
-                options[k] = v
+                # A default is the same launch whether said or not (and a
+                # compiled kernel's launch says every option: below).
+                if k not in defaults or defaults[k] != v:
+                    options[k] = v
         self.launches.append(
             RecordedLaunch(
                 kernel=fn.__name__,
@@ -171,6 +181,39 @@ class Recording:
                 options=options,
             )
         )
+
+    def launch_compiled(self, kernel: Any, grid: Any, args: tuple[Any, ...]) -> None:
+        """A compiled kernel launched directly (`compiled[grid](*args)`, what
+        a launcher that skips the JIT's per-call dispatch does): every
+        parameter is passed in order, constexprs included, and the options
+        are the ones it was compiled with. Recorded as the JIT launch that
+        compiles to it, so the replay launches it through the JIT, and a
+        shape's two draws, one through the JIT and one direct, compare."""
+        jit_fn = getattr(getattr(kernel, "src", None), "fn", None)
+        metadata = getattr(kernel, "metadata", None)
+        if not callable(getattr(jit_fn, "fn", None)) or metadata is None:
+            self.launches.append(RecordedLaunch(what=type(kernel).__name__))
+            return
+        defaults = _option_defaults(getattr(metadata, "target", None))
+        options = {k: getattr(metadata, k) for k in LAUNCH_OPTIONS if hasattr(metadata, k)}
+        try:
+            grid = tuple(grid)
+        except TypeError:
+            grid = (grid,)
+        self.launch(jit_fn, tuple(args), {"grid": grid, **options}, defaults=defaults)
+
+    @functools.cached_property
+    def defaults(self) -> dict[str, Option]:
+        """This process's Triton backend's default launch options (empty in
+        the interpreter, which takes none)."""
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return {}
+        try:
+            from triton.runtime import driver
+
+            return _option_defaults(driver.active.get_current_target())
+        except Exception:  # noqa: BLE001 - no backend: options are kept as said
+            return {}
 
     def value(self, v: Any) -> Arg:
         if isinstance(v, torch.Tensor):
@@ -382,6 +425,25 @@ class Recording:
             overflow=self.overflow or None,
             grads=None if grads is None else tuple(as_view(g) for g in grads),
         )
+
+
+def _option_defaults(target: Any) -> dict[str, Option]:
+    """The launch options a kernel for `target` gets when none is said
+    (Triton's backend parses an empty set), as LAUNCH_OPTIONS name them."""
+    if target is None:
+        return {}
+    try:
+        from triton.compiler.compiler import make_backend
+
+        parsed = make_backend(target).parse_options({})
+    except Exception:  # noqa: BLE001 - another Triton: keep every option said
+        return {}
+    out: dict[str, Option] = {}
+    for k in LAUNCH_OPTIONS:
+        v = getattr(parsed, k, None)
+        if v is None or isinstance(v, (int, bool)):
+            out[k] = v
+    return out
 
 
 def _whole(t: torch.Tensor) -> bool:

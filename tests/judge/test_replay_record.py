@@ -214,6 +214,96 @@ def test_two_draws_must_launch_with_the_same_options():
     assert key({"num_warps": 4, "num_stages": 2}) == key({"num_stages": 2, "num_warps": 4})
 
 
+COPY_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def _compiled_copy(tmp_path, num_warps: int):
+    """kernels `copy`, and it compiled for sm_90 by Triton's own compiler on
+    this CPU (no GPU needed: Triton ships ptxas), as `copy[grid](...)`
+    returns it on a GPU."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from gpulab.course.compile_specs import load_module
+    from gpulab.perf.compile_info import _source
+
+    path = tmp_path / "kernels" / "copy.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(COPY_KERNEL)
+    mod = load_module(path, f"copy_kernels_{num_warps}")
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    source = _source(mod.copy, sig, {"BLOCK": 256}, True, set())
+    target = GPUTarget("cuda", 90, 32)
+    return mod, triton.compile(source, target=target, options={"num_warps": num_warps}), target
+
+
+def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_path):
+    # `compiled[grid](x, y, n, 256)` (a launcher that skips the JIT's
+    # dispatch; the sm_90 shared-memory softmax reference is one) passes
+    # every parameter in order, constexprs included, and says every launch
+    # option. It is recorded as the JIT launch it compiles from, with the
+    # options that are not the defaults, so the replay can launch it through
+    # the JIT, and a shape's two draws (one through the JIT, the first time,
+    # one direct) compare equal. It was recorded as no launch at all.
+    import torch
+
+    from gpulab.check.frames import RecordedLaunch
+    from gpulab.judge.kernel import _launch_key
+    from gpulab.sandbox.replay import Recording, _option_defaults
+
+    mod, compiled, target = _compiled_copy(tmp_path, num_warps=8)
+    x, y = torch.randn(1000), torch.empty(1000)
+    direct = Recording({})
+    direct.launch_compiled(compiled, (4, 1, 1), (x, y, 1000, 256))
+    [launch] = direct.launches
+    assert isinstance(launch, RecordedLaunch) and not launch.error, launch
+    assert (launch.kernel, launch.grid, launch.options) == ("copy", (4, 1, 1), {"num_warps": 8})
+    assert launch.file == str(tmp_path / "kernels" / "copy.py")
+    assert (launch.args or {})["n"] == 1000 and (launch.args or {})["BLOCK"] == 256, launch.args
+
+    jit = Recording({})  # the first draw, through the JIT: num_stages=3 is the default
+    options = {"num_warps": 8, "num_stages": 3}
+    jit.launch(mod.copy, (x, y, 1000), {"grid": (4,), "BLOCK": 256, **options},
+               defaults=_option_defaults(target))  # fmt: skip
+    [through_jit] = jit.launches
+    assert through_jit.options == {"num_warps": 8}, through_jit.options
+    assert isinstance(through_jit, RecordedLaunch)
+    assert _launch_key(through_jit, tuple(jit.buffers)) != _launch_key(launch, ())  # grid (4,)
+    jit.launches.clear()
+    jit.launch(mod.copy, (x, y, 1000), {"grid": (4, 1, 1), "BLOCK": 256, **options},
+               defaults=_option_defaults(target))  # fmt: skip
+    assert _launch_key(jit.launches[0], tuple(jit.buffers)) == _launch_key(
+        launch, tuple(direct.buffers)
+    )
+    # Compiled with other options, it is another launch.
+    _, four, _ = _compiled_copy(tmp_path, num_warps=4)
+    other = Recording({})
+    other.launch_compiled(four, (4, 1, 1), (x, y, 1000, 256))
+    assert other.launches[0].options == {}
+    assert _launch_key(other.launches[0], ()) != _launch_key(launch, ())
+
+
+def test_a_compiled_kernel_of_no_known_source_is_a_launch_the_replay_refuses():
+    from gpulab.check.frames import RecordedLaunch
+    from gpulab.sandbox.replay import Recording
+
+    class Compiled:  # what a kernel compiled from IR text, with no Python source, is like
+        metadata = None
+
+    record = Recording({})
+    record.launch_compiled(Compiled(), (1, 1, 1), ())
+    assert record.launches == [RecordedLaunch(what="Compiled")]
+
+
 # A wrapper that hands its kernels a zeroed buffer, a copy of the input and
 # an output filled with NaN: fills, and bytes the replay may keep.
 PREPARED = (

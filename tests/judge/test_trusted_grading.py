@@ -448,6 +448,15 @@ def test_gpu_a_compiled_kernel_launched_directly_is_recorded():
         compiled[(4, 1, 1)](x, y, 1000, 256, stream=side.cuda_stream)  # the runner's own argument
         torch.cuda.synchronize()
         assert rec.side_streams() == {side.cuda_stream}
+    # With the judge replaying it, the launch is in the record too, as the
+    # JIT launch it compiles from (gpulab.sandbox.replay.Recording.launch_compiled).
+    from gpulab.sandbox.replay import Recording
+
+    with LaunchRecorder(inputs={x.untyped_storage().data_ptr()}) as rec:
+        rec.recording = Recording({})
+        compiled[(4, 1, 1)](x, y, 1000, 256)
+    [launch] = rec.recording.launches
+    assert (launch.kernel, launch.grid, launch.args["BLOCK"]) == ("copy", (4, 1, 1), 256), launch
 
 
 @pytest.mark.gpu
