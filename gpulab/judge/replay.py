@@ -74,7 +74,7 @@ def gpu_replay() -> bool:
     """Whether a check on a GPU replays its cases too. Off until a GPU run
     has checked it against every reference (GPULAB_GPU_REPLAY=1 turns it
     on): the kernels the references load from files beside them (hopper/,
-    Gluon) and launches of compiled kernels are not in a record yet."""
+    Gluon, built inside functions) are not kept yet."""
     import os
 
     return os.environ.get("GPULAB_GPU_REPLAY") == "1"
