@@ -38,7 +38,22 @@ MODULES = {
     "triton.language.extra.libdevice",
     "triton.language.extra.cuda.libdevice",
     "math",
+    # Gluon (Triton's lower-level language: layouts, shared memory, TMA and
+    # mbarriers by hand), as a Hopper kernel names it.
+    "triton.experimental.gluon",
+    "triton.experimental.gluon.language",
+    "triton.experimental.gluon.language.nvidia",
+    "triton.experimental.gluon.language.nvidia.hopper",
+    "triton.experimental.gluon.language.nvidia.hopper.tma",
+    "triton.experimental.gluon.language.nvidia.hopper.mbarrier",
+    "triton.experimental.gluon.language.nvidia.ampere",
+    "triton.experimental.gluon.language.nvidia.ampere.async_copy",
+    "triton.experimental.gluon.language.nvidia.ampere.mbarrier",
 }
+GLUON = "triton.experimental.gluon"
+# The packages whose objects a kernel may name (a module's functions, types
+# and layouts), besides math.
+LANGUAGES = ("triton.language", f"{GLUON}.language")
 # What `triton.X` may be, besides triton.language.
 TRITON_NAMES = {"cdiv", "next_power_of_2", "jit", "language", "autotune", "heuristics", "Config"}
 BUILTINS = ("range", "min", "max", "int", "float", "bool", "abs", "len", "tuple", "print")
@@ -125,7 +140,7 @@ class NotReplayable(Exception):
 @dataclass(frozen=True)
 class ReplaySource:
     text: str  # the kept lines; the others blank, so line numbers match
-    kernels: tuple[str, ...]  # the @triton.jit functions, by name
+    kernels: tuple[str, ...]  # the @triton.jit and @gluon.jit functions, by name
     modules: dict[str, str]  # alias -> module name, for the replay to bind
     problems: dict[str, str]  # kernel -> why it cannot be replayed
 
@@ -156,7 +171,9 @@ def _imports(tree: ast.Module) -> dict[str, str]:
                     out[a.asname or a.name] = full
                 elif node.module == "triton" and a.name in TRITON_NAMES:
                     out[a.asname or a.name] = full
-                elif node.module in MODULES and node.module.startswith("triton.language"):
+                elif node.module == GLUON and a.name == "jit":
+                    out[a.asname or a.name] = full
+                elif node.module in MODULES and node.module.startswith(LANGUAGES):
                     out[a.asname or a.name] = full
                 elif node.module == "math":
                     out[a.asname or a.name] = full
@@ -195,6 +212,8 @@ def _allowed_object(obj: Any, dotted: str) -> bool:
 
     if obj in (triton.cdiv, triton.next_power_of_2, triton.jit):
         return True
+    if dotted == f"{GLUON}.jit":
+        return True
     try:
         import triton.language as tl
 
@@ -207,7 +226,7 @@ def _allowed_object(obj: Any, dotted: str) -> bool:
     # interpreter's, so the wrapped function says where it is from.
     inner = getattr(obj, "fn", None)
     module = getattr(inner if callable(inner) else obj, "__module__", None) or ""
-    return module == "math" or module.startswith("triton.language")
+    return module == "math" or module.startswith(LANGUAGES)
 
 
 class _Checker:
@@ -399,12 +418,14 @@ def extract(source: str) -> ReplaySource:
                 problems[node.name] = str(exc)
                 continue
             first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-            # Decorator lines blanked; a plain jit on the line just above `def`.
+            # Decorator lines blanked; a plain jit on the line just above `def`
+            # (Gluon's for a Gluon kernel: the same body is another language).
             _copy(lines, keep, node.lineno, node.end_lineno or node.lineno)
             kept.append(node)
             indent = " " * node.col_offset
+            jit = "_gpulab_gluon_jit" if _is_gluon(node, checker) else "_gpulab_jit"
             if node.lineno - 1 > first - 1:
-                keep[node.lineno - 2] = f"{indent}@_gpulab_jit"
+                keep[node.lineno - 2] = f"{indent}@{jit}"
             else:  # decorator on the def's own line cannot happen in Python
                 raise NotReplayable(node.lineno, "a kernel's decorator must stand on its own line")
     for name in kernels:
@@ -418,6 +439,19 @@ def extract(source: str) -> ReplaySource:
         modules=module_aliases,
         problems=problems,
     )
+
+
+def _is_gluon(fn: ast.FunctionDef, checker: _Checker) -> bool:
+    """Whether `fn` is decorated with Gluon's jit (`@gluon.jit`, or `jit`
+    imported from triton.experimental.gluon)."""
+    for d in fn.decorator_list:
+        node = d.func if isinstance(d, ast.Call) else d
+        dotted = checker.chain(node) if isinstance(node, ast.Attribute) else None
+        if isinstance(node, ast.Name):
+            dotted = checker.modules.get(node.id)
+        if dotted == f"{GLUON}.jit":
+            return True
+    return False
 
 
 def _same_nodes(kept: list[ast.stmt], text: str) -> None:
@@ -456,6 +490,10 @@ def namespace(src: ReplaySource) -> dict[str, object]:
         "__name__": "gpulab_replay",
         "_gpulab_jit": triton.jit,
     }
+    if "_gpulab_gluon_jit" in src.text:
+        from triton.experimental import gluon
+
+        g["_gpulab_gluon_jit"] = gluon.jit
     for alias, module in src.modules.items():
         g[alias] = _resolve(module)
     g.setdefault("math", math)

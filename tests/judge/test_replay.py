@@ -449,6 +449,74 @@ def test_every_reference_and_starter_kernel_is_kept():
         assert kept.kernels and not kept.problems, (path.name, kept.problems)
 
 
+GLUON_COPY = """
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+LAYOUT = gl.constexpr(gl.BlockedLayout(size_per_thread=[4], threads_per_warp=[32],
+                                       warps_per_cta=[4], order=[0]))
+
+
+@gluon.jit
+def gcopy(x_ptr, y_ptr, n, BLOCK: gl.constexpr):
+    offs = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=LAYOUT)
+    mask = offs < n
+    gl.store(y_ptr + offs, gl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+"""
+
+
+def test_a_gluon_kernel_is_kept_as_gluon_and_compiles_to_the_files_own_code(tmp_path):
+    # Gluon (layouts, shared memory and TMA by hand) is how a Hopper kernel
+    # gets past what Triton chooses; a learner's Gluon kernel at the top
+    # level of the file is kept, its layouts with it, and made a Gluon
+    # function again (the same body under triton.jit is another program).
+    # Gluon has no interpreter: both are compiled for sm_90 on this CPU and
+    # must give the same PTX. Before, `gl` was not a name a kernel could use.
+    pytest.importorskip("triton.experimental.gluon")
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from gpulab.course.compile_specs import load_module
+    from gpulab.perf.compile_info import _source
+    from gpulab.sandbox.replay import kernels
+
+    path = tmp_path / "gk.py"
+    path.write_text(GLUON_COPY)
+    kept = extract(GLUON_COPY)
+    assert kept.kernels == ("gcopy",) and not kept.problems, kept.problems
+    assert "@_gpulab_gluon_jit" in kept.text and "import" not in kept.text
+    replayed = kernels(kept.text, kept.modules, list(kept.kernels))["gcopy"]
+    assert type(replayed).__name__ == "GluonJITFunction"
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+    def ptx(fn):
+        source = _source(fn, sig, {"BLOCK": 512}, True, set())
+        return triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+
+    assert ptx(replayed) == ptx(load_module(path, "gluon_copy").gcopy)
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("    x = gl._semantic\n", "`._semantic`"),
+        ("    x = gluon._runtime\n", "`._runtime`"),
+        ("    x = gl.core.builtins\n", "does not exist"),
+        ("    x = gluon.experimental\n", "does not exist"),
+    ],
+)
+def test_gluon_kernels_reach_no_further_than_triton_kernels(body, why):
+    pytest.importorskip("triton.experimental.gluon")
+    src = (
+        "from triton.experimental import gluon\n"
+        "from triton.experimental.gluon import language as gl\n\n"
+        "@gluon.jit\ndef k(x_ptr, n):\n" + body + "\n\n@gluon.jit\ndef ok(x_ptr):\n    pass\n"
+    )
+    kept = extract(src)
+    assert kept.kernels == ("ok",)
+    assert why in kept.problems["k"], kept.problems
+
+
 def test_leftover_bytes_the_replay_poisons_need_not_repeat():
     # torch.empty's leftovers differ from draw to draw in honest code, and
     # may hold an input value by chance (memory a copy of it used). Not all
