@@ -248,13 +248,68 @@ class BufferArg:
     view: View
 
 
+# The shared-memory layouts a Gluon TMA descriptor may carry: the replay
+# makes one again from its class's name in Gluon's language and its fields.
+DESC_LAYOUTS = ("NVMMASharedLayout", "SwizzledSharedLayout")
+LayoutValue = int | bool | None | tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescLayout:
+    """A Gluon shared-memory layout: `[class name, {field: value}]`, values
+    numbers, bools, null or lists of them (two deep at most)."""
+
+    kind: str
+    fields: tuple[tuple[str, LayoutValue], ...]  # sorted by name
+
+    @classmethod
+    def parse(cls, value: Any) -> DescLayout | None:
+        if not isinstance(value, list) or len(value) != 2 or value[0] not in DESC_LAYOUTS:
+            return None
+        raw = value[1]
+        if not isinstance(raw, dict) or len(raw) > 12:
+            return None
+        fields = []
+        for name, v in sorted(raw.items()):
+            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+                return None
+            parsed = _layout_value(v, 2)
+            if parsed is _BAD:
+                return None
+            fields.append((name[:32], parsed))
+        return cls(value[0], tuple(fields))
+
+    def to_json(self) -> list[Any]:
+        return [self.kind, {name: _layout_json(v) for name, v in self.fields}]
+
+
+_BAD = object()
+
+
+def _layout_value(v: Any, depth: int) -> Any:
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if abs(v) < 1 << 31 else _BAD
+    if isinstance(v, list) and depth > 0 and len(v) <= 8:
+        items = tuple(_layout_value(x, depth - 1) for x in v)
+        return _BAD if any(x is _BAD for x in items) else items
+    return _BAD
+
+
+def _layout_json(v: LayoutValue) -> Any:
+    return [_layout_json(x) for x in v] if isinstance(v, tuple) else v
+
+
 @dataclass(frozen=True, slots=True)
 class DescArg:
-    """A TMA tensor descriptor (triton.tools.tensor_descriptor): its tensor
-    as a view, and the shape, strides and block shape the kernel reads it
-    by, its padding and whether fp32 is rounded to tf32:
-    `{"__desc__": [view, shape, strides, block_shape, padding, tf32]}`.
-    Typed only: gpulab.judge.replay checks that it stays in its buffer."""
+    """A TMA tensor descriptor (triton.tools.tensor_descriptor, or Gluon's,
+    which carries a shared-memory layout too): its tensor as a view, and the
+    shape, strides and block shape the kernel reads it by, its padding and
+    whether fp32 is rounded to tf32:
+    `{"__desc__": [view, shape, strides, block_shape, padding, tf32]}`, and
+    Gluon's layout after them. Typed only: gpulab.judge.replay checks that
+    it stays in its buffer."""
 
     view: View
     shape: tuple[int, ...]
@@ -262,10 +317,11 @@ class DescArg:
     block_shape: tuple[int, ...]
     padding: str = "zero"
     tf32: bool = False
+    layout: DescLayout | None = None  # Gluon's descriptor; None for triton.tools'
 
     @classmethod
     def parse(cls, value: Any) -> DescArg | None:
-        if not isinstance(value, list) or len(value) != 6:
+        if not isinstance(value, list) or len(value) not in (6, 7):
             return None
         view = View.parse(value[0])
         shape, strides, block = _ints(value[1]), _ints(value[2]), _ints(value[3])
@@ -274,10 +330,15 @@ class DescArg:
             return None
         if not isinstance(padding, str) or len(padding) > 8 or not isinstance(value[5], bool):
             return None
-        return cls(view, shape, strides, block, padding, value[5])
+        layout = None
+        if len(value) == 7:
+            layout = DescLayout.parse(value[6])
+            if layout is None:
+                return None
+        return cls(view, shape, strides, block, padding, value[5], layout)
 
     def to_json(self) -> list[Any]:
-        return [
+        out = [
             self.view.to_json(),
             list(self.shape),
             list(self.strides),
@@ -285,6 +346,9 @@ class DescArg:
             self.padding,
             self.tf32,
         ]
+        if self.layout is not None:
+            out.append(self.layout.to_json())
+        return out
 
 
 @dataclass(frozen=True, slots=True)

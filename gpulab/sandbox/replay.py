@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpulab.check.frames import (
+    DESC_LAYOUTS,
     LAUNCH_OPTIONS,
     Arg,
     BufferArg,
     DescArg,
+    DescLayout,
     DtypeArg,
     FloatArg,
     LaunchRecord,
@@ -220,9 +222,9 @@ class Recording:
             return BufferArg(self.view(self.buffer(v), v))
         desc = _descriptor(v)
         if desc is not None:
-            base, shape, strides, block, padding, tf32 = desc
+            base, shape, strides, block, padding, tf32, layout = desc
             view = self.view(self.buffer(base), base)
-            return DescArg(view, shape, strides, block, padding, tf32)
+            return DescArg(view, shape, strides, block, padding, tf32, layout)
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return v
         if isinstance(v, int):
@@ -498,12 +500,16 @@ def copy_watch(recording: Recording) -> Any:
     return Watch()  # type: ignore[no-untyped-call]
 
 
-Descriptor = tuple[torch.Tensor, tuple[int, ...], tuple[int, ...], tuple[int, ...], str, bool]
+Descriptor = tuple[
+    torch.Tensor, tuple[int, ...], tuple[int, ...], tuple[int, ...], str, bool, DescLayout | None
+]
 
 
 def _descriptor(v: Any) -> Descriptor | None:
     """A host-side TMA descriptor's parts (triton.tools.tensor_descriptor:
-    the interpreter and the GPU both take one), or None for anything else."""
+    the interpreter and the GPU both take one; or Gluon's, with its
+    shared-memory layout), or None for anything else, a Gluon descriptor
+    whose layout is not one DESC_LAYOUTS names included."""
     if type(v).__name__ != "TensorDescriptor" or not isinstance(
         getattr(v, "base", None), torch.Tensor
     ):
@@ -514,9 +520,35 @@ def _descriptor(v: Any) -> Descriptor | None:
         block = tuple(int(s) for s in v.block_shape)
     except (TypeError, ValueError):
         return None
+    layout = None
+    if getattr(v, "layout", None) is not None:
+        layout = _layout(v.layout)
+        if layout is None:
+            return None
     padding = getattr(v, "padding", "zero")
     tf32 = getattr(v, "round_f32_to_tf32", False) is True
-    return v.base, shape, strides, block, padding if isinstance(padding, str) else "zero", tf32
+    padding = padding if isinstance(padding, str) else "zero"
+    return v.base, shape, strides, block, padding, tf32, layout
+
+
+def _layout(layout: Any) -> DescLayout | None:
+    """A Gluon shared-memory layout as the record keeps it, or None."""
+    kind = type(layout).__name__
+    if kind not in DESC_LAYOUTS or not dataclasses.is_dataclass(layout):
+        return None
+    if not type(layout).__module__.startswith("triton.experimental.gluon"):
+        return None
+    raw = {f.name: getattr(layout, f.name) for f in dataclasses.fields(layout)}
+    return DescLayout.parse([kind, _plain(raw)])
+
+
+def _plain(v: Any) -> Any:
+    """Lists and tuples as lists, all the way down (JSON's shape)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
 
 
 # --- the replay's own sandbox ---------------------------------------------------
@@ -527,14 +559,23 @@ def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
     if isinstance(v, BufferArg):
         return _view(buffers, v.view)
     if isinstance(v, DescArg):
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
         parts: dict[str, Any] = {"padding": v.padding}
         if v.tf32:  # a Triton that has no such field would refuse the name
             parts["round_f32_to_tf32"] = True
-        return TensorDescriptor(
-            _view(buffers, v.view), list(v.shape), list(v.strides), list(v.block_shape), **parts
-        )
+        view = _view(buffers, v.view)
+        sizes = (list(v.shape), list(v.strides), list(v.block_shape))
+        if v.layout is not None:
+            from triton.experimental.gluon import language as gl
+            from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+            # The class by its name in Gluon's language, which DescLayout
+            # limits to DESC_LAYOUTS; its fields as keywords.
+            cls = getattr(gl, v.layout.kind)
+            layout = cls(**{name: _plain(x) for name, x in v.layout.fields})
+            return GluonDescriptor(view, *sizes, layout, **parts)
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        return TensorDescriptor(view, *sizes, **parts)
     if isinstance(v, FloatArg):
         return float.fromhex(v.hex)
     if isinstance(v, DtypeArg):

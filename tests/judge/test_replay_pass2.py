@@ -27,6 +27,8 @@ at the places the first held it."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import reference_source
 from tests.judge.test_replay import FORGED_SOFTMAX, PY_SOFTMAX, scalar_answers, two_draws_told
 from tests.judge.test_rope_rmsnorm import variant
@@ -640,3 +642,55 @@ def test_a_descriptor_that_reaches_past_its_tensor_is_not_replayed():
     assert not _desc_ok(DescArg(base, (8, 8), (16, 1), (8, 8)), sizes)
     assert not _desc_ok(DescArg(base, (8, 8), (8, 1), (8, 8), padding="rm -rf"), sizes)
     assert not _desc_ok(DescArg(base, (8, 8), (8, 1), (1 << 11, 1 << 10)), sizes)
+
+
+# --- Gluon's TMA descriptors: a shared-memory layout besides the sizes -------
+
+
+def test_a_gluon_descriptor_keeps_its_layout_through_the_record_and_the_replay():
+    # A Gluon kernel's TMA descriptor carries the shared-memory layout its
+    # tiles land in; the replay must hand the kernel the same one (the
+    # kernel is compiled for it). It was recorded as triton.tools' kind,
+    # without the layout, and replayed as one: a kernel Gluon would refuse.
+    pytest.importorskip("triton.experimental.gluon")
+    import torch
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from gpulab.check.frames import DescArg, arg_json, parse_arg
+    from gpulab.sandbox.replay import Recording, _decode
+
+    x = torch.randn(64, 256, dtype=torch.float16)
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    record = Recording({})
+    desc = record.value(TensorDescriptor(x, [64, 256], [256, 1], [32, 64], layout))
+    assert isinstance(desc, DescArg) and desc.layout is not None, desc
+    assert desc.layout.kind == "NVMMASharedLayout"
+    assert dict(desc.layout.fields)["swizzle_byte_width"] == 128
+    assert parse_arg(arg_json(desc)) == desc  # across the wire and back
+    rebuilt = _decode(desc, [x.view(-1).view(torch.uint8)])
+    assert type(rebuilt) is TensorDescriptor and rebuilt.layout == layout, rebuilt
+    assert (rebuilt.shape, rebuilt.strides, rebuilt.block_shape) == ([64, 256], [256, 1], [32, 64])
+    assert torch.equal(rebuilt.base, x)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ["BlockedLayout", {"rank": 2}],  # not a shared-memory layout a descriptor carries
+        ["NVMMASharedLayout", {"_fn": 1}],
+        ["NVMMASharedLayout", {"rank": "2"}],
+        ["NVMMASharedLayout", {"rank": 1 << 40}],
+        ["NVMMASharedLayout", {"cga_layout": [[[1]]]}],  # three deep
+        ["NVMMASharedLayout", {f"f{i}": 1 for i in range(13)}],
+        ["NVMMASharedLayout"],
+    ],
+)
+def test_a_descriptor_layout_the_judge_cannot_make_again_is_malformed(layout):
+    from gpulab.check.frames import DescArg, OtherArg, parse_arg
+
+    view = [0, 0, [4, 4], [4, 1], "float16"]
+    good = {"__desc__": [view, [4, 4], [4, 1], [4, 4], "zero", False, ["NVMMASharedLayout", {}]]}
+    assert isinstance(parse_arg(good), DescArg)
+    bad = {"__desc__": [view, [4, 4], [4, 1], [4, 4], "zero", False, layout]}
+    assert isinstance(parse_arg(bad), OtherArg)
