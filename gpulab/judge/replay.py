@@ -71,10 +71,11 @@ WHY = (
 
 
 def gpu_replay() -> bool:
-    """Whether a check on a GPU replays its cases too. Off until a GPU run
-    has checked it against every reference (GPULAB_GPU_REPLAY=1 turns it
-    on): the kernels the references load from files beside them (hopper/,
-    Gluon, built inside functions) are not kept yet."""
+    """Whether a check on a GPU replays its cases too (GPULAB_GPU_REPLAY=1).
+    Off by default: on the H200 the references' portable paths keep their
+    grades with it, but the kernels their Hopper paths load from files
+    beside them (hopper/, Gluon, built inside functions) are not kept yet,
+    so those paths would be refused."""
     import os
 
     return os.environ.get("GPULAB_GPU_REPLAY") == "1"
