@@ -271,12 +271,17 @@ class DescLayout:
             return None
         fields = []
         for name, v in sorted(raw.items()):
-            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            if (
+                not isinstance(name, str)
+                or not name.isidentifier()
+                or name.startswith("_")
+                or len(name) > 32
+            ):
                 return None
             parsed = _layout_value(v, 2)
             if parsed is _BAD:
                 return None
-            fields.append((name[:32], parsed))
+            fields.append((name, parsed))
         return cls(value[0], tuple(fields))
 
     def to_json(self) -> list[Any]:

@@ -356,6 +356,8 @@ def _constant(node: ast.stmt, checker: _Checker) -> str | None:
         return None
     if not isinstance(target, ast.Name) or target.id in checker.modules:
         return None
+    if target.id.startswith("_gpulab"):  # the replay's own names (the jit decorators)
+        return None
     try:
         checker.expr(value, set(checker.constants) | {"int", "float", "bool", "min", "max"})
         if isinstance(node, ast.AnnAssign):

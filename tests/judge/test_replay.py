@@ -496,6 +496,20 @@ def test_a_gluon_kernel_is_kept_as_gluon_and_compiles_to_the_files_own_code(tmp_
     assert ptx(replayed) == ptx(load_module(path, "gluon_copy").gcopy)
 
 
+def test_a_constant_cannot_take_the_replays_own_decorator_names():
+    # The kept text is decorated `@_gpulab_jit` / `@_gpulab_gluon_jit`,
+    # bound by the replay: a top-level constant of that name would rebind
+    # the decorator to whatever the file says. Not kept, so the kernel that
+    # uses it is not either.
+    src = (
+        "import triton\nimport triton.language as tl\n\n"
+        "_gpulab_jit = tl.static_print\n\n"
+        "@triton.jit\ndef k(x_ptr):\n    pass\n"
+    )
+    kept = extract(src)
+    assert "_gpulab_jit =" not in kept.text and kept.kernels == ("k",)
+
+
 @pytest.mark.parametrize(
     "body, why",
     [

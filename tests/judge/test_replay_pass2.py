@@ -679,6 +679,7 @@ def test_a_gluon_descriptor_keeps_its_layout_through_the_record_and_the_replay()
     [
         ["BlockedLayout", {"rank": 2}],  # not a shared-memory layout a descriptor carries
         ["NVMMASharedLayout", {"_fn": 1}],
+        ["NVMMASharedLayout", {"r" * 33: 1}],  # a name is kept whole or refused
         ["NVMMASharedLayout", {"rank": "2"}],
         ["NVMMASharedLayout", {"rank": 1 << 40}],
         ["NVMMASharedLayout", {"cga_layout": [[[1]]]}],  # three deep
