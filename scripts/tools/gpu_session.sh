@@ -27,9 +27,11 @@ for step in "$@"; do
     replay-check:*) ex=${step#replay-check:}  # issue 27: graded from the replay's times (GPULAB_GPU_REPLAY=1)
       # Both ways, with the Hopper paths off (the replay keeps the file's own
       # kernels only; hopper/'s Gluon ones are not kept yet), then on.
+      # REPLAY_ONLY=hopper (or portable) runs one of the two.
       for off in "--off fa3 --off softmax_smem --off matmul_tma" ""; do
         tag=$([ -n "$off" ] && echo portable || echo hopper)
-        GPULAB_GPU_REPLAY=1 timeout 240 python3 -m gpulab check "$ex" --file "kernels/$ex.py" $off --json > "$OUT/replay_${tag}_$ex.json"; echo "rc=$?"
+        [ -n "${REPLAY_ONLY:-}" ] && [ "$REPLAY_ONLY" != "$tag" ] && continue
+        GPULAB_GPU_REPLAY=1 timeout "${REPLAY_BUDGET:-240}" python3 -m gpulab check "$ex" --file "kernels/$ex.py" $off --json > "$OUT/replay_${tag}_$ex.json"; echo "rc=$?"
         python3 -c "import json; r=json.load(open('$OUT/replay_${tag}_$ex.json')); t=r.get('timing') or {}; print('$tag', r['status'], r['summary']); [print(' ', c.get('name'), c.get('ms'), 'claimed', c.get('claimed_ms')) for c in t.get('cases', [])]" 2>&1 | tail -12
       done ;;
     timing) python3 scripts/tools/validate_timing.py "$OUT/timing_validation.json" ;;
