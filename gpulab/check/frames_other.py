@@ -1491,12 +1491,15 @@ class ReplayBuffer:
 @dataclass(frozen=True, slots=True)
 class ReplayLaunch:
     """A launch the replay runs: a kept kernel, its grid, its arguments and
-    its launch options (checked by the judge: gpulab.judge.replay)."""
+    its launch options (checked by the judge: gpulab.judge.replay). `unit`:
+    the file its kernel is kept from, 0 the checked file, i its request's
+    `more[i - 1]`."""
 
     kernel: str
     grid: tuple[int, ...]
     args: dict[str, Arg]
     options: dict[str, Option] = field(default_factory=dict)
+    unit: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1506,21 +1509,63 @@ class ReplayLaunch:
         }
         if self.options:
             out["options"] = dict(self.options)
+        if self.unit:
+            out["unit"] = self.unit
         return out
 
     @classmethod
     def parse(cls, value: Any) -> ReplayLaunch:
         launch = RecordedLaunch.parse(value)
         args = launch.args
+        unit = value.get("unit", 0) if isinstance(value, dict) else None
         if (
             launch.kernel is None
             or not isinstance(launch.grid, tuple)
             or args is None
             or any(isinstance(v, OtherArg) for v in args.values())
             or launch.options is None
+            or type(unit) is not int
+            or not 0 <= unit <= MAX_REPLAY_UNITS
         ):
             raise ProtocolError("a `replay` request with a malformed launch")
-        return cls(launch.kernel, launch.grid, args, launch.options)
+        return cls(launch.kernel, launch.grid, args, launch.options, unit)
+
+
+MAX_REPLAY_UNITS = 4  # files beside the checked one whose kernels a replay keeps
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayUnit:
+    """The kernels kept from one more file: a file beside the checked one
+    that it loads kernels from (a reference's kernels/hopper/*.py), read
+    and checked by the judge as the checked file is."""
+
+    source: str
+    modules: dict[str, str]
+    kernels: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "modules": self.modules, "kernels": list(self.kernels)}
+
+    @classmethod
+    def parse(cls, value: Any, kind: str) -> ReplayUnit:
+        if not isinstance(value, dict):
+            raise ProtocolError(f"a `{kind}` request with a malformed file of kernels")
+        modules = _replay_modules(value, kind)
+        return cls(_need_str(value, "source"), modules, _names(value, "kernels"))
+
+
+def _replay_more(
+    msg: dict[str, Any], kind: str, launches: tuple[Any, ...]
+) -> tuple[ReplayUnit, ...]:
+    """A request's `more` files, each launch's `unit` one of them."""
+    more = msg.get("more") or []
+    if not isinstance(more, list) or len(more) > MAX_REPLAY_UNITS:
+        raise ProtocolError(f"a `{kind}` request whose `more` is not a short list")
+    units = tuple(ReplayUnit.parse(u, kind) for u in more)
+    if any(isinstance(la, ReplayLaunch) and la.unit > len(units) for la in launches):
+        raise ProtocolError(f"a `{kind}` request with a launch from a file it does not send")
+    return units
 
 
 @dataclass(frozen=True, slots=True)
@@ -1543,6 +1588,7 @@ class ReplayRequest:
     slots: tuple[TensorRef, ...]
     again: tuple[ReplayBuffer, ...] = ()
     again_slots: tuple[TensorRef, ...] = ()
+    more: tuple[ReplayUnit, ...] = ()  # the files of ReplayLaunch.unit 1, 2, ...
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1556,6 +1602,7 @@ class ReplayRequest:
             "slots": [s.to_json() for s in self.slots],
             "again": [b.to_json() for b in self.again],
             "again_slots": [s.to_json() for s in self.again_slots],
+            "more": [u.to_json() for u in self.more],
         }
 
     @classmethod
@@ -1567,16 +1614,18 @@ class ReplayRequest:
             raise ProtocolError("a `replay` request with a slot for each result")
         if not isinstance(msg.get("again") or [], list):
             raise ProtocolError("a `replay` request whose `again` is not a list")
+        launches = tuple(_replay_step(la) for la in _need_list(msg, "launches"))
         return cls(
             source=_need_str(msg, "source"),
             modules=modules,
             kernels=_names(msg, "kernels"),
             buffers=tuple(ReplayBuffer.parse(b) for b in _need_list(msg, "buffers")),
-            launches=tuple(_replay_step(la) for la in _need_list(msg, "launches")),
+            launches=launches,
             outs=outs,
             slots=slots,
             again=tuple(ReplayBuffer.parse(b) for b in msg.get("again") or ()),
             again_slots=again_slots,
+            more=_replay_more(msg, "replay", launches),
         )
 
 
@@ -1622,6 +1671,7 @@ class ReplayTimeRequest:
     reps: tuple[ReplayRep, ...]
     warmup_s: float = 0.0
     flush: bool = True
+    more: tuple[ReplayUnit, ...] = ()  # the files of ReplayLaunch.unit 1, 2, ...
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1634,6 +1684,7 @@ class ReplayTimeRequest:
             "reps": [r.to_json() for r in self.reps],
             "warmup_s": self.warmup_s,
             "flush": self.flush,
+            "more": [u.to_json() for u in self.more],
         }
 
     @classmethod
@@ -1645,15 +1696,17 @@ class ReplayTimeRequest:
         warmup = msg.get("warmup_s", 0.0)
         if not isinstance(warmup, (int, float)) or not 0 <= warmup <= 10:
             raise ProtocolError("a `replay_time` request whose `warmup_s` is not seconds")
+        launches = tuple(_replay_step(la) for la in _need_list(msg, "launches"))
         return cls(
             source=_need_str(msg, "source"),
             modules=modules,
             kernels=_names(msg, "kernels"),
-            launches=tuple(_replay_step(la) for la in _need_list(msg, "launches")),
+            launches=launches,
             outs=outs,
             reps=reps,
             warmup_s=float(warmup),
             flush=msg.get("flush", True) is not False,
+            more=_replay_more(msg, "replay_time", launches),
         )
 
 
@@ -1683,13 +1736,18 @@ class ReplayTimed(Reply):
         return {"type": self.TYPE, "times_ms": list(self.times_ms), "problem": self.problem}
 
 
-def _replay_parts(msg: dict[str, Any], kind: str) -> tuple[dict[str, str], tuple[View, ...]]:
-    """A replay request's modules (names to source) and its results' views."""
+def _replay_modules(msg: dict[str, Any], kind: str) -> dict[str, str]:
     modules = msg.get("modules")
     if not isinstance(modules, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in modules.items()
     ):
         raise ProtocolError(f"a `{kind}` request whose modules are not names")
+    return modules
+
+
+def _replay_parts(msg: dict[str, Any], kind: str) -> tuple[dict[str, str], tuple[View, ...]]:
+    """A replay request's modules (names to source) and its results' views."""
+    modules = _replay_modules(msg, kind)
     outs = [View.parse(v) for v in _need_list(msg, "outs")]
     views = tuple(v for v in outs if v is not None)
     if not views or len(views) != len(outs):

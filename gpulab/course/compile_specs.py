@@ -34,12 +34,11 @@ Build = Callable[[Any, Any], Built]
 @dataclass(frozen=True)
 class Spec:
     exercise: str  # kernels/<exercise>.py, and exercises/<exercise>.py for the starter
-    kernel: str  # the jitted function (or the factory that returns it)
+    kernel: str  # the jitted function
     label: str  # what varies between this spec and its siblings (tile, dtype)
     build: Build
     archs: tuple[int, ...] = ALL  # the architectures the reference claims
     starter: str = ""  # the starter's function to compile with the same signature
-    factory: tuple[object, ...] = ()  # the kernel is `kernel(*factory)` (Gluon's, per schedule)
     file: str = ""  # the reference's path under kernels/ without .py, when not <exercise>
 
 
@@ -178,9 +177,16 @@ def _softmax_smem(m: Any, fn: Any) -> Built:
 
     cr, n, slots = 32, 32768, 12
     d = f"tensordesc<fp16[{cr}, {m.BOX}],{m.shared_layout(torch.float16)!r}>"
-    ce = {"R": n // m.BOX, "NSLOT": slots}
+    ce = {"R": n // m.BOX, "NSLOT": slots, "ONE_EXP": False}
     return (
-        {"x_desc": d, "y_desc": d, "n_rows": "i32", "R": "constexpr", "NSLOT": "constexpr"},
+        {
+            "x_desc": d,
+            "y_desc": d,
+            "n_rows": "i32",
+            "R": "constexpr",
+            "NSLOT": "constexpr",
+            "ONE_EXP": "constexpr",
+        },
         ce,
         {"num_warps": 8},
     )
@@ -195,7 +201,14 @@ def _fa3(m: Any, fn: Any) -> Built:
     def desc(box: int) -> str:
         return f"tensordesc<fp16[{box}, {D}],{m.shared_layout(torch.float16, [box, D])!r}>"
 
-    ce = {"CAUSAL": causal, "STAGES": sched["stages"]}
+    ce = {
+        "CAUSAL": causal,
+        "STAGES": sched["stages"],
+        "NUM_WG": sched["num_wg"],
+        "PINGPONG": sched["pingpong"],
+        "POLY": sched["poly"],
+        "SPLIT": False,
+    }
     sig = {
         "q_desc": desc(64),
         "k_desc": desc(sched["block_n"]),
@@ -205,8 +218,7 @@ def _fa3(m: Any, fn: Any) -> Built:
         "Sk": "i32",
         "qk_scale": "fp32",
         "G": "i32",
-        "CAUSAL": "constexpr",
-        "STAGES": "constexpr",
+        **{k: "constexpr" for k in ce},
     }
     return sig, ce, {"num_warps": 4}
 
@@ -259,11 +271,10 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "softmax",
-        "softmax_smem_kernel",
+        "softmax_smem",
         "Gluon fp16 32768 cols, 12x32 ring, w8",
         _softmax_smem,
         archs=HOPPER,
-        factory=(8, False),
         file="hopper/softmax_smem",
     ),
     *(
@@ -315,11 +326,10 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "flash_attention",
-        "attention_fa3_kernel",
+        "attention_fa3",
         "Gluon FA3 D=128 causal fp16, 2 warpgroups",
         _fa3,
         archs=HOPPER,
-        factory=(True, 0, 2, False),
         file="hopper/flash_attention_fa3",
     ),
     Spec(
@@ -481,13 +491,9 @@ def jobs(
                 m = mods[key]
                 ref = mods[f"reference:{ref_path.stem}"]  # stems are unique under kernels/
                 fn = getattr(m, attr)
-                fn = _jit(fn(*spec.factory) if spec.factory else fn)
+                fn = _jit(fn)
                 # The starter gets the reference's signature and constexprs.
-                ref_fn = _jit(
-                    getattr(ref, spec.kernel)(*spec.factory)
-                    if spec.factory
-                    else getattr(ref, spec.kernel)
-                )
+                ref_fn = _jit(getattr(ref, spec.kernel))
                 sig, ce, opts = spec.build(ref, ref_fn)
                 if role == "starter" and list(fn.arg_names) != list(ref_fn.arg_names):
                     # The starter names its parameters its own way (rope's

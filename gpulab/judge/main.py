@@ -278,6 +278,13 @@ def policy_for(
     )
 
 
+def beside_folders(file: str, policy: Policy) -> list[str]:
+    """The folders beside `file` that its sandbox may read (the references'
+    hopper/), from which the replay keeps kernels too (gpulab.judge.beside)."""
+    folder = os.path.dirname(file)
+    return [r for r in policy.read if os.path.dirname(r) == folder and os.path.isdir(r)]
+
+
 def other_copies(read: list[str], pkg: Path) -> list[str]:
     """Every `gpulab` folder on the sandbox's import path but the one it
     imports: an editable install (`pip install -e .`) leaves the course's
@@ -644,7 +651,9 @@ def judge(
         from gpulab.judge.replay import Replayer, gpu_replay
 
         if device == "cpu" or gpu_replay():
-            replayer = Replayer(prepared.take_replay, request.file, data)
+            replayer = Replayer(
+                prepared.take_replay, request.file, data, beside_folders(request.file, policy)
+            )
         result = grade_request(
             request,
             device,

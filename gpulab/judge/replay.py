@@ -47,6 +47,7 @@ from gpulab.check.frames_other import (
     ReplayRequest,
     ReplayTimed,
     ReplayTimeRequest,
+    ReplayUnit,
 )
 from gpulab.check.protocol import text as _text
 from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 # What gpulab.judge.kernel's encode has put in the arena: id(tensor) and
 # ("storage", data_ptr) -> its ref (here, so the replay needs nothing of kernel).
 Refs = dict[int | tuple[str, int], Any]
+# A file beside the checked one -> (its unit, its kept kernels), or why not.
+Beside = Callable[[str], "tuple[int, ReplaySource] | str"]
 
 MAX_GRID = 1 << 24
 MISMATCH = "your Triton kernels, run again alone, gave another result"
@@ -84,9 +87,17 @@ def gpu_replay() -> bool:
 class Replayer:
     """The replay's sandbox, started beside the check's and used once a case."""
 
-    def __init__(self, start: Callable[[], Any], file: str, data: bytes | None = None) -> None:
+    def __init__(
+        self,
+        start: Callable[[], Any],
+        file: str,
+        data: bytes | None = None,
+        beside: Sequence[str] = (),
+    ) -> None:
         """`data`: the file's bytes as the judge read them for the check's
-        sandbox (read from `file` where not given)."""
+        sandbox (read from `file` where not given). `beside`: the folders
+        beside `file` that its sandbox could read kernels from (the
+        references' hopper/), where the judge reads them too."""
         try:
             from importlib.util import decode_source
 
@@ -99,6 +110,11 @@ class Replayer:
         except (OSError, UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
             self.source, self.error = None, str(exc)
         self.file = file
+        self.folders = tuple(beside)
+        # Files beside `file` its launches named (gpulab.judge.beside): path
+        # -> (unit, kept kernels) or why not; the kept, by unit - 1.
+        self._beside: dict[str, tuple[int, ReplaySource] | str] = {}
+        self.more: list[ReplaySource] = []
         self.sandbox: Any = None
         self.failed = ""
         self._arena: Any = None
@@ -106,6 +122,35 @@ class Replayer:
         # The case whose replay is in flight: its name, and its runs' result
         # slots with their references (x's, then g(x)'s).
         self.pending: tuple[str, list[Run]] | None = None
+
+    def beside(self, path: str) -> tuple[int, ReplaySource] | str:
+        """The kernels kept from `path`, a file beside the checked one that
+        a launch named, with its unit; or why the judge does not use it
+        ("": it is not in a folder the judge reads)."""
+        from gpulab.check.frames_other import MAX_REPLAY_UNITS
+        from gpulab.judge.beside import inside, read_beside
+
+        if not inside(self.folders, path):
+            return ""
+        if path in self._beside:
+            return self._beside[path]
+        if len(self.more) >= MAX_REPLAY_UNITS:
+            return f"its kernels come from more than {MAX_REPLAY_UNITS + 1} files"
+        data, problem = read_beside(self.folders, path)
+        found: tuple[int, ReplaySource] | str = problem
+        if data is not None:
+            try:
+                from importlib.util import decode_source
+
+                self.more.append(extract(decode_source(data)))
+                found = (len(self.more), self.more[-1])
+            except (UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
+                found = str(exc)
+        self._beside[path] = found
+        return found
+
+    def units(self) -> tuple[ReplayUnit, ...]:
+        return tuple(ReplayUnit(s.text, s.modules, tuple(s.kernels)) for s in self.more)
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -147,7 +192,9 @@ class Replayer:
         if self.source is None:
             return f"{WHY}It could not read your kernels: {self.error}"
         expects = [r.expect for r in results]
-        plan, problem = plan_replay(self.source, record, refs, expects, self.file, sum_size)
+        plan, problem = plan_replay(
+            self.source, record, refs, expects, self.file, sum_size, self.beside
+        )
         if plan is None:
             return WHY + problem
         self.ensure_started()
@@ -183,6 +230,7 @@ class Replayer:
             slots=tuple(run.slot for run in pending),
             again=tuple(again_buffers),
             again_slots=tuple(run.slot for run in again_runs),
+            more=self.units(),
         )
         try:
             self.sandbox.send(message)
@@ -256,6 +304,7 @@ class Replayer:
             outs=plan.outs,
             reps=tuple(timed_reps),
             warmup_s=warmup_s,
+            more=self.units(),
         )
         try:
             reply = self.sandbox.ask(message, ReplayTimed)
@@ -362,12 +411,14 @@ def plan_replay(
     expects: Sequence[Any],
     file: str,
     sum_size: int | None = None,
+    beside: Beside | None = None,
 ) -> tuple[Plan | None, str]:
     """The replay request's buffers, launches and results, from the
     sandbox's record checked field by field; or what makes it unusable.
     `expects`: the returned tensor's, then each gradient's (the record's
     `grads`). `sum_size`: the one size of a torch sum's result the exercise
-    allows (None: no sum)."""
+    allows (None: no sum). `beside`: the kernels of a file beside `file`
+    that a launch names, and its unit (Replayer.beside); None: none."""
     if record is None:
         return None, "Your function's launches were not recorded."
     if record.overflow is not None:
@@ -391,7 +442,7 @@ def plan_replay(
                 return None, problem
             checked.append(launch)
             continue
-        one, problem = _launch(i, launch, source, sizes, file)
+        one, problem = _launch(i, launch, source, sizes, file, beside)
         if one is None:
             return None, problem
         checked.append(one)
@@ -435,7 +486,12 @@ def _step_problem(i: int, step: TorchStep, sizes: list[int], sum_size: int | Non
 
 
 def _launch(
-    i: int, launch: RecordedLaunch, source: ReplaySource, sizes: list[int], file: str
+    i: int,
+    launch: RecordedLaunch,
+    source: ReplaySource,
+    sizes: list[int],
+    file: str,
+    beside: Beside | None = None,
 ) -> tuple[ReplayLaunch | None, str]:
     where = f"launch {i + 1}"
     name = launch.kernel
@@ -446,12 +502,31 @@ def _launch(
         )
     if launch.error is not None:
         return None, f"It could not read {where} of `{name}`: {_text(launch.error, 200)}"
-    if name in source.problems:
-        return None, f"It cannot run `{name}` apart from your file: {source.problems[name]}."
-    if name not in source.kernels or launch.file != file or launch.qualname not in (name, None):
+    unit, here = 0, file.rsplit("/", 1)[-1]
+    if launch.file != file and beside is not None:
+        # A kernel from a file beside the checked one (the references' hopper/).
+        found = beside(launch.file) if isinstance(launch.file, str) else ""
+        if found == "":
+            unit = -1  # from no file the judge reads: refused below
+        elif isinstance(found, str):
+            return None, (
+                f"`{name}` ({where}) is from {_text(launch.file, 120)}, whose kernels "
+                f"gpulab does not run apart from your code: {found}."
+            )
+        else:
+            (unit, source), here = found, _text(launch.file, 120)
+    if name in source.problems and unit >= 0:
+        what = "your file" if unit == 0 else here
+        return None, f"It cannot run `{name}` apart from {what}: {source.problems[name]}."
+    if (
+        unit < 0
+        or name not in source.kernels
+        or (unit == 0 and launch.file != file)
+        or launch.qualname not in (name, None)
+    ):
         return None, (
             f"`{name}` ({where}) is not a @triton.jit function defined at the top "
-            f"level of {file.rsplit('/', 1)[-1]}: define your kernels there."
+            f"level of {here}: define your kernels there."
         )
     grid = launch.grid
     if (
@@ -480,7 +555,7 @@ def _launch(
     problem = _options_problem(launch.options)
     if problem:
         return None, f"{where} of `{name}`: {problem}"
-    return ReplayLaunch(name, grid, launch.args, dict(launch.options or {})), ""
+    return ReplayLaunch(name, grid, launch.args, dict(launch.options or {}), unit), ""
 
 
 # What each launch option may be (Triton's CUDA backend accepts no other

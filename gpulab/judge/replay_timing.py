@@ -66,7 +66,9 @@ def replayed_times(
         return None, f"{WHY}It could not read your kernels: {replayer.error}"
     if kept.expect is None:
         return None, "the timed size's call was not recorded"
-    plan, problem = plan_replay(source, kept.record, kept.refs, [kept.expect], replayer.file)
+    plan, problem = plan_replay(
+        source, kept.record, kept.refs, [kept.expect], replayer.file, beside=replayer.beside
+    )
     if plan is None:
         return None, WHY + problem
     if replayer.pending is not None:  # a correctness case's replay still in flight

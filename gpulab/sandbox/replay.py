@@ -639,11 +639,20 @@ def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, J
     return {name: g[name] for name in names if name in g}
 
 
+def _units(msg: ReplayRequest | ReplayTimeRequest) -> list[dict[str, JITFunction]]:
+    """Each file's kept kernels, by ReplayLaunch.unit: the checked file's,
+    then those of the files beside it (each in its own namespace: two files
+    may both have a `_loader`)."""
+    found = [kernels(msg.source, msg.modules, list(msg.kernels))]
+    found += [kernels(u.source, u.modules, list(u.kernels)) for u in msg.more]
+    return found
+
+
 def replay(server: Any, msg: ReplayRequest) -> Replayed:
     """Run the recorded launches and copy the results into the judge's
     slots; then, where the judge asks, again from its other buffers into its
     other slots (gpulab.judge.replay_again)."""
-    found = kernels(msg.source, msg.modules, list(msg.kernels))
+    found = _units(msg)
     _allocator(server)
     problem = _run(server, found, msg, msg.buffers, msg.slots)
     if problem or not msg.again_slots:
@@ -654,7 +663,7 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
 
 def _run(
     server: Any,
-    found: dict[str, JITFunction],
+    found: list[dict[str, JITFunction]],
     msg: ReplayRequest,
     specs: tuple[ReplayBuffer, ...],
     slot_refs: tuple[TensorRef, ...],
@@ -677,7 +686,7 @@ def _run(
 
 
 def _launch_all(
-    found: dict[str, JITFunction],
+    found: list[dict[str, JITFunction]],
     launches: tuple[ReplayLaunch | TorchStep, ...],
     buffers: list[torch.Tensor],
 ) -> str:
@@ -688,7 +697,7 @@ def _launch_all(
             if problem:
                 return f"step {i + 1} ({launch.op}): {problem}"
             continue
-        kernel = found.get(launch.kernel)
+        kernel = found[launch.unit].get(launch.kernel) if launch.unit < len(found) else None
         if kernel is None:
             return f"launch {i + 1}: no kernel {launch.kernel}"
         try:
@@ -723,7 +732,7 @@ def replay_time(server: Any, msg: ReplayTimeRequest) -> ReplayTimed:
     between two events, and the results copied to the judge's slots after
     the end event. The first repetition's buffers are run for `warmup_s` first
     (compiles, autotuning's choice made already, clocks up)."""
-    found = kernels(msg.source, msg.modules, list(msg.kernels))
+    found = _units(msg)
     _allocator(server)
     cuda = _device(server).type == "cuda"
     clock = _CudaClock(server) if cuda else _HostClock()

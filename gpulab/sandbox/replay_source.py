@@ -359,12 +359,68 @@ def _constant(node: ast.stmt, checker: _Checker) -> str | None:
     if target.id.startswith("_gpulab"):  # the replay's own names (the jit decorators)
         return None
     try:
+        if _version_shim(value, checker):
+            return target.id
         checker.expr(value, set(checker.constants) | {"int", "float", "bool", "min", "max"})
         if isinstance(node, ast.AnnAssign):
             checker.expr(node.annotation, set(checker.constants))
     except NotReplayable:
         return None
     return target.id
+
+
+def _version_shim(value: ast.expr, checker: _Checker) -> bool:
+    """Whether `value` is a name that moved between Triton releases, taken
+    from whichever this one has: `getattr(gl, "barrier", None) or
+    gl.thread_barrier`. Each operand reads one attribute of an allowed
+    module, so evaluating it can do nothing else; the one this Triton
+    resolves first must be allowed. False where `value` is not this form;
+    raises NotReplayable where it is and the name is not allowed."""
+    operands = (
+        value.values if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) else [value]
+    )
+    names = [_getattr_name(v, checker) for v in operands]
+    if not any(isinstance(v, ast.Call) for v in operands) or None in names:
+        return False
+    for v, dotted in zip(operands, names, strict=True):
+        try:
+            obj = _resolve(dotted or "")
+        except (AttributeError, ImportError):
+            continue  # not in this release: the next operand is read
+        if not obj or not _allowed_object(obj, dotted or ""):
+            raise NotReplayable(v.lineno, f"`{dotted}` is not part of triton.language or math")
+        return True
+    raise NotReplayable(value.lineno, f"none of {', '.join(map(str, names))} exists here")
+
+
+def _getattr_name(node: ast.expr, checker: _Checker) -> str | None:
+    """The dotted name `getattr(<module>, "<name>", None)` or `<module>.<name>`
+    reads, where <module> is an allowed module; else None."""
+    if isinstance(node, ast.Call):
+        if not (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) == 3
+            and not node.keywords
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and isinstance(node.args[2], ast.Constant)
+            and node.args[2].value is None
+        ):
+            return None
+        base, attr = node.args[0], node.args[1].value
+    elif isinstance(node, ast.Attribute):
+        base, attr = node.value, node.attr
+    else:
+        return None
+    if not attr.isidentifier() or attr.startswith("_") or attr in DENIED_ATTRIBUTES:
+        return None
+    module = checker.modules.get(base.id) if isinstance(base, ast.Name) else None
+    if isinstance(base, ast.Attribute):
+        module = checker.chain(base)
+    if module not in MODULES:
+        return None
+    return f"{module}.{attr}"
 
 
 def extract(source: str) -> ReplaySource:
@@ -487,8 +543,10 @@ def namespace(src: ReplaySource) -> dict[str, object]:
 
     import triton
 
+    # getattr for the version shims the check let through (_version_shim):
+    # a kernel cannot name it (it is not in BUILTINS, the names it may use).
     g: dict[str, object] = {  # exec's globals: modules, builtins, triton.jit
-        "__builtins__": {name: getattr(builtins, name) for name in BUILTINS},
+        "__builtins__": {name: getattr(builtins, name) for name in (*BUILTINS, "getattr")},
         "__name__": "gpulab_replay",
         "_gpulab_jit": triton.jit,
     }

@@ -29,7 +29,6 @@ the PTX; the numbers are checked on the GPU (tests marked gpu).
 """
 from __future__ import annotations
 
-import functools
 
 import torch
 import triton
@@ -130,8 +129,11 @@ def _end_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 # relative error 7.5e-5 against exp2, far under the bf16 rounding of P that
 # follows); n shifted into the exponent field. scripts/sweeps/sweep_attention.py's
 # _exp2_poly is the same algorithm in Triton, with its derivation.
-_POLY_EXP2 = """
-max.f32 x, {x}, 0fC2FC0000;
+# Its PTX in three pieces, around the input and output registers: the asm
+# strings below are expressions of constants, which gpulab's replay keeps
+# with the kernels (a call such as _exp2_asm(2) it would not run).
+_POLY_IN = "max.f32 x, "
+_POLY_MID = """, 0fC2FC0000;
 add.rn.f32 xr, x, 0f4B400000;
 sub.rn.f32 f, xr, 0f4B400000;
 sub.rn.f32 f, x, f;
@@ -142,22 +144,27 @@ mov.b32 bx, xr;
 shl.b32 bx, bx, 23;
 mov.b32 by, y;
 add.s32 by, by, bx;
-mov.b32 {out}, by;
-"""
+mov.b32 """
+_POLY_OUT = ", by;\n"
+_ASM_HEAD = "{\n.reg .f32 x, xr, f, y;\n.reg .b32 bx, by;\n\n" + _POLY_IN
+_EX2 = "\nex2.approx.ftz.f32 "
 
 
 def _exp2_asm(pack: int) -> str:
-    """PTX for `pack` exp2s: the first by the polynomial, the rest by MUFU."""
-    lines = ["{", ".reg .f32 x, xr, f, y;", ".reg .b32 bx, by;"]
-    lines.append(_POLY_EXP2.format(x=f"${pack}", out="$0"))
-    lines += [f"ex2.approx.ftz.f32 ${i}, ${pack + i};" for i in range(1, pack)]
-    lines.append("}")
-    return "\n".join(lines)
+    """PTX for `pack` exp2s: the first by the polynomial, the rest by MUFU
+    (what the constants below spell out, for pack = 2, 4 and 8)."""
+    mufu = "".join(f"{_EX2}${i}, ${pack + i};" for i in range(1, pack))
+    return f"{_ASM_HEAD}${pack}{_POLY_MID}$0{_POLY_OUT}{mufu}\n}}"
 
 
-_EXP2_ASM_2 = gl.constexpr(_exp2_asm(2))
-_EXP2_ASM_4 = gl.constexpr(_exp2_asm(4))
-_EXP2_ASM_8 = gl.constexpr(_exp2_asm(8))
+_EXP2_ASM_2 = gl.constexpr(_ASM_HEAD + "$2" + _POLY_MID + "$0" + _POLY_OUT
+                           + _EX2 + "$1, $3;" + "\n}")
+_EXP2_ASM_4 = gl.constexpr(_ASM_HEAD + "$4" + _POLY_MID + "$0" + _POLY_OUT
+                           + _EX2 + "$1, $5;" + _EX2 + "$2, $6;" + _EX2 + "$3, $7;" + "\n}")
+_EXP2_ASM_8 = gl.constexpr(_ASM_HEAD + "$8" + _POLY_MID + "$0" + _POLY_OUT
+                           + _EX2 + "$1, $9;" + _EX2 + "$2, $10;" + _EX2 + "$3, $11;"
+                           + _EX2 + "$4, $12;" + _EX2 + "$5, $13;" + _EX2 + "$6, $14;"
+                           + _EX2 + "$7, $15;" + "\n}")
 
 
 @gluon.jit
@@ -243,16 +250,17 @@ def _kv_loop(acc, p, m_i, l_i, my_q, s_zero, k_smem, v_smem, k_ready, v_ready, k
 
 
 @gluon.jit
-def _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-              k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-              WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr,
+def _consumer(args, WG: gl.constexpr, PINGPONG: gl.constexpr, POLY: gl.constexpr,
               SPLIT: gl.constexpr):
-    """One warpgroup: 64 query rows against every K/V tile of the ring.
+    """One warpgroup: 64 query rows against every K/V tile of the ring
+    (`args`: what _setup made).
 
     With three warpgroups (192 rows) the last row block of a head can be
     short: a warpgroup whose rows all lie past Sq only hands the stages
     back, so the loader and the others never wait for it.
     """
+    (q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+     k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale) = args
     if q_pos + WG * 64 < Sq:
         _attend(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
                 k_empty, v_empty, turn, q_row, q_pos, n_tiles, n_full, qk_scale,
@@ -416,49 +424,29 @@ def _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
     return args, load_args
 
 
-# Worker partitions take no constexpr arguments in Triton 3.6 (and a
-# partition function cannot be one), so each schedule gets its own kernel
-# whose consumer functions have the constants baked in.
-@functools.cache
-def attention_fa3_kernel(pingpong: bool = True, poly: int = 0, num_wg: int = 2,
-                         split: bool = False):
-    PINGPONG = gl.constexpr(pingpong)
-    SPLIT = gl.constexpr(split)
-    POLY = gl.constexpr(poly)
-    NUM_WG = gl.constexpr(num_wg)
-
-    def consumer(wg: int):
-        WG = gl.constexpr(wg)
-
-        def run(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale):
-            _consumer(q_desc, o_desc, q_smem, o_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                      k_empty, v_empty, turn, q_row, q_pos, Sq, n_tiles, n_full, qk_scale,
-                      WG, PINGPONG, POLY, SPLIT)
-        # Its own name: Triton names a compiled function by the Python one,
-        # not by the constants it closes over, so three `run`s would be one.
-        run.__name__ = run.__qualname__ = f"consumer{wg}"
-        return gluon.jit(run)
-
-    consumer0, consumer1, consumer2 = consumer(0), consumer(1), consumer(2)
-
-    @gluon.jit
-    def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
-                      CAUSAL: gl.constexpr, STAGES: gl.constexpr):
-        args, load_args = _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
-                                 CAUSAL, STAGES, NUM_WG)
-        # Warpgroup 0 is the default partition (the kernel's 4 warps), the
-        # other consumer warpgroups 4-warp workers, the loader a 1-warp
-        # worker. setmaxnreg hands registers out by warpgroup, 64K in all:
-        # the loader's gets 24 a thread, two consumers 240 each, three 160.
-        if NUM_WG == 2:
-            gl.warp_specialize([(consumer0, args), (consumer1, args), (_loader, load_args)],
-                               [4, 1], [240, 24])
-        else:
-            gl.warp_specialize([(consumer0, args), (consumer1, args), (consumer2, args),
-                                (_loader, load_args)], [4, 4, 1], [160, 160, 24])
-
-    return attention_fa3
+@gluon.jit
+def attention_fa3(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
+                  CAUSAL: gl.constexpr, STAGES: gl.constexpr, NUM_WG: gl.constexpr = 2,
+                  PINGPONG: gl.constexpr = True, POLY: gl.constexpr = 0,
+                  SPLIT: gl.constexpr = False):
+    """The kernel: NUM_WG consumer warpgroups and a loader warp (SCHEDULES
+    says which schedule each shape takes)."""
+    args, load_args = _setup(q_desc, k_desc, v_desc, o_desc, Sq, Sk, qk_scale, G,
+                             CAUSAL, STAGES, NUM_WG)
+    # Warpgroup 0 is the default partition (the kernel's 4 warps), the
+    # other consumer warpgroups 4-warp workers, the loader a 1-warp
+    # worker. setmaxnreg hands registers out by warpgroup, 64K in all:
+    # the loader's gets 24 a thread, two consumers 240 each, three 160.
+    # Each consumer is _consumer with its warpgroup's constants.
+    if NUM_WG == 2:
+        gl.warp_specialize([(_consumer, (args, 0, PINGPONG, POLY, SPLIT)),
+                            (_consumer, (args, 1, PINGPONG, POLY, SPLIT)),
+                            (_loader, load_args)], [4, 1], [240, 24])
+    else:
+        gl.warp_specialize([(_consumer, (args, 0, PINGPONG, POLY, SPLIT)),
+                            (_consumer, (args, 1, PINGPONG, POLY, SPLIT)),
+                            (_consumer, (args, 2, PINGPONG, POLY, SPLIT)),
+                            (_loader, load_args)], [4, 4, 1], [160, 160, 24])
 
 
 def shared_layout(dtype, block):
@@ -494,13 +482,13 @@ def launch(q, k, v, o, causal: bool, sm_scale: float, schedule: dict | None = No
     # Three warpgroups (160 registers each) need the split loops on causal
     # shapes, where the mask's registers made one loop spill; two do not.
     split = sched.get("split", num_wg == 3 and causal)
-    kernel = attention_fa3_kernel(sched["pingpong"], sched["poly"], num_wg, split)
     n_blocks = triton.cdiv(Sq, 64 * num_wg)
-    kernel[(n_blocks * B * H, )](
+    attention_fa3[(n_blocks * B * H, )](
         desc(q, B * H * Sq, 64), desc(k, B * H * Sk, bn), desc(v, B * H * Sk, bn),
         desc(o, B * H * Sq, 64), Sq, Sk, sm_scale * LOG2E,
         heads_per_group(sched.get("lpt", False), B * H, Sk, D, q.element_size()),
-        CAUSAL=causal, STAGES=sched["stages"], num_warps=4,
+        CAUSAL=causal, STAGES=sched["stages"], NUM_WG=num_wg, PINGPONG=sched["pingpong"],
+        POLY=sched["poly"], SPLIT=split, num_warps=4,
     )
 
 

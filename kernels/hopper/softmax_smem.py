@@ -83,7 +83,7 @@ def _store_chunk(y_desc, chunk, line, g, empty):
 
 
 @gluon.jit
-def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr, NUM_WARPS: gl.constexpr):
+def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
     """The default partition: two passes over each row's chunks in shared
     memory; each chunk's slot goes back to the loader as soon as its
     normalised values have been stored, so the next rows stream in behind."""
@@ -92,7 +92,7 @@ def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr, NUM_WARPS: gl.
     NCH: gl.constexpr = R // CR
     # Each warp owns whole 256-wide lines (8 elements, 16 bytes, a thread):
     # the reductions along a line stay inside the warp.
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NUM_WARPS, 1], [1, 0])
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [gl.num_warps(), 1], [1, 0])
     lines: gl.constexpr = gl.SliceLayout(1, layout)
     g0 = 0  # the chunk count at this row's first chunk
     for row in range(gl.program_id(0), n_rows, gl.num_programs(0)):
@@ -123,8 +123,7 @@ def _compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr, NUM_WARPS: gl.
 
 
 @gluon.jit
-def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr,
-                     NUM_WARPS: gl.constexpr):
+def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
     """_compute with one exp2 an element instead of two. _compute's passes
     run two exp2 per element (the online sum's, then the normalising one's)
     and the SM's MUFU unit does 16 a clock: on a 32768-wide fp16 row that is
@@ -139,7 +138,7 @@ def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr,
     NSLOT: gl.constexpr = bufs.type.shape[0]
     CR: gl.constexpr = y_desc.block_type.shape[0]
     NCH: gl.constexpr = R // CR
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NUM_WARPS, 1], [1, 0])
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [gl.num_warps(), 1], [1, 0])
     lines: gl.constexpr = gl.SliceLayout(1, layout)
     g0 = 0
     for row in range(gl.program_id(0), n_rows, gl.num_programs(0)):
@@ -167,34 +166,27 @@ def _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr,
     tma.store_wait(pendings=0)
 
 
-@functools.cache
-def softmax_smem_kernel(num_warps: int, one_exp: bool = False):
-    NUM_WARPS = gl.constexpr(num_warps)
-
-    # Partitions take no constexpr arguments in Triton 3.6: bake them in.
-    if one_exp:
-        @gluon.jit
-        def compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
-            _compute_one_exp(y_desc, bufs, ready, empty, n_rows, R, NUM_WARPS)
-    else:
-        @gluon.jit
-        def compute(y_desc, bufs, ready, empty, n_rows, R: gl.constexpr):
-            _compute(y_desc, bufs, ready, empty, n_rows, R, NUM_WARPS)
-
-    @gluon.jit
-    def softmax_smem(x_desc, y_desc, n_rows, R: gl.constexpr, NSLOT: gl.constexpr):
-        CR: gl.constexpr = x_desc.block_type.shape[0]
-        bufs = gl.allocate_shared_memory(x_desc.dtype, [NSLOT, CR, WIDTH], x_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [NSLOT, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [NSLOT, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(NSLOT):
-            mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=1)
-        fence_async_shared()
-        gl.warp_specialize([(compute, (y_desc, bufs, ready, empty, n_rows, R)),
+@gluon.jit
+def softmax_smem(x_desc, y_desc, n_rows, R: gl.constexpr, NSLOT: gl.constexpr,
+                 ONE_EXP: gl.constexpr = False):
+    """The kernel: the ring's shared memory and barriers, then the compute
+    warps (the launch's num_warps) and the loader warp, side by side."""
+    CR: gl.constexpr = x_desc.block_type.shape[0]
+    bufs = gl.allocate_shared_memory(x_desc.dtype, [NSLOT, CR, WIDTH], x_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NSLOT, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NSLOT, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NSLOT):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    fence_async_shared()
+    # The tuples written out here: R stays a constexpr only so (a tuple
+    # bound to a name first makes it an int32).
+    if ONE_EXP:
+        gl.warp_specialize([(_compute_one_exp, (y_desc, bufs, ready, empty, n_rows, R)),
                             (_loader, (x_desc, bufs, ready, empty, n_rows, R))], [1], [24])
-
-    return softmax_smem
+    else:
+        gl.warp_specialize([(_compute, (y_desc, bufs, ready, empty, n_rows, R)),
+                            (_loader, (x_desc, bufs, ready, empty, n_rows, R))], [1], [24])
 
 
 @functools.cache
@@ -244,7 +236,7 @@ class Launcher:
         self.shape, self.block = [rows * self.R, BOX], [chunk_rows, BOX]
         self.layout = shared_layout(dtype)
         self.grid = (min(rows, _sm_count(device) * per_sm), 1, 1)
-        self.jit = softmax_smem_kernel(num_warps, one_exp)
+        self.one_exp = one_exp
         self.compiled = None
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -255,10 +247,12 @@ class Launcher:
         y_desc = TensorDescriptor(y, self.shape, [BOX, 1], self.block, self.layout)
         if self.compiled is not None:
             # The launcher takes every argument, constexprs included, in order.
-            self.compiled[self.grid](x_desc, y_desc, self.rows, self.R, self.slots)
+            self.compiled[self.grid](x_desc, y_desc, self.rows, self.R, self.slots,
+                                     self.one_exp)
         else:
-            self.compiled = self.jit[self.grid](x_desc, y_desc, self.rows, R=self.R,
-                                                NSLOT=self.slots, num_warps=self.num_warps)
+            self.compiled = softmax_smem[self.grid](x_desc, y_desc, self.rows, R=self.R,
+                                                    NSLOT=self.slots, ONE_EXP=self.one_exp,
+                                                    num_warps=self.num_warps)
 
 
 def launch(x: torch.Tensor, y: torch.Tensor, slots: int = 12, chunk_rows: int = 32,

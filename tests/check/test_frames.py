@@ -604,6 +604,16 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
             again=(fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
             again_slots=(r, r),
         ),
+        fo.ReplayRequest(  # a kernel from a file beside the checked one (hopper/)
+            "src",
+            {},
+            ("k",),
+            (fo.ReplayBuffer(4, fill="00"),),
+            (fo.ReplayLaunch("k2", (1,), {"x": frames.BufferArg(VIEW)}, unit=1),),
+            (VIEW,),
+            (r,),
+            more=(fo.ReplayUnit("src2", {"gl": "triton.experimental.gluon.language"}, ("k2",)),),
+        ),
         fo.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
         fo.ExplainPrepare(),
         fo.ExplainCompile("K0.0"),
@@ -625,6 +635,19 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
     replay["slots"] = replay["slots"][:1]
     with pytest.raises(frames.ProtocolError, match="a slot for each result"):
         fo.request(wire(replay))
+    # A launch's file is one the request sends, by number.
+    beside = [r for r in requests if isinstance(r, fo.ReplayRequest)][1].to_json()
+    for unit, match in (
+        (2, "a file it does not send"),
+        (True, "malformed launch"),
+        (-1, "malformed launch"),
+    ):
+        bad = {**beside, "launches": [{**beside["launches"][0], "unit": unit}]}
+        with pytest.raises(frames.ProtocolError, match=match):
+            fo.request(wire(bad))
+    for more in ([{"source": 1, "modules": {}, "kernels": []}], [None], [beside["more"][0]] * 5):
+        with pytest.raises(frames.ProtocolError):
+            fo.request(wire({**beside, "more": more}))
 
 
 def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers():

@@ -30,9 +30,10 @@ for n, slots, cr, w, one_exp in ((32768, 12, 32, 8, 0), (16384, 3, 64, 4, 0),
                                  (32768, 6, 64, 16, 1)):
     lay = m.shared_layout(torch.float16)
     d = f"tensordesc<fp16[{cr}, {m.BOX}],{lay!r}>"
-    sig = {"x_desc": d, "y_desc": d, "n_rows": "i32", "R": "constexpr", "NSLOT": "constexpr"}
-    src = GluonASTSource(m.softmax_smem_kernel(w, bool(one_exp)), sig,
-                         constexprs={"R": n // m.BOX, "NSLOT": slots})
+    sig = {"x_desc": d, "y_desc": d, "n_rows": "i32", "R": "constexpr", "NSLOT": "constexpr",
+           "ONE_EXP": "constexpr"}
+    src = GluonASTSource(m.softmax_smem, sig,
+                         constexprs={"R": n // m.BOX, "NSLOT": slots, "ONE_EXP": bool(one_exp)})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": w})
     out[f"{n}-{slots}-{cr}-{w}-{one_exp}"] = {"ptx": k.asm["ptx"], "shared": k.metadata.shared}
 print(json.dumps(out))
@@ -217,5 +218,5 @@ def test_reference_finds_the_smem_kernel_in_kernels_hopper(monkeypatch):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     smem = mod._smem_module()
-    assert smem is not None and hasattr(smem, "softmax_smem_kernel")
+    assert smem is not None and hasattr(smem, "softmax_smem")
     assert Path(smem.__file__) == ROOT / "kernels" / "hopper" / "softmax_smem.py"
