@@ -471,14 +471,16 @@ class Prepared:
         # Each process does its own start-up at once; each waits for the
         # others only at the end.
         self._sandbox = self.fresh(wait=False, hold=True)
-        if self.device == "cpu":
+        from gpulab.judge.replay import gpu_replay
+
+        if self.device == "cpu" or gpu_replay():
             self._replay = self.fresh_replay(wait=False)
         # What the check's grader imports (torch, triton, its cases).
         from gpulab.judge import harness, loader  # noqa: F401
 
         with contextlib.suppress(ImportError, loader.UnknownExercise):
             loader.load(self.request.exercise, self.request.content_root)
-        if self._replay is not None:  # on the CPU only: nothing of it is GPU work
+        if self._replay is not None:  # imports only: nothing of it is GPU work
             self._replay.wait_ready()
             self._replay.send(Prepare())
         self._sandbox.wait_held()
@@ -664,6 +666,10 @@ def judge(
             outbox=str(prepared.outbox),
         )
         result = with_keys(result, verdict="judge")
+        if replayer is None and device == "cuda" and request.timing:
+            from gpulab.judge.replay import REPLAY_OFF_NOTE
+
+            result = replace(result, notes=[*(result.notes or []), REPLAY_OFF_NOTE])
         graded(channel, result)
         # Advice only, after the verdict (issue 21): never changes it. The
         # diagnosis reads the result's JSON and adds its own two keys to it.

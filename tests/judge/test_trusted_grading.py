@@ -384,16 +384,21 @@ def test_gpu_kernel_times_claimed_short_do_not_lift_the_grade(grade):
 
 @pytest.mark.gpu
 def test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade(grade, monkeypatch):
-    # The fix the test above waits for (gpulab.judge.replay_timing, behind
-    # GPULAB_GPU_REPLAY=1 until a GPU run has checked it): the grade comes
-    # from the kernels replayed and timed where no learner Python runs, and
-    # the sandbox's claim is only shown beside it.
-    monkeypatch.setenv("GPULAB_GPU_REPLAY", "1")
+    # The fix the test above waits for (gpulab.judge.replay_timing, on by
+    # default): the grade comes from the kernels replayed and timed where no
+    # learner Python runs, and the sandbox's claim is only shown beside it.
+    monkeypatch.delenv("GPULAB_GPU_REPLAY", raising=False)
     r = grade("softmax", FORGED_TIMES, device="cuda", timeout=600)
     assert r["passed"], r["summary"]
     assert r["timing"]["roofline_fraction"] < 0.8, r["timing"]["summary"]
     for row in r["timing"]["cases"]:
         assert row["claimed_ms"] < 0.9 * row["ms"], row
+    assert not any("GPULAB_GPU_REPLAY" in n for n in r.get("notes") or []), r.get("notes")
+    # Turned off, to compare: the result says its times are the sandbox's.
+    monkeypatch.setenv("GPULAB_GPU_REPLAY", "0")
+    r = grade("softmax", REF, device="cuda", timeout=600)
+    assert any("GPULAB_GPU_REPLAY=0" in n for n in r.get("notes") or []), r.get("notes")
+    assert all("claimed_ms" not in row for row in r["timing"]["cases"])
 
 
 @pytest.mark.gpu
@@ -403,6 +408,9 @@ def test_gpu_reference_through_the_judge_is_timed_on_fresh_inputs(grade):
     for row in r["timing"]["cases"]:
         assert row["batch_reps"] >= 2 and row["reps"] >= 10
         assert row["judge_copy_ms"] > 0 and row["batches"]
+        # Timed from the replay (on sm_90 the shared-memory kernel of
+        # hopper/ beside the reference, kept from that file).
+        assert row["claimed_ms"] > 0, row
 
 
 @pytest.mark.gpu
