@@ -117,6 +117,8 @@ class Recording:
         self.defer = defer
         self.deferred: dict[int, tuple[torch.Tensor, int]] = {}
         self.deferred_bytes = 0
+        # id(compiled kernel) -> (the kernel, its launch's num_warps): launched_warps
+        self._warps: dict[int, tuple[Any, Any]] = {}
 
     def launch(
         self,
@@ -198,11 +200,35 @@ class Recording:
             return
         defaults = _option_defaults(getattr(metadata, "target", None))
         options = {k: getattr(metadata, k) for k in LAUNCH_OPTIONS if hasattr(metadata, k)}
+        if "num_warps" in options:
+            options["num_warps"] = self.launched_warps(kernel, options["num_warps"])
         try:
             grid = tuple(grid)
         except TypeError:
             grid = (grid,)
         self.launch(jit_fn, tuple(args), {"grid": grid, **options}, defaults=defaults)
+
+    def launched_warps(self, kernel: Any, counted: Any) -> Any:
+        """The num_warps a compiled kernel was launched with through the JIT.
+        Its metadata counts every warp a warp-specialized kernel runs (a
+        Gluon kernel of 8 compute warps and a 1-warp loader says 12), which
+        launched again would be another kernel; its TTGIR's module attribute
+        `ttg.num-warps` is the launch's (the default partition's). Read once
+        a kernel (the text is long; a launcher launches it every call)."""
+        import re
+
+        key = id(kernel)
+        if key not in self._warps:
+            found = counted
+            try:
+                ttgir = kernel.asm.get("ttgir") if hasattr(kernel, "asm") else None
+                m = re.search(r'"ttg\.num-warps" = (\d+)', ttgir or "")
+                if m:
+                    found = int(m.group(1))
+            except Exception:  # noqa: BLE001 - no TTGIR kept: the metadata's count
+                pass
+            self._warps[key] = (kernel, found)  # the kernel held: its id stays its own
+        return self._warps[key][1]
 
     @functools.cached_property
     def defaults(self) -> dict[str, Option]:

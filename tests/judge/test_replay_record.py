@@ -366,3 +366,36 @@ def read_later_record(tmp_path):
     assert "0000c07f" in fills, later.buffers  # the NaNs
     assert any(b.data is not None for b in later.buffers), later.buffers  # the clone of x
     assert [la.options for la in later.launches] == [{"num_warps": 2}, {}]
+
+
+def test_a_warp_specialized_kernel_launched_directly_keeps_its_launchs_num_warps():
+    # A Gluon kernel with a loader partition: compiled with num_warps=8, its
+    # metadata counts 12 warps (8 compute, the loader's rounded up to a
+    # warpgroup). Recorded as 12, the replay refused it ("num_warps=12 is
+    # not one Triton takes", the sm_90 softmax reference on an H100), and
+    # launched with 12 it would be another kernel. The launch's is 8.
+    pytest.importorskip("triton.experimental.gluon")
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from gpulab.course.compile_specs import load_module
+    from gpulab.sandbox.replay import Recording
+    from tests.conftest import REPO
+
+    m = load_module(REPO / "kernels" / "hopper" / "softmax_smem.py", "smem_record_warps")
+    lay = m.shared_layout(torch.float16)
+    d = f"tensordesc<fp16[32, {m.BOX}],{lay!r}>"
+    sig = {"x_desc": d, "y_desc": d, "n_rows": "i32"}
+    sig |= {k: "constexpr" for k in ("R", "NSLOT", "ONE_EXP")}
+    source = GluonASTSource(m.softmax_smem, sig, {"R": 4, "NSLOT": 5, "ONE_EXP": False})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    assert compiled.metadata.num_warps == 12
+    x, y = torch.randn(2, 1024).half(), torch.empty(2, 1024).half()
+    descs = [TensorDescriptor(t, [8, 256], [256, 1], [32, 256], lay) for t in (x, y)]
+    rec = Recording({})
+    rec.launch_compiled(compiled, (2, 1, 1), (*descs, 2, 4, 5, False))
+    [launch] = rec.launches
+    assert launch.kernel == "softmax_smem" and launch.options == {"num_warps": 8}, launch
