@@ -350,9 +350,9 @@ def test_gpu_work_hidden_in_the_copy_out_is_refused(grade):
 # it is: the judge's bounds (the batch's wall clock, the copy out, time
 # between calls up to twice the kernel's plus 0.5 ms) let a claim of 80% of
 # the truth through. The reference softmax is B (70-71% of the roofline) on
-# the H200; so forged, about 88%: A. Open (docs/grading.md, the threat
-# model's last row): timing resting only on the judge's clock needs the
-# launches replayed and timed where no learner code runs.
+# the H200; so forged, about 88%: A, before the replay on a GPU. Now the
+# launches are replayed and timed where no learner code runs (docs/grading.md,
+# the threat model's row "a forged timing claim").
 FORGED_TIMES = (
     """import dataclasses as _dc
 import gpulab.sandbox.calls as _calls
@@ -372,21 +372,12 @@ _calls._timed_reply = _forged_reply
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: a claim of 80% of the true kernel time is within the judge's bounds",
-)
-def test_gpu_kernel_times_claimed_short_do_not_lift_the_grade(grade):
-    r = grade("softmax", FORGED_TIMES, device="cuda", timeout=600)
-    assert not r["passed"] or r["timing"]["roofline_fraction"] < 0.8, r["timing"]["summary"]
-
-
-@pytest.mark.gpu
 def test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade(grade, monkeypatch):
-    # The fix the test above waits for (gpulab.judge.replay_timing, on by
-    # default): the grade comes from the kernels replayed and timed where no
-    # learner Python runs, and the sandbox's claim is only shown beside it.
+    # A claim of 80% of the true kernel time was within the judge's bounds
+    # (it passed on the H200, 2026-12-05: honest host time between calls
+    # hides the difference). Now the grade comes from the kernels replayed
+    # and timed where no learner Python runs (gpulab.judge.replay_timing, on
+    # by default), and the sandbox's claim is only shown beside it.
     monkeypatch.delenv("GPULAB_GPU_REPLAY", raising=False)
     r = grade("softmax", FORGED_TIMES, device="cuda", timeout=600)
     assert r["passed"], r["summary"]
