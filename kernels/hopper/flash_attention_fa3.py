@@ -131,7 +131,8 @@ def _end_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 # _exp2_poly is the same algorithm in Triton, with its derivation.
 # Its PTX in three pieces, around the input and output registers: the asm
 # strings below are expressions of constants, which gpulab's replay keeps
-# with the kernels (a call such as _exp2_asm(2) it would not run).
+# with the kernels (it runs no Python function to build them). For pack = n:
+# the polynomial on $n into $0, then MUFU's ex2 of $n+i into $i, i = 1..n-1.
 _POLY_IN = "max.f32 x, "
 _POLY_MID = """, 0fC2FC0000;
 add.rn.f32 xr, x, 0f4B400000;
@@ -148,13 +149,6 @@ mov.b32 """
 _POLY_OUT = ", by;\n"
 _ASM_HEAD = "{\n.reg .f32 x, xr, f, y;\n.reg .b32 bx, by;\n\n" + _POLY_IN
 _EX2 = "\nex2.approx.ftz.f32 "
-
-
-def _exp2_asm(pack: int) -> str:
-    """PTX for `pack` exp2s: the first by the polynomial, the rest by MUFU
-    (what the constants below spell out, for pack = 2, 4 and 8)."""
-    mufu = "".join(f"{_EX2}${i}, ${pack + i};" for i in range(1, pack))
-    return f"{_ASM_HEAD}${pack}{_POLY_MID}$0{_POLY_OUT}{mufu}\n}}"
 
 
 _EXP2_ASM_2 = gl.constexpr(_ASM_HEAD + "$2" + _POLY_MID + "$0" + _POLY_OUT

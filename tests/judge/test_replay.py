@@ -393,6 +393,54 @@ def test_an_honest_wrapper_that_copies_its_input_passes(grade):
     assert r["status"] == "passed", (r["summary"], r.get("message"))
 
 
+# A wrapper that, like the references on a GPU, times candidates on a
+# shape's first call (here 520 launches of a probe) and launches only the
+# chosen kernel after.
+CHOOSES_ON_FIRST_CALL = """
+import torch
+import triton
+import triton.language as tl
+
+_seen = set()
+
+
+@triton.jit
+def probe_kernel(x_ptr):
+    tl.load(x_ptr)
+
+
+@triton.jit
+def softmax_kernel(y_ptr, x_ptr, xs, ys, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + row * xs + offs, mask=m, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * ys + offs, e / tl.sum(e, axis=0), mask=m)
+
+
+def softmax(x):
+    key = (tuple(x.shape), x.dtype)
+    if key not in _seen:
+        _seen.add(key)
+        for _ in range(520):
+            probe_kernel[(1,)](x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n = x.shape[1]
+    softmax_kernel[(x.shape[0],)](y, x, x.stride(0), y.stride(0), n,
+                                  BLOCK=triton.next_power_of_2(n))
+    return y
+"""
+
+
+def test_a_first_call_that_times_candidates_is_not_the_one_replayed(grade):
+    # Its launches are more than a record holds (512): the case was refused
+    # ("more than 512 kernel launches in one call"), as the references'
+    # Hopper paths were on an H100. The call after it is recorded instead.
+    r = grade("softmax", CHOOSES_ON_FIRST_CALL, timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"))
+
+
 # --- what the replay keeps of a file ----------------------------------------------
 
 

@@ -99,23 +99,10 @@ def test_a_kernel_file_reached_through_a_link_is_not_read(grade, tmp_path):
 # A kernel of the checked file that claims to come from another file beside
 # it (its code object's file name rewritten): the judge must not read that
 # file (another student's, say) and quote its names back.
-CLAIMS_ANOTHER_FILE = """
-from pathlib import Path
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def row_softmax(y_ptr, x_ptr, xs, ys, n, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * xs + offs, mask=offs < n, other=float("-inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    y = e / tl.sum(e, axis=0)
-    tl.store(y_ptr + row * ys + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n)
-
+CLAIMS_ANOTHER_FILE = (
+    "from pathlib import Path\n\nimport torch\n"
+    + HELPER  # its imports and its kernel, now in the checked file
+    + """
 
 _other = str(Path(__file__).parent / "{other}")
 row_softmax.fn.__code__ = row_softmax.fn.__code__.replace(co_filename=_other)
@@ -128,6 +115,7 @@ def softmax(x):
     row_softmax[(rows,)](y, x, x.stride(0), y.stride(0), n, BLOCK=block)
     return y
 """
+)
 
 
 @pytest.mark.parametrize("other", ["classmate.py", "hopper/classmate.py"])
