@@ -29,7 +29,6 @@ the PTX; the numbers are checked on the GPU (tests marked gpu).
 """
 from __future__ import annotations
 
-
 import torch
 import triton
 from triton.experimental import gluon
