@@ -163,6 +163,16 @@ def gpu_workspace(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("gpu-workspace")
 
 
+# A CPU check's time limit in tests. The suite runs two workers on CI's two
+# shared cores, under a load of 5-8: a hostile submission that the judge took
+# 46 s to refuse on an idle machine here ran past 120 s there (2026-12-05),
+# and the check said "timeout" where the test waited for "failed". A test
+# about a verdict must not hang on the machine's speed; how fast a check is
+# lives in `gpulab bench` (BENCHMARKS.md), not here. Below pytest's own 300 s
+# so that a check that does hang still says so itself.
+CPU_CHECK_TIMEOUT = 240.0
+
+
 @pytest.fixture
 def grade(tmp_path, course, gpu_workspace):
     """Grade source text (or a path) for an exercise in a real child process.
@@ -177,7 +187,7 @@ def grade(tmp_path, course, gpu_workspace):
         source: str | Path,
         *,
         device: str = "cpu",
-        timeout: float = 120,
+        timeout: float = CPU_CHECK_TIMEOUT,
         timing: bool = True,
         name: str | None = None,
     ):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import REPO, reference_source, starter_source
+from tests.conftest import CPU_CHECK_TIMEOUT, REPO, reference_source, starter_source
 
 REF = reference_source("flash_attention")
 
@@ -34,7 +34,7 @@ def ref_result(tmp_path_factory):
         lesson,
         REPO / "kernels" / "flash_attention.py",
         device="cpu",
-        timeout=180,
+        timeout=CPU_CHECK_TIMEOUT,
         workspace=str(tmp_path_factory.mktemp("ws")),
     ).to_json()
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.conftest import REPO, reference_source, starter_source
+from tests.conftest import CPU_CHECK_TIMEOUT, REPO, reference_source, starter_source
 
 REF = reference_source("matmul")
 
@@ -35,7 +35,7 @@ def ref_result(tmp_path_factory):
         lesson,
         REPO / "kernels" / "matmul.py",
         device="cpu",
-        timeout=180,
+        timeout=CPU_CHECK_TIMEOUT,
         workspace=str(tmp_path_factory.mktemp("ws")),
     ).to_json()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, reference_source, starter_source
+from tests.conftest import CPU_CHECK_TIMEOUT, REPO, reference_source, starter_source
 
 REF = reference_source("nvtx_profile")
 
@@ -310,7 +310,9 @@ def test_judged_without_a_workspace_the_trace_is_copied_out(course, tmp_path):
 
     path = tmp_path / "nvtx_profile_attempt.py"
     path.write_text(REF)
-    r = run_check(course.find("nvtx_profile"), path, device="cpu", timeout=120).to_json()
+    r = run_check(
+        course.find("nvtx_profile"), path, device="cpu", timeout=CPU_CHECK_TIMEOUT
+    ).to_json()
     assert r["passed"] and r["verdict"] == "judge", r["summary"]
     trace = Path(r["timing"]["profile"]["trace"])
     assert trace.is_file() and "traceEvents" in trace.read_text()

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, gpulab_env, reference_source, starter_source
+from tests.conftest import CPU_CHECK_TIMEOUT, REPO, gpulab_env, reference_source, starter_source
 
 REF = reference_source("rope_rmsnorm")
 EX = "rope_rmsnorm"
@@ -54,7 +54,7 @@ def reference_result(tmp_path_factory):
     path = tmp / "rope_rmsnorm_ref.py"
     path.write_text(REF)
     return run_check(
-        lesson, path, device="cpu", timeout=120, workspace=str(tmp / "workspace")
+        lesson, path, device="cpu", timeout=CPU_CHECK_TIMEOUT, workspace=str(tmp / "workspace")
     ).to_json()
 
 

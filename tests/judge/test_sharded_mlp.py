@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, reference_source, starter_source
+from tests.conftest import CPU_CHECK_TIMEOUT, REPO, reference_source, starter_source
 
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
 REF = reference_source("sharded_mlp")
@@ -179,7 +179,10 @@ def test_without_jax_the_check_says_how_to_install(tmp_path, course, monkeypatch
     )
     monkeypatch.setenv("PYTHONPATH", f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     r = run_check(
-        course.find("sharded_mlp"), REPO / "kernels" / "sharded_mlp.py", device="cpu", timeout=120
+        course.find("sharded_mlp"),
+        REPO / "kernels" / "sharded_mlp.py",
+        device="cpu",
+        timeout=CPU_CHECK_TIMEOUT,
     ).to_json()
     assert r["status"] == "error"
     assert "jax" in r["summary"] and "pip install" in r["summary"], r["summary"]
