@@ -92,16 +92,23 @@ def readable_rules(trees: list[str], hidden: list[str]) -> list[str]:
     """Paths to allow so that every tree is readable except the hidden paths
     inside it: Landlock only allows, so a hidden path's siblings are allowed
     one by one at each level between the tree and it."""
-    hidden_paths = [Path(h).resolve() for h in hidden]
+    hidden_paths = {Path(h).resolve() for h in hidden}
+    # Every folder with a hidden path somewhere under it: those are opened
+    # child by child, anything else is allowed whole. As sets: scanning the
+    # list of hidden paths and each one's parents for every child visited
+    # took 1.9 s of each sandbox's start (202 hidden paths, 769 rules;
+    # two sandboxes a check), a quarter of a CPU check (2026-12-06).
+    holding = {parent for h in hidden_paths for parent in h.parents}
     out: list[str] = []
 
     def visit(p: Path) -> None:
-        inner = [h for h in hidden_paths if h == p or p in h.parents]
-        if not inner:
+        if p in hidden_paths:
+            return
+        if p not in holding:
             out.append(str(p))
             return
-        if p in inner or not p.is_dir():
-            return  # hidden itself
+        if not p.is_dir():
+            return
         try:
             children = sorted(p.iterdir())
         except OSError:
