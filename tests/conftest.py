@@ -169,7 +169,8 @@ def gpu_workspace(tmp_path_factory) -> Path:
 # and the check said "timeout" where the test waited for "failed". A test
 # about a verdict must not hang on the machine's speed; how fast a check is
 # lives in `gpulab bench` (BENCHMARKS.md), not here. Below pytest's own 300 s
-# so that a check that does hang still says so itself.
+# so that a check that does hang still says so itself. (A GPU grade that
+# names no limit gets the same; the GPU tests name theirs.)
 CPU_CHECK_TIMEOUT = 240.0
 
 
