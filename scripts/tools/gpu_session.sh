@@ -82,6 +82,15 @@ for step in "$@"; do
       timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/judge_$ex.json"; echo "check rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/judge_$ex.json')); print(r['summary']); [print(c['shape'], round(c['ms']*1e3,1), 'us', round(c.get('roofline_fraction') or 0,3), c.get('ceiling'), 'x%.2f' % (c.get('speedup') or 0)) for c in (r.get('timing') or {}).get('cases', [])]"
       timeout 150 python3 -m gpulab bench "$ex" --json "$OUT/bench_$ex.json" 2>&1 | grep -v "  …" | tail -14 ;;
+    cubin-probe|cubin-probe:*) exs=""; [ "$step" != cubin-probe ] && exs=$(echo "${step#cubin-probe:}" | tr + " ")  # issue 44
+      timeout "${PROBE_BUDGET:-300}" python3 scripts/research/cubin_replay_probe.py "$OUT/cubin_replay_probe.json" $exs 2>&1 | grep -v Warning | cut -c1-900 ;;
+    pyspy:*) ex=${step#pyspy:}  # issue 44: where a check's time goes (py-spy carried in .whl, replay on then off)
+      python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl >/dev/null 2>&1
+      for rp in 1 0; do GPULAB_GPU_REPLAY=$rp timeout "${PYSPY_BUDGET:-150}" /tmp/pyspy/bin/py-spy record --subprocesses --rate 50 --format speedscope \
+          -o "$OUT/pyspy_${ex}_replay$rp.json" -- python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/pyspy_check_${ex}_replay$rp.json" 2> "$OUT/pyspy_err_$rp.txt"; echo "replay=$rp rc=$?"
+        python3 -c "import json; r=json.load(open('$OUT/pyspy_check_${ex}_replay$rp.json')); print(r['summary']); print('stages', r.get('stages')); print('slowest', r.get('slowest'))" 2>&1 | tail -4
+        python3 scripts/tools/speedscope_top.py "$OUT/pyspy_${ex}_replay$rp.json" --top 12 2>&1 | cut -c1-160 | head -60
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done
