@@ -58,6 +58,7 @@ LAB = [
     "gpulab.check.events",
     "gpulab.check.frames",
     "gpulab.check.frames_other",
+    "gpulab.check.kernel_binary",
     "gpulab.fsutil",
     "gpulab.course.glossary",
     "gpulab.perf.hardware",

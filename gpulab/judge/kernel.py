@@ -40,6 +40,7 @@ from gpulab.check.frames import (
     Returned,
     TorchStep,
     arg_json,
+    flat_args,
 )
 from gpulab.check.protocol import Kwargs
 from gpulab.judge.case_row import CaseFields, case_row
@@ -783,7 +784,7 @@ def _launch_key(
 
     if isinstance(launch, TorchStep):  # a torch op: its views are all it has
         return ("step", json.dumps(launch.to_json(), sort_keys=True))
-    args = launch.args or {}
+    args = dict(flat_args(launch.args or {}))  # a tuple's tensors each in its place
     numbers = {k: arg_json(v) for k, v in args.items() if not isinstance(v, BufferArg)}
     fills = {}
     for k, v in args.items():
@@ -807,6 +808,7 @@ def _launch_key(
         json.dumps(fills, sort_keys=True),
         json.dumps(views, sort_keys=True, default=str),
         json.dumps(launch.options, sort_keys=True, default=str),
+        str(launch.binary),  # a GPU's compiled kernel: the same for both draws
     )
 
 

@@ -278,13 +278,6 @@ def policy_for(
     )
 
 
-def beside_folders(file: str, policy: Policy) -> list[str]:
-    """The folders beside `file` that its sandbox may read (the references'
-    hopper/), from which the replay keeps kernels too (gpulab.judge.beside)."""
-    folder = os.path.dirname(file)
-    return [r for r in policy.read if os.path.dirname(r) == folder and os.path.isdir(r)]
-
-
 def other_copies(read: list[str], pkg: Path) -> list[str]:
     """Every `gpulab` folder on the sandbox's import path but the one it
     imports: an editable install (`pip install -e .`) leaves the course's
@@ -653,9 +646,7 @@ def judge(
         from gpulab.judge.replay import Replayer, gpu_replay
 
         if device == "cpu" or gpu_replay():
-            replayer = Replayer(
-                prepared.take_replay, request.file, data, beside_folders(request.file, policy)
-            )
+            replayer = Replayer(prepared.take_replay, request.file, data, device)
         result = grade_request(
             request,
             device,

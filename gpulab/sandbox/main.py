@@ -191,6 +191,7 @@ class Server:
         self.explain_pending: dict[str, tuple[Any, str]] = {}
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
         self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
+        self.binaries: Any = None  # the replay's compiled kernels (gpulab.sandbox.binaries)
 
     def serve(self) -> None:
         while True:

@@ -42,21 +42,23 @@ from gpulab.check.frames import (
     RecordedBuffer,
     RecordedLaunch,
     TorchStep,
+    TupleArg,
     View,
 )
 from gpulab.check.frames_other import (
     ReplayBuffer,
     Replayed,
+    ReplayLaunch,
     ReplayRequest,
     ReplayTimed,
     ReplayTimeRequest,
 )
+from gpulab.check.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.check.protocol import Kwargs
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
-    from gpulab.check.frames_other import ReplayLaunch
     from gpulab.check.protocol import TensorRef
 
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
@@ -84,6 +86,32 @@ DTYPES = {
         torch.bool,
     )
 }
+
+
+# The compiled kernels this sandbox has launched (a GPU's), by Triton's hash
+# of each: the record names them by a number that stays the same for the
+# sandbox's life, and sends each with every call that launches it.
+_IDENTS: dict[str, int] = {}
+_BINARIES: dict[int, KernelBinary | None] = {}
+
+
+def _binary(kernel: Any) -> int:
+    """The record's number for a compiled kernel, -1 where it cannot be sent."""
+    from gpulab.sandbox.binaries import binary_of
+
+    key = str(getattr(kernel, "hash", "")) or f"id-{id(kernel)}"
+    if key not in _IDENTS:
+        if len(_IDENTS) >= MAX_BINARIES:
+            return -1
+        _IDENTS[key] = len(_IDENTS)
+        _BINARIES[_IDENTS[key]] = binary_of(kernel, _IDENTS[key])
+    ident = _IDENTS[key]
+    return ident if _BINARIES[ident] is not None else -1
+
+
+def _is_compiled(kernel: Any) -> bool:
+    """A CompiledKernel for a GPU (the interpreter's launches return none)."""
+    return os.environ.get("TRITON_INTERPRET") != "1" and hasattr(kernel, "asm")
 
 
 class Recording:
@@ -119,6 +147,8 @@ class Recording:
         self.deferred_bytes = 0
         # id(compiled kernel) -> (the kernel, its launch's num_warps): launched_warps
         self._warps: dict[int, tuple[Any, Any]] = {}
+        self.used: set[int] = set()  # the binaries this call's launches ran
+        self.stepped: set[int] = set()  # buffers a recorded torch step wrote
 
     def launch(
         self,
@@ -127,8 +157,9 @@ class Recording:
         kwargs: Kwargs,
         benching: bool = False,
         defaults: dict[str, Option] | None = None,
-    ) -> None:
-        """Write down one launch. `benching`: one of @triton.autotune's timing
+    ) -> int | None:
+        """Write down one launch; its place in `launches` (None where none was
+        written, or only what it was and not its kernel: see `compiled`). `benching`: one of @triton.autotune's timing
         runs of its configs, not the call's work: not a launch the replay
         runs, but the buffers it is handed are recorded as it finds them (the
         chosen config's launch finds them written by these runs; an honest
@@ -136,19 +167,19 @@ class Recording:
         import inspect
 
         if kwargs.get("warmup"):
-            return
+            return None
         if benching:
             for v in (*args, *kwargs.values()):
                 if isinstance(v, torch.Tensor) or _descriptor(v) is not None:
                     self.value(v)
-            return
+            return None
         if len(self.launches) >= MAX_LAUNCHES:
             self.overflow = f"more than {MAX_LAUNCHES} kernel launches in one call"
-            return
+            return None
         fn = getattr(jit_fn, "fn", None)
         if not callable(fn) or not hasattr(fn, "__code__"):
             self.launches.append(RecordedLaunch(what=type(jit_fn).__name__))
-            return
+            return None
         try:
             spec = inspect.getfullargspec(fn)
             kw = {k: v for k, v in kwargs.items() if k in spec.args or k in spec.kwonlyargs}
@@ -160,7 +191,7 @@ class Recording:
             self.launches.append(
                 RecordedLaunch(kernel=fn.__name__, error=f"{type(exc).__name__}: {exc}")
             )
-            return
+            return None
         options: dict[str, Option] = {}
         defaults = self.defaults if defaults is None else defaults
         for k in LAUNCH_OPTIONS:
@@ -170,7 +201,7 @@ class Recording:
                     self.launches.append(
                         RecordedLaunch(kernel=fn.__name__, error=f"launch option {k}={v!r}")
                     )
-                    return
+                    return None
                 # A default is the same launch whether said or not (and a
                 # compiled kernel's launch says every option: below).
                 if k not in defaults or defaults[k] != v:
@@ -185,6 +216,19 @@ class Recording:
                 options=options,
             )
         )
+        return len(self.launches) - 1
+
+    def compiled(self, index: int | None, kernel: Any) -> None:
+        """The compiled kernel launch `index` ran (a GPU's: what the replay
+        launches there), once the JIT has returned it."""
+        if index is None or not _is_compiled(kernel):
+            return
+        launch = self.launches[index]
+        if isinstance(launch, RecordedLaunch) and launch.error is None:
+            ident = _binary(kernel)
+            if ident >= 0:
+                self.used.add(ident)
+            self.launches[index] = dataclasses.replace(launch, binary=ident)
 
     def launch_compiled(self, kernel: Any, grid: Any, args: tuple[Any, ...]) -> None:
         """A compiled kernel launched directly (`compiled[grid](*args)`, what
@@ -206,7 +250,8 @@ class Recording:
             grid = tuple(grid)
         except TypeError:
             grid = (grid,)
-        self.launch(jit_fn, tuple(args), {"grid": grid, **options}, defaults=defaults)
+        index = self.launch(jit_fn, tuple(args), {"grid": grid, **options}, defaults=defaults)
+        self.compiled(index, kernel)
 
     def launched_warps(self, kernel: Any, counted: Any) -> Any:
         """The num_warps a compiled kernel was launched with through the JIT.
@@ -257,6 +302,8 @@ class Recording:
             return v
         if isinstance(v, float):
             return FloatArg(float(v).hex())
+        if isinstance(v, tuple) and len(v) <= 32:
+            return TupleArg(tuple(self.value(x) for x in v))
         import triton.language as tl
 
         if isinstance(v, tl.constexpr):
@@ -311,16 +358,40 @@ class Recording:
             return True
         return any(base <= ptr < base + size for _, base, size in self.bases)
 
+    def before(self, name: str, args: tuple[Any, ...]) -> None:
+        """A `copy_` of the wrapper's, before it runs (copy_watch): a buffer
+        about to be written, in whole or in part, from something the replay
+        can make (an input, a copy of one, a buffer a launch or a step
+        wrote) is recorded as it is now (a zero fill, its bytes), so that
+        the copy is a step into it: padding an input into a zeroed buffer
+        (`buf[:m, :k] = x`) replays at any size, bytes or none."""
+        if self.in_launch or name != "copy_" or len(args) < 2:
+            return
+        dst, src = args[0], args[1]
+        if not isinstance(dst, torch.Tensor) or not isinstance(src, torch.Tensor):
+            return
+        ptr = dst.untyped_storage().data_ptr()
+        if ptr in self.index or ptr in self.copies or self.is_input(dst):
+            return
+        if _whole(dst) and self.is_input(src) and tuple(src.shape) == tuple(dst.shape):
+            return  # a clean copy of an input: saw() keeps it as one
+        if self._known(src):
+            self.buffer(dst)
+
     def saw(self, name: str, func: Any, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> None:
         """A torch op of the wrapper's, after it ran (copy_watch): a whole copy
-        of an input is remembered (`copies`); any other write to a buffer
-        forgets it, and a copy of an input into a buffer a launch was handed
-        already is a step the replay runs where it ran."""
+        of an input is remembered (`copies`); a copy or cast into a recorded
+        buffer, or of one (an input, or what a launch or a step wrote: a
+        cast of a kernel's fp32 workspace to the output's dtype), is a step
+        the replay runs where it ran; any other write to a buffer forgets it."""
         if self.in_launch:
             return
         if name in ("clone", "_to_copy") and args and isinstance(args[0], torch.Tensor):
-            if isinstance(out, torch.Tensor) and self.is_input(args[0]):
-                self._copied(args[0], out)
+            if isinstance(out, torch.Tensor):
+                if self.is_input(args[0]):
+                    self._copied(args[0], out)
+                elif self._recorded(args[0]):
+                    self._step(args[0], out, made=True)
             return
         if name == "copy_" and len(args) >= 2:
             dst, src = args[0], args[1]
@@ -328,17 +399,43 @@ class Recording:
                 if self.is_input(src) and _whole(dst) and tuple(src.shape) == tuple(dst.shape):
                     self._copied(src, dst)
                     return
+                if self._known(src) and self._recorded(dst):
+                    self._step(src, dst)
+                    return
                 self.forget(dst)
             return
         for t in _written(func, args, kwargs):
             self.forget(t)
 
+    def _recorded(self, t: torch.Tensor) -> bool:
+        return t.untyped_storage().data_ptr() in self.index
+
+    def _known(self, t: torch.Tensor) -> bool:
+        """Whether the replay can make `t`'s values: an input, a clean copy of
+        one, or a buffer a launch was handed or a step wrote."""
+        return self.is_input(t) or self._recorded(t)
+
+    def _step(self, src: torch.Tensor, dst: torch.Tensor, made: bool = False) -> None:
+        """A copy (or cast) from `src` into `dst`, run again by the replay."""
+        if len(self.launches) >= MAX_LAUNCHES:
+            self.overflow = f"more than {MAX_LAUNCHES} kernel launches in one call"
+            return
+        src_view = self.view(self.buffer(src), src)
+        index = self.buffer(dst, made=made)
+        self.launches.append(TorchStep("copy", src_view, self.view(index, dst)))
+        self.stepped.add(index)
+
+    def made_by_step(self, t: Any) -> bool:
+        """Whether `t` lives in a buffer a recorded step wrote (a cast or copy
+        of what the kernels wrote): the replay makes its values too."""
+        if not isinstance(t, torch.Tensor):
+            return False
+        return self.index.get(t.untyped_storage().data_ptr(), -1) in self.stepped
+
     def _copied(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         ptr = dst.untyped_storage().data_ptr()
         if ptr in self.index:  # handed to a launch already: a step, here
-            if len(self.launches) < MAX_LAUNCHES:
-                src_view = self.view(self.buffer(src), src)
-                self.launches.append(TorchStep("copy", src_view, self.view(self.index[ptr], dst)))
+            self._step(src, dst)
             return
         self.copies[ptr] = (src, dst)
         self.keep.append(src.untyped_storage())
@@ -452,6 +549,7 @@ class Recording:
             tensor_out=isinstance(out, torch.Tensor),
             overflow=self.overflow or None,
             grads=None if grads is None else tuple(as_view(g) for g in grads),
+            binaries=tuple(_BINARIES[i] for i in sorted(self.used)),
         )
 
 
@@ -518,8 +616,9 @@ def copy_watch(recording: Recording) -> Any:
             kwargs = kwargs or {}
             if _is_higher_order(func):
                 return _higher_order(self, func, args, kwargs)
-            out = func(*args, **kwargs)
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            recording.before(name, args)
+            out = func(*args, **kwargs)
             recording.saw(name, func, args, kwargs, out)
             return out
 
@@ -604,6 +703,8 @@ def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
         return TensorDescriptor(view, *sizes, **parts)
     if isinstance(v, FloatArg):
         return float.fromhex(v.hex)
+    if isinstance(v, TupleArg):
+        return tuple(_decode(x, buffers) for x in v.items)
     if isinstance(v, DtypeArg):
         import triton.language as tl
 
@@ -652,7 +753,7 @@ def _buffers(server: Any, specs: tuple[ReplayBuffer, ...]) -> list[torch.Tensor]
 
 def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, JITFunction]:
     """The kept kernels, made into Triton functions from their own file (the
-    interpreter and the JIT both read a kernel's source back from it)."""
+    interpreter reads a kernel's source back from it)."""
     from gpulab.sandbox.replay_source import ReplaySource, namespace
 
     src = ReplaySource(text=text, kernels=tuple(names), modules=modules, problems={})
@@ -665,20 +766,46 @@ def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, J
     return {name: g[name] for name in names if name in g}
 
 
-def _units(msg: ReplayRequest | ReplayTimeRequest) -> list[dict[str, JITFunction]]:
-    """Each file's kept kernels, by ReplayLaunch.unit: the checked file's,
-    then those of the files beside it (each in its own namespace: two files
-    may both have a `_loader`)."""
-    found = [kernels(msg.source, msg.modules, list(msg.kernels))]
-    found += [kernels(u.source, u.modules, list(u.kernels)) for u in msg.more]
-    return found
+class _Kernels:
+    """What a request's launches run: on a GPU the compiled kernels the
+    record sent (gpulab.sandbox.binaries; no Python of the file at all), on
+    the CPU the kernels kept of the file, run by Triton's interpreter."""
+
+    def __init__(self, server: Any, msg: ReplayRequest | ReplayTimeRequest) -> None:
+        self.binaries = None
+        self.kept: dict[str, JITFunction] = {}
+        if msg.binaries or any(
+            isinstance(la, ReplayLaunch) and la.binary is not None for la in msg.launches
+        ):
+            from gpulab.sandbox.binaries import loaded
+
+            self.binaries = loaded(server)
+            for binary in msg.binaries:
+                self.binaries.add(binary)
+        elif msg.source:
+            self.kept = kernels(msg.source, msg.modules, list(msg.kernels))
+
+    def launch(self, launch: ReplayLaunch, buffers: list[torch.Tensor]) -> str:
+        """"" or why `launch` could not run."""
+        args = {k: _decode(v, buffers) for k, v in launch.args.items()}
+        grid = tuple(int(g) for g in launch.grid)
+        if launch.binary is not None:
+            if self.binaries is None or launch.binary not in self.binaries.kernels:
+                return f"no compiled kernel {launch.binary} ({launch.kernel})"
+            self.binaries.launch(launch.binary, grid, args)
+            return ""
+        kernel = self.kept.get(launch.kernel)
+        if kernel is None:
+            return f"no kernel {launch.kernel}"
+        kernel[grid](**args, **launch.options)
+        return ""
 
 
 def replay(server: Any, msg: ReplayRequest) -> Replayed:
     """Run the recorded launches and copy the results into the judge's
     slots; then, where the judge asks, again from its other buffers into its
     other slots (gpulab.judge.replay_again)."""
-    found = _units(msg)
+    found = _Kernels(server, msg)
     _allocator(server)
     problem = _run(server, found, msg, msg.buffers, msg.slots)
     if problem or not msg.again_slots:
@@ -689,7 +816,7 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
 
 def _run(
     server: Any,
-    found: list[dict[str, JITFunction]],
+    found: _Kernels,
     msg: ReplayRequest,
     specs: tuple[ReplayBuffer, ...],
     slot_refs: tuple[TensorRef, ...],
@@ -712,7 +839,7 @@ def _run(
 
 
 def _launch_all(
-    found: list[dict[str, JITFunction]],
+    found: _Kernels,
     launches: tuple[ReplayLaunch | TorchStep, ...],
     buffers: list[torch.Tensor],
 ) -> str:
@@ -723,14 +850,12 @@ def _launch_all(
             if problem:
                 return f"step {i + 1} ({launch.op}): {problem}"
             continue
-        kernel = found[launch.unit].get(launch.kernel) if launch.unit < len(found) else None
-        if kernel is None:
-            return f"launch {i + 1}: no kernel {launch.kernel}"
         try:
-            args = {k: _decode(v, buffers) for k, v in launch.args.items()}
-            kernel[tuple(int(g) for g in launch.grid)](**args, **launch.options)
+            problem = found.launch(launch, buffers)
         except Exception as exc:  # noqa: BLE001 - reported to the judge
             return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
+        if problem:
+            return f"launch {i + 1}: {problem}"
     return ""
 
 
@@ -758,7 +883,7 @@ def replay_time(server: Any, msg: ReplayTimeRequest) -> ReplayTimed:
     between two events, and the results copied to the judge's slots after
     the end event. The first repetition's buffers are run for `warmup_s` first
     (compiles, autotuning's choice made already, clocks up)."""
-    found = _units(msg)
+    found = _Kernels(server, msg)
     _allocator(server)
     cuda = _device(server).type == "cuda"
     clock = _CudaClock(server) if cuda else _HostClock()
