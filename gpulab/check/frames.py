@@ -765,6 +765,11 @@ class Guards:
     eager_width: int = 0
     audit_span: bool = False
     replay: bool = False
+    # torch's profiler watches the call (gpulab.sandbox.audit). Off on a GPU
+    # where the replay decides whether the kernels alone did the work: there
+    # the audit was the learner's own process reporting on itself, and its
+    # CUPTI start and stop cost seconds a check.
+    audit: bool = True
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -780,6 +785,8 @@ class Guards:
             out["audit_span"] = True
         if self.replay:
             out["replay"] = True
+        if not self.audit:
+            out["audit"] = False
         return out
 
     @classmethod
@@ -796,6 +803,7 @@ class Guards:
             eager_width=int(obj.get("eager_width") or 0),
             audit_span=bool(obj.get("audit_span")),
             replay=bool(obj.get("replay")),
+            audit=obj.get("audit", True) is not False,
         )
 
 

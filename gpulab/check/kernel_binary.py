@@ -42,7 +42,7 @@ _SCALAR = re.compile(r"\*?k?(" + "|".join(_ELEMENTS) + r")")
 # layout after a comma (`...,NVMMASharedLayout(swizzle_byte_width=128, ...)`).
 _DESC = re.compile(
     r"tensordesc<(" + "|".join(_ELEMENTS) + r")\[\d+(, ?\d+){0,4}\]"
-    r"(,[A-Za-z]+\(([A-Za-z_]+=([A-Za-z0-9_]+|\[[0-9, \[\]]*\])(, )?){0,12}\))?>"
+    r"(,[A-Za-z]+\(([A-Za-z_][A-Za-z0-9_]*=([A-Za-z0-9_]+|\[[0-9, \[\]]*\])(, )?){0,12}\))?>"
 )
 SigType = str | tuple[Any, ...]  # a tuple parameter's types, nested
 
@@ -103,42 +103,47 @@ class KernelBinary:
     @classmethod
     def parse(cls, value: Any) -> KernelBinary | None:
         """The binary, or None where any field is not what it must be."""
+        return cls.read(value)[0]
+
+    @classmethod
+    def read(cls, value: Any) -> tuple[KernelBinary | None, str]:
+        """The binary, or None and which field is not what it must be."""
         if not isinstance(value, dict):
-            return None
+            return None, "not an object"
         ident, name, cubin = value.get("ident"), value.get("name"), value.get("cubin")
         metadata, params = value.get("metadata"), value.get("params")
         if type(ident) is not int or not 0 <= ident < 1 << 20:
-            return None
+            return None, "its number"
         if not isinstance(name, str) or not name.isidentifier() or len(name) > 200:
-            return None
+            return None, "its name"
         if not isinstance(cubin, str) or len(cubin) > MAX_CUBIN_BYTES * 4 // 3 + 4:
-            return None
+            return None, f"its cubin (more than {MAX_CUBIN_BYTES >> 20} MiB?)"
         try:
             if not base64.b64decode(cubin, validate=True):
-                return None
+                return None, "an empty cubin"
         except ValueError:
-            return None
+            return None, "its cubin"
         if not isinstance(metadata, dict) or not plain_json(metadata):
-            return None
+            return None, "its metadata (not plain JSON of identifiers, numbers and short text)"
         if len(repr(metadata)) > MAX_METADATA_BYTES or metadata.get("name") != name:
-            return None
+            return None, "its metadata (too large, or not of this kernel)"
         target = metadata.get("target")
         if not isinstance(target, dict) or target.get("backend") != "cuda":
-            return None
+            return None, "its metadata's target (not a CUDA one)"
         if not isinstance(params, list) or len(params) > MAX_PARAMS:
-            return None
+            return None, "its parameters"
         parsed: list[tuple[str, SigType]] = []
         for p in params:
             if not isinstance(p, list) or len(p) != 2 or not isinstance(p[0], str):
-                return None
+                return None, "its parameters"
             t = sig_type(p[1])
             if t is None or not p[0].isidentifier():
-                return None
+                return None, f"the type of its parameter {str(p[0])[:40]!r}: {str(p[1])[:120]}"
             parsed.append((p[0], t))
         constants = _constants(value.get("constants", []), len(parsed))
         if constants is None:
-            return None
-        return cls(ident, name, cubin, metadata, tuple(parsed), constants)
+            return None, "its constants"
+        return cls(ident, name, cubin, metadata, tuple(parsed), constants), ""
 
     def to_json(self) -> dict[str, Any]:
         return {

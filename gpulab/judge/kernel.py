@@ -454,6 +454,7 @@ def guarded_call(
     guards: Guards | Callable[[Case], Guards] | None = None,
     keep: Kept | None = None,
     span: AuditSpan | None = None,
+    audit: bool = True,
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
@@ -465,6 +466,8 @@ def guarded_call(
     if callable(guards):
         guards = guards(case)
     guards = guards or guards_for(spec)
+    if not audit:
+        guards = dataclasses.replace(guards, audit=False)
     if span is not None:
         guards = dataclasses.replace(guards, audit_span=True)
         span.calls.append(case.name)
@@ -531,8 +534,15 @@ def check_cases(
     gaps: list[str] = []
     draws: Draws = {}  # a shape's first draw: its launches
     paired = Counter(_draw_key(case) for case in cases)  # shapes drawn twice: > 1
+    # On a GPU with the replay, the replay judges whether the kernels alone
+    # did the work (their compiled binaries, launched apart from the file):
+    # torch's profiler in the learner's process is not asked (its CUPTI start
+    # and stop cost seconds a check). A case the replay finds wrong is run
+    # once more under it, to name the torch ops the wrapper ran.
+    audited = not (replayer is not None and ctx.device == "cuda")
+    by_name = {case.name: case for case in cases}
     # One profile for all the cases (about 0.15 s a call saved on an H200).
-    span = AuditSpan()
+    span = AuditSpan() if audited else None
     invariant: list[str] = []  # cases whose answer g(x) does not change (_again)
     for i, case in enumerate(cases):
         ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
@@ -545,8 +555,8 @@ def check_cases(
                 # references do, on a GPU) and launch the chosen one after:
                 # called once first, unrecorded, both draws launch as its
                 # later calls do.
-                guarded_call(ctx, spec, fn, case, guards, None, span)
-            out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
+                guarded_call(ctx, spec, fn, case, guards, None, span, audited)
+            out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span, audited)
             if keep is not None and _overflowed(keep):
                 # A shape's first call, timing candidates, took more
                 # launches than a record holds (the references' Hopper
@@ -555,11 +565,12 @@ def check_cases(
                 # then, so a kernel without such a first call waits for no
                 # second call.
                 keep = Kept()
-                out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
+                out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span, audited)
         except learner.LearnerError as exc:
             hint = _known_gap(ctx, exc)
             if hint is None:
-                span.judge(ctx, upto=len(span.calls) - 1)  # an earlier call's cheat first
+                if span is not None:  # an earlier call's cheat first
+                    span.judge(ctx, upto=len(span.calls) - 1)
                 raise
             if replayer is not None and paired[_draw_key(case)] > 1:
                 # A known gap is only the text of an error, and any wrapper
@@ -567,7 +578,8 @@ def check_cases(
                 # the two-draw rule with it (_same_launches), and with it
                 # the check of every other case's launch numbers: answers
                 # worked out in Python and handed over as arguments passed.
-                span.judge(ctx, upto=len(span.calls) - 1)
+                if span is not None:
+                    span.judge(ctx, upto=len(span.calls) - 1)
                 ctx.fail(
                     f"case {case.name}: {exc.summary}",
                     f"{hint} On the CPU this case's shape is run twice, on other values, "
@@ -621,7 +633,10 @@ def check_cases(
                         ),
                     )
                 )
-            replay_verdict(ctx, replayer.collect())  # the case before this one
+            collected = replayer.collect()  # the case before this one
+            if not audited:
+                audit_again(ctx, spec, fn, by_name, guards, collected)
+            replay_verdict(ctx, collected)
             again = _again(ctx, spec, case, ref, invariant)
             result = Result(keep.expect, ref, spec.tolerance(case.dtype))
             why = replayer.submit(
@@ -635,12 +650,38 @@ def check_cases(
             )
             replay_verdict(ctx, (case.name, why) if why else None)
         ctx.add_case(case_row(**record), total)
-    span.judge(ctx)
+    if span is not None:
+        span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
-        replay_verdict(ctx, replayer.collect())
+        collected = replayer.collect()
+        if not audited:
+            audit_again(ctx, spec, fn, by_name, guards, collected)
+        replay_verdict(ctx, collected)
     if invariant:
         ctx.notes.append(INVARIANT_NOTE.format(cases=", ".join(invariant)))
+
+
+def audit_again(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    fn: Any,
+    cases: dict[str, Case],
+    guards: Any,
+    verdict: tuple[str, str] | None,
+) -> None:
+    """A case whose kernels, replayed alone, gave another answer: called
+    once more, under torch's profiler, so that a wrapper doing maths with
+    torch is told which ops (the friendly message the audit gave before a
+    GPU's replay made it redundant). Advice from the learner's process: it
+    can only fail the check sooner, with a better message; the replay's
+    verdict stands either way."""
+    if verdict is None or not verdict[1].startswith((MISMATCH, AGAIN_MISMATCH)):
+        return
+    case = cases.get(verdict[0])
+    if case is not None:
+        ctx.stage(f"case {case.name} again, under torch's profiler: what ran outside your kernels")
+        guarded_call(ctx, spec, fn, case, guards, None, None, True)
 
 
 def _again(

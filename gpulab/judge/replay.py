@@ -174,11 +174,12 @@ class Replayer:
 
     def new_binaries(self, plan: Plan) -> tuple[KernelBinary, ...]:
         """The plan's compiled kernels the replay's sandbox has not been sent."""
-        idents = sorted(
-            {la.binary for la in plan.launches if isinstance(la, ReplayLaunch)} - {None}
-        )
-        new = tuple(self.binaries[i] for i in idents if i is not None and i not in self.sent)
-        return new
+        idents = {
+            la.binary
+            for la in plan.launches
+            if isinstance(la, ReplayLaunch) and la.binary is not None
+        }
+        return tuple(self.binaries[i] for i in sorted(idents) if i not in self.sent)
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -549,9 +550,14 @@ def _launch(
         here = file.rsplit("/", 1)[-1]
         if name in kernels.problems and launch.file == file:
             return None, f"It cannot run `{name}` apart from your file: {kernels.problems[name]}."
-        if name not in kernels.kernels or launch.file != file or launch.qualname not in (
-            name,
-            None,
+        if (
+            name not in kernels.kernels
+            or launch.file != file
+            or launch.qualname
+            not in (
+                name,
+                None,
+            )
         ):
             return None, (
                 f"`{name}` ({where}) is not a @triton.jit function defined at the top "
@@ -594,7 +600,7 @@ def _launch(
 
 
 def _arg_problem(v: Arg, sizes: list[int]) -> str:
-    """"" for an argument the replay can pass again, else what is wrong:
+    """ "" for an argument the replay can pass again, else what is wrong:
     "unsupported" (the recorder could not write it), "descriptor", "malformed"."""
     if isinstance(v, OtherArg):
         return "unsupported" if v.unsupported is not None else "malformed"
@@ -686,9 +692,7 @@ def _read_as(record: LaunchRecord) -> dict[int, set[str]]:
             views += [v for v in (launch.src, launch.dst) if v is not None]
             continue
         views += [
-            v.view
-            for _, v in flat_args(launch.args or {})
-            if isinstance(v, (BufferArg, DescArg))
+            v.view for _, v in flat_args(launch.args or {}) if isinstance(v, (BufferArg, DescArg))
         ]
     for view in views:
         seen.setdefault(view.buffer, set()).add(view.dtype)

@@ -44,7 +44,7 @@ _FLOATS = {"fp16", "bf16", "fp32", "f32", "fp64"}
 
 
 def params_problem(binary: KernelBinary, args: dict[str, Arg]) -> str:
-    """"" when `args` fit `binary`'s parameters one by one, else what does not."""
+    """ "" when `args` fit `binary`'s parameters one by one, else what does not."""
     names = [n for n, _ in binary.params]
     if sorted(args) != sorted(names):
         missing = sorted(set(names) - set(args))
@@ -69,7 +69,7 @@ def _show(kind: SigType) -> str:
 
 
 def _fits(kind: SigType, arg: Arg) -> str:
-    """"" when `arg` can be passed as a parameter of type `kind`, else what it is."""
+    """ "" when `arg` can be passed as a parameter of type `kind`, else what it is."""
     if isinstance(arg, OtherArg):
         return "not an argument gpulab can pass"
     if isinstance(kind, tuple):

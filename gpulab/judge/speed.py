@@ -77,20 +77,25 @@ def _check_sizes(
     second time with its launches recorded: the first call of a shape may
     choose among kernels by timing them (the softmax reference does), the
     second launches only the chosen ones. Returns those records by case."""
-    span = AuditSpan()
     kept: dict[str, Kept] = {}
     replaying = ctx.replayer is not None and ctx.device == "cuda"
+    # The replay times and checks the kernels apart from the file: torch's
+    # profiler in the learner's process is not asked then (as for the
+    # correctness cases: gpulab.judge.kernel.check_cases).
+    span = None if replaying else AuditSpan()
     for i, case in enumerate(cases):
         ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (checked first)", i, len(cases))
-        _, problem = guarded_call(ctx, spec, fn, case, span=span)
+        _, problem = guarded_call(ctx, spec, fn, case, span=span, audit=not replaying)
         if not problem and replaying:
             keep = Kept()
-            _, problem = guarded_call(ctx, spec, fn, case, keep=keep, span=span)
+            _, problem = guarded_call(ctx, spec, fn, case, keep=keep, audit=False)
             kept[case.name] = keep
         if problem:
-            span.judge(ctx, upto=len(span.calls) - 1)  # an earlier call's cheat first
+            if span is not None:  # an earlier call's cheat first
+                span.judge(ctx, upto=len(span.calls) - 1)
             ctx.fail(f"timing {case.name}: {problem}")
-    span.judge(ctx)
+    if span is not None:
+        span.judge(ctx)
     return kept
 
 

@@ -21,7 +21,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.kernel_binary import KernelBinary, plain_json, sig_type
+from gpulab.check.kernel_binary import KernelBinary, sig_type
 
 
 def _plain(value: Any) -> Any:
@@ -42,10 +42,10 @@ def _constant(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, float, str)) else None
 
 
-def binary_of(kernel: Any, ident: int) -> KernelBinary | None:
+def binary_of(kernel: Any, ident: int) -> KernelBinary | str:
     """A compiled kernel (a CompiledKernel, as a JIT launch returns it) as
-    the record sends it; None for one that cannot be read so (the judge
-    then refuses its launch, naming it)."""
+    the record sends it; or why it cannot be sent so (the judge then
+    refuses its launch with that reason)."""
     try:
         cubin = kernel.asm["cubin"]
         src = kernel.src
@@ -57,11 +57,11 @@ def binary_of(kernel: Any, ident: int) -> KernelBinary | None:
         for key, value in dict(getattr(src, "constants", {}) or {}).items():
             index = (names.index(key),) if isinstance(key, str) else tuple(key)
             constants.append([list(index), _constant(value)])
-    except Exception:  # noqa: BLE001 - another Triton, or not a compiled kernel
-        return None
-    if not isinstance(cubin, bytes) or not plain_json(metadata):
-        return None
-    return KernelBinary.parse(
+    except Exception as exc:  # noqa: BLE001 - another Triton, or not a compiled kernel
+        return f"{type(exc).__name__}: {exc}"[:300]
+    if not isinstance(cubin, bytes):
+        return "it has no cubin"
+    binary, why = KernelBinary.read(
         {
             "ident": ident,
             "name": kernel.name,
@@ -71,6 +71,7 @@ def binary_of(kernel: Any, ident: int) -> KernelBinary | None:
             "constants": constants,
         }
     )
+    return binary if binary is not None else f"gpulab cannot read {why}"
 
 
 def _sig_json(t: Any) -> Any:
@@ -108,7 +109,9 @@ class Loaded:
             constants={k: v for k, v in binary.constants},
             fn=types.SimpleNamespace(arg_names=list(names)),
         )
-        group = {f"{binary.name}.{ext}": str(here / f"{binary.name}.{ext}") for ext in ("cubin", "json")}
+        group = {
+            f"{binary.name}.{ext}": str(here / f"{binary.name}.{ext}") for ext in ("cubin", "json")
+        }
         self.kernels[binary.ident] = CompiledKernel(src, group, f"gpulab-{binary.ident}")
         self.params[binary.ident] = names
 

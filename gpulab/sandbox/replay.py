@@ -92,21 +92,22 @@ DTYPES = {
 # of each: the record names them by a number that stays the same for the
 # sandbox's life, and sends each with every call that launches it.
 _IDENTS: dict[str, int] = {}
-_BINARIES: dict[int, KernelBinary | None] = {}
+_BINARIES: dict[int, KernelBinary | str] = {}  # or why one cannot be sent
 
 
-def _binary(kernel: Any) -> int:
-    """The record's number for a compiled kernel, -1 where it cannot be sent."""
+def _binary(kernel: Any) -> int | str:
+    """The record's number for a compiled kernel, or why it cannot be sent."""
     from gpulab.sandbox.binaries import binary_of
 
     key = str(getattr(kernel, "hash", "")) or f"id-{id(kernel)}"
     if key not in _IDENTS:
         if len(_IDENTS) >= MAX_BINARIES:
-            return -1
+            return f"more than {MAX_BINARIES} compiled kernels in one check"
         _IDENTS[key] = len(_IDENTS)
         _BINARIES[_IDENTS[key]] = binary_of(kernel, _IDENTS[key])
     ident = _IDENTS[key]
-    return ident if _BINARIES[ident] is not None else -1
+    found = _BINARIES[ident]
+    return ident if isinstance(found, KernelBinary) else found
 
 
 def _is_compiled(kernel: Any) -> bool:
@@ -226,8 +227,11 @@ class Recording:
         launch = self.launches[index]
         if isinstance(launch, RecordedLaunch) and launch.error is None:
             ident = _binary(kernel)
-            if ident >= 0:
-                self.used.add(ident)
+            if isinstance(ident, str):
+                why = f"its compiled kernel cannot be sent: {ident}"
+                self.launches[index] = dataclasses.replace(launch, error=why)
+                return
+            self.used.add(ident)
             self.launches[index] = dataclasses.replace(launch, binary=ident)
 
     def launch_compiled(self, kernel: Any, grid: Any, args: tuple[Any, ...]) -> None:
@@ -549,7 +553,9 @@ class Recording:
             tensor_out=isinstance(out, torch.Tensor),
             overflow=self.overflow or None,
             grads=None if grads is None else tuple(as_view(g) for g in grads),
-            binaries=tuple(_BINARIES[i] for i in sorted(self.used)),
+            binaries=tuple(
+                b for i in sorted(self.used) if isinstance(b := _BINARIES[i], KernelBinary)
+            ),
         )
 
 
@@ -786,7 +792,7 @@ class _Kernels:
             self.kept = kernels(msg.source, msg.modules, list(msg.kernels))
 
     def launch(self, launch: ReplayLaunch, buffers: list[torch.Tensor]) -> str:
-        """"" or why `launch` could not run."""
+        """ "" or why `launch` could not run."""
         args = {k: _decode(v, buffers) for k, v in launch.args.items()}
         grid = tuple(int(g) for g in launch.grid)
         if launch.binary is not None:

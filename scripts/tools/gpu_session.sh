@@ -91,6 +91,8 @@ for step in "$@"; do
         python3 -c "import json; r=json.load(open('$OUT/pyspy_check_${ex}_replay$rp.json')); print(r['summary']); print('stages', r.get('stages')); print('slowest', r.get('slowest'))" 2>&1 | tail -4
         python3 scripts/tools/speedscope_top.py "$OUT/pyspy_${ex}_replay$rp.json" --top 12 2>&1 | cut -c1-160 | head -60
       done ;;
+    replay-compare|replay-compare:*) exs=""; [ "$step" != replay-compare ] && exs=$(echo "${step#replay-compare:}" | tr + " ")  # issue 44
+      timeout "${COMPARE_BUDGET:-560}" python3 scripts/tools/replay_compare.py "$OUT/replay_compare${COMPARE_TAG:-}.json" $exs --budget "${COMPARE_BUDGET:-540}" 2>&1 | grep -v Warning | cut -c1-400 ;;
     *) echo "unknown step $step" ;;
   esac
 done
