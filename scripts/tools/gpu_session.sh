@@ -93,6 +93,10 @@ for step in "$@"; do
       done ;;
     replay-compare|replay-compare:*) exs=""; [ "$step" != replay-compare ] && exs=$(echo "${step#replay-compare:}" | tr + " ")  # issue 44
       timeout "${COMPARE_BUDGET:-560}" python3 scripts/tools/replay_compare.py "$OUT/replay_compare${COMPARE_TAG:-}.json" $exs --budget "${COMPARE_BUDGET:-540}" 2>&1 | grep -v Warning | cut -c1-400 ;;
+    pyspy-feedback:*) exs=$(echo "${step#pyspy-feedback:}" | tr + " ")  # issue 44: the wait, profiled
+      python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl >/dev/null 2>&1
+      timeout "${FEEDBACK_BUDGET:-400}" /tmp/pyspy/bin/py-spy record --subprocesses --rate 40 --format speedscope -o "$OUT/pyspy_feedback.json" -- \
+        python3 scripts/tools/feedback_bench.py "$OUT/feedback${FEEDBACK_TAG:-}.json" $exs --think 10 ${FEEDBACK_ARGS:-} 2>&1 | grep -v "Warning\|py-spy>" | cut -c1-400 ;;
     *) echo "unknown step $step" ;;
   esac
 done
