@@ -97,6 +97,14 @@ for step in "$@"; do
       python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl >/dev/null 2>&1
       timeout "${FEEDBACK_BUDGET:-400}" /tmp/pyspy/bin/py-spy record --subprocesses --rate 40 --format speedscope -o "$OUT/pyspy_feedback.json" -- \
         python3 scripts/tools/feedback_bench.py "$OUT/feedback${FEEDBACK_TAG:-}.json" $exs --think 10 ${FEEDBACK_ARGS:-} 2>&1 | grep -v "Warning\|py-spy>" | cut -c1-400 ;;
+    issue44)  # the GPU proof of issue 44 in one call (~9 min): the replay's GPU tests (the
+      # alias that divided the replay's clock, the forged x0.8 claim), then every reference
+      # graded with the compiled-kernel replay on and off, within 2 points
+      timeout 200 python3 -m pytest -q -m gpu --durations=10 -p no:cacheprovider -o addopts="" \
+        tests/judge/test_replay_timing.py tests/judge/test_replay_binaries.py \
+        tests/judge/test_trusted_grading.py::test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade \
+        2>&1 | tee "$OUT/pytest_issue44.txt" | tail -15
+      timeout 400 python3 scripts/tools/replay_compare.py "$OUT/replay_compare_issue44.json" --budget 390 2>&1 | grep -v Warning | cut -c1-300 ;;
     *) echo "unknown step $step" ;;
   esac
 done
