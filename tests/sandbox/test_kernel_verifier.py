@@ -21,6 +21,7 @@ import textwrap
 import pytest
 
 from gpulab.sandbox.replay_source import NotReplayable, extract
+from tests.conftest import reference_source
 
 HEAD = "import torch\nimport triton\nimport triton.language as tl\n"
 
@@ -442,3 +443,77 @@ def test_a_line_trick_does_not_carry_text_past_the_check():
 def test_a_file_with_a_nul_byte_is_named():
     with pytest.raises(NotReplayable, match="does not parse"):
         extract("X = 1\x00\n")
+
+
+# --- end to end: a real CPU check ------------------------------------------------
+
+# softmax_row in the styles the check refused (issue 44): a try-import, a
+# body made a kernel by a call, constants below it (a math constant, an
+# annotated tl.constexpr), an f-string in tl.static_assert, a JIT helper.
+HONEST_SOFTMAX_ROW = """
+import math
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # a machine without Triton
+    triton = tl = None
+import torch
+
+
+def softmax_row_body(y_ptr, x_ptr, n_cols, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK >= 16, f"BLOCK={BLOCK} is too small")
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=NEG_INF).to(tl.float32)
+    num = tl.exp2(_centred(x) * LOG2E)
+    y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * n_cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _centred(x):
+    return x - tl.max(x, axis=0)
+
+
+softmax_row_kernel = triton.jit(softmax_row_body)
+LOG2E = 1.0 / math.log(2)
+NEG_INF: tl.constexpr = float("-inf")
+BLOCK = 1024
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](y, x, n_cols, BLOCK=BLOCK)
+    return y
+"""
+
+
+def test_an_honest_file_in_the_styles_refused_before_passes(grade):
+    assert not extract(HONEST_SOFTMAX_ROW).problems
+    r = grade("softmax_row", HONEST_SOFTMAX_ROW, timing=False)
+    assert r["status"] == "passed", (r["summary"], r.get("message"))
+
+
+# The issue's alias: `L = tl`, then tl.core.builtins (Python's builtins
+# module) from inside the reference's kernel. The learner's process may run
+# it; the replay's must not, and the check says which line. (The replay ran
+# it, and the check passed.)
+ALIAS_CHEAT = (
+    reference_source("softmax_row")
+    .replace("import triton.language as tl\n", "import triton.language as tl\n\nL = tl\n")
+    .replace(
+        "    offs = tl.arange(0, BLOCK)\n",
+        "    L.core.builtins.exec('pass')\n    offs = tl.arange(0, BLOCK)\n",
+    )
+)
+
+
+def test_a_module_bound_by_assignment_fails_the_check_with_its_line(grade):
+    assert "L.core.builtins" in ALIAS_CHEAT and "\nL = tl\n" in ALIAS_CHEAT
+    line = ALIAS_CHEAT.splitlines().index("    L.core.builtins.exec('pass')") + 1
+    r = grade("softmax_row", ALIAS_CHEAT, timing=False)
+    assert r["status"] == "failed", r["summary"]
+    assert f"line {line}: the kernel uses `L`, a module bound by assignment" in r["message"]
