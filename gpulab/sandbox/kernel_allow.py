@@ -168,9 +168,11 @@ def runtime_attributes() -> frozenset[str]:
     ones set on instances included, less the denied."""
     import triton.language as tl
 
-    samples: list[Any] = [tl.tensor, tl.dtype, tl.pointer_type, tl.block_type, tl.constexpr]
-    samples += [tl.tensor_descriptor, tl.tuple, tl.tuple_type, tl.slice, tl.range]
-    samples += [tl.static_range, tl.PropagateNan, tuple, slice, range]
+    classes: tuple[str, ...] = ("tensor", "dtype", "pointer_type", "block_type", "constexpr")
+    classes += ("tensor_descriptor", "tuple", "tuple_type", "slice", "range", "static_range")
+    classes += ("PropagateNan",)
+    samples: list[Any] = [getattr(tl, c) for c in classes if hasattr(tl, c)]
+    samples += [tuple, slice, range]
     makers: list[Callable[[], Any]] = [
         lambda: tl.float32,
         lambda: tl.pointer_type(tl.float32),
@@ -195,12 +197,18 @@ def runtime_attributes() -> frozenset[str]:
     return frozenset(n for n in names if not n.startswith("_") and n not in DENIED_ATTRIBUTES)
 
 
+def allowed_type(text: str) -> bool:
+    """A type's name as Triton reads an annotation ("tl.constexpr", "*fp32",
+    "const *fp16"): Triton writes it into source it generates (on a GPU),
+    so nothing more."""
+    return re.fullmatch(r"\s*(const\s+)?\*?[A-Za-z_][A-Za-z0-9_.]*\*?\s*", text) is not None
+
+
 def allowed_annotation(node: ast.expr) -> bool:
-    """A string annotation Triton can read as a type ("tl.constexpr",
-    "*fp32"): Triton writes it into source it generates, so nothing more."""
+    """Whether a string annotation is a type's name (allowed_type)."""
     if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
         return True
-    return re.fullmatch(r"\s*(const\s+)?\*?[A-Za-z_][A-Za-z0-9_.]*\*?\s*", node.value) is not None
+    return allowed_type(node.value)
 
 
 def pure(dotted: str) -> bool:

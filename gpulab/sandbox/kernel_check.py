@@ -103,6 +103,8 @@ class Checker:
         """The kind of `node`, used as `role` ("an argument"): a module, a
         decorator or (unless `jit_ok`) a JIT function may not be one."""
         kind = self.expr(node)
+        if kind.tag not in (MODULE, DECORATOR, JIT) or (kind.tag == JIT and jit_ok):
+            return kind
         text = shown(node)
         if kind.tag == MODULE:
             raise NotReplayable(
@@ -197,6 +199,8 @@ class Checker:
                 node.lineno,
                 f"the annotation `{shown(node)}` is not a type (tl.constexpr, tl.tensor, int...)",
             )
+        # Triton writes a string annotation into code it generates (on a
+        # GPU): it must be a type's name. (A constant's string is refused above.)
         if not allowed_annotation(node):
             raise NotReplayable(node.lineno, f"the annotation {shown(node)} is not a Triton type")
 

@@ -42,6 +42,18 @@ from gpulab.sandbox.kernel_allow import (
 from gpulab.sandbox.kernel_check import Checker
 
 WRAPPERS = ("jit", "autotune", "heuristics")  # what makes a def a JIT function
+# How a statement the check does not keep binds a name, for a message.
+HOW = {
+    "ClassDef": "as a class",
+    "AsyncFunctionDef": "as an async function",
+    "AugAssign": "again (`X += ...`)",
+    "Delete": "by deleting it",
+    "If": "inside an `if` block",
+    "For": "in a `for` loop",
+    "While": "in a `while` loop",
+    "With": "in a `with` block",
+    "Expr": "with `:=`",
+}
 
 
 @dataclass(frozen=True)
@@ -168,7 +180,7 @@ def collect(tree: ast.Module) -> dict[str, list[Raw]]:
             for inner in [*stmt.orelse, *stmt.finalbody]:
                 other(inner, "inside a `try` block")
         else:
-            other(stmt, f"in a `{type(stmt).__name__.lower()}` statement")
+            other(stmt, HOW.get(type(stmt).__name__, f"in a `{type(stmt).__name__}` statement"))
     # A function that rebinds a top-level name makes it two things.
     for node in ast.walk(tree):
         if isinstance(node, ast.Global):

@@ -123,7 +123,7 @@ def _check_kernel(top: TopLevel, name: str, fn: ast.FunctionDef, lines: list[str
     # runs it from the *last* line that begins with `def `: one inside a
     # string of the kernel would make it run lines this check read as text.
     for i in range(fn.lineno, fn.end_lineno or fn.lineno):
-        if re.match(r"\s*def\s", lines[i]):
+        if lines[i].strip().startswith("def ") or re.match(r"\s*def\s", lines[i]):
             raise NotReplayable(
                 i + 1,
                 "a line inside the kernel begins with `def` (in a string?): Triton's "

@@ -280,7 +280,10 @@ def test_every_kept_text_of_the_course_runs_in_the_replays_namespace(monkeypatch
     from gpulab.sandbox.replay import kernels
     from tests.conftest import REPO
 
-    for path in sorted((REPO / "kernels").glob("*.py")):
+    for path in [
+        *sorted((REPO / "kernels").glob("*.py")),
+        *sorted((REPO / "exercises").glob("*.py")),
+    ]:
         source = path.read_text()
         if "@triton.jit" in source:
             kept = extract(source)
