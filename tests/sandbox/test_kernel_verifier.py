@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
+import tempfile
 import textwrap
 
 import pytest
@@ -234,6 +235,7 @@ def test_honest_styles_are_kept_and_compute_what_the_file_does(tmp_path, monkeyp
     or kept wrong; now each is kept whole and, run as the replay runs it,
     gives the file's own result."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the replay's kernels.py files
     import torch
 
     from gpulab.sandbox.replay import kernels
@@ -273,10 +275,11 @@ def test_language_functions_imported_by_name_are_kept():
     assert kept.modules["load"] == "triton.language.load"
 
 
-def test_every_kept_text_of_the_course_runs_in_the_replays_namespace(monkeypatch):
+def test_every_kept_text_of_the_course_runs_in_the_replays_namespace(tmp_path, monkeypatch):
     # The references' and starters' kept text, made into JIT functions as the
     # replay makes them: nothing they name is missing from what it binds.
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     from gpulab.sandbox.replay import kernels
     from tests.conftest import REPO
 
@@ -520,3 +523,18 @@ def test_a_module_bound_by_assignment_fails_the_check_with_its_line(grade):
     r = grade("softmax_row", ALIAS_CHEAT, timing=False)
     assert r["status"] == "failed", r["summary"]
     assert f"line {line}: the kernel uses `L`, a module bound by assignment" in r["message"]
+
+
+def test_a_jit_function_handed_around_shows_no_python():
+    # A JIT function can reach a kernel as a value (tl.constexpr(f).value, a
+    # parameter): of its members only `type` (a constexpr_type) is also a
+    # member of Triton's value classes; `fn`, `src`, `run`, `rewrite`... are not.
+    pytest.importorskip("triton")
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    from gpulab.sandbox.kernel_allow import runtime_attributes
+
+    members = set(dir(JITFunction)) | set(dir(InterpretedFunction)) | {"fn", "kwargs", "rewriter"}
+    assert runtime_attributes() & members <= {"type"}
+    assert not runtime_attributes() & {"handle", "data", "base", "format"}
