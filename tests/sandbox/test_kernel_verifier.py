@@ -229,13 +229,20 @@ def _load(path, name):
     return module
 
 
-def test_honest_styles_are_kept_and_compute_what_the_file_does(tmp_path, monkeypatch):
+def test_honest_styles_are_kept_and_compute_what_the_file_does(tmp_path):
     """Each style was refused before (constexpr below, f-string, try-import,
     triton.jit(body), from-imports, math constants, unpacked constants...)
     or kept wrong; now each is kept whole and, run as the replay runs it,
-    gives the file's own result."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the replay's kernels.py files
+    gives the file's own result. In a fresh interpreter process, as the
+    sandbox runs (in a pytest worker where triton.language was imported for
+    a GPU first, tl.zeros and its kin are compiled-only functions)."""
+    from tests.judge.test_replay_record import in_interpreter
+
+    in_interpreter("tests.sandbox.test_kernel_verifier:honest_styles", tmp_path)
+
+
+def honest_styles(tmp_path):
+    tempfile.tempdir = str(tmp_path)  # the replay's kernels.py files
     import torch
 
     from gpulab.sandbox.replay import kernels
@@ -275,11 +282,16 @@ def test_language_functions_imported_by_name_are_kept():
     assert kept.modules["load"] == "triton.language.load"
 
 
-def test_every_kept_text_of_the_course_runs_in_the_replays_namespace(tmp_path, monkeypatch):
+def test_every_kept_text_of_the_course_runs_in_the_replays_namespace(tmp_path):
     # The references' and starters' kept text, made into JIT functions as the
     # replay makes them: nothing they name is missing from what it binds.
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    from tests.judge.test_replay_record import in_interpreter
+
+    in_interpreter("tests.sandbox.test_kernel_verifier:course_kept_text", tmp_path)
+
+
+def course_kept_text(tmp_path):
+    tempfile.tempdir = str(tmp_path)
     from gpulab.sandbox.replay import kernels
     from tests.conftest import REPO
 
