@@ -35,6 +35,7 @@ LAB = [
     "gpulab.course.citations",
     "gpulab.cli",
     "gpulab.cli.options",
+    "gpulab.cli.grade_options",
     "gpulab.cli.webserve",
     "gpulab.cli.commands.*",
     "gpulab.course.content",
@@ -82,6 +83,9 @@ LAB = [
     "gpulab.perf.units",
     "gpulab.check.watcher",
     "gpulab.course.workspace",
+    # The instructor's side: the gradebook, its workers (which grade through
+    # gpulab.check.runner, the judge in a child process) and executors.
+    "gpulab.gradebook.*",
 ]
 
 # The UI: the lab's process too, and the only package that imports textual.
