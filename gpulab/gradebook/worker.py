@@ -31,6 +31,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -75,15 +76,32 @@ def _say(event: dict[str, Any]) -> None:
     print(json.dumps(event), flush=True)
 
 
+# (lesson, file, timeout, timing, device) -> the check's result as JSON:
+# gpulab.check.runner.run_check's, or a recorded one (tests replay a class).
+Check = Callable[[Any, Path, float, bool, str], dict[str, Any]]
+
+
+def run_judge(lesson: Any, file: Path, timeout: float, timing: bool, device: str) -> dict[str, Any]:
+    """A check by the judge `gpulab check` runs, as its JSON."""
+    from gpulab.check.runner import run_check
+
+    return run_check(lesson, file, timeout=timeout, timing=timing, device=device).to_json()
+
+
 class Worker:
-    def __init__(self, batch_path: Path) -> None:
+    def __init__(
+        self, batch_path: Path, check: Check = run_judge, gpu: tuple[str, str] | None = None
+    ) -> None:
         from gpulab.course.content import load_course
 
+        self.check = check
         self.batch = read_batch(batch_path)
         self.results = Path(self.batch["results"])
         self.course = load_course(Path(self.batch["content_root"]))
         self.device = str(self.batch.get("device") or "auto")
-        self.gpu, self.uuid = ("", "") if self.device == "cpu" else gpu_identity()
+        if gpu is None:
+            gpu = ("", "") if self.device == "cpu" else gpu_identity()
+        self.gpu, self.uuid = gpu
         self.stack = stack()
         self.host = socket.gethostname()
 
@@ -126,7 +144,6 @@ class Worker:
 
     def grade(self, task: dict[str, Any]) -> dict[str, Any]:
         from gpulab.check.result import CheckResult
-        from gpulab.check.runner import run_check
         from gpulab.check.status import Status
 
         started, t0 = _stamp(), time.monotonic()
@@ -140,9 +157,7 @@ class Worker:
             timing = bool(task.get("timing")) and bool(self.gpu)
             if timing:
                 reference = self.reference(task["exercise"])
-            result = run_check(
-                lesson, Path(task["file"]), timeout=self.timeout(), timing=timing, device=self.device
-            ).to_json()
+            result = self.check(lesson, Path(task["file"]), self.timeout(), timing, self.device)
         except Exception as exc:  # noqa: BLE001 - one task's failure is its row, never the batch's end
             result = CheckResult(Status.ERROR, f"could not grade: {exc}", message=str(exc)).to_json()
         return {
@@ -167,8 +182,6 @@ class Worker:
     def reference(self, exercise: str) -> dict[str, Any] | None:
         """The reference kernel's timed check on this GPU, once per batch and
         GPU: the first worker on it runs it (under a lock), the others read it."""
-        from gpulab.check.runner import run_check
-
         lesson = self.course.find(exercise)
         if lesson is None:
             return None
@@ -181,9 +194,7 @@ class Worker:
                     return data
                 except (OSError, ValueError):
                     pass
-            result = run_check(
-                lesson, lesson.reference_path, timeout=self.timeout(), timing=True, device=self.device
-            ).to_json()
+            result = self.check(lesson, lesson.reference_path, self.timeout(), True, self.device)
             data = {"gpu": self.gpu, "gpu_uuid": self.uuid, "at": _stamp(), "result": result}
             atomic_write_json(path, data)
             return data
