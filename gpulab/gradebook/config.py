@@ -176,16 +176,18 @@ def parse_when(value: Any, tz: tzinfo, where: str, key: str = "due") -> datetime
     """A due date: a TOML date-time (with an offset, or local to the course's
     time zone), a TOML date (the end of that day), or the same as an ISO string."""
     if isinstance(value, str):
+        text = value.strip()
         try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            # A date alone is the end of that day (fromisoformat would say midnight).
+            if len(text) == 10:
+                value = date.fromisoformat(text)
+            else:
+                value = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            try:
-                value = date.fromisoformat(value.strip())
-            except ValueError:
-                raise GradeConfigError(
-                    f"{where}: field '{key}' must be a date or date-time "
-                    f"(2026-12-20 or 2026-12-20T23:59:00+01:00), got {value!r}"
-                ) from None
+            raise GradeConfigError(
+                f"{where}: field '{key}' must be a date or date-time "
+                f"(2026-12-20 or 2026-12-20T23:59:00+01:00), got {value!r}"
+            ) from None
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=tz)
     if isinstance(value, date):

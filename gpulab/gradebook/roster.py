@@ -98,8 +98,10 @@ def _columns(header: list[str], path: Path) -> tuple[dict[str, int], str]:
         found["name"] = normed.index("student")
         if "id" in normed:
             found["lms_id"] = normed.index("id")
-        # The key: the university's id where Canvas has it, else its login, else Canvas's own.
-        for key in ("sis_user_id", "sis_login_id", "lms_id"):
+    if kind == "canvas" or "id" not in found:
+        # The key: the university's id where the file has it, else a login,
+        # else the LMS's own id, else the email.
+        for key in ("sis_user_id", "sis_login_id", "lms_id", "email"):
             if key in found:
                 found["id"] = found[key]
                 break
