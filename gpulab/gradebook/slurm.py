@@ -82,7 +82,7 @@ def submit(batch: Path, students: int, opts: SlurmOptions, folder: Path) -> str:
         raise SlurmError("submitit is not installed: pip install submitit") from None
     from gpulab.gradebook.worker import grade_student
 
-    executor = submitit.SlurmExecutor(folder=str(folder / "%A_%a"), python=opts.python)
+    executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=opts.python)
     params: dict[str, object] = {
         "job_name": "gpulab-grade",
         "time": opts.time_min,
