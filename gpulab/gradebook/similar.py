@@ -11,6 +11,7 @@ copydetect (with numpy and matplotlib) is imported here only.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -42,6 +43,8 @@ def find(
     guarantee: int = 30,
 ) -> list[Pair]:
     """Pairs whose shared share of either file is at least `threshold`."""
+    # A report is written to a file: no display is needed or wanted.
+    os.environ.setdefault("MPLBACKEND", "Agg")
     from copydetect import CopyDetector
 
     rows = conn.execute(

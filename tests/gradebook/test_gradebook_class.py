@@ -213,3 +213,19 @@ def test_a_worker_stopped_mid_student_goes_on_where_it_stopped(klass):
     Worker(batch, check=second).grade_student(0)
     assert [c[0].split(".")[0] for c in second.calls] == ["copy_ceiling", "softmax"]
     assert len(list((klass.root / "work" / "results").rglob("*.json"))) == 3
+
+
+def test_similar_flags_copies_and_not_the_starter(klass, tmp_path):
+    """copydetect over the latest files: the three students who handed in the
+    reference are flagged together; the starter's text matches no one."""
+    from gpulab.gradebook.similar import find
+
+    f = klass.folder()
+    report = tmp_path / "similar.html"
+    pairs = find(f.conn, f.root, f.course, ["softmax"], threshold=0.5, report=report)
+    f.close()
+    flagged = {(p.a, p.b) if p.a < p.b else (p.b, p.a) for p in pairs}
+    assert {("s01", "s06"), ("s01", "s07"), ("s06", "s07")} <= flagged
+    assert not any("s02" in pair for pair in flagged)  # handed in the starter
+    assert all(p.exercise == "softmax" and p.a != p.b for p in pairs)
+    assert "<html" in report.read_text().lower()
