@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.gradebook.conftest import CLASS, Replay
+from tests.gradebook.classroom import CLASS, Replay
 
 # (student, exercise) -> (status, final points); 10%/day late, s07 extended.
 EXPECTED = {

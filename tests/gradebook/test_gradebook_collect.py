@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.gradebook.conftest import ROSTER, write_gradebook_toml
+from tests.gradebook.classroom import ROSTER, write_gradebook_toml
 
 HONEST = "def copy_bandwidth(gpu, nbytes):\n    return 1.0\n"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.gradebook.conftest import write_gradebook_toml
+from tests.gradebook.classroom import write_gradebook_toml
 
 
 def _main(capsys, *argv):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.gradebook.conftest import Replay, recorded
+from tests.gradebook.classroom import Replay, recorded
 
 H200 = REPO / "benchmarks" / "h200-2026-12-03" / "pyspy-softmax-check-result.json"
 
@@ -82,7 +82,7 @@ def test_a_gpu_worker_times_the_reference_once_per_gpu(tmp_path):
     checked once per batch and GPU (its UUID), whoever asks first."""
     from gpulab.gradebook.plan import Task, write_batch
     from gpulab.gradebook.worker import Worker
-    from tests.gradebook.conftest import copy_content, submission_text
+    from tests.gradebook.classroom import copy_content, submission_text
 
     content = copy_content(tmp_path / "content")
     base = json.loads(H200.read_text())
