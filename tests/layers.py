@@ -142,6 +142,8 @@ DEVICE = ["gpulab.device.*"]
 # Edges a contract allows, each with why.
 CORE_EXCEPTIONS = {
     "gpulab.cli -> gpulab.tui.app": "`gpulab` with no arguments starts the TUI through a lazy import",
+    "gpulab.cli.commands.grade -> gpulab.tui.gradebook_app": "`gpulab grade view` starts the "
+    "gradebook's view through a lazy import",
 }
 LAB_EXCEPTIONS = {
     "gpulab.cli.commands.dev_compile -> gpulab.perf.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "

@@ -36,11 +36,21 @@ def grade_steps() -> dict[str, tuple[str, list[Arg]]]:
                         "help": "exercises assigned, comma-separated (default: each lesson's final one)",
                     },
                 ),
-                (("--due",), {"metavar": "WHEN", "help": "due date of each, 2026-12-20 or 2026-12-20T23:59Z"}),
+                (
+                    ("--due",),
+                    {
+                        "metavar": "WHEN",
+                        "help": "due date of each, 2026-12-20 or 2026-12-20T23:59Z",
+                    },
+                ),
                 (("--points",), {"type": float, "default": 10.0, "help": "points of each (10)"}),
                 (
                     ("--speed-points",),
-                    {"type": float, "default": 3.0, "help": "of which for speed on a GPU (3; 0 for steps)"},
+                    {
+                        "type": float,
+                        "default": 3.0,
+                        "help": "of which for speed on a GPU (3; 0 for steps)",
+                    },
                 ),
                 (
                     ("--late",),
@@ -63,11 +73,17 @@ def grade_steps() -> dict[str, tuple[str, list[Arg]]]:
                 ),
                 (
                     ("--exercise",),
-                    {"metavar": "EX", "help": "every file is this exercise (one assignment's download)"},
+                    {
+                        "metavar": "EX",
+                        "help": "every file is this exercise (one assignment's download)",
+                    },
                 ),
                 (
                     ("--submitted-at",),
-                    {"metavar": "WHEN", "help": "when they were handed in (default: each file's time)"},
+                    {
+                        "metavar": "WHEN",
+                        "help": "when they were handed in (default: each file's time)",
+                    },
                 ),
                 _COURSE,
                 _JSON,
@@ -79,25 +95,67 @@ def grade_steps() -> dict[str, tuple[str, list[Arg]]]:
                 (("--executor",), {"choices": ["local", "slurm"], "default": "local"}),
                 (
                     ("--jobs", "-j"),
-                    {"type": int, "metavar": "N", "help": "local workers (default: one per GPU, else 1)"},
+                    {
+                        "type": int,
+                        "metavar": "N",
+                        "help": "local workers (default: one per GPU, else 1)",
+                    },
                 ),
-                (("--device",), {"choices": ["auto", "cpu", "cuda"], "help": "default: gradebook.toml's"}),
-                (("--timeout",), {"metavar": "SECONDS", "help": "a check's limit (default: gradebook.toml's)"}),
-                (("--all",), {"action": "store_true", "help": "grade every latest submission again"}),
+                (
+                    ("--device",),
+                    {"choices": ["auto", "cpu", "cuda"], "help": "default: gradebook.toml's"},
+                ),
+                (
+                    ("--timeout",),
+                    {"metavar": "SECONDS", "help": "a check's limit (default: gradebook.toml's)"},
+                ),
+                (
+                    ("--all",),
+                    {"action": "store_true", "help": "grade every latest submission again"},
+                ),
                 _EXERCISES,
-                (("--student",), {"metavar": "ID", "action": "append", "help": "only this student (repeatable)"}),
-                (("--dry-run",), {"action": "store_true", "help": "list what would be graded and why"}),
+                (
+                    ("--student",),
+                    {"metavar": "ID", "action": "append", "help": "only this student (repeatable)"},
+                ),
+                (
+                    ("--dry-run",),
+                    {"action": "store_true", "help": "list what would be graded and why"},
+                ),
                 (
                     ("--emit-sbatch",),
-                    {"metavar": "PATH", "help": "write a plain sbatch array script instead of running"},
+                    {
+                        "metavar": "PATH",
+                        "help": "write a plain sbatch array script instead of running",
+                    },
                 ),
                 (("--partition",), {"default": "", "help": "Slurm partition"}),
                 (("--account",), {"default": "", "help": "Slurm account"}),
-                (("--time",), {"type": int, "default": 60, "metavar": "MIN", "help": "Slurm time per student (60)"}),
-                (("--gpus",), {"type": int, "default": 1, "help": "Slurm --gres=gpu:N per student (1; 0: none)"}),
+                (
+                    ("--time",),
+                    {
+                        "type": int,
+                        "default": 60,
+                        "metavar": "MIN",
+                        "help": "Slurm time per student (60)",
+                    },
+                ),
+                (
+                    ("--gpus",),
+                    {
+                        "type": int,
+                        "default": 1,
+                        "help": "Slurm --gres=gpu:N per student (1; 0: none)",
+                    },
+                ),
                 (
                     ("--parallel",),
-                    {"type": int, "default": 16, "metavar": "P", "help": "array tasks at once (%%P; 16)"},
+                    {
+                        "type": int,
+                        "default": 16,
+                        "metavar": "P",
+                        "help": "array tasks at once (%%P; 16)",
+                    },
                 ),
                 (("--cpus",), {"type": int, "default": 4, "help": "Slurm CPUs per task (4)"}),
                 (("--no-wait",), {"action": "store_true", "help": "slurm: submit and return"}),
@@ -111,9 +169,19 @@ def grade_steps() -> dict[str, tuple[str, list[Arg]]]:
             [
                 (("student",), {"metavar": "STUDENT"}),
                 (("exercise",), {"metavar": "EXERCISE"}),
-                (("points",), {"metavar": "POINTS", "nargs": "?", "help": "the grade (leave out with --clear)"}),
+                (
+                    ("points",),
+                    {
+                        "metavar": "POINTS",
+                        "nargs": "?",
+                        "help": "the grade (leave out with --clear)",
+                    },
+                ),
                 (("--comment", "-m"), {"default": "", "help": "why (required to set one)"}),
-                (("--clear",), {"action": "store_true", "help": "remove the override (its row is kept)"}),
+                (
+                    ("--clear",),
+                    {"action": "store_true", "help": "remove the override (its row is kept)"},
+                ),
                 _COURSE,
             ],
         ),
@@ -129,7 +197,10 @@ def grade_steps() -> dict[str, tuple[str, list[Arg]]]:
                         "help": "one of them (repeatable; default: all)",
                     },
                 ),
-                (("--no-points-row",), {"action": "store_true", "help": "Canvas: leave out Points Possible"}),
+                (
+                    ("--no-points-row",),
+                    {"action": "store_true", "help": "Canvas: leave out Points Possible"},
+                ),
                 (("--moodle-id",), {"choices": ["email", "idnumber"], "default": "email"}),
                 _COURSE,
             ],
@@ -142,7 +213,10 @@ def grade_steps() -> dict[str, tuple[str, list[Arg]]]:
                     {"type": float, "default": 0.5, "help": "share of a file to flag (0.5)"},
                 ),
                 _EXERCISES,
-                (("--report",), {"metavar": "PATH", "help": "HTML report (default: exports/similarity.html)"}),
+                (
+                    ("--report",),
+                    {"metavar": "PATH", "help": "HTML report (default: exports/similarity.html)"},
+                ),
                 _COURSE,
                 _JSON,
             ],

@@ -22,10 +22,12 @@ store under its sha256 and never overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import sqlite3
+import tempfile
 import unicodedata
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -33,13 +35,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 
-from gpulab.fsutil import atomic_write_text
 from gpulab.gradebook.store import now, writing
 
 MAX_BYTES = 8 << 20  # the judge's own limit on a submission
 LAYOUTS = ("auto", "folder", "canvas", "moodle")
 
-_CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<late>LATE|late))?_(?P<user>\d+)_(?P<sub>\d+)_(?P<file>.+)$")
+_CANVAS = re.compile(
+    r"^(?P<name>[^_/]+?)(?:_(?P<late>LATE|late))?_(?P<user>\d+)_(?P<sub>\d+)_(?P<file>.+)$"
+)
 _MOODLE = re.compile(
     r"^(?P<name>.+?)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<rest>.*)$", re.S
 )
@@ -208,7 +211,9 @@ def classify(
         if student is None:
             student, why = match.by_name(c["name"])
             if student is None:
-                why = f"unknown student {c['name']!r} (Canvas user {c['user']} is not in the roster)"
+                why = (
+                    f"unknown student {c['name']!r} (Canvas user {c['user']} is not in the roster)"
+                )
         file, kind, rank, late = c["file"], "canvas", 0, c["late"] is not None
     elif layout in ("auto", "folder") and len(parts) == 2:
         student = parts[0] if parts[0] in match.ids else None
@@ -270,8 +275,7 @@ def collect(
                 continue
             path = store / student / f"{ex}.{sha[:12]}.py"
             if not path.is_file():
-                # Bytes kept as handed in; decoded only to write them back unchanged.
-                atomic_write_text(path, cand.entry.data.decode("utf-8", "surrogateescape"))
+                _write_bytes(path, cand.entry.data)  # as handed in, whatever its encoding
             conn.execute(
                 "INSERT INTO submissions (student, exercise, sha256, path, source, submitted_at,"
                 " collected_at, lms_late, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -291,21 +295,42 @@ def collect(
     return report
 
 
+def _write_bytes(path: Path, data: bytes) -> None:
+    """`data` at `path`, through a temporary file and a rename: whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def _one(cands: list[Candidate], report: Report) -> Candidate | None:
     """The one file of a student's exercise: the latest upload; two of the
     same rank with different bytes are a duplicate, and neither is placed."""
     cands.sort(key=lambda c: c.rank, reverse=True)
     top = [c for c in cands if c.rank == cands[0].rank]
     for c in cands[len(top) :]:
-        report.problems.append((c.entry.name, f"superseded by {top[0].entry.name} (a later upload)"))
+        report.problems.append(
+            (c.entry.name, f"superseded by {top[0].entry.name} (a later upload)")
+        )
     distinct = {c.entry.data for c in top}
     if len(distinct) > 1:
         names = ", ".join(c.entry.name for c in top)
         for c in top:
             report.problems.append(
-                (c.entry.name, f"duplicate: {len(top)} different files for {c.student}'s {c.exercise} ({names}); none placed")
+                (
+                    c.entry.name,
+                    f"duplicate: {len(top)} different files for {c.student}'s {c.exercise} ({names}); none placed",
+                )
             )
         return None
     for c in top[1:]:
-        report.problems.append((c.entry.name, f"duplicate of {top[0].entry.name} (the same bytes, placed once)"))
+        report.problems.append(
+            (c.entry.name, f"duplicate of {top[0].entry.name} (the same bytes, placed once)")
+        )
     return top[0]

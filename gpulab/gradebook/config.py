@@ -279,7 +279,9 @@ def load_config(path: Path, known_exercises: Sequence[str] | None = None) -> Gra
     seen: dict[str, Assignment] = {}
     for n, a in enumerate(assignments):
         if a.exercise in seen:
-            raise GradeConfigError(f"{where} [[assignment]] #{n + 1}: '{a.exercise}' is assigned twice")
+            raise GradeConfigError(
+                f"{where} [[assignment]] #{n + 1}: '{a.exercise}' is assigned twice"
+            )
         if known_exercises is not None and a.exercise not in known_exercises:
             import difflib
 
@@ -322,7 +324,7 @@ def template(
         "",
         "[course]",
         f"name = {_quote(name)}",
-        '# auto: a GPU when the worker sees one, else the CPU (correctness only, no speed points)',
+        "# auto: a GPU when the worker sees one, else the CPU (correctness only, no speed points)",
         'device = "auto"',
         "# Seconds a check may run before it is stopped and recorded as a timeout;",
         "# 0: gpulab check's own default (60 on the CPU, 300 on a GPU).",

@@ -69,7 +69,9 @@ def canvas(conn: sqlite3.Connection, cfg: GradeConfig, *, points_row: bool = Tru
     rows: list[list[object]] = [[*CANVAS_IDENTITY, *(a.column for a in cfg.assignments)]]
     if points_row:
         # Canvas's own export writes it so, indented, in the Student column.
-        rows.append(["    Points Possible", "", "", "", "", *(number(a.points) for a in cfg.assignments)])
+        rows.append(
+            ["    Points Possible", "", "", "", "", *(number(a.points) for a in cfg.assignments)]
+        )
     for st in query.students(conn):
         rows.append(
             [
@@ -87,7 +89,9 @@ def canvas(conn: sqlite3.Connection, cfg: GradeConfig, *, points_row: bool = Tru
 def moodle(conn: sqlite3.Connection, cfg: GradeConfig, *, identity: str = "email") -> str:
     header, field = MOODLE_IDENTITY[identity]
     grid = query.grid(conn, cfg)
-    rows: list[list[object]] = [[header, "Full name", *(a.title or a.exercise for a in cfg.assignments)]]
+    rows: list[list[object]] = [
+        [header, "Full name", *(a.title or a.exercise for a in cfg.assignments)]
+    ]
     for st in query.students(conn):
         rows.append(
             [

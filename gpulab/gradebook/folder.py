@@ -106,5 +106,7 @@ def import_roster(conn: sqlite3.Connection, roster: Roster) -> RosterChange:
         ids = {s.id for s in roster.students}
         dropped = [sid for sid, r in old.items() if sid not in ids and r["active"]]
         for sid in dropped:
-            conn.execute("UPDATE students SET active = 0, updated_at = ? WHERE id = ?", (now(), sid))
+            conn.execute(
+                "UPDATE students SET active = 0, updated_at = ? WHERE id = ?", (now(), sid)
+            )
     return RosterChange(added, updated, dropped)

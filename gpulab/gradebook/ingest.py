@@ -53,7 +53,9 @@ def result_files(root: Path) -> list[Path]:
     if not base.is_dir():
         return []
     return sorted(
-        p for p in base.rglob("*.json") if "_reference" not in p.parts and not p.name.startswith(".")
+        p
+        for p in base.rglob("*.json")
+        if "_reference" not in p.parts and not p.name.startswith(".")
     )
 
 

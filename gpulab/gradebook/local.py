@@ -64,25 +64,38 @@ class LocalRun:
             return
         slot = self.slots.get()
         try:
-            extra = {"CUDA_VISIBLE_DEVICES": slot} if slot is not None else {}
             # The worker's own chatter (warnings, a traceback) goes to a log
             # beside the results: a pipe nobody reads could fill and stall it.
             logs = self.results / "_logs"
             logs.mkdir(parents=True, exist_ok=True)
-            log = open(logs / f"{index}.log", "ab")  # noqa: SIM115 - closed below
-            proc = child.spawn(
-                child.python_module("gpulab.gradebook.worker", str(self.batch), "--index", str(index)),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                env=child.env(PYTHONUNBUFFERED="1", **extra),
-            )
-            with self._lock:
-                self._live.add(proc)
+            with open(logs / f"{index}.log", "ab") as log:
+                code = self._worker(index, slot, log, on_event)
+            if code not in (0, None) and not self.stop.is_set():
+                self.failed_workers.append(
+                    f"student #{index}: worker exit {code} (see {logs / f'{index}.log'})"
+                )
+        finally:
+            self.slots.put(slot)
+
+    def _worker(self, index: int, slot: str | None, log: Any, on_event: EventSink) -> int | None:
+        """Run student `index`'s worker to its end (or `stop`); its exit code."""
+        extra = {"CUDA_VISIBLE_DEVICES": slot} if slot is not None else {}
+        proc = child.spawn(
+            child.python_module("gpulab.gradebook.worker", str(self.batch), "--index", str(index)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=child.env(PYTHONUNBUFFERED="1", **extra),
+        )
+        with self._lock:
+            self._live.add(proc)
+        try:
             assert proc.stdout is not None
             events = child.Events(
-                child.json_line_reader(proc.stdout), deadline=time.monotonic() + 10**9, cancel=self.stop
+                child.json_line_reader(proc.stdout),
+                deadline=time.monotonic() + 10**9,
+                cancel=self.stop,
             )
             for event in events:
                 on_event(event)
@@ -90,15 +103,10 @@ class LocalRun:
                 child.kill_tree(proc, term_s=10)
             else:
                 proc.wait()
+        finally:
             with self._lock:
                 self._live.discard(proc)
-            log.close()
-            if proc.returncode not in (0, None) and not self.stop.is_set():
-                self.failed_workers.append(
-                    f"student #{index}: worker exit {proc.returncode} (see {logs / f'{index}.log'})"
-                )
-        finally:
-            self.slots.put(slot)
+        return proc.returncode
 
     def run(self, on_event: EventSink) -> None:
         """Grade every student; returns when all are done or `stop` is set."""

@@ -110,7 +110,11 @@ def stale(
     for sub in rows:
         ex = sub["exercise"]
         a = cfg.assignment(ex)
-        if a is None or (exercises and ex not in exercises) or (students and sub["student"] not in students):
+        if (
+            a is None
+            or (exercises and ex not in exercises)
+            or (students and sub["student"] not in students)
+        ):
             continue
         grader, ref = versions[ex]
         last = conn.execute(

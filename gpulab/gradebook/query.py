@@ -69,9 +69,7 @@ def _latest_runs(conn: sqlite3.Connection) -> dict[int, sqlite3.Row]:
 
 
 def overrides(conn: sqlite3.Connection) -> dict[tuple[str, str], sqlite3.Row]:
-    rows = conn.execute(
-        "SELECT * FROM overrides WHERE cleared_at IS NULL ORDER BY id"
-    ).fetchall()
+    rows = conn.execute("SELECT * FROM overrides WHERE cleared_at IS NULL ORDER BY id").fetchall()
     return {(r["student"], r["exercise"]): r for r in rows}
 
 

@@ -35,7 +35,9 @@ def _timed(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in cases or [] if isinstance(c, dict)]
 
 
-def gradescope(conn: sqlite3.Connection, cfg: GradeConfig, c: Cell, a: Assignment) -> dict[str, Any]:
+def gradescope(
+    conn: sqlite3.Connection, cfg: GradeConfig, c: Cell, a: Assignment
+) -> dict[str, Any]:
     """results.json for one submission (Gradescope's autograder format)."""
     result, reference = _run(conn, c.run_id)
     correctness = a.points - a.speed_points
@@ -75,13 +77,17 @@ def gradescope(conn: sqlite3.Connection, cfg: GradeConfig, c: Cell, a: Assignmen
         )
     leaderboard: list[dict[str, Any]] = []
     if c.speed_ratio is not None:
-        leaderboard.append({"name": "speed vs reference", "value": round(c.speed_ratio, 4), "order": "desc"})
+        leaderboard.append(
+            {"name": "speed vs reference", "value": round(c.speed_ratio, 4), "order": "desc"}
+        )
     timing = result.get("timing")
     if isinstance(timing, dict) and isinstance(timing.get("ms"), (int, float)):
         leaderboard.append({"name": "median ms", "value": timing["ms"], "order": "asc"})
     output = [f"{c.status}: {c.summary}" if c.summary else c.status]
     if c.late:
-        output.append(f"{c.days_late} day(s) late: score x{c.late_factor:g} ({cfg.late.describe()})")
+        output.append(
+            f"{c.days_late} day(s) late: score x{c.late_factor:g} ({cfg.late.describe()})"
+        )
     if c.override is not None:
         output.append(f"grade set by the instructor: {number(c.override)} ({c.override_comment})")
     return {
@@ -133,13 +139,19 @@ def feedback(
         if a.speed_points:
             lines.append(f"- speed: {_speed_words(c)}")
         if c.override is not None:
-            lines.append(f"- grade set by the instructor: {number(c.override)}. {c.override_comment}")
+            lines.append(
+                f"- grade set by the instructor: {number(c.override)}. {c.override_comment}"
+            )
         message = str(result.get("message") or "").strip()
         if message:
             lines += ["", "```text", message[:4000], "```"]
         cases = _cases(result)
         if cases:
-            lines += ["", "| case | result | max abs error | max rel error | detail |", "|---|---|---|---|---|"]
+            lines += [
+                "",
+                "| case | result | max abs error | max rel error | detail |",
+                "|---|---|---|---|---|",
+            ]
             for case in cases:
                 lines.append(
                     f"| {_cell(case.get('name') or case.get('shape'))} | "

@@ -159,7 +159,9 @@ def parse_roster(path: Path) -> Roster:
                 continue  # Canvas's points row, and its test student
             sid = cell("id")
             if not sid:
-                problems.append(f"{path}, line {line}: no student id in column '{header[cols['id']]}'")
+                problems.append(
+                    f"{path}, line {line}: no student id in column '{header[cols['id']]}'"
+                )
                 continue
             if not valid_id(sid):
                 problems.append(
@@ -168,7 +170,9 @@ def parse_roster(path: Path) -> Roster:
                 )
                 continue
             if sid in seen:
-                problems.append(f"{path}, line {line}: student id {sid!r} is also on line {seen[sid]}")
+                problems.append(
+                    f"{path}, line {line}: student id {sid!r} is also on line {seen[sid]}"
+                )
                 continue
             seen[sid] = line
             roster.students.append(

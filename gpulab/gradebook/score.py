@@ -64,12 +64,16 @@ def _timed_cases(result: dict[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def speed_ratio(result: dict[str, Any], reference: dict[str, Any] | None) -> tuple[float | None, str]:
+def speed_ratio(
+    result: dict[str, Any], reference: dict[str, Any] | None
+) -> tuple[float | None, str]:
     """(the geometric mean of reference_ms / ms over the cases both timed,
     or None when there is nothing to compare) and a note for people."""
     mine = _timed_cases(result)
     if not mine:
-        return None, NOT_TIMED_CPU if str(result.get("device", "")).startswith("CPU") else "not timed"
+        return None, NOT_TIMED_CPU if str(result.get("device", "")).startswith(
+            "CPU"
+        ) else "not timed"
     timing = result.get("timing") or {}
     if isinstance(timing, dict) and timing.get("implausible"):
         return None, f"timing refused as implausible: {timing.get('implausible')}"

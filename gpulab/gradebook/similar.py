@@ -45,7 +45,7 @@ def find(
     """Pairs whose shared share of either file is at least `threshold`."""
     # A report is written to a file: no display is needed or wanted.
     os.environ.setdefault("MPLBACKEND", "Agg")
-    from copydetect import CopyDetector
+    from copydetect import CopyDetector  # type: ignore[import-untyped]
 
     rows = conn.execute(
         "SELECT * FROM submissions s WHERE s.id = (SELECT s2.id FROM submissions s2"
@@ -93,7 +93,7 @@ def find(
                     continue
                 a, b = Path(test).parent.name, Path(ref).parent.name
                 ex = Path(test).stem
-                key = (ex, *sorted((a, b)))
+                key = (ex, min(a, b), max(a, b))
                 if key in seen:
                     continue
                 seen.add(key)

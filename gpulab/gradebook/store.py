@@ -141,7 +141,9 @@ def connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
         raise GradebookError(f"{path}: not a gradebook gpulab can read ({exc})") from None
     if version is None or version[0] != SCHEMA_VERSION:
         found = version[0] if version else "none"
-        raise GradebookError(f"{path}: gradebook schema {found}, this gpulab reads {SCHEMA_VERSION}")
+        raise GradebookError(
+            f"{path}: gradebook schema {found}, this gpulab reads {SCHEMA_VERSION}"
+        )
     return conn
 
 

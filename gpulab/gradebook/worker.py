@@ -117,7 +117,9 @@ class Worker:
         """Grade students[index]'s tasks; the number graded now."""
         students = self.batch["students"]
         if not 0 <= index < len(students):
-            raise SystemExit(f"index {index} is not a student of this batch (0..{len(students) - 1})")
+            raise SystemExit(
+                f"index {index} is not a student of this batch (0..{len(students) - 1})"
+            )
         entry = students[index]
         done = 0
         for task in entry["tasks"]:
@@ -151,7 +153,9 @@ class Worker:
         reference: dict[str, Any] | None = None
         try:
             if lesson is None or lesson.error:
-                raise RuntimeError(f"exercise {task['exercise']!r} is not in the course at {lesson}")
+                raise RuntimeError(
+                    f"exercise {task['exercise']!r} is not in the course at {lesson}"
+                )
             if not Path(task["file"]).is_file():
                 raise RuntimeError(f"{task['file']}: the submission's file is gone")
             timing = bool(task.get("timing")) and bool(self.gpu)
@@ -159,7 +163,9 @@ class Worker:
                 reference = self.reference(task["exercise"])
             result = self.check(lesson, Path(task["file"]), self.timeout(), timing, self.device)
         except Exception as exc:  # noqa: BLE001 - one task's failure is its row, never the batch's end
-            result = CheckResult(Status.ERROR, f"could not grade: {exc}", message=str(exc)).to_json()
+            result = CheckResult(
+                Status.ERROR, f"could not grade: {exc}", message=str(exc)
+            ).to_json()
         return {
             "format": 1,
             "batch": self.batch["batch"],
@@ -212,7 +218,9 @@ def _interrupted(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpulab.gradebook.worker")
     parser.add_argument("batch", help="the batch file (work/batches/<id>.json)")
-    parser.add_argument("--index", type=int, default=None, help="the student (default: $SLURM_ARRAY_TASK_ID)")
+    parser.add_argument(
+        "--index", type=int, default=None, help="the student (default: $SLURM_ARRAY_TASK_ID)"
+    )
     args = parser.parse_args(argv)
     index = args.index
     if index is None:

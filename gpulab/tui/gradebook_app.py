@@ -66,7 +66,11 @@ def read_snapshot(root: Path) -> Snapshot:
 
 
 def cell_text(cell: Any) -> Text:
-    mark = ("*" if cell.override is not None else "") + ("L" if cell.late else "") + ("E" if cell.extended else "")
+    mark = (
+        ("*" if cell.override is not None else "")
+        + ("L" if cell.late else "")
+        + ("E" if cell.extended else "")
+    )
     if cell.final is None:
         words = cell.status
     elif cell.status in ("passed", "missing") or cell.override is not None:
@@ -92,7 +96,10 @@ class HistoryScreen(ModalScreen[None]):
         self.root, self.student = root, student
 
     def compose(self) -> ComposeResult:
-        yield Static(f"{self.student['name']} ({self.student['id']}): submissions and runs", id="history-title")
+        yield Static(
+            f"{self.student['name']} ({self.student['id']}): submissions and runs",
+            id="history-title",
+        )
         yield DataTable(id="history", zebra_stripes=True, cursor_type="row")
         yield Static("", id="history-summary")
         yield Footer()
@@ -152,7 +159,9 @@ class DistributionScreen(ModalScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        plt = self.query_one("#dist").plt
+        from textual_plotext import PlotextPlot
+
+        plt = self.query_one("#dist", PlotextPlot).plt
         plt.hist(self.scores or [0.0], bins=10)
         plt.title("final scores")
         plt.xlabel("points")
@@ -222,8 +231,15 @@ class GradebookApp(App[int]):
         words = self.filter_text.lower().strip()
         out = []
         for st in self.snapshot.students:
-            statuses = {self.snapshot.cells[(st["id"], ex)].status for ex, _ in self.snapshot.exercises}
-            if words and words not in st["id"].lower() and words not in st["name"].lower() and words not in statuses:
+            statuses = {
+                self.snapshot.cells[(st["id"], ex)].status for ex, _ in self.snapshot.exercises
+            }
+            if (
+                words
+                and words not in st["id"].lower()
+                and words not in st["name"].lower()
+                and words not in statuses
+            ):
                 continue
             out.append(st)
         return out
@@ -241,7 +257,9 @@ class GradebookApp(App[int]):
         for st in self.rows():
             cells = [snap.cells[(st["id"], ex)] for ex, _ in snap.exercises]
             total = sum(c.final or 0.0 for c in cells)
-            table.add_row(st["id"], *(cell_text(c) for c in cells), Text(f"{total:g}"), key=st["id"])
+            table.add_row(
+                st["id"], *(cell_text(c) for c in cells), Text(f"{total:g}"), key=st["id"]
+            )
         if self.sorted_by is not None:
             self.sort_rows(*self.sorted_by)
 
@@ -305,7 +323,8 @@ class GradebookApp(App[int]):
         column = list(table.columns)[table.cursor_column].value or ""
         exercises = [ex for ex, _ in snap.exercises]
         chosen = [column] if column in exercises else exercises
-        scores, counts = [], {}
+        scores: list[float] = []
+        counts: dict[str, int] = {}
         for st in self.rows():
             total = 0.0
             for ex in chosen:

@@ -50,7 +50,9 @@ def test_collect_reports_the_student_not_on_the_roster(klass):
     placed = {(s, e) for s, e, _ in klass.report.placed}
     expected = {(s, e) for s, work in CLASS.items() for e in work if s != "s99"}
     assert placed == expected
-    assert klass.report.problems == [("s99/softmax.py", "unknown student 's99' (not in the roster)")]
+    assert klass.report.problems == [
+        ("s99/softmax.py", "unknown student 's99' (not in the roster)")
+    ]
 
 
 def test_every_gradebook_row(klass):
@@ -124,7 +126,9 @@ def test_every_export_has_its_exact_columns(klass, tmp_path):
     long = _csv(exports.long(f.conn, f.cfg))
     assert tuple(long[0]) == exports.LONG_COLUMNS
     assert len(long) == 1 + 8 * 3
-    row = dict(zip(long[0], next(r for r in long if r[0] == "s06" and r[4] == "softmax")))
+    row = dict(
+        zip(long[0], next(r for r in long if r[0] == "s06" and r[4] == "softmax"), strict=True)
+    )
     assert (row["status"], row["final"], row["days_late"], row["late_factor"]) == (
         "passed",
         "5.6",
@@ -161,7 +165,17 @@ def test_regrade_after_a_reference_change_keeps_the_override(klass, capsys):
     f.close()
     # The instructor's grade for a cheat they judged partly honest.
     code = main(
-        ["grade", "override", "s03", "softmax", "2", "-m", "kept the kernel", "--course", str(klass.root)]
+        [
+            "grade",
+            "override",
+            "s03",
+            "softmax",
+            "2",
+            "-m",
+            "kept the kernel",
+            "--course",
+            str(klass.root),
+        ]
     )
     assert code == 0
     ref = klass.content / "kernels" / "softmax.py"
@@ -170,7 +184,8 @@ def test_regrade_after_a_reference_change_keeps_the_override(klass, capsys):
     tasks = stale(f.conn, f.cfg, f.course)
     f.close()
     assert {(t.student, t.exercise, t.why) for t in tasks} == {
-        (s, "softmax", "reference changed") for s in ("s01", "s02", "s03", "s04", "s05", "s06", "s07")
+        (s, "softmax", "reference changed")
+        for s in ("s01", "s02", "s03", "s04", "s05", "s06", "s07")
     }
     # The new round's grader judges s02's and s03's files to pass.
     klass.grade(Replay(changed={"s02": "honest", "s03": "honest"}))

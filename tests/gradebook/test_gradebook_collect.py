@@ -62,7 +62,9 @@ def test_canvas_bulk_download(folder, tmp_path):
     placed = {(s, e) for s, e, _ in report.placed}
     assert placed == {("s01", "softmax"), ("s02", "softmax"), ("s03", "comm_cost")}
     why = dict(report.problems)
-    assert why["lovelaceada_9001_111_softmax.py"].startswith("superseded by lovelaceada_9001_111_softmax-1.py")
+    assert why["lovelaceada_9001_111_softmax.py"].startswith(
+        "superseded by lovelaceada_9001_111_softmax-1.py"
+    )
     assert "unknown student 'nobodyhere'" in why["nobodyhere_7777_444_softmax.py"]
     assert why["lovelaceada_9001_111_notes.txt"] == "not a Python file (.py)"
     assert why["lovelaceada_9001_111_matmul.py"].startswith("unknown exercise 'matmul'")
@@ -83,7 +85,12 @@ def test_moodle_download_as_a_zip(folder, tmp_path):
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("Ada Lovelace_501_assignsubmission_file_/softmax.py", "a = 1\n")
         zf.writestr("Alan Turing_502_assignsubmission_file_softmax.py", "b = 1\n")  # flattened
-        zf.writestr(zipfile.ZipInfo("Grace Hopper_503_assignsubmission_file_/copy_ceiling.py", (2026, 12, 1, 10, 0, 0)), HONEST)
+        zf.writestr(
+            zipfile.ZipInfo(
+                "Grace Hopper_503_assignsubmission_file_/copy_ceiling.py", (2026, 12, 1, 10, 0, 0)
+            ),
+            HONEST,
+        )
         zf.writestr("Nobody Known_504_assignsubmission_file_/softmax.py", "c = 1\n")
         zf.writestr("__MACOSX/._softmax.py", "junk")
     report = _collect(folder, archive)
@@ -93,16 +100,31 @@ def test_moodle_download_as_a_zip(folder, tmp_path):
         ("s03", "copy_ceiling"),
     }
     why = dict(report.problems)
-    assert "unknown student 'Nobody Known'" in why["moodle.zip:Nobody Known_504_assignsubmission_file_/softmax.py"]
+    assert (
+        "unknown student 'Nobody Known'"
+        in why["moodle.zip:Nobody Known_504_assignsubmission_file_/softmax.py"]
+    )
     assert why["moodle.zip:__MACOSX/._softmax.py"].startswith("a hidden or system file")
-    grace = folder.conn.execute("SELECT submitted_at FROM submissions WHERE student = 's03'").fetchone()
+    grace = folder.conn.execute(
+        "SELECT submitted_at FROM submissions WHERE student = 's03'"
+    ).fetchone()
     assert grace[0] == "2026-12-01T10:00:00+00:00"
 
 
 def test_folders_duplicates_and_a_forced_exercise(folder, tmp_path):
     src = tmp_path / "subs"
-    _write(src, {"s01/softmax.py": "a = 1\n", "s02/kernel.py": "b = 1\n", "s03/kernel.py": "c = 1\n", "s03/other.py": "d = 1\n"})
-    report = _collect(folder, src, exercise="softmax", submitted_at=datetime(2026, 12, 5, tzinfo=timezone.utc))
+    _write(
+        src,
+        {
+            "s01/softmax.py": "a = 1\n",
+            "s02/kernel.py": "b = 1\n",
+            "s03/kernel.py": "c = 1\n",
+            "s03/other.py": "d = 1\n",
+        },
+    )
+    report = _collect(
+        folder, src, exercise="softmax", submitted_at=datetime(2026, 12, 5, tzinfo=timezone.utc)
+    )
     assert {(s, e) for s, e, _ in report.placed} == {("s01", "softmax"), ("s02", "softmax")}
     why = dict(report.problems)
     assert why["s03/kernel.py"].startswith("duplicate: 2 different files for s03's softmax")
@@ -119,3 +141,14 @@ def test_a_file_that_cannot_be_read_is_reported(folder, tmp_path):
     report = _collect(folder, src)
     assert [p for p, _ in report.problems] == ["s02/softmax.py"]
     assert "not a plain file" in report.problems[0][1]
+
+
+def test_a_file_is_stored_byte_for_byte_whatever_its_encoding(folder, tmp_path):
+    src = tmp_path / "subs"
+    data = b"# -*- coding: latin-1 -*-\n# caf\xe9\nx = 1\n"
+    (src / "s01").mkdir(parents=True)
+    (src / "s01" / "softmax.py").write_bytes(data)
+    report = _collect(folder, src)
+    assert report.placed and not report.problems
+    row = folder.conn.execute("SELECT path FROM submissions").fetchone()
+    assert (folder.root / row["path"]).read_bytes() == data

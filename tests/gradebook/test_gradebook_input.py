@@ -74,25 +74,43 @@ def test_canvas_and_moodle_exports_as_rosters(tmp_path):
         "Student,ID,SIS User ID,SIS Login ID,Section,Softmax (4412)\n"
         "    Points Possible,,,,,10\n"
         '"Lovelace, Ada",9001,1001,ada,A,\n'
-        "\"Student, Test\",9999,,,A,\n",
+        '"Student, Test",9999,,,A,\n',
         encoding="utf-8",
     )
     r = parse_roster(canvas)
     assert r.kind == "canvas" and len(r.students) == 1
     s = r.students[0]
-    assert (s.id, s.name, s.lms_id, s.sis_login_id, s.section) == ("1001", "Lovelace, Ada", "9001", "ada", "A")
+    assert (s.id, s.name, s.lms_id, s.sis_login_id, s.section) == (
+        "1001",
+        "Lovelace, Ada",
+        "9001",
+        "ada",
+        "A",
+    )
     moodle = tmp_path / "moodle.csv"
-    moodle.write_text("First name,Surname,ID number,Email address\nAda,Lovelace,1001,ada@x\n", encoding="utf-8")
+    moodle.write_text(
+        "First name,Surname,ID number,Email address\nAda,Lovelace,1001,ada@x\n", encoding="utf-8"
+    )
     r = parse_roster(moodle)
-    assert r.kind == "moodle" and r.students[0].name == "Ada Lovelace" and r.students[0].email == "ada@x"
+    assert (
+        r.kind == "moodle"
+        and r.students[0].name == "Ada Lovelace"
+        and r.students[0].email == "ada@x"
+    )
 
 
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
         ('[[assignment]]\nexercise = "softmax"\n', "'softmax' is assigned twice"),
-        ('[[assignment]]\nexercise = "sofmax"\n', "'sofmax' is not an exercise of the course (did you mean 'softmax'?)"),
-        ('[[assignment]]\nexercise = "matmul"\npoints = "ten"\n', "field 'points' must be a number"),
+        (
+            '[[assignment]]\nexercise = "sofmax"\n',
+            "'sofmax' is not an exercise of the course (did you mean 'softmax'?)",
+        ),
+        (
+            '[[assignment]]\nexercise = "matmul"\npoints = "ten"\n',
+            "field 'points' must be a number",
+        ),
         ('[[assignment]]\nexercise = "matmul"\ndue = "soon"\n', "field 'due' must be a date"),
         ('[[assignment]]\nexercise = "matmul"\npoint = 3\n', "'point' is not a field here"),
         ('[[extension]]\nstudent = "s1"\n', "give either 'due' or 'days'"),
@@ -129,7 +147,15 @@ def test_init_then_override_and_clear(tmp_path, capsys):
     roster.write_text("id,name\ns1,Ada\n", encoding="utf-8")
     course = tmp_path / "c"
     code, out, _ = _main(
-        capsys, "init", str(course), "--exercises", "softmax_row,softmax", "--due", "2026-12-20", "--roster", str(roster)
+        capsys,
+        "init",
+        str(course),
+        "--exercises",
+        "softmax_row,softmax",
+        "--due",
+        "2026-12-20",
+        "--roster",
+        str(roster),
     )
     assert code == 0 and "roster: 1 students" in out
     text = (course / "gradebook.toml").read_text()
@@ -137,7 +163,9 @@ def test_init_then_override_and_clear(tmp_path, capsys):
     assert text.count("speed_points = 0") == 1  # the step: correctness only
     code, _, err = _main(capsys, "override", "s1", "softmax", "5", "--course", str(course))
     assert code == 2 and "needs --comment" in err
-    code, out, _ = _main(capsys, "override", "s1", "softmax", "5", "-m", "regraded by hand", "--course", str(course))
+    code, out, _ = _main(
+        capsys, "override", "s1", "softmax", "5", "-m", "regraded by hand", "--course", str(course)
+    )
     assert code == 0
     code, out, _ = _main(capsys, "status", "--course", str(course))
     assert "5* missing" in out

@@ -55,13 +55,31 @@ def test_a_class_graded_by_the_judge_interrupted_and_resumed(tmp_path):
     def gpulab(*args: str, **kw) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "gpulab", "grade", *args],
-            capture_output=True, text=True, env=env, cwd=course, timeout=600, **kw,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=course,
+            timeout=600,
+            **kw,
         )
 
     init = subprocess.run(
-        [sys.executable, "-m", "gpulab", "grade", "init", str(course), "--exercises",
-         "copy_ceiling", "--roster", str(roster)],
-        capture_output=True, text=True, env=env, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "gpulab",
+            "grade",
+            "init",
+            str(course),
+            "--exercises",
+            "copy_ceiling",
+            "--roster",
+            str(roster),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert init.returncode == 0, init.stderr
     text = (course / "gradebook.toml").read_text().replace('device = "auto"', 'device = "cpu"')
@@ -70,7 +88,11 @@ def test_a_class_graded_by_the_judge_interrupted_and_resumed(tmp_path):
 
     run = subprocess.Popen(
         [sys.executable, "-m", "gpulab", "grade", "run", "--jobs", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=course,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=course,
         preexec_fn=sigint_as_in_a_shell,
     )
     results = course / "work" / "results"
@@ -91,10 +113,14 @@ def test_a_class_graded_by_the_judge_interrupted_and_resumed(tmp_path):
 
     again = gpulab("run", "--jobs", "1")
     assert again.returncode == 0, again.stderr
-    rows = sqlite3.connect(db).execute(
-        "SELECT s.student, r.status, r.summary, COUNT(*) FROM runs r"
-        " JOIN submissions s ON s.id = r.submission_id GROUP BY s.student ORDER BY s.student"
-    ).fetchall()
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT s.student, r.status, r.summary, COUNT(*) FROM runs r"
+            " JOIN submissions s ON s.id = r.submission_id GROUP BY s.student ORDER BY s.student"
+        )
+        .fetchall()
+    )
     # Every file graded once: what the first run finished was not graded again.
     assert [(r[0], r[1], r[3]) for r in rows] == [
         ("s1", "passed", 1),

@@ -59,7 +59,9 @@ def slurm():
     """SLURM_CONF of a one-node cluster whose daemons run for this test."""
     missing = [d for d in DAEMONS if shutil.which(d) is None]
     if missing:
-        pytest.skip(f"slurm is not installed ({', '.join(missing)} missing: apt-get install slurm-wlm munge)")
+        pytest.skip(
+            f"slurm is not installed ({', '.join(missing)} missing: apt-get install slurm-wlm munge)"
+        )
     if os.geteuid() != 0:
         pytest.skip("a test cluster's slurmd runs jobs as their users: it needs root")
     # munged wants its socket's folders open to all (execute), which pytest's
@@ -73,9 +75,16 @@ def slurm():
     key.chmod(0o400)
     sock = base / "run" / "munge.sock"
     subprocess.run(
-        ["munged", f"--socket={sock}", f"--key-file={key}", f"--pid-file={base / 'run' / 'munged.pid'}",
-         f"--log-file={base / 'log' / 'munged.log'}", f"--seed-file={base / 'run' / 'munged.seed'}"],
-        check=True, timeout=30,
+        [
+            "munged",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--pid-file={base / 'run' / 'munged.pid'}",
+            f"--log-file={base / 'log' / 'munged.log'}",
+            f"--seed-file={base / 'run' / 'munged.seed'}",
+        ],
+        check=True,
+        timeout=30,
     )
     host = socket.gethostname()
     conf = base / "slurm.conf"
@@ -89,12 +98,12 @@ SlurmdPort={_free_port()}
 AuthType=auth/munge
 AuthInfo=socket={sock}
 CredType=cred/munge
-StateSaveLocation={base / 'state'}
-SlurmdSpoolDir={base / 'spool'}
-SlurmctldPidFile={base / 'run' / 'slurmctld.pid'}
-SlurmdPidFile={base / 'run' / 'slurmd.pid'}
-SlurmctldLogFile={base / 'log' / 'slurmctld.log'}
-SlurmdLogFile={base / 'log' / 'slurmd.log'}
+StateSaveLocation={base / "state"}
+SlurmdSpoolDir={base / "spool"}
+SlurmctldPidFile={base / "run" / "slurmctld.pid"}
+SlurmdPidFile={base / "run" / "slurmd.pid"}
+SlurmctldLogFile={base / "log" / "slurmctld.log"}
+SlurmdLogFile={base / "log" / "slurmd.log"}
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -117,12 +126,16 @@ PartitionName=grading Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         subprocess.run(["slurmd", "-f", str(conf)], check=True, env=env, timeout=30)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env, timeout=30)
+            out = subprocess.run(
+                ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env, timeout=30
+            )
             if out.stdout.strip() == "idle":
                 break
             time.sleep(0.5)
         else:
-            logs = "".join((base / "log" / n).read_text()[-1500:] for n in ("slurmctld.log", "slurmd.log"))
+            logs = "".join(
+                (base / "log" / n).read_text()[-1500:] for n in ("slurmctld.log", "slurmd.log")
+            )
             pytest.fail(f"the test cluster's node never became idle:\n{logs}")
         yield str(conf)
     finally:
@@ -134,7 +147,9 @@ PartitionName=grading Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 def _wait_until_done(env: dict, job: str) -> None:
     deadline = time.monotonic() + 500
     while time.monotonic() < deadline:
-        out = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, env=env, timeout=30)
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job], capture_output=True, text=True, env=env, timeout=30
+        )
         if not out.stdout.strip():
             return
         time.sleep(1)
@@ -147,17 +162,32 @@ def test_a_slurm_array_through_submitit_and_through_sbatch(slurm, tmp_path):
     course = tmp_path / "course"
     students = {"s1": "kernels", "s2": "exercises", "s3": "kernels"}
     roster = tmp_path / "class.csv"
-    roster.write_text("id,name\n" + "".join(f"{s},Student {s}\n" for s in students), encoding="utf-8")
+    roster.write_text(
+        "id,name\n" + "".join(f"{s},Student {s}\n" for s in students), encoding="utf-8"
+    )
 
     def gpulab(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "gpulab", "grade", *args],
-            capture_output=True, text=True, env=env, cwd=course if course.exists() else tmp_path, timeout=600,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=course if course.exists() else tmp_path,
+            timeout=600,
         )
 
-    assert gpulab("init", str(course), "--exercises", "copy_ceiling", "--roster", str(roster)).returncode == 0
+    assert (
+        gpulab(
+            "init", str(course), "--exercises", "copy_ceiling", "--roster", str(roster)
+        ).returncode
+        == 0
+    )
     toml = course / "gradebook.toml"
-    toml.write_text(toml.read_text().replace('device = "auto"', 'device = "cpu"').replace("timeout = 0", "timeout = 240"))
+    toml.write_text(
+        toml.read_text()
+        .replace('device = "auto"', 'device = "cpu"')
+        .replace("timeout = 0", "timeout = 240")
+    )
 
     def hand_in(*who: str) -> None:
         subs = tmp_path / f"subs-{'-'.join(who)}"
@@ -168,7 +198,19 @@ def test_a_slurm_array_through_submitit_and_through_sbatch(slurm, tmp_path):
 
     # Through submitit: one array task per student, gres gpu:1, waited for and ingested.
     hand_in("s1", "s2")
-    run = gpulab("run", "--executor", "slurm", "--gpus", "1", "--cpus", "1", "--parallel", "2", "--time", "10")
+    run = gpulab(
+        "run",
+        "--executor",
+        "slurm",
+        "--gpus",
+        "1",
+        "--cpus",
+        "1",
+        "--parallel",
+        "2",
+        "--time",
+        "10",
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "submitted Slurm array" in run.stdout and "2 tasks" in run.stdout
     db = sqlite3.connect(course / "gradebook.sqlite")
@@ -182,13 +224,19 @@ def test_a_slurm_array_through_submitit_and_through_sbatch(slurm, tmp_path):
     # Through the emitted sbatch script, submitted by hand, then ingested.
     hand_in("s3")
     script = tmp_path / "grade.sbatch"
-    emitted = gpulab("run", "--emit-sbatch", str(script), "--gpus", "1", "--cpus", "1", "--parallel", "4")
+    emitted = gpulab(
+        "run", "--emit-sbatch", str(script), "--gpus", "1", "--cpus", "1", "--parallel", "4"
+    )
     assert emitted.returncode == 0, emitted.stderr
     text = script.read_text()
     assert "#SBATCH --array=0-0%4" in text and "#SBATCH --gres=gpu:1" in text
-    sub = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    sub = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
     assert sub.returncode == 0, sub.stderr
     _wait_until_done(env, sub.stdout.strip().split(";")[0])
     ingest = gpulab("ingest")
-    assert ingest.returncode == 0 and "ingested 1 results (1 passed)" in ingest.stdout, ingest.stdout + ingest.stderr
+    assert ingest.returncode == 0 and "ingested 1 results (1 passed)" in ingest.stdout, (
+        ingest.stdout + ingest.stderr
+    )
     assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 3

@@ -31,7 +31,9 @@ def _scaled(result: dict, factor: float, gpu: str) -> dict:
 def softmax():
     from gpulab.gradebook.config import Assignment, GradeConfig
 
-    cfg = GradeConfig(path=Path("/x/gradebook.toml"), name="t", assignments=(Assignment("softmax", 10, 3),))
+    cfg = GradeConfig(
+        path=Path("/x/gradebook.toml"), name="t", assignments=(Assignment("softmax", 10, 3),)
+    )
     return cfg, cfg.assignments[0]
 
 

@@ -92,7 +92,11 @@ async def test_the_view_at_80x24(tmp_path):
                 break
             await pilot.pause(0.05)
         assert history.row_count == 3
-        assert sorted(history.get_row_at(i)[0] for i in range(3)) == ["comm_cost", "copy_ceiling", "softmax"]
+        assert sorted(history.get_row_at(i)[0] for i in range(3)) == [
+            "comm_cost",
+            "copy_ceiling",
+            "softmax",
+        ]
         await pilot.press("escape")
         # The distribution of softmax's scores.
         table.move_cursor(column=2)

@@ -69,7 +69,9 @@ def _init(args: Any) -> int:
         exercises = [lesson.exercise for lesson in course.lessons if lesson.ready]
     for ex in exercises:
         if course.find(ex) is None or course.find(ex).exercise != ex:  # type: ignore[union-attr]
-            raise UsageError(f"--exercises: '{ex}' is not an exercise of the course ({', '.join(course.exercise_ids)})")
+            raise UsageError(
+                f"--exercises: '{ex}' is not an exercise of the course ({', '.join(course.exercise_ids)})"
+            )
     due = ""
     if args.due:
         when = parse_when(args.due, timezone.utc, "--due", "due")
@@ -81,12 +83,16 @@ def _init(args: Any) -> int:
         speed = 0.0 if lesson is None or lesson.is_step else min(args.speed_points, args.points)
         rows.append((ex, due, args.points, speed))
     root.mkdir(parents=True, exist_ok=True)
-    (root / CONFIG_NAME).write_text(template(args.name or root.name, rows, args.late), encoding="utf-8")
+    (root / CONFIG_NAME).write_text(
+        template(args.name or root.name, rows, args.late), encoding="utf-8"
+    )
     for sub in ("store", "work", "exports"):
         (root / sub).mkdir(exist_ok=True)
     folder = CourseFolder.open(root, course)
     out = console()
-    out.print(f"made {root}: {CONFIG_NAME} ({len(exercises)} exercises) and {DB_NAME}", markup=False)
+    out.print(
+        f"made {root}: {CONFIG_NAME} ({len(exercises)} exercises) and {DB_NAME}", markup=False
+    )
     if roster is not None:
         change = import_roster(folder.conn, roster)
         out.print(f"roster: {len(change.added)} students", markup=False)
@@ -122,7 +128,11 @@ def _collect(args: Any) -> int:
     from gpulab.gradebook.collect import collect
 
     folder = open_folder(args)
-    when = parse_when(args.submitted_at, folder.cfg.tz, "--submitted-at", "when") if args.submitted_at else None
+    when = (
+        parse_when(args.submitted_at, folder.cfg.tz, "--submitted-at", "when")
+        if args.submitted_at
+        else None
+    )
     source = Path(args.source).expanduser()
     if not source.exists():
         raise UsageError(f"{source}: no such folder or file")
@@ -211,7 +221,11 @@ def _status(args: Any) -> int:
         for a in cfg.assignments:
             c = grid[(st["id"], a.exercise)]
             total += c.final or 0.0
-            mark = ("*" if c.override is not None else "") + ("L" if c.late else "") + ("E" if c.extended else "")
+            mark = (
+                ("*" if c.override is not None else "")
+                + ("L" if c.late else "")
+                + ("E" if c.extended else "")
+            )
             text = f"{number(c.final) or '-'}{mark} {c.status}"
             cells.append(f"[{STYLES.get(c.status, '')}]{text}[/]")
         table.add_row(visible(st["id"]), *cells, number(total))
@@ -255,7 +269,10 @@ def _override(args: Any) -> int:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (args.student, args.exercise, points, args.comment.strip(), who, now()),
         )
-    console().print(f"{args.student}'s {args.exercise}: {points:g} (override: {args.comment.strip()})", markup=False)
+    console().print(
+        f"{args.student}'s {args.exercise}: {points:g} (override: {args.comment.strip()})",
+        markup=False,
+    )
     return 0
 
 
@@ -270,14 +287,27 @@ def _similar(args: Any) -> int:
 
     folder = open_folder(args)
     exercises = args.exercise or folder.cfg.exercises
-    report = Path(args.report).expanduser() if args.report else folder.root / "exports" / "similarity.html"
-    pairs = find(folder.conn, folder.root, folder.course, exercises, threshold=args.threshold, report=report)
+    report = (
+        Path(args.report).expanduser()
+        if args.report
+        else folder.root / "exports" / "similarity.html"
+    )
+    pairs = find(
+        folder.conn, folder.root, folder.course, exercises, threshold=args.threshold, report=report
+    )
     if args.json:
         print(json.dumps({"report": str(report), "pairs": [p.__dict__ for p in pairs]}, indent=2))
         return 0
     from rich.table import Table
 
-    table = Table("exercise", "student", "student", "shared", "tokens", title=f"{len(pairs)} pairs at {args.threshold:.0%} or more")
+    table = Table(
+        "exercise",
+        "student",
+        "student",
+        "shared",
+        "tokens",
+        title=f"{len(pairs)} pairs at {args.threshold:.0%} or more",
+    )
     for p in pairs:
         table.add_row(p.exercise, p.a, p.b, f"{p.a_share:.0%} / {p.b_share:.0%}", str(p.tokens))
     out = console()
@@ -305,4 +335,3 @@ STEPS = {
     "similar": _similar,
     "view": _view,
 }
-

@@ -1,10 +1,10 @@
 """`gpulab grade export`: the files an LMS imports, and the students' feedback.
 
-    exports/canvas.csv                          Canvas's gradebook import
-    exports/moodle.csv                          Moodle's grade import
-    exports/grades-long.csv                     one row per student and exercise
-    exports/gradescope/<student>/<exercise>/results.json
-    exports/feedback/<student>.md
+exports/canvas.csv                          Canvas's gradebook import
+exports/moodle.csv                          Moodle's grade import
+exports/grades-long.csv                     one row per student and exercise
+exports/gradescope/<student>/<exercise>/results.json
+exports/feedback/<student>.md
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def export(folder: CourseFolder, args: Any) -> int:
     written: list[str] = []
     out = console()
     if "canvas" in formats:
-        atomic_write_text(to / "canvas.csv", exports.canvas(conn, cfg, points_row=not args.no_points_row))
+        atomic_write_text(
+            to / "canvas.csv", exports.canvas(conn, cfg, points_row=not args.no_points_row)
+        )
         written.append("canvas.csv")
         if not any(a.canvas_column for a in cfg.assignments):
             out.print(
@@ -59,14 +61,18 @@ def export(folder: CourseFolder, args: Any) -> int:
             if c.submission_id is None or a is None:
                 continue
             data = reports.gradescope(conn, cfg, c, a)
-            atomic_write_text(to / "gradescope" / student / ex / "results.json", json.dumps(data, indent=2) + "\n")
+            atomic_write_text(
+                to / "gradescope" / student / ex / "results.json", json.dumps(data, indent=2) + "\n"
+            )
             n += 1
         written.append(f"gradescope/ ({n} results.json)")
     if "feedback" in formats:
         n = 0
         for st in query.students(conn):
             cells = [grid[(st["id"], a.exercise)] for a in cfg.assignments]
-            atomic_write_text(to / "feedback" / f"{st['id']}.md", reports.feedback(conn, cfg, st, cells))
+            atomic_write_text(
+                to / "feedback" / f"{st['id']}.md", reports.feedback(conn, cfg, st, cells)
+            )
             n += 1
         written.append(f"feedback/ ({n} students)")
     out.print(f"wrote in {to}: {', '.join(written)}", markup=False)

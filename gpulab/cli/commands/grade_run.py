@@ -47,7 +47,9 @@ def run(args: Any, folder: CourseFolder) -> int:
     timeout = parse_timeout(args.timeout, 0.0) if args.timeout else folder.cfg.timeout
     from gpulab.course.content import content_root
 
-    batch = write_batch(folder.root, tasks, device=device, timeout=timeout, content_root=content_root())
+    batch = write_batch(
+        folder.root, tasks, device=device, timeout=timeout, content_root=content_root()
+    )
     students = len(read_batch(batch)["students"])
     if args.executor == "slurm" or args.emit_sbatch:
         return _slurm(args, folder, batch, students, len(tasks))
@@ -57,7 +59,9 @@ def run(args: Any, folder: CourseFolder) -> int:
     where = f"{len(slots)} GPU worker(s)" if slots[0] is not None else f"{len(slots)} CPU worker(s)"
     if slots[0] is None and device != "cpu":
         where += " (no GPU seen: correctness only, no speed points)"
-    out.print(f"batch {batch.stem}: {len(tasks)} files of {students} students, {where}", markup=False)
+    out.print(
+        f"batch {batch.stem}: {len(tasks)} files of {students} students, {where}", markup=False
+    )
     local = LocalRun(batch, Path(read_batch(batch)["results"]), students, slots)
     bar = _Bar(len(tasks))
     interrupted = False
@@ -72,7 +76,9 @@ def run(args: Any, folder: CourseFolder) -> int:
     print_ingest(report)
     if interrupted:
         left = len(stale(folder.conn, folder.cfg, folder.course))
-        out.print(f"interrupted: {left} left to grade; `gpulab grade run` goes on from here", markup=False)
+        out.print(
+            f"interrupted: {left} left to grade; `gpulab grade run` goes on from here", markup=False
+        )
         return 130
     return 0
 
@@ -91,13 +97,21 @@ class _Bar:
     """A rich progress bar fed by the workers' JSON lines."""
 
     def __init__(self, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         self.progress = Progress(
             TextColumn("grading"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("done {task.fields[done]} · failed {task.fields[failed]} · left {task.fields[left]}"),
+            TextColumn(
+                "done {task.fields[done]} · failed {task.fields[failed]} · left {task.fields[left]}"
+            ),
             TextColumn("ETA"),
             TimeRemainingColumn(),
             console=console(stderr=True),
@@ -127,7 +141,11 @@ class _Bar:
                 highlight=False,
             )
         self.progress.update(
-            self.task, completed=self.done, done=self.done, failed=self.failed, left=self.total - self.done
+            self.task,
+            completed=self.done,
+            done=self.done,
+            failed=self.failed,
+            left=self.total - self.done,
         )
 
 
@@ -182,9 +200,15 @@ def _slurm(args: Any, folder: CourseFolder, batch: Path, students: int, files: i
         )
         return 0
     job = submit(batch, students, opts, logs.resolve())
-    out.print(f"submitted Slurm array {job}: {students} tasks ({files} files), at most {opts.parallel} at once", markup=False)
+    out.print(
+        f"submitted Slurm array {job}: {students} tasks ({files} files), at most {opts.parallel} at once",
+        markup=False,
+    )
     if args.no_wait:
-        out.print("`gpulab grade ingest` reads what the tasks wrote; `gpulab grade status` shows it", markup=False)
+        out.print(
+            "`gpulab grade ingest` reads what the tasks wrote; `gpulab grade status` shows it",
+            markup=False,
+        )
         return 0
     results = Path(read_batch(batch)["results"])
     bar = _Bar(files)
@@ -223,7 +247,11 @@ def _new_results(results: Path, seen: set[Path], bar: _Bar) -> None:
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             res = record.get("result") or {}
-            event = {"event": "done", "student": record.get("student"), "exercise": record.get("exercise")}
+            event = {
+                "event": "done",
+                "student": record.get("student"),
+                "exercise": record.get("exercise"),
+            }
             bar.event({**event, "status": res.get("status"), "summary": res.get("summary")})
         except (OSError, ValueError, AttributeError):
             bar.event({"event": "done", "status": "error", "summary": f"{path}: unreadable"})

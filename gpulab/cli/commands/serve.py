@@ -38,7 +38,9 @@ def run(args: Any) -> int:
     unix = Path(args.unix).expanduser().absolute() if args.unix else None
     gradebook = getattr(args, "gradebook", None)
     if gradebook and not (Path(gradebook).expanduser() / "gradebook.toml").is_file():
-        return _fail(f"--gradebook {gradebook}: no gradebook.toml there (`gpulab grade init` makes one)")
+        return _fail(
+            f"--gradebook {gradebook}: no gradebook.toml there (`gpulab grade init` makes one)"
+        )
     if unix is not None and (args.host != "127.0.0.1" or args.port != 8000):
         return _fail("--unix serves on a socket file: leave out --host and --port")
     try:
