@@ -92,7 +92,7 @@ def ingest(conn: sqlite3.Connection, cfg: GradeConfig, root: Path) -> IngestRepo
     if not fresh:
         return report
     pairs = {(rec["student"], rec["exercise"]) for _, rec in fresh}
-    before = {p: query.one(conn, cfg, *p) for p in pairs}
+    before = query.cells(conn, cfg, pairs)
     with writing(conn):
         for path, rec in fresh:
             problem = _add(conn, cfg, rec)
@@ -102,8 +102,9 @@ def ingest(conn: sqlite3.Connection, cfg: GradeConfig, root: Path) -> IngestRepo
                 report.added += 1
                 status = str(rec["result"].get("status"))
                 report.statuses[status] = report.statuses.get(status, 0) + 1
+    after = query.cells(conn, cfg, pairs)
     for pair in sorted(pairs):
-        old, new = before[pair], query.one(conn, cfg, *pair)
+        old, new = before[pair], after[pair]
         run_before = None if old.score is None else round(old.score * old.late_factor, 4)
         run_after = None if new.score is None else round(new.score * new.late_factor, 4)
         # A first grade (pending before) is no move: the table is the regrade's.

@@ -13,6 +13,7 @@ is `missing` (0 points); one submitted but not graded yet is `pending`
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -84,9 +85,15 @@ def grid(conn: sqlite3.Connection, cfg: GradeConfig) -> dict[tuple[str, str], Ce
 
 
 def one(conn: sqlite3.Connection, cfg: GradeConfig, student: str, exercise: str) -> Cell:
-    return cell(
-        cfg, student, exercise, _latest_submissions(conn), _latest_runs(conn), overrides(conn)
-    )
+    return cells(conn, cfg, [(student, exercise)])[(student, exercise)]
+
+
+def cells(
+    conn: sqlite3.Connection, cfg: GradeConfig, pairs: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], Cell]:
+    """The cells of (student, exercise) `pairs`, the gradebook read once."""
+    subs, runs, over = _latest_submissions(conn), _latest_runs(conn), overrides(conn)
+    return {(s, e): cell(cfg, s, e, subs, runs, over) for s, e in pairs}
 
 
 def cell(

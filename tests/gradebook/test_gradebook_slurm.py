@@ -240,3 +240,31 @@ def test_a_slurm_array_through_submitit_and_through_sbatch(slurm, tmp_path):
         ingest.stdout + ingest.stderr
     )
     assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 3
+
+
+def test_the_emitted_script_without_a_cluster(tmp_path, monkeypatch):
+    """The sbatch script's directives, and a clear refusal where sbatch is
+    missing (no cluster needed: runs everywhere)."""
+    from gpulab.gradebook.slurm import SlurmError, SlurmOptions, emit_sbatch, submit
+
+    opts = SlurmOptions(partition="gpu", account="cs149", time_min=90, gpus=1, parallel=8, cpus=6)
+    text = emit_sbatch(tmp_path / "b.json", 300, opts, tmp_path / "logs")
+    lines = text.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    for directive in (
+        "#SBATCH --array=0-299%8",
+        "#SBATCH --gres=gpu:1",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=cs149",
+        "#SBATCH --time=01:30:00",
+        "#SBATCH --cpus-per-task=6",
+        f"#SBATCH --output={tmp_path / 'logs'}/%A_%a.out",
+    ):
+        assert directive in lines
+    assert lines[-1].endswith(
+        "-m gpulab.gradebook.worker " + f"{tmp_path / 'b.json'}" + ' --index "$SLURM_ARRAY_TASK_ID"'
+    )
+    assert "--gres" not in emit_sbatch(tmp_path / "b.json", 3, SlurmOptions(gpus=0), tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SlurmError, match="sbatch is not on PATH"):
+        submit(tmp_path / "b.json", 3, opts, tmp_path)

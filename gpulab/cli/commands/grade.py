@@ -68,7 +68,8 @@ def _init(args: Any) -> int:
     else:
         exercises = [lesson.exercise for lesson in course.lessons if lesson.ready]
     for ex in exercises:
-        if course.find(ex) is None or course.find(ex).exercise != ex:  # type: ignore[union-attr]
+        found = course.find(ex)
+        if found is None or found.exercise != ex:
             raise UsageError(
                 f"--exercises: '{ex}' is not an exercise of the course ({', '.join(course.exercise_ids)})"
             )
