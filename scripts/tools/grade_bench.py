@@ -66,14 +66,28 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--students", type=int, default=60)
-    ap.add_argument("--exercises", default="copy_ceiling,comm_cost,serving_roofline")
+    ap.add_argument(
+        "--exercises",
+        default=None,
+        help="default: copy_ceiling,comm_cost,serving_roofline (--replay: the three "
+        "whose reference and starter results are recorded: copy_ceiling,comm_cost,softmax)",
+    )
     ap.add_argument("--jobs", type=int, default=None, help="local workers (default: gpulab's)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     ap.add_argument(
         "--budget", type=float, default=None, help="stop the run after this many seconds"
     )
+    ap.add_argument(
+        "--replay",
+        action="store_true",
+        help="no judge: recorded results (tests/fixtures/gradebook) through the real worker "
+        "and ingest, to time the gradebook's own steps on a large class",
+    )
     args = ap.parse_args()
-    exercises = [e for e in args.exercises.split(",") if e]
+    default = "copy_ceiling,comm_cost," + ("softmax" if args.replay else "serving_roofline")
+    exercises = [e for e in (args.exercises or default).split(",") if e]
+    if args.replay:
+        return replay(args, exercises)
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("GPULAB_CONTENT", None)
 
@@ -202,6 +216,90 @@ def main() -> int:
             }
         )
     )
+    return 0
+
+
+def replay(args: argparse.Namespace, exercises: list[str]) -> int:
+    """The gradebook's own cost (collect, plan, workers' bookkeeping, ingest,
+    exports) for a large class, the judge replaced by recorded results."""
+    import contextlib
+    import io
+
+    sys.path.insert(0, str(REPO))
+    from gpulab.course.content import load_course
+    from gpulab.gradebook import exports
+    from gpulab.gradebook.collect import collect
+    from gpulab.gradebook.folder import CourseFolder, import_roster
+    from gpulab.gradebook.ingest import ingest
+    from gpulab.gradebook.plan import stale, write_batch
+    from gpulab.gradebook.roster import parse_roster
+    from gpulab.gradebook.worker import Worker
+
+    recorded = REPO / "tests" / "fixtures" / "gradebook" / "cpu"
+
+    def check(lesson, file, timeout, timing, device):  # the recorded result of the file's kind
+        kind = "ref" if "# honest" in file.read_text() else "starter"
+        data = json.loads((recorded / f"{lesson.exercise}_{kind}.json").read_text())
+        return {**data, "file": str(file)}
+
+    times: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="gpulab-grade-replay-") as tmp:
+        base = Path(tmp)
+        ids = [f"s{i:04d}" for i in range(args.students)]
+        (base / "class.csv").write_text("id,name\n" + "".join(f"{s},Student {s}\n" for s in ids))
+        for n, s in enumerate(ids):
+            for ex in exercises:
+                honest = n % 2 == 0
+                src = REPO / ("kernels" if honest else "exercises") / f"{ex}.py"
+                dest = base / "subs" / s / f"{ex}.py"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(src.read_text() + f"\n# {'honest' if honest else 'wrong'} {s}\n")
+        root = base / "course"
+        root.mkdir()
+        (root / "gradebook.toml").write_text(
+            "".join(f'[[assignment]]\nexercise = "{ex}"\npoints = 10\n\n' for ex in exercises)
+        )
+        folder = CourseFolder.open(root, load_course())
+        import_roster(folder.conn, parse_roster(base / "class.csv"))
+        t = time.monotonic()
+        collect(folder.conn, root, base / "subs", folder.cfg.exercises)
+        times["collect_s"] = time.monotonic() - t
+        t = time.monotonic()
+        tasks = stale(folder.conn, folder.cfg, folder.course)
+        times["plan_s"] = time.monotonic() - t
+        batch = write_batch(root, tasks, device="cpu", timeout=None, content_root=REPO)
+        worker = Worker(batch, check=check)
+        t = time.monotonic()
+        with contextlib.redirect_stdout(io.StringIO()):
+            for i in range(len(worker.batch["students"])):
+                worker.grade_student(i)
+        times["workers_s"] = time.monotonic() - t
+        t = time.monotonic()
+        report = ingest(folder.conn, folder.cfg, root)
+        times["ingest_s"] = time.monotonic() - t
+        t = time.monotonic()
+        exports.canvas(folder.conn, folder.cfg)
+        exports.long(folder.conn, folder.cfg)
+        times["exports_s"] = time.monotonic() - t
+    record = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "replay (no judge: recorded results through the real worker and ingest)",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "cpu": _cpu_model(),
+            "load": [round(x, 2) for x in os.getloadavg()],
+        },
+        "versions": _versions(),
+        "students": args.students,
+        "exercises": exercises,
+        "files": len(tasks),
+        "ingested": report.added,
+        "statuses": report.statuses,
+        **{k: round(v, 2) for k, v in times.items()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record))
     return 0
 
 
