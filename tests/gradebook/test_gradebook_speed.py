@@ -112,3 +112,42 @@ def test_a_gpu_worker_times_the_reference_once_per_gpu(tmp_path):
         assert record["gpu"] == "NVIDIA H200" and record["gpu_uuid"] == "GPU-1234"
         assert record["reference"]["gpu_uuid"] == "GPU-1234"
         assert record["reference"]["result"]["timing"]["cases"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "days", "factor"),
+    [
+        ("none", 3, 1.0),
+        ("zero", 1, 0.0),
+        ("zero", 0, 1.0),
+        ("percent_per_day", 2, 0.8),
+        ("percent_per_day", 12, 0.0),
+    ],
+)
+def test_the_late_policies(kind, days, factor):
+    from gpulab.gradebook.config import LatePolicy
+
+    assert LatePolicy(kind, percent_per_day=10).factor(days) == pytest.approx(factor)
+
+
+def test_days_late_count_the_grace_and_the_extension(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from gpulab.gradebook.config import load_config
+
+    (tmp_path / "gradebook.toml").write_text(
+        '[late]\npolicy = "zero"\ngrace_minutes = 30\n\n'
+        '[[assignment]]\nexercise = "softmax"\ndue = 2026-12-10T23:59:00Z\n\n'
+        '[[extension]]\nstudent = "s2"\ndue = "2026-12-12"\n'
+    )
+    cfg = load_config(tmp_path / "gradebook.toml", ["softmax"])
+    due = datetime(2026, 12, 10, 23, 59, tzinfo=timezone.utc)
+    assert cfg.days_late("s1", "softmax", due + timedelta(minutes=29)) == 0
+    assert cfg.days_late("s1", "softmax", due + timedelta(minutes=31)) == 1
+    assert cfg.days_late("s1", "softmax", due + timedelta(days=1, minutes=31)) == 2
+    # An extension to a date: the end of that day, every assignment.
+    assert cfg.days_late("s2", "softmax", datetime(2026, 12, 12, 23, 0, tzinfo=timezone.utc)) == 0
+    assert cfg.due_for("s2", "softmax") == (
+        datetime(2026, 12, 12, 23, 59, 59, tzinfo=timezone.utc),
+        True,
+    )
