@@ -222,6 +222,13 @@ def _serve_arguments() -> Arguments:
                 ("--allow-remote",),
                 {"action": "store_true", "help": "allow a --host other than this machine"},
             ),
+            (
+                ("--gradebook",),
+                {
+                    "metavar": "DIR",
+                    "help": "serve a course's gradebook view (`gpulab grade view`) instead of the lab",
+                },
+            ),
         ],
     }
 

@@ -76,6 +76,9 @@ for step in "$@"; do
     refusal:*) spec=${step#refusal:}; secs=${spec%%:*}; exs=""; [ "$spec" != "$secs" ] && exs=$(echo "${spec#*:}" | tr + " ")
       timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda ${REFUSAL_ARGS:-} 2>&1 | grep -v Warning | cut -c1-300 ;;
     spare) timeout 200 python3 scripts/tools/spare_ready.py "$OUT/spare_ready_h200.json" --device cuda --repeat "${SPARE_REPEAT:-3}" 2>&1 | grep -v Warning | tail -8 ;;
+    grade-bench) # issue 46: `gpulab grade run` on the GPU(s): students per hour per GPU (timed, the reference beside)
+      timeout "$(( ${GRADE_BUDGET:-420} + 90 ))" python3 scripts/tools/grade_bench.py "$OUT/grade_bench_gpu.json" --device cuda \
+        --students "${GRADE_STUDENTS:-24}" --exercises "${GRADE_EXERCISES:-softmax,rope_rmsnorm}" --budget "${GRADE_BUDGET:-420}" 2>&1 | tail -5 ;;
     prove) timeout "${PROVE_BUDGET:-220}" python3 scripts/tools/prove_course.py "$OUT/prove_course.json" --jobs 6 --device cuda 2>&1 | grep -v Warning | cut -c1-400 ;;
     judge-vs-bench:*) ex=${step#judge-vs-bench:}  # the same ceilings on both sides
       timeout 120 python3 -m gpulab probe --bench --quick 2>&1 | tail -8
