@@ -210,3 +210,20 @@ def test_strides_passed_as_one_tuple_argument_replay(grade):
     result = grade("softmax_row", TUPLE_STRIDES, timing=False)
     failed = [(c["name"], c.get("detail", "")[:300]) for c in result["cases"] if not c["passed"]]
     assert result["passed"], (result["summary"], result.get("message", "")[:1500], failed)
+
+
+@pytest.mark.gpu
+def test_gpu_torch_maths_copied_by_a_kernel_fails_naming_torchs_ops(grade):
+    # On a GPU the profiler's audit is not asked while the replay judges; the
+    # case the replay finds wrong is called again under it, to name the ops.
+    wrapper = """
+def matmul(a, b):
+    M, N = a.shape[0], b.shape[1]
+    answer = (a.float() @ b.float()).contiguous()
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    cast_kernel[(triton.cdiv(M * N, 256),)](answer, c, M * N, BLOCK=256)
+    return c
+"""
+    r = grade("matmul", HEAD + wrapper, device="cuda", timeout=300, timing=False)
+    assert not r["passed"], r["summary"]
+    assert "torch" in r["summary"] or "matmul" in r["summary"], r["summary"]
