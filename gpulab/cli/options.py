@@ -47,7 +47,13 @@ def _course_arguments() -> Arguments:
     ex = _EXERCISE
     return {
         "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
-        "lesson": [ex],
+        "lesson": [
+            ex,
+            (
+                ("--deep",),
+                {"action": "store_true", "help": "unfold the deep dives (shown folded otherwise)"},
+            ),
+        ],
         "hint": [
             ex,
             (("--all",), {"action": "store_true", "help": "show every hint revealed so far"}),
