@@ -97,12 +97,14 @@ def results_renderable(d: dict[str, Any], why: str, width: int = 76) -> Group:
         f" ({why}): {d['bandwidth_tbs']:.3g} TB/s · {d['peak_tflops']:,.0f} "
         f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B",
     )
+    if d.get("precision"):  # W8A8 or weight-only: which roof the weights' format gives
+        head.append(f"\n{d['precision']}", "dim")
     table = steps_table(d, width)
-    need, have = d["memory_needed_gb"], d["memory_gb"] or 0
+    need, have = d["memory_needed_gb"], d.get("memory_capacity_gb") or 0
     memory = Text(
-        f"memory: {need:,.1f} GB of {have:g} GB: "
+        f"memory: {need:,.1f} GB of {have:,.1f} GB: "
         if need < 100
-        else f"memory: {need:,.0f} GB of {have:g} GB: "
+        else f"memory: {need:,.0f} GB of {have:,.0f} GB: "
     )
     if need <= have:
         memory.append("fits", "green")

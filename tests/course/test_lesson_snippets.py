@@ -39,11 +39,21 @@ def runnable_blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def installed(code: str) -> bool:
+    """Whether the libraries a block imports are installed (JAX is optional)."""
+    import importlib.util
+
+    names = re.findall(r"^(?:import|from) (\w+)", code, re.M)
+    return all(importlib.util.find_spec(n) is not None for n in names)
+
+
 def write_blocks(tmp_path: Path) -> dict[str, str]:
     """Each runnable block as its own file: {file: "lesson.md:line"}."""
     files = {}
     for path in LESSONS:
         for line, code in runnable_blocks(path.read_text(encoding="utf-8")):
+            if not installed(code):
+                continue
             name = f"l{path.parent.name[:2]}_line{line}.py"
             (tmp_path / name).write_text(code, encoding="utf-8")
             files[str(tmp_path / name)] = f"{path.relative_to(REPO)}:{line}"
@@ -120,6 +130,8 @@ def test_runnable_blocks_are_found():
 def test_lesson_01_to_03_each_have_a_runnable_block():
     for path in LESSONS[:3]:
         assert runnable_blocks(path.read_text(encoding="utf-8")), path.parent.name
+    # and lesson 08's mesh, which JAX 0.9 changed (make_mesh's explicit axes)
+    assert runnable_blocks(LESSONS[7].read_text(encoding="utf-8")), LESSONS[7].parent.name
 
 
 def test_runnable_blocks_run_in_the_interpreter_and_compile_for_a_gpu(tmp_path):
@@ -128,14 +140,16 @@ def test_runnable_blocks_run_in_the_interpreter_and_compile_for_a_gpu(tmp_path):
     rows = run_child(INTERPRET, list(files), interpret=True)
     failed = [f"{files[r['file']]}: {r['error']}" for r in rows if not r["ok"]]
     assert len(rows) == len(files) and not failed, "\n".join(failed)
-    rows = run_child(COMPILE, list(files), interpret=False)
+    # Triton's kernels only: the other blocks (JAX) launch none.
+    kernels = [f for f in files if "import triton" in Path(f).read_text(encoding="utf-8")]
+    rows = run_child(COMPILE, kernels, interpret=False)
     failed = [
         f"{files[r['file']]}: {r['kernel']} for {r['arch']}: {r['error']}"
         for r in rows
         if not r["ok"]
     ]
     assert not failed, "\n".join(failed)
-    assert {r["file"] for r in rows} == set(files)
+    assert {r["file"] for r in rows} == set(kernels)
 
 
 def test_the_interpreter_accepts_what_the_compiler_refuses(tmp_path):
