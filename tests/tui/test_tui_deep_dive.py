@@ -46,8 +46,13 @@ async def test_deep_dives_are_folded_until_opened(tmp_path, course):
         for s in deep:
             assert s.body.strip()[:60] not in core_md, s.title
 
-        # Unfold the one that holds a code block, by its title, as a learner would.
-        with_code = next(d for d in dives if "```" in d.source or "\n    " in d.source)
+        # Lesson 08's last deep dive holds a code block: unfold it by its
+        # title, as a learner would.
+        app.open_lesson(course.find("sharded_mlp"))
+        await pane.wait_rendered()
+        await pilot.pause()
+        with_code = next(d for d in pane.query(DeepDive) if "```" in d.source)
+        assert with_code.collapsed and not with_code.filled
         with_code.scroll_visible(animate=False)
         await pilot.pause()
         await pilot.click(with_code._title)
@@ -58,7 +63,7 @@ async def test_deep_dives_are_folded_until_opened(tmp_path, course):
                 break
         assert not with_code.collapsed and with_code.filled
         assert with_code.query_one(LabMarkdown).source == with_code.source
-        # Its code blocks start where the core's do.
+        # Its code blocks start and end where the core's do.
         core_fence = pane.query("#lesson-text > LabMarkdown PlainFence").first()
         assert fences.first().region.x == core_fence.region.x
         assert fences.first().region.right == core_fence.region.right
