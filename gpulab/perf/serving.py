@@ -127,6 +127,14 @@ def compute_dtype(weights: str, gpu: GPU) -> str:
     return "fp32"
 
 
+def precision_tag(weights: str, compute: str) -> str:
+    """The quantisation scheme in one word ("W8A8", "W8A16", "W4A16"); ""
+    for 16-bit weights. The Serving pane prints it beside the roof's dtype."""
+    if weights == "fp8":
+        return "W8A8" if compute == "fp8" else "W8A16"
+    return {"fp8-a16": "W8A16", "int4": "W4A16"}.get(weights, "")
+
+
 def precision_note(weights: str, compute: str) -> str:
     """One line saying what the weights' format does to bytes and to the roof."""
     if weights == "fp8" and compute == "fp8":
@@ -347,6 +355,7 @@ def calculate(
         "peak_tflops": roof.peak_tflops,
         "compute_dtype": compute_dtype(weights, gpu),
         "precision": precision_note(weights, compute_dtype(weights, gpu)),
+        "precision_tag": precision_tag(weights, compute_dtype(weights, gpu)),
         "ridge": roof.ridge,
         "batch": batch,
         "prompt": prompt,

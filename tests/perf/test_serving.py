@@ -104,6 +104,7 @@ def test_fp8_weights_move_the_roof_only_with_fp8_activations():
     assert w8a8["decode"]["tokens_per_s"] == w8a16["decode"]["tokens_per_s"]
     assert w8a8["prefill"]["tokens_per_s"] > 1.9 * w8a16["prefill"]["tokens_per_s"]
     assert "W8A8" in w8a8["precision"] and "W8A16" in w8a16["precision"]
+    assert (w8a8["precision_tag"], w8a16["precision_tag"]) == ("W8A8", "W8A16")
     assert "bf16 roof" in w8a16["precision"]
     no_fp8 = serving.calculate(m, match_gpu("a100-80gb"), weights="fp8")
     assert no_fp8["compute_dtype"] == "bf16" and "no fp8 tensor cores" in no_fp8["precision"]
