@@ -67,6 +67,7 @@ LAB = [
     "gpulab.perf.hardware_model",
     "gpulab.check.install_hint",
     "gpulab.course.known_gaps",
+    "gpulab.course.sections",
     "gpulab.check.plan",
     "gpulab.check.protocol",
     "gpulab.check.report",

@@ -47,7 +47,13 @@ def _course_arguments() -> Arguments:
     ex = _EXERCISE
     return {
         "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
-        "lesson": [ex],
+        "lesson": [
+            ex,
+            (
+                ("--deep",),
+                {"action": "store_true", "help": "unfold the deep dives (shown folded otherwise)"},
+            ),
+        ],
         "hint": [
             ex,
             (("--all",), {"action": "store_true", "help": "show every hint revealed so far"}),
@@ -142,7 +148,16 @@ def _serving_arguments() -> Arguments:
                 ("--context",),
                 {"type": int, "default": 4096, "help": "decode context tokens (4096)"},
             ),
-            (("--weights",), {"choices": ["bf16", "fp8", "int4"], "default": "bf16"}),
+            (
+                ("--weights",),
+                {
+                    # gpulab.perf.serving.WEIGHT_DTYPES (kept literal: no import here)
+                    "choices": ["bf16", "fp8", "fp8-a16", "int4"],
+                    "default": "bf16",
+                    "help": "fp8: W8A8 (the fp8 roof); fp8-a16: fp8 weights, bf16 "
+                    "activations (the bf16 roof); int4: W4A16",
+                },
+            ),
             (("--kv",), {"choices": ["bf16", "fp8"], "default": "bf16", "help": "KV-cache dtype"}),
             (
                 ("--gpu",),

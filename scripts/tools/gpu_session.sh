@@ -45,6 +45,16 @@ for step in "$@"; do
     softmax-launch) timeout 120 python3 scripts/research/softmax_launch_cost.py 2>&1 | grep -v Warning | tee "$OUT/softmax_launch_cost.txt" ;;
     fa3:*) timeout 300 python3 scripts/research/fa3_probe.py --"${step#fa3:}" 2>&1 | cut -c1-300 ;;
     bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;
+    snippets) # issue 47: the lessons' ```python run blocks natively on this GPU (CI runs them in the interpreter)
+      timeout 300 python3 -c "
+import json, pathlib, sys, tempfile
+from tests.course.test_lesson_snippets import INTERPRET, run_child, write_blocks
+tmp = pathlib.Path(tempfile.mkdtemp())
+files = write_blocks(tmp)
+rows = [dict(r, block=files[r['file']]) for r in run_child(INTERPRET, list(files), interpret=False)]
+json.dump(rows, open('$OUT/snippets.json', 'w'), indent=1)
+for r in rows: print('ok  ' if r['ok'] else 'FAIL', r['block'], (r.get('error') or '').strip().splitlines()[-1:] )
+sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
     devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"

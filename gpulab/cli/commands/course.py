@@ -120,7 +120,13 @@ def _lesson(args: Any) -> int:
     lesson = find_lesson(open_course(), args.exercise, ready=False)
     from rich.markdown import Markdown
 
-    console().print(Markdown(lesson.text()))
+    from gpulab.course.sections import folded_text
+
+    text = lesson.text()
+    if not getattr(args, "deep", False):
+        # The core path first; the deep dives stay folded, as in the Lesson pane.
+        text = folded_text(text, f": `gpulab lesson {args.exercise} --deep` unfolds it")
+    console().print(Markdown(text))
     return 0
 
 
