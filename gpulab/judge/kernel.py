@@ -113,6 +113,10 @@ class KernelSpec:
     # speedup, when `grade_on` is "speedup"): (threshold, letter), best first.
     grade_on: str = "roofline"
     grades: tuple[tuple[float, str], ...] = ((0.85, "A"), (0.70, "B"), (0.50, "C"), (0.0, "D"))
+    # (case, output, reference) -> the mistake a wrong output shows, in the
+    # learner's words ("elements 1000-1023 were not written"), or "": said
+    # before the comparison's numbers (gpulab.judge.named_mistakes).
+    diagnose: Callable[[Case, torch.Tensor, torch.Tensor], str] | None = None
 
 
 @dataclass
@@ -613,7 +617,7 @@ def check_cases(
             }
         )
         if rep.mismatches:
-            record["detail"] = describe_mismatch(rep)
+            record["detail"] = _named(spec, case, out, ref) + describe_mismatch(rep)
             record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)
@@ -660,6 +664,16 @@ def check_cases(
         replay_verdict(ctx, collected)
     if invariant:
         ctx.notes.append(INVARIANT_NOTE.format(cases=", ".join(invariant)))
+
+
+def _named(spec: KernelSpec, case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
+    """The spec's name for a wrong output's mistake, as the detail's first words."""
+    if spec.diagnose is None:
+        return ""
+    from gpulab.judge.named_mistakes import safely
+
+    words = safely(spec.diagnose, case, out, ref)
+    return f"{words} — " if words else ""
 
 
 def audit_again(
