@@ -117,6 +117,9 @@ class KernelSpec:
     # learner's words ("elements 1000-1023 were not written"), or "": said
     # before the comparison's numbers (gpulab.judge.named_mistakes).
     diagnose: Callable[[Case, torch.Tensor, torch.Tensor], str] | None = None
+    # What a store past the end of a buffer says of this exercise's kernel
+    # (the default names the 1-D mask).
+    overrun: str = ""
 
 
 @dataclass
@@ -350,7 +353,8 @@ def _report_failures(
     if report.overruns:
         ctx.fail(
             f"case {case_name}: your kernel wrote past the end of a buffer",
-            "A store landed just after a tensor your code allocated: check the mask "
+            spec.overrun
+            or "A store landed just after a tensor your code allocated: check the mask "
             "(`offs < n`, not `<=`) and the last block's offsets.",
         )
     if require_written and report.aliases_input:

@@ -101,6 +101,12 @@ def diagnose(case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
     return words
 
 
+OVERRUN = (
+    "The last block stored past the end of out: its lanes at n and beyond need "
+    "the mask (offs < n) on the store, and on the loads."
+)
+
+
 def kernel_spec(ctx: CaseContext) -> KernelSpec:
     return KernelSpec(
         reference=reference,
@@ -109,6 +115,7 @@ def kernel_spec(ctx: CaseContext) -> KernelSpec:
         banned_label="torch's arithmetic (+, torch.add, ...)",
         expect=expect,
         diagnose=diagnose,
+        overrun=OVERRUN,
     )
 
 

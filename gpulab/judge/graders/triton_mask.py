@@ -21,8 +21,14 @@ import torch
 
 from gpulab.judge import named_mistakes as nm
 from gpulab.judge.kernel import Case, Expect, KernelSpec
-from gpulab.judge.puzzle import COPIES, COPIES_ATEN, COPIES_ATEN_GPU, COPIES_LABEL, grade_puzzle
-from gpulab.judge.puzzle import randn
+from gpulab.judge.puzzle import (
+    COPIES,
+    COPIES_ATEN,
+    COPIES_ATEN_GPU,
+    COPIES_LABEL,
+    grade_puzzle,
+    randn,
+)
 
 if TYPE_CHECKING:
     from gpulab.check.result import CaseRow
@@ -79,6 +85,12 @@ def diagnose(case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
     return ""
 
 
+OVERRUN = (
+    "The lanes at n and beyond stored past the end of out: pass the mask "
+    "(offs < n, not <=) to the store, and to the load, which would read past x."
+)
+
+
 def kernel_spec(ctx: CaseContext) -> KernelSpec:
     return KernelSpec(
         reference=reference,
@@ -87,6 +99,7 @@ def kernel_spec(ctx: CaseContext) -> KernelSpec:
         banned_label=COPIES_LABEL,
         expect=expect,
         diagnose=diagnose,
+        overrun=OVERRUN,
     )
 
 
