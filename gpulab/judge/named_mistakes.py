@@ -59,6 +59,12 @@ def runs_text(spans: Sequence[tuple[int, int]], limit: int = 3) -> str:
     return parts[0] if parts else ""
 
 
+def these(noun: str, spans: Sequence[tuple[int, int]]) -> str:
+    """'row 4 was' / 'rows 4–7 were': a noun, its runs and their verb."""
+    one = len(spans) == 1 and spans[0][0] == spans[0][1]
+    return f"{noun if one else noun + 's'} {runs_text(spans)} {'was' if one else 'were'}"
+
+
 def unwritten(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """Elements still holding the NaN the sandbox filled the output with
     (where the reference is a number)."""

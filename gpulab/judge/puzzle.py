@@ -22,6 +22,7 @@ from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
+    from gpulab.judge.remote import Remote
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -84,11 +85,13 @@ def grade_puzzle(
     spec: KernelSpec,
     function: str,
     cases: Callable[[], list[Case]],
+    check: Callable[[GradeContext, KernelSpec, Remote, list[Case]], None] | None = None,
 ) -> None:
-    """A puzzle's check: its cases graded as a step's (correctness only),
-    with a hint added to an interpreter error a classic mistake raises."""
+    """A puzzle's check: its cases graded as a step's (correctness only, by
+    `check`, default gpulab.judge.kernel.check_cases), with a hint added to
+    an interpreter error a classic mistake raises."""
     try:
-        grade_kernel(ctx, spec, function, cases, None)
+        grade_kernel(ctx, spec, function, cases, None, check=check)
     except LearnerError as exc:
         hint = hint_for(f"{exc.summary}\n{exc.message}")
         if hint:

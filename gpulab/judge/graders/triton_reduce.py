@@ -95,7 +95,9 @@ def diagnose(case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
             r
             for r in idx
             if r % ROWS < n
-            and bool(nm.close(out[r : r + 1], x[r - r % ROWS : r - r % ROWS + ROWS, r % ROWS].max()))
+            and bool(
+                nm.close(out[r : r + 1], x[r - r % ROWS : r - r % ROWS + ROWS, r % ROWS].max())
+            )
         ]
         if len(column) * 2 > len(idx):
             r = column[0]
@@ -114,10 +116,9 @@ def diagnose(case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
                 "value no row can lose to: -inf"
             )
     if bool(missing.any()):
-        spans = nm.runs(missing)
-        rows = "row" if spans == [(spans[0][0], spans[0][0])] else "rows"
         return (
-            f"{rows} {nm.runs_text(spans)} got no result (still NaN): is there a program for "
+            f"{nm.these('row', nm.runs(missing))} given no result (still NaN): is there a "
+            "program for "
             "every ROWS rows (triton.cdiv(M, ROWS) programs), each storing its rows?"
         )
     if idx:

@@ -89,12 +89,12 @@ def diagnose(case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
     cols = missing.all(dim=0)  # out's columns: x's rows
     if bool(rows.any()) and bool(missing[~rows].logical_not().all()):
         return (
-            f"out's rows {nm.runs_text(nm.runs(rows))} (x's columns) were not written: the "
+            f"out's {nm.these('row', nm.runs(rows))} not written (x's columns): the "
             "tile or its mask leaves those columns of x out"
         )
     if bool(cols.any()) and bool(missing[:, ~cols].logical_not().all()):
         return (
-            f"out's columns {nm.runs_text(nm.runs(cols))} (x's rows) were not written: the "
+            f"out's {nm.these('column', nm.runs(cols))} not written (x's rows): the "
             "tile or its mask leaves those rows of x out"
         )
     bad = (written & ~nm.close(out, ref)).nonzero()
