@@ -6,7 +6,7 @@ vector needs many programs, each covering its own block.
 
 Contract (the grader checks all of it):
   * x and y are 1-D, contiguous, of one dtype (fp32 or fp16) and one
-    length n, from 1 to about 100,000 elements.
+    length n, from 1 to about 20,000 elements.
   * Return a NEW tensor of x's shape and dtype; don't write into x or y.
   * The sum is your kernel's: torch's arithmetic (+, torch.add, ...) is off
     the graded path.
