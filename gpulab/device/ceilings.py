@@ -3,10 +3,10 @@
 A graded kernel's letter is measured against one fixed roof, the
 datasheet's (`grading_roof`): the same kernel gets the same letter whether
 or not `gpulab probe --bench` has run. On the H200 and the H100 the
-measured copy reaches a near-constant share of the datasheet (4.25 of 4.8
-TB/s on the H200, 88.5%; the triad at 89-90% of the H100's 3.35, as fast as
-torch.add: BENCHMARKS.md), so a band against the datasheet is a band against
-the copy ceiling times about 0.89, without the probe's run-to-run spread;
+memory-bound code reaches a near-constant share of the datasheet (the copy,
+4.25 of 4.8 TB/s on the H200, 88.5%; the triad and torch.add alike 89% of
+the H100's 3.35: BENCHMARKS.md), so a band against the datasheet is a band
+against the copy ceiling times about 0.89, without the probe's spread;
 and the measured compute "ceiling" is cuBLAS's own figure, which the
 course's matmul reference beats (1.08x), a roof a kernel passes is no roof.
 Where the probe measured the copy, the result says where a kernel stands
