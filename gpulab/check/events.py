@@ -124,6 +124,23 @@ class Graded:
 
 
 @dataclass(frozen=True, slots=True)
+class Stuck:
+    """Where the learner's code was when the check ran out of time: the
+    judge's answer to the lab's SIGUSR1 (gpulab.judge.stuck), read from what
+    the sandbox printed. Advice, never a verdict: the sandbox is the
+    learner's process, and may print anything."""
+
+    text: str
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Stuck:
+        return cls(text(frame.get("text"), SUMMARY_LIMIT))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "stuck", "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The judge's last frame: its result (the lab adds where and how long)."""
 
@@ -145,16 +162,17 @@ _TYPES: dict[str, Any] = {
     "case": CaseDone,
     "correct": Correct,
     "graded": Graded,
+    "stuck": Stuck,
     "result": Finished,
 }
 
 
-def parse(frame: dict[str, Any]) -> Event | Finished | None:
+def parse(frame: dict[str, Any]) -> Event | Finished | Stuck | None:
     """The event a frame is; None for a type the lab does not know (a newer
     judge's: ignored, as the lab always has). Raises ProtocolError for a
     frame of a known type that it cannot use."""
     kind = _TYPES.get(str(frame.get("type")))
     if kind is None:
         return None
-    event: Event | Finished = kind.parse(frame)
+    event: Event | Finished | Stuck = kind.parse(frame)
     return event

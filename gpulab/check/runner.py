@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.check import child
-from gpulab.check.events import Event, Finished, Stage
+from gpulab.check.events import Event, Finished, Stage, Stuck
 from gpulab.check.events import parse as parse_event
 from gpulab.check.protocol import (
     CANCELLED,
@@ -200,12 +201,13 @@ def run_check(
     duration = round(time.monotonic() - started, 2)
     stages = stage_seconds(marks, time.monotonic())
     if run.stopped == child.TIMEOUT:
+        at = f"When the time ran out, your code was at {run.where}. " if run.where else ""
         return replace(
             where,
             status=TIMEOUT,
             summary=f"timed out after {timeout:g} s{_stopped_in(marks, stages)} "
             "(an infinite loop in Python or in a kernel?)",
-            message="The check was stopped and its processes were killed. "
+            message=f"{at}The check was stopped and its processes were killed. "
             "Look for a loop whose bound never changes, or a kernel grid that "
             "never finishes. Raise the limit with --timeout if it is just slow.",
             duration_s=duration,
@@ -358,6 +360,7 @@ class _JudgeRun:
     stopped: str | None  # child.TIMEOUT or child.CANCELLED when the lab stopped it
     returncode: int | None
     log: str  # the tail of the judge's own stdout and stderr
+    where: str = ""  # at a timeout: the line the learner's code was on (gpulab.judge.stuck)
 
 
 class _Judge:
@@ -439,10 +442,13 @@ class _Judge:
         """Hand the judge `request`, relay its events until a result, its
         end, the deadline or `cancel`."""
         result: CheckResult | None = None
+        where = ""
         events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
         try:
             self._write(json.dumps(request.to_json()) + "\n", close=True)
             result = _relay(events, on_event)
+            if events.stopped == child.TIMEOUT:
+                where = _ask_where(self.proc, self.read_fd)
             if events.stopped:
                 _stop(self.proc)
         except BaseException:
@@ -455,7 +461,7 @@ class _Judge:
                 except subprocess.TimeoutExpired:
                     _stop(self.proc)
         log = _tail(Path(self.tmp.name) / "judge.log")
-        return _JudgeRun(result, events.stopped, self.proc.returncode, log)
+        return _JudgeRun(result, events.stopped, self.proc.returncode, log, where)
 
     def close(self) -> None:
         """Stop the judge if it still runs (a spare no check took: closing
@@ -472,6 +478,34 @@ class _Judge:
         self.tmp.cleanup()
 
 
+WHERE_WAIT_S = 3.0  # for the judge's answer to "where is it?" at a timeout
+
+
+def _ask_where(proc: subprocess.Popen[Any], read_fd: int) -> str:
+    """At the deadline, before the judge is stopped: SIGUSR1 asks it where
+    the learner's code is (gpulab.judge.stuck), and its `stuck` frame says,
+    within WHERE_WAIT_S; "" when it does not (a judge that cannot tell)."""
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+    except OSError:
+        return ""
+    read = child.frame_reader(read_fd)
+    end = time.monotonic() + WHERE_WAIT_S
+    while (left := end - time.monotonic()) > 0:
+        try:
+            frame = read(left)
+        except child.End:
+            return ""
+        if frame is None or frame.get("type") != "stuck":
+            continue
+        try:
+            event = parse_event(frame)
+        except ProtocolError:
+            return ""
+        return event.text if isinstance(event, Stuck) else ""
+    return ""
+
+
 def _relay(events: child.Events, on_event: EventCallback | None) -> CheckResult | None:
     """The judge's result; every other frame goes to `on_event`, parsed.
     A frame the lab cannot use (gpulab.check.events says why) or does not know is
@@ -483,6 +517,8 @@ def _relay(events: child.Events, on_event: EventCallback | None) -> CheckResult 
             continue
         if isinstance(event, Finished):
             return event.result
+        if isinstance(event, Stuck):
+            continue  # only asked for at a timeout (_ask_where)
         if event is not None and on_event is not None:
             on_event(event)
     return None

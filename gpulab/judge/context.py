@@ -81,6 +81,10 @@ class GradeContext:
     device_label: str | None = None
     # The replay's sandbox on the CPU (gpulab.judge.replay), or None.
     replayer: Replayer | None = None
+    # The last call's kernel lines where the interpreter made a NaN from
+    # numbers (the sandbox's word, gpulab.sandbox.nan_watch): advice in the
+    # message of a case whose result holds NaN.
+    nan_at: tuple[str, ...] = ()
     # The judge's own: the seed mixed into every case's (never sent anywhere),
     # and a folder of its own a sandbox may write into (lesson 07's trace).
     secret_seed: int = 0

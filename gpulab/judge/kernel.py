@@ -482,6 +482,7 @@ def guarded_call(
         refs_out=refs,
     )
     report = reply.report
+    ctx.nan_at = report.nan_at
     if keep is not None:
         keep.record, keep.refs, keep.expect = report.replay, refs, expect
     off = report.audit_off or ""
@@ -600,7 +601,9 @@ def check_cases(
             }
         )
         if rep.mismatches:
-            record["detail"] = describe_mismatch(rep)
+            record["detail"] = describe_mismatch(
+                rep, (*case.args, *case.kwargs.values()), ctx.nan_at
+            )
             record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)

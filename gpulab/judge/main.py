@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -57,16 +58,23 @@ GIB = 1 << 30
 class Channel:
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        # Frames are written from the main thread and, once, from the thread
+        # that answers the lab's SIGUSR1 (gpulab.judge.stuck): one at a time.
+        self._lock = threading.Lock()
         self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
         self.texts: list[str] = ["start"]  # each mark's own words
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
-        protocol.write_frame(self.fd, event.to_json())
+        self.write(event.to_json())
+
+    def write(self, frame: JsonObject) -> None:
+        with self._lock:
+            protocol.write_frame(self.fd, frame)
 
     def finish(self, result: CheckResult) -> None:
         """The check's last frame: its result, as JSON (the lab reads it back
         field by field, trusting nothing of it)."""
-        protocol.write_frame(self.fd, {"type": "result", "result": result.to_json()})
+        self.write({"type": "result", "result": result.to_json()})
 
     def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
         """A stage's words, and where there are steps, how many are done of
@@ -624,6 +632,9 @@ def judge(
     # The secret seed is drawn here and never leaves the judge.
     secret_seed = secrets.randbelow(2**31)
     data, unreadable = prepared.data, prepared.problem = read_submission(request.file)
+    from gpulab.judge import stuck
+
+    stuck.watch(request.file, data)
     sandbox = early = replayer = None
     result: CheckResult
     held = contextlib.ExitStack()
@@ -666,6 +677,10 @@ def judge(
             outbox=str(prepared.outbox),
         )
         result = with_keys(result, verdict="judge")
+        from gpulab.judge.print_note import note as print_note
+
+        if said := print_note(data):  # print() in a kernel: the interpreter and a GPU differ
+            result = replace(result, notes=[*(result.notes or []), said])
         if replayer is None and device == "cuda" and request.timing:
             from gpulab.judge.replay import REPLAY_OFF_NOTE
 
@@ -729,6 +744,9 @@ def main() -> int:
     spare = "--spare" in sys.argv[1:]
     channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
     harden_judge()
+    from gpulab.judge import stuck
+
+    stuck.install(channel.write)  # where the code was, when the lab's time runs out
 
     def stop(signum: int, frame: Any) -> None:
         kill_descendants()

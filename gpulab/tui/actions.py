@@ -202,7 +202,10 @@ class LessonActions(LabShell):
                     f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
                 )
                 return
-        self.action_show_pane("results")
+        # A watch-mode check of the learner's typing here leaves them typing:
+        # its verdict comes as a toast, and the Results pane has the rest.
+        if not (from_watch and self.editor_mode() == "edit"):
+            self.action_show_pane("results")
         self.start_check(lesson, path, explain=explain)
 
     def action_cancel_check(self) -> None:
@@ -221,8 +224,8 @@ class LessonActions(LabShell):
         if self.watch_mode:
             name = self.query_one(ExercisePane).path
             self.notify(
-                f"Every save of {name} re-runs the check (from this editor with "
-                "ctrl+s, or from your own editor). w stops.",
+                f"Every save of {name} re-runs the check: here (ctrl+s, or the "
+                "autosave a second after you stop typing) or in your own editor. w stops.",
                 title="Watch mode on",
                 timeout=5,
             )
@@ -242,8 +245,14 @@ class LessonActions(LabShell):
 
     @on(ExerciseSaved)
     def _saved(self, event: ExerciseSaved) -> None:
-        if event.explicit and self.watch_mode:
+        """Watch mode re-checks on every save of the in-lab editor, ctrl+s
+        and the autosave alike, as on every save of another editor (the file
+        watcher ignores the lab's own writes). It never did: only ctrl+s was
+        meant to, and after the autosave ctrl+s found nothing to save."""
+        if self.watch_mode:
             self.action_check(from_watch=True)
+        elif not event.changed:
+            self.notify(f"{event.path.name}: nothing to save", timeout=2)
 
     # --- hints, reset, solution ------------------------------------------------------
     def action_hint(self) -> None:

@@ -18,7 +18,8 @@ from gpulab.course.workspace import Workspace, WorkspaceError
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
-from gpulab.tui.screens import HelpScreen, NoticeScreen, SolutionScreen
+from gpulab.tui.keep_up import POLL_S, KeepUp
+from gpulab.tui.screens import ConfirmScreen, HelpScreen, NoticeScreen, SolutionScreen
 from gpulab.tui.shell import PANES, TITLES
 from gpulab.tui.sidebar import LessonList
 
@@ -40,6 +41,7 @@ LESSON_ACTIONS = {
 
 
 NOTE_CHARS = 160
+RESTART = 75  # the app's exit code that asks run_app to start gpulab again
 
 
 def short_note(text: str) -> str:
@@ -124,6 +126,10 @@ class GpulabApp(LessonActions):
         for warning in self.startup_notes:
             self.notify(short_note(warning), severity="warning", timeout=10, markup=False)
         self.say_if_unwritable()
+        # Progress another gpulab process records, and gpulab itself
+        # reinstalled under the lab (keep_up.py): stamped once a second.
+        self.keep_up = KeepUp((self.workspace.state_path,))
+        self.set_interval(POLL_S, self._keep_up, name="keep-up")
         self.open_lesson(self._initial_lesson(), remember=False)
         if self.query_one("#sidebar").display:
             self.query_one(LessonList).focus()
@@ -140,6 +146,74 @@ class GpulabApp(LessonActions):
                 title="Welcome back",
                 timeout=4,
             )
+
+    # --- keeping up with what changes outside the lab (keep_up.py) -------------
+    def _keep_up(self) -> None:
+        if self._main_screen() is None:
+            return
+        if self.keep_up.package_newly_changed():
+            self.notify(
+                "gpulab was reinstalled or updated while this lab was open. Your work "
+                "is saved; restart the lab to use the new version: ctrl+p, "
+                '"Restart the lab" (or q, then gpulab).',
+                title="gpulab changed",
+                severity="warning",
+                timeout=30,
+                markup=False,
+            )
+        if self.keep_up.progress_changed():
+            self.progress_from_elsewhere()
+
+    def progress_from_elsewhere(self) -> None:
+        """Another gpulab process (a `gpulab check` or `gpulab watch` in
+        another terminal) recorded progress: the sidebar, and the open
+        exercise's result when no check of the lab's is on screen."""
+        self.query_one(LessonList).rebuild()
+        self.update_summary()
+        lesson = self.lesson
+        if lesson is None or self.checking:
+            return
+        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+        self._pane("results").show_idle(
+            lesson, self.workspace.last_result(lesson.exercise), attempts
+        )
+
+    def _handle_exception(self, error: Exception) -> None:
+        # A lazy import that fails once gpulab changed on disk is that change
+        # (a reinstall took the files this lab imported from), not a bug to
+        # die of: the lab says so and offers a restart.
+        if isinstance(error, ImportError) and (
+            self.keep_up.package_changed or self.keep_up.package_newly_changed()
+        ):
+            self.offer_restart(f"{type(error).__name__}: {error}")
+            return
+        super()._handle_exception(error)
+
+    def offer_restart(self, why: str) -> None:
+        if any(isinstance(s, ConfirmScreen) and s.id == "restart" for s in self.screen_stack):
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.action_restart()
+
+        screen = ConfirmScreen(
+            "**gpulab changed on disk while this lab was open** (a reinstall or an "
+            f"update), and part of it this lab had not loaded yet is gone or new: {why}.\n\n"
+            "Restart the lab to use the new version? Your edit is saved first.",
+            yes="Restart",
+            no="Not now",
+            title="gpulab changed",
+        )
+        screen.id = "restart"
+        self.push_screen(screen, answer)
+
+    def action_restart(self) -> None:
+        """Quit, saving the edit, and start gpulab again (run_app does)."""
+        pane = self.query_one(ExercisePane)
+        if pane.dirty:
+            pane.save()
+        self.exit(RESTART)
 
     def action_startup_notes(self) -> None:
         """The start's warnings in full (their toasts were cut short)."""
@@ -243,4 +317,10 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
         print(f"gpulab: cannot open the workspace: {exc}", file=sys.stderr)
         return 2
     code = app.run()
+    if code == RESTART:
+        # gpulab changed on disk (GpulabApp.offer_restart): this process holds
+        # the old one, so a new process, found as `python -m gpulab` finds it.
+        import os
+
+        os.execv(sys.executable, [sys.executable, "-m", "gpulab", *sys.argv[1:]])
     return int(code or 0)

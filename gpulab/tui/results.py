@@ -108,6 +108,12 @@ def progress_text(event: Event) -> str:
     return ""
 
 
+def elapsed_text(elapsed: float, limit: float) -> str:
+    """'12.3 s of 60 s': the time a check has run against its limit, which
+    it is stopped at (an infinite loop runs until then)."""
+    return f"{elapsed:4.1f} s of {limit:g} s" if limit else f"{elapsed:4.1f} s"
+
+
 class ResultsPane(VerticalScroll):
     """Progress while a check runs; afterwards the report and the history."""
 
@@ -121,6 +127,7 @@ class ResultsPane(VerticalScroll):
         self.lesson: Lesson | None = None  # the lesson shown (opened or being checked)
         self._started = 0.0
         self._stage = ""
+        self._limit = 0.0  # the running check's time limit, shown as it counts
         self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -138,7 +145,7 @@ class ResultsPane(VerticalScroll):
 
     # --- the check bus (check_bus.py): the latest check only ------------------------
     def _check_started(self, message: CheckStarted) -> None:
-        self.start(message.lesson, message.device)
+        self.start(message.lesson, message.device, message.limit)
 
     def _check_progress(self, message: CheckProgress) -> None:
         self.progress(message.event)
@@ -171,9 +178,10 @@ class ResultsPane(VerticalScroll):
         # After the first paint: building the model reads every result file.
         self.call_after_refresh(self._show_point, last if lesson.ready else None)
 
-    def start(self, lesson: Lesson, device: str) -> None:
+    def start(self, lesson: Lesson, device: str, limit: float = 0.0) -> None:
         self.lesson = lesson
         self._started = time.monotonic()
+        self._limit = limit
         self._stage = "starting a fresh Python process"
         where = {"cpu": " on the CPU (Triton interpreter)", "cuda": " on your GPU"}.get(device, "")
         self.query_one("#progress-row").display = True
@@ -232,7 +240,9 @@ class ResultsPane(VerticalScroll):
 
     def _tick(self) -> None:
         elapsed = time.monotonic() - self._started if self._started else 0.0
-        self.query_one("#progress-text", Static).update(f"{elapsed:4.1f} s  {self._stage}")
+        self.query_one("#progress-text", Static).update(
+            f"{elapsed_text(elapsed, self._limit)}  {self._stage}"
+        )
 
     def _stop_ticker(self) -> None:
         if self._ticker is not None:

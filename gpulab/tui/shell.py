@@ -257,7 +257,11 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         """`write(*args)`, a workspace method that writes progress or a setting;
         None when the workspace cannot be written (said once, with the folder)."""
         try:
-            return write(*args)
+            done = write(*args)
+            keep_up = getattr(self, "keep_up", None)
+            if keep_up is not None:
+                keep_up.seen()  # the lab's own write, not progress from elsewhere
+            return done
         except OSError as exc:
             if not self._unsaved_said:
                 self._unsaved_said = True
@@ -290,10 +294,10 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
         self.checking = True
-        self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device))
         # Planned as `gpulab check` plans it (gpulab.check.plan), here on the UI
         # thread, which alone touches the workspace.
         plan = self._plan(lesson, explain)
+        self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device, plan.timeout))
         if plan.note:
             self.notify(plan.note.replace("--explain", "X"), timeout=8, markup=False)
         self._check_worker(self._run_id, lesson, path, plan, self._cache_root())
