@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpulab.check import child
+from gpulab.check import child, crashes
 from gpulab.check.events import Event, Finished, Stage, Stuck
 from gpulab.check.events import parse as parse_event
 from gpulab.check.protocol import (
@@ -82,6 +82,11 @@ def stop_all() -> None:
     for judge in judges:
         with contextlib.suppress(OSError):
             judge.proc.terminate()  # all at once: each then stops its sandboxes
+    for judge in list(_LIVE):
+        # Its folder first (the lab's, which the judge does not remove): a
+        # lab killed while it waited below left gpulab-judge-* behind.
+        with contextlib.suppress(Exception):
+            judge.tmp.cleanup()
     for judge in judges:
         with contextlib.suppress(Exception):
             _stop(judge.proc)
@@ -223,11 +228,16 @@ def run_check(
             stages=stages,
         )
     if run.result is None:
+        killed = crashes.killed_words("gpulab's grader (the judge process)", run.returncode)
+        summary, advice = killed or (
+            f"the grader stopped without a result (exit {run.returncode})",
+            "",
+        )
         return replace(
             where,
             status=ERROR,
-            summary=f"the grader stopped without a result (exit {run.returncode})",
-            message=run.log,
+            summary=summary,
+            message="\n".join(p for p in (advice, run.log) if p),
             duration_s=duration,
             stages=stages,
         )
@@ -342,12 +352,12 @@ class Spares:
         return None
 
     def close(self) -> None:
-        """Stop the spare; no more are started."""
+        """Stop the spare, without waiting for it to end; no more are started."""
         with self._lock:
             self.closed = True
             judge, self._spare = self._spare, None
         if judge is not None:
-            judge.close()
+            judge.close(wait=False)
 
 
 class _NotStarted(Exception):
@@ -463,16 +473,25 @@ class _Judge:
         log = _tail(Path(self.tmp.name) / "judge.log")
         return _JudgeRun(result, events.stopped, self.proc.returncode, log, where)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Stop the judge if it still runs (a spare no check took: closing
-        its stdin is its signal to stop) and remove its folder."""
+        its stdin is its signal to stop) and remove its folder. `wait`
+        False: signal it and return, a thread making sure it ends (the lab
+        quitting: `gpulab serve` gives a tab's lab 3 s, and a spare still
+        importing took longer to stop, after which the lab was killed and
+        its folder left behind)."""
         if self.closed:
             return
         self.closed = True
         if self.proc.poll() is None:
             # SIGTERM at once (it may be importing, not reading its stdin):
             # the judge kills its sandboxes and removes its folders.
-            _stop(self.proc)
+            if wait:
+                _stop(self.proc)
+            else:
+                with contextlib.suppress(OSError):
+                    self.proc.terminate()
+                threading.Thread(target=_stop, args=(self.proc,), daemon=True).start()
         with contextlib.suppress(OSError):
             os.close(self.read_fd)
         self.tmp.cleanup()

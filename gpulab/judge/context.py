@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames import Broken, Raised
@@ -85,6 +85,9 @@ class GradeContext:
     # numbers (the sandbox's word, gpulab.sandbox.nan_watch): advice in the
     # message of a case whose result holds NaN.
     nan_at: tuple[str, ...] = ()
+    # Keys of the result's JSON (`--json`) that the report does not show:
+    # the grader's own bookkeeping, in words the lessons never introduce.
+    json_only: dict[str, Any] = field(default_factory=dict)
     # The judge's own: the seed mixed into every case's (never sent anywhere),
     # and a folder of its own a sandbox may write into (lesson 07's trace).
     secret_seed: int = 0

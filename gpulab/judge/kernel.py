@@ -42,6 +42,7 @@ from gpulab.check.frames import (
     arg_json,
 )
 from gpulab.check.protocol import Kwargs
+from gpulab.check.status import Status
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -53,6 +54,7 @@ from gpulab.judge.context import GradeFailed
 from gpulab.judge.remote import storage_bytes
 from gpulab.judge.replay import (
     MISMATCH,
+    REPLAY_KILLED,
     CopyMap,
     Result,
     copy_map,
@@ -641,8 +643,11 @@ def check_cases(
     if replayer is not None and replayer.pending is not None:
         ctx.stage("your kernels again, apart from your code: the last case")
         replay_verdict(ctx, replayer.collect())
-    if invariant:
-        ctx.notes.append(INVARIANT_NOTE.format(cases=", ".join(invariant)))
+    if invariant:  # the grader's bookkeeping, in --json only (issue 48: jargon in the notes)
+        ctx.json_only["replay_scale_invariant"] = {
+            "cases": invariant,
+            "why": INVARIANT_NOTE.format(cases=", ".join(invariant)),
+        }
 
 
 def _again(
@@ -819,6 +824,9 @@ def replay_verdict(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
     if verdict is None:
         return
     name, why = verdict
+    if why.startswith(REPLAY_KILLED):  # its process killed from outside: not the kernels
+        summary, _, advice = why[len(REPLAY_KILLED) :].partition(". ")
+        raise GradeFailed(summary, advice, status=Status.ERROR)
     if why.startswith(AGAIN_MISMATCH):
         ctx.add_case(
             case_row(name=f"{name}, your kernels alone on other inputs", passed=False, detail=why)

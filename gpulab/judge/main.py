@@ -411,6 +411,30 @@ def remove_folders() -> None:
         shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)  # rmtree follows no links
 
 
+# Below this much memory a spare keeps one sandbox warm, not two: the
+# replay's starts when its check begins. An idle lab held 1000 MB RSS (733
+# MB PSS) with torch 2.13's CPU build, the replay's sandbox 295 MB (209 MB)
+# of it, and about 1.9 GB with torch's CUDA build, 600-670 MB a sandbox
+# (issue 48; docs/grading.md, "The spare judge").
+SMALL_MEMORY_BYTES = 8 << 30
+
+
+def small_memory() -> bool:
+    """A machine where a spare keeps one sandbox warm (MemTotal below
+    SMALL_MEMORY_BYTES); GPULAB_SPARE_SANDBOXES=1 or 2 says so instead."""
+    said = os.environ.get("GPULAB_SPARE_SANDBOXES", "")
+    if said in ("1", "2"):
+        return said == "1"
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 < SMALL_MEMORY_BYTES
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 class Prepared:
     """What a check needs before its file is read: the device, its folders,
     the sandbox's policy and the sandboxes themselves. A spare judge
@@ -481,7 +505,7 @@ class Prepared:
         self._sandbox = self.fresh(wait=False, hold=True)
         from gpulab.judge.replay import gpu_replay
 
-        if self.device == "cpu" or gpu_replay():
+        if (self.device == "cpu" or gpu_replay()) and not small_memory():
             self._replay = self.fresh_replay(wait=False)
         # What the check's grader imports (torch, triton, its cases).
         from gpulab.judge import harness, loader  # noqa: F401

@@ -39,7 +39,7 @@ _DETACH = torch.Tensor.detach
 _RESHAPE = torch.Tensor.reshape
 _TO = torch.Tensor.to
 _TOLIST = torch.Tensor.tolist
-_ORIGINAL_REPR = torch.Tensor.__repr__
+_ORIGINAL_REPR: Any = torch.Tensor.__repr__  # (untyped in torch)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 # Values a process may copy from the GPU to print them (see the docstring).
@@ -54,7 +54,7 @@ _UNNAMED = (torch.float32, torch.int64, torch.bool)
 def install() -> None:
     """Print plain tensors with `tensor_text` from now on (the sandbox calls
     this before the learner's file runs)."""
-    torch.Tensor.__repr__ = _repr  # type: ignore[method-assign]
+    torch.Tensor.__repr__ = _repr  # type: ignore[method-assign, assignment]
 
 
 def _repr(self: torch.Tensor, *, tensor_contents: Any = None) -> str:

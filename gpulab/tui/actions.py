@@ -24,7 +24,12 @@ class LessonActions(LabShell):
     """The shell's lesson actions; GpulabApp binds keys to them."""
 
     # --- opening lessons ----------------------------------------------------------
-    def open_lesson(self, lesson: Lesson | None, *, remember: bool = True) -> None:
+    def open_lesson(
+        self, lesson: Lesson | None, *, remember: bool = True, keep_results: bool = False
+    ) -> None:
+        """Open `lesson`'s text and exercise. `keep_results`: the Results
+        pane keeps the check it shows (a step that just passed, whose
+        results the learner has not read yet) and says what opened."""
         if lesson is None:
             return
         pane = self.query_one(ExercisePane)
@@ -62,10 +67,13 @@ class LessonActions(LabShell):
         self.update_summary()
         self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
         pane.set_lesson(lesson, path)
-        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        self._pane("results").show_idle(
-            lesson, self.workspace.last_result(lesson.exercise), attempts
-        )
+        if keep_results:
+            self._pane("results").note_opened(lesson)
+        else:
+            attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+            self._pane("results").show_idle(
+                lesson, self.workspace.last_result(lesson.exercise), attempts
+            )
         self._pane("roofline").set_lesson(lesson)
         self.watch_file(path)
         self.prepare_spare(lesson, path)
@@ -128,7 +136,8 @@ class LessonActions(LabShell):
             return ""  # they have moved on meanwhile: leave them where they are
         if self.query_one(ExercisePane).unsaved_reason():
             return f"Next: {nxt.step_label}, {nxt.exercise_title} (n)."
-        self.open_lesson(nxt)
+        # The passing results stay on screen: they were the point of the check.
+        self.open_lesson(nxt, keep_results=True)
         return f"On to {nxt.step_label}: {nxt.exercise_title}."
 
     # --- VIEW and EDIT modes of the Exercise pane ---------------------------------------

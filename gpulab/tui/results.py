@@ -131,6 +131,7 @@ class ResultsPane(VerticalScroll):
         self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
+        yield Static("", id="opened-note")
         with Vertical(id="progress-row"):
             yield Static("", id="progress-text")
             yield ProgressBar(total=None, show_eta=False, id="progress-bar")
@@ -139,6 +140,7 @@ class ResultsPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one("#progress-row").display = False
+        self.query_one("#opened-note").display = False
         self._checks.started.subscribe(self, self._check_started, immediate=True)
         self._checks.progress.subscribe(self, self._check_progress, immediate=True)
         self._checks.finished.subscribe(self, self._check_finished, immediate=True)
@@ -158,11 +160,27 @@ class ResultsPane(VerticalScroll):
             attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
             self.finish(message.result, attempts)
 
+    def note_opened(self, lesson: Lesson) -> None:
+        """The lab opened `lesson` after a pass: the passing results stay,
+        with a line above them saying what is open now."""
+        label = f"{lesson.step_label}, " if lesson.step_label else ""
+        note = self.query_one("#opened-note", Static)
+        note.update(
+            Text.assemble(
+                ("Open now: ", "b"),
+                f"{label}{lesson.exercise_title} ({lesson.exercise}): its lesson is pane 1, "
+                "its starter pane 2. Below: the check that passed.",
+            )
+        )
+        note.display = True
+        self.scroll_home(animate=False)
+
     def show_idle(
         self, lesson: Lesson, last: CheckResult | None, attempts: list[dict[str, Any]]
     ) -> None:
         """A lesson was opened: its last result, if any, and its history."""
         self.lesson = lesson
+        self.query_one("#opened-note").display = False
         self._stop_ticker()
         self.query_one("#progress-row").display = False
         if lesson.error or not lesson.ready:
@@ -180,6 +198,7 @@ class ResultsPane(VerticalScroll):
 
     def start(self, lesson: Lesson, device: str, limit: float = 0.0) -> None:
         self.lesson = lesson
+        self.query_one("#opened-note").display = False
         self._started = time.monotonic()
         self._limit = limit
         self._stage = "starting a fresh Python process"

@@ -60,6 +60,18 @@ TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Ser
 NARROW = 118
 
 
+TOAST_CHARS = 90
+
+
+def exercise_name(lesson: Lesson) -> str:
+    """'step 1 of 3, softmax_row' or 'softmax': what a toast calls it."""
+    return f"{lesson.step_label}, {lesson.exercise}" if lesson.step_label else lesson.exercise
+
+
+def short(text: str, limit: int = TOAST_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "… (3: Results)"
+
+
 # KeysInOrder's _on_key is a handler Textual calls beside App's, not an
 # override of it (gpulab.tui.keyqueue): their signatures need not agree.
 class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
@@ -380,24 +392,27 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         # The panes show it (results, roofline, hints, the sidebar), each
         # deciding what it means to it, before a pass opens the next step.
         self.checks.finished.publish(message)
+        # The toast is short (at 80x24 a six-line toast covered half the
+        # case table for 6 s) and names the exercise checked, a step's
+        # label too; the Results pane has the whole report.
+        name = exercise_name(lesson)
         if result.status == CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.passed:
             moved = self.advance_after_pass(lesson)
-            # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.summary)}\n"
-                + (moved or "The reference solution is unlocked (s); n opens the next lesson."),
-                title="PASS",
-                timeout=6,
+                moved or "The reference solution is unlocked (s); n: the next lesson.",
+                title=f"PASS: {name}",
+                timeout=4,
                 markup=False,
             )
         else:
+            # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.summary)}",
-                title=result.status.value.upper(),
+                short(visible(result.summary)),
+                title=f"{result.status.value.upper()}: {name}",
                 severity="error",
-                timeout=6,
+                timeout=4,
                 markup=False,
             )
 
