@@ -104,10 +104,10 @@ def test_a_timeout_names_the_line_the_kernel_was_on(tmp_path, course):
     assert result.status == runner.TIMEOUT, result.summary
     if "importing your file" not in seen:
         pytest.skip(f"the machine is too loaded: the file was not imported in 25 s ({seen})")
-    assert (
-        "your code was at line 10 of loop.py, in spin: `tl.store(x_ptr, 1.0)`" in result.message
-        or ("line 9 of loop.py" in result.message)
-    ), result.message
+    # The loop's condition or its body, whichever the signal caught.
+    assert re.search(r"your code was at line (9|10) of loop\.py, in spin", result.message), (
+        result.message
+    )
 
 
 def test_a_grader_killed_from_outside_says_so(tmp_path, course):
