@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
 from gpulab.tui.keep_up import POLL_S, KeepUp
-from gpulab.tui.screens import ConfirmScreen, HelpScreen, NoticeScreen, SolutionScreen
+from gpulab.tui.screens import HelpScreen, NoticeScreen, SolutionScreen
 from gpulab.tui.shell import PANES, TITLES
 from gpulab.tui.sidebar import LessonList
 
@@ -41,7 +42,7 @@ LESSON_ACTIONS = {
 
 
 NOTE_CHARS = 160
-RESTART = 75  # the app's exit code that asks run_app to start gpulab again
+RESTART = 75  # the app's exit value that asks run_app to start gpulab again
 
 
 def short_note(text: str) -> str:
@@ -129,6 +130,7 @@ class GpulabApp(LessonActions):
         # Progress another gpulab process records, and gpulab itself
         # reinstalled under the lab (keep_up.py): stamped once a second.
         self.keep_up = KeepUp((self.workspace.state_path,))
+        self.package_changed_error = ""  # why the lab ended, when gpulab changed under it
         self.set_interval(POLL_S, self._keep_up, name="keep-up")
         self.open_lesson(self._initial_lesson(), remember=False)
         if self.query_one("#sidebar").display:
@@ -180,33 +182,21 @@ class GpulabApp(LessonActions):
 
     def _handle_exception(self, error: Exception) -> None:
         # A lazy import that fails once gpulab changed on disk is that change
-        # (a reinstall took the files this lab imported from), not a bug to
-        # die of: the lab says so and offers a restart.
+        # (a reinstall took the files this lab imported from), not a bug.
+        # Textual stops the message loop an exception escapes from, so the
+        # lab cannot go on: it ends as it would on a crash, with the edit
+        # saved and no traceback, and run_app says what happened and offers
+        # to start the new gpulab.
         if isinstance(error, ImportError) and (
             self.keep_up.package_changed or self.keep_up.package_newly_changed()
         ):
-            self.offer_restart(f"{type(error).__name__}: {error}")
+            self.package_changed_error = f"{type(error).__name__}: {error}"
+            with contextlib.suppress(Exception):
+                self._save_edit()
+            self._return_code = 1
+            self._close_messages_no_wait()
             return
         super()._handle_exception(error)
-
-    def offer_restart(self, why: str) -> None:
-        if any(isinstance(s, ConfirmScreen) and s.id == "restart" for s in self.screen_stack):
-            return
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.action_restart()
-
-        screen = ConfirmScreen(
-            "**gpulab changed on disk while this lab was open** (a reinstall or an "
-            f"update), and part of it this lab had not loaded yet is gone or new: {why}.\n\n"
-            "Restart the lab to use the new version? Your edit is saved first.",
-            yes="Restart",
-            no="Not now",
-            title="gpulab changed",
-        )
-        screen.id = "restart"
-        self.push_screen(screen, answer)
 
     def action_restart(self) -> None:
         """Quit, saving the edit, and start gpulab again (run_app does)."""
@@ -317,10 +307,32 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
         print(f"gpulab: cannot open the workspace: {exc}", file=sys.stderr)
         return 2
     code = app.run()
-    if code == RESTART:
-        # gpulab changed on disk (GpulabApp.offer_restart): this process holds
-        # the old one, so a new process, found as `python -m gpulab` finds it.
+    changed = getattr(app, "package_changed_error", "")
+    if code == RESTART or (changed and restart_wanted(changed)):
+        # This process holds the old gpulab: a new one, found as `python -m
+        # gpulab` finds it, opens where the learner was (their edit is saved).
         import os
 
         os.execv(sys.executable, [sys.executable, "-m", "gpulab", *sys.argv[1:]])
-    return int(code or 0)
+    return 1 if changed else int(code or 0)
+
+
+def restart_wanted(error: str, ask: Any = input) -> bool:
+    """After the lab ended because gpulab changed under it: say so, and ask
+    (in a terminal) whether to start the new one."""
+    import sys
+
+    print(
+        "gpulab changed on disk while the lab was open (a reinstall or an update), and "
+        f"the lab could not load a part of it it had not loaded yet ({error}). Your work "
+        "is saved.",
+        file=sys.stderr,
+    )
+    if not sys.stdin.isatty():
+        print("Start gpulab again to use the new version.", file=sys.stderr)
+        return False
+    try:
+        answer = ask("Start the new gpulab now? [Y/n] ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("", "y", "yes")

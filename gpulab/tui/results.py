@@ -295,11 +295,13 @@ class ResultsPane(VerticalScroll):
 
     @staticmethod
     def _report(result: CheckResult) -> Any:
-        from gpulab.check.report import render
-
         if result.status == Status.CANCELLED:
             return Text("Check cancelled.", style="yellow")
         try:
+            from gpulab.check.report import render
+
             return render(result)
+        except ImportError:
+            raise  # gpulab changed on disk: the app offers a restart (app.py)
         except Exception as exc:  # noqa: BLE001 - a malformed result file must not crash the UI
             return Text(f"could not show this result: {type(exc).__name__}: {exc}", style="red")
