@@ -287,7 +287,8 @@ def _next(args: Any) -> int:
         ("a hint", f"gpulab hint {lesson.exercise}"),
         ("in the lab", "gpulab   (it opens this exercise; n goes on to the next)"),
     ):
-        con.print(f"  {label:<10} {line}", markup=False, highlight=False)
+        # soft_wrap: a path or a command is never broken across lines (copied whole).
+        con.print(f"  {label:<10} {line}", markup=False, highlight=False, soft_wrap=True)
     if args.edit:
         import os
         import shlex
