@@ -98,3 +98,31 @@ def test_a_small_machine_keeps_one_sandbox_warm(monkeypatch):
     monkeypatch.delenv("GPULAB_SPARE_SANDBOXES")
     total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
     assert main.small_memory() == (total < main.SMALL_MEMORY_BYTES)
+
+
+def test_a_lesson_in_a_terminal_goes_through_the_pager(tmp_path):
+    """`gpulab lesson` printed 170-290 lines at once; in a terminal it pages."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.conftest import gpulab_env
+
+    paged = tmp_path / "paged.txt"
+    master, slave = pty.openpty()
+    try:
+        env = gpulab_env(tmp_path / "ws", PAGER=f"cat > {paged}", TERM="xterm")
+        p = subprocess.run(
+            [sys.executable, "-m", "gpulab", "lesson", "3"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 0
+    assert "Grouped-order tiled matmul" in paged.read_text()

@@ -125,7 +125,12 @@ def _lesson(args: Any) -> int:
     con = console()
     if con.is_terminal and not args.no_pager:
         # A lesson is 170-290 lines: in a terminal it scrolled past its own
-        # start. Through the pager ($PAGER, else `less -R`), as git does.
+        # start. Through the pager ($PAGER, else less), as git does, and with
+        # git's LESS=FRX where LESS is unset: colours shown (R), a lesson that
+        # fits one screen printed (F), the text left on screen after (X).
+        import os
+
+        os.environ.setdefault("LESS", "FRX")
         with con.pager(styles=True):
             con.print(Markdown(lesson.text()))
         return 0
