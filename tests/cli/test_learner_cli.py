@@ -69,23 +69,45 @@ def test_serves_address_fits_80_columns():
     assert len(server.token) >= 32  # 192 bits
 
 
-def test_the_lab_stops_its_spare_without_waiting(tmp_path, course):
+def test_the_lab_stops_its_spare_without_waiting(tmp_path):
+    """A spare still importing answers SIGTERM late: the lab quitting waited
+    for it (up to 3 s, then SIGKILL), past `gpulab serve`'s grace, and a lab
+    killed meanwhile left its gpulab-judge-* folder behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
     from gpulab.check import runner
 
-    lesson = course.find("softmax_row")
-    path = tmp_path / "row.py"
-    path.write_text("")
+    def slow_judge() -> runner._Judge:
+        deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+        proc = subprocess.Popen([sys.executable, "-c", deaf], start_new_session=True)
+        read_fd, write_fd = os.pipe()
+        os.close(write_fd)
+        tmp = tempfile.TemporaryDirectory(prefix="gpulab-judge-", dir=tmp_path)
+        return runner._Judge(proc, read_fd, tmp, None)
+
     spares = runner.Spares(early=False)
-    request = runner.check_request(lesson, path, device="cpu", workspace=str(tmp_path / "ws"))
-    spares.prepare(request)
-    judge = spares._spare
-    assert judge is not None
-    folder = Path(judge.tmp.name)
+    spares._spare = judge = slow_judge()
+    time.sleep(0.5)  # its SIGTERM handler set
     started = time.monotonic()
     spares.close()
     assert time.monotonic() - started < 1.0
-    assert not folder.exists()  # gpulab-judge-*: was left when a killed lab could not wait
-    judge.proc.wait(timeout=30)
+    assert not Path(judge.tmp.name).exists()
+    assert judge.proc.wait(timeout=30) == -signal.SIGKILL  # made sure of, in a thread
+    # The hang-up's stop_all removes the lab's folder for each judge first.
+    other = slow_judge()
+    time.sleep(0.5)
+    folder = Path(other.tmp.name)
+    killer = __import__("threading").Thread(target=runner.stop_all)
+    killer.start()
+    deadline = time.monotonic() + 2.0
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not folder.exists()
+    killer.join(timeout=30)
 
 
 def test_a_small_machine_keeps_one_sandbox_warm(monkeypatch):
