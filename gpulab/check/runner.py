@@ -489,9 +489,15 @@ class _Judge:
             if wait:
                 _stop(self.proc)
             else:
+                # One SIGTERM (a second one, arriving inside the judge's
+                # handler, ended it half-way through removing its folders),
+                # then a thread waits for it as long as its clean-up may take
+                # on a loaded machine, and makes sure.
                 with contextlib.suppress(OSError):
                     self.proc.terminate()
-                threading.Thread(target=_stop, args=(self.proc,), daemon=True).start()
+                threading.Thread(
+                    target=child.kill_tree, args=(self.proc,), kwargs={"exit_s": 10}, daemon=True
+                ).start()
         with contextlib.suppress(OSError):
             os.close(self.read_fd)
         self.tmp.cleanup()

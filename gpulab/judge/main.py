@@ -773,6 +773,9 @@ def main() -> int:
     stuck.install(channel.write)  # where the code was, when the lab's time runs out
 
     def stop(signum: int, frame: Any) -> None:
+        # Once: a second SIGTERM inside this handler ended it half-way
+        # through removing its folders (they were left in the temp folder).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_descendants()
         for cache in _CACHES:  # a check stopped at its timeout closes nothing
             trim_cache(cache)
@@ -793,6 +796,7 @@ def main() -> int:
                 prepared.finish_ahead()
             raw = sys.stdin.readline()
         if not raw.strip():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ending anyway: clean up whole
             if prepared is not None:
                 prepared.close()
             kill_descendants()
@@ -816,6 +820,10 @@ def main() -> int:
     try:
         channel.finish(result)
     finally:
+        # The lab stops a judge that has sent its result and not ended yet;
+        # its SIGTERM, arriving here, ended the clean-up half-way (folders
+        # left in the temp folder on a loaded machine).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_descendants()
         remove_folders()
         sys.stdout.flush()
