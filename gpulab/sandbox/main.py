@@ -339,14 +339,14 @@ class Server:
         return Ok()
 
     def on_replay(self, msg: ReplayRequest) -> Replayed:
-        from gpulab.sandbox.replay import replay
+        from gpulab.sandbox.replay_run import replay
 
         if self.module is not None:  # a sandbox that ran the learner's file never replays
             raise ProtocolError("a replay asked of the check's own sandbox")
         return replay(self, msg)
 
     def on_replay_time(self, msg: ReplayTimeRequest) -> ReplayTimed:
-        from gpulab.sandbox.replay import replay_time
+        from gpulab.sandbox.replay_run import replay_time
 
         if self.module is not None:  # as on_replay: never where the file ran
             raise ProtocolError("a replay asked of the check's own sandbox")
