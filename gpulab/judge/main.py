@@ -67,15 +67,22 @@ class Channel:
         field by field, trusting nothing of it)."""
         protocol.write_frame(self.fd, {"type": "result", "result": result.to_json()})
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+    def stage(
+        self,
+        text: str,
+        done: int | None = None,
+        total: int | None = None,
+        allow_s: float | None = None,
+    ) -> None:
         """A stage's words, and where there are steps, how many are done of
-        how many (numbers, so the lab never reads them back out of words)."""
+        how many (numbers, so the lab never reads them back out of words);
+        `allow_s`, the seconds this stage may take (gpulab.judge.allowance)."""
         self.marks.append((protocol.stage_kind(text), time.monotonic()))
         self.texts.append(text)
         if done is not None and total:
-            self.send(Stage(text, int(done), int(total)))
+            self.send(Stage(text, int(done), int(total), allow_s))
         else:
-            self.send(Stage(text))
+            self.send(Stage(text, allow_s=allow_s))
 
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen
@@ -291,7 +298,9 @@ def policy_for(
         hidden=hidden,
         listable=[str(pkg.parent), str(learner.parent)],
         write=write,
-        cpu_seconds=int(float(request.timeout or 300)) + 30,
+        # The longest the lab may let the check run (a CPU check's cases may
+        # be given more than its first limit: gpulab.judge.allowance).
+        cpu_seconds=int(max(float(request.timeout or 300), request.timeout_cap or 0)) + 30,
         file_bytes=256 << 20,
         address_space=24 * GIB if device == "cpu" else None,
         blocked_modules=blocked_modules(),
