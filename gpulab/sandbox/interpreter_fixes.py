@@ -3,7 +3,8 @@
 An honest kernel must not fail on the CPU because the interpreter computes
 something other than what a GPU computes. The interpreter keeps a bf16
 tensor as its raw bits in a uint16 numpy array, and Triton 3.6, 3.8 and 3.9
-(read in their wheels; 3.9 run here) then treat those bits as integers:
+(each run, 2026-12-07: tests/sandbox/interpreter_checks.py) then treat those
+bits as integers:
 
 - a cast *to* bf16 from fp64 or from any integer is numpy's `astype(uint16)`
   of the value (0.3 becomes 0: an fp64 softmax stored as bf16 was "640 of
@@ -12,7 +13,9 @@ tensor as its raw bits in a uint16 numpy array, and Triton 3.6, 3.8 and 3.9
 - bf16 arithmetic and comparisons (`x + y`, `x * y`, `tl.maximum`,
   `x > y`, a bf16 `tl.sum` or `tl.cumsum`) add, multiply and compare the
   bits as integers;
-- a bf16 `tl.dot` multiplies the bits as integers (garbage of 1e10).
+- a bf16 `tl.dot` multiplies the bits as integers (garbage of 1e10);
+- Triton 3.6-3.8's builder cannot make a bf16 constant at all
+  (`'InterpreterBuilder' object has no attribute 'get_bf16'`).
 
 Each fix here is applied only where its bug shows: `apply()` runs a probe
 of the interpreter's own builder for each (a few microseconds) and patches
@@ -148,6 +151,16 @@ def _dot_broken(it: _Interp) -> bool:
     return not np.array_equal(np.asarray(out, dtype=np.float64), [[1.25, -5.0], [1.25, 0.0]])
 
 
+def _constant_broken(it: _Interp) -> bool:
+    # Triton 3.6-3.8's builder has get_bf16_ty but no get_bf16: any bf16
+    # constant in a kernel (tl.full(..., tl.bfloat16)) raised AttributeError.
+    try:
+        got = it.builder.get_bf16(1 + 0.75 * 2**-7)
+    except AttributeError:
+        return True
+    return not np.array_equal(np.asarray(got.data).astype(np.uint16), f64_to_bf16_bits([1 + 2**-7]))
+
+
 def _reduce_broken(it: _Interp) -> bool:
     tl = it.tl
     x = it.shaped(it.bf16_handle([1.5, -2.0]), [2], it.bf16)
@@ -189,6 +202,16 @@ def _patch_casts(it: _Interp) -> None:
         return fp_to_fp(self, src, dst_type, rounding_mode)
 
     it.Builder.create_fp_to_fp = create_fp_to_fp
+
+
+def _patch_constant(it: _Interp) -> None:
+    """A bf16 constant: its value rounded once to bf16, as 3.9's builder
+    makes it (through fp32 and the cast above)."""
+
+    def get_bf16(self: Any, value: Any) -> Any:
+        return self.create_fp_trunc(self.get_fp32(value), it.bf16)
+
+    it.Builder.get_bf16 = get_bf16
 
 
 def _fp8(dtype: Any) -> bool:
@@ -303,6 +326,7 @@ def _narrowed(it: _Interp, out: Any) -> Any:
 # name -> (the probe: True while broken, the patch)
 FIXES: dict[str, tuple[Callable[[_Interp], bool], Callable[[_Interp], None]]] = {
     "bf16 casts": (_cast_broken, _patch_casts),
+    "bf16 constants": (_constant_broken, _patch_constant),
     "bf16 arithmetic": (_arith_broken, _patch_arith),
     "bf16 tl.dot": (_dot_broken, _patch_dot),
     "bf16 reductions": (_reduce_broken, _patch_reduce),

@@ -109,6 +109,21 @@ def softmax_in_fp64_stored_as_bf16() -> tuple[bool, str]:
     return err < 1e-2 * float(ref.abs().max()), f"max error {err:.3g}"
 
 
+@triton.jit
+def bf16_constant_kernel(o_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(o_ptr + i, tl.full([N], 1.00585937, tl.bfloat16) + tl.zeros([N], tl.bfloat16))
+
+
+@check
+def bf16_constants() -> tuple[bool, str]:
+    # Triton 3.6-3.8: "'InterpreterBuilder' object has no attribute 'get_bf16'".
+    o = torch.empty(16, dtype=torch.bfloat16)
+    bf16_constant_kernel[(1,)](o, N=16)
+    want = torch.tensor(1.00585937, dtype=torch.float64).to(torch.bfloat16)
+    return bool((o == want).all()), f"{o[:2].tolist()} for {want.item()}"
+
+
 # --- bf16 arithmetic, tl.dot ---------------------------------------------------------
 
 
