@@ -4,9 +4,10 @@ On a GPU the autotuner times every config and keeps the fastest. The
 interpreter has no GPU to time on: Triton 3.6-3.9's autotuner asks the
 active driver for its benchmarker and fails ("0 active drivers"), so an
 honest autotuned kernel failed every CPU check, and the learner was told to
-write a second decorator for the CPU. Here, in the interpreter and where
-that benchmarker cannot be had (no `do_bench` of the kernel's own), the
-autotuner ranks the configs in their order instead of timing them:
+write a second decorator for the CPU. Here, in the interpreter, unless the
+kernel's author gave a `do_bench` of their own (a CPU clock: theirs, and
+it still times), the autotuner ranks the configs in their order instead of
+timing them:
 the first config that `prune_configs_by` keeps is used, with no timing
 launch at all (a timing run in the interpreter would cost a whole run of
 the kernel per config). Everything else is the autotuner's own code, run
@@ -33,29 +34,23 @@ UNFIT = ("OutOfResources", "CompileTimeAssertionFailure", "PTXASError")
 
 
 def apply() -> str:
-    """ "fixed", "absent" (a benchmarker is there: a GPU's driver) or
-    "failed: why"; once a process."""
+    """ "fixed" (the autotuner ranks in the interpreter from now on) or
+    "failed: why"; once a process. Applied whether or not this machine has
+    a GPU driver: where it has one, the interpreter's autotuner times each
+    config's whole interpreted run on the CPU, seconds a config, and a CPU
+    check's result must not depend on which configs the box happened to time
+    fastest. Outside the interpreter (a GPU check, --explain's compile) the
+    autotuner is Triton's own."""
     if "state" in STATE:
         return STATE["state"]
     try:
         from triton.runtime import autotuner
 
-        if _has_benchmarker(autotuner):
-            STATE["state"] = "absent"
-        else:
-            _patch(autotuner.Autotuner)
-            STATE["state"] = "fixed"
+        _patch(autotuner.Autotuner)
+        STATE["state"] = "fixed"
     except Exception as exc:  # noqa: BLE001 - an autotuner built otherwise
         STATE["state"] = f"failed: {type(exc).__name__}: {exc}"
     return STATE["state"]
-
-
-def _has_benchmarker(autotuner: Any) -> bool:
-    try:
-        autotuner.driver.active.get_benchmarker()
-    except Exception:  # noqa: BLE001 - "0 active drivers" and the like
-        return False
-    return True
 
 
 def _patch(cls: Any) -> None:

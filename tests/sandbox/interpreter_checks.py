@@ -357,6 +357,27 @@ def autotune_several_configs() -> tuple[bool, str]:
     return True, ""
 
 
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})],
+    key=["n"],
+)
+@triton.jit
+def copy_wide_blocks(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK >= 32, "this kernel needs blocks of 32 or more")
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@check
+def autotune_skips_a_config_that_cannot_run() -> tuple[bool, str]:
+    # On a GPU the autotuner skips a config that fails to compile.
+    x = torch.randn(100, generator=_gen(11))
+    y = torch.empty_like(x)
+    copy_wide_blocks[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, y, 100)
+    chosen = copy_wide_blocks.best_config.kwargs["BLOCK"]
+    return torch.equal(x, y) and chosen == 64, f"BLOCK {chosen}"
+
+
 def main() -> None:
     warnings.filterwarnings("ignore")
     if "--fixed" in sys.argv:
