@@ -43,6 +43,7 @@ from gpulab.check.frames import (
     flat_args,
 )
 from gpulab.check.protocol import Kwargs
+from gpulab.judge.allowance import CaseClock
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -544,8 +545,10 @@ def check_cases(
     # One profile for all the cases (about 0.15 s a call saved on an H200).
     span = AuditSpan() if audited else None
     invariant: list[str] = []  # cases whose answer g(x) does not change (_again)
+    clock = _case_clock(ctx, cases)
     for i, case in enumerate(cases):
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        allow = clock.start(i) if clock is not None else None
+        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow)
         keep = Kept() if replayer is not None else None
         try:
             if keep is not None and ctx.device == "cuda" and _first_of_pair(draws, paired, case):
@@ -653,7 +656,10 @@ def check_cases(
     if span is not None:
         span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last case")
+        ctx.stage(
+            "your kernels again, apart from your code: the last case",
+            allow_s=clock.last() if clock is not None else None,
+        )
         collected = replayer.collect()
         if not audited:
             audit_again(ctx, spec, fn, by_name, guards, collected)
@@ -682,6 +688,14 @@ def audit_again(
     if case is not None:
         ctx.stage(f"case {case.name} again, under torch's profiler: what ran outside your kernels")
         guarded_call(ctx, spec, fn, case, guards, None, None, True)
+
+
+def _case_clock(ctx: GradeContext, cases: list[Case]) -> CaseClock | None:
+    """Each case's own time limit, where the lab lets the judge give it
+    (a CPU check with no limit of the learner's: gpulab.judge.allowance)."""
+    if not ctx.interpreter or not ctx.request.timeout_cap:
+        return None
+    return CaseClock(cases)
 
 
 def _again(

@@ -157,6 +157,16 @@ def main() -> None:
     os._exit(0)  # no interpreter teardown: a learner's atexit hook can't hang the check
 
 
+def _fix_interpreter() -> None:
+    """The Triton interpreter's known bugs fixed (bf16, tl.reduce's combine
+    functions, autotune: gpulab.sandbox.interpreter_fixes), before any
+    kernel runs here: in the check's sandbox before the learner's file is
+    imported, in the replay's before it runs the kept kernels."""
+    from gpulab.sandbox import interpreter_fixes
+
+    interpreter_fixes.apply()
+
+
 def _in_span(request: Request) -> bool:
     """A request that may run while the correctness calls' profile is on:
     one of those calls, an arena for one, or the request that ends it."""
@@ -250,6 +260,7 @@ class Server:
             warnings.filterwarnings(
                 "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
             )
+            _fix_interpreter()
         if self.module is None:
             if "dynamo" in msg.before_load:
                 from gpulab.sandbox import dynamo
@@ -336,6 +347,8 @@ class Server:
         warnings.filterwarnings(
             "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
         )
+        if self.device == "cpu":
+            _fix_interpreter()
         return Ok()
 
     def on_replay(self, msg: ReplayRequest) -> Replayed:
@@ -343,6 +356,8 @@ class Server:
 
         if self.module is not None:  # a sandbox that ran the learner's file never replays
             raise ProtocolError("a replay asked of the check's own sandbox")
+        if self.device == "cpu":
+            _fix_interpreter()  # the check's sandbox ran the kernels so: the same numbers
         return replay(self, msg)
 
     def on_replay_time(self, msg: ReplayTimeRequest) -> ReplayTimed:

@@ -97,6 +97,7 @@ def _check(args: Any) -> int:
         workspace=None if blocked else str(ws.root),
         explain=plan.explain,
         paths_off=getattr(args, "off", None) or (),
+        timeout_cap=plan.cap,
     )
     result = explain_timeout(result, timeout, why)
     if own and recorded(result) and not blocked:
@@ -155,6 +156,7 @@ def _watch(args: Any) -> int:
             timeout=timeout,
             workspace=None if blocked else str(ws.root),
             spares=spares,
+            timeout_cap=plan.cap,
         )
         result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if recorded(result) and not blocked:
