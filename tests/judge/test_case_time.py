@@ -8,6 +8,7 @@ without a word on where it was.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -124,7 +125,7 @@ def test_a_timeout_names_the_case_and_the_time_it_was_given(tmp_path, course):
     ).to_json()
     took = time.monotonic() - started
     assert r["status"] == "timeout", r["summary"]
-    assert " in case 4 of 8 (5×1000 fp32)" in r["summary"], r["summary"]
+    assert re.search(r" in case 4 of \d+ \(5×1000 fp32\)", r["summary"]), r["summary"]
     assert f"this one was given {FLOOR_S:g} s" in r["message"], r["message"]
     cases = [s for s in stages if s.text.startswith("case ")]
     assert len(cases) == 4 and all(s.allow_s and s.allow_s >= FLOOR_S for s in cases)
