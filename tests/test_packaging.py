@@ -72,7 +72,7 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
     root, summary, gpus = r.stdout.strip().splitlines()
     assert root.startswith(str(site)) and root.endswith("_content")
     assert summary == "9 True"
-    assert gpus == "19 989.0"
+    assert gpus == "25 989.0"
     r = subprocess.run(
         [sys.executable, "-m", "gpulab", "where", "softmax"],
         cwd=elsewhere,

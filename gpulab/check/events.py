@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpulab.check.protocol import ProtocolError, dict_field, text
+from gpulab.check.protocol import ProtocolError, dict_field, number, text
 from gpulab.check.result import CaseRow, CheckResult
 
 # Longer than any honest frame's words ("case 3 of 14: 64×64 fp16"); a
@@ -37,11 +37,15 @@ def count(value: Any) -> int | None:
 @dataclass(frozen=True, slots=True)
 class Stage:
     """A stage's words and, where it has steps, how many are done of how
-    many (`done` and `total` are both set or both None; 0 <= done <= total)."""
+    many (`done` and `total` are both set or both None; 0 <= done <= total).
+    `allow_s`: where the judge may move the lab's deadline (a check on the
+    CPU with no limit of the learner's), how many seconds from now this
+    stage may take before the check is stopped (gpulab.judge.allowance)."""
 
     text: str
     done: int | None = None
     total: int | None = None
+    allow_s: float | None = None
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Stage:
@@ -54,12 +58,15 @@ class Stage:
         )
         if done is None or total is None or not 0 <= done <= total or total == 0:
             done = total = None  # no progress rather than a bar that lies
-        return cls(text(words, TEXT_LIMIT), done, total)
+        allow = number(frame.get("allow_s"))
+        return cls(text(words, TEXT_LIMIT), done, total, allow if allow and allow > 0 else None)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "stage", "text": self.text}
         if self.done is not None and self.total is not None:
             out["progress"] = [self.done, self.total]
+        if self.allow_s is not None:
+            out["allow_s"] = self.allow_s
         return out
 
 

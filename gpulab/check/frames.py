@@ -25,6 +25,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from gpulab.check.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.check.protocol import ProtocolError, TensorRef, number, text
 
 NAME_LIMIT = 120  # an op's or a finding's name, as a message quotes it
@@ -371,6 +372,18 @@ class DtypeArg:
 
 
 @dataclass(frozen=True, slots=True)
+class TupleArg:
+    """A tuple argument (Triton takes tuples of tensors, numbers and
+    constexprs: strides passed as one argument): `{"__tuple__": [arg, ...]}`."""
+
+    items: tuple[Arg, ...]
+
+
+MAX_TUPLE = 32  # items in a tuple argument
+MAX_TUPLE_DEPTH = 3
+
+
+@dataclass(frozen=True, slots=True)
 class OtherArg:
     """An argument the replay cannot pass again: what the recorder could not
     write (`{"__unsupported__": type name}`), or one that came back malformed
@@ -381,10 +394,10 @@ class OtherArg:
 
 # A launch's argument: JSON's null, true/false, an integer or a short
 # string as it is; anything else one of the records above.
-Arg = None | bool | int | str | BufferArg | DescArg | FloatArg | DtypeArg | OtherArg
+Arg = None | bool | int | str | BufferArg | DescArg | FloatArg | DtypeArg | TupleArg | OtherArg
 
 
-def parse_arg(value: Any) -> Arg:
+def parse_arg(value: Any, depth: int = MAX_TUPLE_DEPTH) -> Arg:
     """An argument as the replay would pass it, or an OtherArg (the replay
     refuses the launch)."""
     if value is None or isinstance(value, bool):
@@ -405,6 +418,10 @@ def parse_arg(value: Any) -> Arg:
             return desc
         if key == "__float__" and _float_hex(inner):
             return FloatArg(inner)
+        if key == "__tuple__" and isinstance(inner, list) and len(inner) <= MAX_TUPLE and depth:
+            items = tuple(parse_arg(v, depth - 1) for v in inner)
+            if not any(isinstance(v, OtherArg) for v in items):
+                return TupleArg(items)
         if (
             key == "__tl_dtype__"
             and isinstance(inner, str)
@@ -413,6 +430,23 @@ def parse_arg(value: Any) -> Arg:
         ):
             return DtypeArg(inner)
     return OtherArg(_counted(value.get("__unsupported__")))
+
+
+def flat_args(args: dict[str, Arg]) -> list[tuple[str, Arg]]:
+    """A launch's arguments with each tuple's items in its place
+    (`strides[1]`), for rules that look at every tensor a launch is handed."""
+    out: list[tuple[str, Arg]] = []
+
+    def walk(key: str, v: Arg) -> None:
+        if isinstance(v, TupleArg):
+            for i, item in enumerate(v.items):
+                walk(f"{key}[{i}]", item)
+        else:
+            out.append((key, v))
+
+    for k, v in args.items():
+        walk(k, v)
+    return out
 
 
 def _float_hex(value: Any) -> bool:
@@ -435,6 +469,8 @@ def arg_json(arg: Arg) -> Any:
         return {"__float__": arg.hex}
     if isinstance(arg, DtypeArg):
         return {"__tl_dtype__": arg.name}
+    if isinstance(arg, TupleArg):
+        return {"__tuple__": [arg_json(v) for v in arg.items]}
     if isinstance(arg, OtherArg):
         return {"__unsupported__": arg.unsupported}
     return arg
@@ -511,6 +547,9 @@ class RecordedLaunch:
     grid: tuple[int, ...] | str | None = None  # a string: a forged one, quoted back
     args: dict[str, Arg] | None = None  # None: not an object (malformed)
     options: dict[str, Option] | None = dataclasses.field(default_factory=dict)
+    # On a GPU: the compiled kernel the launch ran (KernelBinary.ident), which
+    # the replay launches; None on the CPU (the interpreter compiles nothing).
+    binary: int | None = None
 
     @classmethod
     def parse(cls, value: Any) -> RecordedLaunch:
@@ -532,6 +571,7 @@ class RecordedLaunch:
                 {str(k): parse_arg(v) for k, v in args.items()} if isinstance(args, dict) else None
             ),
             options=parse_options(value.get("options", {})),
+            binary=_binary_ident(value.get("binary")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -550,7 +590,17 @@ class RecordedLaunch:
             out["options"] = dict(self.options)
         elif self.options is None:
             out["options"] = None
+        if self.binary is not None:
+            out["binary"] = self.binary
         return out
+
+
+def _binary_ident(value: Any) -> int | None:
+    """A binary's number, or -1 for one that is not a number (the judge
+    refuses the launch: no binary has it)."""
+    if value is None:
+        return None
+    return value if type(value) is int and value >= 0 else -1
 
 
 # Triton's launch options a record keeps (the CUDA backend's, as a kernel
@@ -646,6 +696,9 @@ class LaunchRecord:
     tensor_out: bool = False
     overflow: str | None = None  # any truthy value counts
     grads: tuple[View | None, ...] | None = None
+    # The compiled kernels first launched in this call (a GPU's; gpulab.check
+    # .kernel_binary): None where one came back malformed.
+    binaries: tuple[KernelBinary | None, ...] = ()
 
     @classmethod
     def parse(cls, value: Any) -> LaunchRecord | None:
@@ -667,6 +720,7 @@ class LaunchRecord:
             tensor_out="out" in value,
             overflow=_counted(value.get("overflow")),
             grads=tuple(View.parse(g) for g in grads[:8]) if isinstance(grads, list) else None,
+            binaries=_binaries(value.get("binaries")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -680,7 +734,17 @@ class LaunchRecord:
             out["out"] = None if self.out is None else self.out.to_json()
         if self.grads is not None:
             out["grads"] = [None if g is None else g.to_json() for g in self.grads]
+        if self.binaries:
+            out["binaries"] = [None if b is None else b.to_json() for b in self.binaries]
         return out
+
+
+def _binaries(value: Any) -> tuple[KernelBinary | None, ...]:
+    if not isinstance(value, list):
+        return () if value is None else (None,)
+    if len(value) > MAX_BINARIES:
+        return (None,)
+    return tuple(KernelBinary.parse(b) for b in value)
 
 
 # --- the guarded call ---------------------------------------------------------------
@@ -701,6 +765,11 @@ class Guards:
     eager_width: int = 0
     audit_span: bool = False
     replay: bool = False
+    # torch's profiler watches the call (gpulab.sandbox.audit). Off on a GPU
+    # where the replay decides whether the kernels alone did the work: there
+    # the audit was the learner's own process reporting on itself, and its
+    # CUPTI start and stop cost seconds a check.
+    audit: bool = True
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -716,6 +785,8 @@ class Guards:
             out["audit_span"] = True
         if self.replay:
             out["replay"] = True
+        if not self.audit:
+            out["audit"] = False
         return out
 
     @classmethod
@@ -732,6 +803,7 @@ class Guards:
             eager_width=int(obj.get("eager_width") or 0),
             audit_span=bool(obj.get("audit_span")),
             replay=bool(obj.get("replay")),
+            audit=obj.get("audit", True) is not False,
         )
 
 

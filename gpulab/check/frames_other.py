@@ -53,6 +53,7 @@ from gpulab.check.frames import (
     parse_step,
 )
 from gpulab.check.frames import read_reply as read_reply  # defined beside the kernel path's replies
+from gpulab.check.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, number, text
 
 
@@ -1490,16 +1491,16 @@ class ReplayBuffer:
 
 @dataclass(frozen=True, slots=True)
 class ReplayLaunch:
-    """A launch the replay runs: a kept kernel, its grid, its arguments and
-    its launch options (checked by the judge: gpulab.judge.replay). `unit`:
-    the file its kernel is kept from, 0 the checked file, i its request's
-    `more[i - 1]`."""
+    """A launch the replay runs: a kernel, its grid, its arguments and its
+    launch options (checked by the judge: gpulab.judge.replay). `binary`:
+    on a GPU, the compiled kernel to launch (a KernelBinary's ident); None
+    on the CPU, where the kernel of that name is kept from the file."""
 
     kernel: str
     grid: tuple[int, ...]
     args: dict[str, Arg]
     options: dict[str, Option] = field(default_factory=dict)
-    unit: int = 0
+    binary: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1509,63 +1510,39 @@ class ReplayLaunch:
         }
         if self.options:
             out["options"] = dict(self.options)
-        if self.unit:
-            out["unit"] = self.unit
+        if self.binary is not None:
+            out["binary"] = self.binary
         return out
 
     @classmethod
     def parse(cls, value: Any) -> ReplayLaunch:
         launch = RecordedLaunch.parse(value)
         args = launch.args
-        unit = value.get("unit", 0) if isinstance(value, dict) else None
         if (
             launch.kernel is None
             or not isinstance(launch.grid, tuple)
             or args is None
             or any(isinstance(v, OtherArg) for v in args.values())
             or launch.options is None
-            or type(unit) is not int
-            or not 0 <= unit <= MAX_REPLAY_UNITS
+            or launch.binary == -1
         ):
             raise ProtocolError("a `replay` request with a malformed launch")
-        return cls(launch.kernel, launch.grid, args, launch.options, unit)
+        return cls(launch.kernel, launch.grid, args, launch.options, launch.binary)
 
 
-MAX_REPLAY_UNITS = 4  # files beside the checked one whose kernels a replay keeps
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayUnit:
-    """The kernels kept from one more file: a file beside the checked one
-    that it loads kernels from (a reference's kernels/hopper/*.py), read
-    and checked by the judge as the checked file is."""
-
-    source: str
-    modules: dict[str, str]
-    kernels: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "modules": self.modules, "kernels": list(self.kernels)}
-
-    @classmethod
-    def parse(cls, value: Any, kind: str) -> ReplayUnit:
-        if not isinstance(value, dict):
-            raise ProtocolError(f"a `{kind}` request with a malformed file of kernels")
-        modules = _replay_modules(value, kind)
-        return cls(_need_str(value, "source"), modules, _names(value, "kernels"))
-
-
-def _replay_more(
+def _replay_binaries(
     msg: dict[str, Any], kind: str, launches: tuple[Any, ...]
-) -> tuple[ReplayUnit, ...]:
-    """A request's `more` files, each launch's `unit` one of them."""
-    more = msg.get("more") or []
-    if not isinstance(more, list) or len(more) > MAX_REPLAY_UNITS:
-        raise ProtocolError(f"a `{kind}` request whose `more` is not a short list")
-    units = tuple(ReplayUnit.parse(u, kind) for u in more)
-    if any(isinstance(la, ReplayLaunch) and la.unit > len(units) for la in launches):
-        raise ProtocolError(f"a `{kind}` request with a launch from a file it does not send")
-    return units
+) -> tuple[KernelBinary, ...]:
+    """A request's compiled kernels (those the replay's sandbox has not been
+    sent before); each launch's binary one of them or one sent before."""
+    raw = msg.get("binaries") or []
+    if not isinstance(raw, list) or len(raw) > MAX_BINARIES:
+        raise ProtocolError(f"a `{kind}` request whose `binaries` is not a short list")
+    found = tuple(KernelBinary.parse(b) for b in raw)
+    binaries = tuple(b for b in found if b is not None)
+    if len(binaries) != len(found):
+        raise ProtocolError(f"a `{kind}` request with a malformed compiled kernel")
+    return binaries
 
 
 @dataclass(frozen=True, slots=True)
@@ -1588,7 +1565,7 @@ class ReplayRequest:
     slots: tuple[TensorRef, ...]
     again: tuple[ReplayBuffer, ...] = ()
     again_slots: tuple[TensorRef, ...] = ()
-    more: tuple[ReplayUnit, ...] = ()  # the files of ReplayLaunch.unit 1, 2, ...
+    binaries: tuple[KernelBinary, ...] = ()  # a GPU's compiled kernels, new to the replay
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1602,7 +1579,7 @@ class ReplayRequest:
             "slots": [s.to_json() for s in self.slots],
             "again": [b.to_json() for b in self.again],
             "again_slots": [s.to_json() for s in self.again_slots],
-            "more": [u.to_json() for u in self.more],
+            "binaries": [b.to_json() for b in self.binaries],
         }
 
     @classmethod
@@ -1625,7 +1602,7 @@ class ReplayRequest:
             slots=slots,
             again=tuple(ReplayBuffer.parse(b) for b in msg.get("again") or ()),
             again_slots=again_slots,
-            more=_replay_more(msg, "replay", launches),
+            binaries=_replay_binaries(msg, "replay", launches),
         )
 
 
@@ -1671,7 +1648,7 @@ class ReplayTimeRequest:
     reps: tuple[ReplayRep, ...]
     warmup_s: float = 0.0
     flush: bool = True
-    more: tuple[ReplayUnit, ...] = ()  # the files of ReplayLaunch.unit 1, 2, ...
+    binaries: tuple[KernelBinary, ...] = ()  # a GPU's compiled kernels, new to the replay
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1684,7 +1661,7 @@ class ReplayTimeRequest:
             "reps": [r.to_json() for r in self.reps],
             "warmup_s": self.warmup_s,
             "flush": self.flush,
-            "more": [u.to_json() for u in self.more],
+            "binaries": [b.to_json() for b in self.binaries],
         }
 
     @classmethod
@@ -1706,7 +1683,7 @@ class ReplayTimeRequest:
             reps=reps,
             warmup_s=float(warmup),
             flush=msg.get("flush", True) is not False,
-            more=_replay_more(msg, "replay_time", launches),
+            binaries=_replay_binaries(msg, "replay_time", launches),
         )
 
 

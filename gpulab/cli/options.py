@@ -57,6 +57,10 @@ def _course_arguments() -> Arguments:
         "lesson": [
             ex,
             (
+                ("--deep",),
+                {"action": "store_true", "help": "unfold the deep dives (shown folded otherwise)"},
+            ),
+            (
                 ("--no-pager",),
                 {"action": "store_true", "help": "print it all at once, even in a terminal"},
             ),
@@ -158,7 +162,16 @@ def _serving_arguments() -> Arguments:
                 ("--context",),
                 {"type": int, "default": 4096, "help": "decode context tokens (4096)"},
             ),
-            (("--weights",), {"choices": ["bf16", "fp8", "int4"], "default": "bf16"}),
+            (
+                ("--weights",),
+                {
+                    # gpulab.perf.serving.WEIGHT_DTYPES (kept literal: no import here)
+                    "choices": ["bf16", "fp8", "fp8-a16", "int4"],
+                    "default": "bf16",
+                    "help": "fp8: W8A8 (the fp8 roof); fp8-a16: fp8 weights, bf16 "
+                    "activations (the bf16 roof); int4: W4A16",
+                },
+            ),
             (("--kv",), {"choices": ["bf16", "fp8"], "default": "bf16", "help": "KV-cache dtype"}),
             (
                 ("--gpu",),
@@ -237,6 +250,13 @@ def _serve_arguments() -> Arguments:
             (
                 ("--allow-remote",),
                 {"action": "store_true", "help": "allow a --host other than this machine"},
+            ),
+            (
+                ("--gradebook",),
+                {
+                    "metavar": "DIR",
+                    "help": "serve a course's gradebook view (`gpulab grade view`) instead of the lab",
+                },
             ),
         ],
     }

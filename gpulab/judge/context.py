@@ -39,7 +39,13 @@ class Channel(Protocol):
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None: ...
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None: ...
+    def stage(
+        self,
+        text: str,
+        done: int | None = None,
+        total: int | None = None,
+        allow_s: float | None = None,
+    ) -> None: ...
 
 
 class CaseContext(Protocol):
@@ -112,8 +118,16 @@ class GradeContext:
         """A public seed mixed with this run's secret one."""
         return (public * 1_000_003 + self.secret_seed) % (2**31 - 1)
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
-        if done is None:
+    def stage(
+        self,
+        text: str,
+        done: int | None = None,
+        total: int | None = None,
+        allow_s: float | None = None,
+    ) -> None:
+        if allow_s is not None:
+            self.channel.stage(text, done, total, allow_s)
+        elif done is None:
             self.channel.stage(text)
         else:
             self.channel.stage(text, done, total)

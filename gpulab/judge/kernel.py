@@ -40,9 +40,11 @@ from gpulab.check.frames import (
     Returned,
     TorchStep,
     arg_json,
+    flat_args,
 )
 from gpulab.check.protocol import Kwargs
 from gpulab.check.status import Status
+from gpulab.judge.allowance import CaseClock
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -455,6 +457,7 @@ def guarded_call(
     guards: Guards | Callable[[Case], Guards] | None = None,
     keep: Kept | None = None,
     span: AuditSpan | None = None,
+    audit: bool = True,
 ) -> tuple[Any, str | None]:
     """Call the learner's function once in the sandbox under its guards.
     Returns (the result, copied to the judge, or None; what is wrong with it).
@@ -466,6 +469,8 @@ def guarded_call(
     if callable(guards):
         guards = guards(case)
     guards = guards or guards_for(spec)
+    if not audit:
+        guards = dataclasses.replace(guards, audit=False)
     if span is not None:
         guards = dataclasses.replace(guards, audit_span=True)
         span.calls.append(case.name)
@@ -533,11 +538,20 @@ def check_cases(
     gaps: list[str] = []
     draws: Draws = {}  # a shape's first draw: its launches
     paired = Counter(_draw_key(case) for case in cases)  # shapes drawn twice: > 1
+    # On a GPU with the replay, the replay judges whether the kernels alone
+    # did the work (their compiled binaries, launched apart from the file):
+    # torch's profiler in the learner's process is not asked (its CUPTI start
+    # and stop cost seconds a check). A case the replay finds wrong is run
+    # once more under it, to name the torch ops the wrapper ran.
+    audited = not (replayer is not None and ctx.device == "cuda")
+    by_name = {case.name: case for case in cases}
     # One profile for all the cases (about 0.15 s a call saved on an H200).
-    span = AuditSpan()
+    span = AuditSpan() if audited else None
     invariant: list[str] = []  # cases whose answer g(x) does not change (_again)
+    clock = _case_clock(ctx, cases)
     for i, case in enumerate(cases):
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        allow = clock.start(i) if clock is not None else None
+        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow)
         keep = Kept() if replayer is not None else None
         try:
             if keep is not None and ctx.device == "cuda" and _first_of_pair(draws, paired, case):
@@ -547,8 +561,8 @@ def check_cases(
                 # references do, on a GPU) and launch the chosen one after:
                 # called once first, unrecorded, both draws launch as its
                 # later calls do.
-                guarded_call(ctx, spec, fn, case, guards, None, span)
-            out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
+                guarded_call(ctx, spec, fn, case, guards, None, span, audited)
+            out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span, audited)
             if keep is not None and _overflowed(keep):
                 # A shape's first call, timing candidates, took more
                 # launches than a record holds (the references' Hopper
@@ -557,11 +571,12 @@ def check_cases(
                 # then, so a kernel without such a first call waits for no
                 # second call.
                 keep = Kept()
-                out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span)
+                out, problem = guarded_call(ctx, spec, fn, case, guards, keep, span, audited)
         except learner.LearnerError as exc:
             hint = _known_gap(ctx, exc)
             if hint is None:
-                span.judge(ctx, upto=len(span.calls) - 1)  # an earlier call's cheat first
+                if span is not None:  # an earlier call's cheat first
+                    span.judge(ctx, upto=len(span.calls) - 1)
                 raise
             if replayer is not None and paired[_draw_key(case)] > 1:
                 # A known gap is only the text of an error, and any wrapper
@@ -569,7 +584,8 @@ def check_cases(
                 # the two-draw rule with it (_same_launches), and with it
                 # the check of every other case's launch numbers: answers
                 # worked out in Python and handed over as arguments passed.
-                span.judge(ctx, upto=len(span.calls) - 1)
+                if span is not None:
+                    span.judge(ctx, upto=len(span.calls) - 1)
                 ctx.fail(
                     f"case {case.name}: {exc.summary}",
                     f"{hint} On the CPU this case's shape is run twice, on other values, "
@@ -625,7 +641,10 @@ def check_cases(
                         ),
                     )
                 )
-            replay_verdict(ctx, replayer.collect())  # the case before this one
+            collected = replayer.collect()  # the case before this one
+            if not audited:
+                audit_again(ctx, spec, fn, by_name, guards, collected)
+            replay_verdict(ctx, collected)
             again = _again(ctx, spec, case, ref, invariant)
             result = Result(keep.expect, ref, spec.tolerance(case.dtype))
             why = replayer.submit(
@@ -639,15 +658,52 @@ def check_cases(
             )
             replay_verdict(ctx, (case.name, why) if why else None)
         ctx.add_case(case_row(**record), total)
-    span.judge(ctx)
+    if span is not None:
+        span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last case")
-        replay_verdict(ctx, replayer.collect())
+        ctx.stage(
+            "your kernels again, apart from your code: the last case",
+            allow_s=clock.last() if clock is not None else None,
+        )
+        collected = replayer.collect()
+        if not audited:
+            audit_again(ctx, spec, fn, by_name, guards, collected)
+        replay_verdict(ctx, collected)
     if invariant:  # the grader's bookkeeping, in --json only (issue 48: jargon in the notes)
         ctx.json_only["replay_scale_invariant"] = {
             "cases": invariant,
             "why": INVARIANT_NOTE.format(cases=", ".join(invariant)),
         }
+
+
+def audit_again(
+    ctx: GradeContext,
+    spec: KernelSpec,
+    fn: Any,
+    cases: dict[str, Case],
+    guards: Any,
+    verdict: tuple[str, str] | None,
+) -> None:
+    """A case whose kernels, replayed alone, gave another answer: called
+    once more, under torch's profiler, so that a wrapper doing maths with
+    torch is told which ops (the friendly message the audit gave before a
+    GPU's replay made it redundant). Advice from the learner's process: it
+    can only fail the check sooner, with a better message; the replay's
+    verdict stands either way."""
+    if verdict is None or not verdict[1].startswith((MISMATCH, AGAIN_MISMATCH)):
+        return
+    case = cases.get(verdict[0])
+    if case is not None:
+        ctx.stage(f"case {case.name} again, under torch's profiler: what ran outside your kernels")
+        guarded_call(ctx, spec, fn, case, guards, None, None, True)
+
+
+def _case_clock(ctx: GradeContext, cases: list[Case]) -> CaseClock | None:
+    """Each case's own time limit, where the lab lets the judge give it
+    (a CPU check with no limit of the learner's: gpulab.judge.allowance)."""
+    if not ctx.interpreter or not ctx.request.timeout_cap:
+        return None
+    return CaseClock(cases)
 
 
 def _again(
@@ -791,7 +847,7 @@ def _launch_key(
 
     if isinstance(launch, TorchStep):  # a torch op: its views are all it has
         return ("step", json.dumps(launch.to_json(), sort_keys=True))
-    args = launch.args or {}
+    args = dict(flat_args(launch.args or {}))  # a tuple's tensors each in its place
     numbers = {k: arg_json(v) for k, v in args.items() if not isinstance(v, BufferArg)}
     fills = {}
     for k, v in args.items():
@@ -815,6 +871,7 @@ def _launch_key(
         json.dumps(fills, sort_keys=True),
         json.dumps(views, sort_keys=True, default=str),
         json.dumps(launch.options, sort_keys=True, default=str),
+        str(launch.binary),  # a GPU's compiled kernel: the same for both draws
     )
 
 

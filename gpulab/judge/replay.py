@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpulab.check.frames import (
+    Arg,
     BufferArg,
     DescArg,
     LaunchRecord,
@@ -37,7 +38,9 @@ from gpulab.check.frames import (
     RecordedBuffer,
     RecordedLaunch,
     TorchStep,
+    TupleArg,
     View,
+    flat_args,
 )
 from gpulab.check.frames_other import (
     Prepare,
@@ -48,10 +51,11 @@ from gpulab.check.frames_other import (
     ReplayRequest,
     ReplayTimed,
     ReplayTimeRequest,
-    ReplayUnit,
 )
+from gpulab.check.kernel_binary import KernelBinary
 from gpulab.check.protocol import text as _text
 from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
+from gpulab.judge.replay_params import params_problem
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
 
@@ -61,8 +65,9 @@ if TYPE_CHECKING:
 # What gpulab.judge.kernel's encode has put in the arena: id(tensor) and
 # ("storage", data_ptr) -> its ref (here, so the replay needs nothing of kernel).
 Refs = dict[int | tuple[str, int], Any]
-# A file beside the checked one -> (its unit, its kept kernels), or why not.
-Beside = Callable[[str], "tuple[int, ReplaySource] | str"]
+# What a replay's launches run: the kept text's kernels (CPU), or the
+# compiled kernels the records sent, by ident (GPU).
+Kernels = ReplaySource | dict[int, KernelBinary]
 
 MAX_GRID = 1 << 24
 MISMATCH = "your Triton kernels, run again alone, gave another result"
@@ -95,36 +100,43 @@ REPLAY_OFF_NOTE = (
 
 
 class Replayer:
-    """The replay's sandbox, started beside the check's and used once a case."""
+    """The replay's sandbox, started beside the check's and used once a case.
+
+    On the CPU it runs the kernels gpulab.sandbox.replay_source keeps of the
+    file in Triton's interpreter. On a GPU it runs no Python of the file at
+    all: it launches the compiled kernels the record sent
+    (gpulab.check.kernel_binary), so no rule over the file's text stands
+    between an honest kernel and its grade there."""
 
     def __init__(
         self,
         start: Callable[[], Any],
         file: str,
         data: bytes | None = None,
-        beside: Sequence[str] = (),
+        device: str = "cpu",
     ) -> None:
         """`data`: the file's bytes as the judge read them for the check's
-        sandbox (read from `file` where not given). `beside`: the folders
-        beside `file` that its sandbox could read kernels from (the
-        references' hopper/), where the judge reads them too."""
-        try:
-            from importlib.util import decode_source
+        sandbox (read from `file` where not given). `device`: "cuda" replays
+        compiled kernels, anything else the kept text."""
+        self.compiled = device == "cuda"
+        self.source: ReplaySource | None = None
+        self.error = ""
+        if not self.compiled:
+            try:
+                from importlib.util import decode_source
 
-            if data is None:
-                with open(file, "rb") as f:
-                    data = f.read()
-            # As Python reads it: a BOM, a coding line (latin-1), any suffix.
-            self.source: ReplaySource | None = extract(decode_source(data))
-            self.error = ""
-        except (OSError, UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
-            self.source, self.error = None, str(exc)
+                if data is None:
+                    with open(file, "rb") as f:
+                        data = f.read()
+                # As Python reads it: a BOM, a coding line (latin-1), any suffix.
+                self.source = extract(decode_source(data))
+            except (OSError, UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
+                self.source, self.error = None, str(exc)
         self.file = file
-        self.folders = tuple(beside)
-        # Files beside `file` its launches named (gpulab.judge.beside): path
-        # -> (unit, kept kernels) or why not; the kept, by unit - 1.
-        self._beside: dict[str, tuple[int, ReplaySource] | str] = {}
-        self.more: list[ReplaySource] = []
+        # A GPU's compiled kernels as the sandbox first sent each (by its
+        # ident), and those the replay's sandbox has been sent.
+        self.binaries: dict[int, KernelBinary] = {}
+        self.sent: set[int] = set()
         self.sandbox: Any = None
         self.failed = ""
         self._arena: Any = None
@@ -133,34 +145,47 @@ class Replayer:
         # slots with their references (x's, then g(x)'s).
         self.pending: tuple[str, list[Run]] | None = None
 
-    def beside(self, path: str) -> tuple[int, ReplaySource] | str:
-        """The kernels kept from `path`, a file beside the checked one that
-        a launch named, with its unit; or why the judge does not use it
-        ("": it is not in a folder the judge reads)."""
-        from gpulab.check.frames_other import MAX_REPLAY_UNITS
-        from gpulab.judge.beside import inside, read_beside
+    def plan(
+        self,
+        record: LaunchRecord | None,
+        refs: Refs,
+        expects: Sequence[Any],
+        sum_size: int | None = None,
+    ) -> tuple[Plan | None, str]:
+        """plan_replay for this check's kernels: the kept text's, or the
+        compiled kernels the records sent (each ident's first binary: a
+        record that sends another under the same ident is refused)."""
+        if self.compiled:
+            problem = self._learn(record)
+            if problem:
+                return None, problem
+            return plan_replay(self.binaries, record, refs, expects, self.file, sum_size)
+        if self.source is None:
+            return None, f"It could not read your kernels: {self.error}"
+        return plan_replay(self.source, record, refs, expects, self.file, sum_size)
 
-        if not inside(self.folders, path):
-            return ""
-        if path in self._beside:
-            return self._beside[path]
-        if len(self.more) >= MAX_REPLAY_UNITS:
-            return f"its kernels come from more than {MAX_REPLAY_UNITS + 1} files"
-        data, problem = read_beside(self.folders, path)
-        found: tuple[int, ReplaySource] | str = problem
-        if data is not None:
-            try:
-                from importlib.util import decode_source
+    def _learn(self, record: LaunchRecord | None) -> str:
+        for binary in record.binaries if record is not None else ():
+            if binary is None:
+                return "A compiled kernel in your launches' record came back malformed."
+            known = self.binaries.get(binary.ident)
+            if known is None:
+                self.binaries[binary.ident] = binary
+            elif known != binary:
+                return (
+                    f"The compiled kernel {binary.ident} ({binary.name}) came back different "
+                    "from the first time it was sent."
+                )
+        return ""
 
-                self.more.append(extract(decode_source(data)))
-                found = (len(self.more), self.more[-1])
-            except (UnicodeDecodeError, SyntaxError, NotReplayable) as exc:
-                found = str(exc)
-        self._beside[path] = found
-        return found
-
-    def units(self) -> tuple[ReplayUnit, ...]:
-        return tuple(ReplayUnit(s.text, s.modules, tuple(s.kernels)) for s in self.more)
+    def new_binaries(self, plan: Plan) -> tuple[KernelBinary, ...]:
+        """The plan's compiled kernels the replay's sandbox has not been sent."""
+        idents = {
+            la.binary
+            for la in plan.launches
+            if isinstance(la, ReplayLaunch) and la.binary is not None
+        }
+        return tuple(self.binaries[i] for i in sorted(idents) if i not in self.sent)
 
     def ensure_started(self) -> None:
         """Start the replay's sandbox (once; a kernel grader calls this before
@@ -199,12 +224,8 @@ class Replayer:
         `sum_size`: the size of a torch sum the exercise allows (lesson 05's
         dweight). Returns at once what makes the record unusable, for the
         learner, or None."""
-        if self.source is None:
-            return f"{WHY}It could not read your kernels: {self.error}"
         expects = [r.expect for r in results]
-        plan, problem = plan_replay(
-            self.source, record, refs, expects, self.file, sum_size, self.beside
-        )
+        plan, problem = self.plan(record, refs, expects, sum_size)
         if plan is None:
             return WHY + problem
         self.ensure_started()
@@ -230,22 +251,22 @@ class Replayer:
             ]
         from gpulab.judge.remote import SandboxDied
 
+        binaries = self.new_binaries(plan)
         message = ReplayRequest(
-            source=self.source.text,
-            modules=self.source.modules,
-            kernels=tuple(self.source.kernels),
+            **self._kernels(),
             buffers=tuple(buffers),
             launches=plan.launches,
             outs=plan.outs,
             slots=tuple(run.slot for run in pending),
             again=tuple(again_buffers),
             again_slots=tuple(run.slot for run in again_runs),
-            more=self.units(),
+            binaries=binaries,
         )
         try:
             self.sandbox.send(message)
         except SandboxDied as exc:
             return self._died(exc)
+        self.sent.update(b.ident for b in binaries)
         self.pending = (case.name, pending + again_runs)
         return None
 
@@ -289,8 +310,6 @@ class Replayer:
         of the judge's memory, and what stopped it ("" when it ran)."""
         from gpulab.judge.remote import SandboxDied
 
-        if self.source is None:
-            return None, [], f"{WHY}It could not read your kernels: {self.error}"
         self.ensure_started()
         if self.sandbox is None:
             return None, [], f"{WHY}Its sandbox could not start: {self.failed}"
@@ -305,18 +324,17 @@ class Replayer:
             row = tuple(arena.slot(tuple(e.shape), e.like.dtype) for e in expects)
             timed_reps.append(ReplayRep(tuple(buffers), row))
             slots.append(row)
-        assert self.source is not None
+        binaries = self.new_binaries(plan)
         message = ReplayTimeRequest(
-            source=self.source.text,
-            modules=self.source.modules,
-            kernels=tuple(self.source.kernels),
+            **self._kernels(),
             launches=plan.launches,
             outs=plan.outs,
             reps=tuple(timed_reps),
             warmup_s=warmup_s,
-            more=self.units(),
+            binaries=binaries,
         )
         try:
+            self.sent.update(b.ident for b in binaries)
             reply = self.sandbox.ask(message, ReplayTimed)
         except SandboxDied as exc:
             return None, [], self._died(exc)
@@ -325,6 +343,17 @@ class Replayer:
         if reply.problem:
             return reply, [], WHY + f"The replay stopped: {reply.problem}"
         return reply, [[self._arena.view(s) for s in row] for row in slots], ""
+
+    def _kernels(self) -> dict[str, Any]:
+        """A request's kept text (the CPU's; none on a GPU, which launches
+        the compiled kernels the request sends)."""
+        if self.source is None:
+            return {"source": "", "modules": {}, "kernels": ()}
+        return {
+            "source": self.source.text,
+            "modules": self.source.modules,
+            "kernels": tuple(self.source.kernels),
+        }
 
     def _died(self, exc: Exception) -> str:
         from gpulab.check.crashes import killed_words
@@ -424,20 +453,20 @@ class Plan:
 
 
 def plan_replay(
-    source: ReplaySource,
+    kernels: Kernels,
     record: LaunchRecord | None,
     refs: Refs,
     expects: Sequence[Any],
     file: str,
     sum_size: int | None = None,
-    beside: Beside | None = None,
 ) -> tuple[Plan | None, str]:
     """The replay request's buffers, launches and results, from the
     sandbox's record checked field by field; or what makes it unusable.
     `expects`: the returned tensor's, then each gradient's (the record's
     `grads`). `sum_size`: the one size of a torch sum's result the exercise
-    allows (None: no sum). `beside`: the kernels of a file beside `file`
-    that a launch names, and its unit (Replayer.beside); None: none."""
+    allows (None: no sum). `kernels`: the kept text's (each launch must be
+    one of its kernels) or the compiled kernels sent (each launch must name
+    one, with arguments that fit its parameters)."""
     if record is None:
         return None, "Your function's launches were not recorded."
     if record.overflow is not None:
@@ -461,7 +490,7 @@ def plan_replay(
                 return None, problem
             checked.append(launch)
             continue
-        one, problem = _launch(i, launch, source, sizes, file, beside)
+        one, problem = _launch(i, launch, kernels, sizes, file)
         if one is None:
             return None, problem
         checked.append(one)
@@ -507,10 +536,9 @@ def _step_problem(i: int, step: TorchStep, sizes: list[int], sum_size: int | Non
 def _launch(
     i: int,
     launch: RecordedLaunch,
-    source: ReplaySource,
+    kernels: Kernels,
     sizes: list[int],
     file: str,
-    beside: Beside | None = None,
 ) -> tuple[ReplayLaunch | None, str]:
     where = f"launch {i + 1}"
     name = launch.kernel
@@ -521,32 +549,35 @@ def _launch(
         )
     if launch.error is not None:
         return None, f"It could not read {where} of `{name}`: {_text(launch.error, 200)}"
-    unit, here = 0, file.rsplit("/", 1)[-1]
-    if launch.file != file and beside is not None:
-        # A kernel from a file beside the checked one (the references' hopper/).
-        found = beside(launch.file) if isinstance(launch.file, str) else ""
-        if found == "":
-            unit = -1  # from no file the judge reads: refused below
-        elif isinstance(found, str):
+    binary = None
+    if isinstance(kernels, dict):
+        binary = kernels.get(launch.binary) if launch.binary is not None else None
+        if binary is None:
             return None, (
-                f"`{name}` ({where}) is from {_text(launch.file, 120)}, whose kernels "
-                f"gpulab does not run apart from your code: {found}."
+                f"It cannot re-run {where} of `{name}`: "
+                + (
+                    "it ran no compiled kernel gpulab saw."
+                    if launch.binary is None
+                    else "its compiled kernel could not be read."
+                )
             )
-        else:
-            (unit, source), here = found, _text(launch.file, 120)
-    if name in source.problems and unit >= 0:
-        what = "your file" if unit == 0 else here
-        return None, f"It cannot run `{name}` apart from {what}: {source.problems[name]}."
-    if (
-        unit < 0
-        or name not in source.kernels
-        or (unit == 0 and launch.file != file)
-        or launch.qualname not in (name, None)
-    ):
-        return None, (
-            f"`{name}` ({where}) is not a @triton.jit function defined at the top "
-            f"level of {here}: define your kernels there."
-        )
+    else:
+        here = file.rsplit("/", 1)[-1]
+        if name in kernels.problems and launch.file == file:
+            return None, f"It cannot run `{name}` apart from your file: {kernels.problems[name]}."
+        if (
+            name not in kernels.kernels
+            or launch.file != file
+            or launch.qualname
+            not in (
+                name,
+                None,
+            )
+        ):
+            return None, (
+                f"`{name}` ({where}) is not a @triton.jit function defined at the top "
+                f"level of {here}: define your kernels there."
+            )
     grid = launch.grid
     if (
         not isinstance(grid, tuple)
@@ -558,23 +589,46 @@ def _launch(
     if launch.args is None:
         return None, f"{where} of `{name}` came back malformed."
     for key, v in launch.args.items():
-        if isinstance(v, OtherArg) and v.unsupported is not None:
+        problem = _arg_problem(v, sizes)
+        if problem == "unsupported" and isinstance(v, OtherArg):
             return None, (
                 f"`{name}` was passed `{_text(key, 40)}` as a {_text(v.unsupported, 40)}, "
-                "which gpulab cannot pass again: pass tensors, numbers, dtypes "
+                "which gpulab cannot pass again: pass tensors, numbers, dtypes, tuples "
                 "and constexprs."
             )
-        if isinstance(v, OtherArg) or isinstance(v, BufferArg) and not _view_ok(v.view, sizes):
-            return None, f"{where} of `{name}`: argument `{_text(key, 40)}` came back malformed."
-        if isinstance(v, DescArg) and not _desc_ok(v, sizes):
+        if problem == "descriptor":
             return None, (
                 f"{where} of `{name}`: the tensor descriptor `{_text(key, 40)}` came back "
                 "malformed, or reads outside its tensor."
             )
+        if problem:
+            return None, f"{where} of `{name}`: argument `{_text(key, 40)}` came back malformed."
+    if binary is not None:
+        problem = params_problem(binary, launch.args)
+        if problem:
+            return None, f"{where} of `{name}`: {problem}"
     problem = _options_problem(launch.options)
     if problem:
         return None, f"{where} of `{name}`: {problem}"
-    return ReplayLaunch(name, grid, launch.args, dict(launch.options or {}), unit), ""
+    ident = None if binary is None else binary.ident
+    return ReplayLaunch(name, grid, launch.args, dict(launch.options or {}), ident), ""
+
+
+def _arg_problem(v: Arg, sizes: list[int]) -> str:
+    """ "" for an argument the replay can pass again, else what is wrong:
+    "unsupported" (the recorder could not write it), "descriptor", "malformed"."""
+    if isinstance(v, OtherArg):
+        return "unsupported" if v.unsupported is not None else "malformed"
+    if isinstance(v, BufferArg) and not _view_ok(v.view, sizes):
+        return "malformed"
+    if isinstance(v, DescArg) and not _desc_ok(v, sizes):
+        return "descriptor"
+    if isinstance(v, TupleArg):
+        for item in v.items:
+            problem = _arg_problem(item, sizes)
+            if problem:
+                return problem
+    return ""
 
 
 # What each launch option may be (Triton's CUDA backend accepts no other
@@ -653,7 +707,7 @@ def _read_as(record: LaunchRecord) -> dict[int, set[str]]:
             views += [v for v in (launch.src, launch.dst) if v is not None]
             continue
         views += [
-            v.view for v in (launch.args or {}).values() if isinstance(v, (BufferArg, DescArg))
+            v.view for _, v in flat_args(launch.args or {}) if isinstance(v, (BufferArg, DescArg))
         ]
     for view in views:
         seen.setdefault(view.buffer, set()).add(view.dtype)

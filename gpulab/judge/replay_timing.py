@@ -30,7 +30,7 @@ import torch
 
 from gpulab.device.timing import _stats
 from gpulab.judge.batches import BATCH_REPS, MAX_REPS, REL_ERR, _batch_size, mismatches
-from gpulab.judge.replay import WHY, plan_replay
+from gpulab.judge.replay import WHY
 from gpulab.judge.replay_again import scale_case
 
 if TYPE_CHECKING:
@@ -61,14 +61,9 @@ def replayed_times(
     `kept`: a guarded call at the case's size, recorded; `seed`: the
     judge's secret seed for this case (which power of two each repetition's
     inputs are scaled by, and which rows of a large result are checked)."""
-    source = replayer.source
-    if source is None:
-        return None, f"{WHY}It could not read your kernels: {replayer.error}"
     if kept.expect is None:
         return None, "the timed size's call was not recorded"
-    plan, problem = plan_replay(
-        source, kept.record, kept.refs, [kept.expect], replayer.file, beside=replayer.beside
-    )
+    plan, problem = replayer.plan(kept.record, kept.refs, [kept.expect])
     if plan is None:
         return None, WHY + problem
     if replayer.pending is not None:  # a correctness case's replay still in flight

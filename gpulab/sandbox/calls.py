@@ -180,9 +180,15 @@ def _run_guarded(
     width = guards.eager_width if guards is not None else 0
     # The correctness cases share one profile, a window each, judged when the
     # judge asks after the last case (audit.SpanAudit; `audit_end`).
-    span = server.span_audit(width) if guards is not None and guards.audit_span else None
-    # No guards asked for (lesson 06's step is torch code by design): no audit.
-    audit = Audit(server.device, width) if guards is not None and span is None else None
+    watched = guards is not None and guards.audit
+    span = (
+        server.span_audit(width)
+        if guards is not None and guards.audit and guards.audit_span
+        else None
+    )
+    # No guards asked for (lesson 06's step is torch code by design), or the
+    # audit off (a GPU's replay judges instead): no audit.
+    audit = Audit(server.device, width) if watched and span is None else None
     watch: Any = None
     with audit or _Null(), LaunchRecorder(inputs) as launches, og as v:
         if guards is not None and guards.replay:

@@ -318,8 +318,9 @@ class LaunchRecorder:
         def run(self_fn: Any, *args: Any, **kwargs: Any) -> Any:
             recorder._record(self_fn, args, kwargs)
             recording = recorder.recording
+            index = None
             if recording is not None:
-                recording.launch(self_fn, args, kwargs, benching=recorder.benching > 0)
+                index = recording.launch(self_fn, args, kwargs, benching=recorder.benching > 0)
                 # The launch's own torch ops (the interpreter copies its
                 # arguments to the host and back) are not the wrapper's.
                 recording.in_launch += 1
@@ -328,6 +329,10 @@ class LaunchRecorder:
             finally:
                 if recording is not None:
                     recording.in_launch -= 1
+            if recording is not None:
+                # On a GPU the JIT returns the kernel it compiled and launched:
+                # the replay launches that binary, never the file's Python.
+                recording.compiled(index, result)
             recorder._snapshot(args, kwargs)
             return result
 
@@ -415,15 +420,19 @@ class LaunchRecorder:
         return any(ptr in launch.storages for launch in self.launches)
 
     def provenance(self, out: Any) -> dict[str, bool]:
-        """Whether a kernel that was handed the inputs wrote `out`, and
-        whether `out` changed after that kernel's launch."""
+        """Whether a kernel was handed `out` (or, with a record, a recorded
+        copy or cast of what kernels wrote made it), and whether `out`
+        changed after that kernel's launch. Which kernel, and whether it was
+        handed the inputs themselves, is not asked: copies of the inputs,
+        workspaces and a second kernel are honest, and the replay checks the
+        data flow itself (the answer from the inputs through the recorded
+        launches and steps alone)."""
         if not isinstance(out, torch.Tensor):
             return {"wrote_out": False, "altered_after": False, "aliases_input": False}
         ptr = out.untyped_storage().data_ptr()
-        with_inputs = any(
-            ptr in la.storages and (la.storages & self.inputs or not self.inputs)
-            for la in self.launches
-        )
+        with_inputs = any(ptr in la.storages for la in self.launches)
+        if not with_inputs and self.recording is not None:
+            with_inputs = bool(self.recording.made_by_step(out))
         before = self._after.get(ptr)
         altered = before is not None and not torch.equal(before, _bytes_of(out.untyped_storage()))
         return {

@@ -178,6 +178,16 @@ def _print_tensors() -> None:
         printing.install()
 
 
+def _fix_interpreter() -> None:
+    """The Triton interpreter's known bugs fixed (bf16, tl.reduce's combine
+    functions, autotune: gpulab.sandbox.interpreter_fixes), before any
+    kernel runs here: in the check's sandbox before the learner's file is
+    imported, in the replay's before it runs the kept kernels."""
+    from gpulab.sandbox import interpreter_fixes
+
+    interpreter_fixes.apply()
+
+
 def _in_span(request: Request) -> bool:
     """A request that may run while the correctness calls' profile is on:
     one of those calls, an arena for one, or the request that ends it."""
@@ -212,6 +222,7 @@ class Server:
         self.explain_pending: dict[str, tuple[Any, str]] = {}
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
         self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
+        self.binaries: Any = None  # the replay's compiled kernels (gpulab.sandbox.binaries)
 
     def serve(self) -> None:
         while True:
@@ -270,6 +281,7 @@ class Server:
             warnings.filterwarnings(
                 "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
             )
+            _fix_interpreter()
         if self.module is None:
             if "dynamo" in msg.before_load:
                 from gpulab.sandbox import dynamo
@@ -358,17 +370,21 @@ class Server:
         warnings.filterwarnings(
             "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
         )
+        if self.device == "cpu":
+            _fix_interpreter()
         return Ok()
 
     def on_replay(self, msg: ReplayRequest) -> Replayed:
-        from gpulab.sandbox.replay import replay
+        from gpulab.sandbox.replay_run import replay
 
         if self.module is not None:  # a sandbox that ran the learner's file never replays
             raise ProtocolError("a replay asked of the check's own sandbox")
+        if self.device == "cpu":
+            _fix_interpreter()  # the check's sandbox ran the kernels so: the same numbers
         return replay(self, msg)
 
     def on_replay_time(self, msg: ReplayTimeRequest) -> ReplayTimed:
-        from gpulab.sandbox.replay import replay_time
+        from gpulab.sandbox.replay_run import replay_time
 
         if self.module is not None:  # as on_replay: never where the file ran
             raise ProtocolError("a replay asked of the check's own sandbox")

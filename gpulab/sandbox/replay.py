@@ -19,10 +19,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
-import math
 import os
-import tempfile
-import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -42,22 +39,14 @@ from gpulab.check.frames import (
     RecordedBuffer,
     RecordedLaunch,
     TorchStep,
+    TupleArg,
     View,
 )
-from gpulab.check.frames_other import (
-    ReplayBuffer,
-    Replayed,
-    ReplayRequest,
-    ReplayTimed,
-    ReplayTimeRequest,
-)
+from gpulab.check.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.check.protocol import Kwargs
 
 if TYPE_CHECKING:
-    from triton.runtime.jit import JITFunction
-
-    from gpulab.check.frames_other import ReplayLaunch
-    from gpulab.check.protocol import TensorRef
+    pass
 
 MAX_LAUNCHES = 512  # a call's launches recorded; more and the call cannot be replayed
 MAX_SNAPSHOT_BYTES = 8 << 20  # recorded buffer bytes a call may send (CPU sizes)
@@ -84,6 +73,33 @@ DTYPES = {
         torch.bool,
     )
 }
+
+
+# The compiled kernels this sandbox has launched (a GPU's), by Triton's hash
+# of each: the record names them by a number that stays the same for the
+# sandbox's life, and sends each with every call that launches it.
+_IDENTS: dict[str, int] = {}
+_BINARIES: dict[int, KernelBinary | str] = {}  # or why one cannot be sent
+
+
+def _binary(kernel: Any) -> int | str:
+    """The record's number for a compiled kernel, or why it cannot be sent."""
+    from gpulab.sandbox.binaries import binary_of
+
+    key = str(getattr(kernel, "hash", "")) or f"id-{id(kernel)}"
+    if key not in _IDENTS:
+        if len(_IDENTS) >= MAX_BINARIES:
+            return f"more than {MAX_BINARIES} compiled kernels in one check"
+        _IDENTS[key] = len(_IDENTS)
+        _BINARIES[_IDENTS[key]] = binary_of(kernel, _IDENTS[key])
+    ident = _IDENTS[key]
+    found = _BINARIES[ident]
+    return ident if isinstance(found, KernelBinary) else found
+
+
+def _is_compiled(kernel: Any) -> bool:
+    """A CompiledKernel for a GPU (the interpreter's launches return none)."""
+    return os.environ.get("TRITON_INTERPRET") != "1" and hasattr(kernel, "asm")
 
 
 class Recording:
@@ -119,6 +135,8 @@ class Recording:
         self.deferred_bytes = 0
         # id(compiled kernel) -> (the kernel, its launch's num_warps): launched_warps
         self._warps: dict[int, tuple[Any, Any]] = {}
+        self.used: set[int] = set()  # the binaries this call's launches ran
+        self.stepped: set[int] = set()  # buffers a recorded torch step wrote
 
     def launch(
         self,
@@ -127,8 +145,9 @@ class Recording:
         kwargs: Kwargs,
         benching: bool = False,
         defaults: dict[str, Option] | None = None,
-    ) -> None:
-        """Write down one launch. `benching`: one of @triton.autotune's timing
+    ) -> int | None:
+        """Write down one launch; its place in `launches` (None where none was
+        written, or only what it was and not its kernel: see `compiled`). `benching`: one of @triton.autotune's timing
         runs of its configs, not the call's work: not a launch the replay
         runs, but the buffers it is handed are recorded as it finds them (the
         chosen config's launch finds them written by these runs; an honest
@@ -136,19 +155,19 @@ class Recording:
         import inspect
 
         if kwargs.get("warmup"):
-            return
+            return None
         if benching:
             for v in (*args, *kwargs.values()):
                 if isinstance(v, torch.Tensor) or _descriptor(v) is not None:
                     self.value(v)
-            return
+            return None
         if len(self.launches) >= MAX_LAUNCHES:
             self.overflow = f"more than {MAX_LAUNCHES} kernel launches in one call"
-            return
+            return None
         fn = getattr(jit_fn, "fn", None)
         if not callable(fn) or not hasattr(fn, "__code__"):
             self.launches.append(RecordedLaunch(what=type(jit_fn).__name__))
-            return
+            return None
         try:
             spec = inspect.getfullargspec(fn)
             kw = {k: v for k, v in kwargs.items() if k in spec.args or k in spec.kwonlyargs}
@@ -160,7 +179,7 @@ class Recording:
             self.launches.append(
                 RecordedLaunch(kernel=fn.__name__, error=f"{type(exc).__name__}: {exc}")
             )
-            return
+            return None
         options: dict[str, Option] = {}
         defaults = self.defaults if defaults is None else defaults
         for k in LAUNCH_OPTIONS:
@@ -170,7 +189,7 @@ class Recording:
                     self.launches.append(
                         RecordedLaunch(kernel=fn.__name__, error=f"launch option {k}={v!r}")
                     )
-                    return
+                    return None
                 # A default is the same launch whether said or not (and a
                 # compiled kernel's launch says every option: below).
                 if k not in defaults or defaults[k] != v:
@@ -185,6 +204,22 @@ class Recording:
                 options=options,
             )
         )
+        return len(self.launches) - 1
+
+    def compiled(self, index: int | None, kernel: Any) -> None:
+        """The compiled kernel launch `index` ran (a GPU's: what the replay
+        launches there), once the JIT has returned it."""
+        if index is None or not _is_compiled(kernel):
+            return
+        launch = self.launches[index]
+        if isinstance(launch, RecordedLaunch) and launch.error is None:
+            ident = _binary(kernel)
+            if isinstance(ident, str):
+                why = f"its compiled kernel cannot be sent: {ident}"
+                self.launches[index] = dataclasses.replace(launch, error=why)
+                return
+            self.used.add(ident)
+            self.launches[index] = dataclasses.replace(launch, binary=ident)
 
     def launch_compiled(self, kernel: Any, grid: Any, args: tuple[Any, ...]) -> None:
         """A compiled kernel launched directly (`compiled[grid](*args)`, what
@@ -206,7 +241,8 @@ class Recording:
             grid = tuple(grid)
         except TypeError:
             grid = (grid,)
-        self.launch(jit_fn, tuple(args), {"grid": grid, **options}, defaults=defaults)
+        index = self.launch(jit_fn, tuple(args), {"grid": grid, **options}, defaults=defaults)
+        self.compiled(index, kernel)
 
     def launched_warps(self, kernel: Any, counted: Any) -> Any:
         """The num_warps a compiled kernel was launched with through the JIT.
@@ -257,6 +293,8 @@ class Recording:
             return v
         if isinstance(v, float):
             return FloatArg(float(v).hex())
+        if isinstance(v, tuple) and len(v) <= 32:
+            return TupleArg(tuple(self.value(x) for x in v))
         import triton.language as tl
 
         if isinstance(v, tl.constexpr):
@@ -311,16 +349,40 @@ class Recording:
             return True
         return any(base <= ptr < base + size for _, base, size in self.bases)
 
+    def before(self, name: str, args: tuple[Any, ...]) -> None:
+        """A `copy_` of the wrapper's, before it runs (copy_watch): a buffer
+        about to be written, in whole or in part, from something the replay
+        can make (an input, a copy of one, a buffer a launch or a step
+        wrote) is recorded as it is now (a zero fill, its bytes), so that
+        the copy is a step into it: padding an input into a zeroed buffer
+        (`buf[:m, :k] = x`) replays at any size, bytes or none."""
+        if self.in_launch or name != "copy_" or len(args) < 2:
+            return
+        dst, src = args[0], args[1]
+        if not isinstance(dst, torch.Tensor) or not isinstance(src, torch.Tensor):
+            return
+        ptr = dst.untyped_storage().data_ptr()
+        if ptr in self.index or ptr in self.copies or self.is_input(dst):
+            return
+        if _whole(dst) and self.is_input(src) and tuple(src.shape) == tuple(dst.shape):
+            return  # a clean copy of an input: saw() keeps it as one
+        if self._known(src):
+            self.buffer(dst)
+
     def saw(self, name: str, func: Any, args: tuple[Any, ...], kwargs: Kwargs, out: Any) -> None:
         """A torch op of the wrapper's, after it ran (copy_watch): a whole copy
-        of an input is remembered (`copies`); any other write to a buffer
-        forgets it, and a copy of an input into a buffer a launch was handed
-        already is a step the replay runs where it ran."""
+        of an input is remembered (`copies`); a copy or cast into a recorded
+        buffer, or of one (an input, or what a launch or a step wrote: a
+        cast of a kernel's fp32 workspace to the output's dtype), is a step
+        the replay runs where it ran; any other write to a buffer forgets it."""
         if self.in_launch:
             return
         if name in ("clone", "_to_copy") and args and isinstance(args[0], torch.Tensor):
-            if isinstance(out, torch.Tensor) and self.is_input(args[0]):
-                self._copied(args[0], out)
+            if isinstance(out, torch.Tensor):
+                if self.is_input(args[0]):
+                    self._copied(args[0], out)
+                elif self._recorded(args[0]):
+                    self._step(args[0], out, made=True)
             return
         if name == "copy_" and len(args) >= 2:
             dst, src = args[0], args[1]
@@ -328,17 +390,43 @@ class Recording:
                 if self.is_input(src) and _whole(dst) and tuple(src.shape) == tuple(dst.shape):
                     self._copied(src, dst)
                     return
+                if self._known(src) and self._recorded(dst):
+                    self._step(src, dst)
+                    return
                 self.forget(dst)
             return
         for t in _written(func, args, kwargs):
             self.forget(t)
 
+    def _recorded(self, t: torch.Tensor) -> bool:
+        return t.untyped_storage().data_ptr() in self.index
+
+    def _known(self, t: torch.Tensor) -> bool:
+        """Whether the replay can make `t`'s values: an input, a clean copy of
+        one, or a buffer a launch was handed or a step wrote."""
+        return self.is_input(t) or self._recorded(t)
+
+    def _step(self, src: torch.Tensor, dst: torch.Tensor, made: bool = False) -> None:
+        """A copy (or cast) from `src` into `dst`, run again by the replay."""
+        if len(self.launches) >= MAX_LAUNCHES:
+            self.overflow = f"more than {MAX_LAUNCHES} kernel launches in one call"
+            return
+        src_view = self.view(self.buffer(src), src)
+        index = self.buffer(dst, made=made)
+        self.launches.append(TorchStep("copy", src_view, self.view(index, dst)))
+        self.stepped.add(index)
+
+    def made_by_step(self, t: Any) -> bool:
+        """Whether `t` lives in a buffer a recorded step wrote (a cast or copy
+        of what the kernels wrote): the replay makes its values too."""
+        if not isinstance(t, torch.Tensor):
+            return False
+        return self.index.get(t.untyped_storage().data_ptr(), -1) in self.stepped
+
     def _copied(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         ptr = dst.untyped_storage().data_ptr()
         if ptr in self.index:  # handed to a launch already: a step, here
-            if len(self.launches) < MAX_LAUNCHES:
-                src_view = self.view(self.buffer(src), src)
-                self.launches.append(TorchStep("copy", src_view, self.view(self.index[ptr], dst)))
+            self._step(src, dst)
             return
         self.copies[ptr] = (src, dst)
         self.keep.append(src.untyped_storage())
@@ -452,6 +540,9 @@ class Recording:
             tensor_out=isinstance(out, torch.Tensor),
             overflow=self.overflow or None,
             grads=None if grads is None else tuple(as_view(g) for g in grads),
+            binaries=tuple(
+                b for i in sorted(self.used) if isinstance(b := _BINARIES[i], KernelBinary)
+            ),
         )
 
 
@@ -518,8 +609,9 @@ def copy_watch(recording: Recording) -> Any:
             kwargs = kwargs or {}
             if _is_higher_order(func):
                 return _higher_order(self, func, args, kwargs)
-            out = func(*args, **kwargs)
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            recording.before(name, args)
+            out = func(*args, **kwargs)
             recording.saw(name, func, args, kwargs, out)
             return out
 
@@ -575,315 +667,3 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
     return v
-
-
-# --- the replay's own sandbox ---------------------------------------------------
-
-
-def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
-    """An argument as the kernel is passed it (the judge sends no OtherArg)."""
-    if isinstance(v, BufferArg):
-        return _view(buffers, v.view)
-    if isinstance(v, DescArg):
-        parts: dict[str, Any] = {"padding": v.padding}
-        if v.tf32:  # a Triton that has no such field would refuse the name
-            parts["round_f32_to_tf32"] = True
-        view = _view(buffers, v.view)
-        sizes = (list(v.shape), list(v.strides), list(v.block_shape))
-        if v.layout is not None:
-            from triton.experimental.gluon import language as gl
-            from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
-
-            # The class by its name in Gluon's language, which DescLayout
-            # limits to DESC_LAYOUTS; its fields as keywords.
-            cls = getattr(gl, v.layout.kind)
-            layout = cls(**{name: _plain(x) for name, x in v.layout.fields})
-            return GluonDescriptor(view, *sizes, layout, **parts)
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        return TensorDescriptor(view, *sizes, **parts)
-    if isinstance(v, FloatArg):
-        return float.fromhex(v.hex)
-    if isinstance(v, DtypeArg):
-        import triton.language as tl
-
-        return tl.dtype(v.name)
-    if isinstance(v, OtherArg):
-        raise ValueError(f"an argument of type {v.unsupported or '?'}")
-    return v
-
-
-def _view(buffers: list[torch.Tensor], spec: View) -> torch.Tensor:
-    raw = buffers[int(spec.buffer)]
-    typed = raw.view(DTYPES[spec.dtype])
-    shape, stride = [int(s) for s in spec.shape], [int(s) for s in spec.stride]
-    return torch.as_strided(typed, shape, stride, int(spec.offset))
-
-
-def _device(server: Any) -> torch.device:
-    """Where the replay's buffers live: the judge's memory's device (the
-    GPU's, on a GPU: the kernels run there as they did in the check)."""
-    return (
-        torch.device("cuda") if getattr(server, "device", "cpu") == "cuda" else torch.device("cpu")
-    )
-
-
-def _buffers(server: Any, specs: tuple[ReplayBuffer, ...]) -> list[torch.Tensor]:
-    device = _device(server)
-    out = []
-    for spec in specs:
-        nbytes = int(spec.nbytes)  # (a forged record's true is 1)
-        # NaN, -1: never an answer.
-        buf = torch.full((nbytes,), 0xFF, dtype=torch.uint8, device=device)
-        if spec.input is not None:  # the judge's own copy of an input's whole storage
-            ident, offset, size = (int(v) for v in spec.input)
-            buf.copy_(server.arenas[ident].storage(offset, size)[:nbytes])
-        elif spec.fill is not None:
-            pattern = bytes.fromhex(spec.fill)
-            if pattern:
-                reps = torch.tensor(list(pattern), dtype=torch.uint8, device=device)
-                buf.copy_(reps.repeat(math.ceil(nbytes / len(pattern)))[:nbytes])
-        elif spec.data is not None:
-            data = base64.b64decode(spec.data)
-            buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8)[:nbytes].to(device))
-        out.append(buf)  # anything else: bytes the replay may not trust
-    return out
-
-
-def kernels(text: str, modules: dict[str, str], names: list[str]) -> dict[str, JITFunction]:
-    """The kept kernels, made into Triton functions from their own file (the
-    interpreter and the JIT both read a kernel's source back from it)."""
-    from gpulab.sandbox.replay_source import ReplaySource, namespace
-
-    src = ReplaySource(text=text, kernels=tuple(names), modules=modules, problems={})
-    folder = tempfile.mkdtemp(prefix="gpulab-replay-")
-    path = os.path.join(folder, "kernels.py")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    g = namespace(src)
-    exec(compile(text, path, "exec"), g)  # noqa: S102 - text checked by replay_source
-    return {name: g[name] for name in names if name in g}
-
-
-def _units(msg: ReplayRequest | ReplayTimeRequest) -> list[dict[str, JITFunction]]:
-    """Each file's kept kernels, by ReplayLaunch.unit: the checked file's,
-    then those of the files beside it (each in its own namespace: two files
-    may both have a `_loader`)."""
-    found = [kernels(msg.source, msg.modules, list(msg.kernels))]
-    found += [kernels(u.source, u.modules, list(u.kernels)) for u in msg.more]
-    return found
-
-
-def replay(server: Any, msg: ReplayRequest) -> Replayed:
-    """Run the recorded launches and copy the results into the judge's
-    slots; then, where the judge asks, again from its other buffers into its
-    other slots (gpulab.judge.replay_again)."""
-    found = _units(msg)
-    _allocator(server)
-    problem = _run(server, found, msg, msg.buffers, msg.slots)
-    if problem or not msg.again_slots:
-        return Replayed(problem)
-    problem = _run(server, found, msg, msg.again, msg.again_slots)
-    return Replayed(problem and f"on other inputs, {problem}")
-
-
-def _run(
-    server: Any,
-    found: list[dict[str, JITFunction]],
-    msg: ReplayRequest,
-    specs: tuple[ReplayBuffer, ...],
-    slot_refs: tuple[TensorRef, ...],
-) -> str:
-    buffers = _buffers(server, specs)
-    problem = _launch_all(found, msg.launches, buffers)
-    if problem:
-        return problem
-    problem = _copy_out(server, msg.outs, buffers, slot_refs)
-    if problem:
-        return problem
-    if buffers and buffers[0].is_cuda:
-        # The judge reads the slots when the reply comes: the copies done. A
-        # kernel's fault (an illegal address) is raised here, as the replay's.
-        try:
-            torch.cuda.synchronize()
-        except RuntimeError as exc:
-            return f"the kernels failed on the GPU: {str(exc)[:400]}"
-    return ""
-
-
-def _launch_all(
-    found: list[dict[str, JITFunction]],
-    launches: tuple[ReplayLaunch | TorchStep, ...],
-    buffers: list[torch.Tensor],
-) -> str:
-    """Each launch and torch step in order: "" or what stopped them."""
-    for i, launch in enumerate(launches):
-        if isinstance(launch, TorchStep):
-            problem = _step(launch, buffers)
-            if problem:
-                return f"step {i + 1} ({launch.op}): {problem}"
-            continue
-        kernel = found[launch.unit].get(launch.kernel) if launch.unit < len(found) else None
-        if kernel is None:
-            return f"launch {i + 1}: no kernel {launch.kernel}"
-        try:
-            args = {k: _decode(v, buffers) for k, v in launch.args.items()}
-            kernel[tuple(int(g) for g in launch.grid)](**args, **launch.options)
-        except Exception as exc:  # noqa: BLE001 - reported to the judge
-            return f"launch {i + 1} of {launch.kernel}: {type(exc).__name__}: {str(exc)[:400]}"
-    return ""
-
-
-def _copy_out(
-    server: Any,
-    outs: tuple[View, ...],
-    buffers: list[torch.Tensor],
-    slot_refs: tuple[TensorRef, ...],
-) -> str:
-    from gpulab.sandbox.tensors import view
-
-    for out, ref in zip(outs, slot_refs, strict=True):
-        slot = view(server.arenas, ref)
-        result = _view(buffers, out)
-        if tuple(result.shape) != tuple(slot.shape) or result.dtype != slot.dtype:
-            return "a result has another shape or dtype"
-        slot.copy_(result)
-    return ""
-
-
-def replay_time(server: Any, msg: ReplayTimeRequest) -> ReplayTimed:
-    """Time a record's launches as gpulab.judge.batches times a learner's
-    call, here where no learner Python runs: for each repetition, its
-    buffers made (not timed), the L2 flushed, the GPU led, the launches
-    between two events, and the results copied to the judge's slots after
-    the end event. The first repetition's buffers are run for `warmup_s` first
-    (compiles, autotuning's choice made already, clocks up)."""
-    found = _units(msg)
-    _allocator(server)
-    cuda = _device(server).type == "cuda"
-    clock = _CudaClock(server) if cuda else _HostClock()
-    try:
-        until = time.perf_counter() + msg.warmup_s
-        while True:  # once at least: the kernels compiled before any timing
-            problem = _launch_all(found, msg.launches, _buffers(server, msg.reps[0].buffers))
-            if problem:
-                return ReplayTimed(problem=problem)
-            clock.sync()
-            if time.perf_counter() >= until:
-                break
-        times = []
-        for rep in msg.reps:
-            # Made before the flush and the lead (not timed), one repetition's
-            # at a time: a large case's buffers need not all fit at once.
-            buffers = _buffers(server, rep.buffers)
-            if msg.flush:
-                clock.flush()
-            clock.lead()
-            start = clock.mark()
-            problem = _launch_all(found, msg.launches, buffers)
-            end = clock.mark()
-            if problem:
-                return ReplayTimed(problem=problem)
-            problem = _copy_out(server, msg.outs, buffers, rep.slots)
-            if problem:
-                return ReplayTimed(problem=problem)
-            times.append((start, end))
-        clock.sync()
-        return ReplayTimed(times_ms=tuple(clock.ms(s, e) for s, e in times))
-    except RuntimeError as exc:  # a kernel's fault on the GPU, seen at a sync
-        return ReplayTimed(problem=f"the kernels failed: {str(exc)[:400]}")
-
-
-class _CudaClock:
-    """CUDA events on the current stream, and gpulab's L2 flush."""
-
-    def __init__(self, server: Any) -> None:
-        from gpulab.device.timing import L2Flusher
-
-        if getattr(server, "flusher", None) is None:
-            server.flusher = L2Flusher()
-        self.flush = server.flusher
-
-    @staticmethod
-    def lead() -> None:
-        """The GPU kept busy while the host launches the repetition, so the
-        events time the kernels, not the host's launch latency between them
-        (Triton's launch path costs tens of µs a kernel; a 13 µs kernel
-        timed from an idle GPU would read as several times its length).
-        About 1 ms at an H200's 1980 MHz, as gpulab.judge.batches leads a
-        timed backward."""
-        spin: Any = torch.cuda._sleep  # unannotated
-        spin(LEAD_CYCLES)
-
-    @staticmethod
-    def mark() -> Any:
-        new_event: Any = torch.cuda.Event  # its __new__ is unannotated
-        event = new_event(enable_timing=True)
-        event.record()
-        return event
-
-    @staticmethod
-    def sync() -> None:
-        torch.cuda.synchronize()
-
-    @staticmethod
-    def ms(start: Any, end: Any) -> float:
-        return float(start.elapsed_time(end))
-
-
-class _HostClock:
-    """The CPU's stand-in (the interpreter's time, which grades nothing):
-    the same requests and replies, so the path is tested without a GPU."""
-
-    @staticmethod
-    def flush() -> None:
-        return None
-
-    @staticmethod
-    def lead() -> None:
-        return None
-
-    @staticmethod
-    def mark() -> float:
-        return time.perf_counter()
-
-    @staticmethod
-    def sync() -> None:
-        return None
-
-    @staticmethod
-    def ms(start: float, end: float) -> float:
-        return (end - start) * 1e3
-
-
-def _allocator(server: Any) -> None:
-    """Scratch memory for device-side TMA descriptors (tl.make_tensor_descriptor
-    asks Triton's allocator), as a learner's wrapper sets one: the replay's own."""
-    if _device(server).type != "cuda":
-        return
-    import triton
-
-    def alloc(size: int, alignment: int, stream: Any) -> torch.Tensor:
-        return torch.empty(size, dtype=torch.int8, device="cuda")
-
-    set_allocator = getattr(triton, "set_allocator", None)
-    if set_allocator is not None:
-        set_allocator(alloc)
-
-
-def _step(step: TorchStep, buffers: list[torch.Tensor]) -> str:
-    """A torch step as the wrapper ran it (the judge has checked its views)."""
-    assert step.src is not None and step.dst is not None
-    src, dst = _view(buffers, step.src), _view(buffers, step.dst)
-    try:
-        if step.op == "sum":
-            dims = list(step.dims) if step.dims is not None else None
-            value = torch.sum(src, dim=dims, keepdim=step.keepdim, dtype=dst.dtype)
-            if tuple(value.shape) != tuple(dst.shape):
-                return "the sum has another shape than its result"
-            dst.copy_(value)
-        else:
-            dst.copy_(src)
-    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-        return f"{type(exc).__name__}: {str(exc)[:300]}"
-    return ""

@@ -340,9 +340,14 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             return
 
         def start() -> None:
-            timeout = self._plan(lesson).timeout
+            plan = self._plan(lesson)
             request = check_request(
-                lesson, path, timeout=timeout, device=self.device, workspace=self._cache_root()
+                lesson,
+                path,
+                timeout=plan.timeout,
+                device=self.device,
+                workspace=self._cache_root(),
+                timeout_cap=plan.cap,
             )
             spares.prepare(request)
 
@@ -370,6 +375,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             workspace=workspace,
             explain=plan.explain,
             spares=self.spares,
+            timeout_cap=plan.cap,
         )
         result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))

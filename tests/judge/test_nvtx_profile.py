@@ -255,6 +255,8 @@ def test_nsys_and_ncu_commands():
     assert nsys[-6:-2] == ["-m", "gpulab.perf.profiling", "nvtx_profile", "/x/f.py"]
     ncu = profiling.ncu_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert ncu[0] == "ncu" and "--nvtx-include" in ncu and "off" in ncu
+    # The clocks as they run, as the course's counters were taken (lesson 07).
+    assert ncu[ncu.index("--clock-control") + 1] == "none"
     assert "--nvtx" not in profiling.ncu_command("graph_breaks", "/x/f.py", "/o")
 
 

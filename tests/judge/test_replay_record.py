@@ -279,8 +279,9 @@ def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_p
     assert isinstance(through_jit, RecordedLaunch)
     assert _launch_key(through_jit, tuple(jit.buffers)) != _launch_key(launch, ())  # grid (4,)
     jit.launches.clear()
-    jit.launch(mod.copy, (x, y, 1000), {"grid": (4, 1, 1), "BLOCK": 256, **options},
-               defaults=_option_defaults(target))  # fmt: skip
+    index = jit.launch(mod.copy, (x, y, 1000), {"grid": (4, 1, 1), "BLOCK": 256, **options},
+                       defaults=_option_defaults(target))  # fmt: skip
+    jit.compiled(index, compiled)  # on a GPU the JIT returns the kernel it ran
     assert _launch_key(jit.launches[0], tuple(jit.buffers)) == _launch_key(
         launch, tuple(direct.buffers)
     )

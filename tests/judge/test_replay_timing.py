@@ -46,7 +46,8 @@ def _kept(source: str, tmp_path, case, device="cpu"):
             y = mod.softmax(x)
     kept = Kept(launches.recording.result(y), refs, softmax.expect(case))
     box = InProcessSandbox(tmp_path / "attempt.py", [], device)
-    replayer = Replayer(lambda: box, str(tmp_path / "attempt.py"))
+    # On a GPU the replay launches the compiled kernels the record carries.
+    replayer = Replayer(lambda: box, str(tmp_path / "attempt.py"), device=device)
     return kept, replayer, softmax.SPEC, arena
 
 
@@ -321,3 +322,35 @@ def test_a_case_timed_from_the_replay_takes_its_times_and_keeps_the_claim(monkey
     t = RemoteTiming({"ms": 1.0}, {}, 4, 0.01, 0.01, [])
     why = speed._time_replayed(ctx, None, case, None, t, 0.0)
     assert why is not None and "no kernel k" in why and t.ms == 1.0
+
+
+# Issue 44: a module bound to another name (`L = tl`) walked past the replay's
+# check of the file's text, which resolved attribute chains only from an
+# import's name; kept as a "constant", its line ran where the replay loaded
+# the kept text: the process whose CUDA events time the replay. This one
+# divides the replay's clock by four (on the H100 a B kernel graded A, 98%).
+# On a GPU the replay now launches the compiled kernels and runs no line of
+# the file; on the CPU the verifier keeps no such line.
+ALIAS_CLOCK = """
+L = tl
+CLOCK = L.core.builtins.exec(
+    "import gpulab.sandbox.replay_run as _r\\n"
+    "_m = _r._CudaClock.ms\\n"
+    "_r._CudaClock.ms = staticmethod(lambda s, e: _m(s, e) / 4)\\n"
+)
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_a_top_level_alias_does_not_reach_the_replays_clock(grade):
+    from tests.conftest import reference_source
+
+    honest = reference_source("bandwidth")
+    cheat = honest + ALIAS_CLOCK
+    fair = grade("bandwidth", honest, device="cuda", timeout=240, name="fair.py")
+    forged = grade("bandwidth", cheat, device="cuda", timeout=240, name="forged.py")
+    assert fair["passed"], fair["summary"]
+    fair_ms = {c["name"]: c["ms"] for c in fair["timing"]["cases"]}
+    for row in (forged.get("timing") or {}).get("cases", []):
+        # Not lifted: each row's replayed time within noise of the honest file's.
+        assert row["ms"] > 0.8 * fair_ms[row["name"]], (row, fair_ms)

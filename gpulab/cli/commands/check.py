@@ -75,7 +75,7 @@ def _check(args: Any) -> int:
     if blocked:
         print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
 
-    progress = CheckProgress(timeout, quiet=quiet)
+    progress = CheckProgress(timeout, quiet=quiet, cap=plan.cap)
     with progress:
         result = run_check(
             lesson,
@@ -87,6 +87,7 @@ def _check(args: Any) -> int:
             workspace=None if blocked else str(ws.root),
             explain=plan.explain,
             paths_off=getattr(args, "off", None) or (),
+            timeout_cap=plan.cap,
         )
     result = explain_timeout(result, timeout, why)
     if own and recorded(result) and not blocked:
@@ -114,8 +115,11 @@ class CheckProgress:
     verdict, so a log that joins the two streams (a CI job, a capture that
     prints stdout, then stderr) reads in order; no live line."""
 
-    def __init__(self, limit: float, *, quiet: bool = False) -> None:
-        self.limit, self.quiet = limit, quiet
+    def __init__(self, limit: float, *, quiet: bool = False, cap: float | None = None) -> None:
+        # `cap`: where the judge may give a case more time than `limit`
+        # (gpulab.check.plan's CPU allowance), a stage's allow_s moves the
+        # limit shown, as it moves the lab's deadline (runner._relay).
+        self.limit, self.quiet, self.cap = limit, quiet, cap
         self.stage = "starting"
         self.started = time.monotonic()
         self.tty = sys.stderr.isatty()
@@ -151,6 +155,9 @@ class CheckProgress:
     def event(self, ev: Event) -> None:
         if self.quiet:
             return
+        if isinstance(ev, Stage) and self.cap and ev.allow_s is not None:
+            elapsed = time.monotonic() - self.started
+            self.limit = max(self.limit, min(self.cap, elapsed + ev.allow_s))
         if isinstance(ev, Stage):  # graders quote case names: text, not markup
             self.stage = ev.text
             self.line(f"… {visible(ev.text)}", style="dim")
@@ -194,7 +201,7 @@ def _watch(args: Any) -> int:
         blocked = ws.unwritable()
         if blocked:
             print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
-        with CheckProgress(timeout) as progress:
+        with CheckProgress(timeout, cap=plan.cap) as progress:
             result = run_check(
                 lesson,
                 path,
@@ -203,6 +210,7 @@ def _watch(args: Any) -> int:
                 on_event=progress.event,
                 workspace=None if blocked else str(ws.root),
                 spares=spares,
+                timeout_cap=plan.cap,
             )
         result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if recorded(result) and not blocked:

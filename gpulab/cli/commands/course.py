@@ -122,6 +122,12 @@ def _lesson(args: Any) -> int:
     lesson = find_lesson(open_course(), args.exercise, ready=False)
     from rich.markdown import Markdown
 
+    from gpulab.course.sections import folded_text
+
+    text = lesson.text()
+    if not getattr(args, "deep", False):
+        # The core path first; the deep dives stay folded, as in the Lesson pane.
+        text = folded_text(text, f": `gpulab lesson {args.exercise} --deep` unfolds it")
     con = console()
     if con.is_terminal and not args.no_pager:
         # A lesson is 170-290 lines: in a terminal it scrolled past its own
@@ -132,9 +138,9 @@ def _lesson(args: Any) -> int:
 
         os.environ.setdefault("LESS", "FRX")
         with con.pager(styles=True):
-            con.print(Markdown(lesson.text()))
+            con.print(Markdown(text))
         return 0
-    con.print(Markdown(lesson.text()))
+    con.print(Markdown(text))
     return 0
 
 
