@@ -48,6 +48,9 @@ def test_printing_passes_and_a_piped_log_reads_in_order(run_gpulab, tmp_path):
     said = " ".join(out.split())  # rich wraps at 80 columns when piped
     assert "Your kernel calls print(), at line" in said and "tl.device_print" in said
     assert "tensor([[" in out  # the learner's own print, in their output
+    # The replay's bookkeeping (its 1×1 case, whose answer no scale changes)
+    # is in --json only, not in words the lessons never introduce.
+    assert "tells nothing there" not in said and "times a power of two" not in said
 
 
 NAN_ROW = ROW.replace(
