@@ -1079,11 +1079,16 @@ class MatmulModel:
         if obj is None:
             return None
         try:
-            floats = [
-                float(obj[k])
-                for k in ("peak_flops", "overhead_s", "boost", "tau_s", "first_s", "hbm_bps")
-            ]
-            return cls(*floats, int(obj["l2_bytes"]), int(obj["seed"]))
+            return cls(
+                peak_flops=float(obj["peak_flops"]),
+                overhead_s=float(obj["overhead_s"]),
+                boost=float(obj["boost"]),
+                tau_s=float(obj["tau_s"]),
+                first_s=float(obj["first_s"]),
+                hbm_bps=float(obj["hbm_bps"]),
+                l2_bytes=int(obj["l2_bytes"]),
+                seed=int(obj["seed"]),
+            )
         except (KeyError, TypeError, ValueError):
             raise ProtocolError("a matmul benchmark's model GPU is malformed") from None
 

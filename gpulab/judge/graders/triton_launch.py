@@ -55,7 +55,7 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
 
 
 def reference(case: Case) -> torch.Tensor:
-    x = case.args[0].double()
+    x: torch.Tensor = case.args[0].double()
     return x - x.mean(dim=1, keepdim=True)
 
 

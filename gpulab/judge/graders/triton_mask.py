@@ -61,7 +61,8 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
 
 
 def reference(case: Case) -> torch.Tensor:
-    return case.args[0].double()
+    x: torch.Tensor = case.args[0]
+    return x.double()
 
 
 def expect(case: Case) -> Expect:

@@ -76,7 +76,8 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
 
 
 def reference(case: Case) -> torch.Tensor:
-    return case.args[0].double().amax(dim=1)
+    x: torch.Tensor = case.args[0]
+    return x.double().amax(dim=1)
 
 
 def expect(case: Case) -> Expect:

@@ -56,7 +56,8 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
 
 
 def reference(case: Case) -> torch.Tensor:
-    return case.args[0].double().t().contiguous()
+    x: torch.Tensor = case.args[0]
+    return x.double().t().contiguous()
 
 
 def expect(case: Case) -> Expect:
