@@ -98,6 +98,10 @@ def grade_request(
     rest: dict[str, object] = {"mode": mode}
     if ctx.warmed:
         rest["compiled_ahead"] = ctx.warmed
+    # Advice, after the verdict and never part of it (gpulab.judge.cost).
+    from gpulab.judge.cost import advice_keys
+
+    rest.update(advice_keys(ctx, status is Status.PASSED))
     return CheckResult(
         status,
         summary,

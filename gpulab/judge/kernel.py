@@ -51,6 +51,7 @@ from gpulab.judge.compare import (
     dtype_name,
 )
 from gpulab.judge.context import GradeFailed
+from gpulab.judge.cost import on_wrong_case
 from gpulab.judge.remote import storage_bytes
 from gpulab.judge.replay import (
     MISMATCH,
@@ -569,6 +570,8 @@ def check_cases(
         except learner.LearnerError as exc:
             hint = _known_gap(ctx, exc)
             if hint is None:
+                # Kept for `gpulab debug` (advice; the error stands).
+                on_wrong_case(ctx, case, len(ctx.cases) + 1, spec.reference(case), exc.summary)
                 if span is not None:  # an earlier call's cheat first
                     span.judge(ctx, upto=len(span.calls) - 1)
                 raise
@@ -615,6 +618,11 @@ def check_cases(
         if rep.mismatches:
             record["detail"] = describe_mismatch(rep)
             record["first_bad"] = rep.first_bad_json()
+            # Advice for `gpulab debug` and the load map (gpulab.judge.cost),
+            # after the case before it has its replay's verdict.
+            if replayer is not None and replayer.pending is not None and ctx.interpreter:
+                replay_verdict(ctx, replayer.collect())
+            on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, record["detail"], keep)
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)
             if other:

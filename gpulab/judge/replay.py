@@ -138,6 +138,11 @@ class Replayer:
         # The case whose replay is in flight: its name, and its runs' result
         # slots with their references (x's, then g(x)'s).
         self.pending: tuple[str, list[Run]] | None = None
+        # Advice (gpulab.judge.cost): on the CPU each passing case's replay
+        # also counts what its kernels moved and computed; (case, counts).
+        self.count = "count"
+        self.counted: list[tuple[Any, dict[str, Any]]] = []
+        self._pending_case: Any = None
 
     def plan(
         self,
@@ -255,6 +260,7 @@ class Replayer:
             again=tuple(again_buffers),
             again_slots=tuple(run.slot for run in again_runs),
             binaries=binaries,
+            count="" if self.compiled else self.count,
         )
         try:
             self.sandbox.send(message)
@@ -262,6 +268,7 @@ class Replayer:
             return self._died(exc)
         self.sent.update(b.ident for b in binaries)
         self.pending = (case.name, pending + again_runs)
+        self._pending_case = case
         return None
 
     def collect(self) -> tuple[str, str] | None:
@@ -282,6 +289,8 @@ class Replayer:
             return name, WHY + f"The replay stopped: {replayed.summary[:400]}"
         if replayed.problem:
             return name, WHY + f"The replay stopped: {replayed.problem}"
+        if replayed.counts is not None:
+            self.counted.append((self._pending_case, replayed.counts))
         for run in runs:
             atol, rtol = run.result.tolerance
             rep = compare(self._arena.view(run.slot).clone(), run.result.reference, atol, rtol)
