@@ -1,0 +1,296 @@
+"""The load map: which elements each program loaded and stored, which lanes
+were masked, and where a lane pointed out of range, drawn in a terminal.
+
+Its data is a result's `load_map` (gpulab.judge.cost: the launches of a
+wrong case run again in the replay's sandbox with per-element maps from
+gpulab.sandbox.costcount), or what `gpulab debug`'s script counts. Every
+field is checked before it is drawn: a results file may come from anywhere.
+
+A tensor is drawn as its elements in rows (a 1-D tensor 64 to a row, a
+2-D one a row of the tensor a line, a larger one as 2-D over its last
+dimension), one character an element:
+
+    0-9 a-z A-Z   the program that touched it (its linear id; the 63rd is 0 again)
+    +             several programs touched it
+    -             no lane touched it, and a masked lane pointed at it
+    .             no lane touched it at all
+
+A wrong element of the result is drawn on red. Lanes that pointed outside
+the tensor are listed under it, with their program. Rows with nothing of
+note are left out when a tensor has many; the map keeps at most
+MAX_ROWS of each.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+GLYPHS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+COLORS = ("cyan", "green", "yellow", "magenta", "blue", "bright_white")
+WIDTH = 64  # elements a row (a 1-D tensor), fits 80 columns with its index
+MAX_ROWS = 10
+MAX_TENSORS = 6
+
+LEGEND = (
+    "0-9a-z: the program that touched the element   +: several programs   "
+    "-: a masked lane pointed here   .: no lane   red: wrong in the result"
+)
+
+
+def _ints(v: Any, limit: int) -> list[int] | None:
+    if not isinstance(v, list) or len(v) > limit:
+        return None
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return None
+    return v
+
+
+def _shape(v: Any) -> list[int] | None:
+    found = _ints(v, 8)
+    return found if found is not None and all(0 <= x < 1 << 40 for x in found) else None
+
+
+def read(rest: Any) -> dict[str, Any] | None:
+    """A result's `load_map`, checked field by field: {case, number,
+    launches: [{kernel, grid, programs, tensors: [...]}], wrong}, or None."""
+    raw = rest.get("load_map") if isinstance(rest, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    counts = raw.get("counts")
+    found = counts.get("launches") if isinstance(counts, dict) else None
+    if not isinstance(found, list):
+        return None
+    launches = []
+    for la in found[:4]:
+        if not isinstance(la, dict):
+            continue
+        tensors = []
+        for t in la.get("tensors") if isinstance(la.get("tensors"), list) else []:
+            tensor = _tensor(t)
+            if tensor is not None:
+                tensors.append(tensor)
+        grid = _ints(la.get("grid"), 3) or [1]
+        programs = la.get("programs") if isinstance(la.get("programs"), int) else 0
+        kernel = la.get("kernel") if isinstance(la.get("kernel"), str) else "kernel"
+        launches.append(
+            {"kernel": kernel[:60], "grid": grid, "programs": programs, "tensors": tensors}
+        )
+    wrong = raw.get("wrong") if isinstance(raw.get("wrong"), list) else []
+    number = raw.get("number")
+    return {
+        "case": raw.get("case")[:200] if isinstance(raw.get("case"), str) else "",
+        "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
+        "launches": launches,
+        "wrong": [w for w in (_ints(w, 8) for w in wrong[:4096]) if w is not None],
+    }
+
+
+def _tensor(t: Any) -> dict[str, Any] | None:
+    if not isinstance(t, dict):
+        return None
+    shape = _shape(t.get("shape"))
+    n = t.get("elements")
+    if shape is None or not isinstance(n, int) or n != math.prod(shape):
+        return None
+    out: dict[str, Any] = {
+        "name": t.get("name")[:40] if isinstance(t.get("name"), str) else "?",
+        "shape": shape,
+        "elements": n,
+        "dtype": t.get("dtype")[:12] if isinstance(t.get("dtype"), str) else "",
+    }
+    for kind in ("loads", "stores"):
+        acc = t.get(kind) if isinstance(t.get(kind), dict) else {}
+        lanes = acc.get("lanes")
+        bad = acc.get("out_of_range")
+        out[kind] = {
+            "lanes": lanes if isinstance(lanes, int) else 0,
+            "masked": acc.get("masked_lanes") if isinstance(acc.get("masked_lanes"), int) else 0,
+            "out_of_range": [
+                b for b in (_ints(b, 2) for b in (bad if isinstance(bad, list) else [])[:16]) if b
+            ],
+            "out_of_range_lanes": acc.get("out_of_range_lanes")
+            if isinstance(acc.get("out_of_range_lanes"), int)
+            else 0,
+        }
+    m = t.get("map")
+    if isinstance(m, dict):
+        loaded = _ints(m.get("loaded"), 1 << 16)
+        stored = _ints(m.get("stored"), 1 << 16)
+        masked = m.get("masked") if isinstance(m.get("masked"), str) else ""
+        ok = all(v is None or len(v) in (0, n) for v in (loaded, stored)) and len(masked) in (0, n)
+        if ok:
+            out["map"] = {"loaded": loaded or [], "stored": stored or [], "masked": masked}
+    return out
+
+
+# --- what the map says, in words -----------------------------------------------------
+
+
+def facts(t: dict[str, Any], kind: str) -> list[str]:
+    """Sentences about one tensor's loads or stores: how much of it the
+    lanes covered, what was masked, what pointed outside it."""
+    verb = "loaded" if kind == "loads" else "stored"
+    acc = t[kind]
+    out = []
+    m = t.get("map")
+    codes = (m or {}).get("loaded" if kind == "loads" else "stored") or []
+    if codes:
+        touched = sum(1 for c in codes if c != -1)
+        out.append(f"{t['name']}: {touched} of {t['elements']} elements {verb}")
+        masked = (m or {}).get("masked", "")
+        flag = "l" if kind == "loads" else "s"
+        never = [
+            i
+            for i, c in enumerate(codes)
+            if c == -1 and i < len(masked) and masked[i] in (flag, "b")
+        ]
+        if never:
+            out.append(
+                f"  never {verb}, a masked lane pointed there: {_indices(never, t['shape'])}"
+            )
+        several = [i for i, c in enumerate(codes) if c == -2]
+        if several:
+            out.append(f"  {verb} by several programs: {_indices(several, t['shape'])}")
+    for program, offset in acc["out_of_range"][:4]:
+        where = "before its start" if offset < 0 else "past its end"
+        out.append(
+            f"  program {program} {verb} element {offset} of {t['name']}, {where} "
+            f"({t['elements']} elements): out of range"
+        )
+    extra = acc["out_of_range_lanes"] - min(4, len(acc["out_of_range"]))
+    if extra > 0:
+        out.append(f"  and {extra} more lanes out of range")
+    return out
+
+
+def _indices(flat: list[int], shape: list[int], limit: int = 6) -> str:
+    shown = [_index(i, shape) for i in flat[:limit]]
+    more = f" and {len(flat) - limit} more" if len(flat) > limit else ""
+    return ", ".join(shown) + more
+
+
+def _index(i: int, shape: list[int]) -> str:
+    if len(shape) <= 1:
+        return f"[{i}]"
+    idx = []
+    for dim in reversed(shape):
+        idx.append(i % dim if dim else 0)
+        i = i // dim if dim else 0
+    return "[" + ", ".join(map(str, reversed(idx))) + "]"
+
+
+# --- the picture -----------------------------------------------------------------------
+
+
+def _grid_rows(t: dict[str, Any]) -> tuple[int, int]:
+    """(rows, columns) the tensor is drawn as."""
+    shape, n = t["shape"], t["elements"]
+    if len(shape) >= 2 and shape[-1] <= WIDTH:
+        return n // max(1, shape[-1]), shape[-1]
+    return math.ceil(n / WIDTH), WIDTH
+
+
+def _wrong_flat(t: dict[str, Any], wrong: list[list[int]]) -> set[int]:
+    shape = t["shape"]
+    out = set()
+    for idx in wrong:
+        if len(idx) != len(shape) or not all(0 <= i < d for i, d in zip(idx, shape, strict=True)):
+            continue
+        flat = 0
+        for i, d in zip(idx, shape, strict=True):
+            flat = flat * d + i
+        out.add(flat)
+    return out
+
+
+def tensor_picture(t: dict[str, Any], kind: str, wrong: set[int]) -> Any:
+    """A rich Text: the tensor's elements, a character each (the module's
+    docstring says which), with rows of nothing to note left out."""
+    from rich.text import Text
+
+    m = t.get("map") or {}
+    codes = m.get("loaded" if kind == "loads" else "stored") or []
+    masked = m.get("masked", "")
+    flag = "l" if kind == "loads" else "s"
+    rows, cols = _grid_rows(t)
+    n = t["elements"]
+
+    def note(i: int) -> bool:
+        c = codes[i]
+        return c in (-1, -2) or i in wrong
+
+    interesting = [
+        r for r in range(rows) if any(note(i) for i in range(r * cols, min(n, (r + 1) * cols)))
+    ]
+    keep = sorted({0, rows - 1, *interesting[: MAX_ROWS - 2]}) if rows > MAX_ROWS else range(rows)
+    out = Text()
+    label = 8 if len(t["shape"]) < 2 else 6
+    last = -1
+    for r in keep:
+        if r < 0:
+            continue
+        if last >= 0 and r != last + 1:
+            out.append(" " * label + "…\n", style="dim")
+        last = r
+        start = r * cols
+        out.append(f"{start if len(t['shape']) < 2 else r:>{label - 2}}  ", style="dim")
+        for i in range(start, min(n, start + cols)):
+            c = codes[i]
+            if c >= 0:
+                ch, style = GLYPHS[c % len(GLYPHS)], COLORS[c % len(COLORS)]
+            elif c == -2:
+                ch, style = "+", "bold yellow"
+            elif i < len(masked) and masked[i] in (flag, "b"):
+                ch, style = "-", "dim"
+            else:
+                ch, style = ".", "dim"
+            if i in wrong:
+                style = "bold white on red"
+            out.append(ch, style=style)
+        out.append("\n")
+    out.rstrip()
+    return out
+
+
+def renderable(rest: Any) -> Any:
+    """The load map of a result (rich), or None where it has none."""
+    found = read(rest)
+    if found is None or not found["launches"]:
+        return None
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    head = Text()
+    head.append("Load map ", style="bold")
+    number = f"case {found['number']}: " if found["number"] else ""
+    head.append(f"{number}{found['case']}, what each program of your kernels touched")
+    parts.append(head)
+    drawn = 0
+    for la in found["launches"]:
+        grid = "×".join(str(g) for g in la["grid"] if g) or "1"
+        parts.append(
+            Text(f"{la['kernel']}: grid {grid}, {la['programs']} program(s)", style="bold")
+        )
+        for t in la["tensors"]:
+            for kind in ("loads", "stores"):
+                acc = t[kind]
+                if not acc["lanes"] and not acc["masked"] and not acc["out_of_range"]:
+                    continue
+                verb = "loaded" if kind == "loads" else "stored"
+                shape = "×".join(map(str, t["shape"])) or "1"
+                wrong = _wrong_flat(t, found["wrong"]) if kind == "stores" else set()
+                parts.append(Text(f"{t['name']} ({shape} {t['dtype']}) {verb}:", style="b"))
+                if t.get("map"):
+                    parts.append(tensor_picture(t, kind, wrong))
+                    drawn += 1
+                else:
+                    parts.append(Text("  (too large to draw: the counts below only)", "dim"))
+                for line in facts(t, kind):
+                    parts.append(Text(line, style="yellow" if "out of range" in line else ""))
+                if drawn >= MAX_TENSORS:
+                    break
+    if drawn:
+        parts.append(Text(LEGEND, style="dim"))
+    return Group(*parts)
