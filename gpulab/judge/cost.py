@@ -106,9 +106,7 @@ def on_wrong_case(
     size = _elements(case.args)
     if size > MAP_ELEMENTS or advice.maps_made >= 2:
         return
-    if advice.load_map is not None and (
-        advice.map_elements >= SMALL or size <= advice.map_elements
-    ):
+    if advice.load_map is not None and (advice.map_elements >= SMALL or size < SMALL):
         return
     found = trace_case(replayer, case, keep, ref, ctx.device)
     advice.maps_made += 1
