@@ -69,6 +69,8 @@ LAB = [
     "gpulab.check.plan",
     "gpulab.check.protocol",
     "gpulab.check.report",
+    "gpulab.perf.costmodel",
+    "gpulab.perf.loadmap",
     "gpulab.perf.roadmap",
     "gpulab.perf.roofline",
     "gpulab.perf.roofline_plot",
@@ -94,6 +96,7 @@ UI = ["gpulab.tui.*"]
 CHILD = [
     "gpulab.perf.bench",
     "gpulab.perf.compile_info",
+    "gpulab.perf.debug_case",
     "gpulab.course.compile_specs",
     "gpulab.device.microbench",
     "gpulab.device.microbench_kernels",

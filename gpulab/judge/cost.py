@@ -51,6 +51,7 @@ class Saved:
     kwargs: dict[str, Any]
     expected: Any  # the judge's float64 reference
     detail: str
+    tolerance: tuple[float, float]  # (atol, rtol), the grader's for this dtype
 
 
 @dataclass
@@ -78,6 +79,7 @@ def on_wrong_case(
     number: int,
     ref: Any,
     detail: str,
+    tolerance: tuple[float, float],
     keep: Any = None,
 ) -> None:
     """A case the judge found wrong: kept for `gpulab debug`, and, where it
@@ -98,6 +100,7 @@ def on_wrong_case(
                 dict(case.kwargs),
                 ref.detach().clone() if isinstance(ref, torch.Tensor) else ref,
                 detail,
+                tolerance,
             )
         )
     replayer = getattr(ctx, "replayer", None)
@@ -281,6 +284,7 @@ def save_cases(request: CheckRequest, saved: list[Saved], ran: bool) -> str | No
                     "name": s.name,
                     "file": file,
                     "detail": s.detail[:2000],
+                    "tolerance": list(s.tolerance),
                     "args": [_describe(a) for a in s.args],
                 }
             )
@@ -288,12 +292,17 @@ def save_cases(request: CheckRequest, saved: list[Saved], ran: bool) -> str | No
             "exercise": request.exercise,
             "function": request.function,
             "file": request.file,
+            "device": "cpu" if all(_on_cpu(s.args) for s in saved) else "cuda",
             "cases": index,
         }
         (folder / "cases.json").write_text(json.dumps(meta, indent=1), "utf-8")
     except OSError:
         return None
     return str(folder)
+
+
+def _on_cpu(args: tuple[Any, ...]) -> bool:
+    return all(getattr(a, "device", None) is None or a.device.type == "cpu" for a in args)
 
 
 def _describe(a: Any) -> str:

@@ -571,7 +571,14 @@ def check_cases(
             hint = _known_gap(ctx, exc)
             if hint is None:
                 # Kept for `gpulab debug` (advice; the error stands).
-                on_wrong_case(ctx, case, len(ctx.cases) + 1, spec.reference(case), exc.summary)
+                on_wrong_case(
+                    ctx,
+                    case,
+                    len(ctx.cases) + 1,
+                    spec.reference(case),
+                    exc.summary,
+                    spec.tolerance(case.dtype),
+                )
                 if span is not None:  # an earlier call's cheat first
                     span.judge(ctx, upto=len(span.calls) - 1)
                 raise
@@ -622,7 +629,7 @@ def check_cases(
             # after the case before it has its replay's verdict.
             if replayer is not None and replayer.pending is not None and ctx.interpreter:
                 replay_verdict(ctx, replayer.collect())
-            on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, record["detail"], keep)
+            on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, record["detail"], (atol, rtol), keep)
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)
             if other:

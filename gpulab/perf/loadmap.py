@@ -220,10 +220,20 @@ def tensor_picture(t: dict[str, Any], kind: str, wrong: set[int]) -> Any:
         c = codes[i]
         return c in (-1, -2) or i in wrong
 
-    interesting = [
-        r for r in range(rows) if any(note(i) for i in range(r * cols, min(n, (r + 1) * cols)))
-    ]
-    keep = sorted({0, rows - 1, *interesting[: MAX_ROWS - 2]}) if rows > MAX_ROWS else range(rows)
+    keep: Any = range(rows)
+    if rows > MAX_ROWS:
+        # Rows with something wrong first, then rows where another program
+        # starts (the tiling is seen), then the first and the last.
+        marked = [
+            r for r in range(rows) if any(note(i) for i in range(r * cols, min(n, (r + 1) * cols)))
+        ]
+        starts = [r for r in range(1, rows) if codes[r * cols] != codes[r * cols - 1]]
+        chosen = {0, rows - 1, *marked[: MAX_ROWS - 2]}
+        for r in starts:
+            if len(chosen) >= MAX_ROWS:
+                break
+            chosen.add(r)
+        keep = sorted(chosen)
     out = Text()
     label = 8 if len(t["shape"]) < 2 else 6
     last = -1
