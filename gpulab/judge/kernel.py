@@ -629,7 +629,8 @@ def check_cases(
             # after the case before it has its replay's verdict.
             if replayer is not None and replayer.pending is not None and ctx.interpreter:
                 replay_verdict(ctx, replayer.collect())
-            on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, record["detail"], (atol, rtol), keep)
+            detail = record["detail"] or ""
+            on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, detail, (atol, rtol), keep)
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)
             if other:

@@ -49,6 +49,14 @@ def _num(v: Any) -> float | None:
     return float(v) if math.isfinite(v) and v >= 0 else None
 
 
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
 def _int(v: Any) -> int:
     n = _num(v)
     return int(n) if n is not None else 0
@@ -58,7 +66,7 @@ def tensor_totals(t: dict[str, Any]) -> dict[str, float]:
     """A tensor's loads and stores added up (fields missing read as 0)."""
     out: dict[str, float] = {}
     for kind in ("loads", "stores"):
-        acc = t.get(kind) if isinstance(t.get(kind), dict) else {}
+        acc = _obj(t.get(kind))
         for key in ("bytes", "sector_bytes", "min_sector_bytes", "footprint_bytes"):
             out[key] = out.get(key, 0.0) + (_num(acc.get(key)) or 0.0)
         out[f"{kind}_sector_bytes"] = _num(acc.get("sector_bytes")) or 0.0
@@ -99,10 +107,10 @@ def estimate(
     moved = requested = footprint = sectors = least = dot = flops = special = 0.0
     t_model = 0.0
     tensors: dict[str, dict[str, float]] = {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for la in launches(counts):
         la_moved = 0.0
-        for t in la.get("tensors") if isinstance(la.get("tensors"), list) else []:
+        for t in _list(la.get("tensors")):
             if not isinstance(t, dict):
                 continue
             tot = tensor_totals(t)
@@ -146,7 +154,7 @@ def estimate(
     intensity = (min_flops or 0.0) / minimum_bytes
     roof = min(peak, intensity * bw) if peak and bw else 0.0
     bound = "compute" if roof and roof >= peak else "bandwidth"
-    main = max(rows, key=lambda r: r["bytes"] + r["dot_flops"])
+    main = max(rows, key=lambda r: float(r["bytes"]) + float(r["dot_flops"]))
     out: dict[str, Any] = {
         "model": MODEL_NOTE,
         "case": case,
@@ -228,7 +236,7 @@ def read(rest: Any) -> dict[str, Any] | None:
             "loads": _num(t.get("loads")) or 0.0,
             "stores": _num(t.get("stores")) or 0.0,
         }
-        for t in (cost.get("tensors") if isinstance(cost.get("tensors"), list) else [])[:12]
+        for t in _list(cost.get("tensors"))[:12]
         if isinstance(t, dict)
     ]
     return out

@@ -38,6 +38,22 @@ LEGEND = (
 )
 
 
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _str(v: Any, limit: int, default: str = "") -> str:
+    return v[:limit] if isinstance(v, str) else default
+
+
+def _int0(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 def _ints(v: Any, limit: int) -> list[int] | None:
     if not isinstance(v, list) or len(v) > limit:
         return None
@@ -54,35 +70,33 @@ def _shape(v: Any) -> list[int] | None:
 def read(rest: Any) -> dict[str, Any] | None:
     """A result's `load_map`, checked field by field: {case, number,
     launches: [{kernel, grid, programs, tensors: [...]}], wrong}, or None."""
-    raw = rest.get("load_map") if isinstance(rest, dict) else None
+    raw = _obj(rest).get("load_map")
     if not isinstance(raw, dict):
         return None
-    counts = raw.get("counts")
-    found = counts.get("launches") if isinstance(counts, dict) else None
+    found = _obj(raw.get("counts")).get("launches")
     if not isinstance(found, list):
         return None
     launches = []
     for la in found[:4]:
         if not isinstance(la, dict):
             continue
-        tensors = []
-        for t in la.get("tensors") if isinstance(la.get("tensors"), list) else []:
-            tensor = _tensor(t)
-            if tensor is not None:
-                tensors.append(tensor)
-        grid = _ints(la.get("grid"), 3) or [1]
-        programs = la.get("programs") if isinstance(la.get("programs"), int) else 0
-        kernel = la.get("kernel") if isinstance(la.get("kernel"), str) else "kernel"
+        tensors = [t for t in (_tensor(t) for t in _list(la.get("tensors"))) if t is not None]
         launches.append(
-            {"kernel": kernel[:60], "grid": grid, "programs": programs, "tensors": tensors}
+            {
+                "kernel": _str(la.get("kernel"), 60, "kernel"),
+                "grid": _ints(la.get("grid"), 3) or [1],
+                "programs": _int0(la.get("programs")),
+                "tensors": tensors,
+            }
         )
-    wrong = raw.get("wrong") if isinstance(raw.get("wrong"), list) else []
-    number = raw.get("number")
+    number = _int0(raw.get("number"))
     return {
-        "case": raw.get("case")[:200] if isinstance(raw.get("case"), str) else "",
-        "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
+        "case": _str(raw.get("case"), 200),
+        "number": number or None,
         "launches": launches,
-        "wrong": [w for w in (_ints(w, 8) for w in wrong[:4096]) if w is not None],
+        "wrong": [
+            w for w in (_ints(w, 8) for w in _list(raw.get("wrong"))[:4096]) if w is not None
+        ],
     }
 
 
@@ -94,30 +108,26 @@ def _tensor(t: Any) -> dict[str, Any] | None:
     if shape is None or not isinstance(n, int) or n != math.prod(shape):
         return None
     out: dict[str, Any] = {
-        "name": t.get("name")[:40] if isinstance(t.get("name"), str) else "?",
+        "name": _str(t.get("name"), 40, "?"),
         "shape": shape,
         "elements": n,
-        "dtype": t.get("dtype")[:12] if isinstance(t.get("dtype"), str) else "",
+        "dtype": _str(t.get("dtype"), 12),
     }
     for kind in ("loads", "stores"):
-        acc = t.get(kind) if isinstance(t.get(kind), dict) else {}
-        lanes = acc.get("lanes")
-        bad = acc.get("out_of_range")
+        acc = _obj(t.get(kind))
         out[kind] = {
-            "lanes": lanes if isinstance(lanes, int) else 0,
-            "masked": acc.get("masked_lanes") if isinstance(acc.get("masked_lanes"), int) else 0,
+            "lanes": _int0(acc.get("lanes")),
+            "masked": _int0(acc.get("masked_lanes")),
             "out_of_range": [
-                b for b in (_ints(b, 2) for b in (bad if isinstance(bad, list) else [])[:16]) if b
+                b for b in (_ints(b, 2) for b in _list(acc.get("out_of_range"))[:16]) if b
             ],
-            "out_of_range_lanes": acc.get("out_of_range_lanes")
-            if isinstance(acc.get("out_of_range_lanes"), int)
-            else 0,
+            "out_of_range_lanes": _int0(acc.get("out_of_range_lanes")),
         }
-    m = t.get("map")
-    if isinstance(m, dict):
+    m = _obj(t.get("map"))
+    if m:
         loaded = _ints(m.get("loaded"), 1 << 16)
         stored = _ints(m.get("stored"), 1 << 16)
-        masked = m.get("masked") if isinstance(m.get("masked"), str) else ""
+        masked = _str(m.get("masked"), 1 << 16)
         ok = all(v is None or len(v) in (0, n) for v in (loaded, stored)) and len(masked) in (0, n)
         if ok:
             out["map"] = {"loaded": loaded or [], "stored": stored or [], "masked": masked}

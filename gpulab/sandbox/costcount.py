@@ -48,11 +48,12 @@ MERGE_AT = 1 << 20
 
 # Builder methods whose output elements each count one FLOP (float only);
 # FMA counts two. Special functions run on the SFU, counted apart.
-ARITH = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem")
-ARITH += ("create_precise_divf", "create_approx_divf", "create_minimumf", "create_maximumf")
-ARITH += ("create_minnumf", "create_maxnumf")
-SPECIAL = ("create_exp", "create_exp2", "create_log", "create_log2", "create_sqrt")
-SPECIAL += ("create_precise_sqrt", "create_rsqrt", "create_sin", "create_cos", "create_erf")
+ARITH: tuple[str, ...] = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv")
+ARITH += ("create_frem", "create_precise_divf", "create_approx_divf", "create_minimumf")
+ARITH += ("create_maximumf", "create_minnumf", "create_maxnumf")
+SPECIAL: tuple[str, ...] = ("create_exp", "create_exp2", "create_log", "create_log2")
+SPECIAL += ("create_sqrt", "create_precise_sqrt", "create_rsqrt", "create_sin", "create_cos")
+SPECIAL += ("create_erf",)
 
 
 class _Access:
