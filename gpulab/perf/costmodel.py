@@ -67,7 +67,8 @@ def tensor_totals(t: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for kind in ("loads", "stores"):
         acc = _obj(t.get(kind))
-        for key in ("bytes", "sector_bytes", "min_sector_bytes", "footprint_bytes"):
+        keys = ("bytes", "sector_bytes", "warp_sector_bytes", "min_sector_bytes")
+        for key in (*keys, "footprint_bytes"):
             out[key] = out.get(key, 0.0) + (_num(acc.get(key)) or 0.0)
         out[f"{kind}_sector_bytes"] = _num(acc.get("sector_bytes")) or 0.0
         out["out_of_range_lanes"] = out.get("out_of_range_lanes", 0.0) + _int(
@@ -117,7 +118,7 @@ def estimate(
             la_moved += tot["sector_bytes"]
             requested += tot["bytes"]
             footprint += tot["footprint_bytes"]
-            sectors += tot["sector_bytes"]
+            sectors += tot["warp_sector_bytes"]
             least += tot["min_sector_bytes"]
             name = str(t.get("name", "?"))[:40]
             mine = tensors.setdefault(name, {"loads": 0.0, "stores": 0.0, "footprint": 0.0})

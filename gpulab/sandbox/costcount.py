@@ -8,11 +8,12 @@ sqrt and the like counted apart as special functions), and each program's
 start. `Counts.to_json()` is plain JSON, per launch and per tensor argument:
 
 - `bytes`: element bytes of the lanes that were not masked (what was asked);
-- `sector_bytes`: 32 bytes for each distinct 32-byte sector a warp-sized
-  group of 32 lanes touched in one access (what the memory system moves when
-  nothing is cached between accesses); `min_sector_bytes`: the fewest
-  sectors those lanes could have touched (contiguous), so the ratio of the
-  two says how the accesses coalesce;
+- `sector_bytes`: 32 bytes for each distinct 32-byte sector one access (a
+  `tl.load` or `tl.store` of one program) touched: what the memory system
+  moves when nothing is cached from one access to the next;
+- `warp_sector_bytes`: the same per warp-sized group of 32 lanes, and
+  `min_sector_bytes` the fewest sectors those lanes could have touched
+  (contiguous): their ratio says how the accesses coalesce;
 - `footprint_bytes`: 32 bytes for each distinct sector over the whole launch
   (what even a perfect cache must bring once).
 
@@ -64,8 +65,9 @@ class _Access:
         self.lanes = 0  # lanes active (not masked)
         self.masked = 0  # lanes masked off
         self.bytes = 0
-        self.sectors = 0
-        self.min_sectors = 0
+        self.sectors = 0  # distinct sectors of each access, summed
+        self.warp_sectors = 0  # distinct sectors of each warp-sized group, summed
+        self.min_sectors = 0  # the fewest the same groups could touch
         self.seen: list[Any] = []  # numpy arrays of sector ids, merged now and then
         self.seen_size = 0
         self.unique: Any = None
@@ -104,6 +106,7 @@ class _Access:
             "masked_lanes": self.masked,
             "bytes": self.bytes,
             "sector_bytes": self.sectors * SECTOR,
+            "warp_sector_bytes": self.warp_sectors * SECTOR,
             "min_sector_bytes": self.min_sectors * SECTOR,
             "footprint_bytes": self.footprint() * SECTOR,
         }
@@ -304,14 +307,19 @@ class Counts:
         if lanes:
             sec = (addrs // np.uint64(SECTOR)).astype(np.int64)
             distinct, least = _sectors(sec, active, itemsize)
-            acc.sectors += distinct
+            acc.warp_sectors += distinct
             acc.min_sectors += least
             mine = sec[active]
             # Neighbouring lanes share sectors: drop repeats before keeping them.
             keep = np.empty(mine.size, dtype=bool)
             keep[0] = True
             np.not_equal(mine[1:], mine[:-1], out=keep[1:])
-            acc.add_sectors(mine[keep])
+            fresh = mine[keep]
+            # What this access brings in: each sector once, whichever warps
+            # of the program share it (they meet in L1/L2 within the access).
+            ordered = fresh.size < 2 or bool((fresh[1:] > fresh[:-1]).all())
+            acc.sectors += int(fresh.size if ordered else np.unique(fresh).size)
+            acc.add_sectors(fresh)
         if la.maps and t.mappable():
             self._map(la, t, acc, addrs, active, inside)
 
@@ -383,63 +391,49 @@ def counting(maps: bool = False) -> Iterator[Counts]:
             counts.current = None
 
     def set_grid_idx(orig: Any) -> Any:
-        def wrapped(x: int, y: int, z: int) -> Any:
-            out = orig(x, y, z)
+        def wrapped(x: int, y: int, z: int, *rest: Any) -> Any:
+            out = orig(x, y, z, *rest)
             counts.program(x, y, z, builder.grid_dim)
             return out
 
         return wrapped
 
+    # Block pointers, tensor descriptors and plain pointers all end in these
+    # two (Triton 3.6 to 3.9), so each access is counted once.
     def masked_load(orig: Any) -> Any:
-        def wrapped(ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+        def wrapped(ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
             counts.access("load", ptrs.data, mask.data, _itemsize(ptrs))
-            return orig(ptrs, mask, other, *rest)
+            return orig(ptrs, mask, other, *rest, **kw)
 
         return wrapped
 
     def masked_store(orig: Any) -> Any:
-        def wrapped(ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        def wrapped(ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             counts.access("store", ptrs.data, mask.data, _itemsize(ptrs))
-            return orig(ptrs, value, mask, *rest)
-
-        return wrapped
-
-    def descriptor_load(orig: Any) -> Any:
-        def wrapped(desc: Any, indices: Any, *rest: Any) -> Any:
-            ptrs, mask = desc.materialize_pointers(indices)
-            counts.access("load", ptrs.data, mask.data, _itemsize(ptrs))
-            return orig(desc, indices, *rest)
-
-        return wrapped
-
-    def descriptor_store(orig: Any) -> Any:
-        def wrapped(desc: Any, value: Any, indices: Any, *rest: Any) -> Any:
-            ptrs, mask = desc.materialize_pointers(indices)
-            counts.access("store", ptrs.data, mask.data, _itemsize(ptrs))
-            return orig(desc, value, indices, *rest)
+            return orig(ptrs, value, mask, *rest, **kw)
 
         return wrapped
 
     def atomic_rmw(orig: Any) -> Any:
-        def wrapped(op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
+        def wrapped(op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             # An atomic reads and writes its element: counted as both.
             counts.access("load", ptr.data, mask.data, _itemsize(ptr))
             counts.access("store", ptr.data, mask.data, _itemsize(ptr))
-            return orig(op, ptr, val, mask, *rest)
+            return orig(op, ptr, val, mask, *rest, **kw)
 
         return wrapped
 
     def dot(orig: Any) -> Any:
-        def wrapped(a: Any, b: Any, *rest: Any) -> Any:
+        def wrapped(a: Any, b: Any, *rest: Any, **kw: Any) -> Any:
             counts.dot(np.shape(a.data), np.shape(b.data))
-            return orig(a, b, *rest)
+            return orig(a, b, *rest, **kw)
 
         return wrapped
 
     def elementwise(flops: int, special: bool) -> Any:
         def make(orig: Any) -> Any:
-            def wrapped(*args: Any) -> Any:
-                out = orig(*args)
+            def wrapped(*args: Any, **kw: Any) -> Any:
+                out = orig(*args, **kw)
                 data = getattr(out, "data", None)
                 if data is not None and getattr(data.dtype, "kind", "") == "f":
                     counts.arith(int(data.size), flops, special)
@@ -455,8 +449,6 @@ def counting(maps: bool = False) -> Iterator[Counts]:
         patch("set_grid_idx", set_grid_idx)
         patch("create_masked_load", masked_load)
         patch("create_masked_store", masked_store)
-        patch("create_descriptor_load", descriptor_load)
-        patch("create_descriptor_store", descriptor_store)
         patch("create_atomic_rmw", atomic_rmw)
         patch("create_dot", dot)
         patch("create_fma", elementwise(2, False))
