@@ -78,6 +78,7 @@ LAB = [
     "gpulab.perf.serving",
     "gpulab.perf.serving_models",
     "gpulab.perf.serving_view",
+    "gpulab.course.side_by_side",
     "gpulab.course.state",
     "gpulab.check.status",
     "gpulab.textsafe",

@@ -129,26 +129,11 @@ def _compare(args: Any) -> int:
         mine = ws.exercise_path(lesson).read_text("utf-8", errors="replace")
     except OSError as exc:
         raise UsageError(f"cannot read your file: {exc}") from exc
+    from gpulab.course.side_by_side import side_by_side
+
     con = console()
     con.print(side_by_side(mine, reference, width=con.width))
     return 0
-
-
-def side_by_side(mine: str, reference: str, width: int = 80) -> Any:
-    """Two files in two columns, yours on the left: at under 100 columns
-    each line wraps in its half (rich's Syntax with word_wrap)."""
-    from rich.syntax import Syntax
-    from rich.table import Table
-
-    t = Table(expand=True, show_lines=False, padding=(0, 1), pad_edge=False)
-    t.add_column("yours", ratio=1, overflow="fold")
-    t.add_column("the reference", ratio=1, overflow="fold")
-    numbers = width >= 120
-    t.add_row(
-        Syntax(mine, "python", line_numbers=numbers, word_wrap=True),
-        Syntax(reference, "python", line_numbers=numbers, word_wrap=True),
-    )
-    return t
 
 
 # --- restore -----------------------------------------------------------------------------
