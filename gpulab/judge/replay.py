@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -140,7 +141,8 @@ class Replayer:
         self.pending: tuple[str, list[Run]] | None = None
         # Advice (gpulab.judge.cost): on the CPU each passing case's replay
         # also counts what its kernels moved and computed; (case, counts).
-        self.count = "count"
+        # GPULAB_COST_MODEL=0 turns the counting off (to measure what it costs).
+        self.count = "" if os.environ.get("GPULAB_COST_MODEL") == "0" else "count"
         self.counted: list[tuple[Any, dict[str, Any]]] = []
         self._pending_case: Any = None
 
