@@ -7,8 +7,8 @@ kernels/<exercise>.py (`gpulab check --device cpu --json`, the same judge,
 replay and counting a learner's check goes through) and keeps its `cost`:
 the case it was counted on, bytes moved over the minimum, and the best
 fraction of the roof. Run it again after changing a reference kernel or
-the counting (tests/perf/test_costmodel_reference.py says when the triad's
-has drifted).
+the counting (tests/judge/test_cost_advice.py fails when the triad's has
+drifted).
 
     python scripts/tools/cost_reference.py [EXERCISE ...]
 """

@@ -29,6 +29,8 @@ def test_a_passing_cpu_check_says_what_the_kernel_would_cost(grade) -> None:
     assert 1.0 <= cost["ratio"] < 1.01 and cost["footprint_ratio"] == pytest.approx(1, abs=1e-3)
     assert cost["coalescing"] < 1.1 and cost["gpu"]
     assert cost["best_fraction"] > 0.95  # its grid grows with N: no idle SMs charged
+    # The shipped estimate of the reference (scripts/tools/cost_reference.py) is this one.
+    assert cost["reference"]["ratio"] == pytest.approx(cost["ratio"], rel=1e-3)
     assert not any("cost" in line for line in result.get("notes") or [])
 
 
