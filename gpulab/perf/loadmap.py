@@ -273,7 +273,14 @@ def tensor_picture(t: dict[str, Any], kind: str, wrong: set[int]) -> Any:
     return out
 
 
-def renderable(rest: Any) -> Any:
+def launch_renderable(launch: dict[str, Any], wrong: list[list[int]] | None = None) -> Any:
+    """One launch's map (gpulab.sandbox.costcount.trace_launch's), drawn."""
+    return renderable(
+        {"load_map": {"counts": {"launches": [launch]}, "wrong": wrong or []}}, head=False
+    )
+
+
+def renderable(rest: Any, head: bool = True) -> Any:
     """The load map of a result (rich), or None where it has none."""
     found = read(rest)
     if found is None or not found["launches"]:
@@ -282,11 +289,12 @@ def renderable(rest: Any) -> Any:
     from rich.text import Text
 
     parts: list[Any] = []
-    head = Text()
-    head.append("Load map ", style="bold")
-    number = f"case {found['number']}: " if found["number"] else ""
-    head.append(f"{number}{found['case']}, what each program of your kernels touched")
-    parts.append(head)
+    if head:
+        title = Text()
+        title.append("Load map ", style="bold")
+        number = f"case {found['number']}: " if found["number"] else ""
+        title.append(f"{number}{found['case']}, what each program of your kernels touched")
+        parts.append(title)
     drawn = 0
     for la in found["launches"]:
         grid = "×".join(str(g) for g in la["grid"] if g) or "1"

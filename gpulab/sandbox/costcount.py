@@ -75,6 +75,9 @@ class _Access:
         # and masked lanes that pointed at it.
         self.program: Any = None
         self.masked_at: Any = None
+        # Per program (maps only): the elements its lanes touched, and those
+        # its masked lanes pointed at (what a puzzle shows, program by program).
+        self.by_program: dict[int, tuple[set[int], set[int]]] = {}
         self.out_of_range: list[list[int]] = []  # [program, element offset]
         self.out_of_range_lanes = 0
 
@@ -150,6 +153,7 @@ class _Tensor:
                 "loaded": _codes(self.loads.program),
                 "stored": _codes(self.stores.program),
                 "masked": _flags(self.loads.masked_at, self.stores.masked_at),
+                "programs": _by_program(self.loads.by_program, self.stores.by_program),
             }
         return out
 
@@ -159,6 +163,21 @@ class _Tensor:
 
 def _codes(a: Any) -> list[int]:
     return [] if a is None else [int(v) for v in a]
+
+
+def _by_program(loads: dict[int, Any], stores: dict[int, Any]) -> dict[str, Any]:
+    """{program: {"loaded", "stored", "masked"}}: each a sorted list of flat
+    element indices (masked: lanes of either kind that pointed there masked)."""
+    out: dict[str, Any] = {}
+    for pid in sorted({*loads, *stores}):
+        got, skipped = loads.get(pid, (set(), set()))
+        put, held = stores.get(pid, (set(), set()))
+        out[str(pid)] = {
+            "loaded": sorted(got),
+            "stored": sorted(put),
+            "masked": sorted(skipped | held),
+        }
+    return out
 
 
 def _flags(loads: Any, stores: Any) -> str:
@@ -336,7 +355,11 @@ class Counts:
         if hit.size:
             prev = acc.program[hit]
             acc.program[hit] = np.where((prev == -1) | (prev == la.program), la.program, -2)
-        acc.masked_at[offs[~active & in_view]] = True
+        masked = offs[~active & in_view]
+        acc.masked_at[masked] = True
+        mine = acc.by_program.setdefault(la.program, (set(), set()))
+        mine[0].update(hit.tolist())
+        mine[1].update(masked.tolist())
 
     def dot(self, a_shape: Any, b_shape: Any) -> None:
         la = self.current
@@ -469,6 +492,22 @@ def counting(maps: bool = False) -> Iterator[Counts]:
 
 
 _MISSING = object()
+
+
+def trace_launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One launch, `kernel[grid](*args, **kwargs)`, run by the interpreter with
+    per-element maps: its counts, as `Counts.to_json()` gives a launch, with
+    each small tensor's "map" (per element and per program, "programs":
+    {id: {"loaded", "stored", "masked"}}). For a puzzle that shows what each
+    program loaded (issue 47); gpulab.perf.loadmap.launch_renderable draws it.
+    TRITON_INTERPRET=1 must have been set before the kernel was decorated."""
+    with counting(maps=True) as counts:
+        kernel[grid](*args, **kwargs)
+    found = counts.to_json()["launches"]
+    if not found:
+        raise RuntimeError("no launch was counted: is TRITON_INTERPRET=1 set?")
+    launch: dict[str, Any] = found[0]
+    return launch
 
 
 _PAST = 1 << 62  # a masked lane's sector id: after every real one

@@ -40,6 +40,15 @@ def past_the_end(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def tile_2d(x_ptr, y_ptr, stride, T: tl.constexpr):
+    # Programs (i, j) copy T x T tiles; `stride` is the row stride it is given.
+    rows = tl.program_id(0) * T + tl.arange(0, T)
+    cols = tl.program_id(1) * T + tl.arange(0, T)
+    offs = rows[:, None] * stride + cols[None, :]
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+@triton.jit
 def dot_tile(a_ptr, b_ptr, c_ptr, M: tl.constexpr):
     r = tl.arange(0, M)
     a = tl.load(a_ptr + r[:, None] * M + r[None, :])
@@ -213,3 +222,28 @@ def test_malformed_advice_is_not_drawn(rest: dict) -> None:
     assert costmodel.read(rest) is None
     drawn = loadmap.read(rest)
     assert drawn is None or all(not la["tensors"] for la in drawn["launches"])
+
+
+def test_a_wrong_row_stride_is_seen_program_by_program(kernels: Any) -> None:
+    """The issue-47 puzzles' view: trace_launch gives per program the
+    elements it touched, and the 2-D picture shows the rows it missed."""
+    import torch
+    from rich.console import Console
+
+    from gpulab.perf import loadmap
+    from gpulab.sandbox.costcount import trace_launch
+
+    x, y = torch.randn(8, 8), torch.zeros(8, 8)
+    # Right: stride 8. Wrong: the tile's width, 4. Program (i, j), linear id
+    # i + 2j, reads the 16 elements from 16i + 4j on: the tiles overlap.
+    la = trace_launch(kernels.tile_2d, (2, 2), x, y, 4, T=4)
+    programs = _tensor(la, "x_ptr")["map"]["programs"]
+    assert programs["0"]["loaded"] == list(range(16))
+    assert programs["3"]["loaded"] == list(range(20, 36))
+    console = Console(width=80, record=True, color_system=None)
+    console.print(loadmap.launch_renderable(la))
+    text = console.export_text()
+    # A row of the tensor a line: rows 1-3 read by several programs, 5-7 by none.
+    assert "   0  0000++++" in text and "   3  ++++++++" in text
+    assert "   4  3333...." in text and "   7  ........" in text
+    assert "x_ptr: 36 of 64 elements loaded" in text
