@@ -83,9 +83,27 @@ def on_wrong_case(
     keep: Any = None,
 ) -> None:
     """A case the judge found wrong: kept for `gpulab debug`, and, where it
-    is small and its launches were recorded, replayed once for its load map."""
+    is small and its launches were recorded, replayed once for its load map.
+    Advice: whatever goes wrong here is dropped, and the verdict stands."""
+    try:
+        _on_wrong_case(ctx, case, number, ref, detail, tolerance, keep)
+    except Exception:  # noqa: BLE001, S110 - advice never decides a check
+        pass
+
+
+def _on_wrong_case(
+    ctx: GradeContext,
+    case: Any,
+    number: int,
+    ref: Any,
+    detail: str,
+    tolerance: tuple[float, float],
+    keep: Any,
+) -> None:
     import torch
 
+    if callable(ref):  # the reference, worked out only here (after a learner's error)
+        ref = ref()
     advice = ctx.advice
     nbytes = sum(
         a.numel() * a.element_size() for a in (*case.args, ref) if isinstance(a, torch.Tensor)
@@ -177,7 +195,15 @@ def _wrong_indices(got: Any, ref: Any, limit: int = 4096) -> list[list[int]]:
 def advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
     """The result's advice keys (`cost` after a pass, `load_map` after a
     wrong case), after the verdict; writes the wrong cases for `gpulab
-    debug` where the request names a workspace."""
+    debug` where the request names a workspace. Advice: whatever goes
+    wrong here leaves the key out, and the verdict stands."""
+    try:
+        return _advice_keys(ctx, passed)
+    except Exception:  # noqa: BLE001 - advice never decides a check
+        return {}
+
+
+def _advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     request = ctx.request
     saved_to = save_cases(request, ctx.advice.saved, ctx.cases != [])
@@ -205,6 +231,8 @@ def cost_of(
         return None
     best: tuple[float, Any, dict[str, Any], float | None] | None = None
     least: tuple[float, int] | None = None  # the smallest case's programs
+    if any(counts.get("problem") for _, counts in counted):
+        return None  # a count that stopped part way: no estimate rather than a wrong one
     for case, counts in counted:
         names = {k: v for k, v in (case.sizes or {}).items()}
         names["elt"] = case.dtype.itemsize

@@ -10,6 +10,7 @@ in the sandbox; everything here runs in the judge.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -575,7 +576,7 @@ def check_cases(
                     ctx,
                     case,
                     len(ctx.cases) + 1,
-                    spec.reference(case),
+                    functools.partial(spec.reference, case),
                     exc.summary,
                     spec.tolerance(case.dtype),
                 )

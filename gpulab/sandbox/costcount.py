@@ -227,11 +227,14 @@ class Counts:
         self.launches: list[_Launch] = []
         self.current: _Launch | None = None
         self.dropped = 0  # launches past MAX_LAUNCHES (counted into the last kept)
+        self.problem = ""  # why counting stopped ("": it did not)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"launches": [la.to_json() for la in self.launches]}
         if self.dropped:
             out["launches_summed"] = self.dropped
+        if self.problem:
+            out["problem"] = self.problem
         return out
 
     # --- called by the patched interpreter -------------------------------------------
@@ -260,12 +263,26 @@ class Counts:
         la.programs += 1
         la.program = x + y * la.grid[0] + z * la.grid[0] * la.grid[1]
 
-    def access(self, kind: str, ptrs: Any, mask: Any, itemsize: int) -> None:
+    def safely(self, step: Any, *args: Any) -> None:
+        """Count, or, where counting fails, stop counting and say why: the
+        kernel runs on untouched either way (a count is advice, the replay
+        that carries it is not)."""
+        if self.problem:
+            return
+        try:
+            step(*args)
+        except Exception as exc:  # noqa: BLE001 - reported in to_json, never raised
+            self.problem = f"{type(exc).__name__}: {str(exc)[:200]}"
+            self.current = None
+
+    def access(self, kind: str, ptr_handle: Any, mask_handle: Any) -> None:
         import numpy as np
 
         la = self.current
         if la is None:
             return
+        ptrs, itemsize = ptr_handle.data, _itemsize(ptr_handle)
+        mask = None if mask_handle is None else mask_handle.data
         addrs = np.asarray(ptrs).astype(np.uint64, copy=False).reshape(-1)
         if mask is None:
             active = np.ones(addrs.shape, dtype=bool)
@@ -404,7 +421,7 @@ def counting(maps: bool = False) -> Iterator[Counts]:
         args_hst, kwargs_hst = saved_init(self, args_dev, kwargs)
         named = dict(zip(self.arg_names, args_hst, strict=False))
         named.update(kwargs_hst)
-        counts.begin(getattr(self.fn, "__name__", "kernel"), named)
+        counts.safely(counts.begin, getattr(self.fn, "__name__", "kernel"), named)
         return args_hst, kwargs_hst
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -416,7 +433,7 @@ def counting(maps: bool = False) -> Iterator[Counts]:
     def set_grid_idx(orig: Any) -> Any:
         def wrapped(x: int, y: int, z: int, *rest: Any) -> Any:
             out = orig(x, y, z, *rest)
-            counts.program(x, y, z, builder.grid_dim)
+            counts.safely(counts.program, x, y, z, builder.grid_dim)
             return out
 
         return wrapped
@@ -425,14 +442,14 @@ def counting(maps: bool = False) -> Iterator[Counts]:
     # two (Triton 3.6 to 3.9), so each access is counted once.
     def masked_load(orig: Any) -> Any:
         def wrapped(ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
-            counts.access("load", ptrs.data, mask.data, _itemsize(ptrs))
+            counts.safely(counts.access, "load", ptrs, mask)
             return orig(ptrs, mask, other, *rest, **kw)
 
         return wrapped
 
     def masked_store(orig: Any) -> Any:
         def wrapped(ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
-            counts.access("store", ptrs.data, mask.data, _itemsize(ptrs))
+            counts.safely(counts.access, "store", ptrs, mask)
             return orig(ptrs, value, mask, *rest, **kw)
 
         return wrapped
@@ -440,15 +457,15 @@ def counting(maps: bool = False) -> Iterator[Counts]:
     def atomic_rmw(orig: Any) -> Any:
         def wrapped(op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             # An atomic reads and writes its element: counted as both.
-            counts.access("load", ptr.data, mask.data, _itemsize(ptr))
-            counts.access("store", ptr.data, mask.data, _itemsize(ptr))
+            counts.safely(counts.access, "load", ptr, mask)
+            counts.safely(counts.access, "store", ptr, mask)
             return orig(op, ptr, val, mask, *rest, **kw)
 
         return wrapped
 
     def dot(orig: Any) -> Any:
         def wrapped(a: Any, b: Any, *rest: Any, **kw: Any) -> Any:
-            counts.dot(np.shape(a.data), np.shape(b.data))
+            counts.safely(counts.dot, np.shape(a.data), np.shape(b.data))
             return orig(a, b, *rest, **kw)
 
         return wrapped
@@ -459,7 +476,7 @@ def counting(maps: bool = False) -> Iterator[Counts]:
                 out = orig(*args, **kw)
                 data = getattr(out, "data", None)
                 if data is not None and getattr(data.dtype, "kind", "") == "f":
-                    counts.arith(int(data.size), flops, special)
+                    counts.safely(counts.arith, int(data.size), flops, special)
                 return out
 
             return wrapped

@@ -247,3 +247,31 @@ def test_a_wrong_row_stride_is_seen_program_by_program(kernels: Any) -> None:
     assert "   0  0000++++" in text and "   3  ++++++++" in text
     assert "   4  3333...." in text and "   7  ........" in text
     assert "x_ptr: 36 of 64 elements loaded" in text
+
+
+def test_a_count_that_fails_leaves_the_kernel_to_run(kernels: Any, monkeypatch) -> None:
+    """The replay that carries the count is a verdict's: counting stops, the
+    kernel runs on, and the judge makes no estimate of a partial count."""
+    import torch
+
+    from gpulab.judge.cost import cost_of
+    from gpulab.sandbox import costcount
+
+    def broken(*args: Any) -> None:
+        raise ValueError("a pointer the counter did not expect")
+
+    monkeypatch.setattr(costcount.Counts, "access", broken)
+    x, y = torch.randn(300), torch.empty(300)
+    with costcount.counting() as counts:
+        kernels.copy[(2,)](x, y, 300, STRIDE=1, BLOCK=256)
+    assert torch.equal(y, x * 2.0)
+    found = counts.to_json()
+    assert found["problem"].startswith("ValueError: a pointer the counter")
+
+    class Case:
+        sizes, dtype, name = {"N": 300}, torch.float32, "N=300"
+
+    class Request:
+        bytes, flops, explain_gpu, gpu_setting, exercise = "3*N*elt", "2*N", None, None, "x"
+
+    assert cost_of(Request(), [(Case(), found)]) is None  # type: ignore[arg-type]
