@@ -110,7 +110,7 @@ class DebugCase:
         from rich.console import Console
 
         from gpulab.perf import loadmap
-        from gpulab.sandbox.costcount import counting
+        from gpulab.sandbox.counting import counting
 
         args, kwargs = _fresh(self.args), _fresh(self.kwargs)
         with counting(maps=True) as counts:

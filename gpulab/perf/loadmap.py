@@ -274,7 +274,7 @@ def tensor_picture(t: dict[str, Any], kind: str, wrong: set[int]) -> Any:
 
 
 def launch_renderable(launch: dict[str, Any], wrong: list[list[int]] | None = None) -> Any:
-    """One launch's map (gpulab.sandbox.costcount.trace_launch's), drawn."""
+    """One launch's map (gpulab.sandbox.counting.trace_launch's), drawn."""
     return renderable(
         {"load_map": {"counts": {"launches": [launch]}, "wrong": wrong or []}}, head=False
     )

@@ -815,7 +815,7 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
     _allocator(server)
     counts = None
     if msg.count and found.binaries is None:  # the interpreter's kernels only
-        from gpulab.sandbox.costcount import counting
+        from gpulab.sandbox.counting import counting
 
         try:
             with counting(maps=msg.count == "map") as counted:

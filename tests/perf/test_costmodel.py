@@ -70,7 +70,7 @@ def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _launch(grid: tuple[int, ...], kernel: Any, *args: Any, maps: bool = False, **kw: Any) -> dict:
-    from gpulab.sandbox.costcount import counting
+    from gpulab.sandbox.counting import counting
 
     with counting(maps=maps) as counts:
         kernel[grid](*args, **kw)
@@ -231,7 +231,7 @@ def test_a_wrong_row_stride_is_seen_program_by_program(kernels: Any) -> None:
     from rich.console import Console
 
     from gpulab.perf import loadmap
-    from gpulab.sandbox.costcount import trace_launch
+    from gpulab.sandbox.counting import trace_launch
 
     x, y = torch.randn(8, 8), torch.zeros(8, 8)
     # Right: stride 8. Wrong: the tile's width, 4. Program (i, j), linear id
@@ -255,14 +255,14 @@ def test_a_count_that_fails_leaves_the_kernel_to_run(kernels: Any, monkeypatch) 
     import torch
 
     from gpulab.judge.cost import cost_of
-    from gpulab.sandbox import costcount
+    from gpulab.sandbox import costcount, counting
 
     def broken(*args: Any) -> None:
         raise ValueError("a pointer the counter did not expect")
 
     monkeypatch.setattr(costcount.Counts, "access", broken)
     x, y = torch.randn(300), torch.empty(300)
-    with costcount.counting() as counts:
+    with counting.counting() as counts:
         kernels.copy[(2,)](x, y, 300, STRIDE=1, BLOCK=256)
     assert torch.equal(y, x * 2.0)
     found = counts.to_json()

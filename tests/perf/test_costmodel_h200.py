@@ -79,7 +79,7 @@ def _load(path: Path) -> Any:
 
 def counted(path: Path, function: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """The launches the interpreter counted for one call."""
-    from gpulab.sandbox.costcount import counting
+    from gpulab.sandbox.counting import counting
 
     fn = getattr(_load(path), function)
     with counting() as counts:
@@ -209,7 +209,7 @@ def test_rope_reference_reads_what_its_8_head_tile_is_counted_to() -> None:
 
     row = measured()["rope_rmsnorm.py"]  # 1x16384x32x128 bf16
     module = _load(ROOT / "kernels" / "rope_rmsnorm.py")
-    from gpulab.sandbox.costcount import counting
+    from gpulab.sandbox.counting import counting
 
     B, S_big, H, D, S = 1, 16384, 32, 128, 3
     x, w, cos, sin, _ = make_inputs(B, S, H, D, torch.bfloat16, 1, "cpu")
