@@ -122,6 +122,14 @@ def render(result: CheckResult) -> Any:
 
         if (drawn := loadmap.renderable(result.rest)) is not None:  # issue 48
             parts.append(drawn)
+        if bad and isinstance(result.rest.get("debug"), str):
+            parts.append(
+                Text(
+                    f"`gpulab debug {result.exercise}` reruns a wrong case in Python, outside "
+                    "the sandbox, with its inputs and the reference (--case N for another).",
+                    style="dim",
+                )
+            )
     timing = result.timing
     if timing is not None and timing.cases:
         parts.append(timing_table(timing))

@@ -280,6 +280,17 @@ def launch_renderable(launch: dict[str, Any], wrong: list[list[int]] | None = No
     )
 
 
+def _signature(t: dict[str, Any], kind: str, wrong: set[int]) -> tuple[Any, ...] | None:
+    """What a tensor's picture shows, to draw a repeated one once."""
+    m = t.get("map")
+    if not m:
+        return None
+    codes = m.get("loaded" if kind == "loads" else "stored") or []
+    flag = "l" if kind == "loads" else "s"
+    masked = tuple(c in (flag, "b") for c in m.get("masked", ""))
+    return (tuple(t["shape"]), tuple(codes), masked, tuple(sorted(wrong)))
+
+
 def renderable(rest: Any, head: bool = True) -> Any:
     """The load map of a result (rich), or None where it has none."""
     found = read(rest)
@@ -296,6 +307,7 @@ def renderable(rest: Any, head: bool = True) -> Any:
         title.append(f"{number}{found['case']}, what each program of your kernels touched")
         parts.append(title)
     drawn = 0
+    seen: dict[tuple[Any, ...], str] = {}  # a picture drawn already -> whose
     for la in found["launches"]:
         grid = "×".join(str(g) for g in la["grid"] if g) or "1"
         parts.append(
@@ -309,13 +321,24 @@ def renderable(rest: Any, head: bool = True) -> Any:
                 verb = "loaded" if kind == "loads" else "stored"
                 shape = "×".join(map(str, t["shape"])) or "1"
                 wrong = _wrong_flat(t, found["wrong"]) if kind == "stores" else set()
-                parts.append(Text(f"{t['name']} ({shape} {t['dtype']}) {verb}:", style="b"))
-                if t.get("map"):
+                label = f"{t['name']} ({shape} {t['dtype']}) {verb}"
+                key = _signature(t, kind, wrong)
+                if key is not None and key in seen:
+                    # x and y of a triad: one picture, said once.
+                    parts.append(Text(f"{label}: as {seen[key]}", style="b"))
+                    lines = facts(t, kind)[1:]
+                elif t.get("map"):
+                    parts.append(Text(f"{label}:", style="b"))
                     parts.append(tensor_picture(t, kind, wrong))
+                    if key is not None:
+                        seen[key] = f"{t['name']} {verb}"
                     drawn += 1
+                    lines = facts(t, kind)
                 else:
+                    parts.append(Text(f"{label}:", style="b"))
                     parts.append(Text("  (too large to draw: the counts below only)", "dim"))
-                for line in facts(t, kind):
+                    lines = facts(t, kind)
+                for line in lines:
                     parts.append(Text(line, style="yellow" if "out of range" in line else ""))
                 if drawn >= MAX_TENSORS:
                     break

@@ -290,11 +290,18 @@ class Counts:
             if active.shape != np.shape(ptrs):
                 active = np.broadcast_to(active, np.shape(ptrs))
             active = active.reshape(-1)
-        owner = self._owners(la, addrs)
+        # The tensor an access reads is the one its live lanes point into:
+        # masked lanes belong to it too, wherever they point (x's masked tail
+        # lies on y's first elements when both are views of one buffer).
+        live = addrs[active] if active.any() else addrs
+        owner = self._owners(la, live)
         if isinstance(owner, int):  # one tensor (the common case)
             if owner >= 0:
                 self._count(la, la.tensors[owner], kind, addrs, active, itemsize)
             return
+        whole = np.full(addrs.shape, owner[0], dtype=np.int64)
+        whole[active] = owner
+        owner = whole
         for index in np.unique(owner):
             if index >= 0:
                 mine = owner == index

@@ -275,3 +275,17 @@ def test_a_count_that_fails_leaves_the_kernel_to_run(kernels: Any, monkeypatch) 
         bytes, flops, explain_gpu, gpu_setting, exercise = "3*N*elt", "2*N", None, None, "x"
 
     assert cost_of(Request(), [(Case(), found)]) is None  # type: ignore[arg-type]
+
+
+def test_masked_lanes_belong_to_the_tensor_their_access_reads(kernels: Any) -> None:
+    """x and out as views of one buffer (the triad's are): x's masked tail
+    points at out's first elements, and stays x's."""
+    import torch
+
+    base = torch.zeros(2, 100)
+    x, out = base[0], base[1]
+    la = _launch((2,), kernels.off_by_one, x, out, 100, BLOCK=64, maps=True)
+    x_map, out_t = _tensor(la, "x_ptr")["map"], _tensor(la, "y_ptr")
+    assert x_map["masked"][99] == "l" and x_map["loaded"][99] == -1
+    assert out_t["loads"]["masked_lanes"] == 0 and "l" not in out_t["map"]["masked"]
+    assert _tensor(la, "x_ptr")["loads"]["masked_lanes"] == 2 * 64 - 99
