@@ -214,6 +214,7 @@ class Replayer:
         results: Sequence[Result],
         again: tuple[float, Sequence[Result]] | None = None,
         sum_size: int | None = None,
+        count: bool = True,
     ) -> str | None:
         """Send one passing case's launches to the replay and go on: the
         replay runs while the check's sandbox works on the next case, and
@@ -223,7 +224,9 @@ class Replayer:
         tolerances), for a second run of the launches on inputs only the
         judge has (gpulab.judge.replay_again).
         `sum_size`: the size of a torch sum the exercise allows (lesson 05's
-        dweight). Returns at once what makes the record unusable, for the
+        dweight). `count`: count what the kernels move for the cost model
+        (gpulab.judge.cost; a forward's launches, which the lesson's formulas
+        are about). Returns at once what makes the record unusable, for the
         learner, or None."""
         expects = [r.expect for r in results]
         plan, problem = self.plan(record, refs, expects, sum_size)
@@ -262,7 +265,7 @@ class Replayer:
             again=tuple(again_buffers),
             again_slots=tuple(run.slot for run in again_runs),
             binaries=binaries,
-            count="" if self.compiled else self.count,
+            count="" if self.compiled or not count else self.count,
         )
         try:
             self.sandbox.send(message)
