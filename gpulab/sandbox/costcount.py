@@ -42,7 +42,7 @@ SECTOR = 32  # bytes: the unit DRAM and L2 move on NVIDIA GPUs since Volta
 WARP = 32
 MAP_ELEMENTS = 4096  # the largest tensor a load map keeps per element
 OUT_OF_RANGE_KEPT = 16  # out-of-range lanes kept per tensor and access kind
-MAX_LAUNCHES = 64  # launches counted in detail; later ones are summed into the last
+MAX_LAUNCHES = 64  # launches a call may have and be counted (more: not estimated)
 # Sector ids kept per tensor before they are merged into a unique set (memory).
 MERGE_AT = 1 << 20
 
@@ -225,32 +225,28 @@ class Counts:
         self.maps = maps
         self.launches: list[_Launch] = []
         self.current: _Launch | None = None
-        self.dropped = 0  # launches past MAX_LAUNCHES (counted into the last kept)
         self.problem = ""  # why counting stopped ("": it did not)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"launches": [la.to_json() for la in self.launches]}
-        if self.dropped:
-            out["launches_summed"] = self.dropped
         if self.problem:
             out["problem"] = self.problem
         return out
 
     # --- called by the patched interpreter -------------------------------------------
     def begin(self, kernel: str, named: dict[str, Any], grid_dim: Any = None) -> None:
+        if len(self.launches) >= MAX_LAUNCHES:
+            # A call of that many launches (a kernel a few elements at a time)
+            # is not estimated: counting them all cost a check minutes.
+            self.problem = f"more than {MAX_LAUNCHES} launches in one call: not counted"
+            self.current = None
+            return
         tensors = []
         for name, value in named.items():
             base = getattr(value, "base", None)  # a TensorDescriptor's tensor
             t = value if hasattr(value, "data_ptr") else base
             if t is not None and hasattr(t, "data_ptr") and hasattr(t, "stride"):
                 tensors.append(_Tensor(name, t))
-        if len(self.launches) >= MAX_LAUNCHES:
-            self.dropped += 1
-            last = self.launches[-1]
-            # Keep counting into the last launch's tensors where the same
-            # storage comes back (a loop of launches over one buffer).
-            self.current = last
-            return
         self.current = _Launch(kernel, tensors, self.maps)
         self.launches.append(self.current)
 
