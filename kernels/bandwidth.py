@@ -8,10 +8,12 @@ HBM.
 
 Design:
   * One program per BLOCK of elements, a 1-D grid of cdiv(N, BLOCK)
-    programs. With BLOCK = 1024 and 4 warps each thread owns 8 consecutive
-    elements: 32 bytes of fp32 per tensor, which the compiler turns into
-    vectorised 128-bit loads. Tens of thousands of programs queue up, so
-    every SM always has several resident and the memory system stays busy.
+    programs. With BLOCK = 1024 and 4 warps each thread owns 8 elements of
+    each tensor: in fp16/bf16 8 consecutive ones, one 128-bit load; in fp32
+    two runs of 4, 2 KB apart, two 128-bit loads (Triton 3.9 for sm_90, when
+    n divides by 16; lesson 01's deep dive). Tens of thousands of programs
+    queue up, so every SM always has several resident and the memory system
+    stays busy.
   * The mask `offs < n` handles any length: the last program's extra lanes
     neither load nor store.
   * The arithmetic is done in fp32 whatever the storage dtype, then rounded

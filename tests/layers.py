@@ -35,6 +35,7 @@ LAB = [
     "gpulab.course.citations",
     "gpulab.cli",
     "gpulab.cli.options",
+    "gpulab.cli.grade_options",
     "gpulab.cli.webserve",
     "gpulab.cli.commands.*",
     "gpulab.course.content",
@@ -66,6 +67,7 @@ LAB = [
     "gpulab.perf.hardware_model",
     "gpulab.check.install_hint",
     "gpulab.course.known_gaps",
+    "gpulab.course.sections",
     "gpulab.check.plan",
     "gpulab.check.protocol",
     "gpulab.check.report",
@@ -75,6 +77,7 @@ LAB = [
     "gpulab.perf.roofline",
     "gpulab.perf.roofline_plot",
     "gpulab.check.runner",
+    "gpulab.safetree",
     "gpulab.perf.serving",
     "gpulab.perf.serving_models",
     "gpulab.perf.serving_view",
@@ -86,6 +89,9 @@ LAB = [
     "gpulab.perf.units",
     "gpulab.check.watcher",
     "gpulab.course.workspace",
+    # The instructor's side: the gradebook, its workers (which grade through
+    # gpulab.check.runner, the judge in a child process) and executors.
+    "gpulab.gradebook.*",
 ]
 
 # The UI: the lab's process too, and the only package that imports textual.
@@ -143,6 +149,8 @@ DEVICE = ["gpulab.device.*"]
 # Edges a contract allows, each with why.
 CORE_EXCEPTIONS = {
     "gpulab.cli -> gpulab.tui.app": "`gpulab` with no arguments starts the TUI through a lazy import",
+    "gpulab.cli.commands.grade -> gpulab.tui.gradebook_app": "`gpulab grade view` starts the "
+    "gradebook's view through a lazy import",
 }
 LAB_EXCEPTIONS = {
     "gpulab.cli.commands.dev_compile -> gpulab.perf.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "

@@ -50,6 +50,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpulab.cli.commands.debug",
         "bring back the file a reset backed up (your current file is backed up too)",
     ),
+    "next": (
+        "gpulab.cli.commands.course",
+        "where you are in the course, what is next, and how to open it",
+    ),
     "serving": (
         "gpulab.cli.commands.serving",
         "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s",
@@ -77,6 +81,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpulab.cli.commands.probe",
         "show this machine's GPUs; --watch live, --bench measure ceilings",
     ),
+    "grade": (
+        "gpulab.cli.commands.grade",
+        "instructors: grade a class, keep a gradebook, export it (`gpulab grade -h`)",
+    ),
 }
 
 
@@ -98,7 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
         # Options come from one light table per command; see gpulab.cli.options.
         for args, kwargs in arguments(name):
             p.add_argument(*args, **kwargs)
+        if name == "grade":
+            _grade_steps(p)
     return parser
+
+
+def _grade_steps(parser: argparse.ArgumentParser) -> None:
+    """`gpulab grade STEP`: each step a subparser with its own --help."""
+    from gpulab.cli.grade_options import grade_steps
+
+    steps = parser.add_subparsers(dest="step", metavar="STEP", required=True)
+    for step, (help_text, args) in grade_steps().items():
+        q = steps.add_parser(step, help=help_text, description=help_text)
+        for flags, kwargs in args:
+            q.add_argument(*flags, **kwargs)
 
 
 def _version() -> str:

@@ -44,11 +44,10 @@ _TIMEOUT = (
 
 
 def _course_arguments() -> Arguments:
-    """list, lesson, hint, reset, solution, where."""
+    """list, lesson, hint, reset, solution, where, next."""
     ex = _EXERCISE
     return {
         "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
-        "lesson": [ex],
         "hint": [
             ex,
             (("--all",), {"action": "store_true", "help": "show every hint revealed so far"}),
@@ -56,6 +55,27 @@ def _course_arguments() -> Arguments:
         "reset": [ex, (("--yes", "-y"), {"action": "store_true", "help": "don't ask"})],
         "solution": [ex],
         "where": [(("exercise",), {"metavar": "EXERCISE", "nargs": "?"})],
+        "lesson": [
+            ex,
+            (
+                ("--deep",),
+                {"action": "store_true", "help": "unfold the deep dives (shown folded otherwise)"},
+            ),
+            (
+                ("--no-pager",),
+                {"action": "store_true", "help": "print it all at once, even in a terminal"},
+            ),
+        ],
+        "next": [
+            (
+                ("--edit",),
+                {
+                    "action": "store_true",
+                    "help": "open the exercise's file in $VISUAL or $EDITOR",
+                },
+            ),
+            (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+        ],
     }
 
 
@@ -143,7 +163,16 @@ def _serving_arguments() -> Arguments:
                 ("--context",),
                 {"type": int, "default": 4096, "help": "decode context tokens (4096)"},
             ),
-            (("--weights",), {"choices": ["bf16", "fp8", "int4"], "default": "bf16"}),
+            (
+                ("--weights",),
+                {
+                    # gpulab.perf.serving.WEIGHT_DTYPES (kept literal: no import here)
+                    "choices": ["bf16", "fp8", "fp8-a16", "int4"],
+                    "default": "bf16",
+                    "help": "fp8: W8A8 (the fp8 roof); fp8-a16: fp8 weights, bf16 "
+                    "activations (the bf16 roof); int4: W4A16",
+                },
+            ),
             (("--kv",), {"choices": ["bf16", "fp8"], "default": "bf16", "help": "KV-cache dtype"}),
             (
                 ("--gpu",),
@@ -222,6 +251,13 @@ def _serve_arguments() -> Arguments:
             (
                 ("--allow-remote",),
                 {"action": "store_true", "help": "allow a --host other than this machine"},
+            ),
+            (
+                ("--gradebook",),
+                {
+                    "metavar": "DIR",
+                    "help": "serve a course's gradebook view (`gpulab grade view`) instead of the lab",
+                },
             ),
         ],
     }

@@ -54,6 +54,8 @@ def ceiling(
     gpu = hardware.match_gpu(device_name)
     if gpu and gpu.tflops.get(dtype):
         return gpu.tflops[dtype] * 1e12, f"{gpu.name} datasheet {dtype}"
+    if gpu:  # a known card without the dtype (a T4 has no bf16)
+        return None, f"no {dtype} figure on the {gpu.name} datasheet"
     return None, "unknown device"
 
 

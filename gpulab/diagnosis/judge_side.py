@@ -138,6 +138,7 @@ def conclude(
         "compiled": compiled,
     }
     found = diagnose(all_facts)
+    failures = compile_failures(compiled)
     basis = [
         f"hardware: {gpu['source']}",
         "timing: measured on this GPU"
@@ -153,6 +154,9 @@ def conclude(
             "gpu": gpu["name"],
             "error": reply.error,
             "not_compiled": reply.not_compiled,
+            # Kernels the GPU's compiler refused, though the interpreter ran
+            # them (an `if` on a block, say): lesson 01 promises --explain says so.
+            "compile_errors": failures,
             "sandbox_seconds": reply.seconds,
             "seconds": round(seconds, 2),
             # Where the time went: the GPU facts and case descriptions, the
@@ -162,6 +166,24 @@ def conclude(
             "facts": all_facts,
         },
     }
+
+
+def compile_failures(compiled: dict[str, Any]) -> list[dict[str, str]]:
+    """{kernel, arch, error} for each traced kernel the compiler refused, one
+    a kernel and error (autotune candidates and cases repeat them)."""
+    out, seen = [], set()
+    for info in compiled.values():
+        if not isinstance(info, dict) or info.get("ok") or info.get("skipped"):
+            continue
+        row = {
+            "kernel": str(info.get("label") or info.get("name") or "?"),
+            "arch": str(info.get("arch") or ""),
+            "error": str(info.get("error") or "no reason given"),
+        }
+        if (row["kernel"], row["error"]) not in seen:
+            seen.add((row["kernel"], row["error"]))
+            out.append(row)
+    return out
 
 
 def _timed(result: dict[str, Any]) -> dict[str, dict]:

@@ -21,7 +21,24 @@ def explain_renderable(result: dict[str, Any]) -> Any | None:
         line.append(f"  {d.get('evidence', '')}")
         parts.append(line)
         parts.append(Text(f"   → {d.get('advice', '')}", style="cyan"))
-    if not found and not ex.get("error"):
+    failures = ex.get("compile_errors") or []
+    for f in failures:
+        parts.append(
+            Text(
+                f"{f.get('kernel', '?')} does not compile for {f.get('arch', 'the GPU')} "
+                f"({ex.get('gpu') or 'the GPU'}): {f.get('error', '')}",
+                style="bold red",
+            )
+        )
+    if failures:
+        parts.append(
+            Text(
+                "   → the Triton interpreter ran it, a GPU will not: it accepts code the "
+                "compiler refuses (lesson 01, 'Triton in one screen')",
+                style="cyan",
+            )
+        )
+    if not found and not ex.get("error") and not failures:
         parts.append(
             Text(
                 "Nothing stands out: no spills, tensor cores where they belong, "

@@ -134,8 +134,14 @@ def _asm_facts(asm: dict) -> dict:
 def compile_launch(la: dict, arch: str) -> dict[str, Any]:
     from gpulab.perf.compile_info import compile_kernel
 
-    if la.get("problem"):
-        return {"ok": False, "error": la["problem"], "label": la["kernel"], "arch": arch}
+    if la.get("problem"):  # not analysed (a TMA descriptor), not a compile failure
+        return {
+            "ok": False,
+            "error": la["problem"],
+            "label": la["kernel"],
+            "arch": arch,
+            "skipped": True,
+        }
     info = compile_kernel(
         _jit(la["fn"]),
         la["signature"],

@@ -1,7 +1,8 @@
 """What the learner's GPU can run, so a check asks only for that.
 
 bf16 needs compute capability 8.0 (Ampere): a T4 (7.5, the book's Colab
-GPU) has no bf16 tensor cores, and Triton's `tl.dot` refuses bf16 there. On
+GPU) has no bf16 tensor cores, and Triton's `tl.dot` refuses bf16 there (and
+for 7.5 compiles even fp16 to fp32 multiply-adds: docs/hardware.md). On
 such a GPU the bf16 correctness cases are skipped and the bf16 timing sets
 are timed in fp16, each said in the result. (The Hopper-only paths of the
 reference kernels choose themselves by capability: softmax_smem, FA3.)
@@ -52,8 +53,9 @@ def timed_dtype(ctx: CaseContext, name: str) -> str:
         return name
     note = (
         "Timed in fp16 where the course times bf16: this GPU has no bf16 tensor cores "
-        "(compute capability 8.0 needed). fp16 moves the same bytes and runs the same "
-        "tensor-core FLOPs, so the roofline is the same."
+        "(compute capability 8.0 needed). fp16 moves the same bytes; Triton 3.9 compiles "
+        "tl.dot for compute capability 7.5 to fp32 multiply-adds, not tensor-core "
+        "instructions (docs/hardware.md), so a Triton matmul here runs at the FP32 rate."
     )
     notes = getattr(ctx, "notes", None)  # the bench's and --explain's contexts too
     if notes is not None and note not in notes:

@@ -98,6 +98,7 @@ def grade_request(
     rest: dict[str, object] = {"mode": mode}
     if ctx.warmed:
         rest["compiled_ahead"] = ctx.warmed
+    rest.update(ctx.json_only)
     # Advice, after the verdict and never part of it (gpulab.judge.cost).
     from gpulab.judge.cost import advice_keys
 

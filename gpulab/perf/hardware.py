@@ -250,7 +250,9 @@ def _compact(s: str) -> str:
 def match_gpu(name: str) -> GPU | None:
     """Find a GPU by key, name, alias, or a device name as torch/NVML report it."""
     n = _norm(name)
-    if not n:
+    if not n or re.search(r"\b(laptop|mobile|max-q)\b", n):
+        # "NVIDIA GeForce RTX 4090 Laptop GPU" is another chip (AD103, 576 GB/s)
+        # under a desktop card's name: no row rather than the wrong one.
         return None
     c = _compact(name)
     for g in GPUS.values():

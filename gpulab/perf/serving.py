@@ -23,6 +23,9 @@ grader holds learners to exactly these):
   Prefill also writes the prompt's KV cache; decode reads C tokens of KV
   cache per sequence. Activations, and the new token's KV write, are left out.
 * KV bytes per token = 2 (K and V) * layers * kv_heads * head_dim * kv_bytes.
+* Memory: what fits is weights (embedding included) plus the batch's KV
+  cache against the GPU's memory, read from the datasheet as GiB
+  (`MEMORY_UNIT`); every byte count is shown in GB (10^9).
 * Time = max(FLOPs / peak, bytes / bandwidth), the ideal roofline. The step is
   memory-bound when the memory time is the larger, else compute-bound (a tie
   counts as compute-bound). TB/s and TFLOP/s are 10^12, never 2^40.
@@ -43,9 +46,26 @@ if TYPE_CHECKING:
 
 # Bytes per stored element. int4 ignores its group scales (about +3% for
 # 16-bit scales per group of 128 weights); the lesson says so.
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
-WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+DTYPE_BYTES = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8-a16": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+}
+# How the weights are stored, and so what the matmuls run in (compute_dtype):
+# "fp8" is W8A8, fp8 weights and fp8 activations on the fp8 tensor cores;
+# "fp8-a16" is weight-only fp8 (W8A16): the weights are dequantised to bf16
+# inside the matmul, so the step reads half the bytes under the bf16 roof;
+# "int4" is W4A16, the same with a quarter of the bytes.
+WEIGHT_DTYPES = ("bf16", "fp8", "fp8-a16", "int4")
 KV_DTYPES = ("bf16", "fp8")
+# A GPU's memory as its datasheet prints it ("80 GB", "141 GB") is binary:
+# an H200 reports 140.4 GiB usable (benchmarks/h200-2026-11-30/probe.json),
+# 150.7e9 bytes. Bandwidths and FLOP/s stay decimal.
+MEMORY_UNIT = 2**30
 
 
 @dataclass(frozen=True)
@@ -95,8 +115,9 @@ class Roof:
 def compute_dtype(weights: str, gpu: GPU) -> str:
     """The dtype the matmuls run in for weights stored as `weights`.
 
-    fp8 weights use fp8 tensor cores where the GPU has them; int4 weights are
-    dequantised to bf16 inside the matmul (W4A16), so they compute at bf16.
+    "fp8" (W8A8) uses the fp8 tensor cores where the GPU has them;
+    "fp8-a16" and "int4" weights are dequantised to bf16 inside the matmul
+    (W8A16, W4A16), so they compute at bf16 whatever the GPU has.
     """
     if weights == "fp8" and gpu.tflops.get("fp8"):
         return "fp8"
@@ -104,6 +125,37 @@ def compute_dtype(weights: str, gpu: GPU) -> str:
         if gpu.tflops.get(dt):
             return dt
     return "fp32"
+
+
+def precision_tag(weights: str, compute: str) -> str:
+    """The quantisation scheme in one word ("W8A8", "W8A16", "W4A16"); ""
+    for 16-bit weights. The Serving pane prints it beside the roof's dtype."""
+    if weights == "fp8":
+        return "W8A8" if compute == "fp8" else "W8A16"
+    return {"fp8-a16": "W8A16", "int4": "W4A16"}.get(weights, "")
+
+
+def precision_note(weights: str, compute: str) -> str:
+    """One line saying what the weights' format does to bytes and to the roof."""
+    if weights == "fp8" and compute == "fp8":
+        return (
+            "W8A8: fp8 weights and fp8 activations, so the matmuls run on the fp8 "
+            "tensor cores (their roof); fp8 weights with bf16 activations are "
+            "fp8-a16"
+        )
+    if weights == "fp8":
+        return "fp8 weights, but this GPU has no fp8 tensor cores: the matmuls run at " + compute
+    if weights == "fp8-a16":
+        return (
+            f"W8A16: fp8 weights dequantised to {compute} in the matmul, {compute} "
+            f"activations: half the weight bytes, the {compute} roof"
+        )
+    if weights == "int4":
+        return (
+            f"W4A16: int4 weights dequantised to {compute} in the matmul: a quarter of "
+            f"the weight bytes, the {compute} roof (group scales left out)"
+        )
+    return f"{weights} weights and activations: the {compute} roof"
 
 
 def usable(gpu: GPU) -> bool:
@@ -280,7 +332,7 @@ def calculate(
     roof = roof_for(gpu, weights)
     pre = prefill_step(cfg, roof, batch, prompt)
     dec = decode_step(cfg, roof, batch, context)
-    capacity = (gpu.memory_gb or 0) * 1e9
+    capacity = (gpu.memory_gb or 0) * MEMORY_UNIT
     sweep = [
         {
             "batch": b,
@@ -302,6 +354,8 @@ def calculate(
         "bandwidth_tbs": roof.bandwidth_tbs,
         "peak_tflops": roof.peak_tflops,
         "compute_dtype": compute_dtype(weights, gpu),
+        "precision": precision_note(weights, compute_dtype(weights, gpu)),
+        "precision_tag": precision_tag(weights, compute_dtype(weights, gpu)),
         "ridge": roof.ridge,
         "batch": batch,
         "prompt": prompt,
@@ -309,7 +363,8 @@ def calculate(
         "prefill": pre.as_dict(),
         "decode": dec.as_dict(),
         "memory_needed_gb": memory_needed(cfg, batch, context) / 1e9,
-        "memory_gb": gpu.memory_gb,
+        "memory_gb": gpu.memory_gb,  # as the datasheet prints it (GiB in fact)
+        "memory_capacity_gb": capacity / 1e9,  # the same in 10^9 bytes
         "decode_sweep": sweep,
         "decode_intensity_limit": decode_intensity_limit(cfg, context),
         "decode_batch_to_ridge": decode_batch_to_ridge(cfg, roof, context),

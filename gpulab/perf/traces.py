@@ -75,6 +75,11 @@ def ncu_command(
         "ncu",
         "--profile-from-start",
         "off",
+        # ncu locks the clocks to the base clock by default: the kernel would
+        # run slower than it does anywhere else. The course's counters
+        # (BENCHMARKS.md) and --explain's Nsight step leave them alone too.
+        "--clock-control",
+        "none",
         "--set",
         "full",
         "--launch-count",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.widget import Widget
 
 from gpulab.course.content import Lesson
 from gpulab.course.workspace import PASSED, Workspace
@@ -84,6 +85,17 @@ def split_first_screen(text: str, lines: int = FIRST_SCREEN_LINES) -> tuple[str,
     return text, ""
 
 
+class LessonText(Vertical):
+    """The lesson's text: Markdown for the core path, a folded DeepDive for
+    each deep dive (gpulab.course.sections), in the lesson's order."""
+
+    DEFAULT_CSS = "LessonText { height: auto; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.source = ""  # the Markdown shown, deep dives included
+
+
 class LessonPane(VerticalScroll):
     """Lesson text and hints, rendered only once shown and after the first paint.
 
@@ -151,21 +163,10 @@ class LessonPane(VerticalScroll):
         if not self.children:
             from gpulab.tui.markdown import LabMarkdown
 
-            await self.mount(LabMarkdown("", id="lesson-text"), LabMarkdown("", id="hints"))
+            await self.mount(LessonText(id="lesson-text"), LabMarkdown("", id="hints"))
         if self._shown is None or self._shown[0] != lesson.exercise:
             self.anchor(False)
-            text = self.query_one("#lesson-text")
-            head, rest = split_first_screen(lesson_markdown(lesson))
-            await text.update(head)  # type: ignore[attr-defined]
-            self.scroll_home(animate=False)
-            if rest:
-                # Mounting a whole lesson's blocks (~160 widgets for lesson
-                # 01) before anything paints put the first screen at ~1 s
-                # on a 2-core machine: paint the first screenful, then the rest.
-                painted = asyncio.Event()
-                self.call_after_refresh(painted.set)
-                await painted.wait()
-                await text.append(rest)  # type: ignore[attr-defined]
+            await self._render_text(lesson_markdown(lesson))
         await self.query_one("#hints").update(  # type: ignore[attr-defined]
             hints_markdown(lesson, self.revealed, passed)
         )
@@ -175,6 +176,38 @@ class LessonPane(VerticalScroll):
             # Markdown lays out (a one-off scroll raced the layout and fell short).
             # Scrolling by hand releases the anchor.
             self.anchor()
+
+    async def _render_text(self, markdown: str) -> None:
+        """The core path's first screenful, painted alone; then the rest of
+        the lesson, each deep dive as a folded DeepDive."""
+        from gpulab.course.sections import Section, split_sections
+        from gpulab.tui.deep_dive import DeepDive
+        from gpulab.tui.markdown import LabMarkdown
+
+        body = self.query_one("#lesson-text", LessonText)
+        await body.remove_children()
+        body.source = markdown
+        sections = split_sections(markdown)
+        if not sections or sections[0].deep:
+            sections.insert(0, Section(""))
+        head, rest = split_first_screen(sections[0].text)
+        top = LabMarkdown(head)
+        await body.mount(top)
+        self.scroll_home(animate=False)
+        later = sections[1:]
+        if not (rest or later):
+            return
+        # Mounting a whole lesson's blocks (~160 widgets for lesson 01)
+        # before anything paints put the first screen at ~1 s on a 2-core
+        # machine: paint the first screenful, then the rest.
+        painted = asyncio.Event()
+        self.call_after_refresh(painted.set)
+        await painted.wait()
+        if rest:
+            await top.append(rest)
+        widgets: list[Widget] = [DeepDive(s) if s.deep else LabMarkdown(s.text) for s in later]
+        if widgets:
+            await body.mount_all(widgets)
 
     def _passed(self) -> bool:
         """Whether the open exercise has passed (the hints' last line depends on it)."""

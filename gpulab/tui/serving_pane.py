@@ -91,18 +91,25 @@ def results_renderable(d: dict[str, Any], why: str, width: int = 76) -> Group:
     """The numbers in `width` columns: model, GPU, both steps, memory, the ridge batch."""
     head = Text.assemble(
         (d["model"], "bold"),
-        f" {d['total_params'] / 1e9:.2f} B params · weights {d['weights']}"
+        f" {d['total_params'] / 1e9:.2f} B params · weights ",
+        # W8A8 or weight-only says which roof the weights' format gives (the
+        # CLI prints the whole sentence; the pane has no line to spare at 80x24).
+        (
+            f"{d['weights'].removesuffix('-a16')} {d['precision_tag']}"
+            if d.get("precision_tag")
+            else d["weights"]
+        ),
         f" · KV {d['kv']} {d['kv_bytes_per_token'] / 1024:g} KiB/token\n",
         (d["gpu"], "bold"),
         f" ({why}): {d['bandwidth_tbs']:.3g} TB/s · {d['peak_tflops']:,.0f} "
         f"TFLOP/s {d['compute_dtype']} · ridge {d['ridge']:.0f} FLOP/B",
     )
     table = steps_table(d, width)
-    need, have = d["memory_needed_gb"], d["memory_gb"] or 0
+    need, have = d["memory_needed_gb"], d.get("memory_capacity_gb") or 0
     memory = Text(
-        f"memory: {need:,.1f} GB of {have:g} GB: "
+        f"memory: {need:,.1f} GB of {have:,.1f} GB: "
         if need < 100
-        else f"memory: {need:,.0f} GB of {have:g} GB: "
+        else f"memory: {need:,.0f} GB of {have:,.0f} GB: "
     )
     if need <= have:
         memory.append("fits", "green")

@@ -45,6 +45,16 @@ for step in "$@"; do
     softmax-launch) timeout 120 python3 scripts/research/softmax_launch_cost.py 2>&1 | grep -v Warning | tee "$OUT/softmax_launch_cost.txt" ;;
     fa3:*) timeout 300 python3 scripts/research/fa3_probe.py --"${step#fa3:}" 2>&1 | cut -c1-300 ;;
     bench:*) ks=$(echo "${step#bench:}" | tr + " "); python3 -m gpulab bench $ks --json "$OUT/bench_$(echo "$ks" | tr " " _).json" 2>&1 | grep -v "  …" | tail -60 ;;
+    snippets) # issue 47: the lessons' ```python run blocks natively on this GPU (CI runs them in the interpreter)
+      timeout 300 python3 -c "
+import json, pathlib, sys, tempfile
+from tests.course.test_lesson_snippets import INTERPRET, run_child, write_blocks
+tmp = pathlib.Path(tempfile.mkdtemp())
+files = write_blocks(tmp)
+rows = [dict(r, block=files[r['file']]) for r in run_child(INTERPRET, list(files), interpret=False)]
+json.dump(rows, open('$OUT/snippets.json', 'w'), indent=1)
+for r in rows: print('ok  ' if r['ok'] else 'FAIL', r['block'], (r.get('error') or '').strip().splitlines()[-1:] )
+sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
     devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"
@@ -76,6 +86,9 @@ for step in "$@"; do
     refusal:*) spec=${step#refusal:}; secs=${spec%%:*}; exs=""; [ "$spec" != "$secs" ] && exs=$(echo "${spec#*:}" | tr + " ")
       timeout $((secs + 150)) python3 scripts/tools/refusal_runs.py "$OUT/refusal_${secs}s.json" $exs --deadline "$secs" --device cuda ${REFUSAL_ARGS:-} 2>&1 | grep -v Warning | cut -c1-300 ;;
     spare) timeout 200 python3 scripts/tools/spare_ready.py "$OUT/spare_ready_h200.json" --device cuda --repeat "${SPARE_REPEAT:-3}" 2>&1 | grep -v Warning | tail -8 ;;
+    grade-bench) # issue 46: `gpulab grade run` on the GPU(s): students per hour per GPU (timed, the reference beside)
+      timeout "$(( ${GRADE_BUDGET:-420} + 90 ))" python3 scripts/tools/grade_bench.py "$OUT/grade_bench_gpu.json" --device cuda \
+        --students "${GRADE_STUDENTS:-24}" --exercises "${GRADE_EXERCISES:-softmax,rope_rmsnorm}" --budget "${GRADE_BUDGET:-420}" 2>&1 | tail -5 ;;
     prove) timeout "${PROVE_BUDGET:-220}" python3 scripts/tools/prove_course.py "$OUT/prove_course.json" --jobs 6 --device cuda 2>&1 | grep -v Warning | cut -c1-400 ;;
     judge-vs-bench:*) ex=${step#judge-vs-bench:}  # the same ceilings on both sides
       timeout 120 python3 -m gpulab probe --bench --quick 2>&1 | tail -8
@@ -97,6 +110,14 @@ for step in "$@"; do
       python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl >/dev/null 2>&1
       timeout "${FEEDBACK_BUDGET:-400}" /tmp/pyspy/bin/py-spy record --subprocesses --rate 40 --format speedscope -o "$OUT/pyspy_feedback.json" -- \
         python3 scripts/tools/feedback_bench.py "$OUT/feedback${FEEDBACK_TAG:-}.json" $exs --think 10 ${FEEDBACK_ARGS:-} 2>&1 | grep -v "Warning\|py-spy>" | cut -c1-400 ;;
+    issue44)  # the GPU proof of issue 44 in one call (~9 min): the replay's GPU tests (the
+      # alias that divided the replay's clock, the forged x0.8 claim), then every reference
+      # graded with the compiled-kernel replay on and off, within 2 points
+      timeout 200 python3 -m pytest -q -m gpu --durations=10 -p no:cacheprovider -o addopts="" \
+        tests/judge/test_replay_timing.py tests/judge/test_replay_binaries.py \
+        tests/judge/test_trusted_grading.py::test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade \
+        2>&1 | tee "$OUT/pytest_issue44.txt" | tail -15
+      timeout 400 python3 scripts/tools/replay_compare.py "$OUT/replay_compare_issue44.json" --budget 390 2>&1 | grep -v Warning | cut -c1-300 ;;
     *) echo "unknown step $step" ;;
   esac
 done

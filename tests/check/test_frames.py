@@ -31,6 +31,7 @@ from gpulab.check.frames import (
     TimeRequest,
     read_reply,
 )
+from gpulab.check.kernel_binary import KernelBinary
 from gpulab.check.protocol import ArenaSpec, TensorRef
 
 
@@ -199,6 +200,13 @@ def test_an_honest_return_round_trips():
     assert reply.to_json() == frame
 
 
+BINARY = KernelBinary(
+    0,
+    "k2",
+    "AAAA",
+    {"name": "k2", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}, "shared": 0},
+    (("x", "*fp32"),),
+)
 VIEW = frames.View(1, 0, (2, 4), (4, 1), "float32")
 
 # A launch record as gpulab.sandbox.replay writes it: each buffer's start
@@ -604,15 +612,15 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
             again=(fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
             again_slots=(r, r),
         ),
-        fo.ReplayRequest(  # a kernel from a file beside the checked one (hopper/)
-            "src",
+        fo.ReplayRequest(  # a GPU's: a compiled kernel, no text
+            "",
             {},
-            ("k",),
+            (),
             (fo.ReplayBuffer(4, fill="00"),),
-            (fo.ReplayLaunch("k2", (1,), {"x": frames.BufferArg(VIEW)}, unit=1),),
+            (fo.ReplayLaunch("k2", (1,), {"x": frames.BufferArg(VIEW)}, binary=0),),
             (VIEW,),
             (r,),
-            more=(fo.ReplayUnit("src2", {"gl": "triton.experimental.gluon.language"}, ("k2",)),),
+            binaries=(BINARY,),
         ),
         fo.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
         fo.ExplainPrepare(),
@@ -635,19 +643,17 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
     replay["slots"] = replay["slots"][:1]
     with pytest.raises(frames.ProtocolError, match="a slot for each result"):
         fo.request(wire(replay))
-    # A launch's file is one the request sends, by number.
-    beside = [r for r in requests if isinstance(r, fo.ReplayRequest)][1].to_json()
-    for unit, match in (
-        (2, "a file it does not send"),
-        (True, "malformed launch"),
-        (-1, "malformed launch"),
-    ):
-        bad = {**beside, "launches": [{**beside["launches"][0], "unit": unit}]}
-        with pytest.raises(frames.ProtocolError, match=match):
+    # A GPU's launch names a compiled kernel by number; the binaries sent
+    # are checked as data (gpulab.check.kernel_binary).
+    compiled = [r for r in requests if isinstance(r, fo.ReplayRequest)][1].to_json()
+    for binary in (True, -1, "0"):
+        bad = {**compiled, "launches": [{**compiled["launches"][0], "binary": binary}]}
+        with pytest.raises(frames.ProtocolError, match="malformed launch"):
             fo.request(wire(bad))
-    for more in ([{"source": 1, "modules": {}, "kernels": []}], [None], [beside["more"][0]] * 5):
-        with pytest.raises(frames.ProtocolError):
-            fo.request(wire({**beside, "more": more}))
+    bad_type = {**compiled["binaries"][0], "params": [["x", "*fp32); system(1"]]}
+    for binaries in ([None], [bad_type], [compiled["binaries"][0]] * 65, {"a": 1}):
+        with pytest.raises(frames.ProtocolError, match="binar|compiled kernel"):
+            fo.request(wire({**compiled, "binaries": binaries}))
 
 
 def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers():

@@ -7,6 +7,7 @@ explained. The slow-but-correct variants are in test_diagnosis_variants.py.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 
 from gpulab.diagnosis import KINDS, diagnose
 from gpulab.diagnosis.kinds import where
+
+REPO = Path(__file__).resolve().parents[2]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -475,3 +478,48 @@ def test_explain_says_when_there_is_nothing_to_explain() -> None:
     assert "softmax_row is a step, graded on correctness only" in explain_unavailable(step)
     assert "not a Triton kernel" in explain_unavailable(course.find("graph_breaks"))
     assert explain_unavailable(course.find("softmax")) == ""
+
+
+def test_a_kernel_the_compiler_refuses_is_named_by_explain():
+    """Lesson 01: the interpreter accepts code the GPU compiler refuses, and
+    --explain says so: each refused kernel once, with the compiler's words;
+    a launch left unanalysed (a TMA descriptor) is no compile failure."""
+    from rich.console import Console
+
+    from gpulab.diagnosis.judge_side import compile_failures
+    from gpulab.diagnosis.render import explain_renderable
+
+    why = "UnsupportedLanguageConstruct: at 4:4: Boolean value of Tensor with more than one value"
+    compiled = {
+        "a": {"ok": False, "label": "triad_kernel", "arch": "sm_90", "error": why},
+        "b": {"ok": False, "label": "triad_kernel", "arch": "sm_90", "error": why},  # a 2nd case
+        "c": {"ok": True, "label": "other_kernel", "arch": "sm_90"},
+        "d": {"ok": False, "label": "tma_kernel", "error": "a TMA descriptor", "skipped": True},
+    }
+    failures = compile_failures(compiled)
+    assert failures == [{"kernel": "triad_kernel", "arch": "sm_90", "error": why}]
+    result = {"diagnosis": [], "explain": {"gpu": "H100 SXM", "compile_errors": failures}}
+    console = Console(width=300, record=True)
+    console.print(explain_renderable(result))
+    text = console.export_text()
+    assert "triad_kernel does not compile for sm_90 (H100 SXM): " + why in text
+    assert "Nothing stands out" not in text
+
+
+@pytest.mark.slow
+def test_cpu_explain_compiles_what_the_interpreter_ran(run_gpulab, tmp_path):
+    """End to end on the CPU: a triad with an `if` on a loaded block passes in
+    the interpreter, and --explain reports that sm_90 refuses it."""
+    src = (REPO / "kernels" / "bandwidth.py").read_text(encoding="utf-8")
+    store = "    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)"
+    assert store in src
+    bad = tmp_path / "bad_triad.py"
+    bad.write_text(src.replace(store, "    if out > 0:\n        out = out * 1.0\n" + store))
+    r = run_gpulab(
+        "check", "bandwidth", "--file", str(bad), "--explain", "--json", "--timeout", "600"
+    )
+    result = json.loads(r.stdout)
+    assert result["status"] == "passed", result.get("summary")  # the interpreter ran it
+    errors = result["explain"]["compile_errors"]
+    assert errors and errors[0]["kernel"] == "triad_kernel", result["explain"]
+    assert "Boolean value of Tensor" in errors[0]["error"]

@@ -276,7 +276,8 @@ def test_a_statement_on_a_kept_line_is_not_kept():
 
     for src in (ESCAPE_AFTER_A_CONSTANT, ESCAPE_ABOVE_A_CONSTANT):
         kept = extract(src)
-        assert kept.kernels == ("copy_kernel",)
+        # The kernel's name rebound (by the escape) is two things: refused.
+        assert kept.kernels == () and "more than once" in kept.problems["copy_kernel"]
         assert "__subclasses__" not in kept.text and "lambda" not in kept.text
 
 
@@ -284,7 +285,7 @@ def test_python_on_a_kept_line_does_not_run_in_the_replay(grade):
     for src in (ESCAPE_AFTER_A_CONSTANT, ESCAPE_ABOVE_A_CONSTANT):
         r = grade("softmax", src, timing=False)
         assert r["status"] == "failed", r["summary"]
-        assert "your kernels alone" in r["summary"], r["summary"]
+        assert "kernels alone" in r["summary"], r["summary"]
 
 
 def test_values_that_occur_twice_are_still_copies_in_the_second_draw():
@@ -658,7 +659,8 @@ def test_a_gluon_descriptor_keeps_its_layout_through_the_record_and_the_replay()
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from gpulab.check.frames import DescArg, arg_json, parse_arg
-    from gpulab.sandbox.replay import Recording, _decode
+    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay_run import _decode
 
     x = torch.randn(64, 256, dtype=torch.float16)
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)

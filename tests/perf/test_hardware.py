@@ -134,9 +134,51 @@ def test_match_gpu(name, key):
 
 
 def test_match_gpu_unknown():
-    assert match_gpu("NVIDIA GeForce RTX 4090") is None
+    assert match_gpu("NVIDIA Quadro P4000") is None
     assert match_gpu("") is None
+    # A laptop part is another chip under a desktop card's name.
+    assert match_gpu("NVIDIA GeForce RTX 4090 Laptop GPU") is None
     assert "h200 (H200)" in hardware.known_names()
+
+
+# Cards learners have (issue 47), by the names NVML and torch report for them.
+LEARNER_CARDS = {
+    "NVIDIA GeForce RTX 4090": "rtx-4090",
+    "NVIDIA GeForce RTX 5090": "rtx-5090",
+    "NVIDIA GeForce RTX 3090": "rtx-3090",
+    "NVIDIA L40S": "l40s",
+    "NVIDIA L40": "l40",
+    "NVIDIA A10G": "a10g",
+    "NVIDIA L4": "l4",
+    "NVIDIA A10": "a10",
+    "Tesla T4": "t4",
+    "NVIDIA A100-PCIE-40GB": "a100-pcie-40gb",
+    "NVIDIA A100 80GB PCIe": "a100-pcie-80gb",
+}
+
+
+@pytest.mark.parametrize("name,key", LEARNER_CARDS.items())
+def test_a_learners_card_has_ceilings(name, key):
+    """`ceiling()` names the datasheet of every common card, never "unknown
+    device"; every new row's figures have sources, flagged where unconfirmed."""
+    from gpulab.device.ceilings import ceiling
+
+    g = match_gpu(name)
+    assert g is not None and g.key == key, name
+    bw, label = ceiling("memory", "fp16", name)
+    assert bw == g.bandwidth_tbs * 1e12 and label == f"{g.name} datasheet bandwidth"
+    _, label = ceiling("compute", "fp16", name)
+    assert "unknown device" not in label and g.name in label
+    assert g.memory_gb and g.cc and g.tflops.get("fp32")
+    for f in g.figures.values():
+        assert f.sources and set(f.sources) <= set(SOURCES), (key, f)
+
+
+def test_ceiling_of_a_known_card_without_the_dtype():
+    from gpulab.device.ceilings import ceiling
+
+    assert ceiling("compute", "bf16", "Tesla T4") == (None, "no bf16 figure on the T4 datasheet")
+    assert ceiling("compute", "bf16", "NVIDIA Quadro P4000") == (None, "unknown device")
 
 
 def test_roadmap_ratios_come_from_the_table():

@@ -75,6 +75,41 @@ def test_compute_dtype_follows_the_weights_and_the_gpu():
     assert serving.compute_dtype("fp8", match_gpu("a100-80gb")) == "bf16"  # no fp8 cores
 
 
+def test_memory_capacity_is_read_as_gib():
+    """Issue 47: a datasheet's "141 GB" is GiB (an H200 reports 140.4 GiB,
+    benchmarks/h200-2026-11-30/probe.json); read as 10^9 bytes, 70B in bf16
+    did not fit on an H200 and only 232 8B sequences of 4096 tokens did."""
+    h200 = match_gpu("h200")
+    big = serving.calculate(serving_models.PRESETS["llama-3-70b"], h200, batch=1, context=4096)
+    assert big["memory_capacity_gb"] == pytest.approx(141 * 2**30 / 1e9)  # 151.4
+    assert 142 < big["memory_needed_gb"] < 143 and big["decode_sweep"][0]["fits"]
+    fits = [r["fits"] for r in serving.calculate(LLAMA, h200, context=4096)["decode_sweep"]]
+    assert fits == [True, True, True, True, False, False]  # batch 64 fits, 256 does not
+    cfg = LLAMA.with_dtypes()
+    assert (
+        serving.memory_needed(cfg, 250, 4096)
+        <= 140.4 * 2**30
+        < serving.memory_needed(cfg, 251, 4096)
+    )
+
+
+def test_fp8_weights_move_the_roof_only_with_fp8_activations():
+    """W8A8 runs on the fp8 tensor cores; weight-only fp8 keeps the bf16 roof
+    (same bytes, so decode is as fast; prefill is not), and the calculator says which."""
+    h200, m = match_gpu("h200"), serving_models.PRESETS["llama-3-70b"]
+    assert serving.compute_dtype("fp8-a16", h200) == "bf16"
+    w8a8 = serving.calculate(m, h200, batch=1, prompt=2048, weights="fp8")
+    w8a16 = serving.calculate(m, h200, batch=1, prompt=2048, weights="fp8-a16")
+    assert (w8a8["peak_tflops"], w8a16["peak_tflops"]) == (1979, 989)
+    assert w8a8["decode"]["tokens_per_s"] == w8a16["decode"]["tokens_per_s"]
+    assert w8a8["prefill"]["tokens_per_s"] > 1.9 * w8a16["prefill"]["tokens_per_s"]
+    assert "W8A8" in w8a8["precision"] and "W8A16" in w8a16["precision"]
+    assert (w8a8["precision_tag"], w8a16["precision_tag"]) == ("W8A8", "W8A16")
+    assert "bf16 roof" in w8a16["precision"]
+    no_fp8 = serving.calculate(m, match_gpu("a100-80gb"), weights="fp8")
+    assert no_fp8["compute_dtype"] == "bf16" and "no fp8 tensor cores" in no_fp8["precision"]
+
+
 def test_hf_config_json(tmp_path):
     good = {
         "num_hidden_layers": 32,

@@ -22,6 +22,8 @@ def command_line(args: Any) -> str:
     parts = [sys.executable, "-m", "gpulab"]
     if getattr(args, "workspace", None):
         parts += ["--workspace", args.workspace]
+    if getattr(args, "gradebook", None):  # the instructor's view, not the lab
+        parts += ["grade", "view", "--course", str(Path(args.gradebook).expanduser().resolve())]
     return shlex.join(parts)
 
 
@@ -34,6 +36,11 @@ def run(args: Any) -> int:
     if not 0 < args.port < 65536:
         return _fail(f"--port must be between 1 and 65535, got {args.port}")
     unix = Path(args.unix).expanduser().absolute() if args.unix else None
+    gradebook = getattr(args, "gradebook", None)
+    if gradebook and not (Path(gradebook).expanduser() / "gradebook.toml").is_file():
+        return _fail(
+            f"--gradebook {gradebook}: no gradebook.toml there (`gpulab grade init` makes one)"
+        )
     if unix is not None and (args.host != "127.0.0.1" or args.port != 8000):
         return _fail("--unix serves on a socket file: leave out --host and --port")
     try:

@@ -131,6 +131,7 @@ def _print(d: dict[str, Any]) -> None:
         f"[bold]{d['gpu']}[/]: {d['bandwidth_tbs']:g} TB/s, {d['peak_tflops']:g} TFLOP/s "
         f"{d['compute_dtype']} → ridge {d['ridge']:.0f} FLOP/byte"
     )
+    con.print(f"[dim]{d['precision']}.[/]")
     from gpulab.perf.serving_view import steps_table
 
     # The Serving pane's own table (gpulab.perf.serving_view): a step a row where
@@ -138,9 +139,10 @@ def _print(d: dict[str, Any]) -> None:
     t = steps_table(d, con.width)
     con.print(t)
     con.print("[dim]Ideal (roofline) times and tokens/s; decode at context C is batch×1 @C.[/]")
-    fits = d["memory_needed_gb"] <= d["memory_gb"]
+    fits = d["memory_needed_gb"] <= d["memory_capacity_gb"]
     con.print(
-        f"memory: {d['memory_needed_gb']:.1f} GB of {d['memory_gb']:g} GB "
+        f"memory: {d['memory_needed_gb']:.1f} GB of {d['memory_capacity_gb']:.1f} GB "
+        f"({d['memory_gb']:g} GiB) "
         + ("[green](fits)[/]" if fits else "[red](does not fit on one GPU)[/]")
     )
     s = Table(
