@@ -19,22 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 OFF_BY_ONE = ROOT / "tests" / "fixtures" / "buggy" / "triad_off_by_one.py"
 
 
-def test_a_passing_cpu_check_says_what_the_kernel_would_cost(grade) -> None:
-    result = grade("bandwidth", reference_source("bandwidth"))
-    assert result["passed"], result["summary"]
-    cost = result["cost"]
-    assert "a model, not a measurement" in cost["model"]
-    # The reference triad moves each byte once (the largest case: 70001 fp32).
-    assert cost["case"].startswith("N=70001")
-    assert 1.0 <= cost["ratio"] < 1.01 and cost["footprint_ratio"] == pytest.approx(1, abs=1e-3)
-    assert cost["coalescing"] < 1.1 and cost["gpu"]
-    assert cost["best_fraction"] > 0.95  # its grid grows with N: no idle SMs charged
-    # The shipped estimate of the reference (scripts/tools/cost_reference.py) is this one.
-    assert cost["reference"]["ratio"] == pytest.approx(cost["ratio"], rel=1e-3)
-    assert not any("cost" in line for line in result.get("notes") or [])
-
-
-def test_a_wrong_case_is_mapped_saved_and_rerun_by_gpulab_debug(grade, tmp_path: Path) -> None:
+def test_a_wrong_case_is_mapped_and_rerun_by_gpulab_debug_then_a_pass_costed(
+    grade, tmp_path: Path
+) -> None:
+    # One test, two checks (each real CPU check costs CI seconds): the wrong
+    # case first, then the reference, whose pass clears the saved cases and
+    # carries the estimate.
     result = grade("bandwidth", OFF_BY_ONE)
     assert not result["passed"]
     drawn = result["load_map"]
@@ -70,9 +60,19 @@ def test_a_wrong_case_is_mapped_saved_and_rerun_by_gpulab_debug(grade, tmp_path:
     # The same failure as the check's, outside the sandbox, and its picture.
     assert "1 of 1000 elements wrong" in rerun.stdout and "at (999,)" in rerun.stdout
     assert "never stored, a masked lane pointed there: [999]" in rerun.stdout, rerun.stderr
-    # A later pass clears the saved cases.
+    # A later pass clears the saved cases, and says what the kernel would cost.
     again = grade("bandwidth", reference_source("bandwidth"))
     assert again["passed"] and "debug" not in again and not folder.exists()
+    cost = again["cost"]
+    assert "a model, not a measurement" in cost["model"]
+    # The reference triad moves each byte once (the largest case: 70001 fp32).
+    assert cost["case"].startswith("N=70001")
+    assert 1.0 <= cost["ratio"] < 1.01 and cost["footprint_ratio"] == pytest.approx(1, abs=1e-3)
+    assert cost["coalescing"] < 1.1 and cost["gpu"]
+    assert cost["best_fraction"] > 0.95  # its grid grows with N: no idle SMs charged
+    # The shipped estimate of the reference (scripts/tools/cost_reference.py) is this one.
+    assert cost["reference"]["ratio"] == pytest.approx(cost["ratio"], rel=1e-3)
+    assert not any("cost" in line for line in again.get("notes") or [])
 
 
 def test_restore_and_compare_in_place(run_gpulab, tmp_path: Path) -> None:
