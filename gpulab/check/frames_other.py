@@ -1659,9 +1659,13 @@ class ReplayRequest:
     again: tuple[ReplayBuffer, ...] = ()
     again_slots: tuple[TensorRef, ...] = ()
     binaries: tuple[KernelBinary, ...] = ()  # a GPU's compiled kernels, new to the replay
+    # Advice (gpulab.sandbox.costcount, CPU only): "count" what the first
+    # run's kernels move and compute, "map" that and which elements each
+    # program loaded and stored; "" neither.
+    count: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "type": self.TYPE,
             "source": self.source,
             "modules": self.modules,
@@ -1674,6 +1678,9 @@ class ReplayRequest:
             "again_slots": [s.to_json() for s in self.again_slots],
             "binaries": [b.to_json() for b in self.binaries],
         }
+        if self.count:
+            out["count"] = self.count
+        return out
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> ReplayRequest:
@@ -1696,6 +1703,7 @@ class ReplayRequest:
             again=tuple(ReplayBuffer.parse(b) for b in msg.get("again") or ()),
             again_slots=again_slots,
             binaries=_replay_binaries(msg, "replay", launches),
+            count=msg["count"] if msg.get("count") in ("count", "map") else "",
         )
 
 
@@ -1836,17 +1844,24 @@ def _replay_step(value: Any) -> ReplayLaunch | TorchStep:
 
 @dataclass(frozen=True, slots=True)
 class Replayed(Reply):
-    """`replayed`: why the replay stopped ("": it ran, the result is in the slot)."""
+    """`replayed`: why the replay stopped ("": it ran, the result is in the slot);
+    and, where the request asked, what its kernels did (`counts`: plain
+    JSON, read field by field by gpulab.judge.cost; advice only)."""
 
     TYPE: ClassVar[str] = "replayed"
     problem: str = ""
+    counts: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Replayed:
-        return cls(text(frame.get("problem"), 400))
+        counts = frame.get("counts")
+        return cls(text(frame.get("problem"), 400), counts if isinstance(counts, dict) else None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.TYPE, "problem": self.problem}
+        out: dict[str, Any] = {"type": self.TYPE, "problem": self.problem}
+        if self.counts is not None:
+            out["counts"] = self.counts
+        return out
 
 
 # --- --explain (gpulab.diagnosis: advice, never the grade) ----------------------------

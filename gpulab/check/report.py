@@ -118,6 +118,18 @@ def render(result: CheckResult) -> Any:
         bad = [c for c in result.cases if not c.passed and c.detail]
         for c in bad[:3]:
             parts.append(Text(f"✘ {c.name}: {c.detail}", style="red"))
+        from gpulab.perf import loadmap
+
+        if (drawn := loadmap.renderable(result.rest)) is not None:  # issue 48
+            parts.append(drawn)
+        if bad and isinstance(result.rest.get("debug"), str):
+            parts.append(
+                Text(
+                    f"`gpulab debug {result.exercise}` reruns a wrong case in Python, outside "
+                    "the sandbox, with its inputs and the reference (--case N for another).",
+                    style="dim",
+                )
+            )
     timing = result.timing
     if timing is not None and timing.cases:
         parts.append(timing_table(timing))
@@ -129,6 +141,10 @@ def render(result: CheckResult) -> Any:
 
     if (explained := explain_renderable(result.rest)) is not None:  # issue 21
         parts.append(explained)
+    from gpulab.perf import costmodel
+
+    if (cost := costmodel.cost_renderable(result.rest)) is not None:  # issue 48
+        parts.append(cost)
     for s in result.skipped or []:
         parts.append(Text(f"skipped: {s}", style="yellow"))
     for n in result.notes or []:

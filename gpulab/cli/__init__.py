@@ -38,6 +38,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "show the reference solution (once you have passed)",
     ),
     "where": ("gpulab.cli.commands.course", "print the workspace folder and an exercise's file"),
+    "debug": (
+        "gpulab.cli.commands.debug",
+        "rerun a wrong case of your last check in Python, outside the sandbox",
+    ),
+    "compare": (
+        "gpulab.cli.commands.debug",
+        "your solution beside the reference, side by side (once you have passed)",
+    ),
+    "restore": (
+        "gpulab.cli.commands.debug",
+        "bring back the file a reset backed up (your current file is backed up too)",
+    ),
     "next": (
         "gpulab.cli.commands.course",
         "where you are in the course, what is next, and how to open it",

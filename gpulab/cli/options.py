@@ -19,6 +19,7 @@ def arguments(name: str) -> list[tuple[tuple[str, ...], dict]]:
         **_bench_arguments(),
         **_dev_arguments(),
         **_reference_arguments(),
+        **_debug_arguments(),
     }
     return table.get(name, [])
 
@@ -388,5 +389,38 @@ def _reference_arguments() -> Arguments:
         "glossary": [
             (("term",), {"metavar": "TERM", "nargs": "*", "help": "a term, abbreviation or alias"}),
             (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+        ],
+    }
+
+
+def _debug_arguments() -> Arguments:
+    """debug, compare, restore: after a check, in place."""
+    ex = _EXERCISE
+    return {
+        "debug": [
+            ex,
+            (
+                ("--case",),
+                {
+                    "type": int,
+                    "metavar": "N",
+                    "help": "the wrong case's number in the check's table (default: the first)",
+                },
+            ),
+            (
+                ("--script",),
+                {"action": "store_true", "help": "write a script that reruns the case, and stop"},
+            ),
+            (("--list",), {"action": "store_true", "help": "list the saved wrong cases"}),
+        ],
+        "compare": [ex],
+        "restore": [
+            ex,
+            (("--list",), {"action": "store_true", "help": "list the backups, newest first"}),
+            (
+                ("--pick",),
+                {"type": int, "metavar": "N", "help": "restore the Nth newest (default 1)"},
+            ),
+            (("--yes", "-y"), {"action": "store_true", "help": "don't ask"}),
         ],
     }

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 MAX_ATTEMPTS_KEPT = 100
+# A backup's name after "<exercise>-": reset's time stamp (and a counter).
+_BACKUP = re.compile(r"\d{8}-\d{6}(-\d+)?\.py")
 # Warnings listed one by one for a repaired state; the rest are counted.
 MAX_PROBLEMS_SHOWN = 10
 
@@ -378,17 +381,37 @@ class Workspace:
     def reset(self, lesson: Lesson) -> Path | None:
         """Back up the learner's file, then restore the starter. Returns the backup."""
         path = self.exercise_path(lesson)
-        backup = None
-        if path.exists():
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            backup = self.backups_dir / f"{lesson.exercise}-{stamp}.py"
-            n = 1
-            while backup.exists():
-                backup = self.backups_dir / f"{lesson.exercise}-{stamp}-{n}.py"
-                n += 1
-            shutil.copy2(path, backup)
+        backup = self._back_up(lesson, path) if path.exists() else None
         atomic_write_text(path, lesson.starter_path.read_text(encoding="utf-8"))
         return backup
+
+    def _back_up(self, lesson: Lesson, path: Path) -> Path:
+        """A copy of `path` in the backups folder, named by the time."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = self.backups_dir / f"{lesson.exercise}-{stamp}.py"
+        n = 1
+        while backup.exists():
+            backup = self.backups_dir / f"{lesson.exercise}-{stamp}-{n}.py"
+            n += 1
+        shutil.copy2(path, backup)
+        return backup
+
+    def backups(self, lesson: Lesson) -> list[Path]:
+        """The files `reset` backed up for this exercise, newest first."""
+        found = self.backups_dir.glob(f"{lesson.exercise}-*.py")
+        mine = [p for p in found if _BACKUP.fullmatch(p.name[len(lesson.exercise) + 1 :])]
+        return sorted(mine, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+
+    def restore(self, lesson: Lesson, backup: Path) -> Path | None:
+        """Put a backup back as the exercise's file; the file it replaces is
+        backed up first (as `reset` does). Returns that new backup."""
+        text = backup.read_text(encoding="utf-8")
+        path = self.exercise_path(lesson)
+        kept = None
+        if path.exists() and path.read_text(encoding="utf-8", errors="replace") != text:
+            kept = self._back_up(lesson, path)
+        atomic_write_text(path, text)
+        return kept
 
     def solution_text(self, lesson: Lesson) -> str | None:
         """The reference solution, only once the learner has passed the exercise."""

@@ -25,6 +25,7 @@ from gpulab.check.frames_other import Loaded, LoadRequest
 from gpulab.check.protocol import CheckRequest
 from gpulab.check.result import CaseRow
 from gpulab.check.status import Status
+from gpulab.judge.cost import Advice
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class GradeContext:
     # and a folder of its own a sandbox may write into (lesson 07's trace).
     secret_seed: int = 0
     outbox: str = ""
+    # What the check gathers for advice after the verdict (gpulab.judge.cost).
+    advice: Advice = field(default_factory=Advice)
     _loaded: set[str] | None = None
     _arena: Arena | None = None
 

@@ -99,6 +99,10 @@ def grade_request(
     if ctx.warmed:
         rest["compiled_ahead"] = ctx.warmed
     rest.update(ctx.json_only)
+    # Advice, after the verdict and never part of it (gpulab.judge.cost).
+    from gpulab.judge.cost import advice_keys
+
+    rest.update(advice_keys(ctx, status is Status.PASSED))
     return CheckResult(
         status,
         summary,

@@ -10,6 +10,7 @@ in the sandbox; everything here runs in the judge.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -53,6 +54,7 @@ from gpulab.judge.compare import (
     dtype_name,
 )
 from gpulab.judge.context import GradeFailed
+from gpulab.judge.cost import on_wrong_case
 from gpulab.judge.remote import storage_bytes
 from gpulab.judge.replay import (
     MISMATCH,
@@ -583,6 +585,15 @@ def check_cases(
         except learner.LearnerError as exc:
             hint = _known_gap(ctx, exc)
             if hint is None:
+                # Kept for `gpulab debug` (advice; the error stands).
+                on_wrong_case(
+                    ctx,
+                    case,
+                    len(ctx.cases) + 1,
+                    functools.partial(spec.reference, case),
+                    exc.summary,
+                    spec.tolerance(case.dtype),
+                )
                 if span is not None:  # an earlier call's cheat first
                     span.judge(ctx, upto=len(span.calls) - 1)
                 raise
@@ -631,6 +642,12 @@ def check_cases(
                 rep, (*case.args, *case.kwargs.values()), ctx.nan_at
             )
             record["first_bad"] = rep.first_bad_json()
+            # Advice for `gpulab debug` and the load map (gpulab.judge.cost),
+            # after the case before it has its replay's verdict.
+            if replayer is not None and replayer.pending is not None and ctx.interpreter:
+                replay_verdict(ctx, replayer.collect())
+            detail = record["detail"] or ""
+            on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, detail, (atol, rtol), keep)
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)
             if other:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
+import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,6 +145,12 @@ class Replayer:
         # The case whose replay is in flight: its name, and its runs' result
         # slots with their references (x's, then g(x)'s).
         self.pending: tuple[str, list[Run]] | None = None
+        # Advice (gpulab.judge.cost): on the CPU each passing case's replay
+        # also counts what its kernels moved and computed; (case, counts).
+        # GPULAB_COST_MODEL=0 turns the counting off (to measure what it costs).
+        self.count = "" if os.environ.get("GPULAB_COST_MODEL") == "0" else "count"
+        self.counted: list[tuple[Any, dict[str, Any]]] = []
+        self._pending_case: Any = None
 
     def plan(
         self,
@@ -213,6 +220,7 @@ class Replayer:
         results: Sequence[Result],
         again: tuple[float, Sequence[Result]] | None = None,
         sum_size: int | None = None,
+        count: bool = True,
     ) -> str | None:
         """Send one passing case's launches to the replay and go on: the
         replay runs while the check's sandbox works on the next case, and
@@ -222,7 +230,9 @@ class Replayer:
         tolerances), for a second run of the launches on inputs only the
         judge has (gpulab.judge.replay_again).
         `sum_size`: the size of a torch sum the exercise allows (lesson 05's
-        dweight). Returns at once what makes the record unusable, for the
+        dweight). `count`: count what the kernels move for the cost model
+        (gpulab.judge.cost; a forward's launches, which the lesson's formulas
+        are about). Returns at once what makes the record unusable, for the
         learner, or None."""
         expects = [r.expect for r in results]
         plan, problem = self.plan(record, refs, expects, sum_size)
@@ -261,6 +271,7 @@ class Replayer:
             again=tuple(again_buffers),
             again_slots=tuple(run.slot for run in again_runs),
             binaries=binaries,
+            count="" if self.compiled or not count else self.count,
         )
         try:
             self.sandbox.send(message)
@@ -268,6 +279,7 @@ class Replayer:
             return self._died(exc)
         self.sent.update(b.ident for b in binaries)
         self.pending = (case.name, pending + again_runs)
+        self._pending_case = case
         return None
 
     def collect(self) -> tuple[str, str] | None:
@@ -288,6 +300,8 @@ class Replayer:
             return name, WHY + f"The replay stopped: {replayed.summary[:400]}"
         if replayed.problem:
             return name, WHY + f"The replay stopped: {replayed.problem}"
+        if replayed.counts is not None:
+            self.counted.append((self._pending_case, replayed.counts))
         for run in runs:
             atol, rtol = run.result.tolerance
             rep = compare(self._arena.view(run.slot).clone(), run.result.reference, atol, rtol)

@@ -75,6 +75,9 @@ class Model:
     measured_label: str = ""
     points: list[Point] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # CPU checks' estimates (gpulab.perf.costmodel): where the kernel could be
+    # at best, from the interpreter's counts. A model, never a measurement.
+    estimates: list[Point] = field(default_factory=list)
 
     def roof(self, dtype: str | None = None, measured: bool = False) -> Roof | None:
         pool = self.measured_roofs if measured else self.roofs
@@ -124,6 +127,7 @@ class Model:
             if self.measured_label
             else None,
             "points": [p.__dict__ for p in self.points],
+            "estimates": [p.__dict__ for p in self.estimates],
             "notes": self.notes,
         }
 
@@ -227,7 +231,48 @@ def build_model(
     if points and workspace_root:
         model.points, notes = learner_points(Path(workspace_root), model)
         model.notes.extend(notes)
+        model.estimates = estimate_points(Path(workspace_root), model)
     return model
+
+
+def estimate_point(result: CheckResult, model: Model) -> Point | None:
+    """A CPU check's estimate (its `cost`) as a point under this model's
+    roof: the exercise's intensity, at the best fraction of the roof the
+    counted bytes allow. None where the result has no estimate."""
+    from gpulab.perf.costmodel import read
+
+    cost = read(result.rest)
+    if cost is None or not _positive(cost.get("intensity")):
+        return None
+    intensity = float(cost["intensity"])
+    dtype = cost.get("dtype") or model.dtype
+    roof = model.attainable(intensity, dtype if model.roof(dtype) else None)
+    if not roof:
+        return None
+    return Point(
+        result.exercise,
+        f"{cost.get('case') or ''} (model)",
+        dtype,
+        intensity,
+        cost["best_fraction"] * roof,
+        0.0,
+        model.classify(intensity, dtype),
+        cost["best_fraction"],
+    )
+
+
+def estimate_points(workspace_root: Path, model: Model) -> list[Point]:
+    """The estimates of the CPU checks in `.gpulab/results/`, one an exercise."""
+    folder = workspace_root / ".gpulab" / "results"
+    out = []
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            raw = json.loads(f.read_text("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(raw, dict) and (p := estimate_point(CheckResult.from_json(raw), model)):
+            out.append(p)
+    return out
 
 
 # --- the learner's graded runs -----------------------------------------------
@@ -400,6 +445,24 @@ def summary_renderable(model: Model, why: str = "") -> Any:
                 style="dim",
             )
         )
+    if model.estimates:
+        t = Table(
+            title="CPU estimates: a model, not a measurement (the interpreter's counts)",
+            title_justify="left",
+        )
+        for col in ("exercise", "case", "FLOP/B", "at best", "of roof"):
+            t.add_column(
+                col, justify="right" if col in ("FLOP/B", "at best", "of roof") else "left"
+            )
+        for p in model.estimates:
+            t.add_row(
+                p.exercise,
+                p.case,
+                f"{p.intensity:.3g}",
+                f"{p.flops_per_s / 1e12:.3g} TFLOP/s",
+                f"{p.fraction:.0%}" if p.fraction is not None else "",
+            )
+        out.append(t)
     for note in model.notes:
         out.append(Text(f"note: {note}", style="yellow"))
     return Group(*out)

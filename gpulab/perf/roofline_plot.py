@@ -20,10 +20,11 @@ def axes(model: Model) -> tuple[float, float, float, float]:
     """Decade-aligned (x_min, x_max, y_min, y_max): intensity, TFLOP/s."""
     bws = [model.bandwidth] + ([model.measured_bandwidth] if model.measured_bandwidth else [])
     ridges = [r.flops / model.bandwidth for r in model.roofs]
-    xs = [model.ridge / 300, max(ridges) * 3] + [p.intensity for p in model.points]
+    shown = [*model.points, *model.estimates]
+    xs = [model.ridge / 300, max(ridges) * 3] + [p.intensity for p in shown]
     x0, x1 = 10 ** math.floor(math.log10(min(xs))), 10 ** math.ceil(math.log10(max(xs)))
     tops = [r.flops for r in model.roofs + model.measured_roofs]
-    ys = [x0 * min(bws), max(tops) * 1.5] + [p.flops_per_s for p in model.points]
+    ys = [x0 * min(bws), max(tops) * 1.5] + [p.flops_per_s for p in shown]
     y0 = 10 ** math.floor(math.log10(min(ys) / 1e12))
     y1 = 10 ** math.ceil(math.log10(max(ys) / 1e12))
     return x0, x1, y0, y1
@@ -168,9 +169,23 @@ def draw(plt: Any, model: Model, cells: tuple[int, int] | None = None) -> None:
     for p in model.points:
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
         labels.mark(p.intensity, p.flops_per_s / 1e12)
+    for p in model.estimates:  # a model, not a measurement: hollow, its own colour
+        plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="○", color="magenta")
+        labels.mark(p.intensity, p.flops_per_s / 1e12)
     if main:
         plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
         labels.mark(model.ridge, main.flops / 1e12)
+    for p in model.estimates:
+        where = math.log(p.intensity / x0) / math.log(x1 / x0) if p.intensity > 0 else 0.5
+        y = p.flops_per_s / 1e12
+        labels.place(
+            plt,
+            f"{p.exercise} (model)",
+            p.intensity,
+            [labels.row_y(y, -1), labels.row_y(y, 1)],
+            "right" if where > 0.75 else "left" if where < 0.25 else "center",
+            "magenta",
+        )
     for p in model.points:
         if p.exercise not in labelled:
             labelled.add(p.exercise)
@@ -224,6 +239,7 @@ def render_text(model: Model, width: int = 80, height: int = 24, color: bool = F
 
 
 BLUE, ORANGE, GRAY, RED = "#1f5fbf", "#e07b00", "#888888", "#c62828"
+MAGENTA = "#9c27b0"  # the CPU estimates (a model)
 
 
 class PlotUnavailable(RuntimeError):
@@ -356,6 +372,14 @@ def _svg_points(
         if p.exercise not in labelled:
             labelled.add(p.exercise)
             out.append(text(p.exercise, cx, cy - 9, "middle", RED))
+    for p in model.estimates:  # a model, not a measurement: hollow
+        cx, cy = px(p.intensity), py(p.flops_per_s / 1e12)
+        tip = f"{p.exercise} {p.case}: at best {p.fraction or 0:.0%} of the roof (CPU model)"
+        out.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="none" stroke="{MAGENTA}" '
+            f'stroke-width="2"><title>{escape(tip)}</title></circle>'
+        )
+        out.append(text(f"{p.exercise} (model)", cx, cy + 16, "middle", MAGENTA))
     return out
 
 

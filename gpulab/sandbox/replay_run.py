@@ -177,11 +177,22 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
     other slots (gpulab.judge.replay_again)."""
     found = _Kernels(server, msg)
     _allocator(server)
-    problem = _run(server, found, msg, msg.buffers, msg.slots)
+    counts = None
+    if msg.count and found.binaries is None:  # the interpreter's kernels only
+        from gpulab.sandbox.counting import counting
+
+        try:
+            with counting(maps=msg.count == "map") as counted:
+                problem = _run(server, found, msg, msg.buffers, msg.slots)
+            counts = counted.to_json()
+        except ImportError:  # no interpreter to count in: replayed as ever
+            problem = _run(server, found, msg, msg.buffers, msg.slots)
+    else:
+        problem = _run(server, found, msg, msg.buffers, msg.slots)
     if problem or not msg.again_slots:
-        return Replayed(problem)
+        return Replayed(problem, counts)
     problem = _run(server, found, msg, msg.again, msg.again_slots)
-    return Replayed(problem and f"on other inputs, {problem}")
+    return Replayed(problem and f"on other inputs, {problem}", counts)
 
 
 def _run(

@@ -37,6 +37,19 @@ class GpulabCommands(Provider):
             "your file is backed up first (r)",
         )
         yield ("solution: show", partial(run, "solution"), "once the exercise passes (s)")
+        from gpulab.tui import in_place
+
+        yield (
+            "solution: beside yours",
+            partial(in_place.compare, app),
+            "your file and the reference side by side, once the exercise passes",
+        )
+        for backup in in_place.backups(app):
+            yield (
+                f"exercise: restore {backup.name}",
+                partial(in_place.restore, app, backup),
+                "a file reset backed up; yours is backed up first",
+            )
         for name, key in (
             ("lesson", "1"),
             ("exercise", "2"),

@@ -82,7 +82,7 @@ def mini_model(result: CheckResult | None, workspace: Any) -> Any:
         return None
     timing = result.timing
     if timing is None or not timing.cases:
-        return None
+        return estimate_model(result)
     try:
         from gpulab.perf import hardware, roofline
 
@@ -95,6 +95,26 @@ def mini_model(result: CheckResult | None, workspace: Any) -> Any:
     model.points = [p for p in model.points if p.exercise == result.exercise]
     model.notes = []
     return model if model.points else None
+
+
+def estimate_model(result: CheckResult) -> Any:
+    """A CPU check's estimate (its `cost`) on the roofline of the GPU it was
+    made for, marked as a model; None without one."""
+    try:
+        from gpulab.perf import costmodel, hardware, roofline
+
+        cost = costmodel.read(result.rest)
+        gpu = hardware.GPUS.get(cost.get("gpu_key") or "") if cost else None
+        if gpu is None:
+            return None
+        model = roofline.build_model(gpu, None, None, points=False)
+        point = roofline.estimate_point(result, model)
+    except Exception:  # noqa: BLE001 - the plot is a nicety; the text carries the numbers
+        return None
+    if point is None:
+        return None
+    model.estimates = [point]
+    return model
 
 
 def progress_text(event: Event) -> str:

@@ -21,6 +21,13 @@ Cases (the bench's shapes):
                     contiguous tensors is a cudaMemcpy, which ncu does not profile)
   torch_softmax_32k torch.softmax on 2048x32768 fp16
   rope_1x           kernels/rope_rmsnorm.py forward, 1x16384x32x128 bf16
+  rope_1x@HEADS     its forward kernel with HEADS heads a program (8, 16 or 32: the
+                    tiles its autotuner chooses among), for the cost model's test
+                    (tests/perf/test_costmodel_h200.py: the count says 1.18, 1.06
+                    and 1.00 times the minimum bytes read)
+  strided_read      a Triton copy reading every other fp32 of a 2**27 buffer (2**26
+                    out): the cost model counts 2x the bytes asked for (32-byte
+                    sectors, half of each used)
   matmul_8k         kernels/matmul.py, 8192^3 bf16
   cublas_8k         torch.matmul (cuBLAS), 8192^3 bf16
 """
@@ -31,9 +38,17 @@ import sys
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+
+@triton.jit
+def _strided(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + 2 * offs))
 
 
 def _case(name: str):
@@ -63,15 +78,28 @@ def _case(name: str):
             raise SystemExit(f"{name}: no launcher {launcher!r}; there are {sorted(launchers)}")
         y = torch.empty_like(x)
         return lambda: fn(x, y)
-    if name == "rope_1x":
-        from kernels.rope_rmsnorm import rmsnorm_rope
+    if base == "rope_1x":
+        from kernels import rope_rmsnorm as rr
 
         S, H, D = 16384, 32, 128
         x = torch.randn(1, S, H, D, device=dev, dtype=torch.bfloat16)
         w = torch.randn(D, device=dev, dtype=torch.bfloat16)
         ang = torch.rand(S, D // 2, device=dev)
         cos, sin = ang.cos(), ang.sin()
-        return lambda: rmsnorm_rope(x, w, cos, sin)
+        if not launcher:
+            return lambda: rr.rmsnorm_rope(x, w, cos, sin)
+        heads = int(launcher)
+        y = torch.empty_like(x)
+        args = (x, w, cos, sin, y, S, H, *x.stride()[:3], cos.stride(0), 1e-6)
+        grid = (S, triton.cdiv(H, heads))
+        warps = rr._num_warps(heads, D)
+        return lambda: rr._rmsnorm_rope_fwd[grid](
+            *args, D=D, HALF=D // 2, BLOCK_H=heads, num_warps=warps
+        )
+    if name == "strided_read":
+        x = torch.randn(2**27, device=dev)
+        y = torch.empty(2**26, device=dev)
+        return lambda: _strided[(2**26 // 1024,)](x, y, BLOCK=1024)
     if name in ("matmul_8k", "cublas_8k"):
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)

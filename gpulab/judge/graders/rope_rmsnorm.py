@@ -355,6 +355,7 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
                 results,
                 _again(ctx, case, dy, name, results),
                 sum_size=x.shape[-1],
+                count=False,  # forward and backward: the cost model is the forward's
             )
             replay_verdict(ctx, (name, why) if why else None)
     if replayer is not None and replayer.pending is not None:
