@@ -232,7 +232,6 @@ WRONG = {
         ),
         ["only the first 1024 were, one block's worth", "tl.program_id(0) * BLOCK"],
     ),
-    "grid: the starter": ("triton_grid", starter_source("triton_grid"), ["one block's worth"]),
     "tile: the starter's 1-D offsets": (
         "triton_tile",
         starter_source("triton_tile"),
