@@ -540,10 +540,11 @@ def check_cases(
     ctx.uses_triton = True
     compile_ahead(ctx)
     # On the CPU (and on a GPU where gpulab.judge.replay.gpu_replay says so)
-    # every passing case is replayed apart from the learner's code.
+    # every passing case is replayed apart from the learner's code. Its
+    # sandbox starts with the first passing case (Replayer.submit), not here:
+    # a file that passes no case never pays for a second torch import (about
+    # a third of a failing check's CPU time on a 2-core box).
     replayer = getattr(ctx, "replayer", None)
-    if replayer is not None:
-        replayer.ensure_started()
     total = len(cases)
     gaps: list[str] = []
     draws: Draws = {}  # a shape's first draw: its launches

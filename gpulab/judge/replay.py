@@ -195,10 +195,11 @@ class Replayer:
         return tuple(self.binaries[i] for i in sorted(idents) if i not in self.sent)
 
     def ensure_started(self) -> None:
-        """Start the replay's sandbox (once; a kernel grader calls this before
-        its first case). It confines itself at once and imports torch and
-        Triton while the check's sandbox works. Started from the judge's main
-        thread: the keeper's PDEATHSIG follows the thread that started it."""
+        """Start the replay's sandbox (once: with the first passing case's
+        replay, so a file that passes none never starts it; a spare judge
+        has started it ahead). It confines itself at once and imports torch
+        and Triton. Started from the judge's main thread: the keeper's
+        PDEATHSIG follows the thread that started it."""
         if self.sandbox is not None or self.failed:
             return
         try:

@@ -277,9 +277,7 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
     # On the CPU each passing case is replayed apart from the learner's code,
     # forward and backward (gpulab.judge.replay): the guards below are the
     # sandbox's report on itself, and the file can switch them off.
-    replayer = ctx.replayer
-    if replayer is not None:
-        replayer.ensure_started()
+    replayer = ctx.replayer  # its sandbox starts with the first passing case
     for case, dy, kw in cases:
         name = f"backward {case.name}"
         ctx.stage(f"checking {name}")
