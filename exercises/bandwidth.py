@@ -18,13 +18,13 @@ Contract (the grader checks all of it):
     limits.
 
 On a GPU the grader times your kernel on 200-270 MB vectors, counts
-3 * N * elt bytes (read x, read y, write out) and reports the fraction of the
-measured HBM bandwidth you reach, beside torch.add(y, x, alpha=alpha).
+3 * N * elt bytes (read x, read y, write out) and reports the fraction of
+your GPU's datasheet HBM bandwidth you reach, beside torch.add(y, x,
+alpha=alpha).
 
-Grade (on a GPU): the fraction of the bandwidth roof you reach (your GPU's
-measured copy bandwidth once `gpulab probe --bench` has run, its datasheet
-bandwidth until then), geometric mean over the timed shapes: A >= 85%,
-B >= 70%, C >= 50%, D below.
+Grade (on a GPU): that fraction, geometric mean over the timed shapes
+(the same roof whether or not `gpulab probe --bench` has run): A >= 80%,
+B >= 65%, C >= 45%, D below. A plain masked kernel gets an A.
 On a CPU only correctness is graded.
 
 Run `gpulab check bandwidth` (or press `c` in the lab) to grade it, and `h`

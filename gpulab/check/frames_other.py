@@ -1042,6 +1042,99 @@ class Bench(Reply):
         return {"type": self.TYPE, "values": list(self.values), "times_read": list(self.times_read)}
 
 
+# --- the matmul benchmark (matmul_ceiling) -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulModel:
+    """The model GPU the TFLOP/s benchmark runs on without one
+    (gpulab.sandbox.flops.ModelMatmulGPU): its sustained bf16 rate, a
+    launch's cost, how far above that rate its clock starts and how fast
+    it falls (seconds of products), the first product's one-off cost, and
+    the copy model's memory (for the L2 flush)."""
+
+    peak_flops: float
+    overhead_s: float
+    boost: float
+    tau_s: float
+    first_s: float
+    hbm_bps: float
+    l2_bytes: int
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "peak_flops": self.peak_flops,
+            "overhead_s": self.overhead_s,
+            "boost": self.boost,
+            "tau_s": self.tau_s,
+            "first_s": self.first_s,
+            "hbm_bps": self.hbm_bps,
+            "l2_bytes": self.l2_bytes,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def parse(cls, obj: Any) -> MatmulModel | None:
+        if obj is None:
+            return None
+        try:
+            return cls(
+                peak_flops=float(obj["peak_flops"]),
+                overhead_s=float(obj["overhead_s"]),
+                boost=float(obj["boost"]),
+                tau_s=float(obj["tau_s"]),
+                first_s=float(obj["first_s"]),
+                hbm_bps=float(obj["hbm_bps"]),
+                l2_bytes=int(obj["l2_bytes"]),
+                seed=int(obj["seed"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise ProtocolError("a matmul benchmark's model GPU is malformed") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulBenchRequest:
+    """`matmul_bench`: matmul_tflops(gpu, m, n, k) for each shape, on the
+    model GPU (`device` "model") or on this one ("cuda"); the reply is a
+    `Bench` (each figure, and on the model the event times each run read)."""
+
+    TYPE: ClassVar[str] = "matmul_bench"
+    function: str
+    device: str
+    shapes: tuple[tuple[int, int, int], ...]
+    model: MatmulModel | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.TYPE,
+            "function": self.function,
+            "device": self.device,
+            "shapes": [list(s) for s in self.shapes],
+        }
+        if self.model is not None:
+            out["model"] = self.model.to_json()
+        return out
+
+    @classmethod
+    def parse(cls, msg: dict[str, Any]) -> MatmulBenchRequest:
+        shapes = _need_list(msg, "shapes")
+        if not all(
+            isinstance(s, list)
+            and len(s) == 3
+            and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s)
+            for s in shapes
+        ):
+            raise ProtocolError("a `matmul_bench` request whose shapes are not (m, n, k)")
+        model = MatmulModel.parse(msg.get("model"))
+        device = _need_str(msg, "device")
+        if device == "model" and model is None:
+            raise ProtocolError("a `matmul_bench` request on the model GPU without its model")
+        return cls(
+            _need_str(msg, "function"), device, tuple((s[0], s[1], s[2]) for s in shapes), model
+        )
+
+
 # --- lesson 07: the training steps and the bottleneck ---------------------------------
 # torch.profiler's tables as the sandbox reads them off its profile. The
 # sandbox fills each row with the profiler's own values; the judge keeps,
@@ -1999,6 +2092,7 @@ _REQUESTS: dict[str, Any] = {
         CompileRequest,
         StreamRequest,
         BenchRequest,
+        MatmulBenchRequest,
         ExportRequest,
         TrainRequest,
         BottleneckRequest,
@@ -2026,6 +2120,7 @@ Request = (
     | CompileRequest
     | StreamRequest
     | BenchRequest
+    | MatmulBenchRequest
     | ExportRequest
     | TrainRequest
     | BottleneckRequest

@@ -133,6 +133,8 @@ def render(result: CheckResult) -> Any:
     timing = result.timing
     if timing is not None and timing.cases:
         parts.append(timing_table(timing))
+        if timing.graded_on:  # what the letter was measured against (issue 47)
+            parts.append(Text(f"The letter, {timing.grade or '?'}: {timing.graded_on}."))
     if timing is not None and timing.profile:  # lesson 07: ranges, top ops, trace
         parts.append(render_profile(timing.profile))
     from gpulab.diagnosis.render import explain_renderable

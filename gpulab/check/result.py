@@ -200,6 +200,9 @@ class Timing:
     summary: str | None = None
     cases: list[TimingRow] = field(default_factory=list)
     profile: dict[str, Any] | None = None  # lesson 07's: plain JSON
+    # What the letter was measured against and its bands, in words
+    # ("graded on the fraction of the H200 datasheet's 4.8 TB/s: A from 65%, ...").
+    graded_on: str | None = None
 
     @classmethod
     def from_json(cls, obj: Any) -> Timing | None:
@@ -211,6 +214,8 @@ class Timing:
             return text(value) if isinstance(value, str) else None
 
         profile = obj.get("profile")
+        basis = obj.get("graded_on")
+        basis_text = basis.get("text") if isinstance(basis, dict) else None
         return cls(
             json=obj,
             grade=words("grade"),
@@ -223,6 +228,7 @@ class Timing:
             summary=words("summary"),
             cases=[TimingRow.from_json(r) for r in _objects(obj.get("cases"))],
             profile=profile if isinstance(profile, dict) else None,
+            graded_on=text(basis_text) if isinstance(basis_text, str) and basis_text else None,
         )
 
     def attempt(self) -> dict[str, Any]:

@@ -354,6 +354,31 @@ SPECS: tuple[Spec, ...] = (
         "fp32 D=128 BLOCK_P=32",
         _simple("fp32", {"D": 128, "BLOCK_P": 32}, 4),
     ),
+    # Lesson 01's Triton puzzles, as their references launch them (the
+    # launch puzzle at its widest, 32768 lanes on 16 warps).
+    *(
+        Spec(ex, kernel, f"{dt} {label}", _simple(dt, ce, warps), starter=kernel)
+        for ex, kernel, label, ce, warps in (
+            ("triton_mask", "copy_kernel", "BLOCK=1024 w4", {"BLOCK": 1024}, 4),
+            ("triton_grid", "add_kernel", "BLOCK=1024 w4", {"BLOCK": 1024}, 4),
+            (
+                "triton_tile",
+                "transpose_kernel",
+                "64x64 w4",
+                {"BLOCK_M": 64, "BLOCK_N": 64},
+                4,
+            ),
+            ("triton_reduce", "row_max_kernel", "64x64 w4", {"ROWS": 64, "COLS": 64}, 4),
+        )
+        for dt in ("fp16", "fp32")
+    ),
+    Spec(
+        "triton_launch",
+        "center_kernel",
+        "fp32 BLOCK=32768 w16",
+        _simple("fp32", {"BLOCK": 32768}, 16),
+        starter="center_kernel",
+    ),
     # The steps of lessons 02 and 03, as their references launch them.
     *(
         Spec(

@@ -118,6 +118,13 @@ class KernelSpec:
     # speedup, when `grade_on` is "speedup"): (threshold, letter), best first.
     grade_on: str = "roofline"
     grades: tuple[tuple[float, str], ...] = ((0.85, "A"), (0.70, "B"), (0.50, "C"), (0.0, "D"))
+    # (case, output, reference) -> the mistake a wrong output shows, in the
+    # learner's words ("elements 1000-1023 were not written"), or "": said
+    # before the comparison's numbers (gpulab.judge.named_mistakes).
+    diagnose: Callable[[Case, torch.Tensor, torch.Tensor], str] | None = None
+    # What a store past the end of a buffer says of this exercise's kernel
+    # (the default names the 1-D mask).
+    overrun: str = ""
 
 
 @dataclass
@@ -351,7 +358,8 @@ def _report_failures(
     if report.overruns:
         ctx.fail(
             f"case {case_name}: your kernel wrote past the end of a buffer",
-            "A store landed just after a tensor your code allocated: check the mask "
+            spec.overrun
+            or "A store landed just after a tensor your code allocated: check the mask "
             "(`offs < n`, not `<=`) and the last block's offsets.",
         )
     if require_written and report.aliases_input:
@@ -631,7 +639,7 @@ def check_cases(
             }
         )
         if rep.mismatches:
-            record["detail"] = describe_mismatch(
+            record["detail"] = _named(spec, case, out, ref) + describe_mismatch(
                 rep, (*case.args, *case.kwargs.values()), ctx.nan_at
             )
             record["first_bad"] = rep.first_bad_json()
@@ -692,6 +700,16 @@ def check_cases(
             "cases": invariant,
             "why": INVARIANT_NOTE.format(cases=", ".join(invariant)),
         }
+
+
+def _named(spec: KernelSpec, case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
+    """The spec's name for a wrong output's mistake, as the detail's first words."""
+    if spec.diagnose is None:
+        return ""
+    from gpulab.judge.named_mistakes import safely
+
+    words = safely(spec.diagnose, case, out, ref)
+    return f"{words} — " if words else ""
 
 
 def audit_again(

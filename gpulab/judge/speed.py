@@ -63,7 +63,7 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
             )
             _time_baseline(spec, case, row, flusher)
         rows.append(row)
-    ctx.timing = _summary(spec, rows, device_name, implausible)
+    ctx.timing = _summary(spec, rows, device_name, implausible, ctx.request.workspace)
 
 
 def _check_sizes(
@@ -177,17 +177,7 @@ def _time_case(
         sizes=dict(case.sizes),
         intensity=(flops / nbytes) if flops and nbytes else None,
     )
-    if req.kind == "compute" and flops:
-        row.throughput, row.unit = flops / sec / 1e12, "TFLOP/s"
-        cap, label = ceilings.ceiling("compute", dtype_name(case.dtype), device_name, ws)
-        row.roofline_fraction = (flops / sec) / cap if cap else None
-    elif nbytes:
-        row.throughput, row.unit = nbytes / sec / 1e9, "GB/s"
-        cap, label = ceilings.ceiling("memory", dtype_name(case.dtype), device_name, ws)
-        row.roofline_fraction = (nbytes / sec) / cap if cap else None
-    else:
-        label = ""
-    row.ceiling = label
+    place(row, req.kind, sec, device_name, ws)
     peak_bw, peak_flops = ceilings.floor_peaks(device_name)
     floor = max(
         (nbytes or 0) / peak_bw if peak_bw else 0.0,
@@ -199,6 +189,32 @@ def _time_case(
             f"{floor * 1e6:.1f} µs the datasheet allows"
         )
     return row, implausible
+
+
+def place(
+    row: KernelRow, kind: str | None, sec: float, device_name: str, workspace: str | None
+) -> None:
+    """Where a row's time puts it: its throughput, and its fraction of the
+    roof the letter is measured against, one fixed roof, the datasheet's
+    (gpulab.device.ceilings.grading_roof): the same kernel, the same letter,
+    whether or not the probe has run. Where the probe measured the copy, the
+    row's fraction of that too, shown beside."""
+    flops, nbytes, dtype = row.flops, row.bytes, row.dtype
+    if kind == "compute" and flops:
+        row.throughput, row.unit = flops / sec / 1e12, "TFLOP/s"
+        row.roof = ceilings.grading_roof("compute", dtype, device_name, workspace)
+        rate = flops / sec
+    elif nbytes:
+        row.throughput, row.unit = nbytes / sec / 1e9, "GB/s"
+        row.roof = ceilings.grading_roof("memory", dtype, device_name, workspace)
+        rate = nbytes / sec
+        copy = ceilings.measured_copy(workspace, device_name)
+        if copy and row.roof.source == "datasheet":
+            row.of_measured_copy = rate / copy
+    else:
+        return
+    row.roofline_fraction = rate / row.roof.value if row.roof.value else None
+    row.ceiling = row.roof.label
 
 
 def _time_baseline(spec: KernelSpec, case: Case, row: KernelRow, flusher: L2Flusher) -> None:
@@ -213,15 +229,36 @@ def _time_baseline(spec: KernelSpec, case: Case, row: KernelRow, flusher: L2Flus
 
 
 def _summary(
-    spec: KernelSpec, rows: list[KernelRow], device_name: str, implausible: str | None
+    spec: KernelSpec,
+    rows: list[KernelRow],
+    device_name: str,
+    implausible: str | None,
+    workspace: str | None = None,
 ) -> KernelTiming:
     fractions = [r.roofline_fraction for r in rows if r.roofline_fraction]
     speedups = [r.speedup for r in rows if r.speedup]
-    score = _geomean(speedups if spec.grade_on == "speedup" else fractions)
-    grade = next(letter for threshold, letter in spec.grades if score >= threshold)
-    summary = f"grade {grade}: {_geomean(fractions):.0%} of the roofline"
-    if speedups:
-        summary += f", {_geomean(speedups):.2f}x {spec.baseline_name}"
+    copies = [r.of_measured_copy for r in rows if r.of_measured_copy]
+    on_speedup = spec.grade_on == "speedup"
+    score = _geomean(speedups if on_speedup else fractions)
+    against = roof_text([r.roof for r in rows if r.roof is not None])
+    graded = bool(speedups if on_speedup else fractions)
+    grade = (
+        next(letter for threshold, letter in spec.grades if score >= threshold) if graded else "–"
+    )
+    roofline = f"{_geomean(fractions):.0%} of {against}" if fractions else ""
+    if copies:
+        copy = ceilings.measured_copy(workspace, device_name)
+        at = f" {copy / 1e12:.3g} TB/s" if copy else ""
+        roofline += f" ({_geomean(copies):.0%} of the{at} copy ceiling this GPU measured)"
+    if not graded:
+        summary = f"not graded: {against or 'no roof for this GPU'}"
+    elif on_speedup:
+        summary = f"grade {grade}: {_geomean(speedups):.2f}x {spec.baseline_name}"
+        summary += f"; {roofline}" if roofline else ""
+    else:
+        summary = f"grade {grade}: {roofline}"
+        if speedups:
+            summary += f", {_geomean(speedups):.2f}x {spec.baseline_name}"
     cases: list[KernelRow | BackwardRow] = [*rows]
     return KernelTiming(
         cases=cases,
@@ -235,4 +272,36 @@ def _summary(
         summary=summary,
         implausible=implausible,
         device=device_name,
+        graded_on=graded_on(spec, score, against if not on_speedup else spec.baseline_name),
     )
+
+
+def roof_text(roofs: list[ceilings.Roof]) -> str:
+    """What the rows' fractions were taken against, in one phrase: "the H200
+    datasheet's 4.8 TB/s", or each roof of a datasheet named once ("the
+    H200 datasheet's 989 bf16 TFLOP/s and 989 fp16 TFLOP/s")."""
+    labels = list(dict.fromkeys(r.label for r in roofs if r.value))
+    if len(labels) <= 1:
+        return labels[0] if labels else (roofs[0].label if roofs else "")
+    prefix = labels[0].split("'s ")[0] + "'s "
+    if all(label.startswith(prefix) for label in labels):
+        return prefix + " and ".join(label[len(prefix) :] for label in labels)
+    return "; ".join(labels)
+
+
+def graded_on(spec: KernelSpec, score: float, against: str) -> dict[str, object]:
+    """The letter's basis, for the result's JSON and the Results pane: what
+    was measured, against what, and the bands ("A from 65%, B from 55%...")."""
+    speedup = spec.grade_on == "speedup"
+    bands = [(t, letter) for t, letter in spec.grades if t > 0]
+    shown = ", ".join(
+        f"{letter} from {t:.2f}x" if speedup else f"{letter} from {t:.0%}" for t, letter in bands
+    )
+    what = f"the speedup over {against}" if speedup else f"the fraction of {against}"
+    return {
+        "basis": spec.grade_on,
+        "against": against,
+        "score": score,
+        "bands": [[t, letter] for t, letter in spec.grades],
+        "text": f"graded on {what}: {shown}" if against else "",
+    }

@@ -11,7 +11,10 @@ here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from gpulab.device.ceilings import Roof
 
 Json = dict[str, object]  # a JSON object the judge writes (and never reads back)
 
@@ -105,7 +108,11 @@ class KernelRow:
     throughput: float | None = None
     unit: str = ""
     roofline_fraction: float | None = None
-    ceiling: str = ""
+    ceiling: str = ""  # what roofline_fraction is of ("the H200 datasheet's 4.8 TB/s")
+    roof: Roof | None = None  # the same, as gpulab.device.ceilings made it (not in the JSON)
+    # Of the copy ceiling `gpulab probe --bench` measured, where it did (shown
+    # beside the letter, never its basis).
+    of_measured_copy: float | None = None
     # With baseline and speedup: only where the exercise has a baseline.
     baseline_ms: float | None = None
     baseline: str = ""
@@ -135,6 +142,8 @@ class KernelRow:
                 roofline_fraction=self.roofline_fraction,
             )
         out["ceiling"] = self.ceiling
+        if self.of_measured_copy is not None:
+            out["of_measured_copy"] = self.of_measured_copy
         if self.baseline_ms is not None:
             out.update(baseline=self.baseline, baseline_ms=self.baseline_ms, speedup=self.speedup)
         if self.compile_ms is not None:
@@ -201,6 +210,8 @@ class KernelTiming:
     implausible: str | None
     device: str
     protocol: str = "judge-timed batches on fresh inputs (docs/grading.md)"
+    # What the letter was measured against, and its bands (gpulab.judge.speed.graded_on).
+    graded_on: dict[str, object] = field(default_factory=dict)
     # Lesson 05's (gpulab.judge.rope_timing), the keys only once it set them.
     speedup_compile: float | None = None
     backward_speedup_compile: float | None = None
@@ -221,6 +232,8 @@ class KernelTiming:
             "device": self.device,
             "protocol": self.protocol,
         }
+        if self.graded_on:
+            out["graded_on"] = self.graded_on
         if self.baselines:
             out.update(
                 speedup_compile=self.speedup_compile,

@@ -73,7 +73,13 @@ def _same(view: Any, want: Any) -> bool:
         return True
 
 
-CANARY = 64  # elements kept after each buffer
+# Elements kept after each buffer: a whole 64 x 64 tile, or four blocks of
+# 1024 lanes. A store past the end lands in the canary and is named ("wrote
+# past the end of a buffer"); one that went further, in the interpreter,
+# wrote over the sandbox's own heap and crashed it with a malloc error
+# (lesson 01's puzzles, a 2-D tile with one mask of two: 64 elements caught
+# only stores a block's last row ran past).
+CANARY = 4096
 
 
 def _with_canary(func: Any, args: tuple[Any, ...], kwargs: Kwargs, v: Violations) -> Any:

@@ -51,6 +51,7 @@ from gpulab.check.frames_other import (
     Importing,
     Loaded,
     LoadRequest,
+    MatmulBenchRequest,
     Modes,
     ModesRequest,
     Ok,
@@ -433,6 +434,11 @@ class Server:
         from gpulab.sandbox.ceiling import bench_request
 
         return bench_request(self, msg)
+
+    def on_matmul_bench(self, msg: MatmulBenchRequest) -> Bench:
+        from gpulab.sandbox.flops import matmul_bench_request
+
+        return matmul_bench_request(self, msg)
 
     def on_jax_export(self, msg: ExportRequest) -> Exported:
         from gpulab.sandbox.jax_export import export_request

@@ -55,6 +55,8 @@ rows = [dict(r, block=files[r['file']]) for r in run_child(INTERPRET, list(files
 json.dump(rows, open('$OUT/snippets.json', 'w'), indent=1)
 for r in rows: print('ok  ' if r['ok'] else 'FAIL', r['block'], (r.get('error') or '').strip().splitlines()[-1:] )
 sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
+    issue47:*) part=${step#issue47:}  # issue 47: the puzzles and matmul_ceiling (steps) or the letters before/after the probe (bands)
+      timeout 530 python3 scripts/tools/issue47_gpu.py "$OUT/issue47_$part.json" "$part" 2>&1 | grep -v Warning | cut -c1-400; echo "rc=${PIPESTATUS[0]}" ;;
     devcheck) timeout 240 python3 -m gpulab dev check --device cuda 2>&1 | tail -20 ;;
     bench) timeout 330 python3 -m gpulab bench --json "$OUT/h200.json" 2>&1 | grep -v "^  " | tail -70 ;;
     check:*) ex=${step#check:}; timeout 200 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/check_$ex.json"; echo "rc=$?"

@@ -593,6 +593,13 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
         fo.StreamRequest("compile_step", "eager", [[r.to_json(), [3], 0.5]], (r,)),
         fo.BenchRequest("copy_bandwidth", "model", (1 << 20,), fo.BenchModel(3e12, 50, 4e-6, 7)),
         fo.BenchRequest("copy_bandwidth", "cuda", (1 << 20, 1 << 30)),
+        fo.MatmulBenchRequest(
+            "matmul_tflops",
+            "model",
+            ((8192, 8192, 8192), (8192, 4096, 2048)),
+            fo.MatmulModel(7e14, 5e-6, 0.25, 0.15, 0.03, 4.1e12, 50 << 20, 7),
+        ),
+        fo.MatmulBenchRequest("matmul_tflops", "cuda", ((4096, 4096, 4096),)),
         fo.ExportRequest(((8, 16, 32, 4),)),
         fo.TrainRequest("train_step", (r,), (r, r), (r,), 4, 2, "/tmp/t.json"),
         fo.BottleneckRequest("block", {"w": r}, (r,), (r,), profile=True, trace="/tmp/b.json"),

@@ -22,7 +22,7 @@ def test_next_says_where_you_are_and_opens_it_in_the_lab(run_gpulab, tmp_path):
     p = run_gpulab("next")
     assert p.returncode == 0, p.stderr
     said = " ".join(p.stdout.split())
-    assert "You are on lesson 01, step 1 of 2" in said and "(copy_ceiling)" in said
+    assert "You are on lesson 01, step 1 of 8" in said and "(copy_ceiling)" in said
     assert "gpulab check copy_ceiling" in said and "exercises/copy_ceiling.py" in said
     data = json.loads(run_gpulab("next", "--json").stdout)
     assert data["exercise"] == "copy_ceiling" and data["passed"] == 0

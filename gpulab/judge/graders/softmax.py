@@ -29,6 +29,17 @@ MAX_WIDTH = 32768
 INTERPRETER_SKIPS: dict[str, str] = {}
 
 
+# The letter, from the fraction of the datasheet's bandwidth (one fixed roof:
+# gpulab.device.ceilings), set from BENCHMARKS.md's H200 and H100 runs. The
+# design lesson 02 teaches (one row a program, a power-of-two block, warps by
+# width: scripts/tools/learner/softmax.py) measured 71% of the H200's 4.8 TB/s
+# (2026-12-04, its shapes 52-84%), the reference 70-74% there and 78.5% of the
+# H100's 3.35 (2026-12-05): an A from 65%. A three-pass kernel (the max, the
+# sum and the output each a walk over the row) measured 46% on the H200: a C,
+# as is torch.softmax itself (about 45% of the datasheet over these shapes).
+GRADES = ((0.65, "A"), (0.55, "B"), (0.40, "C"), (0.0, "D"))
+
+
 class InputOptions(TypedDict, total=False):
     """make_input's keywords: how a case's input differs from plain noise."""
 
@@ -164,6 +175,7 @@ SPEC = KernelSpec(
     expect=expect,
     baseline=lambda case: partial(torch.softmax, case.args[0], dim=-1),
     baseline_name="torch.softmax",
+    grades=GRADES,
 )
 
 
