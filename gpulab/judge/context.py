@@ -25,7 +25,7 @@ from gpulab.check.frames_other import Loaded, LoadRequest
 from gpulab.check.protocol import CheckRequest
 from gpulab.check.result import CaseRow
 from gpulab.check.status import Status
-from gpulab.judge.cost import Advice
+from gpulab.judge.advice import Advice
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gpulab.judge.advice import Advice, Saved
 
 if TYPE_CHECKING:
     from gpulab.check.protocol import CheckRequest
@@ -39,30 +40,6 @@ MAX_SAVED_BYTES = 64 << 20  # their tensors, all together
 MAP_ELEMENTS = 4096  # the largest input a load map is drawn for
 SMALL = 64  # a map of fewer elements than this is replaced by a larger one's
 DEBUG_DIR = ("debug",)  # under the workspace's .gpulab folder
-
-
-@dataclass
-class Saved:
-    """A wrong case as `gpulab debug` reruns it."""
-
-    number: int  # its row in the check's table, from 1
-    name: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    expected: Any  # the judge's float64 reference
-    detail: str
-    tolerance: tuple[float, float]  # (atol, rtol), the grader's for this dtype
-
-
-@dataclass
-class Advice:
-    """What a check gathered for its advice (one per GradeContext)."""
-
-    saved: list[Saved] = field(default_factory=list)
-    saved_bytes: int = 0
-    load_map: dict[str, Any] | None = None
-    map_elements: int = 0
-    maps_made: int = 0
 
 
 def _elements(args: Any) -> int:

@@ -17,15 +17,27 @@ would show, the smallest that failed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 
 if TYPE_CHECKING:
     from gpulab.check.result import CaseRow
-    from gpulab.judge.kernel import Case
 
-Diagnose = Callable[["Case", torch.Tensor, torch.Tensor], str]
+
+class Case(Protocol):
+    """What is read of a gpulab.judge.kernel.Case here (not imported: the
+    kernel module imports this one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def args(self) -> tuple[Any, ...]: ...
+
+
+C = TypeVar("C", bound=Case)
+Diagnose = Callable[[Any, torch.Tensor, torch.Tensor], str]
 
 
 def safely(diagnose: Diagnose, case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
@@ -129,7 +141,7 @@ def where_from_2d(value: float, source: torch.Tensor) -> tuple[int, int] | None:
     return r, c
 
 
-def case_to_draw(cases: Sequence[Case], rows: Sequence[CaseRow]) -> Case | None:
+def case_to_draw(cases: Sequence[C], rows: Sequence[CaseRow]) -> C | None:
     """The failed case a load map should draw: the smallest one (its
     programs and lanes fit a terminal), or None where every case passed.
     The hook the lab's load map connects to (issue 47): a puzzle grader's

@@ -154,7 +154,7 @@ def _as(data: np.ndarray[Any, Any], dtype: Any, value: Any, np_dtype: Any) -> np
 
     got = getattr(getattr(value, "handle", None), "dtype", None)
     if dtype == tl.bfloat16 and got is not None and got != tl.bfloat16:
-        from gpulab.sandbox.interpreter_fixes import f64_to_bf16_bits
+        from gpulab.sandbox.bf16_bits import f64_to_bf16_bits
 
         return f64_to_bf16_bits(np.asarray(data, dtype=np.float64))
     return np.array(data, dtype=np_dtype)
