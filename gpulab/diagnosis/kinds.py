@@ -65,7 +65,7 @@ KINDS: dict[str, Kind] = {
             "register_spills",
             "registers spill to local memory (slow, through L1/L2)",
             _L02,
-            "What limits the block size",
+            "Rows longer than a block",
         ),
         Kind(
             "extra_bytes",
@@ -83,7 +83,7 @@ KINDS: dict[str, Kind] = {
             "low_occupancy",
             "too few warps resident per SM to hide memory latency",
             _L02,
-            "What limits the block size",
+            "Rows longer than a block",
         ),
         Kind(
             "tail_wave",
@@ -95,7 +95,7 @@ KINDS: dict[str, Kind] = {
             "launch_bound",
             "the work is so small that launching kernels costs as much",
             _L01,
-            "Why measured is below datasheet",
+            "Deep dive: why measured is below datasheet",
         ),
         Kind(
             "wrong_roof",
@@ -110,16 +110,16 @@ KINDS: dict[str, Kind] = {
 SECTIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("extra_bytes", "matmul"): (_L03, "The grouped (swizzled) program order"),
     ("extra_bytes", "flash_attention"): (_L04, "The idea: never hold more than a tile of S"),
-    ("extra_bytes", "rope_rmsnorm"): (_L05, "Why fusion halves the traffic — and what eager does"),
+    ("extra_bytes", "rope_rmsnorm"): (_L05, "What fusion saves — and against what"),
     ("extra_bytes", "bandwidth"): (_L01, "The exercise: the STREAM triad"),
-    ("no_tensor_cores", "flash_attention"): (_L04, "The roofline, honestly"),
-    ("wrong_roof", "flash_attention"): (_L04, "The roofline, honestly"),
+    ("no_tensor_cores", "flash_attention"): (_L04, "Deep dive: the roofline, honestly"),
+    ("wrong_roof", "flash_attention"): (_L04, "Deep dive: the roofline, honestly"),
     ("wrong_roof", "matmul"): (_L03, "FLOPs, bytes, and where matmul sits on the roofline"),
     ("register_spills", "matmul"): (_L03, "Autotuning"),
     ("register_spills", "flash_attention"): (_L04, "Autotuning"),
     ("too_few_programs", "matmul"): (_L03, "Why tiles: reuse from on-chip memory"),
     ("too_few_programs", "bandwidth"): (_L01, "The exercise: the STREAM triad"),
-    ("low_occupancy", "bandwidth"): (_L01, "Why measured is below datasheet"),
+    ("low_occupancy", "bandwidth"): (_L01, "Deep dive: why measured is below datasheet"),
     ("tail_wave", "softmax"): (_L02, "One program per row"),
 }
 

@@ -321,11 +321,13 @@ TORCH_4090 = {
     "devices": [
         {
             "index": 0,
-            "name": "NVIDIA GeForce RTX 4090",
+            # The laptop chip (AD103): the desktop card is in the table, this
+            # one is not (gpulab.perf.hardware.match_gpu).
+            "name": "NVIDIA GeForce RTX 4090 Laptop GPU",
             "compute_capability": "8.9",
-            "sms": 128,
-            "l2_bytes": 72 * 2**20,
-            "memory_bytes": 24 * 10**9,
+            "sms": 76,
+            "l2_bytes": 64 * 2**20,
+            "memory_bytes": 16 * 10**9,
             "uuid": "GPU-4090",
         }
     ],
@@ -337,7 +339,7 @@ def test_a_consumer_card_without_datacentre_fields(monkeypatch):
     # table, so rooflines fall back to the default and say why.
     h200_nvml(
         monkeypatch,
-        nvmlDeviceGetName="NVIDIA GeForce RTX 4090",
+        nvmlDeviceGetName="NVIDIA GeForce RTX 4090 Laptop GPU",
         nvmlDeviceGetUUID="GPU-4090",
         nvmlDeviceGetCudaComputeCapability=(8, 9),
         nvmlDeviceGetMemoryBusWidth=384,
@@ -349,14 +351,17 @@ def test_a_consumer_card_without_datacentre_fields(monkeypatch):
     )
     snap = probe.snapshot(torch_info=TORCH_4090)
     f = snap["gpus"][0]["fields"]
-    assert f["name"]["value"] == "NVIDIA GeForce RTX 4090" and f["sms"]["value"] == 128
+    assert f["name"]["value"] == "NVIDIA GeForce RTX 4090 Laptop GPU" and f["sms"]["value"] == 76
     assert f["ecc_mode"]["reason"] == "not supported" and f["fan"]["value"] == 30
     assert f["processes"]["value"] is None and "not supported" in f["processes"]["reason"]
     assert f["power_draw"]["value"] == 450.0
     rg = snap["roofline_gpu"]
-    assert "default" in rg["source"] and "RTX 4090 is not in the hardware table" in rg["note"]
+    assert (
+        "default" in rg["source"]
+        and "RTX 4090 Laptop GPU is not in the hardware table" in rg["note"]
+    )
     text = render(snap, width=80)
-    assert "GeForce RTX 4090" in text and "not in the hardware table" in text
+    assert "GeForce RTX 4090 Laptop GPU" in text and "not in the hardware table" in text
 
 
 def test_a_container_without_nvml_permission(monkeypatch):
