@@ -220,7 +220,7 @@ def run_check(
         return replace(
             where,
             status=TIMEOUT,
-            summary=f"timed out after {_after(timeout, duration, request)} s"
+            summary=f"timed out after {_after(timeout, duration, request, last)} s"
             f"{_stopped_in(marks, stages, last)} "
             "(an infinite loop in Python or in a kernel?)",
             message=f"{at}The check was stopped and its processes were killed. "
@@ -296,10 +296,12 @@ def _stopped_in(
     return f", {stages.get(kind, 0.0):.1f} s of it {doing}" if doing else ""
 
 
-def _after(timeout: float, duration: float, request: CheckRequest) -> str:
-    """The limit a stopped check ran to: `timeout`, or where the judge could
-    move it (a CPU check's cases), the seconds it ran."""
-    return f"{timeout:g}" if not request.timeout_cap else f"{duration:.0f}"
+def _after(timeout: float, duration: float, request: CheckRequest, last: list[Stage] | None) -> str:
+    """The limit a stopped check ran to: `timeout`, or where the judge moved
+    it (a CPU check's case, its stage given `allow_s`), the seconds it ran.
+    A file stuck before any case (its import) ran to the first limit."""
+    moved = request.timeout_cap and last and last[0].allow_s is not None
+    return f"{duration:.0f}" if moved else f"{timeout:g}"
 
 
 def _allowed(last: list[Stage], timeout: float) -> str:
