@@ -1478,19 +1478,32 @@ class Overhead(Reply):
 @dataclass(frozen=True, slots=True)
 class ExportRequest:
     """`jax_export`: the mesh, then each step exported at each shape
-    ([batch, d, hidden, out])."""
+    ([batch, d, hidden, out]). Lesson 08's exercise (choose_specs) names its
+    `steps` (mode -> the file's function) and gpulab's `mesh` (axis names
+    and sizes) instead: then no make_mesh is asked for, and each step gets
+    that mesh."""
 
     TYPE: ClassVar[str] = "jax_export"
     shapes: tuple[tuple[int, ...], ...]
+    steps: dict[str, str] = field(default_factory=dict)
+    mesh: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.TYPE, "shapes": [list(s) for s in self.shapes]}
+        out: dict[str, Any] = {"type": self.TYPE, "shapes": [list(s) for s in self.shapes]}
+        if self.steps:
+            out["steps"] = dict(self.steps)
+            out["mesh"] = [[a, n] for a, n in self.mesh]
+        return out
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> ExportRequest:
-        shapes = msg.get("shapes", [])
+        shapes, steps, mesh = msg.get("shapes", []), msg.get("steps") or {}, msg.get("mesh") or []
         try:
-            return cls(tuple(tuple(int(v) for v in s) for s in shapes))
+            return cls(
+                tuple(tuple(int(v) for v in s) for s in shapes),
+                {str(k): str(v) for k, v in dict(steps).items()},
+                tuple((str(a), int(n)) for a, n in mesh),
+            )
         except (TypeError, ValueError):
             raise ProtocolError("a `jax_export` request whose shapes are not shapes") from None
 
