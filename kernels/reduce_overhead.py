@@ -31,7 +31,7 @@ class Model(nn.Module):
         self.linears = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for norm, linear in zip(self.norms, self.linears):
+        for norm, linear in zip(self.norms, self.linears, strict=True):
             x = x + F.gelu(linear(norm(x)))
         return x
 

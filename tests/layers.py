@@ -71,6 +71,7 @@ LAB = [
     "gpulab.check.plan",
     "gpulab.check.protocol",
     "gpulab.check.report",
+    "gpulab.perf.counters",
     "gpulab.perf.roadmap",
     "gpulab.perf.roofline",
     "gpulab.perf.roofline_plot",
@@ -99,6 +100,7 @@ UI = ["gpulab.tui.*"]
 CHILD = [
     "gpulab.perf.bench",
     "gpulab.perf.compile_info",
+    "gpulab.perf.counter_cases",
     "gpulab.course.compile_specs",
     "gpulab.device.microbench",
     "gpulab.device.microbench_kernels",

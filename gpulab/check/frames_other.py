@@ -1413,10 +1413,12 @@ class OverheadRequest:
         for s in _need_list(msg, "scenarios"):
             if not (isinstance(s, list) and len(s) == 4):
                 raise ProtocolError("an `overhead` request whose scenario is not 4 numbers")
-            launch, work, slow_calls, slow = (number(v) for v in s)
-            if None in (launch, work, slow_calls, slow):
+            got = [number(v) for v in s]
+            values = [v for v in got if v is not None]
+            if len(values) != 4:
                 raise ProtocolError("an `overhead` request whose scenario is not 4 numbers")
-            scenarios.append((float(launch), float(work), int(slow_calls), float(slow)))
+            launch, work, slow_calls, slow = values
+            scenarios.append((launch, work, int(slow_calls), slow))
         return cls(
             part=part,
             weights={str(k): TensorRef.from_json(r) for k, r in weights.items()},

@@ -18,9 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# The recordings that can be taken again here (the three-pass softmax was a
-# test's slow variant, not a course kernel).
-LIVE = ("rope_fwd", "matmul_8k", "softmax_32k", "torch_softmax_32k")
+from gpulab.perf.counters import LIVE
 
 
 def _reference(name: str) -> Any:
@@ -75,7 +73,7 @@ def main(argv: list[str]) -> int:
     for _ in range(5):  # compile, autotune; then warm calls
         fn()
     torch.cuda.synchronize()
-    cudart: Any = torch.cuda.cudart()
+    cudart: Any = torch.cuda.cudart()  # type: ignore[no-untyped-call]  # (untyped in torch)
     cudart.cudaProfilerStart()
     fn()
     torch.cuda.synchronize()

@@ -98,7 +98,7 @@ def recording_compile(device: str) -> Iterator[list[dict[str, Any]]]:
             kwargs["backend"] = "eager"
         return real(**kwargs) if model is None else real(model, **kwargs)
 
-    torch.compile = compile_  # type: ignore[assignment]  # a recorder in its place
+    torch.compile = compile_  # a recorder in its place
     try:
         yield calls
     finally:

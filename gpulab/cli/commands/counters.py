@@ -42,10 +42,11 @@ def run(args: Any) -> int:
 
 def _live(name: str) -> int:
     from gpulab.check import child
-    from gpulab.perf.counter_cases import LIVE
 
-    if name not in LIVE:
-        raise UsageError(f"{name} cannot be profiled again here; these can: {', '.join(LIVE)}")
+    if name not in counters.LIVE:
+        raise UsageError(
+            f"{name} cannot be profiled again here; these can: {', '.join(counters.LIVE)}"
+        )
     if shutil.which("ncu") is None:
         raise UsageError(
             "ncu is not on PATH: install Nsight Compute (it comes with the CUDA toolkit)"

@@ -71,22 +71,26 @@ def _held(sharding: Any, shape: tuple[int, ...]) -> float:
         part = sharding.shard_shape(shape)
     except Exception:  # noqa: BLE001 - a sharding that does not fit the shape
         return 1.0
-    return math.prod(part) / max(math.prod(shape), 1)
+    share: float = math.prod(part) / max(math.prod(shape), 1)
+    return share
 
 
 def _same(sharding: Any, spec: tuple[Any, ...], mesh: Any, ndim: int) -> bool:
     from jax.sharding import NamedSharding
 
     if sharding is None:
-        return mesh.devices.size == 1
+        return bool(mesh.devices.size == 1)
     want = NamedSharding(mesh, _partition_spec(*spec))
     try:
-        return bool(sharding.is_equivalent_to(want, ndim))
+        same: bool = sharding.is_equivalent_to(want, ndim)
+        return same
     except Exception:  # noqa: BLE001 - another mesh's sharding
         return False
 
 
-def _requirements(goal: str, mesh: Any, shape: tuple[int, int, int, int], given: dict) -> str:
+def _requirements(
+    goal: str, mesh: Any, shape: tuple[int, int, int, int], given: dict[str, Any]
+) -> str:
     """What the program's shardings fail of the goal ("" if nothing)."""
     b, d, h, o = shape
     sizes = dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))
@@ -113,7 +117,9 @@ def _requirements(goal: str, mesh: Any, shape: tuple[int, int, int, int], given:
     return ""
 
 
-def _collectives_problem(goal: str, found: list[tuple[str, str]], shape: tuple, mesh: Any) -> str:
+def _collectives_problem(
+    goal: str, found: list[tuple[str, str]], shape: tuple[int, ...], mesh: Any
+) -> str:
     ops = sorted({op for _, op in found})
     if goal == "data everywhere":
         if ops:
@@ -137,7 +143,11 @@ def _collectives_problem(goal: str, found: list[tuple[str, str]], shape: tuple, 
 
 
 def check_goal(
-    goal: str, program: object, mesh: Any, shape: tuple[int, int, int, int], data: tuple
+    goal: str,
+    program: object,
+    mesh: Any,
+    shape: tuple[int, int, int, int],
+    data: tuple[Any, ...],
 ) -> CaseRow:
     b, d, h, o = shape
     params, x, expected = data

@@ -100,7 +100,8 @@ def reference(x: torch.Tensor, weights: dict[str, torch.Tensor]) -> torch.Tensor
     model = Model().double()
     model.load_state_dict({k: v.double().cpu() for k, v in weights.items()})
     with torch.no_grad():
-        return model(x.double().cpu())
+        out: torch.Tensor = model(x.double().cpu())
+    return out
 
 
 def _ask(ctx: GradeContext, msg: OverheadRequest) -> tuple[Overhead, float]:
@@ -138,18 +139,19 @@ def method_cases(ctx: GradeContext) -> None:
         else:
             ratio = ms / truth
             case["passed"] = BAND[0] <= ratio <= BAND[1]
-            case["detail"] = f"measured {ms:.3g} ms a call; the device's true {truth:g} ms"
+            detail = f"measured {ms:.3g} ms a call; the device's true {truth:g} ms"
             if ratio < BAND[0]:
-                case["detail"] += (
+                detail += (
                     ": the clock was read before the device finished the work the calls "
                     "queued. Call sync() before reading the clock at the end (and before "
                     "starting it, after the warm-up)"
                 )
             elif ratio > BAND[1]:
-                case["detail"] += (
+                detail += (
                     ": the first calls (the compile, the recording) were counted. Warm up "
                     "with a few calls first, then time many"
                 )
+            case["detail"] = detail
         ctx.add_case(case_row(**case))
 
 
@@ -179,7 +181,8 @@ class Step:
         return _ask(self.ctx, msg)
 
     def output(self, i: int) -> torch.Tensor:
-        return self.arena.view(self.slots[i]).clone()
+        out: torch.Tensor = self.arena.view(self.slots[i]).clone()
+        return out
 
 
 def compile_cases(
