@@ -58,8 +58,13 @@ if TYPE_CHECKING:
 
 FUNCTION = "rmsnorm_rope_backward"
 # The exercise's backward cases but those that differ only in how autograd
-# is asked (y.backward): here there is no autograd to ask.
-CASES: list[Spec] = [s for s in BACKWARD if "grad_api" not in s[6]]
+# is asked (y.backward): here there is no autograd to ask. Plus x as a slice
+# of a fused QKV projection, with dy contiguous (x's strides are not dy's),
+# and the first case's shape drawn again: an answer remembered by shape fails.
+CASES: list[Spec] = [s for s in BACKWARD if "grad_api" not in s[6]] + [
+    (1, 3, 4, 64, "fp16", 39, {"layout": "qkv"}),
+    (2, 3, 5, 16, "fp32", 42, {"label": "second draw"}),
+]
 
 
 def step_case(drawn: Drawn) -> Case:
