@@ -49,6 +49,19 @@ def _triton_interpret_kept():
         os.environ["TRITON_INTERPRET"] = saved
 
 
+@pytest.fixture(autouse=True)
+def _sigterm_kept():
+    """SIGTERM as each test found it: gpulab.cli.main, called in this
+    process by some tests (the gradebook's worker among them), makes it
+    raise (a batch system's stop), and a pytest worker stopped later must
+    still stop."""
+    import signal
+
+    saved = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, saved)
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [i for i in items if "gpu" in i.keywords]
     if gpu_items and not cuda_available():

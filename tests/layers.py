@@ -76,6 +76,7 @@ LAB = [
     "gpulab.perf.roofline",
     "gpulab.perf.roofline_plot",
     "gpulab.check.runner",
+    "gpulab.safetree",
     "gpulab.perf.serving",
     "gpulab.perf.serving_models",
     "gpulab.perf.serving_view",

@@ -151,9 +151,11 @@ def test_readme_start_makes_a_venv_and_its_install_brings_serve():
     start = readme.split("## Start", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", start, re.S)
     assert blocks[0].strip() == "python3 -m venv .venv && . .venv/bin/activate"
-    # The lab's command and the test command (which .ci/run runs), unchanged.
+    # The lab's command and the test command (which .ci/run runs): the same
+    # kind of install (editable), so the test step's install does not take
+    # the files of a lab started from the first one (issue 48).
     assert blocks[1:] == [
-        "pip install . && gpulab\n",
+        "pip install -e . && gpulab\n",
         'pip install -e ".[test]" && python -m pytest -q -n auto\n',
     ]
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]

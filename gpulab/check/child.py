@@ -114,6 +114,9 @@ class _End(Exception):
     """The child closed its side: no more events."""
 
 
+End = _End  # for a reader used past the Events loop (gpulab.check.runner)
+
+
 # A reader waits up to `timeout` seconds for one event: it returns the event,
 # None when none came, and raises _End at the end of the stream.
 Reader = Callable[[float], "JsonObject | None"]

@@ -55,6 +55,36 @@ def heap_corrupted(output: str) -> bool:
     return any(marker in tail for marker in _HEAP_CORRUPTION)
 
 
+# A process of the check killed by a signal gpulab did not send (SIGKILL:
+# the system's out-of-memory killer, or someone's `kill`).
+KILLED_HINT = (
+    "Something outside gpulab killed it: most often the system's out-of-memory "
+    "killer, when the machine ran short of memory (other programs, or very large "
+    "tensors of your own), or another program or person with `kill`. If your code "
+    "allocates nothing unusual, it is not at fault: close what uses memory and "
+    "run the check again."
+)
+
+
+def killed_words(process: str, code: int | None) -> tuple[str, str] | None:
+    """(summary, advice) for one of gpulab's own processes (the judge, the
+    replay's sandbox) that a signal ended; None when no signal did. Not the
+    learner's code: neither process runs it."""
+    if code is None or code >= 0:
+        return None
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return (
+        f"{process} was killed ({name}) from outside gpulab; your code is not at fault, "
+        "run the check again",
+        KILLED_HINT.replace("If your code allocates nothing unusual, it is not at fault: ", "")
+        if name == "SIGKILL"
+        else f"{name} ended it. Run the check again.",
+    )
+
+
 def crash_summary(
     code: int | None, killed_by_judge: str, policy: Policy, output: str = ""
 ) -> tuple[str, str]:
@@ -102,7 +132,7 @@ def crash_summary(
         )
     if name == "SIGKILL":
         return (
-            "your code was killed (SIGKILL) from outside gpulab",
-            "Usually the system's out-of-memory killer: allocate less.",
+            "your code's process was killed (SIGKILL) from outside gpulab",
+            KILLED_HINT,
         )
     return (f"your code died from {name}", "")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpulab.check.protocol import ProtocolError, dict_field, text
+from gpulab.check.protocol import ProtocolError, dict_field, number, text
 from gpulab.check.result import CaseRow, CheckResult
 
 # Longer than any honest frame's words ("case 3 of 14: 64×64 fp16"); a
@@ -37,11 +37,15 @@ def count(value: Any) -> int | None:
 @dataclass(frozen=True, slots=True)
 class Stage:
     """A stage's words and, where it has steps, how many are done of how
-    many (`done` and `total` are both set or both None; 0 <= done <= total)."""
+    many (`done` and `total` are both set or both None; 0 <= done <= total).
+    `allow_s`: where the judge may move the lab's deadline (a check on the
+    CPU with no limit of the learner's), how many seconds from now this
+    stage may take before the check is stopped (gpulab.judge.allowance)."""
 
     text: str
     done: int | None = None
     total: int | None = None
+    allow_s: float | None = None
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Stage:
@@ -54,12 +58,15 @@ class Stage:
         )
         if done is None or total is None or not 0 <= done <= total or total == 0:
             done = total = None  # no progress rather than a bar that lies
-        return cls(text(words, TEXT_LIMIT), done, total)
+        allow = number(frame.get("allow_s"))
+        return cls(text(words, TEXT_LIMIT), done, total, allow if allow and allow > 0 else None)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "stage", "text": self.text}
         if self.done is not None and self.total is not None:
             out["progress"] = [self.done, self.total]
+        if self.allow_s is not None:
+            out["allow_s"] = self.allow_s
         return out
 
 
@@ -124,6 +131,23 @@ class Graded:
 
 
 @dataclass(frozen=True, slots=True)
+class Stuck:
+    """Where the learner's code was when the check ran out of time: the
+    judge's answer to the lab's SIGUSR1 (gpulab.judge.stuck), read from what
+    the sandbox printed. Advice, never a verdict: the sandbox is the
+    learner's process, and may print anything."""
+
+    text: str
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Stuck:
+        return cls(text(frame.get("text"), SUMMARY_LIMIT))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "stuck", "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The judge's last frame: its result (the lab adds where and how long)."""
 
@@ -145,16 +169,17 @@ _TYPES: dict[str, Any] = {
     "case": CaseDone,
     "correct": Correct,
     "graded": Graded,
+    "stuck": Stuck,
     "result": Finished,
 }
 
 
-def parse(frame: dict[str, Any]) -> Event | Finished | None:
+def parse(frame: dict[str, Any]) -> Event | Finished | Stuck | None:
     """The event a frame is; None for a type the lab does not know (a newer
     judge's: ignored, as the lab always has). Raises ProtocolError for a
     frame of a known type that it cannot use."""
     kind = _TYPES.get(str(frame.get("type")))
     if kind is None:
         return None
-    event: Event | Finished = kind.parse(frame)
+    event: Event | Finished | Stuck = kind.parse(frame)
     return event

@@ -968,6 +968,9 @@ class GuardReport:
     altered_after: bool | None = None
     aliases_input: bool | None = None
     replay: LaunchRecord | None = None  # the launch record (gpulab.judge.replay checks it)
+    # The kernel lines where the interpreter made a NaN from numbers
+    # (gpulab.sandbox.nan_watch): the sandbox's word, quoted as advice only.
+    nan_at: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, obj: dict[str, Any], where: str = "report") -> GuardReport:
@@ -988,11 +991,13 @@ class GuardReport:
             altered_after=_bool(obj.get("altered_after"), key("altered_after"), None),
             aliases_input=_bool(obj.get("aliases_input"), key("aliases_input"), None),
             replay=LaunchRecord.parse(obj.get("replay")),
+            nan_at=_names(obj.get("nan_at"), key("nan_at"))[:3],
         )
 
     def to_json(self) -> dict[str, Any]:
         return _omit_none(
             {
+                "nan_at": list(self.nan_at) or None,
                 "banned": list(self.banned),
                 "eager": list(self.eager),
                 "audit": list(self.audit),

@@ -6,8 +6,13 @@ gpulab.check.runner's default (300 s) is sized for a GPU check: compiling, autot
 and timing a kernel at full size. On the CPU the Triton interpreter grades
 correctness only, at reduced sizes, and every reference solution finishes
 in under 15 s on a busy 2-core box (scripts/tools/app_speed.py measures it), so an
-endless loop there is stopped after 60 s instead of five minutes. The
-message of a timed-out check says which limit applied and why.
+endless loop there is stopped after 60 s instead of five minutes. Past those
+60 s the judge may give each case the time the interpreter needs for it
+(gpulab.judge.allowance: in proportion to its size and to what the earlier
+cases took, 10 minutes at most in all), so an honest kernel that is slow in
+the interpreter is not taken for a loop; a limit the learner sets is kept
+as it is. The message of a timed-out check says which limit applied, why,
+and which case was running.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from gpulab.course.content import Lesson
 from gpulab.diagnosis.kinds import explain_unavailable
 
 CPU_TIMEOUT = 60.0
+# How long a CPU check with no limit of the learner's may run in all: its
+# cases may each be given more than CPU_TIMEOUT, in proportion to what the
+# interpreter needs for them (gpulab.judge.allowance).
+CPU_TIMEOUT_CAP = 600.0
 CPU_REASON = (
     "this check ran on the CPU (the Triton interpreter, reduced sizes), where every "
     "reference solution finishes in under 15 s"
@@ -83,6 +92,9 @@ class CheckPlan:
     why: str
     explain: ExplainOptions | None
     note: str = ""
+    # How long in all the judge may let the check run (its cases' own
+    # times, gpulab.judge.allowance); None: `timeout` is the limit.
+    cap: float | None = None
 
 
 def plan_check(
@@ -104,13 +116,17 @@ def plan_check(
     options = (
         ExplainOptions(gpu=explain_gpu, gpu_setting=gpu_setting) if explain and not note else None
     )
+    cap = None
     if limit:
         timeout, why = limit, limit_why
     else:
         timeout, why = default_timeout(device, gpu)
+        if timeout == CPU_TIMEOUT:  # the interpreter: cases may be given more
+            cap = CPU_TIMEOUT_CAP
         if options is not None:
             timeout += EXPLAIN_EXTRA_S
-    return CheckPlan(timeout, why, options, note)
+            cap = cap + EXPLAIN_EXTRA_S if cap is not None else None
+    return CheckPlan(timeout, why, options, note, cap)
 
 
 def recorded(result: CheckResult) -> bool:

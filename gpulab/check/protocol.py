@@ -302,6 +302,11 @@ class CheckRequest:
     content_root: str = ""
     workspace: str | None = None  # where per-file caches and measured ceilings live
     timeout: float = 300.0
+    # How far the judge may move the lab's deadline, in seconds from the
+    # check's start (None: not at all, `timeout` is the limit). On the CPU,
+    # when the learner set no limit, the judge gives each case time in
+    # proportion to what the interpreter needs for it (gpulab.judge.allowance).
+    timeout_cap: float | None = None
     # --explain (gpulab.diagnosis): advice after the verdict, never part of it.
     explain: bool = False
     explain_gpu: str | None = None  # --gpu: the GPU whose roofline to explain against
@@ -351,6 +356,7 @@ _REQUEST_TYPES: dict[str, Any] = {
     "content_root": str,
     "workspace": str,
     "timeout": (int, float),
+    "timeout_cap": (int, float),
     "explain": bool,
     "explain_gpu": str,
     "gpu_setting": str,
@@ -360,6 +366,7 @@ _REQUEST_TYPES: dict[str, Any] = {
 }
 _OPTIONAL = {
     "flops",
+    "timeout_cap",
     "bytes",
     "kind",
     "workspace",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -29,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpulab.check import child
-from gpulab.check.events import Event, Finished, Stage
+from gpulab.check import child, crashes
+from gpulab.check.events import Event, Finished, Stage, Stuck
 from gpulab.check.events import parse as parse_event
 from gpulab.check.protocol import (
     CANCELLED,
@@ -81,6 +82,11 @@ def stop_all() -> None:
     for judge in judges:
         with contextlib.suppress(OSError):
             judge.proc.terminate()  # all at once: each then stops its sandboxes
+    for judge in list(_LIVE):
+        # Its folder first (the lab's, which the judge does not remove): a
+        # lab killed while it waited below left gpulab-judge-* behind.
+        with contextlib.suppress(Exception):
+            judge.tmp.cleanup()
     for judge in judges:
         with contextlib.suppress(Exception):
             _stop(judge.proc)
@@ -102,6 +108,7 @@ def check_request(
     workspace: str | None = None,
     explain: ExplainOptions | None = None,
     paths_off: Sequence[str] = (),
+    timeout_cap: float | None = None,
 ) -> CheckRequest:
     """The request a check of `file` for `lesson` sends the judge: built here
     only, so a spare judge made for it (Spare) fits the check exactly."""
@@ -117,6 +124,7 @@ def check_request(
         content_root=str(lesson.root),
         workspace=workspace,
         timeout=timeout,
+        timeout_cap=timeout_cap if timeout_cap and timeout_cap > timeout else None,
         explain=explain is not None,
         explain_gpu=explain.gpu if explain else None,
         gpu_setting=explain.gpu_setting if explain else None,
@@ -139,6 +147,7 @@ def run_check(
     explain: ExplainOptions | None = None,
     spares: Spares | None = None,
     paths_off: Sequence[str] = (),
+    timeout_cap: float | None = None,
 ) -> CheckResult:
     """Grade `file` for `lesson` and return its result.
 
@@ -150,6 +159,9 @@ def run_check(
     the one started for this very request if there is one, and a spare for
     the next check of the same file starts as this one ends. `paths_off`:
     names of gpulab.check.protocol.KERNEL_PATHS the reference kernels run without.
+    `timeout_cap`: how long in all the judge may let the check run, giving
+    each case its own time past `timeout` (gpulab.judge.allowance; the CPU's
+    default limit, gpulab.check.plan); None: `timeout` is the limit.
     """
     started = time.monotonic()
     file = Path(file).resolve()
@@ -164,6 +176,7 @@ def run_check(
         workspace=workspace,
         explain=explain,
         paths_off=paths_off,
+        timeout_cap=timeout_cap,
     )
     judge = spares.take(request) if spares is not None else None
     warm = judge is not None
@@ -172,17 +185,20 @@ def run_check(
     # The stages as they arrived, for a check that ends without the judge's
     # own (a timeout, a crash): it still says where its time went.
     marks: list[tuple[str, float]] = [("judge start-up", started)]
+    last: list[Stage] = []  # the last stage the judge began (a timeout names it)
 
     def seen(event: Event) -> None:
         if isinstance(event, Stage):
             marks.append((stage_kind(event.text), time.monotonic()))
+            last[:] = [event]
         if on_event is not None:
             on_event(event)
 
     try:
         if judge is None:
             judge = _Judge.start(None)
-        run = judge.run(request, started + timeout, seen, cancel)
+        cap = started + request.timeout_cap if request.timeout_cap else None
+        run = judge.run(request, started + timeout, seen, cancel, cap)
     except _NotStarted as failed:
         exc = failed.__cause__
         return replace(
@@ -200,14 +216,17 @@ def run_check(
     duration = round(time.monotonic() - started, 2)
     stages = stage_seconds(marks, time.monotonic())
     if run.stopped == child.TIMEOUT:
+        at = f"When the time ran out, your code was at {run.where}. " if run.where else ""
         return replace(
             where,
             status=TIMEOUT,
-            summary=f"timed out after {timeout:g} s{_stopped_in(marks, stages)} "
+            summary=f"timed out after {_after(timeout, duration, request)} s"
+            f"{_stopped_in(marks, stages, last)} "
             "(an infinite loop in Python or in a kernel?)",
-            message="The check was stopped and its processes were killed. "
+            message=f"{at}The check was stopped and its processes were killed. "
             "Look for a loop whose bound never changes, or a kernel grid that "
-            "never finishes. Raise the limit with --timeout if it is just slow.",
+            "never finishes. Raise the limit with --timeout if it is just slow."
+            + _allowed(last, timeout),
             duration_s=duration,
             stages=stages,
         )
@@ -221,11 +240,16 @@ def run_check(
             stages=stages,
         )
     if run.result is None:
+        killed = crashes.killed_words("gpulab's grader (the judge process)", run.returncode)
+        summary, advice = killed or (
+            f"the grader stopped without a result (exit {run.returncode})",
+            "",
+        )
         return replace(
             where,
             status=ERROR,
-            summary=f"the grader stopped without a result (exit {run.returncode})",
-            message=run.log,
+            summary=summary,
+            message="\n".join(p for p in (advice, run.log) if p),
             duration_s=duration,
             stages=stages,
         )
@@ -258,11 +282,36 @@ _DOING = {
 }
 
 
-def _stopped_in(marks: list[tuple[str, float]], stages: dict[str, float]) -> str:
-    """', 6.1 s of it importing your file': where a stopped check was."""
+def _stopped_in(
+    marks: list[tuple[str, float]], stages: dict[str, float], last: list[Stage] | None = None
+) -> str:
+    """' in case 7 of 14 (4×1000 fp16)', or ', 6.1 s of it importing your
+    file': where a stopped check was. The judge's stage names the case it
+    had sent the sandbox ("case 7 of 14: 4×1000 fp16")."""
     kind = marks[-1][0]
+    if kind == "correctness" and last and last[0].text.startswith("case "):
+        which, _, name = last[0].text.partition(": ")
+        return f" in {which}" + (f" ({name})" if name else "")
     doing = _DOING.get(kind)
     return f", {stages.get(kind, 0.0):.1f} s of it {doing}" if doing else ""
+
+
+def _after(timeout: float, duration: float, request: CheckRequest) -> str:
+    """The limit a stopped check ran to: `timeout`, or where the judge could
+    move it (a CPU check's cases), the seconds it ran."""
+    return f"{timeout:g}" if not request.timeout_cap else f"{duration:.0f}"
+
+
+def _allowed(last: list[Stage], timeout: float) -> str:
+    """What the stage running was given, where the judge gave it more time
+    than the first limit (a CPU check's case: gpulab.judge.allowance)."""
+    if not last or last[0].allow_s is None:
+        return ""
+    return (
+        f" On the CPU each case may take longer than the first {timeout:g} s, in "
+        "proportion to its size and to how long your earlier cases took; this one "
+        f"was given {last[0].allow_s:g} s."
+    )
 
 
 EARLY_CPUS = 8  # Spares.early by default from this many CPUs
@@ -340,12 +389,12 @@ class Spares:
         return None
 
     def close(self) -> None:
-        """Stop the spare; no more are started."""
+        """Stop the spare, without waiting for it to end; no more are started."""
         with self._lock:
             self.closed = True
             judge, self._spare = self._spare, None
         if judge is not None:
-            judge.close()
+            judge.close(wait=False)
 
 
 class _NotStarted(Exception):
@@ -358,6 +407,7 @@ class _JudgeRun:
     stopped: str | None  # child.TIMEOUT or child.CANCELLED when the lab stopped it
     returncode: int | None
     log: str  # the tail of the judge's own stdout and stderr
+    where: str = ""  # at a timeout: the line the learner's code was on (gpulab.judge.stuck)
 
 
 class _Judge:
@@ -435,14 +485,19 @@ class _Judge:
         deadline: float,
         on_event: EventCallback | None,
         cancel: threading.Event | None,
+        cap: float | None = None,
     ) -> _JudgeRun:
         """Hand the judge `request`, relay its events until a result, its
-        end, the deadline or `cancel`."""
+        end, the deadline or `cancel`. With `cap` (a monotonic time), a
+        stage's `allow_s` moves the deadline later, never past `cap`."""
         result: CheckResult | None = None
+        where = ""
         events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
         try:
             self._write(json.dumps(request.to_json()) + "\n", close=True)
-            result = _relay(events, on_event)
+            result = _relay(events, on_event, cap)
+            if events.stopped == child.TIMEOUT:
+                where = _ask_where(self.proc, self.read_fd)
             if events.stopped:
                 _stop(self.proc)
         except BaseException:
@@ -455,27 +510,74 @@ class _Judge:
                 except subprocess.TimeoutExpired:
                     _stop(self.proc)
         log = _tail(Path(self.tmp.name) / "judge.log")
-        return _JudgeRun(result, events.stopped, self.proc.returncode, log)
+        return _JudgeRun(result, events.stopped, self.proc.returncode, log, where)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Stop the judge if it still runs (a spare no check took: closing
-        its stdin is its signal to stop) and remove its folder."""
+        its stdin is its signal to stop) and remove its folder. `wait`
+        False: signal it and return, a thread making sure it ends (the lab
+        quitting: `gpulab serve` gives a tab's lab 3 s, and a spare still
+        importing took longer to stop, after which the lab was killed and
+        its folder left behind)."""
         if self.closed:
             return
         self.closed = True
         if self.proc.poll() is None:
             # SIGTERM at once (it may be importing, not reading its stdin):
             # the judge kills its sandboxes and removes its folders.
-            _stop(self.proc)
+            if wait:
+                _stop(self.proc)
+            else:
+                # One SIGTERM (a second one, arriving inside the judge's
+                # handler, ended it half-way through removing its folders),
+                # then a thread waits for it as long as its clean-up may take
+                # on a loaded machine, and makes sure.
+                with contextlib.suppress(OSError):
+                    self.proc.terminate()
+                threading.Thread(
+                    target=child.kill_tree, args=(self.proc,), kwargs={"exit_s": 10}, daemon=True
+                ).start()
         with contextlib.suppress(OSError):
             os.close(self.read_fd)
         self.tmp.cleanup()
 
 
-def _relay(events: child.Events, on_event: EventCallback | None) -> CheckResult | None:
+WHERE_WAIT_S = 3.0  # for the judge's answer to "where is it?" at a timeout
+
+
+def _ask_where(proc: subprocess.Popen[Any], read_fd: int) -> str:
+    """At the deadline, before the judge is stopped: SIGUSR1 asks it where
+    the learner's code is (gpulab.judge.stuck), and its `stuck` frame says,
+    within WHERE_WAIT_S; "" when it does not (a judge that cannot tell)."""
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+    except OSError:
+        return ""
+    read = child.frame_reader(read_fd)
+    end = time.monotonic() + WHERE_WAIT_S
+    while (left := end - time.monotonic()) > 0:
+        try:
+            frame = read(left)
+        except child.End:
+            return ""
+        if frame is None or frame.get("type") != "stuck":
+            continue
+        try:
+            event = parse_event(frame)
+        except ProtocolError:
+            return ""
+        return event.text if isinstance(event, Stuck) else ""
+    return ""
+
+
+def _relay(
+    events: child.Events, on_event: EventCallback | None, cap: float | None = None
+) -> CheckResult | None:
     """The judge's result; every other frame goes to `on_event`, parsed.
     A frame the lab cannot use (gpulab.check.events says why) or does not know is
-    left out: the check goes on, and ends with the judge's result or without."""
+    left out: the check goes on, and ends with the judge's result or without.
+    A stage's `allow_s` moves the deadline to its end where that is later,
+    never past `cap` (no cap: never)."""
     for frame in events:
         try:
             event = parse_event(frame)
@@ -483,6 +585,10 @@ def _relay(events: child.Events, on_event: EventCallback | None) -> CheckResult 
             continue
         if isinstance(event, Finished):
             return event.result
+        if isinstance(event, Stuck):
+            continue  # only asked for at a timeout (_ask_where)
+        if cap is not None and isinstance(event, Stage) and event.allow_s is not None:
+            events.deadline = max(events.deadline, min(cap, time.monotonic() + event.allow_s))
         if event is not None and on_event is not None:
             on_event(event)
     return None

@@ -38,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "show the reference solution (once you have passed)",
     ),
     "where": ("gpulab.cli.commands.course", "print the workspace folder and an exercise's file"),
+    "next": (
+        "gpulab.cli.commands.course",
+        "where you are in the course, what is next, and how to open it",
+    ),
     "serving": (
         "gpulab.cli.commands.serving",
         "LLM serving roofline: prefill/decode FLOPs, bytes, bound, tokens/s",

@@ -43,17 +43,10 @@ _TIMEOUT = (
 
 
 def _course_arguments() -> Arguments:
-    """list, lesson, hint, reset, solution, where."""
+    """list, lesson, hint, reset, solution, where, next."""
     ex = _EXERCISE
     return {
         "list": [(("--json",), {"action": "store_true", "help": "machine-readable output"})],
-        "lesson": [
-            ex,
-            (
-                ("--deep",),
-                {"action": "store_true", "help": "unfold the deep dives (shown folded otherwise)"},
-            ),
-        ],
         "hint": [
             ex,
             (("--all",), {"action": "store_true", "help": "show every hint revealed so far"}),
@@ -61,6 +54,27 @@ def _course_arguments() -> Arguments:
         "reset": [ex, (("--yes", "-y"), {"action": "store_true", "help": "don't ask"})],
         "solution": [ex],
         "where": [(("exercise",), {"metavar": "EXERCISE", "nargs": "?"})],
+        "lesson": [
+            ex,
+            (
+                ("--deep",),
+                {"action": "store_true", "help": "unfold the deep dives (shown folded otherwise)"},
+            ),
+            (
+                ("--no-pager",),
+                {"action": "store_true", "help": "print it all at once, even in a terminal"},
+            ),
+        ],
+        "next": [
+            (
+                ("--edit",),
+                {
+                    "action": "store_true",
+                    "help": "open the exercise's file in $VISUAL or $EDITOR",
+                },
+            ),
+            (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+        ],
     }
 
 

@@ -54,8 +54,11 @@ from yarl import URL
 
 log = logging.getLogger("gpulab.serve")
 
-TOKEN_BYTES = 32  # 256 bits, as Jupyter's default token (48 hex digits) and then some
-PREFIX_BYTES = 16  # the lab's path: unknown to other users' servers (see above)
+# The address `gpulab serve` prints must fit an 80-column terminal: one that
+# wrapped (95 characters, with 32 and 16 bytes) was copied in two pieces.
+# 24 + 9 bytes: http://127.0.0.1:8000/<12>/?token=<32> is 75 characters.
+TOKEN_BYTES = 24  # 192 bits, as Jupyter's default token (48 hex digits)
+PREFIX_BYTES = 9  # the lab's path: unknown to other users' servers (see above)
 # A lab asked to quit saves the file being edited and stops its check: that
 # takes well under a second. Then SIGTERM, then SIGKILL, to its whole group.
 QUIT_GRACE_S = 3.0
@@ -242,7 +245,7 @@ class LabServer(Server):
         super().__init__(command, host=host, port=port, title=title, templates_path=TEMPLATES)
         self.token = token or secrets.token_urlsafe(TOKEN_BYTES)
         # The cookie carries a session secret of its own, never the token.
-        self.session = secrets.token_urlsafe(TOKEN_BYTES)
+        self.session = secrets.token_urlsafe(32)  # never printed: its length costs nothing
         # Every route is below it, and so is the cookie's Path.
         self.prefix = "/" + secrets.token_urlsafe(PREFIX_BYTES)
         self.unix_path = unix_path

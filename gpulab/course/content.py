@@ -75,6 +75,10 @@ class Lesson:
     error: str = ""
     name: str = ""
     steps: tuple[str, ...] = ()
+    # The compute roof the Roofline pane draws for this lesson ("fp32" for a
+    # lesson whose maths is fp32 on CUDA cores); "" is the GPU's default
+    # (bf16, the tensor cores'), which the triad lesson once showed.
+    roof_dtype: str = ""
     root: Path = field(default_factory=content_root, compare=False, repr=False)
 
     @property
@@ -202,7 +206,7 @@ EXERCISE_FIELDS = (
     "bytes",
     "hints",
 )
-LESSON_FIELDS = ("id", *EXERCISE_FIELDS, "step")
+LESSON_FIELDS = ("id", *EXERCISE_FIELDS, "step", "roof_dtype")
 
 
 class _ExerciseFields(TypedDict):
@@ -225,6 +229,7 @@ class _LessonFields(TypedDict):
     id: str
     title: str
     steps: tuple[str, ...]
+    roof_dtype: str
     root: Path
 
 
@@ -321,7 +326,10 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Les
         for n, i in enumerate(raw_ids)
     ]
     steps = (*ids, own["exercise"])
-    common = _LessonFields(index=index, id=lesson_id, title=title, steps=steps, root=root)
+    roof_dtype = _str_field(entry, "roof_dtype", where, required=False)
+    common = _LessonFields(
+        index=index, id=lesson_id, title=title, steps=steps, roof_dtype=roof_dtype, root=root
+    )
     final = Lesson(**common, **own)
     _check_files(final, where)
     out: list[Lesson] = []

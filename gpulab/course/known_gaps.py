@@ -1,12 +1,30 @@
 """Known gaps of the supported stacks, and what a learner should do instead.
 
-A learner's kernel can be right and still fail on one release of a tool:
-Triton 3.6-3.8's interpreter, for one, cannot make a bf16 constant
-(`tl.full(..., tl.bfloat16)`, `tl.zeros(..., dtype=tl.bfloat16)`) and
-raises `'InterpreterBuilder' object has no attribute 'get_bf16'`; Triton
-3.9's interpreter can. `hint_for` maps such an error text (and the versions
+A learner's kernel can be right and still fail on one release of a tool.
+Most of the Triton interpreter's (the CPU path) are fixed by gpulab before
+any learner code runs (gpulab.sandbox.interpreter_fixes, applied where a
+probe shows the bug, whatever the version; run on Triton 3.6, 3.8 and
+3.9):
+
+- bf16 kept as raw bits and cast, added, compared and multiplied as
+  integers (Triton 3.6-3.9): fp64 -> bf16 gave 0, a bf16 `tl.dot` garbage,
+  fp32 -> bf16 truncated; fixed, computed in fp32 and rounded once to bf16;
+- bf16 constants (`tl.full(..., tl.bfloat16)`), which Triton 3.6-3.8's
+  interpreter cannot make (`'InterpreterBuilder' object has no attribute
+  'get_bf16'`); fixed;
+- `tl.reduce` / `tl.associative_scan` with a combine function of the
+  kernel's own, run one Python call an element (a softmax: 224 s); fixed
+  (gpulab.sandbox.interpreter_reduce: in a tree, log2(n) calls);
+- `@triton.autotune` with several configs, which asks for a GPU to time
+  them; fixed (gpulab.sandbox.interpreter_autotune: the first config kept).
+
+What is left is below: `hint_for` maps such an error text (and the versions
 it happened on) to one line that says what to do, so the grader can show it
-instead of leaving a learner to debug Triton.
+instead of leaving a learner to debug Triton. BF16_CONSTANT stays for a
+Triton the fix does not reach (its probe failed there). Where a gap gives
+wrong numbers rather than an error, the judge finds it with a probe kernel
+of its own (gpulab.judge.graders.matmul.interpreter_dot_ok) and skips or
+loosens those cases, saying so.
 
 Pure string work: no torch, triton or jax import here (the grader calls it
 after the learner's code failed, and tests call it with any version).
@@ -47,6 +65,8 @@ class Gap:
 # Triton < 3.9's InterpreterBuilder has get_bf16_ty but no get_bf16 (checked
 # in the 3.6, 3.8 and 3.9 wheels): any bf16 *constant* made inside a kernel
 # fails in the interpreter, while loading and storing bf16 tensors works.
+# gpulab.sandbox.interpreter_fixes adds get_bf16 (run on 3.6 and 3.8): this
+# hint is for a Triton where that fix could not be applied.
 BF16_CONSTANT = Gap(
     re.compile(r"InterpreterBuilder'? object has no attribute '?get_bf16'?"),
     lambda v, interp: interp and (v is None or v < (3, 9)),

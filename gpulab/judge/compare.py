@@ -7,6 +7,7 @@ NaN never passes unless the reference is NaN there; infinities must match.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -88,6 +89,12 @@ def compare(
     bad = ~ok
     n_bad = int(bad.sum())
     fin_diff = diff[finite]
+    if out.dtype.is_floating_point:
+        # An error smaller than the output dtype can hold is the reference
+        # rounding to it (fp16 holds nothing below 6e-8), not the kernel's:
+        # it read as "max abs err 3.07e-202" for an fp16 case. Shown as 0.
+        tiny = torch.finfo(out.dtype).smallest_normal * torch.finfo(out.dtype).eps
+        fin_diff = torch.where(fin_diff < tiny / 2, 0.0, fin_diff)
     max_abs = float(fin_diff.max()) if fin_diff.numel() else 0.0
     rel = fin_diff / r[finite].abs().clamp_min(atol if atol > 0 else 1e-30)
     max_rel = float(rel.max()) if rel.numel() else 0.0
@@ -125,10 +132,16 @@ def worst(a: float | None, b: float | None) -> float | None:
     return max(a, b)
 
 
-def describe_mismatch(report: Comparison) -> str:
+def describe_mismatch(
+    report: Comparison, inputs: Sequence[object] = (), nan_at: Sequence[str] = ()
+) -> str:
+    """A wrong output in words. `inputs`: the case's arguments (a NaN where
+    the answer is a number, with -inf among them, is named as the online
+    softmax's exp(-inf - (-inf))); `nan_at`: the kernel lines where the
+    interpreter made a NaN from numbers (the sandbox's word, advice only)."""
     parts = [f"{report.mismatches} of {report.numel} elements wrong"]
     if report.nan:
-        parts.append(f"{report.nan} NaN (unwritten or overflowed?)")
+        parts.append(nan_words(report.nan, _has_neg_inf(inputs), nan_at))
     parts.append(
         f"max abs err {value_text(report.max_abs)}, max rel err {value_text(report.max_rel)}"
     )
@@ -138,6 +151,29 @@ def describe_mismatch(report: Comparison) -> str:
             f"expected {value_text(b.expected, '.6g')}"
         )
     return "; ".join(parts)
+
+
+def nan_words(count: int, neg_inf: bool, nan_at: Sequence[str] = ()) -> str:
+    """What a NaN where the answer is a number most likely is."""
+    where = f", first made at {' and '.join(nan_at[:2])}" if nan_at else ""
+    if neg_inf:
+        return (
+            f"{count} NaN where the answer is a number: your inputs hold -inf (masked "
+            "positions), and exp(-inf - (-inf)) is NaN: a running max that is still -inf "
+            f"(a row or tile all -inf so far) subtracted from -inf{where}"
+        )
+    return (
+        f"{count} NaN where the answer is a number (an element never written, 0/0, "
+        f"inf - inf, or an overflow){where}"
+    )
+
+
+def _has_neg_inf(inputs: Sequence[object]) -> bool:
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+            if bool(torch.isneginf(t).any()):
+                return True
+    return False
 
 
 def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from gpulab.check.events import CaseDone, Correct, Graded, Stage
 from gpulab.check.frames import Broken, Raised
@@ -39,7 +39,13 @@ class Channel(Protocol):
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None: ...
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None: ...
+    def stage(
+        self,
+        text: str,
+        done: int | None = None,
+        total: int | None = None,
+        allow_s: float | None = None,
+    ) -> None: ...
 
 
 class CaseContext(Protocol):
@@ -81,6 +87,13 @@ class GradeContext:
     device_label: str | None = None
     # The replay's sandbox on the CPU (gpulab.judge.replay), or None.
     replayer: Replayer | None = None
+    # The last call's kernel lines where the interpreter made a NaN from
+    # numbers (the sandbox's word, gpulab.sandbox.nan_watch): advice in the
+    # message of a case whose result holds NaN.
+    nan_at: tuple[str, ...] = ()
+    # Keys of the result's JSON (`--json`) that the report does not show:
+    # the grader's own bookkeeping, in words the lessons never introduce.
+    json_only: dict[str, Any] = field(default_factory=dict)
     # The judge's own: the seed mixed into every case's (never sent anywhere),
     # and a folder of its own a sandbox may write into (lesson 07's trace).
     secret_seed: int = 0
@@ -105,8 +118,16 @@ class GradeContext:
         """A public seed mixed with this run's secret one."""
         return (public * 1_000_003 + self.secret_seed) % (2**31 - 1)
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
-        if done is None:
+    def stage(
+        self,
+        text: str,
+        done: int | None = None,
+        total: int | None = None,
+        allow_s: float | None = None,
+    ) -> None:
+        if allow_s is not None:
+            self.channel.stage(text, done, total, allow_s)
+        elif done is None:
             self.channel.stage(text)
         else:
             self.channel.stage(text, done, total)

@@ -98,6 +98,7 @@ def grade_request(
     rest: dict[str, object] = {"mode": mode}
     if ctx.warmed:
         rest["compiled_ahead"] = ctx.warmed
+    rest.update(ctx.json_only)
     return CheckResult(
         status,
         summary,

@@ -43,6 +43,8 @@ from gpulab.check.frames import (
     flat_args,
 )
 from gpulab.check.protocol import Kwargs
+from gpulab.check.status import Status
+from gpulab.judge.allowance import CaseClock
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
     DEFAULT_TOLERANCE,
@@ -54,6 +56,7 @@ from gpulab.judge.context import GradeFailed
 from gpulab.judge.remote import storage_bytes
 from gpulab.judge.replay import (
     MISMATCH,
+    REPLAY_KILLED,
     CopyMap,
     Result,
     copy_map,
@@ -491,6 +494,7 @@ def guarded_call(
         refs_out=refs,
     )
     report = reply.report
+    ctx.nan_at = report.nan_at
     if keep is not None:
         keep.record, keep.refs, keep.expect = report.replay, refs, expect
     off = report.audit_off or ""
@@ -549,8 +553,10 @@ def check_cases(
     # One profile for all the cases (about 0.15 s a call saved on an H200).
     span = AuditSpan() if audited else None
     invariant: list[str] = []  # cases whose answer g(x) does not change (_again)
+    clock = _case_clock(ctx, cases)
     for i, case in enumerate(cases):
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        allow = clock.start(i) if clock is not None else None
+        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow)
         keep = Kept() if replayer is not None else None
         try:
             if keep is not None and ctx.device == "cuda" and _first_of_pair(draws, paired, case):
@@ -618,7 +624,9 @@ def check_cases(
             }
         )
         if rep.mismatches:
-            record["detail"] = describe_mismatch(rep)
+            record["detail"] = describe_mismatch(
+                rep, (*case.args, *case.kwargs.values()), ctx.nan_at
+            )
             record["first_bad"] = rep.first_bad_json()
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
             other = _same_launches(draws, case, keep.record)
@@ -658,13 +666,19 @@ def check_cases(
     if span is not None:
         span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last case")
+        ctx.stage(
+            "your kernels again, apart from your code: the last case",
+            allow_s=clock.last() if clock is not None else None,
+        )
         collected = replayer.collect()
         if not audited:
             audit_again(ctx, spec, fn, by_name, guards, collected)
         replay_verdict(ctx, collected)
-    if invariant:
-        ctx.notes.append(INVARIANT_NOTE.format(cases=", ".join(invariant)))
+    if invariant:  # the grader's bookkeeping, in --json only (issue 48: jargon in the notes)
+        ctx.json_only["replay_scale_invariant"] = {
+            "cases": invariant,
+            "why": INVARIANT_NOTE.format(cases=", ".join(invariant)),
+        }
 
 
 def audit_again(
@@ -687,6 +701,14 @@ def audit_again(
     if case is not None:
         ctx.stage(f"case {case.name} again, under torch's profiler: what ran outside your kernels")
         guarded_call(ctx, spec, fn, case, guards, None, None, True)
+
+
+def _case_clock(ctx: GradeContext, cases: list[Case]) -> CaseClock | None:
+    """Each case's own time limit, where the lab lets the judge give it
+    (a CPU check with no limit of the learner's: gpulab.judge.allowance)."""
+    if not ctx.interpreter or not ctx.request.timeout_cap:
+        return None
+    return CaseClock(cases)
 
 
 def _again(
@@ -864,6 +886,9 @@ def replay_verdict(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:
     if verdict is None:
         return
     name, why = verdict
+    if why.startswith(REPLAY_KILLED):  # its process killed from outside: not the kernels
+        summary, _, advice = why[len(REPLAY_KILLED) :].partition(". ")
+        raise GradeFailed(summary, advice, status=Status.ERROR)
     if why.startswith(AGAIN_MISMATCH):
         ctx.add_case(
             case_row(name=f"{name}, your kernels alone on other inputs", passed=False, detail=why)

@@ -23,13 +23,13 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import site
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -62,26 +62,40 @@ GIB = 1 << 30
 class Channel:
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        # Frames are written from the main thread and, once, from the thread
+        # that answers the lab's SIGUSR1 (gpulab.judge.stuck): one at a time.
+        self._lock = threading.Lock()
         self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
         self.texts: list[str] = ["start"]  # each mark's own words
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
-        protocol.write_frame(self.fd, event.to_json())
+        self.write(event.to_json())
+
+    def write(self, frame: JsonObject) -> None:
+        with self._lock:
+            protocol.write_frame(self.fd, frame)
 
     def finish(self, result: CheckResult) -> None:
         """The check's last frame: its result, as JSON (the lab reads it back
         field by field, trusting nothing of it)."""
-        protocol.write_frame(self.fd, {"type": "result", "result": result.to_json()})
+        self.write({"type": "result", "result": result.to_json()})
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+    def stage(
+        self,
+        text: str,
+        done: int | None = None,
+        total: int | None = None,
+        allow_s: float | None = None,
+    ) -> None:
         """A stage's words, and where there are steps, how many are done of
-        how many (numbers, so the lab never reads them back out of words)."""
+        how many (numbers, so the lab never reads them back out of words);
+        `allow_s`, the seconds this stage may take (gpulab.judge.allowance)."""
         self.marks.append((protocol.stage_kind(text), time.monotonic()))
         self.texts.append(text)
         if done is not None and total:
-            self.send(Stage(text, int(done), int(total)))
+            self.send(Stage(text, int(done), int(total), allow_s))
         else:
-            self.send(Stage(text))
+            self.send(Stage(text, allow_s=allow_s))
 
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen
@@ -184,27 +198,48 @@ def owner_only(cache: Path) -> None:
 
 
 # A file's compiler cache as its check leaves it, at most: past either, it
-# is emptied (a GPU check's Triton cache is a few MB, a few hundred files).
+# is emptied (a GPU check's Triton cache is a few MB, a few hundred files,
+# Inductor's a few folders deep).
 CACHE_BYTES = 1 << 30
 CACHE_ENTRIES = 50_000
+CACHE_DEPTH = 32
 
 
-def trim_cache(cache: Path) -> None:
-    """Remove a file's compiler cache that its check filled past the limits.
-    The sandbox writes it as the user, 256 MiB a file but as many files as
-    it likes, and what it leaves stays on the user's disk for good. Counted
-    without following links, and only until a limit is passed."""
-    used = entries = 0
-    for top, folders, files in os.walk(cache):  # follows no link to a folder
-        for name in folders + files:
-            entries += 1
-            with contextlib.suppress(OSError):
-                used += os.lstat(os.path.join(top, name)).st_blocks * 512
-            if entries > CACHE_ENTRIES or used > CACHE_BYTES:
-                # A spare made for the next check finds its cache gone and
-                # starts afresh (judge(): `prepared.cache.is_dir()`).
-                shutil.rmtree(cache, ignore_errors=True)  # rmtree follows no links
-                return
+def trim_cache(cache: Path) -> str:
+    """Empty a file's compiler cache that its check filled past the limits
+    or left anything odd in; "" when it was left as it was, else a note
+    saying what was found. The sandbox writes it as the user, 256 MiB a file
+    but as many files and folders as it likes, and what it leaves stays on
+    the user's disk for good and is bound into the file's next check.
+    Counted without recursion and without following links
+    (gpulab.safetree): a cache of 1500 nested folders made os.walk raise
+    RecursionError, and every later check of that file failed with it.
+    Anything but plain files and folders (a link, a fifo, a folder it cannot
+    read) is not reasoned about: the cache is set aside (renamed, so the
+    check goes on at once) and removed. Never raises."""
+    from gpulab.safetree import clear_trash, set_aside, survey
+
+    try:
+        found = survey(
+            cache, max_depth=CACHE_DEPTH, max_entries=CACHE_ENTRIES, max_bytes=CACHE_BYTES
+        )
+        if found.clean:
+            clear_trash(cache.parent)  # what an earlier trim could not finish
+            return ""
+        # A spare made for the next check finds its cache gone and starts
+        # afresh (judge(): `prepared.cache.is_dir()`).
+        set_aside(cache)
+    except Exception as exc:  # noqa: BLE001 - never the check's failure
+        return f"gpulab could not look through this file's compiler cache ({exc})."
+    if found.odd:
+        return (
+            f"gpulab emptied this file's compiler cache ({cache}): it held {found.odd}, "
+            "which a compiler never leaves there. Your kernels compile afresh."
+        )
+    return (
+        f"gpulab emptied this file's compiler cache ({cache}): it held more than "
+        f"{CACHE_ENTRIES} entries or {CACHE_BYTES >> 20} MiB. Your kernels compile afresh."
+    )
 
 
 def policy_for(
@@ -276,7 +311,9 @@ def policy_for(
         hidden=hidden,
         listable=[str(pkg.parent), str(learner.parent)],
         write=write,
-        cpu_seconds=int(float(request.timeout or 300)) + 30,
+        # The longest the lab may let the check run (a CPU check's cases may
+        # be given more than its first limit: gpulab.judge.allowance).
+        cpu_seconds=int(max(float(request.timeout or 300), request.timeout_cap or 0)) + 30,
         file_bytes=256 << 20,
         address_space=24 * GIB if device == "cpu" else None,
         blocked_modules=blocked_modules(),
@@ -397,8 +434,36 @@ _CACHES: list[Path] = []
 
 
 def remove_folders() -> None:
+    from gpulab.safetree import remove_tree
+
     while _FOLDERS:
-        shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)  # rmtree follows no links
+        # Without recursion: a sandbox may nest its private folder 1500 deep
+        # (shutil.rmtree recurses on Python 3.11), and follows no links.
+        remove_tree(_FOLDERS.pop())
+
+
+# Below this much memory a spare keeps one sandbox warm, not two: the
+# replay's starts when its check begins. An idle lab held 1000 MB RSS (733
+# MB PSS) with torch 2.13's CPU build, the replay's sandbox 295 MB (209 MB)
+# of it, and about 1.9 GB with torch's CUDA build, 600-670 MB a sandbox
+# (issue 48; docs/grading.md, "The spare judge").
+SMALL_MEMORY_BYTES = 8 << 30
+
+
+def small_memory() -> bool:
+    """A machine where a spare keeps one sandbox warm (MemTotal below
+    SMALL_MEMORY_BYTES); GPULAB_SPARE_SANDBOXES=1 or 2 says so instead."""
+    said = os.environ.get("GPULAB_SPARE_SANDBOXES", "")
+    if said in ("1", "2"):
+        return said == "1"
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 < SMALL_MEMORY_BYTES
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 class Prepared:
@@ -433,12 +498,14 @@ class Prepared:
         self.outbox.mkdir(mode=0o700)
         self.replay_dirs: list[Path] = []
         cache = cache_dir(request, self.private)
+        # Notes for the check's result: what the trims of its cache found.
+        self.notes: list[str] = []
         try:
             cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             owner_only(cache)
             # What a check this judge never closed left (one stopped at its
             # timeout: SIGTERM, then SIGKILL 3 s later).
-            trim_cache(cache)
+            self.note(trim_cache(cache))
             cache.mkdir(parents=True, exist_ok=True)
             _CACHES.append(cache)
         except OSError:  # a read-only workspace: this check compiles afresh
@@ -471,7 +538,7 @@ class Prepared:
         self._sandbox = self.fresh(wait=False, hold=True)
         from gpulab.judge.replay import gpu_replay
 
-        if self.device == "cpu" or gpu_replay():
+        if (self.device == "cpu" or gpu_replay()) and not small_memory():
             self._replay = self.fresh_replay(wait=False)
         # What the check's grader imports (torch, triton, its cases).
         from gpulab.judge import harness, loader  # noqa: F401
@@ -589,17 +656,25 @@ class Prepared:
             sys_path=tuple(import_path(Path(self.request.file).resolve())),
         )
 
+    def note(self, text: str) -> None:
+        if text and text not in self.notes:
+            self.notes.append(text)
+
     def close(self) -> None:
+        from gpulab.safetree import remove_tree
+
         for box in (self._sandbox, self._replay):
             if box is not None:
                 box.close()
         self._sandbox = self._replay = None
+        # Without recursion and following no links (gpulab.safetree): the
+        # sandboxes wrote these.
         for d in self.replay_dirs:
-            shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(self.private, ignore_errors=True)
-        shutil.rmtree(self.outbox.parent, ignore_errors=True)  # rmtree follows no links
+            remove_tree(d)
+        remove_tree(self.private)
+        remove_tree(self.outbox.parent)
         if self.cache.parent.parent.name == ".gpulab":  # the workspace's, kept after the check
-            trim_cache(self.cache)
+            self.note(trim_cache(self.cache))
         owner_only(self.cache)
 
 
@@ -622,6 +697,9 @@ def judge(
     # The secret seed is drawn here and never leaves the judge.
     secret_seed = secrets.randbelow(2**31)
     data, unreadable = prepared.data, prepared.problem = read_submission(request.file)
+    from gpulab.judge import stuck
+
+    stuck.watch(request.file, data)
     sandbox = early = replayer = None
     result: CheckResult
     held = contextlib.ExitStack()
@@ -662,6 +740,10 @@ def judge(
             outbox=str(prepared.outbox),
         )
         result = with_keys(result, verdict="judge")
+        from gpulab.judge.print_note import note as print_note
+
+        if said := print_note(data):  # print() in a kernel: the interpreter and a GPU differ
+            result = replace(result, notes=[*(result.notes or []), said])
         if replayer is None and device == "cuda" and request.timing:
             from gpulab.judge.replay import REPLAY_OFF_NOTE
 
@@ -707,6 +789,8 @@ def judge(
     if sandbox is not None:
         result = replace(result, output=sandbox.output.text())
         result = with_keys(result, isolation=sandbox.isolation)
+    if prepared.notes:  # what the trims of this file's compiler cache found
+        result = replace(result, notes=[*(result.notes or []), *prepared.notes])
     return result
 
 
@@ -725,8 +809,14 @@ def main() -> int:
     spare = "--spare" in sys.argv[1:]
     channel = Channel(int(os.environ.pop("GPULAB_EVENTS_FD")))
     harden_judge()
+    from gpulab.judge import stuck
+
+    stuck.install(channel.write)  # where the code was, when the lab's time runs out
 
     def stop(signum: int, frame: Any) -> None:
+        # Once: a second SIGTERM inside this handler ended it half-way
+        # through removing its folders (they were left in the temp folder).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_descendants()
         for cache in _CACHES:  # a check stopped at its timeout closes nothing
             trim_cache(cache)
@@ -747,6 +837,7 @@ def main() -> int:
                 prepared.finish_ahead()
             raw = sys.stdin.readline()
         if not raw.strip():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ending anyway: clean up whole
             if prepared is not None:
                 prepared.close()
             kill_descendants()
@@ -770,6 +861,10 @@ def main() -> int:
     try:
         channel.finish(result)
     finally:
+        # The lab stops a judge that has sent its result and not ended yet;
+        # its SIGTERM, arriving here, ended the clean-up half-way (folders
+        # left in the temp folder on a loaded machine).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_descendants()
         remove_folders()
         sys.stdout.flush()

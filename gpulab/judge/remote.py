@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,10 @@ class Output:
                     chunk = chunk[room:]
                 self.tail = (self.tail + chunk)[-OUTPUT_TAIL:]
 
+    def recent(self) -> str:
+        """What was printed so far, the tail last (without waiting for the end)."""
+        return (self.head + self.tail).decode("utf-8", "replace")
+
     def text(self) -> str:
         self._thread.join(timeout=1)
         shown = len(self.head) + len(self.tail)
@@ -152,6 +157,14 @@ class Output:
         if self.total > shown:
             middle = f"\n… {self.total - shown} bytes of output left out …\n".encode()
         return (self.head + middle + self.tail).decode("utf-8", "replace")
+
+
+# Every sandbox this judge started, for gpulab.judge.stuck to ask where it is.
+_LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
+def live_sandboxes() -> list[Sandbox]:
+    return [s for s in list(_LIVE) if s.proc.poll() is None]
 
 
 class Sandbox:
@@ -242,6 +255,7 @@ class Sandbox:
         self.sock = ours
         self.fd = ours.fileno()
         self.output = Output(out_r)
+        _LIVE.add(self)
         self.killed_by_judge = ""
         self.pending = False
         # The sandbox said it was running the learner's file (Importing):

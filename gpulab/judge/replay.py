@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,11 @@ WHY = (
     "gpulab runs the Triton kernels your function launched a second time, on its own "
     "copy of the inputs, in a process where nothing else of your file runs. "
 )
+
+
+# The start of a replay's verdict when its process was killed by a signal
+# (gpulab.judge.kernel.replay_verdict: an error of the check's, not a case).
+REPLAY_KILLED = "killed: "
 
 
 def gpu_replay() -> bool:
@@ -350,6 +356,15 @@ class Replayer:
         }
 
     def _died(self, exc: Exception) -> str:
+        from gpulab.check.crashes import killed_words
+
+        try:
+            code = self.sandbox.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        killed = killed_words("gpulab's replay process", code)
+        if killed is not None:  # a signal from outside: not the kernels' doing
+            return REPLAY_KILLED + f"{killed[0]}. {killed[1]}"
         output = self.sandbox.output.text()[-1500:]
         return WHY + f"The replay's process stopped ({exc}).\n{output}".rstrip()
 

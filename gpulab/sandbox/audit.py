@@ -35,7 +35,9 @@ import torch
 _OWN = f"gpulab::own::{secrets.token_hex(6)}"
 _END = f"gpulab::end::{secrets.token_hex(6)}"
 _WIN = f"gpulab::call::{secrets.token_hex(6)}"
+_PRINT = f"gpulab::print::{secrets.token_hex(6)}"
 _opened = 0
+_printed = 0
 
 STOPPED = "the profiler was stopped during your call"
 IMITATED = "a profiler range named like gpulab's own"
@@ -161,6 +163,16 @@ def own() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def printing() -> Iterator[None]:
+    """A print's copies of a tensor to the host (gpulab.sandbox.printing): on
+    a GPU its device-to-host copies are a print's, not maths on the CPU."""
+    global _printed
+    _printed += 1
+    with _range(_PRINT):
+        yield
+
+
 def _range(name: str) -> Any:
     # _RecordFunctionFast opens the range without an aten op of its own
     # (record_function's enter/exit are ops, which EagerGuard would see).
@@ -192,6 +204,7 @@ class Audit:
         self.stopped_early = False
         self._prof: Any = None
         self._opened_before = 0
+        self._printed_before = 0
         self._switch_on = False
         self.unavailable = ""  # why the profiler could not start, if it could not
 
@@ -203,6 +216,7 @@ class Audit:
             activities.append(ProfilerActivity.CUDA)
         config, self.all_threads = _all_threads()
         self._opened_before = _opened
+        self._printed_before = _printed
         try:
             self._prof = profile(
                 activities=activities, record_shapes=True, experimental_config=config
@@ -246,18 +260,26 @@ class Audit:
             return []
         if self.stopped_early:
             return [STOPPED]
-        ours = sum(1 for e in self.events if e.name == _OWN)
-        if ours > _opened - self._opened_before:
+        if self._imitated(self.events):
             return [IMITATED]
         return self.findings_in(self.events, launched)
+
+    def _imitated(self, events: list[Any]) -> bool:
+        """More ranges of gpulab's names than gpulab opened: a learner's."""
+        ours = sum(1 for e in events if e.name == _OWN)
+        prints = sum(1 for e in events if e.name == _PRINT)
+        return ours > _opened - self._opened_before or prints > _printed - self._printed_before
 
     def findings_in(self, events: list[Any], launched: set[str]) -> list[str]:
         """findings() for a part of the profile (one call's window)."""
         found: list[str] = []
         reads, n_reads = _scalar_reads(events), 0
+        prints = [e.time_range for e in events if e.name == _PRINT]
         for e in events:
             name = e.name
             if self.device == "cuda" and _on_gpu(e):
+                if "Memcpy DtoH" in name and _inside(e, prints):
+                    continue  # a print's copy (gpulab.sandbox.printing)
                 if "Memcpy DtoH" in name:
                     # One value read back (a flag, a size) is a wrapper's
                     # business; the bytes to do maths on the CPU are not.
@@ -345,9 +367,8 @@ class SpanAudit:
         if audit.stopped_early:
             return [[STOPPED] for _ in range(n)]
         events = audit.events
-        ours = sum(1 for e in events if e.name == _OWN)
         windows = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == _WIN)
-        if ours > _opened - audit._opened_before or len(windows) != n:
+        if audit._imitated(events) or len(windows) != n:
             return [[IMITATED] for _ in range(n)]
         parts: list[list[Any]] = [[] for _ in range(n)]
         starts = [s for s, _ in windows]
@@ -409,7 +430,7 @@ def _events(prof: Any) -> list[Any]:
         is_op = name.startswith("aten::")
         if is_op and name[6:] in ALLOWED and name != "aten::_local_scalar_dense":
             continue
-        if not is_op and name not in (_OWN, _END, _WIN):
+        if not is_op and name not in (_OWN, _END, _WIN, _PRINT):
             continue
         thread = k.start_thread_id()
         ev = Ev(name, device, k.start_ns(), k.end_ns(), thread)
@@ -482,6 +503,11 @@ def _take_read(copy: Any, reads: list[Any]) -> bool:
             reads.remove(read)
             return True
     return False
+
+
+def _inside(copy: Any, spans: list[Any]) -> bool:
+    i = copy.time_range
+    return any(s.start <= i.start and i.end <= s.end for s in spans)
 
 
 def _on_gpu(e: Any) -> bool:

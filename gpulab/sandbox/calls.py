@@ -4,9 +4,10 @@ the guards saw; the judge compares and decides."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -159,6 +160,20 @@ def split_result(out: Any, rest: int) -> tuple[Any, list[Any]]:
     return out, []
 
 
+@contextlib.contextmanager
+def _nan_lines(server: Any) -> Iterator[list[str]]:
+    """On the CPU, the kernel lines where the interpreter made a NaN from
+    numbers (gpulab.sandbox.nan_watch): the judge names them for a result
+    with NaN where the answer is a number."""
+    if server.device != "cpu":
+        yield []
+        return
+    from gpulab.sandbox.nan_watch import nan_lines
+
+    with nan_lines(server.file) as found:
+        yield found
+
+
 def _run_guarded(
     server: Any,
     fn: Any,
@@ -198,7 +213,8 @@ def _run_guarded(
                 watch = copy_watch(launches.recording)
         with span.window() if span is not None else _Null() as window:
             with eg if eg is not None else _Null(), watch if watch is not None else _Null():
-                out = learner.call(fn, server.file, *args, **kwargs)
+                with _nan_lines(server) as nan_at:
+                    out = learner.call(fn, server.file, *args, **kwargs)
             _sync()  # inside the audit: CUPTI reports the kernels that have run
     kernels = {la.kernel for la in launches.launches}
     watcher = span.audit if span is not None else audit
@@ -241,6 +257,7 @@ def _run_guarded(
         wrote_out=provenance["wrote_out"],
         altered_after=provenance["altered_after"],
         aliases_input=provenance["aliases_input"],
+        nan_at=tuple(nan_at),
     )
     return whole, report, launches.recording
 

@@ -24,7 +24,12 @@ class LessonActions(LabShell):
     """The shell's lesson actions; GpulabApp binds keys to them."""
 
     # --- opening lessons ----------------------------------------------------------
-    def open_lesson(self, lesson: Lesson | None, *, remember: bool = True) -> None:
+    def open_lesson(
+        self, lesson: Lesson | None, *, remember: bool = True, keep_results: bool = False
+    ) -> None:
+        """Open `lesson`'s text and exercise. `keep_results`: the Results
+        pane keeps the check it shows (a step that just passed, whose
+        results the learner has not read yet) and says what opened."""
         if lesson is None:
             return
         pane = self.query_one(ExercisePane)
@@ -62,10 +67,13 @@ class LessonActions(LabShell):
         self.update_summary()
         self._pane("lesson").set_lesson(lesson, self.workspace.hint_level(lesson.exercise))
         pane.set_lesson(lesson, path)
-        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
-        self._pane("results").show_idle(
-            lesson, self.workspace.last_result(lesson.exercise), attempts
-        )
+        if keep_results:
+            self._pane("results").note_opened(lesson)
+        else:
+            attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+            self._pane("results").show_idle(
+                lesson, self.workspace.last_result(lesson.exercise), attempts
+            )
         self._pane("roofline").set_lesson(lesson)
         self.watch_file(path)
         self.prepare_spare(lesson, path)
@@ -128,7 +136,8 @@ class LessonActions(LabShell):
             return ""  # they have moved on meanwhile: leave them where they are
         if self.query_one(ExercisePane).unsaved_reason():
             return f"Next: {nxt.step_label}, {nxt.exercise_title} (n)."
-        self.open_lesson(nxt)
+        # The passing results stay on screen: they were the point of the check.
+        self.open_lesson(nxt, keep_results=True)
         return f"On to {nxt.step_label}: {nxt.exercise_title}."
 
     # --- VIEW and EDIT modes of the Exercise pane ---------------------------------------
@@ -202,7 +211,10 @@ class LessonActions(LabShell):
                     f"cannot create your copy of {lesson.exercise}: {exc}", severity="error"
                 )
                 return
-        self.action_show_pane("results")
+        # A watch-mode check of the learner's typing here leaves them typing:
+        # its verdict comes as a toast, and the Results pane has the rest.
+        if not (from_watch and self.editor_mode() == "edit"):
+            self.action_show_pane("results")
         self.start_check(lesson, path, explain=explain)
 
     def action_cancel_check(self) -> None:
@@ -221,8 +233,8 @@ class LessonActions(LabShell):
         if self.watch_mode:
             name = self.query_one(ExercisePane).path
             self.notify(
-                f"Every save of {name} re-runs the check (from this editor with "
-                "ctrl+s, or from your own editor). w stops.",
+                f"Every save of {name} re-runs the check: here (ctrl+s, or the "
+                "autosave a second after you stop typing) or in your own editor. w stops.",
                 title="Watch mode on",
                 timeout=5,
             )
@@ -242,8 +254,14 @@ class LessonActions(LabShell):
 
     @on(ExerciseSaved)
     def _saved(self, event: ExerciseSaved) -> None:
-        if event.explicit and self.watch_mode:
+        """Watch mode re-checks on every save of the in-lab editor, ctrl+s
+        and the autosave alike, as on every save of another editor (the file
+        watcher ignores the lab's own writes). It never did: only ctrl+s was
+        meant to, and after the autosave ctrl+s found nothing to save."""
+        if self.watch_mode:
             self.action_check(from_watch=True)
+        elif not event.changed:
+            self.notify(f"{event.path.name}: nothing to save", timeout=2)
 
     # --- hints, reset, solution ------------------------------------------------------
     def action_hint(self) -> None:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from gpulab.course.workspace import Workspace, WorkspaceError
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
+from gpulab.tui.keep_up import POLL_S, KeepUp
 from gpulab.tui.screens import HelpScreen, NoticeScreen, SolutionScreen
 from gpulab.tui.shell import PANES, TITLES
 from gpulab.tui.sidebar import LessonList
@@ -40,6 +42,7 @@ LESSON_ACTIONS = {
 
 
 NOTE_CHARS = 160
+RESTART = 75  # the app's exit value that asks run_app to start gpulab again
 
 
 def short_note(text: str) -> str:
@@ -124,6 +127,11 @@ class GpulabApp(LessonActions):
         for warning in self.startup_notes:
             self.notify(short_note(warning), severity="warning", timeout=10, markup=False)
         self.say_if_unwritable()
+        # Progress another gpulab process records, and gpulab itself
+        # reinstalled under the lab (keep_up.py): stamped once a second.
+        self.keep_up = KeepUp((self.workspace.state_path,))
+        self.package_changed_error = ""  # why the lab ended, when gpulab changed under it
+        self.set_interval(POLL_S, self._keep_up, name="keep-up")
         self.open_lesson(self._initial_lesson(), remember=False)
         if self.query_one("#sidebar").display:
             self.query_one(LessonList).focus()
@@ -140,6 +148,62 @@ class GpulabApp(LessonActions):
                 title="Welcome back",
                 timeout=4,
             )
+
+    # --- keeping up with what changes outside the lab (keep_up.py) -------------
+    def _keep_up(self) -> None:
+        if self._main_screen() is None:
+            return
+        if self.keep_up.package_newly_changed():
+            self.notify(
+                "gpulab was reinstalled or updated while this lab was open. Your work "
+                "is saved; restart the lab to use the new version: ctrl+p, "
+                '"Restart the lab" (or q, then gpulab).',
+                title="gpulab changed",
+                severity="warning",
+                timeout=30,
+                markup=False,
+            )
+        if self.keep_up.progress_changed():
+            self.progress_from_elsewhere()
+
+    def progress_from_elsewhere(self) -> None:
+        """Another gpulab process (a `gpulab check` or `gpulab watch` in
+        another terminal) recorded progress: the sidebar, and the open
+        exercise's result when no check of the lab's is on screen."""
+        self.query_one(LessonList).rebuild()
+        self.update_summary()
+        lesson = self.lesson
+        if lesson is None or self.checking:
+            return
+        attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
+        self._pane("results").show_idle(
+            lesson, self.workspace.last_result(lesson.exercise), attempts
+        )
+
+    def _handle_exception(self, error: Exception) -> None:
+        # A lazy import that fails once gpulab changed on disk is that change
+        # (a reinstall took the files this lab imported from), not a bug.
+        # Textual stops the message loop an exception escapes from, so the
+        # lab cannot go on: it ends as it would on a crash, with the edit
+        # saved and no traceback, and run_app says what happened and offers
+        # to start the new gpulab.
+        if isinstance(error, ImportError) and (
+            self.keep_up.package_changed or self.keep_up.package_newly_changed()
+        ):
+            self.package_changed_error = f"{type(error).__name__}: {error}"
+            with contextlib.suppress(Exception):
+                self._save_edit()
+            self._return_code = 1
+            self._close_messages_no_wait()
+            return
+        super()._handle_exception(error)
+
+    def action_restart(self) -> None:
+        """Quit, saving the edit, and start gpulab again (run_app does)."""
+        pane = self.query_one(ExercisePane)
+        if pane.dirty:
+            pane.save()
+        self.exit(RESTART)
 
     def action_startup_notes(self) -> None:
         """The start's warnings in full (their toasts were cut short)."""
@@ -243,4 +307,32 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
         print(f"gpulab: cannot open the workspace: {exc}", file=sys.stderr)
         return 2
     code = app.run()
-    return int(code or 0)
+    changed = getattr(app, "package_changed_error", "")
+    if code == RESTART or (changed and restart_wanted(changed)):
+        # This process holds the old gpulab: a new one, found as `python -m
+        # gpulab` finds it, opens where the learner was (their edit is saved).
+        import os
+
+        os.execv(sys.executable, [sys.executable, "-m", "gpulab", *sys.argv[1:]])
+    return 1 if changed else int(code or 0)
+
+
+def restart_wanted(error: str, ask: Any = input) -> bool:
+    """After the lab ended because gpulab changed under it: say so, and ask
+    (in a terminal) whether to start the new one."""
+    import sys
+
+    print(
+        "gpulab changed on disk while the lab was open (a reinstall or an update), and "
+        f"the lab could not load a part of it it had not loaded yet ({error}). Your work "
+        "is saved.",
+        file=sys.stderr,
+    )
+    if not sys.stdin.isatty():
+        print("Start gpulab again to use the new version.", file=sys.stderr)
+        return False
+    try:
+        answer = ask("Start the new gpulab now? [Y/n] ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("", "y", "yes")

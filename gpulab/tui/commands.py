@@ -70,6 +70,11 @@ class GpulabCommands(Provider):
         )
         yield ("help: this pane", partial(run, "help"), "? or F1")
         yield ("help: welcome", partial(run, "welcome"), "the welcome screen again")
+        yield (
+            "Restart the lab",
+            partial(run, "restart"),
+            "quit and start gpulab again (after a reinstall or an update); your edit is saved",
+        )
         if getattr(app, "startup_notes", None):
             yield ("startup: notes", partial(run, "startup_notes"), "the start's warnings in full")
         course = getattr(app, "course", None)

@@ -347,7 +347,10 @@ class ExercisePane(Vertical):
         self._stop_timer()
         if not self.dirty or self.path is None:
             if explicit and self._loaded and self.path is not None:
-                self.app.notify(f"{self.path.name}: nothing to save", timeout=2)
+                # ctrl+s after the autosave: the file is saved already, and
+                # in watch mode the learner still means "check it" (the app
+                # decides; it says "nothing to save" otherwise).
+                self.post_message(ExerciseSaved(self.path, explicit, changed=False))
             return True
         if self._asking:
             return False

@@ -20,11 +20,12 @@ from gpulab.device.devinfo import GpuInfo
 class CheckStarted(Message):
     """The shell started a check of `lesson` (published on the check bus, not posted)."""
 
-    def __init__(self, run_id: int, lesson: Lesson, device: str) -> None:
+    def __init__(self, run_id: int, lesson: Lesson, device: str, limit: float = 0.0) -> None:
         super().__init__()
         self.run_id = run_id
         self.lesson = lesson
         self.device = device
+        self.limit = limit  # the check's time limit in seconds (0: not known)
 
 
 class CheckProgress(Message):
@@ -68,12 +69,14 @@ class GpuDetected(Message):
 
 
 class ExerciseSaved(Message):
-    """The Exercise pane wrote the exercise file (explicit: ctrl+s, not the autosave)."""
+    """The Exercise pane saved the exercise file (explicit: ctrl+s, not the
+    autosave; changed False: ctrl+s found it saved already)."""
 
-    def __init__(self, path: Path, explicit: bool) -> None:
+    def __init__(self, path: Path, explicit: bool, changed: bool = True) -> None:
         super().__init__()
         self.path = path
         self.explicit = explicit
+        self.changed = changed
 
 
 class RooflineBuilt(Message):

@@ -108,6 +108,12 @@ def progress_text(event: Event) -> str:
     return ""
 
 
+def elapsed_text(elapsed: float, limit: float) -> str:
+    """'12.3 s of 60 s': the time a check has run against its limit, which
+    it is stopped at (an infinite loop runs until then)."""
+    return f"{elapsed:4.1f} s of {limit:g} s" if limit else f"{elapsed:4.1f} s"
+
+
 class ResultsPane(VerticalScroll):
     """Progress while a check runs; afterwards the report and the history."""
 
@@ -121,9 +127,11 @@ class ResultsPane(VerticalScroll):
         self.lesson: Lesson | None = None  # the lesson shown (opened or being checked)
         self._started = 0.0
         self._stage = ""
+        self._limit = 0.0  # the running check's time limit, shown as it counts
         self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
+        yield Static("", id="opened-note")
         with Vertical(id="progress-row"):
             yield Static("", id="progress-text")
             yield ProgressBar(total=None, show_eta=False, id="progress-bar")
@@ -132,13 +140,14 @@ class ResultsPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one("#progress-row").display = False
+        self.query_one("#opened-note").display = False
         self._checks.started.subscribe(self, self._check_started, immediate=True)
         self._checks.progress.subscribe(self, self._check_progress, immediate=True)
         self._checks.finished.subscribe(self, self._check_finished, immediate=True)
 
     # --- the check bus (check_bus.py): the latest check only ------------------------
     def _check_started(self, message: CheckStarted) -> None:
-        self.start(message.lesson, message.device)
+        self.start(message.lesson, message.device, message.limit)
 
     def _check_progress(self, message: CheckProgress) -> None:
         self.progress(message.event)
@@ -151,11 +160,27 @@ class ResultsPane(VerticalScroll):
             attempts = self.workspace.exercise_state(lesson.exercise).get("attempts", [])
             self.finish(message.result, attempts)
 
+    def note_opened(self, lesson: Lesson) -> None:
+        """The lab opened `lesson` after a pass: the passing results stay,
+        with a line above them saying what is open now."""
+        label = f"{lesson.step_label}, " if lesson.step_label else ""
+        note = self.query_one("#opened-note", Static)
+        note.update(
+            Text.assemble(
+                ("Open now: ", "b"),
+                f"{label}{lesson.exercise_title} ({lesson.exercise}): its lesson is pane 1, "
+                "its starter pane 2. Below: the check that passed.",
+            )
+        )
+        note.display = True
+        self.scroll_home(animate=False)
+
     def show_idle(
         self, lesson: Lesson, last: CheckResult | None, attempts: list[dict[str, Any]]
     ) -> None:
         """A lesson was opened: its last result, if any, and its history."""
         self.lesson = lesson
+        self.query_one("#opened-note").display = False
         self._stop_ticker()
         self.query_one("#progress-row").display = False
         if lesson.error or not lesson.ready:
@@ -171,9 +196,11 @@ class ResultsPane(VerticalScroll):
         # After the first paint: building the model reads every result file.
         self.call_after_refresh(self._show_point, last if lesson.ready else None)
 
-    def start(self, lesson: Lesson, device: str) -> None:
+    def start(self, lesson: Lesson, device: str, limit: float = 0.0) -> None:
         self.lesson = lesson
+        self.query_one("#opened-note").display = False
         self._started = time.monotonic()
+        self._limit = limit
         self._stage = "starting a fresh Python process"
         where = {"cpu": " on the CPU (Triton interpreter)", "cuda": " on your GPU"}.get(device, "")
         self.query_one("#progress-row").display = True
@@ -232,7 +259,9 @@ class ResultsPane(VerticalScroll):
 
     def _tick(self) -> None:
         elapsed = time.monotonic() - self._started if self._started else 0.0
-        self.query_one("#progress-text", Static).update(f"{elapsed:4.1f} s  {self._stage}")
+        self.query_one("#progress-text", Static).update(
+            f"{elapsed_text(elapsed, self._limit)}  {self._stage}"
+        )
 
     def _stop_ticker(self) -> None:
         if self._ticker is not None:
@@ -266,11 +295,13 @@ class ResultsPane(VerticalScroll):
 
     @staticmethod
     def _report(result: CheckResult) -> Any:
-        from gpulab.check.report import render
-
         if result.status == Status.CANCELLED:
             return Text("Check cancelled.", style="yellow")
         try:
+            from gpulab.check.report import render
+
             return render(result)
+        except ImportError:
+            raise  # gpulab changed on disk: the app offers a restart (app.py)
         except Exception as exc:  # noqa: BLE001 - a malformed result file must not crash the UI
             return Text(f"could not show this result: {type(exc).__name__}: {exc}", style="red")

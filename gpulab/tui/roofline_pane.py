@@ -122,7 +122,12 @@ class RooflinePane(LazyPane):
         try:
             from gpulab.perf import roofline
 
-            model, why = roofline.workspace_model(self.workspace, gpu)
+            lesson = self.lesson
+            dtype = lesson.roof_dtype if lesson is not None else ""
+            try:  # the lesson's compute roof (fp32 for the triad), where the GPU lists it
+                model, why = roofline.workspace_model(self.workspace, gpu, dtype or None)
+            except ValueError:
+                model, why = roofline.workspace_model(self.workspace, gpu)
         except Exception as exc:  # noqa: BLE001 - a missing module or bad data: say so
             self.post_message(RooflineBuilt(None, "", f"{type(exc).__name__}: {exc}"))
             return

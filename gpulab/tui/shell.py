@@ -60,6 +60,18 @@ TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Ser
 NARROW = 118
 
 
+TOAST_CHARS = 90
+
+
+def exercise_name(lesson: Lesson) -> str:
+    """'step 1 of 3, softmax_row' or 'softmax': what a toast calls it."""
+    return f"{lesson.step_label}, {lesson.exercise}" if lesson.step_label else lesson.exercise
+
+
+def short(text: str, limit: int = TOAST_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "… (3: Results)"
+
+
 # KeysInOrder's _on_key is a handler Textual calls beside App's, not an
 # override of it (gpulab.tui.keyqueue): their signatures need not agree.
 class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
@@ -257,7 +269,11 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         """`write(*args)`, a workspace method that writes progress or a setting;
         None when the workspace cannot be written (said once, with the folder)."""
         try:
-            return write(*args)
+            done = write(*args)
+            keep_up = getattr(self, "keep_up", None)
+            if keep_up is not None:
+                keep_up.seen()  # the lab's own write, not progress from elsewhere
+            return done
         except OSError as exc:
             if not self._unsaved_said:
                 self._unsaved_said = True
@@ -290,10 +306,10 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
         self.checking = True
-        self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device))
         # Planned as `gpulab check` plans it (gpulab.check.plan), here on the UI
         # thread, which alone touches the workspace.
         plan = self._plan(lesson, explain)
+        self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device, plan.timeout))
         if plan.note:
             self.notify(plan.note.replace("--explain", "X"), timeout=8, markup=False)
         self._check_worker(self._run_id, lesson, path, plan, self._cache_root())
@@ -324,9 +340,14 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             return
 
         def start() -> None:
-            timeout = self._plan(lesson).timeout
+            plan = self._plan(lesson)
             request = check_request(
-                lesson, path, timeout=timeout, device=self.device, workspace=self._cache_root()
+                lesson,
+                path,
+                timeout=plan.timeout,
+                device=self.device,
+                workspace=self._cache_root(),
+                timeout_cap=plan.cap,
             )
             spares.prepare(request)
 
@@ -354,6 +375,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             workspace=workspace,
             explain=plan.explain,
             spares=self.spares,
+            timeout_cap=plan.cap,
         )
         result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))
@@ -376,24 +398,27 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         # The panes show it (results, roofline, hints, the sidebar), each
         # deciding what it means to it, before a pass opens the next step.
         self.checks.finished.publish(message)
+        # The toast is short (at 80x24 a six-line toast covered half the
+        # case table for 6 s) and names the exercise checked, a step's
+        # label too; the Results pane has the whole report.
+        name = exercise_name(lesson)
         if result.status == CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.passed:
             moved = self.advance_after_pass(lesson)
-            # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.summary)}\n"
-                + (moved or "The reference solution is unlocked (s); n opens the next lesson."),
-                title="PASS",
-                timeout=6,
+                moved or "The reference solution is unlocked (s); n: the next lesson.",
+                title=f"PASS: {name}",
+                timeout=4,
                 markup=False,
             )
         else:
+            # The summary may quote learner code: shown as text, never markup.
             self.notify(
-                f"{lesson.exercise}: {visible(result.summary)}",
-                title=result.status.value.upper(),
+                short(visible(result.summary)),
+                title=f"{result.status.value.upper()}: {name}",
                 severity="error",
-                timeout=6,
+                timeout=4,
                 markup=False,
             )
 

@@ -288,7 +288,7 @@ def replay(path: str) -> dict:
         }
 
     from gpulab.check.frames import DescArg, DescLayout, View
-    from gpulab.sandbox.replay import _decode
+    from gpulab.sandbox.replay_run import _decode
 
     bufs = [
         torch.frombuffer(bytearray(rec["first"][i]), dtype=torch.uint8).cuda()
@@ -300,7 +300,7 @@ def replay(path: str) -> dict:
 
     def dec(a):
         if "t" in a:
-            from gpulab.sandbox.replay import _view
+            from gpulab.sandbox.replay_run import _view
 
             return _view(bufs, view(a["t"]))
         if "desc" in a:

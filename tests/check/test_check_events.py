@@ -180,14 +180,19 @@ def test_json_of_a_graded_check(fake_judge, tmp_path, capsys):
 
 
 def test_progress_lines_of_a_graded_check(fake_judge, tmp_path, capsys):
+    """Not a terminal (capsys): the progress is on stdout, before the
+    verdict, so a log that keeps stdout and stderr apart, or prints one
+    after the other, reads in order (issue 48)."""
     fake_judge(FRAMES)
     code, out, err = gpulab_check(tmp_path, capsys, "--device", "cpu")
     assert code == 0
-    lines = err.splitlines()
+    lines = out.splitlines()
     assert "… starting" in lines and "… case 1 of 1: 4×8 fp32" in lines
     assert "correct: all 1 cases right; timing now" in lines
     assert "graded: all 1 cases correct; grade B" in lines
     assert "PASS" in out and "a note" in out and "hello" in out
+    assert out.index("graded: all 1") < out.index("PASS")
+    assert "… case" not in err
 
 
 def test_json_of_a_check_that_ended_without_a_result(fake_judge, tmp_path, capsys):

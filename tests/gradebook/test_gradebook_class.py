@@ -11,7 +11,16 @@ import json
 
 import pytest
 
-from tests.gradebook.classroom import CLASS, Replay
+from tests.gradebook.classroom import CLASS, Class, Replay, make_class
+
+
+# Here, not in a tests/gradebook/conftest.py: pytest names every conftest.py
+# outside a package "conftest", so a second one shadowed tests/conftest.py
+# for the test files that import its helpers (CI collected 17 of them as
+# errors). tests/test_suite_shape.py keeps it to one.
+@pytest.fixture
+def klass(tmp_path) -> Class:
+    return make_class(tmp_path)
 
 # (student, exercise) -> (status, final points); 10%/day late, s07 extended.
 EXPECTED = {

@@ -266,6 +266,9 @@ def test_profile_command(run_gpulab, tmp_path):
     assert p.returncode == 0, p.stderr + p.stdout
     assert "Your ranges" in p.stdout and "optimizer_step" in p.stdout
     assert "aten::addmm" in p.stdout
+    # Kineto's own log lines ("USDT: ... profiler_start", and with torch's CUDA
+    # build on a CPU box "gpuGetDeviceCount failed with code 35"): not shown.
+    assert "USDT" not in p.stdout + p.stderr and "gpuGetDeviceCount" not in p.stdout + p.stderr
     assert (tmp_path / "workspace" / "traces" / "nvtx_profile.json").is_file()
     p = run_gpulab("profile", "nvtx_profile", "--print-command")
     assert p.returncode == 0 and p.stdout.startswith("nsys profile") and "\nncu " in p.stdout

@@ -187,7 +187,8 @@ def test_tuple_arguments_are_recorded_and_passed_again():
     import torch
 
     from gpulab.check.frames import LaunchRecord, TupleArg, parse_arg
-    from gpulab.sandbox.replay import Recording, _decode
+    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay_run import _decode
 
     x = torch.arange(12.0).reshape(3, 4)
     rec = Recording({})

@@ -659,7 +659,8 @@ def test_a_gluon_descriptor_keeps_its_layout_through_the_record_and_the_replay()
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from gpulab.check.frames import DescArg, arg_json, parse_arg
-    from gpulab.sandbox.replay import Recording, _decode
+    from gpulab.sandbox.replay import Recording
+    from gpulab.sandbox.replay_run import _decode
 
     x = torch.randn(64, 256, dtype=torch.float16)
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)

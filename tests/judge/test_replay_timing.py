@@ -334,7 +334,7 @@ def test_a_case_timed_from_the_replay_takes_its_times_and_keeps_the_claim(monkey
 ALIAS_CLOCK = """
 L = tl
 CLOCK = L.core.builtins.exec(
-    "import gpulab.sandbox.replay as _r\\n"
+    "import gpulab.sandbox.replay_run as _r\\n"
     "_m = _r._CudaClock.ms\\n"
     "_r._CudaClock.ms = staticmethod(lambda s, e: _m(s, e) / 4)\\n"
 )

@@ -245,7 +245,7 @@ def honest_styles(tmp_path):
     tempfile.tempdir = str(tmp_path)  # the replay's kernels.py files
     import torch
 
-    from gpulab.sandbox.replay import kernels
+    from gpulab.sandbox.replay_run import kernels
 
     x = torch.linspace(-1.0, 1.0, 16, dtype=torch.float32)
     for i, (style, (source, launch)) in enumerate(HONEST.items()):
@@ -292,7 +292,7 @@ def test_every_kept_text_of_the_course_runs_in_the_replays_namespace(tmp_path):
 
 def course_kept_text(tmp_path):
     tempfile.tempdir = str(tmp_path)
-    from gpulab.sandbox.replay import kernels
+    from gpulab.sandbox.replay_run import kernels
     from tests.conftest import REPO
 
     for path in [

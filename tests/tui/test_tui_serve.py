@@ -135,7 +135,9 @@ def test_serve_lets_in_only_who_holds_the_token(tmp_path):
 
     port = free_port()
     with served(tmp_path, "--port", str(port)) as (_, url, _printed):
-        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/[\w-]{{20,}}/\?token=[\w-]+", url)
+        # A path of 12 characters (9 random bytes) and a token of 32 (24):
+        # the address fits an 80-column terminal (issue 48).
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/[\w-]{{12,}}/\?token=[\w-]{{32,}}", url)
         token = url.split("token=")[1]
         base = lab_base(url)
         root = f"http://127.0.0.1:{port}"

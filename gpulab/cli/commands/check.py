@@ -69,35 +69,26 @@ def _check(args: Any) -> int:
         print(f"note: {plan.note}", file=sys.stderr)
     timeout, why = plan.timeout, plan.why
     quiet = args.json
-    err = console(stderr=True)
     # A read-only workspace: the check still runs (its compiler cache in a
     # temporary folder), and says why its result is not kept.
     blocked = ws.unwritable()
     if blocked:
         print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
 
-    def on_event(ev: Event) -> None:
-        if quiet:
-            return
-        if isinstance(ev, Stage):  # graders quote case names: text, not markup
-            err.print(f"… {visible(ev.text)}", style="dim", markup=False, highlight=False)
-        elif isinstance(ev, Correct):  # the verdict on correctness, before the timing
-            count = f"all {ev.cases} cases" if ev.cases is not None else "every case"
-            err.print(f"correct: {count} right; timing now", markup=False)
-        elif isinstance(ev, Graded):  # the grade, before the advice that follows it
-            err.print(f"graded: {visible(ev.summary)}", markup=False)
-
-    result = run_check(
-        lesson,
-        path,
-        timeout=timeout,
-        timing=not args.no_timing,
-        device=args.device,
-        on_event=on_event,
-        workspace=None if blocked else str(ws.root),
-        explain=plan.explain,
-        paths_off=getattr(args, "off", None) or (),
-    )
+    progress = CheckProgress(timeout, quiet=quiet, cap=plan.cap)
+    with progress:
+        result = run_check(
+            lesson,
+            path,
+            timeout=timeout,
+            timing=not args.no_timing,
+            device=args.device,
+            on_event=progress.event,
+            workspace=None if blocked else str(ws.root),
+            explain=plan.explain,
+            paths_off=getattr(args, "off", None) or (),
+            timeout_cap=plan.cap,
+        )
     result = explain_timeout(result, timeout, why)
     if own and recorded(result) and not blocked:
         ws.record_result(lesson.exercise, result)
@@ -114,6 +105,68 @@ def _check(args: Any) -> int:
     if result.status == ERROR:
         return 2
     return 0 if result.passed else 1
+
+
+class CheckProgress:
+    """A check's progress as it runs. In a terminal (stderr a TTY): each
+    stage a line on stderr, and under them a live line with the seconds
+    run against the time limit (an infinite loop runs until then), gone
+    when the check ends. Piped: the same lines on stdout, before the
+    verdict, so a log that joins the two streams (a CI job, a capture that
+    prints stdout, then stderr) reads in order; no live line."""
+
+    def __init__(self, limit: float, *, quiet: bool = False, cap: float | None = None) -> None:
+        # `cap`: where the judge may give a case more time than `limit`
+        # (gpulab.check.plan's CPU allowance), a stage's allow_s moves the
+        # limit shown, as it moves the lab's deadline (runner._relay).
+        self.limit, self.quiet, self.cap = limit, quiet, cap
+        self.stage = "starting"
+        self.started = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.out = console(stderr=self.tty)
+        self._live: Any = None
+
+    def __enter__(self) -> CheckProgress:
+        if self.tty and not self.quiet:
+            from rich.live import Live
+
+            self._live = Live(self, console=self.out, transient=True, refresh_per_second=4)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+        sys.stdout.flush()
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        elapsed = time.monotonic() - self.started
+        return Text(
+            f"… {visible(self.stage)}: {elapsed:.0f} s of the {self.limit:g} s limit",
+            style="dim",
+        )
+
+    def line(self, text: str, style: str = "") -> None:
+        self.out.print(text, style=style, markup=False, highlight=False)
+
+    def event(self, ev: Event) -> None:
+        if self.quiet:
+            return
+        if isinstance(ev, Stage) and self.cap and ev.allow_s is not None:
+            elapsed = time.monotonic() - self.started
+            self.limit = max(self.limit, min(self.cap, elapsed + ev.allow_s))
+        if isinstance(ev, Stage):  # graders quote case names: text, not markup
+            self.stage = ev.text
+            self.line(f"… {visible(ev.text)}", style="dim")
+        elif isinstance(ev, Correct):  # the verdict on correctness, before the timing
+            count = f"all {ev.cases} cases" if ev.cases is not None else "every case"
+            self.stage = "timing"
+            self.line(f"correct: {count} right; timing now")
+        elif isinstance(ev, Graded):  # the grade, before the advice that follows it
+            self.line(f"graded: {visible(ev.summary)}")
 
 
 def not_recorded(blocked: str) -> str:
@@ -148,14 +201,17 @@ def _watch(args: Any) -> int:
         blocked = ws.unwritable()
         if blocked:
             print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
-        result = run_check(
-            lesson,
-            path,
-            device=args.device,
-            timeout=timeout,
-            workspace=None if blocked else str(ws.root),
-            spares=spares,
-        )
+        with CheckProgress(timeout, cap=plan.cap) as progress:
+            result = run_check(
+                lesson,
+                path,
+                device=args.device,
+                timeout=timeout,
+                on_event=progress.event,
+                workspace=None if blocked else str(ws.root),
+                spares=spares,
+                timeout_cap=plan.cap,
+            )
         result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         if recorded(result) and not blocked:
             ws.record_result(lesson.exercise, result)

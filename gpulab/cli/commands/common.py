@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -143,6 +145,14 @@ def guarded(fn):
     def wrapper(args: Any) -> int:
         try:
             return fn(args)
+        except BrokenPipeError:
+            # The reader went away (`gpulab list --json | head`): nothing more
+            # to say to it, and nothing to say about it. Python would flush
+            # stdout again at exit and print a traceback: point it at devnull.
+            with contextlib.suppress(OSError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            return 1
         except (UsageError, WorkspaceError, HardwareDataError) as exc:
             message = str(exc)
         except OSError as exc:

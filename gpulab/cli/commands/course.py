@@ -1,7 +1,8 @@
-"""`gpulab list | lesson | hint | reset | solution | where`."""
+"""`gpulab list | lesson | hint | reset | solution | where | next`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -25,6 +26,7 @@ def run(args: Any) -> int:
         "reset": _reset,
         "solution": _solution,
         "where": _where,
+        "next": _next,
     }[args._name](args)
 
 
@@ -126,7 +128,19 @@ def _lesson(args: Any) -> int:
     if not getattr(args, "deep", False):
         # The core path first; the deep dives stay folded, as in the Lesson pane.
         text = folded_text(text, f": `gpulab lesson {args.exercise} --deep` unfolds it")
-    console().print(Markdown(text))
+    con = console()
+    if con.is_terminal and not args.no_pager:
+        # A lesson is 170-290 lines: in a terminal it scrolled past its own
+        # start. Through the pager ($PAGER, else less), as git does, and with
+        # git's LESS=FRX where LESS is unset: colours shown (R), a lesson that
+        # fits one screen printed (F), the text left on screen after (X).
+        import os
+
+        os.environ.setdefault("LESS", "FRX")
+        with con.pager(styles=True):
+            con.print(Markdown(text))
+        return 0
+    con.print(Markdown(text))
     return 0
 
 
@@ -219,4 +233,80 @@ def _where(args: Any) -> int:
         print(ws.ensure_exercise(lesson))
     else:
         print(ws.root)
+    return 0
+
+
+def where_now(course: Any, ws: Any) -> Any:
+    """The exercise a learner is on: the first gradable one in the course's
+    order not passed yet; None when every one has passed."""
+    from gpulab.course.workspace import PASSED
+
+    for lesson in course.exercises:
+        if lesson.ready and ws.status(lesson.exercise) != PASSED:
+            return lesson
+    return None
+
+
+def _next(args: Any) -> int:
+    """Where am I, what is next, open it (rustlings' `next`, gpulab's words)."""
+    course = open_course()
+    ws = open_workspace(args)
+    gradable = [e for e in course.exercises if e.ready]
+    passed = sum(1 for e in gradable if ws.status(e.exercise) == "passed")
+    lesson = where_now(course, ws)
+    if args.json:
+        out: dict[str, Any] = {"passed": passed, "of": len(gradable)}
+        if lesson is not None:
+            out.update(
+                exercise=lesson.exercise,
+                lesson=lesson.id,
+                step=lesson.step_label or None,
+                title=lesson.exercise_title,
+                status=ws.status(lesson.exercise),
+                file=str(ws.exercise_path(lesson)),
+            )
+        print(json.dumps(out, indent=2))
+        return 0
+    con = console()
+    if lesson is None:
+        con.print(
+            f"Every exercise has passed ({passed} of {len(gradable)}). `gpulab list` shows "
+            "your grades; `gpulab check EXERCISE` on a GPU times any of them again.",
+            markup=False,
+        )
+        return 0
+    path = ws.ensure_exercise(lesson)
+    with contextlib.suppress(OSError):  # the lab, started next, opens it (as its own n does)
+        ws.set_last_lesson(lesson.exercise if lesson.step_count > 1 else lesson.id)
+    status = ws.status(lesson.exercise)
+    tries = len(ws.exercise_state(lesson.exercise).get("attempts", []))
+    step = f", {lesson.step_label}" if lesson.step_label else ""
+    said = status if not tries else f"{status}, {tries} attempt{'s' if tries != 1 else ''}"
+    con.print(
+        f"You are on lesson {lesson.number}{step}: {lesson.exercise_title} "
+        f"({lesson.exercise}), {said}. {passed} of {len(gradable)} exercises passed.",
+        markup=False,
+        highlight=False,
+    )
+    last = ws.last_result(lesson.exercise)
+    if last is not None and last.summary:
+        con.print(f"Last check: {last.summary}", markup=False, highlight=False, style="dim")
+    for label, line in (
+        ("read it", f"gpulab lesson {lesson.exercise}"),
+        ("edit it", str(path)),
+        ("check it", f"gpulab check {lesson.exercise}   (or gpulab watch {lesson.exercise})"),
+        ("a hint", f"gpulab hint {lesson.exercise}"),
+        ("in the lab", "gpulab   (it opens this exercise; n goes on to the next)"),
+    ):
+        # soft_wrap: a path or a command is never broken across lines (copied whole).
+        con.print(f"  {label:<10} {line}", markup=False, highlight=False, soft_wrap=True)
+    if args.edit:
+        import os
+        import shlex
+        import subprocess
+
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            raise UsageError(f"set $VISUAL or $EDITOR to open {path} with --edit")
+        return subprocess.call([*shlex.split(editor), str(path)])
     return 0

@@ -53,6 +53,8 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
         (3, 5000, "fp32", 4, {}),  # several blocks and a partial last one
         (2, 40_000, "fp16", 5, {}),
         (4, 2500, "fp32", 6, {"scale": 1e4, "label": "large magnitudes"}),
+        # The contract's other dtype (bf16 comes with the lesson's exercise).
+        (2, 2500, "fp16", 11, {"scale": 8e3, "label": "large magnitudes"}),
         (3, 3000, "fp32", 7, {"neg_inf": True, "label": "with -inf"}),
         (3, 5000, "fp32", 8, {"label": "second draw"}),
     ]
