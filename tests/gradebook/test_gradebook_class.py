@@ -22,6 +22,7 @@ from tests.gradebook.classroom import CLASS, Class, Replay, make_class
 def klass(tmp_path) -> Class:
     return make_class(tmp_path)
 
+
 # (student, exercise) -> (status, final points); 10%/day late, s07 extended.
 EXPECTED = {
     ("s01", "copy_ceiling"): ("passed", 5.0),
