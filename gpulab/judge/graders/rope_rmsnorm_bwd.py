@@ -50,6 +50,7 @@ from gpulab.judge.kernel import (
 )
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case
+from gpulab.judge.standard import STEP_NOTE
 
 if TYPE_CHECKING:
     from gpulab.check.frames import Returned
@@ -199,3 +200,5 @@ def grade(ctx: GradeContext) -> None:
         ctx.notes.append(INTERPRETER_NOTE)
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
     check(ctx, _cases(ctx, CASES + ([] if ctx.interpreter else BACKWARD_GPU)))
+    # Say why no time or letter comes, as the other steps do (standard.py).
+    ctx.notes.append(STEP_NOTE)
