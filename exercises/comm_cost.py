@@ -1,4 +1,4 @@
-"""Lesson 08 — what the collectives cost: the bytes each split moves, as numbers.
+"""Lesson 08, step 2 of 3 — what the collectives cost, as numbers.
 
 Write three functions that price the lesson's MLP, y = relu(x @ w1 + b1) @ w2 + b2,
 on n devices: what one ring collective moves, what a forward pass or a

@@ -1,4 +1,4 @@
-"""Lesson 07 — profiling: find the operation that dominates a step, and fix it.
+"""Lesson 07, step 1 of 3 — find the operation that dominates a step, and fix it.
 
 `block(x, weights)` below is one block of a small sequence model: a layer
 norm, a causal "prefix mean" mixer (each position sees the mean of every

@@ -1,4 +1,4 @@
-"""Lesson 06 — torch.compile deep dive: take the graph breaks out of a step.
+"""Lesson 06, step 1 of 3 — torch.compile: take the graph breaks out of a step.
 
 `step(x, lengths, params)` below is one single-head, pre-norm transformer
 block, written the way research code often is: it works in eager mode, but

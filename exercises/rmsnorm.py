@@ -1,4 +1,4 @@
-"""Lesson 05, step 2 of 4 — RMSNorm alone.
+"""Lesson 05, step 2 of 5 — RMSNorm alone.
 
 Write `rmsnorm(x, weight, eps=1e-6)`: RMSNorm over the last dimension of x,
 computed by a Triton kernel.

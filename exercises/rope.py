@@ -1,4 +1,4 @@
-"""Lesson 05, step 1 of 4 — RoPE alone.
+"""Lesson 05, step 1 of 5 — RoPE alone.
 
 Write `rope(x, cos, sin)`: the rotary position embedding of every head of
 x, in the rotate-half (NeoX) convention, computed by a Triton kernel.

@@ -1,4 +1,4 @@
-"""Lesson 05, step 3 of 4 — the fused forward.
+"""Lesson 05, step 3 of 5 — the fused forward.
 
 Write `rmsnorm_rope(x, weight, cos, sin, eps=1e-6)`: RMSNorm over the last
 dimension followed by rotary position embedding, steps 2 and 1 in ONE
@@ -25,8 +25,8 @@ pass this check too, which grades correctness; they move n through
 memory, three times the fused kernel's traffic for 16-bit x (twice for
 fp32 x), which the lesson's exercise (`rope_rmsnorm`) grades on a GPU.
 (Rounded to x's dtype between them, n carries one rounding more than the
-tolerances allow.) That exercise adds the backward, through a
-torch.autograd.Function.
+tolerances allow.) Step 4 writes the backward; the exercise joins the
+two through a torch.autograd.Function.
 
 Run `gpulab check rope_rmsnorm_fwd` (or press `c` in the lab) to grade it,
 and `h` for a hint.

@@ -1,4 +1,4 @@
-"""Lesson 08 — JAX sharding: one MLP, split two ways over a mesh of devices.
+"""Lesson 08, step 1 of 3 — JAX sharding: one MLP, split two ways over a mesh.
 
 The model is `mlp(params, x) = relu(x @ w1 + b1) @ w2 + b2` with
 x (batch, d_in), w1 (d_in, hidden), b1 (hidden,), w2 (hidden, d_out),

@@ -833,7 +833,9 @@ class CallRequest:
     TensorRef JSON, gpulab.judge.kernel.encode). With `grad_args` the
     backward runs too: the gradients of those arguments for `grad_output`,
     through `grad_api` ("grad": torch.autograd.grad, "backward":
-    y.backward), copied into `grad_slots`."""
+    y.backward), copied into `grad_slots`. With `rest`, the function returns
+    a tuple of tensors (lesson 05's backward step: dx and dweight): its first
+    goes into `out`, the others into `rest`, in order."""
 
     function: str
     args: list[Any]
@@ -845,6 +847,7 @@ class CallRequest:
     grad_args: tuple[int, ...] = ()
     grad_output: TensorRef | None = None
     grad_api: str | None = None
+    rest: tuple[TensorRef, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -862,6 +865,8 @@ class CallRequest:
             out["grad_args"] = list(self.grad_args)
             out["grad_output"] = None if self.grad_output is None else self.grad_output.to_json()
             out["grad_api"] = self.grad_api or "grad"
+        if self.rest:
+            out["rest"] = [r.to_json() for r in self.rest]
         return out
 
     @classmethod
@@ -888,6 +893,7 @@ class CallRequest:
             grad_args=tuple(grad_args),
             grad_output=_ref(msg.get("grad_output")),
             grad_api=None if msg.get("grad_api") is None else str(msg["grad_api"]),
+            rest=_refs(msg.get("rest") or [], "rest"),
         )
 
 
@@ -1048,13 +1054,15 @@ def _bools(value: Any, name: str, bad: Any = _malformed) -> tuple[bool, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Returned(Reply):
-    """`return`: the call returned; `copied`: its result reached the slot."""
+    """`return`: the call returned; `copied`: its result reached the slot
+    (asked with `rest`: its first tensor; `rest_copied`: each later one)."""
 
     TYPE: ClassVar[str] = "return"
     desc: Desc
     report: GuardReport
     copied: bool = False
     backward: BackwardReply | None = None  # asked with grad_args; None when absent
+    rest_copied: tuple[bool, ...] = ()
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Returned:
@@ -1064,6 +1072,7 @@ class Returned(Reply):
             report=GuardReport.parse(_dict(frame.get("report"), "report")),
             copied=_bool(frame.get("copied"), "copied"),
             backward=BackwardReply.parse(back) if back else None,
+            rest_copied=_bools(frame.get("rest_copied") or [], "rest_copied"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -1075,6 +1084,8 @@ class Returned(Reply):
         }
         if self.backward is not None:
             out["backward"] = self.backward.to_json()
+        if self.rest_copied:
+            out["rest_copied"] = list(self.rest_copied)
         return out
 
 

@@ -1457,25 +1457,148 @@ class Blocks(Reply):
         return out
 
 
+# --- lesson 06's reduce-overhead step (reduce_overhead) -------------------------------
+
+# A simulated device for the method check: (launch_ms, work_ms, slow_calls, slow_ms).
+Scenario = tuple[float, float, int, float]
+
+
+@dataclass(frozen=True, slots=True)
+class OverheadRequest:
+    """`overhead`, one `part` of lesson 06's reduce-overhead step:
+    "method": the learner's `time_per_call` on each simulated device of
+    `scenarios`; "compile": the model built from `weights`, `compile_step`
+    applied to it (torch.compile's calls recorded) and the result called
+    once on each of `inputs`, each output into its slot of `outs`; "run":
+    the compiled step `calls` times on inputs[0], the device synchronized,
+    the last output into outs[0] (the judge times the request); "report":
+    the learner's `time_per_call` of the model as it is and of the compiled
+    step, on inputs[0]."""
+
+    TYPE: ClassVar[str] = "overhead"
+    part: str
+    weights: dict[str, TensorRef] = field(default_factory=dict)
+    inputs: tuple[TensorRef, ...] = ()
+    outs: tuple[TensorRef, ...] = ()
+    calls: int = 0
+    scenarios: tuple[Scenario, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.TYPE,
+            "part": self.part,
+            "weights": {k: r.to_json() for k, r in self.weights.items()},
+            "inputs": [r.to_json() for r in self.inputs],
+            "outs": [r.to_json() for r in self.outs],
+            "calls": self.calls,
+            "scenarios": [list(s) for s in self.scenarios],
+        }
+
+    @classmethod
+    def parse(cls, msg: dict[str, Any]) -> OverheadRequest:
+        part = _need_str(msg, "part")
+        if part not in ("method", "compile", "run", "report"):
+            raise ProtocolError(f"an `overhead` request of unknown part {text(part, 20)!r}")
+        weights = msg.get("weights")
+        if not isinstance(weights, dict):
+            raise ProtocolError("an `overhead` request without its weights")
+        scenarios = []
+        for s in _need_list(msg, "scenarios"):
+            if not (isinstance(s, list) and len(s) == 4):
+                raise ProtocolError("an `overhead` request whose scenario is not 4 numbers")
+            got = [number(v) for v in s]
+            values = [v for v in got if v is not None]
+            if len(values) != 4:
+                raise ProtocolError("an `overhead` request whose scenario is not 4 numbers")
+            launch, work, slow_calls, slow = values
+            scenarios.append((launch, work, int(slow_calls), slow))
+        return cls(
+            part=part,
+            weights={str(k): TensorRef.from_json(r) for k, r in weights.items()},
+            inputs=_refs(msg, "inputs"),
+            outs=_refs(msg, "outs"),
+            calls=_int(msg.get("calls")),
+            scenarios=tuple(scenarios),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead(Reply):
+    """`overhead_done`: what the part found, as the sandbox reports it.
+    "method": the learner's milliseconds per scenario (None where it gave
+    no number) and the learner's error per scenario ("" for none);
+    "compile": each torch.compile call `compile_step` made (its mode and
+    options, in words), whether each asked for CUDA graphs, and which
+    outputs reached their slots; "run": whether the last output did;
+    "report": the learner's milliseconds for the model as it is and for
+    the compiled step."""
+
+    TYPE: ClassVar[str] = "overhead_done"
+    measured: tuple[float | None, ...] = ()
+    errors: tuple[str, ...] = ()
+    compiles: tuple[str, ...] = ()
+    cudagraphs: tuple[bool, ...] = ()
+    copied: tuple[bool, ...] = ()
+    eager_ms: float | None = None
+    step_ms: float | None = None
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> Overhead:
+        return cls(
+            measured=tuple(number(v) for v in _items(frame.get("measured"))),
+            errors=_strings(frame.get("errors"), 600),
+            compiles=_strings(frame.get("compiles"), 300),
+            cudagraphs=_trues(frame.get("cudagraphs")),
+            copied=_trues(frame.get("copied")),
+            eager_ms=number(frame.get("eager_ms")),
+            step_ms=number(frame.get("step_ms")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.TYPE,
+            "measured": list(self.measured),
+            "errors": list(self.errors),
+            "compiles": list(self.compiles),
+            "cudagraphs": list(self.cudagraphs),
+            "copied": list(self.copied),
+            "eager_ms": self.eager_ms,
+            "step_ms": self.step_ms,
+        }
+
+
 # --- the JAX export (sharded_mlp) -----------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class ExportRequest:
     """`jax_export`: the mesh, then each step exported at each shape
-    ([batch, d, hidden, out])."""
+    ([batch, d, hidden, out]). Lesson 08's exercise (choose_specs) names its
+    `steps` (mode -> the file's function) and gpulab's `mesh` (axis names
+    and sizes) instead: then no make_mesh is asked for, and each step gets
+    that mesh."""
 
     TYPE: ClassVar[str] = "jax_export"
     shapes: tuple[tuple[int, ...], ...]
+    steps: dict[str, str] = field(default_factory=dict)
+    mesh: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.TYPE, "shapes": [list(s) for s in self.shapes]}
+        out: dict[str, Any] = {"type": self.TYPE, "shapes": [list(s) for s in self.shapes]}
+        if self.steps:
+            out["steps"] = dict(self.steps)
+            out["mesh"] = [[a, n] for a, n in self.mesh]
+        return out
 
     @classmethod
     def parse(cls, msg: dict[str, Any]) -> ExportRequest:
-        shapes = msg.get("shapes", [])
+        shapes, steps, mesh = msg.get("shapes", []), msg.get("steps") or {}, msg.get("mesh") or []
         try:
-            return cls(tuple(tuple(int(v) for v in s) for s in shapes))
+            return cls(
+                tuple(tuple(int(v) for v in s) for s in shapes),
+                {str(k): str(v) for k, v in dict(steps).items()},
+                tuple((str(a), int(n)) for a, n in mesh),
+            )
         except (TypeError, ValueError):
             raise ProtocolError("a `jax_export` request whose shapes are not shapes") from None
 
@@ -2096,6 +2219,7 @@ _REQUESTS: dict[str, Any] = {
         ExportRequest,
         TrainRequest,
         BottleneckRequest,
+        OverheadRequest,
         ExplainRequest,
         ExplainPrepare,
         ExplainCompile,
@@ -2124,6 +2248,7 @@ Request = (
     | ExportRequest
     | TrainRequest
     | BottleneckRequest
+    | OverheadRequest
     | CompileAhead
     | TimeRequest
     | ExplainRequest

@@ -77,6 +77,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "roofline": ("gpulab.cli.commands.roofline", "plot the roofline with your graded runs on it"),
     "glossary": ("gpulab.cli.commands.glossary", "look up a term (no term: list them all)"),
+    "counters": (
+        "gpulab.cli.commands.counters",
+        "Nsight Compute's counters for the course's kernels (recorded; --ncu: on this GPU)",
+    ),
     "probe": (
         "gpulab.cli.commands.probe",
         "show this machine's GPUs; --watch live, --bench measure ceilings",

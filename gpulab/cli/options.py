@@ -390,6 +390,13 @@ def _reference_arguments() -> Arguments:
             (("term",), {"metavar": "TERM", "nargs": "*", "help": "a term, abbreviation or alias"}),
             (("--json",), {"action": "store_true", "help": "machine-readable output"}),
         ],
+        "counters": [
+            (("name",), {"metavar": "NAME", "nargs": "?", "help": "one kernel (none: list them)"}),
+            (
+                ("--ncu",),
+                {"action": "store_true", "help": "profile it on this GPU with Nsight Compute"},
+            ),
+        ],
     }
 
 

@@ -470,6 +470,19 @@ SPECS: tuple[Spec, ...] = (
         ),
         starter="rmsnorm_rope_fwd_kernel",
     ),
+    Spec(
+        "rope_rmsnorm_bwd",
+        "rmsnorm_rope_bwd_kernel",
+        "bf16 D=128 BLOCK_H=16",
+        _simple(
+            "bf16",
+            {**_ROPE, "BLOCK_H": 16},
+            4,
+            floats=("eps",),
+            fp32_ptrs=("cos_ptr", "sin_ptr", "dw_part_ptr"),
+        ),
+        starter="rmsnorm_rope_bwd_kernel",
+    ),
 )
 
 

@@ -267,13 +267,16 @@ def remote_call(
     extra_tensors: Sequence[torch.Tensor] = (),
     slots: Sequence[Expect] = (),
     refs_out: Refs | None = None,
+    rest: Sequence[Expect] = (),
 ) -> tuple[Returned, torch.Tensor | None, list[torch.Tensor]]:
     """One call in the sandbox. Returns (its reply, judge-side copy of the
     result or None, [copies of extra slots]). With `grad_args`, the backward
-    of those arguments for `grad_output` too (its gradients in `slots`)."""
+    of those arguments for `grad_output` too (its gradients in `slots`).
+    With `rest`, the function returns 1 + len(rest) tensors: the first is
+    the result, the others' copies follow the gradients' in the list."""
     inputs = _tensors(args) + _tensors(kwargs) + list(extra_tensors)
     need = _storage_nbytes(inputs)
-    for e in ([expect] if expect else []) + list(slots):
+    for e in ([expect] if expect else []) + list(slots) + list(rest):
         need += math.prod(e.shape) * e.like.dtype.itemsize + 256
     arena = ctx.arena(need)
     refs: Refs = {}
@@ -287,6 +290,7 @@ def remote_call(
         dy_ref = refs[id(grad_output)][1]
     out_ref = arena.slot(tuple(expect.shape), expect.like.dtype) if expect else None
     slot_refs = [arena.slot(tuple(e.shape), e.like.dtype) for e in slots]
+    rest_refs = [arena.slot(tuple(e.shape), e.like.dtype) for e in rest]
     request = CallRequest(
         function=name,
         args=args_json,
@@ -298,6 +302,7 @@ def remote_call(
         grad_args=tuple(grad_args),
         grad_output=dy_ref,
         grad_api=grad_api,
+        rest=tuple(rest_refs),
     )
     if ctx.device == "cuda":
         torch.cuda.synchronize()
@@ -317,7 +322,7 @@ def remote_call(
                 "Inputs must be left exactly as they were; write to a new output tensor.",
             )
     out = arena.view(out_ref).clone() if out_ref and reply.copied else None
-    extras = [arena.view(r).clone() for r in slot_refs]
+    extras = [arena.view(r).clone() for r in (*slot_refs, *rest_refs)]
     if refs_out is not None:
         refs_out.update(refs)
     return reply, out, extras

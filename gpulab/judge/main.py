@@ -50,7 +50,12 @@ if TYPE_CHECKING:
 # Exercises whose sandbox writes a profile's trace (lesson 07).
 TRACED = ("nvtx_profile", "find_bottleneck")
 # What the sandbox records before the learner's file runs, per exercise.
-BEFORE_LOAD = {"graph_breaks": ["dynamo"], "compile_once": ["dynamo"], "sharded_mlp": ["jax"]}
+BEFORE_LOAD = {
+    "graph_breaks": ["dynamo"],
+    "compile_once": ["dynamo"],
+    "sharded_mlp": ["jax"],
+    "choose_specs": ["jax"],
+}
 GIB = 1 << 30
 
 

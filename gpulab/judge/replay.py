@@ -515,7 +515,12 @@ def plan_replay(
         views += [grads[i] if i < len(grads) else None for i in range(len(expects) - 1)]
     outs = []
     for i, (view, expect) in enumerate(zip(views, expects, strict=True)):
-        what = "The tensor your function returned" if i == 0 else GRADS[min(i, 2) - 1]
+        what = (
+            "The tensor your function returned"
+            if i == 0
+            # Two: a function that returns two tensors (lesson 05's backward step).
+            else (GRADS[min(i, 2) - 1] if len(expects) > 2 else RETURNED_SECOND)
+        )
         if view is None or not _view_ok(view, sizes):
             return None, f"{what} was not handed to any of its kernels."
         if list(view.shape) != list(expect.shape) or DTYPES.get(view.dtype) != expect.like.dtype:
@@ -525,6 +530,7 @@ def plan_replay(
 
 
 GRADS = ("The gradient your backward returned first (dx)", "A later gradient (dweight)")
+RETURNED_SECOND = "The second tensor your function returned"
 
 
 def _step_problem(i: int, step: TorchStep, sizes: list[int], sum_size: int | None) -> str:

@@ -151,6 +151,15 @@ def _guards(guards: Guards | None, device: str) -> tuple[Any, Any]:
     return og, eg
 
 
+def split_result(out: Any, rest: int) -> tuple[Any, list[Any]]:
+    """A result asked for as 1 + `rest` tensors: (the first, the others).
+    Anything else stays whole, with no others: the judge names what came
+    back instead (a tuple of another length is described as a tuple)."""
+    if rest and isinstance(out, (tuple, list)) and len(out) == 1 + rest:
+        return out[0], list(out[1:])
+    return out, []
+
+
 @contextlib.contextmanager
 def _nan_lines(server: Any) -> Iterator[list[str]]:
     """On the CPU, the kernel lines where the interpreter made a NaN from
@@ -172,10 +181,13 @@ def _run_guarded(
     kwargs: Kwargs,
     guards: Guards | None,
     inputs: set[int],
+    rest: int = 0,
 ) -> tuple[Any, GuardReport, Any]:
     """The call's result, its guards' report, and its launch Recording (the
     backward's record goes on from it: the backward's kernels may read what
-    the forward's wrote) or None."""
+    the forward's wrote) or None. With `rest`, the result is 1 + rest
+    tensors: the report's provenance is the first's, and its record holds
+    the others after it (as a backward's gradients)."""
     og, eg = _guards(guards, server.device)
     width = guards.eager_width if guards is not None else 0
     # The correctness cases share one profile, a window each, judged when the
@@ -208,8 +220,10 @@ def _run_guarded(
     watcher = span.audit if span is not None else audit
     if span is not None:
         span.launched[window] = kernels
+    whole = out
+    out, others = split_result(out, rest)
     try:
-        odd = _not_dense(out)
+        odd = next((o for o in map(_not_dense, [out, *others]) if o), "")
     except Exception as exc:
         raise _unreadable(exc, out, server.file) from None
     if odd:
@@ -223,7 +237,10 @@ def _run_guarded(
         )
     try:
         provenance = launches.provenance(out)
-        replay = launches.recording.result(out) if launches.recording is not None else None
+        recording = launches.recording
+        replay = None
+        if recording is not None:
+            replay = recording.result(out, others) if rest else recording.result(out)
     except Exception as exc:
         raise _unreadable(exc, out, server.file) from None
     report = GuardReport(
@@ -242,7 +259,7 @@ def _run_guarded(
         aliases_input=provenance["aliases_input"],
         nan_at=tuple(nan_at),
     )
-    return out, report, launches.recording
+    return whole, report, launches.recording
 
 
 def guarded_call(server: Any, call: CallRequest) -> Returned:
@@ -256,9 +273,15 @@ def guarded_call(server: Any, call: CallRequest) -> Returned:
         args[i] = args[i].detach().clone().requires_grad_()
     inputs = _storages(args) | _storages(kwargs)
     try:
-        out, report, recording = _run_guarded(server, fn, args, kwargs, call.guards, inputs)
+        rest = len(call.rest)
+        whole, report, recording = _run_guarded(server, fn, args, kwargs, call.guards, inputs, rest)
+        out, others = split_result(whole, rest)
         try:
             desc, copied = describe(out), _copy_into(call.out, out, server.arenas)
+            rest_copied = tuple(
+                _copy_into(slot, o, server.arenas)
+                for slot, o in zip(call.rest, others or [None] * rest, strict=True)
+            )
         except Exception as exc:
             raise _unreadable(exc, out, server.file) from None
         backward = None
@@ -268,7 +291,7 @@ def guarded_call(server: Any, call: CallRequest) -> Returned:
         _sync()
     except learner.LearnerError as exc:
         raise LearnerFailure(exc.summary, exc.message) from None
-    return Returned(desc, report, copied, backward)
+    return Returned(desc, report, copied, backward, rest_copied)
 
 
 def audit_end(server: Any) -> Audited:

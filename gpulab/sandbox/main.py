@@ -55,6 +55,8 @@ from gpulab.check.frames_other import (
     Modes,
     ModesRequest,
     Ok,
+    Overhead,
+    OverheadRequest,
     PlainCall,
     PlainReturned,
     Prepare,
@@ -224,6 +226,9 @@ class Server:
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
         self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
         self.binaries: Any = None  # the replay's compiled kernels (gpulab.sandbox.binaries)
+        # Lesson 06's reduce-overhead step: its model and compiled step, kept
+        # from the request that compiled them for the runs the judge times.
+        self.overhead: dict[str, Any] | None = None
 
     def serve(self) -> None:
         while True:
@@ -454,6 +459,11 @@ class Server:
         from gpulab.sandbox.bottleneck import block_request
 
         return block_request(self, msg)
+
+    def on_overhead(self, msg: OverheadRequest) -> Overhead:
+        from gpulab.sandbox.overhead import overhead_request
+
+        return overhead_request(self, msg)
 
     def on_compile_ahead(self, msg: CompileAhead) -> CompiledAhead:
         """The cases' kernels compiled ahead, side by side (speed only)."""

@@ -120,6 +120,18 @@ sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
         tests/judge/test_trusted_grading.py::test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade \
         2>&1 | tee "$OUT/pytest_issue44.txt" | tail -15
       timeout 400 python3 scripts/tools/replay_compare.py "$OUT/replay_compare_issue44.json" --budget 390 2>&1 | grep -v Warning | cut -c1-300 ;;
+    issue47-steps)  # issue 47 part B on the GPU (one call with issue47-tests): the new and changed
+      # steps' references pass and starters fail natively (reduce_overhead's judge times the CUDA
+      # graphs); then issue47-tests: the GPU tests and `gpulab counters --ncu` on this GPU
+      for ex in rope_rmsnorm_bwd rope_rmsnorm reduce_overhead read_counters; do
+        timeout 120 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/s47_$ex.json"; rc=$?
+        python3 -c "import json; r=json.load(open('$OUT/s47_$ex.json')); print('$ex reference rc=$rc', r['status'], r['summary']); [print('  ', c['name'], c.get('detail', '')[:200]) for c in r.get('cases', []) if not c['passed'] or 'timed' in c['name']]"
+        timeout 60 python3 -m gpulab check "$ex" --file "exercises/$ex.py" --no-timing --json > /dev/null; echo "$ex starter rc=$? (1 expected)"
+      done ;;
+    issue47-tests)
+      PYTEST_ARGS="tests/judge/test_reduce_overhead.py tests/judge/test_steps45_grading.py::test_gpu_honest_variants_pass"
+      timeout 240 python3 -m pytest -q -m gpu --durations=5 -p no:cacheprovider -o addopts="" $PYTEST_ARGS 2>&1 | tee "$OUT/pytest_s47.txt" | tail -12
+      for k in rope_fwd softmax_32k; do timeout 90 python3 -m gpulab counters "$k" --ncu > "$OUT/counters_$k.txt" 2>&1; echo "counters $k --ncu rc=$?"; head -30 "$OUT/counters_$k.txt"; done ;;
     *) echo "unknown step $step" ;;
   esac
 done

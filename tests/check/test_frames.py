@@ -99,6 +99,17 @@ def test_a_backward_call_and_guards_with_every_switch_round_trip():
     assert CallRequest.parse(sent) == call
 
 
+def test_a_call_returning_two_tensors_round_trips_with_its_second_slot():
+    """Lesson 05's backward step returns (dx, dweight): the second goes to
+    `rest`, and the reply says whether it reached its slot."""
+    call = CallRequest(function="f", args=[], kwargs={}, out=ref(0), rest=(ref(512),))
+    sent = wire(call.to_json())
+    assert sent["rest"] == [ref(512).to_json()] and CallRequest.parse(sent) == call
+    assert "rest" not in wire(CallRequest(function="f", args=[], kwargs={}, out=None).to_json())
+    back = Returned(Desc(type="Tensor"), GuardReport(), True, rest_copied=(False,))
+    assert Returned.parse(wire(back.to_json())) == back
+
+
 def test_a_call_without_guards_is_one_without_audit():
     call = CallRequest(function="step", args=[], kwargs={}, out=None, guards=None)
     sent = wire(call.to_json())
@@ -601,6 +612,9 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
         ),
         fo.MatmulBenchRequest("matmul_tflops", "cuda", ((4096, 4096, 4096),)),
         fo.ExportRequest(((8, 16, 32, 4),)),
+        fo.ExportRequest(((8, 16, 32, 4),), {"goal": "fn"}, (("data", 2), ("model", 4))),
+        fo.OverheadRequest("method", scenarios=((5.0, 1.0, 3, 150.0),)),
+        fo.OverheadRequest("run", {"w": r}, (r,), (r,), calls=50),
         fo.TrainRequest("train_step", (r,), (r, r), (r,), 4, 2, "/tmp/t.json"),
         fo.BottleneckRequest("block", {"w": r}, (r,), (r,), profile=True, trace="/tmp/b.json"),
         fo.BottleneckRequest("block", {"w": r}, (r,), (r,)),
@@ -731,6 +745,9 @@ REPLIES = [
     ),
     fo.Exported("", 8, {"data parallel": fo.ExportedStep(programs=[{"program": "AA=="}])}),
     fo.Exported("no mesh", 8, {"tensor parallel": fo.ExportedStep(error="not defined")}),
+    fo.Overhead(measured=(5.2, None), errors=("", "returned str, not a number")),
+    fo.Overhead(compiles=("mode='reduce-overhead'",), cudagraphs=(True,), copied=(True,)),
+    fo.Overhead(eager_ms=0.3, step_ms=0.05),
     fo.Replayed(""),
     fo.Replayed("launch 1: no kernel k"),
     fo.Explained(cases=[{"name": "c"}], compiled={"K": {}}, seconds=1.0, steps={"trace": 0.5}),

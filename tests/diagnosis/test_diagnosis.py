@@ -476,7 +476,7 @@ def test_explain_says_when_there_is_nothing_to_explain() -> None:
     step = course.find("softmax_row")
     assert step is not None and step.is_step
     assert "softmax_row is a step, graded on correctness only" in explain_unavailable(step)
-    assert "not a Triton kernel" in explain_unavailable(course.find("graph_breaks"))
+    assert "not a Triton kernel" in explain_unavailable(course.find("compile_once"))
     assert explain_unavailable(course.find("softmax")) == ""
 
 

@@ -414,6 +414,101 @@ def rmsnorm_rope(x, weight, cos, sin, eps=1e-6):
 """,
 )
 
+
+# --- rope_rmsnorm_bwd: honest styles -----------------------------------------------
+
+# Atomics into one zeroed (D,) fp32 buffer instead of partial rows: the lesson's
+# other way (nondeterministic order of additions, correct all the same).
+BWD_ATOMICS = replace_kernel(
+    "rope_rmsnorm_bwd",
+    """
+@triton.jit
+def bwd_atomic_kernel(x_ptr, w_ptr, cos_ptr, sin_ptr, dy_ptr, dx_ptr, dw_ptr, S, H,
+                      sxb, sxs, sxh, sdb, sds, sdh, scs, eps,
+                      D: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
+    pos = tl.program_id(0)
+    b, s = pos // S, pos % S
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    j = tl.arange(0, HALF)
+    mask = (h < H)[:, None]
+    xr = x_ptr + b * sxb + s * sxs + h[:, None] * sxh
+    dr = dy_ptr + b * sdb + s * sds + h[:, None] * sdh
+    x1 = tl.load(xr + j[None, :], mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(xr + HALF + j[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy1 = tl.load(dr + j[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy2 = tl.load(dr + HALF + j[None, :], mask=mask, other=0.0).to(tl.float32)
+    c = tl.load(cos_ptr + s * scs + j)[None, :]
+    sn = tl.load(sin_ptr + s * scs + j)[None, :]
+    r = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / D + eps)
+    rstd = r[:, None]
+    dn1 = dy1 * c + dy2 * sn
+    dn2 = dy2 * c - dy1 * sn
+    tl.atomic_add(dw_ptr + j, tl.sum(dn1 * x1 * rstd, 0))
+    tl.atomic_add(dw_ptr + HALF + j, tl.sum(dn2 * x2 * rstd, 0))
+    g1 = dn1 * tl.load(w_ptr + j).to(tl.float32)[None, :]
+    g2 = dn2 * tl.load(w_ptr + HALF + j).to(tl.float32)[None, :]
+    m = ((tl.sum(g1 * x1, 1) + tl.sum(g2 * x2, 1)) * r / D)[:, None]
+    out = dx_ptr + (pos * H + h[:, None]) * D
+    tl.store(out + j[None, :], (rstd * (g1 - x1 * rstd * m)).to(dx_ptr.dtype.element_ty),
+             mask=mask)
+    tl.store(out + HALF + j[None, :],
+             (rstd * (g2 - x2 * rstd * m)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+def rmsnorm_rope_backward(x, weight, cos, sin, dy, eps=1e-6):
+    B, S, H, D = x.shape
+    bh = min(16, triton.next_power_of_2(H))
+    dx = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
+    dw = torch.zeros(D, dtype=torch.float32, device=x.device)
+    bwd_atomic_kernel[(B * S, triton.cdiv(H, bh))](
+        x, weight, cos, sin, dy, dx, dw, S, H, x.stride(0), x.stride(1), x.stride(2),
+        dy.stride(0), dy.stride(1), dy.stride(2), cos.stride(0), eps,
+        D=D, HALF=D // 2, BLOCK_H=bh)
+    return dx, dw.to(weight.dtype)
+""",
+)
+
+# One program a row (B·S·H of them), each writing its own partial row: the
+# (rows, D) buffer the lesson calls correct but wasteful.
+BWD_ROW_PARTIALS = replace_kernel(
+    "rope_rmsnorm_bwd",
+    """
+@triton.jit
+def row_kernel(x_ptr, w_ptr, cos_ptr, sin_ptr, dy_ptr, dx_ptr, part_ptr, S, H,
+               sxb, sxs, sxh, sdb, sds, sdh, scs, eps, D: tl.constexpr):
+    r = tl.program_id(0)
+    h, s, b = r % H, (r // H) % S, r // (H * S)
+    d = tl.arange(0, D)
+    # Whole head at once; the partner of element d is (d + D/2) % D.
+    p = (d + D // 2) % D
+    sign = tl.where(d < D // 2, -1.0, 1.0)
+    x = tl.load(x_ptr + b * sxb + s * sxs + h * sxh + d).to(tl.float32)
+    dyr = dy_ptr + b * sdb + s * sds + h * sdh
+    dy = tl.load(dyr + d).to(tl.float32)
+    dyp = tl.load(dyr + p).to(tl.float32)
+    c = tl.load(cos_ptr + s * scs + d % (D // 2))
+    sn = tl.load(sin_ptr + s * scs + d % (D // 2))
+    dn = dy * c - sign * dyp * sn
+    rstd = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
+    xh = x * rstd
+    tl.store(part_ptr + r * D + d, dn * xh)
+    g = dn * tl.load(w_ptr + d).to(tl.float32)
+    dx = rstd * (g - xh * (tl.sum(g * xh, 0) / D))
+    tl.store(dx_ptr + r * D + d, dx.to(dx_ptr.dtype.element_ty))
+
+
+def rmsnorm_rope_backward(x, weight, cos, sin, dy, eps=1e-6):
+    B, S, H, D = x.shape
+    rows = B * S * H
+    dx = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
+    part = torch.empty((rows, D), dtype=torch.float32, device=x.device)
+    row_kernel[(rows,)](x, weight, cos, sin, dy, dx, part, S, H,
+                        x.stride(0), x.stride(1), x.stride(2),
+                        dy.stride(0), dy.stride(1), dy.stride(2), cos.stride(0), eps, D=D)
+    return dx, part.sum(0).to(weight.dtype)
+""",
+)
+
 HONEST = {
     "attention_tile normalised first, exp, contiguous offsets": (
         "attention_tile",
@@ -431,6 +526,8 @@ HONEST = {
     "rmsnorm a row a program": ("rmsnorm", RMS_ROW_A_PROGRAM),
     "rope_rmsnorm_fwd a row a program, partners": ("rope_rmsnorm_fwd", FWD_WHOLE_HEAD),
     "rope_rmsnorm_fwd two kernels, n in fp32": ("rope_rmsnorm_fwd", _two_kernels("torch.float32")),
+    "rope_rmsnorm_bwd atomics into dweight": ("rope_rmsnorm_bwd", BWD_ATOMICS),
+    "rope_rmsnorm_bwd a row a program, a partial row each": ("rope_rmsnorm_bwd", BWD_ROW_PARTIALS),
 }
 # The variant of each step that also goes the whole way (judge, sandbox, replay).
 REAL_PATH = [
@@ -439,7 +536,31 @@ REAL_PATH = [
     "rope whole head with partners",
     "rmsnorm halves and strides",
     "rope_rmsnorm_fwd a row a program, partners",
+    "rope_rmsnorm_bwd atomics into dweight",
 ]
+
+# Graded through the real judge with REAL_PATH: dweight worked out in numpy,
+# out of every op guard's sight, and right. Only the replay, which runs the
+# kernels alone and reads the second tensor returned where they left it,
+# can tell.
+NUMPY_DWEIGHT = edit(
+    "rope_rmsnorm_bwd",
+    (
+        "    return dx, dw_part.sum(0).to(weight.dtype)\n",
+        """    import numpy as np
+    xf, dyf = x.detach().double().numpy(), dy.detach().double().numpy()
+    c = cos.double().numpy()[None, :, None, :]
+    s = sin.double().numpy()[None, :, None, :]
+    h = D // 2
+    dn = np.concatenate([dyf[..., :h] * c + dyf[..., h:] * s,
+                         dyf[..., h:] * c - dyf[..., :h] * s], -1)
+    xh = xf / np.sqrt((xf**2).mean(-1, keepdims=True) + eps)
+    dw = torch.from_numpy((dn * xh).reshape(-1, D).sum(0)).to(weight.dtype)
+    return dx, dw
+""",
+    ),
+)
+REAL_CHEATS = {"rope_rmsnorm_bwd dweight in numpy": ("rope_rmsnorm_bwd", NUMPY_DWEIGHT)}
 
 # name -> (exercise, source, words one of which the failure must show)
 WRONG = {
@@ -557,6 +678,34 @@ WRONG["rope_rmsnorm_fwd weight after the rotation"] = (
     ("wrong",),
 )
 
+# RoPE's backward is the rotation the other way: rotating dy forward again
+# gives the wrong dn, so dx and dweight are both wrong.
+WRONG["rope_rmsnorm_bwd dy rotated forward"] = (
+    "rope_rmsnorm_bwd",
+    edit(
+        "rope_rmsnorm_bwd",
+        ("dn1 = dy1 * c + dy2 * sn", "dn1 = dy1 * c - dy2 * sn"),
+        ("dn2 = dy2 * c - dy1 * sn", "dn2 = dy2 * c + dy1 * sn"),
+    ),
+    ("dx:", "dweight:"),
+)
+# The path through rstd left out: dx = rstd · g. Only dx is wrong.
+WRONG["rope_rmsnorm_bwd no path through rstd"] = (
+    "rope_rmsnorm_bwd",
+    edit(
+        "rope_rmsnorm_bwd",
+        ("(rstd * (g1 - xh1 * m))", "(rstd * g1)"),
+        ("(rstd * (g2 - xh2 * m))", "(rstd * g2)"),
+    ),
+    ("dx:",),
+)
+# One program's partial row taken for the whole sum: only dweight is wrong.
+WRONG["rope_rmsnorm_bwd one partial row for dweight"] = (
+    "rope_rmsnorm_bwd",
+    edit("rope_rmsnorm_bwd", ("dw_part.sum(0).to(weight.dtype)", "dw_part[0].to(weight.dtype)")),
+    ("dweight:",),
+)
+
 # Cheats: the maths in torch, a Triton kernel only to copy or to show.
 WRONG["rope eager torch, then a copy kernel"] = (
     "rope",
@@ -603,6 +752,7 @@ FUNCTIONS = {
     "rope": "rope",
     "rmsnorm": "rmsnorm",
     "rope_rmsnorm_fwd": "rmsnorm_rope",
+    "rope_rmsnorm_bwd": "rmsnorm_rope_backward",
 }
 
 IN_PROCESS_CHILD = r"""
@@ -696,7 +846,7 @@ def batch(tmp_path_factory):
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
     """name -> result for REAL_PATH, each through a judge, a sandbox and the replay."""
-    real_path = {n: HONEST[n] for n in REAL_PATH}
+    real_path = {n: HONEST[n] for n in REAL_PATH} | REAL_CHEATS
     return _once(
         tmp_path_factory,
         "real",
@@ -744,6 +894,14 @@ def test_a_variant_a_step_passes_the_real_check(real, name):
     assert r["status"] == "passed", (name, r.get("summary"), r.get("message", "")[:2000])
     assert r["timing"] is None
     assert any("A step is graded on correctness only" in n for n in r["notes"])
+
+
+def test_the_replay_judges_a_second_returned_tensor(real):
+    """rope_rmsnorm_bwd returns (dx, dweight): a dweight the kernels did not
+    compute is found by the replay, which reads it where they left it."""
+    r = real["rope_rmsnorm_bwd dweight in numpy"]
+    assert r["status"] == "failed", r.get("summary")
+    assert "your kernels alone" in _failing(r) and "dweight" in _failing(r), _failing(r)[:2000]
 
 
 @pytest.mark.gpu
