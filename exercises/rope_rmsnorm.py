@@ -33,13 +33,13 @@ Contract (the grader checks all of it):
     graded path: the wrapper may only allocate, view, copy, and add up
     per-program dweight partials of shape (P, D) with one `.sum(0)`.
 
-Grade (on a GPU): the forward's fraction of the bandwidth roof (your GPU's
-measured copy bandwidth once `gpulab probe --bench` has run, its datasheet
-bandwidth until then), geometric mean over the two timed shapes:
-A >= 85%, B >= 70%, C >= 50%, D below; the speedups over eager and
-torch.compile are reported, not graded. On a CPU only correctness is
-graded. The 16 heads a program below measured 7-8% slower than 32 on an
-H200: a B against the datasheet (lesson 05, "The kernel").
+Grade (on a GPU): the forward's fraction of your GPU's datasheet
+bandwidth (the same roof whether or not `gpulab probe --bench` has run),
+geometric mean over the two timed shapes: A >= 75%, B >= 62%, C >= 44%,
+D below; the speedups over eager and torch.compile are reported, not
+graded. On a CPU only correctness is graded. The 16 heads a program below
+measured 7-8% slower than 32 on an H200, 76% of its datasheet: an A by a
+point (lesson 05, "The kernel").
 
 Run `gpulab check rope_rmsnorm` (or press `c` in the lab) to grade it, and
 `h` for a hint.

@@ -254,8 +254,18 @@ def _cases(ctx: GradeContext, specs: list[Spec]) -> list[Drawn]:
 
 
 # --- the graded calls -------------------------------------------------------------
+# The letter, from the forward's fraction of the datasheet's bandwidth (one
+# fixed roof: gpulab.device.ceilings). The bands were 85/70/50% of the copy
+# the probe measures, which is 88.5% of the datasheet on the H200: 75/62/44%
+# of the datasheet, so a letter means what it meant. Measured on the H200
+# (lesson 05, "Deep dive: sixteen heads a program, or thirty-two"): the
+# reference (32 heads a program) 82% of the datasheet, the 16-head kernel
+# the lesson discusses 76%: both an A.
+GRADES = ((0.75, "A"), (0.62, "B"), (0.44, "C"), (0.0, "D"))
+
 SPEC = KernelSpec(
     reference=reference,
+    grades=GRADES,
     banned=(F.rms_norm, torch.rms_norm, torch.nn.RMSNorm.forward),
     banned_aten=("rms_norm", "_fused_rms_norm", "_fused_rms_norm_backward"),
     banned_label="torch's RMSNorm (F.rms_norm, torch.rms_norm, nn.RMSNorm)",
