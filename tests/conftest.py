@@ -41,12 +41,16 @@ def _triton_interpret_kept():
     process on the CPU sets it (gpulab.judge.main.Prepared); left set, every
     later @triton.jit in that worker is an interpreted function, and a test
     that compiles for a GPU fails far from the cause (it did in CI)."""
-    saved = os.environ.get("TRITON_INTERPRET")
+    # The thread variables too: such a judge sets them for its sandboxes
+    # (gpulab.judge.main.one_thread).
+    names = ("TRITON_INTERPRET", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    saved = {name: os.environ.get(name) for name in names}
     yield
-    if saved is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = saved
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

@@ -466,6 +466,25 @@ def small_memory() -> bool:
     return False
 
 
+# Read by torch's OpenMP and NumPy's OpenBLAS when they start: the
+# sandboxes get them (gpulab.judge.remote.ENV_ALLOWED).
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_thread() -> None:
+    """One thread for torch's and NumPy's maths in a CPU check, in the judge
+    and in the sandboxes it starts (a learner's own setting kept). The
+    interpreter's tensors are small: a second thread only spins between
+    them. The correctness stage of a softmax check took 15-19 s with one
+    thread against 24-27 s with the default two, on a 2-core box under a
+    load of 4-5 (BENCHMARKS.md, "One thread for a CPU check's maths")."""
+    for name in THREAD_VARS:
+        os.environ.setdefault(name, "1")
+    torch = sys.modules.get("torch")
+    if torch is not None and os.environ["OMP_NUM_THREADS"] == "1":
+        torch.set_num_threads(1)  # imported already: the variable was read
+
+
 class Prepared:
     """What a check needs before its file is read: the device, its folders,
     the sandbox's policy and the sandboxes themselves. A spare judge
@@ -483,6 +502,7 @@ class Prepared:
             # The judge runs gpulab's own probe kernels (which dtypes the
             # interpreter computes faithfully) before triton is imported.
             os.environ["TRITON_INTERPRET"] = "1"
+            one_thread()
             import warnings
 
             warnings.filterwarnings(

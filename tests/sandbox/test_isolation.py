@@ -196,3 +196,24 @@ def test_gpu_out_of_memory_is_a_failed_check(grade):
     src = "import torch\n\ndef softmax(x):\n    return torch.empty(10**14, device=x.device)\n"
     r = grade("softmax", src, device="cuda", timeout=300)
     assert not r["passed"] and "out of memory" in r["summary"].lower()
+
+
+def test_a_cpu_checks_sandbox_does_its_maths_on_one_thread(grade):
+    # The interpreter's tensors are small: a second thread only spins
+    # (gpulab.judge.main.one_thread). Told by the file's own import error.
+    source = (
+        "import os\nimport torch\n"
+        'raise RuntimeError("threads %s %s %s" % (os.environ.get("OMP_NUM_THREADS"), '
+        'os.environ.get("OPENBLAS_NUM_THREADS"), torch.get_num_threads()))\n'
+    )
+    result = grade("softmax", source)
+    assert "threads 1 1 1" in result["summary"], result["summary"]
+
+
+def test_a_learners_own_thread_setting_is_kept(monkeypatch):
+    from gpulab.judge.main import one_thread
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    one_thread()
+    assert os.environ["OMP_NUM_THREADS"] == "4" and os.environ["OPENBLAS_NUM_THREADS"] == "1"
