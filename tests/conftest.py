@@ -13,6 +13,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The suite runs a worker a core (`-n auto`), each with children of its own:
+# torch's and NumPy's thread pools in every one of them would only contend
+# (a CPU check sets the same for its sandboxes: gpulab.judge.main.one_thread).
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 
 @functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
