@@ -198,7 +198,7 @@ CPU_CHECK_TIMEOUT = 240.0
 
 
 @pytest.fixture
-def grade(tmp_path, course, gpu_workspace):
+def grade(tmp_path, tmp_path_factory, course, gpu_workspace):
     """Grade source text (or a path) for an exercise in a real child process.
 
     Runs on the CPU (Triton interpreter) unless device="cuda" is passed; GPU
@@ -214,7 +214,11 @@ def grade(tmp_path, course, gpu_workspace):
         timeout: float = CPU_CHECK_TIMEOUT,
         timing: bool = True,
         name: str | None = None,
+        shared: bool = False,
     ):
+        if shared:  # one check a session of this text (shared_check, below)
+            assert isinstance(source, str) and device == "cpu" and name is None
+            return shared_check(tmp_path_factory, exercise, source, timing=timing)
         lesson = course.find(exercise)
         assert lesson is not None, exercise
         if isinstance(source, Path):
@@ -240,3 +244,72 @@ def reference_source(exercise: str) -> str:
 
 def starter_source(exercise: str) -> str:
     return (REPO / "exercises" / f"{exercise}.py").read_text()
+
+
+# --- one check of a file, shared by the tests that read it ---------------------
+#
+# Every exercise's starter and reference are checked by
+# tests/course/test_every_exercise.py, and several exercises' own tests read
+# the same two checks for their details. Asked for explicitly
+# (`shared_check`, `grade(..., shared=True)`), a check of the same text for
+# the same exercise, device and timing runs once a session, whichever worker
+# asks first (the result kept as JSON under the session's base folder, which
+# pytest-xdist's workers share). Only for tests that read the result: its
+# workspace is the cache's own, not the test's.
+
+
+def _shared_root(factory) -> Path:
+    base = factory.getbasetemp()
+    # Under xdist each worker's base is <session>/popen-gwN: the session's is shared.
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-checks"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def shared_check(
+    factory, exercise: str, source: str, *, device: str = "cpu", timing: bool = True
+) -> dict:
+    import hashlib
+    import json
+
+    from gpulab.check.runner import run_check
+    from gpulab.course.content import load_course
+
+    key = hashlib.sha256(f"{exercise}\0{device}\0{timing}\0{source}".encode()).hexdigest()[:24]
+    root = _shared_root(factory)
+    kept = root / f"{exercise}-{key}.json"
+    if kept.is_file():
+        return json.loads(kept.read_text())
+    lesson = load_course().find(exercise)
+    assert lesson is not None, exercise
+    folder = Path(tempfile_mkdtemp(root))
+    path = folder / f"{exercise}.py"
+    path.write_text(source)
+    result = run_check(
+        lesson,
+        path,
+        device=device,
+        timeout=CPU_CHECK_TIMEOUT,
+        timing=timing,
+        workspace=str(folder / "workspace"),
+    ).to_json()
+    temp = folder / "result.json"
+    temp.write_text(json.dumps(result))
+    os.replace(temp, kept)  # whole or not at all, if two workers race
+    return result
+
+
+def tempfile_mkdtemp(root: Path) -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(dir=root, prefix="check-")
+
+
+@pytest.fixture
+def shared(tmp_path_factory):
+    """shared(exercise, source): `shared_check` in a test."""
+
+    def run(exercise: str, source: str, **kw) -> dict:
+        return shared_check(tmp_path_factory, exercise, source, **kw)
+
+    return run

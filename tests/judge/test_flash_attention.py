@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import CPU_CHECK_TIMEOUT, REPO, reference_source, starter_source
+from tests.conftest import reference_source, shared_check, starter_source
 
 REF = reference_source("flash_attention")
 
@@ -25,18 +25,9 @@ def failing(r: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def ref_result(tmp_path_factory):
-    """One CPU check of the reference, shared by the tests that read it."""
-    from gpulab.check.runner import run_check
-    from gpulab.course.content import load_course
-
-    lesson = load_course().find("flash_attention")
-    return run_check(
-        lesson,
-        REPO / "kernels" / "flash_attention.py",
-        device="cpu",
-        timeout=CPU_CHECK_TIMEOUT,
-        workspace=str(tmp_path_factory.mktemp("ws")),
-    ).to_json()
+    """One CPU check of the reference, shared by the tests that read it
+    (and with tests/course/test_every_exercise.py: conftest's shared_check)."""
+    return shared_check(tmp_path_factory, "flash_attention", REF)
 
 
 def test_reference_passes(ref_result):

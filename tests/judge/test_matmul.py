@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.conftest import CPU_CHECK_TIMEOUT, REPO, reference_source, starter_source
+from tests.conftest import reference_source, shared_check, starter_source
 
 REF = reference_source("matmul")
 
@@ -26,18 +26,9 @@ def failing(r: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def ref_result(tmp_path_factory):
-    """One CPU check of the reference, shared by the tests that read it."""
-    from gpulab.check.runner import run_check
-    from gpulab.course.content import load_course
-
-    lesson = load_course().find("matmul")
-    return run_check(
-        lesson,
-        REPO / "kernels" / "matmul.py",
-        device="cpu",
-        timeout=CPU_CHECK_TIMEOUT,
-        workspace=str(tmp_path_factory.mktemp("ws")),
-    ).to_json()
+    """One CPU check of the reference, shared by the tests that read it
+    (and with tests/course/test_every_exercise.py: conftest's shared_check)."""
+    return shared_check(tmp_path_factory, "matmul", REF)
 
 
 def test_reference_passes(ref_result):
@@ -55,7 +46,7 @@ def test_reference_passes(ref_result):
 
 
 def test_starter_fails(grade):
-    r = grade("matmul", starter_source("matmul"))
+    r = grade("matmul", starter_source("matmul"), shared=True)
     assert r["status"] == "failed"
     assert "no Triton kernel was launched" in r["summary"]
 

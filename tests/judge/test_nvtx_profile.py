@@ -52,7 +52,7 @@ def test_reference_passes_and_writes_a_trace(grade, tmp_path):
 
 
 def test_starter_fails(grade):
-    r = grade("nvtx_profile", starter_source("nvtx_profile"))
+    r = grade("nvtx_profile", starter_source("nvtx_profile"), shared=True)
     assert r["status"] == "failed"
     assert "missing: train_step, forward, loss, backward, optimizer_step" in r["summary"]
 

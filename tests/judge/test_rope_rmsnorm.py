@@ -19,7 +19,13 @@ import sys
 
 import pytest
 
-from tests.conftest import CPU_CHECK_TIMEOUT, REPO, gpulab_env, reference_source, starter_source
+from tests.conftest import (
+    REPO,
+    gpulab_env,
+    reference_source,
+    shared_check,
+    starter_source,
+)
 
 REF = reference_source("rope_rmsnorm")
 EX = "rope_rmsnorm"
@@ -46,16 +52,7 @@ def failing_text(r: dict) -> str:
 
 @pytest.fixture(scope="module")
 def reference_result(tmp_path_factory):
-    from gpulab.check.runner import run_check
-    from gpulab.course.content import load_course
-
-    lesson = load_course().find(EX)
-    tmp = tmp_path_factory.mktemp("rope_ref")
-    path = tmp / "rope_rmsnorm_ref.py"
-    path.write_text(REF)
-    return run_check(
-        lesson, path, device="cpu", timeout=CPU_CHECK_TIMEOUT, workspace=str(tmp / "workspace")
-    ).to_json()
+    return shared_check(tmp_path_factory, EX, REF)
 
 
 BATCH_CHILD = r"""
@@ -133,7 +130,7 @@ def test_reference_passes(reference_result):
 
 
 def test_starter_fails(grade):
-    r = grade(EX, starter_source(EX))
+    r = grade(EX, starter_source(EX), shared=True)
     assert not r["passed"] and r["status"] == "failed"
 
 

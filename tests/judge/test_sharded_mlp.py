@@ -30,7 +30,7 @@ def failures(r: dict) -> dict[str, str]:
 
 @needs_jax
 def test_reference_passes(grade):
-    r = grade("sharded_mlp", REF)
+    r = grade("sharded_mlp", REF, shared=True)
     assert r["passed"], (r["summary"], failures(r), r.get("output"))
     names = [c["name"] for c in r["cases"]]
     assert names[0] == "make_mesh over 8 devices"
@@ -43,7 +43,7 @@ def test_reference_passes(grade):
 
 @needs_jax
 def test_starter_fails(grade):
-    r = grade("sharded_mlp", starter_source("sharded_mlp"))
+    r = grade("sharded_mlp", starter_source("sharded_mlp"), shared=True)
     assert r["status"] == "failed", r["summary"]
     bad = failures(r)
     assert "Mesh" in bad["make_mesh over 8 devices"]
@@ -222,7 +222,7 @@ def test_starter_fails_on_gpu(grade):
 
 @needs_jax
 def test_the_judge_runs_the_learners_program_itself(grade):
-    r = grade("sharded_mlp", REF)
+    r = grade("sharded_mlp", REF, shared=True)
     assert r["passed"] and r["verdict"] == "judge", r["summary"]
 
 
