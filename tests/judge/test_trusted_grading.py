@@ -18,7 +18,7 @@ def landlock() -> bool:
 
 
 def test_the_result_says_who_judged_and_what_confined_the_code(grade):
-    r = grade("softmax", REF)
+    r = grade("softmax", REF, shared=True)
     assert r["passed"] and r["verdict"] == "judge"
     assert any(s.startswith("rlimits") for s in r["isolation"])
     # The audit's profiler says nothing in the learner's output (Kineto in
@@ -314,7 +314,9 @@ def test_torch_in_one_later_case_only_is_seen_and_that_case_named(grade):
     r = grade("softmax", REF + LATER % body)
     assert not r["passed"]
     assert "during your call torch ran" in r["summary"], r["summary"]
-    fourth = grade("softmax", REF)["cases"][3]["name"]  # the cases are drawn the same way
+    fourth = grade("softmax", REF, shared=True)["cases"][3][
+        "name"
+    ]  # the cases are drawn the same way
     assert f"(case {fourth})" in r["summary"], r["summary"]
 
 
