@@ -43,7 +43,7 @@ def matmul_kernel(
 ):
     pid = tl.program_id(0)
     # TODO: which tile of C is mine? Start row-major:
-    #         pid_m = pid // cdiv(N, BLOCK_N),  pid_n = pid % cdiv(N, BLOCK_N)
+    #         pid_m = pid // tl.cdiv(N, BLOCK_N),  pid_n = pid % tl.cdiv(N, BLOCK_N)
     #       then replace it by the grouped order (GROUP_M tile-rows per group).
     # TODO: offsets of my rows (BLOCK_M), my columns (BLOCK_N) and the first
     #       BLOCK_K step of K; pointers into a and b built from the STRIDES.

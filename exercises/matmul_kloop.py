@@ -34,7 +34,7 @@ def matmul_kloop_kernel(
 ):
     pid = tl.program_id(0)
     # TODO: my tile, in row-major order:
-    #         pid_m = pid // cdiv(N, BLOCK_N),  pid_n = pid % cdiv(N, BLOCK_N)
+    #         pid_m = pid // tl.cdiv(N, BLOCK_N),  pid_n = pid % tl.cdiv(N, BLOCK_N)
     # TODO: the offsets of my rows and columns and of the first K step, and the
     #       pointers of the first A and B tiles, from the strides.
     # TODO: an fp32 accumulator; for each K step: load both tiles (mask the K
