@@ -289,3 +289,23 @@ def test_masked_lanes_belong_to_the_tensor_their_access_reads(kernels: Any) -> N
     assert x_map["masked"][99] == "l" and x_map["loaded"][99] == -1
     assert out_t["loads"]["masked_lanes"] == 0 and "l" not in out_t["map"]["masked"]
     assert _tensor(la, "x_ptr")["loads"]["masked_lanes"] == 2 * 64 - 99
+
+
+def test_a_little_over_one_sector_ratio_is_not_called_poor_coalescing():
+    # A correct triad read 1.1x (partial sectors at the blocks' edges) and was
+    # told its accesses "coalesce poorly": a stride costs 2x to 8x.
+    from gpulab.perf.costmodel import details
+
+    def said(coalescing: float) -> str:
+        cost = {
+            "case": "N=70001 fp32",
+            "bytes": 840_012,
+            "minimum_bytes": 840_012,
+            "footprint_ratio": 1.0,
+            "coalescing": coalescing,
+        }
+        return next(line for line in details(cost) if "coalesce" in line)
+
+    assert "poorly" not in said(1.1) and "edges" in said(1.1)
+    assert "poorly" not in said(1.0)
+    assert "poorly" in said(2.0)

@@ -111,8 +111,12 @@ def diagnose(case: Case, out: torch.Tensor, ref: torch.Tensor) -> str:
 
 
 OVERRUN = (
-    "The tile stored past the end of out: a 2-D mask needs both conditions, one "
-    "per dimension, joined with & ((rm[:, None] < M) & (rn[None, :] < N)); `and` "
+    "The tile stored past the end of out: look at the store's offsets first, then "
+    "its mask. out is N × M, so x[i, j] goes to out_ptr + j * M + i: "
+    "rn[None, :] * M + rm[:, None]; a row length that is x's, or rows and "
+    "columns swapped, puts elements elsewhere and can run past out's end when "
+    "M ≠ N. A 2-D mask needs both conditions, one per "
+    "dimension, joined with & ((rm[:, None] < M) & (rn[None, :] < N)); `and` "
     "between two blocks keeps only one of them in the interpreter, and the GPU "
     "compiler refuses it."
 )
