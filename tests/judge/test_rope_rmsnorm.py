@@ -201,22 +201,27 @@ BWD_LAUNCH = """\
 
 
 def solved_starter() -> str:
+    # The starter as issue 47 made it: the kernels' bodies are steps 3 and 4
+    # (rope_rmsnorm_fwd, rope_rmsnorm_bwd), the wrapper joins them.
     src = starter_source(EX)
-    fwd_todo = src[src.index("    # TODO: load the two halves") : src.index("    pass\n") + 9]
-    src = src.replace(fwd_todo, FWD_BODY, 1)
-    init = "    # TODO: dw1, dw2 = fp32 zeros of HALF each: this program's running dweight.\n"
-    loop = src[src.index("        # TODO: load x1, x2 and dy1") : src.index("        pass\n") + 13]
-    store = "    # TODO: store dw1, dw2 as row pid of dw_part (D fp32 values).\n    pass\n"
-    for old, new in ((init, BWD_INIT), (loop, BWD_BODY), (store, BWD_STORE)):
-        assert old in src, old
-        src = src.replace(old, new, 1)
+    start = src.index("    # TODO: step 3's kernel body")
+    end = src.index("    pass\n", start) + len("    pass\n")
+    src = src[:start] + FWD_BODY + src[end:]
+    start = src.index("    # TODO: step 4's kernel body")
+    src = src[:start] + BWD_INIT + src[src.index("    for work in range(", start) :]
+    tail = "        pass\n    pass\n"  # the loop's body, then the kernel's end
+    assert tail in src, tail
+    src = src.replace(tail, BWD_BODY + BWD_STORE, 1)
     return variant(
         (
             "        # TODO: launch rmsnorm_rope_fwd_kernel on a grid of\n"
             "        #       (B * S, triton.cdiv(H, BLOCK_H)) programs, with HALF = D // 2.\n",
-            FWD_LAUNCH,
+            FWD_LAUNCH
+            + "        ctx.save_for_backward(x, weight, cos, sin)\n        ctx.eps = eps\n",
         ),
+        ("        x = weight = None\n", "        x, weight, cos, sin = ctx.saved_tensors\n"),
         ("        dw = torch.empty_like(weight)\n", BWD_LAUNCH),
+        ("        return dx\n", "        return dx, dw, None, None, None\n"),
         src=src,
     )
 
@@ -274,7 +279,7 @@ WRONG = {
                 "range(pid, n_pos * n_hblk - 1, tl.num_programs(0))",
             )
         ),
-        "NaN (unwritten",
+        "NaN where the answer is a number (an element never written",
     ),
 }
 # Variants whose first failing case must already show the reason.
