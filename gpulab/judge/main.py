@@ -535,7 +535,6 @@ class Prepared:
         self.policy = policy_for(request, self.device, self.private, cache, self.outbox)
         self._sandbox: Sandbox | None = None
         self._replay: Sandbox | None = None
-        self._early = False  # the sandbox started by start_early, held
         # The file's bytes once the check began (read_submission): sandboxes
         # started from then on get them at once.
         self.data: bytes | None = None
@@ -622,16 +621,9 @@ class Prepared:
         """A check no spare prepared: its sandbox starts (Python, torch and
         Triton imported, confined) while this judge imports the grader, each
         on a core of its own, instead of one after the other. Its file is
-        sent when the check reads it, as a spare's is. On the CPU only: on a
-        GPU the sandbox starts CUDA, which waits for the GPU's hold
-        (gpulab.device.gpulock) as a spare's `finish_ahead` does."""
-        if self.device != "cpu":
-            return
+        sent when the check reads it, as a spare's is."""
         try:
-            # Held: its imports first (what a spare's sandbox does ahead),
-            # then it waits for `go` (take_sandbox).
-            self._sandbox = self.fresh(wait=False, hold=True)
-            self._early = True
+            self._sandbox = self.fresh(wait=False)
         except Exception:  # noqa: BLE001 - take_sandbox starts one itself
             self._sandbox = None
             return
@@ -645,11 +637,7 @@ class Prepared:
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is None:
             return self.fresh()
-        if self._early:  # started early, held after its imports
-            self._early = False
-            sandbox.wait_held()
-            sandbox.go()
-            sandbox.wait_ready()
+        sandbox.wait_ready()  # started early; a spare's is ready already
         return sandbox
 
     def take_replay(self) -> Sandbox:
