@@ -617,28 +617,10 @@ class Prepared:
                 if box is not None and not isinstance(box.reply(Ok), Ok):
                     raise SandboxDied("a sandbox started ahead did not warm up")
 
-    def start_early(self) -> None:
-        """A check no spare prepared: its sandbox starts (Python, torch and
-        Triton imported, confined) while this judge imports the grader, each
-        on a core of its own, instead of one after the other. Its file is
-        sent when the check reads it, as a spare's is."""
-        try:
-            self._sandbox = self.fresh(wait=False)
-        except Exception:  # noqa: BLE001 - take_sandbox starts one itself
-            self._sandbox = None
-            return
-        from gpulab.judge import harness, loader  # noqa: F401
-
-        with contextlib.suppress(ImportError, loader.UnknownExercise):
-            loader.load(self.request.exercise, self.request.content_root)
-
     def take_sandbox(self) -> Sandbox:
         self.finish_ahead()
         sandbox, self._sandbox = self._sandbox, None
-        if sandbox is None:
-            return self.fresh()
-        sandbox.wait_ready()  # started early; a spare's is ready already
-        return sandbox
+        return sandbox if sandbox is not None else self.fresh()
 
     def take_replay(self) -> Sandbox:
         self.finish_ahead()
@@ -731,7 +713,6 @@ def judge(
         prepared = None
     if prepared is None:
         prepared = Prepared(request)
-        prepared.start_early()
     device, policy = prepared.device, prepared.policy
     # The secret seed is drawn here and never leaves the judge.
     secret_seed = secrets.randbelow(2**31)

@@ -126,10 +126,6 @@ def main() -> None:
             os._exit(0)
         if go.get("type") != "go":
             os._exit(0)
-    elif config.source is None and config.problem is None:
-        # Started before the judge read the file (gpulab.judge.main
-        # Prepared.start_early): the imports now, while the judge does its own.
-        _import_ahead()
     if config.device == "cuda":
         # Start CUDA before confining: the driver's start-up writes under
         # /proc that nothing after it needs (measured on the H200 machine).
