@@ -206,3 +206,13 @@ def load_toml(path: Path, error: type[Exception], missing: str) -> dict[str, Any
         raise error(f"{path}: not valid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot be read: {exc}") from None
+
+
+def default_root() -> Path:
+    """The learner's workspace folder: $GPULAB_HOME, else ~/gpulab. Here, below
+    the lab, so a child (the bench) finds the cached ceilings without the lab's
+    workspace module."""
+    env = os.environ.get("GPULAB_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    return (Path.home() / "gpulab").resolve()

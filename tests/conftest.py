@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
     """A fresh workspace in a temp folder, also set as $GPULAB_HOME."""
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     root = tmp_path / "workspace"
     monkeypatch.setenv("GPULAB_HOME", str(root))
@@ -204,7 +204,7 @@ def grade(tmp_path, tmp_path_factory, course, gpu_workspace):
     Runs on the CPU (Triton interpreter) unless device="cuda" is passed; GPU
     grades share one workspace (`gpu_workspace`).
     """
-    from gpulab.check.runner import run_check
+    from gpulab.lab.runner import run_check
 
     def _grade(
         exercise: str,
@@ -272,8 +272,8 @@ def shared_check(
     import hashlib
     import json
 
-    from gpulab.check.runner import run_check
     from gpulab.course.content import load_course
+    from gpulab.lab.runner import run_check
 
     key = hashlib.sha256(f"{exercise}\0{device}\0{timing}\0{source}".encode()).hexdigest()[:24]
     root = _shared_root(factory)

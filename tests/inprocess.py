@@ -30,8 +30,8 @@ class InProcessSandbox:
     learner_ran = True  # the file runs in this process: a broken reply may be its own
 
     def __init__(self, file: Path, before_load: list[str], device: str = "cpu") -> None:
-        from gpulab.check.frames_other import Policy, SandboxConfig
         from gpulab.sandbox.main import Server
+        from gpulab.wire.frames_other import Policy, SandboxConfig
 
         self.device = device
         self.server = Server(-1, SandboxConfig(device, str(file), Policy()))
@@ -52,7 +52,7 @@ class InProcessSandbox:
 
     def ask(self, message: Any, kind: Any) -> Any:
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.check.frames import read_reply
+        from gpulab.wire.frames import read_reply
 
         return read_reply(self.request(message), kind)
 
@@ -62,7 +62,7 @@ class InProcessSandbox:
         self._answer = self.request(message)
 
     def reply(self, kind: Any) -> Any:
-        from gpulab.check.frames import read_reply
+        from gpulab.wire.frames import read_reply
 
         return read_reply(self._answer, kind)
 
@@ -75,9 +75,9 @@ class InProcessSandbox:
         import dataclasses
         import json
 
-        from gpulab.check import frames_other
-        from gpulab.check.frames import Raised
         from gpulab.sandbox.failure import LearnerFailure
+        from gpulab.wire import frames_other
+        from gpulab.wire.frames import Raised
 
         msg = json.loads(json.dumps(message.to_json()))
         request = frames_other.request(msg)
@@ -92,9 +92,9 @@ class InProcessSandbox:
 
 def grade_here(exercise: str, function: str, path: Path) -> dict:
     """The result dict `gpulab check` would give for `path`, on the CPU."""
-    from gpulab.check.protocol import CheckRequest
     from gpulab.judge.harness import grade_request
     from gpulab.judge.main import BEFORE_LOAD
+    from gpulab.wire.protocol import CheckRequest
 
     request = CheckRequest(exercise=exercise, function=function, file=str(path))
     sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))

@@ -23,76 +23,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The lab's own process (the CLI and the core under the TUI): never imports
 # the UI, gpulab.judge, torch or triton, not even inside a function, and
-# importing it loads nothing heavy.
+# importing it loads nothing heavy. Whole folders: a new module is placed by
+# the folder it is written in.
 LAB = [
     "gpulab",
     "gpulab.__main__",
-    "gpulab.check",
-    "gpulab.course",
-    "gpulab.perf",
-    "gpulab.check.result",
-    "gpulab.check.child",
-    "gpulab.course.citations",
-    "gpulab.cli",
-    "gpulab.cli.options",
-    "gpulab.cli.grade_options",
-    "gpulab.cli.webserve",
-    "gpulab.cli.commands.*",
-    "gpulab.course.content",
-    "gpulab.check.crashes",
-    "gpulab.device",
-    "gpulab.device.ceilings",
-    "gpulab.device.devinfo",
-    "gpulab.device.gpulock",
-    "gpulab.device.microbench_runner",
-    "gpulab.device.nvml",
-    "gpulab.device.probe",
-    "gpulab.diagnosis",
-    "gpulab.diagnosis.candidates",
-    "gpulab.diagnosis.findings",
-    "gpulab.diagnosis.kinds",
-    "gpulab.diagnosis.nsight",
-    "gpulab.diagnosis.render",
-    "gpulab.diagnosis.rules",
-    "gpulab.diagnosis.traffic",
-    "gpulab.diagnosis.ttir",
-    "gpulab.check.events",
-    "gpulab.check.frames",
-    "gpulab.check.frames_other",
-    "gpulab.check.kernel_binary",
     "gpulab.fsutil",
-    "gpulab.course.glossary",
-    "gpulab.perf.hardware",
-    "gpulab.perf.hardware_doc",
-    "gpulab.perf.hardware_model",
-    "gpulab.check.install_hint",
-    "gpulab.course.known_gaps",
-    "gpulab.course.sections",
-    "gpulab.check.plan",
-    "gpulab.check.protocol",
-    "gpulab.check.report",
-    "gpulab.perf.costmodel",
-    "gpulab.perf.loadmap",
-    "gpulab.perf.counters",
-    "gpulab.perf.roadmap",
-    "gpulab.perf.roofline",
-    "gpulab.perf.roofline_plot",
-    "gpulab.check.runner",
     "gpulab.safetree",
-    "gpulab.perf.serving",
-    "gpulab.perf.serving_models",
-    "gpulab.perf.serving_view",
-    "gpulab.course.side_by_side",
-    "gpulab.course.state",
-    "gpulab.check.status",
     "gpulab.textsafe",
-    "gpulab.perf.traces",
-    "gpulab.perf.units",
-    "gpulab.check.watcher",
-    "gpulab.course.workspace",
-    # The instructor's side: the gradebook, its workers (which grade through
-    # gpulab.check.runner, the judge in a child process) and executors.
-    "gpulab.gradebook.*",
+    "gpulab.wire.*",  # the messages, standard library only
+    "gpulab.course.*",  # the course as data
+    "gpulab.gpu.*",  # datasheets, roofline, cost model, NVML, ceilings
+    "gpulab.explain.*",  # --explain's rules and rendering (its plug-ins are CHILD)
+    "gpulab.lab.*",  # the check from the lab's side, the workspace
+    "gpulab.gradebook.*",  # the instructor's side, grading through gpulab.lab
+    "gpulab.cli.*",
 ]
 
 # The UI: the lab's process too, and the only package that imports textual.
@@ -100,36 +45,35 @@ UI = ["gpulab.tui.*"]
 
 # Child processes only (`python -m ...`: the judge, the sandbox, the bench,
 # the microbenchmarks, the profile target, the torch probe): they may import
-# torch, triton and the grader, and never the UI.
+# torch, triton and the grader, and never the UI. Where a CHILD folder lies
+# inside a LAB one (explain's plug-ins), the more specific entry places it.
 CHILD = [
-    "gpulab.perf.bench",
-    "gpulab.perf.compile_info",
-    "gpulab.perf.debug_case",
-    "gpulab.perf.counter_cases",
-    "gpulab.course.compile_specs",
-    "gpulab.device.microbench",
-    "gpulab.device.microbench_kernels",
-    "gpulab.device.microbench_measure",
-    "gpulab.device.timing",
-    "gpulab.device.torch_probe",
-    "gpulab.device.vmm",
-    "gpulab.diagnosis.case_facts",
-    "gpulab.diagnosis.cases",
-    "gpulab.diagnosis.judge_side",
-    "gpulab.diagnosis.nsight_step",
-    "gpulab.diagnosis.sandbox_profile",
-    "gpulab.diagnosis.sandbox_side",
-    "gpulab.diagnosis.trace",
+    "gpulab.measure.*",
+    "gpulab.explain.judge.*",
+    "gpulab.explain.sandbox.*",
     "gpulab.judge.*",
-    "gpulab.perf.profiling",
     "gpulab.sandbox.*",
+]
+
+# The lab's side, top to bottom: a folder imports only the folders below it
+# (import-linter's layers contract; the standard-library helpers gpulab.fsutil,
+# gpulab.safetree and gpulab.textsafe sit under them all).
+LAB_LAYERS = [
+    "gpulab.cli",
+    "gpulab.tui",
+    "gpulab.gradebook",
+    "gpulab.lab",
+    "gpulab.explain",
+    "gpulab.gpu",
+    "gpulab.course",
+    "gpulab.wire",
 ]
 
 # Of CHILD, those that import torch, triton or jax as they are imported; every
 # other module's import is proven light by tests/test_import_hygiene.py.
 HEAVY = [
-    "gpulab.device.microbench_kernels",
-    "gpulab.device.timing",
+    "gpulab.measure.microbench_kernels",
+    "gpulab.measure.timing",
     "gpulab.judge.*",
     "gpulab.sandbox.*",
 ]
@@ -144,9 +88,9 @@ LIGHT = ["gpulab.judge", "gpulab.judge.main"]
 # no grader is machinery.
 GRADERS = "gpulab.judge.graders.*"
 
-# The grader depends on the device wing (timing, ceilings, the GPU lock),
-# never the other way round.
-DEVICE = ["gpulab.device.*"]
+# The pure layers every process may import: they import nothing of the
+# processes' own folders (the judge, the sandbox, the lab).
+DEVICE = ["gpulab.gpu.*", "gpulab.course.*", "gpulab.wire.*"]
 
 # Edges a contract allows, each with why.
 CORE_EXCEPTIONS = {
@@ -155,9 +99,9 @@ CORE_EXCEPTIONS = {
     "gradebook's view through a lazy import",
 }
 LAB_EXCEPTIONS = {
-    "gpulab.cli.commands.dev_compile -> gpulab.perf.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
+    "gpulab.cli.commands.dev_compile -> gpulab.measure.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
     "process (no GPU, no learner code)",
-    "gpulab.cli.commands.dev_compile -> gpulab.course.compile_specs": "the same tool's kernel list",
+    "gpulab.cli.commands.dev_compile -> gpulab.measure.compile_specs": "the same tool's kernel list",
 }
 
 
@@ -201,13 +145,32 @@ def contract_names(entries: list[str]) -> list[str]:
     counts its descendants in); a package named alone (its __init__) is left
     out, since import-linter would count its descendants in too."""
     packages = _packages()
-    return sorted(
-        e[:-2] if e.endswith(".*") else e for e in entries if e.endswith(".*") or e not in packages
-    )
+    names: set[str] = set()
+    for e in entries:
+        whole = [m for m in modules() if covers(e, m)]
+        if e.endswith(".*") and all(placed(entries, m) for m in whole):
+            names.add(e[:-2])
+        else:  # a folder with another list's folder inside: its own modules, one by one
+            names.update(m for m in whole if placed(entries, m) and m not in packages)
+    return sorted(names)
+
+
+def _depth(entries: list[str], module: str) -> int:
+    """How specific the most specific entry of `entries` covering `module` is
+    (0: none covers it)."""
+    return max((len(e.removesuffix(".*")) for e in entries if covers(e, module)), default=0)
+
+
+def placed(entries: list[str], module: str) -> bool:
+    """Whether the list `entries` (LAB, UI or CHILD) places `module`: it covers
+    it, and no other list covers it more specifically (explain's plug-ins are
+    CHILD inside a LAB folder)."""
+    mine = _depth(entries, module)
+    return mine > 0 and all(_depth(other, module) <= mine for other in (LAB, UI, CHILD))
 
 
 def expand(entries: list[str]) -> list[str]:
-    return [m for m in modules() if any(covers(e, m) for e in entries)]
+    return [m for m in modules() if placed(entries, m)]
 
 
 def light() -> list[str]:
@@ -251,7 +214,13 @@ forbidden_modules = ["gpulab.judge", "gpulab.sandbox", "torch", "triton"]
 ignore_imports = {ignored(LAB_EXCEPTIONS)}
 
 [[tool.importlinter.contracts]]
-name = "The device wing never imports the grader"
+name = "The lab's folders, top to bottom: none imports a folder above it"
+type = "layers"
+layers = {_toml_list(LAB_LAYERS)}
+ignore_imports = {ignored(CORE_EXCEPTIONS)}
+
+[[tool.importlinter.contracts]]
+name = "The pure layers (datasheets and roofline, the course, the messages) never import the grader"
 type = "forbidden"
 source_modules = {_toml_list(contract_names(DEVICE))}
 forbidden_modules = ["gpulab.judge", "gpulab.sandbox"]

@@ -41,7 +41,7 @@ def imported_modules(path: Path, top: Path, modules: set[str]) -> set[str]:
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
-            # `from gpulab import hardware` imports the module gpulab.perf.hardware.
+            # `from gpulab import hardware` imports the module gpulab.gpu.hardware.
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return {m for m in found if m in modules and m != name}
 

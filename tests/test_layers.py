@@ -13,7 +13,7 @@ def _placement(modules: list[str]) -> tuple[list[str], dict[str, list[str]]]:
         m: [
             name
             for name, entries in (("LAB", layers.LAB), ("UI", layers.UI), ("CHILD", layers.CHILD))
-            if any(layers.covers(e, m) for e in entries)
+            if layers.placed(entries, m)
         ]
         for m in modules
     }

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.device import gpulock
+from gpulab.gpu import gpulock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,7 @@ def test_the_holder_file_is_written_under_a_name_nobody_can_guess(tmp_path, monk
 
 FIFO = """
 import sys
-from gpulab.device.gpulock import gpu_in_use
+from gpulab.gpu.gpulock import gpu_in_use
 try:
     with gpu_in_use(gpu=0):
         print("held")
@@ -128,7 +128,7 @@ def _umask(mask: int) -> int:
 def test_a_new_workspace_is_its_owners_alone(tmp_path):
     # With umask 022 the workspace was 0755: every user of the box could
     # list it and read what gpulab wrote there with the umask (traces).
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     old = _umask(0o022)
     try:
@@ -268,7 +268,7 @@ def test_a_trusted_childs_inductor_cache_is_no_name_another_user_can_take(tmp_pa
     import getpass
     import tempfile
 
-    from gpulab.check import child
+    from gpulab.lab import child
 
     shared = tmp_path / "tmp"
     shared.mkdir()
@@ -348,7 +348,7 @@ def test_a_workspace_others_may_write_is_refused(tmp_path):
     # user: `gpulab reset` left the learner's exercise 0666 there (the mode
     # of the attacker's file it replaced), and every file in it was theirs
     # to swap.
-    from gpulab.course.workspace import Workspace, WorkspaceError
+    from gpulab.lab.workspace import Workspace, WorkspaceError
 
     shared = tmp_path / "scratch" / "gpulab-me"
     (shared / "exercises").mkdir(parents=True)
@@ -363,7 +363,7 @@ def test_a_workspace_of_another_user_is_refused(tmp_path):
         pytest.skip("needs root to make a folder of another user's")
     import pwd
 
-    from gpulab.course.workspace import Workspace, WorkspaceError
+    from gpulab.lab.workspace import Workspace, WorkspaceError
 
     nobody = pwd.getpwnam("nobody")
     theirs = tmp_path / "gpulab-me"
@@ -381,7 +381,7 @@ def test_gpulab_probe_shows_other_users_process_names_without_escapes():
 
     from rich.console import Console
 
-    from gpulab.device.probe import _gpu_table
+    from gpulab.lab.probe import _gpu_table
 
     name = "/home/mallory/\x1b]52;c;ZWNobyBoaQ==\x1b\\\x1b[2Jpython"
     gpu = {

@@ -40,7 +40,7 @@ def test_wheel_carries_the_content(wheel):
     # The Hopper backends the references load from kernels/hopper/.
     assert "gpulab/_content/kernels/hopper/softmax_smem.py" in names
     assert "gpulab/_content/kernels/hopper/flash_attention_fa3.py" in names
-    # The GPU datasheet table is package data, read by gpulab.perf.hardware.
+    # The GPU datasheet table is package data, read by gpulab.gpu.hardware.
     assert "gpulab/data/gpus.toml" in names
     tops = {n.split("/")[0] for n in names}
     assert "kernels" not in tops and "exercises" not in tops and "lessons" not in tops
@@ -58,7 +58,7 @@ def test_installed_wheel_finds_its_content_from_anywhere(wheel, tmp_path):
     code = (
         "import gpulab.course.content as c; course = c.load_course();"
         "print(c.content_root()); print(len(course.lessons), course.find('softmax').ready);"
-        "import gpulab.perf.hardware as h; print(len(h.GPUS), h.GPUS['h200'].tflops['bf16'])"
+        "import gpulab.gpu.hardware as h; print(len(h.GPUS), h.GPUS['h200'].tflops['bf16'])"
     )
     r = subprocess.run(
         [sys.executable, "-c", code],

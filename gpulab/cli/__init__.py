@@ -18,8 +18,8 @@ import json
 import signal
 import sys
 
-from gpulab.check.status import Status
 from gpulab.cli.options import arguments
+from gpulab.wire.status import Status
 
 # name -> (module, help). Each module defines `run(args) -> int`; the
 # options live in gpulab.cli.options, so `--help` imports no command module.

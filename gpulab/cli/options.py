@@ -120,7 +120,7 @@ def _check_arguments() -> Arguments:
                 ("--off",),
                 {
                     "action": "append",
-                    # gpulab.check.protocol.KERNEL_PATHS's names (kept literal: no import here)
+                    # gpulab.wire.protocol.KERNEL_PATHS's names (kept literal: no import here)
                     "choices": ["fa3", "softmax_smem", "matmul_tma"],
                     "metavar": "PATH",
                     "help": "run the reference kernels without this Hopper-only path "
@@ -166,7 +166,7 @@ def _serving_arguments() -> Arguments:
             (
                 ("--weights",),
                 {
-                    # gpulab.perf.serving.WEIGHT_DTYPES (kept literal: no import here)
+                    # gpulab.gpu.serving.WEIGHT_DTYPES (kept literal: no import here)
                     "choices": ["bf16", "fp8", "fp8-a16", "int4"],
                     "default": "bf16",
                     "help": "fp8: W8A8 (the fp8 roof); fp8-a16: fp8 weights, bf16 "

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpulab.check import child
+from gpulab.lab import child
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -33,7 +33,7 @@ def visible_gpus() -> list[str]:
     if env is not None and env.strip() in ("", "-1"):
         return []
     try:
-        from gpulab.device import nvml
+        from gpulab.gpu import nvml
 
         with nvml.opened() as nv:
             count = int(nv.nvmlDeviceGetCount())

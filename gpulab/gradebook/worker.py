@@ -1,5 +1,5 @@
 """A grading worker: one student of a batch, every task of theirs in turn,
-each through gpulab.check.runner.run_check, the judge `gpulab check` runs
+each through gpulab.lab.runner.run_check, the judge `gpulab check` runs
 (its own child process, the sandbox under it: docs/grading.md).
 
     python -m gpulab.gradebook.worker BATCH.json --index I
@@ -57,7 +57,7 @@ def gpu_identity() -> tuple[str, str]:
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return "", ""
     try:
-        from gpulab.device import nvml
+        from gpulab.gpu import nvml
 
         with nvml.opened() as nv:
             env = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
@@ -77,13 +77,13 @@ def _say(event: dict[str, Any]) -> None:
 
 
 # (lesson, file, timeout, timing, device) -> the check's result as JSON:
-# gpulab.check.runner.run_check's, or a recorded one (tests replay a class).
+# gpulab.lab.runner.run_check's, or a recorded one (tests replay a class).
 Check = Callable[[Any, Path, float, bool, str], dict[str, Any]]
 
 
 def run_judge(lesson: Any, file: Path, timeout: float, timing: bool, device: str) -> dict[str, Any]:
     """A check by the judge `gpulab check` runs, as its JSON."""
-    from gpulab.check.runner import run_check
+    from gpulab.lab.runner import run_check
 
     return run_check(lesson, file, timeout=timeout, timing=timing, device=device).to_json()
 
@@ -106,7 +106,7 @@ class Worker:
         self.host = socket.gethostname()
 
     def timeout(self) -> float:
-        from gpulab.check.plan import default_timeout
+        from gpulab.lab.plan import default_timeout
 
         limit = self.batch.get("timeout")
         if isinstance(limit, (int, float)) and limit > 0:
@@ -145,8 +145,8 @@ class Worker:
         return done
 
     def grade(self, task: dict[str, Any]) -> dict[str, Any]:
-        from gpulab.check.result import CheckResult
-        from gpulab.check.status import Status
+        from gpulab.wire.result import CheckResult
+        from gpulab.wire.status import Status
 
         started, t0 = _stamp(), time.monotonic()
         lesson = self.course.find(task["exercise"])

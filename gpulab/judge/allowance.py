@@ -1,6 +1,6 @@
 """How long each correctness case may take on the CPU (the Triton interpreter).
 
-A CPU check's first limit is 60 s (gpulab.check.plan), sized for the
+A CPU check's first limit is 60 s (gpulab.lab.plan), sized for the
 reference kernels, which finish every case of an exercise in a few seconds
 there. The interpreter runs a kernel as Python over numpy, though, so an
 honest kernel written another way can need far more: a softmax whose max

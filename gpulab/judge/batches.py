@@ -1,6 +1,6 @@
 """Timing a learner's kernel from the judge, in batches on fresh inputs.
 
-The sandbox times each call with CUDA events (as gpulab.device.timing does
+The sandbox times each call with CUDA events (as gpulab.measure.timing does
 for the bench), but its numbers are only a claim. The judge:
 
 1. draws every repetition's inputs fresh from its own generator (same
@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames import (
+from gpulab.judge import neighbours
+from gpulab.judge.compare import compare, describe_mismatch
+from gpulab.judge.timed_rows import BatchWall, RemoteTiming
+from gpulab.measure.timing import _stats
+from gpulab.sandbox import learner
+from gpulab.wire.frames import (
     NO_TIMING,
     BadReply,
     Broken,
@@ -36,18 +41,13 @@ from gpulab.check.frames import (
     TimedInputs,
     TimeRequest,
 )
-from gpulab.device.timing import _stats
-from gpulab.judge import neighbours
-from gpulab.judge.compare import compare, describe_mismatch
-from gpulab.judge.timed_rows import BatchWall, RemoteTiming
-from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
-    from gpulab.check.protocol import TensorRef
     from gpulab.judge.context import GradeContext
     from gpulab.judge.kernel import Expect
     from gpulab.judge.remote import Arena
     from gpulab.judge.replay import Refs
+    from gpulab.wire.protocol import TensorRef
 
 MAX_REPS = 40
 BATCH_REPS = 20

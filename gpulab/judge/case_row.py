@@ -1,6 +1,6 @@
 """A correctness case's row as a grader makes it: the keys a row may carry
 (CaseFields) and `case_row`, which makes the typed row the result holds
-(gpulab.check.result.CaseRow) for `GradeContext.add_case`.
+(gpulab.wire.result.CaseRow) for `GradeContext.add_case`.
 
 The row's JSON (`gpulab check --json`'s `cases`) keeps the keys in the
 order the grader gives them, as it always did. Light: no torch here (the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Required, TypedDict, Unpack
 
-from gpulab.check.result import CaseRow
+from gpulab.wire.result import CaseRow
 
 
 class BadElementJson(TypedDict):
@@ -24,7 +24,7 @@ class BadElementJson(TypedDict):
 
 class CaseFields(TypedDict, total=False):
     """The keys of a case's row. The lab reads the first eight
-    (gpulab.check.result.CaseRow); the others are a grader's own, written
+    (gpulab.wire.result.CaseRow); the others are a grader's own, written
     into the JSON for people and scripts."""
 
     name: Required[str]

@@ -13,8 +13,8 @@ from typing import overload
 
 import torch
 
+from gpulab.gpu.units import value_text
 from gpulab.judge.case_row import BadElementJson
-from gpulab.perf.units import value_text
 
 # (atol, rtol) against a float64 reference, per output dtype.
 DEFAULT_TOLERANCE = {

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from gpulab.check.events import CaseDone, Correct, Graded, Stage
-from gpulab.check.frames import Broken, Raised
-from gpulab.check.frames_other import Loaded, LoadRequest
-from gpulab.check.protocol import CheckRequest
-from gpulab.check.result import CaseRow
-from gpulab.check.status import Status
 from gpulab.judge.advice import Advice
 from gpulab.sandbox.learner import LearnerError
+from gpulab.wire.events import CaseDone, Correct, Graded, Stage
+from gpulab.wire.frames import Broken, Raised
+from gpulab.wire.frames_other import Loaded, LoadRequest
+from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.result import CaseRow
+from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Arena, Remote, Sandbox
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 class Channel(Protocol):
     """Where a check's frames go (gpulab.judge.main.Channel, the judge's
-    events, typed as the lab reads them: gpulab.check.events)."""
+    events, typed as the lab reads them: gpulab.wire.events)."""
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None: ...
 
@@ -51,7 +51,7 @@ class Channel(Protocol):
 
 class CaseContext(Protocol):
     """What drawing an exercise's cases needs: where they run and the seeds
-    (a GradeContext; gpulab.perf.bench's and gpulab.diagnosis.cases' own)."""
+    (a GradeContext; gpulab.measure.bench's and gpulab.explain.judge.cases' own)."""
 
     @property
     def device(self) -> str: ...

@@ -7,12 +7,12 @@ On the CPU the replay's sandbox runs every passing case's kernels again
 (gpulab.sandbox.costcount), in the process that runs only the kernels
 gpulab kept of the file, on the judge's own inputs. `advice_keys` turns the
 counts of the passing case with the most minimum bytes into the result's
-`cost` (gpulab.perf.costmodel), once every case has passed.
+`cost` (gpulab.gpu.costmodel), once every case has passed.
 
 For the first wrong case small enough to draw (and a later one, where the
 first had fewer than SMALL elements), `on_wrong_case` replays its launches
 once more with per-element maps: the result's `load_map`
-(gpulab.perf.loadmap draws it). Each wrong case's inputs and reference are
+(gpulab.gpu.loadmap draws it). Each wrong case's inputs and reference are
 kept in memory, and `advice_keys` writes them, after the verdict, to the
 folder the judge chose in the workspace (`.gpulab/debug/<exercise>/`),
 never one the sandbox named.
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from gpulab.judge.advice import Advice, Saved
 
 if TYPE_CHECKING:
-    from gpulab.check.protocol import CheckRequest
     from gpulab.judge.context import GradeContext
+    from gpulab.wire.protocol import CheckRequest
 
 MAX_SAVED = 4  # wrong cases kept for `gpulab debug`
 MAX_SAVED_BYTES = 64 << 20  # their tensors, all together
@@ -117,9 +117,9 @@ def trace_case(replayer: Any, case: Any, keep: Any, ref: Any, device: str) -> di
     """Run a case's recorded launches once more in the replay's sandbox with
     per-element maps (nothing compared, nothing decided): the counts, or
     None where the record cannot be replayed or the replay stopped."""
-    from gpulab.check.frames_other import Replayed, ReplayRequest
     from gpulab.judge.remote import SandboxDied
     from gpulab.judge.replay import _placed
+    from gpulab.wire.frames_other import Replayed, ReplayRequest
 
     if replayer.pending is not None or replayer.compiled:
         return None  # the caller collects the case in flight first
@@ -201,8 +201,8 @@ def cost_of(
 ) -> dict[str, Any] | None:
     """The estimate for the counted case with the most minimum bytes."""
     from gpulab.course.content import eval_formula
-    from gpulab.perf import costmodel
-    from gpulab.perf.roofline import choose_gpu
+    from gpulab.gpu import costmodel
+    from gpulab.gpu.roofline import choose_gpu
 
     if not request.bytes:
         return None
@@ -247,7 +247,7 @@ def cost_of(
 
 def _programs(counts: dict[str, Any]) -> int:
     """The most programs any one launch of a case ran."""
-    from gpulab.perf.costmodel import launches
+    from gpulab.gpu.costmodel import launches
 
     found = [la.get("programs") for la in launches(counts)]
     return max((p for p in found if isinstance(p, int) and not isinstance(p, bool)), default=0)

@@ -5,7 +5,7 @@ An exercise's grader is `gpulab.judge.graders.<exercise>` with a function
 gpulab.judge.loader loads one, and gpulab.judge.context is what it is
 given). This module turns the cases, failures and timing it recorded on
 `ctx` into the check's result, typed as the lab reads it
-(gpulab.check.result.CheckResult): the judge's result frame is its JSON.
+(gpulab.wire.result.CheckResult): the judge's result frame is its JSON.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING
 
-from gpulab.check.install_hint import install_hint  # the same advice the CLI and the TUI give
-from gpulab.check.protocol import CheckRequest
-from gpulab.check.result import JUDGE_ORDER, CheckResult, Timing
-from gpulab.check.status import Status
+from gpulab.course.install_hint import install_hint  # the same advice the CLI and the TUI give
 from gpulab.judge.context import GradeContext, GradeFailed
 from gpulab.sandbox.learner import LearnerError
+from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.result import JUDGE_ORDER, CheckResult, Timing
+from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import Channel

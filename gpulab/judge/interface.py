@@ -4,7 +4,7 @@ A grader is a module, `gpulab.judge.graders.<exercise>`, one per exercise of the
 course manifest (gpulab.judge.loader loads nothing else). The harness
 calls its `grade(ctx)` with a GradeContext. A kernel exercise's grader also
 builds its timing cases and its KernelSpec for `--explain`
-(gpulab.diagnosis.cases) and `gpulab bench`, which have no sandbox, so
+(gpulab.explain.judge.cases) and `gpulab bench`, which have no sandbox, so
 `timing_cases(ctx)` and `kernel_spec(ctx)` are given a CaseContext, the
 little that drawing cases needs (both in gpulab.judge.context). These are
 Protocols, structural types as harlequin declares its adapters: a module
@@ -30,7 +30,7 @@ class Grader(Protocol):
 
 
 class TimedGrader(Grader, Protocol):
-    """A kernel exercise's grader (gpulab.diagnosis.kinds.KERNEL_EXERCISES):
+    """A kernel exercise's grader (gpulab.explain.kinds.KERNEL_EXERCISES):
     its timed shapes, drawn without a sandbox; a case may come paired with
     what only its timing needs. `kernel_spec` is its KernelSpec where `ctx`
     runs (references, bans, tolerances, baseline)."""

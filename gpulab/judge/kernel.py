@@ -19,32 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames import (
-    AUDIT_MALFORMED,
-    AUDIT_MALFORMED_WHY,
-    Audited,
-    AuditEnd,
-    BadReply,
-    Broken,
-    BufferArg,
-    CallRequest,
-    CompileAhead,
-    CompiledAhead,
-    Desc,
-    DescArg,
-    GuardReport,
-    Guards,
-    LaunchRecord,
-    Raised,
-    RecordedBuffer,
-    RecordedLaunch,
-    Returned,
-    TorchStep,
-    arg_json,
-    flat_args,
-)
-from gpulab.check.protocol import Kwargs
-from gpulab.check.status import Status
 from gpulab.judge.allowance import CaseClock
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import (
@@ -78,6 +52,32 @@ from gpulab.judge.replay_again import (
 )
 from gpulab.sandbox import learner
 from gpulab.sandbox.replay import DTYPES
+from gpulab.wire.frames import (
+    AUDIT_MALFORMED,
+    AUDIT_MALFORMED_WHY,
+    Audited,
+    AuditEnd,
+    BadReply,
+    Broken,
+    BufferArg,
+    CallRequest,
+    CompileAhead,
+    CompiledAhead,
+    Desc,
+    DescArg,
+    GuardReport,
+    Guards,
+    LaunchRecord,
+    Raised,
+    RecordedBuffer,
+    RecordedLaunch,
+    Returned,
+    TorchStep,
+    arg_json,
+    flat_args,
+)
+from gpulab.wire.protocol import Kwargs
+from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext

@@ -1,7 +1,7 @@
 """The judge: the trusted side of a check (`python -m gpulab.judge.main`).
 
-Started by gpulab.check.runner with a CheckRequest on stdin; reports frames
-(gpulab.check.protocol) on the file descriptor named in GPULAB_EVENTS_FD, which
+Started by gpulab.lab.runner with a CheckRequest on stdin; reports frames
+(gpulab.wire.protocol) on the file descriptor named in GPULAB_EVENTS_FD, which
 only it holds. It draws the secret seed, starts the sandbox, hands it
 tensors, checks what comes back against its own references and times it
 (gpulab.judge.kernel, gpulab.judge.batches). It never imports the
@@ -36,13 +36,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check import crashes, protocol
-from gpulab.check.events import CaseDone, Correct, Graded, Stage
-from gpulab.check.frames_other import Ok, Policy, Prepare, ProfilerPolicy, Warm
-from gpulab.check.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
-from gpulab.check.result import JUDGE_ORDER, CheckResult
-from gpulab.check.status import Status
 from gpulab.sandbox.namespaces import DEVICES
+from gpulab.wire import crashes, protocol
+from gpulab.wire.events import CaseDone, Correct, Graded, Stage
+from gpulab.wire.frames_other import Ok, Policy, Prepare, ProfilerPolicy, Warm
+from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
+from gpulab.wire.result import JUDGE_ORDER, CheckResult
+from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Sandbox
@@ -130,7 +130,7 @@ def graded(channel: Channel, result: CheckResult) -> None:
 
 
 def with_keys(result: CheckResult, **keys: Any) -> CheckResult:
-    """`result` with more of the judge's own keys (gpulab.check.result keeps
+    """`result` with more of the judge's own keys (gpulab.wire.result keeps
     them as they are: `verdict`, `isolation`, the diagnosis's, ...)."""
     return replace(result, rest={**result.rest, **keys})
 
@@ -341,7 +341,7 @@ def blocked_modules() -> list[str]:
     runner and the serving calculator (lesson 09's answer). The sandbox loads
     the learner's file with gpulab.sandbox.learner, outside the judge's
     package, so blocking the whole package costs it nothing."""
-    names = ["gpulab.perf.serving", "gpulab.check.runner", "gpulab.judge", "gpulab.judge.graders"]
+    names = ["gpulab.gpu.serving", "gpulab.lab.runner", "gpulab.judge", "gpulab.judge.graders"]
     names += [f"gpulab.judge.graders.{m}" for m in _modules("judge/graders")]
     return names + [f"gpulab.judge.{m}" for m in _modules("judge")]
 
@@ -488,7 +488,7 @@ def one_thread() -> None:
 class Prepared:
     """What a check needs before its file is read: the device, its folders,
     the sandbox's policy and the sandboxes themselves. A spare judge
-    (`--spare`, gpulab.check.runner.Spare) makes one ahead of the check, for the
+    (`--spare`, gpulab.lab.runner.Spare) makes one ahead of the check, for the
     request it expects, with both sandboxes started and their imports done;
     a check that asks for anything else gets a fresh one. No learner code
     has run in any of it: the file is read and sent when the check begins."""
@@ -602,7 +602,7 @@ class Prepared:
                 # Starting CUDA is GPU work: not while someone times.
                 import torch
 
-                from gpulab.device.gpulock import gpu_in_use
+                from gpulab.gpu.gpulock import gpu_in_use
 
                 held.enter_context(gpu_in_use(gpu=torch.cuda.current_device()))
             self._sandbox.go()
@@ -636,7 +636,7 @@ class Prepared:
     ) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
-        Nsight Compute measures (issue 21, gpulab.diagnosis.nsight_step)."""
+        Nsight Compute measures (issue 21, gpulab.explain.judge.nsight_step)."""
         return self._Sandbox(
             file=self.request.file,
             device=self.device,
@@ -729,7 +729,7 @@ def judge(
             # timing phase hands this hold back and times exclusive).
             import torch
 
-            from gpulab.device.gpulock import gpu_in_use
+            from gpulab.gpu.gpulock import gpu_in_use
 
             gpu = torch.cuda.current_device()
             held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
@@ -740,7 +740,7 @@ def judge(
             source=data,
             problem=unreadable,
         )
-        from gpulab.diagnosis.judge_side import attach, start
+        from gpulab.explain.judge.plugin import attach, start
         from gpulab.judge.harness import grade_request
 
         early = start(
@@ -846,7 +846,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     prepared = None
     if spare:
-        # A spare (gpulab.check.runner.Spares): the request it expects, one line;
+        # A spare (gpulab.lab.runner.Spares): the request it expects, one line;
         # then `go` when it may start CUDA (no check of the lab's is running),
         # then the check's own request, or the end of stdin when no check
         # needs it. A request before `go` starts CUDA first.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import torch
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
+    from gpulab.wire.result import CaseRow
 
 
 class Case(Protocol):

@@ -1,7 +1,7 @@
 """Who else had the GPU when the judge refused a timing.
 
 The judge refuses a batch that leaves time unexplained (batches._judge_wall).
-gpulab's own checks no longer cause that (gpulab.device.gpulock keeps every
+gpulab's own checks no longer cause that (gpulab.gpu.gpulock keeps every
 other gpulab kernel off the GPU while one times), but any other program on
 the box can: its kernels take turns with the learner's. The refusal then
 names them, so that an honest learner runs the check again instead of
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpulab.device import nvml
+from gpulab.gpu import nvml
 
 
 def _children() -> dict[int, list[int]]:

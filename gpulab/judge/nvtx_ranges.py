@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypedDict
 
-from gpulab.check.frames_other import ProfileEvent
-from gpulab.check.result import CaseRow
 from gpulab.judge.case_row import case_row
 from gpulab.sandbox.training import RANGES
+from gpulab.wire.frames_other import ProfileEvent
+from gpulab.wire.result import CaseRow
 
 # One of the profile's host-side events, as the judge parsed it
-# (gpulab.check.frames_other.Trained keeps those whose every field has its type).
+# (gpulab.wire.frames_other.Trained keeps those whose every field has its type).
 Event = ProfileEvent
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check.frames import Broken, Raised
-from gpulab.check.frames_other import PlainCall, PlainReturned
 from gpulab.sandbox.learner import LearnerError
+from gpulab.wire.frames import Broken, Raised
+from gpulab.wire.frames_other import PlainCall, PlainReturned
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check.frames import Broken, R, Raised, read_reply
-from gpulab.check.frames_other import (
+from gpulab.wire.frames import Broken, R, Raised, read_reply
+from gpulab.wire.frames_other import (
     ArenaRequest,
     Exit,
     Frame,
@@ -37,7 +37,7 @@ from gpulab.check.frames_other import (
     Ready,
     SandboxConfig,
 )
-from gpulab.check.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
+from gpulab.wire.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
 
 if TYPE_CHECKING:
     from gpulab.sandbox.namespaces import MountSpec
@@ -198,7 +198,7 @@ class Sandbox:
         why the judge could not; the sandbox imports the file from these,
         and its mount namespace does not hold the file itself. `switches`:
         the kernel-path variables the check asked for
-        (gpulab.check.protocol.paths_off_env), never taken from the judge's own
+        (gpulab.wire.protocol.paths_off_env), never taken from the judge's own
         environment. `hold`: the sandbox does its imports, then waits for
         `go()` before it starts CUDA (a spare's, while another check times).
         `triton_cache`: the compiler cache's folder (a private one if not
@@ -297,13 +297,13 @@ class Sandbox:
         self.ready = True
 
     # --- frames -----------------------------------------------------------------
-    # A reply is read where it comes in, typed (gpulab.check.frames.read_reply):
+    # A reply is read where it comes in, typed (gpulab.wire.frames.read_reply):
     # no frame from the sandbox leaves this class as a dict.
 
     def ask(self, message: Frame, kind: type[R]) -> R | Raised | Broken:
         """Send a typed request; its reply read as a `kind`, or the learner's
         exception (Raised), or anything else (Broken). A kernel-path reply
-        whose fields cannot be used raises gpulab.check.frames.BadReply."""
+        whose fields cannot be used raises gpulab.wire.frames.BadReply."""
         if self.pending:  # a reply the judge has not read yet comes first
             self.pending = False
             self._receive()
@@ -435,7 +435,7 @@ class Arena:
     """Shared memory the judge owns and the sandbox maps, handed over as a
     file descriptor (never a path the sandbox could swap or truncate): a
     memfd sealed against shrinking and growing on the CPU, a CUDA
-    allocation of its own (gpulab.device.vmm) on a GPU, so the descriptor
+    allocation of its own (gpulab.measure.vmm) on a GPU, so the descriptor
     exposes nothing else of the judge's memory."""
 
     def __init__(self, ident: int, nbytes: int, device: str) -> None:
@@ -458,7 +458,7 @@ class Arena:
             self.bytes = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes)
             self.spec = ArenaSpec(ident, nbytes, "memfd")
         else:
-            from gpulab.device import vmm
+            from gpulab.measure import vmm
 
             index = torch.device(device).index
             index = torch.cuda.current_device() if index is None else index

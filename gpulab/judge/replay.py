@@ -29,7 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames import (
+from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
+from gpulab.judge.replay_params import params_problem
+from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
+from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
+from gpulab.wire.frames import (
     Arg,
     BufferArg,
     DescArg,
@@ -43,7 +47,7 @@ from gpulab.check.frames import (
     View,
     flat_args,
 )
-from gpulab.check.frames_other import (
+from gpulab.wire.frames_other import (
     Prepare,
     ReplayBuffer,
     Replayed,
@@ -53,15 +57,11 @@ from gpulab.check.frames_other import (
     ReplayTimed,
     ReplayTimeRequest,
 )
-from gpulab.check.kernel_binary import KernelBinary
-from gpulab.check.protocol import text as _text
-from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
-from gpulab.judge.replay_params import params_problem
-from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
-from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
+from gpulab.wire.kernel_binary import KernelBinary
+from gpulab.wire.protocol import text as _text
 
 if TYPE_CHECKING:
-    from gpulab.check.protocol import TensorRef
+    from gpulab.wire.protocol import TensorRef
 
 # What gpulab.judge.kernel's encode has put in the arena: id(tensor) and
 # ("storage", data_ptr) -> its ref (here, so the replay needs nothing of kernel).
@@ -106,7 +106,7 @@ class Replayer:
     On the CPU it runs the kernels gpulab.sandbox.replay_source keeps of the
     file in Triton's interpreter. On a GPU it runs no Python of the file at
     all: it launches the compiled kernels the record sent
-    (gpulab.check.kernel_binary), so no rule over the file's text stands
+    (gpulab.wire.kernel_binary), so no rule over the file's text stands
     between an honest kernel and its grade there."""
 
     def __init__(
@@ -371,7 +371,7 @@ class Replayer:
         }
 
     def _died(self, exc: Exception) -> str:
-        from gpulab.check.crashes import killed_words
+        from gpulab.wire.crashes import killed_words
 
         try:
             code = self.sandbox.proc.wait(timeout=2)

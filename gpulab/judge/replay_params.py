@@ -1,7 +1,7 @@
 """A recorded launch's arguments against its compiled kernel's parameters.
 
 On a GPU the replay launches the compiled kernel a launch ran
-(gpulab.check.kernel_binary), passing the record's arguments through
+(gpulab.wire.kernel_binary), passing the record's arguments through
 Triton's launcher, which packs each by the parameter's type. A JIT launch
 types its parameters from the very arguments it was given, so an honest
 record's arguments always fit; one that does not (a pointer passed where
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulab.check.frames import (
+from gpulab.wire.frames import (
     Arg,
     BufferArg,
     DescArg,
@@ -23,7 +23,7 @@ from gpulab.check.frames import (
     OtherArg,
     TupleArg,
 )
-from gpulab.check.kernel_binary import KernelBinary, SigType
+from gpulab.wire.kernel_binary import KernelBinary, SigType
 
 # torch's dtype names (a View's) as Triton names them in a signature.
 TRITON_DTYPES = {

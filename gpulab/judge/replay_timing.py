@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.device.timing import _stats
 from gpulab.judge.batches import BATCH_REPS, MAX_REPS, REL_ERR, _batch_size, mismatches
 from gpulab.judge.replay import WHY
 from gpulab.judge.replay_again import scale_case
+from gpulab.measure.timing import _stats
 
 if TYPE_CHECKING:
     from gpulab.judge.kernel import Kept
@@ -56,7 +56,7 @@ def replayed_times(
     warmup_s: float,
     batch: int = BATCH_REPS,
 ) -> tuple[dict[str, float] | None, str]:
-    """The statistics of the case's replayed launches (gpulab.device.timing's
+    """The statistics of the case's replayed launches (gpulab.measure.timing's
     keys: ms, min_ms, ..., reps), or None and why they could not be had.
     `kept`: a guarded call at the case's size, recorded; `seed`: the
     judge's secret seed for this case (which power of two each repetition's

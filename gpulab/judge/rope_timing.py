@@ -21,8 +21,8 @@ from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, Remote
 from gpulab.sandbox import learner
 
 if TYPE_CHECKING:
-    from gpulab.device.timing import L2Flusher
     from gpulab.judge.context import GradeContext
+    from gpulab.measure.timing import L2Flusher
 
 # One prepared case: (case, dy, x leaf, w leaf, compiled y).
 Prepared = tuple[Case, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -56,9 +56,9 @@ def time_compile_and_backward(
     the judge's batches on fresh inputs and a fresh dy each repetition (every
     dx and dweight checked, against `reference` within `tolerance`), beside
     torch.compile's backward. `chain` is the unfused eager chain."""
-    from gpulab.device import ceilings
-    from gpulab.device.gpulock import gpu_timing_lock
-    from gpulab.device.timing import L2Flusher, measure
+    from gpulab.gpu import ceilings
+    from gpulab.gpu.gpulock import gpu_timing_lock
+    from gpulab.measure.timing import L2Flusher, measure
 
     device_name = torch.cuda.get_device_name(0)
     peak_bw, _ = ceilings.floor_peaks(device_name)
@@ -195,7 +195,7 @@ def _backward_row(
     device_name: str,
     peak_bw: float | None,
 ) -> BackwardRow:
-    from gpulab.device import ceilings
+    from gpulab.gpu import ceilings
 
     nbytes, sec = backward_bytes(case), t.ms * 1e-3
     cap, label = ceilings.ceiling(

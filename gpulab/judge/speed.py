@@ -14,21 +14,21 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpulab.course.content import eval_formula
-from gpulab.device import ceilings
+from gpulab.gpu import ceilings
 from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
 from gpulab.judge.compare import dtype_name
 from gpulab.judge.kernel import AuditSpan, Case, Kept, KernelSpec, guarded_call
 from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
 
 if TYPE_CHECKING:
-    from gpulab.device.timing import L2Flusher
     from gpulab.judge.context import GradeContext
+    from gpulab.measure.timing import L2Flusher
 
 
 def time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
     """Time the learner's kernel and the baseline side by side (GPU only),
     holding the GPU's timing lock so no other gpulab run times at once."""
-    from gpulab.device.gpulock import gpu_timing_lock
+    from gpulab.gpu.gpulock import gpu_timing_lock
 
     index = torch.cuda.current_device()
     with gpu_timing_lock(f"checking {ctx.request.exercise}", gpu=index, on_wait=ctx.stage):
@@ -41,7 +41,7 @@ def _geomean(xs: list[float]) -> float:
 
 
 def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) -> None:
-    from gpulab.device.timing import L2Flusher
+    from gpulab.measure.timing import L2Flusher
 
     device_name = torch.cuda.get_device_name(0)
     flusher = L2Flusher()
@@ -196,7 +196,7 @@ def place(
 ) -> None:
     """Where a row's time puts it: its throughput, and its fraction of the
     roof the letter is measured against, one fixed roof, the datasheet's
-    (gpulab.device.ceilings.grading_roof): the same kernel, the same letter,
+    (gpulab.gpu.ceilings.grading_roof): the same kernel, the same letter,
     whether or not the probe has run. Where the probe measured the copy, the
     row's fraction of that too, shown beside."""
     flops, nbytes, dtype = row.flops, row.bytes, row.dtype
@@ -218,7 +218,7 @@ def place(
 
 
 def _time_baseline(spec: KernelSpec, case: Case, row: KernelRow, flusher: L2Flusher) -> None:
-    from gpulab.device.timing import measure
+    from gpulab.measure.timing import measure
 
     assert spec.baseline is not None  # timed only for a spec that has one
     # Right after the learner's batches, at their clocks: a short warm-up,

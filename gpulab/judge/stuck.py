@@ -3,7 +3,7 @@
 An infinite loop in a kernel (a `while` whose bound never changes) or in a
 wrapper ends at the check's time limit, and "timed out" alone leaves the
 learner to guess which loop. When the lab's deadline passes it sends the
-judge SIGUSR1 before stopping it (gpulab.check.runner); the judge asks each
+judge SIGUSR1 before stopping it (gpulab.lab.runner); the judge asks each
 of its sandboxes for its Python stack (each registered faulthandler on
 SIGUSR1 before any learner code ran: gpulab.sandbox.main), reads the dump
 from what the sandbox printed, and answers with a `stuck` frame naming the
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.events import Stuck
+from gpulab.wire.events import Stuck
 
 # faulthandler's lines: `  File "/path/file.py", line 12 in softmax_kernel`.
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)\s*$')

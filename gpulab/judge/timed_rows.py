@@ -3,7 +3,7 @@
 with its rows and the batches behind them.
 
 Each writes the JSON the result's `timing` always held (`to_json`, the
-same keys in the same order; gpulab.check.result.Timing reads it back), so
+same keys in the same order; gpulab.wire.result.Timing reads it back), so
 the typed values live in the judge and only the result is JSON. No torch
 here.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gpulab.device.ceilings import Roof
+    from gpulab.gpu.ceilings import Roof
 
 Json = dict[str, object]  # a JSON object the judge writes (and never reads back)
 
@@ -57,7 +57,7 @@ class BatchWall:
 @dataclass
 class RemoteTiming:
     """A case timed in the judge's batches (gpulab.judge.batches.time_remote):
-    the claimed times' statistics (gpulab.device.timing's: ms, min_ms,
+    the claimed times' statistics (gpulab.measure.timing's: ms, min_ms,
     p20_ms, p80_ms, mean_ms, rse, reps), how they were checked, and why they
     are implausible, if they are."""
 
@@ -109,7 +109,7 @@ class KernelRow:
     unit: str = ""
     roofline_fraction: float | None = None
     ceiling: str = ""  # what roofline_fraction is of ("the H200 datasheet's 4.8 TB/s")
-    roof: Roof | None = None  # the same, as gpulab.device.ceilings made it (not in the JSON)
+    roof: Roof | None = None  # the same, as gpulab.gpu.ceilings made it (not in the JSON)
     # Of the copy ceiling `gpulab probe --bench` measured, where it did (shown
     # beside the letter, never its basis).
     of_measured_copy: float | None = None

@@ -2,6 +2,6 @@
 
 Started by the judge as `python -I -c ... gpulab.sandbox.main`; it confines
 itself (gpulab.sandbox.isolation) before the learner's file is read, then
-answers the judge's calls (gpulab.check.protocol). Nothing it sends is a verdict:
+answers the judge's calls (gpulab.wire.protocol). Nothing it sends is a verdict:
 the judge checks every output against its own reference.
 """

@@ -21,7 +21,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.kernel_binary import KernelBinary, sig_type
+from gpulab.wire.kernel_binary import KernelBinary, sig_type
 
 
 def _plain(value: Any) -> Any:

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from gpulab.check.frames_other import BlockOp, Blocks, BottleneckRequest, KernelRow
-from gpulab.check.protocol import TensorRef
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import view
+from gpulab.wire.frames_other import BlockOp, Blocks, BottleneckRequest, KernelRow
+from gpulab.wire.protocol import TensorRef
 
 MAX_ROWS = 200  # operator rows sent back (the judge looks up its operator there)
 

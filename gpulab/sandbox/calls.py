@@ -12,7 +12,11 @@ from typing import Any
 
 import torch
 
-from gpulab.check.frames import (
+from gpulab.sandbox import learner
+from gpulab.sandbox.audit import Audit
+from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
+from gpulab.sandbox.tensors import Arenas, materialize, view
+from gpulab.wire.frames import (
     Audited,
     BackwardReply,
     CallRequest,
@@ -24,11 +28,7 @@ from gpulab.check.frames import (
     Timed,
     TimeRequest,
 )
-from gpulab.check.protocol import Kwargs, TensorRef
-from gpulab.sandbox import learner
-from gpulab.sandbox.audit import Audit
-from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
-from gpulab.sandbox.tensors import Arenas, materialize, view
+from gpulab.wire.protocol import Kwargs, TensorRef
 
 # One repetition of a timed batch: its args, kwargs and upstream gradient.
 Rep = tuple[list[Any], Kwargs, torch.Tensor | None]
@@ -389,7 +389,7 @@ def timed_batch(server: Any, request: TimeRequest) -> Timed:
     first (its own events, `fwd_ms`), then autograd computes the gradients of
     those args for the repetition's `grad_output`; the first gradient goes to
     the slot, the others to `extra_outs`."""
-    from gpulab.device.timing import ClockLog, L2Flusher
+    from gpulab.measure.timing import ClockLog, L2Flusher
     from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(request.function)

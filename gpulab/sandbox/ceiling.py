@@ -21,9 +21,9 @@ import numbers
 import random
 from typing import Any
 
-from gpulab.check.frames_other import Bench, BenchRequest
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
+from gpulab.wire.frames_other import Bench, BenchRequest
 
 COLD = (3.0, 2.0, 1.5)  # the device's first copies: clocks ramping, code loading
 JITTER = 0.02  # each copy's time, uniformly within ±2%
@@ -139,7 +139,7 @@ class CudaGPU:
     def __init__(self) -> None:
         import torch
 
-        from gpulab.device.timing import L2Flusher
+        from gpulab.measure.timing import L2Flusher
 
         self._torch = torch
         self.Event = torch.cuda.Event

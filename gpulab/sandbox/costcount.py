@@ -25,7 +25,7 @@ consecutive lanes. A model, not the compiled code's layout.
 With `maps` on, for tensors of at most MAP_ELEMENTS elements it also keeps,
 per element, which program loaded it and which stored it, the lanes that
 pointed at it masked, and the first lanes that pointed outside every tensor
-the launch was handed: the load map (gpulab.perf.loadmap draws it).
+the launch was handed: the load map (gpulab.gpu.loadmap draws it).
 
 It runs wherever kernels run in the interpreter: the replay's sandbox (the
 kernels gpulab kept of the file, on the judge's inputs) and `gpulab debug`'s

@@ -132,7 +132,7 @@ def trace_launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> dict[str,
     per-element maps: its counts, as `Counts.to_json()` gives a launch, with
     each small tensor's "map" (per element and per program, "programs":
     {id: {"loaded", "stored", "masked"}}). For a puzzle that shows what each
-    program loaded (issue 47); gpulab.perf.loadmap.launch_renderable draws it.
+    program loaded (issue 47); gpulab.gpu.loadmap.launch_renderable draws it.
     TRITON_INTERPRET=1 must have been set before the kernel was decorated."""
     with counting(maps=True) as counts:
         kernel[grid](*args, **kwargs)

@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
-from gpulab.check.frames_other import (
+from gpulab.sandbox import learner
+from gpulab.sandbox.tensors import materialize, view
+from gpulab.wire.frames_other import (
     CompiledSteps,
     CompileRequest,
     DynamoBreak,
@@ -31,8 +33,6 @@ from gpulab.check.frames_other import (
     ModesRequest,
     Traced,
 )
-from gpulab.sandbox import learner
-from gpulab.sandbox.tensors import materialize, view
 
 # Dynamo's config by name before the file ran: any values, only compared
 # with the config's after it and put back.
@@ -318,7 +318,7 @@ def modes_request(server: Any, msg: ModesRequest) -> Modes:
     output copied into the judge's slot for checking."""
     import torch._dynamo
 
-    from gpulab.device.timing import L2Flusher, measure
+    from gpulab.measure.timing import L2Flusher, measure
     from gpulab.sandbox.failure import LearnerFailure
 
     fn = server.function(msg.function)

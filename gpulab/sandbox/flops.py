@@ -24,10 +24,10 @@ import math
 import numbers
 from typing import Any
 
-from gpulab.check.frames_other import Bench, MatmulBenchRequest
 from gpulab.sandbox import learner
 from gpulab.sandbox.ceiling import JITTER, ModelGPU
 from gpulab.sandbox.failure import LearnerFailure
+from gpulab.wire.frames_other import Bench, MatmulBenchRequest
 
 
 class ModelMatrix:
@@ -118,7 +118,7 @@ class CudaMatmulGPU:
     def __init__(self) -> None:
         import torch
 
-        from gpulab.device.timing import L2Flusher
+        from gpulab.measure.timing import L2Flusher
 
         self._torch = torch
         self.Event = torch.cuda.Event

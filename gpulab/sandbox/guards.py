@@ -26,8 +26,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpulab.check.protocol import Kwargs
 from gpulab.sandbox.audit import WRAPPER_OPS, own
+from gpulab.wire.protocol import Kwargs
 
 _EMPTY_FNS = {
     torch.empty,

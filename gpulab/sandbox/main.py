@@ -1,6 +1,6 @@
 """The sandbox's loop: confine, import the learner's file, answer calls.
 
-Frames come from the judge on the socket named by argv[1] (gpulab.check.protocol).
+Frames come from the judge on the socket named by argv[1] (gpulab.wire.protocol).
 The sandbox reports what it saw (the guards' findings, the kernel launches,
 the learner's exceptions) as plain data; the judge decides.
 """
@@ -13,8 +13,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gpulab.check import crashes, frames_other, protocol
-from gpulab.check.frames import (
+from gpulab.sandbox.failure import LearnerFailure
+from gpulab.sandbox.isolation import apply
+from gpulab.wire import crashes, frames_other, protocol
+from gpulab.wire.frames import (
     Audited,
     AuditEnd,
     Broken,
@@ -26,7 +28,7 @@ from gpulab.check.frames import (
     Timed,
     TimeRequest,
 )
-from gpulab.check.frames_other import (
+from gpulab.wire.frames_other import (
     ArenaRequest,
     Bench,
     BenchRequest,
@@ -77,9 +79,7 @@ from gpulab.check.frames_other import (
     TrainRequest,
     Warm,
 )
-from gpulab.check.protocol import ProtocolError, read_frame, write_frame
-from gpulab.sandbox.failure import LearnerFailure
-from gpulab.sandbox.isolation import apply
+from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
 
 
 def _import_ahead() -> None:
@@ -221,7 +221,7 @@ class Server:
         self.arenas: dict[int, Any] = {}
         self.flusher: Any = None
         # --explain's kernels not compiled yet: each launch as its tracer
-        # recorded it (gpulab.diagnosis.sandbox_side) and the arch, by key.
+        # recorded it (gpulab.explain.sandbox.plugin) and the arch, by key.
         self.explain_pending: dict[str, tuple[Any, str]] = {}
         self.explain_module: Any = None  # the learner's file imported for a GPU (CPU --explain)
         self.span: Any = None  # the correctness calls' shared profile (audit.SpanAudit)
@@ -478,23 +478,23 @@ class Server:
 
     def on_explain(self, msg: ExplainRequest) -> Explained:
         """Launch and compile facts for `--explain` (advice, not part of the grade)."""
-        from gpulab.diagnosis.sandbox_side import explain_request
+        from gpulab.explain.sandbox.plugin import explain_request
 
         return explain_request(self, msg)
 
     def on_explain_prepare(self, msg: ExplainPrepare) -> Prepared:
-        from gpulab.diagnosis.sandbox_side import prepare_request
+        from gpulab.explain.sandbox.plugin import prepare_request
 
         return prepare_request(self, msg)
 
     def on_explain_compile(self, msg: ExplainCompile) -> ExplainCompiled:
-        from gpulab.diagnosis.sandbox_side import compile_request
+        from gpulab.explain.sandbox.plugin import compile_request
 
         return compile_request(self, msg)
 
     def on_profile(self, msg: ProfileRequest) -> Profiled:
         """One call under Nsight Compute for `--explain` (advice, not part of the grade)."""
-        from gpulab.diagnosis.sandbox_profile import profile_request
+        from gpulab.explain.sandbox.profile import profile_request
 
         return profile_request(self, msg)
 

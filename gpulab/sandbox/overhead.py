@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from gpulab.check.frames_other import Overhead, OverheadRequest, Scenario
-from gpulab.check.protocol import number
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import view
+from gpulab.wire.frames_other import Overhead, OverheadRequest, Scenario
+from gpulab.wire.protocol import number
 
 # What torch.compile may be asked that means CUDA graphs: a mode whose
 # Inductor options include them, Inductor's option itself, or the backend

@@ -7,8 +7,8 @@ import numbers
 import types
 from typing import Any
 
-from gpulab.check.frames_other import PlainCall, PlainReturned
 from gpulab.sandbox import learner
+from gpulab.wire.frames_other import PlainCall, PlainReturned
 
 
 def _args(obj: Any) -> Any:

@@ -17,7 +17,11 @@ from typing import Any
 
 import torch
 
-from gpulab.check.frames_other import (
+from gpulab.sandbox import learner
+from gpulab.sandbox.dynamo import _learner_frame, _reason_text, config_changes
+from gpulab.sandbox.failure import LearnerFailure
+from gpulab.sandbox.tensors import materialize, view
+from gpulab.wire.frames_other import (
     Compile,
     Recompile,
     Stream,
@@ -26,10 +30,6 @@ from gpulab.check.frames_other import (
     StreamRequest,
     StreamStep,
 )
-from gpulab.sandbox import learner
-from gpulab.sandbox.dynamo import _learner_frame, _reason_text, config_changes
-from gpulab.sandbox.failure import LearnerFailure
-from gpulab.sandbox.tensors import materialize, view
 
 # Dynamo's reason text with the learner's source line, as
 # "... # code  # ...file.py:57 in step": the guard is before the first '#'.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames import (
+from gpulab.wire.frames import (
     DESC_LAYOUTS,
     LAUNCH_OPTIONS,
     Arg,
@@ -42,8 +42,8 @@ from gpulab.check.frames import (
     TupleArg,
     View,
 )
-from gpulab.check.kernel_binary import MAX_BINARIES, KernelBinary
-from gpulab.check.protocol import Kwargs
+from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
+from gpulab.wire.protocol import Kwargs
 
 if TYPE_CHECKING:
     pass

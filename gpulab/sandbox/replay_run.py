@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames import (
+from gpulab.sandbox.replay import DTYPES, LEAD_CYCLES, _plain
+from gpulab.wire.frames import (
     Arg,
     BufferArg,
     DescArg,
@@ -33,7 +34,7 @@ from gpulab.check.frames import (
     TupleArg,
     View,
 )
-from gpulab.check.frames_other import (
+from gpulab.wire.frames_other import (
     ReplayBuffer,
     Replayed,
     ReplayLaunch,
@@ -41,12 +42,11 @@ from gpulab.check.frames_other import (
     ReplayTimed,
     ReplayTimeRequest,
 )
-from gpulab.sandbox.replay import DTYPES, LEAD_CYCLES, _plain
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
-    from gpulab.check.protocol import TensorRef
+    from gpulab.wire.protocol import TensorRef
 
 
 def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
@@ -304,7 +304,7 @@ class _CudaClock:
     """CUDA events on the current stream, and gpulab's L2 flush."""
 
     def __init__(self, server: Any) -> None:
-        from gpulab.device.timing import L2Flusher
+        from gpulab.measure.timing import L2Flusher
 
         if getattr(server, "flusher", None) is None:
             server.flusher = L2Flusher()

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from gpulab.check.protocol import ArenaSpec, ProtocolError, TensorRef, is_tensor_ref
+from gpulab.wire.protocol import ArenaSpec, ProtocolError, TensorRef, is_tensor_ref
 
 # The arenas the judge handed over, by id (each an open_arena).
 Arenas = dict[int, Any]
@@ -56,7 +56,7 @@ class _CudaSpan:
 
 class CudaArena:
     def __init__(self, spec: ArenaSpec, fd: int) -> None:
-        from gpulab.device import vmm
+        from gpulab.measure import vmm
 
         self.mapping = vmm.open_shared(fd, spec.nbytes, int(spec.device))
         self.base = self.mapping.ptr

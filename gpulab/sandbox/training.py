@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpulab.check.frames import Raised
-from gpulab.check.frames_other import KernelRow, OpRow, ProfileEvent, Trained, TrainRequest
 from gpulab.sandbox.tensors import view
+from gpulab.wire.frames import Raised
+from gpulab.wire.frames_other import KernelRow, OpRow, ProfileEvent, Trained, TrainRequest
 
 LR, MOMENTUM = 0.1, 0.9
 RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")

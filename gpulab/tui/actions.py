@@ -165,7 +165,7 @@ class LessonActions(LabShell):
         elif not lesson.ready:
             self.notify(f"Lesson {lesson.number}'s exercise is coming soon.", timeout=3)
         elif missing := lesson.missing_requirements():
-            from gpulab.check.install_hint import missing_message  # `gpulab check` says the same
+            from gpulab.course.install_hint import missing_message  # `gpulab check` says the same
 
             # markup off: "gpulab[jax]" is not a style tag
             self.notify(
@@ -273,7 +273,7 @@ class LessonActions(LabShell):
         if level is None:  # not saved: shown for this session all the same
             level = min(before + 1, len(lesson.hints))
         if level == before:
-            from gpulab.course.workspace import PASSED
+            from gpulab.lab.workspace import PASSED
 
             passed = self.workspace.status(lesson.exercise) == PASSED
             self.notify(
@@ -364,7 +364,7 @@ class LessonActions(LabShell):
         self.push_screen(HelpScreen(topic))
 
     def action_welcome(self) -> None:
-        from gpulab.perf import hardware
+        from gpulab.gpu import hardware
 
         first = self.first_ready()
         if first is None:

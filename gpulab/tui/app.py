@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
 from gpulab.course.content import ContentError, Course, Lesson, load_course
-from gpulab.course.workspace import Workspace, WorkspaceError
+from gpulab.lab.workspace import Workspace, WorkspaceError
 from gpulab.tui.actions import LessonActions
 from gpulab.tui.commands import GpulabCommands
 from gpulab.tui.editor import ExercisePane
@@ -282,7 +282,7 @@ def build_app(
 
     `device` is "auto", "cpu" or "cuda" (tests pass "cpu" to be deterministic).
     Options: gpu_info (skip NVML), syntax (Python highlighting), poll (no file
-    events), check_timeout (seconds; default: gpulab.check.plan's choice),
+    events), check_timeout (seconds; default: gpulab.lab.plan's choice),
     welcome (force the welcome screen on or off), spare (start the judge of
     the next check ahead: the lab's own, off where tests build the app).
     Raises ContentError when the course manifest itself is unusable.
@@ -295,7 +295,7 @@ def run_app(workspace: str | Path | None = None, device: str = "auto") -> int:
     """Start the lab in this terminal; returns the exit code."""
     import sys
 
-    from gpulab.perf import hardware
+    from gpulab.gpu import hardware
 
     try:
         len(hardware.GPUS)  # the datasheet table, read and checked now: every pane uses it

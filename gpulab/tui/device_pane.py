@@ -16,8 +16,8 @@ from textual.binding import Binding
 from textual.widgets import ProgressBar, Static
 from textual.worker import get_current_worker
 
-from gpulab.course.workspace import Workspace
-from gpulab.device.devinfo import GpuInfo
+from gpulab.gpu.devinfo import GpuInfo
+from gpulab.lab.workspace import Workspace
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 from gpulab.tui.messages import BenchDone, BenchProgress, DeviceSnapshot
 
@@ -62,7 +62,7 @@ class DevicePane(LazyPane):
         return info is not None and not info.found
 
     def show_gpu_info(self, info: GpuInfo) -> None:
-        from gpulab.perf import hardware
+        from gpulab.gpu import hardware
         from gpulab.tui.screens import device_line
 
         sheet = hardware.GPUS[hardware.DEFAULT_GPU].name
@@ -93,7 +93,7 @@ class DevicePane(LazyPane):
     def _snapshot_worker(self) -> None:
         workspace = self.workspace
         try:
-            from gpulab.device import probe
+            from gpulab.lab import probe
 
             # NVML answers in milliseconds, torch's child in seconds (tens of
             # them on a loaded machine): NVML's answer is shown meanwhile.
@@ -148,7 +148,7 @@ class DevicePane(LazyPane):
     def _bench_worker(self) -> None:
         worker = get_current_worker()
         try:
-            from gpulab.device.microbench_runner import run_microbench
+            from gpulab.lab.microbench_runner import run_microbench
 
             # No workspace here: _bench_done saves the result, on the UI thread.
             outcome = run_microbench(
@@ -181,7 +181,7 @@ class DevicePane(LazyPane):
         out = event.outcome
         if out.get("ok") and isinstance(out.get("result"), dict) and out["result"].get("device"):
             try:
-                from gpulab.device.microbench_runner import save
+                from gpulab.lab.microbench_runner import save
 
                 out["cache"] = str(save(app.workspace.root, out["result"]))
             except Exception as exc:  # noqa: BLE001 - as the worker reported it before
@@ -197,7 +197,7 @@ class DevicePane(LazyPane):
             )
         )
         try:
-            from gpulab.device.microbench_runner import results_renderable
+            from gpulab.lab.microbench_runner import results_renderable
 
             self.query_one("#bench-result", Static).update(results_renderable(out["result"]))
         except Exception as exc:  # noqa: BLE001

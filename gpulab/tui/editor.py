@@ -28,9 +28,9 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
-from gpulab.check.watcher import Stamp, stamp
 from gpulab.course.content import Lesson
 from gpulab.fsutil import atomic_write_text, read_for_editor
+from gpulab.lab.watcher import Stamp, stamp
 from gpulab.tui.code_text import CodeTextArea
 from gpulab.tui.find_bar import FindBar
 from gpulab.tui.focus import focus_now

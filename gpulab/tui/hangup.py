@@ -32,7 +32,7 @@ def install(save: Callable[[], Any]) -> Callable[[], None]:
         with contextlib.suppress(Exception):
             save()
         with contextlib.suppress(Exception):
-            from gpulab.check.runner import stop_all
+            from gpulab.lab.runner import stop_all
 
             stop_all()
         signal.signal(signum, signal.SIG_DFL)

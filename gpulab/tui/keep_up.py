@@ -9,7 +9,7 @@ Two things change under a running lab:
   nothing read) and a change that is not the lab's own is shown.
 - gpulab itself. `pip install -e ".[test]"` over a `pip install .` removes
   the package folder the lab imported from, and the lab died at its next
-  lazy import (`ModuleNotFoundError: gpulab.check.report`). The package is
+  lazy import (`ModuleNotFoundError: gpulab.lab.report`). The package is
   stamped too: once it changed, the lab says so and offers a restart, and
   an ImportError from then on is that change, shown as such, not a crash
   (gpulab.tui.app).

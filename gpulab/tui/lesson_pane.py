@@ -10,7 +10,7 @@ from textual.css.query import NoMatches
 from textual.widget import Widget
 
 from gpulab.course.content import Lesson
-from gpulab.course.workspace import PASSED, Workspace
+from gpulab.lab.workspace import PASSED, Workspace
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.lazy_pane import tab_shown
 from gpulab.tui.messages import CheckFinished

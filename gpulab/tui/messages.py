@@ -11,10 +11,10 @@ from typing import Any
 
 from textual.message import Message
 
-from gpulab.check.events import Event
-from gpulab.check.result import CheckResult
 from gpulab.course.content import Lesson
-from gpulab.device.devinfo import GpuInfo
+from gpulab.gpu.devinfo import GpuInfo
+from gpulab.wire.events import Event
+from gpulab.wire.result import CheckResult
 
 
 class CheckStarted(Message):

@@ -39,7 +39,7 @@ def _plot_class() -> type:
             plt.clear_figure()
             try:
                 if self.model is not None:
-                    from gpulab.perf import roofline_plot
+                    from gpulab.gpu import roofline_plot
 
                     size = self.content_size
                     cells = roofline_plot.plot_cells(self.model, size.width, size.height)

@@ -13,14 +13,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
-from gpulab.check.events import CaseDone, Correct, Event, Graded, Stage
-from gpulab.check.result import CheckResult
-from gpulab.check.status import Status
 from gpulab.course.content import Lesson
-from gpulab.course.workspace import Workspace
+from gpulab.lab.workspace import Workspace
 from gpulab.textsafe import visible
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.messages import CheckFinished, CheckProgress, CheckStarted
+from gpulab.wire.events import CaseDone, Correct, Event, Graded, Stage
+from gpulab.wire.result import CheckResult
+from gpulab.wire.status import Status
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTORY_ROWS = 8
@@ -84,7 +84,7 @@ def mini_model(result: CheckResult | None, workspace: Any) -> Any:
     if timing is None or not timing.cases:
         return estimate_model(result)
     try:
-        from gpulab.perf import hardware, roofline
+        from gpulab.gpu import hardware, roofline
 
         gpu = hardware.match_gpu(timing.device or result.device or "")
         if gpu is None:
@@ -101,7 +101,7 @@ def estimate_model(result: CheckResult) -> Any:
     """A CPU check's estimate (its `cost`) on the roofline of the GPU it was
     made for, marked as a model; None without one."""
     try:
-        from gpulab.perf import costmodel, hardware, roofline
+        from gpulab.gpu import costmodel, hardware, roofline
 
         cost = costmodel.read(result.rest)
         gpu = hardware.GPUS.get(cost.get("gpu_key") or "") if cost else None
@@ -318,7 +318,7 @@ class ResultsPane(VerticalScroll):
         if result.status == Status.CANCELLED:
             return Text("Check cancelled.", style="yellow")
         try:
-            from gpulab.check.report import render
+            from gpulab.lab.report import render
 
             return render(result)
         except ImportError:

@@ -1,5 +1,5 @@
 """The Roadmap & Glossary pane: search the glossary; below, GPU generations and
-the book's claims checked (gpulab.course.glossary, gpulab.perf.roadmap)."""
+the book's claims checked (gpulab.course.glossary, gpulab.gpu.roadmap)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class RoadmapPane(LazyPane):
     def build(self) -> None:
         self._show_terms("")
         try:
-            from gpulab.perf.roadmap import roadmap_renderable
+            from gpulab.gpu.roadmap import roadmap_renderable
 
             roadmap: Any = roadmap_renderable()
         except Exception as exc:  # noqa: BLE001

@@ -1,5 +1,5 @@
 """The Roofline pane: this GPU's roofline (or a datasheet one) with the learner's
-graded runs, drawn from gpulab.perf.roofline in a thread worker."""
+graded runs, drawn from gpulab.gpu.roofline in a thread worker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from textual.containers import Horizontal
 from textual.widgets import Label, Select, Static
 
 from gpulab.course.content import Lesson
-from gpulab.course.workspace import Workspace
+from gpulab.lab.workspace import Workspace
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.lazy_pane import LazyPane, tab_shown, unavailable
 from gpulab.tui.messages import CheckFinished, RooflineBuilt, RooflineExported
@@ -74,7 +74,7 @@ class RooflinePane(LazyPane):
 
     def build(self) -> None:
         if not self.query("#roofline-gpu"):
-            from gpulab.perf import hardware
+            from gpulab.gpu import hardware
 
             options = [(gpu.name, key) for key, gpu in hardware.GPUS.items()]
             row = Horizontal(
@@ -120,7 +120,7 @@ class RooflinePane(LazyPane):
     )
     def _build_worker(self, gpu: str | None = None) -> None:
         try:
-            from gpulab.perf import roofline
+            from gpulab.gpu import roofline
 
             lesson = self.lesson
             dtype = lesson.roof_dtype if lesson is not None else ""
@@ -146,7 +146,7 @@ class RooflinePane(LazyPane):
         if select.value != self._drawn:
             select.value = self._drawn  # its Changed is ignored: it is what is drawn
         try:
-            from gpulab.perf import roofline
+            from gpulab.gpu import roofline
             from gpulab.tui.plot import roofline_plot
         except ImportError as exc:
             summary.update(unavailable("The roofline plot", exc))
@@ -169,7 +169,7 @@ class RooflinePane(LazyPane):
         # the file is written by _exported, on the UI thread, like every
         # other write to the workspace.
         try:
-            from gpulab.perf import roofline, roofline_plot
+            from gpulab.gpu import roofline, roofline_plot
 
             model, _ = roofline.workspace_model(self.workspace)
             message = RooflineExported(

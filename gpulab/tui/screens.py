@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
-from gpulab.device.devinfo import GpuInfo
+from gpulab.gpu.devinfo import GpuInfo
 
 
 def help_markdown(topic: str) -> str:

@@ -1,7 +1,7 @@
 """The Serving pane: lesson 09's roofline-of-serving calculator, interactive.
 
 Pick a model preset, a batch, a prompt and a context length, the weight and
-KV-cache dtypes and a GPU; the pane prints what gpulab.perf.serving.calculate says
+KV-cache dtypes and a GPU; the pane prints what gpulab.gpu.serving.calculate says
 (the same numbers as `gpulab serving` and the exercise's grader) and puts the
 prefill and decode steps on that GPU's roofline. Everything recomputes on
 every keystroke: it is a few dozen multiplications, so no worker is needed.
@@ -22,8 +22,8 @@ from textual.containers import Horizontal
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
 
-from gpulab.perf import hardware, serving, serving_models, units
-from gpulab.perf.serving_view import BOUND_STYLE, steps_table
+from gpulab.gpu import hardware, serving, serving_models, units
+from gpulab.gpu.serving_view import BOUND_STYLE, steps_table
 from gpulab.tui.lazy_pane import LazyPane, unavailable
 
 # Far beyond any real serving setup, and small enough that the arithmetic

@@ -24,12 +24,12 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from gpulab.check.plan import CheckPlan, explain_timeout, plan_check, recorded
-from gpulab.check.runner import CANCELLED, Spares, check_request, run_check
-from gpulab.check.watcher import file_changes
 from gpulab.course.content import Course, Lesson
-from gpulab.course.workspace import Workspace
-from gpulab.device.devinfo import GpuInfo, detect_gpus
+from gpulab.gpu.devinfo import GpuInfo, detect_gpus
+from gpulab.lab.plan import CheckPlan, explain_timeout, plan_check, recorded
+from gpulab.lab.runner import CANCELLED, Spares, check_request, run_check
+from gpulab.lab.watcher import file_changes
+from gpulab.lab.workspace import Workspace
 from gpulab.textsafe import visible
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.device_pane import DevicePane
@@ -108,7 +108,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         self._sidebar_choice: bool | None = None  # None: automatic (see _fit_sidebar)
         self._unsaved_said = False  # the warning that progress is not saved, shown once
         # A judge started ahead of the next check of the open exercise
-        # (gpulab.check.runner.Spares): its sandboxes import torch and Triton
+        # (gpulab.lab.runner.Spares): its sandboxes import torch and Triton
         # while the learner edits.
         self.spares: Spares | None = Spares() if spare else None
         # What the panes subscribe to, to follow the latest check (check_bus.py).
@@ -306,7 +306,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
         self.checking = True
-        # Planned as `gpulab check` plans it (gpulab.check.plan), here on the UI
+        # Planned as `gpulab check` plans it (gpulab.lab.plan), here on the UI
         # thread, which alone touches the workspace.
         plan = self._plan(lesson, explain)
         self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device, plan.timeout))

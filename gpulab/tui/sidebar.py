@@ -8,7 +8,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from gpulab.course.content import Course, Lesson
-from gpulab.course.workspace import FAILED, PASSED, Workspace
+from gpulab.lab.workspace import FAILED, PASSED, Workspace
 from gpulab.tui.check_bus import CheckBus
 
 # Glyphs as well as colours, so status reads the same with NO_COLOR.

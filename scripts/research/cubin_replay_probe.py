@@ -287,8 +287,8 @@ def replay(path: str) -> dict:
             "signature": k["signature"],
         }
 
-    from gpulab.check.frames import DescArg, DescLayout, View
     from gpulab.sandbox.replay_run import _decode
+    from gpulab.wire.frames import DescArg, DescLayout, View
 
     bufs = [
         torch.frombuffer(bytearray(rec["first"][i]), dtype=torch.uint8).cuda()

@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from gpulab.device.timing import L2Flusher, measure  # noqa: E402
+from gpulab.measure.timing import L2Flusher, measure  # noqa: E402
 
 SRC = (ROOT / "kernels" / "rope_rmsnorm.py").read_text()
 EDITS = {

@@ -28,8 +28,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from gpulab.device.microbench_kernels import copy as triton_copy  # noqa: E402
-from gpulab.device.timing import L2Flusher, measure  # noqa: E402
+from gpulab.measure.microbench_kernels import copy as triton_copy  # noqa: E402
+from gpulab.measure.timing import L2Flusher, measure  # noqa: E402
 
 # (elements a program, warps): 16-byte accesses, 1 to 8 a thread
 TRITON_COPIES = [(1024, 4), (2048, 4), (2048, 2), (4096, 4), (4096, 8), (8192, 8), (16384, 8)]
@@ -53,7 +53,7 @@ def copies(x: torch.Tensor, flusher: L2Flusher) -> dict:
 
 
 def copy_ceiling_tbs() -> float:
-    src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB, as gpulab.perf.bench
+    src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB, as gpulab.measure.bench
     dst = torch.empty_like(src)
     return 2 * src.numel() * 4 / (measure(lambda: dst.copy_(src))["ms"] * 1e-3) / 1e12
 

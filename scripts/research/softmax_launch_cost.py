@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from gpulab.device.timing import L2Flusher, measure  # noqa: E402
+from gpulab.measure.timing import L2Flusher, measure  # noqa: E402
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from gpulab.device.timing import L2Flusher, measure  # noqa: E402
+from gpulab.measure.timing import L2Flusher, measure  # noqa: E402
 
 SRC = (ROOT / "kernels" / "hopper" / "softmax_smem.py").read_text()
 # The diagnostic: pass 1 only waits for each chunk; pass 2 stores it as it is.

@@ -3,7 +3,7 @@
     python scripts/research/triad_layout.py [OUT.json]
 
 No GPU needed: the reference triad kernel (kernels/bandwidth.py) is compiled
-for sm_90 on the CPU (gpulab.perf.compile_info), as the reference launches
+for sm_90 on the CPU (gpulab.measure.compile_info), as the reference launches
 it (BLOCK = 1024, 4 warps), in fp32, fp16 and bf16, with n a multiple of 16
 (Triton's specialisation of a launch whose n divides by 16) and without.
 For each it records the TTGIR layout (`sizePerThread`) and the PTX global
@@ -28,7 +28,7 @@ def main() -> int:
     import torch
     import triton
 
-    from gpulab.perf.compile_info import compile_kernel
+    from gpulab.measure.compile_info import compile_kernel
 
     spec = importlib.util.spec_from_file_location("triad_ref", REPO / "kernels" / "bandwidth.py")
     assert spec and spec.loader

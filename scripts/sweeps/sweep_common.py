@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpulab.check import child  # the sweep scripts put the repository on sys.path first
+from gpulab.lab import child  # the sweep scripts put the repository on sys.path first
 
 CONTEXT_LOST = 3  # child exit code: the CUDA context is broken, resume in a fresh process
 
@@ -156,7 +156,7 @@ def _short(exc: BaseException) -> str:
 
 
 def time_fn(fn, flusher, quick: bool = False) -> dict[str, Any]:
-    from gpulab.device.timing import measure
+    from gpulab.measure.timing import measure
 
     m = measure(
         fn,
@@ -183,7 +183,7 @@ def run_child(sweep, args) -> int:
     baselines again (clocks drift; the faster baseline time is used)."""
     import torch
 
-    from gpulab.device.timing import L2Flusher
+    from gpulab.measure.timing import L2Flusher
 
     log = Log(args.child_log)
     if not any(e["type"] == "meta" for e in log.entries):

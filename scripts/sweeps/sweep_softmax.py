@@ -28,7 +28,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpulab.device.timing import L2Flusher, measure  # noqa: E402
+from gpulab.measure.timing import L2Flusher, measure  # noqa: E402
 
 # The reference's grouped (one cross-warp reduction) and multi-row kernels, swept as they are.
 from kernels.softmax import _max_and_sum as _max_sum  # noqa: E402

@@ -1,6 +1,6 @@
 """Write gpulab/data/cost_reference.json: the cost model's estimate of each
 reference solution, so a learner's estimate can say "the reference moves
-1.0x" beside their own (gpulab.perf.costmodel.reference_for).
+1.0x" beside their own (gpulab.gpu.costmodel.reference_for).
 
 For each kernel exercise with a bytes formula, runs the real CPU check of
 kernels/<exercise>.py (`gpulab check --device cpu --json`, the same judge,

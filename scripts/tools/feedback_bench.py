@@ -50,11 +50,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpulab.check import runner
-from gpulab.check.events import Correct, Graded
 from gpulab.course.content import load_course
 from gpulab.judge.main import cache_dir
+from gpulab.lab import runner
 from gpulab.sandbox.ahead import RECORD
+from gpulab.wire.events import Correct, Graded
 
 
 def main() -> int:

@@ -38,8 +38,8 @@ from typing import Any
 
 from feedback_bench import stack  # beside this file (sys.path[0] when run as a script)
 
-from gpulab.check import runner
 from gpulab.course.content import load_course
+from gpulab.lab import runner
 
 DEFAULT = ["softmax", "matmul", "flash_attention", "rope_rmsnorm", "bandwidth"]
 

@@ -26,7 +26,7 @@ ONE = """
 import json, os, sys, time
 t0 = time.monotonic()
 from gpulab.judge.main import prepare_ahead
-from gpulab.check.protocol import CheckRequest
+from gpulab.wire.protocol import CheckRequest
 t1 = time.monotonic()
 req = CheckRequest(exercise=sys.argv[1], function=sys.argv[2], file=sys.argv[3],
                    device=sys.argv[4], workspace=sys.argv[5])

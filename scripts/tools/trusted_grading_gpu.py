@@ -14,8 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from gpulab.check.runner import run_check  # noqa: E402
 from gpulab.course.content import load_course  # noqa: E402
+from gpulab.lab.runner import run_check  # noqa: E402
 
 # Each cheat is the tail of a submission whose head is the reference; the
 # same files are tests/judge/test_trusted_grading.py's.

@@ -1,7 +1,7 @@
 """Validate gpulab's timing harness on a GPU (issue: honest timing).
 
 For a few kernels of 50 µs and more: time each twice with
-gpulab.device.timing.measure and once with triton.testing.do_bench, and
+gpulab.measure.timing.measure and once with triton.testing.do_bench, and
 report the run-to-run agreement (target: within 2%) and the agreement with
 do_bench's median (target: within 5%). Prints a table and writes JSON to the
 path given as the first argument (default: timing_validation.json).
@@ -19,7 +19,7 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from gpulab.device.timing import L2Flusher, measure  # noqa: E402
+from gpulab.measure.timing import L2Flusher, measure  # noqa: E402
 
 
 def load_reference(name: str):

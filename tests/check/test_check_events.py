@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from gpulab.check import child
-from gpulab.check.result import CaseRow
+from gpulab.lab import child
+from gpulab.wire.result import CaseRow
 
 FAKE_JUDGE = """
 import json, os, sys, time
-from gpulab.check import protocol
+from gpulab.wire import protocol
 fd = int(os.environ["GPULAB_EVENTS_FD"])
 sys.stdin.read()
 for frame in json.load(open(sys.argv[1])):
@@ -223,10 +223,10 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
     """Each frame parsed once, where it comes in: the callbacks get typed
     events; a frame that cannot be used, or of a type the lab does not
     know, is left out and the check goes on to its result."""
-    from gpulab.check.events import CaseDone, Correct, Graded, Stage
-    from gpulab.check.result import CheckResult
-    from gpulab.check.runner import run_check
     from gpulab.course.content import load_course
+    from gpulab.lab.runner import run_check
+    from gpulab.wire.events import CaseDone, Correct, Graded, Stage
+    from gpulab.wire.result import CheckResult
 
     bad = [
         {"type": "stage", "text": 7},

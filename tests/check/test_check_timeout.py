@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from gpulab.check import plan as timeouts
-from gpulab.check.result import CheckResult
-from gpulab.check.runner import DEFAULT_TIMEOUT
+from gpulab.lab import plan as timeouts
+from gpulab.lab.runner import DEFAULT_TIMEOUT
+from gpulab.wire.result import CheckResult
 
 LOOP = "def softmax(x):\n    while True:\n        pass\n"
 
@@ -68,7 +68,7 @@ def test_an_endless_loop_on_the_cpu_stops_at_the_cpu_limit_with_the_reason(
 
 
 def test_a_stopped_check_names_the_stage_it_was_in():
-    from gpulab.check.runner import _stopped_in
+    from gpulab.lab.runner import _stopped_in
 
     marks = [("judge start-up", 0.0), ("start", 0.1), ("import", 2.0)]
     stages = {"judge start-up": 0.1, "start": 1.9, "import": 6.07}
@@ -80,10 +80,10 @@ def test_a_stopped_check_names_the_stage_it_was_in():
 
 
 def test_one_plan_for_the_cli_and_the_lab():
-    """gpulab.check.plan decides the limit, --explain's options and what is recorded,
+    """gpulab.lab.plan decides the limit, --explain's options and what is recorded,
     for `gpulab check` and the lab alike."""
-    from gpulab.check.plan import EXPLAIN_EXTRA_S, plan_check, recorded
     from gpulab.course.content import load_course
+    from gpulab.lab.plan import EXPLAIN_EXTRA_S, plan_check, recorded
 
     course = load_course()
     softmax, step = course.find("softmax"), course.find("softmax_row")

@@ -1,4 +1,4 @@
-"""gpulab.check.child, the one process boundary every supervisor uses: the child
+"""gpulab.lab.child, the one process boundary every supervisor uses: the child
 imports this gpulab, stopping it reaches every descendant in its group, and
 an event stream ends on the child's end, the deadline or a cancel."""
 
@@ -10,8 +10,8 @@ import sys
 import threading
 import time
 
-from gpulab.check import child
-from gpulab.check.protocol import write_frame
+from gpulab.lab import child
+from gpulab.wire.protocol import write_frame
 from tests.conftest import REPO
 
 

@@ -1,5 +1,5 @@
-"""The judge's frames as the lab parses them (gpulab.check.events) and a result
-read back from JSON (gpulab.check.result): wrong types, missing fields and
+"""The judge's frames as the lab parses them (gpulab.wire.events) and a result
+read back from JSON (gpulab.wire.result): wrong types, missing fields and
 huge strings are refused or dropped, never a crash further on."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gpulab.check.events import (
+from gpulab.wire.events import (
     TEXT_LIMIT,
     CaseDone,
     Correct,
@@ -17,9 +17,9 @@ from gpulab.check.events import (
     Stage,
     parse,
 )
-from gpulab.check.protocol import ProtocolError
-from gpulab.check.result import CaseRow, CheckResult
-from gpulab.check.status import Status
+from gpulab.wire.protocol import ProtocolError
+from gpulab.wire.result import CaseRow, CheckResult
+from gpulab.wire.status import Status
 
 JUNK = [None, True, 1.5, -1, "7", [], {}, [1], [1, 2, 3]]
 

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from gpulab.check.frames_other import Policy
+from gpulab.wire.frames_other import Policy
 
 
 def test_nan_and_inf_outputs_are_errors_of_that_size():
@@ -40,8 +40,8 @@ def test_nan_and_inf_outputs_are_errors_of_that_size():
 def test_the_error_columns_show_nan_and_inf():
     from rich.console import Console
 
-    from gpulab.check.report import cases_table
-    from gpulab.check.result import case_rows
+    from gpulab.lab.report import cases_table
+    from gpulab.wire.result import case_rows
 
     table = cases_table(
         case_rows(
@@ -62,8 +62,8 @@ def test_columns_no_case_fills_are_left_out():
     At 60 columns those empty columns folded every case name in two."""
     from rich.console import Console
 
-    from gpulab.check.report import cases_table
-    from gpulab.check.result import case_rows
+    from gpulab.lab.report import cases_table
+    from gpulab.wire.result import case_rows
 
     table = cases_table(
         case_rows([{"name": "buffer_bytes for T4", "passed": False, "detail": "too few"}])
@@ -104,7 +104,7 @@ POLICY = Policy(cpu_seconds=150, file_bytes=256 << 20)
     ],
 )
 def test_out_of_bounds_is_named_for_either_signal(sig, output):
-    from gpulab.check.crashes import crash_summary
+    from gpulab.wire.crashes import crash_summary
 
     summary, hint = crash_summary(-sig, "", POLICY, output)
     assert "out of bounds: a missing mask?" in summary
@@ -112,7 +112,7 @@ def test_out_of_bounds_is_named_for_either_signal(sig, output):
 
 
 def test_other_endings_keep_their_words():
-    from gpulab.check.crashes import crash_summary
+    from gpulab.wire.crashes import crash_summary
 
     assert crash_summary(None, "", POLICY) == ("your code stopped answering", "")
     assert "code 3" in crash_summary(3, "", POLICY)[0]

@@ -1,4 +1,4 @@
-"""The judge <-> sandbox frames of the kernel-grading path (gpulab.check.frames):
+"""The judge <-> sandbox frames of the kernel-grading path (gpulab.wire.frames):
 requests round-trip through JSON as the sandbox reads them; each reply the
 judge reads is checked field by field, and a malformed one is the
 learner's failure with a clear message, never a crash of the judge."""
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab.check import frames
-from gpulab.check.frames import (
+from gpulab.wire import frames
+from gpulab.wire.frames import (
     AUDIT_MALFORMED,
     MALFORMED,
     NO_TIMING,
@@ -31,8 +31,8 @@ from gpulab.check.frames import (
     TimeRequest,
     read_reply,
 )
-from gpulab.check.kernel_binary import KernelBinary
-from gpulab.check.protocol import ArenaSpec, TensorRef
+from gpulab.wire.kernel_binary import KernelBinary
+from gpulab.wire.protocol import ArenaSpec, TensorRef
 
 
 def ref(offset: int = 0) -> TensorRef:
@@ -521,7 +521,7 @@ def test_compiled_ahead_decides_nothing_so_a_bad_field_is_none():
 
 
 def test_a_check_request_names_the_kernel_paths_it_turns_off():
-    from gpulab.check.protocol import KERNEL_PATHS, CheckRequest, ProtocolError, paths_off_env
+    from gpulab.wire.protocol import KERNEL_PATHS, CheckRequest, ProtocolError, paths_off_env
 
     request = CheckRequest(exercise="softmax", function="softmax", file="/k.py")
     assert request.paths_off == []
@@ -535,9 +535,9 @@ def test_a_check_request_names_the_kernel_paths_it_turns_off():
 
 
 def test_gpulab_check_off_is_the_declared_set(tmp_path):
-    from gpulab.check.protocol import KERNEL_PATHS
-    from gpulab.check.runner import check_request
     from gpulab.cli import build_parser
+    from gpulab.lab.runner import check_request
+    from gpulab.wire.protocol import KERNEL_PATHS
 
     parser = build_parser()
     args = parser.parse_args(["check", "softmax", "--off", "fa3", "--off", "softmax_smem"])
@@ -583,9 +583,9 @@ def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
     assert seen["GPULAB_FA3"] == "0" and "GPULAB_SOFTMAX_SMEM" not in seen
 
 
-# --- the other frames (gpulab.check.frames_other) ----------------------------------------
+# --- the other frames (gpulab.wire.frames_other) ----------------------------------------
 
-from gpulab.check import frames_other as fo  # noqa: E402
+from gpulab.wire import frames_other as fo  # noqa: E402
 
 
 def test_every_request_round_trips_through_the_sandboxs_reading():
@@ -665,7 +665,7 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
     with pytest.raises(frames.ProtocolError, match="a slot for each result"):
         fo.request(wire(replay))
     # A GPU's launch names a compiled kernel by number; the binaries sent
-    # are checked as data (gpulab.check.kernel_binary).
+    # are checked as data (gpulab.wire.kernel_binary).
     compiled = [r for r in requests if isinstance(r, fo.ReplayRequest)][1].to_json()
     for binary in (True, -1, "0"):
         bad = {**compiled, "launches": [{**compiled["launches"][0], "binary": binary}]}

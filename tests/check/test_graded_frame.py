@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 
-from gpulab.check import protocol
-from gpulab.check.result import CheckResult
 from gpulab.judge.main import Channel, graded
+from gpulab.wire import protocol
+from gpulab.wire.result import CheckResult
 
 
 def frames_after(result: dict) -> list[dict]:

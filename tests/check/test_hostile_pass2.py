@@ -50,8 +50,8 @@ def test_a_returned_int_past_a_floats_range_is_a_wrong_answer(grade):
 
 
 def test_a_number_past_a_floats_range_is_no_number():
-    from gpulab.check.frames_other import Bench, PlainReturned
-    from gpulab.check.protocol import number
+    from gpulab.wire.frames_other import Bench, PlainReturned
+    from gpulab.wire.protocol import number
 
     assert number(10**400) is None
     assert PlainReturned.parse({"type": "return", "value": {"a": [10**400, 3]}}).value == {
@@ -168,7 +168,7 @@ def test_a_float_argument_past_a_floats_range_is_a_malformed_launch(grade):
     """A recorded launch's float argument "0x1p+1024000": float.fromhex
     raised OverflowError while the judge typed the reply ("gpulab could not
     run this check")."""
-    from gpulab.check.frames import OtherArg, parse_arg
+    from gpulab.wire.frames import OtherArg, parse_arg
 
     assert parse_arg({"__float__": "0x1.0p+1024000"}) == OtherArg()
     src = forging(

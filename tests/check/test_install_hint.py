@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulab.check.install_hint import install_hint, missing_message
+from gpulab.course.install_hint import install_hint, missing_message
 
 AS_EXTRA = ["rich>=13", "jax>=0.4.30; extra == 'jax'", "jax>=0.4.30; extra == 'test'"]
 AS_DEPENDENCY = ["rich>=13", "jax>=0.6", 'pytest>=8; extra == "test"']
@@ -22,7 +22,7 @@ def test_the_advice_follows_where_pyproject_lists_the_package():
 
 
 def test_a_source_checkout_is_told_to_install_gpulab(monkeypatch):
-    import gpulab.check.install_hint as mod
+    import gpulab.course.install_hint as mod
 
     monkeypatch.setattr(mod, "gpulab_requirements", lambda: None)
     assert "`pip install .`" in install_hint("jax")
@@ -55,7 +55,7 @@ def test_the_cli_and_the_tui_say_the_same(monkeypatch, course):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))
     from test_tui import make_app
 
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     async def press_c(root) -> list[str]:
         app = make_app(Workspace.open(root))

@@ -12,8 +12,8 @@ import signal
 
 import pytest
 
-from gpulab.check import runner
-from gpulab.check.events import Stage
+from gpulab.lab import runner
+from gpulab.wire.events import Stage
 from tests.conftest import reference_source
 
 pytestmark = pytest.mark.slow

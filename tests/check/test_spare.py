@@ -1,4 +1,4 @@
-"""The spare judge (gpulab.check.runner.Spares): started ahead of the check it
+"""The spare judge (gpulab.lab.runner.Spares): started ahead of the check it
 expects, it grades the file as it is when the check begins, serves only
 that very request, and leaves nothing behind when no check takes it.
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.check import runner
 from gpulab.course.content import load_course
+from gpulab.lab import runner
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The one file watcher (gpulab.check.watcher), used by the lab and by `gpulab watch`,
+"""The one file watcher (gpulab.lab.watcher), used by the lab and by `gpulab watch`,
 sees an editor's atomic save: a new file written beside the old one and
 renamed over it, in the same mtime tick and with the same size."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.check.result import CheckResult
-from gpulab.check.watcher import file_changes, stamp
+from gpulab.lab.watcher import file_changes, stamp
+from gpulab.wire.result import CheckResult
 
 MODES = [pytest.param(True, id="polling"), pytest.param(False, id="file-events")]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpulab.check.result import CheckResult
+from gpulab.wire.result import CheckResult
 from tests.conftest import reference_source
 
 
@@ -241,7 +241,7 @@ def test_solution_is_never_cut_at_the_terminal_width(run_gpulab, tmp_path):
 
     from rich.console import Console
 
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     ref = reference_source("flash_attention")
     long_lines = [line for line in ref.splitlines() if len(line) > 80]
@@ -280,7 +280,7 @@ def test_a_mistyped_exercise_gets_a_did_you_mean(course):
 
 def test_the_default_gpus_reason_reads_inside_parentheses():
     """It is shown as "H100 SXM (REASON)": "(the default (no GPU here))" read oddly."""
-    from gpulab.perf.roofline import choose_gpu
+    from gpulab.gpu.roofline import choose_gpu
 
     for setting in (None, "no such gpu"):
         _gpu, why = choose_gpu(setting=setting, detect=False)

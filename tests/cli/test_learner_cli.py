@@ -79,7 +79,7 @@ def test_the_lab_stops_its_spare_without_waiting(tmp_path):
     import sys
     import tempfile
 
-    from gpulab.check import runner
+    from gpulab.lab import runner
 
     def slow_judge() -> runner._Judge:
         deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

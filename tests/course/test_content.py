@@ -73,7 +73,7 @@ def test_kernel_lessons_climb_in_steps(course):
 def test_every_triton_step_has_compile_specs(course):
     """`gpulab dev compile` (and its GPU session) compiles each Triton step's
     reference and starter kernels: a step added without specs would go unchecked."""
-    from gpulab.course.compile_specs import SPECS
+    from gpulab.measure.compile_specs import SPECS
 
     for lesson in course.exercises:
         if lesson.is_step and "triton" in lesson.requires:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.perf.hardware import GPUS
+from gpulab.gpu.hardware import GPUS
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "benchmarks"
@@ -212,7 +212,7 @@ def more_figures(probe: dict, one_row: dict) -> list[tuple[str, str, list[str]]]
     assert (
         "sw_power_cap" in small["throttle_reasons"] and "sw_power_cap" in large["throttle_reasons"]
     )
-    line = 0.8 * small["sm_mhz_max_supported"]  # gpulab.device.timing's throttle line
+    line = 0.8 * small["sm_mhz_max_supported"]  # gpulab.measure.timing's throttle line
     assert large["sm_mhz_median"] < line <= small["sm_mhz_median"]
     out += [
         ("4096³ clock", f"4096³ bf16 ran at {small['sm_mhz_median']:.0f} MHz", [L01, DOC]),
@@ -335,8 +335,8 @@ def more_figures(probe: dict, one_row: dict) -> list[tuple[str, str, list[str]]]
 
 def expert_figures(probe: dict, one_row: dict, prof: dict) -> list[tuple[str, str, list[str]]]:
     """Figures a second expert read of issue 29 found unpinned or on two roofs."""
-    from gpulab.perf.serving import Roof, decode_step, prefill_step
-    from gpulab.perf.serving_models import find_model
+    from gpulab.gpu.serving import Roof, decode_step, prefill_step
+    from gpulab.gpu.serving_models import find_model
 
     # Lesson 02: the one-row kernel shape by shape, on the probe's copy.
     pct = {k: v / probe["copy_tbs"] * 100 for k, v in one_row.items()}
@@ -500,7 +500,7 @@ def test_no_replaced_figure_comes_back(rel):
 
 
 def test_bridges_are_two_way_but_the_h200_nvls():
-    from gpulab.perf.hardware import GPUS
+    from gpulab.gpu.hardware import GPUS
 
     for key in ("a100-pcie-40gb", "a100-pcie-80gb", "h100-pcie", "h100-nvl"):
         note = GPUS[key].figure("nvlink").note

@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gpulab.check.result import CheckResult
 from gpulab.tui.lesson_pane import hints_markdown  # noqa: E402
+from gpulab.wire.result import CheckResult
 
 
 def test_last_hint_line_follows_the_state(course):
@@ -21,7 +21,7 @@ def test_last_hint_line_follows_the_state(course):
 
 def test_cli_hint_after_a_pass_does_not_say_locked(run_gpulab, tmp_path):
     from gpulab.course.content import load_course
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     lesson = load_course().find("softmax")
     env_ws = run_gpulab("where").stdout.strip()
@@ -38,7 +38,7 @@ def test_cli_hint_after_a_pass_does_not_say_locked(run_gpulab, tmp_path):
 
 @pytest.mark.anyio
 async def test_lesson_pane_hints_update_after_a_pass(tmp_path):
-    from gpulab.device.devinfo import GpuInfo
+    from gpulab.gpu.devinfo import GpuInfo
     from gpulab.tui.app import build_app
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())

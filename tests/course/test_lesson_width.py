@@ -217,7 +217,7 @@ async def settled_fence_width(app, pilot, scope) -> int | None:
 async def test_code_width_is_the_lesson_panes(tmp_path):
     """CODE_WIDTH is what a code block shows in the app at 80x24."""
     pytest.importorskip("textual")
-    from gpulab.device.devinfo import GpuInfo
+    from gpulab.gpu.devinfo import GpuInfo
     from gpulab.tui.app import build_app
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())
@@ -231,7 +231,7 @@ async def test_code_width_is_the_lesson_panes(tmp_path):
 async def test_hint_code_width_is_the_lesson_panes(tmp_path):
     """HINT_CODE_WIDTH is what a revealed hint's code block shows at 80x24."""
     pytest.importorskip("textual")
-    from gpulab.device.devinfo import GpuInfo
+    from gpulab.gpu.devinfo import GpuInfo
     from gpulab.tui.app import build_app
 
     app = build_app(tmp_path / "ws", device="cpu", welcome=False, gpu_info=GpuInfo())

@@ -10,9 +10,9 @@ import copy
 import json
 import random
 
-from gpulab.check.result import CheckResult
-from gpulab.course.state import ATTEMPT, EXERCISE, SETTINGS, STATUSES, validate_state
-from gpulab.course.workspace import Workspace
+from gpulab.lab.state import ATTEMPT, EXERCISE, SETTINGS, STATUSES, validate_state
+from gpulab.lab.workspace import Workspace
+from gpulab.wire.result import CheckResult
 
 KEYS = [
     "status",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 
-from gpulab.check.result import CheckResult
-from gpulab.course.workspace import FAILED, NOT_STARTED, PASSED, Workspace
+from gpulab.lab.workspace import FAILED, NOT_STARTED, PASSED, Workspace
+from gpulab.wire.result import CheckResult
 
 
 def test_copies_the_starter_once_and_never_touches_it(ws, course):

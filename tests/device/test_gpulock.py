@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.device import gpulock
+from gpulab.gpu import gpulock
 
 HOLD = """
 import sys, time
-from gpulab.device.gpulock import gpu_timing_lock
+from gpulab.gpu.gpulock import gpu_timing_lock
 with gpu_timing_lock("checking softmax", gpu=7):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -22,7 +22,7 @@ with gpu_timing_lock("checking softmax", gpu=7):
 
 SHARE = """
 import sys, time
-from gpulab.device.gpulock import gpu_in_use
+from gpulab.gpu.gpulock import gpu_in_use
 with gpu_in_use(gpu=7):
     print("in use", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -115,7 +115,7 @@ def test_a_check_times_inside_its_own_hold_and_keeps_it_after(tmp_path, monkeypa
 
 TRY_TIMING = """
 import fcntl, os
-from gpulab.device import gpulock
+from gpulab.gpu import gpulock
 fd = os.open(gpulock._paths(7)[0], os.O_RDWR)
 try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,5 +1,5 @@
 """Microbenchmarks: refuse cleanly without a GPU, plan sensibly, cache where
-gpulab.device.ceilings reads, render; their Triton kernels compute the right thing
+gpulab.gpu.ceilings reads, render; their Triton kernels compute the right thing
 (interpreter). On a GPU (marked): a quick run gives sane numbers."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab.device import ceilings, microbench
-from gpulab.device.microbench_runner import results_renderable, run_microbench, save
-from gpulab.perf import hardware
+from gpulab.gpu import ceilings, hardware
+from gpulab.lab.microbench_runner import results_renderable, run_microbench, save
+from gpulab.measure import microbench
 from tests.conftest import REPO, cuda_available, gpulab_env
 
 GiB, MiB = 2**30, 2**20
@@ -26,7 +26,7 @@ no_gpu = pytest.mark.skipif(
 @no_gpu
 def test_child_refuses_without_gpu(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "gpulab.device.microbench", "--quick"],
+        [sys.executable, "-m", "gpulab.measure.microbench", "--quick"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -177,9 +177,9 @@ DRY_RUN = r"""
 # has none), Triton runs in its interpreter, sizes are tiny, and `measure` just
 # calls twice. What is tested is the plumbing: events, rows, checks, result keys.
 import time, types, torch
-from gpulab.device import microbench as mb
-from gpulab.device import microbench_measure as mm
-from gpulab.device import timing
+from gpulab.measure import microbench as mb
+from gpulab.measure import microbench_measure as mm
+from gpulab.measure import timing
 
 mm.DEVICE = "cpu"
 mm.FMA_ITERS, mm.FMA_PROGRAMS_PER_SM = 16, 2
@@ -211,7 +211,7 @@ raise SystemExit(mb.run(quick=True))
 DRY_RUN = (
     r"""
 import torch
-from gpulab.device import microbench_kernels as K
+from gpulab.measure import microbench_kernels as K
 torch.manual_seed(0)
 x = torch.rand(5000)
 partial = torch.empty(8)

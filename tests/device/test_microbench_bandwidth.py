@@ -14,9 +14,9 @@ import weakref
 import pytest
 import torch
 
-from gpulab.device import microbench_kernels as K
-from gpulab.device import microbench_measure as mm
-from gpulab.device import timing
+from gpulab.measure import microbench_kernels as K
+from gpulab.measure import microbench_measure as mm
+from gpulab.measure import timing
 
 N = 5000  # float32 elements: 20000 bytes, 5 partial sums of 1024
 NBYTES = 4 * N

@@ -17,7 +17,8 @@ import pytest
 
 pynvml = pytest.importorskip("pynvml")
 
-from gpulab.device import nvml, probe  # noqa: E402
+from gpulab.gpu import nvml  # noqa: E402
+from gpulab.lab import probe  # noqa: E402
 from tests.conftest import gpulab_env, sigint_as_in_a_shell  # noqa: E402
 
 TORCH_NONE = {
@@ -322,7 +323,7 @@ TORCH_4090 = {
         {
             "index": 0,
             # The laptop chip (AD103): the desktop card is in the table, this
-            # one is not (gpulab.perf.hardware.match_gpu).
+            # one is not (gpulab.gpu.hardware.match_gpu).
             "name": "NVIDIA GeForce RTX 4090 Laptop GPU",
             "compute_capability": "8.9",
             "sms": 76,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpulab.diagnosis import KINDS, diagnose
-from gpulab.diagnosis.kinds import where
+from gpulab.explain import KINDS, diagnose
+from gpulab.explain.kinds import where
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -243,7 +243,7 @@ def test_every_kind_points_at_a_real_lesson_section() -> None:
 
 
 def test_ttir_counts_three_passes() -> None:
-    from gpulab.diagnosis.ttir import analyse
+    from gpulab.explain.ttir import analyse
 
     ttir = """tt.func public @k(%y_ptr: !tt.ptr<f32> loc(1), %x_ptr: !tt.ptr<f32> loc(2)) {
     %a = tt.addptr %x_ptr, %c : !tt.ptr<f32>, i32
@@ -281,7 +281,7 @@ def test_big_tiles_and_big_programs_are_not_flagged() -> None:
 
 
 def test_ttir_halves_are_one_pass_and_loops_count_bytes() -> None:
-    from gpulab.diagnosis.ttir import analyse
+    from gpulab.explain.ttir import analyse
 
     # Rotate-half RoPE loads x's two halves: two pointers, one pass.
     halves = """tt.func public @k(%x_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32} loc(1)) {
@@ -313,7 +313,7 @@ def test_ttir_halves_are_one_pass_and_loops_count_bytes() -> None:
 def test_intermediates_are_buffers_shared_by_launches() -> None:
     import torch
 
-    from gpulab.diagnosis.sandbox_side import intermediates
+    from gpulab.explain.sandbox.plugin import intermediates
 
     x, y, tmp, part = (torch.empty(n) for n in (64, 64, 64, 4))
 
@@ -332,7 +332,7 @@ def test_intermediates_are_buffers_shared_by_launches() -> None:
 
 def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second --explain skips FakeTensorMode (and torch._dynamo's import)."""
-    from gpulab.diagnosis import cases
+    from gpulab.explain.judge import cases
 
     monkeypatch.setattr(cases, "SHIPPED", tmp_path / "none.json")  # as for a changed grader
     path = cases.cache_file(str(tmp_path))
@@ -349,12 +349,12 @@ def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) -> None:
     """gpulab/data/explain_cases.json is what the graders build today (else
-    run gpulab.diagnosis.cases.write_shipped()), and a first --explain on
+    run gpulab.explain.judge.cases.write_shipped()), and a first --explain on
     the CPU reads it instead of building anything."""
     import json
 
-    from gpulab.diagnosis import cases
-    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
+    from gpulab.explain.judge import cases
+    from gpulab.explain.kinds import KERNEL_EXERCISES
 
     shipped = json.loads(cases.SHIPPED.read_text())
     assert set(shipped) == {f"{ex}:cpu" for ex in KERNEL_EXERCISES}
@@ -371,12 +371,12 @@ def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_explained_after_every_timed_check_and_with_explain() -> None:
-    from gpulab.diagnosis.judge_side import wanted
+    from gpulab.explain.judge.plugin import wanted
 
     passed, timed = {"status": "passed"}, {"status": "passed", "timing": {"cases": [{}]}}
     from dataclasses import replace
 
-    from gpulab.check.protocol import CheckRequest
+    from gpulab.wire.protocol import CheckRequest
 
     req = CheckRequest(exercise="softmax", function="softmax", file="f.py")
     assert wanted(req, timed)  # a GPU's timed check, no --explain
@@ -399,7 +399,7 @@ class _CannedSandbox:
 
     def ask(self, message: Any, kind: Any) -> Any:
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.check.frames import read_reply
+        from gpulab.wire.frames import read_reply
 
         return read_reply(self.request(message), kind)
 
@@ -421,8 +421,8 @@ class _CannedSandbox:
 def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
     from dataclasses import replace
 
-    from gpulab.check.protocol import CheckRequest
-    from gpulab.diagnosis.judge_side import attach, start
+    from gpulab.explain.judge.plugin import attach, start
+    from gpulab.wire.protocol import CheckRequest
 
     req = CheckRequest(
         exercise="softmax",
@@ -467,7 +467,7 @@ def test_explain_says_when_there_is_nothing_to_explain() -> None:
     """--explain (the lab's X) on a step or a non-kernel exercise says so
     instead of adding nothing; on a timed kernel it is silent."""
     from gpulab.course.content import load_course
-    from gpulab.diagnosis.kinds import KERNEL_EXERCISES, explain_unavailable
+    from gpulab.explain.kinds import KERNEL_EXERCISES, explain_unavailable
 
     course = load_course()
     for lesson in course.exercises:
@@ -486,8 +486,8 @@ def test_a_kernel_the_compiler_refuses_is_named_by_explain():
     a launch left unanalysed (a TMA descriptor) is no compile failure."""
     from rich.console import Console
 
-    from gpulab.diagnosis.judge_side import compile_failures
-    from gpulab.diagnosis.render import explain_renderable
+    from gpulab.explain.judge.plugin import compile_failures
+    from gpulab.explain.render import explain_renderable
 
     why = "UnsupportedLanguageConstruct: at 4:4: Boolean value of Tensor with more than one value"
     compiled = {

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpulab.diagnosis import diagnose
-from gpulab.diagnosis.candidates import SPILL_MIN, pick, resolve, still_needed
+from gpulab.explain import diagnose
+from gpulab.explain.candidates import SPILL_MIN, pick, resolve, still_needed
 from tests.diagnosis.test_diagnosis import _facts, _info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,8 +104,8 @@ def test_the_tracer_records_every_config_the_autotuner_would_try() -> None:
     script = f"""
 import json, sys, torch
 sys.path.insert(0, {str(ROOT)!r})
-from gpulab.diagnosis.sandbox_side import _compiled_mode
-from gpulab.diagnosis.trace import LaunchTracer
+from gpulab.explain.sandbox.plugin import _compiled_mode
+from gpulab.explain.judge.trace import LaunchTracer
 from gpulab.sandbox.learner import load_module
 with _compiled_mode():
     mod = load_module({str(ROOT / "kernels" / "matmul.py")!r}, "ref")
@@ -146,7 +146,7 @@ class _SlowCompiles:
 
     def ask(self, message: Any, kind: Any) -> Any:
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.check.frames import read_reply
+        from gpulab.wire.frames import read_reply
 
         return read_reply(self.request(message), kind)
 
@@ -177,7 +177,7 @@ class _SlowCompiles:
 
 
 def _request():
-    from gpulab.check.protocol import CheckRequest
+    from gpulab.wire.protocol import CheckRequest
 
     return CheckRequest(
         exercise="matmul",
@@ -191,7 +191,7 @@ def _request():
 
 
 def test_explain_compiles_while_the_check_runs_and_stops_soon_after() -> None:
-    from gpulab.diagnosis.judge_side import GRACE_S, attach, start
+    from gpulab.explain.judge.plugin import GRACE_S, attach, start
 
     req = _request()
     box = _SlowCompiles()
@@ -215,7 +215,7 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
     """A check shorter than the imports and one compile: the run's first
     compile still finishes (else a short check would never fill the cache),
     and nothing after it starts."""
-    from gpulab.diagnosis.judge_side import FIRST_GRACE_S, GRACE_S, attach, start
+    from gpulab.explain.judge.plugin import FIRST_GRACE_S, GRACE_S, attach, start
 
     assert FIRST_GRACE_S > 0.5
     req = _request()
@@ -230,7 +230,7 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
 
 
 def test_a_first_compile_longer_than_its_grace_is_stopped() -> None:
-    from gpulab.diagnosis.judge_side import FIRST_GRACE_S, GRACE_S, attach, start
+    from gpulab.explain.judge.plugin import FIRST_GRACE_S, GRACE_S, attach, start
 
     req = _request()
     box = _SlowCompiles(first_s=30)
@@ -272,8 +272,8 @@ def test_kernels_are_compiled_as_triton_launches_them(tmp_path: Path) -> None:
     script = f"""
 import json, sys, torch, triton, triton.language as tl
 sys.path.insert(0, {str(ROOT)!r})
-from gpulab.diagnosis.sandbox_side import _compiled_mode, compile_launch
-from gpulab.diagnosis.trace import LaunchTracer
+from gpulab.explain.sandbox.plugin import _compiled_mode, compile_launch
+from gpulab.explain.judge.trace import LaunchTracer
 
 @triton.jit
 def copy(out_ptr, x_ptr, n, stride, BLOCK: tl.constexpr):
@@ -287,7 +287,7 @@ for stride in (1, 3):
         copy[(4,)](x, x, 4096, stride, BLOCK=1024)
     la = t.launches[0]
     ptx = {{}}
-    import gpulab.perf.compile_info as ci
+    import gpulab.measure.compile_info as ci
     real = ci.compile_kernel
     ci.compile_kernel = lambda *a, **k: real(*a, **{{**k, "asm_hook": lambda asm: ptx.update(asm)}})
     compile_launch(la, "sm_90")
@@ -309,7 +309,7 @@ def test_on_a_gpu_the_steady_state_call_is_traced(tmp_path: Path) -> None:
 import json, sys, torch, triton, triton.language as tl
 sys.path.insert(0, {str(ROOT)!r})
 from types import SimpleNamespace
-from gpulab.diagnosis import sandbox_side
+from gpulab.explain.sandbox import plugin as sandbox_side
 
 @triton.jit
 def loser(x_ptr, n, BLOCK: tl.constexpr):

@@ -59,22 +59,22 @@ class _InProcessSandbox:
 
     def ask(self, message: Any, kind: Any) -> Any:
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.check.frames import read_reply
+        from gpulab.wire.frames import read_reply
 
         return read_reply(self.request(message), kind)
 
     def request(self, message: Any) -> dict:
-        from gpulab.check.frames_other import ExplainRequest
-        from gpulab.diagnosis.sandbox_side import explain_request
+        from gpulab.explain.sandbox.plugin import explain_request
+        from gpulab.wire.frames_other import ExplainRequest
 
         return explain_request(self, ExplainRequest.parse(message.to_json())).to_json()
 
 
 def explain_file(exercise: str, file: Path) -> dict:
-    from gpulab.diagnosis.judge_side import explain
+    from gpulab.explain.judge.plugin import explain
 
     function, kind, flops, nbytes = MANIFEST[exercise]
-    from gpulab.check.protocol import CheckRequest
+    from gpulab.wire.protocol import CheckRequest
 
     request = CheckRequest(
         exercise=exercise,
@@ -140,7 +140,7 @@ def test_slow_variant_top_diagnosis(fixture: str, exercise: str, top: str, quote
 
 
 def test_every_kernel_exercise_has_variants() -> None:
-    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
+    from gpulab.explain.kinds import KERNEL_EXERCISES
 
     assert {v[1] for v in VARIANTS} == set(KERNEL_EXERCISES)
     on_disk = {p.name for p in SLOW.glob("*.py")}

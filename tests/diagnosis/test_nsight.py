@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab.diagnosis import nsight
+from gpulab.explain import nsight
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "nsight"
@@ -274,10 +274,10 @@ def test_profile_request_calls_once_between_start_and_stop() -> None:
         f"""
         import json, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        from gpulab.diagnosis.cases import describe
-        from gpulab.check.frames_other import ProfileRequest
-        from gpulab.diagnosis.sandbox_profile import profile_request
-        from gpulab.diagnosis.sandbox_side import build
+        from gpulab.explain.judge.cases import describe
+        from gpulab.wire.frames_other import ProfileRequest
+        from gpulab.explain.sandbox.profile import profile_request
+        from gpulab.explain.sandbox.plugin import build
         from gpulab.sandbox.learner import load_module
 
         gen = torch.Generator().manual_seed(0)
@@ -346,9 +346,9 @@ def _check_with_stand_in(tmp_path: Path, bin_dir: Path, monkeypatch: pytest.Monk
     """The real runner, judge and sandbox on the CPU, asked (a typed option,
     no switch in the environment) to run the Nsight step anyway: the
     stand-in ncu first on PATH."""
-    from gpulab.check.protocol import ExplainOptions
-    from gpulab.check.runner import run_check
     from gpulab.course.content import load_course
+    from gpulab.lab.runner import run_check
+    from gpulab.wire.protocol import ExplainOptions
 
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
@@ -414,7 +414,7 @@ def test_through_the_judge_with_a_stand_in_ncu(
 
     from rich.console import Console
 
-    from gpulab.diagnosis.render import explain_renderable
+    from gpulab.explain.render import explain_renderable
 
     console = Console(width=200, record=True)
     console.print(explain_renderable(result))
@@ -438,7 +438,7 @@ def test_a_refusing_ncu_is_an_advisory_line(
 def test_bytes_under_the_minimum_are_explained() -> None:
     # The H200 run: the reference softmax's 8192×1024 fp16 case read 0.51×
     # its minimum (the output stayed in L2); the three-pass variant 2.00×.
-    from gpulab.diagnosis.nsight_step import basis_line
+    from gpulab.explain.judge.nsight_step import basis_line
 
     small = basis_line({"measured": True, "case": "8192×1024 fp16", "ratio": 0.51})
     assert "0.51× the minimum" in small and "still in L2" in small

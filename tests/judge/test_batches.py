@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpulab.check.protocol import TensorRef
 from gpulab.judge import batches
 from gpulab.judge.kernel import Case, Expect, KernelSpec
 from gpulab.judge.remote import Arena
 from gpulab.sandbox import tensors
+from gpulab.wire.protocol import TensorRef
 
 FLUSH_MS, COPY_MS, KERNEL_MS, K = 0.02, 0.01, 0.5, 4
 
@@ -42,7 +42,7 @@ class FakeSandbox:
 
     def ask(self, message, kind):
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.check.frames import read_reply
+        from gpulab.wire.frames import read_reply
 
         return read_reply(self.request(message), kind)
 

@@ -142,8 +142,8 @@ def test_a_check_after_a_planted_cache_runs_and_says_what_it_emptied(tmp_path, c
     """The real path: a file whose compiler cache holds all of the above is
     checked, and passes, with a note; it was "could not run this check:
     RecursionError" for this check and every later one."""
-    from gpulab.check.runner import check_request, run_check
     from gpulab.judge.main import cache_dir
+    from gpulab.lab.runner import check_request, run_check
 
     lesson = course.find("softmax_row")
     path = tmp_path / "softmax_row.py"

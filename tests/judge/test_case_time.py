@@ -1,5 +1,5 @@
 """A CPU check's time limit scales with its cases, and a timeout names the
-case that was running (gpulab.judge.allowance, gpulab.check.runner).
+case that was running (gpulab.judge.allowance, gpulab.lab.runner).
 
 An honest softmax whose reductions went through tl.reduce took 224 s in the
 interpreter and was stopped at the 60 s default as "an infinite loop?",
@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from gpulab.check.events import Stage
 from gpulab.judge import allowance
 from gpulab.judge.allowance import FLOOR_S, PER_ELEMENT_S, SLACK, CaseClock
+from gpulab.wire.events import Stage
 
 
 class _Case:
@@ -61,7 +61,7 @@ class _Events:
 
 
 def test_a_stage_moves_the_lab_deadline_later_and_never_past_the_cap():
-    from gpulab.check.runner import _relay
+    from gpulab.lab.runner import _relay
 
     now = time.monotonic()
     frames = [
@@ -81,7 +81,7 @@ def test_a_stage_moves_the_lab_deadline_later_and_never_past_the_cap():
 
 
 def test_the_cpu_default_may_scale_and_a_learners_limit_may_not(course):
-    from gpulab.check.plan import CPU_TIMEOUT, CPU_TIMEOUT_CAP, plan_check
+    from gpulab.lab.plan import CPU_TIMEOUT, CPU_TIMEOUT_CAP, plan_check
 
     lesson = course.find("softmax")
     plan = plan_check(lesson, device="cpu")
@@ -106,7 +106,7 @@ def test_a_timeout_names_the_case_and_the_time_it_was_given(tmp_path, course):
     """A real check whose wrapper hangs in one case (asleep: no CPU burnt):
     every case's stage carries its time, the lab waits past its first limit
     for the case, and the summary names it."""
-    from gpulab.check.runner import run_check
+    from gpulab.lab.runner import run_check
 
     lesson = course.find("softmax_row")
     path = tmp_path / "softmax_row.py"

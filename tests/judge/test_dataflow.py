@@ -145,8 +145,8 @@ def test_padding_an_input_into_a_zeroed_buffer_is_recorded_as_a_fill_and_a_copy(
     # record's byte budget, and the buffer started as poison.
     import torch
 
-    from gpulab.check.frames import TorchStep
     from gpulab.sandbox.replay import Recording, copy_watch
+    from gpulab.wire.frames import TorchStep
 
     class Arena:
         def __init__(self, t):

@@ -128,7 +128,7 @@ def test_the_letter_of_a_recorded_run(name):
 
 
 def _probe_cache(tmp_path, device: str, copy_tbs: float):
-    from gpulab.device import ceilings
+    from gpulab.gpu import ceilings
 
     path = ceilings.cache_path(tmp_path, device)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,8 +168,8 @@ def test_the_summary_and_json_say_what_the_letter_was_measured_against():
 def test_the_results_pane_shows_the_letters_basis():
     from rich.console import Console
 
-    from gpulab.check.report import render
-    from gpulab.check.result import CheckResult
+    from gpulab.lab.report import render
+    from gpulab.wire.result import CheckResult
 
     t = _summary("softmax", H200, _learner_softmax_h200()).to_json()
     result = CheckResult.from_json(

@@ -35,8 +35,8 @@ def test_names_that_are_no_exercise_are_refused(name):
 
 
 def test_a_check_of_speed_is_refused_with_words(tmp_path):
-    from gpulab.check.protocol import CheckRequest
     from gpulab.judge.harness import grade_request
+    from gpulab.wire.protocol import CheckRequest
 
     before = set(sys.modules)
     file = tmp_path / "speed.py"
@@ -62,7 +62,7 @@ def test_the_graders_are_exactly_the_manifests_exercises():
 
 
 def test_every_grader_defines_grade_and_the_kernel_ones_their_cases_and_spec():
-    from gpulab.diagnosis.kinds import KERNEL_EXERCISES
+    from gpulab.explain.kinds import KERNEL_EXERCISES
 
     for name in loader.grader_names():
         tree = ast.parse((loader.FOLDER / f"{name}.py").read_text(encoding="utf-8"))

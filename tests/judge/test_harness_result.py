@@ -8,9 +8,9 @@ from tests.conftest import reference_source, starter_source
 
 
 def _grade(tmp_path, exercise: str, function: str, src: str):
-    from gpulab.check.protocol import CheckRequest
     from gpulab.judge.harness import grade_request
     from gpulab.judge.main import BEFORE_LOAD
+    from gpulab.wire.protocol import CheckRequest
     from tests.inprocess import Channel, InProcessSandbox
 
     path = tmp_path / f"{exercise}.py"
@@ -21,8 +21,8 @@ def _grade(tmp_path, exercise: str, function: str, src: str):
 
 
 def test_a_passing_check_is_a_typed_result(tmp_path):
-    from gpulab.check.result import JUDGE_ORDER, CaseRow, CheckResult
-    from gpulab.check.status import Status
+    from gpulab.wire.result import JUDGE_ORDER, CaseRow, CheckResult
+    from gpulab.wire.status import Status
 
     r = _grade(tmp_path, "copy_ceiling", "copy_bandwidth", reference_source("copy_ceiling"))
     assert isinstance(r, CheckResult)
@@ -36,7 +36,7 @@ def test_a_passing_check_is_a_typed_result(tmp_path):
 
 
 def test_a_failing_check_names_its_first_wrong_case(tmp_path):
-    from gpulab.check.status import Status
+    from gpulab.wire.status import Status
 
     r = _grade(tmp_path, "copy_ceiling", "copy_bandwidth", starter_source("copy_ceiling"))
     assert r.status is Status.FAILED and not r.passed
@@ -46,7 +46,7 @@ def test_a_failing_check_names_its_first_wrong_case(tmp_path):
 
 
 def test_a_learner_error_is_a_failure_with_its_message(tmp_path):
-    from gpulab.check.status import Status
+    from gpulab.wire.status import Status
 
     r = _grade(tmp_path, "copy_ceiling", "copy_bandwidth", "raise ValueError('nope')\n")
     assert r.status is Status.FAILED

@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpulab.check.crashes import crash_summary, killed_words
-from gpulab.check.frames_other import Policy
-from gpulab.check.status import Status
 from gpulab.judge import print_note, stuck
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.kernel import replay_verdict
 from gpulab.judge.replay import REPLAY_KILLED, Replayer
+from gpulab.wire.crashes import crash_summary, killed_words
+from gpulab.wire.frames_other import Policy
+from gpulab.wire.status import Status
 
 
 def test_a_nan_from_minus_inf_inputs_is_named_with_its_line():

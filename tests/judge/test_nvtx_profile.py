@@ -1,7 +1,7 @@
 """The nvtx_profile grader (lesson 07) through real child processes on the CPU
 (the reference passes and writes its trace, the starter and each wrong variant
 fail for the stated reason), the range checks on hand-made events, the trace
-reader of gpulab.perf.profiling, and `gpulab profile`. GPU tests check the kernels
+reader of gpulab.measure.profiling, and `gpulab profile`. GPU tests check the kernels
 table and the NVTX ranges."""
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def test_wrong_variants_fail(grade, name):
 
 
 def _ev(name, start, end, user=False):
-    from gpulab.check.frames_other import ProfileEvent
+    from gpulab.wire.frames_other import ProfileEvent
 
     return ProfileEvent(name, start, end, user)
 
@@ -182,11 +182,11 @@ def test_ranges_work_outside_its_range(grader):
     assert "outside the forward range" in bad["all of each phase inside its range"]
 
 
-# --- gpulab.perf.profiling (no torch) --------------------------------------------------
+# --- gpulab.measure.profiling (no torch) --------------------------------------------------
 
 
 def test_read_trace_self_times(tmp_path):
-    from gpulab.perf import traces as profiling
+    from gpulab.gpu import traces as profiling
 
     trace = {
         "traceEvents": [
@@ -248,11 +248,11 @@ def test_read_trace_self_times(tmp_path):
 
 
 def test_nsys_and_ncu_commands():
-    from gpulab.perf import traces as profiling
+    from gpulab.gpu import traces as profiling
 
     nsys = profiling.nsys_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert nsys[:2] == ["nsys", "profile"] and "--capture-range=cudaProfilerApi" in nsys
-    assert nsys[-6:-2] == ["-m", "gpulab.perf.profiling", "nvtx_profile", "/x/f.py"]
+    assert nsys[-6:-2] == ["-m", "gpulab.measure.profiling", "nvtx_profile", "/x/f.py"]
     ncu = profiling.ncu_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert ncu[0] == "ncu" and "--nvtx-include" in ncu and "off" in ncu
     # The clocks as they run, as the course's counters were taken (lesson 07).
@@ -277,7 +277,7 @@ def test_profile_command(run_gpulab, tmp_path):
 
 
 def test_profile_without_nsys_says_so(run_gpulab):
-    from gpulab.perf import traces as profiling
+    from gpulab.gpu import traces as profiling
 
     if profiling.tools()["nsys"]:
         pytest.skip("nsys is installed here")
@@ -311,7 +311,7 @@ def test_gpu_profile_has_kernels_and_nvtx(grade):
 def test_judged_without_a_workspace_the_trace_is_copied_out(course, tmp_path):
     # No workspace: the sandbox writes in its private folder and the judge
     # copies the trace out to the temp folder.
-    from gpulab.check.runner import run_check
+    from gpulab.lab.runner import run_check
 
     path = tmp_path / "nvtx_profile_attempt.py"
     path.write_text(REF)
@@ -367,7 +367,7 @@ def test_read_trace_counts_an_op_inside_its_own_name_once(tmp_path):
     """aten::div_ with a scalar calls aten::div_ with a tensor: its total is
     the outer call's, not both added (which put div_ over its parent mean
     in the find_bottleneck starter's profile)."""
-    from gpulab.perf import traces as profiling
+    from gpulab.gpu import traces as profiling
 
     def op(name, ts, dur):
         return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1}

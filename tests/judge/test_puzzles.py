@@ -384,9 +384,9 @@ def test_the_case_to_draw_is_the_smallest_that_failed():
     """The load map's hook: which case a drawing of the programs should show."""
     import torch
 
-    from gpulab.check.result import CaseRow
     from gpulab.judge.graders import triton_grid
     from gpulab.judge.kernel import Case
+    from gpulab.wire.result import CaseRow
 
     def case(n: int, name: str) -> Case:
         return Case(name, (torch.zeros(n), torch.zeros(n)), torch.float32)

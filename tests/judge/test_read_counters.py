@@ -1,4 +1,4 @@
-"""Lesson 07's read_counters step: the recordings read (gpulab.perf.counters),
+"""Lesson 07's read_counters step: the recordings read (gpulab.gpu.counters),
 `gpulab counters`, and the grader on honest and wrong diagnoses.
 
 The grader is plain data in and out: every variant runs the real grader and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulab.perf import counters
+from gpulab.gpu import counters
 from tests.conftest import reference_source
 
 REF = reference_source("read_counters")

@@ -1,5 +1,5 @@
 """Issue 44: on a GPU the replay launches the compiled kernels a check ran
-(gpulab.check.kernel_binary, gpulab.sandbox.binaries) and never the file's
+(gpulab.wire.kernel_binary, gpulab.sandbox.binaries) and never the file's
 Python. What can be proven without a GPU: a kernel Triton compiles for
 sm_90 on this CPU (it ships ptxas) is recorded with its binary, crosses the
 boundary as checked data, is planned by the judge with its arguments held
@@ -48,7 +48,7 @@ def _record(kernel, n=1000):
 
 
 def test_a_compiled_kernel_is_recorded_with_its_binary_and_crosses_as_data(compiled):
-    from gpulab.check.frames import LaunchRecord, RecordedLaunch
+    from gpulab.wire.frames import LaunchRecord, RecordedLaunch
 
     _, kernel = compiled
     record = _record(kernel)
@@ -97,7 +97,7 @@ def _binary_json(kernel) -> dict:
     ],
 )
 def test_a_malformed_binary_is_refused_at_the_boundary(compiled, field, value):
-    from gpulab.check.kernel_binary import KernelBinary
+    from gpulab.wire.kernel_binary import KernelBinary
 
     raw = _binary_json(compiled[1])
     assert KernelBinary.parse(raw) is not None
@@ -116,7 +116,7 @@ def test_a_malformed_binary_is_refused_at_the_boundary(compiled, field, value):
     ],
 )
 def test_malformed_metadata_is_refused(compiled, meta):
-    from gpulab.check.kernel_binary import KernelBinary
+    from gpulab.wire.kernel_binary import KernelBinary
 
     raw = _binary_json(compiled[1])
     raw["metadata"] = {**raw["metadata"], **meta}
@@ -124,9 +124,9 @@ def test_malformed_metadata_is_refused(compiled, meta):
 
 
 def test_the_judge_plans_a_binary_launch_and_holds_its_arguments_to_its_parameters(compiled):
-    from gpulab.check.frames import BufferArg, FloatArg, RecordedLaunch, TupleArg
     from gpulab.judge.replay import plan_replay
     from gpulab.judge.replay_params import params_problem
+    from gpulab.wire.frames import BufferArg, FloatArg, RecordedLaunch, TupleArg
 
     _, kernel = compiled
     record = _record(kernel)
@@ -186,9 +186,9 @@ def test_a_binary_sent_again_under_its_ident_must_be_the_same(compiled):
 def test_tuple_arguments_are_recorded_and_passed_again():
     import torch
 
-    from gpulab.check.frames import LaunchRecord, TupleArg, parse_arg
     from gpulab.sandbox.replay import Recording
     from gpulab.sandbox.replay_run import _decode
+    from gpulab.wire.frames import LaunchRecord, TupleArg, parse_arg
 
     x = torch.arange(12.0).reshape(3, 4)
     rec = Recording({})
@@ -198,7 +198,7 @@ def test_tuple_arguments_are_recorded_and_passed_again():
     assert isinstance(nested, TupleArg)
     json_form = LaunchRecord(buffers=(), launches=()).to_json()  # (a record round trips)
     assert LaunchRecord.parse(json_form) is not None
-    from gpulab.check.frames import arg_json
+    from gpulab.wire.frames import arg_json
 
     assert parse_arg(json.loads(json.dumps(arg_json(nested)))) == nested
     decoded = _decode(nested, [x.reshape(-1).view(torch.uint8)])
@@ -212,7 +212,7 @@ def test_tuple_arguments_are_recorded_and_passed_again():
 
 REBUILD = """
 import json, sys
-from gpulab.check.kernel_binary import KernelBinary
+from gpulab.wire.kernel_binary import KernelBinary
 from gpulab.sandbox.binaries import Loaded
 
 binary = KernelBinary.parse(json.loads(sys.stdin.read()))
@@ -277,9 +277,9 @@ def test_the_hopper_references_gluon_kernels_cross_as_binaries():
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from gpulab.check.kernel_binary import KernelBinary, sig_type
-    from gpulab.course.compile_specs import load_module
+    from gpulab.measure.compile_specs import load_module
     from gpulab.sandbox.binaries import binary_of
+    from gpulab.wire.kernel_binary import KernelBinary, sig_type
     from tests.conftest import REPO
 
     m = load_module(REPO / "kernels" / "hopper" / "softmax_smem.py", "smem_binaries")

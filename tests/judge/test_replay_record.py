@@ -124,9 +124,9 @@ def test_an_autotuned_honest_softmax_passes_and_its_options_replay(grade):
 
 
 def test_launch_options_round_trip_and_unknown_ones_make_the_launch_malformed():
-    from gpulab.check.frames import RecordedLaunch
-    from gpulab.check.frames_other import ReplayLaunch
-    from gpulab.check.protocol import ProtocolError
+    from gpulab.wire.frames import RecordedLaunch
+    from gpulab.wire.frames_other import ReplayLaunch
+    from gpulab.wire.protocol import ProtocolError
 
     launch = RecordedLaunch(
         kernel="k", qualname="k", file="f.py", grid=(1,), args={}, options={"num_warps": 8}
@@ -172,10 +172,10 @@ def _load(source: str, tmp_path):
 def test_the_judge_replays_only_launch_options_triton_takes(options, ok):
     import torch
 
-    from gpulab.check.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, View
     from gpulab.judge.kernel import Expect
     from gpulab.judge.replay import plan_replay
     from gpulab.sandbox.replay_source import extract
+    from gpulab.wire.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, View
 
     source = extract(
         "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(p):\n    pass\n"
@@ -203,8 +203,8 @@ def test_two_draws_must_launch_with_the_same_options():
     # num_warps is a number the wrapper picks: an honest one follows the
     # shapes, the same for two draws of one shape. The order they are
     # passed in is not a difference.
-    from gpulab.check.frames import RecordedLaunch
     from gpulab.judge.kernel import _launch_key
+    from gpulab.wire.frames import RecordedLaunch
 
     def key(options):
         return _launch_key(RecordedLaunch(kernel="k", grid=(1,), args={}, options=options), ())
@@ -233,8 +233,8 @@ def _compiled_copy(tmp_path, num_warps: int):
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from gpulab.course.compile_specs import load_module
-    from gpulab.perf.compile_info import _source
+    from gpulab.measure.compile_info import _source
+    from gpulab.measure.compile_specs import load_module
 
     path = tmp_path / "kernels" / "copy.py"
     path.parent.mkdir(exist_ok=True)
@@ -256,9 +256,9 @@ def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_p
     # one direct) compare equal. It was recorded as no launch at all.
     import torch
 
-    from gpulab.check.frames import RecordedLaunch
     from gpulab.judge.kernel import _launch_key
     from gpulab.sandbox.replay import Recording, _option_defaults
+    from gpulab.wire.frames import RecordedLaunch
 
     mod, compiled, target = _compiled_copy(tmp_path, num_warps=8)
     x, y = torch.randn(1000), torch.empty(1000)
@@ -294,8 +294,8 @@ def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_p
 
 
 def test_a_compiled_kernel_of_no_known_source_is_a_launch_the_replay_refuses():
-    from gpulab.check.frames import RecordedLaunch
     from gpulab.sandbox.replay import Recording
+    from gpulab.wire.frames import RecordedLaunch
 
     class Compiled:  # what a kernel compiled from IR text, with no Python source, is like
         metadata = None
@@ -382,7 +382,7 @@ def test_a_warp_specialized_kernel_launched_directly_keeps_its_launchs_num_warps
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from gpulab.course.compile_specs import load_module
+    from gpulab.measure.compile_specs import load_module
     from gpulab.sandbox.replay import Recording
     from tests.conftest import REPO
 

@@ -24,7 +24,6 @@ def _kept(source: str, tmp_path, case, device="cpu"):
     """The file's softmax called once on the case's input as the sandbox
     calls it (the input a view of the judge's shared memory, with a storage
     of its own), its launches recorded; and the replay's own sandbox."""
-    from gpulab.check.protocol import TensorRef
     from gpulab.judge.graders import softmax
     from gpulab.judge.kernel import Kept, encode
     from gpulab.judge.remote import Arena
@@ -32,6 +31,7 @@ def _kept(source: str, tmp_path, case, device="cpu"):
     from gpulab.sandbox import tensors
     from gpulab.sandbox.guards import LaunchRecorder
     from gpulab.sandbox.replay import Recording, copy_watch
+    from gpulab.wire.protocol import TensorRef
 
     mod = _load(source, tmp_path)
     arena = Arena(7, 1 << 20, device)
@@ -136,8 +136,8 @@ def forged_untimed(tmp_path):
 
 
 def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
-    from gpulab.check.frames import View
-    from gpulab.check.frames_other import (
+    from gpulab.wire.frames import View
+    from gpulab.wire.frames_other import (
         ReplayBuffer,
         ReplayLaunch,
         ReplayRep,
@@ -145,7 +145,7 @@ def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
         ReplayTimeRequest,
         request,
     )
-    from gpulab.check.protocol import ProtocolError, TensorRef
+    from gpulab.wire.protocol import ProtocolError, TensorRef
 
     slot = TensorRef(0, 0, 32, "float32", (8,), (1,), 0)
     msg = ReplayTimeRequest(
@@ -212,8 +212,8 @@ def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_
     # own cache and could plant a compiled kernel for the replay to run).
     from pathlib import Path
 
-    from gpulab.check.protocol import CheckRequest
     from gpulab.judge.main import Prepared
+    from gpulab.wire.protocol import CheckRequest
 
     # A judge on the CPU sets TRITON_INTERPRET=1 in its own process, which
     # here is pytest's; tests/conftest.py puts it back after each test.
@@ -275,9 +275,9 @@ def test_a_copy_of_an_input_is_recorded_as_the_step_that_made_it(tmp_path):
 
 
 def copied_as_step(tmp_path):
-    from gpulab.check.frames import TorchStep
     from gpulab.judge.kernel import Case
     from gpulab.judge.replay_timing import replayed_times
+    from gpulab.wire.frames import TorchStep
 
     x = torch.randn(4, 64)[:, :33]  # strided: .contiguous() copies
     case = Case("4x33 (row stride 64)", (x,), torch.float32, shape="4x33")

@@ -408,8 +408,8 @@ def test_cheats_are_rejected(batch, name):
 @pytest.fixture(scope="module")
 def gpu_result(tmp_path_factory):
     """One timed check of the reference on the GPU, shared by the tests below."""
-    from gpulab.check.runner import run_check
     from gpulab.course.content import load_course
+    from gpulab.lab.runner import run_check
 
     tmp = tmp_path_factory.mktemp("rope_gpu")
     path = tmp / "rope_rmsnorm_ref.py"

@@ -15,11 +15,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpulab.device import ceilings, gpulock, timing
+from gpulab.gpu import ceilings, gpulock
 from gpulab.judge import batches, rope_timing
 from gpulab.judge.harness import GradeFailed
 from gpulab.judge.kernel import Case
 from gpulab.judge.timed_rows import KernelRow, KernelTiming, RemoteTiming
+from gpulab.measure import timing
 from gpulab.sandbox import learner
 
 GB = 1e9

@@ -170,7 +170,7 @@ def test_unsharded_compute_fails(grade):
 def test_without_jax_the_check_says_how_to_install(tmp_path, course, monkeypatch):
     """A `jax` that cannot be imported (as on a machine without it): the grader
     reports how to install it instead of crashing, and gpulab still works."""
-    from gpulab.check.runner import run_check
+    from gpulab.lab.runner import run_check
 
     fake = tmp_path / "nojax" / "jax"
     fake.mkdir(parents=True)

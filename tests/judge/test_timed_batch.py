@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpulab.check.frames import TimeRequest
-from gpulab.check.protocol import TensorRef
-from gpulab.device import timing
+from gpulab.measure import timing
 from gpulab.sandbox import calls
 from gpulab.sandbox.failure import LearnerFailure
+from gpulab.wire.frames import TimeRequest
+from gpulab.wire.protocol import TensorRef
 
 N = 4  # elements a tensor
 

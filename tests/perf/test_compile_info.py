@@ -1,4 +1,4 @@
-"""Compiling for GPUs this machine does not have (gpulab.perf.compile_info and
+"""Compiling for GPUs this machine does not have (gpulab.measure.compile_info and
 `gpulab dev compile`): Triton's real compiler and ptxas, no GPU. A fast
 subset here; the whole matrix (every reference x every target) is the slow
 test at the end."""
@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from gpulab.perf.compile_info import (
+from gpulab.measure.compile_info import (
     ARCHS,
     CompileInfo,
     occupancy,
@@ -87,7 +87,7 @@ KERNELS = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
-    from gpulab.course.compile_specs import load_module
+    from gpulab.measure.compile_specs import load_module
 
     path = tmp_path_factory.mktemp("k") / "kernels" / "toy.py"
     path.parent.mkdir()
@@ -96,7 +96,7 @@ def kernels(tmp_path_factory):
 
 
 def test_a_kernel_compiles_for_turing_and_hopper_without_a_gpu(kernels):
-    from gpulab.perf.compile_info import compile_kernel
+    from gpulab.measure.compile_info import compile_kernel
 
     sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32", "BLOCK": "constexpr"}
     for arch in ("sm_75", "sm_90"):
@@ -112,7 +112,7 @@ def test_a_kernel_compiles_for_turing_and_hopper_without_a_gpu(kernels):
 def test_tensor_cores_per_architecture(kernels):
     # The same tl.dot: no tensor cores from Triton on Turing, mma.sync on
     # Ampere, wgmma on Hopper, tcgen05 on data-centre Blackwell.
-    from gpulab.perf.compile_info import compile_kernel
+    from gpulab.measure.compile_info import compile_kernel
 
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "BLOCK": "constexpr"}
     got = {
@@ -128,7 +128,7 @@ def test_tensor_cores_per_architecture(kernels):
 
 
 def test_a_kernel_that_does_not_compile_is_a_result_not_a_crash(kernels):
-    from gpulab.perf.compile_info import compile_kernel
+    from gpulab.measure.compile_info import compile_kernel
 
     info = compile_kernel(
         kernels.broken, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 128}, arch="sm_80"
@@ -165,7 +165,7 @@ def test_the_hopper_references_in_kernels_hopper_set_up_as_jobs():
     and their exercise's reference (a job, not an error triple). The whole
     matrix that compiles them is opt-in, so this is the everyday check."""
     pytest.importorskip("triton.experimental.gluon")
-    from gpulab.course import compile_specs
+    from gpulab.measure import compile_specs
 
     specs = tuple(s for s in compile_specs.SPECS if s.file)
     assert {s.file for s in specs} == {"hopper/softmax_smem", "hopper/flash_attention_fa3"}
@@ -181,7 +181,7 @@ def test_dev_compile_refuses_an_unknown_target(tmp_path):
 def test_a_reference_that_fails_to_compile_fails_the_command(monkeypatch):
     # One spec that cannot be set up (its kernel is missing) must count.
     from gpulab.cli.commands import dev_compile
-    from gpulab.course import compile_specs
+    from gpulab.measure import compile_specs
 
     bad = compile_specs.Spec("bandwidth", "no_such_kernel", "x", lambda m, fn: ({}, {}, {}))
     monkeypatch.setattr(compile_specs, "SPECS", (bad,))

@@ -122,7 +122,7 @@ def test_a_dot_tile_counts_2mnk(kernels: Any) -> None:
 
 
 def test_the_estimate_of_a_strided_copy_on_a_datasheet_gpu() -> None:
-    from gpulab.perf import costmodel, hardware
+    from gpulab.gpu import costmodel, hardware
 
     gpu = hardware.GPUS["h100-sxm"]
     n = 1 << 20
@@ -165,7 +165,7 @@ def test_an_off_by_one_mask_is_drawn_masked_where_the_store_never_went(kernels: 
     import torch
     from rich.console import Console
 
-    from gpulab.perf import loadmap
+    from gpulab.gpu import loadmap
 
     n = 100
     x, y = torch.randn(n), torch.full((n,), float("nan"))
@@ -191,7 +191,7 @@ def test_a_lane_past_the_end_is_listed_with_its_program(kernels: Any) -> None:
     import torch
     from rich.console import Console
 
-    from gpulab.perf import loadmap
+    from gpulab.gpu import loadmap
 
     n = 100
     base = torch.randn(2 * n)
@@ -217,7 +217,7 @@ def test_a_lane_past_the_end_is_listed_with_its_program(kernels: Any) -> None:
     ],
 )
 def test_malformed_advice_is_not_drawn(rest: dict) -> None:
-    from gpulab.perf import costmodel, loadmap
+    from gpulab.gpu import costmodel, loadmap
 
     assert costmodel.read(rest) is None
     drawn = loadmap.read(rest)
@@ -230,7 +230,7 @@ def test_a_wrong_row_stride_is_seen_program_by_program(kernels: Any) -> None:
     import torch
     from rich.console import Console
 
-    from gpulab.perf import loadmap
+    from gpulab.gpu import loadmap
     from gpulab.sandbox.counting import trace_launch
 
     x, y = torch.randn(8, 8), torch.zeros(8, 8)
@@ -294,7 +294,7 @@ def test_masked_lanes_belong_to_the_tensor_their_access_reads(kernels: Any) -> N
 def test_a_little_over_one_sector_ratio_is_not_called_poor_coalescing():
     # A correct triad read 1.1x (partial sectors at the blocks' edges) and was
     # told its accesses "coalesce poorly": a stride costs 2x to 8x.
-    from gpulab.perf.costmodel import details
+    from gpulab.gpu.costmodel import details
 
     def said(coalescing: float) -> str:
         cost = {

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gpulab.perf import hardware, roadmap
-from gpulab.perf.hardware import DTYPES, GPUS, SOURCES, match_gpu
+from gpulab.gpu import hardware, roadmap
+from gpulab.gpu.hardware import DTYPES, GPUS, SOURCES, match_gpu
 
 # The GPUs the issue names, by key.
 ISSUE_GPUS = (
@@ -161,7 +161,7 @@ LEARNER_CARDS = {
 def test_a_learners_card_has_ceilings(name, key):
     """`ceiling()` names the datasheet of every common card, never "unknown
     device"; every new row's figures have sources, flagged where unconfirmed."""
-    from gpulab.device.ceilings import ceiling
+    from gpulab.gpu.ceilings import ceiling
 
     g = match_gpu(name)
     assert g is not None and g.key == key, name
@@ -175,7 +175,7 @@ def test_a_learners_card_has_ceilings(name, key):
 
 
 def test_ceiling_of_a_known_card_without_the_dtype():
-    from gpulab.device.ceilings import ceiling
+    from gpulab.gpu.ceilings import ceiling
 
     assert ceiling("compute", "bf16", "Tesla T4") == (None, "no bf16 figure on the T4 datasheet")
     assert ceiling("compute", "bf16", "NVIDIA Quadro P4000") == (None, "unknown device")
@@ -276,17 +276,17 @@ def test_mi300x_as_amd_lists_it():
 def test_docs_hardware_md_table_is_the_table():
     from pathlib import Path
 
-    from gpulab.perf.hardware_doc import generated_block, render_table
+    from gpulab.gpu.hardware_doc import generated_block, render_table
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "hardware.md").read_text("utf-8")
     assert generated_block(doc) == render_table(), (
-        "docs/hardware.md's table differs from gpulab.perf.hardware: run "
-        "`python -m gpulab.perf.hardware_doc docs/hardware.md`"
+        "docs/hardware.md's table differs from gpulab.gpu.hardware: run "
+        "`python -m gpulab.gpu.hardware_doc docs/hardware.md`"
     )
 
 
 def test_hardware_doc_rewrites_and_refuses_a_document_without_markers(tmp_path):
-    from gpulab.perf.hardware_doc import END, START, main, rewrite
+    from gpulab.gpu.hardware_doc import END, START, main, rewrite
 
     doc = tmp_path / "hw.md"
     doc.write_text(f"# T\n\n{START}\nold\n{END}\n\ntail\n", encoding="utf-8")

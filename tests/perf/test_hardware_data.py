@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from gpulab.perf import hardware
-from gpulab.perf.hardware import GPUS, HardwareDataError, load_table
+from gpulab.gpu import hardware
+from gpulab.gpu.hardware import GPUS, HardwareDataError, load_table
 from tests.conftest import REPO
 
 
@@ -127,12 +127,12 @@ def test_gpulab_hardware_says_what_is_broken_instead_of_crashing(tmp_path, monke
 
 
 def test_the_table_is_read_on_first_use_only():
-    # Importing gpulab.perf.hardware (as the CLI's commands and the panes do) and
+    # Importing gpulab.gpu.hardware (as the CLI's commands and the panes do) and
     # `gpulab --help` parse nothing; the first lookup does, once.
     code = (
         "import sys\nfrom gpulab.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "import gpulab.perf.hardware as h, gpulab.perf.roofline, gpulab.perf.roadmap, gpulab.cli.commands.common\n"
+        "import gpulab.gpu.hardware as h, gpulab.gpu.roofline, gpulab.gpu.roadmap, gpulab.cli.commands.common\n"
         "before = h._loaded is None\n"
         "first = h.GPUS['h200']\n"
         "table = h._loaded\n"

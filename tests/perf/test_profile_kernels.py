@@ -128,7 +128,7 @@ def test_cpu_profile_lists_no_kernels():
 def test_read_trace_keeps_gpu_annotations_out_of_the_kernels(tmp_path):
     """`gpulab profile` reads the Chrome trace, where a range's GPU copy is
     category gpu_user_annotation and a kernel is category kernel."""
-    from gpulab.perf.traces import read_trace
+    from gpulab.gpu.traces import read_trace
 
     events = [
         {"ph": "X", "cat": "user_annotation", "name": "forward", "ts": 0, "dur": 50},

@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpulab.perf import roofline, roofline_plot
-from gpulab.perf.hardware import GPUS
-from gpulab.perf.roofline import COMPUTE_BOUND, MEMORY_BOUND
+from gpulab.gpu import roofline, roofline_plot
+from gpulab.gpu.hardware import GPUS
+from gpulab.gpu.roofline import COMPUTE_BOUND, MEMORY_BOUND
 
 H200 = GPUS["h200"]
 
@@ -216,7 +216,7 @@ def test_choose_gpu():
 
 def test_light_imports():
     code = (
-        "import sys, gpulab.perf.roofline, gpulab.perf.hardware, gpulab.perf.roadmap, gpulab.course.glossary;"
+        "import sys, gpulab.gpu.roofline, gpulab.gpu.hardware, gpulab.gpu.roadmap, gpulab.course.glossary;"
         "print(sorted(m for m in ('torch','triton','textual','plotext','matplotlib','rich',"
         "'jax') if m in sys.modules))"
     )
@@ -272,7 +272,7 @@ def test_workspace_model_and_summary(ws):
 @pytest.mark.gpu
 def test_detects_this_gpu():
     """On a GPU box NVML names the device and rooflines default to it."""
-    from gpulab.perf.hardware import match_gpu
+    from gpulab.gpu.hardware import match_gpu
 
     name = roofline.detected_gpu_name()
     assert name, "NVML gave no device name on a CUDA machine"

@@ -1,4 +1,4 @@
-"""Lesson 09: gpulab.perf.serving's arithmetic, the `gpulab serving` calculator, and
+"""Lesson 09: gpulab.gpu.serving's arithmetic, the `gpulab serving` calculator, and
 the serving_roofline grader end to end in real child processes (reference
 passes, starter fails, each classic mistake fails and is named)."""
 
@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from gpulab.perf import serving, serving_models
-from gpulab.perf.hardware import match_gpu
+from gpulab.gpu import serving, serving_models
+from gpulab.gpu.hardware import match_gpu
 from tests.conftest import REPO, reference_source, starter_source
 
 REF = reference_source("serving_roofline")
@@ -203,7 +203,7 @@ def test_serving_command_text_and_errors(run_gpulab, tmp_path):
     r = run_gpulab("serving", "--gpu", "h200", "--plot")
     assert r.returncode == 0, r.stderr
     plot = r.stdout.split("H200 bf16 roofline", 1)
-    assert len(plot) == 2, r.stdout + r.stderr  # gpulab.perf.roofline drew it
+    assert len(plot) == 2, r.stdout + r.stderr  # gpulab.gpu.roofline drew it
     assert "prefill" in plot[1] and "decode" in plot[1]
     r = run_gpulab("serving", "--models")
     assert r.returncode == 0 and "llama-3.1-405b" in r.stdout
@@ -220,9 +220,9 @@ def test_serving_command_text_and_errors(run_gpulab, tmp_path):
 
 
 def test_the_cli_prints_the_panes_units(run_gpulab):
-    """`gpulab serving` and the Serving pane format with gpulab.perf.units: a prefill of
+    """`gpulab serving` and the Serving pane format with gpulab.gpu.units: a prefill of
     hours reads "2.19 h" in both (the CLI's own copy printed "7.9e+03 s")."""
-    from gpulab.perf import units
+    from gpulab.gpu import units
 
     args = (
         "--model",
@@ -261,7 +261,7 @@ def test_the_cli_prints_the_panes_units(run_gpulab):
 
 
 def test_the_cli_and_the_pane_share_one_step_table(run_gpulab, tmp_path):
-    """One builder (gpulab.perf.serving_view) for both: at 60 columns the CLI's
+    """One builder (gpulab.gpu.serving_view) for both: at 60 columns the CLI's
     own copy cut its figures, as the pane's row table once did; now both
     turn to a step a column."""
     from tests.conftest import gpulab_env

@@ -88,7 +88,7 @@ def test_a_hostile_import_reaches_nothing_outside_its_check(grade, tmp_path, mon
     victim.write_text("precious")
     # Lesson 09's answer key and a kernel grader, compiled where Python would.
     pycs = []
-    for module in ("gpulab/perf/serving.py", "gpulab/judge/graders/softmax.py"):
+    for module in ("gpulab/gpu/serving.py", "gpulab/judge/graders/softmax.py"):
         src = REPO / module
         pyc = cache_from_source(str(src))
         py_compile.compile(str(src), cfile=pyc)
@@ -220,7 +220,7 @@ def test_a_deeply_nested_frame_is_the_submissions_failure(grade):
 
 
 def test_frames_nest_only_so_deep():
-    from gpulab.check import protocol
+    from gpulab.wire import protocol
 
     r, w = os.pipe()
 

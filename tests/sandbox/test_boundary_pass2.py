@@ -331,7 +331,7 @@ def test_another_pythons_bytecode_of_a_grader_is_hidden_too(grade):
 
     made = []
     try:
-        for module in ("gpulab/perf/serving.py", "gpulab/judge/graders/softmax.py"):
+        for module in ("gpulab/gpu/serving.py", "gpulab/judge/graders/softmax.py"):
             src = REPO / module
             other = src.parent / "__pycache__" / f"{src.stem}.cpython-399.pyc"
             if not other.exists():

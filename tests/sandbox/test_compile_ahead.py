@@ -159,9 +159,9 @@ def test_gpu_a_check_after_an_edit_compiles_ahead_and_passes(tmp_path):
     compiles the first check's kernels ahead, and grades the same."""
     import shutil
 
-    from gpulab.check import runner
     from gpulab.course.content import load_course
     from gpulab.judge.main import cache_dir
+    from gpulab.lab import runner
 
     lesson = load_course().find("softmax")
     path = tmp_path / "exercises" / "softmax.py"

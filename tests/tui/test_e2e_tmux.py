@@ -123,7 +123,7 @@ def test_keys_typed_at_once_on_a_fresh_start_reach_the_file(tmux, tmp_path):
     """Issue 30, item 5: 2, e and typing in one burst, as soon as the lab has
     drawn: the text vanished in 2 of 3 runs, and a q among it quit the lab
     (0 of 3 on 1cddca9 on a loaded 2-core box; 3 of 3 with gpulab.tui.keyqueue)."""
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     home = tmp_path / "workspace"
     Workspace.open(home)  # not a first start: no welcome screen in the way
@@ -172,7 +172,7 @@ def test_a_terminal_that_goes_away_keeps_the_last_edit_and_leaves_no_judge(tmux,
     after the last key, before the autosave: the edit was lost, and the
     spare judge lived on for 5-45 s. Keys 0.3 s apart keep the autosave from
     firing, as a learner typing does."""
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     home = tmp_path / "workspace"
     Workspace.open(home)  # not a first start: no welcome screen in the way

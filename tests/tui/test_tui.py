@@ -19,12 +19,12 @@ pytest.importorskip("textual")
 
 from conftest import reference_source, starter_source  # noqa: E402
 
-from gpulab.check.result import CheckResult
-from gpulab.device.devinfo import GpuInfo  # noqa: E402
+from gpulab.gpu.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.app import GpulabApp, build_app  # noqa: E402
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.screens import ConfirmScreen, HelpScreen, SolutionScreen, WelcomeScreen  # noqa: E402
 from gpulab.tui.sidebar import LessonList  # noqa: E402
+from gpulab.wire.result import CheckResult
 
 SIZE = (80, 24)
 pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests
@@ -106,7 +106,7 @@ async def test_first_start_welcomes_and_begins(ws):
 
 
 async def test_returning_learner_continues_where_they_left_off(ws):
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     ws.set_last_lesson("02_triton_101_softmax")
     again = Workspace.open(ws.root)
@@ -617,7 +617,7 @@ async def test_device_pane_without_a_gpu(ws, monkeypatch):
     reason is said once, and m is not offered: there is nothing to measure."""
     import threading
 
-    from gpulab.device import probe
+    from gpulab.lab import probe
 
     torch_answers = threading.Event()
     real_ask = probe.ask_torch
@@ -649,8 +649,8 @@ async def test_device_pane_without_a_gpu(ws, monkeypatch):
 async def test_progress_stages_drive_the_bar(ws, course):
     from textual.widgets import ProgressBar
 
-    from gpulab.check.events import parse
     from gpulab.tui.results import ResultsPane, spark
+    from gpulab.wire.events import parse
 
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:

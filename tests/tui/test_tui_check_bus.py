@@ -14,11 +14,11 @@ pytest.importorskip("textual")
 
 from textual.app import App, ComposeResult  # noqa: E402
 
-from gpulab.check.result import CheckResult  # noqa: E402
 from gpulab.tui.check_bus import CheckBus  # noqa: E402
 from gpulab.tui.messages import CheckFinished  # noqa: E402
 from gpulab.tui.results import ResultsPane  # noqa: E402
 from gpulab.tui.sidebar import LessonList, PassedSummary  # noqa: E402
+from gpulab.wire.result import CheckResult  # noqa: E402
 from tests.tui.test_tui import make_app, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests

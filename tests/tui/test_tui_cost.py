@@ -15,8 +15,8 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
-from gpulab.check.result import CheckResult  # noqa: E402
 from gpulab.tui.results import ResultsPane  # noqa: E402
+from gpulab.wire.result import CheckResult  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 SIZE = (80, 24)

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("textual")
 
 from gpulab.course.sections import split_sections  # noqa: E402
-from gpulab.device.devinfo import GpuInfo  # noqa: E402
+from gpulab.gpu.devinfo import GpuInfo  # noqa: E402
 from gpulab.tui.app import build_app  # noqa: E402
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gpulab.device.devinfo import GpuInfo, detect_gpus
+from gpulab.gpu.devinfo import GpuInfo, detect_gpus
 
 
 def test_no_driver_means_no_gpu_and_says_why(monkeypatch):
@@ -32,7 +32,7 @@ def test_describe():
 
 def test_detection_never_imports_torch():
     code = (
-        "import sys; from gpulab.device.devinfo import detect_gpus; detect_gpus(); "
+        "import sys; from gpulab.gpu.devinfo import detect_gpus; detect_gpus(); "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

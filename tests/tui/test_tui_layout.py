@@ -51,7 +51,7 @@ async def test_a_long_start_up_warning_is_a_short_toast_and_whole_in_the_palette
         "settings": {"watch": "maybe"},
     }
     ws.state_path.write_text(json.dumps(state), encoding="utf-8")
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     repaired = Workspace.open(ws.root)
     assert repaired.warnings and len(repaired.warnings[0]) > 400  # six fields, listed

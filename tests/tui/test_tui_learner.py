@@ -19,10 +19,10 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gpulab.check.result import CheckResult  # noqa: E402
 from gpulab.tui.editor import AUTOSAVE_DELAY, ExercisePane  # noqa: E402
 from gpulab.tui.messages import CheckFinished, CheckStarted  # noqa: E402
 from gpulab.tui.sidebar import LessonList  # noqa: E402
+from gpulab.wire.result import CheckResult  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 from tests.tui.test_tui import make_app, shows, wait_for  # noqa: E402
 
@@ -79,8 +79,8 @@ async def test_watch_mode_checks_on_the_editors_own_saves(ws):
 
 RECORD = """
 import sys
-from gpulab.check.result import CheckResult
-from gpulab.course.workspace import Workspace
+from gpulab.wire.result import CheckResult
+from gpulab.lab.workspace import Workspace
 ws = Workspace.open(sys.argv[1])
 ws.record_result("softmax", CheckResult.from_json({
     "status": "passed", "passed": True, "summary": "all 14 cases correct (from another terminal)",
@@ -162,17 +162,17 @@ CHANGED = """
 import asyncio, json, os, sys, tempfile
 from pathlib import Path
 import gpulab
-from gpulab.course.workspace import Workspace
-from gpulab.check.result import CheckResult
+from gpulab.lab.workspace import Workspace
+from gpulab.wire.result import CheckResult
 from gpulab.tui.app import build_app
-from gpulab.device.devinfo import GpuInfo
+from gpulab.gpu.devinfo import GpuInfo
 
 async def main():
     ws = Workspace.open(sys.argv[1])
     ws.record_result("softmax_wide", CheckResult.from_json(
         {"status": "failed", "passed": False, "summary": "1 of 10 cases wrong"}
     ))
-    out = {"imported_report_at_start": "gpulab.check.report" in sys.modules}
+    out = {"imported_report_at_start": "gpulab.lab.report" in sys.modules}
     app = build_app(ws, device="cpu", welcome=False, gpu_info=GpuInfo())
     toasts = []
     notify = app.notify
@@ -192,7 +192,7 @@ async def main():
                 break
         out["toast"] = "gpulab changed" in toasts
         # n: the next step, whose last result the Results pane shows with
-        # gpulab.check.report, not imported yet: the lab died of that import.
+        # gpulab.lab.report, not imported yet: the lab died of that import.
         # Now it ends as it must (Textual stops a loop an exception left),
         # its edit saved, without a traceback, and says why.
         app.simulate_key("n")  # not pilot.press: it waits on a loop that has stopped
@@ -225,7 +225,7 @@ def test_gpulab_changed_under_the_lab_offers_a_restart(tmp_path, ws):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert not out["imported_report_at_start"]
     assert out["toast"] and not out["crashed"], (out, time.monotonic() - started)
-    assert "gpulab.check.report" in out["why"], out
+    assert "gpulab.lab.report" in out["why"], out
 
 
 def test_after_gpulab_changed_the_learner_is_told_and_asked(monkeypatch, capsys):

@@ -17,8 +17,8 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
-from gpulab.check.result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
+from gpulab.wire.result import CheckResult
 
 SIZE = (80, 24)
 REPO = Path(__file__).resolve().parents[2]
@@ -191,7 +191,7 @@ async def test_late_messages_as_the_app_closes_are_harmless(ws):
     taken down (as the app closes) does nothing, except that a finished
     check is still recorded: progress is never lost (CI saw NoMatches on
     ExercisePane from the watcher's message)."""
-    from gpulab.device.devinfo import GpuInfo
+    from gpulab.gpu.devinfo import GpuInfo
     from gpulab.tui.messages import CheckFinished, ExerciseChangedOnDisk, GpuDetected
 
     app = make_app(ws)

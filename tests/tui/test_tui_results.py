@@ -14,8 +14,8 @@ pytest.importorskip("textual")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
-from gpulab.check.result import CheckResult
 from gpulab.tui.results import ResultsPane  # noqa: E402
+from gpulab.wire.result import CheckResult
 
 pytestmark = pytest.mark.anyio
 SIZE = (110, 60)

@@ -9,8 +9,8 @@ pytest.importorskip("textual_plotext")
 
 from test_tui import make_app, shows, wait_for  # noqa: E402
 
-from gpulab.course.workspace import Workspace  # noqa: E402
-from gpulab.perf import hardware  # noqa: E402
+from gpulab.gpu import hardware  # noqa: E402
+from gpulab.lab.workspace import Workspace  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

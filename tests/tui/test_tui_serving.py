@@ -1,6 +1,6 @@
 """The Serving pane (lesson 09's calculator), driven with Pilot at 80x24 and 120x40.
 
-Every figure on screen must be gpulab.perf.serving.calculate's for the same inputs,
+Every figure on screen must be gpulab.gpu.serving.calculate's for the same inputs,
 so the tests compute the expected dict themselves and look for its bound and
 tokens/s on the screen. No GPU is needed: the calculator is arithmetic.
 """
@@ -17,9 +17,9 @@ pytest.importorskip("textual_plotext")
 
 from test_tui import make_app, shows  # noqa: E402
 
-from gpulab.device.devinfo import GpuInfo  # noqa: E402
-from gpulab.perf import hardware, serving, serving_models  # noqa: E402
-from gpulab.perf.units import tokens  # noqa: E402
+from gpulab.gpu import hardware, serving, serving_models  # noqa: E402
+from gpulab.gpu.devinfo import GpuInfo  # noqa: E402
+from gpulab.gpu.units import tokens  # noqa: E402
 from gpulab.tui.screens import HelpScreen  # noqa: E402
 from gpulab.tui.serving_pane import (  # noqa: E402
     ServingPane,
@@ -337,7 +337,7 @@ def test_plot_labels_never_run_into_each_other(size, gpu):
     ("ridge 295 FLOP/B 2 494") and prefill into "fp8 1,979" ("prefill79").
     Every label drawn is whole, with a blank or a line between it and the next;
     the two steps are always labelled."""
-    from gpulab.perf import roofline_plot
+    from gpulab.gpu import roofline_plot
 
     d = expected(gpu=gpu)
     text = roofline_plot.render_text(serving.roofline_model(d, hardware.GPUS[gpu]), *size)

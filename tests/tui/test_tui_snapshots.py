@@ -50,7 +50,7 @@ def _snapshots_in_tests_snapshots(monkeypatch):
 def _canned_device_probe(monkeypatch):
     """The Device pane without this machine in it: no NVML, a CPU-only torch
     (what the child answers on a CPU box, without starting it), a fixed CPU."""
-    from gpulab.device import probe
+    from gpulab.lab import probe
 
     monkeypatch.setattr(
         probe,
@@ -78,8 +78,8 @@ def _canned_device_probe(monkeypatch):
 def snapshot_ws(monkeypatch):
     """The fixed workspace (its path is on the welcome screen), one test at a time
     even under pytest-xdist."""
-    from gpulab.course.workspace import Workspace
     from gpulab.fsutil import file_lock
+    from gpulab.lab.workspace import Workspace
 
     with file_lock(WORKSPACE.parent / "lock"):
         if WORKSPACE.exists():
@@ -97,7 +97,7 @@ def snapshot_ws(monkeypatch):
 
 def build(ws, **options):
     from gpulab.course.content import load_course
-    from gpulab.device.devinfo import GpuInfo
+    from gpulab.gpu.devinfo import GpuInfo
     from gpulab.tui.app import build_app
 
     options.setdefault("welcome", False)

@@ -24,7 +24,7 @@ import asyncio, json, sys, time
 t0 = time.process_time()
 from textual import events
 from gpulab.tui.app import build_app
-from gpulab.device.devinfo import GpuInfo
+from gpulab.gpu.devinfo import GpuInfo
 seen = {}
 def hook(message):
     if isinstance(message, events.Ready) and "ready" not in seen:

@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gpulab.check.result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.lesson_pane import lesson_markdown  # noqa: E402
 from gpulab.tui.messages import CheckFinished  # noqa: E402
 from gpulab.tui.sidebar import HEADER, LessonList  # noqa: E402
+from gpulab.wire.result import CheckResult
 from tests.conftest import reference_source  # noqa: E402
 from tests.tui.test_tui import make_app, shows, wait_for  # noqa: E402
 
@@ -115,7 +115,7 @@ async def test_a_pass_of_a_step_no_longer_open_moves_nothing(ws):
 
 
 async def test_the_lab_reopens_on_the_step_last_open(ws):
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
@@ -135,7 +135,7 @@ async def test_a_state_from_before_steps_opens_where_it_was(ws):
     ws.record_result(
         "matmul", CheckResult.from_json({"passed": True, "summary": "ok", "status": "passed"})
     )
-    from gpulab.course.workspace import Workspace
+    from gpulab.lab.workspace import Workspace
 
     app = make_app(Workspace.open(ws.root))
     async with app.run_test(size=SIZE) as pilot:

@@ -9,9 +9,9 @@ pytest.importorskip("textual")
 
 from test_tui import SIZE, make_app, open_softmax, wait_for  # noqa: E402
 
-from gpulab.check.result import CheckResult
 from gpulab.tui.editor import ExercisePane  # noqa: E402
 from gpulab.tui.screens import ConfirmScreen  # noqa: E402
+from gpulab.wire.result import CheckResult
 
 pytestmark = pytest.mark.anyio
 

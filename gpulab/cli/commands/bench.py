@@ -1,15 +1,15 @@
-"""`gpulab bench`: runs gpulab.perf.bench in a child process (torch stays out of the CLI)."""
+"""`gpulab bench`: runs gpulab.measure.bench in a child process (torch stays out of the CLI)."""
 
 from __future__ import annotations
 
 import subprocess
 from typing import Any
 
-from gpulab.check import child
+from gpulab.lab import child
 
 
 def run(args: Any) -> int:
-    cmd = child.python_module("gpulab.perf.bench", *args.kernels)
+    cmd = child.python_module("gpulab.measure.bench", *args.kernels)
     if args.json:
         cmd += ["--json", args.json]
     if getattr(args, "rounds", 1) != 1:

@@ -11,9 +11,6 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.events import Correct, Event, Graded, Stage
-from gpulab.check.plan import explain_timeout, plan_check, recorded
-from gpulab.check.runner import ERROR, Spares, run_check
 from gpulab.cli.commands.common import (
     console,
     exercise_file,
@@ -23,7 +20,10 @@ from gpulab.cli.commands.common import (
     open_workspace,
     parse_timeout,
 )
+from gpulab.lab.plan import explain_timeout, plan_check, recorded
+from gpulab.lab.runner import ERROR, Spares, run_check
 from gpulab.textsafe import visible, visible_tree
+from gpulab.wire.events import Correct, Event, Graded, Stage
 
 
 @guarded
@@ -55,7 +55,7 @@ def next_step(course: Any, lesson: Any) -> str:
 def _check(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, own, course = _target(args)
-    # No --timeout: 60 s on the CPU, 300 s on a GPU (gpulab.check.plan says why).
+    # No --timeout: 60 s on the CPU, 300 s on a GPU (gpulab.lab.plan says why).
     plan = plan_check(
         lesson,
         device=args.device,
@@ -97,7 +97,7 @@ def _check(args: Any) -> int:
         # the terminal either (json.dumps alone only escapes it as \u001b).
         print(json.dumps(visible_tree(result.to_json()), indent=2, default=str))
     else:
-        from gpulab.check.report import render
+        from gpulab.lab.report import render
 
         console().print(render(result))
         if result.passed and (line := next_step(course, lesson)):
@@ -117,7 +117,7 @@ class CheckProgress:
 
     def __init__(self, limit: float, *, quiet: bool = False, cap: float | None = None) -> None:
         # `cap`: where the judge may give a case more time than `limit`
-        # (gpulab.check.plan's CPU allowance), a stage's allow_s moves the
+        # (gpulab.lab.plan's CPU allowance), a stage's allow_s moves the
         # limit shown, as it moves the lab's deadline (runner._relay).
         self.limit, self.quiet, self.cap = limit, quiet, cap
         self.stage = "starting"
@@ -182,7 +182,7 @@ def _watch(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, _, course = _target(args)
     con = console()
-    from gpulab.check.report import render
+    from gpulab.lab.report import render
 
     plan = plan_check(
         lesson,
@@ -193,7 +193,7 @@ def _watch(args: Any) -> int:
     timeout, why = plan.timeout, plan.why
 
     # The judge of the next check starts as one ends, and imports while the
-    # learner edits (gpulab.check.runner.Spares).
+    # learner edits (gpulab.lab.runner.Spares).
     spares = Spares()
 
     def once() -> None:
@@ -220,7 +220,7 @@ def _watch(args: Any) -> int:
             con.print(line, markup=False, highlight=False, style="dim")
         con.print(f"[dim]watching {path} — save to re-check, Ctrl-C to stop[/]")
 
-    from gpulab.check.watcher import stamp
+    from gpulab.lab.watcher import stamp
 
     checked = stamp(path)  # the version the first check reads: a save after it counts
     try:
@@ -277,7 +277,7 @@ async def _recheck_on_save(
     check, which blocks the loop) is seen all the same, and a spurious event
     re-checks nothing.
     """
-    from gpulab.check.watcher import file_changes, stamp
+    from gpulab.lab.watcher import file_changes, stamp
 
     def fallback(why: str) -> None:
         print(why, file=sys.stderr)

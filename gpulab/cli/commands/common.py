@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.status import Status
 from gpulab.course.content import ContentError, Course, Lesson, load_course
-from gpulab.course.workspace import Workspace, WorkspaceError
 from gpulab.fsutil import unreadable_file
-from gpulab.perf.hardware import HardwareDataError
+from gpulab.gpu.hardware import HardwareDataError
+from gpulab.lab.workspace import Workspace, WorkspaceError
 from gpulab.textsafe import visible
+from gpulab.wire.status import Status
 
 # The longest a single check may run. A limit is what keeps a hung kernel
 # from holding the GPU (and the GPU lock) forever: "inf" would mean none.
@@ -73,7 +73,7 @@ def find_lesson(course: Course, key: str, *, ready: bool = True) -> Lesson:
         )
     missing = lesson.missing_requirements()
     if ready and missing:
-        from gpulab.check.install_hint import missing_message  # the TUI says the same
+        from gpulab.course.install_hint import missing_message  # the TUI says the same
 
         raise UsageError(missing_message(lesson.exercise, missing))
     return lesson

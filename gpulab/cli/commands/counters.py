@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from gpulab.cli.commands.common import UsageError, guarded
-from gpulab.perf import counters
+from gpulab.gpu import counters
 
 
 @guarded
@@ -41,7 +41,7 @@ def run(args: Any) -> int:
 
 
 def _live(name: str) -> int:
-    from gpulab.check import child
+    from gpulab.lab import child
 
     if name not in counters.LIVE:
         raise UsageError(

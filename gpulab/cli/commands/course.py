@@ -159,7 +159,7 @@ def _hint(args: Any) -> int:
         con.print(f"[bold]Hint {i + 1} of {len(lesson.hints)} ({names[i]})[/]")
         con.print(Markdown(lesson.hints[i]))
     if level >= len(lesson.hints) and not args.all:
-        from gpulab.course.workspace import PASSED
+        from gpulab.lab.workspace import PASSED
 
         if ws.status(lesson.exercise) == PASSED:
             con.print(
@@ -239,7 +239,7 @@ def _where(args: Any) -> int:
 def where_now(course: Any, ws: Any) -> Any:
     """The exercise a learner is on: the first gradable one in the course's
     order not passed yet; None when every one has passed."""
-    from gpulab.course.workspace import PASSED
+    from gpulab.lab.workspace import PASSED
 
     for lesson in course.exercises:
         if lesson.ready and ws.status(lesson.exercise) != PASSED:

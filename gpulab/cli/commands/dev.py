@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpulab.check.status import Status
 from gpulab.cli.commands.common import console, guarded, open_course
 from gpulab.course.content import Course, Lesson
+from gpulab.wire.status import Status
 
 
 def check_lesson(lesson: Lesson, device: str = "auto") -> list[str]:
     """Problems with one ready lesson (empty when it is sound)."""
-    from gpulab.check.runner import run_check
+    from gpulab.lab.runner import run_check
 
     problems = []
     if not lesson.reference_path.is_file():

@@ -3,7 +3,7 @@
 No GPU needed: Triton compiles for any architecture on the CPU (it ships
 ptxas). Each reference kernel as the reference launches it, the Hopper-only
 paths for the architectures that have them, and each starter's kernel with
-the reference's signature (gpulab.course.compile_specs); a table of registers,
+the reference's signature (gpulab.measure.compile_specs); a table of registers,
 spills, shared memory, warps, blocks per SM and tensor-core instructions.
 Exit 1 if a reference does not compile for an architecture it claims.
 """
@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from gpulab.perf.compile_info import DEFAULT_ARCHS, CompileInfo, parse_arch
+from gpulab.measure.compile_info import DEFAULT_ARCHS, CompileInfo, parse_arch
 
 
 def compile_matrix(
@@ -25,9 +25,9 @@ def compile_matrix(
     """Rows of {name, role, arch, claimed, info | error} for every job x arch."""
     # The interpreter flag makes references pick their CPU configs.
     os.environ.pop("TRITON_INTERPRET", None)
-    from gpulab.course import compile_specs
     from gpulab.course.content import content_root
-    from gpulab.perf.compile_info import compile_kernel
+    from gpulab.measure import compile_specs
+    from gpulab.measure.compile_info import compile_kernel
 
     rows: list[dict[str, Any]] = []
     for job in compile_specs.jobs(content_root(), exercises=exercises):

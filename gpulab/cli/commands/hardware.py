@@ -6,14 +6,14 @@ import json
 from typing import Any
 
 from gpulab.cli.commands.common import UsageError, console, guarded
-from gpulab.perf import hardware
-from gpulab.perf.hardware import DTYPES, GPU, GPUS, SOURCES, format_value
+from gpulab.gpu import hardware
+from gpulab.gpu.hardware import DTYPES, GPU, GPUS, SOURCES, format_value
 
 
 @guarded
 def run(args: Any) -> int:
     if args.roadmap:
-        from gpulab.perf import roadmap
+        from gpulab.gpu import roadmap
 
         if args.json:
             print(json.dumps(roadmap.roadmap_data(), indent=2, ensure_ascii=False))

@@ -31,7 +31,7 @@ def run(args: Any) -> int:
         return _bench(ws, args)
     if args.watch:
         return _watch(ws, args)
-    from gpulab.device.probe import snapshot, snapshot_renderable
+    from gpulab.lab.probe import snapshot, snapshot_renderable
 
     snap = snapshot(ws)
     if args.json:
@@ -42,7 +42,7 @@ def run(args: Any) -> int:
 
 
 def _known_gpu(name: str) -> Any:
-    from gpulab.perf import hardware
+    from gpulab.gpu import hardware
 
     gpu = hardware.match_gpu(name)
     if gpu is None:
@@ -52,7 +52,7 @@ def _known_gpu(name: str) -> Any:
 
 
 def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
-    from gpulab.device.probe import SETTING
+    from gpulab.lab.probe import SETTING
 
     ws.set_setting(SETTING, gpu.key)
     if not quiet:
@@ -65,7 +65,7 @@ def _set_gpu(ws: Any, gpu: Any, quiet: bool) -> None:
 
 def _watch(ws: Any, args: Any) -> int:
     """Refresh like nvitop until Ctrl-C: NVML every interval, torch asked once."""
-    from gpulab.device.probe import ask_torch, snapshot, snapshot_renderable
+    from gpulab.lab.probe import ask_torch, snapshot, snapshot_renderable
 
     interval = args.interval
     try:
@@ -93,7 +93,7 @@ def _watch(ws: Any, args: Any) -> int:
 
 
 def _bench(ws: Any, args: Any) -> int:
-    from gpulab.device.microbench_runner import results_renderable, run_microbench
+    from gpulab.lab.microbench_runner import results_renderable, run_microbench
 
     err = console(stderr=True)
     if args.json:

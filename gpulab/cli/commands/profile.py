@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gpulab.check import child, report
 from gpulab.cli.commands.common import (
     UsageError,
     console,
@@ -26,7 +25,8 @@ from gpulab.cli.commands.common import (
     open_course,
     open_workspace,
 )
-from gpulab.perf import traces
+from gpulab.gpu import traces
+from gpulab.lab import child, report
 
 TIMEOUT_S = 600
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.cli.commands.common import UsageError, console, guarded, open_workspace
-from gpulab.perf import roofline
+from gpulab.gpu import roofline
 
 
 @guarded
@@ -30,7 +30,7 @@ def run(args: Any) -> int:
     if args.export:
         path = Path(args.export).expanduser()
         try:
-            from gpulab.perf import roofline_plot
+            from gpulab.gpu import roofline_plot
 
             roofline_plot.export(model, path)
         except roofline_plot.PlotUnavailable as exc:
@@ -46,7 +46,7 @@ def run(args: Any) -> int:
     height = args.height or max(16, min(lines - 2, 32))
     color = sys.stdout.isatty()
     try:
-        from gpulab.perf.roofline_plot import render_text
+        from gpulab.gpu.roofline_plot import render_text
 
         text = render_text(model, width, height, color=color)
     except ImportError:  # a headless GPU box may lack plotext; the numbers still help

@@ -4,7 +4,7 @@ For a model (a preset or a Hugging Face config.json), a batch, a prompt and
 a context length, weight and KV dtypes, and a GPU from the hardware table:
 FLOPs, bytes, intensity, bound and ideal tokens/s of a prefill and a decode
 step, whether it all fits in memory, and how decode moves with the batch.
-The arithmetic is gpulab.perf.serving's (the same conventions the exercise uses).
+The arithmetic is gpulab.gpu.serving's (the same conventions the exercise uses).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from gpulab.cli.commands.common import UsageError, console, guarded
-from gpulab.perf import hardware, serving, serving_models, units
+from gpulab.gpu import hardware, serving, serving_models, units
 
 
 def _gpu(args: Any):
@@ -132,9 +132,9 @@ def _print(d: dict[str, Any]) -> None:
         f"{d['compute_dtype']} → ridge {d['ridge']:.0f} FLOP/byte"
     )
     con.print(f"[dim]{d['precision']}.[/]")
-    from gpulab.perf.serving_view import steps_table
+    from gpulab.gpu.serving_view import steps_table
 
-    # The Serving pane's own table (gpulab.perf.serving_view): a step a row where
+    # The Serving pane's own table (gpulab.gpu.serving_view): a step a row where
     # the terminal is wide enough, a step a column where it is not.
     t = steps_table(d, con.width)
     con.print(t)
@@ -184,9 +184,9 @@ def _print(d: dict[str, Any]) -> None:
 
 
 def _plot(args: Any, d: dict[str, Any]) -> None:
-    """Draw both steps on the GPU's roofline, if gpulab.perf.roofline can draw."""
+    """Draw both steps on the GPU's roofline, if gpulab.gpu.roofline can draw."""
     try:
-        from gpulab.perf.roofline_plot import render_text
+        from gpulab.gpu.roofline_plot import render_text
 
         model = serving.roofline_model(d, _gpu(args))
         text = render_text(model, width=min(console().width, 100), height=24)

@@ -117,7 +117,7 @@ GPU_ONLY_ATEN = ("copy_", "_copy_from", "_to_copy")
 
 
 # The letter, from the fraction of the datasheet's bandwidth (one fixed roof:
-# gpulab.device.ceilings). The plain masked kernel the lesson teaches measured
+# gpulab.gpu.ceilings). The plain masked kernel the lesson teaches measured
 # 87-88% of the H200's 4.8 TB/s and 89% of the H100's 3.35 (BENCHMARKS.md,
 # 2026-12-05: the copy itself reaches 88.5% and about 89%), its worst shape
 # 83% (50,000,017 fp32 elements, whose odd length costs the vector loads): an

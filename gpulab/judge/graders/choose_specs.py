@@ -29,8 +29,6 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Exported, ExportRequest
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.graders.sharded_mlp import (
     COLLECTIVE,
@@ -46,10 +44,12 @@ from gpulab.judge.graders.sharded_mlp import (
     shapes,
 )
 from gpulab.sandbox.jax_export import configure
+from gpulab.wire.frames import Raised
+from gpulab.wire.frames_other import Exported, ExportRequest
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+    from gpulab.wire.result import CaseRow
 
 DATA, MODEL = "data", "model"
 GOALS = {"data and model": "data_and_model", "data everywhere": "data_everywhere"}

@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gpulab.check.frames_other import Stream, StreamRequest, StreamStep
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import args_nbytes, config_changed, sandbox_reply
+from gpulab.wire.frames_other import Stream, StreamRequest, StreamStep
 
 if TYPE_CHECKING:
-    from gpulab.check.protocol import TensorRef
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
     from gpulab.judge.remote import Arena
     from gpulab.judge.replay import Refs
+    from gpulab.wire.protocol import TensorRef
+    from gpulab.wire.result import CaseRow
 
 D = 32
 SLOPE = 0.125

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check.frames_other import Bench, BenchModel, BenchRequest
+from gpulab.gpu.hardware import GPU, GPUS
 from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt, try_call
-from gpulab.perf.hardware import GPU, GPUS
+from gpulab.wire.frames_other import Bench, BenchModel, BenchRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -245,8 +245,8 @@ def grade(ctx: GradeContext) -> None:
 def _grade_gpu(ctx: GradeContext, fns: dict[str, Remote]) -> None:
     import torch
 
-    from gpulab.device.gpulock import gpu_timing_lock
-    from gpulab.device.timing import L2Flusher, l2_bytes, measure
+    from gpulab.gpu.gpulock import gpu_timing_lock
+    from gpulab.measure.timing import L2Flusher, l2_bytes, measure
 
     gpu = torch.cuda.current_device()
     free = torch.cuda.mem_get_info(gpu)[0]

@@ -37,10 +37,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from gpulab.check.frames import Raised
-from gpulab.check.frames_other import BlockOp, Blocks, BottleneckRequest
-from gpulab.check.protocol import text
-from gpulab.check.result import CaseRow
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import Comparison, compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
@@ -52,6 +48,10 @@ from gpulab.judge.graders.nvtx_profile import (
     copy_untrusted,
     trace_file,
 )
+from gpulab.wire.frames import Raised
+from gpulab.wire.frames_other import BlockOp, Blocks, BottleneckRequest
+from gpulab.wire.protocol import text
+from gpulab.wire.result import CaseRow
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -262,7 +262,7 @@ def _time_rounds(
     ours: list[float] = []
     lock: Any = None
     if device == "cuda":
-        from gpulab.device.gpulock import gpu_timing_lock
+        from gpulab.gpu.gpulock import gpu_timing_lock
 
         lock = gpu_timing_lock(
             "checking find_bottleneck", gpu=torch.cuda.current_device(), on_wait=ctx.stage

@@ -36,14 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.check.frames_other import (
-    CompiledSteps,
-    CompileRequest,
-    DynamoConfig,
-    DynamoConfigRequest,
-    Modes,
-    ModesRequest,
-)
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import (
@@ -61,12 +53,20 @@ from gpulab.judge.graph_step import (
     original_step,
     step_flops,
 )
+from gpulab.wire.frames_other import (
+    CompiledSteps,
+    CompileRequest,
+    DynamoConfig,
+    DynamoConfigRequest,
+    Modes,
+    ModesRequest,
+)
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
     from gpulab.judge.graph_step import StepInputs
     from gpulab.judge.timed_rows import Json
+    from gpulab.wire.result import CaseRow
 
 # Your rewrite may reorder a float operation or two: 1e-5 relative is a few
 # ulps in fp32, far below what any change of meaning produces.
@@ -221,7 +221,7 @@ def grade(ctx: GradeContext) -> None:
 def time_modes(ctx: GradeContext, fn: Any) -> None:
     """Original vs your step: eager, torch.compile default, reduce-overhead,
     holding the GPU's timing lock (compiles included: they are in the loop)."""
-    from gpulab.device.gpulock import gpu_timing_lock
+    from gpulab.gpu.gpulock import gpu_timing_lock
 
     with gpu_timing_lock(
         "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.stage
@@ -232,8 +232,8 @@ def time_modes(ctx: GradeContext, fn: Any) -> None:
 def _time_modes(ctx: GradeContext, fn: Any) -> None:
     """The original is timed here; your step's modes in the sandbox (their
     times are the sandbox's report, not graded), every output checked here."""
-    from gpulab.device.timing import L2Flusher, measure
     from gpulab.judge.kernel import Refs, encode
+    from gpulab.measure.timing import L2Flusher, measure
 
     flusher = L2Flusher()
     rows: list[ModeRow] = []

@@ -28,11 +28,11 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpulab.check.frames_other import Bench, MatmulBenchRequest, MatmulModel
+from gpulab.gpu.hardware import GPUS
 from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt
-from gpulab.perf.hardware import GPUS
+from gpulab.wire.frames_other import Bench, MatmulBenchRequest, MatmulModel
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -125,7 +125,7 @@ def _label(shape: tuple[int, int, int]) -> str:
 
 def _roof(device_name: str) -> tuple[float | None, str]:
     """The dense bf16 tensor-core roof of the datasheet GPU, TFLOP/s, and its name."""
-    from gpulab.perf.hardware import match_gpu
+    from gpulab.gpu.hardware import match_gpu
 
     gpu = match_gpu(device_name)
     if gpu is None or not gpu.tflops.get("bf16"):
@@ -235,8 +235,8 @@ def _grade_gpu(ctx: GradeContext, fn: Remote) -> None:
 
     import torch
 
-    from gpulab.device.gpulock import gpu_timing_lock
-    from gpulab.device.timing import L2Flusher, measure
+    from gpulab.gpu.gpulock import gpu_timing_lock
+    from gpulab.measure.timing import L2Flusher, measure
 
     index = torch.cuda.current_device()
     device_name = torch.cuda.get_device_name(index)

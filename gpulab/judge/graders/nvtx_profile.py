@@ -44,16 +44,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpulab.check.frames import Raised
-from gpulab.check.frames_other import KernelRow, Trained, TrainRequest
-from gpulab.check.frames_other import OpRow as SandboxOpRow
 from gpulab.fsutil import own_temp_folder
+from gpulab.gpu.units import value_text
 from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, RangeTime, check_ranges, range_times
-from gpulab.perf.units import value_text
 from gpulab.sandbox.training import RANGES, build_model
+from gpulab.wire.frames import Raised
+from gpulab.wire.frames_other import KernelRow, Trained, TrainRequest
+from gpulab.wire.frames_other import OpRow as SandboxOpRow
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -113,7 +113,7 @@ def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
 
 
 class OpRow(TypedDict):
-    """A profile's operator row, as the app draws it (gpulab.check.report)."""
+    """A profile's operator row, as the app draws it (gpulab.lab.report)."""
 
     name: str
     calls: int

@@ -3,7 +3,7 @@ five kernels from Nsight Compute's counters, and cite the counters.
 
 Contract (exercises/read_counters.py): `diagnose(kernel)` returns
 {"limit": one of LIMITS, "evidence": {counter name: value, ...}} for each
-recorded kernel (gpulab.perf.counters.RECORDINGS: counters taken on an
+recorded kernel (gpulab.gpu.counters.RECORDINGS: counters taken on an
 H200 and shipped as data, the same on every machine). A kernel passes when
 its limit is the answer below and its evidence names counters that show
 it (every group of one of the kernel's WAYS), each with the value the
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gpulab.gpu import counters
 from gpulab.judge.case_row import case_row
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.plain import fmt, try_call
-from gpulab.perf import counters
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

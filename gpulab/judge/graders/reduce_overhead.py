@@ -42,15 +42,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Overhead, OverheadRequest, Scenario
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
+from gpulab.wire.frames import Raised
+from gpulab.wire.frames_other import Overhead, OverheadRequest, Scenario
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+    from gpulab.wire.result import CaseRow
 
 WIDTH, DEPTH, BATCH = 256, 8, 8
 # (launch_ms, work_ms, slow_calls, slow_ms): launch-bound, then busy; the
@@ -246,7 +246,7 @@ def _eager_seconds(model: Model, x: torch.Tensor, calls: int) -> float:
 def speed_cases(
     ctx: GradeContext, step: Step, xs: list[torch.Tensor], weights: dict[str, torch.Tensor]
 ) -> None:
-    from gpulab.device.gpulock import gpu_timing_lock
+    from gpulab.gpu.gpulock import gpu_timing_lock
 
     last = len(xs) - 1
     model = Model().to("cuda").eval()

@@ -44,8 +44,8 @@ from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case, scale_tensor
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.wire.result import CaseRow
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -255,7 +255,7 @@ def _cases(ctx: GradeContext, specs: list[Spec]) -> list[Drawn]:
 
 # --- the graded calls -------------------------------------------------------------
 # The letter, from the forward's fraction of the datasheet's bandwidth (one
-# fixed roof: gpulab.device.ceilings). The bands were 85/70/50% of the copy
+# fixed roof: gpulab.gpu.ceilings). The bands were 85/70/50% of the copy
 # the probe measures, which is 88.5% of the datasheet on the H200: 75/62/44%
 # of the datasheet, so a letter means what it meant. Measured on the H200
 # (lesson 05, "Deep dive: sixteen heads a program, or thirty-two"): the

@@ -53,9 +53,9 @@ from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case
 from gpulab.judge.standard import STEP_NOTE
 
 if TYPE_CHECKING:
-    from gpulab.check.frames import Returned
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+    from gpulab.wire.frames import Returned
+    from gpulab.wire.result import CaseRow
 
 FUNCTION = "rmsnorm_rope_backward"
 # The exercise's backward cases but those that differ only in how autograd

@@ -1,7 +1,7 @@
 """Grader for lesson 09: the roofline of LLM serving.
 
 The learner's `weight_params`, `kv_bytes_per_token`, `prefill_step` and
-`decode_step` are compared with gpulab.perf.serving on Llama-3 8B (the lesson's
+`decode_step` are compared with gpulab.gpu.serving on Llama-3 8B (the lesson's
 worked example) and on model configurations drawn from this run's secret
 seed, so answers can't be memorised. A wrong number is checked against the
 usual mistakes (KV reads left out, 1 FLOP per weight, TiB for TB, decode
@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from gpulab.gpu import serving, serving_models
+from gpulab.gpu.hardware import GPUS, match_gpu
 from gpulab.judge.case_row import case_row
 from gpulab.judge.plain import fmt as _fmt
 from gpulab.judge.plain import try_call as _try
-from gpulab.perf import serving, serving_models
-from gpulab.perf.hardware import GPUS, match_gpu
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -317,7 +317,7 @@ class Answers:
 
 def grade(ctx: GradeContext) -> None:
     # Every expected answer is computed before the learner's file is imported,
-    # so nothing it does to gpulab.perf.serving can bend them.
+    # so nothing it does to gpulab.gpu.serving can bend them.
     plan: list[tuple[str, Scenario, Answers]] = []
     for title, (cfg, roof, batch, prompt, context) in scenarios(ctx):
         want = Answers(
@@ -355,6 +355,6 @@ def grade(ctx: GradeContext) -> None:
             want.decode,
         )
     ctx.notes.append(
-        "Checked against gpulab.perf.serving on Llama-3 8B and on configurations "
+        "Checked against gpulab.gpu.serving on Llama-3 8B and on configurations "
         "drawn fresh for this run; pure arithmetic, the same on every machine."
     )

@@ -39,14 +39,14 @@ from typing import TYPE_CHECKING, Any
 import jax  # without JAX, the harness reports how to install it
 import numpy as np
 
-from gpulab.check.frames import Raised
-from gpulab.check.frames_other import Exported, ExportRequest
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
+from gpulab.wire.frames import Raised
+from gpulab.wire.frames_other import Exported, ExportRequest
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import GradeContext
+    from gpulab.wire.result import CaseRow
 
 # A layer's weights and biases by name (w1, b1, w2, b2), float32.
 Params = dict[str, np.ndarray]
@@ -379,7 +379,7 @@ def check_step(
 
 
 def _text(value: Any) -> str:
-    from gpulab.check.protocol import text
+    from gpulab.wire.protocol import text
 
     return text(value, 2000)
 

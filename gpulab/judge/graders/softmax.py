@@ -30,7 +30,7 @@ INTERPRETER_SKIPS: dict[str, str] = {}
 
 
 # The letter, from the fraction of the datasheet's bandwidth (one fixed roof:
-# gpulab.device.ceilings), set from BENCHMARKS.md's H200 and H100 runs. The
+# gpulab.gpu.ceilings), set from BENCHMARKS.md's H200 and H100 runs. The
 # design lesson 02 teaches (one row a program, a power-of-two block, warps by
 # width: scripts/tools/learner/softmax.py) measured 71% of the H200's 4.8 TB/s
 # (2026-12-04, its shapes 52-84%), the reference 70-74% there and 78.5% of the

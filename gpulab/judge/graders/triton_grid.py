@@ -24,8 +24,8 @@ from gpulab.judge.kernel import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import grade_puzzle, randn
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.wire.result import CaseRow
 
 
 def correctness_cases(ctx: CaseContext) -> list[Case]:

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gpulab.check.frames import RecordedLaunch
 from gpulab.judge import named_mistakes as nm
 from gpulab.judge.graders.bandwidth import BANNED, BANNED_ATEN
 from gpulab.judge.kernel import Case, Expect, Kept, KernelSpec, check_cases, guarded_call
 from gpulab.judge.puzzle import grade_puzzle, randn
+from gpulab.wire.frames import RecordedLaunch
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
     from gpulab.judge.remote import Remote
+    from gpulab.wire.result import CaseRow
 
 PER_THREAD = 64  # a thread's share of a row that still fits its registers
 

@@ -31,8 +31,8 @@ from gpulab.judge.puzzle import (
 )
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.wire.result import CaseRow
 
 BLOCK = 1024
 

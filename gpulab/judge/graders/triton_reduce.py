@@ -24,8 +24,8 @@ from gpulab.judge.kernel import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import DTYPES, grade_puzzle
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.wire.result import CaseRow
 
 ROWS = 64  # the starter's rows a program: where a column's max would come from
 _T = torch.Tensor

@@ -30,8 +30,8 @@ from gpulab.judge.puzzle import (
 )
 
 if TYPE_CHECKING:
-    from gpulab.check.result import CaseRow
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.wire.result import CaseRow
 
 
 def correctness_cases(ctx: CaseContext) -> list[Case]:

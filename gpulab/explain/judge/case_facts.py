@@ -1,0 +1,60 @@
+"""A timing case as the diagnosis reads it: the sandbox's description with
+the exercise's minimal bytes and FLOPs (the manifest's formulas) and the
+measured time; and which case matters most. Used by the judge's side of
+--explain and by its Nsight Compute step (one place, no import loop).
+"""
+
+from __future__ import annotations
+
+from gpulab.wire.protocol import CheckRequest
+
+
+def _exps(exercise: str, sizes: dict[str, float]) -> float:
+    if exercise == "softmax":
+        return sizes.get("M", 0) * sizes.get("N", 0)
+    if exercise == "flash_attention":
+        full = sizes.get("B", 0) * sizes.get("H", 0) * sizes.get("Sq", 0) * sizes.get("Sk", 0)
+        return full / (2 if sizes.get("causal") else 1)
+    return 0.0
+
+
+def case_facts(exercise: str, request: CheckRequest, case: dict, timed: dict[str, dict]) -> dict:
+    """A case as the sandbox described it, with its minimal bytes and FLOPs
+    (the manifest's formulas) and its measured time where there is one."""
+    from gpulab.course.content import eval_formula
+
+    sizes = dict(case.get("sizes") or {})
+    names = {**sizes, "elt": case.get("elt", 1)}
+    nbytes = eval_formula(request.bytes, names) if request.bytes else None
+    flops = eval_formula(request.flops, names) if request.flops else None
+    name = case.get("name")
+    row = timed.get(name, {}) if name is not None else {}
+    return {
+        "name": case.get("name", "?"),
+        "dtype": case.get("dtype", ""),
+        "sizes": sizes,
+        "elt": case.get("elt", 1),
+        "bytes": nbytes,
+        "flops": flops,
+        "work": max(nbytes or 0, flops or 0),
+        "exps": _exps(exercise, sizes),
+        "ms": row.get("ms"),
+        "fraction": row.get("roofline_fraction"),
+        "launches": case.get("launches", []),
+        "intermediates": case.get("intermediates", []),
+        **({"error": str(case["error"])[:300]} if case.get("error") else {}),
+    }
+
+
+def ordered(cases: list[dict], request: CheckRequest, timed: dict[str, dict]) -> list[dict]:
+    """The case that matters most first (its kernels compile first): where
+    the grade is lost (lowest fraction of the roof), else the most work."""
+
+    def rank(c: dict) -> tuple[float, float]:
+        f = case_facts(request.exercise, request, c, timed)
+        return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
+
+    return sorted(cases, key=rank)
+
+
+__all__ = ["case_facts", "ordered"]

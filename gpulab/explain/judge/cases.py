@@ -1,0 +1,161 @@
+"""The timing cases `--explain` calls the learner's function on, as plain data.
+
+Built in the judge (the sandbox may not import a grader) from the
+exercise's `timing_cases` under torch's FakeTensorMode, so a 2 GiB input
+costs nothing; but FakeTensorMode imports torch._dynamo, seconds of imports
+(3–10 s on a loaded 2-core machine), more than the rest of `--explain` on
+the CPU. The descriptions (shapes, strides, dtypes, sizes) depend only on
+the grader's source and torch, so they are cached in the workspace keyed by
+both: the second `--explain` skips the import. The CPU's descriptions also
+ship with gpulab (gpulab/data/explain_cases.json, keyed by each grader's
+source; `write_shipped` makes it and a test keeps it current), so even a
+first `--explain` on the CPU builds nothing. On the CPU this runs in the
+judge's explain thread (judge_side.Early); FakeTensorMode is per thread, so
+the check's tensors beside it stay real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from gpulab.judge.interface import TimedGrader
+
+CACHE_NAME = "gpulab-explain-cases.json"
+SHIPPED = Path(__file__).resolve().parent.parent / "data" / "explain_cases.json"
+
+
+class _Ctx:
+    """Enough of a GradeContext for a grader's `timing_cases`."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.interpreter = device, device == "cpu"
+
+    def seed(self, public: int) -> int:
+        return public
+
+
+def timed_cases(exercise: str, device: str) -> list[Any]:
+    """The grader's timing cases, built as fake tensors (shapes, no data)
+    where that works, else for real."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    # A kernel exercise's grader (KERNEL_EXERCISES), by its fixed name.
+    grader = cast("TimedGrader", importlib.import_module(f"gpulab.judge.graders.{exercise}"))
+    try:
+        with FakeTensorMode():
+            cases = grader.timing_cases(_Ctx(device))
+    except Exception:  # noqa: BLE001 - data-dependent set-up (rope's random start)
+        cases = grader.timing_cases(_Ctx(device))
+    return [c[0] if isinstance(c, tuple) else c for c in cases]
+
+
+def describe(obj: Any) -> Any:
+    """Tensors -> {"__tensor__": shape, stride, offset, dtype}; the rest as is."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return {
+            "__tensor__": {
+                "shape": list(obj.shape),
+                "stride": list(obj.stride()),
+                "offset": obj.storage_offset(),
+                "dtype": str(obj.dtype).replace("torch.", ""),
+            }
+        }
+    if isinstance(obj, tuple):
+        return {"__tuple__": [describe(v) for v in obj]}
+    if isinstance(obj, list):
+        return [describe(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): describe(v) for k, v in obj.items()}
+    return obj if obj is None or isinstance(obj, (bool, int, float, str)) else repr(obj)
+
+
+def _grader_digest(exercise: str) -> str:
+    src = Path(__file__).resolve().parent.parent / "judge" / "graders" / f"{exercise}.py"
+    return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+
+
+def _key(exercise: str, device: str) -> str:
+    import torch
+
+    return f"{exercise}:{device}:{torch.__version__}:{_grader_digest(exercise)}"
+
+
+def _shipped(exercise: str, device: str) -> list[dict[str, Any]] | None:
+    """The shipped descriptions, when made from this very grader."""
+    try:
+        entry = json.loads(SHIPPED.read_text()).get(f"{exercise}:{device}")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(entry, dict) and entry.get("grader") == _grader_digest(exercise):
+        cases = entry.get("cases")
+        return cases if isinstance(cases, list) else None
+    return None
+
+
+def build(exercise: str, device: str) -> list[dict[str, Any]]:
+    """The descriptions, built now (seconds: see the module's docstring)."""
+    from gpulab.judge.compare import dtype_name
+
+    return [
+        {
+            "name": c.name,
+            "sizes": dict(c.sizes),
+            "dtype": dtype_name(c.dtype),
+            "elt": c.dtype.itemsize,
+            "args": describe(c.args),
+            "kwargs": describe(c.kwargs),
+        }
+        for c in timed_cases(exercise, device)
+    ]
+
+
+def write_shipped(path: Path = SHIPPED) -> None:
+    """Rebuild gpulab/data/explain_cases.json (after a grader's timing cases change)."""
+    from gpulab.explain.kinds import KERNEL_EXERCISES
+
+    data = {
+        f"{ex}:cpu": {"grader": _grader_digest(ex), "cases": build(ex, "cpu")}
+        for ex in sorted(KERNEL_EXERCISES)
+    }
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def cache_file(workspace: str | None) -> Path | None:
+    """Where the descriptions are kept: the workspace's cache, beside the
+    per-submission folders (written by the judge, not by a sandbox)."""
+    return Path(workspace) / ".gpulab" / "cache" / CACHE_NAME if workspace else None
+
+
+def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[str, Any]]:
+    """[{name, sizes, dtype, elt, args, kwargs}] for the exercise's timing
+    cases: shipped with gpulab, else from the cache file `path` when the
+    grader and torch are unchanged, else built (and cached)."""
+    shipped = _shipped(exercise, device)
+    if shipped is not None:
+        return shipped
+    key = _key(exercise, device)
+    cache: dict[str, Any] = {}
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError):
+            cache = json.loads(path.read_text())
+        if isinstance(cache, dict) and isinstance(cache.get(key), list):
+            return cache[key]
+    out = build(exercise, device)
+    if path is not None:
+        cache = cache if isinstance(cache, dict) else {}
+        cache[key] = out
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(cache))
+    return out
+
+
+__all__ = ["build", "described_cases", "describe", "timed_cases", "write_shipped"]

@@ -1,0 +1,1 @@
+"""`--explain`'s plug-in in the sandbox: call the learner's function, profile it."""

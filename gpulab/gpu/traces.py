@@ -1,0 +1,169 @@
+"""Profiles on the lab's side: trace paths, nsys/ncu command lines, and a
+summary of the trace torch.profiler wrote.
+
+Nothing here imports torch: the trace is Chrome/Perfetto JSON, written by the
+check's judge or by the profile target (`python -m gpulab.measure.profiling`, its own
+process) and summarised here in plain Python. The tables that show a summary
+are gpulab.lab.report's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+# Exercises with a profile target (what `gpulab profile` can run).
+TARGETS = ("find_bottleneck", "nvtx_profile", "graph_breaks")
+RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")
+
+
+def trace_dir(workspace_root: Path | str) -> Path:
+    return Path(workspace_root) / "traces"
+
+
+def trace_path(workspace_root: Path | str, exercise: str, suffix: str = ".json") -> Path:
+    """Where a profile of `exercise` goes: <workspace>/traces/<exercise><suffix>."""
+    return trace_dir(workspace_root) / f"{exercise}{suffix}"
+
+
+def tools() -> dict[str, str | None]:
+    """Paths of Nsight Systems (nsys) and Nsight Compute (ncu), None when absent."""
+    return {"nsys": shutil.which("nsys"), "ncu": shutil.which("ncu")}
+
+
+def target_argv(exercise: str, file: Path | str, *, steps: int = 5) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gpulab.measure.profiling",
+        exercise,
+        str(file),
+        "--steps",
+        str(steps),
+    ]
+
+
+def nsys_command(exercise: str, file: Path | str, out: Path | str, *, steps: int = 5) -> list[str]:
+    """Nsight Systems: a timeline of the steady-state steps, with the NVTX ranges.
+
+    The target brackets the steps with cudaProfilerStart/Stop, so only they
+    are captured; `out` gets a .nsys-rep suffix from nsys.
+    """
+    return [
+        "nsys",
+        "profile",
+        "--trace=cuda,nvtx,osrt",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "--force-overwrite=true",
+        "-o",
+        str(out),
+        *target_argv(exercise, file, steps=steps),
+    ]
+
+
+def ncu_command(
+    exercise: str, file: Path | str, out: Path | str, *, steps: int = 1, kernels: int = 20
+) -> list[str]:
+    """Nsight Compute: per-kernel counters for the first `kernels` kernels of
+    the profiled steps (ncu replays each kernel many times, so keep it small).
+    For nvtx_profile only kernels inside the NVTX range train_step are taken."""
+    cmd = [
+        "ncu",
+        "--profile-from-start",
+        "off",
+        # ncu locks the clocks to the base clock by default: the kernel would
+        # run slower than it does anywhere else. The course's counters
+        # (BENCHMARKS.md) and --explain's Nsight step leave them alone too.
+        "--clock-control",
+        "none",
+        "--set",
+        "full",
+        "--launch-count",
+        str(kernels),
+        "--force-overwrite",
+        "-o",
+        str(out),
+    ]
+    if exercise == "nvtx_profile":
+        cmd[1:1] = ["--nvtx", "--nvtx-include", "train_step/"]
+    return cmd + target_argv(exercise, file, steps=steps)
+
+
+def shell_line(argv: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+# --- reading a trace ------------------------------------------------------------
+
+
+def read_trace(path: Path | str) -> dict[str, Any]:
+    """Summarise a torch.profiler Chrome trace: top CPU ops by self time (and
+    by total time), top GPU kernels by total time, and the user ranges
+    (record_function)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    complete = [
+        e
+        for e in events
+        if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
+    ]
+    ops: dict[str, dict[str, float]] = {}
+    kernels: dict[str, dict[str, float]] = {}
+    ranges: dict[str, dict[str, float]] = {}
+    by_thread: dict[tuple[object, object], list[dict[str, Any]]] = {}
+    for e in complete:
+        cat = e.get("cat", "")
+        if cat == "cpu_op":
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+        elif cat == "kernel":
+            k = kernels.setdefault(e["name"], {"calls": 0, "device_ms": 0.0})
+            k["calls"] += 1
+            k["device_ms"] += e["dur"] / 1e3
+        elif cat == "user_annotation" and not e["name"].startswith(("Optimizer.", "ProfilerStep")):
+            r = ranges.setdefault(e["name"], {"calls": 0, "ms": 0.0})
+            r["calls"] += 1
+            r["ms"] += e["dur"] / 1e3
+    for evs in by_thread.values():
+        _self_times(evs, ops)
+    return {
+        "ops": _rows(ops, "self_cpu_ms"),
+        "ops_by_total": _rows(ops, "cpu_total_ms"),
+        "kernels": _rows(kernels, "device_ms"),
+        "ranges": [{"name": n, **v} for n, v in ranges.items()],
+    }
+
+
+def _self_times(events: list[dict[str, Any]], ops: dict[str, dict[str, float]]) -> None:
+    """Self time = duration minus the time of the ops nested directly inside."""
+    events = sorted(events, key=lambda e: (e["ts"], -e["dur"]))
+    stack: list[tuple[dict[str, Any], list[float]]] = []
+    for e in events + [None]:
+        while stack and (e is None or e["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]):
+            done, child = stack.pop()
+            row = ops.setdefault(
+                done["name"], {"calls": 0, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0}
+            )
+            row["calls"] += 1
+            # An op inside one of its own name (aten::div_ with a scalar calls
+            # aten::div_ with a tensor) is already in the outer one's total:
+            # counted twice, the child outranked mean, its parent, in a
+            # starter's profile on a loaded CPU.
+            if not any(f["name"] == done["name"] for f, _ in stack):
+                row["cpu_total_ms"] += done["dur"] / 1e3
+            row["self_cpu_ms"] += max(0.0, done["dur"] - child[0]) / 1e3
+            if stack:
+                stack[-1][1][0] += done["dur"]
+        if e is not None:
+            stack.append((e, [0.0]))
+
+
+def _rows(table: dict[str, dict[str, float]], key: str, n: int = 15) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"name": name, **v} for name, v in table.items()]
+    rows.sort(key=lambda r: r[key], reverse=True)
+    return rows[:n]

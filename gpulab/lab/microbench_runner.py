@@ -1,0 +1,186 @@
+"""Parent side of the microbenchmarks: run the child, relay progress, cache.
+
+`run_microbench()` starts `python -m gpulab.measure.microbench` in its own process
+session, hands each JSON event to `on_event` (the CLI's progress bar, the
+TUI's Device pane), and on success writes the ceilings where gpulab.gpu.ceilings
+reads them. Imports neither torch nor triton; safe from a UI thread worker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpulab.fsutil import atomic_write_json
+from gpulab.gpu import ceilings
+from gpulab.lab import child
+
+DEFAULT_TIMEOUT = 1800.0
+
+
+def run_microbench(
+    workspace_root: Path | None,
+    *,
+    quick: bool = False,
+    on_event: Callable[[dict[str, Any]], object] | None = None,
+    cancel: threading.Event | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """Run the benchmarks. Returns {"ok", "result"?, "error"?, "cache"?, "notes"}."""
+    cmd = child.python_module("gpulab.measure.microbench", *(["--quick"] if quick else []))
+    notes: list[str] = []
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = child.spawn(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=child.env(PYTHONUNBUFFERED="1"),
+            )
+        except OSError as exc:
+            return {"ok": False, "error": f"could not start the benchmarks: {exc}", "notes": []}
+        assert proc.stdout is not None
+        events = child.Events(
+            child.json_line_reader(proc.stdout), deadline=time.monotonic() + timeout, cancel=cancel
+        )
+        result = error = None
+        try:
+            for ev in events:
+                if ev.get("type") == "result":
+                    result = ev.get("result")
+                elif ev.get("type") == "error":
+                    error = str(ev.get("message"))
+                elif ev.get("type") == "note":
+                    notes.append(str(ev.get("text")))
+                if on_event is not None:
+                    on_event(ev)
+            if events.stopped == child.CANCELLED:
+                error = "cancelled"
+            elif events.stopped == child.TIMEOUT:
+                error = f"timed out after {timeout:g} s"
+        finally:
+            # Done, it exits by itself; stopped, its whole group is killed.
+            child.kill_tree(proc, exit_s=2)
+        if result is None and error is None:
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace").strip().splitlines()
+            error = f"the benchmark process exited with code {proc.returncode}" + (
+                f": {tail[-1]}" if tail else ""
+            )
+    if error is not None:
+        return {"ok": False, "error": error, "notes": notes}
+    out: dict[str, Any] = {"ok": True, "result": result, "notes": notes}
+    if workspace_root is not None and isinstance(result, dict) and result.get("device"):
+        out["cache"] = str(save(workspace_root, result))
+    return out
+
+
+def save(workspace_root: Path, result: dict[str, Any]) -> Path:
+    path = ceilings.cache_path(Path(workspace_root), result["device"])
+    atomic_write_json(path, result)
+    return path
+
+
+# --- rendering --------------------------------------------------------------------
+
+
+def _us(ms: float) -> str:
+    return f"{ms * 1e3:,.1f}"
+
+
+def results_renderable(result: dict[str, Any]) -> Any:
+    """Tables of a benchmark result (CLI and TUI)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list[Any] = [
+        Text(
+            f"{result.get('device')} · driver {result.get('driver') or 'n/a'} · torch "
+            f"{result.get('torch')} · Triton {result.get('triton') or 'n/a'} · {result.get('date')}",
+            style="bold",
+        )
+    ]
+    bw = Table(
+        title=f"HBM bandwidth, {result.get('buffer_bytes', 0) / 2**30:.1f} GiB buffers, "
+        "random data, L2 flushed",
+        title_justify="left",
+    )
+    for col in ("what", "method", "bytes counted", "time µs", "TB/s", "SM MHz"):
+        bw.add_column(col)
+    for r in result.get("bandwidth", []):
+        bw.add_row(r["name"], r["method"], r["counted"], _us(r["ms"]), f"{r['tbs']:.2f}", _clock(r))
+    parts.append(bw)
+    best = [
+        f"{k} {result[k + '_tbs']:.2f} TB/s"
+        for k in ("copy", "read", "write")
+        if result.get(f"{k}_tbs")
+    ]
+    if best:
+        parts.append(
+            Text("best: " + ", ".join(best) + " (copy counts read + write)", style="green")
+        )
+    if result.get("sweep"):
+        parts.append(_sweep_table(result))
+    mm = Table(title="Matrix multiply (dense), random data, L2 flushed", title_justify="left")
+    for col in ("dtype", "method", "M×N×K", "time µs", "TFLOP/s", "SM MHz"):
+        mm.add_column(col)
+    for r in result.get("matmul", []):
+        mm.add_row(
+            r["name"], r["method"], r["shape"], _us(r["ms"]), f"{r['tflops']:.1f}", _clock(r)
+        )
+    for r in result.get("fma", []):
+        mm.add_row(r["name"], r["method"], "-", _us(r["ms"]), f"{r['tflops']:.1f}", _clock(r))
+    parts.append(mm)
+    peaks = [f"{k} {v:.0f}" for k, v in (result.get("tflops") or {}).items() if v]
+    if peaks:
+        parts.append(Text("peak TFLOP/s (best shape): " + ", ".join(peaks), style="green"))
+    for dt, why in (result.get("skipped") or {}).items():
+        parts.append(Text(f"{dt}: skipped ({why})", style="yellow"))
+    if result.get("throttled"):
+        parts.append(
+            Text(
+                "throttling seen during the runs: "
+                + (", ".join(result.get("throttle_reasons") or []) or "low SM clock")
+                + ". Numbers may read low; let the GPU cool and re-run.",
+                style="bold yellow",
+            )
+        )
+    return Group(*parts)
+
+
+def _clock(r: dict[str, Any]) -> str:
+    c = r.get("clocks") or {}
+    if not c.get("logged"):
+        return "n/a"
+    s = f"{c['sm_mhz_median']:.0f}"
+    return s + (" [yellow]throttled[/]" if c.get("throttled") else "")
+
+
+def _sweep_table(result: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(
+        title="Size sweep, no L2 flush (buffers that fit in the L2 are served from it)",
+        title_justify="left",
+    )
+    for col in ("size", "copy TB/s (r+w)", "read TB/s", "in L2?"):
+        t.add_column(col)
+    by_size: dict[int, dict[str, Any]] = {}
+    for r in result["sweep"]:
+        by_size.setdefault(r["size_bytes"], {})[r["name"]] = r
+    for size, rows in sorted(by_size.items()):
+        label = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
+        fits = any(r.get("fits_l2") for r in rows.values())
+        t.add_row(
+            label,
+            *(f"{rows[k]['tbs']:.2f}" if k in rows else "" for k in ("copy", "read")),
+            "yes" if fits else "",
+        )
+    return t

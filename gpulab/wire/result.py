@@ -1,0 +1,345 @@
+"""A check's result as the lab holds it: what gpulab.lab.runner.run_check
+returns, the CLI prints, the workspace records and the Results pane shows.
+
+Its JSON (`to_json`) is `gpulab check --json`, a documented interface, and
+what `.gpulab/results/<exercise>.json` holds: same keys, same value types as
+ever (tests/check/test_check_events.py pins them). `from_json` reads one back,
+from the judge's result frame or from a results file that a person, a
+script or another gpulab version may have written: every field is checked,
+and one of the wrong type is dropped, never trusted.
+
+Typed here: the top level, each correctness case's row (`CaseRow`), the
+timing and each of its rows (`Timing`, `TimingRow`). A row keeps the object
+it came as (`json`), written back unchanged, so a key the lab does not read
+(a case's `sizes`, a grader's own extras) is kept too. Passed through as the
+judge made them, checked only to be JSON objects: lesson 07's profile
+(gpulab.lab.report draws it), and every other key of the judge's (`mode`,
+`verdict`, `isolation`, `slowest`, `compiled_ahead`, --explain's `explain`
+and `diagnosis`, which gpulab.explain.render reads), kept in `rest`.
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpulab.wire.protocol import text
+from gpulab.wire.status import Status
+
+# Output and messages carry the learner's printing and tracebacks; the
+# sandbox already keeps at most 8 KB of output, so only hostile files reach this.
+LONG_TEXT = 200_000
+NAME_LIMIT = 1000  # a case's name, shape or dtype (a progress line shows the name)
+
+# The keys the lab itself sets on every result, first in its JSON, as
+# gpulab.lab.runner always wrote them.
+_HEAD = ("exercise", "lesson", "file", "passed", "cases", "timing", "output", "stages")
+_TYPED = {*_HEAD, "status", "summary", "message", "device", "skipped", "notes"}
+_TAIL = ("duration_s", "warm")
+
+# The judge's own keys in the order it always wrote them (its result's
+# `order`; `gpulab check --json` keeps it, and tests pin it).
+JUDGE_ORDER = (
+    "status",
+    "summary",
+    "message",
+    "device",
+    "mode",
+    "skipped",
+    "notes",
+    "compiled_ahead",
+    "verdict",
+    "explain",
+    "diagnosis",
+    "isolation",
+    "slowest",
+)
+
+
+def finite(value: Any) -> int | float | None:
+    """A finite number as it was written (an int stays an int), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _texts(value: Any) -> list[str] | None:
+    return [text(v) for v in value if isinstance(v, str)] if isinstance(value, list) else None
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _words(obj: dict[str, Any], key: str, limit: int = 20000) -> str | None:
+    value = obj.get(key)
+    return text(value, limit) if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if value >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRow:
+    """One correctness case as the judge graded it: its name (or shape),
+    dtype, errors against the reference, how many elements were wrong, and
+    why it failed (`detail`). An exercise graded on numbers (copy_ceiling's)
+    fills only the name, `passed` and `detail`."""
+
+    json: dict[str, Any]
+    name: str = ""
+    shape: str | None = None
+    dtype: str | None = None
+    max_abs: int | float | None = None
+    max_rel: int | float | None = None
+    mismatches: int | None = None
+    passed: bool = False
+    detail: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> CaseRow:
+        def error(key: str) -> int | float | None:
+            # NaN and inf are errors too (a NaN output is not "0 error").
+            value = obj.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None
+            return value
+
+        return cls(
+            json=obj,
+            name=_words(obj, "name", NAME_LIMIT) or "",
+            shape=_words(obj, "shape", NAME_LIMIT),
+            dtype=_words(obj, "dtype", NAME_LIMIT),
+            max_abs=error("max_abs"),
+            max_rel=error("max_rel"),
+            mismatches=_count(obj.get("mismatches")),
+            passed=obj.get("passed") is True,
+            detail=_words(obj, "detail", LONG_TEXT),
+        )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.shape or ""
+
+
+def case_rows(value: Any) -> list[CaseRow]:
+    return [CaseRow.from_json(v) for v in _objects(value)]
+
+
+@dataclass(frozen=True, slots=True)
+class TimingRow:
+    """One timed case: its median and spread, the work it did (FLOPs and
+    bytes as the grader counted them, or its `sizes` for the manifest's
+    formulas), and where that puts it against the roofline and the
+    baseline."""
+
+    json: dict[str, Any]
+    name: str = ""
+    shape: str | None = None
+    dtype: str | None = None
+    ms: int | float | None = None
+    p20_ms: int | float | None = None
+    p80_ms: int | float | None = None
+    flops: int | float | None = None
+    bytes: int | float | None = None
+    intensity: int | float | None = None
+    sizes: dict[str, int | float] | None = None
+    throughput: int | float | None = None
+    roofline_fraction: int | float | None = None
+    speedup: int | float | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TimingRow:
+        sizes = obj.get("sizes")
+        return cls(
+            json=obj,
+            name=_words(obj, "name") or "",
+            shape=_words(obj, "shape"),
+            dtype=_words(obj, "dtype"),
+            ms=finite(obj.get("ms")),
+            p20_ms=finite(obj.get("p20_ms")),
+            p80_ms=finite(obj.get("p80_ms")),
+            flops=finite(obj.get("flops")),
+            bytes=finite(obj.get("bytes")),
+            intensity=finite(obj.get("intensity")),
+            sizes=(
+                {k: v for k, v in sizes.items() if isinstance(k, str) and finite(v) is not None}
+                if isinstance(sizes, dict)
+                else None
+            ),
+            throughput=finite(obj.get("throughput")),
+            roofline_fraction=finite(obj.get("roofline_fraction")),
+            speedup=finite(obj.get("speedup")),
+        )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.shape or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """What the lab reads of a result's `timing` (a GPU's measurements):
+    the attempt's numbers (recorded in the state) and where it was timed.
+    `json` is the whole object as it came, written back unchanged."""
+
+    json: dict[str, Any]
+    grade: str | None = None
+    ms: int | float | None = None
+    throughput: int | float | None = None
+    unit: str | None = None
+    roofline_fraction: int | float | None = None
+    speedup: int | float | None = None
+    device: str | None = None
+    summary: str | None = None
+    cases: list[TimingRow] = field(default_factory=list)
+    profile: dict[str, Any] | None = None  # lesson 07's: plain JSON
+    # What the letter was measured against and its bands, in words
+    # ("graded on the fraction of the H200 datasheet's 4.8 TB/s: A from 65%, ...").
+    graded_on: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Timing | None:
+        if not isinstance(obj, dict):
+            return None
+
+        def words(key: str) -> str | None:
+            value = obj.get(key)
+            return text(value) if isinstance(value, str) else None
+
+        profile = obj.get("profile")
+        basis = obj.get("graded_on")
+        basis_text = basis.get("text") if isinstance(basis, dict) else None
+        return cls(
+            json=obj,
+            grade=words("grade"),
+            ms=finite(obj.get("ms")),
+            throughput=finite(obj.get("throughput")),
+            unit=words("unit"),
+            roofline_fraction=finite(obj.get("roofline_fraction")),
+            speedup=finite(obj.get("speedup")),
+            device=words("device"),
+            summary=words("summary"),
+            cases=[TimingRow.from_json(r) for r in _objects(obj.get("cases"))],
+            profile=profile if isinstance(profile, dict) else None,
+            graded_on=text(basis_text) if isinstance(basis_text, str) and basis_text else None,
+        )
+
+    def attempt(self) -> dict[str, Any]:
+        """The numbers an attempt records (gpulab.lab.state's ATTEMPT), those present."""
+        fields = {
+            "ms": self.ms,
+            "throughput": self.throughput,
+            "unit": self.unit,
+            "roofline_fraction": self.roofline_fraction,
+            "speedup": self.speedup,
+            "grade": self.grade,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check's outcome. A field that is None is a key the JSON leaves
+    out (a passed check has no `message`; one that never started has no
+    `stages`), as it always did."""
+
+    status: Status
+    summary: str = ""
+    exercise: str = ""
+    lesson: str = ""
+    file: str = ""
+    message: str | None = None
+    device: str | None = None
+    output: str = ""
+    cases: list[CaseRow] = field(default_factory=list)
+    timing: Timing | None = None
+    skipped: list[str] | None = None
+    notes: list[str] | None = None
+    stages: dict[str, float] | None = None  # seconds per kind of stage
+    duration_s: float | None = None
+    warm: bool | None = None  # a spare judge graded it (gpulab.lab.runner.Spares)
+    # The judge's other keys, passed through (the module's docstring lists them).
+    rest: dict[str, Any] = field(default_factory=dict)
+    # The order the judge's keys came in, which the JSON keeps.
+    order: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> CheckResult:
+        """A result from JSON, checked field by field. A status that is not
+        one of gpulab.wire.status's is recomputed from `passed`, as the state's
+        schema does (gpulab.lab.state)."""
+        status = Status.of(obj.get("status"))
+        if status is None:
+            status = Status.PASSED if obj.get("passed") is True else Status.FAILED
+
+        def words(key: str, limit: int = 20000) -> str | None:
+            value = obj.get(key)
+            return text(value, limit) if isinstance(value, str) else None
+
+        stages = obj.get("stages")
+        warm = obj.get("warm")
+        duration = finite(obj.get("duration_s"))
+        return cls(
+            status=status,
+            summary=words("summary") or "",
+            exercise=words("exercise") or "",
+            lesson=words("lesson") or "",
+            file=words("file") or "",
+            message=words("message", LONG_TEXT),
+            device=words("device"),
+            output=words("output", LONG_TEXT) or "",
+            cases=case_rows(obj.get("cases")),
+            timing=Timing.from_json(obj.get("timing")),
+            skipped=_texts(obj.get("skipped")),
+            notes=_texts(obj.get("notes")),
+            stages=(
+                {k: float(v) for k, v in stages.items() if finite(v) is not None}
+                if isinstance(stages, dict)
+                else None
+            ),
+            duration_s=None if duration is None else float(duration),
+            warm=warm if isinstance(warm, bool) else None,
+            rest={k: v for k, v in obj.items() if k not in _TYPED and k not in _TAIL},
+            order=tuple(k for k in obj if k not in _HEAD and k not in _TAIL),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """`gpulab check --json`'s object: the lab's keys first, then the
+        judge's in the order they came, then how long it took."""
+        typed: dict[str, Any] = {
+            "exercise": self.exercise,
+            "lesson": self.lesson,
+            "file": self.file,
+            "passed": self.passed,
+            "cases": [c.json for c in self.cases],
+            "timing": None if self.timing is None else self.timing.json,
+            "output": self.output,
+            "stages": self.stages,
+            "status": self.status.value,
+            "summary": self.summary,
+            "message": self.message,
+            "device": self.device,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "duration_s": self.duration_s,
+            "warm": self.warm,
+        }
+        # A typed field that is None is a key left out; `timing` is always
+        # there (null when the check was not timed); the judge's own keys
+        # are kept as they came, null or not.
+        values = {k: v for k, v in typed.items() if v is not None or k == "timing"}
+        values.update(self.rest)
+        keys = [*_HEAD, *self.order, *typed, *self.rest]
+        keys = [k for k in dict.fromkeys(keys) if k not in _TAIL] + list(_TAIL)
+        return {k: values[k] for k in keys if k in values}
