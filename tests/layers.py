@@ -39,6 +39,8 @@ LAB = [
     "gpulab.cli.webserve",
     "gpulab.cli.commands.*",
     "gpulab.course.content",
+    "gpulab.course.exercise_folder",
+    "gpulab.course.exercise_template",
     "gpulab.check.crashes",
     "gpulab.device",
     "gpulab.device.ceilings",
