@@ -12,7 +12,7 @@ from pathlib import Path
 
 EXERCISE_TOML = '''\
 # The exercise's fields (docs/new-exercise.md): change them for yours.
-exercise = "__NAME__"  # its id: `gpulab check __NAME__`, the learner's exercises/__NAME__.py
+exercise = "__NAME__"  # its id: `gpulab check __NAME__`; the learner's file is named after it
 title = "GELU, one element a lane"  # shown in the sidebar and `gpulab list`
 kind = "kernel"  # a Triton kernel, graded against spec.py
 function = "__NAME__"  # the function the learner's file defines
@@ -59,10 +59,10 @@ graded on the fraction of the datasheet's bandwidth it reaches.
 
 ## Your task
 
-Write `__NAME__(x)` in `exercises/__NAME__.py`: for a 1-D contiguous `x`
-(fp32, fp16 or bf16, any length), a new tensor of x's shape and dtype
-holding GELU of each element, computed by your Triton kernel in fp32.
-torch's own GELU is off the graded path.
+Write `__NAME__(x)` in your file (`gpulab where __NAME__` names it): for
+a 1-D contiguous `x` (fp32, fp16 or bf16, any length), a new tensor of x's
+shape and dtype holding GELU of each element, computed by your Triton
+kernel in fp32. torch's own GELU is off the graded path.
 """
 
 STARTER_PY = '''\
