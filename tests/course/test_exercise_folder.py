@@ -245,3 +245,13 @@ def test_new_exercise_writes_a_folder_and_says_how_to_register_it(tmp_path, monk
     for bad in ("my-gelu", "class", ""):
         with pytest.raises(UsageError, match="NAME"):
             new(bad, tmp_path)
+
+
+def test_dev_check_of_a_name_the_course_lacks_says_how_to_register(tmp_path, monkeypatch, capsys):
+    from gpulab.cli.commands import dev
+
+    monkeypatch.setenv("GPULAB_CONTENT", str(course_with(tmp_path)))
+    args = argparse.Namespace(action="check", name="gelu", device="cpu")
+    assert dev.run(args) == 2
+    said = capsys.readouterr().err
+    assert "no exercise 'gelu' in the course" in said and "exercise_folders" in said
