@@ -150,7 +150,11 @@ def read(folder: Path) -> FolderEntry:
     fields.setdefault("requires", ["triton"])  # a kernel exercise's kernels are Triton's
     if fields["status"] == "ready":
         for name, what in FILES.items():
-            if not (folder / name).is_file():
+            try:
+                there = (folder / name).is_file()
+            except OSError as exc:  # a folder it may not look into
+                raise FolderError(f"{folder}: {name} cannot be read ({exc.strerror})") from None
+            if not there:
                 raise FolderError(f"{folder}: {name} is missing ({what})")
         spec_problem(folder / "spec.py")
     return FolderEntry(folder, title, _text(data, "roof_dtype", where), fields)
