@@ -321,10 +321,26 @@ def _dev_arguments() -> Arguments:
             (
                 ("action",),
                 {
-                    "choices": ["check", "compile"],
+                    "choices": ["check", "compile", "new-exercise"],
                     "help": "check: every starter fails, every reference passes; "
                     "compile: every kernel for every target GPU (no GPU "
-                    "needed)",
+                    "needed); new-exercise: a new exercise folder to edit "
+                    "(docs/new-exercise.md)",
+                },
+            ),
+            (
+                ("name",),
+                {
+                    "metavar": "NAME",
+                    "nargs": "?",
+                    "help": "check: only this exercise; new-exercise: its name",
+                },
+            ),
+            (
+                ("--dir",),
+                {
+                    "metavar": "PATH",
+                    "help": "new-exercise: the folder to make it in (default: here)",
                 },
             ),
             (("--device",), {"choices": ["auto", "cpu", "cuda"], "default": "auto"}),

@@ -6,7 +6,10 @@ ordered list of exercises: its steps (`[[lesson.step]]`, graded stepping
 stones), then its final exercise (the `[[lesson]]` table's own fields). For
 each exercise the starter the learner edits is `exercises/<exercise>.py`, the
 reference solution `kernels/<exercise>.py` and the grader
-`gpulab.judge.graders.<exercise>`. Nothing here imports torch, triton or textual.
+`gpulab.judge.graders.<exercise>`. The manifest's `exercise_folders` adds
+exercises that are one folder each, anywhere on disk
+(gpulab.course.exercise_folder): each is a lesson of its own, after the
+manifest's. Nothing here imports torch, triton or textual.
 
 A broken entry never takes the course down: it is loaded as a lesson (or a
 step) carrying an `error` that names the file and the field, and every other
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from gpulab.course import exercise_folder
 from gpulab.fsutil import load_toml
 
 EXERCISE_KINDS = ("memory", "compute")
@@ -80,6 +84,9 @@ class Lesson:
     # (bf16, the tensor cores'), which the triad lesson once showed.
     roof_dtype: str = ""
     root: Path = field(default_factory=content_root, compare=False, repr=False)
+    # A folder exercise's folder (gpulab.course.exercise_folder): its text,
+    # starter and reference are there, and its grader is its spec.py.
+    folder: Path | None = None
 
     @property
     def number(self) -> str:
@@ -118,14 +125,20 @@ class Lesson:
 
     @property
     def lesson_path(self) -> Path:
+        if self.folder is not None:
+            return self.folder / "lesson.md"
         return self.root / "lessons" / self.id / "lesson.md"
 
     @property
     def starter_path(self) -> Path:
+        if self.folder is not None:
+            return self.folder / "starter.py"
         return self.root / "exercises" / f"{self.exercise}.py"
 
     @property
     def reference_path(self) -> Path:
+        if self.folder is not None:
+            return self.folder / "reference.py"
         return self.root / "kernels" / f"{self.exercise}.py"
 
     def text(self) -> str:
@@ -356,23 +369,21 @@ def load_course(root: Path | None = None) -> Course:
     root = Path(root) if root else content_root()
     path = root / "lessons" / "manifest.toml"
     data = load_toml(path, ContentError, "the lesson manifest is missing")
-    entries = data.get("lesson")
-    if not isinstance(entries, list) or not entries:
+    entries = data.get("lesson", [])
+    folders, warnings = exercise_folder.listed(data, root, path)
+    if not isinstance(entries, list) or not (entries or folders):
         raise ContentError(f"{path}: no [[lesson]] entries")
     lessons: list[Lesson] = []
     exercises: list[Lesson] = []
-    warnings: list[str] = []
     seen: set[str] = set()
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate([*entries, *folders]):
         try:
-            parsed = _parse_lesson(entry, i, path, root)
+            if isinstance(entry, Path):
+                parsed = [_folder_lesson(entry, i, root)]
+            else:
+                parsed = _parse_lesson(entry, i, path, root)
         except ValueError as exc:
-            raw = entry if isinstance(entry, dict) else {}
-            lid, ex, title = raw.get("id"), raw.get("exercise"), raw.get("title")
-            lid = lid if isinstance(lid, str) else f"lesson-{i + 1}"
-            ex = ex if isinstance(ex, str) else f"lesson{i + 1}"
-            title = title if isinstance(title, str) else lid
-            parsed = [Lesson(index=i, id=lid, title=title, exercise=ex, error=str(exc), root=root)]
+            parsed = [_broken(entry, i, root, str(exc))]
         for n, lesson in enumerate(parsed):
             if lesson.exercise in seen and not lesson.error:
                 problem = (
@@ -390,6 +401,48 @@ def load_course(root: Path | None = None) -> Course:
         warnings=tuple(warnings),
         all_exercises=tuple(exercises),
     )
+
+
+def _folder_lesson(folder: Path, index: int, root: Path) -> Lesson:
+    """A folder exercise as a lesson of its own (gpulab.course.exercise_folder):
+    its exercise.toml checked as the manifest's own fields are."""
+    entry = exercise_folder.read(folder)
+    where = str(folder / exercise_folder.TOML)
+    own = _exercise_fields(entry.fields, where)
+    lesson = Lesson(
+        index=index,
+        id=f"{index + 1:02d}_{own['exercise']}",
+        title=entry.title,
+        steps=(own["exercise"],),
+        roof_dtype=entry.roof_dtype,
+        root=root,
+        folder=folder,
+        **own,
+    )
+    _check_files(lesson, where)
+    return lesson
+
+
+def _broken(entry: object, index: int, root: Path, error: str) -> Lesson:
+    """A lesson (or a folder exercise) that cannot be used, named as well as
+    its entry allows, carrying what is wrong."""
+    if isinstance(entry, Path):  # a folder exercise: named by its folder
+        name = entry.name if entry.name.isidentifier() else f"lesson{index + 1}"
+        return Lesson(
+            index=index,
+            id=f"{index + 1:02d}_{name}",
+            title=entry.name,
+            exercise=name,
+            error=error,
+            root=root,
+            folder=entry,
+        )
+    raw = entry if isinstance(entry, dict) else {}
+    lid, ex, title = raw.get("id"), raw.get("exercise"), raw.get("title")
+    lid = lid if isinstance(lid, str) else f"lesson-{index + 1}"
+    ex = ex if isinstance(ex, str) else f"lesson{index + 1}"
+    title = title if isinstance(title, str) else lid
+    return Lesson(index=index, id=lid, title=title, exercise=ex, error=error, root=root)
 
 
 # --- FLOPs and bytes formulas -------------------------------------------------

@@ -18,6 +18,11 @@ def explain_unavailable(lesson: Any) -> str:
     or "" where it explains. Said to the learner instead of nothing."""
     if lesson.exercise in KERNEL_EXERCISES:
         return ""
+    if getattr(lesson, "folder", None) is not None:  # gpulab.course.exercise_folder
+        return (
+            f"--explain is for the course's own timed kernels; {lesson.exercise} is an "
+            "exercise added as a folder, which it does not explain yet."
+        )
     kernels = ", ".join(sorted(KERNEL_EXERCISES))
     what = (
         "a step, graded on correctness only"

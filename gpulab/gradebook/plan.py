@@ -67,7 +67,10 @@ def reference_sha(course: Course, exercise: str) -> str:
     lesson = course.find(exercise)
     if lesson is None:
         return "none"
-    return _digest([lesson.reference_path])[:16]
+    # A folder exercise's grader is its spec.py (and its formulas, exercise.toml):
+    # a change to either grades its submissions again.
+    extra = [lesson.folder / "spec.py", lesson.folder / "exercise.toml"] if lesson.folder else []
+    return _digest([lesson.reference_path, *extra])[:16]
 
 
 @dataclass(frozen=True)

@@ -281,6 +281,14 @@ def policy_for(
     content = request.content_root
     if content:
         hidden.append(str(Path(content) / "kernels"))
+    # A folder exercise's reference and spec.py, wherever the course keeps
+    # them; not the folder of the file checked (`gpulab dev check` grades
+    # the reference itself).
+    from gpulab.course.content import content_root
+    from gpulab.course.exercise_folder import registered
+
+    folders = registered(Path(content) if content else content_root())
+    hidden += [str(f) for f in folders if not learner.is_relative_to(f)]
     if learner.parent.name == "kernels" or learner in {Path(h) for h in hidden}:
         # `gpulab dev check` grades the reference solutions themselves, with
         # the Hopper backends they load from kernels/hopper/ (unreadable, a
