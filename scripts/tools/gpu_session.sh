@@ -132,6 +132,12 @@ sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
       PYTEST_ARGS="tests/judge/test_reduce_overhead.py tests/judge/test_steps45_grading.py::test_gpu_honest_variants_pass"
       timeout 240 python3 -m pytest -q -m gpu --durations=5 -p no:cacheprovider -o addopts="" $PYTEST_ARGS 2>&1 | tee "$OUT/pytest_s47.txt" | tail -12
       for k in rope_fwd softmax_32k; do timeout 90 python3 -m gpulab counters "$k" --ncu > "$OUT/counters_$k.txt" 2>&1; echo "counters $k --ncu rc=$?"; head -30 "$OUT/counters_$k.txt"; done ;;
+    folder-gelu)  # issue 45: a kernel exercise added as one folder, graded, replayed and timed on this GPU
+      rm -rf /tmp/fcourse; mkdir -p /tmp/fcourse/lessons; printf 'exercise_folders = ["ex"]\n' > /tmp/fcourse/lessons/manifest.toml
+      python3 -m gpulab dev new-exercise gelu --dir /tmp/fcourse/ex | tail -3
+      GPULAB_CONTENT=/tmp/fcourse timeout 200 python3 -m gpulab dev check gelu --device cuda 2>&1 | tail -6; echo "dev check rc=$?"
+      GPULAB_CONTENT=/tmp/fcourse timeout 200 python3 -m gpulab check gelu --file /tmp/fcourse/ex/gelu/reference.py --json > "$OUT/folder_gelu.json"; echo "check rc=$?"
+      python3 -c "import json; r=json.load(open('$OUT/folder_gelu.json')); print(r['status'], r['summary']); print('stages', r.get('stages')); [print(' ', c.get('shape'), c.get('dtype'), c.get('ms'), c.get('claimed_ms'), c.get('roofline_fraction')) for c in (r.get('timing') or {}).get('cases', [])]" ;;
     *) echo "unknown step $step" ;;
   esac
 done
