@@ -49,6 +49,7 @@ UI = ["gpulab.tui.*"]
 # inside a LAB one (explain's plug-ins), the more specific entry places it.
 CHILD = [
     "gpulab.measure.*",
+    "gpulab.targets.*",
     "gpulab.explain.judge.*",
     "gpulab.explain.sandbox.*",
     "gpulab.judge.*",

@@ -70,7 +70,7 @@ RECORDINGS: dict[str, Recording] = {
     ),
 }
 
-# The recordings gpulab.measure.counter_cases can take again on a GPU (the
+# The recordings gpulab.targets.counter_cases can take again on a GPU (the
 # three-pass softmax was a test's slow variant, not a course kernel).
 LIVE = ("rope_fwd", "matmul_8k", "softmax_32k", "torch_softmax_32k")
 
@@ -259,6 +259,6 @@ def ncu_argv(name: str, python: str) -> list[str]:
         "details",
         python,
         "-m",
-        "gpulab.measure.counter_cases",
+        "gpulab.targets.counter_cases",
         name,
     ]

@@ -2,7 +2,7 @@
 summary of the trace torch.profiler wrote.
 
 Nothing here imports torch: the trace is Chrome/Perfetto JSON, written by the
-check's judge or by the profile target (`python -m gpulab.measure.profiling`, its own
+check's judge or by the profile target (`python -m gpulab.targets.profiling`, its own
 process) and summarised here in plain Python. The tables that show a summary
 are gpulab.lab.report's.
 """
@@ -38,7 +38,7 @@ def target_argv(exercise: str, file: Path | str, *, steps: int = 5) -> list[str]
     return [
         sys.executable,
         "-m",
-        "gpulab.measure.profiling",
+        "gpulab.targets.profiling",
         exercise,
         str(file),
         "--steps",

@@ -51,7 +51,7 @@ class Channel(Protocol):
 
 class CaseContext(Protocol):
     """What drawing an exercise's cases needs: where they run and the seeds
-    (a GradeContext; gpulab.measure.bench's and gpulab.explain.judge.cases' own)."""
+    (a GradeContext; gpulab.targets.bench's and gpulab.explain.judge.cases' own)."""
 
     @property
     def device(self) -> str: ...

@@ -53,7 +53,7 @@ def copies(x: torch.Tensor, flusher: L2Flusher) -> dict:
 
 
 def copy_ceiling_tbs() -> float:
-    src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB, as gpulab.measure.bench
+    src = torch.randn(512 * 1024 * 1024, device="cuda")  # 2 GiB, as gpulab.targets.bench
     dst = torch.empty_like(src)
     return 2 * src.numel() * 4 / (measure(lambda: dst.copy_(src))["ms"] * 1e-3) / 1e12
 

@@ -6,7 +6,7 @@ CPU (`TRITON_INTERPRET=1`, as `gpulab check` runs kernels here), where its own
 asserts check its results. The interpreter accepts code the GPU compiler
 refuses (lesson 01 says so), so each block is then run again with the
 interpreter off, its launches recorded and skipped
-(gpulab.explain.judge.trace, as `gpulab check --explain` does on a CPU), and
+(gpulab.explain.sandbox.trace, as `gpulab check --explain` does on a CPU), and
 every kernel it launched is compiled for sm_80 and sm_90 (Triton ships the
 compiler; no GPU needed).
 
@@ -74,7 +74,7 @@ for f in sys.argv[1:]:
 # Interpreter off: record each launch and skip it, then compile what was launched.
 COMPILE = """
 import json, runpy, sys, traceback
-from gpulab.explain.judge.trace import LaunchTracer
+from gpulab.explain.sandbox.trace import LaunchTracer
 from gpulab.measure.compile_info import compile_kernel
 for f in sys.argv[1:]:
     with LaunchTracer(dry=True) as tracer:

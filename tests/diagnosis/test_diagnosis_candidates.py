@@ -105,7 +105,7 @@ def test_the_tracer_records_every_config_the_autotuner_would_try() -> None:
 import json, sys, torch
 sys.path.insert(0, {str(ROOT)!r})
 from gpulab.explain.sandbox.plugin import _compiled_mode
-from gpulab.explain.judge.trace import LaunchTracer
+from gpulab.explain.sandbox.trace import LaunchTracer
 from gpulab.sandbox.learner import load_module
 with _compiled_mode():
     mod = load_module({str(ROOT / "kernels" / "matmul.py")!r}, "ref")
@@ -273,7 +273,7 @@ def test_kernels_are_compiled_as_triton_launches_them(tmp_path: Path) -> None:
 import json, sys, torch, triton, triton.language as tl
 sys.path.insert(0, {str(ROOT)!r})
 from gpulab.explain.sandbox.plugin import _compiled_mode, compile_launch
-from gpulab.explain.judge.trace import LaunchTracer
+from gpulab.explain.sandbox.trace import LaunchTracer
 
 @triton.jit
 def copy(out_ptr, x_ptr, n, stride, BLOCK: tl.constexpr):

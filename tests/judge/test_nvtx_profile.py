@@ -1,7 +1,7 @@
 """The nvtx_profile grader (lesson 07) through real child processes on the CPU
 (the reference passes and writes its trace, the starter and each wrong variant
 fail for the stated reason), the range checks on hand-made events, the trace
-reader of gpulab.measure.profiling, and `gpulab profile`. GPU tests check the kernels
+reader of gpulab.targets.profiling, and `gpulab profile`. GPU tests check the kernels
 table and the NVTX ranges."""
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def test_ranges_work_outside_its_range(grader):
     assert "outside the forward range" in bad["all of each phase inside its range"]
 
 
-# --- gpulab.measure.profiling (no torch) --------------------------------------------------
+# --- gpulab.targets.profiling (no torch) --------------------------------------------------
 
 
 def test_read_trace_self_times(tmp_path):
@@ -252,7 +252,7 @@ def test_nsys_and_ncu_commands():
 
     nsys = profiling.nsys_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert nsys[:2] == ["nsys", "profile"] and "--capture-range=cudaProfilerApi" in nsys
-    assert nsys[-6:-2] == ["-m", "gpulab.measure.profiling", "nvtx_profile", "/x/f.py"]
+    assert nsys[-6:-2] == ["-m", "gpulab.targets.profiling", "nvtx_profile", "/x/f.py"]
     ncu = profiling.ncu_command("nvtx_profile", "/x/f.py", "/w/traces/nvtx_profile")
     assert ncu[0] == "ncu" and "--nvtx-include" in ncu and "off" in ncu
     # The clocks as they run, as the course's counters were taken (lesson 07).

@@ -55,7 +55,7 @@ def test_side_by_side_rotates_the_order_and_takes_medians():
     side alike: here the 'GPU' slows steadily, 0.1 ms per measurement, and
     the side timed last in a plain A-then-B order looks 9% slower than the
     other for nothing."""
-    from gpulab.measure.bench import side_by_side
+    from gpulab.targets.bench import side_by_side
 
     order, clock = [], [1.0]
 

@@ -1,4 +1,4 @@
-"""`gpulab bench`: runs gpulab.measure.bench in a child process (torch stays out of the CLI)."""
+"""`gpulab bench`: runs gpulab.targets.bench in a child process (torch stays out of the CLI)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from gpulab.lab import child
 
 
 def run(args: Any) -> int:
-    cmd = child.python_module("gpulab.measure.bench", *args.kernels)
+    cmd = child.python_module("gpulab.targets.bench", *args.kernels)
     if args.json:
         cmd += ["--json", args.json]
     if getattr(args, "rounds", 1) != 1:

@@ -2,7 +2,7 @@
 
 - `debug EXERCISE [--case N]`: a wrong case of the last check, rerun in a
   Python REPL with your function, the case's inputs and the reference
-  (gpulab.measure.debug_case, in a child process: never the lab's); `--script`
+  (gpulab.targets.debug_case, in a child process: never the lab's); `--script`
   writes a script that does the same, to run or edit.
 - `compare EXERCISE`: once it has passed, your file beside the reference.
 - `restore EXERCISE`: bring back a file `reset` backed up.
@@ -81,7 +81,7 @@ def _debug(args: Any) -> int:
         sys.executable,
         "-i",
         "-m",
-        "gpulab.measure.debug_case",
+        "gpulab.targets.debug_case",
         str(ws.root),
         lesson.exercise,
         str(number),
@@ -90,7 +90,7 @@ def _debug(args: Any) -> int:
 
 
 def _script(root: Path, exercise: str, number: int) -> str:
-    # The same text as gpulab.measure.debug_case.script_text, written here so
+    # The same text as gpulab.targets.debug_case.script_text, written here so
     # the lab imports nothing heavy (that module is the child's).
     return f'''"""gpulab debug: case {number} of {exercise}, outside gpulab's sandbox.
 
@@ -102,7 +102,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # the CPU; delete this line to run on a GPU
 
-from gpulab.measure.debug_case import load
+from gpulab.targets.debug_case import load
 
 case = load({str(root)!r}, {exercise!r}, {number})
 out = case.run()  # your function on the case's inputs

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
 
 CACHE_NAME = "gpulab-explain-cases.json"
-SHIPPED = Path(__file__).resolve().parent.parent / "data" / "explain_cases.json"
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "explain_cases.json"
 
 
 class _Ctx:
@@ -45,8 +44,10 @@ def timed_cases(exercise: str, device: str) -> list[Any]:
     where that works, else for real."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    # A kernel exercise's grader (KERNEL_EXERCISES), by its fixed name.
-    grader = cast("TimedGrader", importlib.import_module(f"gpulab.judge.graders.{exercise}"))
+    # A kernel exercise's grader (KERNEL_EXERCISES), through the judge's one loader.
+    from gpulab.judge.loader import load
+
+    grader = cast("TimedGrader", load(exercise))
     try:
         with FakeTensorMode():
             cases = grader.timing_cases(_Ctx(device))
@@ -78,7 +79,9 @@ def describe(obj: Any) -> Any:
 
 
 def _grader_digest(exercise: str) -> str:
-    src = Path(__file__).resolve().parent.parent / "judge" / "graders" / f"{exercise}.py"
+    from gpulab.judge.loader import FOLDER
+
+    src = FOLDER / f"{exercise}.py"
     return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
 
 

@@ -237,7 +237,7 @@ class Early:
     def _run(self) -> None:
         # This thread, and the sandbox it starts, take only what the check
         # leaves: Linux schedules threads one by one.
-        from gpulab.explain.sandbox.plugin import idle
+        from gpulab.explain.idle import idle
 
         idle(0)
         try:

@@ -20,12 +20,12 @@ import hashlib
 import json
 import os
 import tempfile
-import threading
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+from gpulab.explain.idle import idle
 from gpulab.wire.frames_other import (
     ExplainCompile,
     ExplainCompiled,
@@ -157,18 +157,6 @@ def compile_launch(la: dict, arch: str) -> dict[str, Any]:
     return d
 
 
-def idle(tid: int) -> None:
-    """Run thread `tid` (0: this one; its children inherit it) only on CPU
-    time nothing else wants: SCHED_IDLE where Linux has it (nice 10 still
-    took ~10% of a core from the check it explains and slowed a flash_attention
-    check by up to 3 s on 2 cores), else nice 10."""
-    try:
-        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-    except (OSError, AttributeError):
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, tid or threading.get_native_id(), 10)
-
-
 def _yield_cpu() -> None:
     """Beside a check (CPU --explain), this sandbox takes only the CPU time
     the check leaves: advice must not slow the check it explains (2-core
@@ -217,7 +205,7 @@ def _interpreted_already() -> bool:
 def _trace_case(server: Any, fn: Any, c: dict[str, Any], arch: str) -> tuple[dict, list[dict]]:
     """One case: the learner's function called on its inputs under the
     tracer. The case's entry for the reply, and its launches (with `fn`)."""
-    from gpulab.explain.judge.trace import LaunchTracer
+    from gpulab.explain.sandbox.trace import LaunchTracer
 
     entry: dict[str, Any] = {
         "name": c.get("name", "?"),

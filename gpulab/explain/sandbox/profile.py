@@ -22,8 +22,8 @@ def profile_request(server: Any, msg: ProfileRequest) -> Profiled:
     the names of the kernels the profiled call launched."""
     import torch
 
-    from gpulab.explain.judge.trace import LaunchTracer
     from gpulab.explain.sandbox.plugin import build
+    from gpulab.explain.sandbox.trace import LaunchTracer
 
     start = time.monotonic()
     fn = server.function(msg.function)  # a LearnerFailure is the serve loop's reply

@@ -1,6 +1,6 @@
 """The debug target: a wrong case of your last check, rerun in plain Python.
 
-`gpulab debug EXERCISE` starts `python -i -m gpulab.measure.debug_case WORKSPACE
+`gpulab debug EXERCISE` starts `python -i -m gpulab.targets.debug_case WORKSPACE
 EXERCISE NUMBER` (and `--script` writes a file that calls `load`): your file
 imported the ordinary way, outside gpulab's sandbox and its guards, so
 print(), breakpoint() and pdb all work, with the case's own inputs and the

@@ -1,7 +1,7 @@
 """One call of a recorded kernel on this GPU, for Nsight Compute to count
 (`gpulab counters NAME --ncu`, gpulab.gpu.counters.ncu_argv):
 
-    ncu --profile-from-start off ... python -m gpulab.measure.counter_cases NAME
+    ncu --profile-from-start off ... python -m gpulab.targets.counter_cases NAME
 
 The case builds the inputs the recording was taken on (gpulab.gpu.counters.
 RECORDINGS), calls the kernel a few times (compiling and autotuning are

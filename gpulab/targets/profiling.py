@@ -1,4 +1,4 @@
-"""The profile target: `python -m gpulab.measure.profiling EXERCISE FILE`.
+"""The profile target: `python -m gpulab.targets.profiling EXERCISE FILE`.
 
 It is the program that Nsight Systems, Nsight Compute or torch.profiler
 records: it loads the learner's file, warms up, and runs a few steps between
@@ -25,7 +25,7 @@ from gpulab.textsafe import visible
 def _run_target(argv: list[str]) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m gpulab.measure.profiling")
+    ap = argparse.ArgumentParser(prog="python -m gpulab.targets.profiling")
     ap.add_argument("exercise", choices=TARGETS)
     ap.add_argument("file")
     ap.add_argument("--steps", type=int, default=5)
