@@ -138,6 +138,13 @@ sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
       GPULAB_CONTENT=/tmp/fcourse timeout 200 python3 -m gpulab dev check gelu --device cuda 2>&1 | tail -6; echo "dev check rc=$?"
       GPULAB_CONTENT=/tmp/fcourse timeout 200 python3 -m gpulab check gelu --file /tmp/fcourse/ex/gelu/reference.py --json > "$OUT/folder_gelu.json"; echo "check rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/folder_gelu.json')); print(r['status'], r['summary']); print('stages', r.get('stages')); [print(' ', c.get('shape'), c.get('dtype'), c.get('ms'), c.get('claimed_ms'), c.get('roofline_fraction')) for c in (r.get('timing') or {}).get('cases', [])]" ;;
+    suite-cpu)  # the whole CPU suite on this machine's cores, the GPU hidden (CUDA_VISIBLE_DEVICES=):
+      # the image's torch/Triton/JAX, with the lab's own packages carried as wheels in .whl/suite
+      python3 --version; python3 -c "import numpy, torch, triton, jax; print('numpy', numpy.__version__, 'jax', jax.__version__)"
+      python3 -m pip install -q --no-index --no-deps --target /tmp/suite .whl/suite/*.whl 2>&1 | tail -2
+      PYTHONPATH=$PWD:/tmp/suite CUDA_VISIBLE_DEVICES= timeout "${SUITE_BUDGET:-540}" python3 -m pytest -q -n "${SUITE_JOBS:-14}" -p no:cacheprovider \
+        --durations=25 ${SUITE_ARGS:-tests} > "$OUT/suite_cpu.txt" 2>&1; echo "pytest rc=$?"
+      grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/suite_cpu.txt" | tail -60 ;;
     *) echo "unknown step $step" ;;
   esac
 done
