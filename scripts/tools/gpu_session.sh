@@ -142,9 +142,10 @@ sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
       # the image's torch/Triton/JAX, with the lab's own packages carried as wheels in .whl/suite
       python3 --version; python3 -c "import numpy, torch, triton, jax; print('numpy', numpy.__version__, 'jax', jax.__version__)"
       python3 -m pip install -q --no-index --no-deps --target /tmp/suite .whl/suite/*.whl 2>&1 | tail -2
-      PYTHONPATH=$PWD:/tmp/suite CUDA_VISIBLE_DEVICES= timeout "${SUITE_BUDGET:-540}" python3 -m pytest -q -n "${SUITE_JOBS:-14}" -p no:cacheprovider \
-        --durations=25 ${SUITE_ARGS:-tests} > "$OUT/suite_cpu.txt" 2>&1; echo "pytest rc=$?"
-      grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/suite_cpu.txt" | tail -60 ;;
+      PYTHONPATH=$PWD:/tmp/suite CUDA_VISIBLE_DEVICES= timeout "${SUITE_BUDGET:-540}" python3 -m pytest -v -n "${SUITE_JOBS:-15}" \
+        -p no:cacheprovider -p no:benchmark -W ignore ${SUITE_ARGS:-tests} > "$OUT/suite_cpu.txt" 2>&1; echo "pytest rc=$?"
+      grep -E " (FAILED|ERROR) " "$OUT/suite_cpu.txt" | sed -E 's/.* (FAILED|ERROR) //' | sort | head -80
+      echo "passed: $(grep -cE " PASSED " "$OUT/suite_cpu.txt")" ;;
     *) echo "unknown step $step" ;;
   esac
 done
