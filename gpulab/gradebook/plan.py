@@ -48,10 +48,11 @@ def _digest(paths: Sequence[Path]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def machinery_sha() -> str:
-    """The judge's and the sandbox's code, graders apart: what every check runs."""
+    """The judge's and the sandbox's code, graders apart: what every check runs
+    (with the messages they exchange and the timing harness they share)."""
     pkg = Path(gpulab.__file__).resolve().parent
     files = [*(pkg / "judge").glob("*.py"), *(pkg / "sandbox").glob("*.py")]
-    files += [pkg / "check" / "protocol.py", pkg / "check" / "frames.py"]
+    files += [*sorted((pkg / "wire").glob("*.py")), *sorted((pkg / "measure").glob("*.py"))]
     return _digest(files)[:12]
 
 

@@ -126,7 +126,7 @@ def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
 
 @pytest.mark.skipif(not landlock(), reason="needs Landlock")
 def test_the_serving_answer_key_cannot_be_read(grade):
-    path = REPO / "gpulab" / "perf" / "serving.py"
+    path = REPO / "gpulab" / "gpu" / "serving.py"
     src = f"src = open({str(path)!r}).read()\ndef weight_params(cfg):\n    return 0.0\n"
     r = grade("serving_roofline", src)
     assert not r["passed"]
