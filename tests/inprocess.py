@@ -92,10 +92,10 @@ class InProcessSandbox:
 
 def grade_here(exercise: str, function: str, path: Path) -> dict:
     """The result dict `gpulab check` would give for `path`, on the CPU."""
+    from gpulab.judge import loader
     from gpulab.judge.harness import grade_request
-    from gpulab.judge.main import BEFORE_LOAD
     from gpulab.wire.protocol import CheckRequest
 
     request = CheckRequest(exercise=exercise, function=function, file=str(path))
-    sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))
+    sandbox = InProcessSandbox(path, [r for r in loader.records(exercise) if r != "trace"])
     return grade_request(request, "cpu", Channel(), sandbox=sandbox).to_json()

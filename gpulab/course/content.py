@@ -32,6 +32,13 @@ from gpulab.fsutil import load_toml
 
 EXERCISE_KINDS = ("memory", "compute")
 STATUSES = ("ready", "coming")
+# What the sandbox records around the learner's file for an exercise: Dynamo's
+# reports and JAX's exports are set up before the file loads; a profiler's
+# trace is written where the judge reads it back.
+RECORDS = ("dynamo", "jax", "trace")
+# gpulab's commands beyond `check` that cover an exercise: `check --explain`,
+# `gpulab bench` (its reference beside torch) and `gpulab profile`.
+TOOLS = ("explain", "bench", "profile")
 
 
 class ContentError(Exception):
@@ -83,6 +90,11 @@ class Lesson:
     # lesson whose maths is fp32 on CUDA cores); "" is the GPU's default
     # (bf16, the tensor cores'), which the triad lesson once showed.
     roof_dtype: str = ""
+    # The manifest's declaration of what a check of this exercise needs and
+    # which commands cover it (RECORDS, TOOLS): the judge, the bench and
+    # --explain read these, so none of them lists exercises by name.
+    records: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
     root: Path = field(default_factory=content_root, compare=False, repr=False)
     # A folder exercise's folder (gpulab.course.exercise_folder): its text,
     # starter and reference are there, and its grader is its spec.py.
@@ -172,6 +184,10 @@ class Course:
     def exercises(self) -> tuple[Lesson, ...]:
         return self.all_exercises or self.lessons
 
+    def covered_by(self, tool: str) -> list[str]:
+        """The exercises the manifest says `tool` (one of TOOLS) covers."""
+        return [e.exercise for e in self.exercises if tool in e.tools]
+
     def find(self, key: str) -> Lesson | None:
         """An exercise by its id (steps included), or a lesson's final exercise by
         lesson id or lesson number ("2", "02")."""
@@ -218,6 +234,8 @@ EXERCISE_FIELDS = (
     "flops",
     "bytes",
     "hints",
+    "records",
+    "tools",
 )
 LESSON_FIELDS = ("id", *EXERCISE_FIELDS, "step", "roof_dtype")
 
@@ -233,6 +251,8 @@ class _ExerciseFields(TypedDict):
     flops: str
     bytes: str
     hints: tuple[str, ...]
+    records: tuple[str, ...]
+    tools: tuple[str, ...]
 
 
 class _LessonFields(TypedDict):
@@ -297,6 +317,12 @@ def _exercise_fields(
                 compile_formula(formulas[name])
             except ValueError as exc:
                 raise ValueError(f"{where}: field '{name}': {exc}") from None
+    declared: dict[str, tuple[str, ...]] = {}
+    for name, allowed in (("records", RECORDS), ("tools", TOOLS)):
+        value = entry.get(name, [])
+        if not isinstance(value, list) or not all(v in allowed for v in value):
+            raise ValueError(f"{where}: field '{name}' must be a list of {', '.join(allowed)}")
+        declared[name] = tuple(value)
     return _ExerciseFields(
         exercise=exercise,
         function=_str_field(entry, "function", where, required=status == "ready"),
@@ -306,6 +332,8 @@ def _exercise_fields(
         flops=formulas["flops"],
         bytes=formulas["bytes"],
         hints=tuple(hints),
+        records=declared["records"],
+        tools=declared["tools"],
     )
 
 

@@ -7,23 +7,34 @@ kinds, never rename one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-# The exercises whose checks are explained: those the learner writes Triton kernels for.
-KERNEL_EXERCISES = frozenset({"softmax", "bandwidth", "matmul", "flash_attention", "rope_rmsnorm"})
+
+def explained(content_root: str = "") -> frozenset[str]:
+    """The exercises whose checks are explained: the timed Triton kernels, as
+    the manifest declares them (`tools = ["explain", ...]`)."""
+    from gpulab.course.content import ContentError, load_course
+
+    try:
+        course = load_course(Path(content_root) if content_root else None)
+    except ContentError:
+        return frozenset()
+    return frozenset(course.covered_by("explain"))
 
 
 def explain_unavailable(lesson: Any) -> str:
     """Why `--explain` (the lab's X) adds nothing to this exercise's check,
     or "" where it explains. Said to the learner instead of nothing."""
-    if lesson.exercise in KERNEL_EXERCISES:
+    if "explain" in getattr(lesson, "tools", ()):
         return ""
     if getattr(lesson, "folder", None) is not None:  # gpulab.course.exercise_folder
         return (
             f"--explain is for the course's own timed kernels; {lesson.exercise} is an "
             "exercise added as a folder, which it does not explain yet."
         )
-    kernels = ", ".join(sorted(KERNEL_EXERCISES))
+    root = getattr(lesson, "root", None)
+    kernels = ", ".join(sorted(explained(str(root) if root else "")))
     what = (
         "a step, graded on correctness only"
         if lesson.is_step

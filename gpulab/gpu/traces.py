@@ -15,8 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# Exercises with a profile target (what `gpulab profile` can run).
-TARGETS = ("find_bottleneck", "nvtx_profile", "graph_breaks")
+
+def targets() -> list[str]:
+    """The exercises `gpulab profile` can run: the manifest's `tools = ["profile"]`."""
+    from gpulab.course.content import load_course
+
+    return load_course().covered_by("profile")
+
+
 RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")
 
 

@@ -30,7 +30,7 @@ class Grader(Protocol):
 
 
 class TimedGrader(Grader, Protocol):
-    """A kernel exercise's grader (gpulab.explain.kinds.KERNEL_EXERCISES):
+    """A kernel exercise's grader (those the manifest's `tools` name for explain and bench):
     its timed shapes, drawn without a sandbox; a case may come paired with
     what only its timing needs. `kernel_spec` is its KernelSpec where `ctx`
     runs (references, bans, tolerances, baseline)."""

@@ -54,6 +54,19 @@ def folder_of(exercise: str, content_root: str = "") -> Path | None:
     return lesson.folder if lesson is not None and lesson.exercise == exercise else None
 
 
+def records(exercise: str, content_root: str = "") -> tuple[str, ...]:
+    """What the manifest says the sandbox records around this exercise's file
+    (gpulab.course.content.RECORDS); () for a name the course lacks, which
+    `check` refuses anyway."""
+    from gpulab.course.content import ContentError, load_course
+
+    try:
+        found = load_course(Path(content_root) if content_root else None).find(exercise)
+    except ContentError:
+        return ()
+    return found.records if found is not None and found.exercise == exercise else ()
+
+
 def check(exercise: str, content_root: str = "") -> Path | None:
     """Raise UnknownExercise unless `exercise` is a declared exercise with a
     grader; the exercise's folder where it is a folder exercise."""

@@ -47,15 +47,10 @@ from gpulab.wire.status import Status
 if TYPE_CHECKING:
     from gpulab.judge.remote import Sandbox
 
-# Exercises whose sandbox writes a profile's trace (lesson 07).
-TRACED = ("nvtx_profile", "find_bottleneck")
-# What the sandbox records before the learner's file runs, per exercise.
-BEFORE_LOAD = {
-    "graph_breaks": ["dynamo"],
-    "compile_once": ["dynamo"],
-    "sharded_mlp": ["jax"],
-    "choose_specs": ["jax"],
-}
+# What the sandbox records around an exercise's file is the manifest's
+# (`records`): a profiler's trace it writes back, and what it sets up before
+# the file loads (Dynamo's reports, JAX's exports).
+TRACE = "trace"
 GIB = 1 << 30
 
 
@@ -297,7 +292,9 @@ def policy_for(
         read.append(str(learner.parent / "hopper"))
     # /dev/shm: the sandbox's own tmpfs in its mount namespace (Python and
     # CUDA may make files there); the host's only where namespaces are refused.
-    if request.exercise in TRACED:
+    from gpulab.judge import loader
+
+    if TRACE in loader.records(request.exercise, request.content_root):
         # A folder of the judge's the sandbox writes its trace into, read
         # back without following links and copied into the workspace's
         # traces folder, which no sandbox may write: a link planted there
@@ -742,9 +739,11 @@ def judge(
             gpu = torch.cuda.current_device()
             held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
         sandbox = prepared.take_sandbox()
+        from gpulab.judge import loader
+
         sandbox.preload(
             request.function,
-            BEFORE_LOAD.get(request.exercise, []),
+            [r for r in loader.records(request.exercise, request.content_root) if r != TRACE],
             source=data,
             problem=unreadable,
         )

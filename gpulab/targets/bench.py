@@ -29,7 +29,12 @@ if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
     from gpulab.judge.kernel import Case
 
-KERNELS = ("bandwidth", "softmax", "matmul", "flash_attention", "rope_rmsnorm")
+
+def kernels() -> list[str]:
+    """The exercises the bench times: the manifest's `tools = [..., "bench"]`."""
+    from gpulab.course.content import load_course
+
+    return load_course().covered_by("bench")
 
 
 class BenchContext:
@@ -276,10 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print("gpulab bench: --rounds must be 1 or more", file=sys.stderr)
         return 2
-    unknown = [k for k in args.kernels if k not in KERNELS]
+    known = kernels()
+    unknown = [k for k in args.kernels if k not in known]
     if unknown:
         print(
-            f"gpulab bench: unknown kernel {', '.join(unknown)}; known: {', '.join(KERNELS)}",
+            f"gpulab bench: unknown kernel {', '.join(unknown)}; known: {', '.join(known)}",
             file=sys.stderr,
         )
         return 2
@@ -299,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu=torch.cuda.current_device(),
         on_wait=lambda m: print(m, file=sys.stderr, flush=True),
     ):
-        report = bench(list(args.kernels) or list(KERNELS), rounds=args.rounds)
+        report = bench(list(args.kernels) or known, rounds=args.rounds)
     if args.json:
         from gpulab.fsutil import atomic_write_text
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulab.gpu.traces import TARGETS
+from gpulab.gpu.traces import targets
 from gpulab.textsafe import visible
 
 # --- the profile target (runs in its own process; imports torch) -----------------
@@ -26,7 +26,7 @@ def _run_target(argv: list[str]) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m gpulab.targets.profiling")
-    ap.add_argument("exercise", choices=TARGETS)
+    ap.add_argument("exercise", choices=targets())
     ap.add_argument("file")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument(

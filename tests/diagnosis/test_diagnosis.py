@@ -354,11 +354,11 @@ def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) 
     import json
 
     from gpulab.explain.judge import cases
-    from gpulab.explain.kinds import KERNEL_EXERCISES
+    from gpulab.explain.kinds import explained
 
     shipped = json.loads(cases.SHIPPED.read_text())
-    assert set(shipped) == {f"{ex}:cpu" for ex in KERNEL_EXERCISES}
-    for ex in sorted(KERNEL_EXERCISES):
+    assert set(shipped) == {f"{ex}:cpu" for ex in explained()}
+    for ex in sorted(explained()):
         entry = shipped[f"{ex}:cpu"]
         assert entry["grader"] == cases._grader_digest(ex), f"{ex}: rebuild the shipped file"
         assert entry["cases"] == cases.build(ex, "cpu"), ex
@@ -467,12 +467,12 @@ def test_explain_says_when_there_is_nothing_to_explain() -> None:
     """--explain (the lab's X) on a step or a non-kernel exercise says so
     instead of adding nothing; on a timed kernel it is silent."""
     from gpulab.course.content import load_course
-    from gpulab.explain.kinds import KERNEL_EXERCISES, explain_unavailable
+    from gpulab.explain.kinds import explain_unavailable, explained
 
     course = load_course()
     for lesson in course.exercises:
         said = explain_unavailable(lesson)
-        assert bool(said) == (lesson.exercise not in KERNEL_EXERCISES), lesson.exercise
+        assert bool(said) == (lesson.exercise not in explained()), lesson.exercise
     step = course.find("softmax_row")
     assert step is not None and step.is_step
     assert "softmax_row is a step, graded on correctness only" in explain_unavailable(step)

@@ -140,9 +140,9 @@ def test_slow_variant_top_diagnosis(fixture: str, exercise: str, top: str, quote
 
 
 def test_every_kernel_exercise_has_variants() -> None:
-    from gpulab.explain.kinds import KERNEL_EXERCISES
+    from gpulab.explain.kinds import explained
 
-    assert {v[1] for v in VARIANTS} == set(KERNEL_EXERCISES)
+    assert {v[1] for v in VARIANTS} == set(explained())
     on_disk = {p.name for p in SLOW.glob("*.py")}
     assert on_disk == {v[0] for v in VARIANTS}, on_disk ^ {v[0] for v in VARIANTS}
 

@@ -8,15 +8,15 @@ from tests.conftest import reference_source, starter_source
 
 
 def _grade(tmp_path, exercise: str, function: str, src: str):
+    from gpulab.judge import loader
     from gpulab.judge.harness import grade_request
-    from gpulab.judge.main import BEFORE_LOAD
     from gpulab.wire.protocol import CheckRequest
     from tests.inprocess import Channel, InProcessSandbox
 
     path = tmp_path / f"{exercise}.py"
     path.write_text(src)
     request = CheckRequest(exercise=exercise, function=function, file=str(path))
-    sandbox = InProcessSandbox(path, BEFORE_LOAD.get(exercise, []))
+    sandbox = InProcessSandbox(path, [r for r in loader.records(exercise) if r != "trace"])
     return grade_request(request, "cpu", Channel(), sandbox=sandbox)
 
 

@@ -34,9 +34,9 @@ TIMEOUT_S = 600
 def _target(args: Any) -> tuple[Any, Any, Path]:
     course = open_course()
     lesson = find_lesson(course, args.exercise)
-    if lesson.exercise not in traces.TARGETS:
+    if lesson.exercise not in traces.targets():
         raise UsageError(
-            f"`gpulab profile` runs {', '.join(traces.TARGETS)}; "
+            f"`gpulab profile` runs {', '.join(traces.targets())}; "
             f"for {lesson.exercise} use `gpulab check` (it times on a GPU)"
         )
     ws = open_workspace(args)

@@ -44,7 +44,7 @@ def timed_cases(exercise: str, device: str) -> list[Any]:
     where that works, else for real."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    # A kernel exercise's grader (KERNEL_EXERCISES), through the judge's one loader.
+    # A kernel exercise's grader (the manifest's `tools = ["explain"]`), through the judge's one loader.
     from gpulab.judge.loader import load
 
     grader = cast("TimedGrader", load(exercise))
@@ -122,11 +122,11 @@ def build(exercise: str, device: str) -> list[dict[str, Any]]:
 
 def write_shipped(path: Path = SHIPPED) -> None:
     """Rebuild gpulab/data/explain_cases.json (after a grader's timing cases change)."""
-    from gpulab.explain.kinds import KERNEL_EXERCISES
+    from gpulab.explain.kinds import explained
 
     data = {
         f"{ex}:cpu": {"grader": _grader_digest(ex), "cases": build(ex, "cpu")}
-        for ex in sorted(KERNEL_EXERCISES)
+        for ex in sorted(explained())
     }
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 

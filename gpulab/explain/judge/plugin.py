@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from gpulab.explain.judge.case_facts import case_facts, ordered
-from gpulab.explain.kinds import KERNEL_EXERCISES
+from gpulab.explain.kinds import explained
 from gpulab.explain.rules import diagnose
 from gpulab.wire.frames_other import (
     ExplainCompile,
@@ -30,7 +30,7 @@ def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
     """After every passing timed check (a GPU's), and with --explain after
     any passing check. A check without timing and without --explain (the
     CPU's usual one) pays nothing."""
-    if request.exercise not in KERNEL_EXERCISES or result.get("status") != "passed":
+    if request.exercise not in explained(request.content_root) or result.get("status") != "passed":
         return False
     return bool(request.explain or (result.get("timing") or {}).get("cases"))
 
@@ -331,7 +331,7 @@ def start(request: CheckRequest, device: str, make_sandbox: Any) -> Early | None
     timing orders it, and it must not run during the timing)."""
     if device != "cpu" or not request.explain:
         return None
-    if request.exercise not in KERNEL_EXERCISES:
+    if request.exercise not in explained(request.content_root):
         return None
     _fake_mode_ready()
     return Early(request, device, make_sandbox)
