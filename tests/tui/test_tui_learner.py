@@ -181,7 +181,7 @@ async def main():
         app.action_open_lesson("softmax_row")
         await pilot.pause()
         pkg = Path(gpulab.__file__).parent
-        (pkg / "check" / "report.py").unlink()
+        (pkg / "lab" / "report.py").unlink()
         init = pkg / "__init__.py"
         text = init.read_text()
         init.unlink()
