@@ -7,8 +7,10 @@ commands, not text: `ESC [2K` erases the FAIL line, `ESC [32m PASS` draws a
 green PASS over it, OSC 52 writes the clipboard, OSC 0 the window title, and
 bidirectional overrides reorder what a reader sees. So every control character
 is shown as a visible glyph, the way `cat -v` and less do, keeping only
-newlines and tabs. Applied where text is shown or serialised, never where it
-is stored, so it holds whatever a grader or the runner returns.
+newlines and tabs. A check's result is made visible once, where the lab reads
+it (gpulab.lab.runner, from the judge's frames; Workspace.last_result, from a
+results file), and is shown and serialised as it is from then on; other
+learner text (the state's attempts, a trace) where it is shown.
 
 Imports nothing: the CLI, the TUI and the JSON paths all use it.
 """

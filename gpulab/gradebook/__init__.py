@@ -5,5 +5,5 @@ of what is stale, exports for the LMS, similarity and the executors (local
 worker processes, or Slurm through submitit).
 
 Nothing here imports torch, triton, textual or the judge: a worker
-(gpulab.gradebook.worker) grades through gpulab.lab.runner, whose judge
+(gpulab.gradebook.worker) grades through gpulab.lab.check.Lab, whose judge
 runs in a child process of its own."""

@@ -1,5 +1,5 @@
 """A grading worker: one student of a batch, every task of theirs in turn,
-each through gpulab.lab.runner.run_check, the judge `gpulab check` runs
+each through gpulab.lab.check.Lab.check, the check `gpulab check` runs
 (its own child process, the sandbox under it: docs/grading.md).
 
     python -m gpulab.gradebook.worker BATCH.json --index I
@@ -77,15 +77,18 @@ def _say(event: dict[str, Any]) -> None:
 
 
 # (lesson, file, timeout, timing, device) -> the check's result as JSON:
-# gpulab.lab.runner.run_check's, or a recorded one (tests replay a class).
+# gpulab.lab.check.Lab.check's, or a recorded one (tests replay a class).
 Check = Callable[[Any, Path, float, bool, str], dict[str, Any]]
 
 
 def run_judge(lesson: Any, file: Path, timeout: float, timing: bool, device: str) -> dict[str, Any]:
-    """A check by the judge `gpulab check` runs, as its JSON."""
-    from gpulab.lab.runner import run_check
+    """A check as `gpulab check` runs it (gpulab.lab.check.Lab), as its JSON:
+    no workspace (nothing recorded there, no compiler cache kept), the
+    batch's limit."""
+    from gpulab.lab.check import CheckOptions, Lab
 
-    return run_check(lesson, file, timeout=timeout, timing=timing, device=device).to_json()
+    options = CheckOptions(limit=timeout, timing=timing, record=False)
+    return Lab(None, device=device).check(lesson, file, options=options).to_json()
 
 
 class Worker:

@@ -1,9 +1,11 @@
 """Rendering a check result for people (rich renderables; used by CLI and TUI).
 
 Every string of a result may carry text from learner code (its output, an
-exception, a name it chose), so `render` first makes control characters
-visible (gpulab.textsafe) and table cells are `Text`, never markup: a case
-named `[/]` must not crash the table, nor `[link=…]` become a link.
+exception, a name it chose). Its control characters were made visible where
+the lab read it (gpulab.textsafe: the judge's frames in gpulab.lab.runner, a
+results file in Workspace.last_result), so `render` draws it as it is; table
+cells are `Text`, never markup: a case named `[/]` must not crash the table,
+nor `[link=…]` become a link.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpulab.gpu.units import value_text
-from gpulab.textsafe import visible, visible_tree
+from gpulab.textsafe import visible
 from gpulab.wire.protocol import JsonObject
 from gpulab.wire.result import CaseRow, CheckResult, Timing
 
@@ -93,9 +95,6 @@ def render(result: CheckResult) -> Any:
     from rich.console import Group
     from rich.text import Text
 
-    # Every string made visible, nested ones included (a case's detail, a
-    # profile's range names): read back through the same checks.
-    result = CheckResult.from_json(visible_tree(result.to_json()))
     parts: list[Any] = []
     ok = result.passed
     head = Text()

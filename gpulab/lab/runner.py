@@ -7,6 +7,11 @@ gpulab.judge.main and docs/grading.md. The judge's frames come back over a
 private pipe that only the judge holds; the learner's printed output comes
 back inside the result, as text.
 
+Every string the judge sends can carry the learner's text (its output, an
+exception, a case's name), so each frame is made visible (gpulab.textsafe)
+as it is read here, before it is typed: the result and events that leave
+this module are safe to show, and nothing after sanitises them again.
+
 A crash, hang, CUDA fault or out-of-memory becomes a failed check with a
 clear message; the caller (CLI or TUI) carries on. Each check gets a fresh
 judge and sandbox, so a dead CUDA context never leaks into the next run.
@@ -32,6 +37,7 @@ from typing import Any
 
 from gpulab.course.content import Lesson
 from gpulab.lab import child
+from gpulab.textsafe import visible, visible_tree
 from gpulab.wire import crashes
 from gpulab.wire.events import Event, Finished, Stage, Stuck
 from gpulab.wire.events import parse as parse_event
@@ -67,7 +73,7 @@ def _tail(path: Path, limit: int = OUTPUT_LIMIT) -> str:
     except OSError:
         return ""
     text = data[-limit:].decode("utf-8", "replace")
-    return ("…\n" if len(data) > limit else "") + text
+    return ("…\n" if len(data) > limit else "") + visible(text)
 
 
 # Every judge this process started and has not seen end: what stop_all stops.
@@ -167,7 +173,7 @@ def run_check(
     started = time.monotonic()
     file = Path(file).resolve()
     # What the lab knows of every check; the rest comes from how it ended.
-    where = CheckResult(ERROR, exercise=lesson.exercise, lesson=lesson.id, file=str(file))
+    where = CheckResult(ERROR, exercise=lesson.exercise, lesson=lesson.id, file=visible(file))
     request = check_request(
         lesson,
         file,
@@ -201,12 +207,12 @@ def run_check(
         cap = started + request.timeout_cap if request.timeout_cap else None
         run = judge.run(request, started + timeout, seen, cancel, cap)
     except _NotStarted as failed:
-        exc = failed.__cause__
+        exc = visible(failed.__cause__)
         return replace(
             where,
             status=ERROR,
             summary=f"could not start the check: {exc}",
-            message=str(exc),
+            message=exc,
             duration_s=0.0,
         )
     finally:
@@ -566,7 +572,7 @@ def _ask_where(proc: subprocess.Popen[Any], read_fd: int) -> str:
         if frame is None or frame.get("type") != "stuck":
             continue
         try:
-            event = parse_event(frame)
+            event = parse_event(visible_tree(frame))
         except ProtocolError:
             return ""
         return event.text if isinstance(event, Stuck) else ""
@@ -583,7 +589,7 @@ def _relay(
     never past `cap` (no cap: never)."""
     for frame in events:
         try:
-            event = parse_event(frame)
+            event = parse_event(visible_tree(frame))  # learner text made visible, once
         except ProtocolError:
             continue
         if isinstance(event, Finished):

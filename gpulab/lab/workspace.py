@@ -49,7 +49,7 @@ from gpulab.lab.state import (
     empty_state,
     validate_state,
 )
-from gpulab.textsafe import visible
+from gpulab.textsafe import visible, visible_tree
 from gpulab.wire.result import CheckResult
 
 __all__ = [
@@ -339,12 +339,14 @@ class Workspace:
 
     def last_result(self, exercise: str) -> CheckResult | None:
         """The last recorded result, checked field by field (the file is
-        anyone's to edit); None when there is none or it is not an object."""
+        anyone's to edit) and its text made visible (gpulab.textsafe: what
+        the screen shows of it is never sanitised again); None when there is
+        none or it is not an object."""
         try:
             raw = json.loads((self.state_dir / "results" / f"{exercise}.json").read_text("utf-8"))
         except (OSError, ValueError, RecursionError):
             return None
-        return CheckResult.from_json(raw) if isinstance(raw, dict) else None
+        return CheckResult.from_json(visible_tree(raw)) if isinstance(raw, dict) else None
 
     # --- hints, settings, reset, solutions -----------------------------------
     def hint_level(self, exercise: str) -> int:

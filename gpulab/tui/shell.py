@@ -26,11 +26,10 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpulab.course.content import Course, Lesson
 from gpulab.gpu.devinfo import GpuInfo, detect_gpus
-from gpulab.lab.plan import CheckPlan, explain_timeout, plan_check, recorded
-from gpulab.lab.runner import CANCELLED, Spares, check_request, run_check
+from gpulab.lab.check import CheckOptions, Lab, Planned
+from gpulab.lab.runner import CANCELLED, Spares
 from gpulab.lab.watcher import file_changes
 from gpulab.lab.workspace import Workspace
-from gpulab.textsafe import visible
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.device_pane import DevicePane
 from gpulab.tui.editor import ExercisePane
@@ -111,6 +110,8 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         # (gpulab.lab.runner.Spares): its sandboxes import torch and Triton
         # while the learner edits.
         self.spares: Spares | None = Spares() if spare else None
+        # The one check use case (gpulab.lab.check): plan, run, explain a timeout.
+        self.lab = Lab(workspace, device=device, spares=self.spares)
         # What the panes subscribe to, to follow the latest check (check_bus.py).
         self.checks = CheckBus(self)
 
@@ -261,8 +262,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         # Lets the watchfiles thread finish now instead of at its next timeout.
         if self._watch_stop is not None:
             self._watch_stop.set()
-        if self.spares is not None:
-            self.spares.close()
+        self.lab.close()
 
     # --- the workspace ------------------------------------------------------------
     def remember(self, write: Any, *args: Any) -> Any:
@@ -306,31 +306,29 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
         self.checking = True
-        # Planned as `gpulab check` plans it (gpulab.lab.plan), here on the UI
+        # Planned as `gpulab check` plans it (gpulab.lab.check), here on the UI
         # thread, which alone touches the workspace.
-        plan = self._plan(lesson, explain)
+        options = self._options(explain)
+        planned = self._plan(lesson, options)
+        plan = planned.plan
         self.checks.started.publish(CheckStarted(self._run_id, lesson, self.device, plan.timeout))
         if plan.note:
             self.notify(plan.note.replace("--explain", "X"), timeout=8, markup=False)
-        self._check_worker(self._run_id, lesson, path, plan, self._cache_root())
+        self._check_worker(self._run_id, lesson, path, options, planned)
 
-    def _cache_root(self) -> str | None:
-        # A workspace that cannot be written keeps no compiler cache (the
-        # judge's would fail to make its folder): a temporary one then.
-        return None if self.workspace.unwritable() else str(self.workspace.root)
-
-    def _plan(self, lesson: Lesson, explain: bool = False) -> CheckPlan:
-        """The check's plan: the lab's --timeout, else the CLI's default (60 s
-        on the CPU, 300 s on a GPU); X's explain options, or why there are none."""
-        return plan_check(
-            lesson,
-            device=self.device,
+    def _options(self, explain: bool = False) -> CheckOptions:
+        """The lab's --timeout, else the CLI's default (60 s on the CPU, 300 s
+        on a GPU); X's --explain. Recorded by on_check_finished, on the UI
+        thread, not by the worker."""
+        return CheckOptions(
             limit=self.check_timeout or None,
             limit_why="the lab was started with it",
             explain=explain,
-            gpu_setting=self.workspace.get_setting("gpu") if explain else None,
-            gpu=self.gpu_info.found if self.gpu_info else None,
+            record=False,
         )
+
+    def _plan(self, lesson: Lesson, options: CheckOptions) -> Planned:
+        return self.lab.plan(lesson, options, gpu=self.gpu_info.found if self.gpu_info else None)
 
     def prepare_spare(self, lesson: Lesson, path: Path | None) -> None:
         """Start the judge for the next check of `path` now (a thread: the
@@ -338,46 +336,27 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         spares = self.spares
         if path is None or spares is None or spares.closed:
             return
+        gpu = self.gpu_info.found if self.gpu_info else None
 
         def start() -> None:
-            plan = self._plan(lesson)
-            request = check_request(
-                lesson,
-                path,
-                timeout=plan.timeout,
-                device=self.device,
-                workspace=self._cache_root(),
-                timeout_cap=plan.cap,
-            )
-            spares.prepare(request)
+            self.lab.prepare_spare(lesson, path, self._options(), gpu=gpu)
 
         threading.Thread(target=start, name="gpulab-spare", daemon=True).start()
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
     def _check_worker(
-        self,
-        run_id: int,
-        lesson: Lesson,
-        path: Path,
-        plan: CheckPlan,
-        workspace: str | None = None,
+        self, run_id: int, lesson: Lesson, path: Path, options: CheckOptions, planned: Planned
     ) -> None:
         worker = get_current_worker()
-        timeout, why = plan.timeout, plan.why
-        result = run_check(
+        result = self.lab.check(
             lesson,
             path,
-            timeout=timeout,
-            device=self.device,
+            options=options,
+            planned=planned,
             on_event=lambda ev: self.post_message(CheckProgress(run_id, ev)),
             # Cancelling the worker (x, a newer check, quitting) kills the child.
             cancel=worker.cancelled_event,
-            workspace=workspace,
-            explain=plan.explain,
-            spares=self.spares,
-            timeout_cap=plan.cap,
         )
-        result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
         self.post_message(CheckFinished(run_id, lesson, result))
 
     def on_check_progress(self, message: CheckProgress) -> None:
@@ -388,8 +367,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         result, lesson = message.result, message.lesson
         # Recorded here, on the UI thread, which alone writes the workspace;
         # a check that a newer one replaced still counts as an attempt.
-        if recorded(result):
-            self.remember(self.workspace.record_result, lesson.exercise, result)
+        self.remember(self.lab.record, lesson, result)
         if message.run_id != self._run_id:
             return  # a check that a newer one replaced
         self.checking = False
@@ -413,9 +391,10 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
                 markup=False,
             )
         else:
-            # The summary may quote learner code: shown as text, never markup.
+            # The summary may quote learner code: shown as text, never markup
+            # (made visible already, gpulab.lab.runner).
             self.notify(
-                short(visible(result.summary)),
+                short(result.summary),
                 title=f"{result.status.value.upper()}: {name}",
                 severity="error",
                 timeout=4,

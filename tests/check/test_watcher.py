@@ -164,6 +164,7 @@ def test_gpulab_watch_sees_a_save_made_before_its_watcher_is_up(ws, course, monk
     watcher started after the first check and no stamps were compared)."""
     from gpulab.cli import build_parser
     from gpulab.cli.commands import check
+    from gpulab.lab import check as lab_check
 
     exercise = ws.ensure_exercise(course.find("softmax"))
     exercise.write_text("x = 0\n", encoding="utf-8")
@@ -178,7 +179,7 @@ def test_gpulab_watch_sees_a_save_made_before_its_watcher_is_up(ws, course, monk
             )
         raise Rechecked
 
-    monkeypatch.setattr(check, "run_check", run_check)
+    monkeypatch.setattr(lab_check, "run_check", run_check)  # Lab.check runs it
     args = build_parser().parse_args(["watch", "softmax"])
     outcome: list[BaseException] = []
 

@@ -351,12 +351,12 @@ async def test_cancel_a_running_check(ws):
 
 
 async def test_worker_errors_surface_and_the_ui_carries_on(ws, monkeypatch):
-    import gpulab.tui.shell as shell_mod
+    import gpulab.lab.check as lab_check  # Lab.check runs the judge
 
     def broken(*_a, **_k):
         raise RuntimeError("simulated gpulab bug")
 
-    monkeypatch.setattr(shell_mod, "run_check", broken)
+    monkeypatch.setattr(lab_check, "run_check", broken)
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
         await open_softmax(pilot)

@@ -33,7 +33,7 @@ def anyio_backend():
 @pytest.fixture
 def fake_checks(monkeypatch):
     """run_check answers at once; the calls are recorded."""
-    import gpulab.tui.shell as shell_mod
+    import gpulab.lab.check as lab_check  # Lab.check runs the judge
 
     calls: list = []
 
@@ -43,7 +43,7 @@ def fake_checks(monkeypatch):
             {"status": "failed", "passed": False, "summary": "fake check", "cases": []}
         )
 
-    monkeypatch.setattr(shell_mod, "run_check", fake)
+    monkeypatch.setattr(lab_check, "run_check", fake)
     return calls
 
 

@@ -116,7 +116,7 @@ async def test_no_explain_section_without_a_diagnosis(ws):
 async def test_shift_x_checks_with_explain_and_shows_it(ws, monkeypatch):
     """X asks for `--explain` (on a CPU too: compiled facts and the datasheet
     GPU); c does not. The check is faked: what reaches run_check is the test."""
-    import gpulab.tui.shell as shell_mod
+    import gpulab.lab.check as lab_check  # Lab.check runs the judge
 
     calls: list[dict] = []
 
@@ -128,7 +128,7 @@ async def test_shift_x_checks_with_explain_and_shows_it(ws, monkeypatch):
             else {k: v for k, v in timed_result().items() if k not in ("diagnosis", "explain")}
         )
 
-    monkeypatch.setattr(shell_mod, "run_check", fake)
+    monkeypatch.setattr(lab_check, "run_check", fake)
     app = make_app(ws)
     async with app.run_test(size=SIZE) as pilot:
         app.action_open_lesson("softmax")

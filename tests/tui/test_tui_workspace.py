@@ -83,6 +83,7 @@ def test_gpulab_check_on_a_read_only_workspace_runs_and_says_why_nothing_is_kept
 ):
     from gpulab.cli import build_parser
     from gpulab.cli.commands import check
+    from gpulab.lab import check as lab_check
 
     sent: dict = {}
 
@@ -92,7 +93,7 @@ def test_gpulab_check_on_a_read_only_workspace_runs_and_says_why_nothing_is_kept
             {"status": "fail", "passed": False, "exercise": lesson.exercise}
         )
 
-    monkeypatch.setattr(check, "run_check", run_check)
+    monkeypatch.setattr(lab_check, "run_check", run_check)  # Lab.check runs it
     state = read_only_ws.load_state()
     code = check.run(build_parser().parse_args(["check", "softmax", "--device", "cpu"]))
     err = capsys.readouterr().err

@@ -20,9 +20,8 @@ from gpulab.cli.commands.common import (
     open_workspace,
     parse_timeout,
 )
-from gpulab.lab.plan import explain_timeout, plan_check, recorded
-from gpulab.lab.runner import ERROR, Spares, run_check
-from gpulab.textsafe import visible, visible_tree
+from gpulab.lab.check import CheckOptions, Lab
+from gpulab.lab.runner import ERROR, Spares
 from gpulab.wire.events import Correct, Event, Graded, Stage
 
 
@@ -56,46 +55,32 @@ def _check(args: Any) -> int:
     timeout = parse_timeout(args.timeout, 0.0)
     lesson, ws, path, own, course = _target(args)
     # No --timeout: 60 s on the CPU, 300 s on a GPU (gpulab.lab.plan says why).
-    plan = plan_check(
-        lesson,
-        device=args.device,
+    lab = Lab(ws, device=args.device)
+    options = CheckOptions(
         limit=timeout if args.timeout is not None else None,
         limit_why="you asked for it with --timeout",
         explain=getattr(args, "explain", False),
         explain_gpu=getattr(args, "gpu", None),
-        gpu_setting=ws.get_setting("gpu") if getattr(args, "explain", False) else None,
+        timing=not args.no_timing,
+        paths_off=tuple(getattr(args, "off", None) or ()),
+        record=own,
+        timeout_option="--timeout SECONDS",
     )
+    planned = lab.plan(lesson, options)
+    plan = planned.plan
     if plan.note:  # said once, here, rather than silently nothing
         print(f"note: {plan.note}", file=sys.stderr)
-    timeout, why = plan.timeout, plan.why
-    quiet = args.json
     # A read-only workspace: the check still runs (its compiler cache in a
     # temporary folder), and says why its result is not kept.
-    blocked = ws.unwritable()
-    if blocked:
-        print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
+    if planned.blocked:
+        print(f"warning: {not_recorded(planned.blocked)}", file=sys.stderr)
 
-    progress = CheckProgress(timeout, quiet=quiet, cap=plan.cap)
-    with progress:
-        result = run_check(
-            lesson,
-            path,
-            timeout=timeout,
-            timing=not args.no_timing,
-            device=args.device,
-            on_event=progress.event,
-            workspace=None if blocked else str(ws.root),
-            explain=plan.explain,
-            paths_off=getattr(args, "off", None) or (),
-            timeout_cap=plan.cap,
-        )
-    result = explain_timeout(result, timeout, why)
-    if own and recorded(result) and not blocked:
-        ws.record_result(lesson.exercise, result)
+    with CheckProgress(plan.timeout, quiet=args.json, cap=plan.cap) as progress:
+        result = lab.check(lesson, path, options=options, planned=planned, on_event=progress.event)
     if args.json:
-        # Learner text made visible here too: `jq -r .output` must not paint
-        # the terminal either (json.dumps alone only escapes it as \u001b).
-        print(json.dumps(visible_tree(result.to_json()), indent=2, default=str))
+        # Learner text is visible already (gpulab.lab.runner): `jq -r .output`
+        # must not paint the terminal either.
+        print(json.dumps(result.to_json(), indent=2, default=str))
     else:
         from gpulab.lab.report import render
 
@@ -145,7 +130,7 @@ class CheckProgress:
 
         elapsed = time.monotonic() - self.started
         return Text(
-            f"… {visible(self.stage)}: {elapsed:.0f} s of the {self.limit:g} s limit",
+            f"… {self.stage}: {elapsed:.0f} s of the {self.limit:g} s limit",
             style="dim",
         )
 
@@ -158,15 +143,17 @@ class CheckProgress:
         if isinstance(ev, Stage) and self.cap and ev.allow_s is not None:
             elapsed = time.monotonic() - self.started
             self.limit = max(self.limit, min(self.cap, elapsed + ev.allow_s))
-        if isinstance(ev, Stage):  # graders quote case names: text, not markup
+        # Graders quote case names: text, not markup (made visible already,
+        # gpulab.lab.runner).
+        if isinstance(ev, Stage):
             self.stage = ev.text
-            self.line(f"… {visible(ev.text)}", style="dim")
+            self.line(f"… {ev.text}", style="dim")
         elif isinstance(ev, Correct):  # the verdict on correctness, before the timing
             count = f"all {ev.cases} cases" if ev.cases is not None else "every case"
             self.stage = "timing"
             self.line(f"correct: {count} right; timing now")
         elif isinstance(ev, Graded):  # the grade, before the advice that follows it
-            self.line(f"graded: {visible(ev.summary)}")
+            self.line(f"graded: {ev.summary}")
 
 
 def not_recorded(blocked: str) -> str:
@@ -184,37 +171,23 @@ def _watch(args: Any) -> int:
     con = console()
     from gpulab.lab.report import render
 
-    plan = plan_check(
-        lesson,
-        device=args.device,
+    options = CheckOptions(
         limit=timeout if args.timeout is not None else None,
         limit_why="you asked for it with --timeout",
     )
-    timeout, why = plan.timeout, plan.why
-
     # The judge of the next check starts as one ends, and imports while the
     # learner edits (gpulab.lab.runner.Spares).
-    spares = Spares()
+    lab = Lab(ws, device=args.device, spares=Spares())
 
     def once() -> None:
         con.rule(f"{lesson.exercise} — {time.strftime('%H:%M:%S')}")
-        blocked = ws.unwritable()
-        if blocked:
-            print(f"warning: {not_recorded(blocked)}", file=sys.stderr)
-        with CheckProgress(timeout, cap=plan.cap) as progress:
-            result = run_check(
-                lesson,
-                path,
-                device=args.device,
-                timeout=timeout,
-                on_event=progress.event,
-                workspace=None if blocked else str(ws.root),
-                spares=spares,
-                timeout_cap=plan.cap,
+        planned = lab.plan(lesson, options)
+        if planned.blocked:
+            print(f"warning: {not_recorded(planned.blocked)}", file=sys.stderr)
+        with CheckProgress(planned.plan.timeout, cap=planned.plan.cap) as progress:
+            result = lab.check(
+                lesson, path, options=options, planned=planned, on_event=progress.event
             )
-        result = explain_timeout(result, timeout, why, option="`gpulab check --timeout SECONDS`")
-        if recorded(result) and not blocked:
-            ws.record_result(lesson.exercise, result)
         con.print(render(result))
         if result.passed and (line := next_step(course, lesson)):
             con.print(line, markup=False, highlight=False, style="dim")
@@ -229,7 +202,7 @@ def _watch(args: Any) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        spares.close()
+        lab.close()
     return 0
 
 
