@@ -94,7 +94,7 @@ def brief(result: dict, took: float) -> dict:
 def probe(out: Path) -> dict:
     """ncu on a self-confining program: what the confinement lets through."""
     from gpulab.explain import nsight
-    from gpulab.judge.main import policy_for
+    from gpulab.judge.policy import policy_for
 
     ncu = shutil.which("ncu")
     if not ncu:

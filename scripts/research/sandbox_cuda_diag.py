@@ -32,7 +32,7 @@ print("ok", float(x.sum()))
 
 
 def main() -> None:
-    from gpulab.judge.main import policy_for
+    from gpulab.judge.policy import policy_for
 
     private = Path(tempfile.mkdtemp())
     req = {"file": str(REPO / "kernels" / "softmax.py"), "exercise": "softmax", "timeout": 60}

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 from gpulab.course.content import load_course
-from gpulab.judge.main import cache_dir
+from gpulab.judge.policy import cache_dir
 from gpulab.lab import runner
 from gpulab.sandbox.ahead import RECORD
 from gpulab.wire.events import Correct, Graded

@@ -1,5 +1,5 @@
 """A judge that a planted compiler cache cannot break (gpulab.safetree,
-gpulab.judge.main.trim_cache).
+gpulab.judge.policy.trim_cache).
 
 A submission once made ~1500 nested folders in its own compiler cache: the
 judge's os.walk raised RecursionError ("could not run this check"), and
@@ -123,7 +123,7 @@ def test_set_aside_frees_the_name_at_once_and_clears_what_is_left(tmp_path):
 
 
 def test_trim_cache_empties_a_planted_cache_with_a_note_and_never_raises(tmp_path):
-    from gpulab.judge.main import trim_cache
+    from gpulab.judge.policy import trim_cache
 
     cache = tmp_path / ".gpulab" / "cache" / "0123456789abcdef"
     cache.mkdir(parents=True)
@@ -142,7 +142,7 @@ def test_a_check_after_a_planted_cache_runs_and_says_what_it_emptied(tmp_path, c
     """The real path: a file whose compiler cache holds all of the above is
     checked, and passes, with a note; it was "could not run this check:
     RecursionError" for this check and every later one."""
-    from gpulab.judge.main import cache_dir
+    from gpulab.judge.policy import cache_dir
     from gpulab.lab.runner import check_request, run_check
 
     lesson = course.find("softmax_row")

@@ -197,7 +197,7 @@ def test_errors_of_the_specs_own_code_end_the_check_as_gpulabs(gelu):
 
 
 def test_the_sandbox_cannot_read_a_registered_folder(gelu, tmp_path):
-    from gpulab.judge.main import policy_for
+    from gpulab.judge.policy import policy_for
     from gpulab.wire.protocol import CheckRequest
 
     root, folder = gelu

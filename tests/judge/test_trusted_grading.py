@@ -108,7 +108,7 @@ def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
     # file gets no such folder, even one named the same.
     from pathlib import Path
 
-    from gpulab.judge.main import policy_for
+    from gpulab.judge.policy import policy_for
 
     def reads(file):
         from gpulab.wire.protocol import CheckRequest

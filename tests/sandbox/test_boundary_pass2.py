@@ -232,7 +232,7 @@ def test_a_cache_filled_past_its_limits_is_emptied_after_the_check(grade, tmp_pa
     src = (
         "import os\n"
         "_c = os.environ['TRITON_CACHE_DIR']\n"
-        "for _i in range(50_001):\n"  # gpulab.judge.main.CACHE_ENTRIES, and one
+        "for _i in range(50_001):\n"  # gpulab.judge.policy.CACHE_ENTRIES, and one
         "    open(os.path.join(_c, f'f{_i}'), 'wb').close()\n"
     ) + REF
     r = grade("softmax", src)

@@ -160,7 +160,7 @@ def test_gpu_a_check_after_an_edit_compiles_ahead_and_passes(tmp_path):
     import shutil
 
     from gpulab.course.content import load_course
-    from gpulab.judge.main import cache_dir
+    from gpulab.judge.policy import cache_dir
     from gpulab.lab import runner
 
     lesson = load_course().find("softmax")

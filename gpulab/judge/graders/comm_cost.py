@@ -8,7 +8,7 @@ number is checked against the usual mistakes (an all-reduce counted once,
 GiB for GB, ...) so the learner hears which one it looks like.
 
 The answers live here, in a grader module: the sandbox cannot read its
-source or bytecode (gpulab.judge.main.grader_files). Pure arithmetic: no torch,
+source or bytecode (gpulab.judge.policy.grader_files). Pure arithmetic: no torch,
 no GPU; the same on every machine.
 """
 

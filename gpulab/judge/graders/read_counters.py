@@ -11,7 +11,7 @@ recording holds (to its printed precision or 1%): a counter cited that the
 recording lacks, or a value it does not hold, is named.
 
 The answers live here, in a grader module, which the sandbox can neither
-import nor read (gpulab.judge.main.grader_files). No torch, no GPU.
+import nor read (gpulab.judge.policy.grader_files). No torch, no GPU.
 """
 
 from __future__ import annotations
