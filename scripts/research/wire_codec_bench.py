@@ -1,3 +1,5 @@
+# ruff: noqa: B023
+# (each timed lambda runs within the loop turn that made it)
 """The wire's codec measured (issue 45): hand-written parsers, msgspec and
 gpulab.wire.codec's generic dataclass codec, on the frames of a real check
 (recorded by wire_frames_record.py), for decode speed and for strictness.
@@ -132,8 +134,10 @@ def per_frame_us(fn: Any, n: int) -> float:
 
 
 def speed(frames: list[dict[str, Any]]) -> None:
-    print("| frame | count | bytes | json.loads | hand parse | codec decode | msgspec convert "
-          "| msgspec json.decode(bytes) | codec encode |")
+    print(
+        "| frame | count | bytes | json.loads | hand parse | codec decode | msgspec convert "
+        "| msgspec json.decode(bytes) | codec encode |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for kind, (h, c, m) in KINDS.items():
         got = [f for f in frames if f["type"] == kind]

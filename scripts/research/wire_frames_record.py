@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HOOK = '''
+HOOK = """
 import json, os
 import gpulab.wire.protocol as p
 _log = open(os.environ["GPULAB_FRAME_LOG"], "a")
@@ -26,7 +26,7 @@ def read_frame(fd):
     _log.write(json.dumps({"dir": "in", "frame": m}) + "\\n"); _log.flush()
     return m
 p.write_frame, p.read_frame = write_frame, read_frame
-'''
+"""
 
 
 def main() -> None:
