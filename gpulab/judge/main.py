@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from gpulab.sandbox.namespaces import DEVICES
 from gpulab.wire import crashes, protocol
 from gpulab.wire.events import CaseDone, Correct, Graded, Stage
-from gpulab.wire.frames_other import Ok, Policy, Prepare, ProfilerPolicy, Warm
 from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
+from gpulab.wire.sandbox_start import Ok, Policy, Prepare, ProfilerPolicy, Warm
 from gpulab.wire.status import Status
 
 if TYPE_CHECKING:

@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpulab.wire.fields import Frame
 from gpulab.wire.frames import Broken, R, Raised, read_reply
-from gpulab.wire.frames_other import (
+from gpulab.wire.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
+from gpulab.wire.sandbox_start import (
     ArenaRequest,
     Exit,
-    Frame,
     Go,
     Held,
     Importing,
@@ -37,7 +38,6 @@ from gpulab.wire.frames_other import (
     Ready,
     SandboxConfig,
 )
-from gpulab.wire.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
 
 if TYPE_CHECKING:
     from gpulab.sandbox.namespaces import MountSpec

@@ -5,6 +5,10 @@ gpulab.wire.codec's generic dataclass codec, on the frames of a real check
 (recorded by wire_frames_record.py), for decode speed and for strictness.
 
     python scripts/research/wire_codec_bench.py /tmp/frames.jsonl
+
+"hand" is gpulab's own reader of each frame: the hand-written parsers when
+this was measured (commit 4f40641, gpulab.wire.frames_other), the codec's
+once the frames moved to it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from typing import Any
 
 import msgspec
 
-from gpulab.wire import frames_other as hand
+from gpulab.wire import replay as hand_replay
+from gpulab.wire import sandbox_start as hand
 from gpulab.wire.codec import Frame, Tolerant, decode, encode, wire
 from gpulab.wire.protocol import ProtocolError
 
@@ -123,7 +128,7 @@ class MSandboxConfig(msgspec.Struct):
 KINDS = {
     "ready": (hand.Ready, Ready, MReady),
     "loaded": (hand.Loaded, Loaded, MLoaded),
-    "replayed": (hand.Replayed, Replayed, MReplayed),
+    "replayed": (hand_replay.Replayed, Replayed, MReplayed),
     "load": (hand.LoadRequest, LoadRequest, MLoadRequest),
     "config": (hand.SandboxConfig, SandboxConfig, MSandboxConfig),
 }

@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from gpulab.wire.frames_other import (
+from gpulab.wire.explain import (
     ExplainCompile,
     ExplainCompiled,
     Explained,
