@@ -17,6 +17,7 @@ from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import apply
 from gpulab.wire import crashes, protocol, requests
 from gpulab.wire.benches import Bench, BenchRequest, Exported, ExportRequest, MatmulBenchRequest
+from gpulab.wire.codec import check_version
 from gpulab.wire.dynamo import (
     CompiledSteps,
     CompileRequest,
@@ -103,6 +104,11 @@ def main() -> None:
     except (OSError, AttributeError):
         pass
     config = SandboxConfig.parse(read_frame(fd))
+    try:
+        check_version(config.protocol, "the judge")
+    except ProtocolError as exc:  # a judge of another install: nothing runs
+        write_frame(fd, Fatal(str(exc)).to_json())
+        os._exit(3)
     # The judge's import path, in its order (PYTHONPATH before site-packages).
     judge_path = list(config.sys_path)
     sys.path[:] = judge_path + [p for p in sys.path if p not in judge_path]

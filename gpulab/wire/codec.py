@@ -171,6 +171,10 @@ class _Field:
 _PLANS: dict[type, tuple[_Field, ...]] = {}
 
 
+def _unread(value: Any) -> Any:  # a field read by its own `read`
+    return _MISSING
+
+
 def _plan(cls: type) -> tuple[_Field, ...]:
     plan = _PLANS.get(cls)
     if plan is None:
@@ -193,7 +197,9 @@ def _plan(cls: type) -> tuple[_Field, ...]:
                     default=default,
                     omit=bool(meta.get("omit")),
                     read=meta.get("read"),
-                    decode=_reader(hints[f.name], strict, limit, what),
+                    decode=_unread
+                    if meta.get("read")
+                    else _reader(hints[f.name], strict, limit, what),
                     nested=_nested(hints[f.name]),
                 )
             )

@@ -110,3 +110,18 @@ def test_another_protocol_version_is_refused_naming_both():
     for got, said in ((None, "no version"), (PROTOCOL + 1, f"version {PROTOCOL + 1}")):
         with pytest.raises(ProtocolError, match=f"the sandbox speaks {said}.*version {PROTOCOL}"):
             check_version(got, "the sandbox")
+
+
+def test_the_first_frame_each_way_carries_the_version():
+    from gpulab.wire.sandbox_start import Policy, Ready, SandboxConfig
+
+    config = SandboxConfig("cpu", "/w/f.py", Policy())
+    assert config.to_json()["protocol"] == PROTOCOL == Ready().to_json()["protocol"]
+    assert SandboxConfig.parse(config.to_json()) == config
+    older = {k: v for k, v in config.to_json().items() if k != "protocol"}
+    with pytest.raises(ProtocolError, match="the judge speaks no version"):
+        check_version(SandboxConfig.parse(older).protocol, "the judge")
+    with pytest.raises(ProtocolError, match=f"the sandbox speaks version {PROTOCOL + 1}"):
+        check_version(
+            Ready.parse({"type": "ready", "protocol": PROTOCOL + 1}).protocol, "the sandbox"
+        )
