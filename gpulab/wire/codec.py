@@ -48,12 +48,14 @@ def wire(
     default: Any = _MISSING,
     *,
     factory: Callable[[], Any] | None = None,
-    limit: int = STRING_LIMIT,
+    limit: int | None = None,
     key: str | None = None,
     omit: bool = False,
     read: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """A field with its wire rules: `limit` cuts its strings, `key` is its
+    """A field with its wire rules: `limit` cuts its strings (a reply's are
+    cut at STRING_LIMIT unless it says otherwise; a request's are never cut
+    unless it says so: a file's source travels whole), `key` is its
     JSON name, `omit` leaves it out of the JSON when it is its default,
     `read` reads its JSON value instead of the type's rule (raising a
     ProtocolError, in a request, for one it cannot use)."""
@@ -183,7 +185,9 @@ def _plan(cls: type) -> tuple[_Field, ...]:
         fields = []
         for f in dataclasses.fields(cls):
             meta = f.metadata
-            limit = int(meta.get("limit", STRING_LIMIT))
+            limit = meta.get("limit")
+            if limit is None and not strict:
+                limit = STRING_LIMIT
             key = meta.get("key") or f.name
             default = f.default
             if f.default_factory is not _MISSING:
@@ -218,7 +222,7 @@ def _nested(hint: Any) -> bool:
     return any(_nested(a) for a in typing.get_args(hint) if a is not Ellipsis)
 
 
-def _reader(hint: Any, strict: bool, limit: int, what: str) -> Callable[[Any], Any]:
+def _reader(hint: Any, strict: bool, limit: int | None, what: str) -> Callable[[Any], Any]:
     """The reader of a JSON value for a field of type `hint`: the value, or
     _MISSING when it is absent or (in a reply) of the wrong type. In a
     request a value of the wrong type is a ProtocolError."""
@@ -306,7 +310,7 @@ def _items(
     return make(x for v in value if (x := item(v)) is not _MISSING)
 
 
-def _strings(value: Any, make: Any, strict: bool, limit: int, wrong: Any) -> Any:
+def _strings(value: Any, make: Any, strict: bool, limit: int | None, wrong: Any) -> Any:
     if not isinstance(value, list):
         return wrong(value)
     if strict:
@@ -317,7 +321,7 @@ def _strings(value: Any, make: Any, strict: bool, limit: int, wrong: Any) -> Any
 
 
 def _fixed(
-    value: Any, args: tuple[Any, ...], strict: bool, limit: int, what: str, wrong: Any
+    value: Any, args: tuple[Any, ...], strict: bool, limit: int | None, what: str, wrong: Any
 ) -> Any:
     if not isinstance(value, list) or len(value) != len(args):
         return wrong(value)

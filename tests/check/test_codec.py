@@ -125,3 +125,9 @@ def test_the_first_frame_each_way_carries_the_version():
         check_version(
             Ready.parse({"type": "ready", "protocol": PROTOCOL + 1}).protocol, "the sandbox"
         )
+
+
+def test_a_request_s_strings_travel_whole_and_a_reply_s_are_cut():
+    long = "A" * 50_000  # a file's source, base64: longer than any reply's string
+    assert decode(Ask, {"type": "ask", "function": long}).function == long
+    assert decode(Row, {"name": long}).name == long[:20000]
