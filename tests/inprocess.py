@@ -31,7 +31,7 @@ class InProcessSandbox:
 
     def __init__(self, file: Path, before_load: list[str], device: str = "cpu") -> None:
         from gpulab.sandbox.main import Server
-        from gpulab.wire.frames_other import Policy, SandboxConfig
+        from gpulab.wire.sandbox_start import Policy, SandboxConfig
 
         self.device = device
         self.server = Server(-1, SandboxConfig(device, str(file), Policy()))
@@ -76,12 +76,12 @@ class InProcessSandbox:
         import json
 
         from gpulab.sandbox.failure import LearnerFailure
-        from gpulab.wire import frames_other
+        from gpulab.wire import requests, sandbox_start
         from gpulab.wire.frames import Raised
 
         msg = json.loads(json.dumps(message.to_json()))
-        request = frames_other.request(msg)
-        if isinstance(request, frames_other.LoadRequest):
+        request = requests.request(msg)
+        if isinstance(request, sandbox_start.LoadRequest):
             request = dataclasses.replace(request, before_load=tuple(self.before_load))
         try:
             reply = getattr(self.server, f"on_{msg['type']}")(request)

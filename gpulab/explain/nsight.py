@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gpulab.wire.frames_other import ProfilerPolicy
+from gpulab.wire.sandbox_start import ProfilerPolicy
 
 # ncu's frontend and the profiled process talk over TCP on localhost, on the
 # first free port from --port (49152 by default) among --max-connections (64

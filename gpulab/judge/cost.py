@@ -119,7 +119,7 @@ def trace_case(replayer: Any, case: Any, keep: Any, ref: Any, device: str) -> di
     None where the record cannot be replayed or the replay stopped."""
     from gpulab.judge.remote import SandboxDied
     from gpulab.judge.replay import _placed
-    from gpulab.wire.frames_other import Replayed, ReplayRequest
+    from gpulab.wire.replay import Replayed, ReplayRequest
 
     if replayer.pending is not None or replayer.compiled:
         return None  # the caller collects the case in flight first

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpulab.judge.case_row import case_row
 from gpulab.sandbox import learner
+from gpulab.wire.dynamo import DynamoBreak, DynamoRequest, DynamoTrace, Traced
 from gpulab.wire.frames import Broken, R, Raised
-from gpulab.wire.frames_other import DynamoBreak, DynamoRequest, DynamoTrace, Traced
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

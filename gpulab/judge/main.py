@@ -45,9 +45,9 @@ from gpulab.judge.policy import (
 )
 from gpulab.wire import crashes, protocol
 from gpulab.wire.events import CaseDone, Correct, Graded, Stage
-from gpulab.wire.frames_other import Ok, Prepare, ProfilerPolicy, Warm
 from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
+from gpulab.wire.sandbox_start import Ok, Prepare, ProfilerPolicy, Warm
 from gpulab.wire.status import Status
 
 if TYPE_CHECKING:

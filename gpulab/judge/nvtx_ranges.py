@@ -15,11 +15,11 @@ from typing import TypedDict
 
 from gpulab.judge.case_row import case_row
 from gpulab.sandbox.training import RANGES
-from gpulab.wire.frames_other import ProfileEvent
 from gpulab.wire.result import CaseRow
+from gpulab.wire.training import ProfileEvent
 
 # One of the profile's host-side events, as the judge parsed it
-# (gpulab.wire.frames_other.Trained keeps those whose every field has its type).
+# (gpulab.wire.training.Trained keeps those whose every field has its type).
 Event = ProfileEvent
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpulab.sandbox.learner import LearnerError
 from gpulab.wire.frames import Broken, Raised
-from gpulab.wire.frames_other import PlainCall, PlainReturned
+from gpulab.wire.sandbox_start import PlainCall, PlainReturned
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

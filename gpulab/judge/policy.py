@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from gpulab.sandbox.namespaces import DEVICES
-from gpulab.wire.frames_other import Policy
+from gpulab.wire.sandbox_start import Policy
 from gpulab.wire.protocol import CheckRequest
 
 TRACE = "trace"

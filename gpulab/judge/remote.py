@@ -23,11 +23,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpulab.wire.codec import check_version
+from gpulab.wire.fields import Frame
 from gpulab.wire.frames import Broken, R, Raised, read_reply
-from gpulab.wire.frames_other import (
+from gpulab.wire.protocol import (
+    ArenaSpec,
+    JsonObject,
+    ProtocolError,
+    TensorRef,
+    read_frame,
+    write_frame,
+)
+from gpulab.wire.sandbox_start import (
     ArenaRequest,
     Exit,
-    Frame,
     Go,
     Held,
     Importing,
@@ -37,7 +46,6 @@ from gpulab.wire.frames_other import (
     Ready,
     SandboxConfig,
 )
-from gpulab.wire.protocol import ArenaSpec, JsonObject, TensorRef, read_frame, write_frame
 
 if TYPE_CHECKING:
     from gpulab.sandbox.namespaces import MountSpec
@@ -293,6 +301,10 @@ class Sandbox:
         ready = self.reply(Ready)
         if not isinstance(ready, Ready):
             raise SandboxDied(ready.summary or "the sandbox did not start")
+        try:
+            check_version(ready.protocol, "the sandbox")
+        except ProtocolError as exc:  # a sandbox of another install
+            raise SandboxDied(str(exc)) from None
         self.isolation = list(ready.isolation)
         self.ready = True
 

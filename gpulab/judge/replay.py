@@ -47,8 +47,9 @@ from gpulab.wire.frames import (
     View,
     flat_args,
 )
-from gpulab.wire.frames_other import (
-    Prepare,
+from gpulab.wire.kernel_binary import KernelBinary
+from gpulab.wire.protocol import text as _text
+from gpulab.wire.replay import (
     ReplayBuffer,
     Replayed,
     ReplayLaunch,
@@ -57,8 +58,7 @@ from gpulab.wire.frames_other import (
     ReplayTimed,
     ReplayTimeRequest,
 )
-from gpulab.wire.kernel_binary import KernelBinary
-from gpulab.wire.protocol import text as _text
+from gpulab.wire.sandbox_start import Prepare
 
 if TYPE_CHECKING:
     from gpulab.wire.protocol import TensorRef

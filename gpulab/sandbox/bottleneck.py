@@ -19,8 +19,8 @@ import torch
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import view
-from gpulab.wire.frames_other import BlockOp, Blocks, BottleneckRequest, KernelRow
 from gpulab.wire.protocol import TensorRef
+from gpulab.wire.training import BlockOp, Blocks, BottleneckRequest, KernelRow
 
 MAX_ROWS = 200  # operator rows sent back (the judge looks up its operator there)
 

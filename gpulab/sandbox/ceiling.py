@@ -23,7 +23,7 @@ from typing import Any
 
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
-from gpulab.wire.frames_other import Bench, BenchRequest
+from gpulab.wire.benches import Bench, BenchRequest
 
 COLD = (3.0, 2.0, 1.5)  # the device's first copies: clocks ramping, code loading
 JITTER = 0.02  # each copy's time, uniformly within ±2%

@@ -20,7 +20,7 @@ import torch
 
 from gpulab.sandbox import learner
 from gpulab.sandbox.tensors import materialize, view
-from gpulab.wire.frames_other import (
+from gpulab.wire.dynamo import (
     CompiledSteps,
     CompileRequest,
     DynamoBreak,

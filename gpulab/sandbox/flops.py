@@ -27,7 +27,7 @@ from typing import Any
 from gpulab.sandbox import learner
 from gpulab.sandbox.ceiling import JITTER, ModelGPU
 from gpulab.sandbox.failure import LearnerFailure
-from gpulab.wire.frames_other import Bench, MatmulBenchRequest
+from gpulab.wire.benches import Bench, MatmulBenchRequest
 
 
 class ModelMatrix:

@@ -29,7 +29,7 @@ from pathlib import Path
 from gpulab.sandbox.namespaces import ENV as NAMESPACES_ENV
 
 # The policy as the judge sends it in the sandbox's config, typed there.
-from gpulab.wire.frames_other import Policy as Policy
+from gpulab.wire.sandbox_start import Policy as Policy
 
 # --- Landlock (include/uapi/linux/landlock.h) ----------------------------------
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # same on x86-64 and arm64

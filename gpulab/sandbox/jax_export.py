@@ -15,7 +15,7 @@ import base64
 import os
 from typing import TYPE_CHECKING, Any
 
-from gpulab.wire.frames_other import Exported, ExportedStep, ExportRequest
+from gpulab.wire.benches import Exported, ExportedStep, ExportRequest
 
 if TYPE_CHECKING:
     from jax import ShapeDtypeStruct

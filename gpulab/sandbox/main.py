@@ -15,7 +15,34 @@ from typing import Any
 
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import apply
-from gpulab.wire import crashes, frames_other, protocol
+from gpulab.wire import crashes, protocol, requests
+from gpulab.wire.benches import Bench, BenchRequest, Exported, ExportRequest, MatmulBenchRequest
+from gpulab.wire.codec import check_version
+from gpulab.wire.dynamo import (
+    CompiledSteps,
+    CompileRequest,
+    DynamoConfig,
+    DynamoConfigRequest,
+    DynamoRequest,
+    Modes,
+    ModesRequest,
+    Overhead,
+    OverheadRequest,
+    Stream,
+    StreamRequest,
+    Traced,
+)
+from gpulab.wire.explain import (
+    ExplainCompile,
+    ExplainCompiled,
+    Explained,
+    ExplainPrepare,
+    ExplainRequest,
+    Prepared,
+    Profiled,
+    ProfileRequest,
+)
+from gpulab.wire.fields import Frame
 from gpulab.wire.frames import (
     Audited,
     AuditEnd,
@@ -28,58 +55,26 @@ from gpulab.wire.frames import (
     Timed,
     TimeRequest,
 )
-from gpulab.wire.frames_other import (
+from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
+from gpulab.wire.replay import Replayed, ReplayRequest, ReplayTimed, ReplayTimeRequest
+from gpulab.wire.requests import Request
+from gpulab.wire.sandbox_start import (
     ArenaRequest,
-    Bench,
-    BenchRequest,
-    Blocks,
-    BottleneckRequest,
-    CompiledSteps,
-    CompileRequest,
-    DynamoConfig,
-    DynamoConfigRequest,
-    DynamoRequest,
     Exit,
-    ExplainCompile,
-    ExplainCompiled,
-    Explained,
-    ExplainPrepare,
-    ExplainRequest,
-    Exported,
-    ExportRequest,
     Fatal,
-    Frame,
     Held,
     Importing,
     Loaded,
     LoadRequest,
-    MatmulBenchRequest,
-    Modes,
-    ModesRequest,
     Ok,
-    Overhead,
-    OverheadRequest,
     PlainCall,
     PlainReturned,
     Prepare,
-    Prepared,
-    Profiled,
-    ProfileRequest,
     Ready,
-    Replayed,
-    ReplayRequest,
-    ReplayTimed,
-    ReplayTimeRequest,
-    Request,
     SandboxConfig,
-    Stream,
-    StreamRequest,
-    Traced,
-    Trained,
-    TrainRequest,
     Warm,
 )
-from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
+from gpulab.wire.training import Blocks, BottleneckRequest, Trained, TrainRequest
 
 
 def _import_ahead() -> None:
@@ -109,6 +104,11 @@ def main() -> None:
     except (OSError, AttributeError):
         pass
     config = SandboxConfig.parse(read_frame(fd))
+    try:
+        check_version(config.protocol, "the judge")
+    except ProtocolError as exc:  # a judge of another install: nothing runs
+        write_frame(fd, Fatal(str(exc)).to_json())
+        os._exit(3)
     # The judge's import path, in its order (PYTHONPATH before site-packages).
     judge_path = list(config.sys_path)
     sys.path[:] = judge_path + [p for p in sys.path if p not in judge_path]
@@ -234,7 +234,7 @@ class Server:
         while True:
             msg = read_frame(self.fd)
             try:
-                request = frames_other.request(msg)
+                request = requests.request(msg)
                 if isinstance(request, Exit):
                     return
                 if self.span is not None and not _in_span(request):
@@ -312,7 +312,7 @@ class Server:
         return Loaded(tuple(n for n in msg.functions if self._defines(n)))
 
     def mark_importing(self) -> None:
-        """Tell the judge the learner's file starts to run now (frames_other.
+        """Tell the judge the learner's file starts to run now (gpulab.wire.sandbox_start.
         Importing): what this sandbox says after it may be the file's."""
         write_frame(self.fd, Importing().to_json())
 

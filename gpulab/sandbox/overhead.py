@@ -20,7 +20,7 @@ import torch
 from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import view
-from gpulab.wire.frames_other import Overhead, OverheadRequest, Scenario
+from gpulab.wire.dynamo import Overhead, OverheadRequest, Scenario
 from gpulab.wire.protocol import number
 
 # What torch.compile may be asked that means CUDA graphs: a mode whose

@@ -8,7 +8,7 @@ import types
 from typing import Any
 
 from gpulab.sandbox import learner
-from gpulab.wire.frames_other import PlainCall, PlainReturned
+from gpulab.wire.sandbox_start import PlainCall, PlainReturned
 
 
 def _args(obj: Any) -> Any:

@@ -21,7 +21,7 @@ from gpulab.sandbox import learner
 from gpulab.sandbox.dynamo import _learner_frame, _reason_text, config_changes
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import materialize, view
-from gpulab.wire.frames_other import (
+from gpulab.wire.dynamo import (
     Compile,
     Recompile,
     Stream,

@@ -34,7 +34,7 @@ from gpulab.wire.frames import (
     TupleArg,
     View,
 )
-from gpulab.wire.frames_other import (
+from gpulab.wire.replay import (
     ReplayBuffer,
     Replayed,
     ReplayLaunch,

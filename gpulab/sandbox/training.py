@@ -19,7 +19,7 @@ from torch import nn
 
 from gpulab.sandbox.tensors import view
 from gpulab.wire.frames import Raised
-from gpulab.wire.frames_other import KernelRow, OpRow, ProfileEvent, Trained, TrainRequest
+from gpulab.wire.training import KernelRow, OpRow, ProfileEvent, Trained, TrainRequest
 
 LR, MOMENTUM = 0.1, 0.9
 RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")

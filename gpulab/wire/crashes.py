@@ -19,7 +19,7 @@ import signal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpulab.wire.frames_other import Policy
+    from gpulab.wire.sandbox_start import Policy
 
 OUT_OF_BOUNDS = "out of bounds: a missing mask?"
 

@@ -14,7 +14,8 @@ The JSON keys are those the dicts had; a field that is None is a key left out.
 The launch record inside a guard report (`replay`, LaunchRecord) is typed
 here but never refused here: gpulab.judge.replay decides what of it a
 replay may use. Every other frame between the judge and the sandbox is
-typed in gpulab.wire.frames_other.
+typed in the conversation modules (gpulab.wire.sandbox_start, dynamo,
+training, benches, replay, explain; gpulab.wire.requests reads them).
 
 This module imports nothing heavy.
 """

@@ -250,7 +250,7 @@ class ArenaSpec:
 
 # --- judge -> sandbox -------------------------------------------------------------
 # The kernel-grading path's requests and replies are typed in gpulab.wire.frames,
-# every other one in gpulab.wire.frames_other.
+# every other one in the conversation modules (gpulab.wire.requests lists them).
 
 
 # --- the lab <-> judge -------------------------------------------------------------

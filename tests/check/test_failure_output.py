@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from gpulab.wire.frames_other import Policy
+from gpulab.wire.sandbox_start import Policy
 
 
 def test_nan_and_inf_outputs_are_errors_of_that_size():

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab.wire import frames
+from gpulab.wire import benches, dynamo, explain, frames, sandbox_start, training
+from gpulab.wire import replay as replay_frames
+from gpulab.wire import requests as request_frames
 from gpulab.wire.frames import (
     AUDIT_MALFORMED,
     MALFORMED,
@@ -577,199 +579,215 @@ def test_the_sandbox_takes_the_switches_asked_for_and_none_from_the_environment(
             file=str(tmp_path / "k.py"),
             device="cpu",
             private=tmp_path,
-            policy=fo.Policy(),
+            policy=sandbox_start.Policy(),
             switches={"GPULAB_FA3": "0"},
         )
     assert seen["GPULAB_FA3"] == "0" and "GPULAB_SOFTMAX_SMEM" not in seen
 
 
-# --- the other frames (gpulab.wire.frames_other) ----------------------------------------
-
-from gpulab.wire import frames_other as fo  # noqa: E402
+# --- the other frames (the conversation modules of gpulab.wire) ----------------------------------------
 
 
 def test_every_request_round_trips_through_the_sandboxs_reading():
     r = ref()
     requests = [
-        fo.LoadRequest(("softmax",), ("dynamo",), source="AAAA"),
-        fo.LoadRequest(("softmax",), problem="unreadable"),
-        fo.Warm(),
-        fo.Prepare(),
-        fo.Exit(),
-        fo.PlainCall("plan", [1, {"__ns__": {"a": 2}}]),
-        fo.DynamoRequest("step", [r.to_json()]),
-        fo.DynamoConfigRequest("step"),
-        fo.CompileRequest("step", "aot_eager", [[r.to_json()]], (r,)),
-        fo.ModesRequest("step", (None, "default"), [r.to_json()], (r, r)),
-        fo.StreamRequest("compile_step", "eager", [[r.to_json(), [3], 0.5]], (r,)),
-        fo.BenchRequest("copy_bandwidth", "model", (1 << 20,), fo.BenchModel(3e12, 50, 4e-6, 7)),
-        fo.BenchRequest("copy_bandwidth", "cuda", (1 << 20, 1 << 30)),
-        fo.MatmulBenchRequest(
+        sandbox_start.LoadRequest(("softmax",), ("dynamo",), source="AAAA"),
+        sandbox_start.LoadRequest(("softmax",), problem="unreadable"),
+        sandbox_start.Warm(),
+        sandbox_start.Prepare(),
+        sandbox_start.Exit(),
+        sandbox_start.PlainCall("plan", [1, {"__ns__": {"a": 2}}]),
+        dynamo.DynamoRequest("step", [r.to_json()]),
+        dynamo.DynamoConfigRequest("step"),
+        dynamo.CompileRequest("step", "aot_eager", [[r.to_json()]], (r,)),
+        dynamo.ModesRequest("step", (None, "default"), [r.to_json()], (r, r)),
+        dynamo.StreamRequest("compile_step", "eager", [[r.to_json(), [3], 0.5]], (r,)),
+        benches.BenchRequest(
+            "copy_bandwidth", "model", (1 << 20,), benches.BenchModel(3e12, 50, 4e-6, 7)
+        ),
+        benches.BenchRequest("copy_bandwidth", "cuda", (1 << 20, 1 << 30)),
+        benches.MatmulBenchRequest(
             "matmul_tflops",
             "model",
             ((8192, 8192, 8192), (8192, 4096, 2048)),
-            fo.MatmulModel(7e14, 5e-6, 0.25, 0.15, 0.03, 4.1e12, 50 << 20, 7),
+            benches.MatmulModel(7e14, 5e-6, 0.25, 0.15, 0.03, 4.1e12, 50 << 20, 7),
         ),
-        fo.MatmulBenchRequest("matmul_tflops", "cuda", ((4096, 4096, 4096),)),
-        fo.ExportRequest(((8, 16, 32, 4),)),
-        fo.ExportRequest(((8, 16, 32, 4),), {"goal": "fn"}, (("data", 2), ("model", 4))),
-        fo.OverheadRequest("method", scenarios=((5.0, 1.0, 3, 150.0),)),
-        fo.OverheadRequest("run", {"w": r}, (r,), (r,), calls=50),
-        fo.TrainRequest("train_step", (r,), (r, r), (r,), 4, 2, "/tmp/t.json"),
-        fo.BottleneckRequest("block", {"w": r}, (r,), (r,), profile=True, trace="/tmp/b.json"),
-        fo.BottleneckRequest("block", {"w": r}, (r,), (r,)),
-        fo.ReplayRequest(
+        benches.MatmulBenchRequest("matmul_tflops", "cuda", ((4096, 4096, 4096),)),
+        benches.ExportRequest(((8, 16, 32, 4),)),
+        benches.ExportRequest(((8, 16, 32, 4),), {"goal": "fn"}, (("data", 2), ("model", 4))),
+        dynamo.OverheadRequest("method", scenarios=((5.0, 1.0, 3, 150.0),)),
+        dynamo.OverheadRequest("run", {"w": r}, (r,), (r,), calls=50),
+        training.TrainRequest("train_step", (r,), (r, r), (r,), 4, 2, "/tmp/t.json"),
+        training.BottleneckRequest(
+            "block", {"w": r}, (r,), (r,), profile=True, trace="/tmp/b.json"
+        ),
+        training.BottleneckRequest("block", {"w": r}, (r,), (r,)),
+        replay_frames.ReplayRequest(
             "src",
             {"tl": "triton.language"},
             ("k",),
-            (fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
             (
-                fo.ReplayLaunch("k", (2, 1), {"x": frames.BufferArg(VIEW), "n": 3}),
+                replay_frames.ReplayBuffer(4, fill="00"),
+                replay_frames.ReplayBuffer(8, input=(1, 0, 8)),
+            ),
+            (
+                replay_frames.ReplayLaunch("k", (2, 1), {"x": frames.BufferArg(VIEW), "n": 3}),
                 frames.TorchStep("sum", VIEW, VIEW, (0,)),
                 frames.TorchStep("copy", VIEW, VIEW),
             ),
             (VIEW, VIEW),
             (r, r),
-            again=(fo.ReplayBuffer(4, fill="00"), fo.ReplayBuffer(8, input=(1, 0, 8))),
+            again=(
+                replay_frames.ReplayBuffer(4, fill="00"),
+                replay_frames.ReplayBuffer(8, input=(1, 0, 8)),
+            ),
             again_slots=(r, r),
         ),
-        fo.ReplayRequest(  # a GPU's: a compiled kernel, no text
+        replay_frames.ReplayRequest(  # a GPU's: a compiled kernel, no text
             "",
             {},
             (),
-            (fo.ReplayBuffer(4, fill="00"),),
-            (fo.ReplayLaunch("k2", (1,), {"x": frames.BufferArg(VIEW)}, binary=0),),
+            (replay_frames.ReplayBuffer(4, fill="00"),),
+            (replay_frames.ReplayLaunch("k2", (1,), {"x": frames.BufferArg(VIEW)}, binary=0),),
             (VIEW,),
             (r,),
             binaries=(BINARY,),
         ),
-        fo.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
-        fo.ExplainPrepare(),
-        fo.ExplainCompile("K0.0"),
-        fo.ProfileRequest("softmax", {"name": "c", "args": [], "kwargs": {}}, 0, 3),
+        explain.ExplainRequest("softmax", "sm_90", 1.5, [{"name": "c"}], compile="later"),
+        explain.ExplainPrepare(),
+        explain.ExplainCompile("K0.0"),
+        explain.ProfileRequest("softmax", {"name": "c", "args": [], "kwargs": {}}, 0, 3),
     ]
     for request in requests:
-        assert fo.request(wire(request.to_json())) == request, request
+        assert request_frames.request(wire(request.to_json())) == request, request
     # The judge made the plan from a record it checked: a launch it would
     # have refused is a broken request.
-    replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
+    replay = next(r for r in requests if isinstance(r, replay_frames.ReplayRequest)).to_json()
     replay["launches"][0]["args"]["n"] = {"__unsupported__": "Foo"}
     with pytest.raises(frames.ProtocolError, match="malformed launch"):
-        fo.request(wire(replay))
-    replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
+        request_frames.request(wire(replay))
+    replay = next(r for r in requests if isinstance(r, replay_frames.ReplayRequest)).to_json()
     replay["launches"][1]["op"] = "matmul"
     with pytest.raises(frames.ProtocolError, match="malformed torch step"):
-        fo.request(wire(replay))
-    replay = next(r for r in requests if isinstance(r, fo.ReplayRequest)).to_json()
+        request_frames.request(wire(replay))
+    replay = next(r for r in requests if isinstance(r, replay_frames.ReplayRequest)).to_json()
     replay["slots"] = replay["slots"][:1]
     with pytest.raises(frames.ProtocolError, match="a slot for each result"):
-        fo.request(wire(replay))
+        request_frames.request(wire(replay))
     # A GPU's launch names a compiled kernel by number; the binaries sent
     # are checked as data (gpulab.wire.kernel_binary).
-    compiled = [r for r in requests if isinstance(r, fo.ReplayRequest)][1].to_json()
+    compiled = [r for r in requests if isinstance(r, replay_frames.ReplayRequest)][1].to_json()
     for binary in (True, -1, "0"):
         bad = {**compiled, "launches": [{**compiled["launches"][0], "binary": binary}]}
         with pytest.raises(frames.ProtocolError, match="malformed launch"):
-            fo.request(wire(bad))
+            request_frames.request(wire(bad))
     bad_type = {**compiled["binaries"][0], "params": [["x", "*fp32); system(1"]]}
     for binaries in ([None], [bad_type], [compiled["binaries"][0]] * 65, {"a": 1}):
         with pytest.raises(frames.ProtocolError, match="binar|compiled kernel"):
-            fo.request(wire({**compiled, "binaries": binaries}))
+            request_frames.request(wire({**compiled, "binaries": binaries}))
 
 
 def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers():
     call = CallRequest(function="f", args=[], kwargs={}, out=None)
-    assert fo.request(wire(call.to_json())) == call
-    assert isinstance(fo.request({"type": "audit_end"}), frames.AuditEnd)
-    assert isinstance(fo.request({"type": "compile_ahead"}), frames.CompileAhead)
+    assert request_frames.request(wire(call.to_json())) == call
+    assert isinstance(request_frames.request({"type": "audit_end"}), frames.AuditEnd)
+    assert isinstance(request_frames.request({"type": "compile_ahead"}), frames.CompileAhead)
     with pytest.raises(frames.ProtocolError, match="unknown type"):
-        fo.request({"type": "on_nothing"})
+        request_frames.request({"type": "on_nothing"})
     with pytest.raises(frames.ProtocolError, match="without its `function`"):
-        fo.request({"type": "dynamo", "args": []})
+        request_frames.request({"type": "dynamo", "args": []})
 
 
 def test_the_config_and_an_arena_round_trip():
-    policy = fo.Policy(read=["/usr"], profiler=fo.ProfilerPolicy("ncu", ["/opt/ncu"]))
-    config = fo.SandboxConfig("cpu", "/w/f.py", policy, ("/site",), source="QQ==")
-    assert fo.SandboxConfig.parse(wire(config.to_json())) == config
-    arena = fo.ArenaRequest(ArenaSpec(1, 4096, "memfd"))
-    assert fo.request(wire(arena.to_json())) == arena
+    policy = sandbox_start.Policy(
+        read=["/usr"], profiler=sandbox_start.ProfilerPolicy("ncu", ["/opt/ncu"])
+    )
+    config = sandbox_start.SandboxConfig("cpu", "/w/f.py", policy, ("/site",), source="QQ==")
+    assert sandbox_start.SandboxConfig.parse(wire(config.to_json())) == config
+    arena = sandbox_start.ArenaRequest(ArenaSpec(1, 4096, "memfd"))
+    assert request_frames.request(wire(arena.to_json())) == arena
     with pytest.raises(frames.ProtocolError):
-        fo.ArenaRequest.parse({"type": "arena", "arena": {"id": 1}})
+        sandbox_start.ArenaRequest.parse({"type": "arena", "arena": {"id": 1}})
 
 
 REPLIES = [
-    fo.Ready(("namespaces: user, mount", "seccomp")),
-    fo.Ok(),
-    fo.Loaded(("softmax",)),
-    fo.PlainReturned({"a": [1, 2.5, "x"]}),
-    fo.Traced(
-        plain=fo.DynamoTrace(2, (fo.DynamoBreak(7, "print(x)", ("builtin print",)),), 9),
+    sandbox_start.Ready(("namespaces: user, mount", "seccomp")),
+    sandbox_start.Ok(),
+    sandbox_start.Loaded(("softmax",)),
+    sandbox_start.PlainReturned({"a": [1, 2.5, "x"]}),
+    dynamo.Traced(
+        plain=dynamo.DynamoTrace(2, (dynamo.DynamoBreak(7, "print(x)", ("builtin print",)),), 9),
         full=None,
         disabled=False,
         config_changed=("capture_scalar_outputs",),
     ),
-    fo.Traced(plain=fo.DynamoTrace(1, (), 9), full=fo.DynamoTrace(1, (), 9, opaque=("f",))),
-    fo.DynamoConfig(("verbose",), True),
-    fo.CompiledSteps((True, False), ()),
-    fo.Modes((fo.ModeRow(ms=1.5, reps=100, kernels=3), fo.ModeRow(ms=0.5, compile_s=2.0))),
-    fo.Stream(
+    dynamo.Traced(
+        plain=dynamo.DynamoTrace(1, (), 9), full=dynamo.DynamoTrace(1, (), 9, opaque=("f",))
+    ),
+    dynamo.DynamoConfig(("verbose",), True),
+    dynamo.CompiledSteps((True, False), ()),
+    dynamo.Modes(
+        (dynamo.ModeRow(ms=1.5, reps=100, kernels=3), dynamo.ModeRow(ms=0.5, compile_s=2.0))
+    ),
+    dynamo.Stream(
         config_at_import=("a",),
-        graphs=(fo.StreamGraph(-1, 4), fo.StreamGraph(2, 4)),
+        graphs=(dynamo.StreamGraph(-1, 4), dynamo.StreamGraph(2, 4)),
         calls=(0, 1, 1),
         requests=(
-            fo.StreamStep(True, (fo.Compile("step", fo.Recompile("len(l) == 4", 57)),)),
-            fo.StreamStep(False),
+            dynamo.StreamStep(True, (dynamo.Compile("step", dynamo.Recompile("len(l) == 4", 57)),)),
+            dynamo.StreamStep(False),
         ),
-        graph_breaks=(fo.StreamBreak(9, "print"),),
+        graph_breaks=(dynamo.StreamBreak(9, "print"),),
     ),
-    fo.Bench((1e12, {"__unsupported__": "str"}), (3, -1)),
-    fo.Trained(losses=(2.0, 1.0), returned="NoneType"),
-    fo.Trained(
+    benches.Bench((1e12, {"__unsupported__": "str"}), (3, -1)),
+    training.Trained(losses=(2.0, 1.0), returned="NoneType"),
+    training.Trained(
         losses=(2.0, 1.0),
-        events=(fo.ProfileEvent("x", 1.0, 2.0, True),),
-        top_ops=(fo.OpRow("aten::mm", 2, 0.5, 0.75, 0.0),),
-        top_kernels=(fo.KernelRow("gemm", 2, 0.25),),
+        events=(training.ProfileEvent("x", 1.0, 2.0, True),),
+        top_ops=(training.OpRow("aten::mm", 2, 0.5, 0.75, 0.0),),
+        top_kernels=(training.KernelRow("gemm", 2, 0.25),),
         trace_error="denied",
     ),
-    fo.Blocks(answer="aten::addmm", answer_type="str", copied=(True,), seconds=0.25),
-    fo.Blocks(
+    training.Blocks(answer="aten::addmm", answer_type="str", copied=(True,), seconds=0.25),
+    training.Blocks(
         answer=None,
         answer_type="int",
         copied=(True, True),
         calls=2,
         wall_s=0.5,
         cpu_total_us=1e5,
-        ops=(fo.BlockOp("aten::mm", 3, 2.0, 4.0, 1.0),),
-        top_kernels=(fo.KernelRow("gemm", 3, 0.5),),
+        ops=(training.BlockOp("aten::mm", 3, 2.0, 4.0, 1.0),),
+        top_kernels=(training.KernelRow("gemm", 3, 0.5),),
     ),
-    fo.Exported("", 8, {"data parallel": fo.ExportedStep(programs=[{"program": "AA=="}])}),
-    fo.Exported("no mesh", 8, {"tensor parallel": fo.ExportedStep(error="not defined")}),
-    fo.Overhead(measured=(5.2, None), errors=("", "returned str, not a number")),
-    fo.Overhead(compiles=("mode='reduce-overhead'",), cudagraphs=(True,), copied=(True,)),
-    fo.Overhead(eager_ms=0.3, step_ms=0.05),
-    fo.Replayed(""),
-    fo.Replayed("launch 1: no kernel k"),
-    fo.Explained(cases=[{"name": "c"}], compiled={"K": {}}, seconds=1.0, steps={"trace": 0.5}),
-    fo.Explained(error="could not import your file"),
-    fo.Prepared(),
-    fo.Prepared("the Triton interpreter ran here first"),
-    fo.ExplainCompiled({"K0.0": {"spills": 0}}),
-    fo.Profiled(kernels=("softmax_kernel",), case="c", steps={"warmup": 0.1}),
-    fo.Profiled(kernels=(), error="TypeError: no"),
+    benches.Exported(
+        "", 8, {"data parallel": benches.ExportedStep(programs=[{"program": "AA=="}])}
+    ),
+    benches.Exported("no mesh", 8, {"tensor parallel": benches.ExportedStep(error="not defined")}),
+    dynamo.Overhead(measured=(5.2, None), errors=("", "returned str, not a number")),
+    dynamo.Overhead(compiles=("mode='reduce-overhead'",), cudagraphs=(True,), copied=(True,)),
+    dynamo.Overhead(eager_ms=0.3, step_ms=0.05),
+    replay_frames.Replayed(""),
+    replay_frames.Replayed("launch 1: no kernel k"),
+    explain.Explained(cases=[{"name": "c"}], compiled={"K": {}}, seconds=1.0, steps={"trace": 0.5}),
+    explain.Explained(error="could not import your file"),
+    explain.Prepared(),
+    explain.Prepared("the Triton interpreter ran here first"),
+    explain.ExplainCompiled({"K0.0": {"spills": 0}}),
+    explain.Profiled(kernels=("softmax_kernel",), case="c", steps={"warmup": 0.1}),
+    explain.Profiled(kernels=(), error="TypeError: no"),
 ]
 
 
 @pytest.mark.parametrize("reply", REPLIES, ids=lambda r: type(r).__name__)
 def test_a_good_reply_round_trips(reply):
-    assert fo.read_reply(wire(reply.to_json()), type(reply)) == reply
+    assert frames.read_reply(wire(reply.to_json()), type(reply)) == reply
 
 
 @pytest.mark.parametrize("reply", REPLIES, ids=lambda r: type(r).__name__)
 def test_a_reply_of_another_type_is_the_learners_error_or_the_sandboxs_failure(reply):
-    raised = fo.read_reply(wire(Raised("ValueError: no", "Traceback").to_json()), type(reply))
+    raised = frames.read_reply(wire(Raised("ValueError: no", "Traceback").to_json()), type(reply))
     assert raised == Raised("ValueError: no", "Traceback")
-    broken = fo.read_reply({"type": "broken", "summary": "KeyError: 'x'"}, type(reply))
+    broken = frames.read_reply({"type": "broken", "summary": "KeyError: 'x'"}, type(reply))
     assert isinstance(broken, Broken) and broken.summary == "KeyError: 'x'"
 
 
@@ -780,7 +798,7 @@ def test_a_broken_reply_is_written_as_it_is_read():
 
 # Each field of the wrong type reads as the judge always read it: left out.
 def test_fields_of_the_wrong_type_read_as_absent():
-    trace = fo.read_reply(
+    trace = frames.read_reply(
         {
             "type": "traced",
             "plain": {"graphs": "2", "breaks": [5, {"line": True, "reasons": ["r", 3]}]},
@@ -788,34 +806,43 @@ def test_fields_of_the_wrong_type_read_as_absent():
             "disabled": 1,
             "config_changed": ["k" * 200, None],
         },
-        fo.Traced,
+        dynamo.Traced,
     )
-    assert trace == fo.Traced(
-        plain=fo.DynamoTrace(0, (fo.DynamoBreak(0, "", ("r",)),)),
+    assert trace == dynamo.Traced(
+        plain=dynamo.DynamoTrace(0, (dynamo.DynamoBreak(0, "", ("r",)),)),
         full=None,
         disabled=True,
         config_changed=("k" * 80,),
     )
-    assert fo.read_reply({"type": "traced", "plain": 3}, fo.Traced) == fo.Traced()
-    assert fo.read_reply({"type": "loaded", "functions": 7}, fo.Loaded) == fo.Loaded()
-    assert fo.read_reply({"type": "compiled", "copied": [1, True]}, fo.CompiledSteps).copied == (
+    assert frames.read_reply({"type": "traced", "plain": 3}, dynamo.Traced) == dynamo.Traced()
+    assert (
+        frames.read_reply({"type": "loaded", "functions": 7}, sandbox_start.Loaded)
+        == sandbox_start.Loaded()
+    )
+    assert frames.read_reply(
+        {"type": "compiled", "copied": [1, True]}, dynamo.CompiledSteps
+    ).copied == (
         False,
         True,
     )
-    rows = fo.read_reply({"type": "modes", "rows": [3, {"ms": True, "kernels": 2.0}]}, fo.Modes)
-    assert rows == fo.Modes((fo.ModeRow(), fo.ModeRow()))
-    stream = fo.read_reply(
-        {"type": "stream", "graphs": [1, {"request": "2"}], "calls": [1, "x"], "requests": [3]},
-        fo.Stream,
+    rows = frames.read_reply(
+        {"type": "modes", "rows": [3, {"ms": True, "kernels": 2.0}]}, dynamo.Modes
     )
-    assert stream.graphs == (fo.StreamGraph(0, 0),) and stream.calls == (1,)
-    assert stream.requests == (fo.StreamStep(),)
-    trained = fo.read_reply({"type": "trained", "losses": [1, "x", float("nan")]}, fo.Trained)
+    assert rows == dynamo.Modes((dynamo.ModeRow(), dynamo.ModeRow()))
+    stream = frames.read_reply(
+        {"type": "stream", "graphs": [1, {"request": "2"}], "calls": [1, "x"], "requests": [3]},
+        dynamo.Stream,
+    )
+    assert stream.graphs == (dynamo.StreamGraph(0, 0),) and stream.calls == (1,)
+    assert stream.requests == (dynamo.StreamStep(),)
+    trained = frames.read_reply(
+        {"type": "trained", "losses": [1, "x", float("nan")]}, training.Trained
+    )
     assert trained.losses == (1.0, None, None) and trained.events == ()
     # Profile rows: an event with a field of the wrong type is left out, a
     # table's cell of the wrong type reads as 0, an operator row that cannot
     # be used is left out (as the graders always kept them).
-    profiled = fo.read_reply(
+    profiled = frames.read_reply(
         {
             "type": "trained",
             "events": [
@@ -827,12 +854,14 @@ def test_fields_of_the_wrong_type_read_as_absent():
             "top_ops": ["x", {"name": "m", "calls": "2", "self_cpu_ms": 1.5}] + [{}] * 30,
             "top_kernels": [{"name": "k", "calls": 2.9, "device_ms": True}],
         },
-        fo.Trained,
+        training.Trained,
     )
-    assert profiled.events == (fo.ProfileEvent("a", 1.0, 2.0, None),)
-    assert profiled.top_ops[0] == fo.OpRow("m", 0, 1.5, 0.0, 0.0) and len(profiled.top_ops) == 19
-    assert profiled.top_kernels == (fo.KernelRow("k", 2, 0.0),)
-    ops = fo.read_reply(
+    assert profiled.events == (training.ProfileEvent("a", 1.0, 2.0, None),)
+    assert (
+        profiled.top_ops[0] == training.OpRow("m", 0, 1.5, 0.0, 0.0) and len(profiled.top_ops) == 19
+    )
+    assert profiled.top_kernels == (training.KernelRow("k", 2, 0.0),)
+    ops = frames.read_reply(
         {
             "type": "blocks",
             "calls": 2,
@@ -848,20 +877,25 @@ def test_fields_of_the_wrong_type_read_as_absent():
                 {"name": "c", "calls": 1, "self_cpu_us": 1},
             ],
         },
-        fo.Blocks,
+        training.Blocks,
     ).ops
-    assert ops == (fo.BlockOp("a", 1.0, 1.0, 2.0, 0.0),)
-    blocks = fo.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, fo.Blocks)
+    assert ops == (training.BlockOp("a", 1.0, 1.0, 2.0, 0.0),)
+    blocks = frames.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, training.Blocks)
     assert blocks.answer is None and blocks.answer_type == "?" and blocks.copied == ()
-    exported = fo.read_reply(
-        {"type": "exported", "steps": {"dp": 5, "tp": {"error": 3}}}, fo.Exported
+    exported = frames.read_reply(
+        {"type": "exported", "steps": {"dp": 5, "tp": {"error": 3}}}, benches.Exported
     )
-    assert exported.steps == {"dp": fo.ExportedStep(error=""), "tp": fo.ExportedStep(error="")}
-    assert fo.read_reply({"type": "exported", "steps": []}, fo.Exported).steps is None
-    assert fo.read_reply({"type": "replayed", "problem": 5}, fo.Replayed) == fo.Replayed("")
-    assert fo.read_reply({"type": "replayed", "problem": "p" * 900}, fo.Replayed).problem == (
-        "p" * 400
-    )
+    assert exported.steps == {
+        "dp": benches.ExportedStep(error=""),
+        "tp": benches.ExportedStep(error=""),
+    }
+    assert frames.read_reply({"type": "exported", "steps": []}, benches.Exported).steps is None
+    assert frames.read_reply(
+        {"type": "replayed", "problem": 5}, replay_frames.Replayed
+    ) == replay_frames.Replayed("")
+    assert frames.read_reply(
+        {"type": "replayed", "problem": "p" * 900}, replay_frames.Replayed
+    ).problem == ("p" * 400)
 
 
 def test_a_graders_reply_of_another_type_keeps_the_messages_it_always_had():
@@ -871,15 +905,15 @@ def test_a_graders_reply_of_another_type_keeps_the_messages_it_always_had():
 
     with pytest.raises(LearnerError) as raised:
         sandbox_reply(
-            read_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, fo.Traced)
+            read_reply({"type": "raised", "summary": "s" * 3000, "message": "tb"}, dynamo.Traced)
         )
     assert raised.value.summary == "s" * 2000 and raised.value.message == "tb"
     with pytest.raises(GradeFailed) as failed:
         sandbox_reply(
             read_reply(
-                {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, fo.Modes
+                {"type": "broken", "summary": "KeyError: 'x'", "message": "m" * 5000}, dynamo.Modes
             )
         )
     assert failed.value.summary == "the sandbox failed: KeyError: 'x'"
     assert failed.value.message == "m" * 4000 and failed.value.status == "error"
-    assert sandbox_reply(read_reply({"type": "modes", "rows": []}, fo.Modes)) == fo.Modes()
+    assert sandbox_reply(read_reply({"type": "modes", "rows": []}, dynamo.Modes)) == dynamo.Modes()

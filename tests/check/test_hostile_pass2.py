@@ -50,8 +50,9 @@ def test_a_returned_int_past_a_floats_range_is_a_wrong_answer(grade):
 
 
 def test_a_number_past_a_floats_range_is_no_number():
-    from gpulab.wire.frames_other import Bench, PlainReturned
+    from gpulab.wire.benches import Bench
     from gpulab.wire.protocol import number
+    from gpulab.wire.sandbox_start import PlainReturned
 
     assert number(10**400) is None
     assert PlainReturned.parse({"type": "return", "value": {"a": [10**400, 3]}}).value == {

@@ -65,7 +65,7 @@ class _InProcessSandbox:
 
     def request(self, message: Any) -> dict:
         from gpulab.explain.sandbox.plugin import explain_request
-        from gpulab.wire.frames_other import ExplainRequest
+        from gpulab.wire.explain import ExplainRequest
 
         return explain_request(self, ExplainRequest.parse(message.to_json())).to_json()
 

@@ -275,7 +275,7 @@ def test_profile_request_calls_once_between_start_and_stop() -> None:
         import json, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
         from gpulab.explain.judge.cases import describe
-        from gpulab.wire.frames_other import ProfileRequest
+        from gpulab.wire.explain import ProfileRequest
         from gpulab.explain.sandbox.profile import profile_request
         from gpulab.explain.sandbox.plugin import build
         from gpulab.sandbox.learner import load_module

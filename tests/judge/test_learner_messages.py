@@ -17,7 +17,7 @@ from gpulab.judge.context import GradeFailed
 from gpulab.judge.kernel import replay_verdict
 from gpulab.judge.replay import REPLAY_KILLED, Replayer
 from gpulab.wire.crashes import crash_summary, killed_words
-from gpulab.wire.frames_other import Policy
+from gpulab.wire.sandbox_start import Policy
 from gpulab.wire.status import Status
 
 

@@ -126,7 +126,7 @@ def test_wrong_variants_fail(grade, name):
 
 
 def _ev(name, start, end, user=False):
-    from gpulab.wire.frames_other import ProfileEvent
+    from gpulab.wire.training import ProfileEvent
 
     return ProfileEvent(name, start, end, user)
 

@@ -125,8 +125,8 @@ def test_an_autotuned_honest_softmax_passes_and_its_options_replay(grade):
 
 def test_launch_options_round_trip_and_unknown_ones_make_the_launch_malformed():
     from gpulab.wire.frames import RecordedLaunch
-    from gpulab.wire.frames_other import ReplayLaunch
     from gpulab.wire.protocol import ProtocolError
+    from gpulab.wire.replay import ReplayLaunch
 
     launch = RecordedLaunch(
         kernel="k", qualname="k", file="f.py", grid=(1,), args={}, options={"num_warps": 8}

@@ -137,15 +137,15 @@ def forged_untimed(tmp_path):
 
 def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
     from gpulab.wire.frames import View
-    from gpulab.wire.frames_other import (
+    from gpulab.wire.protocol import ProtocolError, TensorRef
+    from gpulab.wire.replay import (
         ReplayBuffer,
         ReplayLaunch,
         ReplayRep,
         ReplayTimed,
         ReplayTimeRequest,
-        request,
     )
-    from gpulab.wire.protocol import ProtocolError, TensorRef
+    from gpulab.wire.requests import request
 
     slot = TensorRef(0, 0, 32, "float32", (8,), (1,), 0)
     msg = ReplayTimeRequest(

@@ -19,15 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.explain import nsight
+from gpulab.wire.explain import Profiled, ProfileRequest
 from gpulab.wire.frames import Broken, Raised
-from gpulab.wire.frames_other import (
-    Exit,
-    Loaded,
-    LoadRequest,
-    Profiled,
-    ProfileRequest,
-)
 from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.sandbox_start import Exit, Loaded, LoadRequest
 
 BUDGET_S = 60.0
 

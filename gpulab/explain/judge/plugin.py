@@ -16,7 +16,7 @@ from typing import Any
 from gpulab.explain.judge.case_facts import case_facts, ordered
 from gpulab.explain.kinds import explained
 from gpulab.explain.rules import diagnose
-from gpulab.wire.frames_other import (
+from gpulab.wire.explain import (
     ExplainCompile,
     ExplainCompiled,
     Explained,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.explain.idle import idle
-from gpulab.wire.frames_other import (
+from gpulab.wire.explain import (
     ExplainCompile,
     ExplainCompiled,
     Explained,

@@ -14,7 +14,7 @@ import time
 import warnings
 from typing import Any
 
-from gpulab.wire.frames_other import Profiled, ProfileRequest
+from gpulab.wire.explain import Profiled, ProfileRequest
 
 
 def profile_request(server: Any, msg: ProfileRequest) -> Profiled:

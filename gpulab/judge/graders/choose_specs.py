@@ -44,8 +44,8 @@ from gpulab.judge.graders.sharded_mlp import (
     shapes,
 )
 from gpulab.sandbox.jax_export import configure
+from gpulab.wire.benches import Exported, ExportRequest
 from gpulab.wire.frames import Raised
-from gpulab.wire.frames_other import Exported, ExportRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

@@ -31,7 +31,7 @@ import torch
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import args_nbytes, config_changed, sandbox_reply
-from gpulab.wire.frames_other import Stream, StreamRequest, StreamStep
+from gpulab.wire.dynamo import Stream, StreamRequest, StreamStep
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

@@ -34,7 +34,7 @@ from gpulab.gpu.hardware import GPU, GPUS
 from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt, try_call
-from gpulab.wire.frames_other import Bench, BenchModel, BenchRequest
+from gpulab.wire.benches import Bench, BenchModel, BenchRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext

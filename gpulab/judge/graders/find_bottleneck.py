@@ -49,9 +49,9 @@ from gpulab.judge.graders.nvtx_profile import (
     trace_file,
 )
 from gpulab.wire.frames import Raised
-from gpulab.wire.frames_other import BlockOp, Blocks, BottleneckRequest
 from gpulab.wire.protocol import text
 from gpulab.wire.result import CaseRow
+from gpulab.wire.training import BlockOp, Blocks, BottleneckRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

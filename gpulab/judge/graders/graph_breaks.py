@@ -53,7 +53,7 @@ from gpulab.judge.graph_step import (
     original_step,
     step_flops,
 )
-from gpulab.wire.frames_other import (
+from gpulab.wire.dynamo import (
     CompiledSteps,
     CompileRequest,
     DynamoConfig,

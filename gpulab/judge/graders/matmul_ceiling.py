@@ -32,7 +32,7 @@ from gpulab.gpu.hardware import GPUS
 from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt
-from gpulab.wire.frames_other import Bench, MatmulBenchRequest, MatmulModel
+from gpulab.wire.benches import Bench, MatmulBenchRequest, MatmulModel
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext

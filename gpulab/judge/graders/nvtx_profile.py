@@ -52,8 +52,8 @@ from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, RangeTime, check_ranges, range_times
 from gpulab.sandbox.training import RANGES, build_model
 from gpulab.wire.frames import Raised
-from gpulab.wire.frames_other import KernelRow, Trained, TrainRequest
-from gpulab.wire.frames_other import OpRow as SandboxOpRow
+from gpulab.wire.training import KernelRow, Trained, TrainRequest
+from gpulab.wire.training import OpRow as SandboxOpRow
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

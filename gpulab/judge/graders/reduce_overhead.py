@@ -45,8 +45,8 @@ import torch.nn.functional as F
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
+from gpulab.wire.dynamo import Overhead, OverheadRequest, Scenario
 from gpulab.wire.frames import Raised
-from gpulab.wire.frames_other import Overhead, OverheadRequest, Scenario
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

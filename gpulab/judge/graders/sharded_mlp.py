@@ -41,8 +41,8 @@ import numpy as np
 
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
+from gpulab.wire.benches import Exported, ExportRequest
 from gpulab.wire.frames import Raised
-from gpulab.wire.frames_other import Exported, ExportRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

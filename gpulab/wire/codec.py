@@ -1,0 +1,372 @@
+"""One codec for every frame: a frame is a dataclass whose fields are
+declared once, with their types; `encode` writes its JSON and `decode`
+reads it back, field by field, from the field's type.
+
+Two kinds of frame, read by two rules (issue 45 measured the choice:
+BENCHMARKS.md, "The wire's codec"):
+
+- a **request** (`Frame`): built by gpulab's own code (the judge's to the
+  sandbox), so a field that is missing or of the wrong type is a bug or a
+  hostile middle, refused with a ProtocolError naming the field;
+- a **reply** (`Tolerant`): from the sandbox, which runs the learner's code,
+  so nothing in it is trusted and nothing in it may crash the judge: a field
+  of the wrong type reads as absent (its default), a list keeps only the
+  items of the right type, a string is cut at its limit, a number past a
+  float's range is the infinity of its sign, and a count is never a bool.
+
+A field's own rule, where the type alone does not say it, goes in its
+metadata (`wire(...)`): the string limit, the JSON key when it differs
+from the name, whether it is left out of the JSON when it is its default,
+or a function that reads the value itself (`read`). Extra keys are
+ignored, as they always were; `Frame.EXTRA = False` refuses them.
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar, Union
+
+from gpulab.wire.protocol import JsonObject, ProtocolError, TensorRef, number, text
+
+# The protocol's version: the first frame each way says it (the judge's
+# `config` and the sandbox's `ready`; the judge's first event to the lab),
+# and a process that reads another refuses it with a message naming both.
+# Raise it whenever a frame's fields change meaning.
+PROTOCOL = 1
+
+STRING_LIMIT = 20000
+_MISSING: Any = dataclasses.MISSING
+
+
+def wire(
+    default: Any = _MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    limit: int | None = None,
+    key: str | None = None,
+    omit: bool = False,
+    read: Callable[[Any], Any] | None = None,
+) -> Any:
+    """A field with its wire rules: `limit` cuts its strings (a reply's are
+    cut at STRING_LIMIT unless it says otherwise; a request's are never cut
+    unless it says so: a file's source travels whole), `key` is its
+    JSON name, `omit` leaves it out of the JSON when it is its default,
+    `read` reads its JSON value instead of the type's rule (raising a
+    ProtocolError, in a request, for one it cannot use)."""
+    meta = {"limit": limit, "key": key, "omit": omit, "read": read}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+class Frame:
+    """A frame read strictly (a request from gpulab's own code). `TYPE`:
+    its `type` key (none for a part nested in a frame)."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str] = ""
+    STRICT: ClassVar[bool] = True
+    EXTRA: ClassVar[bool] = True  # keys the frame does not declare, ignored
+
+    @classmethod
+    def parse(cls: type[F], msg: JsonObject) -> F:
+        return decode(cls, msg)
+
+    def to_json(self) -> JsonObject:
+        return encode(self)
+
+
+class Tolerant(Frame):
+    """A frame read tolerantly (a reply from the sandbox: untrusted)."""
+
+    __slots__ = ()
+    STRICT: ClassVar[bool] = False
+
+
+F = TypeVar("F", bound=Frame)
+
+
+def encode(frame: Frame) -> JsonObject:
+    """The frame's JSON: `type` first, then each field by its key."""
+    out: JsonObject = {"type": frame.TYPE} if frame.TYPE else {}
+    for f in _plan(type(frame)):
+        value = getattr(frame, f.name)
+        if f.omit and value == f.default:
+            continue
+        out[f.key] = _dump(value) if f.nested else value
+    return out
+
+
+def decode(cls: type[F], msg: Any) -> F:
+    """`cls` read from its JSON by its fields' rules (module docstring)."""
+    if not isinstance(msg, dict):
+        if cls.STRICT:
+            raise ProtocolError(f"{_what(cls)} that is not an object")
+        msg = {}
+    if not cls.EXTRA:
+        known = {f.key for f in _plan(cls)} | {"type"}
+        unknown = sorted(str(k) for k in msg if k not in known)
+        if unknown:
+            raise ProtocolError(f"{_what(cls)} with unknown fields: {', '.join(unknown)}")
+    values = {}
+    for f in _plan(cls):
+        value = msg.get(f.key, _MISSING)
+        if f.read is not None:
+            values[f.name] = f.read(None if value is _MISSING else value)
+            continue
+        got = f.decode(value)
+        if got is _MISSING:
+            if f.required:
+                if cls.STRICT:
+                    raise ProtocolError(f"{_what(cls)} without its `{f.key}`")
+                return _absent(cls)
+            continue  # the dataclass's default
+        values[f.name] = got
+    return cls(**values)
+
+
+class _Dropped(ProtocolError):
+    """A part of a reply without a field it needs: left out where it sits."""
+
+
+def _absent(cls: type[F]) -> F:
+    raise _Dropped(f"{_what(cls)} without a field it needs")
+
+
+def _what(cls: type[Frame]) -> str:
+    return f"a `{cls.TYPE}` frame" if cls.TYPE else f"a {cls.__name__}"
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, Frame):
+        return encode(value)
+    if isinstance(value, TensorRef):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+# --- each field's plan, made once a class --------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    key: str
+    required: bool
+    default: Any
+    omit: bool
+    read: Callable[[Any], Any] | None
+    decode: Callable[[Any], Any]  # the JSON value (or _MISSING) -> the field's, or _MISSING
+    nested: bool  # its value holds frames or tensor references, written by _dump
+
+
+_PLANS: dict[type, tuple[_Field, ...]] = {}
+
+
+def _unread(value: Any) -> Any:  # a field read by its own `read`
+    return _MISSING
+
+
+def _plan(cls: type) -> tuple[_Field, ...]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = typing.get_type_hints(cls)
+        strict = bool(getattr(cls, "STRICT", True))
+        fields = []
+        for f in dataclasses.fields(cls):
+            meta = f.metadata
+            limit = meta.get("limit")
+            if limit is None and not strict:
+                limit = STRING_LIMIT
+            key = meta.get("key") or f.name
+            default = f.default
+            if f.default_factory is not _MISSING:
+                default = f.default_factory()  # type: ignore[operator]
+            what = f"`{getattr(cls, 'TYPE', '') or cls.__name__}`'s `{key}`"
+            fields.append(
+                _Field(
+                    name=f.name,
+                    key=key,
+                    required=f.default is _MISSING and f.default_factory is _MISSING,
+                    default=default,
+                    omit=bool(meta.get("omit")),
+                    read=meta.get("read"),
+                    decode=_unread
+                    if meta.get("read")
+                    else _reader(hints[f.name], strict, limit, what),
+                    nested=_nested(hints[f.name]),
+                )
+            )
+        plan = _PLANS[cls] = tuple(fields)
+    return plan
+
+
+def _nested(hint: Any) -> bool:
+    """Whether a value of type `hint` may hold a frame, a tensor reference or
+    a tuple (written as a list, as json.loads gives it back); the others are
+    JSON as they are."""
+    if isinstance(hint, type) and issubclass(hint, (Frame, TensorRef)):
+        return True
+    if typing.get_origin(hint) is tuple:
+        return True
+    return any(_nested(a) for a in typing.get_args(hint) if a is not Ellipsis)
+
+
+def _reader(hint: Any, strict: bool, limit: int | None, what: str) -> Callable[[Any], Any]:
+    """The reader of a JSON value for a field of type `hint`: the value, or
+    _MISSING when it is absent or (in a reply) of the wrong type. In a
+    request a value of the wrong type is a ProtocolError."""
+
+    def wrong(value: Any) -> Any:
+        if value is _MISSING or not strict:
+            return _MISSING
+        raise ProtocolError(f"a frame whose {what} is {type(value).__name__}, not {_name(hint)}")
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        inner = _reader(rest[0] if len(rest) == 1 else Any, strict, limit, what)
+        # None, or the inner type; in a reply, the wrong type reads as None
+        return lambda v: None if v is None else _or_none(inner(v), strict)
+    if hint is Any:  # plain JSON, read where it is used (`read=plain` to tame its ints)
+        return lambda v: v
+    if hint is str:
+        return lambda v: v[:limit] if isinstance(v, str) else wrong(v)
+    if hint is bool:
+        return lambda v: v if isinstance(v, bool) else wrong(v)
+    if hint is int:
+        return lambda v: v if isinstance(v, int) and not isinstance(v, bool) else wrong(v)
+    if hint is float:
+        if strict:
+            return lambda v: (
+                float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else wrong(v)
+            )
+        return lambda v: _or_missing(number(v))
+    if hint is TensorRef:
+        return lambda v: TensorRef.from_json(v) if v is not _MISSING else _MISSING
+    if isinstance(hint, type) and issubclass(hint, Frame):
+        if strict:
+            return lambda v: decode(hint, v) if v is not _MISSING else _MISSING
+        return lambda v: _part(hint, v)
+    if origin in (tuple, list) and args:
+        item = _reader(args[0], strict, limit, what)
+        make: Callable[[Any], Any] = tuple if origin is tuple else list
+        if len(args) != 2 or args[1] is not Ellipsis:
+            if origin is tuple:  # a fixed tuple: (m, n, k)
+                return lambda v: _fixed(v, args, strict, limit, what, wrong)
+        if args[0] is str:  # the common list, in one pass of C loops
+            return lambda v: _strings(v, make, strict, limit, wrong)
+        return lambda v: _items(v, item, make, strict, wrong)
+    if origin is dict and args:
+        item = _reader(args[1], strict, limit, what)
+        return lambda v: (
+            {str(k): got for k, x in v.items() if (got := item(x)) is not _MISSING}
+            if isinstance(v, dict)
+            else wrong(v)
+        )
+    if hint in (list, dict) or origin in (list, dict):
+        kind = list if hint is list or origin is list else dict
+        return lambda v: v if isinstance(v, kind) else wrong(v)
+    raise TypeError(f"the codec cannot read a field of type {hint!r}")
+
+
+def _part(cls: type[Frame], value: Any) -> Any:
+    """A part of a reply (a row, a report): _MISSING when it is not an
+    object or lacks a field it needs."""
+    if not isinstance(value, dict):
+        return _MISSING
+    try:
+        return decode(cls, value)
+    except _Dropped:
+        return _MISSING
+
+
+def _or_none(value: Any, strict: bool) -> Any:
+    return None if value is _MISSING else value
+
+
+def _or_missing(value: Any) -> Any:
+    return _MISSING if value is None else value
+
+
+def _items(
+    value: Any, item: Callable[[Any], Any], make: Callable[[Any], Any], strict: bool, wrong: Any
+) -> Any:
+    if not isinstance(value, list):
+        return wrong(value)
+    if strict:
+        return make(item(v) for v in value)
+    # A reply: the items of the right type, the others left out.
+    return make(x for v in value if (x := item(v)) is not _MISSING)
+
+
+def _strings(value: Any, make: Any, strict: bool, limit: int | None, wrong: Any) -> Any:
+    if not isinstance(value, list):
+        return wrong(value)
+    if strict:
+        if not all(isinstance(s, str) for s in value):
+            return wrong([s for s in value if not isinstance(s, str)][0])
+        return make(s[:limit] for s in value)
+    return make(s[:limit] for s in value if isinstance(s, str))
+
+
+def _fixed(
+    value: Any, args: tuple[Any, ...], strict: bool, limit: int | None, what: str, wrong: Any
+) -> Any:
+    if not isinstance(value, list) or len(value) != len(args):
+        return wrong(value)
+    got = [_reader(a, strict, limit, what)(v) for a, v in zip(args, value, strict=True)]
+    return _MISSING if any(g is _MISSING for g in got) else tuple(got)
+
+
+def _name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value from the sandbox, each int past a float's range (JSON
+    has no limit: `return 10**400`) made the infinity of its sign. The
+    judge's arithmetic and formatting turn such an int into a float
+    (`math.isfinite`, `f"{v:.10g}"`, `got / want`), and the OverflowError
+    read as gpulab's own failure; as an infinity it is a wrong answer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+        return value
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def plain(value: Any) -> Any:
+    """`_plain`, for a reader of a field of its own (`wire(read=...)`)."""
+    return _plain(value)
+
+
+def text_or_empty(limit: int = STRING_LIMIT) -> Callable[[Any], str]:
+    """A reader: the string cut, "" for anything else (the judge's `text`)."""
+    return lambda v: text(v, limit)
+
+
+def check_version(got: Any, who: str) -> None:
+    """Refuse a first frame of another protocol's version, naming both."""
+    if got != PROTOCOL:
+        said = "no version" if got is None else f"version {text(str(got), 20)}"
+        raise ProtocolError(
+            f"{who} speaks {said} of gpulab's check protocol, this gpulab version {PROTOCOL}:"
+            " the two come from different installs of gpulab (reinstall one so both match)"
+        )

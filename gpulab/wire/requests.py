@@ -1,0 +1,105 @@
+"""The sandbox's reading of a request from the judge: each request's type
+to its frame (gpulab.wire.frames for the kernel path, the conversation
+modules for the rest).
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpulab.wire.benches import BenchRequest, ExportRequest, MatmulBenchRequest
+from gpulab.wire.dynamo import (
+    CompileRequest,
+    DynamoConfigRequest,
+    DynamoRequest,
+    ModesRequest,
+    OverheadRequest,
+    StreamRequest,
+)
+from gpulab.wire.explain import ExplainCompile, ExplainPrepare, ExplainRequest, ProfileRequest
+from gpulab.wire.frames import AuditEnd, CallRequest, CompileAhead, TimeRequest
+from gpulab.wire.protocol import ProtocolError, text
+from gpulab.wire.replay import ReplayRequest, ReplayTimeRequest
+from gpulab.wire.sandbox_start import ArenaRequest, Exit, LoadRequest, PlainCall, Prepare, Warm
+from gpulab.wire.training import BottleneckRequest, TrainRequest
+
+# --- the sandbox's reading of a request ---------------------------------------------
+
+_REQUESTS: dict[str, Any] = {
+    cls.TYPE: cls
+    for cls in (
+        LoadRequest,
+        ArenaRequest,
+        Warm,
+        Prepare,
+        ReplayRequest,
+        ReplayTimeRequest,
+        DynamoRequest,
+        DynamoConfigRequest,
+        ModesRequest,
+        CompileRequest,
+        StreamRequest,
+        BenchRequest,
+        MatmulBenchRequest,
+        ExportRequest,
+        TrainRequest,
+        BottleneckRequest,
+        OverheadRequest,
+        ExplainRequest,
+        ExplainPrepare,
+        ExplainCompile,
+        ProfileRequest,
+        Exit,
+    )
+}
+
+Request = (
+    LoadRequest
+    | ArenaRequest
+    | Warm
+    | Prepare
+    | ReplayRequest
+    | ReplayTimeRequest
+    | AuditEnd
+    | CallRequest
+    | PlainCall
+    | DynamoRequest
+    | DynamoConfigRequest
+    | ModesRequest
+    | CompileRequest
+    | StreamRequest
+    | BenchRequest
+    | MatmulBenchRequest
+    | ExportRequest
+    | TrainRequest
+    | BottleneckRequest
+    | OverheadRequest
+    | CompileAhead
+    | TimeRequest
+    | ExplainRequest
+    | ExplainPrepare
+    | ExplainCompile
+    | ProfileRequest
+    | Exit
+)
+
+
+def request(msg: dict[str, Any]) -> Request:
+    """The sandbox's reading of a frame from the judge; a ProtocolError for
+    a type it does not know or a request it cannot use."""
+    kind = msg.get("type")
+    if kind == "call":
+        return PlainCall.parse(msg) if msg.get("plain") else CallRequest.parse(msg)
+    if kind == "time":
+        return TimeRequest.parse(msg)
+    if kind == "audit_end":
+        return AuditEnd()
+    if kind == "compile_ahead":
+        return CompileAhead()
+    cls = _REQUESTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ProtocolError(f"a request of unknown type {text(kind, 40)!r}")
+    parsed: Request = cls.parse(msg)
+    return parsed

@@ -1,0 +1,133 @@
+"""gpulab.wire.codec: a frame declared once, read strictly as a request and
+tolerantly as a reply (issue 45)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from gpulab.wire.codec import PROTOCOL, Frame, Tolerant, check_version, decode, encode, plain, wire
+from gpulab.wire.protocol import ProtocolError, TensorRef
+
+
+@dataclass(frozen=True, slots=True)
+class Row(Tolerant):
+    name: str
+    calls: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reply(Tolerant):
+    TYPE = "reply"
+    words: tuple[str, ...] = wire((), limit=5)
+    count: int = 0
+    ms: float | None = None
+    rows: tuple[Row, ...] = ()
+    first: Row | None = None
+    value: Any = wire(None, read=plain)
+    note: str = wire("", key="why", omit=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Ask(Frame):
+    TYPE = "ask"
+    function: str
+    outs: tuple[TensorRef, ...] = ()
+    source: str | None = wire(None, omit=True)
+    shape: tuple[int, int, int] | None = None
+
+
+REF = TensorRef(0, 0, 16, "float32", (4,), (1,))
+
+
+def test_a_reply_reads_its_wrong_types_as_absent():
+    r = decode(
+        Reply,
+        {
+            "type": "reply",
+            "words": ["abcdefgh", 3, True, "ok"],
+            "count": True,
+            "ms": float("nan"),
+            "rows": [{"name": "a", "calls": "x"}, 5, {"calls": 2}, {"name": "b", "calls": 3}],
+            "first": "row",
+            "value": [10**400, {"n": -(10**400)}],
+            "extra": 1,
+        },
+    )
+    assert r.words == ("abcde", "ok")
+    assert r.count == 0 and r.ms is None and r.first is None
+    assert r.rows == (Row("a", 0), Row("b", 3))  # a row without its name is left out
+    assert r.value == [math.inf, {"n": -math.inf}]
+    assert decode(Reply, "not an object") == Reply()
+
+
+def test_a_frame_round_trips_with_its_keys():
+    r = Reply(words=("a",), count=2, ms=1.5, rows=(Row("k", 1),), note="n")
+    msg = encode(r)
+    assert msg["type"] == "reply" and msg["why"] == "n" and "note" not in msg
+    assert msg["rows"] == [{"name": "k", "calls": 1}]
+    assert decode(Reply, msg) == r
+    assert "why" not in encode(Reply())  # omitted at its default
+    ask = Ask("f", (REF,), shape=(1, 2, 3))
+    assert decode(Ask, encode(ask)) == ask
+    assert encode(ask)["outs"] == [REF.to_json()] and "source" not in encode(ask)
+
+
+@pytest.mark.parametrize(
+    ("msg", "words"),
+    [
+        ({"type": "ask"}, "without its `function`"),
+        ({"type": "ask", "function": 3}, "`function` is int"),
+        ({"type": "ask", "function": "f", "source": 3}, "`source` is int"),
+        ({"type": "ask", "function": "f", "outs": "x"}, "`outs` is str"),
+        ({"type": "ask", "function": "f", "outs": [{"x": 1}]}, "tensor reference"),
+        ({"type": "ask", "function": "f", "shape": [1, 2]}, "`shape` is list"),
+        ({"type": "ask", "function": "f", "shape": [1, True, 3]}, "`shape` is bool"),
+    ],
+)
+def test_a_request_refuses_a_wrong_field_by_name(msg, words):
+    with pytest.raises(ProtocolError, match=words.replace("`", ".")):
+        decode(Ask, msg)
+
+
+def test_a_frame_may_refuse_extra_keys():
+    @dataclass(frozen=True, slots=True)
+    class Closed(Frame):
+        TYPE = "closed"
+        EXTRA = False
+        a: int = 0
+
+    assert decode(Closed, {"a": 1}) == Closed(1)
+    with pytest.raises(ProtocolError, match="unknown fields: b"):
+        decode(Closed, {"a": 1, "b": 2})
+
+
+def test_another_protocol_version_is_refused_naming_both():
+    check_version(PROTOCOL, "the sandbox")
+    for got, said in ((None, "no version"), (PROTOCOL + 1, f"version {PROTOCOL + 1}")):
+        with pytest.raises(ProtocolError, match=f"the sandbox speaks {said}.*version {PROTOCOL}"):
+            check_version(got, "the sandbox")
+
+
+def test_the_first_frame_each_way_carries_the_version():
+    from gpulab.wire.sandbox_start import Policy, Ready, SandboxConfig
+
+    config = SandboxConfig("cpu", "/w/f.py", Policy())
+    assert config.to_json()["protocol"] == PROTOCOL == Ready().to_json()["protocol"]
+    assert SandboxConfig.parse(config.to_json()) == config
+    older = {k: v for k, v in config.to_json().items() if k != "protocol"}
+    with pytest.raises(ProtocolError, match="the judge speaks no version"):
+        check_version(SandboxConfig.parse(older).protocol, "the judge")
+    with pytest.raises(ProtocolError, match=f"the sandbox speaks version {PROTOCOL + 1}"):
+        check_version(
+            Ready.parse({"type": "ready", "protocol": PROTOCOL + 1}).protocol, "the sandbox"
+        )
+
+
+def test_a_request_s_strings_travel_whole_and_a_reply_s_are_cut():
+    long = "A" * 50_000  # a file's source, base64: longer than any reply's string
+    assert decode(Ask, {"type": "ask", "function": long}).function == long
+    assert decode(Row, {"name": long}).name == long[:20000]
