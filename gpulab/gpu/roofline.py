@@ -62,6 +62,9 @@ class Point:
     ms: float
     bound: str = ""
     fraction: float | None = None  # of the datasheet roof at this intensity
+    # What a plot writes beside the point when there is room (its exercise
+    # name where there is not, or when this is empty).
+    label: str = ""
 
 
 @dataclass

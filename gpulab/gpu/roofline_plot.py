@@ -96,6 +96,15 @@ class Labels:
         scale: float = (self.y1 / self.y0) ** (rows / (self.cells[1] - 1))
         return y * scale
 
+    def legend(self, names: list[str]) -> None:
+        """plotext's legend, at the top left, a line per name after its
+        marker: no label is written over it (a step's label with its value
+        ran into "fp16/bf16 datasheet" at 50 columns)."""
+        if self.cells is not None:
+            top = self.cells[1] - 1
+            for i, name in enumerate(names):
+                self.taken.append((top - i, -1, len(name) + 3))
+
     def mark(self, x: float, y: float) -> None:
         """A point's marker: no label is written over it."""
         if self.cells is not None and x > 0 and y > 0:
@@ -139,13 +148,15 @@ def draw(plt: Any, model: Model, cells: tuple[int, int] | None = None) -> None:
     plt.scatter([x0, x1], [y0, y1], marker=" ")
     main = model.roof()
     side_roofs: list[tuple[str, float, float]] = []  # (label, x, y) after the rest
+    legend: list[str] = []
     for name, roof in roof_groups(model.roofs):
         r = roof.flops / bw
         if roof is main or model.dtype in name.split("/"):
+            legend.append(f"{name} datasheet")
             plt.plot(
                 [x0, r, x1],
                 [x0 * bw / 1e12, roof.flops / 1e12, roof.flops / 1e12],
-                label=f"{name} datasheet",
+                label=legend[-1],
                 color="blue",
             )
         else:
@@ -159,22 +170,26 @@ def draw(plt: Any, model: Model, cells: tuple[int, int] | None = None) -> None:
         mbw = model.measured_bandwidth
         top = mroof.flops if mroof else max(r.flops for r in model.roofs)
         xs = [x0, top / mbw] + ([x1] if mroof else [])
+        legend.append(f"{model.dtype} measured" if mroof else "measured bandwidth")
         plt.plot(
             xs,
             [x * mbw / 1e12 for x in xs[:2]] + ([top / 1e12] if mroof else []),
-            label=f"{model.dtype} measured" if mroof else "measured bandwidth",
+            label=legend[-1],
             color="orange",
         )
+    labels.legend(legend)
     labelled: set[str] = set()
+    if main:
+        # First: a point in the ridge's cell is drawn over it, not hidden
+        # (a 405B model's decode at batch 256 sat under the diamond).
+        plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
+        labels.mark(model.ridge, main.flops / 1e12)
     for p in model.points:
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="●", color="red")
         labels.mark(p.intensity, p.flops_per_s / 1e12)
     for p in model.estimates:  # a model, not a measurement: hollow, its own colour
         plt.scatter([p.intensity], [p.flops_per_s / 1e12], marker="○", color="magenta")
         labels.mark(p.intensity, p.flops_per_s / 1e12)
-    if main:
-        plt.scatter([model.ridge], [main.flops / 1e12], marker="◆", color="blue")
-        labels.mark(model.ridge, main.flops / 1e12)
     for p in model.estimates:
         where = math.log(p.intensity / x0) / math.log(x1 / x0) if p.intensity > 0 else 0.5
         y = p.flops_per_s / 1e12
@@ -194,14 +209,11 @@ def draw(plt: Any, model: Model, cells: tuple[int, int] | None = None) -> None:
             where = math.log(p.intensity / x0) / math.log(x1 / x0) if p.intensity > 0 else 0.5
             align = "right" if where > 0.75 else "left" if where < 0.25 else "center"
             y = p.flops_per_s / 1e12
-            labels.place(
-                plt,
-                p.exercise,
-                p.intensity,
-                [labels.row_y(y, 1), labels.row_y(y, -1)],
-                align,
-                "red",
-            )
+            places = [labels.row_y(y, 1), labels.row_y(y, -1)]
+            # Its label with its value where that fits, else its name alone.
+            for text in [p.label, p.exercise] if p.label else [p.exercise]:
+                if labels.place(plt, text, p.intensity, places, align, "red"):
+                    break
     if main:
         # Left of the ridge, on the roof's row, is always empty: the slope is below.
         y = main.flops / 1e12
@@ -371,7 +383,7 @@ def _svg_points(
         )
         if p.exercise not in labelled:
             labelled.add(p.exercise)
-            out.append(text(p.exercise, cx, cy - 9, "middle", RED))
+            out.append(text(p.label or p.exercise, cx, cy - 9, "middle", RED))
     for p in model.estimates:  # a model, not a measurement: hollow
         cx, cy = px(p.intensity), py(p.flops_per_s / 1e12)
         tip = f"{p.exercise} {p.case}: at best {p.fraction or 0:.0%} of the roof (CPU model)"
@@ -419,7 +431,7 @@ def save_png(model: Model, path: Path) -> None:
         if p.exercise not in labelled:
             labelled.add(p.exercise)
             ax.annotate(
-                p.exercise,
+                p.label or p.exercise,
                 (p.intensity, p.flops_per_s / 1e12),
                 textcoords="offset points",
                 xytext=(0, 7),

@@ -372,8 +372,11 @@ def calculate(
 
 
 def roofline_model(d: dict[str, Any], gpu: Any) -> Any:
-    """The GPU's datasheet roofline in the matmuls' dtype, with the two steps as points."""
-    from gpulab.gpu import roofline
+    """The GPU's datasheet roofline in the matmuls' dtype, with the two steps as
+    points, each labelled with its FLOP/B as the step table prints it: at 80
+    columns a character cell of the log axis is ~1/14 of a decade (x1.18), and
+    the Serving pane's x ticks are below the fold at 80x24."""
+    from gpulab.gpu import roofline, units
 
     model = roofline.build_model(gpu, d["compute_dtype"], points=False)
     for kind in ("prefill", "decode"):
@@ -387,6 +390,7 @@ def roofline_model(d: dict[str, Any], gpu: Any) -> Any:
                 flops_per_s=s["flops"] / s["seconds"],
                 ms=s["seconds"] * 1e3,
                 bound=s["bound"],
+                label=f"{kind} {units.intensity(s['intensity'])} FLOP/B",
             )
         )
     return model

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from gpulab.sandbox.namespaces import DEVICES
-from gpulab.wire.sandbox_start import Policy
 from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.sandbox_start import Policy
 
 TRACE = "trace"
 GIB = 1 << 30

@@ -7,13 +7,14 @@ from functools import partial
 
 from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.dom import NoScreen
 from textual.widget import Widget
 
 from gpulab.course.content import Lesson
 from gpulab.lab.workspace import PASSED, Workspace
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.lazy_pane import tab_shown
-from gpulab.tui.messages import CheckFinished
+from gpulab.tui.messages import CheckFinished, LessonPainted
 
 HINT_NAMES = ("a nudge", "the approach", "nearly the solution")
 
@@ -101,7 +102,10 @@ class LessonPane(VerticalScroll):
 
     Markdown is the costliest thing on the first screen (importing markdown-it
     and building a page: ~0.3 s CPU of a ~0.9 s start, measured), so the
-    sidebar and tabs paint first and the text follows a moment later.
+    sidebar and tabs paint first and the text follows a moment later. Under
+    a dialog (the welcome, on a first start) only the first screenful is
+    built until the dialog closes: mounting the whole lesson behind it kept
+    the first frame, dialog included, off the screen for 2-4 s.
     """
 
     HELP_TOPIC = "lesson"
@@ -115,9 +119,13 @@ class LessonPane(VerticalScroll):
         self.revealed = 0
         self._shown: tuple[str, int, bool] | None = None  # what is on screen now
         self._lock = asyncio.Lock()
+        self._screens_moved = asyncio.Event()  # a dialog opened or closed
 
     def on_mount(self) -> None:
         self._checks.finished.subscribe(self, self._check_finished, immediate=True)
+        self.app.screen_change_signal.subscribe(
+            self, lambda _: self._screens_moved.set(), immediate=True
+        )
 
     def _check_finished(self, message: CheckFinished) -> None:
         # The hints' last line says whether the solution is open yet.
@@ -142,14 +150,15 @@ class LessonPane(VerticalScroll):
         """Return once the lesson set last is on screen, whole: waits for the
         render in flight (they take turns on a lock), or renders it now if
         none has started. An event to wait on, for tests and anything that
-        must scroll the whole lesson: a time limit fails on a busy machine."""
+        must scroll the whole lesson: a time limit fails on a busy machine.
+        Under a dialog, that is once the dialog has closed."""
         await self._render_lesson()
 
     async def _render_lesson(self, hints_on_top: bool = False) -> None:
         async with self._lock:  # one render at a time: they mount and update the same widgets
             try:
                 await self._render_locked(hints_on_top)
-            except NoMatches:
+            except (NoMatches, NoScreen):
                 pass  # the app is closing and took the widgets with it
 
     async def _render_locked(self, hints_on_top: bool) -> None:
@@ -195,19 +204,32 @@ class LessonPane(VerticalScroll):
         await body.mount(top)
         self.scroll_home(animate=False)
         later = sections[1:]
-        if not (rest or later):
-            return
         # Mounting a whole lesson's blocks (~160 widgets for lesson 01)
         # before anything paints put the first screen at ~1 s on a 2-core
         # machine: paint the first screenful, then the rest.
-        painted = asyncio.Event()
-        self.call_after_refresh(painted.set)
-        await painted.wait()
+        await self._until_painted()
+        self.post_message(LessonPainted())
+        if not (rest or later):
+            return
         if rest:
             await top.append(rest)
         widgets: list[Widget] = [DeepDive(s) if s.deep else LabMarkdown(s.text) for s in later]
         if widgets:
             await body.mount_all(widgets)
+
+    async def _until_painted(self) -> None:
+        """Return once this pane's screen has been drawn with what is mounted
+        now. While a dialog covers it, that is once the dialog has closed:
+        behind the welcome, a refresh asked for came at once, before the
+        dialog had been drawn, and the rest of the lesson, mounted next,
+        kept a batch of mounts open (Textual draws nothing then) until all
+        of it was in: the first frame came 2-4 s late on a 2-core machine."""
+        while not self.screen.is_active:  # is_current is true under a dialog too
+            self._screens_moved.clear()
+            await self._screens_moved.wait()
+        painted = asyncio.Event()
+        self.call_after_refresh(painted.set)
+        await painted.wait()
 
     def _passed(self) -> bool:
         """Whether the open exercise has passed (the hints' last line depends on it)."""

@@ -52,6 +52,11 @@ class CheckFinished(Message):
         self.result = result
 
 
+class LessonPainted(Message):
+    """The Lesson pane's first screenful of a lesson is on screen (the
+    lab's start waits for it before starting work that competes for the CPU)."""
+
+
 class ExerciseChangedOnDisk(Message):
     """The exercise file changed, and not by one of the lab's own writes."""
 

@@ -112,6 +112,9 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         self.spares: Spares | None = Spares() if spare else None
         # The one check use case (gpulab.lab.check): plan, run, explain a timeout.
         self.lab = Lab(workspace, device=device, spares=self.spares)
+        # Until the first screen is up, the spare waits (prepare_spare).
+        self._painted = False
+        self._spare_waiting: tuple[Lesson, Path] | None = None
         # What the panes subscribe to, to follow the latest check (check_bus.py).
         self.checks = CheckBus(self)
 
@@ -305,6 +308,9 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
     # --- checks -----------------------------------------------------------------
     def start_check(self, lesson: Lesson, path: Path, explain: bool = False) -> None:
         self._run_id += 1
+        # A check before the spare started starts its own judge, and the
+        # next check's spare after it (gpulab.lab.runner).
+        self._spare_waiting = None
         self.checking = True
         # Planned as `gpulab check` plans it (gpulab.lab.check), here on the UI
         # thread, which alone touches the workspace.
@@ -332,9 +338,13 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
 
     def prepare_spare(self, lesson: Lesson, path: Path | None) -> None:
         """Start the judge for the next check of `path` now (a thread: the
-        UI never waits on a process start)."""
+        UI never waits on a process start); at the lab's start, once the
+        lesson's text is on screen (on_lesson_painted)."""
         spares = self.spares
         if path is None or spares is None or spares.closed:
+            return
+        if not self._painted:
+            self._spare_waiting = (lesson, path)
             return
         gpu = self.gpu_info.found if self.gpu_info else None
 
@@ -342,6 +352,18 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
             self.lab.prepare_spare(lesson, path, self._options(), gpu=gpu)
 
         threading.Thread(target=start, name="gpulab-spare", daemon=True).start()
+
+    def on_lesson_painted(self) -> None:
+        """The lesson's first screenful is on screen: the spare may start.
+        Its judge and sandboxes import torch and Triton, seconds of CPU: on
+        a 2-core machine, started with the lab, they held its first frame
+        and the lesson's text back by 0.5-1 s."""
+        if self._painted:
+            return
+        self._painted = True
+        waiting, self._spare_waiting = self._spare_waiting, None
+        if waiting is not None:
+            self.prepare_spare(*waiting)
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False, description="check")
     def _check_worker(
