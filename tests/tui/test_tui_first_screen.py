@@ -64,7 +64,7 @@ async def until(pilot, done, what: str) -> None:
 
 def lab(tmp_path, seen: list[str], **options):
     app = build_app(tmp_path / "ws", device="cpu", gpu_info=GpuInfo(), **options)
-    app.spares = SpareSpy(seen)
+    app.spares = app.lab.spares = SpareSpy(seen)  # the shell's and its Lab.check's
     return app
 
 
