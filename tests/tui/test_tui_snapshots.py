@@ -141,10 +141,21 @@ def with_history(ws) -> None:
 
 
 async def settle(pilot) -> None:
-    """Let the lazy panes render (the file watcher never completes: not waited for)."""
+    """Let the lazy panes render. The file watcher never completes: not
+    waited for; under a dialog the lesson's render is done once its first
+    screenful is in (the rest waits for the dialog: gpulab.tui.lesson_pane)."""
+    app = pilot.app
+
+    def settled(worker) -> bool:
+        if worker.is_finished or worker.group == "file-watch":
+            return True
+        if worker.group == "lesson-render" and len(app.screen_stack) > 1:
+            return bool(app.query("#lesson-text > *"))
+        return False
+
     await pilot.pause()
     for _ in range(200):
-        if all(w.is_finished or w.group == "file-watch" for w in pilot.app.workers):
+        if all(settled(w) for w in app.workers):
             break
         await pilot.pause(0.05)
     await pilot.pause(0.3)
