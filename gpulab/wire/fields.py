@@ -26,9 +26,9 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol
 
+from gpulab.wire.codec import _plain as _plain  # one reader of a reply's numbers, the codec's
 from gpulab.wire.protocol import ProtocolError, TensorRef, text
 
 
@@ -61,25 +61,6 @@ def _real(value: Any) -> int | float | None:
         real: int | float = _plain(value)
         return real
     return None
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value from the sandbox, each int past a float's range (JSON
-    has no limit: `return 10**400`) made the infinity of its sign. The
-    judge's arithmetic and formatting turn such an int into a float
-    (`math.isfinite`, `f"{v:.10g}"`, `got / want`), and the OverflowError
-    read as gpulab's own failure; as an infinity it is a wrong answer."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            float(value)
-        except OverflowError:
-            return math.inf if value > 0 else -math.inf
-        return value
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
 
 
 def _object(value: Any) -> dict[str, Any]:
