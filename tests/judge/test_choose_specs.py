@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import REPO, reference_source
 
 pytestmark = [
+    pytest.mark.xdist_group("choose_specs"),
     pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax"),
     pytest.mark.timeout(600),
 ]

@@ -22,7 +22,7 @@ from tests.conftest import REPO, gpulab_env, reference_source
 
 # Nine checks in one judge process: 4-8 s each on a quiet 2-core box, up to
 # a minute each when the box is shared.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("interpreter_styles")]
 
 
 def variant(src: str, old: str, new: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import reference_source, starter_source
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("puzzles")]
 
 FUNCTIONS = {
     "triton_mask": "copy",

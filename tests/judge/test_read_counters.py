@@ -13,6 +13,10 @@ import pytest
 from gpulab.gpu import counters
 from tests.conftest import reference_source
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("read_counters")
+
 REF = reference_source("read_counters")
 
 

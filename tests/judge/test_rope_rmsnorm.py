@@ -27,6 +27,10 @@ from tests.conftest import (
     starter_source,
 )
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("rope_rmsnorm")
+
 REF = reference_source("rope_rmsnorm")
 EX = "rope_rmsnorm"
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO, gpulab_env, reference_source
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("steps45_grading")]
 
 
 def edit(exercise: str, *edits: tuple[str, str]) -> str:

@@ -20,7 +20,7 @@ from tests.conftest import REPO, gpulab_env, reference_source
 
 # The batch below grades 13 variants in one judge: about 3 minutes on two
 # cores at a load of 3 (measured), past pytest's default 300 s on a busier box.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("steps_grading")]
 
 
 def edit(exercise: str, *edits: tuple[str, str]) -> str:
