@@ -42,6 +42,10 @@ PROTOCOL = 1
 
 STRING_LIMIT = 20000
 _MISSING: Any = dataclasses.MISSING
+# What a field's own reader (`wire(read=...)`) returns for a value it reads
+# as absent: the field's default, or, for a field without one, the request
+# refused or the part of a reply left out where it sits.
+ABSENT: Any = _MISSING
 
 
 def wire(
@@ -57,8 +61,9 @@ def wire(
     cut at STRING_LIMIT unless it says otherwise; a request's are never cut
     unless it says so: a file's source travels whole), `key` is its
     JSON name, `omit` leaves it out of the JSON when it is its default,
-    `read` reads its JSON value instead of the type's rule (raising a
-    ProtocolError, in a request, for one it cannot use)."""
+    `read` reads its JSON value (None when absent) instead of the type's
+    rule (raising a ProtocolError, in a request, for one it cannot use;
+    ABSENT for one it reads as absent)."""
     meta = {"limit": limit, "key": key, "omit": omit, "read": read}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -116,11 +121,7 @@ def decode(cls: type[F], msg: Any) -> F:
             raise ProtocolError(f"{_what(cls)} with unknown fields: {', '.join(unknown)}")
     values = {}
     for f in _plan(cls):
-        value = msg.get(f.key, _MISSING)
-        if f.read is not None:
-            values[f.name] = f.read(None if value is _MISSING else value)
-            continue
-        got = f.decode(value)
+        got = f.decode(msg.get(f.key, _MISSING))
         if got is _MISSING:
             if f.required:
                 if cls.STRICT:
@@ -144,9 +145,7 @@ def _what(cls: type[Frame]) -> str:
 
 
 def _dump(value: Any) -> Any:
-    if isinstance(value, Frame):
-        return encode(value)
-    if isinstance(value, TensorRef):
+    if hasattr(value, "to_json"):  # a frame, a TensorRef: a part that writes its own JSON
         return value.to_json()
     if isinstance(value, (tuple, list)):
         return [_dump(v) for v in value]
@@ -165,7 +164,6 @@ class _Field:
     required: bool
     default: Any
     omit: bool
-    read: Callable[[Any], Any] | None
     decode: Callable[[Any], Any]  # the JSON value (or _MISSING) -> the field's, or _MISSING
     nested: bool  # its value holds frames or tensor references, written by _dump
 
@@ -173,8 +171,8 @@ class _Field:
 _PLANS: dict[type, tuple[_Field, ...]] = {}
 
 
-def _unread(value: Any) -> Any:  # a field read by its own `read`
-    return _MISSING
+def _by(read: Callable[[Any], Any]) -> Callable[[Any], Any]:  # a field's own reader
+    return lambda v: read(None if v is _MISSING else v)
 
 
 def _plan(cls: type) -> tuple[_Field, ...]:
@@ -200,8 +198,7 @@ def _plan(cls: type) -> tuple[_Field, ...]:
                     required=f.default is _MISSING and f.default_factory is _MISSING,
                     default=default,
                     omit=bool(meta.get("omit")),
-                    read=meta.get("read"),
-                    decode=_unread
+                    decode=_by(meta["read"])
                     if meta.get("read")
                     else _reader(hints[f.name], strict, limit, what),
                     nested=_nested(hints[f.name]),
@@ -212,10 +209,10 @@ def _plan(cls: type) -> tuple[_Field, ...]:
 
 
 def _nested(hint: Any) -> bool:
-    """Whether a value of type `hint` may hold a frame, a tensor reference or
-    a tuple (written as a list, as json.loads gives it back); the others are
-    JSON as they are."""
-    if isinstance(hint, type) and issubclass(hint, (Frame, TensorRef)):
+    """Whether a value of type `hint` may hold a frame, a part that writes
+    its own JSON (`to_json`: a tensor reference) or a tuple (written as a
+    list, as json.loads gives it back); the others are JSON as they are."""
+    if isinstance(hint, type) and hasattr(hint, "to_json"):
         return True
     if typing.get_origin(hint) is tuple:
         return True
@@ -248,9 +245,7 @@ def _reader(hint: Any, strict: bool, limit: int | None, what: str) -> Callable[[
         return lambda v: v if isinstance(v, int) and not isinstance(v, bool) else wrong(v)
     if hint is float:
         if strict:
-            return lambda v: (
-                float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else wrong(v)
-            )
+            return lambda v: _float(v, wrong)
         return lambda v: _or_missing(number(v))
     if hint is TensorRef:
         return lambda v: TensorRef.from_json(v) if v is not _MISSING else _MISSING
@@ -278,6 +273,17 @@ def _reader(hint: Any, strict: bool, limit: int | None, what: str) -> Callable[[
         kind = list if hint is list or origin is list else dict
         return lambda v: v if isinstance(v, kind) else wrong(v)
     raise TypeError(f"the codec cannot read a field of type {hint!r}")
+
+
+def _float(value: Any, wrong: Callable[[Any], Any]) -> Any:
+    """A request's number as a float; an int past a float's range is of the
+    wrong type (float() would raise OverflowError, not a ProtocolError)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            pass
+    return wrong(value)
 
 
 def _part(cls: type[Frame], value: Any) -> Any:

@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from gpulab.wire.codec import PROTOCOL, Frame, Tolerant, check_version, decode, encode, plain, wire
+from gpulab.wire.codec import (
+    ABSENT,
+    PROTOCOL,
+    Frame,
+    Tolerant,
+    check_version,
+    decode,
+    encode,
+    plain,
+    wire,
+)
 from gpulab.wire.protocol import ProtocolError, TensorRef
 
 
@@ -131,3 +141,61 @@ def test_a_request_s_strings_travel_whole_and_a_reply_s_are_cut():
     long = "A" * 50_000  # a file's source, base64: longer than any reply's string
     assert decode(Ask, {"type": "ask", "function": long}).function == long
     assert decode(Row, {"name": long}).name == long[:20000]
+
+
+def _positive(value: Any) -> Any:
+    return value if isinstance(value, int) and value > 0 else ABSENT
+
+
+@dataclass(frozen=True, slots=True)
+class Sized(Tolerant):
+    size: int = wire(read=_positive)  # a row without a positive size is left out
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes(Tolerant):
+    TYPE = "sizes"
+    rows: tuple[Sized, ...] = ()
+    first: int = wire(7, read=_positive)
+
+
+def test_a_fields_own_reader_may_read_a_value_as_absent():
+    got = decode(Sizes, {"rows": [{"size": 2}, {"size": -1}, {}], "first": 0})
+    assert got == Sizes((Sized(2),), 7)  # the row left out, the field its default
+
+
+class Part:
+    """A part that writes its own JSON (as gpulab.wire.frames' hand-written ones)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def to_json(self) -> list[int]:
+        return [self.n]
+
+
+def _parts(value: Any) -> tuple[Part, ...]:
+    return tuple(Part(v[0]) for v in value)
+
+
+@dataclass(frozen=True, slots=True)
+class Holds(Frame):
+    TYPE = "holds"
+    parts: tuple[Part, ...] = wire(read=_parts)
+
+
+def test_a_part_that_writes_its_own_json_is_written_by_it():
+    msg = encode(Holds((Part(1), Part(2))))
+    assert msg == {"type": "holds", "parts": [[1], [2]]}
+    assert [p.n for p in decode(Holds, msg).parts] == [1, 2]
+
+
+def test_a_requests_number_past_a_floats_range_is_refused_not_an_overflow():
+    @dataclass(frozen=True, slots=True)
+    class Rate(Frame):
+        TYPE = "rate"
+        hz: float
+
+    assert decode(Rate, {"hz": 3}).hz == 3.0
+    with pytest.raises(ProtocolError, match="`hz` is int"):
+        decode(Rate, {"hz": 10**400})
