@@ -224,7 +224,7 @@ class TensorRef:
                 tuple(int(s) for s in stride),
                 int(soff),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(inf): OverflowError
             raise ProtocolError(f"a malformed tensor reference: {exc}") from None
         if min((ref.offset, ref.nbytes, ref.storage_offset, *ref.shape, *ref.stride)) < 0:
             raise ProtocolError("a tensor reference with a negative offset, size or stride")
