@@ -5,6 +5,7 @@ never an exercise, however a request names it."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -48,10 +49,12 @@ def test_a_check_of_speed_is_refused_with_words(tmp_path):
     assert "gpulab.judge.graders.speed" not in set(sys.modules) - before
 
 
-def test_a_declared_exercise_without_a_grader_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(loader, "declared", lambda root="": ["softmax", "made_up"])
+def test_a_declared_exercise_without_a_grader_is_refused():
+    course = load_course()
+    made_up = dataclasses.replace(course.exercises[0], exercise="made_up")
+    course = dataclasses.replace(course, all_exercises=(*course.exercises, made_up))
     with pytest.raises(loader.UnknownExercise, match="no grader for exercise 'made_up' yet"):
-        loader.load("made_up")
+        loader.load("made_up", course=course)
 
 
 def test_the_graders_are_exactly_the_manifests_exercises():
