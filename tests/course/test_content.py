@@ -73,11 +73,13 @@ def test_kernel_lessons_climb_in_steps(course):
 def test_every_triton_step_has_compile_specs(course):
     """`gpulab dev compile` (and its GPU session) compiles each Triton step's
     reference and starter kernels: a step added without specs would go unchecked."""
-    from gpulab.measure.compile_specs import SPECS
+    from gpulab.measure.compile_specs import declared_specs
 
+    specs, errors = declared_specs(REPO)
+    assert not errors
     for lesson in course.exercises:
         if lesson.is_step and "triton" in lesson.requires:
-            mine = [s for s in SPECS if s.exercise == lesson.exercise]
+            mine = [s for s in specs if s.exercise == lesson.exercise]
             assert mine and any(s.starter for s in mine), f"{lesson.exercise}: no compile spec"
 
 

@@ -75,6 +75,30 @@ def test_every_grader_defines_grade_and_the_kernel_ones_their_cases_and_spec():
             assert {"timing_cases", "kernel_spec"} <= defined, name
 
 
+# For the tools of the manifest that reach into a grader, the hook each
+# covered grader provides (gpulab.judge.interface).
+HOOKS = {"compile": "COMPILE_SPECS", "counters": "COUNTER_CASES", "profile": "profile_step"}
+
+
+def test_a_grader_has_a_tools_hook_exactly_when_the_manifest_names_the_tool():
+    course = load_course()
+    for name in loader.grader_names():
+        tree = ast.parse((loader.FOLDER / f"{name}.py").read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} | {
+            t.id
+            for n in tree.body
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
+        tools = course.find(name).tools
+        for tool, hook in HOOKS.items():
+            assert (hook in defined) == (tool in tools), (
+                f"{name}: the manifest's tools {'name' if tool in tools else 'omit'} "
+                f"{tool!r}, its grader {'lacks' if hook not in defined else 'has'} {hook}"
+            )
+
+
 def test_a_declared_exercise_loads_its_grader():
     grader = loader.load("serving_roofline")
     assert grader.__name__ == "gpulab.judge.graders.serving_roofline"  # type: ignore[attr-defined]
