@@ -54,6 +54,22 @@ def test_a_missing_recording_names_its_file(tmp_path):
         counters.counters("rope_fwd", root=tmp_path)
 
 
+def test_every_live_recording_is_built_by_one_grader():
+    """`gpulab counters NAME --ncu` runs gpulab.targets.counter_cases, which
+    finds NAME among the COUNTER_CASES of the graders the manifest's tools
+    name "counters": each recording it can take again, exactly once."""
+    from gpulab.course.content import load_course
+    from gpulab.judge.loader import load
+
+    course = load_course()
+    built = [
+        name
+        for exercise in course.covered_by("counters")
+        for name in getattr(load(exercise, course=course), "COUNTER_CASES", {})
+    ]
+    assert sorted(built) == sorted(counters.LIVE)
+
+
 def test_gpulab_counters_lists_shows_and_names_what_it_cannot(run_gpulab):
     listed = run_gpulab("counters")
     assert listed.returncode == 0 and all(n in listed.stdout for n in counters.RECORDINGS)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -458,3 +459,18 @@ def _report(
         f"{_ms(t)} a call against the original's {_ms(o)} "
         f"({speedup(theirs, ours):.1f}×); {OP} {share:.0%} of the profiled calls",
     )
+
+
+# --- `gpulab profile` (the manifest's tools: "profile") ---------------------------
+
+
+def profile_step(module: Any, device: str) -> Callable[[], None]:
+    """One call of the learner's block in a named range, on the check's
+    inputs (and, on the CPU, its single thread: the same table)."""
+    x, weights = make_x(0, device), make_weights(0, device)
+
+    def block() -> None:
+        with torch.no_grad(), torch.profiler.record_function("block"):
+            module.block(x, weights)
+
+    return block

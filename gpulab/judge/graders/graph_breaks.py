@@ -29,7 +29,7 @@ judge applies the rules to that report (gpulab.judge.graph_dynamo).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -347,3 +347,29 @@ def _row(
     ms = t["ms"]
     assert isinstance(ms, (int, float))  # measure's and the sandbox's (checked) both have it
     return ModeRow(name, f"{shape} {name}", dict(t), ms, step_flops(*bsd), kernels, compile_s)
+
+
+# --- `gpulab profile` (the manifest's tools: "profile") ---------------------------
+
+
+def profile_step(module: Any, device: str) -> Callable[[], None]:
+    """The learner's step eager, then compiled, each in a named range, on
+    the inputs the check times (gpulab.judge.graph_step)."""
+    b, s, d = TIMING_SHAPES[-1] if device == "cuda" else CASES[1][:3]
+    args = make_inputs(b, s, d, 0, rms=8.0, device=device)
+    compiled = torch.compile(module.step)
+    # torch leaves the NVTX calls unannotated: typed here for the strict check.
+    range_push: Callable[[str], int] = torch.cuda.nvtx.range_push
+    range_pop: Callable[[], int] = torch.cuda.nvtx.range_pop
+
+    def both() -> None:
+        for name, fn in (("eager", module.step), ("compiled", compiled)):
+            # A named range for torch.profiler and, on a GPU, for nsys.
+            with torch.no_grad(), torch.profiler.record_function(name):
+                if device == "cuda":
+                    range_push(name)
+                fn(*args)
+                if device == "cuda":
+                    range_pop()
+
+    return both

@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Required, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -356,3 +356,13 @@ def _report_profile(
     ctx.timing = ProfileTiming(
         profile_info, f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}"
     )
+
+
+# --- `gpulab profile` (the manifest's tools: "profile") ---------------------------
+
+
+def profile_step(module: Any, device: str) -> Callable[[], object]:
+    """One training step of the learner's, on the check's model and batch."""
+    model, opt = make_model(0, device)
+    batch = make_batch(0, device)
+    return lambda: module.train_step(model, batch, opt)

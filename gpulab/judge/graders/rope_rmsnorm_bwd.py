@@ -51,6 +51,7 @@ from gpulab.judge.kernel import (
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case
 from gpulab.judge.standard import STEP_NOTE
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -202,3 +203,22 @@ def grade(ctx: GradeContext) -> None:
     check(ctx, _cases(ctx, CASES + ([] if ctx.interpreter else BACKWARD_GPU)))
     # Say why no time or letter comes, as the other steps do (standard.py).
     ctx.notes.append(STEP_NOTE)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = (
+    cs.Spec(
+        "rmsnorm_rope_bwd_kernel",
+        "bf16 D=128 BLOCK_H=16",
+        cs.simple(
+            "bf16",
+            {"D": 128, "HALF": 64, "BLOCK_H": 16},
+            4,
+            floats=("eps",),
+            fp32_ptrs=("cos_ptr", "sin_ptr", "dw_part_ptr"),
+        ),
+        starter="rmsnorm_rope_bwd_kernel",
+    ),
+)

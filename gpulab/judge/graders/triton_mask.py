@@ -29,6 +29,7 @@ from gpulab.judge.puzzle import (
     grade_puzzle,
     randn,
 )
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -111,3 +112,17 @@ def case_to_draw(cases: Sequence[Case], rows: Sequence[CaseRow]) -> Case | None:
 
 def grade(ctx: GradeContext) -> None:
     grade_puzzle(ctx, kernel_spec(ctx), "copy", lambda: correctness_cases(ctx))
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "copy_kernel",
+        f"{dt} BLOCK=1024 w4",
+        cs.simple(dt, {"BLOCK": 1024}, 4),
+        starter="copy_kernel",
+    )
+    for dt in ("fp16", "fp32")
+)
