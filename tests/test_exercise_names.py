@@ -49,7 +49,6 @@ ALLOWED = {
     ("gpulab/measure/microbench.py", "matmul"): _MICROBENCH,
     ("gpulab/measure/microbench_measure.py", "bandwidth"): _MICROBENCH,
     ("gpulab/measure/microbench_measure.py", "matmul"): _MICROBENCH,
-    ("gpulab/wire/dynamo.py", "graph_breaks"): "Dynamo's report: its list of graph breaks, a field",
     ("gpulab/gradebook/config.py", "softmax"): "the example in gradebook.toml's commented "
     "template, written only when the course has no ready exercise to name instead",
 }
