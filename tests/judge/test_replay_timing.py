@@ -212,7 +212,7 @@ def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_
     # own cache and could plant a compiled kernel for the replay to run).
     from pathlib import Path
 
-    from gpulab.judge.main import Prepared
+    from gpulab.judge.prepared import Prepared
     from gpulab.wire.protocol import CheckRequest
 
     # A judge on the CPU sets TRITON_INTERPRET=1 in its own process, which
