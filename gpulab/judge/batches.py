@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
     from gpulab.judge.kernel import Expect
     from gpulab.judge.remote import Arena
-    from gpulab.judge.replay import Refs
+    from gpulab.judge.replay_plan import Refs
     from gpulab.wire.protocol import TensorRef
 
 MAX_REPS = 40

@@ -30,19 +30,7 @@ from gpulab.judge.compare import (
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.cost import on_wrong_case
 from gpulab.judge.remote import storage_bytes
-from gpulab.judge.replay import (
-    MISMATCH,
-    REPLAY_KILLED,
-    CopyMap,
-    Result,
-    copy_map,
-    same_copy,
-    trusted_bytes,
-)
-
-# What encode puts in the arena; defined beside the replay (which must not
-# import this module), and given to encode's callers from here.
-from gpulab.judge.replay import Refs as Refs
+from gpulab.judge.replay import MISMATCH, REPLAY_KILLED, Result
 from gpulab.judge.replay_again import (
     AGAIN_MISMATCH,
     INVARIANT_NOTE,
@@ -50,6 +38,11 @@ from gpulab.judge.replay_again import (
     draw_scale,
     scale_case,
 )
+from gpulab.judge.replay_bytes import CopyMap, copy_map, same_copy, trusted_bytes
+
+# What encode puts in the arena; defined beside the replay's plan (which must
+# not import this module), and given to encode's callers from here.
+from gpulab.judge.replay_plan import Refs as Refs
 from gpulab.sandbox import learner
 from gpulab.sandbox.replay import DTYPES
 from gpulab.wire.frames import (
@@ -788,7 +781,7 @@ def _same_launches(draws: Draws, case: Case, record: LaunchRecord | None) -> str
     all) before its own would otherwise pass, its own writing last.
     Buffers the wrapper filled from the inputs (copies, casts, padding: the
     replay keeps those bytes) must hold the second draw's values where they
-    held the first's (replay.same_copy)."""
+    held the first's (replay_bytes.same_copy)."""
     if record is None or record.launches is None:
         return ""
     key = _draw_key(case)
@@ -830,7 +823,7 @@ def _same_launches(draws: Draws, case: Case, record: LaunchRecord | None) -> str
 
 def _first_copy(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> CopyMap | bytes:
     """What a second draw's buffer must match: a float buffer's copy map
-    (replay.same_copy); an integer or bool buffer's very bytes. The replay
+    (replay_bytes.same_copy); an integer or bool buffer's very bytes. The replay
     keeps any two integers (they count up evenly, as an arange does) and a
     mask, and those carry whatever numbers the wrapper put there; an
     honest one (indices, offsets) comes from the shapes, the same in every

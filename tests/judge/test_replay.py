@@ -344,7 +344,7 @@ def test_a_reduction_done_in_python_and_handed_over_as_input_values_fails(grade)
 def test_an_honest_copy_is_the_same_copy_in_every_draw():
     import torch
 
-    from gpulab.judge.replay import copy_map, same_copy
+    from gpulab.judge.replay_bytes import copy_map, same_copy
 
     g = torch.Generator().manual_seed(0)
     first, second = (torch.randn(6, 5, generator=g) for _ in range(2))

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from gpulab.judge.replay import trusted_bytes
 from gpulab.judge.replay_again import scale_bytes, scale_case, scale_tensor
+from gpulab.judge.replay_bytes import trusted_bytes
 
 
 def _bytes(t: torch.Tensor) -> bytes:

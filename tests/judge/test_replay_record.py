@@ -173,7 +173,7 @@ def test_the_judge_replays_only_launch_options_triton_takes(options, ok):
     import torch
 
     from gpulab.judge.kernel import Expect
-    from gpulab.judge.replay import plan_replay
+    from gpulab.judge.replay_plan import plan_replay
     from gpulab.sandbox.replay_source import extract
     from gpulab.wire.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, View
 
