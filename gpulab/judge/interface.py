@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
-    from gpulab.judge.kernel import Case, KernelSpec
+    from gpulab.judge.kernel_spec import Case, KernelSpec
 
 
 class Grader(Protocol):

@@ -375,7 +375,7 @@ class Result:
     float64 reference, the tolerance, and its name in a message ("" for the
     returned tensor of a forward-only call)."""
 
-    expect: Any  # gpulab.judge.kernel.Expect
+    expect: Any  # gpulab.judge.kernel_spec.Expect
     reference: torch.Tensor
     tolerance: tuple[float, float]
     label: str = ""

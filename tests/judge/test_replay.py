@@ -526,7 +526,8 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
 
     import torch
 
-    from gpulab.judge.kernel import Case, _same_launches
+    from gpulab.judge.kernel_spec import Case
+    from gpulab.judge.two_draws import same_launches
     from gpulab.wire.frames import LaunchRecord
 
     def record(first: float) -> LaunchRecord | None:
@@ -538,8 +539,8 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
     x = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(2)]
     draws: dict = {}
     first = float(x[0][0, 0])  # an input value, where the second draw holds another
-    assert _same_launches(draws, Case("a", (x[0],), torch.float32), record(first)) == ""
-    assert _same_launches(draws, Case("b", (x[1],), torch.float32), record(5.0)) == ""
+    assert same_launches(draws, Case("a", (x[0],), torch.float32), record(first)) == ""
+    assert same_launches(draws, Case("b", (x[1],), torch.float32), record(5.0)) == ""
 
 
 # An honest online softmax, a row at a time, whose running max and sum the

@@ -257,7 +257,7 @@ def test_the_replay_rebuilds_the_compiled_kernel_from_data_alone(compiled):
 
 
 def test_the_two_draw_rule_sees_another_compiled_kernel(compiled):
-    from gpulab.judge.kernel import _launch_key
+    from gpulab.judge.two_draws import _launch_key
 
     _, kernel = compiled
     record = _record(kernel)

@@ -376,7 +376,8 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
     # (A tightening: not shown end to end.)
     import torch
 
-    from gpulab.judge.kernel import Case, _same_launches
+    from gpulab.judge.kernel_spec import Case
+    from gpulab.judge.two_draws import same_launches
     from gpulab.wire.frames import LaunchRecord
 
     def record(order: list[int]) -> LaunchRecord | None:
@@ -385,10 +386,10 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
 
     x = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(4)]
     draws: dict = {}
-    assert _same_launches(draws, Case("a", (x[0],), torch.float32), record([1, 2])) == ""
-    assert _same_launches(draws, Case("b", (x[1],), torch.float32), record([2, 1])) == "a"
-    assert _same_launches(draws, Case("c", (x[2],), torch.float32), record([1, 2, 2])) == "a"
-    assert _same_launches(draws, Case("d", (x[3],), torch.float32), record([1, 2])) == ""
+    assert same_launches(draws, Case("a", (x[0],), torch.float32), record([1, 2])) == ""
+    assert same_launches(draws, Case("b", (x[1],), torch.float32), record([2, 1])) == "a"
+    assert same_launches(draws, Case("c", (x[2],), torch.float32), record([1, 2, 2])) == "a"
+    assert same_launches(draws, Case("d", (x[3],), torch.float32), record([1, 2])) == ""
 
 
 # The answer worked out in plain Python (no torch op, no guard touched, no
@@ -565,7 +566,7 @@ def test_a_recorded_torch_sum_runs_again_only_at_the_size_the_exercise_allows():
     # allows one, and only into that many elements (lesson 05's dweight).
     import torch
 
-    from gpulab.judge.kernel import Expect
+    from gpulab.judge.kernel_spec import Expect
     from gpulab.judge.replay_plan import plan_replay
     from gpulab.sandbox.replay_source import extract
     from gpulab.wire.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, TorchStep, View

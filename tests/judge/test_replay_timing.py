@@ -52,7 +52,7 @@ def _kept(source: str, tmp_path, case, device="cpu"):
 
 
 def _case(rows=4, cols=33, device="cpu"):
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
 
     x = torch.randn(rows, cols, device=device)
     return Case(f"{rows}x{cols}", (x,), torch.float32, shape=f"{rows}x{cols}")
@@ -275,7 +275,7 @@ def test_a_copy_of_an_input_is_recorded_as_the_step_that_made_it(tmp_path):
 
 
 def copied_as_step(tmp_path):
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
     from gpulab.judge.replay_timing import replayed_times
     from gpulab.wire.frames import TorchStep
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 import torch
 import torch.nn.functional as F
 
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 
 if TYPE_CHECKING:
