@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 class Channel(Protocol):
-    """Where a check's frames go (gpulab.judge.main.Channel, the judge's
+    """Where a check's frames go (gpulab.judge.channel.Channel, the judge's
     events, typed as the lab reads them: gpulab.wire.events)."""
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None: ...

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
-    from gpulab.judge.kernel import Case, KernelSpec
+    from gpulab.judge.kernel_spec import Case, KernelSpec
 
 # A grader's COUNTER_CASES: a recording's name (gpulab.gpu.counters) -> what
 # builds its inputs from the reference module, returning the call to count.

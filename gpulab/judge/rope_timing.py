@@ -15,7 +15,7 @@ import torch
 
 from gpulab.judge.compare import dtype_name
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.kernel import Case, KernelSpec
+from gpulab.judge.kernel_spec import Case, KernelSpec
 from gpulab.judge.speed import _geomean
 from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
 from gpulab.sandbox import learner

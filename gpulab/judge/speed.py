@@ -17,7 +17,9 @@ from gpulab.course.content import eval_formula
 from gpulab.gpu import ceilings
 from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
 from gpulab.judge.compare import dtype_name
-from gpulab.judge.kernel import AuditSpan, Case, Kept, KernelSpec, guarded_call
+from gpulab.judge.kernel import Kept, guarded_call
+from gpulab.judge.kernel_guards import AuditSpan
+from gpulab.judge.kernel_spec import Case, KernelSpec
 from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
 
 if TYPE_CHECKING:

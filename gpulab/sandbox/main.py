@@ -345,7 +345,7 @@ class Server:
         return Ok()
 
     def on_warm(self, msg: Warm) -> Ok:
-        """A sandbox started ahead of its check (gpulab.judge.main.Prepared):
+        """A sandbox started ahead of its check (gpulab.judge.prepared.Prepared):
         import now what every check imports, while no learner code exists."""
         if self.module is not None:
             raise ProtocolError("a warm-up asked after the file was loaded")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
 
 
 def kernels() -> list[str]:

@@ -1,5 +1,5 @@
 """The judge's events as the lab reads them: one frozen type per frame the
-judge sends the lab (gpulab.judge.main.Channel, gpulab.judge.context).
+judge sends the lab (gpulab.judge.channel.Channel, gpulab.judge.context).
 
 A frame is parsed once, where it comes in (gpulab.lab.runner), and the CLI and
 the lab's Results pane read attributes, never a frame's keys. The judge is

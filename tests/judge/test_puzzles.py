@@ -385,7 +385,7 @@ def test_the_case_to_draw_is_the_smallest_that_failed():
     import torch
 
     from gpulab.judge.graders import triton_grid
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
     from gpulab.wire.result import CaseRow
 
     def case(n: int, name: str) -> Case:

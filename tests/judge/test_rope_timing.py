@@ -18,7 +18,7 @@ import torch
 from gpulab.gpu import ceilings, gpulock
 from gpulab.judge import batches, rope_timing
 from gpulab.judge.harness import GradeFailed
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.timed_rows import KernelRow, KernelTiming, RemoteTiming
 from gpulab.measure import timing
 from gpulab.sandbox import learner

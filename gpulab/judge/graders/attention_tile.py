@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gpulab.judge import capability
 from gpulab.judge.graders.flash_attention import Extras, make_case, make_spec
 from gpulab.judge.graders.matmul import checked, interpreter_skips
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

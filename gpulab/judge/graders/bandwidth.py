@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

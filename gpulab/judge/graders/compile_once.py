@@ -36,7 +36,7 @@ from gpulab.wire.dynamo import Stream, StreamRequest, StreamStep
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
     from gpulab.judge.remote import Arena
-    from gpulab.judge.replay import Refs
+    from gpulab.judge.replay_plan import Refs
     from gpulab.wire.protocol import TensorRef
     from gpulab.wire.result import CaseRow
 

@@ -25,7 +25,7 @@ from gpulab.judge import capability
 from gpulab.judge.graders.matmul import BANNED as MATMUL_BANNED
 from gpulab.judge.graders.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.judge.graders.matmul import DTYPES, checked, interpreter_skips
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

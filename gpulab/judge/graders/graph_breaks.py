@@ -85,7 +85,8 @@ COMPILED_CASES = (0, 1)
 def _eager_case(ctx: GradeContext, fn: Any, args: StepInputs, name: str) -> CaseRow:
     """The step once in the sandbox on the judge's inputs, against the
     judge's original step."""
-    from gpulab.judge.kernel import Expect, desc_problem, remote_call
+    from gpulab.judge.kernel import remote_call
+    from gpulab.judge.kernel_spec import Expect, desc_problem
 
     x = args[0]
     expect = Expect(tuple(x.shape), x, "x")

@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 from gpulab.judge import capability
 from gpulab.judge.compare import dtype_name
-from gpulab.judge.kernel import Case, Expect, KernelSpec, check_cases
+from gpulab.judge.kernel import check_cases
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 from gpulab.sandbox.learner import LearnerError

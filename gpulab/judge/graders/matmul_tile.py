@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpulab.judge.graders.matmul import checked, interpreter_skips, make_case, make_spec
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

@@ -19,7 +19,7 @@ from gpulab.judge import capability
 from gpulab.judge.graders.rope import guarded
 from gpulab.judge.graders.rope_rmsnorm import DTYPES, TOLERANCE, Extras, Spec, make_inputs
 from gpulab.judge.graders.rope_rmsnorm import SPEC as FUSED
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

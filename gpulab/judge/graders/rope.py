@@ -17,7 +17,9 @@ import torch
 
 from gpulab.judge import capability
 from gpulab.judge.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
-from gpulab.judge.kernel import Case, Expect, KernelSpec, check_cases, guards_for
+from gpulab.judge.kernel import check_cases
+from gpulab.judge.kernel_guards import guards_for
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

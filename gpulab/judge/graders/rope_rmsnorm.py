@@ -29,17 +29,9 @@ import torch.nn.functional as F
 from gpulab.judge import capability
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch, dtype_name, worst
-from gpulab.judge.kernel import (
-    INTERPRETER_NOTE,
-    Case,
-    Expect,
-    KernelSpec,
-    Refs,
-    check_cases,
-    guards_for,
-    remote_call,
-    replay_verdict,
-)
+from gpulab.judge.kernel import INTERPRETER_NOTE, Refs, check_cases, remote_call, replay_verdict
+from gpulab.judge.kernel_guards import guards_for
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case, scale_tensor
 from gpulab.measure import compile_specs as cs

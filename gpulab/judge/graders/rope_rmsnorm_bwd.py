@@ -37,17 +37,9 @@ from gpulab.judge.graders.rope_rmsnorm import (
     eager_fail,
     reference_grads,
 )
-from gpulab.judge.kernel import (
-    INTERPRETER_NOTE,
-    Case,
-    Expect,
-    Refs,
-    _report_failures,
-    compile_ahead,
-    guards_for,
-    remote_call,
-    replay_verdict,
-)
+from gpulab.judge.kernel import INTERPRETER_NOTE, Refs, compile_ahead, remote_call, replay_verdict
+from gpulab.judge.kernel_guards import guards_for, report_failures
+from gpulab.judge.kernel_spec import Case, Expect
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case
 from gpulab.judge.standard import STEP_NOTE
@@ -175,7 +167,7 @@ def check(ctx: GradeContext, drawn: list[Drawn]) -> None:
         ops = [*report.banned, *report.eager]
         if ops:
             eager_fail(ctx, ops, "your backward")
-        _report_failures(ctx, SPEC, report, case.name)
+        report_failures(ctx, SPEC, report, case.name)
         dw = rest[0] if reply.rest_copied[:1] == (True,) else None
         row = record(case, dx, dw)
         ctx.add_case(row, total)

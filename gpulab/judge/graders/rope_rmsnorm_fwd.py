@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpulab.judge.graders.rope import guarded
 from gpulab.judge.graders.rope_rmsnorm import FORWARD, FORWARD_GPU, SPEC, _cases
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpulab.judge.graders.softmax import SPEC, Spec, _case
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gpulab.judge.graders.softmax import DTYPES, SPEC, Spec, _case
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
 

@@ -20,7 +20,7 @@ import torch
 
 from gpulab.judge import named_mistakes as nm
 from gpulab.judge.graders.bandwidth import BANNED, BANNED_ATEN
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import grade_puzzle, randn
 from gpulab.measure import compile_specs as cs
 

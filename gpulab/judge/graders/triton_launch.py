@@ -22,7 +22,8 @@ import torch
 
 from gpulab.judge import named_mistakes as nm
 from gpulab.judge.graders.bandwidth import BANNED, BANNED_ATEN
-from gpulab.judge.kernel import Case, Expect, Kept, KernelSpec, check_cases, guarded_call
+from gpulab.judge.kernel import Kept, check_cases, guarded_call
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import grade_puzzle, randn
 from gpulab.measure import compile_specs as cs
 from gpulab.wire.frames import RecordedLaunch

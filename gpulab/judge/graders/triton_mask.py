@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gpulab.judge import named_mistakes as nm
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import (
     COPIES,
     COPIES_ATEN,
