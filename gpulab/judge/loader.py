@@ -16,6 +16,7 @@ and the grader of each provides what interface.py lists for that tool.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -24,6 +25,7 @@ from gpulab.judge.interface import Grader
 
 if TYPE_CHECKING:
     from gpulab.course.content import Course
+    from gpulab.measure.compile_specs import Spec
 
 PACKAGE = "gpulab.judge.graders"
 FOLDER = Path(__file__).resolve().parent / "graders"
@@ -110,3 +112,28 @@ def load(exercise: str, content_root: str = "", *, course: Course | None = None)
     if not callable(getattr(module, "grade", None)):
         raise UnknownExercise(f"{PACKAGE}.{exercise} defines no grade(ctx) (a gpulab bug)")
     return cast(Grader, module)
+
+
+def compile_specs(
+    root: Path, exercises: set[str] | None = None
+) -> tuple[tuple[Spec, ...], list[tuple[str, str, str]]]:
+    """(specs, errors): every spec of the graders the manifest at `root`
+    says `gpulab dev compile` covers (only `exercises`, if given), each
+    with its exercise filled in; a (name, role, error) triple per grader
+    that cannot be loaded."""
+    from gpulab.course.content import load_course
+
+    course = load_course(root)
+    specs: list[Spec] = []
+    errors: list[tuple[str, str, str]] = []
+    for name in course.covered_by("compile"):
+        if exercises and name not in exercises:
+            continue
+        try:
+            grader = load(name, str(root), course=course)
+        except Exception as exc:  # noqa: BLE001 - reported as a failed row
+            errors.append((f"{name} (its grader)", "reference", f"{type(exc).__name__}: {exc}"))
+            continue
+        listed: tuple[Spec, ...] = getattr(grader, "COMPILE_SPECS", ())
+        specs += [dataclasses.replace(spec, exercise=name) for spec in listed]
+    return tuple(specs), errors

@@ -13,7 +13,6 @@ specs in step with the references: test_compile_info runs them all.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import sys
 from collections.abc import Callable, Iterator
@@ -43,7 +42,7 @@ class Spec:
     starter: str = ""  # the starter's function to compile with the same signature
     file: str = ""  # the reference's path under kernels/ without .py, when not <exercise>
     # kernels/<exercise>.py, and exercises/<exercise>.py for the starter: the
-    # grader that lists the spec (filled in by declared_specs).
+    # grader that lists the spec (filled in by gpulab.judge.loader.compile_specs).
     exercise: str = ""
 
 
@@ -135,32 +134,6 @@ def tma_desc(dtype: str, block: tuple[int, int]) -> str:
     return f"tensordesc<{dtype}[{block[0]}, {block[1]}]>"
 
 
-def declared_specs(
-    root: Path, exercises: set[str] | None = None
-) -> tuple[tuple[Spec, ...], list[tuple[str, str, str]]]:
-    """(specs, errors): every spec of the graders the manifest at `root`
-    says `gpulab dev compile` covers (only `exercises`, if given), each
-    with its exercise filled in; a (name, role, error) triple per grader
-    that cannot be loaded."""
-    from gpulab.course.content import load_course
-    from gpulab.judge.loader import load
-
-    course = load_course(root)
-    specs: list[Spec] = []
-    errors: list[tuple[str, str, str]] = []
-    for name in course.covered_by("compile"):
-        if exercises and name not in exercises:
-            continue
-        try:
-            grader = load(name, str(root), course=course)
-        except Exception as exc:  # noqa: BLE001 - reported as a failed row
-            errors.append((f"{name} (its grader)", "reference", f"{type(exc).__name__}: {exc}"))
-            continue
-        listed: tuple[Spec, ...] = getattr(grader, "COMPILE_SPECS", ())
-        specs += [dataclasses.replace(spec, exercise=name) for spec in listed]
-    return tuple(specs), errors
-
-
 def load_module(path: Path, name: str) -> Any:
     """Import a content file by path (kernels/ is no package on sys.path)."""
     # The folder holding kernels/ (kernels/hopper/ files too), or exercises/'s parent.
@@ -183,14 +156,11 @@ def _jit(obj: Any) -> Any:
 
 
 def jobs(
-    root: Path, specs: tuple[Spec, ...] | None = None, exercises: set[str] | None = None
+    root: Path, specs: tuple[Spec, ...], exercises: set[str] | None = None
 ) -> Iterator[Job | tuple[str, str, str]]:
-    """Compile jobs for `specs` (the graders' when None; only those
-    `exercises`, if given); a (name, role, error) triple where a grader, a
-    file or a spec cannot be set up."""
-    if specs is None:
-        specs, errors = declared_specs(root, exercises)
-        yield from errors
+    """Compile jobs for `specs` (the graders' own: gpulab.judge.loader.
+    compile_specs; only those `exercises`, if given); a (name, role, error)
+    triple where a file or a spec cannot be set up."""
     mods: dict[str, Any] = {}
     for spec in specs:
         if exercises and spec.exercise not in exercises:
@@ -230,7 +200,6 @@ __all__ = [
     "Job",
     "Spec",
     "autotuned",
-    "declared_specs",
     "jobs",
     "load_module",
     "signature",

@@ -73,9 +73,9 @@ def test_kernel_lessons_climb_in_steps(course):
 def test_every_triton_step_has_compile_specs(course):
     """`gpulab dev compile` (and its GPU session) compiles each Triton step's
     reference and starter kernels: a step added without specs would go unchecked."""
-    from gpulab.measure.compile_specs import declared_specs
+    from gpulab.judge.loader import compile_specs
 
-    specs, errors = declared_specs(REPO)
+    specs, errors = compile_specs(REPO)
     assert not errors
     for lesson in course.exercises:
         if lesson.is_step and "triton" in lesson.requires:
