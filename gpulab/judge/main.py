@@ -48,7 +48,7 @@ from gpulab.wire.events import CaseDone, Correct, Graded, Stage
 from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
 from gpulab.wire.sandbox_start import Ok, Prepare, ProfilerPolicy, Warm
-from gpulab.wire.status import Status
+from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Sandbox
@@ -64,7 +64,7 @@ class Channel:
         # Frames are written from the main thread and, once, from the thread
         # that answers the lab's SIGUSR1 (gpulab.judge.stuck): one at a time.
         self._lock = threading.Lock()
-        self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
+        self.marks: list[tuple[StageKind, float]] = [(StageKind.START, time.monotonic())]
         self.texts: list[str] = ["start"]  # each mark's own words
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
@@ -81,20 +81,25 @@ class Channel:
 
     def stage(
         self,
+        kind: StageKind,
         text: str,
         done: int | None = None,
         total: int | None = None,
         allow_s: float | None = None,
     ) -> None:
-        """A stage's words, and where there are steps, how many are done of
-        how many (numbers, so the lab never reads them back out of words);
-        `allow_s`, the seconds this stage may take (gpulab.judge.allowance)."""
-        self.marks.append((protocol.stage_kind(text), time.monotonic()))
+        """A stage: its kind, its words, and where there are steps, how many
+        are done of how many (data, so the lab never reads them back out of
+        words); `allow_s`, the seconds this stage may take (gpulab.judge.allowance)."""
+        self.marks.append((kind, time.monotonic()))
         self.texts.append(text)
         if done is not None and total:
-            self.send(Stage(text, int(done), int(total), allow_s))
+            self.send(Stage(text, int(done), int(total), allow_s, kind))
         else:
-            self.send(Stage(text, allow_s=allow_s))
+            self.send(Stage(text, allow_s=allow_s, kind=kind))
+
+    def waiting(self, text: str) -> None:
+        """A wait for the GPU (gpulab.gpu.gpulock's `on_wait`)."""
+        self.stage(StageKind.WAITING, text)
 
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen
@@ -469,7 +474,7 @@ def judge(
 
     if not isinstance(request, CheckRequest):  # the boundary: checked field by field
         request = CheckRequest.from_json(request)
-    channel.stage("starting")
+    channel.stage(StageKind.START, "starting")
     if prepared is not None and (prepared.request != request or not prepared.cache.is_dir()):
         prepared.close()
         prepared = None
@@ -494,7 +499,7 @@ def judge(
             from gpulab.gpu.gpulock import gpu_in_use
 
             gpu = torch.cuda.current_device()
-            held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
+            held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.waiting))
         sandbox = prepared.take_sandbox()
         from gpulab.judge import loader
 
@@ -627,7 +632,7 @@ def main() -> int:
             kill_descendants()
             remove_folders()
             os._exit(0)
-        channel.marks = [("start", time.monotonic())]  # the check starts now
+        channel.marks = [(StageKind.START, time.monotonic())]  # the check starts now
         channel.texts = ["start"]
     else:
         raw = sys.stdin.read()

@@ -65,8 +65,8 @@ JUDGED = {
     "slowest": [["case 1 of 1: 4×8 fp32", 0.2]],
 }
 FRAMES = [
-    {"type": "stage", "text": "starting"},
-    {"type": "stage", "text": "case 1 of 1: 4×8 fp32", "progress": [0, 1]},
+    {"type": "stage", "kind": "start", "text": "starting"},
+    {"type": "stage", "kind": "correctness", "text": "case 1 of 1: 4×8 fp32", "progress": [0, 1]},
     {"type": "case", "index": 1, "total": 1, "case": CASE},
     {"type": "correct", "cases": 1},
     {"type": "graded", "grade": "B", "summary": "all 1 cases correct; grade B"},
@@ -227,6 +227,7 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
     from gpulab.lab.runner import run_check
     from gpulab.wire.events import CaseDone, Correct, Graded, Stage
     from gpulab.wire.result import CheckResult
+    from gpulab.wire.status import StageKind
 
     bad = [
         {"type": "stage", "text": 7},
@@ -242,8 +243,8 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
         load_course().find("softmax"), sub, device="cpu", timeout=60, on_event=seen.append
     )
     assert seen == [
-        Stage("starting"),
-        Stage("case 1 of 1: 4×8 fp32", 0, 1),
+        Stage("starting", kind=StageKind.START),
+        Stage("case 1 of 1: 4×8 fp32", 0, 1, kind=StageKind.CORRECTNESS),
         CaseDone(1, 1, CaseRow.from_json(CASE)),
         Correct(1),
         Graded("B", "all 1 cases correct; grade B"),
