@@ -44,6 +44,7 @@ from gpulab.judge.policy import (
     trim_cache,
 )
 from gpulab.wire import crashes, protocol
+from gpulab.wire.codec import PROTOCOL
 from gpulab.wire.events import CaseDone, Correct, Graded, Stage
 from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject, paths_off_env
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
@@ -66,12 +67,15 @@ class Channel:
         self._lock = threading.Lock()
         self.marks: list[tuple[StageKind, float]] = [(StageKind.START, time.monotonic())]
         self.texts: list[str] = ["start"]  # each mark's own words
+        self.said_version = False  # the first frame says the protocol's version
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
         self.write(event.to_json())
 
     def write(self, frame: JsonObject) -> None:
         with self._lock:
+            if not self.said_version:  # the lab refuses a judge of another version
+                frame, self.said_version = {**frame, "protocol": PROTOCOL}, True
             protocol.write_frame(self.fd, frame)
 
     def finish(self, result: CheckResult) -> None:

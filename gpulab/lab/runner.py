@@ -39,12 +39,14 @@ from gpulab.course.content import Lesson
 from gpulab.lab import child
 from gpulab.textsafe import visible, visible_tree
 from gpulab.wire import crashes
+from gpulab.wire.codec import check_version
 from gpulab.wire.events import Event, Finished, Stage, Stuck
 from gpulab.wire.events import parse as parse_event
 from gpulab.wire.protocol import (
     SPARE_GO,
     CheckRequest,
     ExplainOptions,
+    JsonObject,
     ProtocolError,
     stage_seconds,
 )
@@ -504,7 +506,11 @@ class _Judge:
         events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
         try:
             self._write(json.dumps(request.to_json()) + "\n", close=True)
-            result = _relay(events, on_event, cap)
+            try:
+                result = _relay(events, on_event, cap)
+            except _OtherVersion as refused:
+                _stop(self.proc)  # nothing more it says can be read
+                result = refused.result
             if events.stopped == Status.TIMEOUT:
                 where = _ask_where(self.proc, self.read_fd)
             if events.stopped:
@@ -579,15 +585,48 @@ def _ask_where(proc: subprocess.Popen[Any], read_fd: int) -> str:
     return ""
 
 
+class _OtherVersion(Exception):
+    """The judge's first frame says another version of the check protocol
+    (or none): its frames are not read, and `result` says why."""
+
+    def __init__(self, result: CheckResult) -> None:
+        super().__init__(result.summary)
+        self.result = result
+
+
+def _same_version(frame: JsonObject) -> None:
+    """Raise _OtherVersion unless the judge's first frame says this gpulab's
+    protocol version (gpulab.wire.codec.PROTOCOL): a judge of another
+    install would send frames whose fields mean something else."""
+    try:
+        check_version(frame.get("protocol"), "gpulab's grader (the judge process)")
+    except ProtocolError as exc:
+        raise _OtherVersion(
+            CheckResult(
+                Status.ERROR,
+                summary=f"could not run the check: {exc}",
+                message="The lab starts the grader with the gpulab found first on Python's "
+                f"import path, led by this one's folder ({visible(child.PACKAGE_PARENT)}); "
+                "the grader that started came from another install. Reinstall gpulab so "
+                "that only one is found, then check again.",
+            )
+        ) from None
+
+
 def _relay(
     events: child.Events, on_event: EventCallback | None, cap: float | None = None
 ) -> CheckResult | None:
     """The judge's result; every other frame goes to `on_event`, parsed.
-    A frame the lab cannot use (gpulab.wire.events says why) or does not know is
+    A first frame of another protocol version raises _OtherVersion. A frame
+    the lab cannot use (gpulab.wire.events says why) or does not know is
     left out: the check goes on, and ends with the judge's result or without.
     A stage's `allow_s` moves the deadline to its end where that is later,
     never past `cap` (no cap: never)."""
+    first = True
     for frame in events:
+        if first:
+            first = False
+            _same_version(frame)
         try:
             event = parse_event(visible_tree(frame))  # learner text made visible, once
         except ProtocolError:
