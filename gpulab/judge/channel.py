@@ -9,9 +9,11 @@ import time
 from typing import Any
 
 from gpulab.wire import protocol
+from gpulab.wire.codec import PROTOCOL
 from gpulab.wire.events import CaseDone, Correct, Graded, Stage
 from gpulab.wire.protocol import JsonObject
 from gpulab.wire.result import CheckResult
+from gpulab.wire.status import StageKind
 
 
 class Channel:
@@ -20,14 +22,17 @@ class Channel:
         # Frames are written from the main thread and, once, from the thread
         # that answers the lab's SIGUSR1 (gpulab.judge.stuck): one at a time.
         self._lock = threading.Lock()
-        self.marks: list[tuple[str, float]] = [("start", time.monotonic())]
+        self.marks: list[tuple[StageKind, float]] = [(StageKind.START, time.monotonic())]
         self.texts: list[str] = ["start"]  # each mark's own words
+        self.said_version = False  # the first frame says the protocol's version
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None:
         self.write(event.to_json())
 
     def write(self, frame: JsonObject) -> None:
         with self._lock:
+            if not self.said_version:  # the lab refuses a judge of another version
+                frame, self.said_version = {**frame, "protocol": PROTOCOL}, True
             protocol.write_frame(self.fd, frame)
 
     def finish(self, result: CheckResult) -> None:
@@ -37,20 +42,25 @@ class Channel:
 
     def stage(
         self,
+        kind: StageKind,
         text: str,
         done: int | None = None,
         total: int | None = None,
         allow_s: float | None = None,
     ) -> None:
-        """A stage's words, and where there are steps, how many are done of
-        how many (numbers, so the lab never reads them back out of words);
-        `allow_s`, the seconds this stage may take (gpulab.judge.allowance)."""
-        self.marks.append((protocol.stage_kind(text), time.monotonic()))
+        """A stage: its kind, its words, and where there are steps, how many
+        are done of how many (data, so the lab never reads them back out of
+        words); `allow_s`, the seconds this stage may take (gpulab.judge.allowance)."""
+        self.marks.append((kind, time.monotonic()))
         self.texts.append(text)
         if done is not None and total:
-            self.send(Stage(text, int(done), int(total), allow_s))
+            self.send(Stage(text, int(done), int(total), allow_s, kind))
         else:
-            self.send(Stage(text, allow_s=allow_s))
+            self.send(Stage(text, allow_s=allow_s, kind=kind))
+
+    def waiting(self, text: str) -> None:
+        """A wait for the GPU (gpulab.gpu.gpulock's `on_wait`)."""
+        self.stage(StageKind.WAITING, text)
 
     def stages(self) -> dict[str, float]:
         """Seconds in each kind of stage so far, in the order first seen

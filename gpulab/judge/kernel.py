@@ -55,7 +55,7 @@ from gpulab.wire.frames import (
     Returned,
 )
 from gpulab.wire.protocol import Kwargs
-from gpulab.wire.status import Status
+from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -266,7 +266,9 @@ def compile_ahead(ctx: GradeContext) -> None:
     kernel it did not compile compiles in its graded call, as without it."""
     if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
         return
-    ctx.stage("compiling your kernels side by side (as your last check compiled them)")
+    ctx.stage(
+        StageKind.COMPILE, "compiling your kernels side by side (as your last check compiled them)"
+    )
     done = ctx.sandbox.ask(CompileAhead(), CompiledAhead)
     ctx.warmed.append(done.record() if isinstance(done, CompiledAhead) else {})
 
@@ -300,7 +302,9 @@ def check_cases(
     clock = _case_clock(ctx, cases)
     for i, case in enumerate(cases):
         allow = clock.start(i) if clock is not None else None
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow)
+        ctx.stage(
+            StageKind.CORRECTNESS, f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow
+        )
         keep = Kept() if replayer is not None else None
         try:
             if keep is not None and ctx.device == "cuda" and first_of_pair(draws, paired, case):
@@ -426,6 +430,7 @@ def check_cases(
         span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage(
+            StageKind.REPLAY,
             "your kernels again, apart from your code: the last case",
             allow_s=clock.last() if clock is not None else None,
         )
@@ -468,7 +473,10 @@ def audit_again(
         return
     case = cases.get(verdict[0])
     if case is not None:
-        ctx.stage(f"case {case.name} again, under torch's profiler: what ran outside your kernels")
+        ctx.stage(
+            StageKind.CORRECTNESS,
+            f"case {case.name} again, under torch's profiler: what ran outside your kernels",
+        )
         guarded_call(ctx, spec, fn, case, guards, None, None, True)
 
 

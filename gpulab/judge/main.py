@@ -41,7 +41,7 @@ from gpulab.judge.submission import read_submission
 from gpulab.wire import protocol
 from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
-from gpulab.wire.status import Status
+from gpulab.wire.status import StageKind, Status
 
 # What the sandbox records around an exercise's file is the manifest's
 # (`records`): a profiler's trace it writes back (gpulab.judge.policy), and
@@ -63,7 +63,7 @@ def judge(
 
     if not isinstance(request, CheckRequest):  # the boundary: checked field by field
         request = CheckRequest.from_json(request)
-    channel.stage("starting")
+    channel.stage(StageKind.START, "starting")
     if prepared is not None and (prepared.request != request or not prepared.cache.is_dir()):
         prepared.close()
         prepared = None
@@ -88,7 +88,7 @@ def judge(
             from gpulab.gpu.gpulock import gpu_in_use
 
             gpu = torch.cuda.current_device()
-            held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.stage))
+            held.enter_context(gpu_in_use(gpu=gpu, on_wait=channel.waiting))
         sandbox = prepared.take_sandbox()
         from gpulab.judge import loader
 
@@ -191,7 +191,7 @@ def main() -> int:
             kill_descendants()
             remove_folders()
             os._exit(0)
-        channel.marks = [("start", time.monotonic())]  # the check starts now
+        channel.marks = [(StageKind.START, time.monotonic())]  # the check starts now
         channel.texts = ["start"]
     else:
         raw = sys.stdin.read()

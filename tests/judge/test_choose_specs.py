@@ -86,7 +86,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 items, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 results = {}

@@ -65,7 +65,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 # One judge process grades every variant, each in a sandbox of its own.
 files, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -131,7 +131,8 @@ def run(monkeypatch):
         monkeypatch.setattr(timing, "measure", measure)
         monkeypatch.setattr(batches, "time_remote", time_remote)
         ctx = SimpleNamespace(
-            stage=lambda s: trace.append(("stage", s)),
+            stage=lambda kind, s: trace.append(("stage", s)),
+            waiting=lambda s: trace.append(("waiting", s)),
             timing=_forward_timing(),
             notes=[],
             request=SimpleNamespace(workspace=None),

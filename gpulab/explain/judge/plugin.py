@@ -24,13 +24,17 @@ from gpulab.wire.explain import (
     ExplainRequest,
 )
 from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.status import Status
 
 
 def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
     """After every passing timed check (a GPU's), and with --explain after
     any passing check. A check without timing and without --explain (the
     CPU's usual one) pays nothing."""
-    if request.exercise not in explained(request.content_root) or result.get("status") != "passed":
+    if (
+        request.exercise not in explained(request.content_root)
+        or result.get("status") != Status.PASSED
+    ):
         return False
     return bool(request.explain or (result.get("timing") or {}).get("cases"))
 

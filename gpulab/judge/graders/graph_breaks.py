@@ -61,6 +61,7 @@ from gpulab.wire.dynamo import (
     Modes,
     ModesRequest,
 )
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -186,7 +187,7 @@ def grade(ctx: GradeContext) -> None:
 
     # 1. Eager outputs against the original.
     for (_, args), name in zip(cases, names, strict=True):
-        ctx.stage(f"comparing outputs: {name}")
+        ctx.stage(StageKind.CORRECTNESS, f"comparing outputs: {name}")
         ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
     config_changed(
         ctx,
@@ -203,7 +204,7 @@ def grade(ctx: GradeContext) -> None:
     # 3. Compiled output, on one shape with the branch taken and not taken
     # (one compile: the shape is the same, only the data differs).
     backend = "inductor" if device == "cuda" else "aot_eager"
-    ctx.stage(f"compiling with torch.compile(backend={backend!r})")
+    ctx.stage(StageKind.COMPILE, f"compiling with torch.compile(backend={backend!r})")
     _compiled_cases(ctx, fn, cases, names, backend)
     if device == "cpu":
         ctx.notes.append(
@@ -225,7 +226,7 @@ def time_modes(ctx: GradeContext, fn: Any) -> None:
     from gpulab.gpu.gpulock import gpu_timing_lock
 
     with gpu_timing_lock(
-        "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+        "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.waiting
     ):
         _time_modes(ctx, fn)
 
@@ -242,14 +243,14 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
         shape = f"{b}×{s}×{d}"
         args = make_inputs(b, s, d, ctx.seed(500 + s), rms=1.0, device="cuda")
         expected = original_step(*clone_inputs(args))
-        ctx.stage(f"timing {shape}: original step (eager)")
+        ctx.stage(StageKind.TIMING, f"timing {shape}: original step (eager)")
         with torch.no_grad():
             t = measure(partial(original_step, *args), flusher=flusher)
         rows.append(_row("original step (eager)", shape, (b, s, d), t, None, None))
         arena = ctx.arena(args_nbytes(args) * 2 + 4096)
         refs: Refs = {}
         slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
-        ctx.stage(f"timing {shape}: your step, eager and compiled")
+        ctx.stage(StageKind.TIMING, f"timing {shape}: your step, eager and compiled")
         request = ModesRequest(
             fn.name, tuple(MODES.values()), [encode(arena, a, refs) for a in args], tuple(slots)
         )

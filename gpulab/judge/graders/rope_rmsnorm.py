@@ -35,6 +35,7 @@ from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case, scale_tensor
 from gpulab.measure import compile_specs as cs
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -283,7 +284,7 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
     replayer = ctx.replayer  # its sandbox starts with the first passing case
     for case, dy, kw in cases:
         name = f"backward {case.name}"
-        ctx.stage(f"checking {name}")
+        ctx.stage(StageKind.CORRECTNESS, f"checking {name}")
         x, w = case.args[0], case.args[1]
         guards = guards_for(SPEC, eager_width=x.shape[-1])
         if replayer is not None:
@@ -360,7 +361,9 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
             )
             replay_verdict(ctx, (name, why) if why else None)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last backward case")
+        ctx.stage(
+            StageKind.REPLAY, "your kernels again, apart from your code: the last backward case"
+        )
         replay_verdict(ctx, replayer.collect())
 
 

@@ -44,6 +44,7 @@ from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case
 from gpulab.judge.standard import STEP_NOTE
 from gpulab.measure import compile_specs as cs
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -144,7 +145,7 @@ def check(ctx: GradeContext, drawn: list[Drawn]) -> None:
     total = len(drawn)
     for i, one in enumerate(drawn):
         case = step_case(one)
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        ctx.stage(StageKind.CORRECTNESS, f"case {i + 1} of {total}: {case.name}", i, total)
         x, w = case.args[0], case.args[1]
         guards = guards_for(SPEC, eager_width=x.shape[-1])
         if replayer is not None:
@@ -184,7 +185,7 @@ def check(ctx: GradeContext, drawn: list[Drawn]) -> None:
             )
             replay_verdict(ctx, (case.name, why) if why else None)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last case")
+        ctx.stage(StageKind.REPLAY, "your kernels again, apart from your code: the last case")
         replay_verdict(ctx, replayer.collect())
 
 
