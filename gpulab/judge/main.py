@@ -171,6 +171,10 @@ def main() -> int:
         remove_folders()
         os._exit(1)
 
+    # Imported now: the handler's clean-up imports nothing while the judge may
+    # be half-way through an import of its own.
+    import gpulab.safetree  # noqa: F401
+
     signal.signal(signal.SIGTERM, stop)
     prepared = None
     if spare:

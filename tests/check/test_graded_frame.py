@@ -9,6 +9,7 @@ import os
 
 from gpulab.judge.channel import Channel, graded
 from gpulab.wire import protocol
+from gpulab.wire.codec import PROTOCOL
 from gpulab.wire.result import CheckResult
 
 
@@ -34,7 +35,8 @@ def frames_after(result: dict) -> list[dict]:
 def test_a_timed_pass_sends_its_grade_before_the_advice():
     summary = "all 18 cases correct; grade B: 72% of the roofline, 1.57x torch.softmax"
     got = frames_after({"status": "passed", "summary": summary, "timing": {"grade": "B"}})
-    assert got == [{"type": "graded", "grade": "B", "summary": summary}]
+    # The judge's first frame says the protocol's version (the lab refuses another).
+    assert got == [{"type": "graded", "grade": "B", "summary": summary, "protocol": PROTOCOL}]
 
 
 def test_no_grade_no_frame():
