@@ -146,6 +146,20 @@ sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
         -p no:cacheprovider -p no:benchmark -W ignore ${SUITE_ARGS:-tests} > "$OUT/suite_cpu.txt" 2>&1; echo "pytest rc=$?"
       grep -E " (FAILED|ERROR) " "$OUT/suite_cpu.txt" | sed -E 's/.* (FAILED|ERROR) //' | sort | head -80
       echo "passed: $(grep -cE " PASSED " "$OUT/suite_cpu.txt")" ;;
+    house-gpu)  # issue 45's moves on this GPU: the replay's GPU tests (compiled kernels, its clock),
+      # softmax and matmul graded from the replay, and the folder exercise; beside suite-cpu
+      # (SUITE_JOBS below the cores), so one call proves both
+      ( timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" \
+          tests/judge/test_replay_timing.py tests/judge/test_replay_binaries.py \
+          tests/judge/test_trusted_grading.py::test_gpu_with_replay_timing_times_claimed_short_do_not_lift_the_grade \
+          > "$OUT/house_gpu_pytest.txt" 2>&1
+        for ex in softmax matmul; do
+          timeout 150 python3 -m gpulab check "$ex" --file "kernels/$ex.py" --json > "$OUT/house_gpu_$ex.json" 2>/dev/null
+          python3 -c "import json; r=json.load(open('$OUT/house_gpu_$ex.json')); print('$ex', r['status'], r['summary'])" >> "$OUT/house_gpu.txt" 2>&1
+          timeout 100 python3 -m gpulab check "$ex" --file "exercises/$ex.py" --no-timing 2>&1 | tail -2 >> "$OUT/house_gpu.txt"
+        done ) &
+      gpu_pid=$! ;;
+    wait-gpu) wait "${gpu_pid:-0}" 2>/dev/null; tail -6 "$OUT/house_gpu_pytest.txt"; cat "$OUT/house_gpu.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done
