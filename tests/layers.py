@@ -111,6 +111,8 @@ LAB_EXCEPTIONS = {
     "gpulab.cli.commands.dev_compile -> gpulab.measure.compile_info": "`gpulab dev compile`, a maintainers' tool, compiles with Triton in its own "
     "process (no GPU, no learner code)",
     "gpulab.cli.commands.dev_compile -> gpulab.measure.compile_specs": "the same tool's kernel list",
+    "gpulab.cli.commands.dev_compile -> gpulab.judge.loader": "the same tool reads the graders' "
+    "compile specs (COMPILE_SPECS) through the judge's one loader",
 }
 
 
