@@ -52,31 +52,30 @@ from gpulab.judge.replay_again import (
 )
 from gpulab.sandbox import learner
 from gpulab.sandbox.replay import DTYPES
-from gpulab.wire.frames import (
+from gpulab.wire.calls import (
     AUDIT_MALFORMED,
     AUDIT_MALFORMED_WHY,
     Audited,
     AuditEnd,
-    BadReply,
-    Broken,
-    BufferArg,
     CallRequest,
-    CompileAhead,
-    CompiledAhead,
     Desc,
-    DescArg,
     GuardReport,
     Guards,
+    Returned,
+)
+from gpulab.wire.launch_record import (
+    BufferArg,
+    DescArg,
     LaunchRecord,
-    Raised,
     RecordedBuffer,
     RecordedLaunch,
-    Returned,
     TorchStep,
     arg_json,
     flat_args,
 )
 from gpulab.wire.protocol import Kwargs
+from gpulab.wire.replies import BadReply, Broken, Raised
+from gpulab.wire.sandbox_start import CompileAhead, CompiledAhead
 from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
@@ -301,7 +300,7 @@ def remote_call(
         contiguous=contiguous,
         grad_args=tuple(grad_args),
         grad_output=dy_ref,
-        grad_api=grad_api,
+        grad_api=grad_api or "grad",  # sent with grad_args only
         rest=tuple(rest_refs),
     )
     if ctx.device == "cuda":

@@ -33,7 +33,8 @@ from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
 from gpulab.judge.replay_params import params_problem
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
-from gpulab.wire.frames import (
+from gpulab.wire.kernel_binary import KernelBinary
+from gpulab.wire.launch_record import (
     Arg,
     BufferArg,
     DescArg,
@@ -47,7 +48,6 @@ from gpulab.wire.frames import (
     View,
     flat_args,
 )
-from gpulab.wire.kernel_binary import KernelBinary
 from gpulab.wire.protocol import text as _text
 from gpulab.wire.replay import (
     ReplayBuffer,

@@ -17,6 +17,7 @@ from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import apply
 from gpulab.wire import crashes, protocol, requests
 from gpulab.wire.benches import Bench, BenchRequest, Exported, ExportRequest, MatmulBenchRequest
+from gpulab.wire.calls import Audited, AuditEnd, CallRequest, Returned
 from gpulab.wire.codec import check_version
 from gpulab.wire.dynamo import (
     CompiledSteps,
@@ -43,23 +44,14 @@ from gpulab.wire.explain import (
     ProfileRequest,
 )
 from gpulab.wire.fields import Frame
-from gpulab.wire.frames import (
-    Audited,
-    AuditEnd,
-    Broken,
-    CallRequest,
-    CompileAhead,
-    CompiledAhead,
-    Raised,
-    Returned,
-    Timed,
-    TimeRequest,
-)
 from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
 from gpulab.wire.replay import Replayed, ReplayRequest, ReplayTimed, ReplayTimeRequest
+from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.requests import Request
 from gpulab.wire.sandbox_start import (
     ArenaRequest,
+    CompileAhead,
+    CompiledAhead,
     Exit,
     Fatal,
     Held,
@@ -74,6 +66,7 @@ from gpulab.wire.sandbox_start import (
     SandboxConfig,
     Warm,
 )
+from gpulab.wire.timed_batch import Timed, TimeRequest
 from gpulab.wire.training import Blocks, BottleneckRequest, Trained, TrainRequest
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gpulab.wire.fields import _int, _items, _need_list, _need_str, _plain
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ProtocolError, text
+from gpulab.wire.replies import Reply
 
 # --- the copy benchmark (copy_ceiling) ----------------------------------------------
 

@@ -22,8 +22,8 @@ from gpulab.wire.fields import (
     _strings,
     _trues,
 )
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ProtocolError, TensorRef, number, text
+from gpulab.wire.replies import Reply
 
 # --- lesson 06: Dynamo's reports ---------------------------------------------------
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gpulab.wire.fields import _int, _items, _need_str, _object, _opt_str, _strings
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ProtocolError, number, text
+from gpulab.wire.replies import Reply
 
 # --- --explain (gpulab.explain: advice, never the grade) ----------------------------
 

@@ -1,13 +1,13 @@
 """The frames' shared readers of a field, and how the frames outside the
-kernel path are read (gpulab.wire.frames types the guarded call, the timed
-batch and the compile-ahead; the conversation modules the rest:
+kernel path are read (the kernel path's, gpulab.wire.calls and timed_batch,
+are Checked: gpulab.wire.replies; the conversation modules hold the rest:
 sandbox_start, dynamo, training, benches, replay, explain).
 
 The judge builds each request typed and sends its `to_json()`; the sandbox
 reads it back with `parse` (gpulab.wire.requests.request: the judge is
 trusted, so a malformed request is a ProtocolError, answered "broken").
 Each sandbox handler returns its reply typed; the judge reads a reply once,
-where it comes in, with gpulab.wire.frames.read_reply(frame, Kind) (through
+where it comes in, with gpulab.wire.replies.read_reply(frame, Kind) (through
 gpulab.judge.remote.Sandbox.ask): the reply of that kind, or the learner's
 exception (`Raised`), or anything else (`Broken`). A reply is untrusted, so
 each field is read as the judge always read it: a field of the wrong type

@@ -224,7 +224,7 @@ class TensorRef:
                 tuple(int(s) for s in stride),
                 int(soff),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(inf)
             raise ProtocolError(f"a malformed tensor reference: {exc}") from None
         if min((ref.offset, ref.nbytes, ref.storage_offset, *ref.shape, *ref.stride)) < 0:
             raise ProtocolError("a tensor reference with a negative offset, size or stride")
@@ -249,8 +249,8 @@ class ArenaSpec:
 
 
 # --- judge -> sandbox -------------------------------------------------------------
-# The kernel-grading path's requests and replies are typed in gpulab.wire.frames,
-# every other one in the conversation modules (gpulab.wire.requests lists them).
+# Each request and reply is typed in its conversation's module (gpulab.wire.calls,
+# timed_batch, sandbox_start, ...: gpulab.wire.requests lists the requests).
 
 
 # --- the lab <-> judge -------------------------------------------------------------

@@ -12,19 +12,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gpulab.wire.fields import _names, _need_list, _need_str, _opt_str
-from gpulab.wire.frames import (
+from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
+from gpulab.wire.launch_record import (
     Arg,
     Option,
     OtherArg,
     RecordedLaunch,
-    Reply,
     TorchStep,
     View,
     arg_json,
     parse_step,
 )
-from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.wire.protocol import ProtocolError, TensorRef, text
+from gpulab.wire.replies import Reply
 
 # --- the replay (gpulab.judge.replay, gpulab.sandbox.replay) --------------------------
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gpulab.wire.fields import _int, _items, _need_str, _opt_str, _refs, _strings, _trues
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ProtocolError, TensorRef, number, text
+from gpulab.wire.replies import Reply
 
 # --- lesson 07: the training steps and the bottleneck ---------------------------------
 # torch.profiler's tables as the sandbox reads them off its profile. The

@@ -527,7 +527,7 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
     import torch
 
     from gpulab.judge.kernel import Case, _same_launches
-    from gpulab.wire.frames import LaunchRecord
+    from gpulab.wire.launch_record import LaunchRecord
 
     def record(first: float) -> LaunchRecord | None:
         data = torch.tensor([first, 1e30, 1e30, 1e30]).numpy().tobytes()

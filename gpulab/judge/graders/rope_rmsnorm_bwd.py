@@ -54,7 +54,7 @@ from gpulab.judge.standard import STEP_NOTE
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
-    from gpulab.wire.frames import Returned
+    from gpulab.wire.calls import Returned
     from gpulab.wire.result import CaseRow
 
 FUNCTION = "rmsnorm_rope_backward"

@@ -24,7 +24,7 @@ from gpulab.judge import named_mistakes as nm
 from gpulab.judge.graders.bandwidth import BANNED, BANNED_ATEN
 from gpulab.judge.kernel import Case, Expect, Kept, KernelSpec, check_cases, guarded_call
 from gpulab.judge.puzzle import grade_puzzle, randn
-from gpulab.wire.frames import RecordedLaunch
+from gpulab.wire.launch_record import RecordedLaunch
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
