@@ -54,7 +54,7 @@ class Reply:
     TYPE: ClassVar[str]
 
     @classmethod
-    def parse(cls: type[R], frame: dict[str, Any]) -> R:
+    def parse(cls: type[R], frame: JsonObject) -> R:
         raise NotImplementedError
 
 
@@ -119,7 +119,9 @@ class Checked(Frame):
 C = TypeVar("C", bound=Checked)
 
 
-def checked(default: Any, reader: Callable[[Any], Any], *, omit: Any = False) -> Any:
+def checked(
+    default: Any, reader: Callable[[Any], Any], *, omit: bool | Callable[[Any], bool] = False
+) -> Any:
     """A field of a Checked reply: its default where it is absent or null
     (what an honest sandbox may leave out), else what `reader` makes of it."""
     return wire(default, read=lambda v: default if v is None else reader(v), omit=omit)

@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from gpulab.wire.codec import PROTOCOL, Frame, Tolerant, check_version, decode, encode, plain, wire
+from gpulab.wire.codec import (
+    PROTOCOL,
+    Frame,
+    Tolerant,
+    Unfit,
+    check_version,
+    decode,
+    encode,
+    plain,
+    wire,
+)
 from gpulab.wire.protocol import ProtocolError, TensorRef
 
 
@@ -131,3 +141,64 @@ def test_a_request_s_strings_travel_whole_and_a_reply_s_are_cut():
     long = "A" * 50_000  # a file's source, base64: longer than any reply's string
     assert decode(Ask, {"type": "ask", "function": long}).function == long
     assert decode(Row, {"name": long}).name == long[:20000]
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A part that writes its own JSON (a list), read by its own reader."""
+
+    x: int
+    y: int
+
+    def to_json(self) -> list[int]:
+        return [self.x, self.y]
+
+
+def _point(value: Any) -> Point | None:
+    return Point(*value) if isinstance(value, list) and len(value) == 2 else None
+
+
+_UNSENT = object()
+
+
+def _only_with_grid(frame: Any) -> bool:
+    return not frame.grid
+
+
+def _count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise Unfit("is not a count")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Inner(Frame):
+    launches: int = wire(0, read=lambda v: 0 if v is None else _count(v))
+
+
+@dataclass(frozen=True, slots=True)
+class Outer(Frame):
+    TYPE = "outer"
+    grid: tuple[int, ...] = wire((), omit=True)
+    at: Point | None = wire(None, read=_point, omit=_only_with_grid)
+    # Whether `at` was sent at all: read from its key, never written (`at` says it).
+    sent: bool = wire(
+        False, key="at", read=lambda v: v is not _UNSENT, absent=_UNSENT, omit=lambda f: True
+    )
+    inner: Inner = wire(factory=Inner, read=lambda v: decode(Inner, v or {}))
+
+
+def test_a_field_may_go_with_another_write_its_own_json_and_see_its_absence():
+    with_grid = Outer(grid=(2,), at=Point(1, 2), sent=True)
+    msg = encode(with_grid)
+    assert msg["at"] == [1, 2] and msg["grid"] == [2]
+    assert decode(Outer, msg) == with_grid
+    assert "at" not in encode(Outer(at=Point(1, 2)))  # no grid: not sent
+    assert decode(Outer, {"type": "outer"}).sent is False
+    assert decode(Outer, {"type": "outer", "at": None}).sent is True  # sent, as null
+
+
+def test_an_unfit_field_is_named_by_its_path():
+    with pytest.raises(Unfit) as info:
+        decode(Outer, {"type": "outer", "inner": {"launches": -1}})
+    assert info.value.field == "inner.launches" and info.value.problem == "is not a count"
