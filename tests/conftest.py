@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The suite runs a worker a core (`-n auto`), each with children of its own:
 # torch's and NumPy's thread pools in every one of them would only contend
-# (a CPU check sets the same for its sandboxes: gpulab.judge.main.one_thread).
+# (a CPU check sets the same for its sandboxes: gpulab.judge.prepared.one_thread).
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
@@ -44,11 +44,11 @@ def installed_triton() -> str | None:
 @pytest.fixture(autouse=True)
 def _triton_interpret_kept():
     """TRITON_INTERPRET as each test found it. A judge made in pytest's own
-    process on the CPU sets it (gpulab.judge.main.Prepared); left set, every
+    process on the CPU sets it (gpulab.judge.prepared.Prepared); left set, every
     later @triton.jit in that worker is an interpreted function, and a test
     that compiles for a GPU fails far from the cause (it did in CI)."""
     # The thread variables too: such a judge sets them for its sandboxes
-    # (gpulab.judge.main.one_thread).
+    # (gpulab.judge.prepared.one_thread).
     names = ("TRITON_INTERPRET", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
     saved = {name: os.environ.get(name) for name in names}
     yield

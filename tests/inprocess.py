@@ -18,7 +18,7 @@ class Channel:
     def send(self, event: Any) -> None:
         pass
 
-    def stage(self, text: str, *progress: int) -> None:
+    def stage(self, kind: Any, text: str, *progress: int) -> None:
         pass
 
 
@@ -76,15 +76,18 @@ class InProcessSandbox:
         import json
 
         from gpulab.sandbox.failure import LearnerFailure
-        from gpulab.wire import requests, sandbox_start
+        from gpulab.sandbox.main import route_of
+        from gpulab.wire import sandbox_start
         from gpulab.wire.replies import Raised
 
         msg = json.loads(json.dumps(message.to_json()))
-        request = requests.request(msg)
+        route = route_of(msg)  # the sandbox's own dispatch
+        request = route.read(msg)
         if isinstance(request, sandbox_start.LoadRequest):
             request = dataclasses.replace(request, before_load=tuple(self.before_load))
+        assert route.answer is not None, msg
         try:
-            reply = getattr(self.server, f"on_{msg['type']}")(request)
+            reply = route.answer(self.server, request)
         except LearnerFailure as exc:
             reply = Raised(exc.summary, exc.message)
         return json.loads(json.dumps(reply.to_json()))

@@ -79,9 +79,17 @@ HEAVY = [
     "gpulab.sandbox.*",
 ]
 # Of HEAVY's packages, the modules whose import is light all the same, and
-# proven so: the judge's main starts before torch and CUDA, its package's
-# __init__ is a docstring.
-LIGHT = ["gpulab.judge", "gpulab.judge.main"]
+# proven so: the judge's main starts before torch and CUDA (and with it what
+# it imports as it starts: its channel, its set-up, the file's read, the
+# crash's words), its package's __init__ is a docstring.
+LIGHT = [
+    "gpulab.judge",
+    "gpulab.judge.main",
+    "gpulab.judge.channel",
+    "gpulab.judge.crash",
+    "gpulab.judge.prepared",
+    "gpulab.judge.submission",
+]
 
 # The machinery that drives the graders (gpulab.judge, but for its graders
 # package) never imports one: gpulab.judge.loader loads a grader by a

@@ -13,6 +13,10 @@ import pytest
 
 from tests.conftest import REPO
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("packaging")
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):

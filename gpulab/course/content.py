@@ -22,6 +22,7 @@ import ast
 import dataclasses
 import operator
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +38,13 @@ STATUSES = ("ready", "coming")
 # trace is written where the judge reads it back.
 RECORDS = ("dynamo", "jax", "trace")
 # gpulab's commands beyond `check` that cover an exercise: `check --explain`,
-# `gpulab bench` (its reference beside torch) and `gpulab profile`.
-TOOLS = ("explain", "bench", "profile")
+# `gpulab bench` (its reference beside torch), `gpulab profile`, `gpulab dev
+# compile` (its kernels, from the grader's COMPILE_SPECS) and `gpulab counters
+# --ncu` (its reference counted again, from the grader's COUNTER_CASES).
+TOOLS = ("explain", "bench", "profile", "compile", "counters")
+# How `gpulab profile` sorts its table of operations: by self CPU time, or by
+# total (the operator the learner's code calls, whose children do the work).
+PROFILE_OPS = ("self", "total")
 
 
 class ContentError(Exception):
@@ -95,6 +101,15 @@ class Lesson:
     # --explain read these, so none of them lists exercises by name.
     records: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
+    # What those commands need to know of this exercise, so none of them
+    # names it: the exponentials a case computes (a formula, as flops), the
+    # sections of this lesson --explain's findings point at (finding kind or
+    # cause, heading), how `gpulab profile` sorts its operations, and the NVTX
+    # range `gpulab profile --ncu` counts inside ("" for every kernel).
+    exps: str = ""
+    explain_sections: tuple[tuple[str, str], ...] = ()
+    profile_ops: str = "self"
+    profile_range: str = ""
     root: Path = field(default_factory=content_root, compare=False, repr=False)
     # A folder exercise's folder (gpulab.course.exercise_folder): its text,
     # starter and reference are there, and its grader is its spec.py.
@@ -236,6 +251,10 @@ EXERCISE_FIELDS = (
     "hints",
     "records",
     "tools",
+    "exps",
+    "explain_sections",
+    "profile_ops",
+    "profile_range",
 )
 LESSON_FIELDS = ("id", *EXERCISE_FIELDS, "step", "roof_dtype")
 
@@ -253,6 +272,10 @@ class _ExerciseFields(TypedDict):
     hints: tuple[str, ...]
     records: tuple[str, ...]
     tools: tuple[str, ...]
+    exps: str
+    explain_sections: tuple[tuple[str, str], ...]
+    profile_ops: str
+    profile_range: str
 
 
 class _LessonFields(TypedDict):
@@ -310,7 +333,7 @@ def _exercise_fields(
     if not isinstance(requires, (list, tuple)) or not all(isinstance(r, str) for r in requires):
         raise ValueError(f"{where}: field 'requires' must be a list of module names")
     formulas: dict[str, str] = {}
-    for name in ("flops", "bytes"):
+    for name in ("flops", "bytes", "exps"):
         formulas[name] = _str_field(entry, name, where, required=False)
         if formulas[name]:
             try:
@@ -323,6 +346,21 @@ def _exercise_fields(
         if not isinstance(value, list) or not all(v in allowed for v in value):
             raise ValueError(f"{where}: field '{name}' must be a list of {', '.join(allowed)}")
         declared[name] = tuple(value)
+    sections = entry.get("explain_sections", {})
+    if not isinstance(sections, dict) or not all(
+        isinstance(k, str) and k.isidentifier() and isinstance(v, str) and v
+        for k, v in sections.items()
+    ):
+        raise ValueError(
+            f"{where}: field 'explain_sections' must be a table of finding kinds to "
+            'headings of the lesson\'s text (kind = "heading")'
+        )
+    profile_ops = _str_field(entry, "profile_ops", where, required=False) or "self"
+    if profile_ops not in PROFILE_OPS:
+        raise ValueError(f"{where}: field 'profile_ops' must be one of {PROFILE_OPS}")
+    profile_range = _str_field(entry, "profile_range", where, required=False)
+    if profile_range and not profile_range.isidentifier():
+        raise ValueError(f"{where}: field 'profile_range' must be an NVTX range's name")
     return _ExerciseFields(
         exercise=exercise,
         function=_str_field(entry, "function", where, required=status == "ready"),
@@ -334,6 +372,10 @@ def _exercise_fields(
         hints=tuple(hints),
         records=declared["records"],
         tools=declared["tools"],
+        exps=formulas["exps"],
+        explain_sections=tuple(sections.items()),
+        profile_ops=profile_ops,
+        profile_range=profile_range,
     )
 
 
@@ -342,6 +384,15 @@ def _check_files(lesson: Lesson, where: str) -> None:
         for label, p in (("lesson text", lesson.lesson_path), ("starter", lesson.starter_path)):
             if not p.is_file():
                 raise ValueError(f"{where}: {label} {p} is missing")
+    if lesson.explain_sections:
+        # --explain names these headings to the learner: each must be there.
+        text = lesson.text()
+        for kind, heading in lesson.explain_sections:
+            if not re.search(rf"^##+ {re.escape(heading)}$", text, re.M):
+                raise ValueError(
+                    f"{where}: field 'explain_sections': {kind} = {heading!r} is not a "
+                    f"heading (## or ###) of {lesson.lesson_path}"
+                )
 
 
 def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Lesson]:

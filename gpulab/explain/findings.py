@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulab.explain.kinds import where
+from gpulab.explain.kinds import Sections, where
 
 
 def _fmt_us(s: float) -> str:
@@ -31,15 +31,16 @@ def _main_launch(case: dict[str, Any], compiled: dict[str, Any]) -> tuple[dict, 
 
 def _finding(
     kind: str,
-    exercise: str,
+    sections: Sections,
     severity: float,
     evidence: str,
     advice: str,
-    section: tuple[str, str] | None = None,
+    cause: str = "",
 ) -> dict:
-    """`section`: (lesson, heading) when this cause has a better read than
-    the kind's usual one for the exercise."""
-    w = {"lesson": section[0], "section": section[1]} if section else where(kind, exercise)
+    """`sections`: where the exercise's manifest points its findings (by
+    kind, or by `cause` where one rule's finding has a better read than its
+    kind's)."""
+    w = where(kind, sections, cause)
     return {
         "kind": kind,
         "evidence": evidence,

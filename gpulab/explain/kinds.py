@@ -1,14 +1,19 @@
 """The stable kinds of a diagnosis, and the lesson section each points back to.
 
 A kind's name is an API (in `--json`, in tests, in docs/diagnosis.md): add
-kinds, never rename one.
+kinds, never rename one. An exercise whose own lesson teaches a kind better
+says so in its manifest entry (explain_sections), read here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpulab.course.content import Lesson
 
 
 def explained(content_root: str = "") -> frozenset[str]:
@@ -122,29 +127,51 @@ KINDS: dict[str, Kind] = {
     )
 }
 
-# Per exercise, a better section where the generic one is not the best read.
-SECTIONS: dict[tuple[str, str], tuple[str, str]] = {
-    ("extra_bytes", "matmul"): (_L03, "The grouped (swizzled) program order"),
-    ("extra_bytes", "flash_attention"): (_L04, "The idea: never hold more than a tile of S"),
-    ("extra_bytes", "rope_rmsnorm"): (_L05, "What fusion saves — and against what"),
-    ("extra_bytes", "bandwidth"): (_L01, "The exercise: the STREAM triad"),
-    ("no_tensor_cores", "flash_attention"): (_L04, "Deep dive: the roofline, honestly"),
-    ("wrong_roof", "flash_attention"): (_L04, "Deep dive: the roofline, honestly"),
-    ("wrong_roof", "matmul"): (_L03, "FLOPs, bytes, and where matmul sits on the roofline"),
-    ("register_spills", "matmul"): (_L03, "Autotuning"),
-    ("register_spills", "flash_attention"): (_L04, "Autotuning"),
-    ("too_few_programs", "matmul"): (_L03, "Why tiles: reuse from on-chip memory"),
-    ("too_few_programs", "bandwidth"): (_L01, "The exercise: the STREAM triad"),
-    ("low_occupancy", "bandwidth"): (_L01, "Deep dive: why measured is below datasheet"),
-    ("tail_wave", "softmax"): (_L02, "One program per row"),
-}
+# A rule's finer cause that an exercise's manifest may point at on its own
+# (explain_sections), and the kind its findings are of: a tl.dot loop that
+# reuses too little of what it loads is a wrong_roof finding.
+CAUSES = {"tile_reuse": "wrong_roof"}
+
+# Where an exercise's findings point: {kind or cause: (lesson id, heading)}.
+Sections = Mapping[str, tuple[str, str]]
 
 
-def where(kind: str, exercise: str) -> dict[str, str]:
-    """{"lesson", "section"} that teaches `kind` best for `exercise`."""
+def declared(exercise: str, content_root: str = "") -> Lesson | None:
+    """The manifest's entry of `exercise`, or None where the course has none."""
+    from gpulab.course.content import ContentError, load_course
+
+    try:
+        found = load_course(Path(content_root) if content_root else None).find(exercise)
+    except ContentError:
+        return None
+    return found if found is not None and found.exercise == exercise else None
+
+
+def sections_of(lesson: Lesson | None) -> dict[str, tuple[str, str]]:
+    """Where the manifest points --explain's findings on this exercise (its
+    explain_sections: headings of its own lesson), by kind or cause."""
+    if lesson is None:
+        return {}
+    return {key: (lesson.id, heading) for key, heading in lesson.explain_sections}
+
+
+def where(kind: str, sections: Sections | None = None, cause: str = "") -> dict[str, str]:
+    """{"lesson", "section"} that teaches `kind` best: the exercise's own
+    section for the cause or the kind (`sections`), else the kind's usual one."""
     k = KINDS[kind]
-    lesson, section = SECTIONS.get((kind, exercise), (k.lesson, k.section))
+    mine = sections or {}
+    lesson, section = mine.get(cause) or mine.get(kind) or (k.lesson, k.section)
     return {"lesson": lesson, "section": section}
 
 
-__all__ = ["KINDS", "SECTIONS", "Kind", "where"]
+__all__ = [
+    "CAUSES",
+    "KINDS",
+    "Kind",
+    "Sections",
+    "declared",
+    "explain_unavailable",
+    "explained",
+    "sections_of",
+    "where",
+]

@@ -14,9 +14,12 @@ import io
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.wire.sandbox_start import ProfilerPolicy
+
+if TYPE_CHECKING:
+    from gpulab.explain.kinds import Sections
 
 # ncu's frontend and the profiled process talk over TCP on localhost, on the
 # first free port from --port (49152 by default) among --max-connections (64
@@ -265,7 +268,11 @@ def summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measured_extra_bytes(
-    facts: dict[str, Any], case: dict[str, Any], gpu: dict[str, Any], exercise: str, kind: str
+    facts: dict[str, Any],
+    case: dict[str, Any],
+    gpu: dict[str, Any],
+    sections: Sections,
+    kind: str,
 ) -> tuple[dict | None, float | None]:
     """(an `extra_bytes` finding or None, measured ÷ minimum). The finding's
     severity is the share of time the extra bytes cost where the kernel is
@@ -303,7 +310,7 @@ def measured_extra_bytes(
             "(or an online form), contiguous loads along the row, no intermediate "
             "written and read back"
         )
-    return _finding("extra_bytes", exercise, min(0.9, severity), evidence, advice), ratio
+    return _finding("extra_bytes", sections, min(0.9, severity), evidence, advice), ratio
 
 
 def merge(found: list[dict], finding: dict | None, ratio: float | None) -> list[dict]:

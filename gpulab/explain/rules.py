@@ -14,7 +14,7 @@ from typing import Any
 
 from gpulab.explain.candidates import SPILL_MIN, spilled
 from gpulab.explain.findings import _finding, _fmt_us, _launch_label, _main_launch
-from gpulab.explain.kinds import KINDS
+from gpulab.explain.kinds import KINDS, Sections
 from gpulab.explain.traffic import _grouping, _in_flight, _intermediates, _tile_reuse
 
 # Host-side cost of one Triton launch from Python, and the smallest GPU time
@@ -32,7 +32,7 @@ SPILL_CAP = 0.8
 COMPUTE_OCCUPANCY = 0.0625  # a tensor-core kernel runs well at 8 warps of 128
 
 
-def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
+def _tensor_cores(f: dict, case: dict, sections: Sections) -> list[dict]:
     if f.get("kind") != "compute" or case.get("dtype") not in ("fp16", "bf16", "tf32", "fp8"):
         return []
     infos = [f["compiled"].get(la.get("key", "")) for la in case.get("launches") or []]
@@ -46,7 +46,7 @@ def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
     return [
         _finding(
             "no_tensor_cores",
-            exercise,
+            sections,
             1 - cap,
             f"no mma/wgmma instruction in the compiled {names} for {infos[0].get('arch')}: "
             f"the products run on the FP32 lanes ({(fp32 or 0) / 1e12:.0f} TFLOP/s on the "
@@ -58,7 +58,7 @@ def _tensor_cores(f: dict, case: dict, exercise: str) -> list[dict]:
     ]
 
 
-def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
+def _programs(f: dict, case: dict, sections: Sections) -> list[dict]:
     out: list[dict] = []
     sms = f["gpu"].get("sms") or 0
     la, info = _main_launch(case, f["compiled"])
@@ -70,7 +70,7 @@ def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
         out.append(
             _finding(
                 "too_few_programs",
-                exercise,
+                sections,
                 1 - programs / sms,
                 f"{_launch_label(la, info)} is launched with a grid of {programs} program"
                 f"{'s' if programs != 1 else ''} on {sms} SMs ({case['name']}): "
@@ -88,7 +88,7 @@ def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
             out.append(
                 _finding(
                     "tail_wave",
-                    exercise,
+                    sections,
                     lost,
                     f"{programs} programs of {_launch_label(la, info)} over {sms} SMs × "
                     f"{per_sm} resident = {waves:.2f} waves ({case['name']}): the last wave is "
@@ -101,7 +101,7 @@ def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
         out.append(
             _finding(
                 "serialised_reduction",
-                exercise,
+                sections,
                 0.5 * (1 - programs / sms),
                 f"{_launch_label(la, info)} walks the whole problem in a loop inside "
                 f"{programs} program{'s' if programs != 1 else ''}: the reduction runs one "
@@ -113,14 +113,14 @@ def _programs(f: dict, case: dict, exercise: str) -> list[dict]:
     return out
 
 
-def _does_not_launch(exercise: str, label: str, info: dict) -> dict:
+def _does_not_launch(sections: Sections, label: str, info: dict) -> dict:
     """Compiled, but a program asks for more shared memory than an SM can
     give one: it fails at launch (Triton's OutOfResources). On a CPU this
     is the only warning a learner gets before their first GPU."""
     limit = info.get("smem_per_block")
     return _finding(
         "low_occupancy",
-        exercise,
+        sections,
         1.0,
         f"{label} on {info['arch']} asks for {(info.get('shared') or 0) // 1024} KiB of shared "
         "memory a program"
@@ -132,7 +132,7 @@ def _does_not_launch(exercise: str, label: str, info: dict) -> dict:
     )
 
 
-def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
+def _compile(f: dict, case: dict, sections: Sections) -> list[dict]:
     out = []
     compute = f.get("kind") == "compute"
     for la in case.get("launches") or []:
@@ -141,7 +141,7 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
             continue
         label = _launch_label(la, info)
         if not info.get("fits") and info.get("limited_by") == "shared memory":
-            out.append(_does_not_launch(exercise, label, info))
+            out.append(_does_not_launch(sections, label, info))
             continue
         spills = spilled(info)
         if spills < SPILL_MIN:
@@ -152,7 +152,7 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
             out.append(
                 _finding(
                     "register_spills",
-                    exercise,
+                    sections,
                     # At most 0.8: spills cost a few times at worst, where a
                     # GPU 85% idle (too_few_programs at 0.85) costs 7x.
                     min(SPILL_CAP, 0.3 + spills / 1000) * (0.5 if unsure else 1.0),
@@ -171,7 +171,7 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
             out.append(
                 _finding(
                     "low_occupancy",
-                    exercise,
+                    sections,
                     0.5 * (target - occ) / target,
                     f"{label} on {info['arch']}: {info.get('blocks_per_sm')} program(s) of "
                     f"{info.get('num_warps')} warps fit on one SM (limited by "
@@ -188,7 +188,7 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
             out.append(
                 _finding(
                     "extra_bytes",
-                    exercise,
+                    sections,
                     0.6 * (1 - 2 / (worst + 1)),
                     f"{label} loads {', '.join(f'{k} at {v} places' for k, v in loads.items())}: "
                     f"each element read up to {worst} times, so up to {(worst + 1) / 2:.1f}× "
@@ -202,7 +202,7 @@ def _compile(f: dict, case: dict, exercise: str) -> list[dict]:
             out.append(
                 _finding(
                     "serialised_reduction",
-                    exercise,
+                    sections,
                     0.35,
                     f"{label} has {info['atomics']} atomic update(s): programs that add into "
                     "the same address wait for each other",
@@ -227,7 +227,7 @@ def _autotune_note(tuned: dict) -> tuple[str, bool]:
     )
 
 
-def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
+def _roofs(f: dict, case: dict, sections: Sections) -> list[dict]:
     out: list[dict] = []
     gpu = f["gpu"]
     bw, flops = gpu.get("bandwidth"), gpu.get("flops") or {}
@@ -246,7 +246,7 @@ def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
         out.append(
             _finding(
                 "launch_bound",
-                exercise,
+                sections,
                 min(0.95, share),
                 f"{n} kernel launch{'es' if n != 1 else ''} a call, about "
                 f"{_fmt_us(overhead)} of launch cost (estimated {LAUNCH_US:.0f} µs each) against "
@@ -273,7 +273,7 @@ def _roofs(f: dict, case: dict, exercise: str) -> list[dict]:
                 out.append(
                     _finding(
                         "wrong_roof",
-                        exercise,
+                        sections,
                         1 - cap,
                         f"{exps:.3g} exponentials at the SFU rate ({fp32 * SFU_PER_FP32_FLOP / 1e12:.1f} "
                         f"T/s on the {gpu['name']}) take {_fmt_us(sfu)}, more than the "
@@ -299,13 +299,14 @@ RULES = (
 )
 
 
-def diagnose(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    """Findings for `facts`, most important first; one per kind (the worst case's)."""
-    exercise = facts.get("exercise", "")
+def diagnose(facts: dict[str, Any], sections: Sections | None = None) -> list[dict[str, Any]]:
+    """Findings for `facts`, most important first; one per kind (the worst
+    case's). `sections`: where the exercise's manifest points its findings
+    (gpulab.explain.kinds.sections_of); the kinds' usual sections else."""
     best: dict[str, dict[str, Any]] = {}
     for case in facts.get("cases") or []:
         for rule in RULES:
-            for finding in rule(facts, case, exercise):
+            for finding in rule(facts, case, sections or {}):
                 assert finding["kind"] in KINDS, finding["kind"]
                 have = best.get(finding["kind"])
                 if have is None or finding["severity"] > have["severity"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from gpulab.explain.findings import _finding, _launch_label, _main_launch
+from gpulab.explain.kinds import Sections
 
 # HBM's latency under load, about 0.6 µs (lesson 05, "The kernel"): by
 # Little's law an SM must keep bandwidth × latency / SMs bytes in flight
@@ -26,7 +27,7 @@ HBM_LATENCY_S = 0.6e-6
 SMEM_BYTES_PER_CLOCK = 128
 
 
-def _grouping(f: dict, case: dict, exercise: str) -> list[dict]:
+def _grouping(f: dict, case: dict, sections: Sections) -> list[dict]:
     """A tiled product in row-major program order re-reads B from HBM once
     its panels no longer fit in L2 together (lesson 03)."""
     la, info = _main_launch(case, f["compiled"])
@@ -48,7 +49,7 @@ def _grouping(f: dict, case: dict, exercise: str) -> list[dict]:
     return [
         _finding(
             "extra_bytes",
-            exercise,
+            sections,
             min(0.6, 0.3 * footprint / l2),
             f"{_launch_label(la, info)} visits tiles row by row: one wave of {per_wave} "
             f"programs touches {rows} panels of A and {cols} of B, {footprint / 2**20:.0f} MiB "
@@ -60,7 +61,7 @@ def _grouping(f: dict, case: dict, exercise: str) -> list[dict]:
     ]
 
 
-def _in_flight(f: dict, case: dict, exercise: str) -> list[dict]:
+def _in_flight(f: dict, case: dict, sections: Sections) -> list[dict]:
     """Little's law for a memory-bound kernel without a loop: the programs
     resident on an SM issue all their loads at once, so what is in flight
     is resident programs × bytes a program moves."""
@@ -82,7 +83,7 @@ def _in_flight(f: dict, case: dict, exercise: str) -> list[dict]:
     return [
         _finding(
             "low_occupancy",
-            exercise,
+            sections,
             0.6 * (1 - have / need),
             f"{_launch_label(la, info)} moves {per_program:.0f} bytes a program "
             f"({programs} programs, {case['name']}) and {resident} programs fit on one SM "
@@ -97,7 +98,7 @@ def _in_flight(f: dict, case: dict, exercise: str) -> list[dict]:
     ]
 
 
-def _tile_reuse(f: dict, case: dict, exercise: str) -> list[dict]:
+def _tile_reuse(f: dict, case: dict, sections: Sections) -> list[dict]:
     """A tl.dot loop's FLOPs per byte it brings on chip, against what the
     tensor cores need even if every byte came from shared memory."""
     if f.get("kind") != "compute":
@@ -118,7 +119,7 @@ def _tile_reuse(f: dict, case: dict, exercise: str) -> list[dict]:
     return [
         _finding(
             "wrong_roof",
-            exercise,
+            sections,
             1 - cap,
             f"{_launch_label(la, info)} brings {info['loop_load_bytes']} bytes on chip per "
             f"step of its loop for {info['loop_dot_flops']} FLOPs of tl.dot: "
@@ -128,14 +129,12 @@ def _tile_reuse(f: dict, case: dict, exercise: str) -> list[dict]:
             f"{cap:.0%} of the time ({case['name']})",
             "Use bigger tiles (BLOCK_M × BLOCK_N of 128 × 128 or more, num_warps=8): each "
             "element loaded is then reused 128 times",
-            section=("03_triton_tiled_matmul", "Why tiles: reuse from on-chip memory")
-            if exercise == "matmul"
-            else None,
+            cause="tile_reuse",
         )
     ]
 
 
-def _intermediates(f: dict, case: dict, exercise: str) -> list[dict]:
+def _intermediates(f: dict, case: dict, sections: Sections) -> list[dict]:
     """Buffers one kernel writes and a later one reads back (the sandbox
     found them shared between launches): a round trip through HBM."""
     gpu = f["gpu"]
@@ -153,7 +152,7 @@ def _intermediates(f: dict, case: dict, exercise: str) -> list[dict]:
     return [
         _finding(
             "extra_bytes",
-            exercise,
+            sections,
             min(0.9, t_extra / (ideal + t_extra)),
             f"{worst['name']} ({worst['bytes'] / 2**20:.0f} MiB) is written by "
             f"{worst['kernels'][0]} and read back by {', '.join(worst['kernels'][1:])}"

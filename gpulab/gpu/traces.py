@@ -23,6 +23,14 @@ def targets() -> list[str]:
     return load_course().covered_by("profile")
 
 
+def _profile_range(exercise: str) -> str:
+    """The manifest's profile_range of `exercise` ("" for none)."""
+    from gpulab.course.content import load_course
+
+    lesson = load_course().find(exercise)
+    return lesson.profile_range if lesson is not None and lesson.exercise == exercise else ""
+
+
 RANGES = ("train_step", "forward", "loss", "backward", "optimizer_step")
 
 
@@ -76,7 +84,8 @@ def ncu_command(
 ) -> list[str]:
     """Nsight Compute: per-kernel counters for the first `kernels` kernels of
     the profiled steps (ncu replays each kernel many times, so keep it small).
-    For nvtx_profile only kernels inside the NVTX range train_step are taken."""
+    Where the manifest names the exercise's profile_range, only kernels
+    inside that NVTX range are taken."""
     cmd = [
         "ncu",
         "--profile-from-start",
@@ -94,8 +103,9 @@ def ncu_command(
         "-o",
         str(out),
     ]
-    if exercise == "nvtx_profile":
-        cmd[1:1] = ["--nvtx", "--nvtx-include", "train_step/"]
+    nvtx_range = _profile_range(exercise)
+    if nvtx_range:
+        cmd[1:1] = ["--nvtx", "--nvtx-include", f"{nvtx_range}/"]
     return cmd + target_argv(exercise, file, steps=steps)
 
 

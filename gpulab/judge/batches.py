@@ -37,9 +37,9 @@ from gpulab.wire.timed_batch import NO_TIMING, Timed, TimedInputs, TimeRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
-    from gpulab.judge.kernel import Expect
+    from gpulab.judge.kernel_spec import Expect
     from gpulab.judge.remote import Arena
-    from gpulab.judge.replay import Refs
+    from gpulab.judge.replay_plan import Refs
     from gpulab.wire.protocol import TensorRef
 
 MAX_REPS = 40

@@ -26,7 +26,7 @@ from gpulab.wire.protocol import CheckRequest
 from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.result import CaseRow
 from gpulab.wire.sandbox_start import Loaded, LoadRequest
-from gpulab.wire.status import Status
+from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
     from gpulab.judge.remote import Arena, Remote, Sandbox
@@ -35,13 +35,14 @@ if TYPE_CHECKING:
 
 
 class Channel(Protocol):
-    """Where a check's frames go (gpulab.judge.main.Channel, the judge's
+    """Where a check's frames go (gpulab.judge.channel.Channel, the judge's
     events, typed as the lab reads them: gpulab.wire.events)."""
 
     def send(self, event: Stage | CaseDone | Correct | Graded) -> None: ...
 
     def stage(
         self,
+        kind: StageKind,
         text: str,
         done: int | None = None,
         total: int | None = None,
@@ -63,9 +64,13 @@ class CaseContext(Protocol):
 
 
 class GradeFailed(Exception):
-    def __init__(self, summary: str, message: str = "", status: str = Status.FAILED) -> None:
+    """The check ends now, as `status` says (one of a check's ENDS: FAILED,
+    or ERROR where gpulab could not judge)."""
+
+    def __init__(self, summary: str, message: str = "", status: Status = Status.FAILED) -> None:
         super().__init__(summary)
-        self.summary, self.message, self.status = summary, message, status
+        self.summary, self.message = summary, message
+        self.status = Status.ended(status) or Status.ERROR
 
 
 @dataclass
@@ -123,17 +128,25 @@ class GradeContext:
 
     def stage(
         self,
+        kind: StageKind,
         text: str,
         done: int | None = None,
         total: int | None = None,
         allow_s: float | None = None,
     ) -> None:
+        """A stage begins: what it spends its time on (`kind`, the result's
+        `stages`), the learner's words for it, and where it has steps, how
+        many are done of how many."""
         if allow_s is not None:
-            self.channel.stage(text, done, total, allow_s)
+            self.channel.stage(kind, text, done, total, allow_s)
         elif done is None:
-            self.channel.stage(text)
+            self.channel.stage(kind, text)
         else:
-            self.channel.stage(text, done, total)
+            self.channel.stage(kind, text, done, total)
+
+    def waiting(self, text: str) -> None:
+        """A wait for the GPU (gpulab.gpu.gpulock's `on_wait`)."""
+        self.stage(StageKind.WAITING, text)
 
     def correct(self) -> None:
         """Every correctness case passed and the timing begins: the lab shows
@@ -146,7 +159,7 @@ class GradeContext:
         from gpulab.judge.remote import Remote
 
         if self._loaded is None:
-            self.stage("importing your file")
+            self.stage(StageKind.IMPORT, "importing your file")
             if self.sandbox.pending:  # preloaded: its reply is this one
                 self.sandbox.pending = False
                 loaded = self.sandbox.reply(Loaded)

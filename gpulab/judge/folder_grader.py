@@ -22,7 +22,7 @@ import torch
 from gpulab.judge.compare import DEFAULT_TOLERANCE
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.folder_spec import DTYPES, RESERVED, CaseDict, FolderSpec, at_line, describe
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import STEP_NOTE, grade_kernel
 from gpulab.sandbox.learner import LearnerError
 from gpulab.wire.status import Status

@@ -14,6 +14,7 @@ from gpulab.judge.case_row import case_row
 from gpulab.sandbox import learner
 from gpulab.wire.dynamo import DynamoBreak, DynamoRequest, DynamoTrace, Traced
 from gpulab.wire.replies import Broken, R, Raised
+from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -40,7 +41,9 @@ def sandbox_reply(got: R | Raised | Broken) -> R:
     if isinstance(got, Broken):
         from gpulab.judge.context import GradeFailed
 
-        raise GradeFailed(f"the sandbox failed: {got.summary}", got.message[:4000], status="error")
+        raise GradeFailed(
+            f"the sandbox failed: {got.summary}", got.message[:4000], status=Status.ERROR
+        )
     return got
 
 
@@ -85,7 +88,7 @@ def _trace(ctx: GradeContext, fn: Any, label: str, args: tuple[Any, ...]) -> Tra
     """Dynamo's report on the step traced in the sandbox on `args`."""
     from gpulab.judge.kernel import Refs, encode
 
-    ctx.stage(f"tracing with Dynamo ({label})")
+    ctx.stage(StageKind.TRACING, f"tracing with Dynamo ({label})")
     arena = ctx.arena(args_nbytes(args) + 4096)
     refs: Refs = {}
     request = DynamoRequest(fn.name, [encode(arena, a, refs) for a in args])

@@ -73,7 +73,7 @@ def grade_request(
     except LearnerError as exc:
         status, summary, message = Status.FAILED, exc.summary, exc.message
     except GradeFailed as exc:
-        status = Status.of(exc.status) or Status.ERROR
+        status = exc.status
         summary, message = exc.summary, exc.message
     else:
         bad = [c for c in ctx.cases if not c.passed]

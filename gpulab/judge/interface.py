@@ -10,16 +10,29 @@ little that drawing cases needs (both in gpulab.judge.context). These are
 Protocols, structural types as harlequin declares its adapters: a module
 satisfies one by having the names, and mypy checks each grader's functions
 against the types named here.
+
+The manifest's `tools` names the commands beyond `check` that cover an
+exercise; for some of them the grader provides a hook, found by name where
+the tool loads the grader (gpulab.judge.loader): "compile", COMPILE_SPECS
+(gpulab.measure.compile_specs, whose Spec it holds: typed there, since that
+module imports the loader, which imports this one); "counters",
+COUNTER_CASES (gpulab.targets.counter_cases); "profile", profile_step
+(gpulab.targets.profiling). A grader has a hook exactly when the manifest
+names its tool (tests/judge/test_grader_loader.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
-    from gpulab.judge.kernel import Case, KernelSpec
+    from gpulab.judge.kernel_spec import Case, KernelSpec
+
+# A grader's COUNTER_CASES: a recording's name (gpulab.gpu.counters) -> what
+# builds its inputs from the reference module, returning the call to count.
+CounterCases = Mapping[str, Callable[[Any], Callable[[], object]]]
 
 
 class Grader(Protocol):
@@ -38,3 +51,17 @@ class TimedGrader(Grader, Protocol):
     def timing_cases(self, ctx: CaseContext) -> Sequence[Case | tuple[Any, ...]]: ...
 
     def kernel_spec(self, ctx: CaseContext) -> KernelSpec: ...
+
+
+class CountedGrader(Grader, Protocol):
+    """A grader of an exercise the manifest's tools name "counters"."""
+
+    COUNTER_CASES: CounterCases
+
+
+class ProfiledGrader(Grader, Protocol):
+    """A grader of an exercise the manifest's tools name "profile": one step
+    of the learner's `module` on the check's inputs, for `gpulab profile`
+    to run between cudaProfilerStart and cudaProfilerStop."""
+
+    def profile_step(self, module: Any, device: str) -> Callable[[], object]: ...

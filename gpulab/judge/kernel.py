@@ -1,10 +1,12 @@
 """Grading a kernel exercise: correctness cases under guards, then timing.
 
 An exercise's grader module describes its cases, reference, banned ops and
-baseline in a `KernelSpec`; `check_cases` and `speed.time_cases` do the rest the
-same way for every kernel (see docs/grading.md); gpulab.judge.standard is
-the body the kernel graders share. The learner's function runs
-in the sandbox; everything here runs in the judge.
+baseline in a `KernelSpec` (gpulab.judge.kernel_spec); `check_cases` and
+`speed.time_cases` do the rest the same way for every kernel (see
+docs/grading.md); gpulab.judge.standard is the body the kernel graders
+share. The guards' rules are gpulab.judge.kernel_guards, the two-draw rule
+gpulab.judge.two_draws. The learner's function runs in the sandbox;
+everything here runs in the judge.
 """
 
 from __future__ import annotations
@@ -21,28 +23,13 @@ import torch
 
 from gpulab.judge.allowance import CaseClock
 from gpulab.judge.case_row import CaseFields, case_row
-from gpulab.judge.compare import (
-    DEFAULT_TOLERANCE,
-    compare,
-    describe_mismatch,
-    dtype_name,
-)
+from gpulab.judge.compare import compare, describe_mismatch, dtype_name
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.cost import on_wrong_case
+from gpulab.judge.kernel_guards import AuditSpan, guards_for, judge_report
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec, desc_problem
 from gpulab.judge.remote import storage_bytes
-from gpulab.judge.replay import (
-    MISMATCH,
-    REPLAY_KILLED,
-    CopyMap,
-    Result,
-    copy_map,
-    same_copy,
-    trusted_bytes,
-)
-
-# What encode puts in the arena; defined beside the replay (which must not
-# import this module), and given to encode's callers from here.
-from gpulab.judge.replay import Refs as Refs
+from gpulab.judge.replay import MISMATCH, REPLAY_KILLED, Result
 from gpulab.judge.replay_again import (
     AGAIN_MISMATCH,
     INVARIANT_NOTE,
@@ -50,115 +37,21 @@ from gpulab.judge.replay_again import (
     draw_scale,
     scale_case,
 )
+
+# What encode puts in the arena; defined beside the replay's plan (which must
+# not import this module), and given to encode's callers from here.
+from gpulab.judge.replay_plan import Refs as Refs
+from gpulab.judge.two_draws import Draws, draw_key, first_of_pair, same_launches
 from gpulab.sandbox import learner
-from gpulab.sandbox.replay import DTYPES
-from gpulab.wire.calls import (
-    AUDIT_MALFORMED,
-    AUDIT_MALFORMED_WHY,
-    Audited,
-    AuditEnd,
-    CallRequest,
-    Desc,
-    GuardReport,
-    Guards,
-    Returned,
-)
-from gpulab.wire.launch_record import (
-    BufferArg,
-    DescArg,
-    LaunchRecord,
-    RecordedBuffer,
-    RecordedLaunch,
-    TorchStep,
-    arg_json,
-    flat_args,
-)
+from gpulab.wire.calls import CallRequest, Guards, Returned
+from gpulab.wire.launch_record import LaunchRecord
 from gpulab.wire.protocol import Kwargs
 from gpulab.wire.replies import BadReply, Broken, Raised
 from gpulab.wire.sandbox_start import CompileAhead, CompiledAhead
-from gpulab.wire.status import Status
+from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
-
-
-@dataclass
-class Case:
-    name: str
-    args: tuple[Any, ...]  # the learner's function's arguments, as the grader draws them
-    dtype: torch.dtype
-    sizes: dict[str, float] = field(default_factory=dict)
-    kwargs: Kwargs = field(default_factory=dict)  # and its keyword arguments
-    shape: str = ""
-
-
-@dataclass
-class KernelSpec:
-    reference: Callable[[Case], torch.Tensor]
-    banned: tuple[Callable[..., Any], ...] = ()  # torch callables (dotted names them)
-    banned_aten: tuple[str, ...] = ()
-    # aten ops banned only when a tensor argument has >= 4096 elements: the
-    # elementwise pieces the op could be rebuilt from (mul + sum for matmul).
-    banned_large: tuple[str, ...] = ()
-    banned_label: str = ""
-    tolerance: Callable[[torch.dtype], tuple[float, float]] = lambda dt: DEFAULT_TOLERANCE[dt]
-    expect: Callable[[Case], Expect] | None = None
-    # The reference at some rows only: (case, sorted indices) -> the
-    # reference's rows at those indices along `row_axis`. Where an exercise has
-    # it, a timed output larger than `gpulab.judge.batches.SAMPLE_ROWS` rows is
-    # checked at rows the judge draws after the output is in its slot (a
-    # float64 attention of 16384 tokens took 0.2 s an output on the H200,
-    # and every timed output is checked).
-    reference_rows: Callable[[Case, torch.Tensor], torch.Tensor] | None = None
-    row_axis: int = 0
-    baseline: Callable[[Case], Callable[[], Any]] | None = None
-    baseline_name: str = ""
-    # Grade from the geometric mean of the roofline fraction (or the
-    # speedup, when `grade_on` is "speedup"): (threshold, letter), best first.
-    grade_on: str = "roofline"
-    grades: tuple[tuple[float, str], ...] = ((0.85, "A"), (0.70, "B"), (0.50, "C"), (0.0, "D"))
-    # (case, output, reference) -> the mistake a wrong output shows, in the
-    # learner's words ("elements 1000-1023 were not written"), or "": said
-    # before the comparison's numbers (gpulab.judge.named_mistakes).
-    diagnose: Callable[[Case, torch.Tensor, torch.Tensor], str] | None = None
-    # What a store past the end of a buffer says of this exercise's kernel
-    # (the default names the 1-D mask).
-    overrun: str = ""
-
-
-@dataclass
-class Expect:
-    """What the contract says the result is: its shape, its dtype (that of
-    `like`, named `like_name` in messages) and whether it must be contiguous."""
-
-    shape: tuple[int, ...]
-    like: torch.Tensor
-    like_name: str
-    contiguous: bool = False
-
-
-def desc_problem(desc: Desc, expect: Expect) -> str | None:
-    """What is wrong with the result the sandbox described, or None."""
-    if desc.type != "Tensor":
-        return f"returned {desc.type or 'something'}, expected a torch.Tensor"
-    if desc.exact is not True:
-        return "returned a subclass of torch.Tensor, not a plain torch.Tensor"
-    shape = desc.shape or ()
-    if shape != tuple(expect.shape):
-        return f"returned shape {shape}, expected {tuple(expect.shape)}"
-    want = str(expect.like.dtype).replace("torch.", "")
-    if desc.dtype != want:
-        got = getattr(torch, str(desc.dtype), None)
-        got_name = dtype_name(got) if isinstance(got, torch.dtype) else (desc.dtype or "")
-        return (
-            f"returned dtype {got_name}, expected {dtype_name(expect.like.dtype)} "
-            f"({expect.like_name}'s dtype)"
-        )
-    if desc.device != expect.like.device.type:
-        return f"returned a tensor on {desc.device or ''}, expected {expect.like.device.type}"
-    if expect.contiguous and desc.contiguous is not True:
-        return "returned a non-contiguous tensor; allocate a new contiguous output"
-    return None
 
 
 def _tensors(args: Any) -> list[torch.Tensor]:
@@ -208,47 +101,6 @@ def encode(arena: Any, obj: Any, refs: Refs) -> Any:
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     raise TypeError(f"cannot pass a {type(obj).__name__} to the sandbox")
-
-
-def dotted(f: Any) -> str:
-    """The importable name of a torch callable, for the sandbox's guards."""
-    for prefix, space in (
-        ("torch", torch),
-        ("torch.Tensor", torch.Tensor),
-        ("torch.nn.functional", torch.nn.functional),
-        ("torch.special", torch.special),
-        ("torch.linalg", torch.linalg),
-    ):
-        for name in dir(space):
-            try:
-                if getattr(space, name) is f:
-                    return f"{prefix}.{name}"
-            except Exception:  # noqa: BLE001 - lazy attributes
-                continue
-    qual = getattr(f, "__qualname__", "")
-    if "." in qual:  # torch.nn.Softmax.forward and friends
-        owner = qual.split(".")[0]
-        if getattr(torch.nn, owner, None) is not None:
-            return f"torch.nn.{qual}"
-    return f"{getattr(f, '__module__', 'torch')}.{qual or getattr(f, '__name__', '?')}"
-
-
-def guards_for(spec: KernelSpec, eager_width: int = 0) -> Guards:
-    return Guards(
-        banned=tuple(dotted(f) for f in spec.banned),
-        banned_aten=tuple(spec.banned_aten),
-        banned_large=tuple(spec.banned_large),
-        label=spec.banned_label,
-        eager_width=eager_width,
-    )
-
-
-# A shape's first draw, by its arguments' key (_arg_key): the case's name,
-# its launches (_launch_key) and its filled buffers' dtypes and copy maps.
-Draws = dict[
-    tuple[Any, ...],
-    tuple[str, tuple[tuple[str, ...], ...], list[tuple[torch.dtype, CopyMap | bytes | None]]],
-]
 
 
 def remote_call(
@@ -327,131 +179,6 @@ def remote_call(
     return reply, out, extras
 
 
-def _report_failures(
-    ctx: GradeContext,
-    spec: KernelSpec,
-    report: GuardReport,
-    case_name: str,
-    require_written: bool = True,
-) -> None:
-    if report.banned:
-        ctx.fail(
-            f"cheat: your code called {', '.join(report.banned)}, the op this exercise replaces",
-            f"{spec.banned_label or 'The library op'} is off the graded path: "
-            "write the computation in your Triton kernel.",
-        )
-    if not report.launches:
-        ctx.fail(
-            f"case {case_name}: no Triton kernel was launched",
-            "The result must be computed by your Triton kernel (kernel[grid](...)).",
-        )
-    if report.eager:
-        ctx.fail(
-            f"cheat: your forward computed eagerly with {', '.join(report.eager[:6])} instead of "
-            "in Triton",
-            "Only allocations, views and copies may run outside your kernels (and, "
-            "in lesson 05's exercise, the final (P, D) -> (D,) sum of dweight "
-            "partials); the maths belongs in them.",
-        )
-    _audit_failures(ctx, report.audit, case_name)
-    if report.side_stream:
-        ctx.fail(
-            f"case {case_name}: a kernel was launched on a side stream",
-            "Launch on the current stream: work on another stream escapes the timing.",
-        )
-    if report.overruns:
-        ctx.fail(
-            f"case {case_name}: your kernel wrote past the end of a buffer",
-            spec.overrun
-            or "A store landed just after a tensor your code allocated: check the mask "
-            "(`offs < n`, not `<=`) and the last block's offsets.",
-        )
-    if require_written and report.aliases_input:
-        ctx.fail(f"case {case_name}: returned one of its inputs", "Allocate a new output tensor.")
-    if require_written and not report.wrote_out:
-        ctx.fail(
-            f"case {case_name}: the returned tensor was not written by your Triton kernel",
-            "Return the output buffer that you passed to your kernel, together with "
-            "the inputs it reads.",
-        )
-    if require_written and report.altered_after:
-        ctx.fail(
-            f"case {case_name}: the returned tensor was changed after your kernel wrote it",
-            "The result must be what your kernel stored, not filled in by torch afterwards.",
-        )
-
-
-def _audit_failures(ctx: GradeContext, audit: Sequence[str], case_name: str) -> None:
-    """The profiler's findings of one call (gpulab.sandbox.audit): a cheat."""
-    if any(a.startswith(("the profiler was stopped", "a profiler range")) for a in audit):
-        ctx.fail(
-            f"cheat: {audit[0]}",
-            "gpulab watches each graded call with torch's profiler; code that stops it, "
-            "or imitates gpulab's own ranges, cannot be graded.",
-        )
-    if audit:
-        ctx.fail(
-            f"cheat: during your call torch ran {', '.join(audit[:6])}"
-            + (f" (case {case_name})" if case_name else ""),
-            "torch's profiler watched the call in every thread (so switching the op "
-            "guards off or working from a second thread does not hide it). Only "
-            "allocations, views and copies may run outside your Triton kernels.",
-        )
-
-
-class AuditSpan:
-    """The correctness calls' shared profile, as the judge keeps it: the
-    cases sent, in order (the profile's windows), and once read, each
-    window's findings (gpulab.sandbox.audit.SpanAudit)."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.found: tuple[tuple[str, ...], ...] | None = None
-
-    def end(self, ctx: GradeContext) -> tuple[tuple[str, ...], ...]:
-        """Each call's findings (the sandbox stops the profile the first time)."""
-        if self.found is None:
-            self.found = ()  # asked once, even when the answer is refused
-            try:
-                audited = ctx.sandbox.ask(AuditEnd(), Audited)
-                if not isinstance(audited, Audited) or len(audited.findings) != len(self.calls):
-                    raise BadReply(AUDIT_MALFORMED, AUDIT_MALFORMED_WHY)
-            except BadReply as exc:
-                ctx.fail(exc.summary, exc.message)
-            self.found = audited.findings
-        return self.found
-
-    def judge(self, ctx: GradeContext, upto: int | None = None) -> None:
-        """Fail on the first of the calls (the first `upto`) whose window
-        saw torch at work."""
-        found = self.end(ctx)
-        for name, one in list(zip(self.calls, found, strict=False))[:upto]:
-            _audit_failures(ctx, one, name)
-
-
-def _report(
-    ctx: GradeContext,
-    spec: KernelSpec,
-    report: GuardReport,
-    case_name: str,
-    span: AuditSpan | None,
-) -> None:
-    """_report_failures, with a shared profile's findings read first where
-    the call fails on its own report: what each call's profile saw ranks as
-    it did when every call was profiled apart."""
-    if span is None:
-        _report_failures(ctx, spec, report, case_name)
-        return
-    try:
-        _report_failures(ctx, spec, dataclasses.replace(report, audit=()), case_name)
-    except GradeFailed:
-        found = span.end(ctx)
-        span.judge(ctx, upto=len(span.calls) - 1)
-        last = found[-1] if found else ()
-        _report_failures(ctx, spec, dataclasses.replace(report, audit=last), case_name)
-        raise
-
-
 @dataclass
 class Kept:
     """What a replay of a correctness call needs (gpulab.judge.replay): the
@@ -510,7 +237,7 @@ def guarded_call(
     note = f"torch's profiler could not watch the calls ({off}): only the op guards did."
     if off and note not in ctx.notes:
         ctx.notes.append(note)
-    _report(
+    judge_report(
         ctx,
         spec,
         dataclasses.replace(report, wrote_out=True, altered_after=False, aliases_input=False),
@@ -519,7 +246,7 @@ def guarded_call(
     )
     problem = desc_problem(reply.desc, expect)
     if problem is None:
-        _report(ctx, spec, report, case.name, span)
+        judge_report(ctx, spec, report, case.name, span)
         if out is None:
             problem = "the result could not be copied out of the sandbox"
     return out, problem
@@ -532,7 +259,9 @@ def compile_ahead(ctx: GradeContext) -> None:
     kernel it did not compile compiles in its graded call, as without it."""
     if ctx.device != "cuda" or ctx.interpreter or ctx.warmed:
         return
-    ctx.stage("compiling your kernels side by side (as your last check compiled them)")
+    ctx.stage(
+        StageKind.COMPILE, "compiling your kernels side by side (as your last check compiled them)"
+    )
     done = ctx.sandbox.ask(CompileAhead(), CompiledAhead)
     ctx.warmed.append(done.record() if isinstance(done, CompiledAhead) else {})
 
@@ -552,7 +281,7 @@ def check_cases(
     total = len(cases)
     gaps: list[str] = []
     draws: Draws = {}  # a shape's first draw: its launches
-    paired = Counter(_draw_key(case) for case in cases)  # shapes drawn twice: > 1
+    paired = Counter(draw_key(case) for case in cases)  # shapes drawn twice: > 1
     # On a GPU with the replay, the replay judges whether the kernels alone
     # did the work (their compiled binaries, launched apart from the file):
     # torch's profiler in the learner's process is not asked (its CUPTI start
@@ -566,10 +295,12 @@ def check_cases(
     clock = _case_clock(ctx, cases)
     for i, case in enumerate(cases):
         allow = clock.start(i) if clock is not None else None
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow)
+        ctx.stage(
+            StageKind.CORRECTNESS, f"case {i + 1} of {total}: {case.name}", i, total, allow_s=allow
+        )
         keep = Kept() if replayer is not None else None
         try:
-            if keep is not None and ctx.device == "cuda" and _first_of_pair(draws, paired, case):
+            if keep is not None and ctx.device == "cuda" and first_of_pair(draws, paired, case):
                 # The two-draw rule compares this call's launches with the
                 # second draw's. A wrapper may choose among kernels by timing
                 # them on a shape's first call (the softmax and matmul
@@ -602,10 +333,10 @@ def check_cases(
                 if span is not None:  # an earlier call's cheat first
                     span.judge(ctx, upto=len(span.calls) - 1)
                 raise
-            if replayer is not None and paired[_draw_key(case)] > 1:
+            if replayer is not None and paired[draw_key(case)] > 1:
                 # A known gap is only the text of an error, and any wrapper
                 # can raise it. Skipped, the shape drawn twice would take
-                # the two-draw rule with it (_same_launches), and with it
+                # the two-draw rule with it (same_launches), and with it
                 # the check of every other case's launch numbers: answers
                 # worked out in Python and handed over as arguments passed.
                 if span is not None:
@@ -654,7 +385,7 @@ def check_cases(
             detail = record["detail"] or ""
             on_wrong_case(ctx, case, len(ctx.cases) + 1, ref, detail, (atol, rtol), keep)
         elif keep is not None and replayer is not None:  # keep is kept for the replayer
-            other = _same_launches(draws, case, keep.record)
+            other = same_launches(draws, case, keep.record)
             if other:
                 ctx.add_case(
                     case_row(
@@ -692,6 +423,7 @@ def check_cases(
         span.judge(ctx)
     if replayer is not None and replayer.pending is not None:
         ctx.stage(
+            StageKind.REPLAY,
             "your kernels again, apart from your code: the last case",
             allow_s=clock.last() if clock is not None else None,
         )
@@ -734,7 +466,10 @@ def audit_again(
         return
     case = cases.get(verdict[0])
     if case is not None:
-        ctx.stage(f"case {case.name} again, under torch's profiler: what ran outside your kernels")
+        ctx.stage(
+            StageKind.CORRECTNESS,
+            f"case {case.name} again, under torch's profiler: what ran outside your kernels",
+        )
         guarded_call(ctx, spec, fn, case, guards, None, None, True)
 
 
@@ -765,154 +500,9 @@ def _again(
     return None
 
 
-def _first_of_pair(draws: Draws, paired: Counter[Any], case: Case) -> bool:
-    """Whether `case` is the first draw of a shape drawn twice."""
-    key = _draw_key(case)
-    return paired[key] > 1 and key not in draws
-
-
 def _overflowed(keep: Kept) -> bool:
     """Whether the call's record ran past the launches one can hold."""
     return keep.record is not None and keep.record.overflow is not None
-
-
-def _same_launches(draws: Draws, case: Case, record: LaunchRecord | None) -> str:
-    """The replay runs a case's launches again on the same inputs, so numbers
-    the wrapper worked out from the input (in pure Python, out of the
-    profiler's sight) and passed as scalar arguments would replay to the
-    same answer. Two draws of one shape tell: an honest launch's numbers
-    are sizes, strides and settings, the same for both. Returns the earlier
-    draw's name when their launches differ. Equal, not one a subset of the
-    other: a call that also repeats the last call's launches (answers and
-    all) before its own would otherwise pass, its own writing last.
-    Buffers the wrapper filled from the inputs (copies, casts, padding: the
-    replay keeps those bytes) must hold the second draw's values where they
-    held the first's (replay.same_copy)."""
-    if record is None or record.launches is None:
-        return ""
-    key = _draw_key(case)
-    buffers = record.buffers or ()
-    # In order and counted: which of a set of launches comes last, and how
-    # often one repeats, are numbers too (an honest wrapper's follow the shapes).
-    sig = tuple(_launch_key(la, buffers) for la in record.launches)
-    if record.out is not None:  # which buffer, and where in it, the result is read from
-        sig += (("out", str(record.out.to_json())),)
-    copies = _copies(buffers)
-    if key not in draws:
-        inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
-        # Only bytes the replay keeps (every value an input's): a buffer it
-        # poisons anyway may be torch.empty's leftovers, which honestly
-        # differ from one draw to the next.
-        maps = [
-            (
-                dtype,
-                _first_copy(data, dtype, inputs) if trusted_bytes(data, dtype, inputs) else None,
-            )
-            for dtype, data in copies
-        ]
-        draws[key] = (case.name, sig, maps)
-        return ""
-    name, seen, maps = draws[key]
-    if sig != seen or len(copies) != len(maps):
-        return name
-    inputs = [t for t in (*case.args, *case.kwargs.values()) if isinstance(t, torch.Tensor)]
-    for (dtype, first), (dtype2, data) in zip(maps, copies, strict=True):
-        if dtype2 != dtype:
-            return name
-        if isinstance(first, bytes):
-            if data != first:
-                return name
-        elif first is not None and not same_copy(first, data, dtype, inputs):
-            return name
-    return ""
-
-
-def _first_copy(data: bytes, dtype: torch.dtype, inputs: list[torch.Tensor]) -> CopyMap | bytes:
-    """What a second draw's buffer must match: a float buffer's copy map
-    (replay.same_copy); an integer or bool buffer's very bytes. The replay
-    keeps any two integers (they count up evenly, as an arange does) and a
-    mask, and those carry whatever numbers the wrapper put there; an
-    honest one (indices, offsets) comes from the shapes, the same in every
-    draw. No exercise hands over integer inputs, whose copies would differ."""
-    if dtype.is_floating_point:
-        found = copy_map(data, dtype, inputs)
-        if found is not None:
-            return found
-    return data
-
-
-def _draw_key(case: Case) -> tuple[Any, ...]:
-    """Two cases of one key are two draws of one shape (_same_launches)."""
-    return tuple(_arg_key(a) for a in (*case.args, *sorted(case.kwargs.items())))
-
-
-def _copies(buffers: tuple[RecordedBuffer, ...]) -> list[tuple[torch.dtype, bytes]]:
-    """The recorded bytes of the buffers the wrapper filled (in the order
-    the launches were handed them), with their dtype; what cannot be read
-    is left out (the replay refuses it anyway)."""
-    import base64
-
-    out = []
-    for b in buffers:
-        if b.data is None:
-            continue
-        dtype = DTYPES.get(b.dtype) if b.dtype is not None else None
-        try:
-            data = base64.b64decode(b.data, validate=True)
-        except ValueError:
-            continue
-        if dtype is not None and len(data) % dtype.itemsize == 0:
-            out.append((dtype, data))
-    return out
-
-
-def _arg_key(a: Any) -> Any:
-    if isinstance(a, torch.Tensor):
-        return ("tensor", tuple(a.shape), a.stride(), a.storage_offset(), str(a.dtype))
-    if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str):  # a kwarg
-        return (a[0], _arg_key(a[1]))
-    return ("value", repr(a))
-
-
-def _launch_key(
-    launch: RecordedLaunch | TorchStep, buffers: tuple[RecordedBuffer, ...]
-) -> tuple[str, ...]:
-    """A launch as two draws of one shape must repeat it: kernel, grid,
-    scalar arguments, the views it is handed (buffer, offset, shape,
-    stride, dtype) and the constant each filled buffer it is handed
-    holds (the replay keeps fills, so a value the wrapper worked out and
-    handed over as a one-value buffer would replay to itself; an honest
-    fill, zeros or -inf, is the same for both draws)."""
-    import json
-
-    if isinstance(launch, TorchStep):  # a torch op: its views are all it has
-        return ("step", json.dumps(launch.to_json(), sort_keys=True))
-    args = dict(flat_args(launch.args or {}))  # a tuple's tensors each in its place
-    numbers = {k: arg_json(v) for k, v in args.items() if not isinstance(v, BufferArg)}
-    fills = {}
-    for k, v in args.items():
-        # A TMA descriptor's tensor too: a one-value buffer handed over
-        # inside a descriptor is the same number in hiding.
-        if isinstance(v, (BufferArg, DescArg)) and 0 <= v.view.buffer < len(buffers):
-            fill = buffers[v.view.buffer].fill
-            if fill is not None:
-                fills[k] = fill[:64]
-    # Which buffer each pointer argument points into, where, and as what:
-    # the same for two draws of an honest launch (shapes and strides), but
-    # a view's offset is a number the wrapper picks, and a kernel can read
-    # it back (a pointer cast to an integer, less the buffer's start). An
-    # answer spelt out as offsets into a zeroed buffer replays to itself.
-    views = {k: arg_json(v) for k, v in args.items() if isinstance(v, BufferArg)}
-    grid = list(launch.grid) if isinstance(launch.grid, tuple) else launch.grid
-    return (
-        str(launch.kernel),
-        json.dumps(grid, default=str),
-        json.dumps(numbers, sort_keys=True, default=str),
-        json.dumps(fills, sort_keys=True),
-        json.dumps(views, sort_keys=True, default=str),
-        json.dumps(launch.options, sort_keys=True, default=str),
-        str(launch.binary),  # a GPU's compiled kernel: the same for both draws
-    )
 
 
 def replay_verdict(ctx: GradeContext, verdict: tuple[str, str] | None) -> None:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 
 class Case(Protocol):
-    """What is read of a gpulab.judge.kernel.Case here (not imported: the
-    kernel module imports this one)."""
+    """What is read of a gpulab.judge.kernel_spec.Case here (typed by what
+    is read, not imported)."""
 
     @property
     def name(self) -> str: ...

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gpulab.judge.kernel import Case, KernelSpec
+from gpulab.judge.kernel_spec import Case, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.sandbox.learner import LearnerError
 

@@ -15,10 +15,11 @@ import torch
 
 from gpulab.judge.compare import dtype_name
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.kernel import Case, KernelSpec
+from gpulab.judge.kernel_spec import Case, KernelSpec
 from gpulab.judge.speed import _geomean
 from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
 from gpulab.sandbox import learner
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -68,18 +69,18 @@ def time_compile_and_backward(
     rows = [r for r in _timing(ctx).cases if isinstance(r, KernelRow)]
     bwd_rows: list[BackwardRow] = []
     with gpu_timing_lock(
-        "checking rope_rmsnorm", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+        "checking rope_rmsnorm", gpu=torch.cuda.current_device(), on_wait=ctx.waiting
     ):
         for (case, dy, xg, wg, yc), row in zip(prepared, rows, strict=True):
-            ctx.stage(f"timing {case.name}: torch.compile forward")
+            ctx.stage(StageKind.TIMING, f"timing {case.name}: torch.compile forward")
             c = measure(partial(compiled, *case.args), flusher=flusher, log_clocks=False)
             row.compile_ms = float(c["ms"])
             row.speedup_compile = row.compile_ms / row.ms
-            ctx.stage(f"timing {case.name}: your backward")
+            ctx.stage(StageKind.TIMING, f"timing {case.name}: your backward")
             t = _time_learner_backward(ctx, spec, fn, case, row, flusher, reference, tolerance)
             if t is None:
                 continue
-            ctx.stage(f"timing {case.name}: torch.compile backward")
+            ctx.stage(StageKind.TIMING, f"timing {case.name}: torch.compile backward")
             b = measure(
                 partial(torch.autograd.grad, yc, (xg, wg), dy, retain_graph=True),
                 flusher=flusher,
@@ -105,7 +106,7 @@ def _compile_both(
     compiled backward on that graph."""
     prepared = []
     for case, dy, _ in timed:  # compile both graphs before taking the timing lock
-        ctx.stage(f"preparing {case.name}: torch.compile")
+        ctx.stage(StageKind.COMPILE, f"preparing {case.name}: torch.compile")
         x, w, cos, sin = case.args
         compiled(x, w, cos, sin)
         xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()

@@ -17,8 +17,11 @@ from gpulab.course.content import eval_formula
 from gpulab.gpu import ceilings
 from gpulab.judge.batches import WARMUP_NEXT_S, WARMUP_S
 from gpulab.judge.compare import dtype_name
-from gpulab.judge.kernel import AuditSpan, Case, Kept, KernelSpec, guarded_call
+from gpulab.judge.kernel import Kept, guarded_call
+from gpulab.judge.kernel_guards import AuditSpan
+from gpulab.judge.kernel_spec import Case, KernelSpec
 from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -31,7 +34,7 @@ def time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case]) 
     from gpulab.gpu.gpulock import gpu_timing_lock
 
     index = torch.cuda.current_device()
-    with gpu_timing_lock(f"checking {ctx.request.exercise}", gpu=index, on_wait=ctx.stage):
+    with gpu_timing_lock(f"checking {ctx.request.exercise}", gpu=index, on_wait=ctx.waiting):
         _time_cases(ctx, spec, fn, cases)
 
 
@@ -49,7 +52,7 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
     rows: list[KernelRow] = []
     implausible = None
     for i, case in enumerate(cases):
-        ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name}", i, len(cases))
+        ctx.stage(StageKind.TIMING, f"timing {i + 1} of {len(cases)}: {case.name}", i, len(cases))
         # The first case's warm-up also brings the clocks up from idle; the
         # others follow timed work at once.
         warmup_s = WARMUP_S if i == 0 else WARMUP_NEXT_S
@@ -59,7 +62,10 @@ def _time_cases(ctx: GradeContext, spec: KernelSpec, fn: Any, cases: list[Case])
         implausible = implausible or why
         if spec.baseline is not None:
             ctx.stage(
-                f"timing {i + 1} of {len(cases)}: {case.name} ({spec.baseline_name})", i, len(cases)
+                StageKind.TIMING,
+                f"timing {i + 1} of {len(cases)}: {case.name} ({spec.baseline_name})",
+                i,
+                len(cases),
             )
             _time_baseline(spec, case, row, flusher)
         rows.append(row)
@@ -84,7 +90,12 @@ def _check_sizes(
     # correctness cases: gpulab.judge.kernel.check_cases).
     span = None if replaying else AuditSpan()
     for i, case in enumerate(cases):
-        ctx.stage(f"timing {i + 1} of {len(cases)}: {case.name} (checked first)", i, len(cases))
+        ctx.stage(
+            StageKind.TIMING,
+            f"timing {i + 1} of {len(cases)}: {case.name} (checked first)",
+            i,
+            len(cases),
+        )
         _, problem = guarded_call(ctx, spec, fn, case, span=span, audit=not replaying)
         if not problem and replaying:
             keep = Kept()
@@ -109,7 +120,7 @@ def _replayed(
     from gpulab.judge.replay_timing import replayed_times
 
     assert ctx.replayer is not None
-    ctx.stage(f"timing {case.name} (your kernels replayed)")
+    ctx.stage(StageKind.TIMING, f"timing {case.name} (your kernels replayed)")
     seed = ctx.seed(zlib.crc32(f"replay timing {case.name}".encode()) % 100003)
     return replayed_times(ctx.replayer, spec, case, keep, seed, warmup_s)
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gpulab.judge.kernel import INTERPRETER_NOTE, Case, KernelSpec, check_cases, compile_ahead
+from gpulab.judge.kernel import INTERPRETER_NOTE, check_cases, compile_ahead
+from gpulab.judge.kernel_spec import Case, KernelSpec
 from gpulab.judge.speed import time_cases
 
 if TYPE_CHECKING:

@@ -43,9 +43,6 @@ from gpulab.fsutil import own_temp_folder
 from gpulab.wire.protocol import JsonObject
 from gpulab.wire.status import Status
 
-# Why an event stream stopped before the child ended it.
-TIMEOUT, CANCELLED = Status.TIMEOUT, Status.CANCELLED
-
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
 
@@ -169,8 +166,9 @@ def json_line_reader(stream: IO[str]) -> Reader:
 
 class Events:
     """`for event in Events(reader, deadline=..., cancel=...)`: the child's
-    events until it ends; then `stopped` is TIMEOUT, CANCELLED or None (the
-    child ended the stream). Stopping the child is the caller's (kill_tree)."""
+    events until it ends; then `stopped` is Status.TIMEOUT, Status.CANCELLED
+    or None (the child ended the stream). Stopping the child is the
+    caller's (kill_tree)."""
 
     def __init__(
         self,
@@ -181,16 +179,16 @@ class Events:
         poll_s: float = 0.1,
     ) -> None:
         self.reader, self.deadline, self.cancel, self.poll_s = reader, deadline, cancel, poll_s
-        self.stopped: str | None = None
+        self.stopped: Status | None = None
 
     def __iter__(self) -> Iterator[JsonObject]:
         while True:
             if self.cancel is not None and self.cancel.is_set():
-                self.stopped = CANCELLED
+                self.stopped = Status.CANCELLED
                 return
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
-                self.stopped = TIMEOUT
+                self.stopped = Status.TIMEOUT
                 return
             try:
                 event = self.reader(min(remaining, self.poll_s))

@@ -19,6 +19,7 @@ from typing import Any
 from gpulab.fsutil import atomic_write_json
 from gpulab.gpu import ceilings
 from gpulab.lab import child
+from gpulab.wire.status import Status
 
 DEFAULT_TIMEOUT = 1800.0
 
@@ -60,9 +61,9 @@ def run_microbench(
                     notes.append(str(ev.get("text")))
                 if on_event is not None:
                     on_event(ev)
-            if events.stopped == child.CANCELLED:
+            if events.stopped == Status.CANCELLED:
                 error = "cancelled"
-            elif events.stopped == child.TIMEOUT:
+            elif events.stopped == Status.TIMEOUT:
                 error = f"timed out after {timeout:g} s"
         finally:
             # Done, it exits by itself; stopped, its whole group is killed.

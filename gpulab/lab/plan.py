@@ -23,9 +23,10 @@ from pathlib import Path
 
 from gpulab.course.content import Lesson
 from gpulab.explain.kinds import explain_unavailable
-from gpulab.lab.runner import DEFAULT_TIMEOUT, TIMEOUT
-from gpulab.wire.protocol import CANCELLED, ERROR, ExplainOptions
+from gpulab.lab.runner import DEFAULT_TIMEOUT
+from gpulab.wire.protocol import ExplainOptions
 from gpulab.wire.result import CheckResult
+from gpulab.wire.status import Status
 
 CPU_TIMEOUT = 60.0
 # How long a CPU check with no limit of the learner's may run in all: its
@@ -72,7 +73,7 @@ def explain_timeout(
     result: CheckResult, seconds: float, reason: str, option: str = "--timeout SECONDS"
 ) -> CheckResult:
     """A timed-out result with its message saying which limit applied and why."""
-    if result.status == TIMEOUT and reason:
+    if result.status == Status.TIMEOUT and reason:
         extra = f"The limit was {seconds:g} s because {reason}; {option} changes it."
         return replace(result, message=f"{result.message or ''} {extra}".strip())
     return result
@@ -132,4 +133,4 @@ def plan_check(
 def recorded(result: CheckResult) -> bool:
     """Whether a result counts as an attempt: every verdict, not a check that
     could not run (error) or that the learner stopped (cancelled)."""
-    return result.status not in (ERROR, CANCELLED)
+    return result.status not in (Status.ERROR, Status.CANCELLED)

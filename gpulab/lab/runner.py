@@ -39,30 +39,24 @@ from gpulab.course.content import Lesson
 from gpulab.lab import child
 from gpulab.textsafe import visible, visible_tree
 from gpulab.wire import crashes
+from gpulab.wire.codec import check_version
 from gpulab.wire.events import Event, Finished, Stage, Stuck
 from gpulab.wire.events import parse as parse_event
 from gpulab.wire.protocol import (
-    CANCELLED,
-    CRASHED,
-    ERROR,
-    FAILED,
-    PASSED,
     SPARE_GO,
-    TIMEOUT,
     CheckRequest,
     ExplainOptions,
+    JsonObject,
     ProtocolError,
-    stage_kind,
     stage_seconds,
 )
 from gpulab.wire.result import CheckResult
-
-# Statuses of a result (`passed` is True only for "passed").
+from gpulab.wire.status import StageKind, Status
 
 DEFAULT_TIMEOUT = 300.0
 OUTPUT_LIMIT = 4000
 
-__all__ = ["CANCELLED", "CRASHED", "ERROR", "FAILED", "PASSED", "TIMEOUT", "run_check"]
+__all__ = ["run_check"]
 
 EventCallback = Callable[[Event], object]  # what it returns is ignored
 
@@ -173,7 +167,9 @@ def run_check(
     started = time.monotonic()
     file = Path(file).resolve()
     # What the lab knows of every check; the rest comes from how it ended.
-    where = CheckResult(ERROR, exercise=lesson.exercise, lesson=lesson.id, file=visible(file))
+    where = CheckResult(
+        Status.ERROR, exercise=lesson.exercise, lesson=lesson.id, file=visible(file)
+    )
     request = check_request(
         lesson,
         file,
@@ -191,12 +187,12 @@ def run_check(
         spares.prepare(request, hold=True)  # the next check's, its imports beside this one
     # The stages as they arrived, for a check that ends without the judge's
     # own (a timeout, a crash): it still says where its time went.
-    marks: list[tuple[str, float]] = [("judge start-up", started)]
+    marks: list[tuple[StageKind, float]] = [(StageKind.JUDGE_START, started)]
     last: list[Stage] = []  # the last stage the judge began (a timeout names it)
 
     def seen(event: Event) -> None:
         if isinstance(event, Stage):
-            marks.append((stage_kind(event.text), time.monotonic()))
+            marks.append((event.kind, time.monotonic()))
             last[:] = [event]
         if on_event is not None:
             on_event(event)
@@ -210,7 +206,7 @@ def run_check(
         exc = visible(failed.__cause__)
         return replace(
             where,
-            status=ERROR,
+            status=Status.ERROR,
             summary=f"could not start the check: {exc}",
             message=exc,
             duration_s=0.0,
@@ -222,11 +218,11 @@ def run_check(
             spares.prepare(request)  # the next check's judge, warming while this one reports
     duration = round(time.monotonic() - started, 2)
     stages = stage_seconds(marks, time.monotonic())
-    if run.stopped == child.TIMEOUT:
+    if run.stopped == Status.TIMEOUT:
         at = f"When the time ran out, your code was at {run.where}. " if run.where else ""
         return replace(
             where,
-            status=TIMEOUT,
+            status=Status.TIMEOUT,
             summary=f"timed out after {_after(timeout, duration, request, last)} s"
             f"{_stopped_in(marks, stages, last)} "
             "(an infinite loop in Python or in a kernel?)",
@@ -237,11 +233,11 @@ def run_check(
             duration_s=duration,
             stages=stages,
         )
-    if run.stopped == child.CANCELLED:
+    if run.stopped == Status.CANCELLED:
         return replace(
             where,
-            status=CANCELLED,
-            summary=str(CANCELLED),
+            status=Status.CANCELLED,
+            summary=str(Status.CANCELLED),
             message="",
             duration_s=duration,
             stages=stages,
@@ -254,7 +250,7 @@ def run_check(
         )
         return replace(
             where,
-            status=ERROR,
+            status=Status.ERROR,
             summary=summary,
             message="\n".join(p for p in (advice, run.log) if p),
             duration_s=duration,
@@ -264,7 +260,7 @@ def run_check(
     if judged is not None:
         # Before the judge's first stage: its process starting and importing.
         rest = round(max(0.0, duration - sum(judged.values())), 3)
-        stages = {"judge start-up": rest, **judged}
+        stages = {StageKind.JUDGE_START.value: rest, **judged}
     return replace(
         run.result,
         exercise=where.exercise,
@@ -276,29 +272,35 @@ def run_check(
     )
 
 
-# A stage kind (protocol.stage_kind) as the words of a timeout's summary.
+# A stage's kind as the words of a timeout's summary.
 _DOING = {
-    "judge start-up": "starting the grader",
-    "start": "starting",
-    "import": "importing your file",
-    "correctness": "running the cases",
-    "timing": "timing your kernel",
-    "compile": "compiling",
-    "waiting for the GPU": "waiting for the GPU",
-    "replay": "re-running your kernels",
+    StageKind.JUDGE_START: "starting the grader",
+    StageKind.START: "starting",
+    StageKind.IMPORT: "importing your file",
+    StageKind.CORRECTNESS: "running the cases",
+    StageKind.TIMING: "timing your kernel",
+    StageKind.COMPILE: "compiling",
+    StageKind.WAITING: "waiting for the GPU",
+    StageKind.REPLAY: "re-running your kernels",
+    StageKind.RUNNING: "running your code",
+    StageKind.TRACING: "tracing your step",
+    StageKind.EXPORTING: "exporting your steps",
+    StageKind.PROFILING: "profiling your code",
 }
 
 
 def _stopped_in(
-    marks: list[tuple[str, float]], stages: dict[str, float], last: list[Stage] | None = None
+    marks: list[tuple[StageKind, float]], stages: dict[str, float], last: list[Stage] | None = None
 ) -> str:
     """' in case 7 of 14 (4×1000 fp16)', or ', 6.1 s of it importing your
-    file': where a stopped check was. The judge's stage names the case it
-    had sent the sandbox ("case 7 of 14: 4×1000 fp16")."""
+    file': where a stopped check was. A correctness stage with its progress
+    is the case the judge had sent the sandbox, named after its words'
+    colon ("case 7 of 14: 4×1000 fp16")."""
     kind = marks[-1][0]
-    if kind == "correctness" and last and last[0].text.startswith("case "):
-        which, _, name = last[0].text.partition(": ")
-        return f" in {which}" + (f" ({name})" if name else "")
+    stage = last[0] if last else None
+    if kind == StageKind.CORRECTNESS and stage and stage.done is not None and stage.total:
+        name = stage.text.partition(": ")[2]
+        return f" in case {stage.done + 1} of {stage.total}" + (f" ({name})" if name else "")
     doing = _DOING.get(kind)
     return f", {stages.get(kind, 0.0):.1f} s of it {doing}" if doing else ""
 
@@ -413,7 +415,7 @@ class _NotStarted(Exception):
 @dataclass
 class _JudgeRun:
     result: CheckResult | None  # the judge's result frame, None without one
-    stopped: str | None  # child.TIMEOUT or child.CANCELLED when the lab stopped it
+    stopped: Status | None  # TIMEOUT or CANCELLED when the lab stopped it
     returncode: int | None
     log: str  # the tail of the judge's own stdout and stderr
     where: str = ""  # at a timeout: the line the learner's code was on (gpulab.judge.stuck)
@@ -504,8 +506,12 @@ class _Judge:
         events = child.Events(child.frame_reader(self.read_fd), deadline=deadline, cancel=cancel)
         try:
             self._write(json.dumps(request.to_json()) + "\n", close=True)
-            result = _relay(events, on_event, cap)
-            if events.stopped == child.TIMEOUT:
+            try:
+                result = _relay(events, on_event, cap)
+            except _OtherVersion as refused:
+                _stop(self.proc)  # nothing more it says can be read
+                result = refused.result
+            if events.stopped == Status.TIMEOUT:
                 where = _ask_where(self.proc, self.read_fd)
             if events.stopped:
                 _stop(self.proc)
@@ -579,15 +585,48 @@ def _ask_where(proc: subprocess.Popen[Any], read_fd: int) -> str:
     return ""
 
 
+class _OtherVersion(Exception):
+    """The judge's first frame says another version of the check protocol
+    (or none): its frames are not read, and `result` says why."""
+
+    def __init__(self, result: CheckResult) -> None:
+        super().__init__(result.summary)
+        self.result = result
+
+
+def _same_version(frame: JsonObject) -> None:
+    """Raise _OtherVersion unless the judge's first frame says this gpulab's
+    protocol version (gpulab.wire.codec.PROTOCOL): a judge of another
+    install would send frames whose fields mean something else."""
+    try:
+        check_version(frame.get("protocol"), "gpulab's grader (the judge process)")
+    except ProtocolError as exc:
+        raise _OtherVersion(
+            CheckResult(
+                Status.ERROR,
+                summary=f"could not run the check: {exc}",
+                message="The lab starts the grader with the gpulab found first on Python's "
+                f"import path, led by this one's folder ({visible(child.PACKAGE_PARENT)}); "
+                "the grader that started came from another install. Reinstall gpulab so "
+                "that only one is found, then check again.",
+            )
+        ) from None
+
+
 def _relay(
     events: child.Events, on_event: EventCallback | None, cap: float | None = None
 ) -> CheckResult | None:
     """The judge's result; every other frame goes to `on_event`, parsed.
-    A frame the lab cannot use (gpulab.wire.events says why) or does not know is
+    A first frame of another protocol version raises _OtherVersion. A frame
+    the lab cannot use (gpulab.wire.events says why) or does not know is
     left out: the check goes on, and ends with the judge's result or without.
     A stage's `allow_s` moves the deadline to its end where that is later,
     never past `cap` (no cap: never)."""
+    first = True
     for frame in events:
+        if first:
+            first = False
+            _same_version(frame)
         try:
             event = parse_event(visible_tree(frame))  # learner text made visible, once
         except ProtocolError:

@@ -19,16 +19,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.textsafe import visible
 from gpulab.wire.status import RECORDED, Status
 
+if TYPE_CHECKING:
+    from gpulab.course.content import Lesson
+
 STATE_VERSION = 1
-NOT_STARTED = "not started"
-FAILED = Status.FAILED
-PASSED = Status.PASSED
-STATUSES = RECORDED  # "not started" is stored as no status at all
+STATUSES = RECORDED  # Status.NOT_STARTED is stored as no status at all
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ VERSION = Kind(
     lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number, 1 or more"
 )
 LESSON_ID = Kind(lambda v: v is None or isinstance(v, str), "a lesson id or null")
-STATUS = Kind(lambda v: v in STATUSES, " or ".join(repr(s) for s in STATUSES))
+STATUS = Kind(lambda v: v in STATUSES, " or ".join(repr(s.value) for s in STATUSES))
 
 # One line per check, as Workspace.record_result writes it.
 ATTEMPT: dict[str, Kind] = {
@@ -165,12 +165,16 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
             # What record_result would have written: passing once is progress.
             tried = out.get("attempts", [])
             redone = (
-                PASSED if any(a.get("passed") is True for a in tried) else FAILED if tried else None
+                Status.PASSED
+                if any(a.get("passed") is True for a in tried)
+                else Status.FAILED
+                if tried
+                else None
             )
             problems.append(
                 f"{where}.status is {what(status)}, expected {STATUS.words}; "
                 + (
-                    f"recomputed from its attempts as {redone!r}"
+                    f"recomputed from its attempts as {redone.value!r}"
                     if redone
                     else "dropped (no attempts to recompute it from)"
                 )
@@ -179,6 +183,19 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
                 out["status"] = redone
     # Keep the order of the keys as they came, for a diff-friendly file.
     return {k: out[k] for k in entry if k in out}
+
+
+def lesson_status(lesson: Lesson, entry: Any) -> Status:
+    """What the course's list shows for `lesson` (one of gpulab.wire.status's
+    LESSON), from its entry in the state's `exercises`: BROKEN where its
+    content could not be loaded, COMING where it is not gradable yet, else
+    what its checks left (NOT_STARTED: none)."""
+    if lesson.error:
+        return Status.BROKEN
+    if not lesson.ready:
+        return Status.COMING
+    status = entry.get("status") if isinstance(entry, dict) else None
+    return Status(status) if status in STATUSES else Status.NOT_STARTED
 
 
 def validate_state(raw: Any) -> Checked:

@@ -41,9 +41,6 @@ from gpulab.fsutil import (
     write_problem,
 )
 from gpulab.lab.state import (
-    FAILED,
-    NOT_STARTED,
-    PASSED,
     STATE_VERSION,
     clean_attempt,
     empty_state,
@@ -51,11 +48,9 @@ from gpulab.lab.state import (
 )
 from gpulab.textsafe import visible, visible_tree
 from gpulab.wire.result import CheckResult
+from gpulab.wire.status import RECORDED, Status
 
 __all__ = [
-    "FAILED",
-    "NOT_STARTED",
-    "PASSED",
     "STATE_VERSION",
     "Workspace",
     "WorkspaceError",
@@ -285,7 +280,7 @@ class Workspace:
                 continue
             if isinstance(r, dict):
                 passed = CheckResult.from_json(r).passed
-                state["exercises"][f.stem] = {"status": PASSED if passed else FAILED}
+                state["exercises"][f.stem] = {"status": Status.PASSED if passed else Status.FAILED}
 
     def update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Read, change and write the state under the workspace lock."""
@@ -302,10 +297,11 @@ class Workspace:
         entry = self.load_state()["exercises"].get(exercise)
         return entry if isinstance(entry, dict) else {}
 
-    def status(self, exercise: str) -> str:
-        # A status word: gpulab.lab.state's schema checks it as the state is read.
-        status: str = self.exercise_state(exercise).get("status", NOT_STARTED)
-        return status
+    def status(self, exercise: str) -> Status:
+        """PASSED or FAILED as its checks left it, else NOT_STARTED
+        (gpulab.lab.state's schema checks the word as the state is read)."""
+        status = self.exercise_state(exercise).get("status")
+        return Status(status) if status in RECORDED else Status.NOT_STARTED
 
     # --- results -------------------------------------------------------------
     def record_result(self, exercise: str, result: CheckResult) -> None:
@@ -329,11 +325,11 @@ class Workspace:
             entry["attempts"] = entry["attempts"][-MAX_ATTEMPTS_KEPT:]
             # Passing once is progress that a later failed attempt doesn't erase.
             if result.passed:
-                entry["status"] = PASSED
+                entry["status"] = Status.PASSED
                 if "grade" in attempt:
                     entry["grade"] = attempt["grade"]
-            elif entry.get("status") != PASSED:
-                entry["status"] = FAILED
+            elif entry.get("status") != Status.PASSED:
+                entry["status"] = Status.FAILED
 
         self.update(change)
 
@@ -411,7 +407,7 @@ class Workspace:
 
     def solution_text(self, lesson: Lesson) -> str | None:
         """The reference solution, only once the learner has passed the exercise."""
-        if self.status(lesson.exercise) != PASSED:
+        if self.status(lesson.exercise) != Status.PASSED:
             return None
         try:
             return lesson.reference_path.read_text(encoding="utf-8")

@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gpulab.sandbox.failure import LearnerFailure
@@ -44,7 +45,7 @@ from gpulab.wire.explain import (
     ProfileRequest,
 )
 from gpulab.wire.fields import Frame
-from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
+from gpulab.wire.protocol import JsonObject, ProtocolError, read_frame, write_frame
 from gpulab.wire.replay import Replayed, ReplayRequest, ReplayTimed, ReplayTimeRequest
 from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.requests import Request
@@ -227,15 +228,15 @@ class Server:
         while True:
             msg = read_frame(self.fd)
             try:
-                request = requests.request(msg)
-                if isinstance(request, Exit):
+                route = route_of(msg)
+                request = route.read(msg)
+                if route.answer is None:  # exit
                     return
                 if self.span is not None and not _in_span(request):
                     # The profile never runs under timing or another request's own
                     # profiler; its findings wait for `audit_end`.
                     self.span.close()
-                # The handler of the request's type (on_<type>), its reply typed.
-                reply: Frame = getattr(self, f"on_{msg['type']}")(request)
+                reply = route.answer(self, request)
                 out = reply.to_json()
             except LearnerFailure as exc:
                 # Cut as the judge reads them (protocol.text): an exception
@@ -338,7 +339,7 @@ class Server:
         return Ok()
 
     def on_warm(self, msg: Warm) -> Ok:
-        """A sandbox started ahead of its check (gpulab.judge.main.Prepared):
+        """A sandbox started ahead of its check (gpulab.judge.prepared.Prepared):
         import now what every check imports, while no learner code exists."""
         if self.module is not None:
             raise ProtocolError("a warm-up asked after the file was loaded")
@@ -513,6 +514,67 @@ class Server:
             raise LearnerFailure(
                 getattr(exc, "summary", str(exc)), getattr(exc, "message", "")
             ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How the sandbox answers one type of request: `read` makes the frame
+    its typed request (the frame class's own `parse`, or, for `call`, which
+    is a CallRequest or a PlainCall, gpulab.wire.requests' reader), `answer` is the Server's method that replies to it (None:
+    `exit`, which ends the loop unanswered)."""
+
+    read: Callable[[JsonObject], Request]
+    answer: Callable[[Server, Any], Frame] | None
+
+
+# Every request the sandbox answers, by its `type`: a type not here is
+# refused by name (a `broken` reply), before anything reads the frame.
+ROUTES: dict[str, Route] = {
+    # start-up, the file, shared memory
+    LoadRequest.TYPE: Route(LoadRequest.parse, Server.on_load),
+    ArenaRequest.TYPE: Route(ArenaRequest.parse, Server.on_arena),
+    Warm.TYPE: Route(Warm.parse, Server.on_warm),
+    Prepare.TYPE: Route(Prepare.parse, Server.on_prepare),
+    Exit.TYPE: Route(Exit.parse, None),
+    # the kernel path (gpulab.wire.calls, timed_batch, sandbox_start);
+    # `call` is a PlainCall too, told apart by gpulab.wire.requests
+    "call": Route(requests.request, Server.on_call),
+    AuditEnd.TYPE: Route(AuditEnd.parse, Server.on_audit_end),
+    CompileAhead.TYPE: Route(CompileAhead.parse, Server.on_compile_ahead),
+    TimeRequest.TYPE: Route(TimeRequest.parse, Server.on_time),
+    # the replay's sandbox
+    ReplayRequest.TYPE: Route(ReplayRequest.parse, Server.on_replay),
+    ReplayTimeRequest.TYPE: Route(ReplayTimeRequest.parse, Server.on_replay_time),
+    # torch.compile and Dynamo (lesson 06)
+    DynamoRequest.TYPE: Route(DynamoRequest.parse, Server.on_dynamo),
+    DynamoConfigRequest.TYPE: Route(DynamoConfigRequest.parse, Server.on_dynamo_config),
+    ModesRequest.TYPE: Route(ModesRequest.parse, Server.on_modes),
+    CompileRequest.TYPE: Route(CompileRequest.parse, Server.on_compiled),
+    StreamRequest.TYPE: Route(StreamRequest.parse, Server.on_compile_stream),
+    OverheadRequest.TYPE: Route(OverheadRequest.parse, Server.on_overhead),
+    # the learner's own benchmarks and exports
+    BenchRequest.TYPE: Route(BenchRequest.parse, Server.on_copy_bench),
+    MatmulBenchRequest.TYPE: Route(MatmulBenchRequest.parse, Server.on_matmul_bench),
+    ExportRequest.TYPE: Route(ExportRequest.parse, Server.on_jax_export),
+    # training and profiling (lesson 07)
+    TrainRequest.TYPE: Route(TrainRequest.parse, Server.on_train),
+    BottleneckRequest.TYPE: Route(BottleneckRequest.parse, Server.on_bottleneck),
+    # --explain (advice, never part of the grade)
+    ExplainRequest.TYPE: Route(ExplainRequest.parse, Server.on_explain),
+    ExplainPrepare.TYPE: Route(ExplainPrepare.parse, Server.on_explain_prepare),
+    ExplainCompile.TYPE: Route(ExplainCompile.parse, Server.on_explain_compile),
+    ProfileRequest.TYPE: Route(ProfileRequest.parse, Server.on_profile),
+}
+
+
+def route_of(msg: JsonObject) -> Route:
+    """The route of a frame's type; a ProtocolError naming a type the
+    sandbox does not answer."""
+    kind = msg.get("type")
+    route = ROUTES.get(kind) if isinstance(kind, str) else None
+    if route is None:
+        raise ProtocolError(f"a request of unknown type {protocol.text(kind, 40)!r}")
+    return route
 
 
 if __name__ == "__main__":

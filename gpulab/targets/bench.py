@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
+    from gpulab.wire.status import StageKind
 
 
 def kernels() -> list[str]:
@@ -51,7 +52,9 @@ class BenchContext:
     def seed(self, public: int) -> int:
         return public
 
-    def stage(self, text: str, done: int | None = None, total: int | None = None) -> None:
+    def stage(
+        self, kind: StageKind, text: str, done: int | None = None, total: int | None = None
+    ) -> None:
         print(f"  … {text}", file=sys.stderr, flush=True)
 
 

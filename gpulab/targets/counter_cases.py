@@ -4,10 +4,11 @@
     ncu --profile-from-start off ... python -m gpulab.targets.counter_cases NAME
 
 The case builds the inputs the recording was taken on (gpulab.gpu.counters.
-RECORDINGS), calls the kernel a few times (compiling and autotuning are
-over then), and brackets exactly one call with cudaProfilerStart/Stop, so
-that ncu counts that call's kernels and nothing else: the same procedure
-as the recordings (scripts/tools/ncu_cases.py, BENCHMARKS.md "Counters").
+RECORDINGS; the grader of the exercise whose reference it counts builds
+them), calls the kernel a few times (compiling and autotuning are over
+then), and brackets exactly one call with cudaProfilerStart/Stop, so that
+ncu counts that call's kernels and nothing else: the same procedure as the
+recordings (scripts/tools/ncu_cases.py, BENCHMARKS.md "Counters").
 The course's kernels are the references under the content's kernels/.
 """
 
@@ -16,9 +17,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.gpu.counters import LIVE
+
+if TYPE_CHECKING:
+    from gpulab.judge.interface import CounterCases
 
 
 def _reference(name: str) -> Any:
@@ -35,31 +39,17 @@ def _reference(name: str) -> Any:
 
 
 def case(name: str) -> Callable[[], Any]:
-    import torch
+    """The recording `name`'s call, built by the grader of the exercise whose
+    reference it counts (the manifest's `tools = [..., "counters"]`, the
+    grader's COUNTER_CASES), through the judge's one loader."""
+    from gpulab.course.content import load_course
+    from gpulab.judge.loader import load
 
-    dev = "cuda"
-    if name == "rope_fwd":
-        S, H, D = 16384, 32, 128
-        x = torch.randn(1, S, H, D, device=dev, dtype=torch.bfloat16)
-        w = torch.randn(D, device=dev, dtype=torch.bfloat16)
-        ang = torch.rand(S, D // 2, device=dev)
-        cos, sin = ang.cos(), ang.sin()
-        fn = _reference("rope_rmsnorm").rmsnorm_rope
-        return lambda: fn(x, w, cos, sin)
-    if name == "matmul_8k":
-        a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-        b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-        mm = _reference("matmul").matmul
-        return lambda: mm(a, b)
-    if name in ("softmax_32k", "torch_softmax_32k"):
-        x = torch.randn(2048, 32768, device=dev, dtype=torch.float16)
-        if name == "torch_softmax_32k":
-            return lambda: torch.softmax(x, dim=-1)
-        # The lesson's kernel itself: the reference's chooser would time its
-        # candidates under ncu, whose interception misleads it.
-        launch = _reference("softmax")._candidates(x)["triton"]
-        y = torch.empty_like(x)
-        return lambda: launch(x, y)
+    course = load_course()
+    for exercise in course.covered_by("counters"):
+        built: CounterCases = getattr(load(exercise, course=course), "COUNTER_CASES", {})
+        if name in built:
+            return built[name](_reference(exercise))
     raise SystemExit(f"no case {name!r} here; these can run again: {', '.join(LIVE)}")
 
 

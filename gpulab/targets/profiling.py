@@ -4,9 +4,10 @@ It is the program that Nsight Systems, Nsight Compute or torch.profiler
 records: it loads the learner's file, warms up, and runs a few steps between
 cudaProfilerStart and cudaProfilerStop, so `--capture-range=cudaProfilerApi`
 records the steady state only. Like a check, it runs in its own process: the
-learner's code never runs in the lab's. It imports torch and the grader's
-models; the lab's side (paths, command lines, reading the trace) is
-gpulab.gpu.traces, the tables gpulab.lab.report.
+learner's code never runs in the lab's. It imports torch and the grader,
+whose profile_step builds the step on the check's inputs; the lab's side
+(paths, command lines, reading the trace) is gpulab.gpu.traces, the tables
+gpulab.lab.report.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpulab.gpu.traces import targets
 from gpulab.textsafe import visible
+
+if TYPE_CHECKING:
+    from gpulab.judge.interface import ProfiledGrader
 
 # --- the profile target (runs in its own process; imports torch) -----------------
 
@@ -95,47 +99,14 @@ def _profile(args: Any, module: Any, device: str) -> int:
     return 0
 
 
-def _workload(exercise: str, module: Any, device: str) -> Any:
-    import torch
+def _workload(exercise: str, module: Any, device: str) -> Callable[[], object]:
+    """One step of the learner's code on the check's inputs: the grader's
+    profile_step (the manifest's `tools = [..., "profile"]`), through the
+    judge's one loader."""
+    from gpulab.judge.loader import load
 
-    if exercise == "find_bottleneck":
-        from gpulab.judge.graders import find_bottleneck as fb
-
-        # The check's inputs and single thread on the CPU: the same table.
-        x, weights = fb.make_x(0, device), fb.make_weights(0, device)
-
-        def block() -> None:
-            with torch.no_grad(), torch.profiler.record_function("block"):
-                module.block(x, weights)
-
-        return block
-    if exercise == "nvtx_profile":
-        from gpulab.judge.graders import nvtx_profile as g
-
-        model, opt = g.make_model(0, device)
-        batch = g.make_batch(0, device)
-        return lambda: module.train_step(model, batch, opt)
-    # The grader's inputs (gpulab.judge.graders.graph_breaks), from where it takes them.
-    from gpulab.judge import graph_step
-
-    b, s, d = graph_step.TIMING_SHAPES[-1] if device == "cuda" else graph_step.CASES[1][:3]
-    args = graph_step.make_inputs(b, s, d, 0, rms=8.0, device=device)
-    compiled = torch.compile(module.step)
-    # torch leaves the NVTX calls unannotated: typed here for the strict check.
-    range_push: Callable[[str], int] = torch.cuda.nvtx.range_push
-    range_pop: Callable[[], int] = torch.cuda.nvtx.range_pop
-
-    def both() -> None:
-        for name, fn in (("eager", module.step), ("compiled", compiled)):
-            # A named range for torch.profiler and, on a GPU, for nsys.
-            with torch.no_grad(), torch.profiler.record_function(name):
-                if device == "cuda":
-                    range_push(name)
-                fn(*args)
-                if device == "cuda":
-                    range_pop()
-
-    return both
+    grader = cast("ProfiledGrader", load(exercise))
+    return grader.profile_step(module, device)
 
 
 if __name__ == "__main__":

@@ -273,9 +273,9 @@ class LessonActions(LabShell):
         if level is None:  # not saved: shown for this session all the same
             level = min(before + 1, len(lesson.hints))
         if level == before:
-            from gpulab.lab.workspace import PASSED
+            from gpulab.wire.status import Status
 
-            passed = self.workspace.status(lesson.exercise) == PASSED
+            passed = self.workspace.status(lesson.exercise) == Status.PASSED
             self.notify(
                 "All three hints are showing. "
                 + (

@@ -11,10 +11,11 @@ from textual.dom import NoScreen
 from textual.widget import Widget
 
 from gpulab.course.content import Lesson
-from gpulab.lab.workspace import PASSED, Workspace
+from gpulab.lab.workspace import Workspace
 from gpulab.tui.check_bus import CheckBus
 from gpulab.tui.lazy_pane import tab_shown
 from gpulab.tui.messages import CheckFinished, LessonPainted
+from gpulab.wire.status import Status
 
 HINT_NAMES = ("a nudge", "the approach", "nearly the solution")
 
@@ -235,7 +236,7 @@ class LessonPane(VerticalScroll):
         """Whether the open exercise has passed (the hints' last line depends on it)."""
         if self.lesson is None:
             return False
-        return self.workspace.status(self.lesson.exercise) == PASSED
+        return self.workspace.status(self.lesson.exercise) == Status.PASSED
 
     def show_hints(self) -> None:
         """Render, then keep the hints in view (after a reveal)."""

@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from gpulab.course.content import Course, Lesson
 from gpulab.gpu.devinfo import GpuInfo, detect_gpus
 from gpulab.lab.check import CheckOptions, Lab, Planned
-from gpulab.lab.runner import CANCELLED, Spares
+from gpulab.lab.runner import Spares
 from gpulab.lab.watcher import file_changes
 from gpulab.lab.workspace import Workspace
 from gpulab.tui.check_bus import CheckBus
@@ -50,6 +50,7 @@ from gpulab.tui.roofline_pane import RooflinePane
 from gpulab.tui.screens import WelcomeScreen
 from gpulab.tui.serving_pane import ServingPane
 from gpulab.tui.sidebar import LessonList, PassedSummary
+from gpulab.wire.status import Status
 
 PANES = ("lesson", "exercise", "results", "roofline", "device", "roadmap", "serving")
 TITLES = ("Lesson", "Exercise", "Results", "Roofline", "Device", "Roadmap", "Serving")
@@ -402,7 +403,7 @@ class LabShell(KeysInOrder, App[int]):  # type: ignore[misc]
         # case table for 6 s) and names the exercise checked, a step's
         # label too; the Results pane has the whole report.
         name = exercise_name(lesson)
-        if result.status == CANCELLED:
+        if result.status == Status.CANCELLED:
             self.notify("check cancelled", timeout=2)
         elif result.passed:
             moved = self.advance_after_pass(lesson)

@@ -8,51 +8,50 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from gpulab.course.content import Course, Lesson
-from gpulab.lab.workspace import FAILED, PASSED, Workspace
+from gpulab.lab import state as progress
+from gpulab.lab.workspace import Workspace
 from gpulab.tui.check_bus import CheckBus
+from gpulab.wire.status import Status
 
 # Glyphs as well as colours, so status reads the same with NO_COLOR.
 STYLES = {
-    PASSED: ("✔", "green"),
-    FAILED: ("✘", "red"),
-    "not started": ("○", ""),
-    "coming": ("◌", "dim"),
-    "broken": ("⚠", "bold red"),
+    Status.PASSED: ("✔", "green"),
+    Status.FAILED: ("✘", "red"),
+    Status.NOT_STARTED: ("○", ""),
+    Status.COMING: ("◌", "dim"),
+    Status.BROKEN: ("⚠", "bold red"),
 }
 
 
-def lesson_status(lesson: Lesson, ws: Workspace, state: dict | None = None) -> tuple[str, str]:
+def lesson_status(lesson: Lesson, ws: Workspace, state: dict | None = None) -> tuple[Status, str]:
     """(status, grade) of a lesson: passed / failed / not started / coming / broken."""
-    if lesson.error:
-        return "broken", ""
-    if not lesson.ready:
-        return "coming", ""
     entry = (state or {}).get(lesson.exercise)
     if state is None:
         entry = ws.exercise_state(lesson.exercise)
-    entry = entry if isinstance(entry, dict) else {}
+    status = progress.lesson_status(lesson, entry)
+    entry = entry if isinstance(entry, dict) and lesson.ready else {}
     grade = entry.get("grade", "")
-    return entry.get("status", "not started"), str(grade) if grade else ""
+    return status, str(grade) if grade else ""
 
 
-def lesson_prompt(lesson: Lesson, status: str, grade: str, detail: str = "") -> Text:
+def lesson_prompt(lesson: Lesson, status: Status, grade: str, detail: str = "") -> Text:
     glyph, style = STYLES.get(status, ("?", ""))
     text = Text()
     text.append(f"{glyph} ", style=style)
     text.append(f"{lesson.number} ", style="bold")
-    text.append(lesson.title, style="dim" if status == "coming" else "")
+    text.append(lesson.title, style="dim" if status == Status.COMING else "")
     detail = detail or status + (f" · grade {grade}" if grade else "")
     text.append(f"\n   {detail}", style=f"{style} italic" if style else "dim italic")
     return text
 
 
-def step_prompt(lesson: Lesson, status: str, grade: str) -> Text:
+def step_prompt(lesson: Lesson, status: Status, grade: str) -> Text:
     """One exercise of a lesson with steps, on one line under the lesson."""
     glyph, style = STYLES.get(status, ("?", ""))
     text = Text("   ")
     text.append(f"{glyph} ", style=style)
     name = lesson.name if lesson.is_step else f"the exercise: {lesson.exercise}"
-    text.append(f"{lesson.position + 1}. {name}", style="dim" if status == "coming" else "")
+    text.append(f"{lesson.position + 1}. {name}", style="dim" if status == Status.COMING else "")
     if grade:
         text.append(f" · {grade}", style=style)
     return text
@@ -64,7 +63,7 @@ HEADER = "lesson:"  # the id of a lesson's own line above its steps: "lesson:<le
 def current_exercise(exercises: tuple[Lesson, ...], ws: Workspace, state: dict | None = None):
     """The exercise to open for a lesson: its first not yet passed, else its last."""
     for e in exercises:
-        if lesson_status(e, ws, state)[0] not in (PASSED, "coming", "broken"):
+        if lesson_status(e, ws, state)[0] not in (Status.PASSED, Status.COMING, Status.BROKEN):
             return e
     return exercises[-1]
 
@@ -96,7 +95,7 @@ class LessonList(OptionList):
             if len(steps) == 1:
                 options.append(Option(lesson_prompt(lesson, *status), id=lesson.exercise))
                 continue
-            done = sum(1 for e in steps if lesson_status(e, self.ws, exercises)[0] == PASSED)
+            done = sum(1 for e in steps if lesson_status(e, self.ws, exercises)[0] == Status.PASSED)
             detail = f"{done} of {len(steps)} passed" + (
                 f" · grade {status[1]}" if status[1] else ""
             )
@@ -136,7 +135,7 @@ def passed_summary(course: Course, ws: Workspace) -> str:
     exercises = ws.load_state().get("exercises", {})
     # Every exercise counts, steps included: each is graded on its own.
     ready = [lesson for lesson in course.exercises if lesson.ready]
-    passed = sum(1 for lesson in ready if lesson_status(lesson, ws, exercises)[0] == PASSED)
+    passed = sum(1 for lesson in ready if lesson_status(lesson, ws, exercises)[0] == Status.PASSED)
     # "gradable" only while some exercises are not ready yet.
     kind = "gradable " if len(ready) < len(course.exercises) else ""
     noun = "exercise" if len(ready) == 1 else "exercises"

@@ -2,23 +2,34 @@
 (copy_ceiling), the matmul benchmark (matmul_ceiling) and the JAX export
 (sharded_mlp).
 
+Each frame is declared once; gpulab.wire.codec writes and reads it (a
+request strictly, a reply tolerantly).
+
 This module imports nothing heavy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gpulab.wire.fields import _int, _items, _need_list, _need_str, _plain
+from gpulab.wire.codec import Frame, Tolerant, plain, wire
+from gpulab.wire.fields import items
 from gpulab.wire.protocol import ProtocolError, text
 from gpulab.wire.replies import Reply
+
+
+def _on_model(kind: str, device: str, model: object) -> None:
+    """A benchmark on the model GPU (`device` "model") carries its model."""
+    if device == "model" and model is None:
+        raise ProtocolError(f"a `{kind}` request on the model GPU without its model")
+
 
 # --- the copy benchmark (copy_ceiling) ----------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class BenchModel:
+class BenchModel(Frame):
     """The model GPU the benchmark runs on without one (gpulab.sandbox.ceiling.ModelGPU)."""
 
     hbm_bps: float
@@ -26,31 +37,9 @@ class BenchModel:
     overhead_s: float
     seed: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "hbm_bps": self.hbm_bps,
-            "l2_bytes": self.l2_bytes,
-            "overhead_s": self.overhead_s,
-            "seed": self.seed,
-        }
-
-    @classmethod
-    def parse(cls, obj: Any) -> BenchModel | None:
-        if obj is None:
-            return None
-        try:
-            return cls(
-                float(obj["hbm_bps"]),
-                int(obj["l2_bytes"]),
-                float(obj["overhead_s"]),
-                int(obj["seed"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            raise ProtocolError("a copy benchmark's model GPU is malformed") from None
-
 
 @dataclass(frozen=True, slots=True)
-class BenchRequest:
+class BenchRequest(Frame):
     """`copy_bench`: copy_bandwidth(gpu, n) for each size, on the model GPU
     (`device` "model") or on this one ("cuda")."""
 
@@ -58,57 +47,40 @@ class BenchRequest:
     function: str
     device: str
     sizes: tuple[int, ...]
-    model: BenchModel | None = None
+    model: BenchModel | None = wire(None, omit=True)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": self.TYPE,
-            "function": self.function,
-            "device": self.device,
-            "sizes": list(self.sizes),
-        }
-        if self.model is not None:
-            out["model"] = self.model.to_json()
-        return out
+    def __post_init__(self) -> None:
+        _on_model(self.TYPE, self.device, self.model)
 
-    @classmethod
-    def parse(cls, msg: dict[str, Any]) -> BenchRequest:
-        sizes = _need_list(msg, "sizes")
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
-            raise ProtocolError("a `copy_bench` request whose sizes are not counts")
-        model = BenchModel.parse(msg.get("model"))
-        device = _need_str(msg, "device")
-        if device == "model" and model is None:
-            raise ProtocolError("a `copy_bench` request on the model GPU without its model")
-        return cls(_need_str(msg, "function"), device, tuple(sizes), model)
+
+def _values(value: Any) -> tuple[Any, ...]:
+    return tuple(plain(items(value)))
+
+
+def _counts(value: Any) -> tuple[int, ...]:
+    """All the counts, or none when one is not a count."""
+    read = items(value)
+    counts = all(isinstance(n, int) and not isinstance(n, bool) for n in read)
+    return tuple(read) if counts else ()
 
 
 @dataclass(frozen=True, slots=True)
-class Bench(Reply):
+class Bench(Tolerant, Reply):
     """`bench`: each size's value as the learner's function returned it (a
     number, or {"__unsupported__": its type's name}); the judge checks it.
     `times_read`: on the model GPU, how many event times each run read (-1
     on a GPU, where they are not counted); a wrong type reads as absent."""
 
     TYPE: ClassVar[str] = "bench"
-    values: tuple[Any, ...] = ()
-    times_read: tuple[int, ...] = ()
-
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Bench:
-        read = _items(frame.get("times_read"))
-        counts = all(isinstance(n, int) and not isinstance(n, bool) for n in read)
-        return cls(tuple(_plain(_items(frame.get("values")))), tuple(read) if counts else ())
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.TYPE, "values": list(self.values), "times_read": list(self.times_read)}
+    values: tuple[Any, ...] = wire((), read=_values)
+    times_read: tuple[int, ...] = wire((), read=_counts)
 
 
 # --- the matmul benchmark (matmul_ceiling) -------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class MatmulModel:
+class MatmulModel(Frame):
     """The model GPU the TFLOP/s benchmark runs on without one
     (gpulab.sandbox.flops.ModelMatmulGPU): its sustained bf16 rate, a
     launch's cost, how far above that rate its clock starts and how fast
@@ -124,39 +96,9 @@ class MatmulModel:
     l2_bytes: int
     seed: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "peak_flops": self.peak_flops,
-            "overhead_s": self.overhead_s,
-            "boost": self.boost,
-            "tau_s": self.tau_s,
-            "first_s": self.first_s,
-            "hbm_bps": self.hbm_bps,
-            "l2_bytes": self.l2_bytes,
-            "seed": self.seed,
-        }
-
-    @classmethod
-    def parse(cls, obj: Any) -> MatmulModel | None:
-        if obj is None:
-            return None
-        try:
-            return cls(
-                peak_flops=float(obj["peak_flops"]),
-                overhead_s=float(obj["overhead_s"]),
-                boost=float(obj["boost"]),
-                tau_s=float(obj["tau_s"]),
-                first_s=float(obj["first_s"]),
-                hbm_bps=float(obj["hbm_bps"]),
-                l2_bytes=int(obj["l2_bytes"]),
-                seed=int(obj["seed"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            raise ProtocolError("a matmul benchmark's model GPU is malformed") from None
-
 
 @dataclass(frozen=True, slots=True)
-class MatmulBenchRequest:
+class MatmulBenchRequest(Frame):
     """`matmul_bench`: matmul_tflops(gpu, m, n, k) for each shape, on the
     model GPU (`device` "model") or on this one ("cuda"); the reply is a
     `Bench` (each figure, and on the model the event times each run read)."""
@@ -165,43 +107,19 @@ class MatmulBenchRequest:
     function: str
     device: str
     shapes: tuple[tuple[int, int, int], ...]
-    model: MatmulModel | None = None
+    model: MatmulModel | None = wire(None, omit=True)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": self.TYPE,
-            "function": self.function,
-            "device": self.device,
-            "shapes": [list(s) for s in self.shapes],
-        }
-        if self.model is not None:
-            out["model"] = self.model.to_json()
-        return out
-
-    @classmethod
-    def parse(cls, msg: dict[str, Any]) -> MatmulBenchRequest:
-        shapes = _need_list(msg, "shapes")
-        if not all(
-            isinstance(s, list)
-            and len(s) == 3
-            and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s)
-            for s in shapes
-        ):
+    def __post_init__(self) -> None:
+        if any(d <= 0 for s in self.shapes for d in s):
             raise ProtocolError("a `matmul_bench` request whose shapes are not (m, n, k)")
-        model = MatmulModel.parse(msg.get("model"))
-        device = _need_str(msg, "device")
-        if device == "model" and model is None:
-            raise ProtocolError("a `matmul_bench` request on the model GPU without its model")
-        return cls(
-            _need_str(msg, "function"), device, tuple((s[0], s[1], s[2]) for s in shapes), model
-        )
+        _on_model(self.TYPE, self.device, self.model)
 
 
 # --- the JAX export (sharded_mlp) -----------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class ExportRequest:
+class ExportRequest(Frame):
     """`jax_export`: the mesh, then each step exported at each shape
     ([batch, d, hidden, out]). Lesson 08's exercise (choose_specs) names its
     `steps` (mode -> the file's function) and gpulab's `mesh` (axis names
@@ -210,52 +128,36 @@ class ExportRequest:
 
     TYPE: ClassVar[str] = "jax_export"
     shapes: tuple[tuple[int, ...], ...]
-    steps: dict[str, str] = field(default_factory=dict)
-    mesh: tuple[tuple[str, int], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.TYPE, "shapes": [list(s) for s in self.shapes]}
-        if self.steps:
-            out["steps"] = dict(self.steps)
-            out["mesh"] = [[a, n] for a, n in self.mesh]
-        return out
-
-    @classmethod
-    def parse(cls, msg: dict[str, Any]) -> ExportRequest:
-        shapes, steps, mesh = msg.get("shapes", []), msg.get("steps") or {}, msg.get("mesh") or []
-        try:
-            return cls(
-                tuple(tuple(int(v) for v in s) for s in shapes),
-                {str(k): str(v) for k, v in dict(steps).items()},
-                tuple((str(a), int(n)) for a, n in mesh),
-            )
-        except (TypeError, ValueError):
-            raise ProtocolError("a `jax_export` request whose shapes are not shapes") from None
+    steps: dict[str, str] = wire(factory=dict, omit=True)
+    mesh: tuple[tuple[str, int], ...] = wire((), omit=True)
 
 
 @dataclass(frozen=True, slots=True)
-class ExportedStep:
+class ExportedStep(Tolerant):
     """One step's export: what went wrong (`error`, "" when it is not
     text), or a program a shape (plain JSON: {"program": base64} or
     {"error": ...}, which gpulab.judge.graders.sharded_mlp checks)."""
 
-    error: str | None = None
-    programs: list[Any] = field(default_factory=list)
+    error: str | None = wire(None, omit=True)
+    programs: list[Any] = wire(factory=list, omit=True)
 
-    @classmethod
-    def parse(cls, obj: Any) -> ExportedStep:
-        if not isinstance(obj, dict):
-            return cls(error="")
-        if "error" in obj:
-            return cls(error=text(obj["error"]))
-        return cls(programs=_items(obj.get("programs")))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"error": self.error} if self.error is not None else {"programs": self.programs}
+def _step(value: Any) -> ExportedStep:
+    if not isinstance(value, dict):
+        return ExportedStep(error="")
+    if "error" in value:
+        return ExportedStep(error=text(value["error"]))
+    return ExportedStep(programs=items(value.get("programs")))
+
+
+def _steps(value: Any) -> dict[str, ExportedStep] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): _step(v) for k, v in value.items()}
 
 
 @dataclass(frozen=True, slots=True)
-class Exported(Reply):
+class Exported(Tolerant, Reply):
     """`exported`: why make_mesh failed (""), the devices, each step's
     export by mode (a step the file does not define is left out). `steps`
     is None when the sandbox sent no object for them."""
@@ -263,25 +165,4 @@ class Exported(Reply):
     TYPE: ClassVar[str] = "exported"
     mesh_problem: str = ""
     devices: int = 0
-    steps: dict[str, ExportedStep] | None = None
-
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Exported:
-        steps = frame.get("steps")
-        return cls(
-            mesh_problem=text(frame.get("mesh_problem")),
-            devices=_int(frame.get("devices")),
-            steps=(
-                {str(k): ExportedStep.parse(v) for k, v in steps.items()}
-                if isinstance(steps, dict)
-                else None
-            ),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.TYPE,
-            "mesh_problem": self.mesh_problem,
-            "devices": self.devices,
-            "steps": {k: v.to_json() for k, v in (self.steps or {}).items()},
-        }
+    steps: dict[str, ExportedStep] | None = wire(None, read=_steps)

@@ -50,6 +50,12 @@ PROTOCOL = 1
 
 STRING_LIMIT = 20000
 _MISSING: Any = dataclasses.MISSING
+# An absent value, both ways through a field's own reader (`wire(read=...)`):
+# what it returns for a value it reads as absent (the field's default, or, for
+# a field without one, the request refused or the part of a reply left out
+# where it sits), and, with `wire(absent=ABSENT)`, what it is given for a
+# missing key, to tell one from a null.
+ABSENT: Any = _MISSING
 
 
 def wire(
@@ -68,9 +74,10 @@ def wire(
     JSON name, `omit` leaves it out of the JSON when it is its default (or,
     a function, when it says so of the frame: a field that goes with
     another), `read` reads its JSON value instead of the type's rule
-    (raising a ProtocolError, in a request, for one it cannot use) and is
-    given `absent` where the key is missing (None: most readers take a
-    missing key as null)."""
+    (raising a ProtocolError, in a request, for one it cannot use; ABSENT
+    for one it reads as absent) and is given `absent` where the key is
+    missing (None: most readers take a missing key as null; ABSENT, for a
+    reader that tells a missing key from a null)."""
     meta = {"limit": limit, "key": key, "omit": omit, "read": read, "absent": absent}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -129,15 +136,7 @@ def decode(cls: type[F], msg: Any) -> F:
             raise ProtocolError(f"{_what(cls)} with unknown fields: {', '.join(unknown)}")
     values = {}
     for f in _plan(cls):
-        value = msg.get(f.key, _MISSING)
-        if f.read is not None:
-            try:
-                values[f.name] = f.read(f.absent if value is _MISSING else value)
-            except Unfit as exc:
-                exc.path.insert(0, f.key)
-                raise
-            continue
-        got = f.decode(value)
+        got = f.decode(msg.get(f.key, _MISSING))
         if got is _MISSING:
             if f.required:
                 if cls.STRICT:
@@ -178,12 +177,13 @@ def _what(cls: type[Frame]) -> str:
 
 
 def _dump(value: Any) -> Any:
+    if hasattr(value, "to_json"):  # a frame, a tensor reference, a view: writes its own JSON
+        return value.to_json()
     if isinstance(value, (tuple, list)):
         return [_dump(v) for v in value]
     if isinstance(value, dict):
         return {k: _dump(v) for k, v in value.items()}
-    to_json = getattr(value, "to_json", None)  # a frame, a tensor reference, a view
-    return value if to_json is None else to_json()
+    return value
 
 
 # --- each field's plan, made once a class --------------------------------------
@@ -196,8 +196,6 @@ class _Field:
     required: bool
     default: Any
     omit: bool | Callable[[Any], bool]
-    read: Callable[[Any], Any] | None
-    absent: Any  # what `read` is given for a missing key
     decode: Callable[[Any], Any]  # the JSON value (or _MISSING) -> the field's, or _MISSING
     nested: bool  # its value holds what writes its own JSON (or tuples), written by _dump
 
@@ -205,8 +203,19 @@ class _Field:
 _PLANS: dict[type, tuple[_Field, ...]] = {}
 
 
-def _unread(value: Any) -> Any:  # a field read by its own `read`
-    return _MISSING
+def _by(read: Callable[[Any], Any], absent: Any, key: str) -> Callable[[Any], Any]:
+    """A field's own reader, given `absent` for a missing key; an Unfit it
+    raises gains the field's key (decode, field by field, from the outer
+    frame down, fills in its path)."""
+
+    def decode(value: Any) -> Any:
+        try:
+            return read(absent if value is _MISSING else value)
+        except Unfit as exc:
+            exc.path.insert(0, key)
+            raise
+
+    return decode
 
 
 def _plan(cls: type) -> tuple[_Field, ...]:
@@ -232,9 +241,7 @@ def _plan(cls: type) -> tuple[_Field, ...]:
                     required=f.default is _MISSING and f.default_factory is _MISSING,
                     default=default,
                     omit=meta.get("omit") or False,
-                    read=meta.get("read"),
-                    absent=meta.get("absent"),
-                    decode=_unread
+                    decode=_by(meta["read"], meta.get("absent"), key)
                     if meta.get("read")
                     else _reader(hints[f.name], strict, limit, what),
                     nested=_nested(hints[f.name]),
@@ -282,9 +289,7 @@ def _reader(hint: Any, strict: bool, limit: int | None, what: str) -> Callable[[
         return lambda v: v if isinstance(v, int) and not isinstance(v, bool) else wrong(v)
     if hint is float:
         if strict:
-            return lambda v: (
-                float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else wrong(v)
-            )
+            return lambda v: _float(v, wrong)
         return lambda v: _or_missing(number(v))
     if hint is TensorRef:
         return lambda v: TensorRef.from_json(v) if v is not _MISSING else _MISSING
@@ -312,6 +317,17 @@ def _reader(hint: Any, strict: bool, limit: int | None, what: str) -> Callable[[
         kind = list if hint is list or origin is list else dict
         return lambda v: v if isinstance(v, kind) else wrong(v)
     raise TypeError(f"the codec cannot read a field of type {hint!r}")
+
+
+def _float(value: Any, wrong: Callable[[Any], Any]) -> Any:
+    """A request's number as a float; an int past a float's range is of the
+    wrong type (float() would raise OverflowError, not a ProtocolError)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            pass
+    return wrong(value)
 
 
 def _part(cls: type[Frame], value: Any) -> Any:

@@ -1,5 +1,5 @@
 """The judge's events as the lab reads them: one frozen type per frame the
-judge sends the lab (gpulab.judge.main.Channel, gpulab.judge.context).
+judge sends the lab (gpulab.judge.channel.Channel, gpulab.judge.context).
 
 A frame is parsed once, where it comes in (gpulab.lab.runner), and the CLI and
 the lab's Results pane read attributes, never a frame's keys. The judge is
@@ -19,6 +19,7 @@ from typing import Any
 
 from gpulab.wire.protocol import ProtocolError, dict_field, number, text
 from gpulab.wire.result import CaseRow, CheckResult
+from gpulab.wire.status import StageKind
 
 # Longer than any honest frame's words ("case 3 of 14: 64×64 fp16"); a
 # bigger one is cut, not printed whole on every progress line.
@@ -40,12 +41,16 @@ class Stage:
     many (`done` and `total` are both set or both None; 0 <= done <= total).
     `allow_s`: where the judge may move the lab's deadline (a check on the
     CPU with no limit of the learner's), how many seconds from now this
-    stage may take before the check is stopped (gpulab.judge.allowance)."""
+    stage may take before the check is stopped (gpulab.judge.allowance).
+    `kind`: what it spends its time on, named by the judge (the words are
+    the learner's to read, never parsed); OTHER in a frame that names none
+    or one this gpulab does not know."""
 
     text: str
     done: int | None = None
     total: int | None = None
     allow_s: float | None = None
+    kind: StageKind = StageKind.OTHER
 
     @classmethod
     def parse(cls, frame: dict[str, Any]) -> Stage:
@@ -59,10 +64,16 @@ class Stage:
         if done is None or total is None or not 0 <= done <= total or total == 0:
             done = total = None  # no progress rather than a bar that lies
         allow = number(frame.get("allow_s"))
-        return cls(text(words, TEXT_LIMIT), done, total, allow if allow and allow > 0 else None)
+        return cls(
+            text(words, TEXT_LIMIT),
+            done,
+            total,
+            allow if allow and allow > 0 else None,
+            StageKind.read(frame.get("kind")),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "stage", "text": self.text}
+        out: dict[str, Any] = {"type": "stage", "kind": self.kind.value, "text": self.text}
         if self.done is not None and self.total is not None:
             out["progress"] = [self.done, self.total]
         if self.allow_s is not None:

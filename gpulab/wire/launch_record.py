@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpulab.wire.codec import Tolerant, decode, wire
+from gpulab.wire.codec import ABSENT, Tolerant, decode, wire
 from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.wire.protocol import JsonObject
 
@@ -523,11 +523,8 @@ def _binaries(value: Any) -> tuple[KernelBinary | None, ...]:
     return tuple(KernelBinary.parse(b) for b in value)
 
 
-_UNSENT = object()  # what `tensor_out` reads where `out` is not sent at all
-
-
-def _sent(value: Any) -> bool:
-    return value is not _UNSENT
+def _sent(value: Any) -> bool:  # given ABSENT where `out` is not sent at all
+    return value is not ABSENT
 
 
 def _no_tensor(record: LaunchRecord) -> bool:
@@ -551,7 +548,7 @@ class LaunchRecord(Tolerant):
     buffers: tuple[RecordedBuffer, ...] | None = wire(read=_buffers)  # None: not a list
     launches: tuple[RecordedLaunch | TorchStep, ...] | None = wire(read=_steps)
     out: View | None = wire(None, read=View.parse, omit=_no_tensor)
-    tensor_out: bool = wire(False, key="out", read=_sent, absent=_UNSENT, omit=_never_written)
+    tensor_out: bool = wire(False, key="out", read=_sent, absent=ABSENT, omit=_never_written)
     overflow: str | None = wire(None, read=_counted, omit=True)  # any truthy value counts
     grads: tuple[View | None, ...] | None = wire(None, read=_grads, omit=True)
     # The compiled kernels first launched in this call (a GPU's;

@@ -34,19 +34,7 @@ import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpulab.wire.status import Status
-
-# --- statuses of a result (defined once, in gpulab.wire.status) ----------------------
-
-PASSED, FAILED, ERROR, TIMEOUT, CRASHED, CANCELLED = (
-    Status.PASSED,
-    Status.FAILED,
-    Status.ERROR,
-    Status.TIMEOUT,
-    Status.CRASHED,
-    Status.CANCELLED,
-)
-STATUSES = tuple(Status)
+from gpulab.wire.status import StageKind
 
 # --- framing -------------------------------------------------------------------
 
@@ -224,7 +212,7 @@ class TensorRef:
                 tuple(int(s) for s in stride),
                 int(soff),
             )
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(inf)
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(inf): OverflowError
             raise ProtocolError(f"a malformed tensor reference: {exc}") from None
         if min((ref.offset, ref.nbytes, ref.storage_offset, *ref.shape, *ref.stride)) < 0:
             raise ProtocolError("a tensor reference with a negative offset, size or stride")
@@ -379,28 +367,10 @@ _OPTIONAL = {
 # --- stages: where a check's time went ---------------------------------------
 
 
-def stage_kind(text: str) -> str:
-    """'case 3 of 14: 64×64 fp16' -> 'correctness'; the kinds a result's
-    `stages` names."""
-    if "your kernels again" in text:
-        return "replay"
-    for prefix, kind in (
-        ("case ", "correctness"),
-        ("timing ", "timing"),
-        ("importing", "import"),
-        ("starting", "start"),
-        ("waiting", "waiting for the GPU"),
-        ("preparing", "compile"),
-        ("compiling", "compile"),
-    ):
-        if text.startswith(prefix):
-            return kind
-    return text.split(" ", 1)[0].rstrip(":") or "other"
-
-
-def stage_seconds(marks: list[tuple[str, float]], now: float) -> dict[str, float]:
-    """(kind, monotonic start) marks -> seconds a kind, in the order first seen."""
+def stage_seconds(marks: list[tuple[StageKind, float]], now: float) -> dict[str, float]:
+    """(kind, monotonic start) marks -> seconds a kind (by its value), in the
+    order first seen."""
     out: dict[str, float] = {}
-    for (kind, t), nxt in zip(marks, [*marks[1:], ("", now)], strict=True):
-        out[kind] = out.get(kind, 0.0) + (nxt[1] - t)
+    for (kind, t), (_, end) in zip(marks, [*marks[1:], (StageKind.OTHER, now)], strict=True):
+        out[str(kind)] = out.get(str(kind), 0.0) + (end - t)
     return {k: round(v, 3) for k, v in out.items()}

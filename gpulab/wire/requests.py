@@ -7,7 +7,7 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from gpulab.wire.benches import BenchRequest, ExportRequest, MatmulBenchRequest
 from gpulab.wire.calls import AuditEnd, CallRequest
@@ -20,7 +20,7 @@ from gpulab.wire.dynamo import (
     StreamRequest,
 )
 from gpulab.wire.explain import ExplainCompile, ExplainPrepare, ExplainRequest, ProfileRequest
-from gpulab.wire.protocol import ProtocolError, text
+from gpulab.wire.protocol import JsonObject, ProtocolError, text
 from gpulab.wire.replay import ReplayRequest, ReplayTimeRequest
 from gpulab.wire.sandbox_start import (
     ArenaRequest,
@@ -35,37 +35,6 @@ from gpulab.wire.timed_batch import TimeRequest
 from gpulab.wire.training import BottleneckRequest, TrainRequest
 
 # --- the sandbox's reading of a request ---------------------------------------------
-
-_REQUESTS: dict[str, Any] = {
-    cls.TYPE: cls
-    for cls in (
-        LoadRequest,
-        ArenaRequest,
-        Warm,
-        Prepare,
-        ReplayRequest,
-        ReplayTimeRequest,
-        TimeRequest,
-        AuditEnd,
-        CompileAhead,
-        DynamoRequest,
-        DynamoConfigRequest,
-        ModesRequest,
-        CompileRequest,
-        StreamRequest,
-        BenchRequest,
-        MatmulBenchRequest,
-        ExportRequest,
-        TrainRequest,
-        BottleneckRequest,
-        OverheadRequest,
-        ExplainRequest,
-        ExplainPrepare,
-        ExplainCompile,
-        ProfileRequest,
-        Exit,
-    )
-}
 
 Request = (
     LoadRequest
@@ -97,15 +66,45 @@ Request = (
     | Exit
 )
 
+_REQUESTS: dict[str, Callable[[JsonObject], Request]] = {
+    cls.TYPE: cls.parse
+    for cls in (
+        LoadRequest,
+        ArenaRequest,
+        Warm,
+        Prepare,
+        ReplayRequest,
+        ReplayTimeRequest,
+        TimeRequest,
+        AuditEnd,
+        CompileAhead,
+        DynamoRequest,
+        DynamoConfigRequest,
+        ModesRequest,
+        CompileRequest,
+        StreamRequest,
+        BenchRequest,
+        MatmulBenchRequest,
+        ExportRequest,
+        TrainRequest,
+        BottleneckRequest,
+        OverheadRequest,
+        ExplainRequest,
+        ExplainPrepare,
+        ExplainCompile,
+        ProfileRequest,
+        Exit,
+    )
+}
 
-def request(msg: dict[str, Any]) -> Request:
+
+def request(msg: JsonObject) -> Request:
     """The sandbox's reading of a frame from the judge; a ProtocolError for
     a type it does not know or a request it cannot use."""
     kind = msg.get("type")
     if kind == "call":
         return PlainCall.parse(msg) if msg.get("plain") else CallRequest.parse(msg)
-    cls = _REQUESTS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
+    parse = _REQUESTS.get(kind) if isinstance(kind, str) else None
+    if parse is None:
         raise ProtocolError(f"a request of unknown type {text(kind, 40)!r}")
-    parsed: Request = cls.parse(msg)
-    return parsed
+    return parse(msg)

@@ -277,9 +277,9 @@ class CheckResult:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> CheckResult:
         """A result from JSON, checked field by field. A status that is not
-        one of gpulab.wire.status's is recomputed from `passed`, as the state's
-        schema does (gpulab.lab.state)."""
-        status = Status.of(obj.get("status"))
+        a check's end (gpulab.wire.status.ENDS) is recomputed from `passed`,
+        as the state's schema does (gpulab.lab.state)."""
+        status = Status.ended(obj.get("status"))
         if status is None:
             status = Status.PASSED if obj.get("passed") is True else Status.FAILED
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ONE = """
 import json, os, sys, time
 t0 = time.monotonic()
-from gpulab.judge.main import prepare_ahead
+from gpulab.judge.prepared import prepare_ahead
 from gpulab.wire.protocol import CheckRequest
 t1 = time.monotonic()
 req = CheckRequest(exercise=sys.argv[1], function=sys.argv[2], file=sys.argv[3],
@@ -41,7 +41,7 @@ print(json.dumps({"import_s": round(t1 - t0, 3), "prepare_s": round(t3 - t1, 3),
 if p is not None:
     p.close()
 from gpulab.judge.remote import kill_descendants
-from gpulab.judge.main import remove_folders
+from gpulab.judge.prepared import remove_folders
 kill_descendants()
 remove_folders()
 os._exit(0)

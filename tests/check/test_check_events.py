@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from gpulab.lab import child
+from gpulab.wire.codec import PROTOCOL
 from gpulab.wire.result import CaseRow
 
 FAKE_JUDGE = """
@@ -64,9 +65,10 @@ JUDGED = {
     "stages": {"start": 0.1, "correctness": 0.2},
     "slowest": [["case 1 of 1: 4×8 fp32", 0.2]],
 }
+# The judge's first frame says its protocol version (gpulab.judge.main.Channel).
 FRAMES = [
-    {"type": "stage", "text": "starting"},
-    {"type": "stage", "text": "case 1 of 1: 4×8 fp32", "progress": [0, 1]},
+    {"type": "stage", "kind": "start", "text": "starting", "protocol": PROTOCOL},
+    {"type": "stage", "kind": "correctness", "text": "case 1 of 1: 4×8 fp32", "progress": [0, 1]},
     {"type": "case", "index": 1, "total": 1, "case": CASE},
     {"type": "correct", "cases": 1},
     {"type": "graded", "grade": "B", "summary": "all 1 cases correct; grade B"},
@@ -227,6 +229,7 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
     from gpulab.lab.runner import run_check
     from gpulab.wire.events import CaseDone, Correct, Graded, Stage
     from gpulab.wire.result import CheckResult
+    from gpulab.wire.status import StageKind
 
     bad = [
         {"type": "stage", "text": 7},
@@ -242,8 +245,8 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
         load_course().find("softmax"), sub, device="cpu", timeout=60, on_event=seen.append
     )
     assert seen == [
-        Stage("starting"),
-        Stage("case 1 of 1: 4×8 fp32", 0, 1),
+        Stage("starting", kind=StageKind.START),
+        Stage("case 1 of 1: 4×8 fp32", 0, 1, kind=StageKind.CORRECTNESS),
         CaseDone(1, 1, CaseRow.from_json(CASE)),
         Correct(1),
         Graded("B", "all 1 cases correct; grade B"),
@@ -251,3 +254,17 @@ def test_run_check_hands_on_typed_events_and_leaves_out_bad_frames(fake_judge, t
     assert isinstance(result, CheckResult) and result.passed
     assert result.timing is not None and result.timing.grade == "B"
     assert result.file == str(sub.resolve()) and result.warm is False
+
+
+def test_a_judge_of_another_protocol_version_is_refused(fake_judge, tmp_path, capsys):
+    """The judge's first frame says its protocol version; another one (a
+    judge from another install) is a check that could not run, said in the
+    learner's terms with both versions, not a crash and not its frames read."""
+    fake_judge([{**FRAMES[0], "protocol": PROTOCOL + 1}, *FRAMES[1:]])
+    code, out, _ = gpulab_check(tmp_path, capsys, "--device", "cpu", "--json")
+    result = json.loads(out)
+    assert code == 2 and result["status"] == "error" and not result["passed"]
+    assert f"version {PROTOCOL + 1} of gpulab's check protocol" in result["summary"]
+    assert f"this gpulab version {PROTOCOL}" in result["summary"]
+    assert "Reinstall gpulab" in result["message"]
+    assert result["cases"] == []  # nothing the other judge said was read

@@ -71,14 +71,21 @@ def test_an_endless_loop_on_the_cpu_stops_at_the_cpu_limit_with_the_reason(
 
 def test_a_stopped_check_names_the_stage_it_was_in():
     from gpulab.lab.runner import _stopped_in
+    from gpulab.wire.events import Stage
+    from gpulab.wire.status import StageKind as K
 
-    marks = [("judge start-up", 0.0), ("start", 0.1), ("import", 2.0)]
+    marks = [(K.JUDGE_START, 0.0), (K.START, 0.1), (K.IMPORT, 2.0)]
     stages = {"judge start-up": 0.1, "start": 1.9, "import": 6.07}
     assert _stopped_in(marks, stages) == ", 6.1 s of it importing your file"
-    assert _stopped_in([*marks, ("correctness", 8.0)], {**stages, "correctness": 1.0}) == (
+    assert _stopped_in([*marks, (K.CORRECTNESS, 8.0)], {**stages, "correctness": 1.0}) == (
         ", 1.0 s of it running the cases"
     )
-    assert _stopped_in([("something new", 0.0)], {}) == ""
+    # A case the judge had sent: its number from the stage's progress, its name from its words.
+    case = Stage("case 7 of 14: 4×1000 fp16", 6, 14, kind=K.CORRECTNESS)
+    assert _stopped_in([*marks, (K.CORRECTNESS, 8.0)], stages, [case]) == (
+        " in case 7 of 14 (4×1000 fp16)"
+    )
+    assert _stopped_in([(K.OTHER, 0.0)], {}) == ""
 
 
 def test_one_plan_for_the_cli_and_the_lab():

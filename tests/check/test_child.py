@@ -12,6 +12,7 @@ import time
 
 from gpulab.lab import child
 from gpulab.wire.protocol import write_frame
+from gpulab.wire.status import Status
 from tests.conftest import REPO
 
 
@@ -83,7 +84,7 @@ def test_json_lines_skip_chatter_and_end_with_the_child():
 
 
 def test_a_silent_child_stops_at_the_deadline_and_on_cancel():
-    for cancel_after, want in ((None, child.TIMEOUT), (0.2, child.CANCELLED)):
+    for cancel_after, want in ((None, Status.TIMEOUT), (0.2, Status.CANCELLED)):
         proc = child.spawn(
             [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True
         )

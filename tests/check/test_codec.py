@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpulab.wire.codec import (
+    ABSENT,
     PROTOCOL,
     Frame,
     Tolerant,
@@ -158,9 +159,6 @@ def _point(value: Any) -> Point | None:
     return Point(*value) if isinstance(value, list) and len(value) == 2 else None
 
 
-_UNSENT = object()
-
-
 def _only_with_grid(frame: Any) -> bool:
     return not frame.grid
 
@@ -183,7 +181,7 @@ class Outer(Frame):
     at: Point | None = wire(None, read=_point, omit=_only_with_grid)
     # Whether `at` was sent at all: read from its key, never written (`at` says it).
     sent: bool = wire(
-        False, key="at", read=lambda v: v is not _UNSENT, absent=_UNSENT, omit=lambda f: True
+        False, key="at", read=lambda v: v is not ABSENT, absent=ABSENT, omit=lambda f: True
     )
     inner: Inner = wire(factory=Inner, read=lambda v: decode(Inner, v or {}))
 
@@ -202,3 +200,61 @@ def test_an_unfit_field_is_named_by_its_path():
     with pytest.raises(Unfit) as info:
         decode(Outer, {"type": "outer", "inner": {"launches": -1}})
     assert info.value.field == "inner.launches" and info.value.problem == "is not a count"
+
+
+def _positive(value: Any) -> Any:
+    return value if isinstance(value, int) and value > 0 else ABSENT
+
+
+@dataclass(frozen=True, slots=True)
+class Sized(Tolerant):
+    size: int = wire(read=_positive)  # a row without a positive size is left out
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes(Tolerant):
+    TYPE = "sizes"
+    rows: tuple[Sized, ...] = ()
+    first: int = wire(7, read=_positive)
+
+
+def test_a_fields_own_reader_may_read_a_value_as_absent():
+    got = decode(Sizes, {"rows": [{"size": 2}, {"size": -1}, {}], "first": 0})
+    assert got == Sizes((Sized(2),), 7)  # the row left out, the field its default
+
+
+class Part:
+    """A part that writes its own JSON (as the launch record's views)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def to_json(self) -> list[int]:
+        return [self.n]
+
+
+def _parts(value: Any) -> tuple[Part, ...]:
+    return tuple(Part(v[0]) for v in value)
+
+
+@dataclass(frozen=True, slots=True)
+class Holds(Frame):
+    TYPE = "holds"
+    parts: tuple[Part, ...] = wire(read=_parts)
+
+
+def test_a_part_that_writes_its_own_json_is_written_by_it():
+    msg = encode(Holds((Part(1), Part(2))))
+    assert msg == {"type": "holds", "parts": [[1], [2]]}
+    assert [p.n for p in decode(Holds, msg).parts] == [1, 2]
+
+
+def test_a_requests_number_past_a_floats_range_is_refused_not_an_overflow():
+    @dataclass(frozen=True, slots=True)
+    class Rate(Frame):
+        TYPE = "rate"
+        hz: float
+
+    assert decode(Rate, {"hz": 3}).hz == 3.0
+    with pytest.raises(ProtocolError, match="`hz` is int"):
+        decode(Rate, {"hz": 10**400})

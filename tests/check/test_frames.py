@@ -490,7 +490,7 @@ def test_audited_round_trips_and_anything_else_is_the_malformed_profile():
 
 
 def test_the_judge_refuses_a_profile_of_another_number_of_calls():
-    from gpulab.judge.kernel import AuditSpan
+    from gpulab.judge.kernel_guards import AuditSpan
 
     failed = []
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from gpulab.judge.main import Channel, graded
+from gpulab.judge.channel import Channel, graded
 from gpulab.wire import protocol
 from gpulab.wire.result import CheckResult
 

@@ -287,14 +287,14 @@ def test_a_submission_swapped_for_a_fifo_after_the_look_does_not_hold_the_judge(
     import threading
 
     from gpulab import fsutil
-    from gpulab.judge import main as judge_main
+    from gpulab.judge.submission import read_submission
 
     fifo = tmp_path / "softmax.py"
     os.mkfifo(fifo)
     # The race, made certain: the look sees nothing wrong.
     monkeypatch.setattr(fsutil, "unreadable_file", lambda path: "")
     out: list[tuple[bytes | None, str]] = []
-    reader = threading.Thread(target=lambda: out.append(judge_main.read_submission(str(fifo))))
+    reader = threading.Thread(target=lambda: out.append(read_submission(str(fifo))))
     reader.daemon = True
     reader.start()
     reader.join(10)

@@ -14,6 +14,7 @@ import pytest
 
 from gpulab.lab import runner
 from gpulab.wire.events import Stage
+from gpulab.wire.status import Status
 from tests.conftest import reference_source
 
 pytestmark = pytest.mark.slow
@@ -104,7 +105,7 @@ def test_a_timeout_names_the_line_the_kernel_was_on(tmp_path, course):
         on_event=lambda ev: seen.append(ev.text) if isinstance(ev, Stage) else None,
         workspace=str(tmp_path / "ws"),
     )
-    assert result.status == runner.TIMEOUT, result.summary
+    assert result.status == Status.TIMEOUT, result.summary
     if "importing your file" not in seen:
         pytest.skip(f"the machine is too loaded: the file was not imported in 25 s ({seen})")
     # The loop's condition or its body, whichever the signal caught.
@@ -129,7 +130,7 @@ def test_a_grader_killed_from_outside_says_so(tmp_path, course):
         on_event=kill,
         workspace=str(tmp_path / "ws"),
     )
-    assert result.status == runner.ERROR
+    assert result.status == Status.ERROR
     assert "SIGKILL" in result.summary and "not at fault" in result.summary, result.summary
     assert "out-of-memory" in result.message
 

@@ -111,15 +111,15 @@ def test_the_lab_stops_its_spare_without_waiting(tmp_path):
 
 
 def test_a_small_machine_keeps_one_sandbox_warm(monkeypatch):
-    from gpulab.judge import main
+    from gpulab.judge import prepared
 
     monkeypatch.setenv("GPULAB_SPARE_SANDBOXES", "1")
-    assert main.small_memory()
+    assert prepared.small_memory()
     monkeypatch.setenv("GPULAB_SPARE_SANDBOXES", "2")
-    assert not main.small_memory()
+    assert not prepared.small_memory()
     monkeypatch.delenv("GPULAB_SPARE_SANDBOXES")
     total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
-    assert main.small_memory() == (total < main.SMALL_MEMORY_BYTES)
+    assert prepared.small_memory() == (total < prepared.SMALL_MEMORY_BYTES)
 
 
 def test_a_lesson_in_a_terminal_goes_through_the_pager(tmp_path):

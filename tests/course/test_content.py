@@ -73,11 +73,13 @@ def test_kernel_lessons_climb_in_steps(course):
 def test_every_triton_step_has_compile_specs(course):
     """`gpulab dev compile` (and its GPU session) compiles each Triton step's
     reference and starter kernels: a step added without specs would go unchecked."""
-    from gpulab.measure.compile_specs import SPECS
+    from gpulab.judge.loader import compile_specs
 
+    specs, errors = compile_specs(REPO)
+    assert not errors
     for lesson in course.exercises:
         if lesson.is_step and "triton" in lesson.requires:
-            mine = [s for s in SPECS if s.exercise == lesson.exercise]
+            mine = [s for s in specs if s.exercise == lesson.exercise]
             assert mine and any(s.starter for s in mine), f"{lesson.exercise}: no compile spec"
 
 
@@ -143,6 +145,10 @@ def test_a_missing_lesson_file_is_named(tmp_path):
         ("kind", '"gpu"', "kind"),
         ("exercise", '"../../etc"', "exercise"),
         ("flops", '"__import__(1)"', "flops"),
+        ("exps", '"open(1)"', "exps"),
+        ("tools", '["explain", "lint"]', "tools"),
+        # A heading --explain would send the learner to, which the lesson lacks.
+        ("tail_wave", '"No such section"', "explain_sections"),
     ],
 )
 def test_bad_field_values_are_named(tmp_path, field, value, expect):
@@ -157,6 +163,22 @@ def test_bad_field_values_are_named(tmp_path, field, value, expect):
     manifest.write_text("\n".join(lines) + "\n")
     lesson = load_course(root).lessons[1]
     assert expect in lesson.error and "02_triton_101_softmax" in lesson.error
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("explain_sections", ["tail_wave"]),
+        ("explain_sections", {"tail-wave": "One program per row"}),
+        ("profile_ops", "fastest"),
+        ("profile_range", "train_step/"),
+    ],
+)
+def test_the_tools_fields_are_checked(field, value):
+    from gpulab.course.content import _exercise_fields
+
+    with pytest.raises(ValueError, match=f"^manifest.toml lesson 'x': field '{field}'"):
+        _exercise_fields({"exercise": "x", field: value}, "manifest.toml lesson 'x'")
 
 
 def test_unreadable_manifest_is_a_content_error(tmp_path):

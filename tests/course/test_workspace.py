@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 
-from gpulab.lab.workspace import FAILED, NOT_STARTED, PASSED, Workspace
+from gpulab.lab.workspace import Workspace
 from gpulab.wire.result import CheckResult
+from gpulab.wire.status import Status
 
 
 def test_copies_the_starter_once_and_never_touches_it(ws, course):
@@ -19,9 +20,9 @@ def test_copies_the_starter_once_and_never_touches_it(ws, course):
 
 
 def test_progress_is_kept_and_passing_is_not_undone(ws):
-    assert ws.status("softmax") == NOT_STARTED
+    assert ws.status("softmax") == Status.NOT_STARTED
     ws.record_result("softmax", CheckResult.from_json({"passed": False, "summary": "wrong"}))
-    assert ws.status("softmax") == FAILED
+    assert ws.status("softmax") == Status.FAILED
     ws.record_result(
         "softmax",
         CheckResult.from_json(
@@ -32,7 +33,7 @@ def test_progress_is_kept_and_passing_is_not_undone(ws):
         "softmax", CheckResult.from_json({"passed": False, "summary": "broke it again"})
     )
     st = ws.exercise_state("softmax")
-    assert st["status"] == PASSED and st["grade"] == "B"
+    assert st["status"] == Status.PASSED and st["grade"] == "B"
     assert [a["passed"] for a in st["attempts"]] == [False, True, False]
     assert ws.last_result("softmax").summary == "broke it again"
 
@@ -45,7 +46,7 @@ def test_corrupt_state_is_kept_aside_and_rebuilt(ws):
     kept = list(ws.state_dir.glob("state.json.corrupt-*"))
     assert len(kept) == 1 and kept[0].read_text() == "{ not json"
     # Rebuilt from the last results on disk.
-    assert again.status("softmax") == PASSED
+    assert again.status("softmax") == Status.PASSED
 
 
 def test_state_writes_are_atomic_json(ws):
@@ -142,7 +143,7 @@ def test_a_state_of_the_wrong_shape_is_repaired_field_by_field(ws):
     assert state["last_lesson"] is None
     assert state["settings"] == {"theme": "nord", "mine": [1]}
     soft = state["exercises"]["softmax"]
-    assert soft["status"] == PASSED and soft["hints"] == 2  # recomputed from its attempts
+    assert soft["status"] == Status.PASSED and soft["hints"] == 2  # recomputed from its attempts
     assert soft["attempts"] == [{"passed": True, "summary": "ok"}]
     assert "matmul" not in state["exercises"]
     assert state["exercises"]["bandwidth"] == {"status": "passed", "grade": "A"}
@@ -165,10 +166,10 @@ def test_check_records_its_attempt_whatever_the_state_held(ws, course):
         _write_state(ws, odd)
         ws.record_result("softmax", CheckResult.from_json({"passed": False, "summary": "wrong"}))
         entry = ws.exercise_state("softmax")
-        assert entry["status"] == FAILED, odd
+        assert entry["status"] == Status.FAILED, odd
         assert entry["attempts"][-1]["summary"] == "wrong", odd
         # ...and every reader of the state still works.
-        assert ws.hint_level("softmax") == 0 and ws.status("softmax") == FAILED
+        assert ws.hint_level("softmax") == 0 and ws.status("softmax") == Status.FAILED
         ws.reveal_hint(lesson)
         ws.set_setting("gpu", "h200")
         assert ws.get_setting("gpu") == "h200"
@@ -210,7 +211,7 @@ def test_a_truncated_state_comes_back_from_the_last_good_copy(ws, course):
     state = again.load_state()
     attempts = state["exercises"]["softmax"]["attempts"]
     assert [a["summary"] for a in attempts] == ["first", "second"]
-    assert again.status("softmax") == PASSED
+    assert again.status("softmax") == Status.PASSED
     assert again.hint_level("matmul") == 1
     assert again.get_setting("watch") is True
     assert state["last_lesson"] is None  # the last write, the one lost

@@ -235,11 +235,35 @@ def test_rules_top_kind(facts: dict, top: str | None) -> None:
 
 
 def test_every_kind_points_at_a_real_lesson_section() -> None:
-    for kind in KINDS:
-        for exercise in ("softmax", "matmul", "flash_attention", "rope_rmsnorm", "bandwidth"):
-            w = where(kind, exercise)
-            text = (ROOT / "lessons" / w["lesson"] / "lesson.md").read_text()
-            assert f"## {w['section']}\n" in text, (kind, exercise, w)
+    from gpulab.course.content import load_course
+    from gpulab.explain.kinds import CAUSES, sections_of
+
+    course = load_course(ROOT)
+    for exercise in course.covered_by("explain"):
+        mine = sections_of(course.find(exercise))
+        # The manifest's keys are kinds or a rule's causes (a typo would never match).
+        assert set(mine) <= set(KINDS) | set(CAUSES), (exercise, mine)
+        for kind in KINDS:
+            for cause in ("", *(c for c, k in CAUSES.items() if k == kind)):
+                w = where(kind, mine, cause)
+                text = (ROOT / "lessons" / w["lesson"] / "lesson.md").read_text()
+                assert f"## {w['section']}\n" in text, (kind, exercise, w)
+
+
+def test_an_exercise_points_a_finding_at_its_own_lesson() -> None:
+    # The manifest's explain_sections of matmul: a kind, and a rule's finer cause.
+    from gpulab.course.content import load_course
+    from gpulab.explain.kinds import sections_of
+
+    mine = sections_of(load_course(ROOT).find("matmul"))
+    assert where("register_spills", mine) == {
+        "lesson": "03_triton_tiled_matmul",
+        "section": "Autotuning",
+    }
+    assert where("wrong_roof", mine, "tile_reuse")["section"] == (
+        "Why tiles: reuse from on-chip memory"
+    )
+    assert where("wrong_roof", {}, "tile_reuse") == where("wrong_roof")  # the kind's own
 
 
 def test_ttir_counts_three_passes() -> None:

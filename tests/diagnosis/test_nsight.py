@@ -181,7 +181,7 @@ def test_measured_bytes_take_precedence_over_the_estimate() -> None:
     estimate = {"kind": "extra_bytes", "severity": 0.4, "evidence": "estimated"}
     other = {"kind": "low_occupancy", "severity": 0.2}
     facts = nsight.summary(nsight.parse(SOFTMAX_CSV)[0])
-    finding, ratio = nsight.measured_extra_bytes(facts, case, GPU, "softmax", "memory")
+    finding, ratio = nsight.measured_extra_bytes(facts, case, GPU, {}, "memory")
     assert ratio == pytest.approx(2.0)
     assert finding["severity"] == pytest.approx(0.5) and "measured" in finding["evidence"]
     assert "2.0× the 32.0 MiB" in finding["evidence"] and "lesson" in finding["advice"]
@@ -190,13 +190,13 @@ def test_measured_bytes_take_precedence_over_the_estimate() -> None:
     assert merged[0] is finding
     # A one-pass kernel (the re-reads hit L2): the estimate goes, nothing replaces it.
     one_pass = {**facts, "dram_bytes": 31 * 2**20}
-    finding, ratio = nsight.measured_extra_bytes(one_pass, case, GPU, "softmax", "memory")
+    finding, ratio = nsight.measured_extra_bytes(one_pass, case, GPU, {}, "memory")
     assert finding is None and ratio < 1
     assert nsight.merge([estimate, other], finding, ratio) == [other]
     # Compute-bound: 4× the minimum bytes, hidden behind the FLOPs.
     mm = {"name": "8192³ bf16", "bytes": 384e6, "flops": 2 * 8192**3, "dtype": "fp16"}
     finding, ratio = nsight.measured_extra_bytes(
-        {"dram_bytes": 1.6e9, "kernels": []}, mm, GPU, "matmul", "compute"
+        {"dram_bytes": 1.6e9, "kernels": []}, mm, GPU, {}, "compute"
     )
     assert finding is None and ratio == pytest.approx(4.17, abs=0.01)
     # Nothing measured: the estimate stays.

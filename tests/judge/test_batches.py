@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from gpulab.judge import batches
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.remote import Arena
 from gpulab.sandbox import tensors
 from gpulab.wire.protocol import TensorRef

@@ -64,8 +64,10 @@ def test_a_stage_moves_the_lab_deadline_later_and_never_past_the_cap():
     from gpulab.lab.runner import _relay
 
     now = time.monotonic()
+    from gpulab.wire.codec import PROTOCOL
+
     frames = [
-        Stage("case 1 of 3: 1×1 fp32", 0, 3, 30.0).to_json(),
+        {**Stage("case 1 of 3: 1×1 fp32", 0, 3, 30.0).to_json(), "protocol": PROTOCOL},
         Stage("case 2 of 3: 3×32768 fp32", 1, 3, 500.0).to_json(),
         Stage("case 3 of 3: 1×1 fp32", 2, 3, 1.0).to_json(),  # never earlier
     ]

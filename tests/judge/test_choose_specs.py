@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import REPO, reference_source
 
 pytestmark = [
+    pytest.mark.xdist_group("choose_specs"),
     pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax"),
     pytest.mark.timeout(600),
 ]
@@ -85,7 +86,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 items, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 results = {}

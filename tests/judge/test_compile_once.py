@@ -54,7 +54,7 @@ def grade_here(tmp_path):
 
 
 def test_starter_fails_with_each_recompile_named(grade):
-    r = grade("compile_once", STARTER)
+    r = grade("compile_once", STARTER, shared=True)
     assert r["status"] == "failed", r["summary"]
     # The outputs are right (the starter is the original); the recompiles fail it.
     outputs = [c for c in r["cases"] if c["name"].startswith("request ")]

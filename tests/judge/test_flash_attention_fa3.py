@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("flash_attention_fa3")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Compiled in a child: gluon imports and compiles torch-free, but a compile

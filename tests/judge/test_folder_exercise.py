@@ -104,7 +104,7 @@ def test_the_loader_makes_the_folders_grader_a_kernel_spec(gelu):
 
     from gpulab.judge import loader
     from gpulab.judge.folder_grader import FolderGrader
-    from gpulab.judge.kernel import guards_for
+    from gpulab.judge.kernel_guards import guards_for
 
     root, folder = gelu
     grader = loader.load("gelu", str(root))

@@ -5,6 +5,7 @@ never an exercise, however a request names it."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -48,10 +49,12 @@ def test_a_check_of_speed_is_refused_with_words(tmp_path):
     assert "gpulab.judge.graders.speed" not in set(sys.modules) - before
 
 
-def test_a_declared_exercise_without_a_grader_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(loader, "declared", lambda root="": ["softmax", "made_up"])
+def test_a_declared_exercise_without_a_grader_is_refused():
+    course = load_course()
+    made_up = dataclasses.replace(course.exercises[0], exercise="made_up")
+    course = dataclasses.replace(course, all_exercises=(*course.exercises, made_up))
     with pytest.raises(loader.UnknownExercise, match="no grader for exercise 'made_up' yet"):
-        loader.load("made_up")
+        loader.load("made_up", course=course)
 
 
 def test_the_graders_are_exactly_the_manifests_exercises():
@@ -70,6 +73,30 @@ def test_every_grader_defines_grade_and_the_kernel_ones_their_cases_and_spec():
         assert "grade" in defined, name
         if name in explained():  # gpulab.judge.interface.TimedGrader
             assert {"timing_cases", "kernel_spec"} <= defined, name
+
+
+# For the tools of the manifest that reach into a grader, the hook each
+# covered grader provides (gpulab.judge.interface).
+HOOKS = {"compile": "COMPILE_SPECS", "counters": "COUNTER_CASES", "profile": "profile_step"}
+
+
+def test_a_grader_has_a_tools_hook_exactly_when_the_manifest_names_the_tool():
+    course = load_course()
+    for name in loader.grader_names():
+        tree = ast.parse((loader.FOLDER / f"{name}.py").read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} | {
+            t.id
+            for n in tree.body
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
+        tools = course.find(name).tools
+        for tool, hook in HOOKS.items():
+            assert (hook in defined) == (tool in tools), (
+                f"{name}: the manifest's tools {'name' if tool in tools else 'omit'} "
+                f"{tool!r}, its grader {'lacks' if hook not in defined else 'has'} {hook}"
+            )
 
 
 def test_a_declared_exercise_loads_its_grader():

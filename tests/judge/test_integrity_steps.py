@@ -20,6 +20,10 @@ import pytest
 from tests.judge.test_integrity_all import CHEATS as FINAL_CHEATS
 from tests.judge.test_integrity_all import wrapped as _wrapped
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("integrity_steps")
+
 STEPS = {  # step -> the function the learner defines
     "softmax_row": "softmax",
     "softmax_wide": "softmax",

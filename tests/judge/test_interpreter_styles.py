@@ -22,7 +22,7 @@ from tests.conftest import REPO, gpulab_env, reference_source
 
 # Nine checks in one judge process: 4-8 s each on a quiet 2-core box, up to
 # a minute each when the box is shared.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("interpreter_styles")]
 
 
 def variant(src: str, old: str, new: str) -> str:
@@ -159,7 +159,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 items, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 results = {}

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import reference_source, starter_source
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("puzzles")]
 
 FUNCTIONS = {
     "triton_mask": "copy",
@@ -385,7 +385,7 @@ def test_the_case_to_draw_is_the_smallest_that_failed():
     import torch
 
     from gpulab.judge.graders import triton_grid
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
     from gpulab.wire.result import CaseRow
 
     def case(n: int, name: str) -> Case:

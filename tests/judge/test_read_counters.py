@@ -13,6 +13,10 @@ import pytest
 from gpulab.gpu import counters
 from tests.conftest import reference_source
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("read_counters")
+
 REF = reference_source("read_counters")
 
 
@@ -48,6 +52,22 @@ def test_a_missing_recording_names_its_file(tmp_path):
     (tmp_path / "benchmarks" / "h200-2026-11-30" / "ncu-1.csv").write_text("### other\n")
     with pytest.raises(counters.CountersError, match="no counters for case 'rope_1x'"):
         counters.counters("rope_fwd", root=tmp_path)
+
+
+def test_every_live_recording_is_built_by_one_grader():
+    """`gpulab counters NAME --ncu` runs gpulab.targets.counter_cases, which
+    finds NAME among the COUNTER_CASES of the graders the manifest's tools
+    name "counters": each recording it can take again, exactly once."""
+    from gpulab.course.content import load_course
+    from gpulab.judge.loader import load
+
+    course = load_course()
+    built = [
+        name
+        for exercise in course.covered_by("counters")
+        for name in getattr(load(exercise, course=course), "COUNTER_CASES", {})
+    ]
+    assert sorted(built) == sorted(counters.LIVE)
 
 
 def test_gpulab_counters_lists_shows_and_names_what_it_cannot(run_gpulab):

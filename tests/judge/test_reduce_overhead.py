@@ -14,6 +14,10 @@ import pytest
 
 from tests.conftest import reference_source
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("reduce_overhead")
+
 REF = reference_source("reduce_overhead")
 
 

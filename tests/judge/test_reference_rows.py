@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gpulab.judge.graders import flash_attention, matmul
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 
 
 @pytest.mark.parametrize(

@@ -344,7 +344,7 @@ def test_a_reduction_done_in_python_and_handed_over_as_input_values_fails(grade)
 def test_an_honest_copy_is_the_same_copy_in_every_draw():
     import torch
 
-    from gpulab.judge.replay import copy_map, same_copy
+    from gpulab.judge.replay_bytes import copy_map, same_copy
 
     g = torch.Generator().manual_seed(0)
     first, second = (torch.randn(6, 5, generator=g) for _ in range(2))
@@ -384,7 +384,8 @@ def test_a_kernel_from_outside_the_file_is_not_replayed(grade):
 
 @pytest.mark.parametrize("exercise", ["softmax", "matmul"])
 def test_honest_references_pass_the_replay(grade, exercise):
-    r = grade(exercise, reference_source(exercise), timing=False)
+    # The check tests/course/test_every_exercise.py runs: the replay is part of it.
+    r = grade(exercise, reference_source(exercise), shared=True)
     assert r["status"] == "passed", (r["summary"], r.get("message"))
 
 
@@ -526,7 +527,8 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
 
     import torch
 
-    from gpulab.judge.kernel import Case, _same_launches
+    from gpulab.judge.kernel_spec import Case
+    from gpulab.judge.two_draws import same_launches
     from gpulab.wire.launch_record import LaunchRecord
 
     def record(first: float) -> LaunchRecord | None:
@@ -538,8 +540,8 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
     x = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(2)]
     draws: dict = {}
     first = float(x[0][0, 0])  # an input value, where the second draw holds another
-    assert _same_launches(draws, Case("a", (x[0],), torch.float32), record(first)) == ""
-    assert _same_launches(draws, Case("b", (x[1],), torch.float32), record(5.0)) == ""
+    assert same_launches(draws, Case("a", (x[0],), torch.float32), record(first)) == ""
+    assert same_launches(draws, Case("b", (x[1],), torch.float32), record(5.0)) == ""
 
 
 # An honest online softmax, a row at a time, whose running max and sum the

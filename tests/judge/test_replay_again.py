@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from gpulab.judge.replay import trusted_bytes
 from gpulab.judge.replay_again import scale_bytes, scale_case, scale_tensor
+from gpulab.judge.replay_bytes import trusted_bytes
 
 
 def _bytes(t: torch.Tensor) -> bytes:
@@ -63,7 +63,7 @@ def test_a_view_keeps_its_place_in_the_scaled_storage():
 
 
 def test_the_case_on_g_x_scales_float_tensors_only():
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
 
     x, pos = torch.randn(3, 4), torch.arange(3)
     case = Case("c", (x, pos, 1e-6), torch.float32, kwargs={"w": x})

@@ -124,8 +124,8 @@ def test_malformed_metadata_is_refused(compiled, meta):
 
 
 def test_the_judge_plans_a_binary_launch_and_holds_its_arguments_to_its_parameters(compiled):
-    from gpulab.judge.replay import plan_replay
     from gpulab.judge.replay_params import params_problem
+    from gpulab.judge.replay_plan import plan_replay
     from gpulab.wire.launch_record import BufferArg, FloatArg, RecordedLaunch, TupleArg
 
     _, kernel = compiled
@@ -257,7 +257,7 @@ def test_the_replay_rebuilds_the_compiled_kernel_from_data_alone(compiled):
 
 
 def test_the_two_draw_rule_sees_another_compiled_kernel(compiled):
-    from gpulab.judge.kernel import _launch_key
+    from gpulab.judge.two_draws import _launch_key
 
     _, kernel = compiled
     record = _record(kernel)

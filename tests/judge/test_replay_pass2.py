@@ -60,7 +60,7 @@ def test_an_answer_in_a_buffer_first_seen_as_bool_fails(grade):
 def test_bool_bytes_are_trusted_only_as_bools():
     import torch
 
-    from gpulab.judge.replay import trusted_bytes
+    from gpulab.judge.replay_bytes import trusted_bytes
 
     x = torch.randn(4, 4)
     assert trusted_bytes(bytes([0, 1, 1, 0]), torch.bool, [x])
@@ -291,7 +291,7 @@ def test_python_on_a_kept_line_does_not_run_in_the_replay(grade):
 def test_values_that_occur_twice_are_still_copies_in_the_second_draw():
     import torch
 
-    from gpulab.judge.replay import copy_map, same_copy
+    from gpulab.judge.replay_bytes import copy_map, same_copy
 
     g = torch.Generator().manual_seed(0)
     first, second = (torch.randn(7, 1000, generator=g) for _ in range(2))
@@ -376,7 +376,8 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
     # (A tightening: not shown end to end.)
     import torch
 
-    from gpulab.judge.kernel import Case, _same_launches
+    from gpulab.judge.kernel_spec import Case
+    from gpulab.judge.two_draws import same_launches
     from gpulab.wire.launch_record import LaunchRecord
 
     def record(order: list[int]) -> LaunchRecord | None:
@@ -385,10 +386,10 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
 
     x = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(4)]
     draws: dict = {}
-    assert _same_launches(draws, Case("a", (x[0],), torch.float32), record([1, 2])) == ""
-    assert _same_launches(draws, Case("b", (x[1],), torch.float32), record([2, 1])) == "a"
-    assert _same_launches(draws, Case("c", (x[2],), torch.float32), record([1, 2, 2])) == "a"
-    assert _same_launches(draws, Case("d", (x[3],), torch.float32), record([1, 2])) == ""
+    assert same_launches(draws, Case("a", (x[0],), torch.float32), record([1, 2])) == ""
+    assert same_launches(draws, Case("b", (x[1],), torch.float32), record([2, 1])) == "a"
+    assert same_launches(draws, Case("c", (x[2],), torch.float32), record([1, 2, 2])) == "a"
+    assert same_launches(draws, Case("d", (x[3],), torch.float32), record([1, 2])) == ""
 
 
 # The answer worked out in plain Python (no torch op, no guard touched, no
@@ -565,8 +566,8 @@ def test_a_recorded_torch_sum_runs_again_only_at_the_size_the_exercise_allows():
     # allows one, and only into that many elements (lesson 05's dweight).
     import torch
 
-    from gpulab.judge.kernel import Expect
-    from gpulab.judge.replay import plan_replay
+    from gpulab.judge.kernel_spec import Expect
+    from gpulab.judge.replay_plan import plan_replay
     from gpulab.sandbox.replay_source import extract
     from gpulab.wire.launch_record import (
         LaunchRecord,
@@ -639,7 +640,7 @@ def test_an_honest_matmul_through_tensor_descriptors_passes(grade):
 def test_a_descriptor_that_reaches_past_its_tensor_is_not_replayed():
     # The descriptor reads by its own shape and strides: a forged one that
     # reaches past its buffer would read the replay's other memory.
-    from gpulab.judge.replay import _desc_ok
+    from gpulab.judge.replay_plan import _desc_ok
     from gpulab.wire.launch_record import DescArg, View
 
     base = View(0, 0, (8, 8), (8, 1), "float32")

@@ -172,8 +172,8 @@ def _load(source: str, tmp_path):
 def test_the_judge_replays_only_launch_options_triton_takes(options, ok):
     import torch
 
-    from gpulab.judge.kernel import Expect
-    from gpulab.judge.replay import plan_replay
+    from gpulab.judge.kernel_spec import Expect
+    from gpulab.judge.replay_plan import plan_replay
     from gpulab.sandbox.replay_source import extract
     from gpulab.wire.launch_record import LaunchRecord, RecordedBuffer, RecordedLaunch, View
 
@@ -203,7 +203,7 @@ def test_two_draws_must_launch_with_the_same_options():
     # num_warps is a number the wrapper picks: an honest one follows the
     # shapes, the same for two draws of one shape. The order they are
     # passed in is not a difference.
-    from gpulab.judge.kernel import _launch_key
+    from gpulab.judge.two_draws import _launch_key
     from gpulab.wire.launch_record import RecordedLaunch
 
     def key(options):
@@ -256,7 +256,7 @@ def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_p
     # one direct) compare equal. It was recorded as no launch at all.
     import torch
 
-    from gpulab.judge.kernel import _launch_key
+    from gpulab.judge.two_draws import _launch_key
     from gpulab.sandbox.replay import Recording, _option_defaults
     from gpulab.wire.launch_record import RecordedLaunch
 

@@ -52,7 +52,7 @@ def _kept(source: str, tmp_path, case, device="cpu"):
 
 
 def _case(rows=4, cols=33, device="cpu"):
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
 
     x = torch.randn(rows, cols, device=device)
     return Case(f"{rows}x{cols}", (x,), torch.float32, shape=f"{rows}x{cols}")
@@ -212,7 +212,7 @@ def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_
     # own cache and could plant a compiled kernel for the replay to run).
     from pathlib import Path
 
-    from gpulab.judge.main import Prepared
+    from gpulab.judge.prepared import Prepared
     from gpulab.wire.protocol import CheckRequest
 
     # A judge on the CPU sets TRITON_INTERPRET=1 in its own process, which
@@ -275,7 +275,7 @@ def test_a_copy_of_an_input_is_recorded_as_the_step_that_made_it(tmp_path):
 
 
 def copied_as_step(tmp_path):
-    from gpulab.judge.kernel import Case
+    from gpulab.judge.kernel_spec import Case
     from gpulab.judge.replay_timing import replayed_times
     from gpulab.wire.launch_record import TorchStep
 

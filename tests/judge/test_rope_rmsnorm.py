@@ -27,6 +27,10 @@ from tests.conftest import (
     starter_source,
 )
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("rope_rmsnorm")
+
 REF = reference_source("rope_rmsnorm")
 EX = "rope_rmsnorm"
 
@@ -61,7 +65,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 # One judge process grades every variant, each in a sandbox of its own.
 files, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -18,7 +18,7 @@ import torch
 from gpulab.gpu import ceilings, gpulock
 from gpulab.judge import batches, rope_timing
 from gpulab.judge.harness import GradeFailed
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.timed_rows import KernelRow, KernelTiming, RemoteTiming
 from gpulab.measure import timing
 from gpulab.sandbox import learner
@@ -131,7 +131,8 @@ def run(monkeypatch):
         monkeypatch.setattr(timing, "measure", measure)
         monkeypatch.setattr(batches, "time_remote", time_remote)
         ctx = SimpleNamespace(
-            stage=lambda s: trace.append(("stage", s)),
+            stage=lambda kind, s: trace.append(("stage", s)),
+            waiting=lambda s: trace.append(("waiting", s)),
             timing=_forward_timing(),
             notes=[],
             request=SimpleNamespace(workspace=None),

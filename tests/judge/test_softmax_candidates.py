@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("softmax_candidates")
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO, gpulab_env, reference_source
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("steps45_grading")]
 
 
 def edit(exercise: str, *edits: tuple[str, str]) -> str:
@@ -773,7 +773,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 items, out_path, content, device = json.loads(sys.argv[1]), *sys.argv[2:5]
 results = {}

@@ -20,7 +20,7 @@ from tests.conftest import REPO, gpulab_env, reference_source
 
 # The batch below grades 13 variants in one judge: about 3 minutes on two
 # cores at a load of 3 (measured), past pytest's default 300 s on a busier box.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("steps_grading")]
 
 
 def edit(exercise: str, *edits: tuple[str, str]) -> str:
@@ -347,7 +347,7 @@ from gpulab.judge.main import judge
 
 class Quiet:
     def send(self, event): pass
-    def stage(self, text, *progress): pass
+    def stage(self, kind, text, *progress): pass
 
 # One judge process grades every variant, each in a sandbox of its own.
 items, out_path, content = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]

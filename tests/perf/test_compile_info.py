@@ -165,9 +165,10 @@ def test_the_hopper_references_in_kernels_hopper_set_up_as_jobs():
     and their exercise's reference (a job, not an error triple). The whole
     matrix that compiles them is opt-in, so this is the everyday check."""
     pytest.importorskip("triton.experimental.gluon")
+    from gpulab.judge import loader
     from gpulab.measure import compile_specs
 
-    specs = tuple(s for s in compile_specs.SPECS if s.file)
+    specs = tuple(s for s in loader.compile_specs(REPO)[0] if s.file)
     assert {s.file for s in specs} == {"hopper/softmax_smem", "hopper/flash_attention_fa3"}
     out = list(compile_specs.jobs(REPO, specs))
     assert [type(j).__name__ for j in out] == ["Job", "Job"], out
@@ -181,11 +182,13 @@ def test_dev_compile_refuses_an_unknown_target(tmp_path):
 def test_a_reference_that_fails_to_compile_fails_the_command(monkeypatch):
     # One spec that cannot be set up (its kernel is missing) must count.
     from gpulab.cli.commands import dev_compile
+    from gpulab.judge import loader
     from gpulab.measure import compile_specs
 
-    bad = compile_specs.Spec("bandwidth", "no_such_kernel", "x", lambda m, fn: ({}, {}, {}))
-    monkeypatch.setattr(compile_specs, "SPECS", (bad,))
-    monkeypatch.setattr(compile_specs.jobs, "__defaults__", ((bad,), None))
+    bad = compile_specs.Spec(
+        "no_such_kernel", "x", lambda m, fn: ({}, {}, {}), exercise="bandwidth"
+    )
+    monkeypatch.setattr(loader, "compile_specs", lambda root, exercises=None: ((bad,), []))
     rows = dev_compile.compile_matrix([80])
     assert dev_compile.failures(rows) and "no_such_kernel" in rows[0]["error"]
 

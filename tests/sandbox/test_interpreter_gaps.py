@@ -19,6 +19,10 @@ import pytest
 
 from tests.conftest import REPO, gpulab_env
 
+# Its module fixtures grade or compile a batch: one worker runs the module
+# (pyproject's --dist loadgroup), where a second would build it again.
+pytestmark = pytest.mark.xdist_group("interpreter_gaps")
+
 # Right without the fixes too, on every Triton: the slow path's answers
 # (the fast one must match them) and casts from bf16 (through fp32 already).
 RIGHT_UNFIXED = {

@@ -200,7 +200,7 @@ def test_gpu_out_of_memory_is_a_failed_check(grade):
 
 def test_a_cpu_checks_sandbox_does_its_maths_on_one_thread(grade):
     # The interpreter's tensors are small: a second thread only spins
-    # (gpulab.judge.main.one_thread). Told by the file's own import error.
+    # (gpulab.judge.prepared.one_thread). Told by the file's own import error.
     source = (
         "import os\nimport torch\n"
         'raise RuntimeError("threads %s %s %s" % (os.environ.get("OMP_NUM_THREADS"), '
@@ -211,7 +211,7 @@ def test_a_cpu_checks_sandbox_does_its_maths_on_one_thread(grade):
 
 
 def test_a_learners_own_thread_setting_is_kept(monkeypatch):
-    from gpulab.judge.main import one_thread
+    from gpulab.judge.prepared import one_thread
 
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)

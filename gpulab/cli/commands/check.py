@@ -21,8 +21,9 @@ from gpulab.cli.commands.common import (
     parse_timeout,
 )
 from gpulab.lab.check import CheckOptions, Lab
-from gpulab.lab.runner import ERROR, Spares
+from gpulab.lab.runner import Spares
 from gpulab.wire.events import Correct, Event, Graded, Stage
+from gpulab.wire.status import Status
 
 
 @guarded
@@ -87,7 +88,7 @@ def _check(args: Any) -> int:
         console().print(render(result))
         if result.passed and (line := next_step(course, lesson)):
             console().print(line, markup=False, highlight=False, style="dim")
-    if result.status == ERROR:
+    if result.status == Status.ERROR:
         return 2
     return 0 if result.passed else 1
 

@@ -15,6 +15,8 @@ from gpulab.cli.commands.common import (
     open_course,
     open_workspace,
 )
+from gpulab.lab.state import lesson_status
+from gpulab.wire.status import Status
 
 
 @guarded
@@ -32,11 +34,7 @@ def run(args: Any) -> int:
 
 def _row(lesson: Any, ws: Any) -> dict[str, Any]:
     st = ws.exercise_state(lesson.exercise)
-    status = (
-        "broken"
-        if lesson.error
-        else (st.get("status", "not started") if lesson.ready else "coming")
-    )
+    status = lesson_status(lesson, st)
     return {
         "exercise": lesson.exercise,
         "title": lesson.exercise_title,
@@ -76,11 +74,11 @@ def _list(args: Any) -> int:
     from rich.table import Table
 
     marks = {
-        "passed": "[green]✔ passed[/]",
-        "failed": "[red]✘ failed[/]",
-        "not started": "[dim]· not started[/]",
-        "coming": "[dim]coming[/]",
-        "broken": "[red]! broken[/]",
+        Status.PASSED: "[green]✔ passed[/]",
+        Status.FAILED: "[red]✘ failed[/]",
+        Status.NOT_STARTED: "[dim]· not started[/]",
+        Status.COMING: "[dim]coming[/]",
+        Status.BROKEN: "[red]! broken[/]",
     }
     table = Table(title=f"gpulab — workspace {ws.root}", title_justify="left")
     for col in ("#", "lesson", "exercise", "status", "grade", "tries"):
@@ -97,7 +95,7 @@ def _list(args: Any) -> int:
                 str(r["attempts"] or ""),
             )
             continue
-        done = sum(1 for e in steps if e["status"] == "passed")
+        done = sum(1 for e in steps if e["status"] == Status.PASSED)
         table.add_row(lesson.number, escape(lesson.title), "", f"[dim]{done} of {len(steps)}[/]")
         for e in steps:
             last = e is steps[-1]
@@ -159,9 +157,7 @@ def _hint(args: Any) -> int:
         con.print(f"[bold]Hint {i + 1} of {len(lesson.hints)} ({names[i]})[/]")
         con.print(Markdown(lesson.hints[i]))
     if level >= len(lesson.hints) and not args.all:
-        from gpulab.lab.workspace import PASSED
-
-        if ws.status(lesson.exercise) == PASSED:
+        if ws.status(lesson.exercise) == Status.PASSED:
             con.print(
                 f"[dim]That was the last hint. You have passed: `gpulab solution "
                 f"{lesson.exercise}` shows the reference solution.[/]"
@@ -239,10 +235,8 @@ def _where(args: Any) -> int:
 def where_now(course: Any, ws: Any) -> Any:
     """The exercise a learner is on: the first gradable one in the course's
     order not passed yet; None when every one has passed."""
-    from gpulab.lab.workspace import PASSED
-
     for lesson in course.exercises:
-        if lesson.ready and ws.status(lesson.exercise) != PASSED:
+        if lesson.ready and ws.status(lesson.exercise) != Status.PASSED:
             return lesson
     return None
 
@@ -252,7 +246,7 @@ def _next(args: Any) -> int:
     course = open_course()
     ws = open_workspace(args)
     gradable = [e for e in course.exercises if e.ready]
-    passed = sum(1 for e in gradable if ws.status(e.exercise) == "passed")
+    passed = sum(1 for e in gradable if ws.status(e.exercise) == Status.PASSED)
     lesson = where_now(course, ws)
     if args.json:
         out: dict[str, Any] = {"passed": passed, "of": len(gradable)}

@@ -26,11 +26,14 @@ def compile_matrix(
     # The interpreter flag makes references pick their CPU configs.
     os.environ.pop("TRITON_INTERPRET", None)
     from gpulab.course.content import content_root
+    from gpulab.judge import loader
     from gpulab.measure import compile_specs
     from gpulab.measure.compile_info import compile_kernel
 
+    root = content_root()
+    specs, errors = loader.compile_specs(root, exercises)
     rows: list[dict[str, Any]] = []
-    for job in compile_specs.jobs(content_root(), exercises=exercises):
+    for job in [*errors, *compile_specs.jobs(root, specs, exercises)]:
         if isinstance(job, tuple):  # could not even be set up: fails every arch
             name, role, error = job
             rows += [

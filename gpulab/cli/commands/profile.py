@@ -114,9 +114,10 @@ def run(args: Any) -> int:
         con.print(report.ranges_table(summary["ranges"]))
     if summary["kernels"]:
         con.print(report.top_ops_table(summary["kernels"][:10], title="Top GPU kernels"))
-    if ex == "find_bottleneck":
-        # The lesson's habit: the operator your code calls, by its total
-        # (its children do the work and may trade the self-time lead).
+    if lesson.profile_ops == "total":
+        # The lesson's habit (its manifest entry): the operator your code
+        # calls, by its total (its children do the work and may trade the
+        # self-time lead).
         con.print(
             report.top_ops_table(summary["ops_by_total"][:12], title="Top operations (CPU total)")
         )

@@ -1,7 +1,8 @@
 """A timing case as the diagnosis reads it: the sandbox's description with
-the exercise's minimal bytes and FLOPs (the manifest's formulas) and the
-measured time; and which case matters most. Used by the judge's side of
---explain and by its Nsight Compute step (one place, no import loop).
+the exercise's minimal bytes, FLOPs and exponentials (the manifest's
+formulas) and the measured time; and which case matters most. Used by the
+judge's side of --explain and by its Nsight Compute step (one place, no
+import loop).
 """
 
 from __future__ import annotations
@@ -9,18 +10,10 @@ from __future__ import annotations
 from gpulab.wire.protocol import CheckRequest
 
 
-def _exps(exercise: str, sizes: dict[str, float]) -> float:
-    if exercise == "softmax":
-        return sizes.get("M", 0) * sizes.get("N", 0)
-    if exercise == "flash_attention":
-        full = sizes.get("B", 0) * sizes.get("H", 0) * sizes.get("Sq", 0) * sizes.get("Sk", 0)
-        return full / (2 if sizes.get("causal") else 1)
-    return 0.0
-
-
-def case_facts(exercise: str, request: CheckRequest, case: dict, timed: dict[str, dict]) -> dict:
+def case_facts(request: CheckRequest, case: dict, timed: dict[str, dict], exps: str = "") -> dict:
     """A case as the sandbox described it, with its minimal bytes and FLOPs
-    (the manifest's formulas) and its measured time where there is one."""
+    (the manifest's formulas) and its measured time where there is one.
+    `exps`: the manifest's formula for the case's exponentials ("" for none)."""
     from gpulab.course.content import eval_formula
 
     sizes = dict(case.get("sizes") or {})
@@ -37,7 +30,7 @@ def case_facts(exercise: str, request: CheckRequest, case: dict, timed: dict[str
         "bytes": nbytes,
         "flops": flops,
         "work": max(nbytes or 0, flops or 0),
-        "exps": _exps(exercise, sizes),
+        "exps": eval_formula(exps, names) if exps else 0.0,
         "ms": row.get("ms"),
         "fraction": row.get("roofline_fraction"),
         "launches": case.get("launches", []),
@@ -51,7 +44,7 @@ def ordered(cases: list[dict], request: CheckRequest, timed: dict[str, dict]) ->
     the grade is lost (lowest fraction of the roof), else the most work."""
 
     def rank(c: dict) -> tuple[float, float]:
-        f = case_facts(request.exercise, request, c, timed)
+        f = case_facts(request, c, timed)
         return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
 
     return sorted(cases, key=rank)

@@ -48,7 +48,7 @@ def _case(request: CheckRequest, device: str, timed: dict[str, dict]) -> dict[st
 
     cases = described_cases(request.exercise, device, cache_file(request.workspace))
     if device != "cuda":  # the CPU test: the Triton interpreter, so the least work
-        return min(cases, key=lambda c: case_facts(request.exercise, request, c, {})["work"])
+        return min(cases, key=lambda c: case_facts(request, c, {})["work"])
     return ordered(cases, request, timed)[0]
 
 
@@ -139,10 +139,12 @@ def measure(
         facts = nsight.summary(kernels)
         gpu = ((ex.get("facts") or {}).get("gpu")) or {}
         from gpulab.explain.judge.case_facts import case_facts
+        from gpulab.explain.kinds import declared, sections_of
 
-        cf = case_facts(request.exercise, request, case, timed)
+        lesson = declared(request.exercise, request.content_root)
+        cf = case_facts(request, case, timed, lesson.exps if lesson else "")
         finding, ratio = nsight.measured_extra_bytes(
-            facts, cf, gpu, request.exercise, request.kind or ""
+            facts, cf, gpu, sections_of(lesson), request.kind or ""
         )
         result["diagnosis"] = nsight.merge(result.get("diagnosis") or [], finding, ratio)
         info.update(facts, measured=True, minimum_bytes=cf.get("bytes"), ratio=ratio)

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from gpulab.explain.judge.case_facts import case_facts, ordered
-from gpulab.explain.kinds import explained
+from gpulab.explain.kinds import declared, explained, sections_of
 from gpulab.explain.rules import diagnose
 from gpulab.wire.explain import (
     ExplainCompile,
@@ -24,13 +24,17 @@ from gpulab.wire.explain import (
     ExplainRequest,
 )
 from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.status import Status
 
 
 def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
     """After every passing timed check (a GPU's), and with --explain after
     any passing check. A check without timing and without --explain (the
     CPU's usual one) pays nothing."""
-    if request.exercise not in explained(request.content_root) or result.get("status") != "passed":
+    if (
+        request.exercise not in explained(request.content_root)
+        or result.get("status") != Status.PASSED
+    ):
         return False
     return bool(request.explain or (result.get("timing") or {}).get("cases"))
 
@@ -127,7 +131,9 @@ def conclude(
     exercise, gpu = request.exercise, asked["gpu"]
     reply: Explained = asked["reply"]
     compiled = reply.compiled
-    facts = [case_facts(exercise, request, resolve(c, compiled), timed) for c in reply.cases]
+    lesson = declared(exercise, request.content_root)
+    exps = lesson.exps if lesson else ""
+    facts = [case_facts(request, resolve(c, compiled), timed, exps) for c in reply.cases]
     all_facts = {
         "exercise": exercise,
         "kind": request.kind,
@@ -136,7 +142,7 @@ def conclude(
         "cases": facts,
         "compiled": compiled,
     }
-    found = diagnose(all_facts)
+    found = diagnose(all_facts, sections_of(lesson))
     failures = compile_failures(compiled)
     basis = [
         f"hardware: {gpu['source']}",

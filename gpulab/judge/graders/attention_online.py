@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from gpulab.judge import capability
 from gpulab.judge.graders.flash_attention import Extras, make_case, make_spec
 from gpulab.judge.graders.matmul import checked, interpreter_skips
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -59,3 +60,24 @@ def grade(ctx: GradeContext) -> None:
         return correctness_cases(ctx, skip | capability.skip_for_device(ctx))
 
     grade_kernel(ctx, make_spec(ctx.interpreter), "attention", cases, None, check=checked)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "attention_online_kernel",
+        f"{dt} D=128 32x16 w4",
+        cs.simple(
+            dt,
+            {"HEAD_DIM": 128, "BLOCK_M": 32, "BLOCK_N": 16},
+            4,
+            floats=("qk_scale",),
+            ptrs=("Q", "K", "V", "O"),
+            stages=1,
+        ),
+        starter="attention_online_kernel",
+    )
+    for dt in ("fp16", "fp32")
+)

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -224,3 +225,21 @@ def grade(ctx: GradeContext) -> None:
         lambda: correctness_cases(ctx),
         lambda: timing_cases(ctx),
     )
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = (
+    cs.Spec(
+        "triad_kernel",
+        "fp32 BLOCK=1024 w4",
+        cs.simple("fp32", {"BLOCK": 1024}, 4, floats=("alpha",)),
+        starter="triad_kernel",
+    ),
+    cs.Spec(
+        "triad_kernel",
+        "bf16 BLOCK=1024 w4",
+        cs.simple("bf16", {"BLOCK": 1024}, 4, floats=("alpha",)),
+    ),
+)

@@ -46,6 +46,7 @@ from gpulab.judge.graders.sharded_mlp import (
 from gpulab.sandbox.jax_export import configure
 from gpulab.wire.benches import Exported, ExportRequest
 from gpulab.wire.replies import Raised
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -203,7 +204,7 @@ def grade(ctx: GradeContext) -> None:
             data[goal, shape] = (params, x, reference(params, x))
     for name in GOALS.values():
         ctx.function(name)  # the learner's file loaded and defines it (or why not)
-    ctx.stage("exporting your steps")
+    ctx.stage(StageKind.EXPORTING, "exporting your steps")
     request = ExportRequest(tuple(tuple(s) for s in shapes(n)), dict(GOALS), sizes)
     reply = ctx.sandbox.ask(request, Exported)
     if isinstance(reply, Raised):
@@ -221,7 +222,7 @@ def grade(ctx: GradeContext) -> None:
                 )
             )
             continue
-        ctx.stage(f"running {goal}")
+        ctx.stage(StageKind.RUNNING, f"running {goal}")
         for j, shape in enumerate(shapes(n)):
             program = step.programs[j] if j < len(step.programs) else {}
             ctx.add_case(check_goal(goal, program, mesh, shape, data[goal, shape]))

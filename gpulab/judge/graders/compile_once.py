@@ -32,11 +32,12 @@ from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.graph_dynamo import args_nbytes, config_changed, sandbox_reply
 from gpulab.wire.dynamo import Stream, StreamRequest, StreamStep
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
     from gpulab.judge.remote import Arena
-    from gpulab.judge.replay import Refs
+    from gpulab.judge.replay_plan import Refs
     from gpulab.wire.protocol import TensorRef
     from gpulab.wire.result import CaseRow
 
@@ -110,7 +111,7 @@ def grade(ctx: GradeContext) -> None:
     refs: Refs = {}
     requests = [encode(arena, [x, lengths, t], refs) for x, lengths, t in stream]
     slots = [arena.slot(tuple(x.shape), x.dtype) for x, _, _ in stream]
-    ctx.stage(f"running {len(stream)} requests through your compiled step")
+    ctx.stage(StageKind.RUNNING, f"running {len(stream)} requests through your compiled step")
     request = StreamRequest(fn.name, BACKENDS[ctx.device], requests, tuple(slots))
     reply = sandbox_reply(ctx.sandbox.ask(request, Stream))
     changed = reply.config_at_import

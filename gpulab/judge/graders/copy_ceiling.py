@@ -35,6 +35,7 @@ from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt, try_call
 from gpulab.wire.benches import Bench, BenchModel, BenchRequest
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -230,7 +231,7 @@ def grade(ctx: GradeContext) -> None:
     key, model = model_params(ctx)
     l2, free = _l2_free(key, None)
     sizes = _sizes(ctx, fns["buffer_bytes"], l2, free)
-    ctx.stage("running your benchmark on a model GPU")
+    ctx.stage(StageKind.RUNNING, "running your benchmark on a model GPU")
     got, read = _bench(ctx, fns["copy_bandwidth"], "model", sizes, model)
     for nbytes, value, n in zip(sizes, got, read, strict=True):
         _case(ctx, nbytes, value, model_ceiling(model, nbytes), MODEL_TOL, model, n)
@@ -251,11 +252,11 @@ def _grade_gpu(ctx: GradeContext, fns: dict[str, Remote]) -> None:
     gpu = torch.cuda.current_device()
     free = torch.cuda.mem_get_info(gpu)[0]
     sizes = _sizes(ctx, fns["buffer_bytes"], l2_bytes(gpu), free)
-    with gpu_timing_lock("checking copy_ceiling", gpu=gpu, on_wait=ctx.stage):
+    with gpu_timing_lock("checking copy_ceiling", gpu=gpu, on_wait=ctx.waiting):
         want = []
         flusher = L2Flusher(gpu)
         for nbytes in sizes:
-            ctx.stage(f"timing gpulab's own copy of {_label(nbytes)}")
+            ctx.stage(StageKind.TIMING, f"timing gpulab's own copy of {_label(nbytes)}")
             src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda")
             dst = torch.empty_like(src)
             t = measure(partial(dst.copy_, src), flusher=flusher, budget_s=1.0)
@@ -263,7 +264,7 @@ def _grade_gpu(ctx: GradeContext, fns: dict[str, Remote]) -> None:
             del src, dst
         del flusher
         torch.cuda.empty_cache()
-        ctx.stage("running your benchmark")
+        ctx.stage(StageKind.RUNNING, "running your benchmark")
         got, _ = _bench(ctx, fns["copy_bandwidth"], "cuda", sizes, None)
     for nbytes, g, w in zip(sizes, got, want, strict=True):
         _case(ctx, nbytes, g, w, GPU_TOL, None)

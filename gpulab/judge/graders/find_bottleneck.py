@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from gpulab.judge.graders.nvtx_profile import (
 from gpulab.wire.protocol import text
 from gpulab.wire.replies import Raised
 from gpulab.wire.result import CaseRow
+from gpulab.wire.status import StageKind, Status
 from gpulab.wire.training import BlockOp, Blocks, BottleneckRequest
 
 if TYPE_CHECKING:
@@ -169,7 +171,7 @@ class Requests:
         if not isinstance(got, Blocks):
             raise GradeFailed(
                 f"the sandbox could not run your block: {got.summary}",
-                status="error",
+                status=Status.ERROR,
             )
         copied = got.copied
         for k, i in enumerate(indices):
@@ -197,11 +199,11 @@ def grade(ctx: GradeContext) -> None:
     xs = [make_x(ctx.seed(100 + i), device) for i in range(n)]
     calls = Requests(ctx, fn, weights, xs)
 
-    ctx.stage("running your block")
+    ctx.stage(StageKind.RUNNING, "running your block")
     warm, _ = calls.run([0])
     _answer_case(ctx, warm.answer, warm.answer_type)
     original_block(xs[0].clone(), weights)  # the judge's warm-up
-    ctx.stage(f"profiling {PROFILED} calls of your block")
+    ctx.stage(StageKind.PROFILING, f"profiling {PROFILED} calls of your block")
     trace, written = _trace_paths(ctx)
     profiled, profile_wall = calls.run(list(range(1, first)), profile=True, trace=str(written))
     theirs, ours = _time_rounds(ctx, calls, xs, weights, first)
@@ -265,12 +267,14 @@ def _time_rounds(
         from gpulab.gpu.gpulock import gpu_timing_lock
 
         lock = gpu_timing_lock(
-            "checking find_bottleneck", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+            "checking find_bottleneck", gpu=torch.cuda.current_device(), on_wait=ctx.waiting
         )
         lock.__enter__()
     try:
         for r in range(ROUNDS):
-            ctx.stage(f"timing your block and the original, round {r + 1} of {ROUNDS}")
+            ctx.stage(
+                StageKind.TIMING, f"timing your block and the original, round {r + 1} of {ROUNDS}"
+            )
             idx = list(range(first + r * PER_ROUND, first + (r + 1) * PER_ROUND))
             mine = [xs[i].clone() for i in idx]
             _sync(device)
@@ -458,3 +462,18 @@ def _report(
         f"{_ms(t)} a call against the original's {_ms(o)} "
         f"({speedup(theirs, ours):.1f}×); {OP} {share:.0%} of the profiled calls",
     )
+
+
+# --- `gpulab profile` (the manifest's tools: "profile") ---------------------------
+
+
+def profile_step(module: Any, device: str) -> Callable[[], None]:
+    """One call of the learner's block in a named range, on the check's
+    inputs (and, on the CPU, its single thread: the same table)."""
+    x, weights = make_x(0, device), make_weights(0, device)
+
+    def block() -> None:
+        with torch.no_grad(), torch.profiler.record_function("block"):
+            module.block(x, weights)
+
+    return block

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +25,9 @@ from gpulab.judge import capability
 from gpulab.judge.graders.matmul import BANNED as MATMUL_BANNED
 from gpulab.judge.graders.matmul import BANNED_ATEN as MATMUL_BANNED_ATEN
 from gpulab.judge.graders.matmul import DTYPES, checked, interpreter_skips
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -384,3 +385,79 @@ def bench_baselines(case: Case) -> dict[str, Callable[[], torch.Tensor]]:
         "SDPA flash": backend(SDPBackend.FLASH_ATTENTION),
         "SDPA cuDNN": backend(SDPBackend.CUDNN_ATTENTION),
     }
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+def _attention_tma(m: Any, fn: Any) -> cs.Built:
+    D = 128
+    bm, bn, warps, stages = m.TMA_TILES[D]
+    ce = {"HEAD_DIM": D, "CAUSAL": True, "BLOCK_M": bm, "BLOCK_N": bn}
+    descs = {
+        n: cs.tma_desc("fp16", (bm if n in ("q_desc", "o_desc") else bn, D))
+        for n in ("q_desc", "k_desc", "v_desc", "o_desc")
+    }
+    return (
+        cs.signature(fn, "fp16", ce, floats=("qk_scale",), descs=descs),
+        ce,
+        {"num_warps": warps, "num_stages": stages},
+    )
+
+
+def _fa3(m: Any, fn: Any) -> cs.Built:
+    D, causal = 128, True
+    sched = m.SCHEDULES[D, causal]
+
+    def desc(box: int) -> str:
+        return f"tensordesc<fp16[{box}, {D}],{m.shared_layout(torch.float16, [box, D])!r}>"
+
+    ce = {
+        "CAUSAL": causal,
+        "STAGES": sched["stages"],
+        "NUM_WG": sched["num_wg"],
+        "PINGPONG": sched["pingpong"],
+        "POLY": sched["poly"],
+        "SPLIT": False,
+    }
+    sig = {
+        "q_desc": desc(64),
+        "k_desc": desc(sched["block_n"]),
+        "v_desc": desc(sched["block_n"]),
+        "o_desc": desc(64),
+        "Sq": "i32",
+        "Sk": "i32",
+        "qk_scale": "fp32",
+        "G": "i32",
+        **{k: "constexpr" for k in ce},
+    }
+    return sig, ce, {"num_warps": 4}
+
+
+_AUTOTUNED = cs.autotuned(
+    "GPU_CONFIGS",
+    "fp16",
+    {"HEAD_DIM": 64, "CAUSAL": True},
+    floats=("qk_scale",),
+    ptrs=("Q", "K", "V", "O"),
+)  # the paper's names
+
+COMPILE_SPECS = (
+    *(
+        cs.Spec(
+            "attention_kernel",
+            f"config {i} D=64 causal fp16",
+            _AUTOTUNED(i),
+            starter="attention_kernel" if i == 3 else "",
+        )
+        for i in range(4)
+    ),
+    cs.Spec("attention_kernel_tma", "TMA D=128 causal fp16", _attention_tma, archs=cs.TMA),
+    cs.Spec(
+        "attention_fa3",
+        "Gluon FA3 D=128 causal fp16, 2 warpgroups",
+        _fa3,
+        archs=cs.HOPPER,
+        file="hopper/flash_attention_fa3",
+    ),
+)

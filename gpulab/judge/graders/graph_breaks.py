@@ -29,7 +29,7 @@ judge applies the rules to that report (gpulab.judge.graph_dynamo).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,7 @@ from gpulab.wire.dynamo import (
     Modes,
     ModesRequest,
 )
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -85,7 +86,8 @@ COMPILED_CASES = (0, 1)
 def _eager_case(ctx: GradeContext, fn: Any, args: StepInputs, name: str) -> CaseRow:
     """The step once in the sandbox on the judge's inputs, against the
     judge's original step."""
-    from gpulab.judge.kernel import Expect, desc_problem, remote_call
+    from gpulab.judge.kernel import remote_call
+    from gpulab.judge.kernel_spec import Expect, desc_problem
 
     x = args[0]
     expect = Expect(tuple(x.shape), x, "x")
@@ -185,7 +187,7 @@ def grade(ctx: GradeContext) -> None:
 
     # 1. Eager outputs against the original.
     for (_, args), name in zip(cases, names, strict=True):
-        ctx.stage(f"comparing outputs: {name}")
+        ctx.stage(StageKind.CORRECTNESS, f"comparing outputs: {name}")
         ctx.add_case(_eager_case(ctx, fn, args, name), len(cases))
     config_changed(
         ctx,
@@ -202,7 +204,7 @@ def grade(ctx: GradeContext) -> None:
     # 3. Compiled output, on one shape with the branch taken and not taken
     # (one compile: the shape is the same, only the data differs).
     backend = "inductor" if device == "cuda" else "aot_eager"
-    ctx.stage(f"compiling with torch.compile(backend={backend!r})")
+    ctx.stage(StageKind.COMPILE, f"compiling with torch.compile(backend={backend!r})")
     _compiled_cases(ctx, fn, cases, names, backend)
     if device == "cpu":
         ctx.notes.append(
@@ -224,7 +226,7 @@ def time_modes(ctx: GradeContext, fn: Any) -> None:
     from gpulab.gpu.gpulock import gpu_timing_lock
 
     with gpu_timing_lock(
-        "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+        "checking graph_breaks", gpu=torch.cuda.current_device(), on_wait=ctx.waiting
     ):
         _time_modes(ctx, fn)
 
@@ -241,14 +243,14 @@ def _time_modes(ctx: GradeContext, fn: Any) -> None:
         shape = f"{b}×{s}×{d}"
         args = make_inputs(b, s, d, ctx.seed(500 + s), rms=1.0, device="cuda")
         expected = original_step(*clone_inputs(args))
-        ctx.stage(f"timing {shape}: original step (eager)")
+        ctx.stage(StageKind.TIMING, f"timing {shape}: original step (eager)")
         with torch.no_grad():
             t = measure(partial(original_step, *args), flusher=flusher)
         rows.append(_row("original step (eager)", shape, (b, s, d), t, None, None))
         arena = ctx.arena(args_nbytes(args) * 2 + 4096)
         refs: Refs = {}
         slots = [arena.slot(tuple(args[0].shape), args[0].dtype) for _ in MODES]
-        ctx.stage(f"timing {shape}: your step, eager and compiled")
+        ctx.stage(StageKind.TIMING, f"timing {shape}: your step, eager and compiled")
         request = ModesRequest(
             fn.name, tuple(MODES.values()), [encode(arena, a, refs) for a in args], tuple(slots)
         )
@@ -347,3 +349,29 @@ def _row(
     ms = t["ms"]
     assert isinstance(ms, (int, float))  # measure's and the sandbox's (checked) both have it
     return ModeRow(name, f"{shape} {name}", dict(t), ms, step_flops(*bsd), kernels, compile_s)
+
+
+# --- `gpulab profile` (the manifest's tools: "profile") ---------------------------
+
+
+def profile_step(module: Any, device: str) -> Callable[[], None]:
+    """The learner's step eager, then compiled, each in a named range, on
+    the inputs the check times (gpulab.judge.graph_step)."""
+    b, s, d = TIMING_SHAPES[-1] if device == "cuda" else CASES[1][:3]
+    args = make_inputs(b, s, d, 0, rms=8.0, device=device)
+    compiled = torch.compile(module.step)
+    # torch leaves the NVTX calls unannotated: typed here for the strict check.
+    range_push: Callable[[str], int] = torch.cuda.nvtx.range_push
+    range_pop: Callable[[], int] = torch.cuda.nvtx.range_pop
+
+    def both() -> None:
+        for name, fn in (("eager", module.step), ("compiled", compiled)):
+            # A named range for torch.profiler and, on a GPU, for nsys.
+            with torch.no_grad(), torch.profiler.record_function(name):
+                if device == "cuda":
+                    range_push(name)
+                fn(*args)
+                if device == "cuda":
+                    range_pop()
+
+    return both

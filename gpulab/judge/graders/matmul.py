@@ -22,8 +22,10 @@ import torch.nn.functional as F
 
 from gpulab.judge import capability
 from gpulab.judge.compare import dtype_name
-from gpulab.judge.kernel import Case, Expect, KernelSpec, check_cases
+from gpulab.judge.kernel import check_cases
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 from gpulab.sandbox.learner import LearnerError
 
 if TYPE_CHECKING:
@@ -366,3 +368,74 @@ def grade(ctx: GradeContext) -> None:
         "reached, timed in the same run: A ≥ 95%, B ≥ 85%, C ≥ 70% (the book's "
         "pass line).",
     )
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+def _matmul_tma(persistent: bool) -> cs.Build:
+    def build(m: Any, fn: Any) -> cs.Built:
+        bm, bn, bk = m.TMA_BLOCK
+        import triton.language as tl
+
+        ce = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "OUT_DTYPE": tl.float16}
+        if persistent:
+            ce["NUM_SMS"] = 132
+        descs = {
+            "a_desc": cs.tma_desc("fp16", (bm, bk)),
+            "b_desc": cs.tma_desc("fp16", (bk, bn)),
+            "c_desc": cs.tma_desc("fp16", (bm, bn)),
+        }
+        return (
+            cs.signature(fn, "fp16", ce, descs=descs),
+            ce,
+            {"num_warps": 8, "num_stages": 3 if persistent else 4},
+        )
+
+    return build
+
+
+def _small_config(m: Any, fn: Any) -> cs.Built:
+    """The reference's config for small problems, in bf16."""
+    c = m.SMALL_CONFIG
+    ce = dict(c.kwargs)
+    return cs.signature(fn, "bf16", ce), ce, {"num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
+_AUTOTUNED = cs.autotuned("GPU_CONFIGS", "fp16", {})
+
+COMPILE_SPECS = (
+    *(
+        cs.Spec(
+            "matmul_kernel",
+            f"config {i} fp16",
+            _AUTOTUNED(i),
+            starter="matmul_kernel" if i == 5 else "",
+        )
+        for i in range(6)
+    ),
+    cs.Spec("matmul_kernel", "small config bf16", _small_config),
+    cs.Spec("matmul_kernel_tma", "TMA 128x256x64 fp16", _matmul_tma(False), archs=cs.TMA),
+    cs.Spec(
+        "matmul_kernel_tma_persistent",
+        "TMA persistent fp16",
+        _matmul_tma(True),
+        archs=cs.TMA,
+    ),
+)
+
+
+# --- `gpulab counters --ncu` (the manifest's tools: "counters") ------------------
+# The recordings of gpulab.gpu.counters taken of this exercise's reference,
+# each built on the inputs it was recorded on (gpulab.targets.counter_cases
+# hands in the reference module and counts one call of what comes back).
+
+
+def _matmul_8k(reference: Any) -> Callable[[], object]:
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    mm = reference.matmul
+    return lambda: mm(a, b)
+
+
+COUNTER_CASES = {"matmul_8k": _matmul_8k}

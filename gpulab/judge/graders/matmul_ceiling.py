@@ -33,6 +33,7 @@ from gpulab.judge.case_row import case_row
 from gpulab.judge.graph_dynamo import sandbox_reply
 from gpulab.judge.plain import fmt
 from gpulab.wire.benches import Bench, MatmulBenchRequest, MatmulModel
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -214,7 +215,7 @@ def grade(ctx: GradeContext) -> None:
         _grade_gpu(ctx, fn)
         return
     drawn = draw(ctx)
-    ctx.stage("running your benchmark on a model GPU")
+    ctx.stage(StageKind.RUNNING, "running your benchmark on a model GPU")
     values, read = _values(_bench(ctx, fn, "model", drawn.model))
     gpu = GPUS[drawn.key]
     roof = (gpu.tflops["bf16"], gpu.name)
@@ -241,11 +242,11 @@ def _grade_gpu(ctx: GradeContext, fn: Remote) -> None:
     index = torch.cuda.current_device()
     device_name = torch.cuda.get_device_name(index)
     roof = _roof(device_name)
-    with gpu_timing_lock("checking matmul_ceiling", gpu=index, on_wait=ctx.stage):
+    with gpu_timing_lock("checking matmul_ceiling", gpu=index, on_wait=ctx.waiting):
         want = []
         flusher = L2Flusher(index)
         for m, n, k in SHAPES:
-            ctx.stage(f"timing gpulab's own {_label((m, n, k))}")
+            ctx.stage(StageKind.TIMING, f"timing gpulab's own {_label((m, n, k))}")
             a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
             b = torch.randn(k, n, dtype=torch.bfloat16, device="cuda")
             t = measure(partial(torch.matmul, a, b), flusher=flusher, budget_s=1.5)
@@ -253,7 +254,7 @@ def _grade_gpu(ctx: GradeContext, fn: Remote) -> None:
             del a, b
         del flusher
         torch.cuda.empty_cache()
-        ctx.stage("running your benchmark")
+        ctx.stage(StageKind.RUNNING, "running your benchmark")
         values, _ = _values(_bench(ctx, fn, "cuda", None))
     for shape, value, w in zip(SHAPES, values, want, strict=True):
         _case(ctx, shape, value, w, GPU_TOL, roof, None)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpulab.judge.graders.matmul import checked, interpreter_skips, make_case, make_spec
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -52,3 +53,17 @@ def grade(ctx: GradeContext) -> None:
         return correctness_cases(ctx, skip)
 
     grade_kernel(ctx, make_spec(ctx.interpreter), "matmul", cases, None, check=checked)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "matmul_kloop_kernel",
+        f"{dt} 32x32x32 w4",
+        cs.simple(dt, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, 4),
+        starter="matmul_kloop_kernel",
+    )
+    for dt in ("fp16", "fp32")
+)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpulab.judge.graders.matmul import checked, interpreter_skips, make_case, make_spec
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -44,3 +45,17 @@ def grade(ctx: GradeContext) -> None:
         return correctness_cases(ctx, skip)
 
     grade_kernel(ctx, make_spec(ctx.interpreter), "matmul", cases, None, check=checked)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "matmul_tile_kernel",
+        f"{dt} 64x64x64 w4",
+        cs.simple(dt, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}, 4),
+        starter="matmul_tile_kernel",
+    )
+    for dt in ("fp16", "fp32")
+)

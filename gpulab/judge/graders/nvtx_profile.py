@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Required, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +52,7 @@ from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, RangeTime, check_ranges, range_times
 from gpulab.sandbox.training import RANGES, build_model
 from gpulab.wire.replies import Raised
+from gpulab.wire.status import StageKind, Status
 from gpulab.wire.training import KernelRow, Trained, TrainRequest
 from gpulab.wire.training import OpRow as SandboxOpRow
 
@@ -190,7 +191,9 @@ def _train_remote(
     # The sandbox writes a folder of the judge's (its outbox), never the
     # workspace's traces folder, and the judge copies the trace out.
     written = Path(ctx.outbox) / wanted.name if ctx.outbox else wanted
-    ctx.stage(f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)")
+    ctx.stage(
+        StageKind.RUNNING, f"training {STEPS} steps in your code (step {PROFILED + 1} profiled)"
+    )
     ctx.sandbox.send(
         TrainRequest(
             function="train_step",
@@ -207,7 +210,9 @@ def _train_remote(
     if isinstance(got, Raised):
         ctx.fail(got.summary, got.message)
     if not isinstance(got, Trained):
-        raise GradeFailed(f"the sandbox could not run your steps: {got.summary}", status="error")
+        raise GradeFailed(
+            f"the sandbox could not run your steps: {got.summary}", status=Status.ERROR
+        )
     if got.returned is not None:
         ctx.fail(
             f"train_step returned {got.returned}, expected the loss as a one-element tensor",
@@ -356,3 +361,13 @@ def _report_profile(
     ctx.timing = ProfileTiming(
         profile_info, f"profiled on the {'GPU' if device == 'cuda' else 'CPU'}: {parts}"
     )
+
+
+# --- `gpulab profile` (the manifest's tools: "profile") ---------------------------
+
+
+def profile_step(module: Any, device: str) -> Callable[[], object]:
+    """One training step of the learner's, on the check's model and batch."""
+    model, opt = make_model(0, device)
+    batch = make_batch(0, device)
+    return lambda: module.train_step(model, batch, opt)

@@ -22,6 +22,7 @@ from gpulab.gpu import counters
 from gpulab.judge.case_row import case_row
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.plain import fmt, try_call
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -189,5 +190,5 @@ def check_kernel(ctx: GradeContext, fn: Any, kernel: str) -> None:
 def grade(ctx: GradeContext) -> None:
     fn = ctx.function("diagnose")
     for kernel in KEY:
-        ctx.stage(f"your diagnosis of {kernel}")
+        ctx.stage(StageKind.CORRECTNESS, f"your diagnosis of {kernel}")
         check_kernel(ctx, fn, kernel)

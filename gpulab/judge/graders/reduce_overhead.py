@@ -47,6 +47,7 @@ from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.wire.dynamo import Overhead, OverheadRequest, Scenario
 from gpulab.wire.replies import Raised
+from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -111,7 +112,9 @@ def _ask(ctx: GradeContext, msg: OverheadRequest) -> tuple[Overhead, float]:
     if isinstance(got, Raised):
         ctx.fail(got.summary, got.message)
     if not isinstance(got, Overhead):
-        raise GradeFailed(f"the sandbox could not run your step: {got.summary}", status="error")
+        raise GradeFailed(
+            f"the sandbox could not run your step: {got.summary}", status=Status.ERROR
+        )
     return got, wall
 
 
@@ -128,7 +131,7 @@ def _scenario_name(s: Scenario) -> str:
 
 
 def method_cases(ctx: GradeContext) -> None:
-    ctx.stage("timing simulated devices with your time_per_call")
+    ctx.stage(StageKind.TIMING, "timing simulated devices with your time_per_call")
     got, _ = _ask(ctx, OverheadRequest(part="method", scenarios=SCENARIOS))
     for i, (scenario, truth) in enumerate(zip(SCENARIOS, TRUTH, strict=True)):
         ms = got.measured[i] if i < len(got.measured) else None
@@ -188,7 +191,7 @@ class Step:
 def compile_cases(
     ctx: GradeContext, step: Step, xs: list[torch.Tensor], weights: dict[str, torch.Tensor]
 ) -> None:
-    ctx.stage("compiling your step")
+    ctx.stage(StageKind.COMPILE, "compiling your step")
     n = len(xs) - 1  # the last input is kept for the timed runs
     got, _ = step.request("compile", list(range(n)))
     asked = any(got.cudagraphs)
@@ -252,17 +255,19 @@ def speed_cases(
     model = Model().to("cuda").eval()
     model.load_state_dict({k: v.to("cuda") for k, v in weights.items()})
     x = xs[last]
-    ctx.stage("warming up your compiled step and the model")
+    ctx.stage(StageKind.TIMING, "warming up your compiled step and the model")
     with torch.no_grad():
         step.request("run", [last], calls=5)
         _eager_seconds(model, x, 5)
         ours: list[float] = []
         theirs: list[float] = []
         with gpu_timing_lock(
-            "checking reduce_overhead", gpu=torch.cuda.current_device(), on_wait=ctx.stage
+            "checking reduce_overhead", gpu=torch.cuda.current_device(), on_wait=ctx.waiting
         ):
             for r in range(ROUNDS):
-                ctx.stage(f"timing the model and your step, round {r + 1} of {ROUNDS}")
+                ctx.stage(
+                    StageKind.TIMING, f"timing the model and your step, round {r + 1} of {ROUNDS}"
+                )
                 one = _eager_seconds(model, x, N_CALLS)
                 two = _eager_seconds(model, x, 2 * N_CALLS)
                 ours.append((two - one) / N_CALLS)

@@ -19,8 +19,9 @@ from gpulab.judge import capability
 from gpulab.judge.graders.rope import guarded
 from gpulab.judge.graders.rope_rmsnorm import DTYPES, TOLERANCE, Extras, Spec, make_inputs
 from gpulab.judge.graders.rope_rmsnorm import SPEC as FUSED
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -94,3 +95,17 @@ def grade(ctx: GradeContext) -> None:
         return [make_case(ctx, *s) for s in specs if s[4] not in skip]
 
     grade_kernel(ctx, SPEC, "rmsnorm", cases, None, check=guarded)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "rmsnorm_kernel",
+        f"{dt} D=256 BLOCK_R=16",
+        cs.simple(dt, {"D": 256, "BLOCK_R": 16}, 4, floats=("eps",)),
+        starter="rmsnorm_kernel",
+    )
+    for dt in ("bf16", "fp32")
+)

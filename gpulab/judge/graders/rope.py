@@ -17,8 +17,11 @@ import torch
 
 from gpulab.judge import capability
 from gpulab.judge.graders.rope_rmsnorm import DTYPES, TOLERANCE, make_inputs
-from gpulab.judge.kernel import Case, Expect, KernelSpec, check_cases, guards_for
+from gpulab.judge.kernel import check_cases
+from gpulab.judge.kernel_guards import guards_for
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -100,3 +103,17 @@ def grade(ctx: GradeContext) -> None:
         return [make_case(ctx, *s) for s in specs if s[4] not in skip]
 
     grade_kernel(ctx, SPEC, "rope", cases, None, check=guarded)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "rope_kernel",
+        f"{dt} D=128 BLOCK_H=16",
+        cs.simple(dt, {"HALF": 64, "BLOCK_H": 16}, 4, fp32_ptrs=("cos_ptr", "sin_ptr")),
+        starter="rope_kernel",
+    )
+    for dt in ("bf16", "fp32")
+)

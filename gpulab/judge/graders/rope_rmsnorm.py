@@ -29,19 +29,13 @@ import torch.nn.functional as F
 from gpulab.judge import capability
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch, dtype_name, worst
-from gpulab.judge.kernel import (
-    INTERPRETER_NOTE,
-    Case,
-    Expect,
-    KernelSpec,
-    Refs,
-    check_cases,
-    guards_for,
-    remote_call,
-    replay_verdict,
-)
+from gpulab.judge.kernel import INTERPRETER_NOTE, Refs, check_cases, remote_call, replay_verdict
+from gpulab.judge.kernel_guards import guards_for
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case, scale_tensor
+from gpulab.measure import compile_specs as cs
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -290,7 +284,7 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
     replayer = ctx.replayer  # its sandbox starts with the first passing case
     for case, dy, kw in cases:
         name = f"backward {case.name}"
-        ctx.stage(f"checking {name}")
+        ctx.stage(StageKind.CORRECTNESS, f"checking {name}")
         x, w = case.args[0], case.args[1]
         guards = guards_for(SPEC, eager_width=x.shape[-1])
         if replayer is not None:
@@ -367,7 +361,9 @@ def check_backward(ctx: GradeContext, fn: Any, cases: list[Drawn], total: int) -
             )
             replay_verdict(ctx, (name, why) if why else None)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last backward case")
+        ctx.stage(
+            StageKind.REPLAY, "your kernels again, apart from your code: the last backward case"
+        )
         replay_verdict(ctx, replayer.collect())
 
 
@@ -527,3 +523,48 @@ def bench_cases(ctx: CaseContext) -> list[tuple[Case, dict[str, Callable[..., to
             )
         )
     return out
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+_ROPE = {"D": 128, "HALF": 64, "BLOCK_H": 16}
+
+COMPILE_SPECS = (
+    cs.Spec(
+        "_rmsnorm_rope_fwd",
+        "fp16 D=128 BLOCK_H=16",
+        cs.simple("fp16", _ROPE, 4, floats=("eps",), fp32_ptrs=("w_ptr",)),
+        starter="rmsnorm_rope_fwd_kernel",
+    ),
+    cs.Spec(
+        "_rmsnorm_rope_bwd",
+        "fp16 D=128 BLOCK_H=16",
+        cs.simple("fp16", _ROPE, 4, floats=("eps",), fp32_ptrs=("w_ptr", "dw_part_ptr")),
+        starter="rmsnorm_rope_bwd_kernel",
+    ),
+    cs.Spec(
+        "_sum_rows",
+        "fp32 D=128 BLOCK_P=32",
+        cs.simple("fp32", {"D": 128, "BLOCK_P": 32}, 4),
+    ),
+)
+
+
+# --- `gpulab counters --ncu` (the manifest's tools: "counters") ------------------
+# The recordings of gpulab.gpu.counters taken of this exercise's reference,
+# each built on the inputs it was recorded on (gpulab.targets.counter_cases
+# hands in the reference module and counts one call of what comes back).
+
+
+def _rope_fwd(reference: Any) -> Callable[[], object]:
+    S, H, D = 16384, 32, 128
+    x = torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(D, device="cuda", dtype=torch.bfloat16)
+    ang = torch.rand(S, D // 2, device="cuda")
+    cos, sin = ang.cos(), ang.sin()
+    fn = reference.rmsnorm_rope
+    return lambda: fn(x, w, cos, sin)
+
+
+COUNTER_CASES = {"rope_fwd": _rope_fwd}

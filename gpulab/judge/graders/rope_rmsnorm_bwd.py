@@ -37,20 +37,14 @@ from gpulab.judge.graders.rope_rmsnorm import (
     eager_fail,
     reference_grads,
 )
-from gpulab.judge.kernel import (
-    INTERPRETER_NOTE,
-    Case,
-    Expect,
-    Refs,
-    _report_failures,
-    compile_ahead,
-    guards_for,
-    remote_call,
-    replay_verdict,
-)
+from gpulab.judge.kernel import INTERPRETER_NOTE, Refs, compile_ahead, remote_call, replay_verdict
+from gpulab.judge.kernel_guards import guards_for, report_failures
+from gpulab.judge.kernel_spec import Case, Expect
 from gpulab.judge.replay import Result
 from gpulab.judge.replay_again import OTHER_SCALES, draw_scale, scale_case
 from gpulab.judge.standard import STEP_NOTE
+from gpulab.measure import compile_specs as cs
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -151,7 +145,7 @@ def check(ctx: GradeContext, drawn: list[Drawn]) -> None:
     total = len(drawn)
     for i, one in enumerate(drawn):
         case = step_case(one)
-        ctx.stage(f"case {i + 1} of {total}: {case.name}", i, total)
+        ctx.stage(StageKind.CORRECTNESS, f"case {i + 1} of {total}: {case.name}", i, total)
         x, w = case.args[0], case.args[1]
         guards = guards_for(SPEC, eager_width=x.shape[-1])
         if replayer is not None:
@@ -174,7 +168,7 @@ def check(ctx: GradeContext, drawn: list[Drawn]) -> None:
         ops = [*report.banned, *report.eager]
         if ops:
             eager_fail(ctx, ops, "your backward")
-        _report_failures(ctx, SPEC, report, case.name)
+        report_failures(ctx, SPEC, report, case.name)
         dw = rest[0] if reply.rest_copied[:1] == (True,) else None
         row = record(case, dx, dw)
         ctx.add_case(row, total)
@@ -191,7 +185,7 @@ def check(ctx: GradeContext, drawn: list[Drawn]) -> None:
             )
             replay_verdict(ctx, (case.name, why) if why else None)
     if replayer is not None and replayer.pending is not None:
-        ctx.stage("your kernels again, apart from your code: the last case")
+        ctx.stage(StageKind.REPLAY, "your kernels again, apart from your code: the last case")
         replay_verdict(ctx, replayer.collect())
 
 
@@ -202,3 +196,22 @@ def grade(ctx: GradeContext) -> None:
     check(ctx, _cases(ctx, CASES + ([] if ctx.interpreter else BACKWARD_GPU)))
     # Say why no time or letter comes, as the other steps do (standard.py).
     ctx.notes.append(STEP_NOTE)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = (
+    cs.Spec(
+        "rmsnorm_rope_bwd_kernel",
+        "bf16 D=128 BLOCK_H=16",
+        cs.simple(
+            "bf16",
+            {"D": 128, "HALF": 64, "BLOCK_H": 16},
+            4,
+            floats=("eps",),
+            fp32_ptrs=("cos_ptr", "sin_ptr", "dw_part_ptr"),
+        ),
+        starter="rmsnorm_rope_bwd_kernel",
+    ),
+)

@@ -43,6 +43,7 @@ from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 from gpulab.wire.benches import Exported, ExportRequest
 from gpulab.wire.replies import Raised
+from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -399,7 +400,7 @@ def grade(ctx: GradeContext) -> None:
             params, x = make_inputs(ctx.seed(10 * i + j + 1), *shape)
             data[mode, shape] = (params, x, reference(params, x))
     ctx.function("make_mesh")  # the learner's file loaded (or why not)
-    ctx.stage("exporting your steps")
+    ctx.stage(StageKind.EXPORTING, "exporting your steps")
     request = ExportRequest(tuple(tuple(s) for s in shapes(n)))
     reply = ctx.sandbox.ask(request, Exported)
     if isinstance(reply, Raised):
@@ -427,7 +428,7 @@ def grade(ctx: GradeContext) -> None:
             )
             continue
         programs = step.programs
-        ctx.stage(f"running {mode}")
+        ctx.stage(StageKind.RUNNING, f"running {mode}")
         for j, shape in enumerate(shapes(n)):
             program = programs[j] if j < len(programs) else {}
             case, notes = check_step(mode, program, mesh, shape, data[mode, shape])

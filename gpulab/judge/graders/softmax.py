@@ -8,14 +8,16 @@ kernel. torch's softmax in every spelling is off the graded path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
 
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -188,3 +190,76 @@ def grade(ctx: GradeContext) -> None:
     if ctx.interpreter:
         ctx.skipped.extend(f"{dt}: {why}" for dt, why in INTERPRETER_SKIPS.items())
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), lambda: timing_cases(ctx))
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+def _softmax_smem(m: Any, fn: Any) -> cs.Built:
+    """The Hopper Gluon kernel: a 12-slot ring of 32-row boxes over 32768 columns."""
+    cr, n, slots = 32, 32768, 12
+    d = f"tensordesc<fp16[{cr}, {m.BOX}],{m.shared_layout(torch.float16)!r}>"
+    ce = {"R": n // m.BOX, "NSLOT": slots, "ONE_EXP": False}
+    return (
+        {
+            "x_desc": d,
+            "y_desc": d,
+            "n_rows": "i32",
+            "R": "constexpr",
+            "NSLOT": "constexpr",
+            "ONE_EXP": "constexpr",
+        },
+        ce,
+        {"num_warps": 8},
+    )
+
+
+COMPILE_SPECS = (
+    cs.Spec(
+        "softmax_kernel",
+        "fp16 BLOCK=4096 w8",
+        cs.simple("fp16", {"BLOCK": 4096}, 8),
+        starter="softmax_kernel",
+    ),
+    cs.Spec("softmax_kernel", "fp32 BLOCK=32768 w16", cs.simple("fp32", {"BLOCK": 32768}, 16)),
+    cs.Spec(
+        "softmax_rows_kernel",
+        "fp16 ROWS=4 BLOCK=1024 w4",
+        cs.simple("fp16", {"ROWS": 4, "BLOCK": 1024}, 4),
+    ),
+    cs.Spec(
+        "softmax_grouped_kernel",
+        "fp16 G=512 E=8 w8",
+        cs.simple("fp16", {"G": 512, "E": 8}, 8),
+    ),
+    cs.Spec(
+        "softmax_smem",
+        "Gluon fp16 32768 cols, 12x32 ring, w8",
+        _softmax_smem,
+        archs=cs.HOPPER,
+        file="hopper/softmax_smem",
+    ),
+)
+
+
+# --- `gpulab counters --ncu` (the manifest's tools: "counters") ------------------
+# The recordings of gpulab.gpu.counters taken of this exercise's reference,
+# each built on the inputs it was recorded on (gpulab.targets.counter_cases
+# hands in the reference module and counts one call of what comes back).
+
+
+def _softmax_32k(reference: Any) -> Callable[[], object]:
+    x = torch.randn(2048, 32768, device="cuda", dtype=torch.float16)
+    # The lesson's kernel itself: the reference's chooser would time its
+    # candidates under ncu, whose interception misleads it.
+    launch = reference._candidates(x)["triton"]
+    y = torch.empty_like(x)
+    return lambda: launch(x, y)
+
+
+def _torch_softmax_32k(reference: Any) -> Callable[[], object]:
+    x = torch.randn(2048, 32768, device="cuda", dtype=torch.float16)
+    return lambda: torch.softmax(x, dim=-1)
+
+
+COUNTER_CASES = {"softmax_32k": _softmax_32k, "torch_softmax_32k": _torch_softmax_32k}

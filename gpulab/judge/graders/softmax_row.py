@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpulab.judge.graders.softmax import SPEC, Spec, _case
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -43,3 +44,17 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
 
 def grade(ctx: GradeContext) -> None:
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), None)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "softmax_row_kernel",
+        f"{dt} BLOCK=1024 w4",
+        cs.simple(dt, {"BLOCK": 1024}, 4),
+        starter="softmax_row_kernel",
+    )
+    for dt in ("fp16", "fp32")
+)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from gpulab.judge.graders.softmax import DTYPES, SPEC, Spec, _case
-from gpulab.judge.kernel import Case
+from gpulab.judge.kernel_spec import Case
 from gpulab.judge.standard import grade_kernel
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -74,3 +75,17 @@ def correctness_cases(ctx: CaseContext) -> list[Case]:
 
 def grade(ctx: GradeContext) -> None:
     grade_kernel(ctx, SPEC, "softmax", lambda: correctness_cases(ctx), None)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "softmax_wide_kernel",
+        f"{dt} BLOCK=4096 w8",
+        cs.simple(dt, {"BLOCK": 4096}, 8),
+        starter="softmax_wide_kernel",
+    )
+    for dt in ("fp16", "fp32")
+)

@@ -20,8 +20,9 @@ import torch
 
 from gpulab.judge import named_mistakes as nm
 from gpulab.judge.graders.bandwidth import BANNED, BANNED_ATEN
-from gpulab.judge.kernel import Case, Expect, KernelSpec
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import grade_puzzle, randn
+from gpulab.measure import compile_specs as cs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -126,3 +127,14 @@ def case_to_draw(cases: Sequence[Case], rows: Sequence[CaseRow]) -> Case | None:
 
 def grade(ctx: GradeContext) -> None:
     grade_puzzle(ctx, kernel_spec(ctx), "add", lambda: correctness_cases(ctx))
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+COMPILE_SPECS = tuple(
+    cs.Spec(
+        "add_kernel", f"{dt} BLOCK=1024 w4", cs.simple(dt, {"BLOCK": 1024}, 4), starter="add_kernel"
+    )
+    for dt in ("fp16", "fp32")
+)

@@ -22,8 +22,10 @@ import torch
 
 from gpulab.judge import named_mistakes as nm
 from gpulab.judge.graders.bandwidth import BANNED, BANNED_ATEN
-from gpulab.judge.kernel import Case, Expect, Kept, KernelSpec, check_cases, guarded_call
+from gpulab.judge.kernel import Kept, check_cases, guarded_call
+from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import grade_puzzle, randn
+from gpulab.measure import compile_specs as cs
 from gpulab.wire.launch_record import RecordedLaunch
 
 if TYPE_CHECKING:
@@ -155,3 +157,17 @@ def case_to_draw(cases: Sequence[Case], rows: Sequence[CaseRow]) -> Case | None:
 
 def grade(ctx: GradeContext) -> None:
     grade_puzzle(ctx, kernel_spec(ctx), "row_center", lambda: correctness_cases(ctx), _check)
+
+
+# --- `gpulab dev compile` (the manifest's tools: "compile") ---------------------
+# The reference's kernels as it launches them, and the starter's with the same
+# signature (gpulab.measure.compile_specs).
+# At its widest: 32768 lanes on 16 warps.
+COMPILE_SPECS = (
+    cs.Spec(
+        "center_kernel",
+        "fp32 BLOCK=32768 w16",
+        cs.simple("fp32", {"BLOCK": 32768}, 16),
+        starter="center_kernel",
+    ),
+)
