@@ -52,7 +52,7 @@ class InProcessSandbox:
 
     def ask(self, message: Any, kind: Any) -> Any:
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.wire.frames import read_reply
+        from gpulab.wire.replies import read_reply
 
         return read_reply(self.request(message), kind)
 
@@ -62,7 +62,7 @@ class InProcessSandbox:
         self._answer = self.request(message)
 
     def reply(self, kind: Any) -> Any:
-        from gpulab.wire.frames import read_reply
+        from gpulab.wire.replies import read_reply
 
         return read_reply(self._answer, kind)
 
@@ -78,7 +78,7 @@ class InProcessSandbox:
         from gpulab.sandbox.failure import LearnerFailure
         from gpulab.sandbox.main import route_of
         from gpulab.wire import sandbox_start
-        from gpulab.wire.frames import Raised
+        from gpulab.wire.replies import Raised
 
         msg = json.loads(json.dumps(message.to_json()))
         route = route_of(msg)  # the sandbox's own dispatch

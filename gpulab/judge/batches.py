@@ -32,15 +32,8 @@ from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.timed_rows import BatchWall, RemoteTiming
 from gpulab.measure.timing import _stats
 from gpulab.sandbox import learner
-from gpulab.wire.frames import (
-    NO_TIMING,
-    BadReply,
-    Broken,
-    Raised,
-    Timed,
-    TimedInputs,
-    TimeRequest,
-)
+from gpulab.wire.replies import BadReply, Broken, Raised
+from gpulab.wire.timed_batch import NO_TIMING, Timed, TimedInputs, TimeRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpulab.judge.case_row import case_row
 from gpulab.sandbox import learner
 from gpulab.wire.dynamo import DynamoBreak, DynamoRequest, DynamoTrace, Traced
-from gpulab.wire.frames import Broken, R, Raised
+from gpulab.wire.replies import Broken, R, Raised
 from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:

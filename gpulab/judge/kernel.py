@@ -43,18 +43,11 @@ from gpulab.judge.replay_again import (
 from gpulab.judge.replay_plan import Refs as Refs
 from gpulab.judge.two_draws import Draws, draw_key, first_of_pair, same_launches
 from gpulab.sandbox import learner
-from gpulab.wire.frames import (
-    BadReply,
-    Broken,
-    CallRequest,
-    CompileAhead,
-    CompiledAhead,
-    Guards,
-    LaunchRecord,
-    Raised,
-    Returned,
-)
+from gpulab.wire.calls import CallRequest, Guards, Returned
+from gpulab.wire.launch_record import LaunchRecord
 from gpulab.wire.protocol import Kwargs
+from gpulab.wire.replies import BadReply, Broken, Raised
+from gpulab.wire.sandbox_start import CompileAhead, CompiledAhead
 from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:
@@ -159,7 +152,7 @@ def remote_call(
         contiguous=contiguous,
         grad_args=tuple(grad_args),
         grad_output=dy_ref,
-        grad_api=grad_api,
+        grad_api=grad_api or "grad",  # sent with grad_args only
         rest=tuple(rest_refs),
     )
     if ctx.device == "cuda":

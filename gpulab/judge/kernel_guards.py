@@ -12,15 +12,15 @@ import torch
 
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.kernel_spec import KernelSpec
-from gpulab.wire.frames import (
+from gpulab.wire.calls import (
     AUDIT_MALFORMED,
     AUDIT_MALFORMED_WHY,
     Audited,
     AuditEnd,
-    BadReply,
     GuardReport,
     Guards,
 )
+from gpulab.wire.replies import BadReply
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext

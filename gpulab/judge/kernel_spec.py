@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from gpulab.judge.compare import DEFAULT_TOLERANCE, dtype_name
-from gpulab.wire.frames import Desc
+from gpulab.wire.calls import Desc
 from gpulab.wire.protocol import Kwargs
 
 

@@ -9,7 +9,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from gpulab.sandbox.learner import LearnerError
-from gpulab.wire.frames import Broken, Raised
+from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.sandbox_start import PlainCall, PlainReturned
 
 if TYPE_CHECKING:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpulab.wire.codec import check_version
 from gpulab.wire.fields import Frame
-from gpulab.wire.frames import Broken, R, Raised, read_reply
 from gpulab.wire.protocol import (
     ArenaSpec,
     JsonObject,
@@ -34,6 +33,7 @@ from gpulab.wire.protocol import (
     read_frame,
     write_frame,
 )
+from gpulab.wire.replies import Broken, R, Raised, read_reply
 from gpulab.wire.sandbox_start import (
     ArenaRequest,
     Exit,
@@ -309,13 +309,13 @@ class Sandbox:
         self.ready = True
 
     # --- frames -----------------------------------------------------------------
-    # A reply is read where it comes in, typed (gpulab.wire.frames.read_reply):
+    # A reply is read where it comes in, typed (gpulab.wire.replies.read_reply):
     # no frame from the sandbox leaves this class as a dict.
 
     def ask(self, message: Frame, kind: type[R]) -> R | Raised | Broken:
         """Send a typed request; its reply read as a `kind`, or the learner's
         exception (Raised), or anything else (Broken). A kernel-path reply
-        whose fields cannot be used raises gpulab.wire.frames.BadReply."""
+        whose fields cannot be used raises gpulab.wire.replies.BadReply."""
         if self.pending:  # a reply the judge has not read yet comes first
             self.pending = False
             self._receive()

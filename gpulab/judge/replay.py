@@ -33,8 +33,8 @@ import torch
 from gpulab.judge.replay_again import AGAIN_MISMATCH, scale_data, scale_tensor
 from gpulab.judge.replay_plan import Plan, Refs, plan_replay
 from gpulab.sandbox.replay_source import NotReplayable, ReplaySource, extract
-from gpulab.wire.frames import LaunchRecord
 from gpulab.wire.kernel_binary import KernelBinary
+from gpulab.wire.launch_record import LaunchRecord
 from gpulab.wire.replay import (
     ReplayBuffer,
     Replayed,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulab.wire.frames import (
+from gpulab.wire.kernel_binary import KernelBinary, SigType
+from gpulab.wire.launch_record import (
     Arg,
     BufferArg,
     DescArg,
@@ -23,7 +24,6 @@ from gpulab.wire.frames import (
     OtherArg,
     TupleArg,
 )
-from gpulab.wire.kernel_binary import KernelBinary, SigType
 
 # torch's dtype names (a View's) as Triton names them in a signature.
 TRITON_DTYPES = {

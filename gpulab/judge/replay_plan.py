@@ -23,7 +23,8 @@ from gpulab.judge.replay_bytes import trusted_bytes
 from gpulab.judge.replay_params import params_problem
 from gpulab.sandbox.replay import DTYPES, MAX_LAUNCHES
 from gpulab.sandbox.replay_source import ReplaySource
-from gpulab.wire.frames import (
+from gpulab.wire.kernel_binary import KernelBinary
+from gpulab.wire.launch_record import (
     Arg,
     BufferArg,
     DescArg,
@@ -37,7 +38,6 @@ from gpulab.wire.frames import (
     View,
     flat_args,
 )
-from gpulab.wire.kernel_binary import KernelBinary
 from gpulab.wire.protocol import text as _text
 from gpulab.wire.replay import ReplayBuffer, ReplayLaunch
 

@@ -14,7 +14,7 @@ import torch
 from gpulab.judge.kernel_spec import Case
 from gpulab.judge.replay_bytes import CopyMap, copy_map, same_copy, trusted_bytes
 from gpulab.sandbox.replay import DTYPES
-from gpulab.wire.frames import (
+from gpulab.wire.launch_record import (
     BufferArg,
     DescArg,
     LaunchRecord,

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpulab.wire.frames import CompileAhead, CompiledAhead
+from gpulab.wire.sandbox_start import CompileAhead, CompiledAhead
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

@@ -16,19 +16,17 @@ from gpulab.sandbox import learner
 from gpulab.sandbox.audit import Audit
 from gpulab.sandbox.guards import EagerGuard, LaunchRecorder, op_guard
 from gpulab.sandbox.tensors import Arenas, materialize, view
-from gpulab.wire.frames import (
+from gpulab.wire.calls import (
     Audited,
     BackwardReply,
     CallRequest,
-    Clocks,
     Desc,
     GuardReport,
     Guards,
     Returned,
-    Timed,
-    TimeRequest,
 )
 from gpulab.wire.protocol import Kwargs, TensorRef
+from gpulab.wire.timed_batch import Clocks, Timed, TimeRequest
 
 # One repetition of a timed batch: its args, kwargs and upstream gradient.
 Rep = tuple[list[Any], Kwargs, torch.Tensor | None]

@@ -18,6 +18,7 @@ from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import apply
 from gpulab.wire import crashes, protocol, requests
 from gpulab.wire.benches import Bench, BenchRequest, Exported, ExportRequest, MatmulBenchRequest
+from gpulab.wire.calls import Audited, AuditEnd, CallRequest, Returned
 from gpulab.wire.codec import check_version
 from gpulab.wire.dynamo import (
     CompiledSteps,
@@ -44,23 +45,14 @@ from gpulab.wire.explain import (
     ProfileRequest,
 )
 from gpulab.wire.fields import Frame
-from gpulab.wire.frames import (
-    Audited,
-    AuditEnd,
-    Broken,
-    CallRequest,
-    CompileAhead,
-    CompiledAhead,
-    Raised,
-    Returned,
-    Timed,
-    TimeRequest,
-)
 from gpulab.wire.protocol import JsonObject, ProtocolError, read_frame, write_frame
 from gpulab.wire.replay import Replayed, ReplayRequest, ReplayTimed, ReplayTimeRequest
+from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.requests import Request
 from gpulab.wire.sandbox_start import (
     ArenaRequest,
+    CompileAhead,
+    CompiledAhead,
     Exit,
     Fatal,
     Held,
@@ -75,6 +67,7 @@ from gpulab.wire.sandbox_start import (
     SandboxConfig,
     Warm,
 )
+from gpulab.wire.timed_batch import Timed, TimeRequest
 from gpulab.wire.training import Blocks, BottleneckRequest, Trained, TrainRequest
 
 
@@ -526,9 +519,8 @@ class Server:
 @dataclass(frozen=True, slots=True)
 class Route:
     """How the sandbox answers one type of request: `read` makes the frame
-    its typed request (the frame class's own `parse`, or gpulab.wire.requests'
-    reader for the kernel path's frames, which are not declared with the
-    codec yet), `answer` is the Server's method that replies to it (None:
+    its typed request (the frame class's own `parse`, or, for `call`, which
+    is a CallRequest or a PlainCall, gpulab.wire.requests' reader), `answer` is the Server's method that replies to it (None:
     `exit`, which ends the loop unanswered)."""
 
     read: Callable[[JsonObject], Request]
@@ -544,11 +536,12 @@ ROUTES: dict[str, Route] = {
     Warm.TYPE: Route(Warm.parse, Server.on_warm),
     Prepare.TYPE: Route(Prepare.parse, Server.on_prepare),
     Exit.TYPE: Route(Exit.parse, None),
-    # the kernel path (gpulab.wire.frames); `call` is a PlainCall too
+    # the kernel path (gpulab.wire.calls, timed_batch, sandbox_start);
+    # `call` is a PlainCall too, told apart by gpulab.wire.requests
     "call": Route(requests.request, Server.on_call),
-    "audit_end": Route(requests.request, Server.on_audit_end),
-    "compile_ahead": Route(requests.request, Server.on_compile_ahead),
-    "time": Route(requests.request, Server.on_time),
+    AuditEnd.TYPE: Route(AuditEnd.parse, Server.on_audit_end),
+    CompileAhead.TYPE: Route(CompileAhead.parse, Server.on_compile_ahead),
+    TimeRequest.TYPE: Route(TimeRequest.parse, Server.on_time),
     # the replay's sandbox
     ReplayRequest.TYPE: Route(ReplayRequest.parse, Server.on_replay),
     ReplayTimeRequest.TYPE: Route(ReplayTimeRequest.parse, Server.on_replay_time),

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpulab.wire.frames import (
+from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
+from gpulab.wire.launch_record import (
     DESC_LAYOUTS,
     LAUNCH_OPTIONS,
     Arg,
@@ -42,7 +43,6 @@ from gpulab.wire.frames import (
     TupleArg,
     View,
 )
-from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.wire.protocol import Kwargs
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpulab.sandbox.replay import DTYPES, LEAD_CYCLES, _plain
-from gpulab.wire.frames import (
+from gpulab.wire.launch_record import (
     Arg,
     BufferArg,
     DescArg,

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from gpulab.sandbox.tensors import view
-from gpulab.wire.frames import Raised
+from gpulab.wire.replies import Raised
 from gpulab.wire.training import KernelRow, OpRow, ProfileEvent, Trained, TrainRequest
 
 LR, MOMENTUM = 0.1, 0.9

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 from gpulab.wire.codec import Frame, Tolerant, plain, wire
 from gpulab.wire.fields import items
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ProtocolError, text
+from gpulab.wire.replies import Reply
 
 
 def _on_model(kind: str, device: str, model: object) -> None:

@@ -16,9 +16,17 @@ BENCHMARKS.md, "The wire's codec"):
 
 A field's own rule, where the type alone does not say it, goes in its
 metadata (`wire(...)`): the string limit, the JSON key when it differs
-from the name, whether it is left out of the JSON when it is its default,
-or a function that reads the value itself (`read`). Extra keys are
-ignored, as they always were; `Frame.EXTRA = False` refuses them.
+from the name, whether it is left out of the JSON (at its default, or when
+a function of the frame says so), or a function that reads the value
+itself (`read`). Extra keys are ignored, as they always were;
+`Frame.EXTRA = False` refuses them. A value that writes its own JSON (a
+`to_json` method: a tensor reference, a part shaped as a list) is written
+by it.
+
+A third rule is a frame's own: a reply the judge must refuse whole when a
+field is unusable (the kernel path's, gpulab.wire.replies.Checked) reads
+each field with its own `read`, which raises `Unfit`; the codec names the
+field in it, from the outer frame down, for the frame's own message.
 
 This module imports nothing heavy.
 """
@@ -42,9 +50,11 @@ PROTOCOL = 1
 
 STRING_LIMIT = 20000
 _MISSING: Any = dataclasses.MISSING
-# What a field's own reader (`wire(read=...)`) returns for a value it reads
-# as absent: the field's default, or, for a field without one, the request
-# refused or the part of a reply left out where it sits.
+# An absent value, both ways through a field's own reader (`wire(read=...)`):
+# what it returns for a value it reads as absent (the field's default, or, for
+# a field without one, the request refused or the part of a reply left out
+# where it sits), and, with `wire(absent=ABSENT)`, what it is given for a
+# missing key, to tell one from a null.
 ABSENT: Any = _MISSING
 
 
@@ -54,17 +64,21 @@ def wire(
     factory: Callable[[], Any] | None = None,
     limit: int | None = None,
     key: str | None = None,
-    omit: bool = False,
+    omit: bool | Callable[[Any], bool] = False,
     read: Callable[[Any], Any] | None = None,
+    absent: Any = None,
 ) -> Any:
     """A field with its wire rules: `limit` cuts its strings (a reply's are
     cut at STRING_LIMIT unless it says otherwise; a request's are never cut
     unless it says so: a file's source travels whole), `key` is its
-    JSON name, `omit` leaves it out of the JSON when it is its default,
-    `read` reads its JSON value (None when absent) instead of the type's
-    rule (raising a ProtocolError, in a request, for one it cannot use;
-    ABSENT for one it reads as absent)."""
-    meta = {"limit": limit, "key": key, "omit": omit, "read": read}
+    JSON name, `omit` leaves it out of the JSON when it is its default (or,
+    a function, when it says so of the frame: a field that goes with
+    another), `read` reads its JSON value instead of the type's rule
+    (raising a ProtocolError, in a request, for one it cannot use; ABSENT
+    for one it reads as absent) and is given `absent` where the key is
+    missing (None: most readers take a missing key as null; ABSENT, for a
+    reader that tells a missing key from a null)."""
+    meta = {"limit": limit, "key": key, "omit": omit, "read": read, "absent": absent}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -102,7 +116,8 @@ def encode(frame: Frame) -> JsonObject:
     out: JsonObject = {"type": frame.TYPE} if frame.TYPE else {}
     for f in _plan(type(frame)):
         value = getattr(frame, f.name)
-        if f.omit and value == f.default:
+        omit = f.omit
+        if omit and (value == f.default if omit is True else omit(frame)):
             continue
         out[f.key] = _dump(value) if f.nested else value
     return out
@@ -132,6 +147,23 @@ def decode(cls: type[F], msg: Any) -> F:
     return cls(**values)
 
 
+class Unfit(ProtocolError):
+    """A value a field's own reader (`wire(read=...)`) cannot use, in a frame
+    that words its own refusal: `problem` says what is wrong with it, and
+    `path` is filled in by decode, the field's key and those of the frames
+    around it, outermost first."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path: list[str] = []
+
+    @property
+    def field(self) -> str:
+        """The field's place: `report.launches`."""
+        return ".".join(self.path)
+
+
 class _Dropped(ProtocolError):
     """A part of a reply without a field it needs: left out where it sits."""
 
@@ -145,7 +177,7 @@ def _what(cls: type[Frame]) -> str:
 
 
 def _dump(value: Any) -> Any:
-    if hasattr(value, "to_json"):  # a frame, a TensorRef: a part that writes its own JSON
+    if hasattr(value, "to_json"):  # a frame, a tensor reference, a view: writes its own JSON
         return value.to_json()
     if isinstance(value, (tuple, list)):
         return [_dump(v) for v in value]
@@ -163,16 +195,27 @@ class _Field:
     key: str
     required: bool
     default: Any
-    omit: bool
+    omit: bool | Callable[[Any], bool]
     decode: Callable[[Any], Any]  # the JSON value (or _MISSING) -> the field's, or _MISSING
-    nested: bool  # its value holds frames or tensor references, written by _dump
+    nested: bool  # its value holds what writes its own JSON (or tuples), written by _dump
 
 
 _PLANS: dict[type, tuple[_Field, ...]] = {}
 
 
-def _by(read: Callable[[Any], Any]) -> Callable[[Any], Any]:  # a field's own reader
-    return lambda v: read(None if v is _MISSING else v)
+def _by(read: Callable[[Any], Any], absent: Any, key: str) -> Callable[[Any], Any]:
+    """A field's own reader, given `absent` for a missing key; an Unfit it
+    raises gains the field's key (decode, field by field, from the outer
+    frame down, fills in its path)."""
+
+    def decode(value: Any) -> Any:
+        try:
+            return read(absent if value is _MISSING else value)
+        except Unfit as exc:
+            exc.path.insert(0, key)
+            raise
+
+    return decode
 
 
 def _plan(cls: type) -> tuple[_Field, ...]:
@@ -197,8 +240,8 @@ def _plan(cls: type) -> tuple[_Field, ...]:
                     key=key,
                     required=f.default is _MISSING and f.default_factory is _MISSING,
                     default=default,
-                    omit=bool(meta.get("omit")),
-                    decode=_by(meta["read"])
+                    omit=meta.get("omit") or False,
+                    decode=_by(meta["read"], meta.get("absent"), key)
                     if meta.get("read")
                     else _reader(hints[f.name], strict, limit, what),
                     nested=_nested(hints[f.name]),
@@ -209,9 +252,10 @@ def _plan(cls: type) -> tuple[_Field, ...]:
 
 
 def _nested(hint: Any) -> bool:
-    """Whether a value of type `hint` may hold a frame, a part that writes
-    its own JSON (`to_json`: a tensor reference) or a tuple (written as a
-    list, as json.loads gives it back); the others are JSON as they are."""
+    """Whether a value of type `hint` may hold a frame, a tensor reference,
+    another value that writes its own JSON (`to_json`) or a tuple (written
+    as a list, as json.loads gives it back); the others are JSON as they
+    are."""
     if isinstance(hint, type) and hasattr(hint, "to_json"):
         return True
     if typing.get_origin(hint) is tuple:

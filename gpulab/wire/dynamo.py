@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 from gpulab.wire.codec import Frame, Tolerant, plain, wire
 from gpulab.wire.fields import each, flag, reached, said, trues
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ProtocolError, TensorRef, text
+from gpulab.wire.replies import Reply
 
 # --- lesson 06: Dynamo's reports ---------------------------------------------------
 

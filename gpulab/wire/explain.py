@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gpulab.wire.codec import Frame, Tolerant, wire
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import JsonObject
+from gpulab.wire.replies import Reply
 
 # --- --explain (gpulab.explain: advice, never the grade) ----------------------------
 

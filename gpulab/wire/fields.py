@@ -1,15 +1,19 @@
 """What the sandbox's handlers return (`Frame`), and the readers of a reply's
 fields whose rule its type alone does not say, shared by the conversation
-modules (sandbox_start, dynamo, training, benches, replay, explain).
+modules (sandbox_start, dynamo, training, benches, replay, explain; the
+kernel path's own, gpulab.wire.calls and timed_batch, are Checked:
+gpulab.wire.replies).
 
 The judge builds each request typed and sends its `to_json()`; the sandbox
 reads it back with `parse` (gpulab.wire.requests.request: the judge is
 trusted, so a malformed request is a ProtocolError, answered "broken").
 Each sandbox handler returns its reply typed; the judge reads a reply once,
-where it comes in, with gpulab.wire.frames.read_reply(frame, Kind) (through
-gpulab.judge.remote.Sandbox.ask). gpulab.wire.codec reads each field from
-its type (module docstring there); the readers below keep the rules the
-judge always had where the type alone would read a field otherwise.
+where it comes in, with gpulab.wire.replies.read_reply(frame, Kind) (through
+gpulab.judge.remote.Sandbox.ask): the reply of that kind, or the learner's
+exception (`Raised`), or anything else (`Broken`). gpulab.wire.codec reads
+each field from its type (module docstring there); the readers below keep
+the rules the judge always had where the type alone would read a field
+otherwise.
 
 This module imports nothing heavy.
 """

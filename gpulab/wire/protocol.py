@@ -237,8 +237,8 @@ class ArenaSpec:
 
 
 # --- judge -> sandbox -------------------------------------------------------------
-# The kernel-grading path's requests and replies are typed in gpulab.wire.frames,
-# every other one in the conversation modules (gpulab.wire.requests lists them).
+# Each request and reply is typed in its conversation's module (gpulab.wire.calls,
+# timed_batch, sandbox_start, ...: gpulab.wire.requests lists the requests).
 
 
 # --- the lab <-> judge -------------------------------------------------------------

@@ -14,19 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gpulab.wire.codec import Frame, Tolerant, wire
-from gpulab.wire.frames import (
+from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
+from gpulab.wire.launch_record import (
     Arg,
     Option,
     OtherArg,
     RecordedLaunch,
-    Reply,
     TorchStep,
     View,
     arg_json,
     parse_step,
 )
-from gpulab.wire.kernel_binary import MAX_BINARIES, KernelBinary
 from gpulab.wire.protocol import JsonObject, ProtocolError, TensorRef, number
+from gpulab.wire.replies import Reply
 
 # --- the replay (gpulab.judge.replay, gpulab.sandbox.replay) --------------------------
 
@@ -51,7 +51,7 @@ class ReplayLaunch:
     launch options (checked by the judge: gpulab.judge.replay). `binary`:
     on a GPU, the compiled kernel to launch (a KernelBinary's ident); None
     on the CPU, where the kernel of that name is kept from the file. Read
-    as a record's launch is (gpulab.wire.frames.RecordedLaunch)."""
+    as a record's launch is (gpulab.wire.launch_record.RecordedLaunch)."""
 
     kernel: str
     grid: tuple[int, ...]

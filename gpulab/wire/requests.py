@@ -1,6 +1,6 @@
 """The sandbox's reading of a request from the judge: each request's type
-to its frame (gpulab.wire.frames for the kernel path, the conversation
-modules for the rest).
+to its frame, declared in its conversation's module (calls, timed_batch,
+sandbox_start, replay, dynamo, training, benches, explain).
 
 This module imports nothing heavy.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpulab.wire.benches import BenchRequest, ExportRequest, MatmulBenchRequest
+from gpulab.wire.calls import AuditEnd, CallRequest
 from gpulab.wire.dynamo import (
     CompileRequest,
     DynamoConfigRequest,
@@ -19,10 +20,18 @@ from gpulab.wire.dynamo import (
     StreamRequest,
 )
 from gpulab.wire.explain import ExplainCompile, ExplainPrepare, ExplainRequest, ProfileRequest
-from gpulab.wire.frames import AuditEnd, CallRequest, CompileAhead, TimeRequest
 from gpulab.wire.protocol import JsonObject, ProtocolError, text
 from gpulab.wire.replay import ReplayRequest, ReplayTimeRequest
-from gpulab.wire.sandbox_start import ArenaRequest, Exit, LoadRequest, PlainCall, Prepare, Warm
+from gpulab.wire.sandbox_start import (
+    ArenaRequest,
+    CompileAhead,
+    Exit,
+    LoadRequest,
+    PlainCall,
+    Prepare,
+    Warm,
+)
+from gpulab.wire.timed_batch import TimeRequest
 from gpulab.wire.training import BottleneckRequest, TrainRequest
 
 # --- the sandbox's reading of a request ---------------------------------------------
@@ -66,6 +75,9 @@ _REQUESTS: dict[str, Callable[[JsonObject], Request]] = {
         Prepare,
         ReplayRequest,
         ReplayTimeRequest,
+        TimeRequest,
+        AuditEnd,
+        CompileAhead,
         DynamoRequest,
         DynamoConfigRequest,
         ModesRequest,
@@ -92,12 +104,6 @@ def request(msg: JsonObject) -> Request:
     kind = msg.get("type")
     if kind == "call":
         return PlainCall.parse(msg) if msg.get("plain") else CallRequest.parse(msg)
-    if kind == "time":
-        return TimeRequest.parse(msg)
-    if kind == "audit_end":
-        return AuditEnd()
-    if kind == "compile_ahead":
-        return CompileAhead()
     parse = _REQUESTS.get(kind) if isinstance(kind, str) else None
     if parse is None:
         raise ProtocolError(f"a request of unknown type {text(kind, 40)!r}")

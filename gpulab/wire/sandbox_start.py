@@ -1,6 +1,7 @@
 """The sandbox's start and its housekeeping, judge <-> sandbox: `config`
 and `ready` (each carries the protocol's version), loading the file, the
-arenas, the warm-up, a spare's hold, and the plain calls of lesson 09.
+arenas, the warm-up, a spare's hold, the compile-ahead, and the plain calls
+of lesson 09.
 
 This module imports nothing heavy.
 """
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gpulab.wire.codec import PROTOCOL, Frame, Tolerant, plain, wire
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import ArenaSpec, ProtocolError
+from gpulab.wire.replies import Reply
 
 # --- the sandbox's start ------------------------------------------------------------
 # Each frame is declared once; gpulab.wire.codec writes and reads it (a
@@ -182,6 +183,41 @@ class Prepare(Frame):
     """`prepare`: the replay's sandbox imports what a replay needs (`ok`)."""
 
     TYPE: ClassVar[str] = "prepare"
+
+
+def _count_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class CompileAhead(Frame):
+    """`compile_ahead`: compile the kernels the last check of this file
+    compiled, side by side (gpulab.sandbox.ahead). Speed only."""
+
+    TYPE: ClassVar[str] = "compile_ahead"
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAhead(Tolerant, Reply):
+    """`compiled_ahead`: how many kernels matched, compiled, in how many
+    workers, in how long. It decides nothing, so a malformed (or absent)
+    field is None, not a failure: the numbers only go into the result's
+    `compiled_ahead`, and any other reply is nothing compiled ahead."""
+
+    TYPE: ClassVar[str] = "compiled_ahead"
+    kernels: int | None = wire(0, read=_count_or_none)
+    compiled: int | None = wire(0, read=_count_or_none)
+    workers: int | None = wire(0, read=_count_or_none)
+    seconds: float | None = wire(None, omit=True)
+
+    def record(self) -> dict[str, Any]:
+        """What the result's `compiled_ahead` keeps of it, as it always did."""
+        return {
+            "kernels": self.kernels,
+            "compiled": self.compiled,
+            "workers": self.workers,
+            "seconds": self.seconds,
+        }
 
 
 # --- lesson 09's plain calls -------------------------------------------------------

@@ -15,8 +15,8 @@ from typing import Any, ClassVar, TypeVar
 
 from gpulab.wire.codec import ABSENT, Frame, Tolerant, decode, encode, wire
 from gpulab.wire.fields import items, reached, said
-from gpulab.wire.frames import Reply
 from gpulab.wire.protocol import JsonObject, TensorRef, number, text
+from gpulab.wire.replies import Reply
 
 # --- lesson 07: the training steps and the bottleneck ---------------------------------
 # torch.profiler's tables as the sandbox reads them off its profile. The

@@ -288,7 +288,7 @@ def replay(path: str) -> dict:
         }
 
     from gpulab.sandbox.replay_run import _decode
-    from gpulab.wire.frames import DescArg, DescLayout, View
+    from gpulab.wire.launch_record import DescArg, DescLayout, View
 
     bufs = [
         torch.frombuffer(bytearray(rec["first"][i]), dtype=torch.uint8).cuda()

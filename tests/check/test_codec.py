@@ -14,6 +14,7 @@ from gpulab.wire.codec import (
     PROTOCOL,
     Frame,
     Tolerant,
+    Unfit,
     check_version,
     decode,
     encode,
@@ -143,6 +144,64 @@ def test_a_request_s_strings_travel_whole_and_a_reply_s_are_cut():
     assert decode(Row, {"name": long}).name == long[:20000]
 
 
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A part that writes its own JSON (a list), read by its own reader."""
+
+    x: int
+    y: int
+
+    def to_json(self) -> list[int]:
+        return [self.x, self.y]
+
+
+def _point(value: Any) -> Point | None:
+    return Point(*value) if isinstance(value, list) and len(value) == 2 else None
+
+
+def _only_with_grid(frame: Any) -> bool:
+    return not frame.grid
+
+
+def _count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise Unfit("is not a count")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Inner(Frame):
+    launches: int = wire(0, read=lambda v: 0 if v is None else _count(v))
+
+
+@dataclass(frozen=True, slots=True)
+class Outer(Frame):
+    TYPE = "outer"
+    grid: tuple[int, ...] = wire((), omit=True)
+    at: Point | None = wire(None, read=_point, omit=_only_with_grid)
+    # Whether `at` was sent at all: read from its key, never written (`at` says it).
+    sent: bool = wire(
+        False, key="at", read=lambda v: v is not ABSENT, absent=ABSENT, omit=lambda f: True
+    )
+    inner: Inner = wire(factory=Inner, read=lambda v: decode(Inner, v or {}))
+
+
+def test_a_field_may_go_with_another_write_its_own_json_and_see_its_absence():
+    with_grid = Outer(grid=(2,), at=Point(1, 2), sent=True)
+    msg = encode(with_grid)
+    assert msg["at"] == [1, 2] and msg["grid"] == [2]
+    assert decode(Outer, msg) == with_grid
+    assert "at" not in encode(Outer(at=Point(1, 2)))  # no grid: not sent
+    assert decode(Outer, {"type": "outer"}).sent is False
+    assert decode(Outer, {"type": "outer", "at": None}).sent is True  # sent, as null
+
+
+def test_an_unfit_field_is_named_by_its_path():
+    with pytest.raises(Unfit) as info:
+        decode(Outer, {"type": "outer", "inner": {"launches": -1}})
+    assert info.value.field == "inner.launches" and info.value.problem == "is not a count"
+
+
 def _positive(value: Any) -> Any:
     return value if isinstance(value, int) and value > 0 else ABSENT
 
@@ -165,7 +224,7 @@ def test_a_fields_own_reader_may_read_a_value_as_absent():
 
 
 class Part:
-    """A part that writes its own JSON (as gpulab.wire.frames' hand-written ones)."""
+    """A part that writes its own JSON (as the launch record's views)."""
 
     def __init__(self, n: int) -> None:
         self.n = n

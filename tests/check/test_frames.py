@@ -1,4 +1,5 @@
-"""The judge <-> sandbox frames of the kernel-grading path (gpulab.wire.frames):
+"""The judge <-> sandbox frames of the kernel-grading path (gpulab.wire.calls,
+timed_batch, launch_record; read as gpulab.wire.replies says), and the others:
 requests round-trip through JSON as the sandbox reads them; each reply the
 judge reads is checked field by field, and a malformed one is the
 learner's failure with a clear message, never a crash of the judge."""
@@ -10,31 +11,34 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab.wire import benches, dynamo, explain, frames, sandbox_start, training
+from gpulab.wire import (
+    benches,
+    calls,
+    dynamo,
+    explain,
+    launch_record,
+    protocol,
+    replies,
+    sandbox_start,
+    training,
+)
 from gpulab.wire import replay as replay_frames
 from gpulab.wire import requests as request_frames
-from gpulab.wire.frames import (
+from gpulab.wire.calls import (
     AUDIT_MALFORMED,
-    MALFORMED,
-    NO_TIMING,
     Audited,
     BackwardReply,
-    BadReply,
-    Broken,
     CallRequest,
-    CompiledAhead,
     Desc,
     GuardReport,
     Guards,
-    Raised,
     Returned,
-    Timed,
-    TimedInputs,
-    TimeRequest,
-    read_reply,
 )
 from gpulab.wire.kernel_binary import KernelBinary
 from gpulab.wire.protocol import ArenaSpec, TensorRef
+from gpulab.wire.replies import MALFORMED, BadReply, Broken, Raised, read_reply
+from gpulab.wire.sandbox_start import CompiledAhead
+from gpulab.wire.timed_batch import NO_TIMING, Timed, TimedInputs, TimeRequest
 
 
 def ref(offset: int = 0) -> TensorRef:
@@ -132,7 +136,7 @@ def test_a_call_without_guards_is_one_without_audit():
     ],
 )
 def test_a_malformed_call_request_is_a_protocol_error(bad):
-    with pytest.raises(frames.ProtocolError):
+    with pytest.raises(protocol.ProtocolError):
         CallRequest.parse(bad)
 
 
@@ -166,7 +170,7 @@ def test_a_timing_request_round_trips_forward_and_backward():
 def test_a_timing_request_reads_what_it_leaves_out_as_it_always_did():
     parsed = TimeRequest.parse({"function": "f", "inputs": [], "outs": []})
     assert parsed.flush is True and parsed.warmup_s == 0.0 and parsed.extra_outs == ()
-    with pytest.raises(frames.ProtocolError):
+    with pytest.raises(protocol.ProtocolError):
         TimeRequest.parse({"function": "f", "inputs": [{"args": 1}], "outs": []})
 
 
@@ -220,7 +224,7 @@ BINARY = KernelBinary(
     {"name": "k2", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}, "shared": 0},
     (("x", "*fp32"),),
 )
-VIEW = frames.View(1, 0, (2, 4), (4, 1), "float32")
+VIEW = launch_record.View(1, 0, (2, 4), (4, 1), "float32")
 
 # A launch record as gpulab.sandbox.replay writes it: each buffer's start
 # (a place in the judge's memory, a fill, bytes, or unknown), each launch
@@ -264,8 +268,8 @@ def test_a_launch_record_round_trips_typed():
     assert rec.out == VIEW and rec.tensor_out and rec.overflow is None
     assert rec.buffers is not None and rec.buffers[0].arena == (1, 64)
     assert rec.launches is not None and rec.launches[0].args is not None
-    assert rec.launches[0].args["x"] == frames.BufferArg(VIEW)
-    assert rec.launches[0].args["obj"] == frames.OtherArg("Foo")
+    assert rec.launches[0].args["x"] == launch_record.BufferArg(VIEW)
+    assert rec.launches[0].args["obj"] == launch_record.OtherArg("Foo")
     assert reply.to_json() == frame
     # A call that returned a tensor no launch was handed, or no tensor at all.
     for out in ({"out": None}, {}):
@@ -277,22 +281,22 @@ def test_a_launch_record_round_trips_typed():
     "forged, read",
     [
         # A field of the wrong type reads as absent...
-        ({"nbytes": "4"}, frames.RecordedBuffer(None)),
-        ({"nbytes": 4, "fill": 7, "bytes": [1]}, frames.RecordedBuffer(4)),
+        ({"nbytes": "4"}, launch_record.RecordedBuffer(None)),
+        ({"nbytes": 4, "fill": 7, "bytes": [1]}, launch_record.RecordedBuffer(4)),
         # ...unless absent would pass where it failed: a place that is no
         # place matches no input (the buffer starts as poison).
-        ({"nbytes": 4, "arena": "x"}, frames.RecordedBuffer(4, arena=frames.NOWHERE)),
-        ({"nbytes": 4, "arena": [1.0, 0]}, frames.RecordedBuffer(4, arena=(1, 0))),
-        (3, frames.RecordedBuffer(None)),
+        ({"nbytes": 4, "arena": "x"}, launch_record.RecordedBuffer(4, arena=launch_record.NOWHERE)),
+        ({"nbytes": 4, "arena": [1.0, 0]}, launch_record.RecordedBuffer(4, arena=(1, 0))),
+        (3, launch_record.RecordedBuffer(None)),
     ],
 )
 def test_a_forged_buffer_is_typed_never_refused(forged, read):
-    assert frames.RecordedBuffer.parse(forged) == read
+    assert launch_record.RecordedBuffer.parse(forged) == read
 
 
 def test_a_forged_launch_is_typed_never_refused():
-    parse = frames.RecordedLaunch.parse
-    assert parse(5) == frames.RecordedLaunch(what="?")
+    parse = launch_record.RecordedLaunch.parse
+    assert parse(5) == launch_record.RecordedLaunch(what="?")
     assert parse({"kernel": "k", "error": 1}).error == ""  # counts, says nothing
     assert parse({"kernel": "k", "qualname": 5}).qualname == ""  # a name no kernel has
     assert parse({"kernel": "k", "grid": "abc"}).grid == "abc"  # quoted back
@@ -311,16 +315,16 @@ def test_a_forged_launch_is_typed_never_refused():
         }
     ).args
     assert args == {
-        "big": frames.OtherArg(),
-        "long": frames.OtherArg(),
-        "f": frames.OtherArg(),
-        "two": frames.OtherArg("X"),
-        "view": frames.OtherArg(),
-        "hex": frames.OtherArg(),
+        "big": launch_record.OtherArg(),
+        "long": launch_record.OtherArg(),
+        "f": launch_record.OtherArg(),
+        "two": launch_record.OtherArg("X"),
+        "view": launch_record.OtherArg(),
+        "hex": launch_record.OtherArg(),
     }
-    assert frames.LaunchRecord.parse([]) is None
-    rec = frames.LaunchRecord.parse({"buffers": {}, "launches": [], "overflow": 2})
-    assert rec == frames.LaunchRecord(None, (), overflow="")
+    assert launch_record.LaunchRecord.parse([]) is None
+    rec = launch_record.LaunchRecord.parse({"buffers": {}, "launches": [], "overflow": 2})
+    assert rec == launch_record.LaunchRecord(None, (), overflow="")
 
 
 def test_a_backward_reply_keeps_what_was_reported_apart_from_what_was_not():
@@ -371,7 +375,8 @@ def test_raised_and_broken_replies_and_their_text_cut():
         (lambda f: f["desc"].update(dtype=16), "desc.dtype"),
         (lambda f: f.update(backward=[]), "backward"),
         (lambda f: f.update(backward={"copied": [1]}), "backward.copied"),
-        (lambda f: f.update(backward={"report": {"launches": 0.5}}), "backward.launches"),
+        # The field's whole path (the hand parser said `backward.launches`).
+        (lambda f: f.update(backward={"report": {"launches": 0.5}}), "backward.report.launches"),
     ],
 )
 def test_a_malformed_return_is_the_learners_failure_naming_the_field(change, named):
@@ -389,7 +394,7 @@ def test_names_are_cut_and_what_an_honest_sandbox_leaves_out_reads_falsy():
         {"type": "return", "report": {"banned": ["torch." + "x" * 1000]}, "desc": {"type": "int"}}
     )
     assert isinstance(reply, Returned)
-    assert len(reply.report.banned[0]) == frames.NAME_LIMIT
+    assert len(reply.report.banned[0]) == replies.NAME_LIMIT
     assert reply.report.launches == 0 and reply.report.wrote_out is None
     assert reply.copied is False and reply.desc == Desc(type="int")
     assert call_reply({"type": "return"}).report == GuardReport()  # type: ignore[union-attr]
@@ -631,9 +636,11 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
                 replay_frames.ReplayBuffer(8, input=(1, 0, 8)),
             ),
             (
-                replay_frames.ReplayLaunch("k", (2, 1), {"x": frames.BufferArg(VIEW), "n": 3}),
-                frames.TorchStep("sum", VIEW, VIEW, (0,)),
-                frames.TorchStep("copy", VIEW, VIEW),
+                replay_frames.ReplayLaunch(
+                    "k", (2, 1), {"x": launch_record.BufferArg(VIEW), "n": 3}
+                ),
+                launch_record.TorchStep("sum", VIEW, VIEW, (0,)),
+                launch_record.TorchStep("copy", VIEW, VIEW),
             ),
             (VIEW, VIEW),
             (r, r),
@@ -648,7 +655,11 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
             {},
             (),
             (replay_frames.ReplayBuffer(4, fill="00"),),
-            (replay_frames.ReplayLaunch("k2", (1,), {"x": frames.BufferArg(VIEW)}, binary=0),),
+            (
+                replay_frames.ReplayLaunch(
+                    "k2", (1,), {"x": launch_record.BufferArg(VIEW)}, binary=0
+                ),
+            ),
             (VIEW,),
             (r,),
             binaries=(BINARY,),
@@ -664,37 +675,37 @@ def test_every_request_round_trips_through_the_sandboxs_reading():
     # have refused is a broken request.
     replay = next(r for r in requests if isinstance(r, replay_frames.ReplayRequest)).to_json()
     replay["launches"][0]["args"]["n"] = {"__unsupported__": "Foo"}
-    with pytest.raises(frames.ProtocolError, match="malformed launch"):
+    with pytest.raises(protocol.ProtocolError, match="malformed launch"):
         request_frames.request(wire(replay))
     replay = next(r for r in requests if isinstance(r, replay_frames.ReplayRequest)).to_json()
     replay["launches"][1]["op"] = "matmul"
-    with pytest.raises(frames.ProtocolError, match="malformed torch step"):
+    with pytest.raises(protocol.ProtocolError, match="malformed torch step"):
         request_frames.request(wire(replay))
     replay = next(r for r in requests if isinstance(r, replay_frames.ReplayRequest)).to_json()
     replay["slots"] = replay["slots"][:1]
-    with pytest.raises(frames.ProtocolError, match="a slot for each result"):
+    with pytest.raises(protocol.ProtocolError, match="a slot for each result"):
         request_frames.request(wire(replay))
     # A GPU's launch names a compiled kernel by number; the binaries sent
     # are checked as data (gpulab.wire.kernel_binary).
     compiled = [r for r in requests if isinstance(r, replay_frames.ReplayRequest)][1].to_json()
     for binary in (True, -1, "0"):
         bad = {**compiled, "launches": [{**compiled["launches"][0], "binary": binary}]}
-        with pytest.raises(frames.ProtocolError, match="malformed launch"):
+        with pytest.raises(protocol.ProtocolError, match="malformed launch"):
             request_frames.request(wire(bad))
     bad_type = {**compiled["binaries"][0], "params": [["x", "*fp32); system(1"]]}
     for binaries in ([None], [bad_type], [compiled["binaries"][0]] * 65, {"a": 1}):
-        with pytest.raises(frames.ProtocolError, match="binar|compiled kernel"):
+        with pytest.raises(protocol.ProtocolError, match="binar|compiled kernel"):
             request_frames.request(wire({**compiled, "binaries": binaries}))
 
 
 def test_the_sandboxs_reading_sends_the_kernel_paths_requests_to_their_parsers():
     call = CallRequest(function="f", args=[], kwargs={}, out=None)
     assert request_frames.request(wire(call.to_json())) == call
-    assert isinstance(request_frames.request({"type": "audit_end"}), frames.AuditEnd)
-    assert isinstance(request_frames.request({"type": "compile_ahead"}), frames.CompileAhead)
-    with pytest.raises(frames.ProtocolError, match="unknown type"):
+    assert isinstance(request_frames.request({"type": "audit_end"}), calls.AuditEnd)
+    assert isinstance(request_frames.request({"type": "compile_ahead"}), sandbox_start.CompileAhead)
+    with pytest.raises(protocol.ProtocolError, match="unknown type"):
         request_frames.request({"type": "on_nothing"})
-    with pytest.raises(frames.ProtocolError, match="without its `function`"):
+    with pytest.raises(protocol.ProtocolError, match="without its `function`"):
         request_frames.request({"type": "dynamo", "args": []})
 
 
@@ -706,7 +717,7 @@ def test_the_config_and_an_arena_round_trip():
     assert sandbox_start.SandboxConfig.parse(wire(config.to_json())) == config
     arena = sandbox_start.ArenaRequest(ArenaSpec(1, 4096, "memfd"))
     assert request_frames.request(wire(arena.to_json())) == arena
-    with pytest.raises(frames.ProtocolError):
+    with pytest.raises(protocol.ProtocolError):
         sandbox_start.ArenaRequest.parse({"type": "arena", "arena": {"id": 1}})
 
 
@@ -780,14 +791,14 @@ REPLIES = [
 
 @pytest.mark.parametrize("reply", REPLIES, ids=lambda r: type(r).__name__)
 def test_a_good_reply_round_trips(reply):
-    assert frames.read_reply(wire(reply.to_json()), type(reply)) == reply
+    assert replies.read_reply(wire(reply.to_json()), type(reply)) == reply
 
 
 @pytest.mark.parametrize("reply", REPLIES, ids=lambda r: type(r).__name__)
 def test_a_reply_of_another_type_is_the_learners_error_or_the_sandboxs_failure(reply):
-    raised = frames.read_reply(wire(Raised("ValueError: no", "Traceback").to_json()), type(reply))
+    raised = replies.read_reply(wire(Raised("ValueError: no", "Traceback").to_json()), type(reply))
     assert raised == Raised("ValueError: no", "Traceback")
-    broken = frames.read_reply({"type": "broken", "summary": "KeyError: 'x'"}, type(reply))
+    broken = replies.read_reply({"type": "broken", "summary": "KeyError: 'x'"}, type(reply))
     assert isinstance(broken, Broken) and broken.summary == "KeyError: 'x'"
 
 
@@ -798,7 +809,7 @@ def test_a_broken_reply_is_written_as_it_is_read():
 
 # Each field of the wrong type reads as the judge always read it: left out.
 def test_fields_of_the_wrong_type_read_as_absent():
-    trace = frames.read_reply(
+    trace = replies.read_reply(
         {
             "type": "traced",
             "plain": {"graphs": "2", "breaks": [5, {"line": True, "reasons": ["r", 3]}]},
@@ -814,35 +825,35 @@ def test_fields_of_the_wrong_type_read_as_absent():
         disabled=True,
         config_changed=("k" * 80,),
     )
-    assert frames.read_reply({"type": "traced", "plain": 3}, dynamo.Traced) == dynamo.Traced()
+    assert replies.read_reply({"type": "traced", "plain": 3}, dynamo.Traced) == dynamo.Traced()
     assert (
-        frames.read_reply({"type": "loaded", "functions": 7}, sandbox_start.Loaded)
+        replies.read_reply({"type": "loaded", "functions": 7}, sandbox_start.Loaded)
         == sandbox_start.Loaded()
     )
-    assert frames.read_reply(
+    assert replies.read_reply(
         {"type": "compiled", "copied": [1, True]}, dynamo.CompiledSteps
     ).copied == (
         False,
         True,
     )
-    rows = frames.read_reply(
+    rows = replies.read_reply(
         {"type": "modes", "rows": [3, {"ms": True, "kernels": 2.0}]}, dynamo.Modes
     )
     assert rows == dynamo.Modes((dynamo.ModeRow(), dynamo.ModeRow()))
-    stream = frames.read_reply(
+    stream = replies.read_reply(
         {"type": "stream", "graphs": [1, {"request": "2"}], "calls": [1, "x"], "requests": [3]},
         dynamo.Stream,
     )
     assert stream.graphs == (dynamo.StreamGraph(0, 0),) and stream.calls == (1,)
     assert stream.requests == (dynamo.StreamStep(),)
-    trained = frames.read_reply(
+    trained = replies.read_reply(
         {"type": "trained", "losses": [1, "x", float("nan")]}, training.Trained
     )
     assert trained.losses == (1.0, None, None) and trained.events == ()
     # Profile rows: an event with a field of the wrong type is left out, a
     # table's cell of the wrong type reads as 0, an operator row that cannot
     # be used is left out (as the graders always kept them).
-    profiled = frames.read_reply(
+    profiled = replies.read_reply(
         {
             "type": "trained",
             "events": [
@@ -861,7 +872,7 @@ def test_fields_of_the_wrong_type_read_as_absent():
         profiled.top_ops[0] == training.OpRow("m", 0, 1.5, 0.0, 0.0) and len(profiled.top_ops) == 19
     )
     assert profiled.top_kernels == (training.KernelRow("k", 2, 0.0),)
-    ops = frames.read_reply(
+    ops = replies.read_reply(
         {
             "type": "blocks",
             "calls": 2,
@@ -880,20 +891,20 @@ def test_fields_of_the_wrong_type_read_as_absent():
         training.Blocks,
     ).ops
     assert ops == (training.BlockOp("a", 1.0, 1.0, 2.0, 0.0),)
-    blocks = frames.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, training.Blocks)
+    blocks = replies.read_reply({"type": "blocks", "answer": 5, "copied": "yes"}, training.Blocks)
     assert blocks.answer is None and blocks.answer_type == "?" and blocks.copied == ()
-    exported = frames.read_reply(
+    exported = replies.read_reply(
         {"type": "exported", "steps": {"dp": 5, "tp": {"error": 3}}}, benches.Exported
     )
     assert exported.steps == {
         "dp": benches.ExportedStep(error=""),
         "tp": benches.ExportedStep(error=""),
     }
-    assert frames.read_reply({"type": "exported", "steps": []}, benches.Exported).steps is None
-    assert frames.read_reply(
+    assert replies.read_reply({"type": "exported", "steps": []}, benches.Exported).steps is None
+    assert replies.read_reply(
         {"type": "replayed", "problem": 5}, replay_frames.Replayed
     ) == replay_frames.Replayed("")
-    assert frames.read_reply(
+    assert replies.read_reply(
         {"type": "replayed", "problem": "p" * 900}, replay_frames.Replayed
     ).problem == ("p" * 400)
 

@@ -169,7 +169,7 @@ def test_a_float_argument_past_a_floats_range_is_a_malformed_launch(grade):
     """A recorded launch's float argument "0x1p+1024000": float.fromhex
     raised OverflowError while the judge typed the reply ("gpulab could not
     run this check")."""
-    from gpulab.wire.frames import OtherArg, parse_arg
+    from gpulab.wire.launch_record import OtherArg, parse_arg
 
     assert parse_arg({"__float__": "0x1.0p+1024000"}) == OtherArg()
     src = forging(

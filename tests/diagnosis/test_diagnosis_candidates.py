@@ -146,7 +146,7 @@ class _SlowCompiles:
 
     def ask(self, message: Any, kind: Any) -> Any:
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.wire.frames import read_reply
+        from gpulab.wire.replies import read_reply
 
         return read_reply(self.request(message), kind)
 

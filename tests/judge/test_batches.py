@@ -42,7 +42,7 @@ class FakeSandbox:
 
     def ask(self, message, kind):
         """As gpulab.judge.remote.Sandbox.ask: the reply read as a `kind`."""
-        from gpulab.wire.frames import read_reply
+        from gpulab.wire.replies import read_reply
 
         return read_reply(self.request(message), kind)
 

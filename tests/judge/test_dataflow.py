@@ -146,7 +146,7 @@ def test_padding_an_input_into_a_zeroed_buffer_is_recorded_as_a_fill_and_a_copy(
     import torch
 
     from gpulab.sandbox.replay import Recording, copy_watch
-    from gpulab.wire.frames import TorchStep
+    from gpulab.wire.launch_record import TorchStep
 
     class Arena:
         def __init__(self, t):

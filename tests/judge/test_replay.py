@@ -529,7 +529,7 @@ def test_leftover_bytes_the_replay_poisons_need_not_repeat():
 
     from gpulab.judge.kernel_spec import Case
     from gpulab.judge.two_draws import same_launches
-    from gpulab.wire.frames import LaunchRecord
+    from gpulab.wire.launch_record import LaunchRecord
 
     def record(first: float) -> LaunchRecord | None:
         data = torch.tensor([first, 1e30, 1e30, 1e30]).numpy().tobytes()

@@ -48,7 +48,7 @@ def _record(kernel, n=1000):
 
 
 def test_a_compiled_kernel_is_recorded_with_its_binary_and_crosses_as_data(compiled):
-    from gpulab.wire.frames import LaunchRecord, RecordedLaunch
+    from gpulab.wire.launch_record import LaunchRecord, RecordedLaunch
 
     _, kernel = compiled
     record = _record(kernel)
@@ -126,7 +126,7 @@ def test_malformed_metadata_is_refused(compiled, meta):
 def test_the_judge_plans_a_binary_launch_and_holds_its_arguments_to_its_parameters(compiled):
     from gpulab.judge.replay_params import params_problem
     from gpulab.judge.replay_plan import plan_replay
-    from gpulab.wire.frames import BufferArg, FloatArg, RecordedLaunch, TupleArg
+    from gpulab.wire.launch_record import BufferArg, FloatArg, RecordedLaunch, TupleArg
 
     _, kernel = compiled
     record = _record(kernel)
@@ -188,7 +188,7 @@ def test_tuple_arguments_are_recorded_and_passed_again():
 
     from gpulab.sandbox.replay import Recording
     from gpulab.sandbox.replay_run import _decode
-    from gpulab.wire.frames import LaunchRecord, TupleArg, parse_arg
+    from gpulab.wire.launch_record import LaunchRecord, TupleArg, parse_arg
 
     x = torch.arange(12.0).reshape(3, 4)
     rec = Recording({})
@@ -198,7 +198,7 @@ def test_tuple_arguments_are_recorded_and_passed_again():
     assert isinstance(nested, TupleArg)
     json_form = LaunchRecord(buffers=(), launches=()).to_json()  # (a record round trips)
     assert LaunchRecord.parse(json_form) is not None
-    from gpulab.wire.frames import arg_json
+    from gpulab.wire.launch_record import arg_json
 
     assert parse_arg(json.loads(json.dumps(arg_json(nested)))) == nested
     decoded = _decode(nested, [x.reshape(-1).view(torch.uint8)])

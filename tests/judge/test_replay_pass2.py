@@ -378,7 +378,7 @@ def test_two_draws_must_launch_in_the_same_order_as_often():
 
     from gpulab.judge.kernel_spec import Case
     from gpulab.judge.two_draws import same_launches
-    from gpulab.wire.frames import LaunchRecord
+    from gpulab.wire.launch_record import LaunchRecord
 
     def record(order: list[int]) -> LaunchRecord | None:
         launches = [{"kernel": "k", "grid": [1], "args": {"v": i}} for i in order]
@@ -569,7 +569,13 @@ def test_a_recorded_torch_sum_runs_again_only_at_the_size_the_exercise_allows():
     from gpulab.judge.kernel_spec import Expect
     from gpulab.judge.replay_plan import plan_replay
     from gpulab.sandbox.replay_source import extract
-    from gpulab.wire.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, TorchStep, View
+    from gpulab.wire.launch_record import (
+        LaunchRecord,
+        RecordedBuffer,
+        RecordedLaunch,
+        TorchStep,
+        View,
+    )
 
     source = extract(
         "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(p):\n    pass\n"
@@ -635,7 +641,7 @@ def test_a_descriptor_that_reaches_past_its_tensor_is_not_replayed():
     # The descriptor reads by its own shape and strides: a forged one that
     # reaches past its buffer would read the replay's other memory.
     from gpulab.judge.replay_plan import _desc_ok
-    from gpulab.wire.frames import DescArg, View
+    from gpulab.wire.launch_record import DescArg, View
 
     base = View(0, 0, (8, 8), (8, 1), "float32")
     sizes = [8 * 8 * 4]
@@ -661,7 +667,7 @@ def test_a_gluon_descriptor_keeps_its_layout_through_the_record_and_the_replay()
 
     from gpulab.sandbox.replay import Recording
     from gpulab.sandbox.replay_run import _decode
-    from gpulab.wire.frames import DescArg, arg_json, parse_arg
+    from gpulab.wire.launch_record import DescArg, arg_json, parse_arg
 
     x = torch.randn(64, 256, dtype=torch.float16)
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -691,7 +697,7 @@ def test_a_gluon_descriptor_keeps_its_layout_through_the_record_and_the_replay()
     ],
 )
 def test_a_descriptor_layout_the_judge_cannot_make_again_is_malformed(layout):
-    from gpulab.wire.frames import DescArg, OtherArg, parse_arg
+    from gpulab.wire.launch_record import DescArg, OtherArg, parse_arg
 
     view = [0, 0, [4, 4], [4, 1], "float16"]
     good = {"__desc__": [view, [4, 4], [4, 1], [4, 4], "zero", False, ["NVMMASharedLayout", {}]]}

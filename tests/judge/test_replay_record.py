@@ -124,7 +124,7 @@ def test_an_autotuned_honest_softmax_passes_and_its_options_replay(grade):
 
 
 def test_launch_options_round_trip_and_unknown_ones_make_the_launch_malformed():
-    from gpulab.wire.frames import RecordedLaunch
+    from gpulab.wire.launch_record import RecordedLaunch
     from gpulab.wire.protocol import ProtocolError
     from gpulab.wire.replay import ReplayLaunch
 
@@ -175,7 +175,7 @@ def test_the_judge_replays_only_launch_options_triton_takes(options, ok):
     from gpulab.judge.kernel_spec import Expect
     from gpulab.judge.replay_plan import plan_replay
     from gpulab.sandbox.replay_source import extract
-    from gpulab.wire.frames import LaunchRecord, RecordedBuffer, RecordedLaunch, View
+    from gpulab.wire.launch_record import LaunchRecord, RecordedBuffer, RecordedLaunch, View
 
     source = extract(
         "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(p):\n    pass\n"
@@ -204,7 +204,7 @@ def test_two_draws_must_launch_with_the_same_options():
     # shapes, the same for two draws of one shape. The order they are
     # passed in is not a difference.
     from gpulab.judge.two_draws import _launch_key
-    from gpulab.wire.frames import RecordedLaunch
+    from gpulab.wire.launch_record import RecordedLaunch
 
     def key(options):
         return _launch_key(RecordedLaunch(kernel="k", grid=(1,), args={}, options=options), ())
@@ -258,7 +258,7 @@ def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_p
 
     from gpulab.judge.two_draws import _launch_key
     from gpulab.sandbox.replay import Recording, _option_defaults
-    from gpulab.wire.frames import RecordedLaunch
+    from gpulab.wire.launch_record import RecordedLaunch
 
     mod, compiled, target = _compiled_copy(tmp_path, num_warps=8)
     x, y = torch.randn(1000), torch.empty(1000)
@@ -295,7 +295,7 @@ def test_a_compiled_kernel_launched_directly_is_recorded_as_its_jit_launch(tmp_p
 
 def test_a_compiled_kernel_of_no_known_source_is_a_launch_the_replay_refuses():
     from gpulab.sandbox.replay import Recording
-    from gpulab.wire.frames import RecordedLaunch
+    from gpulab.wire.launch_record import RecordedLaunch
 
     class Compiled:  # what a kernel compiled from IR text, with no Python source, is like
         metadata = None

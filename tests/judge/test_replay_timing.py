@@ -136,7 +136,7 @@ def forged_untimed(tmp_path):
 
 
 def test_the_replay_time_request_round_trips_and_refuses_malformed_ones():
-    from gpulab.wire.frames import View
+    from gpulab.wire.launch_record import View
     from gpulab.wire.protocol import ProtocolError, TensorRef
     from gpulab.wire.replay import (
         ReplayBuffer,
@@ -277,7 +277,7 @@ def test_a_copy_of_an_input_is_recorded_as_the_step_that_made_it(tmp_path):
 def copied_as_step(tmp_path):
     from gpulab.judge.kernel_spec import Case
     from gpulab.judge.replay_timing import replayed_times
-    from gpulab.wire.frames import TorchStep
+    from gpulab.wire.launch_record import TorchStep
 
     x = torch.randn(4, 64)[:, :33]  # strided: .contiguous() copies
     case = Case("4x33 (row stride 64)", (x,), torch.float32, shape="4x33")

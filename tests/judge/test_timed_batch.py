@@ -17,8 +17,8 @@ import torch
 from gpulab.measure import timing
 from gpulab.sandbox import calls
 from gpulab.sandbox.failure import LearnerFailure
-from gpulab.wire.frames import TimeRequest
 from gpulab.wire.protocol import TensorRef
+from gpulab.wire.timed_batch import TimeRequest
 
 N = 4  # elements a tensor
 

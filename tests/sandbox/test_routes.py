@@ -10,12 +10,13 @@ import pytest
 
 from gpulab.sandbox.main import ROUTES, Server, route_of
 from gpulab.wire import requests
-from gpulab.wire.frames import Broken, read_reply
 from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
+from gpulab.wire.replies import Broken, read_reply
 from gpulab.wire.sandbox_start import Exit, Ok, Policy, SandboxConfig
 
-# The kernel path's requests, read by gpulab.wire.requests' own rules.
-KERNEL_PATH = {"call", "time", "audit_end", "compile_ahead"}
+# The one request read by gpulab.wire.requests' own rule: a `call` is a
+# CallRequest or a PlainCall.
+KERNEL_PATH = {"call"}
 
 
 def test_every_request_the_wire_reads_has_a_route_and_no_other():
@@ -24,7 +25,7 @@ def test_every_request_the_wire_reads_has_a_route_and_no_other():
         if kind in KERNEL_PATH:
             assert route.read is requests.request, kind
         else:  # a codec frame: read by its own class
-            assert route.read == requests._REQUESTS[kind].parse, kind
+            assert route.read == requests._REQUESTS[kind], kind
     assert ROUTES[Exit.TYPE].answer is None  # ends the loop, unanswered
 
 

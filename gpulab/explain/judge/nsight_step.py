@@ -20,8 +20,8 @@ from typing import Any
 
 from gpulab.explain import nsight
 from gpulab.wire.explain import Profiled, ProfileRequest
-from gpulab.wire.frames import Broken, Raised
 from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.sandbox_start import Exit, Loaded, LoadRequest
 
 BUDGET_S = 60.0

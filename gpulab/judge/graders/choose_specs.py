@@ -45,7 +45,7 @@ from gpulab.judge.graders.sharded_mlp import (
 )
 from gpulab.sandbox.jax_export import configure
 from gpulab.wire.benches import Exported, ExportRequest
-from gpulab.wire.frames import Raised
+from gpulab.wire.replies import Raised
 from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:

@@ -49,8 +49,8 @@ from gpulab.judge.graders.nvtx_profile import (
     copy_untrusted,
     trace_file,
 )
-from gpulab.wire.frames import Raised
 from gpulab.wire.protocol import text
+from gpulab.wire.replies import Raised
 from gpulab.wire.result import CaseRow
 from gpulab.wire.status import StageKind, Status
 from gpulab.wire.training import BlockOp, Blocks, BottleneckRequest

@@ -51,7 +51,7 @@ from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.nvtx_ranges import Event, RangeTime, check_ranges, range_times
 from gpulab.sandbox.training import RANGES, build_model
-from gpulab.wire.frames import Raised
+from gpulab.wire.replies import Raised
 from gpulab.wire.status import StageKind, Status
 from gpulab.wire.training import KernelRow, Trained, TrainRequest
 from gpulab.wire.training import OpRow as SandboxOpRow

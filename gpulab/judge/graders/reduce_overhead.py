@@ -46,7 +46,7 @@ from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.wire.dynamo import Overhead, OverheadRequest, Scenario
-from gpulab.wire.frames import Raised
+from gpulab.wire.replies import Raised
 from gpulab.wire.status import StageKind, Status
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
-    from gpulab.wire.frames import Returned
+    from gpulab.wire.calls import Returned
     from gpulab.wire.result import CaseRow
 
 FUNCTION = "rmsnorm_rope_backward"

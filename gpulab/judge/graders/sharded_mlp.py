@@ -42,7 +42,7 @@ import numpy as np
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.sandbox.jax_export import AXIS, EXPECTED, OPTIONAL, configure
 from gpulab.wire.benches import Exported, ExportRequest
-from gpulab.wire.frames import Raised
+from gpulab.wire.replies import Raised
 from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:

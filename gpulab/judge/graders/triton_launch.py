@@ -26,7 +26,7 @@ from gpulab.judge.kernel import Kept, check_cases, guarded_call
 from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.puzzle import grade_puzzle, randn
 from gpulab.measure import compile_specs as cs
-from gpulab.wire.frames import RecordedLaunch
+from gpulab.wire.launch_record import RecordedLaunch
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
