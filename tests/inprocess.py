@@ -97,7 +97,7 @@ def grade_here(exercise: str, function: str, path: Path) -> dict:
     """The result dict `gpulab check` would give for `path`, on the CPU."""
     from gpulab.judge import loader
     from gpulab.judge.harness import grade_request
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     request = CheckRequest(exercise=exercise, function=function, file=str(path))
     sandbox = InProcessSandbox(path, [r for r in loader.records(exercise) if r != "trace"])

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from gpulab.judge.advice import Advice
 from gpulab.sandbox.learner import LearnerError
+from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.events import CaseDone, Correct, Graded, Stage
-from gpulab.wire.protocol import CheckRequest
 from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.result import CaseRow
 from gpulab.wire.sandbox_start import Loaded, LoadRequest

@@ -33,7 +33,7 @@ from gpulab.judge.advice import Advice, Saved
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
 MAX_SAVED = 4  # wrong cases kept for `gpulab debug`
 MAX_SAVED_BYTES = 64 << 20  # their tensors, all together

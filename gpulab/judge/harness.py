@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gpulab.course.install_hint import install_hint  # the same advice the CLI and the TUI give
 from gpulab.judge.context import GradeContext, GradeFailed
 from gpulab.sandbox.learner import LearnerError
-from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.result import JUDGE_ORDER, CheckResult, Timing
 from gpulab.wire.status import Status
 

@@ -39,7 +39,8 @@ from gpulab.judge.policy import TRACE, trim_cache
 from gpulab.judge.prepared import CACHES, Prepared, prepare_ahead, remove_folders
 from gpulab.judge.submission import read_submission
 from gpulab.wire import protocol
-from gpulab.wire.protocol import SPARE_GO, CheckRequest, JsonObject
+from gpulab.wire.check_request import CheckRequest
+from gpulab.wire.protocol import SPARE_GO, JsonObject
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
 from gpulab.wire.status import StageKind, Status
 

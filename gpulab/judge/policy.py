@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from gpulab.sandbox.namespaces import DEVICES
-from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.sandbox_start import Policy
 
 TRACE = "trace"

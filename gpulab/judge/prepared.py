@@ -22,7 +22,8 @@ from gpulab.judge.policy import (
     replay_cache,
     trim_cache,
 )
-from gpulab.wire.protocol import CheckRequest, paths_off_env
+from gpulab.wire.check_request import CheckRequest
+from gpulab.wire.protocol import paths_off_env
 from gpulab.wire.sandbox_start import Ok, Prepare, ProfilerPolicy, Warm
 
 if TYPE_CHECKING:

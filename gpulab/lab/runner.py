@@ -39,12 +39,12 @@ from gpulab.course.content import Lesson
 from gpulab.lab import child
 from gpulab.textsafe import visible, visible_tree
 from gpulab.wire import crashes
+from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.codec import check_version
 from gpulab.wire.events import Event, Finished, Stage, Stuck
 from gpulab.wire.events import parse as parse_event
 from gpulab.wire.protocol import (
     SPARE_GO,
-    CheckRequest,
     ExplainOptions,
     JsonObject,
     ProtocolError,

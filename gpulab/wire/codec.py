@@ -67,6 +67,7 @@ def wire(
     omit: bool | Callable[[Any], bool] = False,
     read: Callable[[Any], Any] | None = None,
     absent: Any = None,
+    write: Callable[[Any], Any] | None = None,
 ) -> Any:
     """A field with its wire rules: `limit` cuts its strings (a reply's are
     cut at STRING_LIMIT unless it says otherwise; a request's are never cut
@@ -77,8 +78,18 @@ def wire(
     (raising a ProtocolError, in a request, for one it cannot use; ABSENT
     for one it reads as absent) and is given `absent` where the key is
     missing (None: most readers take a missing key as null; ABSENT, for a
-    reader that tells a missing key from a null)."""
-    meta = {"limit": limit, "key": key, "omit": omit, "read": read, "absent": absent}
+    reader that tells a missing key from a null). `write`, a function of
+    the frame, gives the field's JSON value instead of the field's own
+    (ABSENT: the key left out): for two fields that share one key (a
+    stage's `progress`, [done, total])."""
+    meta = {
+        "limit": limit,
+        "key": key,
+        "omit": omit,
+        "read": read,
+        "absent": absent,
+        "write": write,
+    }
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -115,6 +126,10 @@ def encode(frame: Frame) -> JsonObject:
     """The frame's JSON: `type` first, then each field by its key."""
     out: JsonObject = {"type": frame.TYPE} if frame.TYPE else {}
     for f in _plan(type(frame)):
+        if f.write is not None:
+            if (written := f.write(frame)) is not _MISSING:
+                out[f.key] = written
+            continue
         value = getattr(frame, f.name)
         omit = f.omit
         if omit and (value == f.default if omit is True else omit(frame)):
@@ -198,6 +213,7 @@ class _Field:
     omit: bool | Callable[[Any], bool]
     decode: Callable[[Any], Any]  # the JSON value (or _MISSING) -> the field's, or _MISSING
     nested: bool  # its value holds what writes its own JSON (or tuples), written by _dump
+    write: Callable[[Any], Any] | None  # the frame -> the key's JSON value, or _MISSING
 
 
 _PLANS: dict[type, tuple[_Field, ...]] = {}
@@ -245,6 +261,7 @@ def _plan(cls: type) -> tuple[_Field, ...]:
                     if meta.get("read")
                     else _reader(hints[f.name], strict, limit, what),
                     nested=_nested(hints[f.name]),
+                    write=meta.get("write"),
                 )
             )
         plan = _PLANS[cls] = tuple(fields)

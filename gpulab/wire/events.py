@@ -5,9 +5,11 @@ A frame is parsed once, where it comes in (gpulab.lab.runner), and the CLI and
 the lab's Results pane read attributes, never a frame's keys. The judge is
 trusted, but what it relays is not (a case's name, a summary quoting the
 learner's exception), and a frame could come from a judge of another
-version: `parse` checks every field with gpulab.wire.protocol's helpers, and a
-frame it cannot use is a ProtocolError naming what is wrong, never a crash
-further on.
+version: each frame is declared once with gpulab.wire.codec and read as a
+reply (`Tolerant`), trusting nothing: a field of the wrong type reads as
+absent, words are cut at their limit, and a frame without what it needs (a
+stage's words, a case's index, the result) is a ProtocolError naming its
+type, never a crash further on.
 
 This module imports nothing heavy.
 """
@@ -15,9 +17,10 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from gpulab.wire.protocol import ProtocolError, dict_field, number, text
+from gpulab.wire.codec import ABSENT, Tolerant, decode, wire
+from gpulab.wire.protocol import JsonObject, number
 from gpulab.wire.result import CaseRow, CheckResult
 from gpulab.wire.status import StageKind
 
@@ -35,8 +38,30 @@ def count(value: Any) -> int | None:
     return None
 
 
+def _progress(value: Any) -> tuple[int, int] | None:
+    """[done, total], two counts in order with total > 0, else None: no
+    progress rather than a bar that lies."""
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    done, total = count(value[0]), count(value[1])
+    if done is None or total is None or not 0 < total or done > total:
+        return None
+    return done, total
+
+
+def _written_progress(stage: Stage) -> Any:
+    if stage.done is None or stage.total is None:
+        return ABSENT
+    return [stage.done, stage.total]
+
+
+def _allowance(value: Any) -> float | None:
+    allow = number(value)
+    return allow if allow and allow > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
-class Stage:
+class Stage(Tolerant):
     """A stage's words and, where it has steps, how many are done of how
     many (`done` and `total` are both set or both None; 0 <= done <= total).
     `allow_s`: where the judge may move the lab's deadline (a check on the
@@ -46,49 +71,41 @@ class Stage:
     the learner's to read, never parsed); OTHER in a frame that names none
     or one this gpulab does not know."""
 
-    text: str
-    done: int | None = None
-    total: int | None = None
-    allow_s: float | None = None
-    kind: StageKind = StageKind.OTHER
+    TYPE: ClassVar[str] = "stage"
 
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Stage:
-        words = frame.get("text")
-        if not isinstance(words, str):
-            raise ProtocolError("a stage frame without its text")
-        p = frame.get("progress")
-        done, total = (
-            (count(p[0]), count(p[1])) if isinstance(p, list) and len(p) == 2 else (None, None)
-        )
-        if done is None or total is None or not 0 <= done <= total or total == 0:
-            done = total = None  # no progress rather than a bar that lies
-        allow = number(frame.get("allow_s"))
-        return cls(
-            text(words, TEXT_LIMIT),
-            done,
-            total,
-            allow if allow and allow > 0 else None,
-            StageKind.read(frame.get("kind")),
-        )
+    text: str = wire(limit=TEXT_LIMIT)  # without it, the frame is refused
+    # Both travel as `progress`, [done, total], written with `done`.
+    done: int | None = wire(
+        None,
+        key="progress",
+        read=lambda v: None if (p := _progress(v)) is None else p[0],
+        write=_written_progress,
+    )
+    total: int | None = wire(
+        None,
+        key="progress",
+        read=lambda v: None if (p := _progress(v)) is None else p[1],
+        write=lambda _: ABSENT,
+    )
+    allow_s: float | None = wire(None, omit=True, read=_allowance)
+    kind: StageKind = wire(StageKind.OTHER, read=StageKind.read)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "stage", "kind": self.kind.value, "text": self.text}
-        if self.done is not None and self.total is not None:
-            out["progress"] = [self.done, self.total]
-        if self.allow_s is not None:
-            out["allow_s"] = self.allow_s
-        return out
+
+def _case(value: Any) -> CaseRow:
+    return CaseRow.from_json(value if isinstance(value, dict) else {})
 
 
 @dataclass(frozen=True, slots=True)
-class CaseDone:
+class CaseDone(Tolerant):
     """A correctness case graded: the `index`-th of `total` (None when the
     grader does not know how many there will be), and the grader's row."""
 
-    index: int
-    total: int | None
-    case: CaseRow
+    TYPE: ClassVar[str] = "case"
+
+    # Without a count for its index, the frame is refused.
+    index: int = wire(read=lambda v: ABSENT if (n := count(v)) is None else n)
+    total: int | None = wire(read=lambda v: count(v) or None)
+    case: CaseRow = wire(read=_case)
 
     @property
     def name(self) -> str:
@@ -98,99 +115,66 @@ class CaseDone:
     def passed(self) -> bool:
         return self.case.passed
 
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> CaseDone:
-        index = count(frame.get("index"))
-        if index is None:
-            raise ProtocolError("a case frame without its index")
-        return cls(
-            index, count(frame.get("total")) or None, CaseRow.from_json(dict_field(frame, "case"))
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "case", "index": self.index, "total": self.total, "case": self.case.json}
-
 
 @dataclass(frozen=True, slots=True)
-class Correct:
+class Correct(Tolerant):
     """Every correctness case passed; the timing begins (`cases`: how many,
     None when the frame did not say)."""
 
-    cases: int | None
+    TYPE: ClassVar[str] = "correct"
 
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Correct:
-        return cls(count(frame.get("cases")))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "correct", "cases": self.cases}
+    cases: int | None = wire(None, read=count)
 
 
 @dataclass(frozen=True, slots=True)
-class Graded:
+class Graded(Tolerant):
     """The grade, sent as the timing ends, before the advice that follows it."""
 
-    grade: str
-    summary: str
+    TYPE: ClassVar[str] = "graded"
 
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Graded:
-        return cls(text(frame.get("grade"), GRADE_LIMIT), text(frame.get("summary"), SUMMARY_LIMIT))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "graded", "grade": self.grade, "summary": self.summary}
+    grade: str = wire("", limit=GRADE_LIMIT)
+    summary: str = wire("", limit=SUMMARY_LIMIT)
 
 
 @dataclass(frozen=True, slots=True)
-class Stuck:
+class Stuck(Tolerant):
     """Where the learner's code was when the check ran out of time: the
     judge's answer to the lab's SIGUSR1 (gpulab.judge.stuck), read from what
     the sandbox printed. Advice, never a verdict: the sandbox is the
     learner's process, and may print anything."""
 
-    text: str
+    TYPE: ClassVar[str] = "stuck"
 
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Stuck:
-        return cls(text(frame.get("text"), SUMMARY_LIMIT))
+    text: str = wire("", limit=SUMMARY_LIMIT)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "stuck", "text": self.text}
+
+def _result(value: Any) -> CheckResult:
+    return CheckResult.from_json(value) if isinstance(value, dict) else ABSENT
 
 
 @dataclass(frozen=True, slots=True)
-class Finished:
-    """The judge's last frame: its result (the lab adds where and how long)."""
+class Finished(Tolerant):
+    """The judge's last frame: its result (the lab adds where and how long).
+    Without a result object, the frame is refused."""
 
-    result: CheckResult
+    TYPE: ClassVar[str] = "result"
 
-    @classmethod
-    def parse(cls, frame: dict[str, Any]) -> Finished:
-        result = frame.get("result")
-        if not isinstance(result, dict):
-            raise ProtocolError("a result frame without its result")
-        return cls(CheckResult.from_json(result))
+    result: CheckResult = wire(read=_result)
 
 
 # What the lab's callbacks receive (gpulab.lab.runner's `on_event`).
 Event = Stage | CaseDone | Correct | Graded
 
-_TYPES: dict[str, Any] = {
-    "stage": Stage,
-    "case": CaseDone,
-    "correct": Correct,
-    "graded": Graded,
-    "stuck": Stuck,
-    "result": Finished,
+_TYPES: dict[str, type[Event | Finished | Stuck]] = {
+    kind.TYPE: kind for kind in (Stage, CaseDone, Correct, Graded, Stuck, Finished)
 }
 
 
-def parse(frame: dict[str, Any]) -> Event | Finished | Stuck | None:
+def parse(frame: JsonObject) -> Event | Finished | Stuck | None:
     """The event a frame is; None for a type the lab does not know (a newer
     judge's: ignored, as the lab always has). Raises ProtocolError for a
     frame of a known type that it cannot use."""
     kind = _TYPES.get(str(frame.get("type")))
     if kind is None:
         return None
-    event: Event | Finished | Stuck = kind.parse(frame)
-    return event
+    return decode(kind, frame)

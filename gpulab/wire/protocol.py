@@ -31,7 +31,7 @@ import math
 import os
 import re
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpulab.wire.status import StageKind
@@ -274,94 +274,8 @@ def paths_off_env(names: list[str]) -> dict[str, str]:
     return {KERNEL_PATHS[n]: "0" for n in names}
 
 
-@dataclass
-class CheckRequest:
-    """What the lab asks the judge to grade: the one request of a check,
-    typed from the lab's `run_check` to the graders (`ctx.request`)."""
-
-    exercise: str
-    function: str
-    file: str
-    timing: bool = True
-    device: str = "auto"  # "auto", "cpu" or "cuda"
-    flops: str | None = None
-    bytes: str | None = None
-    kind: str | None = None
-    content_root: str = ""
-    workspace: str | None = None  # where per-file caches and measured ceilings live
-    timeout: float = 300.0
-    # How far the judge may move the lab's deadline, in seconds from the
-    # check's start (None: not at all, `timeout` is the limit). On the CPU,
-    # when the learner set no limit, the judge gives each case time in
-    # proportion to what the interpreter needs for it (gpulab.judge.allowance).
-    timeout_cap: float | None = None
-    # --explain (gpulab.explain): advice after the verdict, never part of it.
-    explain: bool = False
-    explain_gpu: str | None = None  # --gpu: the GPU whose roofline to explain against
-    gpu_setting: str | None = None  # the workspace's chosen GPU
-    explain_budget_s: float | None = None
-    explain_nsight_without_gpu: bool = False  # ExplainOptions.nsight_without_gpu
-    # Names of KERNEL_PATHS to turn off in the sandbox (a maintainer's switch:
-    # the reference kernels' portable paths timed on a Hopper GPU).
-    paths_off: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @staticmethod
-    def from_json(obj: Any) -> CheckRequest:
-        """Checked field by field: a wrong type is a ProtocolError naming it."""
-        if not isinstance(obj, dict):
-            raise ProtocolError("a check request that is not an object")
-        fields = CheckRequest.__dataclass_fields__
-        unknown = sorted(set(obj) - set(fields))
-        if unknown:
-            raise ProtocolError(f"a check request with unknown fields: {', '.join(unknown)}")
-        for name in ("exercise", "function", "file"):
-            if not isinstance(obj.get(name), str) or not obj[name]:
-                raise ProtocolError(f"a check request without `{name}`")
-        for name, value in obj.items():
-            want = _REQUEST_TYPES[name]
-            if value is None and name in _OPTIONAL:
-                continue
-            if isinstance(value, bool) and want is not bool or not isinstance(value, want):
-                raise ProtocolError(f"a check request's `{name}` is {type(value).__name__}")
-        unknown = sorted(str(n) for n in obj.get("paths_off", []) if n not in KERNEL_PATHS)
-        if unknown:
-            raise ProtocolError(f"a check request turns off unknown kernel paths: {unknown}")
-        return CheckRequest(**obj)
-
-
-_REQUEST_TYPES: dict[str, Any] = {
-    "exercise": str,
-    "function": str,
-    "file": str,
-    "timing": bool,
-    "device": str,
-    "flops": str,
-    "bytes": str,
-    "kind": str,
-    "content_root": str,
-    "workspace": str,
-    "timeout": (int, float),
-    "timeout_cap": (int, float),
-    "explain": bool,
-    "explain_gpu": str,
-    "gpu_setting": str,
-    "explain_budget_s": (int, float),
-    "explain_nsight_without_gpu": bool,
-    "paths_off": list,
-}
-_OPTIONAL = {
-    "flops",
-    "timeout_cap",
-    "bytes",
-    "kind",
-    "workspace",
-    "explain_gpu",
-    "gpu_setting",
-    "explain_budget_s",
-}
+# The check's request (CheckRequest) is declared with the codec in
+# gpulab.wire.check_request.
 
 
 # --- stages: where a check's time went ---------------------------------------

@@ -127,6 +127,10 @@ class CaseRow:
     def label(self) -> str:
         return self.name or self.shape or ""
 
+    def to_json(self) -> dict[str, Any]:
+        """The row as it came (a case frame carries it back to the lab)."""
+        return self.json
+
 
 def case_rows(value: Any) -> list[CaseRow]:
     return [CaseRow.from_json(v) for v in _objects(value)]

@@ -528,7 +528,8 @@ def test_compiled_ahead_decides_nothing_so_a_bad_field_is_none():
 
 
 def test_a_check_request_names_the_kernel_paths_it_turns_off():
-    from gpulab.wire.protocol import KERNEL_PATHS, CheckRequest, ProtocolError, paths_off_env
+    from gpulab.wire.check_request import CheckRequest
+    from gpulab.wire.protocol import KERNEL_PATHS, ProtocolError, paths_off_env
 
     request = CheckRequest(exercise="softmax", function="softmax", file="/k.py")
     assert request.paths_off == []

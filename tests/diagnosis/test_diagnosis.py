@@ -400,7 +400,7 @@ def test_explained_after_every_timed_check_and_with_explain() -> None:
     passed, timed = {"status": "passed"}, {"status": "passed", "timing": {"cases": [{}]}}
     from dataclasses import replace
 
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     req = CheckRequest(exercise="softmax", function="softmax", file="f.py")
     assert wanted(req, timed)  # a GPU's timed check, no --explain
@@ -446,7 +446,7 @@ def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
     from dataclasses import replace
 
     from gpulab.explain.judge.plugin import attach, start
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     req = CheckRequest(
         exercise="softmax",

@@ -177,7 +177,7 @@ class _SlowCompiles:
 
 
 def _request():
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     return CheckRequest(
         exercise="matmul",

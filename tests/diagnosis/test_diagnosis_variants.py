@@ -74,7 +74,7 @@ def explain_file(exercise: str, file: Path) -> dict:
     from gpulab.explain.judge.plugin import explain
 
     function, kind, flops, nbytes = MANIFEST[exercise]
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     request = CheckRequest(
         exercise=exercise,

@@ -158,7 +158,7 @@ def test_spec_problems_name_the_file_and_the_name(gelu, body, expect):
 
 def test_a_check_of_a_broken_spec_is_gpulabs_error_in_words(gelu, tmp_path):
     from gpulab.judge.harness import grade_request
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     root, folder = gelu
     (folder / "spec.py").write_text(SPEC_HEAD + MAKE + "CASES = [{'N': 4}]\n")
@@ -198,7 +198,7 @@ def test_errors_of_the_specs_own_code_end_the_check_as_gpulabs(gelu):
 
 def test_the_sandbox_cannot_read_a_registered_folder(gelu, tmp_path):
     from gpulab.judge.policy import policy_for
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     root, folder = gelu
     mine = tmp_path / "ws" / "gelu.py"

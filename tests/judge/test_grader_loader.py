@@ -37,7 +37,7 @@ def test_names_that_are_no_exercise_are_refused(name):
 
 def test_a_check_of_speed_is_refused_with_words(tmp_path):
     from gpulab.judge.harness import grade_request
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     before = set(sys.modules)
     file = tmp_path / "speed.py"

@@ -10,7 +10,7 @@ from tests.conftest import reference_source, starter_source
 def _grade(tmp_path, exercise: str, function: str, src: str):
     from gpulab.judge import loader
     from gpulab.judge.harness import grade_request
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
     from tests.inprocess import Channel, InProcessSandbox
 
     path = tmp_path / f"{exercise}.py"

@@ -17,7 +17,7 @@ def test_the_replays_sandbox_starts_with_the_first_passing_case(tmp_path):
 def starts(tmp_path):
     from gpulab.judge.harness import grade_request
     from gpulab.judge.replay import Replayer
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
     from tests.conftest import starter_source
     from tests.inprocess import Channel, InProcessSandbox
 

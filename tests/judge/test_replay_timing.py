@@ -213,7 +213,7 @@ def test_the_replays_sandbox_on_a_gpu_keeps_the_device_nodes_and_a_cache_of_its_
     from pathlib import Path
 
     from gpulab.judge.prepared import Prepared
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     # A judge on the CPU sets TRITON_INTERPRET=1 in its own process, which
     # here is pytest's; tests/conftest.py puts it back after each test.

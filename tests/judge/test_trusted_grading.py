@@ -111,7 +111,7 @@ def test_only_a_reference_check_reads_the_hopper_backends(tmp_path):
     from gpulab.judge.policy import policy_for
 
     def reads(file):
-        from gpulab.wire.protocol import CheckRequest
+        from gpulab.wire.check_request import CheckRequest
 
         request = CheckRequest(exercise="flash_attention", function="attention", file=str(file))
         return policy_for(request, "cuda", tmp_path, tmp_path / "cache").read

@@ -75,7 +75,7 @@ def test_hidden_paths_are_left_out_and_their_siblings_allowed(tmp_path):
 
 def test_the_rules_of_a_real_checks_policy_match_the_definition(tmp_path):
     from gpulab.judge.policy import policy_for
-    from gpulab.wire.protocol import CheckRequest
+    from gpulab.wire.check_request import CheckRequest
 
     attempt = tmp_path / "softmax_attempt.py"
     attempt.write_text("#")

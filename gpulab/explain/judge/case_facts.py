@@ -7,7 +7,7 @@ import loop).
 
 from __future__ import annotations
 
-from gpulab.wire.protocol import CheckRequest
+from gpulab.wire.check_request import CheckRequest
 
 
 def case_facts(request: CheckRequest, case: dict, timed: dict[str, dict], exps: str = "") -> dict:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.explain import nsight
+from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.explain import Profiled, ProfileRequest
-from gpulab.wire.protocol import CheckRequest
 from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.sandbox_start import Exit, Loaded, LoadRequest
 

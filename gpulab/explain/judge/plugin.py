@@ -16,6 +16,7 @@ from typing import Any
 from gpulab.explain.judge.case_facts import case_facts, ordered
 from gpulab.explain.kinds import declared, explained, sections_of
 from gpulab.explain.rules import diagnose
+from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.explain import (
     ExplainCompile,
     ExplainCompiled,
@@ -23,7 +24,6 @@ from gpulab.wire.explain import (
     ExplainPrepare,
     ExplainRequest,
 )
-from gpulab.wire.protocol import CheckRequest
 from gpulab.wire.status import Status
 
 
