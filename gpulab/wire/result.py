@@ -23,10 +23,11 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpulab.wire.protocol import text
+from gpulab.wire.codec import ABSENT, Tolerant, decode, wire
+from gpulab.wire.protocol import JsonObject, text
 from gpulab.wire.status import Status
 
 # Output and messages carry the learner's printing and tracebacks; the
@@ -63,7 +64,10 @@ def finite(value: Any) -> int | float | None:
     """A finite number as it was written (an int stays an int), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return value if math.isfinite(value) else None
+    try:
+        return value if math.isfinite(value) else None
+    except OverflowError:  # an int past a float's range (JSON has no limit): not finite
+        return None
 
 
 def _texts(value: Any) -> list[str] | None:
@@ -85,51 +89,71 @@ def _count(value: Any) -> int | None:
     return value if value >= 0 else None
 
 
+def _error(value: Any) -> int | float | None:
+    """A case's error as written: NaN and inf are errors too (a NaN output
+    is not "0 error")."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def _sizes(value: Any) -> dict[str, int | float] | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: v for k, v in value.items() if isinstance(k, str) and finite(v) is not None}
+
+
+def _graded_on(value: Any) -> str | None:
+    basis = value.get("text") if isinstance(value, dict) else None
+    return text(basis) if isinstance(basis, str) and basis else None
+
+
+def _as_it_came(value: Any) -> Any:
+    """A row's `json`: the whole object, set by its `from_json`, not a key of it."""
+    return ABSENT
+
+
+# A row's typed fields are declared with gpulab.wire.codec and read as a
+# reply (`Tolerant`): a value of the wrong type reads as absent, words are
+# cut at their limit. The row keeps the object it came as (`json`), and
+# writes it back unchanged (`to_json`).
+def _row_json() -> Any:
+    return wire(factory=dict, read=_as_it_came)
+
+
+def _number() -> Any:
+    """A finite number as written (an int stays an int), else None."""
+    return wire(None, read=finite)
+
+
 @dataclass(frozen=True, slots=True)
-class CaseRow:
+class CaseRow(Tolerant):
     """One correctness case as the judge graded it: its name (or shape),
     dtype, errors against the reference, how many elements were wrong, and
     why it failed (`detail`). An exercise graded on numbers (copy_ceiling's)
     fills only the name, `passed` and `detail`."""
 
-    json: dict[str, Any]
-    name: str = ""
-    shape: str | None = None
-    dtype: str | None = None
-    max_abs: int | float | None = None
-    max_rel: int | float | None = None
-    mismatches: int | None = None
-    passed: bool = False
-    detail: str | None = None
+    json: JsonObject = _row_json()
+    name: str = wire("", limit=NAME_LIMIT)
+    shape: str | None = wire(None, limit=NAME_LIMIT)
+    dtype: str | None = wire(None, limit=NAME_LIMIT)
+    max_abs: int | float | None = wire(None, read=_error)
+    max_rel: int | float | None = wire(None, read=_error)
+    mismatches: int | None = wire(None, read=_count)
+    passed: bool = False  # only `true` passes
+    detail: str | None = wire(None, limit=LONG_TEXT)
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> CaseRow:
-        def error(key: str) -> int | float | None:
-            # NaN and inf are errors too (a NaN output is not "0 error").
-            value = obj.get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return None
-            return value
+    def from_json(cls, obj: JsonObject) -> CaseRow:
+        return replace(decode(cls, obj), json=obj)
 
-        return cls(
-            json=obj,
-            name=_words(obj, "name", NAME_LIMIT) or "",
-            shape=_words(obj, "shape", NAME_LIMIT),
-            dtype=_words(obj, "dtype", NAME_LIMIT),
-            max_abs=error("max_abs"),
-            max_rel=error("max_rel"),
-            mismatches=_count(obj.get("mismatches")),
-            passed=obj.get("passed") is True,
-            detail=_words(obj, "detail", LONG_TEXT),
-        )
+    def to_json(self) -> JsonObject:
+        """The row as it came (a case frame carries it back to the lab)."""
+        return self.json
 
     @property
     def label(self) -> str:
         return self.name or self.shape or ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The row as it came (a case frame carries it back to the lab)."""
-        return self.json
 
 
 def case_rows(value: Any) -> list[CaseRow]:
@@ -137,50 +161,33 @@ def case_rows(value: Any) -> list[CaseRow]:
 
 
 @dataclass(frozen=True, slots=True)
-class TimingRow:
+class TimingRow(Tolerant):
     """One timed case: its median and spread, the work it did (FLOPs and
     bytes as the grader counted them, or its `sizes` for the manifest's
     formulas), and where that puts it against the roofline and the
     baseline."""
 
-    json: dict[str, Any]
+    json: JsonObject = _row_json()
     name: str = ""
     shape: str | None = None
     dtype: str | None = None
-    ms: int | float | None = None
-    p20_ms: int | float | None = None
-    p80_ms: int | float | None = None
-    flops: int | float | None = None
-    bytes: int | float | None = None
-    intensity: int | float | None = None
-    sizes: dict[str, int | float] | None = None
-    throughput: int | float | None = None
-    roofline_fraction: int | float | None = None
-    speedup: int | float | None = None
+    ms: int | float | None = _number()
+    p20_ms: int | float | None = _number()
+    p80_ms: int | float | None = _number()
+    flops: int | float | None = _number()
+    bytes: int | float | None = _number()
+    intensity: int | float | None = _number()
+    sizes: dict[str, int | float] | None = wire(None, read=_sizes)
+    throughput: int | float | None = _number()
+    roofline_fraction: int | float | None = _number()
+    speedup: int | float | None = _number()
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> TimingRow:
-        sizes = obj.get("sizes")
-        return cls(
-            json=obj,
-            name=_words(obj, "name") or "",
-            shape=_words(obj, "shape"),
-            dtype=_words(obj, "dtype"),
-            ms=finite(obj.get("ms")),
-            p20_ms=finite(obj.get("p20_ms")),
-            p80_ms=finite(obj.get("p80_ms")),
-            flops=finite(obj.get("flops")),
-            bytes=finite(obj.get("bytes")),
-            intensity=finite(obj.get("intensity")),
-            sizes=(
-                {k: v for k, v in sizes.items() if isinstance(k, str) and finite(v) is not None}
-                if isinstance(sizes, dict)
-                else None
-            ),
-            throughput=finite(obj.get("throughput")),
-            roofline_fraction=finite(obj.get("roofline_fraction")),
-            speedup=finite(obj.get("speedup")),
-        )
+    def from_json(cls, obj: JsonObject) -> TimingRow:
+        return replace(decode(cls, obj), json=obj)
+
+    def to_json(self) -> JsonObject:
+        return self.json
 
     @property
     def label(self) -> str:
@@ -188,52 +195,37 @@ class TimingRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(Tolerant):
     """What the lab reads of a result's `timing` (a GPU's measurements):
     the attempt's numbers (recorded in the state) and where it was timed.
     `json` is the whole object as it came, written back unchanged."""
 
-    json: dict[str, Any]
+    json: JsonObject = _row_json()
     grade: str | None = None
-    ms: int | float | None = None
-    throughput: int | float | None = None
+    ms: int | float | None = _number()
+    throughput: int | float | None = _number()
     unit: str | None = None
-    roofline_fraction: int | float | None = None
-    speedup: int | float | None = None
+    roofline_fraction: int | float | None = _number()
+    speedup: int | float | None = _number()
     device: str | None = None
     summary: str | None = None
-    cases: list[TimingRow] = field(default_factory=list)
-    profile: dict[str, Any] | None = None  # lesson 07's: plain JSON
+    cases: list[TimingRow] = wire(
+        factory=list, read=lambda v: [TimingRow.from_json(r) for r in _objects(v)]
+    )
+    # lesson 07's: plain JSON
+    profile: JsonObject | None = wire(None, read=lambda v: v if isinstance(v, dict) else None)
     # What the letter was measured against and its bands, in words
     # ("graded on the fraction of the H200 datasheet's 4.8 TB/s: A from 65%, ...").
-    graded_on: str | None = None
+    graded_on: str | None = wire(None, read=_graded_on)
 
     @classmethod
     def from_json(cls, obj: Any) -> Timing | None:
         if not isinstance(obj, dict):
             return None
+        return replace(decode(cls, obj), json=obj)
 
-        def words(key: str) -> str | None:
-            value = obj.get(key)
-            return text(value) if isinstance(value, str) else None
-
-        profile = obj.get("profile")
-        basis = obj.get("graded_on")
-        basis_text = basis.get("text") if isinstance(basis, dict) else None
-        return cls(
-            json=obj,
-            grade=words("grade"),
-            ms=finite(obj.get("ms")),
-            throughput=finite(obj.get("throughput")),
-            unit=words("unit"),
-            roofline_fraction=finite(obj.get("roofline_fraction")),
-            speedup=finite(obj.get("speedup")),
-            device=words("device"),
-            summary=words("summary"),
-            cases=[TimingRow.from_json(r) for r in _objects(obj.get("cases"))],
-            profile=profile if isinstance(profile, dict) else None,
-            graded_on=text(basis_text) if isinstance(basis_text, str) and basis_text else None,
-        )
+    def to_json(self) -> JsonObject:
+        return self.json
 
     def attempt(self) -> dict[str, Any]:
         """The numbers an attempt records (gpulab.lab.state's ATTEMPT), those present."""

@@ -202,3 +202,15 @@ def test_the_judges_other_keys_pass_through_in_order():
     out = CheckResult.from_json(raw).to_json()
     assert list(out)[7:] == list(raw)  # after the lab's own keys
     assert out["compiled_ahead"] is None and out["explain"] == {"error": ""}
+
+
+def test_an_int_past_a_floats_range_is_no_number():
+    huge = 10**400  # well-formed JSON; math.isfinite raises OverflowError on it
+    timing = {"ms": huge, "cases": [{"ms": huge, "sizes": {"M": huge}}]}
+    result = CheckResult.from_json(
+        {"status": "passed", "duration_s": huge, "stages": {"import": huge}, "timing": timing}
+    )
+    assert result.duration_s is None and result.stages == {}
+    assert result.timing is not None and result.timing.ms is None
+    (row,) = result.timing.cases
+    assert row.ms is None and row.sizes == {}
