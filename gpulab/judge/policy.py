@@ -254,11 +254,15 @@ def grader_files(pkg: Path) -> list[str]:
 def import_path(learner: Path) -> list[str]:
     """sys.path for the sandbox: the judge's, without the current folder or
     the submission's folder (a `torch.py` there must not shadow torch)."""
+    try:
+        here = Path.cwd().resolve()
+    except FileNotFoundError:  # its folder removed under it: a spare the lab is closing
+        here = learner.parent
     out = []
     for p in sys.path:
         if not p or not os.path.isdir(p):
             continue
-        if Path(p).resolve() in (learner.parent, Path.cwd().resolve()):
+        if Path(p).resolve() in (learner.parent, here):
             continue
         out.append(str(Path(p).resolve()))
     return list(dict.fromkeys(out))

@@ -547,21 +547,13 @@ class _Judge:
                 # handler, ended it half-way through removing its folders),
                 # then a thread waits for it as long as its clean-up may take
                 # on a loaded machine, and makes sure.
-                # Its folder goes once it has ended: it is the judge's working
-                # folder, and a judge whose folder vanished under its clean-up
-                # failed there and left its sandboxes' folders behind.
                 with contextlib.suppress(OSError):
                     self.proc.terminate()
-                threading.Thread(target=self._end_then_remove, daemon=True).start()
-                with contextlib.suppress(OSError):
-                    os.close(self.read_fd)
-                return
+                threading.Thread(
+                    target=child.kill_tree, args=(self.proc,), kwargs={"exit_s": 10}, daemon=True
+                ).start()
         with contextlib.suppress(OSError):
             os.close(self.read_fd)
-        self.tmp.cleanup()
-
-    def _end_then_remove(self) -> None:
-        child.kill_tree(self.proc, exit_s=10)
         self.tmp.cleanup()
 
 

@@ -304,7 +304,9 @@ def _specs(s):
     return ({"w1": S((d, h), f), "b1": S((h,), f), "w2": S((h, o), f), "b2": S((o,), f)},
             S((b, d), f))
 
-_main.Server.on_jax_export = _forged
+# The sandbox answers from its table of routes (ROUTES): the forgery goes there.
+_kind = next(k for k, r in _main.ROUTES.items() if r.answer is _main.Server.on_jax_export)
+_main.ROUTES[_kind] = _main.Route(_main.ROUTES[_kind].read, _forged)
 """
 )
 
