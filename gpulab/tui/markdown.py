@@ -9,9 +9,19 @@ unnamed block is plain text here; a ```python fence is still highlighted.
 
 from __future__ import annotations
 
+import mdurl
 from textual.content import Content
 from textual.widgets import Markdown
 from textual.widgets._markdown import MarkdownFence
+
+
+# Textual parses Markdown in a thread pool, and mdurl builds its percent-encoding
+# tables lazily: it puts an empty table in its cache, then fills it. Two widgets
+# parsing at once can read the empty table (IndexError in mdurl.encode, seen
+# crashing the lab on a 2-core machine). Built here, on the importing thread,
+# the tables are whole before any parse starts.
+mdurl.encode("")
+mdurl.decode("", mdurl.DECODE_DEFAULT_CHARS + "%")
 
 
 class PlainFence(MarkdownFence):
