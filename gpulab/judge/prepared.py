@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 def choose_device(wanted: str) -> str:
     if wanted == "cpu":
         return "cpu"
+    if wanted == "auto" and not _nvidia_driver():
+        # No driver: torch would see no GPU either, after an import of 2-3 s
+        # on a 2-core laptop that would delay the sandbox's start (the judge
+        # imports torch later, while its sandboxes start).
+        return "cpu"
     import torch
 
     if torch.cuda.is_available():
@@ -40,6 +45,21 @@ def choose_device(wanted: str) -> str:
     if wanted == "cuda":
         raise RuntimeError("a CUDA GPU was asked for (--device cuda) but torch sees none")
     return "cpu"
+
+
+def _nvidia_driver() -> bool:
+    """False only where NVML says there is no NVIDIA driver (no library, or
+    the driver not loaded); anything else, torch decides."""
+    from gpulab.gpu import nvml
+
+    try:
+        nv = nvml.init()
+    except ImportError:
+        return True
+    except Exception as exc:  # noqa: BLE001 - pynvml's errors, by name below
+        return type(exc).__name__ not in ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
+    nvml.shutdown(nv)
+    return True
 
 
 # Folders this judge made, removed however it ends (SIGTERM included: a

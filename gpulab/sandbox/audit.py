@@ -209,17 +209,23 @@ class Audit:
         self.unavailable = ""  # why the profiler could not start, if it could not
 
     def __enter__(self) -> Audit:
-        from torch.profiler import ProfilerActivity, profile
+        # torch.autograd's profiler, which torch.profiler.profile wraps: the
+        # wrapper's start asks `hasattr(torch, "_inductor")`, and that
+        # imports Inductor and Dynamo (2.3 s of a 6 s sandbox start on a
+        # 2-core CPU box, in every check) to read a CUDA-graphs setting the
+        # audit has no use for.
+        from torch.autograd.profiler import profile
 
-        activities = [ProfilerActivity.CPU]
-        if self.device == "cuda":
-            activities.append(ProfilerActivity.CUDA)
         config, self.all_threads = _all_threads()
         self._opened_before = _opened
         self._printed_before = _printed
         try:
             self._prof = profile(
-                activities=activities, record_shapes=True, experimental_config=config
+                use_cpu=True,
+                use_device="cuda" if self.device == "cuda" else None,
+                record_shapes=True,
+                use_kineto=True,
+                experimental_config=config,
             )
             self._prof.__enter__()
             # torch's switch reads on only for a profile of this thread (an
@@ -411,9 +417,9 @@ def _events(prof: Any) -> list[Any]:
     for RMSNorm's partials, a scalar read its shapes and times). An op's
     `cpu_parent` is the innermost of gpulab's own ranges around it on its
     thread, as torch's event tree would have it."""
-    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    results = getattr(prof, "kineto_results", None)
     if results is None:  # no raw results on this torch: its own event list
-        return list(prof.events() or [])
+        return list(prof.function_events or [])
     cpu = torch.autograd.DeviceType.CPU
     hidden = getattr(torch._C._autograd._KinetoEvent, "is_hidden_event", None)
     kept: list[Any] = []

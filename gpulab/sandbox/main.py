@@ -72,13 +72,10 @@ from gpulab.wire.training import Blocks, BottleneckRequest, Trained, TrainReques
 
 
 def _import_ahead() -> None:
-    """torch, Triton, the sandbox's own modules, and what the audit's
-    profiler imports on its first start (Dynamo, Inductor's config: 1.6 s
-    on a 2-core CPU box). Nothing here starts CUDA."""
+    """torch, Triton, the sandbox's own modules and the audit's profiler.
+    Nothing here starts CUDA."""
     import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
-    import torch._inductor.config  # noqa: F401
-    import torch.profiler  # noqa: F401
+    import torch.autograd.profiler  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 

@@ -593,11 +593,9 @@ def copy_watch(recording: Recording) -> Any:
     """A TorchDispatchMode that shows every aten op of the call to
     `recording` after it runs (lesson 05's exercise records its steps
     through its eager-op guard instead)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from gpulab.sandbox.guards import Mode, _higher_order, _is_higher_order
 
-    from gpulab.sandbox.guards import _higher_order, _is_higher_order
-
-    class Watch(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
+    class Watch(Mode):
         supports_higher_order_operators = True
 
         def __repr__(self) -> str:
