@@ -27,6 +27,7 @@ from gpulab.wire.protocol import paths_off_env
 from gpulab.wire.sandbox_start import Ok, Prepare, ProfilerPolicy, Warm
 
 if TYPE_CHECKING:
+    from gpulab.judge.forks import ForkServer
     from gpulab.judge.remote import Sandbox
 
 
@@ -153,6 +154,9 @@ class Prepared:
             warnings.filterwarnings(
                 "ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter"
             )
+        self.forks: ForkServer | None = None
+        if self.device == "cpu":
+            self.forks = start_forks()
         self.private = _folder("gpulab-sandbox-")
         # The outbox is bound into a traced exercise's sandbox, which owns
         # it as the user and may chmod it: it lies inside a folder of the
@@ -292,6 +296,7 @@ class Prepared:
             switches=paths_off_env(self.request.paths_off),
             wait=wait,
             hold=hold,
+            forks=self.forks,
             policy=replace(self.policy, profiler=profiler),
             triton_cache=str(self.cache),
             sys_path=tuple(import_path(Path(self.request.file).resolve())),
@@ -316,6 +321,7 @@ class Prepared:
             device=self.device,
             private=own,
             wait=wait,
+            forks=self.forks,
             policy=replace(self.policy, write=list(dict.fromkeys(write))),
             triton_cache=str(cache),
             sys_path=tuple(import_path(Path(self.request.file).resolve())),
@@ -332,6 +338,9 @@ class Prepared:
             if box is not None:
                 box.close()
         self._sandbox = self._replay = None
+        if self.forks is not None:
+            self.forks.close()
+            self.forks = None
         # Without recursion and following no links (gpulab.safetree): the
         # sandboxes wrote these.
         for d in self.replay_dirs:
@@ -341,6 +350,23 @@ class Prepared:
         if self.cache.parent.parent.name == ".gpulab":  # the workspace's, kept after the check
             self.note(trim_cache(self.cache))
         owner_only(self.cache)
+
+
+def start_forks() -> ForkServer | None:
+    """The check's fork server (gpulab.judge.forks), started now so that its
+    imports run beside the judge's; None where it is turned off or cannot
+    start (the sandboxes are then exec'd, as on a GPU)."""
+    from gpulab.judge import forks, remote
+
+    if not forks.wanted():
+        return None
+    try:
+        own = _folder("gpulab-forks-")
+        server = forks.ForkServer(remote.sandbox_env("cpu", own), own)
+    except OSError:
+        return None
+    remote.SPARED.add(server.pid())
+    return server
 
 
 def prepare_ahead(line: str) -> Prepared | None:

@@ -48,6 +48,7 @@ from gpulab.wire.sandbox_start import (
 )
 
 if TYPE_CHECKING:
+    from gpulab.judge.forks import Forked, ForkServer
     from gpulab.sandbox.namespaces import MountSpec
 
 OUTPUT_HEAD = 2000
@@ -88,9 +89,15 @@ def harden_judge() -> None:
         pass
 
 
-def kill_descendants() -> int:
+# Processes a sandbox's close leaves running, with what is below them: the
+# check's fork server (gpulab.judge.forks), which later sandboxes of the same
+# check still need. The judge's own end kills them too.
+SPARED: set[int] = set()
+
+
+def kill_descendants(spare: bool = False) -> int:
     """SIGKILL every process below this one (orphans reparent to us, the
-    subreaper); returns how many were killed."""
+    subreaper), but for SPARED's with `spare`; returns how many were killed."""
     me, killed = os.getpid(), 0
     for _ in range(20):
         parents: dict[int, int] = {}
@@ -103,6 +110,12 @@ def kill_descendants() -> int:
             except (OSError, ValueError, IndexError):
                 continue
         below = [p for p in parents if _descends(p, me, parents)]
+        if spare and SPARED:
+            below = [
+                p
+                for p in below
+                if p not in SPARED and not any(_descends(p, k, parents) for k in SPARED)
+            ]
         if not below:
             break
         for pid in below:
@@ -194,8 +207,11 @@ class Sandbox:
         switches: dict[str, str] | None = None,
         wait: bool = True,
         hold: bool = False,
+        forks: ForkServer | None = None,
     ) -> None:
-        """`wait`: read the sandbox's "ready" before returning; without it,
+        """`forks`: the check's fork server (CPU checks): the sandbox is forked
+        from it, its imports done, unless it is gone or `prefix` is given.
+        `wait`: read the sandbox's "ready" before returning; without it,
         the caller does its own work while the sandbox starts (its imports,
         and CUDA on a GPU) and calls `wait_ready` before the first request.
         `prefix`: a command the sandbox runs under (Nsight Compute for
@@ -214,50 +230,13 @@ class Sandbox:
         self.file, self.device, self.private = file, device, private
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
-        env = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
-        env.update(switches or {})
-        env.update(
-            HOME=str(private),
-            TMPDIR=str(private),
-            PYTHONDONTWRITEBYTECODE="1",
-            PYTHONUNBUFFERED="1",
-            XDG_CACHE_HOME=str(private / "cache"),
-            TRITON_CACHE_DIR=triton_cache or str(private / "triton"),
-            # Inductor compiles in this process: a worker process it would
-            # start is confined from birth and cannot open the GPU (the
-            # sandbox starts CUDA before confining itself; H200, torch 2.11:
-            # "Could not find an active GPU backend").
-            TORCHINDUCTOR_COMPILE_THREADS="1",
-            # The audit's profiler quiet: Kineto (torch 2.13+) logs every start
-            # and stop, which would read as the learner's own output.
-            KINETO_LOG_LEVEL="6",
-        )
-        if device == "cpu":
-            env["TRITON_INTERPRET"] = "1"
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-        boot = (
-            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-            "from gpulab.sandbox.main import main; main()"
-        )
-        keeper = (
-            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-            "from gpulab.sandbox.namespaces import main; main()"
-        )
+        env = sandbox_env(device, private, triton_cache, switches)
         spec = namespace_spec(private, policy, theirs.fileno(), file)
-        self.proc = subprocess.Popen(
-            [
-                *(prefix or []),
-                *(sys.executable, "-I", "-c", keeper, json.dumps(spec)),
-                *(sys.executable, "-I", "-c", boot, str(theirs.fileno())),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=out_w,
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,
-            cwd=str(private),
-            env=env,
+        forked = None
+        if forks is not None and not prefix:
+            forked = forks.spawn(spec, env, str(private), theirs.fileno(), out_w)
+        self.proc: subprocess.Popen[bytes] | Forked = forked or self._exec(
+            spec, env, private, prefix, theirs.fileno(), out_w
         )
         theirs.close()
         os.close(out_w)
@@ -282,6 +261,40 @@ class Sandbox:
         self.ready = False
         if wait:
             self.wait_ready()
+
+    @staticmethod
+    def _exec(
+        spec: MountSpec,
+        env: dict[str, str],
+        private: Path,
+        prefix: list[str] | None,
+        fd: int,
+        out: int,
+    ) -> subprocess.Popen[bytes]:
+        """The keeper, then the sandbox, each a fresh `python -I`."""
+        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+        boot = (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.main import main; main()"
+        )
+        keeper = (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.namespaces import main; main()"
+        )
+        return subprocess.Popen(
+            [
+                *(prefix or []),
+                *(sys.executable, "-I", "-c", keeper, json.dumps(spec)),
+                *(sys.executable, "-I", "-c", boot, str(fd)),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            pass_fds=(fd,),
+            start_new_session=True,
+            cwd=str(private),
+            env=env,
+        )
 
     def wait_held(self) -> None:
         """Read a held sandbox's report that its imports are done."""
@@ -405,8 +418,40 @@ class Sandbox:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        kill_descendants()
+        kill_descendants(spare=True)
         self.sock.close()
+
+
+def sandbox_env(
+    device: str,
+    private: Path,
+    triton_cache: str | None = None,
+    switches: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """A sandbox's whole environment: the allow-listed variables of the
+    judge's, its folders, and the settings below; nothing else."""
+    env = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
+    env.update(switches or {})
+    env.update(
+        HOME=str(private),
+        TMPDIR=str(private),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        XDG_CACHE_HOME=str(private / "cache"),
+        TRITON_CACHE_DIR=triton_cache or str(private / "triton"),
+        # Inductor compiles in this process: a worker process it would
+        # start is confined from birth and cannot open the GPU (the
+        # sandbox starts CUDA before confining itself; H200, torch 2.11:
+        # "Could not find an active GPU backend").
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+        # The audit's profiler quiet: Kineto (torch 2.13+) logs every start
+        # and stop, which would read as the learner's own output.
+        KINETO_LOG_LEVEL="6",
+    )
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 def namespace_spec(private: Path, policy: Policy, sock: int, file: str | None = None) -> MountSpec:

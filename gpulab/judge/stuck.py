@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.wire.events import Stuck
+from gpulab.wire.sandbox_start import FORKED_NAME
 
 # faulthandler's lines: `  File "/path/file.py", line 12 in softmax_kernel`.
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)\s*$')
@@ -61,6 +62,9 @@ def sandbox_pids(root: int) -> list[int]:
         with contextlib.suppress(OSError):
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if len(argv) > 3 and b"gpulab.sandbox.main import main" in argv[3]:
+                found.append(pid)
+            # One the fork server forked has its command line: it is named.
+            elif Path(f"/proc/{pid}/comm").read_bytes().strip() == FORKED_NAME:
                 found.append(pid)
     return found
 

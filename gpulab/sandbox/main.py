@@ -71,7 +71,7 @@ from gpulab.wire.timed_batch import Timed, TimeRequest
 from gpulab.wire.training import Blocks, BottleneckRequest, Trained, TrainRequest
 
 
-def _import_ahead() -> None:
+def import_ahead() -> None:
     """torch, Triton, the sandbox's own modules and the audit's profiler.
     Nothing here starts CUDA."""
     import torch  # noqa: F401
@@ -85,8 +85,10 @@ def _import_ahead() -> None:
     import gpulab.sandbox.tensors  # noqa: F401
 
 
-def main() -> None:
-    fd = int(sys.argv[1])
+def main(fd: int | None = None) -> None:
+    """The sandbox, on the channel `fd` (argv[1] when started as a program;
+    given by gpulab.sandbox.forkserver, which forks it with its imports done)."""
+    fd = int(sys.argv[1]) if fd is None else fd
     try:
         # PR_SET_PDEATHSIG: if the judge dies, so does the sandbox.
         import ctypes
@@ -109,7 +111,7 @@ def main() -> None:
         # every check imports now (no GPU work in it), CUDA when the judge
         # says nobody times. A frame that is not `go` (or the judge gone)
         # ends it: it never ran anything.
-        _import_ahead()
+        import_ahead()
         write_frame(fd, Held().to_json())
         try:
             go = read_frame(fd)

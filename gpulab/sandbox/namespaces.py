@@ -119,6 +119,15 @@ def _write(path: str, text: str) -> None:
 def main() -> None:
     spec: MountSpec = json.loads(sys.argv[1])  # the judge's, not the learner's
     argv = sys.argv[2:]
+    confine(spec)
+    os.execv(argv[0], argv)
+
+
+def confine(spec: MountSpec) -> None:
+    """The keeper's work: returns in the process that becomes the sandbox,
+    with its namespaces made and no capabilities left. Run by the keeper
+    `main` above before it execs the sandbox, or by a process the fork
+    server (gpulab.sandbox.forkserver) forked, which runs it in place."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if spec.get("namespaces", True):
         try:
@@ -128,7 +137,6 @@ def main() -> None:
     else:
         os.environ[ENV] = "none (turned off)"
     drop_capabilities()
-    os.execv(argv[0], argv)
 
 
 def drop_capabilities() -> None:

@@ -14,7 +14,6 @@ from textual.content import Content
 from textual.widgets import Markdown
 from textual.widgets._markdown import MarkdownFence
 
-
 # Textual parses Markdown in a thread pool, and mdurl builds its percent-encoding
 # tables lazily: it puts an empty table in its cache, then fills it. Two widgets
 # parsing at once can read the empty table (IndexError in mdurl.encode, seen

@@ -242,3 +242,9 @@ class PlainReturned(Tolerant, Reply):
 
     TYPE: ClassVar[str] = "return"
     value: Any = wire(None, read=plain)
+
+
+# What a sandbox forked by gpulab.sandbox.forkserver calls itself
+# (/proc/PID/comm): its command line is the fork server's, so the judge's
+# gpulab.judge.stuck finds it by this name.
+FORKED_NAME = b"gpulab-sandbox"
