@@ -81,13 +81,8 @@ class Forked:
 class ForkServer:
     def __init__(self, env: dict[str, str], cwd: Path) -> None:
         ours, theirs = socket.socketpair()
-        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-        boot = (
-            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-            "from gpulab.sandbox.forkserver import main; main()"
-        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", boot, str(theirs.fileno())],
+            [sys.executable, "-I", "-c", self.boot(), str(theirs.fileno())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -100,6 +95,14 @@ class ForkServer:
         self.sock = ours
         self._lock = threading.Lock()
         self._waiting: collections.deque[Forked] = collections.deque()
+
+    def boot(self) -> str:
+        """The server's program (`python -I -c`)."""
+        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+        return (
+            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+            "from gpulab.sandbox.forkserver import main; main()"
+        )
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -45,6 +45,7 @@ from gpulab.wire.sandbox_start import (
     Policy,
     Ready,
     SandboxConfig,
+    sandbox_argv,
 )
 
 if TYPE_CHECKING:
@@ -273,20 +274,8 @@ class Sandbox:
     ) -> subprocess.Popen[bytes]:
         """The keeper, then the sandbox, each a fresh `python -I`."""
         pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-        boot = (
-            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-            "from gpulab.sandbox.main import main; main()"
-        )
-        keeper = (
-            f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-            "from gpulab.sandbox.namespaces import main; main()"
-        )
         return subprocess.Popen(
-            [
-                *(prefix or []),
-                *(sys.executable, "-I", "-c", keeper, json.dumps(spec)),
-                *(sys.executable, "-I", "-c", boot, str(fd)),
-            ],
+            [*(prefix or []), *sandbox_argv(sys.executable, pkg_parent, json.dumps(spec), fd)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -401,7 +390,8 @@ class Sandbox:
         """SIGKILL the sandbox's process group now, from any thread: a request
         in flight then ends with SandboxDied. close() still follows."""
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if self.proc.pid > 0:  # a fork the server refused has none
+                os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -415,7 +405,8 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             pass
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if self.proc.pid > 0:  # a fork the server refused has none
+                os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         kill_descendants(spare=True)

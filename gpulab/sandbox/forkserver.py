@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
-from gpulab.wire.sandbox_start import FORKED_NAME
+from gpulab.wire.sandbox_start import FORKED_NAME, sandbox_argv
 
 _PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -116,17 +116,6 @@ def _spawn(ctrl: socket.socket, request: dict[str, Any], channel: int, out: int)
     return int(said)
 
 
-def exec_argv(spec: Any, fd: int) -> list[str]:
-    """The keeper's command line, then the sandbox's (gpulab.judge.remote
-    runs the same two when it starts a sandbox without this server)."""
-    pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-    start = f"import sys; sys.path.insert(0, {pkg_parent!r}); "
-    keeper = start + "from gpulab.sandbox.namespaces import main; main()"
-    boot = start + "from gpulab.sandbox.main import main; main()"
-    py = sys.executable
-    return [py, "-I", "-c", keeper, json.dumps(spec), py, "-I", "-c", boot, str(fd)]
-
-
 def _keeper(
     ctrl: socket.socket, request: dict[str, Any], channel: int, out: int, alone: bool
 ) -> None:
@@ -159,7 +148,9 @@ def _keeper(
         # (none should exist: a user's own OMP_NUM_THREADS, say): the exec'd
         # keeper and sandbox, as the judge would start them.
         os.set_inheritable(want, True)
-        os.execv(sys.executable, exec_argv(request["spec"], want))
+        package_parent = str(Path(__file__).resolve().parent.parent.parent)
+        spec = json.dumps(request["spec"])
+        os.execv(sys.executable, sandbox_argv(sys.executable, package_parent, spec, want))
     import tempfile
 
     tempfile.tempdir = None  # read again from this sandbox's TMPDIR
@@ -167,6 +158,9 @@ def _keeper(
 
     namespaces.confine(request["spec"])  # returns in the sandbox's process
     _libc.prctl(_PR_SET_NAME, ctypes.c_char_p(FORKED_NAME), 0, 0, 0)
+    # What an exec'd sandbox's argv is (`python -I -c BOOT FD`): a file may
+    # read its channel's number there, as it could before.
+    sys.argv[:] = ["-c", str(want)]
     from gpulab.sandbox.main import main as serve
 
     serve(want)

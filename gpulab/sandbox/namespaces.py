@@ -54,6 +54,8 @@ MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _SYS_PIVOT_ROOT = 41 if platform.machine() in ("aarch64", "arm64") else 155
+_SYS_CAPSET = 91 if platform.machine() in ("aarch64", "arm64") else 126
+_CAP_VERSION_3 = 0x20080522
 ENV = "GPULAB_NAMESPACES"
 # Plain device nodes a Python process and CUDA may open; the GPU's own
 # (/dev/nvidia*) come from the policy's write list.
@@ -137,6 +139,7 @@ def confine(spec: MountSpec) -> None:
     else:
         os.environ[ENV] = "none (turned off)"
     drop_capabilities()
+    clear_capabilities()
 
 
 def drop_capabilities() -> None:
@@ -152,6 +155,30 @@ def drop_capabilities() -> None:
         if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
             break  # past the kernel's last capability
     _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def clear_capabilities() -> None:
+    """Empty this process's effective, permitted and inheritable sets. A
+    process that made a user namespace holds every capability in it; an
+    exec (the keeper's) cleared them for any uid but 0, but a sandbox the
+    fork server forked runs on without one, and kept them all (CapEff
+    000001ffffffffff: it could mount, or clone the package's mount past the
+    covers over the graders). Refused where there is nothing to clear."""
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _libc.syscall(_SYS_CAPSET, ctypes.byref(header), data)
 
 
 def enter(spec: MountSpec) -> str:

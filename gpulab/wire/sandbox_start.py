@@ -248,3 +248,13 @@ class PlainReturned(Tolerant, Reply):
 # (/proc/PID/comm): its command line is the fork server's, so the judge's
 # gpulab.judge.stuck finds it by this name.
 FORKED_NAME = b"gpulab-sandbox"
+
+
+def sandbox_argv(python: str, package_parent: str, spec_json: str, fd: int) -> list[str]:
+    """The keeper's command line, then the sandbox's, which the keeper execs
+    once it has made the namespaces (gpulab.sandbox.namespaces): how the
+    judge starts a sandbox, and how a forked keeper restarts as one."""
+    start = f"import sys; sys.path.insert(0, {package_parent!r}); "
+    keeper = start + "from gpulab.sandbox.namespaces import main; main()"
+    boot = start + "from gpulab.sandbox.main import main; main()"
+    return [python, "-I", "-c", keeper, spec_json, python, "-I", "-c", boot, str(fd)]
