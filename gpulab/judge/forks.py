@@ -29,7 +29,25 @@ SWITCH = "GPULAB_SANDBOX_FORKS"
 
 
 def wanted() -> bool:
-    return os.environ.get(SWITCH, "1") != "0"
+    """Not turned off, and this process adopts orphans (the judge's main
+    makes it so: gpulab.judge.remote.harden_judge). A forked keeper's first
+    parent exits at once; in a process that is not a subreaper (a test
+    grading in its own process) it would go to init, out of reach."""
+    return os.environ.get(SWITCH, "1") != "0" and subreaper()
+
+
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def subreaper() -> bool:
+    try:
+        import ctypes
+
+        flag = ctypes.c_int(0)
+        ctypes.CDLL(None).prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    except (OSError, AttributeError):
+        return False
+    return flag.value == 1
 
 
 class Forked:

@@ -422,8 +422,8 @@ class _JudgeRun:
 
 
 class _Judge:
-    """One judge process (`python -m gpulab.judge.main`), in a folder of its own,
-    with the private pipe its frames come back on. Started for a check at
+    """One judge process (`python -m gpulab.judge.main`), its log in a folder
+    of its own, with the private pipe its frames come back on. Started for a check at
     once, or (`prospect`) as a spare that prepares for that request and
     waits for it."""
 
@@ -449,8 +449,16 @@ class _Judge:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     pass_fds=(write_fd,),
-                    cwd=tmp.name,
-                    env=child.env(PYTHONUNBUFFERED="1", GPULAB_EVENTS_FD=str(write_fd)),
+                    # Not its own folder, which the lab removes at once when it
+                    # closes a spare: a judge then half-way through importing
+                    # torch lost its working folder, and oneMKL ended it (exit
+                    # 2) before it removed its sandboxes' folders. `/` is never
+                    # removed, and only root writes there; PYTHONSAFEPATH
+                    # (3.11+) keeps it off the judge's import path as well.
+                    cwd="/",
+                    env=child.env(
+                        PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", GPULAB_EVENTS_FD=str(write_fd)
+                    ),
                 )
         except OSError as exc:
             os.close(read_fd)

@@ -83,6 +83,9 @@ WRONG = {
 JUDGE_CHILD = r"""
 import json, sys
 from gpulab.judge.main import judge
+from gpulab.judge.remote import harden_judge
+
+harden_judge()  # a judge adopts its sandboxes' keepers, as `python -m gpulab.judge.main` does
 
 class Quiet:
     def send(self, event): pass

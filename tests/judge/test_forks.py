@@ -140,3 +140,21 @@ def test_a_forked_sandbox_holds_no_capability_whatever_the_uid(grade):
     src += "\ndef softmax(x):\n    assert not any(_SETS.values()), _SETS\n    return _softmax(x)\n"
     r = grade("softmax", src, timing=False)
     assert r["passed"], r["summary"]
+
+
+def test_a_process_that_adopts_no_orphans_starts_no_fork_server():
+    """A forked keeper's first parent exits at once: outside a subreaper
+    (a test grading in its own process) it would go to init, out of the
+    judge's reach, so such a process execs its sandboxes instead."""
+    code = (
+        "from gpulab.judge import forks, prepared\n"
+        "from gpulab.judge.remote import harden_judge\n"
+        "assert not forks.subreaper() and prepared.start_forks() is None\n"
+        "harden_judge()\n"
+        "server = prepared.start_forks()\n"
+        "assert forks.subreaper() and server is not None\n"
+        "server.close()\n"
+        "prepared.remove_folders()\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr

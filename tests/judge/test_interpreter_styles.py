@@ -156,6 +156,9 @@ WRONG = {
 BATCH_CHILD = r"""
 import json, sys, time
 from gpulab.judge.main import judge
+from gpulab.judge.remote import harden_judge
+
+harden_judge()  # a judge adopts its sandboxes' keepers, as `python -m gpulab.judge.main` does
 
 class Quiet:
     def send(self, event): pass
