@@ -103,7 +103,7 @@ def judge(
         from gpulab.judge.harness import grade_request
 
         early = start(
-            request, device, prepared.fresh
+            request, device, prepared.fresh_apart
         )  # beside the check; None unless CPU --explain
         from gpulab.judge.replay import Replayer, gpu_replay
 
@@ -131,7 +131,7 @@ def judge(
         # Advice only, after the verdict (issue 21): never changes it. The
         # diagnosis reads the result's JSON and adds its own two keys to it.
         view = result.to_json()
-        attach(request, view, device, sandbox, fresh=prepared.fresh, early=early)
+        attach(request, view, device, sandbox, fresh=prepared.fresh_apart, early=early)
         result = with_keys(result, **{k: view[k] for k in ("explain", "diagnosis") if k in view})
     except (SandboxDied, protocol.ProtocolError) as exc:
         result = crash_result(exc, sandbox, policy)

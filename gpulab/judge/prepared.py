@@ -12,7 +12,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpulab.judge.policy import (
     cache_dir,
@@ -282,10 +282,13 @@ class Prepared:
         profiler: ProfilerPolicy | None = None,
         wait: bool = True,
         hold: bool = False,
+        forked: bool = True,
     ) -> Sandbox:
         """The check's; --explain's own on the CPU; and, with `prefix` (the
         ncu command) and `profiler` (what its policy opens for ncu), the one
-        Nsight Compute measures (issue 21, gpulab.explain.judge.nsight_step)."""
+        Nsight Compute measures (issue 21, gpulab.explain.judge.nsight_step).
+        `forked` False: exec'd, never forked from the fork server (whose
+        Triton was imported interpreted)."""
         return self._Sandbox(
             file=self.request.file,
             device=self.device,
@@ -296,11 +299,17 @@ class Prepared:
             switches=paths_off_env(self.request.paths_off),
             wait=wait,
             hold=hold,
-            forks=self.forks,
+            forks=self.forks if forked else None,
             policy=replace(self.policy, profiler=profiler),
             triton_cache=str(self.cache),
             sys_path=tuple(import_path(Path(self.request.file).resolve())),
         )
+
+    def fresh_apart(self, **options: Any) -> Sandbox:
+        """`fresh`, exec'd: --explain's sandboxes, whose process must import
+        Triton itself (Triton decides at its import whether its own @jit
+        library is interpreted, and --explain compiles as a GPU would)."""
+        return self.fresh(**options, forked=False)
 
     def fresh_replay(self, wait: bool = True) -> Sandbox:
         """The replay's sandbox (gpulab.judge.replay): a folder and a

@@ -244,11 +244,12 @@ STOP_PROFILER = {
     # torch's switch: on torch 2.11 it stops even an all-threads profile, and
     # the profile's own exit then raises (that once turned the audit off).
     "torch's switch": "    _torch.autograd._disable_profiler()\n",
-    # the profile object itself, found through gc
+    # the profile object itself, found through gc, stopped as its kind stops
+    # (torch.profiler's `stop`; torch.autograd.profiler's, the audit's, exit)
     "the profile object": """    for o in _gc.get_objects():
-        if type(o).__name__ == "profile" and hasattr(o, "stop"):
+        if type(o).__name__ == "profile":
             try:
-                o.stop()
+                o.stop() if hasattr(o, "stop") else o.__exit__(None, None, None)
             except Exception:
                 pass
 """,
