@@ -595,7 +595,7 @@ def copy_watch(recording: Recording) -> Any:
     through its eager-op guard instead)."""
     from gpulab.sandbox.guards import Mode, _higher_order, _is_higher_order
 
-    class Watch(Mode):
+    class Watch(Mode):  # type: ignore[no-untyped-call]  # torch: untyped __init_subclass__
         supports_higher_order_operators = True
 
         def __repr__(self) -> str:
