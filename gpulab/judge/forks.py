@@ -111,6 +111,7 @@ class ForkServer:
         )
         theirs.close()
         self.sock = ours
+        self.folder = cwd  # the server's own (empty) folder, removed with it
         self._lock = threading.Lock()
         self._waiting: collections.deque[Forked] = collections.deque()
 

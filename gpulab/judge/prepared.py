@@ -51,6 +51,10 @@ def choose_device(wanted: str) -> str:
 def _nvidia_driver() -> bool:
     """False only where NVML says there is no NVIDIA driver (no library, or
     the driver not loaded); anything else, torch decides."""
+    if os.path.isdir("/proc/driver/nvidia"):
+        # Loaded (Linux): torch decides, with no NVML start first (a few
+        # hundred ms on a busy box, gpulab.gpu.devinfo) on a GPU's check.
+        return True
     from gpulab.gpu import nvml
 
     try:
@@ -348,7 +352,11 @@ class Prepared:
                 box.close()
         self._sandbox = self._replay = None
         if self.forks is not None:
+            from gpulab.judge import remote
+
+            remote.SPARED.discard(self.forks.pid())  # its pid may be reused
             self.forks.close()
+            remove_tree(self.forks.folder)
             self.forks = None
         # Without recursion and following no links (gpulab.safetree): the
         # sandboxes wrote these.

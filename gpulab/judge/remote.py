@@ -289,7 +289,12 @@ class Sandbox:
         """Read a held sandbox's report that its imports are done."""
         held = self.reply(Held)
         if not isinstance(held, Held):
-            raise SandboxDied(held.summary or "the sandbox did not start")
+            raise SandboxDied(held.summary or self._not_started())
+
+    def _not_started(self) -> str:
+        self.proc.poll()  # a Forked learns then what the fork server said, if anything
+        why = getattr(self.proc, "why", "")
+        return "the sandbox did not start" + (f" ({why})" if why else "")
 
     def go(self) -> None:
         """Let a held sandbox start CUDA and confine itself."""
@@ -302,7 +307,7 @@ class Sandbox:
             return
         ready = self.reply(Ready)
         if not isinstance(ready, Ready):
-            raise SandboxDied(ready.summary or "the sandbox did not start")
+            raise SandboxDied(ready.summary or self._not_started())
         try:
             check_version(ready.protocol, "the sandbox")
         except ProtocolError as exc:  # a sandbox of another install

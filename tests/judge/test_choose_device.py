@@ -5,6 +5,7 @@ sandbox starts before the judge spends 2-3 s importing torch."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pynvml
@@ -18,6 +19,14 @@ def _nvml_raises(monkeypatch: pytest.MonkeyPatch, error: type[Exception]) -> Non
         raise error()
 
     monkeypatch.setattr(pynvml, "nvmlInit", refuse)
+    _driver_folder(monkeypatch, False)
+
+
+def _driver_folder(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:
+    real = os.path.isdir
+    monkeypatch.setattr(
+        os.path, "isdir", lambda p: present if p == "/proc/driver/nvidia" else real(p)
+    )
 
 
 @pytest.mark.parametrize("name", ["NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded"])
@@ -40,3 +49,14 @@ def test_a_gpu_asked_for_is_always_asked_of_torch(monkeypatch):
     with pytest.raises(ImportError):
         choose_device("cuda")
     assert choose_device("cpu") == "cpu"
+
+
+def test_a_loaded_driver_is_asked_of_torch_without_starting_nvml(monkeypatch):
+    def never() -> None:
+        raise AssertionError("NVML started")
+
+    monkeypatch.setattr(pynvml, "nvmlInit", never)
+    _driver_folder(monkeypatch, True)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError):  # torch asked
+        choose_device("auto")

@@ -64,7 +64,10 @@ out["stuck_finds"] = len(sandbox_pids(box.proc.pid))
 box.close()
 out["exit"] = box.proc.wait(timeout=10)
 replay.close()
+server_folder = prep.forks.folder if prep.forks else None
 prep.close()
+out["server_folder_left"] = bool(server_folder and server_folder.exists())
+out["server"] = server_folder is not None
 print(json.dumps(out))
 kill_descendants()
 prepared.remove_folders()
@@ -104,6 +107,13 @@ def test_forked_sandboxes_are_named_and_the_stuck_report_finds_them(runs):
     assert runs["fork"]["stuck_finds"] == 1
     assert runs["exec"]["stuck_finds"] == 1
     assert runs["fork"]["exit"] == runs["exec"]["exit"] == 0
+
+
+def test_the_check_removes_its_fork_servers_folder(runs):
+    # A process grading many files (the batch tests' children) closes each
+    # check and never reaches the judge's own end, which removes the rest.
+    assert runs["fork"]["server"] and not runs["fork"]["server_folder_left"]
+    assert not runs["exec"]["server"]
 
 
 def test_a_server_not_alone_in_its_process_restarts_each_sandbox_afresh(runs):
