@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from gpulab.textsafe import visible
+from gpulab.wire.protocol import JsonObject
 from gpulab.wire.status import RECORDED, Status
 
 if TYPE_CHECKING:
@@ -29,6 +30,53 @@ if TYPE_CHECKING:
 
 STATE_VERSION = 1
 STATUSES = RECORDED  # Status.NOT_STARTED is stored as no status at all
+
+
+# The state as gpulab holds it once checked. Every key of a record may be
+# missing (a file written by hand, by an older gpulab, or repaired), except
+# the top level's, which `validate_state` fills in. A key this version does
+# not know is kept in the dict as it came (a newer gpulab may have written
+# it): these are TypedDicts, not dataclasses, so the state goes back to disk
+# as it was read, and the TUI and the CLI read it as plain dicts.
+class Attempt(TypedDict, total=False):
+    """One line per check, as Workspace.record_result writes it (ATTEMPT)."""
+
+    time: str
+    passed: bool
+    summary: str
+    device: str
+    ms: int | float
+    throughput: int | float
+    unit: str
+    roofline_fraction: int | float
+    speedup: int | float
+    grade: str
+
+
+class ExerciseEntry(TypedDict, total=False):
+    """An exercise's progress (EXERCISE, and its attempts, oldest first)."""
+
+    status: Status  # one of STATUSES
+    hints: int  # hint levels revealed
+    grade: str  # the letter of its last passing attempt
+    attempts: list[Attempt]
+
+
+class Settings(TypedDict, total=False):
+    """The settings gpulab reads (SETTINGS); any other is kept untouched."""
+
+    gpu: str  # the datasheet GPU rooflines use without a GPU here
+    theme: str
+    watch: bool
+
+
+class State(TypedDict):
+    """`.gpulab/state.json`."""
+
+    version: int
+    exercises: dict[str, ExerciseEntry]
+    settings: Settings
+    last_lesson: str | None
 
 
 @dataclass(frozen=True)
@@ -76,7 +124,7 @@ SETTINGS: dict[str, Kind] = {"gpu": TEXT, "theme": TEXT, "watch": FLAG}
 TOP: dict[str, Kind] = {"version": VERSION, "last_lesson": LESSON_ID}
 
 
-def empty_state() -> dict[str, Any]:
+def empty_state() -> State:
     return {"version": STATE_VERSION, "exercises": {}, "settings": {}, "last_lesson": None}
 
 
@@ -84,7 +132,7 @@ def empty_state() -> dict[str, Any]:
 class Checked:
     """A state fit to use, and what had to change to make it so."""
 
-    state: dict[str, Any]
+    state: State
     problems: list[str] = field(default_factory=list)
     # The top level was not an object: nothing in it could be kept.
     unusable: bool = False
@@ -113,9 +161,10 @@ def _name(key: str) -> str:
 
 
 def _fields(
-    obj: dict[str, Any], schema: dict[str, Kind], where: str, problems: list[str]
-) -> dict[str, Any]:
-    """`obj` without the fields of `schema` that have the wrong type."""
+    obj: JsonObject, schema: dict[str, Kind], where: str, problems: list[str]
+) -> JsonObject:
+    """`obj` (JSON as read, not yet checked) without the fields of `schema`
+    that have the wrong type: what is left fits the record `schema` describes."""
     out = {}
     for key, value in obj.items():
         kind = schema.get(key)
@@ -127,13 +176,13 @@ def _fields(
     return out
 
 
-def clean_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
+def clean_attempt(attempt: Attempt) -> Attempt:
     """An attempt as it may be stored: fields of the wrong type left out silently
     (used when writing one; reading reports them)."""
-    return _fields(attempt, ATTEMPT, "attempt", [])
+    return cast(Attempt, _fields(cast(JsonObject, attempt), ATTEMPT, "attempt", []))
 
 
-def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | None:
+def _exercise(entry: Any, where: str, problems: list[str]) -> ExerciseEntry | None:
     if not isinstance(entry, dict):
         problems.append(f"{where} is {what(entry)}, expected an object; set aside")
         return None
@@ -147,10 +196,11 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
     if "attempts" in entry:
         attempts = entry["attempts"]
         if isinstance(attempts, list):
-            kept = []
+            kept: list[Attempt] = []
             for i, a in enumerate(attempts):
                 if isinstance(a, dict):
-                    kept.append(_fields(a, ATTEMPT, f"{where}.attempts[{i}]", problems))
+                    fit = _fields(a, ATTEMPT, f"{where}.attempts[{i}]", problems)
+                    kept.append(cast(Attempt, fit))
                 else:
                     problems.append(
                         f"{where}.attempts[{i}] is {what(a)}, expected an object; set aside"
@@ -160,7 +210,7 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
             problems.append(f"{where}.attempts is {what(attempts)}, expected a list; set aside")
     if "status" in entry:
         if STATUS.test(status):
-            out["status"] = status
+            out["status"] = Status(status)
         else:
             # What record_result would have written: passing once is progress.
             tried = out.get("attempts", [])
@@ -182,10 +232,11 @@ def _exercise(entry: Any, where: str, problems: list[str]) -> dict[str, Any] | N
             if redone:
                 out["status"] = redone
     # Keep the order of the keys as they came, for a diff-friendly file.
-    return {k: out[k] for k in entry if k in out}
+    # Each field of EXERCISE (and the attempts) now has its record's type.
+    return cast(ExerciseEntry, {k: out[k] for k in entry if k in out})
 
 
-def lesson_status(lesson: Lesson, entry: Any) -> Status:
+def lesson_status(lesson: Lesson, entry: ExerciseEntry | None) -> Status:
     """What the course's list shows for `lesson` (one of gpulab.wire.status's
     LESSON), from its entry in the state's `exercises`: BROKEN where its
     content could not be loaded, COMING where it is not gradable yet, else
@@ -205,6 +256,7 @@ def validate_state(raw: Any) -> Checked:
             empty_state(), [f"the file holds {what(raw)}, expected an object"], unusable=True
         )
     problems: list[str] = []
+    # JSON as read until every field below is checked; then it is a State.
     state = _fields(raw, TOP, "", problems)
     for key, value in empty_state().items():
         state.setdefault(key, value)
@@ -213,7 +265,7 @@ def validate_state(raw: Any) -> Checked:
     if not isinstance(exercises, dict):
         problems.append(f"exercises is {what(exercises)}, expected an object; set aside")
         exercises = {}
-    kept = {}
+    kept: dict[str, ExerciseEntry] = {}
     for name, entry in exercises.items():
         checked = _exercise(entry, f"exercises.{_name(name)}", problems)
         if checked is not None:
@@ -226,4 +278,4 @@ def validate_state(raw: Any) -> Checked:
     else:
         problems.append(f"settings is {what(settings)}, expected an object; set aside")
         state["settings"] = {}
-    return Checked(state, problems)
+    return Checked(cast(State, state), problems)

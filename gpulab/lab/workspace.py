@@ -42,12 +42,15 @@ from gpulab.fsutil import (
 )
 from gpulab.lab.state import (
     STATE_VERSION,
+    Attempt,
+    ExerciseEntry,
+    State,
     clean_attempt,
     empty_state,
     validate_state,
 )
 from gpulab.textsafe import visible, visible_tree
-from gpulab.wire.result import CheckResult
+from gpulab.wire.result import CheckResult, Timing
 from gpulab.wire.status import RECORDED, Status
 
 __all__ = [
@@ -89,6 +92,24 @@ def _refuse_if_not_own(folder: Path) -> None:
             + ": gpulab keeps your work only in a folder of your own that others cannot "
             "write. Set $GPULAB_HOME to a new path (or remove that folder)."
         )
+
+
+def _timed(timing: Timing) -> Attempt:
+    """The numbers an attempt records of a timed check, those it has."""
+    numbers: Attempt = {}
+    if timing.ms is not None:
+        numbers["ms"] = timing.ms
+    if timing.throughput is not None:
+        numbers["throughput"] = timing.throughput
+    if timing.unit is not None:
+        numbers["unit"] = timing.unit
+    if timing.roofline_fraction is not None:
+        numbers["roofline_fraction"] = timing.roofline_fraction
+    if timing.speedup is not None:
+        numbers["speedup"] = timing.speedup
+    if timing.grade is not None:
+        numbers["grade"] = timing.grade
+    return numbers
 
 
 def _user_name(uid: int) -> str:
@@ -178,11 +199,11 @@ class Workspace:
     def lock_path(self) -> Path:
         return self.state_dir / "state.lock"
 
-    def load_state(self) -> dict[str, Any]:
+    def load_state(self) -> State:
         """The state, checked whole; repaired on disk (under the lock) if it must be."""
         return self._load(locked=False)
 
-    def _load(self, *, locked: bool) -> dict[str, Any]:
+    def _load(self, *, locked: bool) -> State:
         try:
             data = self.state_path.read_bytes()
         except FileNotFoundError:
@@ -202,8 +223,8 @@ class Workspace:
         return self._repair(data, checked.state, checked.problems if not why else [], why)
 
     def _repair(
-        self, data: bytes, state: dict[str, Any], problems: list[str], why: str
-    ) -> dict[str, Any]:
+        self, data: bytes, state: State, problems: list[str], why: str
+    ) -> State:
         """Keep `data` (the file as read) aside, write `state` in its place, say so.
 
         `why` set: nothing could be kept; otherwise `problems` lists what changed."""
@@ -259,7 +280,7 @@ class Workspace:
             return aside
         raise OSError(f"no free name for {stem}")
 
-    def _last_good(self) -> dict[str, Any] | None:
+    def _last_good(self) -> State | None:
         """The last good copy, checked as state.json is; None if there is none usable."""
         try:
             raw = json.loads(self.last_good_path.read_text(encoding="utf-8"))
@@ -268,7 +289,7 @@ class Workspace:
         checked = validate_state(raw)
         return None if checked.unusable else checked.state
 
-    def _rebuild_from_results(self, state: dict[str, Any]) -> None:
+    def _rebuild_from_results(self, state: State) -> None:
         """Exercises the state lost but whose last result is on disk: passed or failed."""
         results = self.state_dir / "results"
         for f in sorted(results.glob("*.json")) if results.is_dir() else []:
@@ -282,7 +303,7 @@ class Workspace:
                 passed = CheckResult.from_json(r).passed
                 state["exercises"][f.stem] = {"status": Status.PASSED if passed else Status.FAILED}
 
-    def update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    def update(self, change: Callable[[State], None]) -> State:
         """Read, change and write the state under the workspace lock."""
         with file_lock(self.lock_path):
             state = self._load(locked=True)
@@ -293,9 +314,10 @@ class Workspace:
             atomic_write_json(self.state_path, state)
             return state
 
-    def exercise_state(self, exercise: str) -> dict[str, Any]:
-        entry = self.load_state()["exercises"].get(exercise)
-        return entry if isinstance(entry, dict) else {}
+    def exercise_state(self, exercise: str) -> ExerciseEntry:
+        """The exercise's progress; empty when it has none (the state is
+        checked as it is read, so an entry is always an ExerciseEntry)."""
+        return self.load_state()["exercises"].get(exercise) or {}
 
     def status(self, exercise: str) -> Status:
         """PASSED or FAILED as its checks left it, else NOT_STARTED
@@ -307,19 +329,19 @@ class Workspace:
     def record_result(self, exercise: str, result: CheckResult) -> None:
         """Keep the full last result and a short line per attempt."""
         atomic_write_json(self.state_dir / "results" / f"{exercise}.json", result.to_json())
-        attempt: dict[str, Any] = {
+        attempt: Attempt = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "passed": result.passed,
             "summary": result.summary,
             "device": result.device or "",
         }
         if result.timing is not None:
-            attempt.update(result.timing.attempt())
+            attempt.update(_timed(result.timing))
         # Only what the schema accepts (a nan time would be dropped, with a
         # warning, at the next read anyway).
         attempt = clean_attempt(attempt)
 
-        def change(state: dict[str, Any]) -> None:
+        def change(state: State) -> None:
             entry = state["exercises"].setdefault(exercise, {})
             entry.setdefault("attempts", []).append(attempt)
             entry["attempts"] = entry["attempts"][-MAX_ATTEMPTS_KEPT:]
@@ -353,7 +375,7 @@ class Workspace:
         """Reveal one more hint level; returns the number now revealed."""
         out = {}
 
-        def change(state: dict[str, Any]) -> None:
+        def change(state: State) -> None:
             entry = state["exercises"].setdefault(lesson.exercise, {})
             level = entry.get("hints", 0) if isinstance(entry.get("hints"), int) else 0
             entry["hints"] = out["level"] = min(level + 1, len(lesson.hints))

@@ -14,6 +14,7 @@ from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
 from gpulab.course.content import Lesson
+from gpulab.lab.state import Attempt
 from gpulab.lab.workspace import Workspace
 from gpulab.textsafe import visible
 from gpulab.tui.check_bus import CheckBus
@@ -35,7 +36,7 @@ def spark(values: list[float]) -> str:
     return "".join(BARS[int((v - lo) / span * (len(BARS) - 1))] for v in values)
 
 
-def history_renderable(attempts: list[dict[str, Any]]) -> Any:
+def history_renderable(attempts: list[Attempt]) -> Any:
     """Attempts on this exercise: pass/fail over time and speed where timed."""
     if not attempts:
         return Text("No attempts yet.", style="dim")
@@ -196,7 +197,7 @@ class ResultsPane(VerticalScroll):
         self.scroll_home(animate=False)
 
     def show_idle(
-        self, lesson: Lesson, last: CheckResult | None, attempts: list[dict[str, Any]]
+        self, lesson: Lesson, last: CheckResult | None, attempts: list[Attempt]
     ) -> None:
         """A lesson was opened: its last result, if any, and its history."""
         self.lesson = lesson
@@ -288,7 +289,7 @@ class ResultsPane(VerticalScroll):
             self._ticker.stop()
             self._ticker = None
 
-    def finish(self, result: CheckResult, attempts: list[dict[str, Any]]) -> None:
+    def finish(self, result: CheckResult, attempts: list[Attempt]) -> None:
         self._stop_ticker()
         self.query_one("#progress-row").display = False
         self.query_one("#result", Static).update(self._report(result))

@@ -191,3 +191,14 @@ def test_the_workspace_opens_whatever_state_json_holds(tmp_path):
         originals = list((root / ".gpulab").glob("state.json.*-*"))
         if ws.warnings:
             assert any(p.read_text() == text for p in originals), i
+
+
+def test_the_schema_checks_every_field_of_the_typed_records():
+    """validate_state checks a field by its Kind; the TypedDicts say what a
+    reader may rely on: the two lists of keys must be the same."""
+    from gpulab.lab.state import TOP, Attempt, ExerciseEntry, Settings, State
+
+    assert set(ATTEMPT) == set(Attempt.__annotations__)
+    assert set(EXERCISE) | {"attempts"} == set(ExerciseEntry.__annotations__)
+    assert set(SETTINGS) == set(Settings.__annotations__)
+    assert set(TOP) | {"exercises", "settings"} == set(State.__annotations__)
