@@ -222,9 +222,7 @@ class Workspace:
                 return self._load(locked=True)
         return self._repair(data, checked.state, checked.problems if not why else [], why)
 
-    def _repair(
-        self, data: bytes, state: State, problems: list[str], why: str
-    ) -> State:
+    def _repair(self, data: bytes, state: State, problems: list[str], why: str) -> State:
         """Keep `data` (the file as read) aside, write `state` in its place, say so.
 
         `why` set: nothing could be kept; otherwise `problems` lists what changed."""

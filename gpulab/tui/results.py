@@ -196,9 +196,7 @@ class ResultsPane(VerticalScroll):
         note.display = True
         self.scroll_home(animate=False)
 
-    def show_idle(
-        self, lesson: Lesson, last: CheckResult | None, attempts: list[Attempt]
-    ) -> None:
+    def show_idle(self, lesson: Lesson, last: CheckResult | None, attempts: list[Attempt]) -> None:
         """A lesson was opened: its last result, if any, and its history."""
         self.lesson = lesson
         self.query_one("#opened-note").display = False
