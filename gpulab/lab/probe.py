@@ -17,12 +17,13 @@ import os
 import platform
 import subprocess
 import time
-from typing import Any
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 from gpulab.gpu import ceilings, hardware
-from gpulab.gpu.nvml import na, value
+from gpulab.gpu.nvml import Field, na, value
 from gpulab.gpu.nvml import query as query_nvml
 from gpulab.lab import child
+from gpulab.wire.protocol import JsonObject
 
 TORCH_TIMEOUT_S = 60.0
 SETTING = "gpu"  # workspace setting: the datasheet GPU rooflines use without a GPU
@@ -53,7 +54,96 @@ FIELDS = [
 ]
 
 
-def cpu_info() -> dict[str, Any]:
+# What the snapshot holds. `gpulab probe --json` prints it as it is (its keys
+# in the order written here), so these are TypedDicts: the JSON is the dict.
+
+
+class TorchDevice(TypedDict):
+    """One device as gpulab.measure.torch_probe's child describes it."""
+
+    index: int
+    name: str
+    compute_capability: str
+    sms: int
+    l2_bytes: int | None
+    memory_bytes: int
+    uuid: str | None
+
+
+class TorchInfo(TypedDict, total=False):
+    """torch's answer (gpulab.measure.torch_probe), or why there is none."""
+
+    triton: str | None
+    available: Required[bool]
+    pending: bool  # TORCH_PENDING: still asking
+    torch: str
+    cuda_version: str | None
+    hip_version: str | None
+    devices: list[TorchDevice]
+    reason: str
+
+
+class NvmlSummary(TypedDict):
+    """NVML's answer without its GPUs (gpulab.gpu.nvml.query's other keys)."""
+
+    available: bool
+    reason: str | None
+    driver_version: NotRequired[Field]
+    cuda_driver_version: NotRequired[Field]
+    nvml_version: NotRequired[Field]
+
+
+class GpuEntry(TypedDict):
+    """One GPU: NVML's fields with what torch adds (FIELDS, `mig_slice`, `processes`)."""
+
+    index: int  # NVML's (torch's where NVML did not answer)
+    torch_index: int | None
+    fields: dict[str, Field]
+
+
+class CpuInfo(TypedDict):
+    model: str
+    cores: int | None
+    usable_cores: int
+    memory_gib: float | None
+    arch: str
+
+
+class RooflineGpu(TypedDict):
+    """The datasheet GPU rooflines use, and why that one."""
+
+    key: str
+    name: str
+    source: str
+    setting: NotRequired[str]  # the workspace's choice, where a detected GPU overrides it
+    note: NotRequired[str]  # the GPU here that the hardware table does not know
+
+
+class Measured(TypedDict, total=False):
+    """What the probe shows of the ceilings `gpulab probe --bench` measured
+    (gpulab.gpu.ceilings' cache; the snapshot keeps the whole file)."""
+
+    date: str
+    copy_tbs: float | None
+    read_tbs: float | None
+    write_tbs: float | None
+    tflops: dict[str, float | None]
+
+
+class Snapshot(TypedDict):
+    time: str
+    host: str
+    has_gpu: bool
+    no_gpu_reason: str | None
+    nvml: NvmlSummary
+    torch: TorchInfo  # without its `devices` (each GPU's entry has what they said)
+    gpus: list[GpuEntry]
+    cpu: CpuInfo
+    roofline_gpu: RooflineGpu
+    measured: dict[str, Measured]  # device name -> its measured ceilings
+
+
+def cpu_info() -> CpuInfo:
     """CPU model, cores and memory; each best-effort."""
     model = ""
     try:
@@ -88,11 +178,11 @@ def _strip_uuid(u: Any) -> str:
     return str(u or "").lower().removeprefix("gpu-")
 
 
-def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, Any]]:
+def _merge(nvml: dict[str, Any], torch_info: TorchInfo) -> list[GpuEntry]:
     """One entry per GPU: NVML's fields, plus what only torch knows (SMs, L2)."""
     tdevs = list(torch_info.get("devices") or [])
     no_torch = torch_info.get("reason") or "torch did not answer"
-    gpus = []
+    gpus: list[GpuEntry] = []
     if nvml.get("available") and nvml.get("gpus"):
         for pos, g in enumerate(nvml["gpus"]):
             f = dict(g["fields"])
@@ -124,12 +214,12 @@ def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, A
 
 
 def _with_torch(
-    f: dict[str, Any],
-    t: dict[str, Any] | None,
+    f: dict[str, Field],
+    t: TorchDevice | None,
     why: str,
     prefer_torch: bool = False,
     mig_slice: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, Field]:
     """NVML's fields of a GPU with what torch adds. `mig_slice`: the GPU is in
     MIG mode, so the device torch (and the learner's kernels) see is one
     slice of it: its name, SMs and memory are the slice's, not NVML's
@@ -139,11 +229,8 @@ def _with_torch(
         f["l2"] = na(f"torch: {why}")
     else:
         f["sms"] = value(t["sms"])
-        f["l2"] = (
-            value(round(t["l2_bytes"] / 2**20, 1), "MiB")
-            if t.get("l2_bytes")
-            else na("torch does not report it")
-        )
+        l2 = t.get("l2_bytes")
+        f["l2"] = value(round(l2 / 2**20, 1), "MiB") if l2 else na("torch does not report it")
         for key, tv in (
             ("name", t.get("name")),
             ("compute_capability", t.get("compute_capability")),
@@ -174,14 +261,14 @@ def _with_torch(
 
 # Stands in for torch's answer while its child process imports torch (seconds,
 # tens of them on a loaded machine): NVML's answer is shown meanwhile.
-TORCH_PENDING: dict[str, Any] = {
+TORCH_PENDING: TorchInfo = {
     "available": False,
     "pending": True,
     "reason": "still asking torch (a child process imports it)",
 }
 
 
-def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any]:
+def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> TorchInfo:
     """Parent side: run the child and return its answer (or why there is none)."""
     try:
         proc = subprocess.run(
@@ -197,14 +284,15 @@ def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any]:
         return {"available": False, "reason": f"could not start python: {exc}"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     try:
-        info: dict[str, Any] = json.loads(lines[-1])
-        return info
+        # The child's own JSON line (a line that starts with "{": an object).
+        info: JsonObject = json.loads(lines[-1])
+        return cast(TorchInfo, info)
     except (IndexError, ValueError):
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"available": False, "reason": f"the torch probe failed: {err}"}
 
 
-def roofline_gpu(gpu_names: list[str], workspace: Any = None) -> dict[str, Any]:
+def roofline_gpu(gpu_names: list[str], workspace: Any = None) -> RooflineGpu:
     """The datasheet GPU rooflines use: the detected one when the database
     knows it, else the workspace setting (`gpulab probe --gpu`), else the default."""
     setting = workspace.get_setting(SETTING) if workspace is not None else None
@@ -212,7 +300,7 @@ def roofline_gpu(gpu_names: list[str], workspace: Any = None) -> dict[str, Any]:
     for name in gpu_names:
         g = hardware.match_gpu(name)
         if g:
-            out = {"key": g.key, "name": g.name, "source": f"detected ({name})"}
+            out: RooflineGpu = {"key": g.key, "name": g.name, "source": f"detected ({name})"}
             if chosen and chosen.key != g.key:
                 out["setting"] = chosen.name
             return out
@@ -228,8 +316,8 @@ def roofline_gpu(gpu_names: list[str], workspace: Any = None) -> dict[str, Any]:
 
 
 def snapshot(
-    workspace: Any = None, torch_info: dict[str, Any] | None = None, nvml_module: Any = None
-) -> dict[str, Any]:
+    workspace: Any = None, torch_info: TorchInfo | None = None, nvml_module: Any = None
+) -> Snapshot:
     """Everything the probe knows, as one JSON-ready dict.
 
     `torch_info` reuses an earlier `ask_torch()` answer (the live view
@@ -250,13 +338,16 @@ def snapshot(
         reason = nvml.get("reason") or "NVML sees no GPU"
     else:
         reason = f"{nvml.get('reason')}; {torch_info.get('reason') or 'torch sees no GPU'}"
-    snap: dict[str, Any] = {
+    # Each answer without its list of devices: the GPUs' entries have them.
+    nvml_summary = cast(NvmlSummary, {k: v for k, v in nvml.items() if k != "gpus"})
+    torch_summary = cast(TorchInfo, {k: v for k, v in torch_info.items() if k != "devices"})
+    snap: Snapshot = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "host": platform.node(),
         "has_gpu": bool(gpus),
         "no_gpu_reason": reason,
-        "nvml": {k: v for k, v in nvml.items() if k != "gpus"},
-        "torch": {k: v for k, v in torch_info.items() if k != "devices"},
+        "nvml": nvml_summary,
+        "torch": torch_summary,
         "gpus": gpus,
         "cpu": cpu_info(),
         "roofline_gpu": roofline_gpu(names, workspace),
@@ -266,14 +357,15 @@ def snapshot(
     for name in dict.fromkeys(names):
         m = ceilings.load_measured(root, name)
         if m:
-            snap["measured"][name] = m
+            # A JSON object read from the cache; _measured_text reads it tolerantly.
+            snap["measured"][name] = cast(Measured, m)
     return snap
 
 
 # --- rendering (rich is imported here only) --------------------------------------
 
 
-def fmt_field(f: dict[str, Any] | None) -> str:
+def fmt_field(f: Field | None) -> str:
     """'1980 MHz', or 'n/a (not supported)'."""
     if not f:
         return "n/a"
@@ -285,7 +377,7 @@ def fmt_field(f: dict[str, Any] | None) -> str:
     return f"{v} {f['unit']}" if f.get("unit") else str(v)
 
 
-def _pair(f: dict[str, Any], g: dict[str, Any]) -> str:
+def _pair(f: Field, g: Field) -> str:
     if f.get("value") is None and g.get("value") is None:
         return fmt_field(f)
     a = "n/a" if f.get("value") is None else str(f["value"])
@@ -294,7 +386,7 @@ def _pair(f: dict[str, Any], g: dict[str, Any]) -> str:
     return f"{a} / {b} {unit}".rstrip()
 
 
-def _gpu_table(gpu: dict[str, Any]) -> Any:
+def _gpu_table(gpu: GpuEntry) -> Any:
     from rich.table import Table
 
     f = gpu["fields"]
@@ -340,21 +432,21 @@ def _esc(s: str) -> str:
     return escape(visible(s))
 
 
-def _measured_text(name: str, m: dict[str, Any]) -> str:
+def _measured_text(name: str, m: Measured) -> str:
     parts = []
-    for key, label in (
-        ("copy_tbs", "copy (read+write)"),
-        ("read_tbs", "read"),
-        ("write_tbs", "write"),
+    for tbs, label in (
+        (m.get("copy_tbs"), "copy (read+write)"),
+        (m.get("read_tbs"), "read"),
+        (m.get("write_tbs"), "write"),
     ):
-        if m.get(key):
-            parts.append(f"{label} {m[key]:.2f} TB/s")
+        if tbs:
+            parts.append(f"{label} {tbs:.2f} TB/s")
     tf = m.get("tflops") or {}
     parts += [f"{k} {v:.0f} TFLOP/s" for k, v in tf.items() if v]
     return f"measured on {name} ({m.get('date', '?')}): " + ", ".join(parts)
 
 
-def snapshot_renderable(snap: dict[str, Any]) -> Any:
+def snapshot_renderable(snap: Snapshot) -> Any:
     """A rich renderable of a snapshot (the CLI table and the TUI Device pane)."""
     from rich.console import Group
     from rich.text import Text
