@@ -14,15 +14,50 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from gpulab.measure.compile_info import DEFAULT_ARCHS, CompileInfo, parse_arch
+from gpulab.wire.protocol import JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class CompileRow:
+    """One kernel (a reference or a starter) on one architecture: what
+    compiling it said (`info`), or why it could not even be set up (`error`)."""
+
+    name: str
+    role: str  # "reference" or "starter"
+    arch: str  # "sm_90"
+    info: CompileInfo | None = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.info is not None and self.info.ok
+
+    @property
+    def why(self) -> str:
+        """Why it failed: the compiler's words, or the set-up's."""
+        return self.info.error if self.info is not None else self.error
+
+    def to_json(self) -> JsonObject:
+        """A row of `gpulab dev compile --json`, as it always was."""
+        if self.info is None:
+            return {
+                "name": self.name,
+                "role": self.role,
+                "arch": self.arch,
+                "ok": False,
+                "error": self.error,
+            }
+        return {"name": self.name, "role": self.role, **self.info.as_dict()}
 
 
 def compile_matrix(
     archs: list[int], exercises: set[str] | None = None, progress: Any = None
-) -> list[dict[str, Any]]:
-    """Rows of {name, role, arch, claimed, info | error} for every job x arch."""
+) -> list[CompileRow]:
+    """A row for every job x arch."""
     # The interpreter flag makes references pick their CPU configs.
     os.environ.pop("TRITON_INTERPRET", None)
     from gpulab.course.content import content_root
@@ -32,14 +67,11 @@ def compile_matrix(
 
     root = content_root()
     specs, errors = loader.compile_specs(root, exercises)
-    rows: list[dict[str, Any]] = []
+    rows: list[CompileRow] = []
     for job in [*errors, *compile_specs.jobs(root, specs, exercises)]:
         if isinstance(job, tuple):  # could not even be set up: fails every arch
             name, role, error = job
-            rows += [
-                {"name": name, "role": role, "arch": f"sm_{cc}", "ok": False, "error": error}
-                for cc in archs
-            ]
+            rows += [CompileRow(name, role, f"sm_{cc}", error=error) for cc in archs]
             continue
         for cc in archs:
             if cc not in job.archs:
@@ -49,16 +81,16 @@ def compile_matrix(
             info = compile_kernel(
                 job.fn, job.signature, job.constexprs, arch=cc, options=job.options, name=job.name
             )
-            rows.append({"name": job.name, "role": job.role, **info.as_dict()})
+            rows.append(CompileRow(job.name, job.role, info.arch, info))
     return rows
 
 
-def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def failures(rows: list[CompileRow]) -> list[CompileRow]:
     """References that did not compile for an architecture they claim."""
-    return [r for r in rows if r["role"] == "reference" and not r["ok"]]
+    return [r for r in rows if r.role == "reference" and not r.ok]
 
 
-def render(rows: list[dict[str, Any]]) -> Any:
+def render(rows: list[CompileRow]) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -78,21 +110,22 @@ def render(rows: list[dict[str, Any]]) -> Any:
     ):
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for r in rows:
-        if not r["ok"]:
-            errors.append(Text(f"✘ {r['name']} on {r['arch']}: {r['error']}", style="red"))
-            t.add_row(r["name"], r["arch"], "[red]✘[/]", *[""] * 5, "[red]fails: below[/]")
+        info = r.info
+        if info is None or not info.ok:
+            errors.append(Text(f"✘ {r.name} on {r.arch}: {r.why}", style="red"))
+            t.add_row(r.name, r.arch, "[red]✘[/]", *[""] * 5, "[red]fails: below[/]")
             continue
-        spills = r.get("spills")
+        spills = info.spills
         t.add_row(
-            r["name"],
-            r["arch"],
-            str(r.get("registers") or "?"),
+            r.name,
+            r.arch,
+            str(info.registers or "?"),
             "?" if spills is None else (f"[yellow]{spills}[/]" if spills else "0"),
-            f"{r['shared'] / 1024:.0f}",
-            str(r["num_warps"]),
-            str(r["blocks_per_sm"]) if r["fits"] else "[yellow]0: too big[/]",
-            r["limited_by"],
-            r["tensor_cores"] or "-",
+            f"{info.shared / 1024:.0f}",
+            str(info.num_warps),
+            str(info.blocks_per_sm) if info.fits else "[yellow]0: too big[/]",
+            info.limited_by,
+            info.tensor_cores or "-",
         )
     return Group(t, *errors)
 
@@ -110,7 +143,15 @@ def run(args: Any) -> int:  # exits the process (see the end)
     took = time.monotonic() - start
     bad = failures(rows)
     if args.json:
-        print(json.dumps({"rows": rows, "seconds": round(took, 1), "failures": len(bad)}))
+        print(
+            json.dumps(
+                {
+                    "rows": [r.to_json() for r in rows],
+                    "seconds": round(took, 1),
+                    "failures": len(bad),
+                }
+            )
+        )
     else:
         from gpulab.cli.commands.common import console
 
@@ -132,4 +173,4 @@ def run(args: Any) -> int:  # exits the process (see the end)
     os._exit(1 if bad else 0)
 
 
-__all__ = ["CompileInfo", "compile_matrix", "failures", "render"]
+__all__ = ["CompileInfo", "CompileRow", "compile_matrix", "failures", "render"]
