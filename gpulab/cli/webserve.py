@@ -43,7 +43,7 @@ import signal
 import socket
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 import aiohttp_jinja2
@@ -153,6 +153,15 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass  # the group is empty: everyone in it has exited
+
+
+class IndexPage(TypedDict):
+    """What textual-serve's page template (app_index.html) reads."""
+
+    font_size: int
+    app_websocket_url: str
+    config: dict[str, dict[str, str]]  # {"static": {"url": ...}}
+    application: dict[str, str]  # {"name": ...}
 
 
 class LabAppService(AppService):
@@ -388,7 +397,7 @@ class LabServer(Server):
         return websocket
 
     @aiohttp_jinja2.template("app_index.html")
-    async def handle_index(self, request: web.Request) -> dict[str, Any]:
+    async def handle_index(self, request: web.Request) -> IndexPage:
         # URLs from the request, not from the bind address: behind `ssh -L`
         # or a Unix socket the browser knows the server by another name.
         origin = request.url.origin()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from gpulab.cli.commands.common import (
     UsageError,
@@ -17,6 +17,47 @@ from gpulab.cli.commands.common import (
 )
 from gpulab.lab.state import lesson_status
 from gpulab.wire.status import Status
+
+if TYPE_CHECKING:
+    from gpulab.course.content import Lesson
+    from gpulab.lab.workspace import Workspace
+
+
+# `gpulab list --json` and `gpulab next --json`, documented interfaces: the
+# keys in the order they are printed.
+class ExerciseRow(TypedDict):
+    exercise: str
+    title: str
+    step: int  # its place in its lesson, from 1
+    status: Status
+    grade: str | None
+    attempts: int
+    error: str | None  # why its content could not be loaded
+
+
+class LessonRow(TypedDict):
+    """A lesson, as its final exercise, with every exercise of it (steps first)."""
+
+    lesson: str
+    title: str
+    exercise: str
+    status: Status
+    grade: str | None
+    attempts: int
+    error: str | None
+    exercises: list[ExerciseRow]
+
+
+class NextJson(TypedDict):
+    passed: int
+    of: int
+    # The exercise to do next; none when every exercise has passed.
+    exercise: NotRequired[str]
+    lesson: NotRequired[str]
+    step: NotRequired[str | None]
+    title: NotRequired[str]
+    status: NotRequired[Status]
+    file: NotRequired[str]
 
 
 @guarded
@@ -32,7 +73,7 @@ def run(args: Any) -> int:
     }[args._name](args)
 
 
-def _row(lesson: Any, ws: Any) -> dict[str, Any]:
+def _row(lesson: Lesson, ws: Workspace) -> ExerciseRow:
     st = ws.exercise_state(lesson.exercise)
     status = lesson_status(lesson, st)
     return {
@@ -49,7 +90,7 @@ def _row(lesson: Any, ws: Any) -> dict[str, Any]:
 def _list(args: Any) -> int:
     course = open_course()
     ws = open_workspace(args)
-    rows = []
+    rows: list[LessonRow] = []
     for lesson in course.lessons:
         # One row per lesson, for its final exercise (as before steps), with
         # every exercise of the lesson, steps first, under "exercises".
@@ -249,16 +290,14 @@ def _next(args: Any) -> int:
     passed = sum(1 for e in gradable if ws.status(e.exercise) == Status.PASSED)
     lesson = where_now(course, ws)
     if args.json:
-        out: dict[str, Any] = {"passed": passed, "of": len(gradable)}
+        out: NextJson = {"passed": passed, "of": len(gradable)}
         if lesson is not None:
-            out.update(
-                exercise=lesson.exercise,
-                lesson=lesson.id,
-                step=lesson.step_label or None,
-                title=lesson.exercise_title,
-                status=ws.status(lesson.exercise),
-                file=str(ws.exercise_path(lesson)),
-            )
+            out["exercise"] = lesson.exercise
+            out["lesson"] = lesson.id
+            out["step"] = lesson.step_label or None
+            out["title"] = lesson.exercise_title
+            out["status"] = ws.status(lesson.exercise)
+            out["file"] = str(ws.exercise_path(lesson))
         print(json.dumps(out, indent=2))
         return 0
     con = console()

@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from gpulab.cli.commands.common import (
     UsageError,
@@ -34,7 +34,15 @@ def run(args: Any) -> int:
 # --- debug -------------------------------------------------------------------------------
 
 
-def saved(root: Path, exercise: str) -> list[dict[str, Any]]:
+class SavedCase(TypedDict):
+    """A wrong case the judge saved: what this command reads of it (the
+    child, gpulab.targets.debug_case, reads the rest)."""
+
+    number: int
+    name: NotRequired[object]  # shown as text, whatever it is
+
+
+def saved(root: Path, exercise: str) -> list[SavedCase]:
     """The wrong cases the judge saved after the last check (plain JSON, checked)."""
     path = root / ".gpulab" / "debug" / exercise / "cases.json"
     try:
@@ -43,7 +51,7 @@ def saved(root: Path, exercise: str) -> list[dict[str, Any]]:
         return []
     cases = meta.get("cases") if isinstance(meta, dict) else None
     return [
-        c
+        cast(SavedCase, c)  # its number checked; its name is shown through str()
         for c in (cases if isinstance(cases, list) else [])
         if isinstance(c, dict) and isinstance(c.get("number"), int)
     ]

@@ -27,18 +27,17 @@ def run(args: Any) -> int:
             raise UsageError(f"unknown GPU {args.name!r}; known: {hardware.known_names()}")
         gpus = [gpu]
     if args.json:
-        out: dict[str, Any] = {
-            "gpus": [g.as_dict() for g in gpus],
-            "sources": dict(SOURCES),
-            "default": hardware.DEFAULT_GPU,
-        }
-        print(
-            json.dumps(
-                out if not args.name else {**out["gpus"][0], "sources": dict(SOURCES)},
-                indent=2,
-                ensure_ascii=False,
-            )
+        # One GPU's figures with the sources, or every GPU's and the default.
+        doc = (
+            {**gpus[0].as_dict(), "sources": dict(SOURCES)}
+            if args.name
+            else {
+                "gpus": [g.as_dict() for g in gpus],
+                "sources": dict(SOURCES),
+                "default": hardware.DEFAULT_GPU,
+            }
         )
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
         return 0
     con = console()
     if args.name:
