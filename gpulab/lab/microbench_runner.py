@@ -14,25 +14,39 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gpulab.fsutil import atomic_write_json
 from gpulab.gpu import ceilings
 from gpulab.lab import child
+from gpulab.wire.protocol import JsonObject
 from gpulab.wire.status import Status
 
 DEFAULT_TIMEOUT = 1800.0
+
+
+class BenchOutcome(TypedDict):
+    """How a run of the benchmarks ended (the CLI's --json prints `result`
+    with `cache`; the TUI's Device pane saves and draws it)."""
+
+    ok: bool
+    # The child's result event's `result`, as it printed it (gpulab.measure.
+    # microbench): the ceilings, saved as they are for gpulab.gpu.ceilings.
+    result: NotRequired[JsonObject]
+    error: NotRequired[str]  # why there is no result
+    cache: NotRequired[str]  # where the result was saved
+    notes: NotRequired[list[str]]  # the child's notes (e.g. little free memory)
 
 
 def run_microbench(
     workspace_root: Path | None,
     *,
     quick: bool = False,
-    on_event: Callable[[dict[str, Any]], object] | None = None,
+    on_event: Callable[[JsonObject], object] | None = None,
     cancel: threading.Event | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-) -> dict[str, Any]:
-    """Run the benchmarks. Returns {"ok", "result"?, "error"?, "cache"?, "notes"}."""
+) -> BenchOutcome:
+    """Run the benchmarks; `on_event` gets each of the child's JSON lines as read."""
     cmd = child.python_module("gpulab.measure.microbench", *(["--quick"] if quick else []))
     notes: list[str] = []
     with tempfile.TemporaryFile() as err:
@@ -50,11 +64,16 @@ def run_microbench(
         events = child.Events(
             child.json_line_reader(proc.stdout), deadline=time.monotonic() + timeout, cancel=cancel
         )
-        result = error = None
+        result: JsonObject | None = None
+        error: str | None = None
         try:
             for ev in events:
                 if ev.get("type") == "result":
-                    result = ev.get("result")
+                    got = ev.get("result")
+                    if isinstance(got, dict):
+                        result = got
+                    else:  # what the CLI and the TUI would fail on, said here
+                        error = "the benchmarks' result is not a JSON object"
                 elif ev.get("type") == "error":
                     error = str(ev.get("message"))
                 elif ev.get("type") == "note":
@@ -74,15 +93,16 @@ def run_microbench(
             error = f"the benchmark process exited with code {proc.returncode}" + (
                 f": {tail[-1]}" if tail else ""
             )
-    if error is not None:
-        return {"ok": False, "error": error, "notes": notes}
-    out: dict[str, Any] = {"ok": True, "result": result, "notes": notes}
-    if workspace_root is not None and isinstance(result, dict) and result.get("device"):
+    if error is not None or result is None:  # no result: the exit code says why
+        return {"ok": False, "error": str(error), "notes": notes}
+    out: BenchOutcome = {"ok": True, "result": result, "notes": notes}
+    if workspace_root is not None and result.get("device"):
         out["cache"] = str(save(workspace_root, result))
     return out
 
 
-def save(workspace_root: Path, result: dict[str, Any]) -> Path:
+def save(workspace_root: Path, result: JsonObject) -> Path:
+    """Write the child's result where gpulab.gpu.ceilings reads it, as it is."""
     path = ceilings.cache_path(Path(workspace_root), result["device"])
     atomic_write_json(path, result)
     return path

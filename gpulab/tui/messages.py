@@ -7,7 +7,7 @@ thread-safe) and the app reacts on its own event loop.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -15,6 +15,9 @@ from gpulab.course.content import Lesson
 from gpulab.gpu.devinfo import GpuInfo
 from gpulab.wire.events import Event
 from gpulab.wire.result import CheckResult
+
+if TYPE_CHECKING:
+    from gpulab.lab.microbench_runner import BenchOutcome
 
 
 class CheckStarted(Message):
@@ -122,6 +125,6 @@ class BenchProgress(Message):
 class BenchDone(Message):
     """The microbenchmarks ended; a measured result is saved by the UI thread."""
 
-    def __init__(self, outcome: dict[str, Any]) -> None:
+    def __init__(self, outcome: BenchOutcome) -> None:
         super().__init__()
         self.outcome = outcome
