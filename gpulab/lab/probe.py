@@ -23,7 +23,6 @@ from gpulab.gpu import ceilings, hardware
 from gpulab.gpu.nvml import Field, na, value
 from gpulab.gpu.nvml import query as query_nvml
 from gpulab.lab import child
-from gpulab.wire.protocol import JsonObject
 
 TORCH_TIMEOUT_S = 60.0
 SETTING = "gpu"  # workspace setting: the datasheet GPU rooflines use without a GPU
@@ -285,8 +284,7 @@ def ask_torch(timeout: float = TORCH_TIMEOUT_S) -> TorchInfo:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     try:
         # The child's own JSON line (a line that starts with "{": an object).
-        info: JsonObject = json.loads(lines[-1])
-        return cast(TorchInfo, info)
+        return cast(TorchInfo, json.loads(lines[-1]))
     except (IndexError, ValueError):
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"available": False, "reason": f"the torch probe failed: {err}"}

@@ -179,7 +179,7 @@ def _fields(
 def clean_attempt(attempt: Attempt) -> Attempt:
     """An attempt as it may be stored: fields of the wrong type left out silently
     (used when writing one; reading reports them)."""
-    return cast(Attempt, _fields(cast(JsonObject, attempt), ATTEMPT, "attempt", []))
+    return cast(Attempt, _fields(dict(attempt), ATTEMPT, "attempt", []))
 
 
 def _exercise(entry: Any, where: str, problems: list[str]) -> ExerciseEntry | None:
