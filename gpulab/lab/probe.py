@@ -173,6 +173,12 @@ def cpu_info() -> CpuInfo:
     }
 
 
+def _value(fields: dict[str, Field], key: str) -> Any:
+    """A field's value; None where the field is missing or has none."""
+    f = fields.get(key)
+    return f.get("value") if f else None
+
+
 def _strip_uuid(u: Any) -> str:
     return str(u or "").lower().removeprefix("gpu-")
 
@@ -185,11 +191,11 @@ def _merge(nvml: dict[str, Any], torch_info: TorchInfo) -> list[GpuEntry]:
     if nvml.get("available") and nvml.get("gpus"):
         for pos, g in enumerate(nvml["gpus"]):
             f = dict(g["fields"])
-            uuid = _strip_uuid((f.get("uuid") or {}).get("value"))
+            uuid = _strip_uuid(_value(f, "uuid"))
             t = next((d for d in tdevs if uuid and _strip_uuid(d.get("uuid")) == uuid), None)
             if t is None and pos < len(tdevs):
                 t = tdevs[pos]
-            mig = (f.get("mig_mode") or {}).get("value") == "enabled"
+            mig = _value(f, "mig_mode") == "enabled"
             gpus.append(
                 {
                     "index": g["index"],
@@ -234,7 +240,7 @@ def _with_torch(
             ("name", t.get("name")),
             ("compute_capability", t.get("compute_capability")),
         ):
-            if tv and (prefer_torch or f.get(key, {}).get("value") is None):
+            if tv and (prefer_torch or _value(f, key) is None):
                 f[key] = value(tv)
         if (prefer_torch or mig_slice) and t.get("memory_bytes"):
             f["memory_total"] = value(round(t["memory_bytes"] / 2**30, 1), "GiB")
@@ -246,15 +252,16 @@ def _with_torch(
                 f"{round(t.get('memory_bytes', 0) / 2**30, 1)} GiB; the "
                 "datasheet peaks are the whole GPU's"
             )
-    bus, clk = f.get("memory_bus_width", {}), f.get("memory_clock_max", {})
-    if bus.get("value") and clk.get("value"):
+    bus, clk = f.get("memory_bus_width"), f.get("memory_clock_max")
+    if bus and clk and bus.get("value") and clk.get("value"):
         # Double data rate: two transfers a clock. Matches the datasheet for
         # HBM (H200: 6016 bits x 3201 MHz x 2 = 4.81 TB/s).
         f["bandwidth_theoretical"] = value(
             round(bus["value"] / 8 * clk["value"] * 2e6 / 1e12, 2), "TB/s"
         )
     else:
-        f["bandwidth_theoretical"] = na(bus.get("reason") or clk.get("reason") or "n/a")
+        missing = (bus.get("reason") if bus else None) or (clk.get("reason") if clk else None)
+        f["bandwidth_theoretical"] = na(missing or "n/a")
     return f
 
 
@@ -326,9 +333,9 @@ def snapshot(
         torch_info = ask_torch()
     gpus = _merge(nvml, torch_info)
     names = [
-        str(g["fields"].get("name", {}).get("value"))
+        str(_value(g["fields"], "name"))
         for g in gpus
-        if g["fields"].get("name", {}).get("value")
+        if _value(g["fields"], "name")
     ]
     if gpus:
         reason = None
@@ -375,12 +382,14 @@ def fmt_field(f: Field | None) -> str:
     return f"{v} {f['unit']}" if f.get("unit") else str(v)
 
 
-def _pair(f: Field, g: Field) -> str:
-    if f.get("value") is None and g.get("value") is None:
+def _pair(f: Field | None, g: Field) -> str:
+    """A field and its "_max" twin: "1980 / 1980 MHz"."""
+    fv = f.get("value") if f else None
+    if fv is None and g.get("value") is None:
         return fmt_field(f)
-    a = "n/a" if f.get("value") is None else str(f["value"])
+    a = "n/a" if fv is None else str(fv)
     b = "n/a" if g.get("value") is None else str(g["value"])
-    unit = f.get("unit") or g.get("unit") or ""
+    unit = (f.get("unit") if f else None) or g.get("unit") or ""
     return f"{a} / {b} {unit}".rstrip()
 
 
@@ -388,15 +397,15 @@ def _gpu_table(gpu: GpuEntry) -> Any:
     from rich.table import Table
 
     f = gpu["fields"]
-    title = f"GPU {gpu['index']}: {f.get('name', {}).get('value') or 'unknown'}"
+    title = f"GPU {gpu['index']}: {_value(f, 'name') or 'unknown'}"
     t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
     t.add_column("field", style="bold")
     t.add_column("value", overflow="fold")
     for key, label in FIELDS:
         twin = f.get(f"{key}_max")
-        text = _pair(f.get(key, {}), twin) if twin is not None else fmt_field(f.get(key))
+        text = _pair(f.get(key), twin) if twin is not None else fmt_field(f.get(key))
         style = "dim" if text.startswith("n/a") else ""
-        if key == "clock_events" and (f.get(key) or {}).get("value") not in (
+        if key == "clock_events" and _value(f, key) not in (
             None,
             ["none"],
             ["gpu_idle"],
@@ -405,8 +414,8 @@ def _gpu_table(gpu: GpuEntry) -> Any:
         t.add_row(label, f"[{style}]{_esc(text)}[/]" if style else _esc(text))
     if f.get("mig_slice"):
         t.add_row("MIG slice", f"[yellow]{_esc(fmt_field(f['mig_slice']))}[/]")
-    procs = f.get("processes") or {}
-    if procs.get("value") is None:
+    procs = f.get("processes")
+    if procs is None or procs.get("value") is None:
         t.add_row("processes", f"[dim]{_esc(fmt_field(procs))}[/]")
     elif not procs["value"]:
         t.add_row("processes", "none")
