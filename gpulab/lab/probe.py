@@ -332,11 +332,7 @@ def snapshot(
     if torch_info is None:
         torch_info = ask_torch()
     gpus = _merge(nvml, torch_info)
-    names = [
-        str(_value(g["fields"], "name"))
-        for g in gpus
-        if _value(g["fields"], "name")
-    ]
+    names = [str(_value(g["fields"], "name")) for g in gpus if _value(g["fields"], "name")]
     if gpus:
         reason = None
     elif nvml.get("available"):
