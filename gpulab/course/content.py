@@ -26,10 +26,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from gpulab.course import exercise_folder
 from gpulab.fsutil import load_toml
+from gpulab.wire.protocol import JsonObject
 
 EXERCISE_KINDS = ("memory", "compute")
 STATUSES = ("ready", "coming")
@@ -289,7 +290,7 @@ class _LessonFields(TypedDict):
     root: Path
 
 
-def _str_field(entry: dict[str, Any], name: str, where: str, *, required: bool = True) -> str:
+def _str_field(entry: JsonObject, name: str, where: str, *, required: bool = True) -> str:
     value = entry.get(name, "")
     if not isinstance(value, str):
         raise ValueError(f"{where}: field '{name}' must be a string, got {type(value).__name__}")
@@ -298,7 +299,7 @@ def _str_field(entry: dict[str, Any], name: str, where: str, *, required: bool =
     return value
 
 
-def _known_fields(entry: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+def _known_fields(entry: JsonObject, allowed: tuple[str, ...], where: str) -> None:
     for key in entry:
         if key not in allowed:
             raise ValueError(
@@ -307,7 +308,7 @@ def _known_fields(entry: dict[str, Any], allowed: tuple[str, ...], where: str) -
 
 
 def _exercise_fields(
-    entry: dict[str, Any], where: str, defaults: _ExerciseFields | None = None
+    entry: JsonObject, where: str, defaults: _ExerciseFields | None = None
 ) -> _ExerciseFields:
     """The per-exercise fields of a lesson or step table, checked; a step
     takes `status`, `requires` and `kind` from its lesson when it omits them."""

@@ -28,9 +28,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpulab.fsutil import load_toml
+from gpulab.wire.protocol import JsonObject
 
 MANIFEST_KEY = "exercise_folders"
 TOML = "exercise.toml"
@@ -78,12 +78,13 @@ class FolderEntry:
     title: str
     roof_dtype: str
     # The manifest's per-exercise fields, as a [[lesson]] table would give them
-    # (the folder's `bound` as the manifest's `kind`): gpulab.course.content
-    # checks them as it checks the manifest's own.
-    fields: dict[str, Any]
+    # (the folder's `bound` as the manifest's `kind`): the TOML as read, its
+    # values unchecked until gpulab.course.content checks them as it checks
+    # the manifest's own (one checker for both).
+    fields: JsonObject
 
 
-def listed(data: dict[str, Any], root: Path, manifest: Path) -> tuple[list[Path], list[str]]:
+def listed(data: JsonObject, root: Path, manifest: Path) -> tuple[list[Path], list[str]]:
     """The exercise folders the manifest's `exercise_folders` names, in its
     order (a folder of exercise folders gives each, by name), and what is
     wrong with the list, naming the manifest and the entry."""
@@ -190,7 +191,7 @@ def top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _text(data: dict[str, Any], key: str, where: str, *, required: bool = False) -> str:
+def _text(data: JsonObject, key: str, where: str, *, required: bool = False) -> str:
     value = data.get(key, "")
     if not isinstance(value, str):
         raise FolderError(f"{where}: field '{key}' must be a string, got {type(value).__name__}")

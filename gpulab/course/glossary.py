@@ -13,15 +13,27 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from gpulab.fsutil import load_toml
+from gpulab.wire.protocol import JsonObject
 
 FIELDS = {"name", "definition", "formula", "aliases", "lessons", "see_also"}
 
 
 class GlossaryError(Exception):
     """The glossary file as a whole cannot be used."""
+
+
+class TermJson(TypedDict):
+    """A term as `gpulab glossary --json` prints it."""
+
+    name: str
+    definition: str
+    formula: str
+    aliases: list[str]
+    lessons: list[str]
+    see_also: list[str]
 
 
 @dataclass(frozen=True)
@@ -33,7 +45,7 @@ class Term:
     lessons: tuple[str, ...] = ()
     see_also: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TermJson:
         return {
             "name": self.name,
             "definition": self.definition,
@@ -122,7 +134,7 @@ class Glossary:
         return [t for _, _, t in scored]
 
 
-def _str_list(entry: dict[str, Any], name: str, where: str) -> tuple[str, ...]:
+def _str_list(entry: JsonObject, name: str, where: str) -> tuple[str, ...]:
     value = entry.get(name, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"{where}: field '{name}' must be a list of non-empty strings")

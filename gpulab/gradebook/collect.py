@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
+from typing import TypedDict
 
 from gpulab.gradebook.store import now, writing
 
@@ -69,13 +70,26 @@ class Candidate:
     layout: str
 
 
+class ProblemJson(TypedDict):
+    file: str  # the source's file
+    why: str
+
+
+class ReportJson(TypedDict):
+    """`gpulab grade collect --json`: [student, exercise, source] triples."""
+
+    placed: list[list[str]]
+    unchanged: list[list[str]]
+    problems: list[ProblemJson]
+
+
 @dataclass
 class Report:
     placed: list[tuple[str, str, str]] = field(default_factory=list)  # student, exercise, source
     unchanged: list[tuple[str, str, str]] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # source, why
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> ReportJson:
         return {
             "placed": [list(p) for p in self.placed],
             "unchanged": [list(p) for p in self.unchanged],

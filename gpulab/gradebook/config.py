@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.fsutil import load_toml
+from gpulab.wire.protocol import JsonObject
 
 CONFIG_NAME = "gradebook.toml"
 LATE_POLICIES = ("none", "zero", "percent_per_day")
@@ -130,7 +131,7 @@ _EXTENSION_FIELDS = ("student", "exercise", "due", "days")
 _TOP = ("course", "late", "speed", "assignment", "extension")
 
 
-def _known(table: dict[str, Any], allowed: Sequence[str], where: str) -> None:
+def _known(table: JsonObject, allowed: Sequence[str], where: str) -> None:
     for key in table:
         if key not in allowed:
             raise GradeConfigError(
@@ -138,14 +139,14 @@ def _known(table: dict[str, Any], allowed: Sequence[str], where: str) -> None:
             )
 
 
-def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+def _table(data: JsonObject, key: str, where: str) -> JsonObject:
     value = data.get(key, {})
     if not isinstance(value, dict):
         raise GradeConfigError(f"{where}: [{key}] must be a table")
     return value
 
 
-def _number(table: dict[str, Any], key: str, where: str, default: float, low: float = 0.0) -> float:
+def _number(table: JsonObject, key: str, where: str, default: float, low: float = 0.0) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise GradeConfigError(f"{where}: field '{key}' must be a number, got {value!r}")
@@ -154,7 +155,7 @@ def _number(table: dict[str, Any], key: str, where: str, default: float, low: fl
     return float(value)
 
 
-def _text(table: dict[str, Any], key: str, where: str, default: str = "") -> str:
+def _text(table: JsonObject, key: str, where: str, default: str = "") -> str:
     value = table.get(key, default)
     if not isinstance(value, str):
         raise GradeConfigError(f"{where}: field '{key}' must be a string, got {value!r}")

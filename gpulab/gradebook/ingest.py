@@ -22,10 +22,68 @@ from typing import Any
 
 from gpulab.gradebook import query
 from gpulab.gradebook.config import GradeConfig
+from gpulab.gradebook.records import CheckJson, ReferenceRecord, TimedCaseJson
 from gpulab.gradebook.score import score_run
 from gpulab.gradebook.store import now, writing
+from gpulab.wire.protocol import JsonObject
 
 _TEXT = ("key", "batch", "student", "exercise", "sha256", "grader_version", "reference_sha")
+
+
+@dataclass(frozen=True, slots=True)
+class Arrived:
+    """A worker's result file (gpulab.gradebook.records.ResultRecord), checked:
+    what a run is made of. The check's `result` is kept as it came (the
+    gradebook stores it whole); the worker's own words read as "" where the
+    file has none."""
+
+    key: str
+    batch: str
+    student: str
+    exercise: str
+    sha256: str
+    grader_version: str
+    reference_sha: str
+    submission: int
+    result: CheckJson
+    reference: ReferenceRecord | None
+    device: str
+    gpu: str
+    stack: str
+    host: str
+    started_at: str
+    finished_at: str
+
+    @classmethod
+    def read(cls, data: JsonObject) -> Arrived | str:
+        """The file's JSON checked, or what makes it no result file."""
+        for key in _TEXT:
+            if not isinstance(data.get(key), str):
+                return f"not a result file: field '{key}' is missing or not a string"
+        if not isinstance(data.get("submission"), int) or not isinstance(data.get("result"), dict):
+            return "not a result file: 'submission' or 'result' is missing"
+
+        def words(key: str) -> str:
+            return str(data.get(key) or "")
+
+        return cls(
+            key=data["key"],
+            batch=data["batch"],
+            student=data["student"],
+            exercise=data["exercise"],
+            sha256=data["sha256"],
+            grader_version=data["grader_version"],
+            reference_sha=data["reference_sha"],
+            submission=data["submission"],
+            result=data["result"],
+            reference=data["reference"] if isinstance(data.get("reference"), dict) else None,
+            device=words("device"),
+            gpu=words("gpu"),
+            stack=words("stack"),
+            host=words("host"),
+            started_at=words("started_at"),
+            finished_at=words("finished_at"),
+        )
 
 
 @dataclass(frozen=True)
@@ -59,7 +117,7 @@ def result_files(root: Path) -> list[Path]:
     )
 
 
-def _record(path: Path) -> tuple[dict[str, Any] | None, str]:
+def _record(path: Path) -> tuple[Arrived | None, str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -68,30 +126,26 @@ def _record(path: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"not JSON: {exc}"
     if not isinstance(data, dict):
         return None, "not a result file (not a JSON object)"
-    for key in _TEXT:
-        if not isinstance(data.get(key), str):
-            return None, f"not a result file: field '{key}' is missing or not a string"
-    if not isinstance(data.get("submission"), int) or not isinstance(data.get("result"), dict):
-        return None, "not a result file: 'submission' or 'result' is missing"
-    return data, ""
+    rec = Arrived.read(data)
+    return (None, rec) if isinstance(rec, str) else (rec, "")
 
 
 def ingest(conn: sqlite3.Connection, cfg: GradeConfig, root: Path) -> IngestReport:
     report = IngestReport()
     known = {r[0] for r in conn.execute("SELECT result_key FROM runs")}
-    fresh: list[tuple[Path, dict[str, Any]]] = []
+    fresh: list[tuple[Path, Arrived]] = []
     for path in result_files(root):
         rec, problem = _record(path)
         if rec is None:
             report.problems.append((str(path.relative_to(root)), problem))
-        elif rec["key"] in known:
+        elif rec.key in known:
             report.known += 1
         else:
             fresh.append((path, rec))
-            known.add(rec["key"])
+            known.add(rec.key)
     if not fresh:
         return report
-    pairs = {(rec["student"], rec["exercise"]) for _, rec in fresh}
+    pairs = {(rec.student, rec.exercise) for _, rec in fresh}
     before = query.cells(conn, cfg, pairs)
     with writing(conn):
         for path, rec in fresh:
@@ -100,7 +154,7 @@ def ingest(conn: sqlite3.Connection, cfg: GradeConfig, root: Path) -> IngestRepo
                 report.problems.append((str(path.relative_to(root)), problem))
             else:
                 report.added += 1
-                status = str(rec["result"].get("status"))
+                status = str(rec.result.get("status"))
                 report.statuses[status] = report.statuses.get(status, 0) + 1
     after = query.cells(conn, cfg, pairs)
     for pair in sorted(pairs):
@@ -115,23 +169,22 @@ def ingest(conn: sqlite3.Connection, cfg: GradeConfig, root: Path) -> IngestRepo
     return report
 
 
-def _add(conn: sqlite3.Connection, cfg: GradeConfig, rec: dict[str, Any]) -> str:
+def _add(conn: sqlite3.Connection, cfg: GradeConfig, rec: Arrived) -> str:
     sub = conn.execute(
         "SELECT id FROM submissions WHERE id = ? AND student = ? AND exercise = ? AND sha256 = ?",
-        (rec["submission"], rec["student"], rec["exercise"], rec["sha256"]),
+        (rec.submission, rec.student, rec.exercise, rec.sha256),
     ).fetchone()
     if sub is None:
         return (
-            f"names a submission this gradebook does not have ({rec['student']}'s "
-            f"{rec['exercise']}, sha256 {rec['sha256'][:12]})"
+            f"names a submission this gradebook does not have ({rec.student}'s "
+            f"{rec.exercise}, sha256 {rec.sha256[:12]})"
         )
-    a = cfg.assignment(rec["exercise"])
+    a = cfg.assignment(rec.exercise)
     if a is None:
-        return f"exercise {rec['exercise']!r} is no longer assigned in {cfg.path.name}"
-    result: dict[str, Any] = rec["result"]
-    reference = rec.get("reference") if isinstance(rec.get("reference"), dict) else None
+        return f"exercise {rec.exercise!r} is no longer assigned in {cfg.path.name}"
+    result, reference = rec.result, rec.reference
     s = score_run(result, reference, a, cfg)
-    gpu = str(rec.get("gpu") or "")
+    gpu = rec.gpu
     timing = result.get("timing")
     if not gpu and isinstance(timing, dict) and isinstance(timing.get("device"), str):
         gpu = timing["device"]
@@ -142,14 +195,14 @@ def _add(conn: sqlite3.Connection, cfg: GradeConfig, rec: dict[str, Any]) -> str
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             sub["id"],
-            rec["key"],
-            rec["batch"],
-            rec["grader_version"],
-            rec["reference_sha"],
-            str(result.get("device") or rec.get("device") or ""),
+            rec.key,
+            rec.batch,
+            rec.grader_version,
+            rec.reference_sha,
+            str(result.get("device") or rec.device or ""),
             gpu,
-            str(rec.get("stack") or ""),
-            str(rec.get("host") or ""),
+            rec.stack,
+            rec.host,
             s.status,
             int(s.passed),
             str(result.get("summary") or ""),
@@ -162,8 +215,8 @@ def _add(conn: sqlite3.Connection, cfg: GradeConfig, rec: dict[str, Any]) -> str
             json.dumps(result.get("stages") or {}),
             json.dumps(result),
             json.dumps(reference or {}),
-            str(rec.get("started_at") or ""),
-            str(rec.get("finished_at") or ""),
+            rec.started_at,
+            rec.finished_at,
             now(),
         ),
     )
@@ -183,12 +236,12 @@ def _add(conn: sqlite3.Connection, cfg: GradeConfig, rec: dict[str, Any]) -> str
             ),
         )
     ref_ms = _ms((reference or {}).get("result"))
-    for i, case in enumerate(_timing_cases(result)):
-        name = str(case.get("name") or case.get("shape") or "")
+    for i, timed in enumerate(_timing_cases(result)):
+        name = str(timed.get("name") or timed.get("shape") or "")
         conn.execute(
             "INSERT INTO cases (run_id, kind, idx, name, ms, reference_ms)"
             " VALUES (?, 'timing', ?, ?, ?, ?)",
-            (run_id, i, name, _num(case.get("ms")), ref_ms.get(name)),
+            (run_id, i, name, _num(timed.get("ms")), ref_ms.get(name)),
         )
     return ""
 
@@ -199,13 +252,13 @@ def _num(value: Any) -> float | None:
     return float(value) if value == value and abs(value) != float("inf") else None
 
 
-def _timing_cases(result: Any) -> list[dict[str, Any]]:
+def _timing_cases(result: CheckJson | None) -> list[TimedCaseJson]:
     timing = result.get("timing") if isinstance(result, dict) else None
     cases = timing.get("cases") if isinstance(timing, dict) else None
     return [c for c in cases or [] if isinstance(c, dict)]
 
 
-def _ms(result: Any) -> dict[str, float]:
+def _ms(result: CheckJson | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for case in _timing_cases(result):
         ms = _num(case.get("ms"))

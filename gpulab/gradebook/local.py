@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.lab import child
+from gpulab.wire.protocol import JsonObject
 
-EventSink = Callable[[dict[str, Any]], None]
+# Each JSON line a worker prints (gpulab.gradebook.records.WorkerEvent), as
+# it came from the worker's stdout: relayed unread, the sink reads it.
+EventSink = Callable[[JsonObject], None]
 
 
 def visible_gpus() -> list[str]:

@@ -24,12 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import gpulab
 from gpulab.course.content import Course
 from gpulab.fsutil import atomic_write_json
 from gpulab.gradebook.config import GradeConfig
+from gpulab.gradebook.records import BatchFile, TaskJson
+from gpulab.wire.protocol import JsonObject
 
 # The judge's verdicts; anything else is graded again.
 VERDICTS = ("passed", "failed", "refused", "timeout", "crashed")
@@ -86,8 +88,18 @@ class Task:
     timing: bool
     why: str  # "new", "grader changed", "reference changed", "again after error", ...
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_json(self) -> TaskJson:
+        return {
+            "student": self.student,
+            "exercise": self.exercise,
+            "submission": self.submission,
+            "sha256": self.sha256,
+            "file": self.file,
+            "grader_version": self.grader_version,
+            "reference_sha": self.reference_sha,
+            "timing": self.timing,
+            "why": self.why,
+        }
 
 
 def stale(
@@ -170,27 +182,58 @@ def write_batch(
 ) -> Path:
     """work/batches/<id>.json: a list of students, each with its tasks."""
     batch = batch or new_batch_id()
-    by_student: dict[str, list[dict[str, Any]]] = {}
+    by_student: dict[str, list[TaskJson]] = {}
     for t in tasks:
         by_student.setdefault(t.student, []).append(t.to_json())
     path = root / "work" / "batches" / f"{batch}.json"
-    atomic_write_json(
-        path,
-        {
-            "batch": batch,
-            "course": str(root.resolve()),
-            "content_root": str(content_root),
-            "device": device,
-            "timeout": timeout,
-            "results": str((root / "work" / "results" / batch).resolve()),
-            "students": [{"student": s, "tasks": ts} for s, ts in by_student.items()],
-        },
-    )
+    data: BatchFile = {
+        "batch": batch,
+        "course": str(root.resolve()),
+        "content_root": str(content_root),
+        "device": device,
+        "timeout": timeout,
+        "results": str((root / "work" / "results" / batch).resolve()),
+        "students": [{"student": s, "tasks": ts} for s, ts in by_student.items()],
+    }
+    atomic_write_json(path, data)
     return path
 
 
-def read_batch(path: Path) -> dict[str, Any]:
+# What a worker reads of a batch, by type: a batch file without one of these
+# is refused naming the field, before any task of it is graded.
+_BATCH_FIELDS: dict[str, type] = {"batch": str, "content_root": str, "results": str}
+_TASK_FIELDS: dict[str, type] = {
+    "student": str,
+    "exercise": str,
+    "submission": int,
+    "sha256": str,
+    "file": str,
+    "grader_version": str,
+    "reference_sha": str,
+}
+
+
+def read_batch(path: Path) -> BatchFile:
+    """A batch file as write_batch wrote it, checked where the workers read
+    it; a ValueError names the file and the field."""
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("students"), list):
         raise ValueError(f"{path}: not a gpulab batch file")
-    return data
+    _fields(data, _BATCH_FIELDS, f"{path}: not a gpulab batch file")
+    for n, entry in enumerate(data["students"]):
+        where = f"{path}: not a gpulab batch file: student #{n + 1}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("tasks"), list):
+            raise ValueError(f"{where}: no list of tasks")
+        for i, task in enumerate(entry["tasks"]):
+            if not isinstance(task, dict):
+                raise ValueError(f"{where}, task #{i + 1}: not a JSON object")
+            _fields(task, _TASK_FIELDS, f"{where}, task #{i + 1}")
+    # Checked above as far as the workers index it.
+    return cast("BatchFile", data)
+
+
+def _fields(data: JsonObject, types: dict[str, type], where: str) -> None:
+    for key, kind in types.items():
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):  # True is no submission id
+            raise ValueError(f"{where}: field '{key}' is missing or not a {kind.__name__}")

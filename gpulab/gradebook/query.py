@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from gpulab.gradebook.config import GradeConfig
 from gpulab.gradebook.score import points
@@ -107,47 +106,56 @@ def cell(
     a = cfg.assignment(exercise)
     max_score = a.points if a else 0.0
     o = over.get((student, exercise))
-    extra: dict[str, Any] = (
-        {"override": o["points"], "override_comment": o["comment"]} if o is not None else {}
-    )
+    # The override's points replace the grade: Cell's defaults where there is none.
+    override = o["points"] if o is not None else None
+    comment = o["comment"] if o is not None else ""
     sub = subs.get((student, exercise))
     if sub is None or a is None:
         final = o["points"] if o is not None else 0.0
-        return Cell(student, exercise, "missing", final, max_score, **extra)
+        return Cell(
+            student,
+            exercise,
+            "missing",
+            final,
+            max_score,
+            override=override,
+            override_comment=comment,
+        )
     submitted = datetime.fromisoformat(sub["submitted_at"])
     days = cfg.days_late(student, exercise, submitted)
     _, extended = cfg.due_for(student, exercise)
     if sub["lms_late"] and not extended and days == 0:
         days = 1  # the LMS said late and gpulab has no later time to go by
     factor = cfg.late.factor(days)
-    base: dict[str, Any] = {
-        "days_late": days,
-        "late_factor": factor,
-        "extended": extended,
-        "lms_late": bool(sub["lms_late"]),
-        "submitted_at": sub["submitted_at"],
-        "submission_id": sub["id"],
-        **extra,
-    }
-    run = runs.get(sub["id"])
-    if run is None:
-        final = o["points"] if o is not None else None
-        return Cell(student, exercise, "pending", final, max_score, **base)
-    score = points(bool(run["passed"]), run["speed_ratio"], a, cfg)
-    final = o["points"] if o is not None else round(score * factor, 4)
-    return Cell(
+    pending = Cell(
         student,
         exercise,
-        run["status"],
-        final,
+        "pending",
+        o["points"] if o is not None else None,
         max_score,
+        days_late=days,
+        late_factor=factor,
+        extended=extended,
+        lms_late=bool(sub["lms_late"]),
+        submitted_at=sub["submitted_at"],
+        submission_id=sub["id"],
+        override=override,
+        override_comment=comment,
+    )
+    run = runs.get(sub["id"])
+    if run is None:
+        return pending
+    score = points(bool(run["passed"]), run["speed_ratio"], a, cfg)
+    return replace(
+        pending,
+        status=run["status"],
+        final=o["points"] if o is not None else round(score * factor, 4),
         score=score,
         run_id=run["id"],
         summary=run["summary"],
         speed_ratio=run["speed_ratio"],
         device=run["device"],
         gpu=run["gpu"],
-        **base,
     )
 
 

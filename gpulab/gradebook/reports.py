@@ -8,28 +8,63 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import Any, TypedDict
 
 from gpulab.gradebook.config import Assignment, GradeConfig
 from gpulab.gradebook.exports import number
 from gpulab.gradebook.query import Cell
+from gpulab.gradebook.records import CaseJson, CheckJson, ReferenceRecord, TimedCaseJson
 from gpulab.gradebook.score import speed_fraction
 
+# --- Gradescope's results.json, as its autograder documentation spells it ------
 
-def _run(conn: sqlite3.Connection, run_id: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+
+class GradescopeTest(TypedDict):
+    name: str
+    score: float
+    max_score: float
+    status: str  # "passed" or "failed"
+    output: str
+    visibility: str
+
+
+class LeaderboardEntry(TypedDict):
+    name: str
+    value: float
+    order: str  # "asc" or "desc": which way is better
+
+
+class GradescopeExtra(TypedDict):
+    gpu: str
+    device: str
+    reference_gpu: str
+
+
+class GradescopeResults(TypedDict):
+    score: float
+    execution_time: float
+    output: str
+    output_format: str
+    tests: list[GradescopeTest]
+    leaderboard: list[LeaderboardEntry]
+    extra_data: GradescopeExtra
+
+
+def _run(conn: sqlite3.Connection, run_id: int | None) -> tuple[CheckJson, ReferenceRecord]:
+    """The run's result and reference as ingest stored them (JSON objects)."""
     if run_id is None:
         return {}, {}
     row = conn.execute("SELECT result, reference FROM runs WHERE id = ?", (run_id,)).fetchone()
-    result = json.loads(row["result"]) if row else {}
-    reference = json.loads(row["reference"]) if row else {}
+    result: CheckJson = json.loads(row["result"]) if row else {}
+    reference: ReferenceRecord = json.loads(row["reference"]) if row else {}
     return result, reference
 
 
-def _cases(result: dict[str, Any]) -> list[dict[str, Any]]:
+def _cases(result: CheckJson) -> list[CaseJson]:
     return [c for c in result.get("cases") or [] if isinstance(c, dict)]
 
 
-def _timed(result: dict[str, Any]) -> list[dict[str, Any]]:
+def _timed(result: CheckJson) -> list[TimedCaseJson]:
     timing = result.get("timing")
     cases = timing.get("cases") if isinstance(timing, dict) else None
     return [c for c in cases or [] if isinstance(c, dict)]
@@ -37,12 +72,12 @@ def _timed(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def gradescope(
     conn: sqlite3.Connection, cfg: GradeConfig, c: Cell, a: Assignment
-) -> dict[str, Any]:
+) -> GradescopeResults:
     """results.json for one submission (Gradescope's autograder format)."""
     result, reference = _run(conn, c.run_id)
     correctness = a.points - a.speed_points
     passed = c.status == "passed"
-    tests: list[dict[str, Any]] = [
+    tests: list[GradescopeTest] = [
         {
             "name": f"correctness ({len(_cases(result))} cases)",
             "score": correctness if passed else 0.0,
@@ -75,7 +110,7 @@ def gradescope(
                 "visibility": "visible",
             }
         )
-    leaderboard: list[dict[str, Any]] = []
+    leaderboard: list[LeaderboardEntry] = []
     if c.speed_ratio is not None:
         leaderboard.append(
             {"name": "speed vs reference", "value": round(c.speed_ratio, 4), "order": "desc"}

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from gpulab.gradebook.config import Assignment, GradeConfig
+from gpulab.gradebook.records import CheckJson, ReferenceRecord
 
 # The judge's words for a refusal of a cheat (gpulab.judge.kernel and the
 # sandbox): a failure whose summary holds one is recorded as `refused`.
@@ -41,7 +41,7 @@ class Scored:
     grade: str | None  # the judge's letter for the timing, on a GPU
 
 
-def status_of(result: dict[str, Any]) -> str:
+def status_of(result: CheckJson) -> str:
     status = str(result.get("status") or "error")
     summary = str(result.get("summary") or "").lower()
     if status == "failed" and any(word in summary for word in REFUSALS):
@@ -49,7 +49,7 @@ def status_of(result: dict[str, Any]) -> str:
     return status
 
 
-def _timed_cases(result: dict[str, Any] | None) -> dict[str, float]:
+def _timed_cases(result: CheckJson | None) -> dict[str, float]:
     timing = (result or {}).get("timing")
     if not isinstance(timing, dict):
         return {}
@@ -64,9 +64,7 @@ def _timed_cases(result: dict[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def speed_ratio(
-    result: dict[str, Any], reference: dict[str, Any] | None
-) -> tuple[float | None, str]:
+def speed_ratio(result: CheckJson, reference: ReferenceRecord | None) -> tuple[float | None, str]:
     """(the geometric mean of reference_ms / ms over the cases both timed,
     or None when there is nothing to compare) and a note for people."""
     mine = _timed_cases(result)
@@ -102,8 +100,8 @@ def points(passed: bool, ratio: float | None, assignment: Assignment, cfg: Grade
 
 
 def score_run(
-    result: dict[str, Any],
-    reference: dict[str, Any] | None,
+    result: CheckJson,
+    reference: ReferenceRecord | None,
     assignment: Assignment,
     cfg: GradeConfig,
 ) -> Scored:

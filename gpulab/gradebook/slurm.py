@@ -22,10 +22,23 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 
 class SlurmError(Exception):
     """Slurm (or submitit) could not be used; the message says why."""
+
+
+class SlurmParams(TypedDict, total=False):
+    """submitit.SlurmExecutor.update_parameters's keywords that a batch sets."""
+
+    job_name: str
+    time: int  # minutes
+    array_parallelism: int
+    cpus_per_task: int
+    gres: str
+    partition: str
+    account: str
 
 
 @dataclass(frozen=True)
@@ -83,7 +96,7 @@ def submit(batch: Path, students: int, opts: SlurmOptions, folder: Path) -> str:
     from gpulab.gradebook.worker import grade_student
 
     executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=opts.python)
-    params: dict[str, object] = {
+    params: SlurmParams = {
         "job_name": "gpulab-grade",
         "time": opts.time_min,
         "array_parallelism": max(1, opts.parallel),

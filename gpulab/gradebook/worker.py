@@ -35,10 +35,22 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from gpulab.fsutil import atomic_write_json, file_lock
 from gpulab.gradebook.plan import read_batch
+from gpulab.gradebook.records import (
+    CheckJson,
+    DoneEvent,
+    ReferenceRecord,
+    ResultRecord,
+    TaskJson,
+    WorkerEvent,
+)
+
+if TYPE_CHECKING:
+    from gpulab.course.content import Lesson
+    from gpulab.wire.result import CheckResult
 
 
 def stack() -> str:
@@ -72,23 +84,29 @@ def _stamp() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _say(event: dict[str, Any]) -> None:
+def _say(event: WorkerEvent) -> None:
     print(json.dumps(event), flush=True)
 
 
 # (lesson, file, timeout, timing, device) -> the check's result as JSON:
 # gpulab.lab.check.Lab.check's, or a recorded one (tests replay a class).
-Check = Callable[[Any, Path, float, bool, str], dict[str, Any]]
+Check = Callable[["Lesson", Path, float, bool, str], CheckJson]
 
 
-def run_judge(lesson: Any, file: Path, timeout: float, timing: bool, device: str) -> dict[str, Any]:
+def _as_json(result: CheckResult) -> CheckJson:
+    """The result's JSON (`gpulab check --json`'s), which CheckJson
+    describes as far as the gradebook reads it."""
+    return cast("CheckJson", result.to_json())
+
+
+def run_judge(lesson: Lesson, file: Path, timeout: float, timing: bool, device: str) -> CheckJson:
     """A check as `gpulab check` runs it (gpulab.lab.check.Lab), as its JSON:
     no workspace (nothing recorded there, no compiler cache kept), the
     batch's limit."""
     from gpulab.lab.check import CheckOptions, Lab
 
     options = CheckOptions(limit=timeout, timing=timing, record=False)
-    return Lab(None, device=device).check(lesson, file, options=options).to_json()
+    return _as_json(Lab(None, device=device).check(lesson, file, options=options))
 
 
 class Worker:
@@ -135,25 +153,24 @@ class Worker:
             atomic_write_json(out, record)
             done += 1
             res = record["result"]
-            _say(
-                {
-                    "event": "done",
-                    "student": task["student"],
-                    "exercise": task["exercise"],
-                    "status": res.get("status"),
-                    "summary": res.get("summary"),
-                    "seconds": record["seconds"],
-                }
-            )
+            done_line: DoneEvent = {
+                "event": "done",
+                "student": task["student"],
+                "exercise": task["exercise"],
+                "status": res.get("status"),
+                "summary": res.get("summary"),
+                "seconds": record["seconds"],
+            }
+            _say(done_line)
         return done
 
-    def grade(self, task: dict[str, Any]) -> dict[str, Any]:
+    def grade(self, task: TaskJson) -> ResultRecord:
         from gpulab.wire.result import CheckResult
         from gpulab.wire.status import Status
 
         started, t0 = _stamp(), time.monotonic()
         lesson = self.course.find(task["exercise"])
-        reference: dict[str, Any] | None = None
+        reference: ReferenceRecord | None = None
         try:
             if lesson is None or lesson.error:
                 raise RuntimeError(
@@ -166,14 +183,17 @@ class Worker:
                 reference = self.reference(task["exercise"])
             result = self.check(lesson, Path(task["file"]), self.timeout(), timing, self.device)
         except Exception as exc:  # noqa: BLE001 - one task's failure is its row, never the batch's end
-            result = CheckResult(
-                Status.ERROR, f"could not grade: {exc}", message=str(exc)
-            ).to_json()
+            result = _as_json(
+                CheckResult(Status.ERROR, f"could not grade: {exc}", message=str(exc))
+            )
         return {
             "format": 1,
             "batch": self.batch["batch"],
             "key": f"{self.batch['batch']}/{task['student']}/{task['exercise']}",
-            **{k: task[k] for k in ("student", "exercise", "submission", "sha256")},
+            "student": task["student"],
+            "exercise": task["exercise"],
+            "submission": task["submission"],
+            "sha256": task["sha256"],
             "grader_version": task["grader_version"],
             "reference_sha": task["reference_sha"],
             "device": self.device,
@@ -188,7 +208,7 @@ class Worker:
             "reference": reference,
         }
 
-    def reference(self, exercise: str) -> dict[str, Any] | None:
+    def reference(self, exercise: str) -> ReferenceRecord | None:
         """The reference kernel's timed check on this GPU, once per batch and
         GPU: the first worker on it runs it (under a lock), the others read it."""
         lesson = self.course.find(exercise)
@@ -199,12 +219,19 @@ class Worker:
         with file_lock(path.with_suffix(".lock")):
             if path.is_file():
                 try:
-                    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-                    return data
+                    kept = json.loads(path.read_text(encoding="utf-8"))
                 except (OSError, ValueError):
-                    pass
+                    kept = None
+                # What a worker wrote here (below): anything else is timed again.
+                if isinstance(kept, dict):
+                    return cast("ReferenceRecord", kept)
             result = self.check(lesson, lesson.reference_path, self.timeout(), True, self.device)
-            data = {"gpu": self.gpu, "gpu_uuid": self.uuid, "at": _stamp(), "result": result}
+            data: ReferenceRecord = {
+                "gpu": self.gpu,
+                "gpu_uuid": self.uuid,
+                "at": _stamp(),
+                "result": result,
+            }
             atomic_write_json(path, data)
             return data
 

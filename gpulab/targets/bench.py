@@ -23,12 +23,73 @@ import operator
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
     from gpulab.judge.kernel_spec import Case
     from gpulab.wire.status import StageKind
+
+# A case's baselines: each by its name, a zero-argument call that runs it.
+Baselines = dict[str, Callable[[], Any]]
+
+
+class _CachedCeilings(TypedDict, total=False):
+    """What else the probe's cache holds (gpulab.gpu.ceilings), kept as it is."""
+
+    device: str
+    date: str
+    driver: str
+    torch: str
+    triton: str
+    read_tbs: float
+    write_tbs: float
+
+
+class BenchCeilings(_CachedCeilings):
+    """The roofs a bench's fractions are of, and where they came from."""
+
+    copy_tbs: float  # TB/s
+    tflops: dict[str, float]  # by dtype name ("bf16", "fp16")
+    source: str
+
+
+class _Rounds(TypedDict, total=False):
+    """A row's rounds, where there were more than one."""
+
+    rounds: int
+    ms_rounds: list[float]
+    baseline_ms_rounds: list[float]
+
+
+class BenchRow(_Rounds):
+    """One case of one kernel against one baseline (ms: medians)."""
+
+    kernel: str
+    shape: str
+    dtype: str
+    ms: float
+    p20_ms: float
+    p80_ms: float
+    baseline: str
+    baseline_ms: float
+    speedup: float
+    throughput: float | None
+    unit: str
+    roofline_fraction: float | None
+    throttled: bool | None
+
+
+class BenchReport(TypedDict):
+    """`gpulab bench --json`'s file."""
+
+    device: str
+    date: str
+    torch: str
+    triton: str
+    ceilings: BenchCeilings
+    rounds: int
+    results: list[BenchRow]
 
 
 def kernels() -> list[str]:
@@ -58,17 +119,18 @@ class BenchContext:
         print(f"  … {text}", file=sys.stderr, flush=True)
 
 
-def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, dict[str, Any]]]:
+def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, Baselines]]:
     from gpulab.judge.loader import load
 
     mod: Any = load(kernel)  # the judge's one loader: a declared exercise's grader
     if hasattr(mod, "bench_cases"):
-        cases: list[tuple[Any, dict[str, Any]]] = mod.bench_cases(ctx)
+        cases: list[tuple[Any, Baselines]] = mod.bench_cases(ctx)
         return cases
     timed: TimedGrader = cast("TimedGrader", mod)
     spec = timed.kernel_spec(ctx)  # the GPU's: a BenchContext is no interpreter
-    out = []
+    out: list[tuple[Any, Baselines]] = []
     for case in timed.timing_cases(ctx):
+        baselines: Baselines
         if hasattr(mod, "bench_baselines"):
             baselines = mod.bench_baselines(case)
         elif spec.baseline is not None:  # a case alone: only rope_rmsnorm pairs them
@@ -87,7 +149,7 @@ def load_reference(kernel: str, function: str) -> Any:
     return getattr(mod, function)
 
 
-def measured_ceilings() -> dict[str, Any]:
+def measured_ceilings() -> BenchCeilings:
     """Copy bandwidth and bf16/fp16 matmul peaks, measured now (a few seconds),
     unless the probe's microbenchmarks cached them for this device."""
     import torch
@@ -99,7 +161,8 @@ def measured_ceilings() -> dict[str, Any]:
     name = torch.cuda.get_device_name(0)
     cached = ceilings.load_measured(default_root(), name)
     if cached and cached.get("copy_tbs") and cached.get("tflops"):
-        return {**cached, "source": "cached microbenchmarks"}
+        # The probe's file, checked above for the two roofs a bench uses.
+        return cast("BenchCeilings", {**cached, "source": "cached microbenchmarks"})
 
     def measure_copy() -> float:
         """In a frame of its own: its 4 GiB are freed before the matmuls."""
@@ -109,7 +172,7 @@ def measured_ceilings() -> dict[str, Any]:
         return ms
 
     copy_ms = measure_copy()
-    tflops = {}
+    tflops: dict[str, float] = {}
     for label, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         best = 0.0
         for n in (4096, 8192):
@@ -148,7 +211,7 @@ def side_by_side(
     return out
 
 
-def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
+def bench(kernels: list[str], rounds: int = 1) -> BenchReport:
     import torch
     import triton
 
@@ -159,7 +222,7 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
     course = load_course()
     ceil = measured_ceilings()
     flusher = L2Flusher()
-    rows = []
+    rows: list[BenchRow] = []
     for kernel in kernels:
         lesson = course.find(kernel)
         assert lesson is not None, f"{kernel} is not an exercise of the course"
@@ -192,32 +255,26 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
                 frac = nbytes / sec / (ceil["copy_tbs"] * 1e12) if nbytes else None
                 tput, unit = (nbytes / sec / 1e9 if nbytes else None), "GB/s"
             for bname, b in timed.items():
-                rows.append(
-                    {
-                        "kernel": kernel,
-                        "shape": case.shape,
-                        "dtype": dtype_name(case.dtype),
-                        "ms": t["ms"],
-                        "p20_ms": t["p20_ms"],
-                        "p80_ms": t["p80_ms"],
-                        "baseline": bname,
-                        "baseline_ms": b["ms"],
-                        "speedup": b["ms"] / t["ms"],
-                        "throughput": tput,
-                        "unit": unit,
-                        "roofline_fraction": frac,
-                        "throttled": t["clocks"].get("throttled"),
-                        **(
-                            {
-                                "rounds": rounds,
-                                "ms_rounds": t["rounds_ms"],
-                                "baseline_ms_rounds": b["rounds_ms"],
-                            }
-                            if rounds > 1
-                            else {}
-                        ),
-                    }
-                )
+                row: BenchRow = {
+                    "kernel": kernel,
+                    "shape": case.shape,
+                    "dtype": dtype_name(case.dtype),
+                    "ms": t["ms"],
+                    "p20_ms": t["p20_ms"],
+                    "p80_ms": t["p80_ms"],
+                    "baseline": bname,
+                    "baseline_ms": b["ms"],
+                    "speedup": b["ms"] / t["ms"],
+                    "throughput": tput,
+                    "unit": unit,
+                    "roofline_fraction": frac,
+                    "throttled": t["clocks"].get("throttled"),
+                }
+                if rounds > 1:  # last in the row, as ever
+                    row["rounds"] = rounds
+                    row["ms_rounds"] = t["rounds_ms"]
+                    row["baseline_ms_rounds"] = b["rounds_ms"]
+                rows.append(row)
             torch.cuda.empty_cache()
     return {
         "device": torch.cuda.get_device_name(0),
@@ -230,7 +287,7 @@ def bench(kernels: list[str], rounds: int = 1) -> dict[str, Any]:
     }
 
 
-def print_table(report: dict[str, Any]) -> None:
+def print_table(report: BenchReport) -> None:
     from rich.console import Console
     from rich.table import Table
 

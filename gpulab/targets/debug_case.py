@@ -23,7 +23,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from gpulab.wire.protocol import JsonObject
 
 HELP = """\
 gpulab debug: {exercise}, case {number} ({name}), as your last check ran it.
@@ -36,6 +38,69 @@ Your file runs here as plain Python (outside gpulab's sandbox): print(), breakpo
 
 The check said: {detail}
 """
+
+
+class LoadMapJson(TypedDict):
+    """A load map as a result's `load_map` holds it (gpulab.gpu.loadmap reads it)."""
+
+    case: str
+    number: int
+    counts: JsonObject  # the interpreter's counts, as gpulab.sandbox.counting gives them
+    wrong: list[list[int]]  # the indices of the wrong elements
+
+
+@dataclass(frozen=True, slots=True)
+class SavedCase:
+    """One wrong case in the judge's index."""
+
+    number: int
+    name: str
+    file: str  # its inputs and reference (torch.save), beside the index
+    detail: str
+    tolerance: tuple[float, float]  # (atol, rtol)
+
+
+@dataclass(frozen=True, slots=True)
+class SavedCases:
+    """The index the judge wrote after the last check (gpulab.judge.cost.save_cases)."""
+
+    function: str
+    file: str  # the learner's file
+    device: str  # "cuda" where the inputs were on the GPU
+    cases: tuple[SavedCase, ...]
+
+    @classmethod
+    def from_json(cls, meta: JsonObject) -> SavedCases:
+        """Read field by field: a case without a number is left out, a value
+        of another type reads as text or as the default tolerance."""
+        raw = meta.get("cases")
+        listed = raw if isinstance(raw, list) else []
+        cases = [c for c in listed if isinstance(c, dict) and isinstance(c.get("number"), int)]
+        device = meta.get("device")
+        return cls(
+            function=str(meta.get("function", "")),
+            file=str(meta.get("file", "")),
+            device=device if isinstance(device, str) else "",
+            cases=tuple(
+                SavedCase(
+                    number=c["number"],
+                    name=str(c.get("name", "")),
+                    file=str(c.get("file", "")),
+                    detail=str(c.get("detail", "")),
+                    tolerance=_tolerance(c.get("tolerance")),
+                )
+                for c in cases
+            ),
+        )
+
+
+def _tolerance(value: Any) -> tuple[float, float]:
+    if isinstance(value, list) and len(value) == 2:
+        try:
+            return float(value[0]), float(value[1])
+        except (TypeError, ValueError, OverflowError):
+            pass  # not numbers: the default, as where there is none
+    return 1e-5, 1e-5
 
 
 @dataclass
@@ -101,7 +166,7 @@ class DebugCase:
         print(f"case {self.number} ({self.name}): {describe_mismatch(rep)}")
         return False
 
-    def load_map(self, width: int = 80) -> dict[str, Any] | None:
+    def load_map(self, width: int = 80) -> LoadMapJson | None:
         """Run your function once more in Triton's interpreter, counting what
         each program loaded and stored, and draw it (gpulab.gpu.loadmap)."""
         if os.environ.get("TRITON_INTERPRET") != "1":
@@ -115,7 +180,7 @@ class DebugCase:
         args, kwargs = _fresh(self.args), _fresh(self.kwargs)
         with counting(maps=True) as counts:
             out = self.fn(*args, **kwargs)
-        data = {
+        data: LoadMapJson = {
             "case": self.name,
             "number": self.number,
             "counts": counts.to_json(),
@@ -150,7 +215,7 @@ def _wrong(out: Any, expected: Any, tolerance: tuple[float, float]) -> list[list
     return [list(map(int, ix)) for ix in bad.nonzero().tolist()[:4096]]
 
 
-def saved_cases(workspace: str | Path, exercise: str) -> dict[str, Any] | None:
+def saved_cases(workspace: str | Path, exercise: str) -> SavedCases | None:
     """The index the judge wrote after the last check (plain JSON; checked)."""
     path = Path(workspace, ".gpulab", "debug", exercise, "cases.json")
     try:
@@ -159,7 +224,7 @@ def saved_cases(workspace: str | Path, exercise: str) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("cases"), list):
         return None
-    return meta
+    return SavedCases.from_json(meta)
 
 
 def load(workspace: str | Path, exercise: str, number: int | None = None) -> DebugCase:
@@ -171,35 +236,31 @@ def load(workspace: str | Path, exercise: str, number: int | None = None) -> Deb
         raise FileNotFoundError(
             f"no wrong case of {exercise} is saved: `gpulab check {exercise}` saves them"
         )
-    cases = [c for c in meta["cases"] if isinstance(c, dict) and isinstance(c.get("number"), int)]
-    chosen = next((c for c in cases if number is None or c["number"] == number), None)
+    chosen = next((c for c in meta.cases if number is None or c.number == number), None)
     if chosen is None:
-        numbers = ", ".join(str(c["number"]) for c in cases) or "none"
+        numbers = ", ".join(str(c.number) for c in meta.cases) or "none"
         raise LookupError(f"case {number} of {exercise} is not saved (saved: {numbers})")
     folder = Path(workspace, ".gpulab", "debug", exercise)
-    file = folder / Path(str(chosen.get("file", ""))).name
+    file = folder / Path(chosen.file).name
     data = torch.load(file, weights_only=True, map_location=_device(meta))
-    tol = chosen.get("tolerance")
     return DebugCase(
         exercise=exercise,
-        number=chosen["number"],
-        name=str(chosen.get("name", "")),
-        function=str(meta.get("function", "")),
-        file=str(meta.get("file", "")),
+        number=chosen.number,
+        name=chosen.name,
+        function=meta.function,
+        file=meta.file,
         args=list(data["args"]),
         kwargs=dict(data.get("kwargs") or {}),
         expected=data["expected"],
-        detail=str(chosen.get("detail", "")),
-        tolerance=(float(tol[0]), float(tol[1]))
-        if isinstance(tol, list) and len(tol) == 2
-        else (1e-5, 1e-5),
+        detail=chosen.detail,
+        tolerance=chosen.tolerance,
     )
 
 
-def _device(meta: dict[str, Any]) -> str:
+def _device(meta: SavedCases) -> str:
     import torch
 
-    return "cuda" if meta.get("device") == "cuda" and torch.cuda.is_available() else "cpu"
+    return "cuda" if meta.device == "cuda" and torch.cuda.is_available() else "cpu"
 
 
 def _describe(arg: Any) -> str:
@@ -209,8 +270,8 @@ def _describe(arg: Any) -> str:
 
 def main(argv: list[str]) -> DebugCase:
     workspace, exercise, number = argv[0], argv[1], int(argv[2])
-    meta = saved_cases(workspace, exercise) or {}
-    if meta.get("device") != "cuda":
+    meta = saved_cases(workspace, exercise)
+    if meta is None or meta.device != "cuda":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     case = load(workspace, exercise, number)
     print(

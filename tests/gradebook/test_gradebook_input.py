@@ -172,3 +172,31 @@ def test_init_then_override_and_clear(tmp_path, capsys):
     code, out, _ = _main(capsys, "override", "s1", "softmax", "--clear", "--course", str(course))
     code, out, _ = _main(capsys, "status", "--course", str(course))
     assert "5*" not in out
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda b: b.pop("results"), "field 'results' is missing or not a str"),
+        (lambda b: b["students"][0]["tasks"][0].pop("file"), "student #1, task #1: field 'file'"),
+        (lambda b: b["students"][0]["tasks"][0].update(submission=True), "field 'submission'"),
+        (lambda b: b["students"][0].update(tasks={}), "student #1: no list of tasks"),
+    ],
+)
+def test_a_broken_batch_file_names_the_field(tmp_path, capsys, damage, words):
+    """A worker refuses a batch it cannot grade before grading any of it, with
+    one line naming the file and the field (exit 2), never a KeyError."""
+    import json
+
+    from gpulab.gradebook.plan import Task, write_batch
+    from gpulab.gradebook.worker import main
+
+    task = Task("s1", "softmax", 1, "0" * 64, str(tmp_path / "f.py"), "g", "r", False, "new")
+    path = write_batch(tmp_path, [task], device="cpu", timeout=None, content_root=tmp_path)
+    batch = json.loads(path.read_text())
+    damage(batch)
+    path.write_text(json.dumps(batch))
+    assert main([str(path), "--index", "0"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"gpulab grade worker: {path}: not a gpulab batch file")
+    assert words in err and "Traceback" not in out + err

@@ -151,3 +151,32 @@ def test_days_late_count_the_grace_and_the_extension(tmp_path):
         datetime(2026, 12, 12, 23, 59, 59, tzinfo=timezone.utc),
         True,
     )
+
+
+def test_a_reference_file_that_is_no_record_is_timed_again(tmp_path):
+    """The reference kept beside the results is read back only where it is
+    a JSON object; a damaged one is timed again and replaced."""
+    from gpulab.gradebook.plan import Task, write_batch
+    from gpulab.gradebook.worker import Worker
+    from tests.gradebook.classroom import copy_content, submission_text
+
+    content = copy_content(tmp_path / "content")
+    base = json.loads(H200.read_text())
+    f = tmp_path / "store" / "s1" / "softmax.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(submission_text("softmax", "honest"))
+    task = Task("s1", "softmax", 1, "0" * 64, str(f), "g", "r", True, "new")
+    batch = write_batch(tmp_path, [task], device="cuda", timeout=None, content_root=content)
+    kept = Worker(batch, check=Replay(), gpu=("NVIDIA H200", "GPU-1234")).results / "_reference"
+    kept.mkdir(parents=True)
+    (kept / "softmax.GPU-1234.json").write_text("[1, 2]")
+
+    class OnGpu(Replay):
+        def __call__(self, lesson, file, timeout, timing, device):
+            self.calls.append((file.name, "reference" if file.parent.name == "kernels" else "mine"))
+            return base
+
+    check = OnGpu()
+    Worker(batch, check=check, gpu=("NVIDIA H200", "GPU-1234")).grade_student(0)
+    assert [kind for _, kind in check.calls] == ["reference", "mine"]
+    assert json.loads((kept / "softmax.GPU-1234.json").read_text())["gpu_uuid"] == "GPU-1234"

@@ -89,3 +89,26 @@ def test_restore_and_compare_in_place(run_gpulab, tmp_path: Path) -> None:
     assert "the file it replaced is kept at" in done.stdout  # the starter, backed up
     locked = run_gpulab("compare", "bandwidth", env=env)
     assert locked.returncode == 1 and "once your own passes" in locked.stderr
+
+
+def test_gpulab_debug_reads_a_damaged_index_field_by_field(tmp_path: Path) -> None:
+    """The saved cases' index is read field by field: an entry without a
+    number is left out, a tolerance that is not numbers is the default."""
+    import torch
+
+    from gpulab.targets.debug_case import load
+
+    folder = tmp_path / ".gpulab" / "debug" / "bandwidth"
+    folder.mkdir(parents=True)
+    torch.save({"args": [torch.ones(2)], "expected": torch.zeros(2)}, folder / "case-3.pt")
+    cases = [{"name": "no number"}, {"number": 3, "file": "case-3.pt", "tolerance": ["x", None]}]
+    (folder / "cases.json").write_text(json.dumps({"function": "triad", "cases": ["?", *cases]}))
+    case = load(tmp_path, "bandwidth")
+    assert (case.number, case.function, case.tolerance, case.kwargs) == (
+        3,
+        "triad",
+        (1e-5, 1e-5),
+        {},
+    )
+    with pytest.raises(LookupError, match=r"\(saved: 3\)"):
+        load(tmp_path, "bandwidth", 1)
