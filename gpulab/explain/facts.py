@@ -165,7 +165,7 @@ class GpuFacts(TypedDict):
     """The GPU the kernel is explained for: this machine's, or a datasheet's."""
 
     name: str
-    sms: int
+    sms: int | None
     bandwidth: float | None  # bytes/s
     flops: dict[str, float]  # FLOP/s by dtype
     l2_mb: float | None
