@@ -160,7 +160,9 @@ def measure(
             facts, cf, gpu, sections_of(lesson), request.kind or ""
         )
         result["diagnosis"] = nsight.merge(result.get("diagnosis") or [], finding, ratio)
-        info.update(facts)
+        info["kernels"] = facts["kernels"]
+        info["dram_bytes"] = facts["dram_bytes"]
+        info["gpu_seconds"] = facts["gpu_seconds"]
         info.update({"measured": True, "minimum_bytes": cf.get("bytes"), "ratio": ratio})
         if problem:
             info["problem"] = problem

@@ -408,6 +408,11 @@ def _fake_mode_ready() -> None:
         ensure()
 
 
+def _add(result: ResultView, found: Explanation) -> None:
+    result["diagnosis"] = found["diagnosis"]
+    result["explain"] = found["explain"]
+
+
 def attach(
     request: CheckRequest,
     result: ResultView,
@@ -427,11 +432,11 @@ def attach(
         if not wanted(request, result):
             return
         if early is not None:
-            result.update(early.wait())
+            _add(result, early.wait())
         else:
             if device == "cpu" and fresh is not None:
                 sandbox = own = fresh()
-            result.update(explain(request, result, device, sandbox, graders=graders))
+            _add(result, explain(request, result, device, sandbox, graders=graders))
     except Exception as exc:  # noqa: BLE001 - advice must not break a check
         result["diagnosis"] = []
         result["explain"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}

@@ -108,7 +108,7 @@ class LaunchTracer:
     def _run_wrapper(self, original: Any) -> Any:
         tracer = self
 
-        def run(fn, *args, grid=None, warmup=False, **kwargs):
+        def run(fn: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
             if not warmup:
                 tracer.record(fn, args, kwargs, grid)
             if tracer.dry:
@@ -120,7 +120,7 @@ class LaunchTracer:
     def _autotune_wrapper(self, original: Any) -> Any:
         tracer = self
 
-        def run(tuner, *args, **kwargs):
+        def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             configs = list(getattr(tuner, "configs", []) or [])
             if not configs:
                 return original(tuner, *args, **kwargs)
@@ -135,7 +135,7 @@ class LaunchTracer:
                 first = len(tracer.launches)
                 tuner.fn.run(*args, **kwargs, **config.all_kwargs())
                 for la in tracer.launches[first:]:
-                    la.update(group=group, candidate=i, of=len(configs))
+                    la["group"], la["candidate"], la["of"] = group, i, len(configs)
             return None
 
         return run
