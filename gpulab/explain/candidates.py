@@ -13,7 +13,7 @@ Pure functions over the facts (docs/diagnosis.md), like the rules.
 
 from __future__ import annotations
 
-from typing import Any
+from gpulab.explain.facts import CaseEntry, CompileFacts, Launch
 
 # Bytes a thread spilled (stores + loads) below which a spill is noise: ptxas
 # often parks a register or two in local memory, which L1 holds (the softmax
@@ -22,14 +22,14 @@ from typing import Any
 SPILL_MIN = 32
 
 
-def spilled(info: dict[str, Any] | None) -> int:
+def spilled(info: CompileFacts | None) -> int:
     if not info:
         return 0
     return int(info.get("spill_stores") or 0) + int(info.get("spill_loads") or 0)
 
 
-def _groups(launches: list[dict]) -> dict[Any, list[dict]]:
-    groups: dict[Any, list[dict]] = {}
+def _groups(launches: list[Launch]) -> dict[int, list[Launch]]:
+    groups: dict[int, list[Launch]] = {}
     for la in launches:
         if la.get("group") is not None:
             groups.setdefault(la["group"], []).append(la)
@@ -38,7 +38,7 @@ def _groups(launches: list[dict]) -> dict[Any, list[dict]]:
     return groups
 
 
-def pick(members: list[dict], compiled: dict[str, Any]) -> dict:
+def pick(members: list[Launch], compiled: dict[str, CompileFacts]) -> Launch:
     """One autotune group -> the launch to explain, with what was seen of
     the others under "autotune"."""
     infos = [(la, compiled.get(la.get("key", ""))) for la in members]
@@ -63,7 +63,7 @@ def pick(members: list[dict], compiled: dict[str, Any]) -> dict:
     }
 
 
-def resolve(case: dict[str, Any], compiled: dict[str, Any]) -> dict[str, Any]:
+def resolve(case: CaseEntry, compiled: dict[str, CompileFacts]) -> CaseEntry:
     """A case whose launches hold one launch per autotuned kernel, where its
     group's first candidate stood."""
     launches = case.get("launches") or []
@@ -80,7 +80,7 @@ def resolve(case: dict[str, Any], compiled: dict[str, Any]) -> dict[str, Any]:
     return {**case, "launches": out}
 
 
-def still_needed(key: str, cases: list[dict], compiled: dict[str, Any]) -> bool:
+def still_needed(key: str, cases: list[CaseEntry], compiled: dict[str, CompileFacts]) -> bool:
     """Whether compiling `key` can change what is explained: not when, in
     every group it belongs to, an earlier candidate already compiled clean."""
     needed = False

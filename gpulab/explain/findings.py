@@ -3,8 +3,7 @@ finding itself (kind, evidence, advice with its lesson section, severity)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from gpulab.explain.facts import CaseEntry, CaseFacts, CompileFacts, Finding, Launch
 from gpulab.explain.kinds import Sections, where
 
 
@@ -12,7 +11,7 @@ def _fmt_us(s: float) -> str:
     return f"{s * 1e6:.1f} µs" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
 
-def _launch_label(la: dict[str, Any], info: dict[str, Any] | None) -> str:
+def _launch_label(la: Launch, info: CompileFacts | None) -> str:
     bits = [f"{la.get('kernel', '?')}"]
     ce = la.get("constexprs") or {}
     shown = ", ".join(f"{k}={v}" for k, v in ce.items() if isinstance(v, (int, bool)))
@@ -20,7 +19,9 @@ def _launch_label(la: dict[str, Any], info: dict[str, Any] | None) -> str:
     return " ".join(bits)
 
 
-def _main_launch(case: dict[str, Any], compiled: dict[str, Any]) -> tuple[dict, dict | None]:
+def _main_launch(
+    case: CaseFacts | CaseEntry, compiled: dict[str, CompileFacts]
+) -> tuple[Launch, CompileFacts | None]:
     """The launch that does most of the work: the most programs, then the first."""
     launches = case.get("launches") or []
     if not launches:
@@ -36,7 +37,7 @@ def _finding(
     evidence: str,
     advice: str,
     cause: str = "",
-) -> dict:
+) -> Finding:
     """`sections`: where the exercise's manifest points its findings (by
     kind, or by `cause` where one rule's finding has a better read than its
     kind's)."""

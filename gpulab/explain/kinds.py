@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpulab.explain.facts import Where
+
 if TYPE_CHECKING:
     from gpulab.course.content import Lesson
 
@@ -155,7 +157,7 @@ def sections_of(lesson: Lesson | None) -> dict[str, tuple[str, str]]:
     return {key: (lesson.id, heading) for key, heading in lesson.explain_sections}
 
 
-def where(kind: str, sections: Sections | None = None, cause: str = "") -> dict[str, str]:
+def where(kind: str, sections: Sections | None = None, cause: str = "") -> Where:
     """{"lesson", "section"} that teaches `kind` best: the exercise's own
     section for the cause or the kind (`sections`), else the kind's usual one."""
     k = KINDS[kind]

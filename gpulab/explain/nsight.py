@@ -16,6 +16,14 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpulab.explain.facts import (
+    CaseFacts,
+    Finding,
+    GpuFacts,
+    KernelFacts,
+    NcuKernel,
+    NsightSummary,
+)
 from gpulab.wire.sandbox_start import ProfilerPolicy
 
 if TYPE_CHECKING:
@@ -163,7 +171,7 @@ def _rows(text: str) -> list[list[str]]:
         return []
 
 
-def parse(text: str) -> tuple[list[dict[str, Any]], str]:
+def parse(text: str) -> tuple[list[NcuKernel], str]:
     """ncu's `--csv --page raw` text -> ([{id, name, metrics: {name: value
     in bytes/seconds/ratio}}], problem). The raw page: a header row of
     column names, a row of units (empty under the launch columns), one row
@@ -183,12 +191,13 @@ def parse(text: str) -> tuple[list[dict[str, Any]], str]:
     kn = col["Kernel Name"]
     if body and len(body[0]) > kn and not body[0][kn].strip():  # the units row
         units, body = body[0], body[1:]
-    kernels, bad = [], 0
+    kernels: list[NcuKernel] = []
+    bad = 0
     for r in body:
         if len(r) != len(head):
             bad += 1
             continue
-        metrics = {}
+        metrics: dict[str, float] = {}
         for name, i in col.items():
             if "__" in name:  # a metric (dram__..., smsp__...); launch columns are words
                 v = _number(r[i], units[i] if i < len(units) else "")
@@ -205,8 +214,10 @@ def parse(text: str) -> tuple[list[dict[str, Any]], str]:
     return kernels, problem
 
 
-def _details(col: dict[str, int], body: list[list[str]], errors: list[str]) -> tuple[list, str]:
-    by_id: dict[str, dict[str, Any]] = {}
+def _details(
+    col: dict[str, int], body: list[list[str]], errors: list[str]
+) -> tuple[list[NcuKernel], str]:
+    by_id: dict[str, NcuKernel] = {}
     need = max(col["Metric Name"], col["Metric Value"], col["Kernel Name"])
     for r in body:
         if len(r) <= need:
@@ -225,7 +236,7 @@ def _details(col: dict[str, int], body: list[list[str]], errors: list[str]) -> t
 # --- what the numbers say -------------------------------------------------------------
 
 
-def kernel_facts(kernel: dict[str, Any]) -> dict[str, Any]:
+def kernel_facts(kernel: NcuKernel) -> KernelFacts:
     """One kernel: DRAM bytes read + written, duration, the top 3 stall
     reasons with their share of all stalled warps (per issued instruction)."""
     m = kernel.get("metrics") or {}
@@ -256,7 +267,7 @@ def kernel_facts(kernel: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(kernels: list[NcuKernel]) -> NsightSummary:
     facts = [kernel_facts(k) for k in kernels]
     moved = [f["dram_bytes"] for f in facts if f["dram_bytes"] is not None]
     secs = [f["seconds"] for f in facts if f["seconds"] is not None]
@@ -268,12 +279,12 @@ def summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measured_extra_bytes(
-    facts: dict[str, Any],
-    case: dict[str, Any],
-    gpu: dict[str, Any],
+    facts: NsightSummary,
+    case: CaseFacts,
+    gpu: GpuFacts | None,
     sections: Sections,
     kind: str,
-) -> tuple[dict | None, float | None]:
+) -> tuple[Finding | None, float | None]:
     """(an `extra_bytes` finding or None, measured ÷ minimum). The finding's
     severity is the share of time the extra bytes cost where the kernel is
     memory-bound; a compute-bound kernel hides them behind its FLOPs."""
@@ -283,8 +294,9 @@ def measured_extra_bytes(
     if not moved or not minimum:
         return None, None
     ratio = moved / minimum
-    bw = gpu.get("bandwidth") or 0
-    peak = (gpu.get("flops") or {}).get(case.get("dtype", ""))
+    # No GPU facts (the explanation failed before it read them): nothing to weigh.
+    bw = (gpu.get("bandwidth") if gpu else None) or 0
+    peak = ((gpu.get("flops") if gpu else None) or {}).get(case.get("dtype", ""))
     if ratio < EXTRA_RATIO or not bw:
         return None, ratio
     ideal = max(minimum / bw, (case.get("flops") or 0) / peak if peak else 0.0)
@@ -313,7 +325,7 @@ def measured_extra_bytes(
     return _finding("extra_bytes", sections, min(0.9, severity), evidence, advice), ratio
 
 
-def merge(found: list[dict], finding: dict | None, ratio: float | None) -> list[dict]:
+def merge(found: list[Finding], finding: Finding | None, ratio: float | None) -> list[Finding]:
     """A measurement takes precedence over the estimate: with a measured
     ratio, the estimated `extra_bytes` goes, and the measured one (if any)
     comes in at its severity."""

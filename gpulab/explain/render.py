@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulab.explain.facts import ExplainInfo, Finding, NsightInfo
+from gpulab.wire.protocol import JsonObject
 
-def explain_renderable(result: dict[str, Any]) -> Any | None:
-    """None when the result carries no diagnosis."""
+
+def explain_renderable(result: JsonObject) -> Any | None:
+    """None when the result carries no diagnosis. `result`: the judge's own
+    keys of a result as the lab read them (CheckResult.rest, checked only to
+    be JSON), whose `explain` and `diagnosis` the judge wrote as
+    gpulab.explain.facts says."""
     if "diagnosis" not in result:
         return None
     from rich.console import Group
     from rich.text import Text
 
-    ex = result.get("explain") or {}
+    ex: ExplainInfo = result.get("explain") or {}
     parts: list[Any] = [Text("Explain: what limits this kernel", style="bold")]
-    found = result.get("diagnosis") or []
+    found: list[Finding] = result.get("diagnosis") or []
     for i, d in enumerate(found, 1):
         line = Text(f"{i}. ")
         line.append(str(d.get("kind", "")), style="bold yellow")
@@ -72,7 +78,7 @@ def _us(s: float | None) -> str:
     return f"{s * 1e6:.1f} µs" if s is not None else "? µs"
 
 
-def _nsight(info: dict[str, Any]) -> list[Any]:
+def _nsight(info: NsightInfo) -> list[Any]:
     """What Nsight Compute measured: DRAM bytes against the minimum, per
     kernel its time and its top stall reasons."""
     from rich.text import Text

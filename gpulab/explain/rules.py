@@ -10,9 +10,9 @@ the run time the problem costs (0..1), which orders the list.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from gpulab.explain.candidates import SPILL_MIN, spilled
+from gpulab.explain.facts import AutotunePick, CaseFacts, CompileFacts, Facts, Finding
 from gpulab.explain.findings import _finding, _fmt_us, _launch_label, _main_launch
 from gpulab.explain.kinds import KINDS, Sections
 from gpulab.explain.traffic import _grouping, _in_flight, _intermediates, _tile_reuse
@@ -32,11 +32,11 @@ SPILL_CAP = 0.8
 COMPUTE_OCCUPANCY = 0.0625  # a tensor-core kernel runs well at 8 warps of 128
 
 
-def _tensor_cores(f: dict, case: dict, sections: Sections) -> list[dict]:
+def _tensor_cores(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
     if f.get("kind") != "compute" or case.get("dtype") not in ("fp16", "bf16", "tf32", "fp8"):
         return []
-    infos = [f["compiled"].get(la.get("key", "")) for la in case.get("launches") or []]
-    infos = [i for i in infos if i and i.get("ok")]
+    seen = [f["compiled"].get(la.get("key", "")) for la in case.get("launches") or []]
+    infos = [i for i in seen if i and i.get("ok")]
     if not infos or any(i.get("tensor_cores") for i in infos):
         return []
     gpu = f["gpu"]
@@ -58,8 +58,8 @@ def _tensor_cores(f: dict, case: dict, sections: Sections) -> list[dict]:
     ]
 
 
-def _programs(f: dict, case: dict, sections: Sections) -> list[dict]:
-    out: list[dict] = []
+def _programs(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
+    out: list[Finding] = []
     sms = f["gpu"].get("sms") or 0
     la, info = _main_launch(case, f["compiled"])
     programs = la.get("programs") or 0
@@ -113,7 +113,7 @@ def _programs(f: dict, case: dict, sections: Sections) -> list[dict]:
     return out
 
 
-def _does_not_launch(sections: Sections, label: str, info: dict) -> dict:
+def _does_not_launch(sections: Sections, label: str, info: CompileFacts) -> Finding:
     """Compiled, but a program asks for more shared memory than an SM can
     give one: it fails at launch (Triton's OutOfResources). On a CPU this
     is the only warning a learner gets before their first GPU."""
@@ -132,8 +132,8 @@ def _does_not_launch(sections: Sections, label: str, info: dict) -> dict:
     )
 
 
-def _compile(f: dict, case: dict, sections: Sections) -> list[dict]:
-    out = []
+def _compile(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
+    out: list[Finding] = []
     compute = f.get("kind") == "compute"
     for la in case.get("launches") or []:
         info = f["compiled"].get(la.get("key", ""))
@@ -146,7 +146,7 @@ def _compile(f: dict, case: dict, sections: Sections) -> list[dict]:
         spills = spilled(info)
         if spills < SPILL_MIN:
             spills = 0  # a register or two in L1: not what limits the kernel
-        tuned = la.get("autotune") or {}
+        tuned = la.get("autotune")
         if spills:
             every, unsure = _autotune_note(tuned)
             out.append(
@@ -212,10 +212,10 @@ def _compile(f: dict, case: dict, sections: Sections) -> list[dict]:
     return out
 
 
-def _autotune_note(tuned: dict) -> tuple[str, bool]:
+def _autotune_note(tuned: AutotunePick | None) -> tuple[str, bool]:
     """What the spill finding says of an autotuned kernel's other configs,
     and whether the autotuner might still keep one that does not spill."""
-    n, done = tuned.get("configs", 1), tuned.get("compiled", 0)
+    n, done = (tuned.get("configs", 1), tuned.get("compiled", 0)) if tuned else (1, 0)
     if n <= 1:
         return "", False
     if done >= n:
@@ -227,8 +227,8 @@ def _autotune_note(tuned: dict) -> tuple[str, bool]:
     )
 
 
-def _roofs(f: dict, case: dict, sections: Sections) -> list[dict]:
-    out: list[dict] = []
+def _roofs(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
+    out: list[Finding] = []
     gpu = f["gpu"]
     bw, flops = gpu.get("bandwidth"), gpu.get("flops") or {}
     nbytes, work = case.get("bytes") or 0, case.get("flops") or 0
@@ -299,11 +299,11 @@ RULES = (
 )
 
 
-def diagnose(facts: dict[str, Any], sections: Sections | None = None) -> list[dict[str, Any]]:
+def diagnose(facts: Facts, sections: Sections | None = None) -> list[Finding]:
     """Findings for `facts`, most important first; one per kind (the worst
     case's). `sections`: where the exercise's manifest points its findings
     (gpulab.explain.kinds.sections_of); the kinds' usual sections else."""
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, Finding] = {}
     for case in facts.get("cases") or []:
         for rule in RULES:
             for finding in rule(facts, case, sections or {}):

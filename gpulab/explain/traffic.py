@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from gpulab.explain.facts import CaseFacts, Facts, Finding
 from gpulab.explain.findings import _finding, _launch_label, _main_launch
 from gpulab.explain.kinds import Sections
 
@@ -27,7 +28,7 @@ HBM_LATENCY_S = 0.6e-6
 SMEM_BYTES_PER_CLOCK = 128
 
 
-def _grouping(f: dict, case: dict, sections: Sections) -> list[dict]:
+def _grouping(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
     """A tiled product in row-major program order re-reads B from HBM once
     its panels no longer fit in L2 together (lesson 03)."""
     la, info = _main_launch(case, f["compiled"])
@@ -39,6 +40,8 @@ def _grouping(f: dict, case: dict, sections: Sections) -> list[dict]:
     l2 = (gpu.get("l2_mb") or 0) * 2**20
     if not (bm and bn and k and n and sms and l2):
         return []
+    if not isinstance(bm, (int, float)) or not isinstance(bn, (int, float)):
+        return []  # a constexpr that is no number (its repr): no tile to reason about
     elt = case.get("elt", 2)
     per_wave = sms * max(1, info.get("blocks_per_sm") or 1)
     cols = min(per_wave, math.ceil(n / bn))
@@ -61,7 +64,7 @@ def _grouping(f: dict, case: dict, sections: Sections) -> list[dict]:
     ]
 
 
-def _in_flight(f: dict, case: dict, sections: Sections) -> list[dict]:
+def _in_flight(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
     """Little's law for a memory-bound kernel without a loop: the programs
     resident on an SM issue all their loads at once, so what is in flight
     is resident programs × bytes a program moves."""
@@ -98,7 +101,7 @@ def _in_flight(f: dict, case: dict, sections: Sections) -> list[dict]:
     ]
 
 
-def _tile_reuse(f: dict, case: dict, sections: Sections) -> list[dict]:
+def _tile_reuse(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
     """A tl.dot loop's FLOPs per byte it brings on chip, against what the
     tensor cores need even if every byte came from shared memory."""
     if f.get("kind") != "compute":
@@ -134,7 +137,7 @@ def _tile_reuse(f: dict, case: dict, sections: Sections) -> list[dict]:
     ]
 
 
-def _intermediates(f: dict, case: dict, sections: Sections) -> list[dict]:
+def _intermediates(f: Facts, case: CaseFacts, sections: Sections) -> list[Finding]:
     """Buffers one kernel writes and a later one reads back (the sandbox
     found them shared between launches): a round trip through HBM."""
     gpu = f["gpu"]

@@ -22,7 +22,8 @@ Text in, plain data out; no triton import.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from gpulab.explain.facts import CodeFacts
 
 _ARG = re.compile(r"%([\w.]+): !tt\.ptr<")
 _DEF = re.compile(r"^\s*%([\w.#]+)(?::\d+)? = (\"?[\w.]+\"?) (.*)$")
@@ -72,7 +73,7 @@ def _dot_flops(line: str) -> int:
     return 2 * mm * nn * kk
 
 
-def analyse(ttir: str) -> dict[str, Any]:
+def analyse(ttir: str) -> CodeFacts:
     origin: dict[str, str] = {}
     scopes: list[int] = []  # one per open brace: the loop it opens (its number), or 0
     n_loops = 0

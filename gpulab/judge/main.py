@@ -31,7 +31,7 @@ import sys
 import time
 import traceback
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpulab.judge.channel import Channel, graded
 from gpulab.judge.crash import crash_result
@@ -43,6 +43,9 @@ from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.protocol import SPARE_GO, JsonObject
 from gpulab.wire.result import JUDGE_ORDER, CheckResult
 from gpulab.wire.status import StageKind, Status
+
+if TYPE_CHECKING:
+    from gpulab.explain.judge.plugin import ResultView
 
 # What the sandbox records around an exercise's file is the manifest's
 # (`records`): a profiler's trace it writes back (gpulab.judge.policy), and
@@ -100,11 +103,12 @@ def judge(
             problem=unreadable,
         )
         from gpulab.explain.judge.plugin import attach, start
+        from gpulab.judge import plugin_host
         from gpulab.judge.harness import grade_request
 
-        early = start(
-            request, device, prepared.fresh_apart
-        )  # beside the check; None unless CPU --explain
+        # Beside the check; None unless CPU --explain. The plug-in gets what
+        # it needs of the graders from plugin_host, and imports no judge.
+        early = start(request, device, prepared.fresh_apart, graders=plugin_host)
         from gpulab.judge.replay import Replayer, gpu_replay
 
         if device == "cpu" or gpu_replay():
@@ -131,7 +135,15 @@ def judge(
         # Advice only, after the verdict (issue 21): never changes it. The
         # diagnosis reads the result's JSON and adds its own two keys to it.
         view = result.to_json()
-        attach(request, view, device, sandbox, fresh=prepared.fresh_apart, early=early)
+        attach(
+            request,
+            cast("ResultView", view),  # the keys --explain reads and adds
+            device,
+            sandbox,
+            fresh=prepared.fresh_apart,
+            early=early,
+            graders=plugin_host,
+        )
         result = with_keys(result, **{k: view[k] for k in ("explain", "diagnosis") if k in view})
     except (SandboxDied, protocol.ProtocolError) as exc:
         result = crash_result(exc, sandbox, policy)

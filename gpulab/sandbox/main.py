@@ -472,13 +472,15 @@ class Server:
     def on_explain(self, msg: ExplainRequest) -> Explained:
         """Launch and compile facts for `--explain` (advice, not part of the grade)."""
         from gpulab.explain.sandbox.plugin import explain_request
+        from gpulab.sandbox.learner import load_module
 
-        return explain_request(self, msg)
+        return explain_request(self, msg, load_module)
 
     def on_explain_prepare(self, msg: ExplainPrepare) -> Prepared:
         from gpulab.explain.sandbox.plugin import prepare_request
+        from gpulab.sandbox.learner import load_module
 
-        return prepare_request(self, msg)
+        return prepare_request(self, msg, load_module)
 
     def on_explain_compile(self, msg: ExplainCompile) -> ExplainCompiled:
         from gpulab.explain.sandbox.plugin import compile_request

@@ -357,10 +357,11 @@ def test_intermediates_are_buffers_shared_by_launches() -> None:
 def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second --explain skips FakeTensorMode (and torch._dynamo's import)."""
     from gpulab.explain.judge import cases
+    from gpulab.judge import plugin_host
 
     monkeypatch.setattr(cases, "SHIPPED", tmp_path / "none.json")  # as for a changed grader
     path = cases.cache_file(str(tmp_path))
-    first = cases.described_cases("softmax", "cpu", path)
+    first = cases.described_cases("softmax", "cpu", path, plugin_host)
     assert first and first[0]["args"]["__tuple__"][0]["__tensor__"]["shape"] and first[0]["dtype"]
     assert path is not None and path.is_file()
 
@@ -368,30 +369,35 @@ def test_case_descriptions_are_cached(tmp_path: Path, monkeypatch: pytest.Monkey
         raise AssertionError("built the cases again")
 
     monkeypatch.setattr(cases, "timed_cases", boom)
-    assert cases.described_cases("softmax", "cpu", path) == first
+    assert cases.described_cases("softmax", "cpu", path, plugin_host) == first
 
 
 def test_shipped_case_descriptions_are_current(monkeypatch: pytest.MonkeyPatch) -> None:
     """gpulab/data/explain_cases.json is what the graders build today (else
-    run gpulab.explain.judge.cases.write_shipped()), and a first --explain on
+    run gpulab.explain.judge.cases.write_shipped(gpulab.judge.plugin_host)), and a first --explain on
     the CPU reads it instead of building anything."""
     import json
 
     from gpulab.explain.judge import cases
     from gpulab.explain.kinds import explained
+    from gpulab.judge import plugin_host
 
     shipped = json.loads(cases.SHIPPED.read_text())
     assert set(shipped) == {f"{ex}:cpu" for ex in explained()}
     for ex in sorted(explained()):
         entry = shipped[f"{ex}:cpu"]
-        assert entry["grader"] == cases._grader_digest(ex), f"{ex}: rebuild the shipped file"
-        assert entry["cases"] == cases.build(ex, "cpu"), ex
+        assert entry["grader"] == cases._grader_digest(ex, plugin_host), (
+            f"{ex}: rebuild the shipped file"
+        )
+        assert entry["cases"] == cases.build(ex, "cpu", plugin_host), ex
 
     def boom(*a: object) -> None:
         raise AssertionError("built the cases")
 
     monkeypatch.setattr(cases, "timed_cases", boom)
-    assert cases.described_cases("matmul", "cpu", None) == shipped["matmul:cpu"]["cases"]
+    assert (
+        cases.described_cases("matmul", "cpu", None, plugin_host) == shipped["matmul:cpu"]["cases"]
+    )
 
 
 def test_explained_after_every_timed_check_and_with_explain() -> None:
@@ -446,6 +452,7 @@ def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
     from dataclasses import replace
 
     from gpulab.explain.judge.plugin import attach, start
+    from gpulab.judge import plugin_host
     from gpulab.wire.check_request import CheckRequest
 
     req = CheckRequest(
@@ -457,25 +464,27 @@ def test_early_explain_runs_beside_the_check_and_stops_on_failure() -> None:
         flops="5*M*N",
         explain=True,
     )
-    assert start(replace(req, explain=False), "cpu", _CannedSandbox) is None
-    assert start(req, "cuda", _CannedSandbox) is None  # after the timing, not during it
+    assert start(replace(req, explain=False), "cpu", _CannedSandbox, graders=plugin_host) is None
+    assert (
+        start(req, "cuda", _CannedSandbox, graders=plugin_host) is None
+    )  # after the timing, not during it
     made: list[_CannedSandbox] = []
 
     def make() -> _CannedSandbox:
         made.append(_CannedSandbox())
         return made[-1]
 
-    early = start(req, "cpu", make)
+    early = start(req, "cpu", make, graders=plugin_host)
     result = {"status": "passed"}
-    attach(req, result, "cpu", None, early=early)
+    attach(req, result, "cpu", None, early=early, graders=plugin_host)
     assert result["diagnosis"][0]["kind"] == "too_few_programs", result
     assert made[0].asked[0]["cases"][0]["name"] and made[0].closed == 1
     early.close()  # again, as the judge's finally does: no second close
     assert made[0].closed == 1
 
-    early = start(req, "cpu", make)
+    early = start(req, "cpu", make, graders=plugin_host)
     failed = {"status": "failed"}
-    attach(req, failed, "cpu", None, early=early)
+    attach(req, failed, "cpu", None, early=early, graders=plugin_host)
     assert "diagnosis" not in failed and made[1].closed == 1
 
 

@@ -192,16 +192,17 @@ def _request():
 
 def test_explain_compiles_while_the_check_runs_and_stops_soon_after() -> None:
     from gpulab.explain.judge.plugin import GRACE_S, attach, start
+    from gpulab.judge import plugin_host
 
     req = _request()
     box = _SlowCompiles()
-    early = start(req, "cpu", lambda: box)
+    early = start(req, "cpu", lambda: box, graders=plugin_host)
     deadline = time.monotonic() + 60
     while len(box.compiles) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # the check runs; the second compile is in flight
     t0 = time.monotonic()
     result = {"status": "passed"}
-    attach(req, result, "cpu", None, early=early)
+    attach(req, result, "cpu", None, early=early, graders=plugin_host)
     assert time.monotonic() - t0 < GRACE_S + 5
     assert box.killed.is_set() and box.closed == 1
     explain = result["explain"]
@@ -216,13 +217,14 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
     compile still finishes (else a short check would never fill the cache),
     and nothing after it starts."""
     from gpulab.explain.judge.plugin import FIRST_GRACE_S, GRACE_S, attach, start
+    from gpulab.judge import plugin_host
 
     assert FIRST_GRACE_S > 0.5
     req = _request()
     box = _SlowCompiles(first_s=GRACE_S + 0.5)
-    early = start(req, "cpu", lambda: box)
+    early = start(req, "cpu", lambda: box, graders=plugin_host)
     result = {"status": "passed"}
-    attach(req, result, "cpu", None, early=early)  # the check is already over
+    attach(req, result, "cpu", None, early=early, graders=plugin_host)  # the check is already over
     assert box.sent[0]["type"] == "explain_prepare"  # imports begin before the cases are built
     assert box.compiles == ["K0.0"] and not box.killed.is_set()  # nothing after it started
     assert result["explain"]["facts"]["compiled"]["K0.0"]["ok"]
@@ -231,16 +233,17 @@ def test_each_run_compiles_at_least_one_kernel_even_after_the_check() -> None:
 
 def test_a_first_compile_longer_than_its_grace_is_stopped() -> None:
     from gpulab.explain.judge.plugin import FIRST_GRACE_S, GRACE_S, attach, start
+    from gpulab.judge import plugin_host
 
     req = _request()
     box = _SlowCompiles(first_s=30)
-    early = start(req, "cpu", lambda: box)
+    early = start(req, "cpu", lambda: box, graders=plugin_host)
     deadline = time.monotonic() + 60
     while not box.compiles and time.monotonic() < deadline:
         time.sleep(0.05)
     t0 = time.monotonic()
     result = {"status": "passed"}
-    attach(req, result, "cpu", None, early=early)
+    attach(req, result, "cpu", None, early=early, graders=plugin_host)
     took = time.monotonic() - t0
     assert GRACE_S + FIRST_GRACE_S - 0.1 < took < GRACE_S + FIRST_GRACE_S + 5
     assert box.killed.is_set() and result["explain"]["not_compiled"] == 3

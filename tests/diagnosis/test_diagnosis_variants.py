@@ -65,13 +65,16 @@ class _InProcessSandbox:
 
     def request(self, message: Any) -> dict:
         from gpulab.explain.sandbox.plugin import explain_request
+        from gpulab.sandbox.learner import load_module
         from gpulab.wire.explain import ExplainRequest
 
-        return explain_request(self, ExplainRequest.parse(message.to_json())).to_json()
+        msg = ExplainRequest.parse(message.to_json())
+        return explain_request(self, msg, load_module).to_json()
 
 
 def explain_file(exercise: str, file: Path) -> dict:
     from gpulab.explain.judge.plugin import explain
+    from gpulab.judge import plugin_host
 
     function, kind, flops, nbytes = MANIFEST[exercise]
     from gpulab.wire.check_request import CheckRequest
@@ -90,7 +93,9 @@ def explain_file(exercise: str, file: Path) -> dict:
     )
     saved = os.environ.pop("TRITON_INTERPRET", None)
     try:
-        return explain(request, {"status": "passed"}, "cpu", _InProcessSandbox(file))
+        return explain(
+            request, {"status": "passed"}, "cpu", _InProcessSandbox(file), graders=plugin_host
+        )
     finally:
         if saved is not None:
             os.environ["TRITON_INTERPRET"] = saved

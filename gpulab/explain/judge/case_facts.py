@@ -7,10 +7,16 @@ import loop).
 
 from __future__ import annotations
 
+from gpulab.explain.facts import CaseDescription, CaseEntry, CaseFacts, TimedRow
 from gpulab.wire.check_request import CheckRequest
 
 
-def case_facts(request: CheckRequest, case: dict, timed: dict[str, dict], exps: str = "") -> dict:
+def case_facts(
+    request: CheckRequest,
+    case: CaseEntry,
+    timed: dict[str | None, TimedRow],
+    exps: str = "",
+) -> CaseFacts:
     """A case as the sandbox described it, with its minimal bytes and FLOPs
     (the manifest's formulas) and its measured time where there is one.
     `exps`: the manifest's formula for the case's exponentials ("" for none)."""
@@ -21,8 +27,8 @@ def case_facts(request: CheckRequest, case: dict, timed: dict[str, dict], exps: 
     nbytes = eval_formula(request.bytes, names) if request.bytes else None
     flops = eval_formula(request.flops, names) if request.flops else None
     name = case.get("name")
-    row = timed.get(name, {}) if name is not None else {}
-    return {
+    row: TimedRow = timed.get(name, {}) if name is not None else {}
+    facts: CaseFacts = {
         "name": case.get("name", "?"),
         "dtype": case.get("dtype", ""),
         "sizes": sizes,
@@ -35,19 +41,38 @@ def case_facts(request: CheckRequest, case: dict, timed: dict[str, dict], exps: 
         "fraction": row.get("roofline_fraction"),
         "launches": case.get("launches", []),
         "intermediates": case.get("intermediates", []),
-        **({"error": str(case["error"])[:300]} if case.get("error") else {}),
     }
+    if case.get("error"):
+        facts["error"] = str(case["error"])[:300]
+    return facts
 
 
-def ordered(cases: list[dict], request: CheckRequest, timed: dict[str, dict]) -> list[dict]:
+def entry_of(case: CaseDescription) -> CaseEntry:
+    """A described case read as the sandbox's entry for it before it ran:
+    the keys the two share, no launches."""
+    entry: CaseEntry = {}
+    if "name" in case:
+        entry["name"] = case["name"]
+    if "sizes" in case:
+        entry["sizes"] = case["sizes"]
+    if "dtype" in case:
+        entry["dtype"] = case["dtype"]
+    if "elt" in case:
+        entry["elt"] = case["elt"]
+    return entry
+
+
+def ordered(
+    cases: list[CaseDescription], request: CheckRequest, timed: dict[str | None, TimedRow]
+) -> list[CaseDescription]:
     """The case that matters most first (its kernels compile first): where
     the grade is lost (lowest fraction of the roof), else the most work."""
 
-    def rank(c: dict) -> tuple[float, float]:
-        f = case_facts(request, c, timed)
+    def rank(c: CaseDescription) -> tuple[float, float]:
+        f = case_facts(request, entry_of(c), timed)
         return (f["fraction"] if f["fraction"] is not None else 0, -f["work"])
 
     return sorted(cases, key=rank)
 
 
-__all__ = ["case_facts", "ordered"]
+__all__ = ["case_facts", "entry_of", "ordered"]

@@ -12,6 +12,10 @@ source; `write_shipped` makes it and a test keeps it current), so even a
 first `--explain` on the CPU builds nothing. On the CPU this runs in the
 judge's explain thread (judge_side.Early); FakeTensorMode is per thread, so
 the check's tensors beside it stay real.
+
+The graders are the judge's: the judge's main passes what this needs of
+them (`Graders`: gpulab.judge.plugin_host) to the plug-in's hooks, so the
+plug-in imports nothing of the judge, which imports the plug-in.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gpulab.explain.facts import CaseDescription, Described
 
 if TYPE_CHECKING:
-    from gpulab.judge.interface import TimedGrader
+    import torch
 
 CACHE_NAME = "gpulab-explain-cases.json"
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "explain_cases.json"
@@ -39,15 +46,55 @@ class _Ctx:
         return public
 
 
-def timed_cases(exercise: str, device: str) -> list[Any]:
+class TimedCase(Protocol):
+    """What is read of a grader's timing case (gpulab.judge.kernel_spec.Case)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sizes(self) -> Mapping[str, float]: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
+    def args(self) -> tuple[Any, ...]: ...  # the learner's function's arguments: any values
+
+    @property
+    def kwargs(self) -> object: ...  # described as they are
+
+
+class TimedGrader(Protocol):
+    """A kernel exercise's grader, as far as its timing cases go."""
+
+    def timing_cases(self, ctx: _Ctx) -> Sequence[TimedCase | tuple[Any, ...]]: ...
+
+
+class Graders(Protocol):
+    """What the judge offers --explain of its graders (gpulab.judge.plugin_host)."""
+
+    def timed_grader(self, exercise: str) -> TimedGrader:
+        """A kernel exercise's grader (the manifest's `tools = ["explain"]`),
+        through the judge's one loader."""
+        ...
+
+    def grader_source(self, exercise: str) -> bytes:
+        """The bytes of the exercise's grader (what its cases depend on)."""
+        ...
+
+    def dtype_name(self, dtype: torch.dtype) -> str:
+        """The judge's name of a dtype ("fp16", ...), as the manifest's formulas and
+        the datasheets' rates are keyed."""
+        ...
+
+
+def timed_cases(exercise: str, device: str, graders: Graders) -> list[TimedCase]:
     """The grader's timing cases, built as fake tensors (shapes, no data)
     where that works, else for real."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    # A kernel exercise's grader (the manifest's `tools = ["explain"]`), through the judge's one loader.
-    from gpulab.judge.loader import load
-
-    grader = cast("TimedGrader", load(exercise))
+    grader = graders.timed_grader(exercise)
     try:
         with FakeTensorMode():
             cases = grader.timing_cases(_Ctx(device))
@@ -56,7 +103,7 @@ def timed_cases(exercise: str, device: str) -> list[Any]:
     return [c[0] if isinstance(c, tuple) else c for c in cases]
 
 
-def describe(obj: Any) -> Any:
+def describe(obj: Any) -> Described:
     """Tensors -> {"__tensor__": shape, stride, offset, dtype}; the rest as is."""
     import torch
 
@@ -65,7 +112,7 @@ def describe(obj: Any) -> Any:
             "__tensor__": {
                 "shape": list(obj.shape),
                 "stride": list(obj.stride()),
-                "offset": obj.storage_offset(),
+                "offset": int(obj.storage_offset()),
                 "dtype": str(obj.dtype).replace("torch.", ""),
             }
         }
@@ -78,54 +125,49 @@ def describe(obj: Any) -> Any:
     return obj if obj is None or isinstance(obj, (bool, int, float, str)) else repr(obj)
 
 
-def _grader_digest(exercise: str) -> str:
-    from gpulab.judge.loader import FOLDER
-
-    src = FOLDER / f"{exercise}.py"
-    return hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+def _grader_digest(exercise: str, graders: Graders) -> str:
+    return hashlib.sha256(graders.grader_source(exercise)).hexdigest()[:16]
 
 
-def _key(exercise: str, device: str) -> str:
+def _key(exercise: str, device: str, graders: Graders) -> str:
     import torch
 
-    return f"{exercise}:{device}:{torch.__version__}:{_grader_digest(exercise)}"
+    return f"{exercise}:{device}:{torch.__version__}:{_grader_digest(exercise, graders)}"
 
 
-def _shipped(exercise: str, device: str) -> list[dict[str, Any]] | None:
+def _shipped(exercise: str, device: str, graders: Graders) -> list[CaseDescription] | None:
     """The shipped descriptions, when made from this very grader."""
     try:
         entry = json.loads(SHIPPED.read_text()).get(f"{exercise}:{device}")
     except (OSError, ValueError, AttributeError):
         return None
-    if isinstance(entry, dict) and entry.get("grader") == _grader_digest(exercise):
+    if isinstance(entry, dict) and entry.get("grader") == _grader_digest(exercise, graders):
         cases = entry.get("cases")
         return cases if isinstance(cases, list) else None
     return None
 
 
-def build(exercise: str, device: str) -> list[dict[str, Any]]:
+def build(exercise: str, device: str, graders: Graders) -> list[CaseDescription]:
     """The descriptions, built now (seconds: see the module's docstring)."""
-    from gpulab.judge.compare import dtype_name
-
     return [
         {
             "name": c.name,
             "sizes": dict(c.sizes),
-            "dtype": dtype_name(c.dtype),
+            "dtype": graders.dtype_name(c.dtype),
             "elt": c.dtype.itemsize,
             "args": describe(c.args),
             "kwargs": describe(c.kwargs),
         }
-        for c in timed_cases(exercise, device)
+        for c in timed_cases(exercise, device, graders)
     ]
 
 
-def write_shipped(path: Path = SHIPPED) -> None:
+def write_shipped(graders: Graders, path: Path = SHIPPED) -> None:
     """Rebuild gpulab/data/explain_cases.json (after a grader's timing cases change)."""
     from gpulab.explain.kinds import explained
 
     data = {
-        f"{ex}:cpu": {"grader": _grader_digest(ex), "cases": build(ex, "cpu")}
+        f"{ex}:cpu": {"grader": _grader_digest(ex, graders), "cases": build(ex, "cpu", graders)}
         for ex in sorted(explained())
     }
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -137,21 +179,23 @@ def cache_file(workspace: str | None) -> Path | None:
     return Path(workspace) / ".gpulab" / "cache" / CACHE_NAME if workspace else None
 
 
-def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[str, Any]]:
+def described_cases(
+    exercise: str, device: str, path: Path | None, graders: Graders
+) -> list[CaseDescription]:
     """[{name, sizes, dtype, elt, args, kwargs}] for the exercise's timing
     cases: shipped with gpulab, else from the cache file `path` when the
     grader and torch are unchanged, else built (and cached)."""
-    shipped = _shipped(exercise, device)
+    shipped = _shipped(exercise, device, graders)
     if shipped is not None:
         return shipped
-    key = _key(exercise, device)
-    cache: dict[str, Any] = {}
+    key = _key(exercise, device, graders)
+    cache: dict[str, list[CaseDescription]] = {}
     if path is not None:
         with contextlib.suppress(OSError, ValueError):
             cache = json.loads(path.read_text())
         if isinstance(cache, dict) and isinstance(cache.get(key), list):
             return cache[key]
-    out = build(exercise, device)
+    out = build(exercise, device, graders)
     if path is not None:
         cache = cache if isinstance(cache, dict) else {}
         cache[key] = out
@@ -161,4 +205,4 @@ def described_cases(exercise: str, device: str, path: Path | None) -> list[dict[
     return out
 
 
-__all__ = ["build", "described_cases", "describe", "timed_cases", "write_shipped"]
+__all__ = ["Graders", "build", "described_cases", "describe", "timed_cases", "write_shipped"]

@@ -16,13 +16,17 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.explain import nsight
+from gpulab.explain.facts import CaseDescription, NsightInfo, ResultView, TimedRow
 from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.explain import Profiled, ProfileRequest
 from gpulab.wire.replies import Broken, Raised
 from gpulab.wire.sandbox_start import Exit, Loaded, LoadRequest
+
+if TYPE_CHECKING:
+    from gpulab.explain.judge.cases import Graders
 
 BUDGET_S = 60.0
 
@@ -42,18 +46,26 @@ def why_not(request: CheckRequest, device: str) -> tuple[str | None, str]:
     return nsight.availability()
 
 
-def _case(request: CheckRequest, device: str, timed: dict[str, dict]) -> dict[str, Any]:
-    from gpulab.explain.judge.case_facts import case_facts, ordered
+def _case(
+    request: CheckRequest, device: str, timed: dict[str | None, TimedRow], graders: Graders
+) -> CaseDescription:
+    from gpulab.explain.judge.case_facts import case_facts, entry_of, ordered
     from gpulab.explain.judge.cases import cache_file, described_cases
 
-    cases = described_cases(request.exercise, device, cache_file(request.workspace))
+    cases = described_cases(request.exercise, device, cache_file(request.workspace), graders)
     if device != "cuda":  # the CPU test: the Triton interpreter, so the least work
-        return min(cases, key=lambda c: case_facts(request, c, {})["work"])
+        return min(cases, key=lambda c: case_facts(request, entry_of(c), {})["work"])
     return ordered(cases, request, timed)[0]
 
 
 def _run(
-    request: CheckRequest, device: str, fresh: Any, ncu: str, case: dict, out: Path, arch: str
+    request: CheckRequest,
+    device: str,
+    fresh: Any,
+    ncu: str,
+    case: CaseDescription,
+    out: Path,
+    arch: str,
 ) -> tuple[Profiled | Raised | Broken, float]:
     """Start the profiled sandbox, ask for the call, let ncu finish; returns
     (the sandbox's reply, seconds)."""
@@ -73,7 +85,7 @@ def _run(
             raise RuntimeError(f"the profiled sandbox could not load your file: {loaded.summary}")
         profile = ProfileRequest(
             function=request.function,
-            case={k: case.get(k) for k in ("name", "args", "kwargs")},
+            case={"name": case.get("name"), "args": case.get("args"), "kwargs": case.get("kwargs")},
             warmup=1 if device == "cuda" else 0,
             seed=0,
         )
@@ -111,8 +123,8 @@ def _failure(exc: BaseException, log: Path, sandbox: Any) -> str:
 
 
 def measure(
-    request: CheckRequest, result: dict[str, Any], device: str, fresh: Any
-) -> dict[str, Any]:
+    request: CheckRequest, result: ResultView, device: str, fresh: Any, graders: Graders
+) -> NsightInfo:
     """Run the step; returns result["explain"]["nsight"] (and updates the
     diagnosis and basis in `result`)."""
     ex = result.setdefault("explain", {})
@@ -121,10 +133,10 @@ def measure(
         return {"measured": False, "why": why or "no sandbox to profile in"}
     start = time.monotonic()
     out = Path(tempfile.mkdtemp(prefix="gpulab-ncu-"))  # the judge's: no sandbox writes here
-    info: dict[str, Any] = {"measured": False}
+    info: NsightInfo = {"measured": False}
     try:
         timed = {r.get("name"): r for r in ((result.get("timing") or {}).get("cases") or [])}
-        case = _case(request, device, timed)
+        case = _case(request, device, timed, graders)
         info["case"] = case.get("name", "?")
         reply, _ = _run(request, device, fresh, ncu, case, out, str(ex.get("arch") or ""))
         info["launched"] = list(reply.kernels) if isinstance(reply, Profiled) else []
@@ -137,17 +149,21 @@ def measure(
         if not kernels:
             raise RuntimeError(problem or "ncu wrote no table")
         facts = nsight.summary(kernels)
-        gpu = ((ex.get("facts") or {}).get("gpu")) or {}
-        from gpulab.explain.judge.case_facts import case_facts
+        facts_seen = ex.get("facts")
+        gpu = facts_seen.get("gpu") if facts_seen else None
+        from gpulab.explain.judge.case_facts import case_facts, entry_of
         from gpulab.explain.kinds import declared, sections_of
 
         lesson = declared(request.exercise, request.content_root)
-        cf = case_facts(request, case, timed, lesson.exps if lesson else "")
+        cf = case_facts(request, entry_of(case), timed, lesson.exps if lesson else "")
         finding, ratio = nsight.measured_extra_bytes(
             facts, cf, gpu, sections_of(lesson), request.kind or ""
         )
         result["diagnosis"] = nsight.merge(result.get("diagnosis") or [], finding, ratio)
-        info.update(facts, measured=True, minimum_bytes=cf.get("bytes"), ratio=ratio)
+        info["kernels"] = facts["kernels"]
+        info["dram_bytes"] = facts["dram_bytes"]
+        info["gpu_seconds"] = facts["gpu_seconds"]
+        info.update({"measured": True, "minimum_bytes": cf.get("bytes"), "ratio": ratio})
         if problem:
             info["problem"] = problem
     except Exception as exc:  # noqa: BLE001 - advice only
@@ -161,7 +177,7 @@ def measure(
 UNDER_MINIMUM = 0.9
 
 
-def basis_line(info: dict[str, Any]) -> str:
+def basis_line(info: NsightInfo) -> str:
     if info.get("measured"):
         ratio = info.get("ratio")
         moved = f": DRAM bytes {ratio:.2f}× the minimum" if ratio else ""
@@ -182,14 +198,16 @@ def basis_line(info: dict[str, Any]) -> str:
     return info.get("why") or f"Nsight Compute: not run: {nsight.NOT_MEASURED}"
 
 
-def attach(request: CheckRequest, result: dict[str, Any], device: str, fresh: Any) -> None:
+def attach(
+    request: CheckRequest, result: ResultView, device: str, fresh: Any, graders: Graders
+) -> None:
     """judge_side.attach's hook, after the diagnosis: add explain.nsight and
     its basis line (replacing the availability line); never raises."""
     ex = result.get("explain")
     if not isinstance(ex, dict) or "basis" not in ex:
         return  # the explanation itself failed: nothing to add to
     try:
-        info = measure(request, result, device, fresh)
+        info = measure(request, result, device, fresh, graders)
     except Exception as exc:  # noqa: BLE001 - advice must not break a check
         info = {"measured": False, "problem": f"{type(exc).__name__}: {exc}"[:300]}
     ex["nsight"] = info

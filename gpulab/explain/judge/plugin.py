@@ -3,6 +3,10 @@ launch and compile facts, diagnose, attach to the result.
 
 Advisory only: nothing here changes a status or a grade, and any failure
 becomes a line in `result["explain"]["error"]`, never a failed check.
+
+The judge's main calls the hooks (`start`, `attach`) and passes what the
+plug-in needs of its graders (`graders`: gpulab.judge.plugin_host), so
+nothing here imports the judge.
 """
 
 from __future__ import annotations
@@ -11,8 +15,19 @@ import contextlib
 import dataclasses
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
+from gpulab.explain.facts import (
+    CaseEntry,
+    CompileFacts,
+    CompileFailure,
+    Explanation,
+    Facts,
+    GpuFacts,
+    ResultView,
+    TimedRow,
+)
 from gpulab.explain.judge.case_facts import case_facts, ordered
 from gpulab.explain.kinds import declared, explained, sections_of
 from gpulab.explain.rules import diagnose
@@ -26,8 +41,32 @@ from gpulab.wire.explain import (
 )
 from gpulab.wire.status import Status
 
+if TYPE_CHECKING:
+    from gpulab.explain.judge.cases import Graders
 
-def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """The sandbox's answer to `explain`, with the GPU it was asked for and
+    where the time went (`steps`, filled in as the explanation goes on)."""
+
+    gpu: GpuFacts
+    reply: Explained
+    steps: dict[str, float]
+
+
+def reply_facts(reply: Explained) -> tuple[list[CaseEntry], dict[str, CompileFacts]]:
+    """The sandbox's cases and compile facts, as the JSON they are meant to
+    be (the frame checks only that they are objects). Not checked further:
+    the rules read each value with a default, and a value that breaks one
+    becomes the explanation's error, never the check's."""
+    return (
+        cast("list[CaseEntry]", reply.cases),
+        cast("dict[str, CompileFacts]", reply.compiled),
+    )
+
+
+def wanted(request: CheckRequest, result: ResultView) -> bool:
     """After every passing timed check (a GPU's), and with --explain after
     any passing check. A check without timing and without --explain (the
     CPU's usual one) pays nothing."""
@@ -39,7 +78,7 @@ def wanted(request: CheckRequest, result: dict[str, Any]) -> bool:
     return bool(request.explain or (result.get("timing") or {}).get("cases"))
 
 
-def gpu_facts(device: str, request: CheckRequest) -> dict[str, Any]:
+def gpu_facts(device: str, request: CheckRequest) -> GpuFacts:
     from gpulab.gpu import ceilings, hardware, roofline
     from gpulab.measure.compile_info import ARCHS, parse_arch
 
@@ -89,9 +128,10 @@ def ask(
     request: CheckRequest,
     device: str,
     sandbox: Any,
-    timed: dict[str, dict],
+    timed: dict[str | None, TimedRow],
+    graders: Graders,
     compile_later: bool = False,
-) -> dict:
+) -> Asked:
     """The sandbox's launch and compile facts for the exercise's timing cases.
     `compile_later`: kernels the sandbox has not compiled before come back
     as "pending" keys, for `explain_compile` requests (see Early)."""
@@ -99,7 +139,7 @@ def ask(
 
     t0 = time.monotonic()
     gpu = gpu_facts(device, request)
-    cases = described_cases(request.exercise, device, cache_file(request.workspace))
+    cases = described_cases(request.exercise, device, cache_file(request.workspace), graders)
     t1 = time.monotonic()
     default_budget = 1.5 if device == "cpu" else (60 if request.explain else 5)
     ask = ExplainRequest(
@@ -119,22 +159,22 @@ def ask(
         raise RuntimeError(f"the sandbox could not explain: {reply.summary}")
     steps = {"cases": round(t1 - t0, 2), "sandbox": round(time.monotonic() - t1, 2)}
     steps.update({f"sandbox_{k}": v for k, v in reply.steps.items()})
-    return {"gpu": gpu, "reply": reply, "steps": steps}
+    return Asked(gpu, reply, steps)
 
 
 def conclude(
-    request: CheckRequest, asked: dict, timed: dict[str, dict], seconds: float
-) -> dict[str, Any]:
+    request: CheckRequest, asked: Asked, timed: dict[str | None, TimedRow], seconds: float
+) -> Explanation:
     """Facts -> the result's "diagnosis" and "explain"."""
     from gpulab.explain.candidates import resolve
 
-    exercise, gpu = request.exercise, asked["gpu"]
-    reply: Explained = asked["reply"]
-    compiled = reply.compiled
+    exercise, gpu = request.exercise, asked.gpu
+    reply = asked.reply
+    cases, compiled = reply_facts(reply)
     lesson = declared(exercise, request.content_root)
     exps = lesson.exps if lesson else ""
-    facts = [case_facts(request, resolve(c, compiled), timed, exps) for c in reply.cases]
-    all_facts = {
+    facts = [case_facts(request, resolve(c, compiled), timed, exps) for c in cases]
+    all_facts: Facts = {
         "exercise": exercise,
         "kind": request.kind,
         "gpu": gpu,
@@ -166,21 +206,22 @@ def conclude(
             "seconds": round(seconds, 2),
             # Where the time went: the GPU facts and case descriptions, the
             # sandbox's request (imports, tracing, compiling), its start.
-            "steps": asked.get("steps", {}),
+            "steps": asked.steps,
             "advisory": "a diagnosis is advice: it never changes the grade",
             "facts": all_facts,
         },
     }
 
 
-def compile_failures(compiled: dict[str, Any]) -> list[dict[str, str]]:
+def compile_failures(compiled: dict[str, CompileFacts]) -> list[CompileFailure]:
     """{kernel, arch, error} for each traced kernel the compiler refused, one
     a kernel and error (autotune candidates and cases repeat them)."""
-    out, seen = [], set()
+    out: list[CompileFailure] = []
+    seen: set[tuple[str, str]] = set()
     for info in compiled.values():
         if not isinstance(info, dict) or info.get("ok") or info.get("skipped"):
             continue
-        row = {
+        row: CompileFailure = {
             "kernel": str(info.get("label") or info.get("name") or "?"),
             "arch": str(info.get("arch") or ""),
             "error": str(info.get("error") or "no reason given"),
@@ -191,16 +232,18 @@ def compile_failures(compiled: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _timed(result: dict[str, Any]) -> dict[str, dict]:
+def timed_rows(result: ResultView) -> dict[str | None, TimedRow]:
+    """The result's timing rows by case name."""
     return {r.get("name"): r for r in ((result.get("timing") or {}).get("cases") or [])}
 
 
 def explain(
-    request: CheckRequest, result: dict[str, Any], device: str, sandbox: Any
-) -> dict[str, Any]:
+    request: CheckRequest, result: ResultView, device: str, sandbox: Any, *, graders: Graders
+) -> Explanation:
     start = time.monotonic()
-    timed = _timed(result)
-    return conclude(request, ask(request, device, sandbox, timed), timed, time.monotonic() - start)
+    timed = timed_rows(result)
+    asked = ask(request, device, sandbox, timed, graders)
+    return conclude(request, asked, timed, time.monotonic() - start)
 
 
 # How long --explain may go on compiling once the check it runs beside has
@@ -227,10 +270,13 @@ class Early:
     seconds leaves time for every kernel and every autotune candidate, and
     the explanation costs the check almost nothing (`steps.after_check`)."""
 
-    def __init__(self, request: CheckRequest, device: str, make_sandbox: Any) -> None:
+    def __init__(
+        self, request: CheckRequest, device: str, make_sandbox: Any, graders: Graders
+    ) -> None:
         self.request, self.device, self.make = request, device, make_sandbox
+        self.graders = graders
         self.sandbox: Any = None
-        self.asked: dict | None = None
+        self.asked: Asked | None = None
         self.error: BaseException | None = None
         self.cancelled = False
         self.check_done: float | None = None  # set by wait()
@@ -253,9 +299,12 @@ class Early:
                 # Its imports run while this thread describes the cases.
                 self.sandbox.send(ExplainPrepare())
                 self.sandbox.pending = True
-                self.asked = ask(self.request, self.device, self.sandbox, {}, compile_later=True)
-                self.asked["steps"]["sandbox_start"] = round(made - self.started, 2)
-                self._compile(self.asked)
+                asked = ask(
+                    self.request, self.device, self.sandbox, {}, self.graders, compile_later=True
+                )
+                asked.steps["sandbox_start"] = round(made - self.started, 2)
+                self.asked = asked  # wait() reads it while the compiles go on
+                self.asked = self._compile(asked)
         except BaseException as exc:  # noqa: BLE001 - reported in the result, never raised
             self.error = exc
 
@@ -272,12 +321,13 @@ class Early:
             return False
         return self.check_done is None or now - self.check_done < GRACE_S
 
-    def _compile(self, asked: dict) -> None:
-        reply: Explained = asked["reply"]
-        compiled = reply.compiled  # the judge's own copy (Explained.parse), filled here
+    def _compile(self, asked: Asked) -> Asked:
+        """`asked` with the kernels compiled for as long as the check lasts."""
+        reply = asked.reply
+        # The judge's own copy (Explained.parse), filled here.
+        cases, compiled = reply_facts(reply)
         from gpulab.explain.candidates import still_needed
 
-        cases = reply.cases
         pending = reply.pending
         t0, left, new = time.monotonic(), 0, 0
         for key in pending:
@@ -299,10 +349,10 @@ class Early:
             if isinstance(answer, ExplainCompiled):
                 compiled.update(answer.compiled)
             new += 1
-        asked["reply"] = dataclasses.replace(reply, not_compiled=left)
-        asked["steps"]["sandbox_compile"] = round(time.monotonic() - t0, 2)
+        asked.steps["sandbox_compile"] = round(time.monotonic() - t0, 2)
+        return dataclasses.replace(asked, reply=dataclasses.replace(reply, not_compiled=left))
 
-    def wait(self) -> dict[str, Any]:
+    def wait(self) -> Explanation:
         self.check_done = time.monotonic()
         self.thread.join(GRACE_S)
         if self.thread.is_alive() and self.asked and self.compiling:
@@ -315,7 +365,7 @@ class Early:
         if self.error is not None:
             raise self.error
         assert self.asked is not None
-        self.asked["steps"]["after_check"] = round(time.monotonic() - self.check_done, 2)
+        self.asked.steps["after_check"] = round(time.monotonic() - self.check_done, 2)
         return conclude(self.request, self.asked, {}, time.monotonic() - self.started)
 
     def close(self) -> None:
@@ -331,7 +381,9 @@ class Early:
         self.thread.join()
 
 
-def start(request: CheckRequest, device: str, make_sandbox: Any) -> Early | None:
+def start(
+    request: CheckRequest, device: str, make_sandbox: Any, *, graders: Graders
+) -> Early | None:
     """The judge's hook before the check: on the CPU, with --explain, start
     the explanation now. None where it must wait for the check (a GPU's
     timing orders it, and it must not run during the timing)."""
@@ -340,7 +392,7 @@ def start(request: CheckRequest, device: str, make_sandbox: Any) -> Early | None
     if request.exercise not in explained(request.content_root):
         return None
     _fake_mode_ready()
-    return Early(request, device, make_sandbox)
+    return Early(request, device, make_sandbox, graders)
 
 
 def _fake_mode_ready() -> None:
@@ -356,27 +408,35 @@ def _fake_mode_ready() -> None:
         ensure()
 
 
+def _add(result: ResultView, found: Explanation) -> None:
+    result["diagnosis"] = found["diagnosis"]
+    result["explain"] = found["explain"]
+
+
 def attach(
     request: CheckRequest,
-    result: dict[str, Any],
+    result: ResultView,
     device: str,
     sandbox: Any,
     fresh: Any = None,
     early: Early | None = None,
+    *,
+    graders: Graders,
 ) -> None:
     """The judge's hook after the verdict: add "diagnosis" and "explain" to a
     result, never fail it. `early`: what `start` began, else on the CPU a
-    `fresh()` sandbox (see Early for why)."""
+    `fresh()` sandbox (see Early for why). `graders`: what the judge offers
+    of its graders (gpulab.judge.plugin_host)."""
     own = None
     try:
         if not wanted(request, result):
             return
         if early is not None:
-            result.update(early.wait())
+            _add(result, early.wait())
         else:
             if device == "cpu" and fresh is not None:
                 sandbox = own = fresh()
-            result.update(explain(request, result, device, sandbox))
+            _add(result, explain(request, result, device, sandbox, graders=graders))
     except Exception as exc:  # noqa: BLE001 - advice must not break a check
         result["diagnosis"] = []
         result["explain"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
@@ -389,7 +449,17 @@ def attach(
     # sandbox (a GPU, --explain, ncu permitted), or the line saying why not.
     from gpulab.explain.judge import nsight_step
 
-    nsight_step.attach(request, result, device, fresh)
+    nsight_step.attach(request, result, device, fresh, graders)
 
 
-__all__ = ["Early", "attach", "explain", "start", "wanted"]
+__all__ = [
+    "Asked",
+    "Early",
+    "ResultView",
+    "attach",
+    "explain",
+    "reply_facts",
+    "start",
+    "timed_rows",
+    "wanted",
+]

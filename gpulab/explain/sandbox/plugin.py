@@ -11,6 +11,10 @@ is dry) and the learner's file is imported a second time with the Triton
 interpreter off, so its kernels are compiled as a GPU would run them and a
 wrapper that picks its configuration from TRITON_INTERPRET picks the GPU's.
 Compile facts are cached beside Triton's cache for this submission.
+
+The sandbox's main calls the requests' handlers, passing its server and,
+where the learner's file is imported again, its loader (`load`:
+gpulab.sandbox.learner.load_module), so nothing here imports the sandbox.
 """
 
 from __future__ import annotations
@@ -22,9 +26,21 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol, cast
 
+from gpulab.explain.facts import (
+    CaseDescription,
+    CaseEntry,
+    CodeFacts,
+    CompileFacts,
+    Intermediate,
+    Launch,
+    TracedLaunch,
+)
 from gpulab.explain.idle import idle
 from gpulab.wire.explain import (
     ExplainCompile,
@@ -34,8 +50,16 @@ from gpulab.wire.explain import (
     ExplainRequest,
     Prepared,
 )
+from gpulab.wire.protocol import JsonObject
 
 _DT = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+
+class LoadModule(Protocol):
+    """The sandbox's loader of the learner's file (gpulab.sandbox.learner.load_module):
+    a fresh module named `name`, from `data` where the judge sent the bytes."""
+
+    def __call__(self, path: str, name: str = ..., data: bytes | None = None) -> ModuleType: ...
 
 
 def build(obj: Any, device: str, gen: Any = None) -> Any:
@@ -67,7 +91,7 @@ def build(obj: Any, device: str, gen: Any = None) -> Any:
 
 
 @contextlib.contextmanager
-def _compiled_mode():
+def _compiled_mode() -> Iterator[None]:
     """The Triton interpreter off (the CPU sandbox runs with it on): kernels
     are defined and compiled as a GPU would."""
     from triton import knobs
@@ -82,20 +106,18 @@ def _compiled_mode():
             os.environ["TRITON_INTERPRET"] = saved
 
 
-def _gpu_module(server: Any) -> Any:
+def _gpu_module(server: Any, load: LoadModule) -> Any:
     """The learner's module as a GPU would import it (CPU: a second import,
     kept for the requests after it)."""
     if server.device == "cuda":
         return server.module
     if getattr(server, "explain_module", None) is None:
-        from gpulab.sandbox.learner import load_module
-
         with _compiled_mode():
-            server.explain_module = load_module(server.file, "learner_explain", data=server.source)
+            server.explain_module = load(server.file, "learner_explain", data=server.source)
     return server.explain_module
 
 
-def _key(la: dict, arch: str) -> str:
+def _key(la: TracedLaunch, arch: str) -> str:
     fn = la["fn"]
     src = getattr(fn, "src", "") or getattr(getattr(fn, "fn", None), "__code__", "")
     import triton  # another Triton compiles the same source differently
@@ -125,13 +147,15 @@ def _jit(fn: Any) -> Any:
     return fn
 
 
-def _asm_facts(asm: dict) -> dict:
+def _asm_facts(asm: dict[str, str | bytes]) -> CodeFacts:
+    """What the compiled code says (its TTIR; the other texts by name, the cubin's bytes)."""
     from gpulab.explain.ttir import analyse
 
-    return analyse(asm.get("ttir", "") or "")
+    ttir = asm.get("ttir", "") or ""
+    return analyse(ttir if isinstance(ttir, str) else ttir.decode(errors="replace"))
 
 
-def compile_launch(la: dict, arch: str) -> dict[str, Any]:
+def compile_launch(la: TracedLaunch, arch: str) -> CompileFacts:
     from gpulab.measure.compile_info import compile_kernel
 
     if la.get("problem"):  # not analysed (a TMA descriptor), not a compile failure
@@ -152,9 +176,10 @@ def compile_launch(la: dict, arch: str) -> dict[str, Any]:
         divisible=la.get("divisible") or (),
         asm_hook=_asm_facts,
     )
+    # CompileInfo's JSON (gpulab.measure.compile_info), its code facts and the label.
     d = info.as_dict()
     d.update(d.pop("extra") or {}, label=la["kernel"])
-    return d
+    return cast("CompileFacts", d)
 
 
 def _yield_cpu() -> None:
@@ -171,7 +196,7 @@ def _yield_cpu() -> None:
 _yielded = False
 
 
-def prepare_request(server: Any, msg: ExplainPrepare) -> Prepared:
+def prepare_request(server: Any, msg: ExplainPrepare, load: LoadModule) -> Prepared:
     """CPU --explain's first request, sent without waiting: torch, a compiled
     Triton and the learner's file imported while the judge describes the
     cases (seconds each, so side by side rather than one after the other)."""
@@ -179,7 +204,7 @@ def prepare_request(server: Any, msg: ExplainPrepare) -> Prepared:
     if server.device != "cuda" and _interpreted_already():
         return Prepared("the Triton interpreter ran here first")
     try:
-        _gpu_module(server)
+        _gpu_module(server, load)
     except Exception as exc:  # noqa: BLE001 - explain_request says it again, with the why
         return Prepared(f"{type(exc).__name__}: {exc}"[:300])
     return Prepared()
@@ -202,16 +227,21 @@ def _interpreted_already() -> bool:
     )
 
 
-def _trace_case(server: Any, fn: Any, c: dict[str, Any], arch: str) -> tuple[dict, list[dict]]:
+def _trace_case(
+    server: Any, fn: Any, c: CaseDescription, arch: str
+) -> tuple[CaseEntry, list[TracedLaunch]]:
     """One case: the learner's function called on its inputs under the
     tracer. The case's entry for the reply, and its launches (with `fn`)."""
     from gpulab.explain.sandbox.trace import LaunchTracer
 
-    entry: dict[str, Any] = {
-        "name": c.get("name", "?"),
-        **{k: c[k] for k in ("sizes", "dtype", "elt") if k in c},
-        "launches": [],
-    }
+    entry: CaseEntry = {"name": c.get("name", "?")}
+    if "sizes" in c:
+        entry["sizes"] = c["sizes"]
+    if "dtype" in c:
+        entry["dtype"] = c["dtype"]
+    if "elt" in c:
+        entry["elt"] = c["elt"]
+    entry["launches"] = []
     tracer, out, inputs = None, None, None
     try:
         inputs = (
@@ -245,17 +275,37 @@ def _trace_case(server: Any, fn: Any, c: dict[str, Any], arch: str) -> tuple[dic
     entry["intermediates"] = intermediates(primary, inputs, out) if primary else []
     for la in launches:
         la["key"] = _key(la, arch)
-        shown = {k: v for k, v in la.items() if k not in ("fn", "tensors")}
-        shown["constexprs"] = {
-            k: v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
-            for k, v in la["constexprs"].items()
-            if k not in (la.get("ones") or ())  # the author's constexprs, not Triton's 1s
-        }
-        entry["launches"].append(shown)
+        entry["launches"].append(shown(la))
     return entry, launches
 
 
-def explain_request(server: Any, msg: ExplainRequest) -> Explained:
+def shown(la: TracedLaunch) -> Launch:
+    """A traced launch as the reply shows it: no function, no buffers, the
+    author's constexprs (not Triton's 1s), each a plain value or its repr.
+    In the order the tracer recorded the keys."""
+    out: Launch = {
+        "kernel": la["kernel"],
+        "signature": la["signature"],
+        "constexprs": {
+            k: v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+            for k, v in la["constexprs"].items()
+            if k not in (la.get("ones") or ())
+        },
+        "divisible": la["divisible"],
+        "ones": la["ones"],
+        "grid": la["grid"],
+        "programs": la["programs"],
+        "num_warps": la["num_warps"],
+        "num_stages": la["num_stages"],
+        "problem": la["problem"],
+    }
+    if "group" in la:  # an autotuned kernel's config (the CPU's dry run)
+        out["group"], out["candidate"], out["of"] = la["group"], la["candidate"], la["of"]
+    out["key"] = la["key"]
+    return out
+
+
+def explain_request(server: Any, msg: ExplainRequest, load: LoadModule) -> Explained:
     start = time.monotonic()
     later = msg.compile == "later"
     if later:
@@ -266,14 +316,17 @@ def explain_request(server: Any, msg: ExplainRequest) -> Explained:
             "this sandbox already ran the Triton interpreter; compile facts need a fresh one"
         )
     try:
-        fn = getattr(_gpu_module(server), msg.function)
+        fn = getattr(_gpu_module(server, load), msg.function)
     except Exception as exc:  # noqa: BLE001 - advice only: say why, carry on
         return _nothing(
             f"could not import your file for the GPU: {type(exc).__name__}: {exc}"[:300]
         )
     imported = time.monotonic()
-    cases, pending = [], []
-    for c in msg.cases:  # the judge sends the one that matters most first
+    cases: list[CaseEntry] = []
+    pending: list[TracedLaunch] = []
+    # The judge sends the one that matters most first: its descriptions
+    # (gpulab.explain.judge.cases), JSON as this sandbox's frame read it.
+    for c in cast("list[CaseDescription]", msg.cases):
         entry, launches = _trace_case(server, fn, c, arch)
         cases.append(entry)
         pending += launches
@@ -291,7 +344,7 @@ def explain_request(server: Any, msg: ExplainRequest) -> Explained:
         compiled, skipped = _compile_all(pending, arch, traced + budget)
     done = time.monotonic()
     return Explained(
-        cases=cases,
+        cases=cast("list[JsonObject]", cases),  # the frame's JSON
         compiled=compiled,
         not_compiled=skipped,
         seconds=round(done - start, 2),
@@ -331,27 +384,36 @@ def _storages(obj: Any) -> set[int]:
     return set()
 
 
-def intermediates(launches: list[dict], inputs: Any, output: Any) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Buffer:
+    """A buffer the call allocated, and the launches (by index) it was passed to."""
+
+    name: str
+    nbytes: int
+    at: list[int] = field(default_factory=list)
+
+
+def intermediates(launches: list[TracedLaunch], inputs: Any, output: Any) -> list[Intermediate]:
     """Buffers the call allocated for itself and passed to more than one
     kernel: one kernel writes them, a later one reads them back, a round
     trip through HBM that one fused kernel would not make. Neither an input
     nor the returned output (those are the exercise's own traffic)."""
     own = _storages(inputs) | _storages(output)
-    users: dict[int, dict[str, Any]] = {}
+    users: dict[int, _Buffer] = {}
     for i, la in enumerate(launches):
         for name, (ptr, nbytes) in (la.get("tensors") or {}).items():
             if ptr not in own:
-                e = users.setdefault(ptr, {"name": name, "bytes": nbytes, "at": []})
-                if i not in e["at"]:
-                    e["at"].append(i)
+                e = users.setdefault(ptr, _Buffer(name, nbytes))
+                if i not in e.at:
+                    e.at.append(i)
     return [
         {
-            "name": e["name"],
-            "bytes": e["bytes"],
-            "kernels": [launches[i]["kernel"] for i in e["at"]],
+            "name": e.name,
+            "bytes": e.nbytes,
+            "kernels": [launches[i]["kernel"] for i in e.at],
         }
         for e in users.values()
-        if len(e["at"]) > 1
+        if len(e.at) > 1
     ]
 
 
@@ -362,7 +424,7 @@ def _cache_file() -> Path:
     return Path(folder) / "gpulab-explain.json"
 
 
-def _load_cache() -> dict[str, Any]:
+def _load_cache() -> dict[str, CompileFacts]:
     try:
         cache = json.loads(_cache_file().read_text())
     except (OSError, ValueError):
@@ -370,7 +432,7 @@ def _load_cache() -> dict[str, Any]:
     return cache if isinstance(cache, dict) else {}
 
 
-def _save_cache(cache: dict[str, Any]) -> None:
+def _save_cache(cache: dict[str, CompileFacts]) -> None:
     # Whole or not at all: the judge may kill this sandbox mid-compile (Early).
     path = _cache_file()
     with contextlib.suppress(OSError):
@@ -379,12 +441,12 @@ def _save_cache(cache: dict[str, Any]) -> None:
         os.replace(tmp, path)
 
 
-def _cached(pending: list[dict]) -> tuple[dict[str, Any], list[dict]]:
+def _cached(pending: list[TracedLaunch]) -> tuple[dict[str, CompileFacts], list[TracedLaunch]]:
     """What the cache already holds, and the launches (one per key, in the
     judge's order) it does not."""
     cache = _load_cache()
-    out: dict[str, Any] = {}
-    later: dict[str, dict] = {}
+    out: dict[str, CompileFacts] = {}
+    later: dict[str, TracedLaunch] = {}
     for la in pending:
         if la["key"] in cache:
             out[la["key"]] = cache[la["key"]]
@@ -393,9 +455,11 @@ def _cached(pending: list[dict]) -> tuple[dict[str, Any], list[dict]]:
     return out, list(later.values())
 
 
-def _compile_all(pending: list[dict], arch: str, deadline: float) -> tuple[dict, int]:
+def _compile_all(
+    pending: list[TracedLaunch], arch: str, deadline: float
+) -> tuple[dict[str, CompileFacts], int]:
     cache = _load_cache()
-    out: dict[str, Any] = {}
+    out: dict[str, CompileFacts] = {}
     skipped: set[str] = set()
     for la in pending:  # the judge sends the case that matters most first
         key = la["key"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpulab.explain.facts import TracedLaunch
+
 _DTYPES = {
     "float16": "fp16",
     "bfloat16": "bf16",
@@ -72,7 +74,7 @@ def specialization(param: Any, v: Any) -> tuple[str | None, str | None]:
 class LaunchTracer:
     def __init__(self, dry: bool) -> None:
         self.dry = dry
-        self.launches: list[dict[str, Any]] = []
+        self.launches: list[TracedLaunch] = []
         self._patched: list[tuple[type, str, Any]] = []
         self.autotuned = 0
         self._groups = 0
@@ -106,7 +108,7 @@ class LaunchTracer:
     def _run_wrapper(self, original: Any) -> Any:
         tracer = self
 
-        def run(fn, *args, grid=None, warmup=False, **kwargs):
+        def run(fn: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
             if not warmup:
                 tracer.record(fn, args, kwargs, grid)
             if tracer.dry:
@@ -118,7 +120,7 @@ class LaunchTracer:
     def _autotune_wrapper(self, original: Any) -> Any:
         tracer = self
 
-        def run(tuner, *args, **kwargs):
+        def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             configs = list(getattr(tuner, "configs", []) or [])
             if not configs:
                 return original(tuner, *args, **kwargs)
@@ -133,12 +135,14 @@ class LaunchTracer:
                 first = len(tracer.launches)
                 tuner.fn.run(*args, **kwargs, **config.all_kwargs())
                 for la in tracer.launches[first:]:
-                    la.update(group=group, candidate=i, of=len(configs))
+                    la["group"], la["candidate"], la["of"] = group, i, len(configs)
             return None
 
         return run
 
-    def record(self, fn: Any, args: tuple, kwargs: dict, grid: Any) -> None:
+    def record(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> None:
+        """One launch of `fn`: its arguments, and the keyword arguments the
+        launch was given (the kernel's and Triton's own: any values)."""
         params = list(getattr(fn, "params", []))
         names = [p.name for p in params] or list(getattr(fn, "arg_names", []))
         bound = dict(zip(names, args, strict=False))
@@ -146,10 +150,14 @@ class LaunchTracer:
         for p in params:
             if p.name not in bound and p.has_default:
                 bound[p.name] = p.default
-        constexprs, sig, problem = {}, {}, ""
+        constexprs: dict[str, Any] = {}  # by name, as the learner's code passed them
+        sig: dict[str, str] = {}
+        problem = ""
         divisible: list[str] = []  # integers a multiple of 16, as Triton specialises
         ones: list[str] = []  # integers equal to 1: constexprs to Triton, not to the author
-        tensors = {}  # name -> (storage address, bytes): which launches share a buffer
+        tensors: dict[
+            str, tuple[int, int]
+        ] = {}  # name -> (storage address, bytes): which launches share a buffer
         for i, name in enumerate(names):
             is_ce = params[i].is_constexpr if params else False
             v = bound.get(name)
