@@ -56,7 +56,12 @@ FIELDS = (
     "bytes",
     "hints",
     "roof_dtype",
+    "tools",
 )
+# What a folder exercise's `tools` may name: the commands that cover a
+# kernel folder as they cover the course's own kernels. A timed kernel is
+# explained unless its exercise.toml says `tools = []`.
+FOLDER_TOOLS = ("explain",)
 # What spec.py must define at its top level (gpulab.judge.folder_grader reads
 # the rest, all optional), and what each is, for the message that says it is missing.
 SPEC_NEEDS = {
@@ -149,6 +154,12 @@ def read(folder: Path) -> FolderEntry:
     fields["kind"] = bound
     fields.setdefault("status", "ready")
     fields.setdefault("requires", ["triton"])  # a kernel exercise's kernels are Triton's
+    tools = fields.setdefault("tools", list(FOLDER_TOOLS))
+    if not isinstance(tools, list) or not all(t in FOLDER_TOOLS for t in tools):
+        raise FolderError(
+            f"{where}: field 'tools' must be a list of {', '.join(FOLDER_TOOLS)} "
+            f"(what covers a folder exercise beyond `gpulab check`), got {tools!r}"
+        )
     if fields["status"] == "ready":
         for name, what in FILES.items():
             try:

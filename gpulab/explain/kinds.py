@@ -37,8 +37,7 @@ def explain_unavailable(lesson: Any) -> str:
         return ""
     if getattr(lesson, "folder", None) is not None:  # gpulab.course.exercise_folder
         return (
-            f"--explain is for the course's own timed kernels; {lesson.exercise} is an "
-            "exercise added as a folder, which it does not explain yet."
+            f"--explain is off for {lesson.exercise}: its exercise.toml says `tools = []`."
         )
     root = getattr(lesson, "root", None)
     kernels = ", ".join(sorted(explained(str(root) if root else "")))

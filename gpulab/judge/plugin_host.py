@@ -27,10 +27,12 @@ def timed_grader(exercise: str) -> TimedGrader:
 
 
 def grader_source(exercise: str) -> bytes:
-    """The bytes of the exercise's grader module (what its cases depend on)."""
-    from gpulab.judge.loader import FOLDER
+    """The bytes of the exercise's grader (what its cases depend on): its
+    module, or a folder exercise's spec.py."""
+    from gpulab.judge.loader import FOLDER, folder_of
 
-    return (FOLDER / f"{exercise}.py").read_bytes()
+    folder = folder_of(exercise)
+    return (folder / "spec.py" if folder else FOLDER / f"{exercise}.py").read_bytes()
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -62,7 +62,12 @@ def test_a_folder_outside_the_course_is_a_lesson_of_its_own(tmp_path):
     assert lesson.root == root  # the judge finds the course, and the folder, from it
     from gpulab.explain.kinds import explain_unavailable
 
-    assert "added as a folder" in explain_unavailable(lesson)  # not yet, and said so
+    # A timed kernel: explained as the course's own are, unless it says `tools = []`.
+    assert lesson.tools == ("explain",) and explain_unavailable(lesson) == ""
+    toml = folder / TOML
+    toml.write_text(toml.read_text().replace('status = "ready"', 'status = "ready"\ntools = []'))
+    quiet = load_course(root).find("gelu")
+    assert quiet is not None and quiet.tools == () and "tools = []" in explain_unavailable(quiet)
 
 
 def test_the_workspace_copies_the_folders_starter(tmp_path, ws):
@@ -124,6 +129,7 @@ TOML = "exercise.toml"
         (('bytes = "2*N*elt"', "bytes = \"open('x')\""), f"{TOML}: field 'bytes': Call is"),
         (("hints = [", "hints = 3\nold = ["), "field 'old' is not a field"),
         (('exercise = "gelu"', 'exercise = "ge-lu"'), "field 'exercise' must be a Python"),
+        (('status = "ready"', 'tools = ["bench"]'), "field 'tools' must be a list of explain"),
     ],
 )
 def test_exercise_toml_problems_name_the_file_and_field(tmp_path, change, expect):

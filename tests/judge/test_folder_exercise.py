@@ -53,7 +53,7 @@ def test_a_check_is_graded_replayed_and_costed_like_softmax(run_gpulab, tmp_path
     mine = Path(where.stdout.strip())  # the workspace's copy, made from the starter
     assert mine == tmp_path / "ws" / "exercises" / "gelu.py" and "TODO" in mine.read_text()
     mine.write_text((folder / "reference.py").read_text())
-    checked = run_gpulab("check", "gelu", "--json", env=env)
+    checked = run_gpulab("check", "gelu", "--json", "--explain", env=env)
     r = json.loads(checked.stdout)
     assert r["status"] == "passed", (r["summary"], r.get("message"))
     assert [c["name"] for c in r["cases"]] == [
@@ -73,6 +73,10 @@ def test_a_check_is_graded_replayed_and_costed_like_softmax(run_gpulab, tmp_path
     assert cost["case"].startswith("N=4099 fp16") and cost["minimum_bytes"] == 2 * 4099 * 2
     assert cost["gpu"] and cost["bound"] == "bandwidth"
     assert 1.0 <= cost["ratio"] < 1.01 and cost["best_fraction"] > 0.95
+    # --explain covers it as it covers softmax: the compiled kernel's facts,
+    # on spec.py's timing cases, against the datasheet.
+    assert "diagnosis" in r and not r["explain"].get("error"), r.get("explain")
+    assert r["explain"]["gpu"] and r["explain"]["basis"]
     # Recorded in the learner's progress, as any exercise's check is.
     listed = json.loads(run_gpulab("list", "--json", env=env).stdout)["lessons"]
     assert [(row["exercise"], row["status"]) for row in listed] == [("gelu", "passed")]
