@@ -36,9 +36,7 @@ def explain_unavailable(lesson: Any) -> str:
     if "explain" in getattr(lesson, "tools", ()):
         return ""
     if getattr(lesson, "folder", None) is not None:  # gpulab.course.exercise_folder
-        return (
-            f"--explain is off for {lesson.exercise}: its exercise.toml says `tools = []`."
-        )
+        return f"--explain is off for {lesson.exercise}: its exercise.toml says `tools = []`."
     root = getattr(lesson, "root", None)
     kernels = ", ".join(sorted(explained(str(root) if root else "")))
     what = (
