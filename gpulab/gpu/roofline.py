@@ -245,9 +245,9 @@ def estimate_point(result: CheckResult, model: Model) -> Point | None:
     from gpulab.gpu.costmodel import read
 
     cost = read(result.rest)
-    if cost is None or not _positive(cost.get("intensity")):
+    intensity = cost["intensity"] if cost else None
+    if cost is None or not _positive(intensity):
         return None
-    intensity = float(cost["intensity"])
     dtype = cost.get("dtype") or model.dtype
     roof = model.attainable(intensity, dtype if model.roof(dtype) else None)
     if not roof:
