@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from gpulab.gpu import ceilings, hardware
-from gpulab.gpu.nvml import na, value
+from gpulab.gpu.nvml import Query, na, value
 from gpulab.gpu.nvml import query as query_nvml
 from gpulab.lab import child
 
@@ -88,7 +88,7 @@ def _strip_uuid(u: Any) -> str:
     return str(u or "").lower().removeprefix("gpu-")
 
 
-def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, Any]]:
+def _merge(nvml: Query, torch_info: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per GPU: NVML's fields, plus what only torch knows (SMs, L2)."""
     tdevs = list(torch_info.get("devices") or [])
     no_torch = torch_info.get("reason") or "torch did not answer"
@@ -96,11 +96,11 @@ def _merge(nvml: dict[str, Any], torch_info: dict[str, Any]) -> list[dict[str, A
     if nvml.get("available") and nvml.get("gpus"):
         for pos, g in enumerate(nvml["gpus"]):
             f = dict(g["fields"])
-            uuid = _strip_uuid((f.get("uuid") or {}).get("value"))
+            uuid = _strip_uuid(f["uuid"]["value"] if "uuid" in f else None)
             t = next((d for d in tdevs if uuid and _strip_uuid(d.get("uuid")) == uuid), None)
             if t is None and pos < len(tdevs):
                 t = tdevs[pos]
-            mig = (f.get("mig_mode") or {}).get("value") == "enabled"
+            mig = "mig_mode" in f and f["mig_mode"]["value"] == "enabled"
             gpus.append(
                 {
                     "index": g["index"],
