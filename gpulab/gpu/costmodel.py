@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from gpulab.gpu.units import value_text
-from gpulab.wire.protocol import JsonObject
 
 if TYPE_CHECKING:
     from gpulab.gpu.hardware_model import GPU
+    from gpulab.wire.protocol import JsonObject
 
 MODEL_NOTE = (
     "a model, not a measurement: counted by Triton's interpreter on the CPU, "

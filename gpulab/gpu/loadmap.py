@@ -24,9 +24,11 @@ MAX_ROWS of each.
 from __future__ import annotations
 
 import math
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from gpulab.wire.protocol import JsonObject
+if TYPE_CHECKING:
+    from gpulab.wire.protocol import JsonObject
+
 
 GLYPHS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 COLORS = ("cyan", "green", "yellow", "magenta", "blue", "bright_white")

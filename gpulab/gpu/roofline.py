@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 
 from gpulab.gpu import hardware
 from gpulab.gpu.hardware import GPU
+from gpulab.gpu.hardware_model import MeasuredCeilings, read_ceilings
 from gpulab.wire.result import CheckResult, TimingRow
 
 MEMORY_BOUND, COMPUTE_BOUND = "memory-bound", "compute-bound"
@@ -172,20 +173,20 @@ def choose_gpu(
     return hardware.GPUS[hardware.DEFAULT_GPU], why
 
 
-def measured_ceilings(gpu: GPU, workspace_root: Path | None) -> tuple[dict[str, Any] | None, str]:
+def measured_ceilings(gpu: GPU, workspace_root: Path | None) -> tuple[MeasuredCeilings | None, str]:
     """Measured ceilings for this GPU: the probe's cache, else gpulab's reference run."""
     folder = Path(workspace_root) / ".gpulab" / "ceilings" if workspace_root else None
     found = []
     for f in sorted(folder.glob("*.json")) if folder and folder.is_dir() else []:
         try:
-            data = json.loads(f.read_text("utf-8"))
+            data = read_ceilings(json.loads(f.read_text("utf-8")))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and hardware.match_gpu(str(data.get("device", ""))) is gpu:
+        if hardware.match_gpu(data.get("device", "")) is gpu:
             found.append(data)
     if found:
-        data = max(found, key=lambda d: str(d.get("date", "")))
-        return data, f"measured on {data.get('device')} ({data.get('date', 'undated')})"
+        best = max(found, key=lambda d: d.get("date", ""))
+        return best, f"measured on {best.get('device')} ({best.get('date', 'undated')})"
     if gpu.measured:
         m = gpu.measured
         return m, f"gpulab's reference run on an {m['device']} ({m['date']}), not this machine"
