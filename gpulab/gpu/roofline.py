@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, NotRequired, TypedDict, TypeGuard
 
 from gpulab.gpu import hardware
 from gpulab.gpu.hardware import GPU
@@ -68,6 +68,62 @@ class Point:
     label: str = ""
 
 
+class RoofDict(TypedDict):
+    dtype: str
+    tflops: float
+    flag: NotRequired[str]  # the datasheet's roofs only
+
+
+class MeasuredDict(TypedDict):
+    label: str
+    bandwidth_tbs: float | None
+    ridge_flop_per_byte: float | None
+    roofs: list[RoofDict]
+
+
+class PointDict(TypedDict):
+    """A Point's fields, in their order."""
+
+    exercise: str
+    case: str
+    dtype: str
+    intensity: float
+    flops_per_s: float
+    ms: float
+    bound: str
+    fraction: float | None
+    label: str
+
+
+class ModelDict(TypedDict):
+    """`gpulab roofline --json` (less the reason the GPU was chosen)."""
+
+    gpu: str
+    name: str
+    dtype: str
+    bandwidth_tbs: float
+    ridge_flop_per_byte: float
+    roofs: list[RoofDict]
+    measured: MeasuredDict | None
+    points: list[PointDict]
+    estimates: list[PointDict]
+    notes: list[str]
+
+
+def _point_dict(p: Point) -> PointDict:
+    return {
+        "exercise": p.exercise,
+        "case": p.case,
+        "dtype": p.dtype,
+        "intensity": p.intensity,
+        "flops_per_s": p.flops_per_s,
+        "ms": p.ms,
+        "bound": p.bound,
+        "fraction": p.fraction,
+        "label": p.label,
+    }
+
+
 @dataclass
 class Model:
     gpu: GPU
@@ -110,7 +166,7 @@ class Model:
         roof = self.roof(dtype) or self.roof()
         return classify(intensity, roof.flops, self.bandwidth) if roof else ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ModelDict:
         return {
             "gpu": self.gpu.key,
             "name": self.gpu.name,
@@ -130,8 +186,8 @@ class Model:
             }
             if self.measured_label
             else None,
-            "points": [p.__dict__ for p in self.points],
-            "estimates": [p.__dict__ for p in self.estimates],
+            "points": [_point_dict(p) for p in self.points],
+            "estimates": [_point_dict(p) for p in self.estimates],
             "notes": self.notes,
         }
 
