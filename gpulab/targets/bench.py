@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
     from gpulab.judge.kernel_spec import Case
+    from gpulab.measure.timing import Measured
     from gpulab.wire.status import StageKind
 
 
@@ -126,7 +127,7 @@ def measured_ceilings() -> dict[str, Any]:
 
 
 def side_by_side(
-    fns: dict[str, Callable[[], Any]], measure_one: Callable[..., dict[str, Any]], rounds: int = 1
+    fns: dict[str, Callable[[], Any]], measure_one: Callable[..., Measured], rounds: int = 1
 ) -> dict[str, dict[str, Any]]:
     """Time each of `fns` `rounds` times, the order rotating every round
     (A B C, then B C A, ...), so that clocks drifting during the run (a GPU
@@ -135,7 +136,7 @@ def side_by_side(
     medians, the rounds themselves, and the first round's other fields.
     One round is the plain order: the first function, then the rest."""
     names = list(fns)
-    got: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    got: dict[str, list[Measured]] = {n: [] for n in names}
     for r in range(rounds):
         for n in names[r % len(names) :] + names[: r % len(names)]:
             got[n].append(measure_one(fns[n], first=(n == names[0])))
