@@ -29,9 +29,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpulab.gpu import hardware
+from gpulab.gpu.hardware_model import read_ceilings
+
+if TYPE_CHECKING:
+    from gpulab.wire.protocol import JsonObject
 
 
 def slug(device_name: str) -> str:
@@ -42,7 +46,9 @@ def cache_path(workspace_root: str | Path, device_name: str) -> Path:
     return Path(workspace_root) / ".gpulab" / "ceilings" / f"{slug(device_name)}.json"
 
 
-def load_measured(workspace_root: str | Path | None, device_name: str) -> dict[str, Any] | None:
+def load_measured(workspace_root: str | Path | None, device_name: str) -> JsonObject | None:
+    """The probe's cached file for this device, as it is (`gpulab probe`
+    shows all of it); `read_ceilings` takes the ceilings out of it."""
     if not workspace_root:
         return None
     try:
@@ -56,15 +62,15 @@ def ceiling(
     kind: str, dtype: str, device_name: str, workspace_root: str | Path | None = None
 ) -> tuple[float | None, str]:
     """(ceiling, label): bytes/s for kind "memory", FLOP/s for "compute"."""
-    measured = load_measured(workspace_root, device_name)
+    measured = read_ceilings(load_measured(workspace_root, device_name))
     if kind == "memory":
-        if measured and measured.get("copy_tbs"):
+        if measured.get("copy_tbs"):
             return measured["copy_tbs"] * 1e12, "measured copy bandwidth"
         gpu = hardware.match_gpu(device_name)
         if gpu:
             return gpu.bandwidth_tbs * 1e12, f"{gpu.name} datasheet bandwidth"
         return None, "unknown device"
-    if measured and (measured.get("tflops") or {}).get(dtype):
+    if measured.get("tflops", {}).get(dtype):
         return measured["tflops"][dtype] * 1e12, f"measured {dtype} matmul peak"
     gpu = hardware.match_gpu(device_name)
     if gpu and gpu.tflops.get(dtype):
@@ -106,11 +112,11 @@ def grading_roof(
         )
     if gpu:  # a known card without the dtype (a T4 has no bf16)
         return Roof(None, f"no {dtype} figure on the {gpu.name} datasheet", "none")
-    measured = load_measured(workspace_root, device_name) or {}
+    measured = read_ceilings(load_measured(workspace_root, device_name))
     if kind == "memory" and measured.get("copy_tbs"):
         tbs = float(measured["copy_tbs"])
         return Roof(tbs * 1e12, f"the copy ceiling this GPU measured, {tbs:.3g} TB/s", "measured")
-    tflops = (measured.get("tflops") or {}).get(dtype)
+    tflops = measured.get("tflops", {}).get(dtype)
     if kind != "memory" and tflops:
         return Roof(
             float(tflops) * 1e12,
@@ -122,8 +128,7 @@ def grading_roof(
 
 def measured_copy(workspace_root: str | Path | None, device_name: str) -> float | None:
     """The copy bandwidth `gpulab probe --bench` measured here (bytes/s), or None."""
-    measured = load_measured(workspace_root, device_name) or {}
-    tbs = measured.get("copy_tbs")
+    tbs = read_ceilings(load_measured(workspace_root, device_name)).get("copy_tbs")
     return float(tbs) * 1e12 if isinstance(tbs, (int, float)) and tbs > 0 else None
 
 

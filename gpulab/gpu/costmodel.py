@@ -29,9 +29,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from gpulab.gpu.units import value_text
+
+if TYPE_CHECKING:
+    from gpulab.gpu.hardware_model import GPU
+    from gpulab.wire.protocol import JsonObject
 
 MODEL_NOTE = (
     "a model, not a measurement: counted by Triton's interpreter on the CPU, "
@@ -43,13 +47,103 @@ SFU_SHARE = 1 / 16
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "cost_reference.json"
 
 
+class TensorCost(TypedDict):
+    """One tensor's sector bytes in an estimate."""
+
+    name: str
+    loads: float
+    stores: float
+    footprint: float
+
+
+class KernelCost(TypedDict):
+    """One launch in an estimate."""
+
+    kernel: str
+    programs: int
+    bytes: float
+    dot_flops: float
+
+
+class ReferenceCost(TypedDict):
+    """The reference solution's own estimate of a case (`reference_for`)."""
+
+    ratio: float | None
+    best_fraction: float | None
+
+
+class CostEstimate(TypedDict):
+    """A result's `cost`, as the judge writes it (`estimate`), keys in the
+    order they are written."""
+
+    model: str
+    case: str
+    dtype: str
+    gpu: str
+    gpu_key: str
+    bytes: float
+    requested_bytes: float
+    footprint_bytes: float
+    minimum_bytes: float
+    ratio: float
+    footprint_ratio: float
+    coalescing: float
+    flops: float
+    dot_flops: float
+    minimum_flops: float | None
+    launches: int
+    programs: int
+    sms: int
+    fixed_grid: bool
+    best_fraction: float
+    bound: str
+    intensity: float
+    best_flops_per_s: float
+    tensors: list[TensorCost]
+    kernels: list[KernelCost]
+    reference: NotRequired[ReferenceCost]
+
+
+class TensorMoved(TypedDict):
+    """A tensor's bytes read and written, as the lab shows them."""
+
+    name: str
+    loads: float
+    stores: float
+
+
+class CostView(TypedDict):
+    """A result's `cost` as the lab reads it back (`read`): every field
+    checked, the ones it shows."""
+
+    ratio: float
+    footprint_ratio: float
+    coalescing: float
+    best_fraction: float
+    minimum_bytes: float
+    bytes: float | None
+    intensity: float | None
+    best_flops_per_s: float | None
+    flops: float | None
+    programs: float | None
+    sms: float | None
+    fixed_grid: bool
+    case: str
+    gpu: str
+    gpu_key: str
+    dtype: str
+    bound: str
+    reference: ReferenceCost | None
+    tensors: list[TensorMoved]
+
+
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v) if math.isfinite(v) and v >= 0 else None
 
 
-def _obj(v: Any) -> dict[str, Any]:
+def _obj(v: Any) -> JsonObject:
     return v if isinstance(v, dict) else {}
 
 
@@ -62,8 +156,9 @@ def _int(v: Any) -> int:
     return int(n) if n is not None else 0
 
 
-def tensor_totals(t: dict[str, Any]) -> dict[str, float]:
-    """A tensor's loads and stores added up (fields missing read as 0)."""
+def tensor_totals(t: JsonObject) -> dict[str, float]:
+    """A tensor's loads and stores added up (fields missing read as 0); `t`
+    is a tensor of a launch as the sandbox counted it, unchecked."""
     out: dict[str, float] = {}
     for kind in ("loads", "stores"):
         acc = _obj(t.get(kind))
@@ -77,23 +172,24 @@ def tensor_totals(t: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def launches(counts: Any) -> list[dict[str, Any]]:
-    """The launches of a counts object (gpulab.sandbox.costcount), each a dict."""
+def launches(counts: Any) -> list[JsonObject]:
+    """The launches of a counts object (gpulab.sandbox.costcount, as the
+    replay's sandbox sent it), each a dict whose fields are still unchecked."""
     found = counts.get("launches") if isinstance(counts, dict) else None
     return [la for la in found if isinstance(la, dict)] if isinstance(found, list) else []
 
 
 def estimate(
-    counts: dict[str, Any],
+    counts: JsonObject,
     *,
     case: str,
     dtype: str,
     minimum_bytes: float,
     minimum_flops: float | None,
-    gpu: Any,
-    reference: dict[str, Any] | None = None,
+    gpu: GPU,
+    reference: ReferenceCost | None = None,
     fixed_grid: bool = False,
-) -> dict[str, Any] | None:
+) -> CostEstimate | None:
     """The `cost` object of a result (see the module's docstring), or None
     where there is nothing to set against (no bytes counted, no minimum).
     `fixed_grid`: the launches kept their number of programs on smaller
@@ -108,7 +204,7 @@ def estimate(
     moved = requested = footprint = sectors = least = dot = flops = special = 0.0
     t_model = 0.0
     tensors: dict[str, dict[str, float]] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[KernelCost] = []
     for la in launches(counts):
         la_moved = 0.0
         for t in _list(la.get("tensors")):
@@ -155,8 +251,8 @@ def estimate(
     intensity = (min_flops or 0.0) / minimum_bytes
     roof = min(peak, intensity * bw) if peak and bw else 0.0
     bound = "compute" if roof and roof >= peak else "bandwidth"
-    main = max(rows, key=lambda r: float(r["bytes"]) + float(r["dot_flops"]))
-    out: dict[str, Any] = {
+    main = max(rows, key=lambda r: r["bytes"] + r["dot_flops"])
+    out: CostEstimate = {
         "model": MODEL_NOTE,
         "case": case,
         "dtype": dtype,
@@ -181,7 +277,8 @@ def estimate(
         "intensity": intensity,
         "best_flops_per_s": best * roof,
         "tensors": [
-            {"name": k, **{f: v for f, v in t.items()}} for k, t in list(tensors.items())[:12]
+            {"name": k, "loads": t["loads"], "stores": t["stores"], "footprint": t["footprint"]}
+            for k, t in list(tensors.items())[:12]
         ],
         "kernels": rows[:8],
     }
@@ -190,7 +287,7 @@ def estimate(
     return out
 
 
-def reference_for(exercise: str, case: str, path: Path = REFERENCE_PATH) -> dict[str, Any] | None:
+def reference_for(exercise: str, case: str, path: Path = REFERENCE_PATH) -> ReferenceCost | None:
     """The reference solution's own estimate for this case (shipped data,
     made by counting gpulab's reference kernels on the same cases), or None."""
     try:
@@ -206,44 +303,67 @@ def reference_for(exercise: str, case: str, path: Path = REFERENCE_PATH) -> dict
     return {"ratio": ratio, "best_fraction": fraction}
 
 
-def read(rest: Any) -> dict[str, Any] | None:
+def read(rest: Any) -> CostView | None:
     """A result's `cost`, checked field by field (a results file may come
     from anywhere): the numbers the lab shows, or None."""
     cost = rest.get("cost") if isinstance(rest, dict) else None
     if not isinstance(cost, dict):
         return None
-    out: dict[str, Any] = {}
-    for key in ("ratio", "footprint_ratio", "coalescing", "best_fraction", "minimum_bytes"):
-        value = _num(cost.get(key))
-        if value is None:
-            return None
-        out[key] = value
-    for key in ("bytes", "intensity", "best_flops_per_s", "flops", "programs", "sms"):
-        out[key] = _num(cost.get(key))
-    out["fixed_grid"] = cost.get("fixed_grid") is True
-    for key in ("case", "gpu", "gpu_key", "dtype", "bound"):
-        value = cost.get(key)
-        out[key] = value[:120] if isinstance(value, str) else ""
+    ratio, footprint_ratio, coalescing, best_fraction, minimum_bytes = (
+        _num(cost.get(key))
+        for key in ("ratio", "footprint_ratio", "coalescing", "best_fraction", "minimum_bytes")
+    )
+    if (
+        ratio is None
+        or footprint_ratio is None
+        or coalescing is None
+        or best_fraction is None
+        or minimum_bytes is None
+    ):
+        return None
     ref = cost.get("reference")
-    out["reference"] = None
+    reference: ReferenceCost | None = None
     if isinstance(ref, dict) and _num(ref.get("ratio")) is not None:
-        out["reference"] = {
+        reference = {
             "ratio": _num(ref.get("ratio")),
             "best_fraction": _num(ref.get("best_fraction")),
         }
-    out["tensors"] = [
-        {
-            "name": str(t.get("name", "?"))[:40],
-            "loads": _num(t.get("loads")) or 0.0,
-            "stores": _num(t.get("stores")) or 0.0,
-        }
-        for t in _list(cost.get("tensors"))[:12]
-        if isinstance(t, dict)
-    ]
-    return out
+    return {
+        "ratio": ratio,
+        "footprint_ratio": footprint_ratio,
+        "coalescing": coalescing,
+        "best_fraction": best_fraction,
+        "minimum_bytes": minimum_bytes,
+        "bytes": _num(cost.get("bytes")),
+        "intensity": _num(cost.get("intensity")),
+        "best_flops_per_s": _num(cost.get("best_flops_per_s")),
+        "flops": _num(cost.get("flops")),
+        "programs": _num(cost.get("programs")),
+        "sms": _num(cost.get("sms")),
+        "fixed_grid": cost.get("fixed_grid") is True,
+        "case": _text(cost.get("case")),
+        "gpu": _text(cost.get("gpu")),
+        "gpu_key": _text(cost.get("gpu_key")),
+        "dtype": _text(cost.get("dtype")),
+        "bound": _text(cost.get("bound")),
+        "reference": reference,
+        "tensors": [
+            {
+                "name": str(t.get("name", "?"))[:40],
+                "loads": _num(t.get("loads")) or 0.0,
+                "stores": _num(t.get("stores")) or 0.0,
+            }
+            for t in _list(cost.get("tensors"))[:12]
+            if isinstance(t, dict)
+        ],
+    }
 
 
-def headline(cost: dict[str, Any]) -> str:
+def _text(value: Any) -> str:
+    return value[:120] if isinstance(value, str) else ""
+
+
+def headline(cost: CostView) -> str:
     """One sentence: how many bytes it moves and what that allows at best."""
     gpu = cost.get("gpu") or "the GPU"
     roof = "compute" if cost.get("bound") == "compute" else "bandwidth"
@@ -257,7 +377,7 @@ def headline(cost: dict[str, Any]) -> str:
     return text
 
 
-def details(cost: dict[str, Any]) -> list[str]:
+def details(cost: CostView) -> list[str]:
     """The lines under the headline: what was counted, and what it means."""
     lines = [
         f"counted on {cost.get('case') or 'one case'}: "

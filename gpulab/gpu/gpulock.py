@@ -42,7 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from gpulab.textsafe import visible
 
@@ -69,7 +69,17 @@ _OPEN = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os
 HOLDER_BYTES = 4096  # a few fields; anyone may have written the file
 
 
-def holder(gpu: int = 0) -> dict[str, Any] | None:
+class Holder(TypedDict, total=False):
+    """Who holds a GPU's timing lock: the holder file's owner, and what the
+    file says (each field only where it has the type a holder writes)."""
+
+    user: str  # the file's owner, never the file's word
+    pid: int
+    what: str
+    since: float  # time.time() when it took the lock
+
+
+def holder(gpu: int = 0) -> Holder | None:
     """Who holds the GPU's timing lock, as they wrote it, or None. The user
     is the file's owner: the words in it are anyone's."""
     try:
@@ -87,15 +97,23 @@ def holder(gpu: int = 0) -> dict[str, Any] | None:
         os.close(fd)
     if not isinstance(written, dict):
         return None
-    written["user"] = _name(st.st_uid)
-    return written
+    out = Holder()
+    pid, what, since = written.get("pid"), written.get("what"), written.get("since")
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        out["pid"] = pid
+    if isinstance(what, str):
+        out["what"] = what
+    if isinstance(since, (int, float)) and not isinstance(since, bool):
+        out["since"] = since
+    out["user"] = _name(st.st_uid)
+    return out
 
 
-def describe(h: dict[str, Any] | None) -> str:
+def describe(h: Holder | None) -> str:
     if not h:
         return "another process"
     try:
-        since = time.strftime("%H:%M:%S", time.localtime(float(h.get("since", 0))))
+        since = time.strftime("%H:%M:%S", time.localtime(h.get("since", 0)))
     except (TypeError, ValueError, OverflowError, OSError):
         since = "?"
     # Printed to terminals as it is (`gpulab bench`): escapes made visible.

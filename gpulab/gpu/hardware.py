@@ -17,10 +17,13 @@ import re
 import threading
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from gpulab.fsutil import load_toml
-from gpulab.gpu.hardware_model import DTYPES, FIELDS, GPU, UNITS, Figure, make_gpu
+from gpulab.gpu.hardware_model import DTYPES, FIELDS, GPU, UNITS, Figure, make_gpu, read_ceilings
+
+if TYPE_CHECKING:
+    from gpulab.wire.protocol import JsonObject
 
 __all__ = [
     "DATA_PATH",
@@ -133,9 +136,16 @@ class _Reader:
         announced = raw.get("announced", False)
         if not isinstance(announced, bool):
             raise self.fail(f"{where}, field 'announced'", "must be true or false")
-        measured = raw.get("measured", {})
-        if not isinstance(measured, dict):
+        found = raw.get("measured", {})
+        if not isinstance(found, dict):
             raise self.fail(f"{where}, field 'measured'", "must be a table")
+        measured = read_ceilings(found)
+        if measured != found:
+            raise self.fail(
+                f"{where}, field 'measured'",
+                "must hold only device, date, source (text), copy_tbs, read_tbs, "
+                "write_tbs (TB/s) and tflops (TFLOP/s by dtype)",
+            )
         figures = {
             f: self.figure(
                 raw[f], f"{where}, field '{f}'", "dense" if f in DTYPES else "", f == "cc"
@@ -158,7 +168,7 @@ class _Reader:
         )
 
 
-def _text_table(data: dict[str, Any], name: str, path: Path) -> dict[str, str]:
+def _text_table(data: JsonObject, name: str, path: Path) -> dict[str, str]:
     table = data.get(name, {})
     if not isinstance(table, dict):
         raise HardwareDataError(f"{path}: [{name}] must be a table")

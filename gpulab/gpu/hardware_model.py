@@ -11,7 +11,7 @@ never smoothed away: a tutor that hides a doubtful number teaches it as fact.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 # Dtypes in the order tables show them; "fp16" and "bf16" share a column.
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
@@ -31,6 +31,76 @@ UNITS = {
 }
 
 
+class MeasuredCeilings(TypedDict, total=False):
+    """Ceilings measured on a GPU, in TB/s and dense TFLOP/s per dtype: the
+    table's reference run (`GPU.measured`), or what the probe's
+    microbenchmarks cached (gpulab.gpu.ceilings.read_ceilings keeps these
+    keys of it, checked)."""
+
+    device: str  # the name the device reported
+    date: str
+    copy_tbs: float
+    read_tbs: float
+    write_tbs: float
+    tflops: dict[str, float]
+    source: str
+
+
+def read_ceilings(raw: Any) -> MeasuredCeilings:
+    """The MeasuredCeilings keys of a measurement (a probe's cached file, the
+    table's reference run), in the order it has them; a field of the wrong
+    type is left out (a cached file may come from anywhere)."""
+    out = MeasuredCeilings()
+    for key, v in raw.items() if isinstance(raw, dict) else ():
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if key == "device" and isinstance(v, str):
+            out["device"] = v
+        elif key == "date" and isinstance(v, str):
+            out["date"] = v
+        elif key == "source" and isinstance(v, str):
+            out["source"] = v
+        elif key == "copy_tbs" and number:
+            out["copy_tbs"] = v
+        elif key == "read_tbs" and number:
+            out["read_tbs"] = v
+        elif key == "write_tbs" and number:
+            out["write_tbs"] = v
+        elif key == "tflops" and isinstance(v, dict):
+            out["tflops"] = {
+                d: t
+                for d, t in v.items()
+                if isinstance(d, str) and isinstance(t, (int, float)) and not isinstance(t, bool)
+            }
+    return out
+
+
+class FigureDict(TypedDict):
+    value: float | str | None
+    sources: list[str]
+    basis: str
+    flag: str
+    note: str
+
+
+class GpuDict(TypedDict):
+    """A GPU as `gpulab hardware --json` writes it."""
+
+    key: str
+    name: str
+    arch: str
+    year: str
+    announced: bool
+    memory_type: str
+    aliases: list[str]
+    figures: dict[str, FigureDict]
+    sparse_tflops: dict[str, FigureDict]
+    claims: dict[str, FigureDict]
+    ridge_flop_per_byte: dict[str, float]
+    flags: dict[str, str]
+    sources: list[str]
+    measured_reference: MeasuredCeilings | None
+
+
 @dataclass(frozen=True)
 class Figure:
     """One datasheet figure: value (None if unknown), sources, basis, flag."""
@@ -41,7 +111,7 @@ class Figure:
     flag: str = ""  # why the figure is doubtful; empty when it is not
     note: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> FigureDict:
         return {
             "value": self.value,
             "sources": list(self.sources),
@@ -72,7 +142,7 @@ class GPU:
     figures: dict[str, Figure] = field(default_factory=dict)  # field -> Figure
     sparse: dict[str, Figure] = field(default_factory=dict)  # dtype -> sparse TFLOP/s
     claims: dict[str, Figure] = field(default_factory=dict)  # announced, other basis
-    measured: dict[str, Any] = field(default_factory=dict)  # reference measurements
+    measured: MeasuredCeilings = field(default_factory=MeasuredCeilings)  # reference run
     announced: bool = False  # not shipped: figures are announcements
 
     def ridge(self, dtype: str) -> float | None:
@@ -94,7 +164,7 @@ class GPU:
                 return d
         return "fp32"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> GpuDict:
         return {
             "key": self.key,
             "name": self.name,
@@ -122,7 +192,7 @@ def make_gpu(
     figures: dict[str, Figure],
     aliases: tuple[str, ...] = (),
     sparse: dict[str, Figure] | None = None,
-    measured: dict[str, Any] | None = None,
+    measured: MeasuredCeilings | None = None,
     claims: dict[str, Figure] | None = None,
     announced: bool = False,
 ) -> GPU:
@@ -157,7 +227,7 @@ def make_gpu(
         memory_type=memory_type,
         figures=dict(figures),
         sparse=dict(sparse or {}),
-        measured=dict(measured or {}),
+        measured=MeasuredCeilings(**(measured or {})),
         claims=dict(claims or {}),
         announced=announced,
     )

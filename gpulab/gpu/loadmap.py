@@ -24,7 +24,11 @@ MAX_ROWS of each.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from gpulab.wire.protocol import JsonObject
+
 
 GLYPHS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 COLORS = ("cyan", "green", "yellow", "magenta", "blue", "bright_white")
@@ -38,7 +42,51 @@ LEGEND = (
 )
 
 
-def _obj(v: Any) -> dict[str, Any]:
+class Access(TypedDict):
+    """A tensor's loads or its stores, checked."""
+
+    lanes: int
+    masked: int
+    out_of_range: list[list[int]]  # [program, element] of lanes that pointed outside
+    out_of_range_lanes: int
+
+
+class ElementMap(TypedDict):
+    """Per element: the program that loaded and stored it (-1 none, -2 several),
+    and which lanes masked it ("l", "s", "b" or " ")."""
+
+    loaded: list[int]
+    stored: list[int]
+    masked: str
+
+
+class TensorMap(TypedDict):
+    name: str
+    shape: list[int]
+    elements: int
+    dtype: str
+    loads: Access
+    stores: Access
+    map: NotRequired[ElementMap]  # absent for a tensor too large to map
+
+
+class LaunchMap(TypedDict):
+    kernel: str
+    grid: list[int]
+    programs: int
+    tensors: list[TensorMap]
+
+
+class LoadMap(TypedDict):
+    """A result's `load_map`, checked (`read`)."""
+
+    case: str
+    number: int | None
+    launches: list[LaunchMap]
+    wrong: list[list[int]]  # the indices of wrong elements of the result
+
+
+def _obj(v: Any) -> JsonObject:
     return v if isinstance(v, dict) else {}
 
 
@@ -67,7 +115,7 @@ def _shape(v: Any) -> list[int] | None:
     return found if found is not None and all(0 <= x < 1 << 40 for x in found) else None
 
 
-def read(rest: Any) -> dict[str, Any] | None:
+def read(rest: Any) -> LoadMap | None:
     """A result's `load_map`, checked field by field: {case, number,
     launches: [{kernel, grid, programs, tensors: [...]}], wrong}, or None."""
     raw = _obj(rest).get("load_map")
@@ -76,7 +124,7 @@ def read(rest: Any) -> dict[str, Any] | None:
     found = _obj(raw.get("counts")).get("launches")
     if not isinstance(found, list):
         return None
-    launches = []
+    launches: list[LaunchMap] = []
     for la in found[:4]:
         if not isinstance(la, dict):
             continue
@@ -100,29 +148,21 @@ def read(rest: Any) -> dict[str, Any] | None:
     }
 
 
-def _tensor(t: Any) -> dict[str, Any] | None:
+def _tensor(t: Any) -> TensorMap | None:
     if not isinstance(t, dict):
         return None
     shape = _shape(t.get("shape"))
     n = t.get("elements")
     if shape is None or not isinstance(n, int) or n != math.prod(shape):
         return None
-    out: dict[str, Any] = {
+    out: TensorMap = {
         "name": _str(t.get("name"), 40, "?"),
         "shape": shape,
         "elements": n,
         "dtype": _str(t.get("dtype"), 12),
+        "loads": _access(_obj(t.get("loads"))),
+        "stores": _access(_obj(t.get("stores"))),
     }
-    for kind in ("loads", "stores"):
-        acc = _obj(t.get(kind))
-        out[kind] = {
-            "lanes": _int0(acc.get("lanes")),
-            "masked": _int0(acc.get("masked_lanes")),
-            "out_of_range": [
-                b for b in (_ints(b, 2) for b in _list(acc.get("out_of_range"))[:16]) if b
-            ],
-            "out_of_range_lanes": _int0(acc.get("out_of_range_lanes")),
-        }
     m = _obj(t.get("map"))
     if m:
         loaded = _ints(m.get("loaded"), 1 << 16)
@@ -134,21 +174,30 @@ def _tensor(t: Any) -> dict[str, Any] | None:
     return out
 
 
+def _access(acc: JsonObject) -> Access:
+    return {
+        "lanes": _int0(acc.get("lanes")),
+        "masked": _int0(acc.get("masked_lanes")),
+        "out_of_range": [
+            b for b in (_ints(b, 2) for b in _list(acc.get("out_of_range"))[:16]) if b
+        ],
+        "out_of_range_lanes": _int0(acc.get("out_of_range_lanes")),
+    }
+
+
 # --- what the map says, in words -----------------------------------------------------
 
 
-def facts(t: dict[str, Any], kind: str) -> list[str]:
+def facts(t: TensorMap, kind: str) -> list[str]:
     """Sentences about one tensor's loads or stores: how much of it the
     lanes covered, what was masked, what pointed outside it."""
     verb = "loaded" if kind == "loads" else "stored"
-    acc = t[kind]
+    acc = t["loads"] if kind == "loads" else t["stores"]
     out = []
-    m = t.get("map")
-    codes = (m or {}).get("loaded" if kind == "loads" else "stored") or []
+    codes, masked = _codes(t, kind)
     if codes:
         touched = sum(1 for c in codes if c != -1)
         out.append(f"{t['name']}: {touched} of {t['elements']} elements {verb}")
-        masked = (m or {}).get("masked", "")
         flag = "l" if kind == "loads" else "s"
         never = [
             i
@@ -174,6 +223,15 @@ def facts(t: dict[str, Any], kind: str) -> list[str]:
     return out
 
 
+def _codes(t: TensorMap, kind: str) -> tuple[list[int], str]:
+    """The tensor's per-element program codes for `kind` and its masked
+    lanes' flags; empty where it has no map."""
+    m = t.get("map")
+    if m is None:
+        return [], ""
+    return (m["loaded"] if kind == "loads" else m["stored"]), m["masked"]
+
+
 def _indices(flat: list[int], shape: list[int], limit: int = 6) -> str:
     shown = [_index(i, shape) for i in flat[:limit]]
     more = f" and {len(flat) - limit} more" if len(flat) > limit else ""
@@ -193,7 +251,7 @@ def _index(i: int, shape: list[int]) -> str:
 # --- the picture -----------------------------------------------------------------------
 
 
-def _grid_rows(t: dict[str, Any]) -> tuple[int, int]:
+def _grid_rows(t: TensorMap) -> tuple[int, int]:
     """(rows, columns) the tensor is drawn as."""
     shape, n = t["shape"], t["elements"]
     if len(shape) >= 2 and shape[-1] <= WIDTH:
@@ -201,7 +259,7 @@ def _grid_rows(t: dict[str, Any]) -> tuple[int, int]:
     return math.ceil(n / WIDTH), WIDTH
 
 
-def _wrong_flat(t: dict[str, Any], wrong: list[list[int]]) -> set[int]:
+def _wrong_flat(t: TensorMap, wrong: list[list[int]]) -> set[int]:
     shape = t["shape"]
     out = set()
     for idx in wrong:
@@ -214,14 +272,12 @@ def _wrong_flat(t: dict[str, Any], wrong: list[list[int]]) -> set[int]:
     return out
 
 
-def tensor_picture(t: dict[str, Any], kind: str, wrong: set[int]) -> Any:
+def tensor_picture(t: TensorMap, kind: str, wrong: set[int]) -> Any:
     """A rich Text: the tensor's elements, a character each (the module's
     docstring says which), with rows of nothing to note left out."""
     from rich.text import Text
 
-    m = t.get("map") or {}
-    codes = m.get("loaded" if kind == "loads" else "stored") or []
-    masked = m.get("masked", "")
+    codes, masked = _codes(t, kind)
     flag = "l" if kind == "loads" else "s"
     rows, cols = _grid_rows(t)
     n = t["elements"]
@@ -273,21 +329,20 @@ def tensor_picture(t: dict[str, Any], kind: str, wrong: set[int]) -> Any:
     return out
 
 
-def launch_renderable(launch: dict[str, Any], wrong: list[list[int]] | None = None) -> Any:
+def launch_renderable(launch: JsonObject, wrong: list[list[int]] | None = None) -> Any:
     """One launch's map (gpulab.sandbox.counting.trace_launch's), drawn."""
     return renderable(
         {"load_map": {"counts": {"launches": [launch]}, "wrong": wrong or []}}, head=False
     )
 
 
-def _signature(t: dict[str, Any], kind: str, wrong: set[int]) -> tuple[Any, ...] | None:
+def _signature(t: TensorMap, kind: str, wrong: set[int]) -> tuple[Any, ...] | None:
     """What a tensor's picture shows, to draw a repeated one once."""
-    m = t.get("map")
-    if not m:
+    if not t.get("map"):
         return None
-    codes = m.get("loaded" if kind == "loads" else "stored") or []
+    codes, flags = _codes(t, kind)
     flag = "l" if kind == "loads" else "s"
-    masked = tuple(c in (flag, "b") for c in m.get("masked", ""))
+    masked = tuple(c in (flag, "b") for c in flags)
     return (tuple(t["shape"]), tuple(codes), masked, tuple(sorted(wrong)))
 
 
@@ -315,7 +370,7 @@ def renderable(rest: Any, head: bool = True) -> Any:
         )
         for t in la["tensors"]:
             for kind in ("loads", "stores"):
-                acc = t[kind]
+                acc = t["loads"] if kind == "loads" else t["stores"]
                 if not acc["lanes"] and not acc["masked"] and not acc["out_of_range"]:
                     continue
                 verb = "loaded" if kind == "loads" else "stored"

@@ -19,9 +19,42 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-Field = dict[str, Any]
+
+class Field(TypedDict):
+    """One NVML answer: its value and unit, or None and the reason it is missing."""
+
+    # A number, a text, a list of GpuProcess, or (inside device_fields, before
+    # it is converted) the structure pynvml answered: each field its own type.
+    value: Any
+    unit: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class GpuProcess(TypedDict):
+    """A process NVML lists on a GPU."""
+
+    pid: int
+    name: str
+    type: str  # "compute" or "graphics"
+    used_mib: int | None
+
+
+class Gpu(TypedDict):
+    index: int  # NVML's, not CUDA's
+    fields: dict[str, Field]  # field name -> answer, in display order
+
+
+class Query(TypedDict):
+    """All of NVML's answers (`query`), keys in the order they are written."""
+
+    available: bool
+    reason: str | None
+    gpus: list[Gpu]
+    driver_version: NotRequired[Field]
+    cuda_driver_version: NotRequired[Field]
+    nvml_version: NotRequired[Field]
 
 
 def init(nv: Any = None) -> Any:
@@ -164,7 +197,7 @@ def _process_name(nv: Any, pid: int) -> str:
 
 
 def _processes(r: _Reader, h: Any) -> Field:
-    procs: list[dict[str, Any]] = []
+    procs: list[GpuProcess] = []
     reasons = []
     for kind, fn in (
         ("compute", "nvmlDeviceGetComputeRunningProcesses"),
@@ -270,7 +303,7 @@ def device_fields(nv: Any, index: int) -> dict[str, Field]:
     return f
 
 
-def gpu_processes(cuda_index: int = 0, nv: Any = None) -> list[dict[str, Any]] | None:
+def gpu_processes(cuda_index: int = 0, nv: Any = None) -> list[GpuProcess] | None:
     """The processes NVML lists on the GPU CUDA calls `cuda_index` (as in
     `processes` above), or None where NVML cannot say. Never raises."""
     try:
@@ -284,12 +317,12 @@ def gpu_processes(cuda_index: int = 0, nv: Any = None) -> list[dict[str, Any]] |
     return procs if isinstance(procs, list) else None
 
 
-def query(nv: Any = None) -> dict[str, Any]:
+def query(nv: Any = None) -> Query:
     """All of NVML's answers: {"available", "reason", "driver_version", ..., "gpus"}.
 
     `nv` is the pynvml module (tests pass a stand-in); None imports it.
     """
-    out: dict[str, Any] = {"available": False, "reason": None, "gpus": []}
+    out: Query = {"available": False, "reason": None, "gpus": []}
     try:
         nv = init(nv)
     except ImportError:

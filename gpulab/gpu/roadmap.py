@@ -9,9 +9,66 @@ where they disagree, the roadmap says so and shows the arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gpulab.gpu.hardware import GPU, GPUS
+
+# One step along CHAIN (`ratios`); "from" is no identifier, hence the call syntax.
+Ratio = TypedDict(
+    "Ratio",
+    {
+        "from": str,
+        "to": str,
+        "bandwidth": float,
+        "tflops_16bit": float | None,
+        "tflops_lowest": float | None,
+        "lowest": str,  # "fp8 → fp4", or "" where a GPU has no narrow format
+        "ridge_16bit": float | None,
+        "flags": list[str],
+    },
+)
+
+
+class RidgeRow(TypedDict):
+    """A GPU's dense ridge point (FLOP/byte) per RIDGE_COLUMNS label."""
+
+    key: str
+    name: str
+    ridges: dict[str, float | None]
+
+
+class RoadmapGpu(TypedDict):
+    key: str
+    name: str
+    year: str
+    cc: str
+    memory_gb: float
+    bandwidth_tbs: float
+    tflops: dict[str, float]
+    flags: dict[str, str]
+
+
+class RoadmapGeneration(TypedDict):
+    arch: str
+    book: list[str]
+    gpus: list[RoadmapGpu]
+
+
+class ClaimRow(TypedDict):
+    claim: str
+    verdict: str
+    note: str
+
+
+class Roadmap(TypedDict):
+    """`gpulab hardware --roadmap --json`: the roadmap as data."""
+
+    source: str
+    generations: list[RoadmapGeneration]
+    ratios: list[Ratio]
+    ridges: list[RidgeRow]
+    ridge_trend: str
+    claims: list[ClaimRow]
 
 
 @dataclass(frozen=True)
@@ -29,7 +86,7 @@ class Claim:
     verdict: str  # "agrees", "disagrees", "unconfirmed" or "not checkable"
     note: str  # the arithmetic or the reason
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> ClaimRow:
         return {"claim": self.text, "verdict": self.verdict, "note": self.note}
 
 
@@ -87,30 +144,30 @@ def _sixteen(g: GPU) -> float | None:
     return g.tflops.get("bf16") or g.tflops.get("fp16")
 
 
-def ratios() -> list[dict[str, Any]]:
+def ratios() -> list[Ratio]:
     """Step-by-step ratios along CHAIN, from the table: bandwidth, 16-bit, lowest precision."""
     rows = []
     for a, b in zip(CHAIN, CHAIN[1:], strict=False):
         ga, gb = GPUS[a], GPUS[b]
-        row: dict[str, Any] = {
+        sa, sb = _sixteen(ga), _sixteen(gb)
+        la, lb = _peak_low_precision(ga), _peak_low_precision(gb)
+        row: Ratio = {
             "from": ga.name,
             "to": gb.name,
             "bandwidth": gb.bandwidth_tbs / ga.bandwidth_tbs,
+            "tflops_16bit": sb / sa if sa and sb else None,
+            "tflops_lowest": lb[1] / la[1] if la and lb else None,
+            "lowest": f"{la[0]} → {lb[0]}" if la and lb else "",
+            "ridge_16bit": gb.ridge("bf16") or gb.ridge("fp16"),
+            "flags": sorted({k for k in ("bandwidth", "fp4") if k in ga.flags or k in gb.flags}),
         }
-        sa, sb = _sixteen(ga), _sixteen(gb)
-        row["tflops_16bit"] = sb / sa if sa and sb else None
-        la, lb = _peak_low_precision(ga), _peak_low_precision(gb)
-        row["tflops_lowest"] = lb[1] / la[1] if la and lb else None
-        row["lowest"] = f"{la[0]} → {lb[0]}" if la and lb else ""
-        row["ridge_16bit"] = gb.ridge("bf16") or gb.ridge("fp16")
-        row["flags"] = sorted({k for k in ("bandwidth", "fp4") if k in ga.flags or k in gb.flags})
         rows.append(row)
     return rows
 
 
-def ridge_table(keys: tuple[str, ...] = CHAIN) -> list[dict[str, Any]]:
+def ridge_table(keys: tuple[str, ...] = CHAIN) -> list[RidgeRow]:
     """Per GPU, the dense ridge point (FLOP/byte) of each dtype column; None where absent."""
-    rows = []
+    rows: list[RidgeRow] = []
     for k in keys:
         g = GPUS[k]
         cells: dict[str, float | None] = {}
@@ -263,8 +320,8 @@ def _rubin_claims() -> list[Claim]:
     ]
 
 
-def roadmap_data() -> dict[str, Any]:
-    gens = []
+def roadmap_data() -> Roadmap:
+    gens: list[RoadmapGeneration] = []
     for gen in GENERATIONS:
         gens.append(
             {

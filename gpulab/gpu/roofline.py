@@ -13,10 +13,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, NotRequired, TypedDict, TypeGuard
 
 from gpulab.gpu import hardware
 from gpulab.gpu.hardware import GPU
+from gpulab.gpu.hardware_model import MeasuredCeilings, read_ceilings
 from gpulab.wire.result import CheckResult, TimingRow
 
 MEMORY_BOUND, COMPUTE_BOUND = "memory-bound", "compute-bound"
@@ -67,6 +68,62 @@ class Point:
     label: str = ""
 
 
+class RoofDict(TypedDict):
+    dtype: str
+    tflops: float
+    flag: NotRequired[str]  # the datasheet's roofs only
+
+
+class MeasuredDict(TypedDict):
+    label: str
+    bandwidth_tbs: float | None
+    ridge_flop_per_byte: float | None
+    roofs: list[RoofDict]
+
+
+class PointDict(TypedDict):
+    """A Point's fields, in their order."""
+
+    exercise: str
+    case: str
+    dtype: str
+    intensity: float
+    flops_per_s: float
+    ms: float
+    bound: str
+    fraction: float | None
+    label: str
+
+
+class ModelDict(TypedDict):
+    """`gpulab roofline --json` (less the reason the GPU was chosen)."""
+
+    gpu: str
+    name: str
+    dtype: str
+    bandwidth_tbs: float
+    ridge_flop_per_byte: float
+    roofs: list[RoofDict]
+    measured: MeasuredDict | None
+    points: list[PointDict]
+    estimates: list[PointDict]
+    notes: list[str]
+
+
+def _point_dict(p: Point) -> PointDict:
+    return {
+        "exercise": p.exercise,
+        "case": p.case,
+        "dtype": p.dtype,
+        "intensity": p.intensity,
+        "flops_per_s": p.flops_per_s,
+        "ms": p.ms,
+        "bound": p.bound,
+        "fraction": p.fraction,
+        "label": p.label,
+    }
+
+
 @dataclass
 class Model:
     gpu: GPU
@@ -109,7 +166,7 @@ class Model:
         roof = self.roof(dtype) or self.roof()
         return classify(intensity, roof.flops, self.bandwidth) if roof else ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ModelDict:
         return {
             "gpu": self.gpu.key,
             "name": self.gpu.name,
@@ -129,8 +186,8 @@ class Model:
             }
             if self.measured_label
             else None,
-            "points": [p.__dict__ for p in self.points],
-            "estimates": [p.__dict__ for p in self.estimates],
+            "points": [_point_dict(p) for p in self.points],
+            "estimates": [_point_dict(p) for p in self.estimates],
             "notes": self.notes,
         }
 
@@ -172,20 +229,20 @@ def choose_gpu(
     return hardware.GPUS[hardware.DEFAULT_GPU], why
 
 
-def measured_ceilings(gpu: GPU, workspace_root: Path | None) -> tuple[dict[str, Any] | None, str]:
+def measured_ceilings(gpu: GPU, workspace_root: Path | None) -> tuple[MeasuredCeilings | None, str]:
     """Measured ceilings for this GPU: the probe's cache, else gpulab's reference run."""
     folder = Path(workspace_root) / ".gpulab" / "ceilings" if workspace_root else None
     found = []
     for f in sorted(folder.glob("*.json")) if folder and folder.is_dir() else []:
         try:
-            data = json.loads(f.read_text("utf-8"))
+            data = read_ceilings(json.loads(f.read_text("utf-8")))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and hardware.match_gpu(str(data.get("device", ""))) is gpu:
+        if hardware.match_gpu(data.get("device", "")) is gpu:
             found.append(data)
     if found:
-        data = max(found, key=lambda d: str(d.get("date", "")))
-        return data, f"measured on {data.get('device')} ({data.get('date', 'undated')})"
+        best = max(found, key=lambda d: d.get("date", ""))
+        return best, f"measured on {best.get('device')} ({best.get('date', 'undated')})"
     if gpu.measured:
         m = gpu.measured
         return m, f"gpulab's reference run on an {m['device']} ({m['date']}), not this machine"
@@ -245,9 +302,9 @@ def estimate_point(result: CheckResult, model: Model) -> Point | None:
     from gpulab.gpu.costmodel import read
 
     cost = read(result.rest)
-    if cost is None or not _positive(cost.get("intensity")):
+    intensity = cost["intensity"] if cost else None
+    if cost is None or not _positive(intensity):
         return None
-    intensity = float(cost["intensity"])
     dtype = cost.get("dtype") or model.dtype
     roof = model.attainable(intensity, dtype if model.roof(dtype) else None)
     if not roof:

@@ -38,8 +38,8 @@ beyond the model's window (its config.json's max_position_embeddings).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from gpulab.gpu.hardware_model import GPU
@@ -174,6 +174,62 @@ def roof_for(gpu: GPU, weights: str = "bf16") -> Roof:
     return Roof(f"{gpu.name} ({dt})", float(gpu.bandwidth_tbs), float(gpu.tflops[dt]))
 
 
+class StepRow(TypedDict):
+    """A Step as data (`Step.as_dict`)."""
+
+    flops: float
+    bytes: float
+    intensity: float
+    bound: str
+    seconds: float
+    tokens_per_s: float
+
+
+class SweepRow(TypedDict):
+    """One batch of the decode sweep: its step, and whether it fits in memory."""
+
+    batch: int
+    flops: float
+    bytes: float
+    intensity: float
+    bound: str
+    seconds: float
+    tokens_per_s: float
+    fits: bool
+
+
+class Serving(TypedDict):
+    """Everything the serving calculator shows (`calculate`), keys in the
+    order `gpulab serving --json` writes them."""
+
+    model: str
+    source: str
+    weights: str
+    kv: str
+    max_context: int | None
+    total_params: int
+    weight_params: float
+    kv_bytes_per_token: float
+    gpu: str
+    bandwidth_tbs: float
+    peak_tflops: float
+    compute_dtype: str
+    precision: str
+    precision_tag: str
+    ridge: float
+    batch: int
+    prompt: int
+    context: int
+    prefill: StepRow
+    decode: StepRow
+    memory_needed_gb: float
+    memory_gb: float
+    memory_capacity_gb: float
+    decode_sweep: list[SweepRow]
+    decode_intensity_limit: float
+    decode_batch_to_ridge: float | None
+
+
 @dataclass(frozen=True)
 class Step:
     """One forward step of a batch: its work, traffic and ideal speed."""
@@ -185,8 +241,15 @@ class Step:
     seconds: float
     tokens_per_s: float
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> StepRow:
+        return {
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "intensity": self.intensity,
+            "bound": self.bound,
+            "seconds": self.seconds,
+            "tokens_per_s": self.tokens_per_s,
+        }
 
 
 def weight_params(cfg: ModelConfig) -> float:
@@ -321,7 +384,7 @@ def calculate(
     context: int = 4096,
     weights: str = "bf16",
     kv: str = "bf16",
-) -> dict[str, Any]:
+) -> Serving:
     """Everything the serving calculator shows, as plain data (CLI, --json, TUI).
 
     `gpu` is a gpulab.gpu.hardware.GPU. Raises InputError (a ValueError naming the
@@ -333,7 +396,7 @@ def calculate(
     pre = prefill_step(cfg, roof, batch, prompt)
     dec = decode_step(cfg, roof, batch, context)
     capacity = (gpu.memory_gb or 0) * MEMORY_UNIT
-    sweep = [
+    sweep: list[SweepRow] = [
         {
             "batch": b,
             **decode_step(cfg, roof, b, context).as_dict(),
@@ -371,7 +434,7 @@ def calculate(
     }
 
 
-def roofline_model(d: dict[str, Any], gpu: Any) -> Any:
+def roofline_model(d: Serving, gpu: Any) -> Any:
     """The GPU's datasheet roofline in the matmuls' dtype, with the two steps as
     points, each labelled with its FLOP/B as the step table prints it: at 80
     columns a character cell of the log axis is ~1/14 of a decade (x1.18), and
@@ -379,8 +442,7 @@ def roofline_model(d: dict[str, Any], gpu: Any) -> Any:
     from gpulab.gpu import roofline, units
 
     model = roofline.build_model(gpu, d["compute_dtype"], points=False)
-    for kind in ("prefill", "decode"):
-        s = d[kind]
+    for kind, s in (("prefill", d["prefill"]), ("decode", d["decode"])):
         model.points.append(
             roofline.Point(
                 exercise=kind,

@@ -4,7 +4,7 @@ when each had its own). Rich only, no Textual."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -12,20 +12,22 @@ from rich.text import Text
 
 from gpulab.gpu import units
 
+if TYPE_CHECKING:
+    from gpulab.gpu.serving import Serving
+
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
 
 STEP_COLUMNS = ("batch×tokens", "FLOP", "bytes", "FLOP/B", "bound", "time", "tokens/s")
 
 
-def step_cells(d: dict[str, Any]) -> dict[str, list[Any]]:
+def step_cells(d: Serving) -> dict[str, list[Any]]:
     """Each step's row of figures, in STEP_COLUMNS order."""
     cells = {}
-    for kind, shape in (
-        ("prefill", f"{d['batch']}×{d['prompt']}"),
-        ("decode", f"{d['batch']}×1 @{d['context']}"),
+    for kind, shape, s in (
+        ("prefill", f"{d['batch']}×{d['prompt']}", d["prefill"]),
+        ("decode", f"{d['batch']}×1 @{d['context']}", d["decode"]),
     ):
-        s = d[kind]
         cells[kind] = [
             shape,
             units.si(s["flops"], ""),
@@ -38,7 +40,7 @@ def step_cells(d: dict[str, Any]) -> dict[str, list[Any]]:
     return cells
 
 
-def steps_table(d: dict[str, Any], width: int) -> Table:
+def steps_table(d: Serving, width: int) -> Table:
     """A step a row where that fits `width` (76 columns do); else a step a
     column, which fits 40: at 60 columns the row table cut every figure."""
     cells = step_cells(d)

@@ -13,7 +13,10 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpulab.wire.protocol import JsonObject
 
 
 def targets() -> list[str]:
@@ -132,7 +135,7 @@ def read_trace(path: Path | str) -> dict[str, Any]:
     ops: dict[str, dict[str, float]] = {}
     kernels: dict[str, dict[str, float]] = {}
     ranges: dict[str, dict[str, float]] = {}
-    by_thread: dict[tuple[object, object], list[dict[str, Any]]] = {}
+    by_thread: dict[tuple[object, object], list[JsonObject]] = {}  # the trace's events
     for e in complete:
         cat = e.get("cat", "")
         if cat == "cpu_op":
@@ -155,10 +158,10 @@ def read_trace(path: Path | str) -> dict[str, Any]:
     }
 
 
-def _self_times(events: list[dict[str, Any]], ops: dict[str, dict[str, float]]) -> None:
+def _self_times(events: list[JsonObject], ops: dict[str, dict[str, float]]) -> None:
     """Self time = duration minus the time of the ops nested directly inside."""
     events = sorted(events, key=lambda e: (e["ts"], -e["dur"]))
-    stack: list[tuple[dict[str, Any], list[float]]] = []
+    stack: list[tuple[JsonObject, list[float]]] = []
     for e in events + [None]:
         while stack and (e is None or e["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]):
             done, child = stack.pop()

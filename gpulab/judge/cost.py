@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from gpulab.judge.advice import Advice, Saved
 
 if TYPE_CHECKING:
+    from gpulab.gpu.costmodel import CostEstimate
     from gpulab.judge.context import GradeContext
     from gpulab.wire.check_request import CheckRequest
 
@@ -198,7 +199,7 @@ def _advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
 
 def cost_of(
     request: CheckRequest, counted: list[tuple[Any, dict[str, Any]]]
-) -> dict[str, Any] | None:
+) -> CostEstimate | None:
     """The estimate for the counted case with the most minimum bytes."""
     from gpulab.course.content import eval_formula
     from gpulab.gpu import costmodel

@@ -20,7 +20,7 @@ import time
 from typing import Any, NotRequired, Required, TypedDict, cast
 
 from gpulab.gpu import ceilings, hardware
-from gpulab.gpu.nvml import Field, na, value
+from gpulab.gpu.nvml import Field, Query, na, value
 from gpulab.gpu.nvml import query as query_nvml
 from gpulab.lab import child
 
@@ -183,7 +183,7 @@ def _strip_uuid(u: Any) -> str:
     return str(u or "").lower().removeprefix("gpu-")
 
 
-def _merge(nvml: dict[str, Any], torch_info: TorchInfo) -> list[GpuEntry]:
+def _merge(nvml: Query, torch_info: TorchInfo) -> list[GpuEntry]:
     """One entry per GPU: NVML's fields, plus what only torch knows (SMs, L2)."""
     tdevs = list(torch_info.get("devices") or [])
     no_torch = torch_info.get("reason") or "torch did not answer"

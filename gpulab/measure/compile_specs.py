@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from gpulab.measure.compile_info import ARCHS
@@ -134,7 +135,7 @@ def tma_desc(dtype: str, block: tuple[int, int]) -> str:
     return f"tensordesc<{dtype}[{block[0]}, {block[1]}]>"
 
 
-def load_module(path: Path, name: str) -> Any:
+def load_module(path: Path, name: str) -> ModuleType:
     """Import a content file by path (kernels/ is no package on sys.path)."""
     # The folder holding kernels/ (kernels/hopper/ files too), or exercises/'s parent.
     root = str(next((p for p in path.parents if p.name == "kernels"), path.parent).parent)
@@ -161,7 +162,7 @@ def jobs(
     """Compile jobs for `specs` (the graders' own: gpulab.judge.loader.
     compile_specs; only those `exercises`, if given); a (name, role, error)
     triple where a file or a spec cannot be set up."""
-    mods: dict[str, Any] = {}
+    mods: dict[str, ModuleType] = {}
     for spec in specs:
         if exercises and spec.exercise not in exercises:
             continue

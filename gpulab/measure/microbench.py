@@ -25,12 +25,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from gpulab.measure.microbench_measure import (
     GiB,
     MatmulShape,
     MiB,
+    Row,
     Steps,
     bench_bandwidth,
     bench_fma,
@@ -39,6 +40,40 @@ from gpulab.measure.microbench_measure import (
     emit,
     size_label,
 )
+
+
+class Ceilings(TypedDict):
+    """The microbenchmarks' result (the `result` event, cached by the lab per
+    device), keys in the order it is written."""
+
+    device: str
+    date: str
+    driver: str | None
+    cuda: str | None
+    torch: str
+    triton: str | None
+    compute_capability: str
+    sms: int
+    l2_bytes: int
+    buffer_bytes: int
+    quick: bool
+    bandwidth: list[Row]
+    sweep: list[Row]
+    matmul: list[Row]
+    fma: list[Row]
+    skipped: dict[str, str]  # dtype -> why it was not measured
+    tflops: dict[str, float | None]  # dtype -> the best matmul's TFLOP/s
+    tflops_method: dict[str, str | None]
+    throttled: bool
+    throttle_reasons: list[str]
+    copy_tbs: NotRequired[float | None]  # the best of the copies' methods
+    copy_method: NotRequired[str | None]
+    read_tbs: NotRequired[float | None]
+    read_method: NotRequired[str | None]
+    write_tbs: NotRequired[float | None]
+    write_method: NotRequired[str | None]
+    fma_tflops: NotRequired[float]
+    elapsed_s: NotRequired[float]
 
 
 def buffer_bytes(l2: int, free: int, quick: bool) -> int:
@@ -84,7 +119,9 @@ def matmul_plan(
     return plan, skipped
 
 
-def _best(rows: list[dict[str, Any]], name: str, key: str) -> tuple[float | None, str | None]:
+def _best(
+    rows: list[Row], name: str, key: Literal["tbs", "tflops"]
+) -> tuple[float | None, str | None]:
     cands = [r for r in rows if r["name"] == name and r.get(key)]
     if not cands:
         return None, None
@@ -153,7 +190,7 @@ def _run(torch: Any, quick: bool) -> int:
     skipped.update(failed)
     rows = bw + mm + fma
     throttle = sorted({r for row in rows for r in row["clocks"].get("throttle_reasons", [])})
-    result: dict[str, Any] = {
+    result: Ceilings = {
         "device": torch.cuda.get_device_name(0),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "driver": _driver(),
@@ -175,8 +212,9 @@ def _run(torch: Any, quick: bool) -> int:
         "throttled": any(row["clocks"].get("throttled") for row in rows),
         "throttle_reasons": throttle,
     }
-    for name in ("copy", "read", "write"):
-        result[f"{name}_tbs"], result[f"{name}_method"] = _best(bw, name, "tbs")
+    result["copy_tbs"], result["copy_method"] = _best(bw, "copy", "tbs")
+    result["read_tbs"], result["read_method"] = _best(bw, "read", "tbs")
+    result["write_tbs"], result["write_method"] = _best(bw, "write", "tbs")
     for dt in dict.fromkeys(r["name"] for r in mm):
         result["tflops"][dt], result["tflops_method"][dt] = _best(mm, dt, "tflops")
     if fma:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from gpulab.measure.timing import ClockSummary, Measured
+    from gpulab.wire.protocol import JsonObject
 
 GiB, MiB = 2**30, 2**20
 DEVICE = "cuda"  # a test's dry run points this at the CPU, with CUDA's calls faked
@@ -21,7 +25,35 @@ BandwidthPlan = tuple[str, str, Callable[[], object], int, Callable[[], bool]]
 MatmulShape = tuple[str, int, int, int]  # (dtype, M, N, K)
 
 
-def emit(event: dict[str, Any]) -> None:
+class Row(TypedDict):
+    """One measurement, emitted as it is made: what was timed, how, `measure`'s
+    numbers, and its group's own fields, in the order they are emitted."""
+
+    group: str  # "bandwidth", "sweep", "matmul" or "fma"
+    name: str  # copy, read, write; a dtype; "fp32 FMA"
+    method: str
+    ms: float
+    min_ms: float
+    p20_ms: float
+    p80_ms: float
+    reps: int
+    clocks: ClockSummary
+    buffer_bytes: NotRequired[int]  # bandwidth
+    size_bytes: NotRequired[int]  # sweep
+    calls: NotRequired[int]  # sweep: copies in one timed CUDA graph
+    cuda_graph: NotRequired[bool]
+    per_call_ms: NotRequired[float]
+    fits_l2: NotRequired[bool]
+    shape: NotRequired[str]  # matmul: "MxNxK"
+    bytes: NotRequired[int]  # bandwidth: bytes counted as moved
+    counted: NotRequired[str]
+    flops: NotRequired[int]  # matmul, fma
+    tbs: NotRequired[float]  # bandwidth, sweep
+    tflops: NotRequired[float]  # matmul, fma
+
+
+def emit(event: JsonObject) -> None:
+    """One event, a JSON line on stdout (the parent reads them as they come)."""
     print(json.dumps(event, default=str), flush=True)
 
 
@@ -38,8 +70,9 @@ class Steps:
         emit({"type": "progress", "done": self.total, "total": self.total, "label": "done"})
 
 
-def _row(group: str, name: str, method: str, t: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    row = {
+def _row(group: str, name: str, method: str, t: Measured) -> Row:
+    """A row's common fields; its group's own are added, then it is `_emitted`."""
+    return {
         "group": group,
         "name": name,
         "method": method,
@@ -48,16 +81,19 @@ def _row(group: str, name: str, method: str, t: dict[str, Any], **extra: Any) ->
         "p20_ms": t["p20_ms"],
         "p80_ms": t["p80_ms"],
         "reps": t["reps"],
+        # .get: measure always logs the clocks, a test's stand-in for it may not.
         "clocks": t.get("clocks", {}),
-        **extra,
     }
+
+
+def _emitted(row: Row) -> Row:
     emit({"type": "row", **row})
     return row
 
 
 def bench_bandwidth(
     torch: Any, steps: Steps, nbytes: int, flusher: Any, budget: float
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     from gpulab.measure import microbench_kernels as K
 
     n = nbytes // 4
@@ -154,7 +190,7 @@ def _bandwidth_plans(
 
 def _measure_plans(
     torch: Any, steps: Steps, plans: list[BandwidthPlan], nbytes: int, flusher: Any, budget: float
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Each plan measured, run once more and its result checked: a row each,
     or a note for a method that failed or gave a wrong result."""
     from gpulab.measure.timing import measure
@@ -177,28 +213,22 @@ def _measure_plans(
     return rows
 
 
-def _bandwidth_row(
-    kind: str, method: str, t: dict[str, Any], nbytes: int, moves: int
-) -> dict[str, Any]:
+def _bandwidth_row(kind: str, method: str, t: Measured, nbytes: int, moves: int) -> Row:
     """The row (emitted): bytes counted as moved, `moves` times the buffer."""
     counted = moves * nbytes
-    return _row(
-        "bandwidth",
-        kind,
-        method,
-        t,
-        buffer_bytes=nbytes,
-        bytes=counted,
-        counted="read + write" if moves == 2 else kind,
-        tbs=counted / (t["ms"] * 1e-3) / 1e12,
-    )
+    row = _row("bandwidth", kind, method, t)
+    row["buffer_bytes"] = nbytes
+    row["bytes"] = counted
+    row["counted"] = "read + write" if moves == 2 else kind
+    row["tbs"] = counted / (t["ms"] * 1e-3) / 1e12
+    return _emitted(row)
 
 
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dict[str, Any]]:
+def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[Row]:
     """Copy and read bandwidth by buffer size, without an L2 flush: buffers that
     fit in the L2 are served from it (the plateau), larger ones from HBM.
 
@@ -206,7 +236,7 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
     each timed call is a CUDA graph of k copies (k * size >= 256 MiB)."""
     from gpulab.measure.timing import measure
 
-    rows = []
+    rows: list[Row] = []
     for size in sizes:
         src = torch.rand(size // 4, device=DEVICE)
         dst = torch.empty_like(src)
@@ -226,20 +256,14 @@ def bench_sweep(torch: Any, steps: Steps, sizes: list[int], l2: int) -> list[dic
                 emit({"type": "note", "text": f"sweep {kind} {size_label(size)} failed: {exc}"})
                 continue
             per_call = t["ms"] / k
-            rows.append(
-                _row(
-                    "sweep",
-                    kind,
-                    "torch",
-                    t,
-                    size_bytes=size,
-                    calls=k,
-                    cuda_graph=graphed,
-                    per_call_ms=per_call,
-                    fits_l2=moves * size <= l2,
-                    tbs=moves * size / (per_call * 1e-3) / 1e12,
-                )
-            )
+            row = _row("sweep", kind, "torch", t)
+            row["size_bytes"] = size
+            row["calls"] = k
+            row["cuda_graph"] = graphed
+            row["per_call_ms"] = per_call
+            row["fits_l2"] = moves * size <= l2
+            row["tbs"] = moves * size / (per_call * 1e-3) / 1e12
+            rows.append(_emitted(row))
         src = dst = None  # free before the next size
     torch.cuda.empty_cache()
     return rows
@@ -295,10 +319,11 @@ def _matmul_fn(torch: Any, dt: str, m: int, n: int, k: int) -> Any:
 
 def bench_matmul(
     torch: Any, steps: Steps, plan: list[MatmulShape], flusher: Any, budget: float
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
+) -> tuple[list[Row], dict[str, str]]:
     from gpulab.measure.timing import measure
 
-    rows, failed = [], {}
+    rows: list[Row] = []
+    failed: dict[str, str] = {}
     for dt, m, n, k in plan:
         shape = f"{m}x{n}x{k}"
         steps.next(f"matmul {dt} {shape}")
@@ -320,23 +345,17 @@ def bench_matmul(
             if dt == "fp8"
             else f"torch.mm (cuBLAS){' with TF32' if dt == 'tf32' else ''}"
         )
-        rows.append(
-            _row(
-                "matmul",
-                dt,
-                method,
-                t,
-                shape=shape,
-                flops=flops,
-                tflops=flops / (t["ms"] * 1e-3) / 1e12,
-            )
-        )
+        row = _row("matmul", dt, method, t)
+        row["shape"] = shape
+        row["flops"] = flops
+        row["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
+        rows.append(_emitted(row))
         del fn
         torch.cuda.empty_cache()
     return rows, failed
 
 
-def bench_fma(torch: Any, steps: Steps, sms: int, budget: float) -> list[dict[str, Any]]:
+def bench_fma(torch: Any, steps: Steps, sms: int, budget: float) -> list[Row]:
     from gpulab.measure import microbench_kernels as K
     from gpulab.measure.timing import measure
 
@@ -357,13 +376,7 @@ def bench_fma(torch: Any, steps: Steps, sms: int, budget: float) -> list[dict[st
         emit({"type": "note", "text": "FMA kernel produced non-finite values; left out"})
         return []
     flops = 2 * K.FMA_CHAINS * iters * n
-    return [
-        _row(
-            "fma",
-            "fp32 FMA",
-            f"triton: fma_kernel {K.FMA_CHAINS} chains x {iters}",
-            t,
-            flops=flops,
-            tflops=flops / (t["ms"] * 1e-3) / 1e12,
-        )
-    ]
+    row = _row("fma", "fp32 FMA", f"triton: fma_kernel {K.FMA_CHAINS} chains x {iters}", t)
+    row["flops"] = flops
+    row["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
+    return [_emitted(row)]

@@ -19,11 +19,39 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import torch
 
 FLUSH_FLOOR_BYTES = 256 * 1024 * 1024
+
+
+class ClockSummary(TypedDict):
+    """What ClockLog saw while timing (`logged` False: NVML did not answer)."""
+
+    logged: bool
+    sm_mhz_median: NotRequired[float]
+    sm_mhz_min: NotRequired[float]
+    sm_mhz_max_supported: NotRequired[float | None]
+    power_w_max: NotRequired[float]
+    temp_c_max: NotRequired[float]
+    throttle_reasons: NotRequired[list[str]]
+    throttled: NotRequired[bool]
+
+
+class Measured(TypedDict):
+    """`measure`'s answer: the median and spread in ms, the repetitions, the
+    warm-up calls and the clocks."""
+
+    ms: float
+    min_ms: float
+    p20_ms: float
+    p80_ms: float
+    mean_ms: float
+    rse: float  # relative standard error of the mean
+    reps: int
+    warmup_calls: int
+    clocks: ClockSummary
 
 
 def l2_bytes(device: int = 0) -> int:
@@ -106,11 +134,11 @@ class ClockLog:
             self._thread.join(timeout=1)
             self._sample()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ClockSummary:
         if not self.samples:
             return {"logged": False}
         sm = [s["sm_mhz"] for s in self.samples]
-        out = {
+        out: ClockSummary = {
             "logged": True,
             "sm_mhz_median": statistics.median(sm),
             "sm_mhz_min": min(sm),
@@ -156,7 +184,7 @@ def measure(
     budget_s: float = 3.0,
     rel_err: float = 0.01,
     log_clocks: bool = True,
-) -> dict[str, Any]:
+) -> Measured:
     """Time `fn` on the current CUDA stream. Returns median and spread in ms."""
     stream = torch.cuda.current_stream()
     # Warm-up by time: the first call compiles/autotunes; keep going until the
@@ -205,10 +233,18 @@ def measure(
                 break
             if time.perf_counter() - started > budget_s:
                 break
-    out: dict[str, Any] = _stats(times)
-    out["warmup_calls"] = warm
-    out["clocks"] = clocks.summary() if clocks is not None else {"logged": False}
-    return out
+    st = _stats(times)
+    return {
+        "ms": st["ms"],
+        "min_ms": st["min_ms"],
+        "p20_ms": st["p20_ms"],
+        "p80_ms": st["p80_ms"],
+        "mean_ms": st["mean_ms"],
+        "rse": st["rse"],
+        "reps": int(st["reps"]),
+        "warmup_calls": warm,
+        "clocks": clocks.summary() if clocks is not None else {"logged": False},
+    }
 
 
 class _nullctx:

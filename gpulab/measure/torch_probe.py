@@ -9,7 +9,30 @@ short child process, which prints one JSON object and exits.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import NotRequired, TypedDict
+
+
+class TorchDevice(TypedDict):
+    index: int
+    name: str
+    compute_capability: str
+    sms: int
+    l2_bytes: int | None
+    memory_bytes: int
+    uuid: str | None
+
+
+class TorchInfo(TypedDict):
+    """What the child prints (its keys in that order; torch's only where it
+    imported, `reason` where it sees no GPU)."""
+
+    triton: str | None
+    available: NotRequired[bool]
+    torch: NotRequired[str]
+    cuda_version: NotRequired[str | None]
+    hip_version: NotRequired[str | None]
+    devices: NotRequired[list[TorchDevice]]
+    reason: NotRequired[str]
 
 
 def _version(dist: str) -> str | None:
@@ -22,20 +45,19 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def collect() -> dict[str, Any]:
+def collect() -> TorchInfo:
     """Runs in the child."""
-    out: dict[str, Any] = {"triton": _version("triton") or _version("pytorch-triton")}
+    out: TorchInfo = {"triton": _version("triton") or _version("pytorch-triton")}
     try:
         import torch
     except ImportError as exc:
         return {**out, "available": False, "reason": f"torch is not installed ({exc})"}
-    out.update(
-        available=True,
-        torch=torch.__version__,
-        cuda_version=torch.version.cuda,
-        hip_version=getattr(torch.version, "hip", None),
-        devices=[],
-    )
+    devices: list[TorchDevice] = []
+    out["available"] = True
+    out["torch"] = torch.__version__
+    out["cuda_version"] = torch.version.cuda
+    out["hip_version"] = getattr(torch.version, "hip", None)
+    out["devices"] = devices
     try:
         if not torch.cuda.is_available():
             out["reason"] = (
@@ -46,7 +68,7 @@ def collect() -> dict[str, Any]:
             return out
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            out["devices"].append(
+            devices.append(
                 {
                     "index": i,
                     "name": p.name,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 if TYPE_CHECKING:
     from gpulab.judge.interface import TimedGrader
     from gpulab.judge.kernel_spec import Case
+    from gpulab.measure.timing import Measured
     from gpulab.wire.status import StageKind
 
 # A case's baselines: each by its name, a zero-argument call that runs it.
@@ -189,7 +190,7 @@ def measured_ceilings() -> BenchCeilings:
 
 
 def side_by_side(
-    fns: dict[str, Callable[[], Any]], measure_one: Callable[..., dict[str, Any]], rounds: int = 1
+    fns: dict[str, Callable[[], Any]], measure_one: Callable[..., Measured], rounds: int = 1
 ) -> dict[str, dict[str, Any]]:
     """Time each of `fns` `rounds` times, the order rotating every round
     (A B C, then B C A, ...), so that clocks drifting during the run (a GPU
@@ -198,7 +199,7 @@ def side_by_side(
     medians, the rounds themselves, and the first round's other fields.
     One round is the plain order: the first function, then the rest."""
     names = list(fns)
-    got: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    got: dict[str, list[Measured]] = {n: [] for n in names}
     for r in range(rounds):
         for n in names[r % len(names) :] + names[: r % len(names)]:
             got[n].append(measure_one(fns[n], first=(n == names[0])))

@@ -87,7 +87,7 @@ def default_gpu(gpu_names: tuple[str, ...], setting: Any) -> tuple[str, str]:
     )
 
 
-def results_renderable(d: dict[str, Any], why: str, width: int = 76) -> Group:
+def results_renderable(d: serving.Serving, why: str, width: int = 76) -> Group:
     """The numbers in `width` columns: model, GPU, both steps, memory, the ridge batch."""
     head = Text.assemble(
         (d["model"], "bold"),
@@ -129,7 +129,7 @@ def results_renderable(d: dict[str, Any], why: str, width: int = 76) -> Group:
     return Group(head, table, memory, ridge)
 
 
-def sweep_renderable(d: dict[str, Any]) -> Table:
+def sweep_renderable(d: serving.Serving) -> Table:
     t = Table(
         title=f"decode at context {d['context']}, by batch",
         title_justify="left",
@@ -173,7 +173,7 @@ class ServingPane(LazyPane):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.result: dict[str, Any] | None = None
+        self.result: serving.Serving | None = None
         """The last good calculation (serving.calculate's dict); kept while a field is bad."""
         self.errors: dict[str, str] = {}
         """Field name -> what is wrong with it, for the fields that are wrong now."""

@@ -122,6 +122,19 @@ def test_cache_feeds_the_ceilings(tmp_path):
     assert fl == pytest.approx(723e12) and "measured" in label
 
 
+def test_a_cached_field_of_the_wrong_type_is_left_out(tmp_path):
+    # Anyone may have written the cache: a figure that is no number is not
+    # a ceiling (it was multiplied, and raised), and the datasheet stands in.
+    save(tmp_path, {**RESULT, "copy_tbs": "4.25", "tflops": {"bf16": [723.0], "fp16": 650.0}})
+    bw, label = ceilings.ceiling("memory", "fp32", "NVIDIA H200", tmp_path)
+    assert bw == pytest.approx(4.8e12) and "datasheet" in label
+    fl, label = ceilings.ceiling("compute", "bf16", "NVIDIA H200", tmp_path)
+    assert "datasheet" in label
+    fl, label = ceilings.ceiling("compute", "fp16", "NVIDIA H200", tmp_path)
+    assert fl == pytest.approx(650e12) and "measured" in label
+    assert ceilings.measured_copy(tmp_path, "NVIDIA H200") is None
+
+
 def test_results_render_and_flag_throttling():
     from rich.console import Console
 

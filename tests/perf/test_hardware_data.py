@@ -90,6 +90,11 @@ BROKEN = [
     ('aliases = ["tesla t4"]', 'aliases = "tesla t4"', ["GPU 't4', field 'aliases'"]),
     ("[gpu.h100-sxm]", "[gpu.h100-sxm5]", ["default GPU 'h100-sxm'"]),
     ('name = "T4"\n', 'name = "T4\n', ["not valid TOML", "line"]),
+    (
+        "measured.copy_tbs = 4.25\n",
+        'measured.copy_tbs = "4.25"\n',
+        ["GPU 'h200', field 'measured'", "copy_tbs", "(TB/s)"],
+    ),
 ]
 
 

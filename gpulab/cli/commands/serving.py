@@ -27,7 +27,7 @@ def _gpu(args: Any):
 DEFAULT_PROMPT = 2048
 
 
-def report(args: Any) -> dict[str, Any]:
+def report(args: Any) -> serving.Serving:
     """Everything the calculator shows, as plain data (also the --json output).
 
     Unusable or inconsistent input (serving.check_inputs) is a UsageError: one
@@ -116,7 +116,7 @@ def _list_models() -> int:
     return 0
 
 
-def _print(d: dict[str, Any]) -> None:
+def _print(d: serving.Serving) -> None:
     from rich import box
     from rich.table import Table
 
@@ -183,7 +183,7 @@ def _print(d: dict[str, Any]) -> None:
     )
 
 
-def _plot(args: Any, d: dict[str, Any]) -> None:
+def _plot(args: Any, d: serving.Serving) -> None:
     """Draw both steps on the GPU's roofline, if gpulab.gpu.roofline can draw."""
     try:
         from gpulab.gpu.roofline_plot import render_text
