@@ -17,12 +17,13 @@ import os
 import platform
 import subprocess
 import time
-from typing import Any, NotRequired, Required, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from gpulab.gpu import ceilings, hardware
 from gpulab.gpu.nvml import Field, Query, na, value
 from gpulab.gpu.nvml import query as query_nvml
 from gpulab.lab import child
+from gpulab.wire.probe import TorchDevice, TorchInfo
 
 TORCH_TIMEOUT_S = 60.0
 SETTING = "gpu"  # workspace setting: the datasheet GPU rooflines use without a GPU
@@ -55,31 +56,6 @@ FIELDS = [
 
 # What the snapshot holds. `gpulab probe --json` prints it as it is (its keys
 # in the order written here), so these are TypedDicts: the JSON is the dict.
-
-
-class TorchDevice(TypedDict):
-    """One device as gpulab.measure.torch_probe's child describes it."""
-
-    index: int
-    name: str
-    compute_capability: str
-    sms: int
-    l2_bytes: int | None
-    memory_bytes: int
-    uuid: str | None
-
-
-class TorchInfo(TypedDict, total=False):
-    """torch's answer (gpulab.measure.torch_probe), or why there is none."""
-
-    triton: str | None
-    available: Required[bool]
-    pending: bool  # TORCH_PENDING: still asking
-    torch: str
-    cuda_version: str | None
-    hip_version: str | None
-    devices: list[TorchDevice]
-    reason: str
 
 
 class NvmlSummary(TypedDict):

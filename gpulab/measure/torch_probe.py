@@ -9,30 +9,8 @@ short child process, which prints one JSON object and exits.
 from __future__ import annotations
 
 import json
-from typing import NotRequired, TypedDict
 
-
-class TorchDevice(TypedDict):
-    index: int
-    name: str
-    compute_capability: str
-    sms: int
-    l2_bytes: int | None
-    memory_bytes: int
-    uuid: str | None
-
-
-class TorchInfo(TypedDict):
-    """What the child prints (its keys in that order; torch's only where it
-    imported, `reason` where it sees no GPU)."""
-
-    triton: str | None
-    available: NotRequired[bool]
-    torch: NotRequired[str]
-    cuda_version: NotRequired[str | None]
-    hip_version: NotRequired[str | None]
-    devices: NotRequired[list[TorchDevice]]
-    reason: NotRequired[str]
+from gpulab.wire.probe import TorchDevice, TorchInfo
 
 
 def _version(dist: str) -> str | None:
