@@ -141,12 +141,16 @@ class GpulabApp(App[int]):
 
     # --- keys: one at a time, in the order typed (keyqueue.py) --------------------
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key):
-            if not event.is_forwarded:
-                await self.key_queue.take(event)  # App.on_event sends it on, in turn
-                return
-            self.key_queue.came_back(event)
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            await self.key_queue.take(event)  # App.on_event sends it on, in turn
+            return
         await super().on_event(event)
+
+    @on(events.Key)
+    def _key_came_back(self, event: events.Key) -> None:
+        # Called before App's own _on_key (Textual goes down the classes),
+        # which runs the key's bindings next.
+        self.key_queue.came_back(event)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return keys.allowed_now(self, action)
