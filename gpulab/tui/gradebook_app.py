@@ -13,9 +13,9 @@ and every read runs in a thread worker. Fits 80x24; `gpulab serve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -24,6 +24,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from gpulab.gradebook.query import Cell
 
 STYLES = {
     "passed": "green",
@@ -37,14 +42,42 @@ STYLES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Student:
+    """A row of the gradebook's students, as the view shows it."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A row of a student's history: a submission, and one run of it (the
+    run's fields are None while it has none: the query's LEFT JOIN)."""
+
+    exercise: str
+    submitted_at: str
+    status: str | None
+    score: float | None
+    max_score: float | None
+    summary: str | None
+    device: str | None
+    gpu: str | None
+    batch: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Run:
+        return cls(*(row[f.name] for f in fields(cls)))
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What one read of the gradebook gave the view."""
 
     name: str
     exercises: list[tuple[str, float]]  # (exercise, points)
-    students: list[dict[str, Any]]
-    cells: dict[tuple[str, str], Any]  # gpulab.gradebook.query.Cell
+    students: list[Student]
+    cells: dict[tuple[str, str], Cell]
 
 
 def read_snapshot(root: Path) -> Snapshot:
@@ -59,13 +92,13 @@ def read_snapshot(root: Path) -> Snapshot:
     conn = connect(root / DB_NAME)
     try:
         grid = query.grid(conn, cfg)
-        students = [dict(r) for r in query.students(conn)]
+        students = [Student(r["id"], r["name"]) for r in query.students(conn)]
     finally:
         conn.close()
     return Snapshot(cfg.name, [(a.exercise, a.points) for a in cfg.assignments], students, grid)
 
 
-def cell_text(cell: Any) -> Text:
+def cell_text(cell: Cell) -> Text:
     mark = (
         ("*" if cell.override is not None else "")
         + ("L" if cell.late else "")
@@ -91,13 +124,13 @@ class HistoryScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q", "dismiss", "Back")]
 
-    def __init__(self, root: Path, student: dict[str, Any]) -> None:
+    def __init__(self, root: Path, student: Student) -> None:
         super().__init__()
         self.root, self.student = root, student
 
     def compose(self) -> ComposeResult:
         yield Static(
-            f"{self.student['name']} ({self.student['id']}): submissions and runs",
+            f"{self.student.name} ({self.student.id}): submissions and runs",
             id="history-title",
         )
         yield DataTable(id="history", zebra_stripes=True, cursor_type="row")
@@ -117,27 +150,27 @@ class HistoryScreen(ModalScreen[None]):
 
         conn = connect(self.root / DB_NAME)
         try:
-            rows = [dict(r) for r in query.history(conn, self.student["id"])]
+            rows = [Run.from_row(r) for r in query.history(conn, self.student.id)]
         finally:
             conn.close()
         self.app.call_from_thread(self.show, rows)
 
-    def show(self, rows: list[dict[str, Any]]) -> None:
+    def show(self, rows: list[Run]) -> None:
         table = self.query_one("#history", DataTable)
         for r in rows:
-            status = r["status"] or "pending"
-            score = "" if r["score"] is None else f"{r['score']:g}/{r['max_score']:g}"
+            status = r.status or "pending"
+            score = "" if r.score is None else f"{r.score:g}/{r.max_score:g}"
             table.add_row(
-                r["exercise"],
-                r["submitted_at"][:16],
+                r.exercise,
+                r.submitted_at[:16],
                 Text(status, style=STYLES.get(status, "")),
                 score,
-                (r["gpu"] or r["device"] or "")[:18],
-                r["batch"] or "",
+                (r.gpu or r.device or "")[:18],
+                r.batch or "",
             )
-        latest = next((r for r in rows if r["summary"]), None)
+        latest = next((r for r in rows if r.summary), None)
         self.query_one("#history-summary", Static).update(
-            Text(f"latest: {latest['summary']}" if latest else "no run yet", overflow="fold")
+            Text(f"latest: {latest.summary}" if latest else "no run yet", overflow="fold")
         )
 
 
@@ -226,18 +259,18 @@ class GradebookApp(App[int]):
         self.sub_title = message.snapshot.name
         self.fill()
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Student]:
         assert self.snapshot is not None
         words = self.filter_text.lower().strip()
         out = []
         for st in self.snapshot.students:
             statuses = {
-                self.snapshot.cells[(st["id"], ex)].status for ex, _ in self.snapshot.exercises
+                self.snapshot.cells[(st.id, ex)].status for ex, _ in self.snapshot.exercises
             }
             if (
                 words
-                and words not in st["id"].lower()
-                and words not in st["name"].lower()
+                and words not in st.id.lower()
+                and words not in st.name.lower()
                 and words not in statuses
             ):
                 continue
@@ -255,11 +288,9 @@ class GradebookApp(App[int]):
             table.add_column(f"{ex} /{points:g}", key=ex)
         table.add_column("total", key="total")
         for st in self.rows():
-            cells = [snap.cells[(st["id"], ex)] for ex, _ in snap.exercises]
+            cells = [snap.cells[(st.id, ex)] for ex, _ in snap.exercises]
             total = sum(c.final or 0.0 for c in cells)
-            table.add_row(
-                st["id"], *(cell_text(c) for c in cells), Text(f"{total:g}"), key=st["id"]
-            )
+            table.add_row(st.id, *(cell_text(c) for c in cells), Text(f"{total:g}"), key=st.id)
         if self.sorted_by is not None:
             self.sort_rows(*self.sorted_by)
 
@@ -311,7 +342,7 @@ class GradebookApp(App[int]):
         if self.snapshot is None:
             return
         sid = event.cell_key.row_key.value
-        student = next((s for s in self.snapshot.students if s["id"] == sid), None)
+        student = next((s for s in self.snapshot.students if s.id == sid), None)
         if student is not None:
             self.push_screen(HistoryScreen(self.root, student))
 
@@ -328,7 +359,7 @@ class GradebookApp(App[int]):
         for st in self.rows():
             total = 0.0
             for ex in chosen:
-                c = snap.cells[(st["id"], ex)]
+                c = snap.cells[(st.id, ex)]
                 total += c.final or 0.0
                 counts[c.status] = counts.get(c.status, 0) + 1
             scores.append(total)

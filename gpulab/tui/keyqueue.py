@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from textual import events
+from textual.app import App
 
 # Far above a key's round trip (milliseconds; up to 1 s seen on a loaded 2-core box); a
 # key lost on its way only holds the next this long.
@@ -29,64 +32,64 @@ POLL_S = 0.005
 
 
 class KeysInOrder:
-    """Mixin for an App: one key at a time, in the order typed."""
+    """One key at a time, in the order typed, for the App that holds it.
 
-    _key_in_flight: events.Key | None = None
-    _key_deadline = 0.0
-    _pending_keys: deque[events.Key] | None = None
+    The App hands over each key it takes from its queue (`take`) and each
+    key that comes back up to it (`came_back`); `deliver` is App.on_event,
+    which sends a key on to the focused widget and runs its bindings.
+    """
 
-    def _key_busy(self) -> bool:
-        key = self._key_in_flight
-        return (
-            key is not None and not key._stop_propagation and time.monotonic() < self._key_deadline
-        )
+    def __init__(self, app: App[Any], deliver: Callable[[events.Event], Awaitable[None]]) -> None:
+        self.app, self.deliver = app, deliver
+        self.in_flight: events.Key | None = None
+        self.deadline = 0.0
+        self.pending: deque[events.Key] = deque()
 
-    async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded:
-            if self._pending_keys is None:
-                self._pending_keys = deque()
-            if self._pending_keys or self._key_busy():
-                self._pending_keys.append(event)
-                if len(self._pending_keys) == 1:
-                    self.set_timer(POLL_S, self._drain_keys)  # type: ignore[attr-defined]
-                return
-            await self._send_key(event)
+    def busy(self) -> bool:
+        key = self.in_flight
+        return key is not None and not key._stop_propagation and time.monotonic() < self.deadline
+
+    async def take(self, event: events.Key) -> None:
+        """A key from the App's queue: sent on now, or after the keys before it."""
+        if self.pending or self.busy():
+            self.pending.append(event)
+            if len(self.pending) == 1:
+                self.app.set_timer(POLL_S, self.drain)
             return
-        await super().on_event(event)  # type: ignore[misc]
+        await self.send(event)
 
-    async def _send_key(self, event: events.Key) -> None:
-        focused = self.focused  # type: ignore[attr-defined]
+    async def send(self, event: events.Key) -> None:
+        focused = self.app.focused
         typed = focused is not None and focused.check_consume_key(event.key, event.character)
         # A letter typed into a field moves no focus: the next key need not
         # wait for it (typing keeps its pace on a loaded machine).
-        self._key_in_flight = None if typed else event
-        self._key_deadline = time.monotonic() + KEY_WAIT_S
-        await super().on_event(event)  # type: ignore[misc]
+        self.in_flight = None if typed else event
+        self.deadline = time.monotonic() + KEY_WAIT_S
+        await self.deliver(event)
         if not event.is_forwarded:  # a priority binding took it: done already
-            self._key_in_flight = None
+            self.in_flight = None
 
-    def _settled(self) -> bool:
+    def came_back(self, event: events.Key) -> None:
+        """The key has come back up to the App, which runs its bindings next:
+        the following key goes after that, from the App's queue."""
+        if event is self.in_flight:
+            self.in_flight = None
+
+    def settled(self) -> bool:
         """Nothing queued in the app or on its screen: the last key's work is done."""
-        if time.monotonic() >= self._key_deadline:
+        if time.monotonic() >= self.deadline:
             return True  # a busy screen (a spinner, a stream of output) holds no key longer
-        if not self._message_queue.empty():  # type: ignore[attr-defined]
+        if not self.app._message_queue.empty():
             return False
         try:
-            nodes = self.screen.walk_children(with_self=True)  # type: ignore[attr-defined]
+            nodes = self.app.screen.walk_children(with_self=True)
         except Exception:  # noqa: BLE001 - no screen yet, or one closing
             return True
         return all(node._message_queue.empty() for node in nodes)
 
-    async def _drain_keys(self) -> None:
-        pending = self._pending_keys
-        while pending and not self._key_busy() and self._settled():
-            await self._send_key(pending.popleft())
+    async def drain(self) -> None:
+        pending = self.pending
+        while pending and not self.busy() and self.settled():
+            await self.send(pending.popleft())
         if pending:
-            self.set_timer(POLL_S, self._drain_keys)  # type: ignore[attr-defined]
-
-    def _on_key(self, event: events.Key) -> None:
-        # The key has come back up to the app, whose own _on_key (Textual
-        # calls each class's in turn) runs its bindings next: the following
-        # key goes after that, from the app's queue.
-        if event is self._key_in_flight:
-            self._key_in_flight = None
+            self.app.set_timer(POLL_S, self.drain)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
@@ -12,6 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
 from gpulab.gpu.devinfo import GpuInfo
+
+if TYPE_CHECKING:
+    from gpulab.course.content import Lesson
 
 
 def help_markdown(topic: str) -> str:
@@ -160,6 +164,18 @@ def device_line(info: GpuInfo | None, datasheet_gpu: str) -> str:
         "no NVIDIA GPU here, and that is fine: kernels run in the **Triton "
         "interpreter** on the CPU, checks grade correctness (no timing), and "
         f"rooflines use a datasheet {datasheet_gpu}."
+    )
+
+
+def start_words(first: Lesson | None) -> tuple[str, str]:
+    """The welcome's start button and the sentence saying where it starts."""
+    if first is None:
+        return "Read lesson 01", "with lesson 01: no exercise is gradable yet."
+    label = f"Start lesson {first.number}"
+    if first.index == 0:
+        return label, f"with lesson {first.number}, *{first.title}*."
+    return label, (
+        f"with lesson {first.number}, *{first.title}* (the ones before it are not gradable yet)."
     )
 
 

@@ -11,6 +11,7 @@ The form is mounted the first time the pane is shown, keeping start-up light.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
@@ -30,8 +31,22 @@ from gpulab.tui.lazy_pane import LazyPane, unavailable
 # stays in floating-point range (prompt**2 appears in the prefill FLOPs).
 MAX_COUNT = 10_000_000
 COUNT_FIELDS = ("batch", "prompt", "context")
+CHOICE_FIELDS = ("model", "gpu", "weights", "kv")
 DEFAULTS = {"batch": 1, "prompt": 2048, "context": 4096}
 DETECT_POLLS = 40  # x 0.5 s: how long to wait for NVML's answer before giving up
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """The calculator's arguments (gpulab.gpu.serving.calculate), from the form."""
+
+    model: str
+    gpu: str
+    weights: str
+    kv: str
+    batch: int
+    prompt: int
+    context: int
 
 
 def parse_count(text: str, name: str) -> int:
@@ -64,7 +79,7 @@ class _Count(Validator):
         return self.success()
 
 
-def usable_gpus() -> dict[str, Any]:
+def usable_gpus() -> dict[str, hardware.GPU]:
     """GPUs from the hardware table that have a bandwidth and a 16-bit peak."""
     return {key: gpu for key, gpu in hardware.GPUS.items() if serving.usable(gpu)}
 
@@ -281,38 +296,43 @@ class ServingPane(LazyPane):
         event.stop()
         self.recompute()
 
-    def read_inputs(self) -> tuple[dict[str, Any], dict[str, str]]:
-        """(the calculator's arguments, field -> error) from the form as it is now."""
-        values: dict[str, Any] = {}
+    def read_inputs(self) -> tuple[Inputs | None, dict[str, str]]:
+        """(the calculator's arguments, field -> error) from the form as it is
+        now; no arguments while a field is wrong."""
+        counts: dict[str, int] = {}
         errors: dict[str, str] = {}
         for name in COUNT_FIELDS:
             try:
-                values[name] = parse_count(self.query_one(f"#serving-{name}", Input).value, name)
+                counts[name] = parse_count(self.query_one(f"#serving-{name}", Input).value, name)
             except ValueError as exc:
                 errors[name] = str(exc)
-        for name in ("model", "gpu", "weights", "kv"):
-            values[name] = self.query_one(f"#serving-{name}", Select).value
-        return values, errors
+        if errors:
+            return None, errors
+        # Each Select holds one of its options (allow_blank=False): a str.
+        model, gpu, weights, kv = (
+            str(self.query_one(f"#serving-{name}", Select).value) for name in CHOICE_FIELDS
+        )
+        return Inputs(model, gpu, weights, kv, **counts), errors
 
     def recompute(self) -> None:
         if not self.query("#serving-model"):
             return  # not built yet
-        values, self.errors = self.read_inputs()
+        inputs, self.errors = self.read_inputs()
         error = self.query_one("#serving-error", Static)
-        if not self.errors:
-            gpu = hardware.GPUS.get(values["gpu"])
-            model = serving_models.PRESETS.get(values["model"])
+        if inputs is not None:
+            gpu = hardware.GPUS.get(inputs.gpu)
+            model = serving_models.PRESETS.get(inputs.model)
             try:
                 if gpu is None or model is None:
-                    raise ValueError(f"unknown choice: {values['model']!r} on {values['gpu']!r}")
+                    raise ValueError(f"unknown choice: {inputs.model!r} on {inputs.gpu!r}")
                 data = serving.calculate(
                     model,
                     gpu,
-                    batch=values["batch"],
-                    prompt=values["prompt"],
-                    context=values["context"],
-                    weights=values["weights"],
-                    kv=values["kv"],
+                    batch=inputs.batch,
+                    prompt=inputs.prompt,
+                    context=inputs.context,
+                    weights=inputs.weights,
+                    kv=inputs.kv,
                 )
             except serving.InputError as exc:
                 # The same rules as `gpulab serving` (a prompt longer than the

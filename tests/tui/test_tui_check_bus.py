@@ -100,8 +100,8 @@ async def test_a_replaced_check_is_recorded_and_reaches_no_pane(ws):
         summary = app.query_one(PassedSummary)
         counted = text(summary)
         result_text = text(app.query_one("#result"))
-        app._run_id += 2  # two checks started since: the first is stale
-        stale = app._run_id - 1
+        app.runner.run_id += 2  # two checks started since: the first is stale
+        stale = app.runner.run_id - 1
 
         app.post_message(CheckFinished(stale, lesson, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: ws.status("softmax") == "passed", 30, "recorded")
@@ -112,7 +112,7 @@ async def test_a_replaced_check_is_recorded_and_reaches_no_pane(ws):
         assert "✔" not in str(app.query_one(LessonList).get_option("softmax").prompt)
 
         # The latest check reaches every pane.
-        app.post_message(CheckFinished(app._run_id, lesson, CheckResult.from_json(PASS)))
+        app.post_message(CheckFinished(app.runner.run_id, lesson, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: heard, 30, "the latest check published")
         await pilot.pause()
         assert text(summary) != counted

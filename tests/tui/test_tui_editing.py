@@ -163,7 +163,7 @@ async def test_keys_typed_in_one_burst_all_land_in_the_file(ws, burst):
         for ch in burst:
             key = "tab" if ch == "\t" else ch
             app.post_message(events.Key(key, None if ch == "\t" else ch))
-        await wait_for(pilot, lambda: pane.editing and not app._pending_keys, 30, "the keys")
+        await wait_for(pilot, lambda: pane.editing and not app.key_queue.pending, 30, "the keys")
         await wait_for(pilot, lambda: "zq" in pane.editor.text, 30, "the text")
         assert app.is_running
         await pilot.press("ctrl+s")

@@ -123,8 +123,8 @@ async def test_a_pass_keeps_its_results_and_its_toast_names_the_step(ws):
                 "cases": [{"name": "3×7 fp32", "passed": True, "max_abs": 1e-8}],
             }
         )
-        app._run_id += 1
-        app.post_message(CheckFinished(app._run_id, lesson, result))
+        app.runner.run_id += 1
+        app.post_message(CheckFinished(app.runner.run_id, lesson, result))
         await wait_for(pilot, lambda: app.lesson.exercise == "softmax_wide", 10, "the next step")
         await pilot.pause()
         # The passing results stay on screen, with what opened above them.

@@ -199,7 +199,7 @@ async def test_late_messages_as_the_app_closes_are_harmless(ws):
         app.action_open_lesson("softmax")
         await pilot.pause()
         lesson, path = app.lesson, app.query_one(ExercisePane).path
-        run_id = app._run_id
+        run_id = app.runner.run_id
         await app.screen_stack[0].remove_children()  # the layout, gone as at exit
         result = CheckResult.from_json(
             {"status": "failed", "passed": False, "summary": "late", "cases": []}

@@ -88,9 +88,9 @@ async def test_passing_a_step_opens_the_next_and_any_step_can_be_opened(ws, cour
 
         # The last step passing opens the lesson's exercise; the exercise
         # passing stays put (n opens the next lesson).
-        app.post_message(CheckFinished(app._run_id, app.lesson, CheckResult.from_json(PASS)))
+        app.post_message(CheckFinished(app.runner.run_id, app.lesson, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: app.lesson.exercise == "softmax", 30, "the exercise")
-        app.post_message(CheckFinished(app._run_id, app.lesson, CheckResult.from_json(PASS)))
+        app.post_message(CheckFinished(app.runner.run_id, app.lesson, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: ws.status("softmax") == "passed", 30, "recorded")
         await pilot.pause()
         assert app.lesson.exercise == "softmax"
@@ -108,7 +108,7 @@ async def test_a_pass_of_a_step_no_longer_open_moves_nothing(ws):
         step = app.lesson
         app.action_open_lesson("softmax_wide")
         await pilot.pause()
-        app.post_message(CheckFinished(app._run_id, step, CheckResult.from_json(PASS)))
+        app.post_message(CheckFinished(app.runner.run_id, step, CheckResult.from_json(PASS)))
         await wait_for(pilot, lambda: ws.status("matmul_tile") == "passed", 30, "recorded")
         await pilot.pause()
         assert app.lesson.exercise == "softmax_wide"
