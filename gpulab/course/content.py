@@ -195,6 +195,9 @@ class Course:
     # Every exercise in course order: each lesson's steps, then its final one.
     # Empty means "the lessons alone" (a course built by hand, in tests).
     all_exercises: tuple[Lesson, ...] = ()
+    # The manifest's top-level explain_sections: where --explain points each
+    # kind of finding, course-wide, as (kind, lesson id, heading).
+    explain_sections: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def exercises(self) -> tuple[Lesson, ...]:
@@ -475,12 +478,45 @@ def load_course(root: Path | None = None) -> Course:
                 warnings.append(lesson.error)
         exercises.extend(parsed)
         lessons.append(parsed[-1])
+    sections = _course_sections(data.get("explain_sections", {}), path, lessons, warnings)
     return Course(
         lessons=tuple(lessons),
         path=path,
         warnings=tuple(warnings),
         all_exercises=tuple(exercises),
+        explain_sections=sections,
     )
+
+
+def _course_sections(
+    raw: object, path: Path, lessons: list[Lesson], warnings: list[str]
+) -> tuple[tuple[str, str, str], ...]:
+    """The manifest's top-level explain_sections, checked entry by entry: an
+    entry that names no lesson of the course, or no heading of its text, is
+    a warning naming it, and is left out (its kind then points nowhere)."""
+    where = f"{path}: field 'explain_sections'"
+    if not isinstance(raw, dict):
+        warnings.append(f'{where} must be a table (kind = ["lesson id", "heading"])')
+        return ()
+    by_id = {lesson.id: lesson for lesson in lessons}
+    out: list[tuple[str, str, str]] = []
+    for kind, value in raw.items():
+        ok = isinstance(value, list) and len(value) == 2
+        if not (ok and kind.isidentifier() and all(isinstance(v, str) and v for v in value)):
+            warnings.append(f'{where}: {kind} must be ["lesson id", "heading"], got {value!r}')
+            continue
+        lesson_id, heading = value
+        lesson = by_id.get(lesson_id)
+        if lesson is None:
+            warnings.append(f"{where}: {kind} names lesson {lesson_id!r}, not one of the course's")
+        elif not re.search(rf"^##+ {re.escape(heading)}$", lesson.text(), re.M):
+            warnings.append(
+                f"{where}: {kind} = {heading!r} is not a heading (## or ###) of "
+                f"{lesson.lesson_path}"
+            )
+        else:
+            out.append((kind, lesson_id, heading))
+    return tuple(out)
 
 
 def _folder_lesson(folder: Path, index: int, root: Path) -> Lesson:

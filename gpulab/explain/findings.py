@@ -45,7 +45,9 @@ def _finding(
     return {
         "kind": kind,
         "evidence": evidence,
-        "advice": f"{advice} (lesson {w['lesson'][:2]}, “{w['section']}”)",
+        "advice": f"{advice} (lesson {w['lesson'][:2]}, “{w['section']}”)"
+        if w["lesson"]
+        else advice,
         "lesson": w["lesson"],
         "section": w["section"],
         "severity": round(max(0.0, min(1.0, severity)), 3),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gpulab.explain.facts import Where
 
 if TYPE_CHECKING:
-    from gpulab.course.content import Lesson
+    from gpulab.course.content import Course, Lesson
 
 
 def explained(content_root: str = "") -> frozenset[str]:
@@ -54,75 +54,25 @@ def explain_unavailable(lesson: Any) -> str:
 class Kind:
     name: str
     title: str  # what it means, for people
-    lesson: str  # lesson id
-    section: str  # a heading of that lesson.md
 
 
-_L01, _L02, _L03, _L04, _L05 = (
-    "01_gpu_architecture_tour",
-    "02_triton_101_softmax",
-    "03_triton_tiled_matmul",
-    "04_triton_flashattention",
-    "05_fused_rope_rmsnorm",
-)
-
+# Which lesson teaches each kind is the course's to say (the manifest's
+# explain_sections), not gpulab's code.
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind(
-            "no_tensor_cores",
-            "the matrix products run on the FP32 lanes, not the tensor cores",
-            _L03,
-            "Why tiles: reuse from on-chip memory",
-        ),
-        Kind(
-            "too_few_programs",
-            "fewer programs than SMs: part of the GPU sits idle",
-            _L02,
-            "One program per row",
-        ),
-        Kind(
-            "register_spills",
-            "registers spill to local memory (slow, through L1/L2)",
-            _L02,
-            "Rows longer than a block",
-        ),
-        Kind(
-            "extra_bytes",
-            "the kernel moves more bytes than the exercise needs",
-            _L02,
-            "Why softmax is memory-bound",
-        ),
+        Kind("no_tensor_cores", "the matrix products run on the FP32 lanes, not the tensor cores"),
+        Kind("too_few_programs", "fewer programs than SMs: part of the GPU sits idle"),
+        Kind("register_spills", "registers spill to local memory (slow, through L1/L2)"),
+        Kind("extra_bytes", "the kernel moves more bytes than the exercise needs"),
         Kind(
             "serialised_reduction",
             "a reduction done one step at a time (one program, or atomics on one address)",
-            _L05,
-            "The backward",
         ),
-        Kind(
-            "low_occupancy",
-            "too few warps resident per SM to hide memory latency",
-            _L02,
-            "Rows longer than a block",
-        ),
-        Kind(
-            "tail_wave",
-            "the last wave of programs leaves SMs idle",
-            _L03,
-            "The grouped (swizzled) program order",
-        ),
-        Kind(
-            "launch_bound",
-            "the work is so small that launching kernels costs as much",
-            _L01,
-            "Deep dive: why measured is below datasheet",
-        ),
-        Kind(
-            "wrong_roof",
-            "the kernel hits a lower roof than the one it is graded against",
-            _L01,
-            "The two ceilings, from the datasheet",
-        ),
+        Kind("low_occupancy", "too few warps resident per SM to hide memory latency"),
+        Kind("tail_wave", "the last wave of programs leaves SMs idle"),
+        Kind("launch_bound", "the work is so small that launching kernels costs as much"),
+        Kind("wrong_roof", "the kernel hits a lower roof than the one it is graded against"),
     )
 }
 
@@ -135,31 +85,38 @@ CAUSES = {"tile_reuse": "wrong_roof"}
 Sections = Mapping[str, tuple[str, str]]
 
 
-def declared(exercise: str, content_root: str = "") -> Lesson | None:
-    """The manifest's entry of `exercise`, or None where the course has none."""
+def declared(exercise: str, content_root: str = "") -> tuple[Lesson | None, Course | None]:
+    """The manifest's entry of `exercise` (None where the course has none),
+    and the course (None where it cannot be read)."""
     from gpulab.course.content import ContentError, load_course
 
     try:
-        found = load_course(Path(content_root) if content_root else None).find(exercise)
+        course = load_course(Path(content_root) if content_root else None)
     except ContentError:
-        return None
-    return found if found is not None and found.exercise == exercise else None
+        return None, None
+    found = course.find(exercise)
+    return (found if found is not None and found.exercise == exercise else None), course
 
 
-def sections_of(lesson: Lesson | None) -> dict[str, tuple[str, str]]:
-    """Where the manifest points --explain's findings on this exercise (its
-    explain_sections: headings of its own lesson), by kind or cause."""
-    if lesson is None:
-        return {}
-    return {key: (lesson.id, heading) for key, heading in lesson.explain_sections}
+def sections_of(lesson: Lesson | None, course: Course | None = None) -> dict[str, tuple[str, str]]:
+    """Where the manifest points --explain's findings on this exercise, by
+    kind or cause: the course's explain_sections, then the exercise's own
+    (headings of its own lesson), which win."""
+    out = {
+        kind: (lid, heading) for kind, lid, heading in (course.explain_sections if course else ())
+    }
+    if lesson is not None:
+        out.update({key: (lesson.id, heading) for key, heading in lesson.explain_sections})
+    return out
 
 
 def where(kind: str, sections: Sections | None = None, cause: str = "") -> Where:
     """{"lesson", "section"} that teaches `kind` best: the exercise's own
-    section for the cause or the kind (`sections`), else the kind's usual one."""
-    k = KINDS[kind]
+    section for the cause or the kind, else the course's for the kind
+    (`sections`: sections_of); empty where the course points it nowhere."""
+    assert kind in KINDS, kind
     mine = sections or {}
-    lesson, section = mine.get(cause) or mine.get(kind) or (k.lesson, k.section)
+    lesson, section = mine.get(cause) or mine.get(kind) or ("", "")
     return {"lesson": lesson, "section": section}
 
 

@@ -239,8 +239,11 @@ def test_every_kind_points_at_a_real_lesson_section() -> None:
     from gpulab.explain.kinds import CAUSES, sections_of
 
     course = load_course(ROOT)
+    # The course says where every kind is taught (the manifest's explain_sections).
+    assert {kind for kind, _, _ in course.explain_sections} == set(KINDS)
+    assert not course.warnings, course.warnings
     for exercise in course.covered_by("explain"):
-        mine = sections_of(course.find(exercise))
+        mine = sections_of(course.find(exercise), course)
         # The manifest's keys are kinds or a rule's causes (a typo would never match).
         assert set(mine) <= set(KINDS) | set(CAUSES), (exercise, mine)
         for kind in KINDS:
@@ -255,7 +258,8 @@ def test_an_exercise_points_a_finding_at_its_own_lesson() -> None:
     from gpulab.course.content import load_course
     from gpulab.explain.kinds import sections_of
 
-    mine = sections_of(load_course(ROOT).find("matmul"))
+    course = load_course(ROOT)
+    mine = sections_of(course.find("matmul"), course)
     assert where("register_spills", mine) == {
         "lesson": "03_triton_tiled_matmul",
         "section": "Autotuning",
@@ -263,8 +267,36 @@ def test_an_exercise_points_a_finding_at_its_own_lesson() -> None:
     assert where("wrong_roof", mine, "tile_reuse")["section"] == (
         "Why tiles: reuse from on-chip memory"
     )
-    assert where("wrong_roof", {}, "tile_reuse") == where("wrong_roof")  # the kind's own
+    # Another exercise's finer cause reads the course's section for its kind.
+    softmax = sections_of(course.find("softmax"), course)
+    assert where("wrong_roof", softmax, "tile_reuse") == {
+        "lesson": "01_gpu_architecture_tour",
+        "section": "The two ceilings, from the datasheet",
+    }
+    # A course that points a kind nowhere gets advice without a pointer.
+    assert where("wrong_roof") == {"lesson": "", "section": ""}
 
+
+def test_a_course_sections_entry_that_points_nowhere_is_named(tmp_path) -> None:
+    import shutil
+
+    from gpulab.course.content import load_course
+
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "lessons", root / "lessons")
+    manifest = root / "lessons" / "manifest.toml"
+    text = manifest.read_text()
+    text = text.replace('tail_wave = ["03_triton_tiled_matmul"', 'tail_wave = ["03_no_such_lesson"')
+    text = text.replace('"Why softmax is memory-bound"]', '"No such heading"]', 1)
+    manifest.write_text(text.replace("launch_bound = [", "launch_bound = 3 #["))
+    course = load_course(root)
+    kept = {kind for kind, _, _ in course.explain_sections}
+    assert kept == set(KINDS) - {"tail_wave", "extra_bytes", "launch_bound"}
+    said = "\n".join(course.warnings)
+    assert "tail_wave names lesson '03_no_such_lesson'" in said
+    assert "extra_bytes = 'No such heading' is not a heading" in said
+    assert 'launch_bound must be ["lesson id", "heading"], got 3' in said
+    assert course.find("softmax") is not None  # the rest of the course still works
 
 def test_ttir_counts_three_passes() -> None:
     from gpulab.explain.ttir import analyse

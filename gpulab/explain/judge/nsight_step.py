@@ -154,10 +154,10 @@ def measure(
         from gpulab.explain.judge.case_facts import case_facts, entry_of
         from gpulab.explain.kinds import declared, sections_of
 
-        lesson = declared(request.exercise, request.content_root)
+        lesson, course = declared(request.exercise, request.content_root)
         cf = case_facts(request, entry_of(case), timed, lesson.exps if lesson else "")
         finding, ratio = nsight.measured_extra_bytes(
-            facts, cf, gpu, sections_of(lesson), request.kind or ""
+            facts, cf, gpu, sections_of(lesson, course), request.kind or ""
         )
         result["diagnosis"] = nsight.merge(result.get("diagnosis") or [], finding, ratio)
         info["kernels"] = facts["kernels"]

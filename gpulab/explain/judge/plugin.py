@@ -171,7 +171,7 @@ def conclude(
     exercise, gpu = request.exercise, asked.gpu
     reply = asked.reply
     cases, compiled = reply_facts(reply)
-    lesson = declared(exercise, request.content_root)
+    lesson, course = declared(exercise, request.content_root)
     exps = lesson.exps if lesson else ""
     facts = [case_facts(request, resolve(c, compiled), timed, exps) for c in cases]
     all_facts: Facts = {
@@ -182,7 +182,7 @@ def conclude(
         "cases": facts,
         "compiled": compiled,
     }
-    found = diagnose(all_facts, sections_of(lesson))
+    found = diagnose(all_facts, sections_of(lesson, course))
     failures = compile_failures(compiled)
     basis = [
         f"hardware: {gpu['source']}",
