@@ -298,6 +298,7 @@ def test_a_course_sections_entry_that_points_nowhere_is_named(tmp_path) -> None:
     assert 'launch_bound must be ["lesson id", "heading"], got 3' in said
     assert course.find("softmax") is not None  # the rest of the course still works
 
+
 def test_ttir_counts_three_passes() -> None:
     from gpulab.explain.ttir import analyse
 
