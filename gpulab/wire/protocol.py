@@ -31,6 +31,7 @@ import math
 import os
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -59,7 +60,8 @@ JsonObject = dict[str, Any]
 Kwargs = dict[str, Any]
 
 
-def write_frame(fd: int, message: JsonObject) -> None:
+def write_frame(fd: int, message: Mapping[str, object]) -> None:
+    """Send one message: a JSON object (a frame's JSON, or a TypedDict of one)."""
     data = json.dumps(message, allow_nan=True, default=_no_objects).encode()
     if len(data) > MAX_FRAME:
         raise ProtocolError(f"a message of {len(data)} bytes is over the {MAX_FRAME} limit")
