@@ -5,7 +5,13 @@ the grading context can hold one without importing what reads it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from gpulab.wire.protocol import JsonObject, Kwargs
+
+if TYPE_CHECKING:
+    from gpulab.gpu.costmodel import CostEstimate
+    from gpulab.wire.sandbox_start import AheadRecord
 
 
 @dataclass
@@ -15,7 +21,7 @@ class Saved:
     number: int  # its row in the check's table, from 1
     name: str
     args: tuple[Any, ...]
-    kwargs: dict[str, Any]
+    kwargs: Kwargs
     expected: Any  # the judge's float64 reference
     detail: str
     tolerance: tuple[float, float]  # (atol, rtol), the grader's for this dtype
@@ -27,6 +33,52 @@ class Advice:
 
     saved: list[Saved] = field(default_factory=list)
     saved_bytes: int = 0
-    load_map: dict[str, Any] | None = None
+    load_map: LoadMap | None = None
     map_elements: int = 0
     maps_made: int = 0
+
+
+class Traced(TypedDict):
+    """A case's launches replayed with per-element maps (gpulab.judge.cost.trace_case):
+    the replay sandbox's counts, plain JSON as it sent them (gpulab.gpu.loadmap
+    reads them field by field), and the indices where its result was wrong."""
+
+    counts: JsonObject
+    wrong: list[list[int]]
+
+
+class LoadMap(TypedDict):
+    """The result's `load_map`: which case (its name and row) was traced, and its trace."""
+
+    case: str
+    number: int
+    counts: JsonObject
+    wrong: list[list[int]]
+
+
+class ScaleInvariant(TypedDict):
+    """Cases whose answer does not change when the inputs are scaled, and why that matters."""
+
+    cases: list[str]
+    why: str
+
+
+class NothingAhead(TypedDict):
+    """A run of cases before which nothing was compiled ahead: `{}` in the list."""
+
+
+class JudgeKeys(TypedDict, total=False):
+    """The judge's own keys of a result beside the typed ones (the
+    harness's, gpulab.wire.result.CheckResult.rest), those set: how the
+    cases ran and what was compiled ahead; the grader's bookkeeping in
+    `--json` only (GradeContext.json_only); and the advice after the verdict
+    (gpulab.judge.cost.advice_keys): where the wrong cases were saved, a
+    wrong case's load map, and after a pass the cost estimate
+    (gpulab.gpu.costmodel.estimate's object)."""
+
+    mode: str
+    compiled_ahead: list[AheadRecord | NothingAhead]
+    replay_scale_invariant: ScaleInvariant
+    debug: str
+    load_map: LoadMap
+    cost: CostEstimate

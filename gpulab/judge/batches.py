@@ -33,7 +33,7 @@ from gpulab.judge.timed_rows import BatchWall, RemoteTiming
 from gpulab.measure.timing import _stats
 from gpulab.sandbox import learner
 from gpulab.wire.replies import BadReply, Broken, Raised
-from gpulab.wire.timed_batch import NO_TIMING, Timed, TimedInputs, TimeRequest
+from gpulab.wire.timed_batch import NO_TIMING, Clocks, Timed, TimedInputs, TimeRequest
 
 if TYPE_CHECKING:
     from gpulab.judge.context import GradeContext
@@ -416,7 +416,7 @@ def _warm_up(
     g: torch.Generator,
     grads: _GradSlots | None,
     warmup_s: float = WARMUP_S,
-) -> dict[str, object]:
+) -> Clocks:
     """Warm-up by time, in a request of its own so the timed batches carry no
     allowance for it. Returns the clocks the sandbox read."""
     arena = ctx.arena(per_rep + 4096)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Required, TypedDict, Unpack
 
+from gpulab.wire.protocol import JsonObject
 from gpulab.wire.result import CaseRow
 
 
@@ -49,6 +50,6 @@ class CaseFields(TypedDict, total=False):
 def case_row(**fields: Unpack[CaseFields]) -> CaseRow:
     """The typed row of a case, its JSON the fields in the order given. A
     row without `passed` failed (the key goes last, as it always did)."""
-    obj: dict[str, object] = dict(fields)
+    obj: JsonObject = dict(fields)  # the row's JSON, read as the lab reads one
     obj["passed"] = bool(fields.get("passed"))
     return CaseRow.from_json(obj)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
-from gpulab.judge.advice import Advice
+from gpulab.judge.advice import Advice, JudgeKeys, NothingAhead
 from gpulab.sandbox.learner import LearnerError
 from gpulab.wire.check_request import CheckRequest
 from gpulab.wire.events import CaseDone, Correct, Graded, Stage
@@ -31,7 +31,8 @@ from gpulab.wire.status import StageKind, Status
 if TYPE_CHECKING:
     from gpulab.judge.remote import Arena, Remote, Sandbox
     from gpulab.judge.replay import Replayer
-    from gpulab.judge.timed_rows import Json, TimingResult
+    from gpulab.judge.timed_rows import TimingResult
+    from gpulab.wire.sandbox_start import AheadRecord
 
 
 class Channel(Protocol):
@@ -85,7 +86,7 @@ class GradeContext:
     notes: list[str] = field(default_factory=list)
     timing: TimingResult | None = None
     # What the compile-ahead did before each run of cases (a GPU's; speed only).
-    warmed: list[Json] = field(default_factory=list)
+    warmed: list[AheadRecord | NothingAhead] = field(default_factory=list)
     # Set by the kernel grader when kernels ran (in the interpreter on a CPU);
     # lessons without Triton (JAX, torch.compile, arithmetic) leave it False.
     uses_triton: bool = False
@@ -99,7 +100,7 @@ class GradeContext:
     nan_at: tuple[str, ...] = ()
     # Keys of the result's JSON (`--json`) that the report does not show:
     # the grader's own bookkeeping, in words the lessons never introduce.
-    json_only: dict[str, Any] = field(default_factory=dict)
+    json_only: JudgeKeys = field(default_factory=JudgeKeys)
     # The judge's own: the seed mixed into every case's (never sent anywhere),
     # and a folder of its own a sandbox may write into (lesson 07's trace).
     secret_seed: int = 0

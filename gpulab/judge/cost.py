@@ -29,12 +29,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpulab.judge.advice import Advice, Saved
+from gpulab.judge.advice import Advice, JudgeKeys, Saved, Traced
 
 if TYPE_CHECKING:
     from gpulab.gpu.costmodel import CostEstimate
     from gpulab.judge.context import GradeContext
     from gpulab.wire.check_request import CheckRequest
+    from gpulab.wire.protocol import JsonObject
 
 MAX_SAVED = 4  # wrong cases kept for `gpulab debug`
 MAX_SAVED_BYTES = 64 << 20  # their tensors, all together
@@ -114,7 +115,7 @@ def _on_wrong_case(
         advice.map_elements = size
 
 
-def trace_case(replayer: Any, case: Any, keep: Any, ref: Any, device: str) -> dict[str, Any] | None:
+def trace_case(replayer: Any, case: Any, keep: Any, ref: Any, device: str) -> Traced | None:
     """Run a case's recorded launches once more in the replay's sandbox with
     per-element maps (nothing compared, nothing decided): the counts, or
     None where the record cannot be replayed or the replay stopped."""
@@ -170,7 +171,7 @@ def _wrong_indices(got: Any, ref: Any, limit: int = 4096) -> list[list[int]]:
     return [list(map(int, ix)) for ix in diff.nonzero().tolist()[:limit]]
 
 
-def advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
+def advice_keys(ctx: GradeContext, passed: bool) -> JudgeKeys:
     """The result's advice keys (`cost` after a pass, `load_map` after a
     wrong case), after the verdict; writes the wrong cases for `gpulab
     debug` where the request names a workspace. Advice: whatever goes
@@ -181,8 +182,8 @@ def advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
         return {}
 
 
-def _advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _advice_keys(ctx: GradeContext, passed: bool) -> JudgeKeys:
+    out: JudgeKeys = {}
     request = ctx.request
     saved_to = save_cases(request, ctx.advice.saved, ctx.cases != [])
     if saved_to:
@@ -197,9 +198,7 @@ def _advice_keys(ctx: GradeContext, passed: bool) -> dict[str, Any]:
     return out
 
 
-def cost_of(
-    request: CheckRequest, counted: list[tuple[Any, dict[str, Any]]]
-) -> CostEstimate | None:
+def cost_of(request: CheckRequest, counted: list[tuple[Any, JsonObject]]) -> CostEstimate | None:
     """The estimate for the counted case with the most minimum bytes."""
     from gpulab.course.content import eval_formula
     from gpulab.gpu import costmodel
@@ -207,7 +206,7 @@ def cost_of(
 
     if not request.bytes:
         return None
-    best: tuple[float, Any, dict[str, Any], float | None] | None = None
+    best: tuple[float, Any, JsonObject, float | None] | None = None
     least: tuple[float, int] | None = None  # the smallest case's programs
     if any(counts.get("problem") for _, counts in counted):
         return None  # a count that stopped part way: no estimate rather than a wrong one
@@ -246,7 +245,7 @@ def cost_of(
     )
 
 
-def _programs(counts: dict[str, Any]) -> int:
+def _programs(counts: JsonObject) -> int:
     """The most programs any one launch of a case ran."""
     from gpulab.gpu.costmodel import launches
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -21,7 +22,7 @@ import torch
 
 from gpulab.judge.compare import DEFAULT_TOLERANCE
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.folder_spec import DTYPES, RESERVED, CaseDict, FolderSpec, at_line, describe
+from gpulab.judge.folder_spec import DTYPES, FolderCase, FolderSpec, at_line, describe
 from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import STEP_NOTE, grade_kernel
 from gpulab.sandbox.learner import LearnerError
@@ -87,20 +88,20 @@ class FolderGrader:
             cases += self._drawn(ctx, "GPU_CASES", self.spec.gpu_cases)
         last = self.spec.cases[-1]
         seed = _seed("CASES", len(self.spec.cases) - 1, last) + SECOND_DRAW
-        label = " ".join(x for x in (last.get("label", ""), "second draw") if x)
-        cases.append(self._case(ctx, {**last, "seed": seed, "label": label}))
+        label = " ".join(x for x in (last.label, "second draw") if x)
+        cases.append(self._case(ctx, replace(last, seed=seed, label=label)))
         return cases
 
-    def _drawn(self, ctx: CaseContext, key: str, raw: list[CaseDict]) -> list[Case]:
-        return [self._case(ctx, {**c, "seed": _seed(key, i, c)}) for i, c in enumerate(raw)]
+    def _drawn(self, ctx: CaseContext, key: str, raw: list[FolderCase]) -> list[Case]:
+        return [self._case(ctx, replace(c, seed=_seed(key, i, c))) for i, c in enumerate(raw)]
 
-    def _case(self, ctx: CaseContext, raw: CaseDict) -> Case:
-        sizes = {k: v for k, v in raw.items() if k not in RESERVED}
-        dtype = DTYPES[raw["dtype"]]
+    def _case(self, ctx: CaseContext, raw: FolderCase) -> Case:
+        sizes = raw.sizes
+        dtype = DTYPES[raw.dtype]
         shape = " ".join(f"{k}={v}" for k, v in sizes.items())
-        name = " ".join(x for x in (shape, raw["dtype"], raw.get("label", "")) if x)
+        name = " ".join(x for x in (shape, raw.dtype, raw.label) if x)
         # Drawn where the case runs, from a seed mixed with the check's secret one.
-        generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed(raw["seed"]))
+        generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed(raw.seed))
         drawn = self._run(
             f"make_inputs (case {name})",
             self.spec.make_inputs,
@@ -123,7 +124,7 @@ class FolderGrader:
             args=tuple(args),
             dtype=dtype,
             sizes=dict(sizes),
-            kwargs=dict(raw.get("kwargs", {})),
+            kwargs=dict(raw.kwargs),
             shape=shape,
         )
 
@@ -200,9 +201,8 @@ class FolderGrader:
         )
 
 
-def _seed(key: str, index: int, raw: CaseDict) -> int:
-    seed = raw.get("seed")
-    return seed if isinstance(seed, int) and seed else SEED_BASE[key] + index
+def _seed(key: str, index: int, raw: FolderCase) -> int:
+    return raw.seed or SEED_BASE[key] + index
 
 
 def load(folder: Path) -> FolderGrader:

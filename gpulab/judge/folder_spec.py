@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from gpulab.wire.protocol import Kwargs
+
 DTYPES = {
     "fp32": torch.float32,
     "fp16": torch.float16,
@@ -45,7 +47,18 @@ CONSTANTS = (
 )
 FUNCTIONS = ("reference", "make_inputs", "baseline", "output_shape")
 
-CaseDict = dict[str, Any]
+
+@dataclass(frozen=True, slots=True)
+class FolderCase:
+    """A case as spec.py lists it, checked: its dtype's name, a label, a
+    seed (0: the list's own for its place), keyword arguments for the
+    learner's function, and its sizes by name, in the order written."""
+
+    dtype: str
+    label: str = ""
+    seed: int = 0
+    kwargs: Kwargs = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 class SpecError(Exception):
@@ -59,9 +72,9 @@ class FolderSpec:
     path: Path
     reference: Callable[..., Any]
     make_inputs: Callable[..., Any]
-    cases: list[CaseDict]
-    gpu_cases: list[CaseDict] = field(default_factory=list)
-    timing_cases: list[CaseDict] = field(default_factory=list)
+    cases: list[FolderCase]
+    gpu_cases: list[FolderCase] = field(default_factory=list)
+    timing_cases: list[FolderCase] = field(default_factory=list)
     tolerance: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
     banned: tuple[Callable[..., Any], ...] = ()
     banned_aten: tuple[str, ...] = ()
@@ -144,14 +157,14 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _cases(names: dict[str, Any], key: str, where: str) -> list[CaseDict]:
+def _cases(names: dict[str, Any], key: str, where: str) -> list[FolderCase]:
     raw = names.get(key, [])
     if not isinstance(raw, (list, tuple)):
         raise SpecError(f"{where}: {key} must be a list of cases (dicts), got {type(raw).__name__}")
     return [_case(c, f"{where}: {key}[{i}]") for i, c in enumerate(raw)]
 
 
-def _case(raw: Any, at: str) -> CaseDict:
+def _case(raw: Any, at: str) -> FolderCase:
     if not isinstance(raw, dict):
         raise SpecError(f"{at}: a case must be a dict such as {{'N': 1000, 'dtype': 'fp32'}}")
     dtype = raw.get("dtype")
@@ -173,7 +186,8 @@ def _case(raw: Any, at: str) -> CaseDict:
             raise SpecError(f"{at}: size {key!r} must be a name (it is one in the formulas)")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SpecError(f"{at}: size '{key}' must be a whole number >= 0, got {value!r}")
-    return dict(raw)
+    sizes = {k: v for k, v in raw.items() if k not in RESERVED}
+    return FolderCase(dtype, raw.get("label", ""), seed, dict(kwargs), sizes)
 
 
 def _tolerance(raw: Any, where: str) -> dict[torch.dtype, tuple[float, float]]:

@@ -20,9 +20,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
+
+if TYPE_CHECKING:
+    from gpulab.sandbox.forkserver import SpawnRequest
+    from gpulab.sandbox.namespaces import MountSpec
 
 # Set to 0 to exec every sandbox (the GPU's path) on the CPU too.
 SWITCH = "GPULAB_SANDBOX_FORKS"
@@ -127,7 +131,7 @@ class ForkServer:
         return self.proc.poll() is None
 
     def spawn(
-        self, spec: Any, env: dict[str, str], cwd: str, channel: int, out: int
+        self, spec: MountSpec, env: dict[str, str], cwd: str, channel: int, out: int
     ) -> Forked | None:
         """Ask for a sandbox on `channel` (the judge's descriptor for the
         sandbox's end, which the spec names) writing to `out`. None if the
@@ -135,7 +139,7 @@ class ForkServer:
         if not self.alive():
             return None
         forked = Forked(self)
-        request = {
+        request: SpawnRequest = {
             "type": "spawn",
             "spec": spec,
             "env": env,

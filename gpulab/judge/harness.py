@@ -21,6 +21,7 @@ from gpulab.wire.result import JUDGE_ORDER, CheckResult, Timing
 from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
+    from gpulab.judge.advice import JudgeKeys
     from gpulab.judge.context import Channel
     from gpulab.judge.remote import Sandbox
     from gpulab.judge.replay import Replayer
@@ -95,7 +96,7 @@ def grade_request(
     if implausible and status is Status.PASSED:
         status, summary = Status.FAILED, "implausible timing: " + implausible
     mode = ("interpreter" if ctx.uses_triton else "cpu") if ctx.interpreter else "native"
-    rest: dict[str, object] = {"mode": mode}
+    rest: JudgeKeys = {"mode": mode}
     if ctx.warmed:
         rest["compiled_ahead"] = ctx.warmed
     rest.update(ctx.json_only)
@@ -112,6 +113,6 @@ def grade_request(
         timing=None if ctx.timing is None else Timing.from_json(ctx.timing.to_json()),
         skipped=list(ctx.skipped),
         notes=list(ctx.notes),
-        rest=rest,
+        rest=dict(rest),
         order=JUDGE_ORDER,
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gpulab.judge.advice import NothingAhead
 from gpulab.judge.allowance import CaseClock
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import compare, describe_mismatch, dtype_name
@@ -263,7 +264,7 @@ def compile_ahead(ctx: GradeContext) -> None:
         StageKind.COMPILE, "compiling your kernels side by side (as your last check compiled them)"
     )
     done = ctx.sandbox.ask(CompileAhead(), CompiledAhead)
-    ctx.warmed.append(done.record() if isinstance(done, CompiledAhead) else {})
+    ctx.warmed.append(done.record() if isinstance(done, CompiledAhead) else NothingAhead())
 
 
 def check_cases(

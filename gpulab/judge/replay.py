@@ -26,7 +26,7 @@ import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 
@@ -47,7 +47,7 @@ from gpulab.wire.replay import (
 from gpulab.wire.sandbox_start import Prepare
 
 if TYPE_CHECKING:
-    from gpulab.wire.protocol import TensorRef
+    from gpulab.wire.protocol import JsonObject, TensorRef
 
 
 MISMATCH = "your Triton kernels, run again alone, gave another result"
@@ -76,6 +76,15 @@ REPLAY_OFF_NOTE = (
     "Graded without the replay (GPULAB_GPU_REPLAY=0): the times are the sandbox's own, "
     "checked against the judge's clocks but not measured again apart from your code."
 )
+
+
+class KeptText(TypedDict):
+    """A replay request's kept text: the kernels' source, the modules it
+    imports, and the kernels' names."""
+
+    source: str
+    modules: dict[str, str]
+    kernels: tuple[str, ...]
 
 
 class Replayer:
@@ -127,7 +136,9 @@ class Replayer:
         # also counts what its kernels moved and computed; (case, counts).
         # GPULAB_COST_MODEL=0 turns the counting off (to measure what it costs).
         self.count = "" if os.environ.get("GPULAB_COST_MODEL") == "0" else "count"
-        self.counted: list[tuple[Any, dict[str, Any]]] = []
+        # Each passing case and its counts, plain JSON as the replay's sandbox
+        # sent them (gpulab.judge.cost reads them field by field).
+        self.counted: list[tuple[Any, JsonObject]] = []
         self._pending_case: Any = None
 
     def plan(
@@ -337,7 +348,7 @@ class Replayer:
             return reply, [], WHY + f"The replay stopped: {reply.problem}"
         return reply, [[self._arena.view(s) for s in row] for row in slots], ""
 
-    def _kernels(self) -> dict[str, Any]:
+    def _kernels(self) -> KeptText:
         """A request's kept text (the CPU's; none on a GPU, which launches
         the compiled kernels the request sends)."""
         if self.source is None:

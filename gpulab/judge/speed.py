@@ -20,7 +20,7 @@ from gpulab.judge.compare import dtype_name
 from gpulab.judge.kernel import Kept, guarded_call
 from gpulab.judge.kernel_guards import AuditSpan
 from gpulab.judge.kernel_spec import Case, KernelSpec
-from gpulab.judge.timed_rows import BackwardRow, KernelRow, KernelTiming, RemoteTiming
+from gpulab.judge.timed_rows import BackwardRow, GradedOn, KernelRow, KernelTiming, RemoteTiming
 from gpulab.wire.status import StageKind
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ def roof_text(roofs: list[ceilings.Roof]) -> str:
     return "; ".join(labels)
 
 
-def graded_on(spec: KernelSpec, score: float, against: str) -> dict[str, object]:
+def graded_on(spec: KernelSpec, score: float, against: str) -> GradedOn:
     """The letter's basis, for the result's JSON and the Results pane: what
     was measured, against what, and the bands ("A from 65%, B from 55%...")."""
     speedup = spec.grade_on == "speedup"

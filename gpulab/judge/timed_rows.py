@@ -11,12 +11,25 @@ here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 if TYPE_CHECKING:
     from gpulab.gpu.ceilings import Roof
+    from gpulab.wire.timed_batch import Clocks
 
 Json = dict[str, object]  # a JSON object the judge writes (and never reads back)
+
+
+class GradedOn(TypedDict):
+    """What a kernel exercise's letter was measured against (gpulab.judge.speed.graded_on):
+    its basis ("roofline" or "speedup"), the roof or baseline by name, the
+    score, the bands as [threshold, letter], and all that in words."""
+
+    basis: str
+    against: str
+    score: float
+    bands: list[list[float | str]]
+    text: str
 
 
 class TimingResult(Protocol):
@@ -62,7 +75,7 @@ class RemoteTiming:
     are implausible, if they are."""
 
     stats: dict[str, float]
-    clocks: dict[str, object]
+    clocks: Clocks
     batch_reps: int
     judge_flush_ms: float
     judge_copy_ms: float
@@ -211,7 +224,7 @@ class KernelTiming:
     device: str
     protocol: str = "judge-timed batches on fresh inputs (docs/grading.md)"
     # What the letter was measured against, and its bands (gpulab.judge.speed.graded_on).
-    graded_on: dict[str, object] = field(default_factory=dict)
+    graded_on: GradedOn | None = None
     # Lesson 05's (gpulab.judge.rope_timing), the keys only once it set them.
     speedup_compile: float | None = None
     backward_speedup_compile: float | None = None
@@ -232,7 +245,7 @@ class KernelTiming:
             "device": self.device,
             "protocol": self.protocol,
         }
-        if self.graded_on:
+        if self.graded_on is not None:
             out["graded_on"] = self.graded_on
         if self.baselines:
             out.update(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.wire.kernel_binary import KernelBinary, sig_type
+from gpulab.wire.protocol import Kwargs
 
 
 def _plain(value: Any) -> Any:
@@ -115,7 +116,7 @@ class Loaded:
         self.kernels[binary.ident] = CompiledKernel(src, group, f"gpulab-{binary.ident}")
         self.params[binary.ident] = names
 
-    def launch(self, ident: int, grid: tuple[int, ...], args: dict[str, Any]) -> None:
+    def launch(self, ident: int, grid: tuple[int, ...], args: Kwargs) -> None:
         """One launch on the current stream, every parameter in order."""
         kernel = self.kernels[ident]
         grid3 = (tuple(grid) + (1, 1, 1))[:3]

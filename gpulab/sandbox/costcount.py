@@ -36,7 +36,9 @@ on them.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NotRequired, TypedDict
+
+from gpulab.wire.protocol import Kwargs
 
 SECTOR = 32  # bytes: the unit DRAM and L2 move on NVIDIA GPUs since Volta
 WARP = 32
@@ -54,6 +56,77 @@ ARITH += ("create_maximumf", "create_minnumf", "create_maxnumf")
 SPECIAL: tuple[str, ...] = ("create_exp", "create_exp2", "create_log", "create_log2")
 SPECIAL += ("create_sqrt", "create_precise_sqrt", "create_rsqrt", "create_sin", "create_cos")
 SPECIAL += ("create_erf",)
+
+
+# The counts' JSON, as the replay's sandbox sends it in its `replayed` reply
+# (gpulab.wire.replay.Replayed.counts). The judge holds it as plain JSON and
+# gpulab.gpu.costmodel and gpulab.gpu.loadmap read it field by field: these
+# say what this side writes.
+
+
+class AccessJson(TypedDict):
+    """Loads or stores of one tensor in one launch (bytes, sectors, lanes)."""
+
+    accesses: int
+    lanes: int
+    masked_lanes: int
+    bytes: int
+    sector_bytes: int
+    warp_sector_bytes: int
+    min_sector_bytes: int
+    footprint_bytes: int
+    out_of_range_lanes: NotRequired[int]
+    out_of_range: NotRequired[list[list[int]]]  # [program, element offset]
+
+
+class ProgramMap(TypedDict):
+    """What one program's lanes touched: sorted flat element indices."""
+
+    loaded: list[int]
+    stored: list[int]
+    masked: list[int]
+
+
+class TensorMap(TypedDict):
+    """Per element: the program that loaded or stored it (-1 none, -2
+    several), the masked lanes' flags ("l", "s", "b", "."), and per program."""
+
+    loaded: list[int]
+    stored: list[int]
+    masked: str
+    programs: dict[str, ProgramMap]
+
+
+class TensorJson(TypedDict):
+    """A tensor argument of a launch: its layout and what the launch did to it."""
+
+    name: str
+    dtype: str
+    shape: list[int]
+    elements: int
+    loads: AccessJson
+    stores: AccessJson
+    map: NotRequired[TensorMap]  # small contiguous tensors, where maps were asked
+
+
+class LaunchJson(TypedDict):
+    """One launch: its grid and programs, the FLOPs counted, and its tensors."""
+
+    kernel: str
+    grid: list[int]
+    programs: int
+    dot_flops: int
+    flops: int
+    special: int
+    dots: list[list[int]]  # the first distinct (M, N, K) of its tl.dot calls
+    tensors: list[TensorJson]
+
+
+class CountsJson(TypedDict):
+    """Every launch counted, and why counting stopped, if it did."""
+
+    launches: list[LaunchJson]
+    problem: NotRequired[str]
 
 
 class _Access:
@@ -101,8 +174,8 @@ class _Access:
         self.unique = np.unique(np.concatenate(parts))
         self.seen, self.seen_size = [], 0
 
-    def to_json(self, itemsize: int) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self, itemsize: int) -> AccessJson:
+        out: AccessJson = {
             "accesses": self.count,
             "lanes": self.lanes,
             "masked_lanes": self.masked,
@@ -138,8 +211,8 @@ class _Tensor:
         self.loads = _Access()
         self.stores = _Access()
 
-    def to_json(self, maps: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self, maps: bool) -> TensorJson:
+        out: TensorJson = {
             "name": self.name,
             "dtype": self.dtype,
             "shape": self.shape,
@@ -164,10 +237,12 @@ def _codes(a: Any) -> list[int]:
     return [] if a is None else [int(v) for v in a]
 
 
-def _by_program(loads: dict[int, Any], stores: dict[int, Any]) -> dict[str, Any]:
+def _by_program(
+    loads: dict[int, tuple[set[int], set[int]]], stores: dict[int, tuple[set[int], set[int]]]
+) -> dict[str, ProgramMap]:
     """{program: {"loaded", "stored", "masked"}}: each a sorted list of flat
     element indices (masked: lanes of either kind that pointed there masked)."""
-    out: dict[str, Any] = {}
+    out: dict[str, ProgramMap] = {}
     for pid in sorted({*loads, *stores}):
         got, skipped = loads.get(pid, (set(), set()))
         put, held = stores.get(pid, (set(), set()))
@@ -205,7 +280,7 @@ class _Launch:
         self.special = 0
         self.dots: list[list[int]] = []  # distinct (M, N, K) of the tl.dot calls
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LaunchJson:
         return {
             "kernel": self.kernel,
             "grid": self.grid,
@@ -227,14 +302,14 @@ class Counts:
         self.current: _Launch | None = None
         self.problem = ""  # why counting stopped ("": it did not)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"launches": [la.to_json() for la in self.launches]}
+    def to_json(self) -> CountsJson:
+        out: CountsJson = {"launches": [la.to_json() for la in self.launches]}
         if self.problem:
             out["problem"] = self.problem
         return out
 
     # --- called by the patched interpreter -------------------------------------------
-    def begin(self, kernel: str, named: dict[str, Any], grid_dim: Any = None) -> None:
+    def begin(self, kernel: str, named: Kwargs, grid_dim: Any = None) -> None:
         if len(self.launches) >= MAX_LAUNCHES:
             # A call of that many launches (a kernel a few elements at a time)
             # is not estimated: counting them all cost a check minutes.

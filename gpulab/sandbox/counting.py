@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from gpulab.sandbox.costcount import ARITH, SPECIAL, Counts
+from gpulab.sandbox.costcount import ARITH, SPECIAL, Counts, LaunchJson
 
 
 @contextlib.contextmanager
@@ -127,7 +127,7 @@ def counting(maps: bool = False) -> Iterator[Counts]:
 _MISSING = object()
 
 
-def trace_launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def trace_launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> LaunchJson:
     """One launch, `kernel[grid](*args, **kwargs)`, run by the interpreter with
     per-element maps: its counts, as `Counts.to_json()` gives a launch, with
     each small tensor's "map" (per element and per program, "programs":
@@ -139,5 +139,4 @@ def trace_launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> dict[str,
     found = counts.to_json()["launches"]
     if not found:
         raise RuntimeError("no launch was counted: is TRITON_INTERPRET=1 set?")
-    launch: dict[str, Any] = found[0]
-    return launch
+    return found[0]

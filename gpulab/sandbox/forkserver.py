@@ -38,10 +38,35 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 from gpulab.wire.protocol import ProtocolError, read_frame, write_frame
 from gpulab.wire.sandbox_start import FORKED_NAME, sandbox_argv
+
+if TYPE_CHECKING:
+    from gpulab.sandbox.namespaces import MountSpec
+
+
+class SpawnRequest(TypedDict):
+    """The judge's `spawn` (gpulab.judge.forks.ForkServer.spawn): the
+    sandbox's namespaces, its environment and folder, the descriptor number
+    its channel must have, and the judge's pid (the keeper's parent to be)."""
+
+    type: str
+    spec: MountSpec
+    env: dict[str, str]
+    cwd: str
+    channel: int
+    judge: int
+
+
+class ForkedReply(TypedDict):
+    """The answer to a `spawn`: the keeper's pid, or why there is none."""
+
+    type: str
+    pid: NotRequired[int]
+    error: NotRequired[str]
+
 
 _PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -74,11 +99,13 @@ def main() -> None:
         if len(fds) != 2:  # the judge closed its end: the check is over
             os._exit(0)
         try:
-            request = read_frame(ctrl.fileno())
+            # The judge's own frame, on a socket only it holds: used as it
+            # sends it (gpulab.judge.forks), as it always was.
+            request = cast("SpawnRequest", read_frame(ctrl.fileno()))
         except (EOFError, OSError, ProtocolError):
             os._exit(0)
         try:
-            reply: dict[str, Any] = {"type": "forked", "pid": _spawn(ctrl, request, fds[0], fds[1])}
+            reply: ForkedReply = {"type": "forked", "pid": _spawn(ctrl, request, fds[0], fds[1])}
         except OSError as exc:
             reply = {"type": "forked", "error": f"fork: {exc}"}
         for fd in fds:
@@ -86,7 +113,7 @@ def main() -> None:
         write_frame(ctrl.fileno(), reply)
 
 
-def _spawn(ctrl: socket.socket, request: dict[str, Any], channel: int, out: int) -> int:
+def _spawn(ctrl: socket.socket, request: SpawnRequest, channel: int, out: int) -> int:
     """Fork twice; returns the keeper's pid once its first parent is gone
     (so it is the judge's child by then)."""
     alone = threads() == 1  # this process's threads, before the fork copies one
@@ -117,7 +144,7 @@ def _spawn(ctrl: socket.socket, request: dict[str, Any], channel: int, out: int)
 
 
 def _keeper(
-    ctrl: socket.socket, request: dict[str, Any], channel: int, out: int, alone: bool
+    ctrl: socket.socket, request: SpawnRequest, channel: int, out: int, alone: bool
 ) -> None:
     """In the keeper: become this sandbox's process, then confine and serve
     (exec the two afresh, where the server was not `alone` in its process).

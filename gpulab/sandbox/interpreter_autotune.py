@@ -24,7 +24,10 @@ change only the order of an fp32 sum), so which one runs is not graded.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpulab.wire.protocol import Kwargs
 
 STATE: dict[str, str] = {}
 
@@ -105,7 +108,7 @@ def _interpreting() -> bool:
         return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _key(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _key(self: Any, args: tuple[Any, ...], kwargs: Kwargs) -> tuple[Any, ...]:
     """The autotuner's cache key for this call, made as its run() makes it."""
     nargs = dict(zip(self.arg_names, args, strict=False))
     named = {k: v for k, v in {**nargs, **kwargs}.items() if k in self.arg_names}

@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.isolation import apply
@@ -69,6 +69,9 @@ from gpulab.wire.sandbox_start import (
 )
 from gpulab.wire.timed_batch import Timed, TimeRequest
 from gpulab.wire.training import Blocks, BottleneckRequest, Trained, TrainRequest
+
+if TYPE_CHECKING:
+    from gpulab.sandbox.overhead import CompiledStep
 
 
 def import_ahead() -> None:
@@ -221,7 +224,7 @@ class Server:
         self.binaries: Any = None  # the replay's compiled kernels (gpulab.sandbox.binaries)
         # Lesson 06's reduce-overhead step: its model and compiled step, kept
         # from the request that compiled them for the runs the judge times.
-        self.overhead: dict[str, Any] | None = None
+        self.overhead: CompiledStep | None = None
 
     def serve(self) -> None:
         while True:
@@ -247,7 +250,7 @@ class Server:
                 ).to_json()
             self._reply(out)
 
-    def _reply(self, out: dict[str, Any]) -> None:
+    def _reply(self, out: JsonObject) -> None:
         """Send a reply. One that cannot be a frame (a value the learner's
         code returned: an int of more than 4300 digits, a string over the
         16 MiB a frame holds) is the learner's failure, said so: it used to

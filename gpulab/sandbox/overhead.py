@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from gpulab.sandbox import learner
 from gpulab.sandbox.failure import LearnerFailure
 from gpulab.sandbox.tensors import view
 from gpulab.wire.dynamo import Overhead, OverheadRequest, Scenario
-from gpulab.wire.protocol import number
+from gpulab.wire.protocol import Kwargs, number
 
 # What torch.compile may be asked that means CUDA graphs: a mode whose
 # Inductor options include them, Inductor's option itself, or the backend
@@ -54,6 +55,16 @@ class SimulatedDevice:
             time.sleep(wait)
 
 
+@dataclass(frozen=True, slots=True)
+class CompiledStep:
+    """The learner's model and the step their `compile_step` made of it,
+    kept by the server (its `overhead`) from the request that compiled them
+    for the runs the judge times."""
+
+    model: Any
+    step: Any
+
+
 def overhead_request(server: Any, msg: OverheadRequest) -> Overhead:
     with torch.no_grad():
         if msg.part == "method":
@@ -84,12 +95,12 @@ def _method(server: Any, scenarios: tuple[Scenario, ...]) -> Overhead:
 
 
 @contextlib.contextmanager
-def recording_compile(device: str) -> Iterator[list[dict[str, Any]]]:
+def recording_compile(device: str) -> Iterator[list[Kwargs]]:
     """torch.compile, its calls' settings recorded. On the CPU (no CUDA
     graphs there) each compiles with Dynamo's eager backend instead: the
     graph is captured and run as it is, without Inductor's C++ build."""
     real = torch.compile
-    calls: list[dict[str, Any]] = []
+    calls: list[Kwargs] = []  # each call's keyword arguments
 
     def compile_(model: Any = None, **kwargs: Any) -> Any:
         calls.append(dict(kwargs))
@@ -105,7 +116,7 @@ def recording_compile(device: str) -> Iterator[list[dict[str, Any]]]:
         torch.compile = real
 
 
-def asks_cudagraphs(kwargs: dict[str, Any]) -> bool:
+def asks_cudagraphs(kwargs: Kwargs) -> bool:
     options = kwargs.get("options")
     return (
         kwargs.get("mode") in CUDAGRAPH_MODES
@@ -114,7 +125,7 @@ def asks_cudagraphs(kwargs: dict[str, Any]) -> bool:
     )
 
 
-def _describe(kwargs: dict[str, Any]) -> str:
+def _describe(kwargs: Kwargs) -> str:
     said = {k: kwargs[k] for k in ("mode", "options", "backend") if k in kwargs}
     return ", ".join(f"{k}={v!r}"[:120] for k, v in said.items()) or "no mode"
 
@@ -160,7 +171,7 @@ def _compile(server: Any, msg: OverheadRequest) -> Overhead:
     model = _model(server, msg)
     with recording_compile(server.device) as calls:
         step = _call(server.function("compile_step"), server.file, model)
-    server.overhead = {"model": model, "step": step}
+    server.overhead = CompiledStep(model, step)
     copied = []
     for x_ref, out_ref in zip(msg.inputs, msg.outs, strict=True):
         x = view(server.arenas, x_ref, own_storage=False)
@@ -176,15 +187,15 @@ def _sync(server: Any) -> Callable[[], None]:
     return torch.cuda.synchronize if server.device == "cuda" else (lambda: None)
 
 
-def _compiled(server: Any) -> dict[str, Any]:
+def _compiled(server: Any) -> CompiledStep:
     kept = getattr(server, "overhead", None)
-    if not kept:
+    if not isinstance(kept, CompiledStep):
         raise LearnerFailure("the step was run before it was compiled (gpulab's own error)")
-    return dict(kept)
+    return kept
 
 
 def _run(server: Any, msg: OverheadRequest) -> Overhead:
-    step = _compiled(server)["step"]
+    step = _compiled(server).step
     x = view(server.arenas, msg.inputs[0], own_storage=False)
     out = None
     for _ in range(max(msg.calls, 1)):
@@ -197,8 +208,8 @@ def _report(server: Any, msg: OverheadRequest) -> Overhead:
     kept = _compiled(server)
     x = view(server.arenas, msg.inputs[0], own_storage=False)
     fn, sync = server.function("time_per_call"), _sync(server)
-    eager = _call(fn, server.file, kept["model"], x, sync)
-    step = _call(fn, server.file, kept["step"], x, sync)
+    eager = _call(fn, server.file, kept.model, x, sync)
+    step = _call(fn, server.file, kept.step, x, sync)
     return Overhead(
         eager_ms=number(eager) if isinstance(eager, (int, float)) else None,
         step_ms=number(step) if isinstance(step, (int, float)) else None,

@@ -34,6 +34,7 @@ from gpulab.wire.launch_record import (
     TupleArg,
     View,
 )
+from gpulab.wire.protocol import Kwargs
 from gpulab.wire.replay import (
     ReplayBuffer,
     Replayed,
@@ -54,7 +55,7 @@ def _decode(v: Arg, buffers: list[torch.Tensor]) -> Any:
     if isinstance(v, BufferArg):
         return _view(buffers, v.view)
     if isinstance(v, DescArg):
-        parts: dict[str, Any] = {"padding": v.padding}
+        parts: Kwargs = {"padding": v.padding}  # the descriptor's keywords
         if v.tf32:  # a Triton that has no such field would refuse the name
             parts["round_f32_to_tf32"] = True
         view = _view(buffers, v.view)
@@ -184,7 +185,7 @@ def replay(server: Any, msg: ReplayRequest) -> Replayed:
         try:
             with counting(maps=msg.count == "map") as counted:
                 problem = _run(server, found, msg, msg.buffers, msg.slots)
-            counts = counted.to_json()
+            counts = dict(counted.to_json())  # plain JSON from here (Replayed.counts)
         except ImportError:  # no interpreter to count in: replayed as ever
             problem = _run(server, found, msg, msg.buffers, msg.slots)
     else:

@@ -23,9 +23,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from gpulab.wire.protocol import JsonObject
+
+if TYPE_CHECKING:
+    from gpulab.sandbox.costcount import CountsJson
 
 HELP = """\
 gpulab debug: {exercise}, case {number} ({name}), as your last check ran it.
@@ -45,7 +48,7 @@ class LoadMapJson(TypedDict):
 
     case: str
     number: int
-    counts: JsonObject  # the interpreter's counts, as gpulab.sandbox.counting gives them
+    counts: CountsJson  # the interpreter's counts, as gpulab.sandbox.counting gives them
     wrong: list[list[int]]  # the indices of the wrong elements
 
 

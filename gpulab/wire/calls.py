@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from gpulab.wire.codec import Frame, Unfit, decode, encode, wire
 from gpulab.wire.launch_record import LaunchRecord
-from gpulab.wire.protocol import JsonObject, TensorRef
+from gpulab.wire.protocol import JsonObject, Kwargs, TensorRef
 from gpulab.wire.replies import (
     MAX_ITEMS,
     NAME_LIMIT,
@@ -82,7 +82,7 @@ class CallRequest(Frame):
     TYPE: ClassVar[str] = "call"
     function: str
     args: list[Any]
-    kwargs: dict[str, Any]
+    kwargs: Kwargs  # the call's, by name
     out: TensorRef | None
     guards: Guards | None = None
     grad_slots: tuple[TensorRef, ...] = ()

@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpulab.wire.protocol import JsonObject
+
 MAX_CUBIN_BYTES = 16 << 20  # one kernel's binary (the course's largest: ~0.2 MiB)
 MAX_METADATA_BYTES = 64 << 10
 MAX_PARAMS = 128
@@ -145,7 +147,7 @@ class KernelBinary:
             return None, "its constants"
         return cls(ident, name, cubin, metadata, tuple(parsed), constants), ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ident": self.ident,
             "name": self.name,

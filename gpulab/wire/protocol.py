@@ -31,8 +31,9 @@ import math
 import os
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gpulab.wire.status import StageKind
 
@@ -59,7 +60,8 @@ JsonObject = dict[str, Any]
 Kwargs = dict[str, Any]
 
 
-def write_frame(fd: int, message: dict[str, Any]) -> None:
+def write_frame(fd: int, message: Mapping[str, object]) -> None:
+    """Send one message: a JSON object (a frame's JSON, or a TypedDict of one)."""
     data = json.dumps(message, allow_nan=True, default=_no_objects).encode()
     if len(data) > MAX_FRAME:
         raise ProtocolError(f"a message of {len(data)} bytes is over the {MAX_FRAME} limit")
@@ -137,20 +139,6 @@ def text(value: Any, limit: int = 20000) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
-def list_field(frame: dict[str, Any], key: str, default: list[Any] | None = None) -> list[Any]:
-    """frame[key] when it is a list, else `default` (a new empty list)."""
-    value = frame.get(key)
-    if isinstance(value, list):
-        return value
-    return [] if default is None else default
-
-
-def dict_field(frame: dict[str, Any], key: str) -> dict[str, Any]:
-    """frame[key] when it is a dict, else a new empty one."""
-    value = frame.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def number(value: Any) -> float | None:
     """A finite float from the sandbox (bool is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -172,6 +160,11 @@ def numbers(value: Any, limit: int = 100000) -> list[float] | None:
 # --- shared memory ---------------------------------------------------------------
 
 
+# A tensor reference's JSON: one key that no argument of the learner's can
+# have (`is_tensor_ref`), its seven numbers and names in TensorRef's order.
+TensorJson = TypedDict("TensorJson", {"__tensor__": list[int | str | list[int]]})
+
+
 @dataclass(frozen=True)
 class TensorRef:
     """A tensor living in an arena: its own storage of `nbytes` at `offset`
@@ -186,7 +179,7 @@ class TensorRef:
     stride: tuple[int, ...]  # in elements
     storage_offset: int = 0  # in elements
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TensorJson:
         return {
             "__tensor__": [
                 self.arena,

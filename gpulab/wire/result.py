@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from gpulab.wire.codec import ABSENT, Tolerant, decode, wire
 from gpulab.wire.protocol import JsonObject, text
@@ -74,13 +74,8 @@ def _texts(value: Any) -> list[str] | None:
     return [text(v) for v in value if isinstance(v, str)] if isinstance(value, list) else None
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: Any) -> list[JsonObject]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _words(obj: dict[str, Any], key: str, limit: int = 20000) -> str | None:
-    value = obj.get(key)
-    return text(value, limit) if isinstance(value, str) else None
 
 
 def _count(value: Any) -> int | None:
@@ -227,17 +222,34 @@ class Timing(Tolerant):
     def to_json(self) -> JsonObject:
         return self.json
 
-    def attempt(self) -> dict[str, Any]:
+    def attempt(self) -> AttemptNumbers:
         """The numbers an attempt records (gpulab.lab.state's ATTEMPT), those present."""
-        fields = {
-            "ms": self.ms,
-            "throughput": self.throughput,
-            "unit": self.unit,
-            "roofline_fraction": self.roofline_fraction,
-            "speedup": self.speedup,
-            "grade": self.grade,
-        }
-        return {k: v for k, v in fields.items() if v is not None}
+        out: AttemptNumbers = {}
+        if self.ms is not None:
+            out["ms"] = self.ms
+        if self.throughput is not None:
+            out["throughput"] = self.throughput
+        if self.unit is not None:
+            out["unit"] = self.unit
+        if self.roofline_fraction is not None:
+            out["roofline_fraction"] = self.roofline_fraction
+        if self.speedup is not None:
+            out["speedup"] = self.speedup
+        if self.grade is not None:
+            out["grade"] = self.grade
+        return out
+
+
+class AttemptNumbers(TypedDict, total=False):
+    """A timed attempt's numbers, those measured, in this order (the state's
+    attempt line: gpulab.lab.workspace.record_result)."""
+
+    ms: int | float
+    throughput: int | float
+    unit: str
+    roofline_fraction: int | float
+    speedup: int | float
+    grade: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +274,7 @@ class CheckResult:
     duration_s: float | None = None
     warm: bool | None = None  # a spare judge graded it (gpulab.lab.runner.Spares)
     # The judge's other keys, passed through (the module's docstring lists them).
-    rest: dict[str, Any] = field(default_factory=dict)
+    rest: JsonObject = field(default_factory=dict)
     # The order the judge's keys came in, which the JSON keeps.
     order: tuple[str, ...] = ()
 
@@ -271,7 +283,7 @@ class CheckResult:
         return self.status is Status.PASSED
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> CheckResult:
+    def from_json(cls, obj: JsonObject) -> CheckResult:
         """A result from JSON, checked field by field. A status that is not
         a check's end (gpulab.wire.status.ENDS) is recomputed from `passed`,
         as the state's schema does (gpulab.lab.state)."""
@@ -310,10 +322,10 @@ class CheckResult:
             order=tuple(k for k in obj if k not in _HEAD and k not in _TAIL),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """`gpulab check --json`'s object: the lab's keys first, then the
         judge's in the order they came, then how long it took."""
-        typed: dict[str, Any] = {
+        typed: JsonObject = {
             "exercise": self.exercise,
             "lesson": self.lesson,
             "file": self.file,

@@ -9,10 +9,10 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from gpulab.wire.codec import PROTOCOL, Frame, Tolerant, plain, wire
-from gpulab.wire.protocol import ArenaSpec, ProtocolError
+from gpulab.wire.protocol import ArenaSpec, JsonObject, Kwargs, ProtocolError
 from gpulab.wire.replies import Reply
 
 # --- the sandbox's start ------------------------------------------------------------
@@ -151,7 +151,7 @@ class ArenaRequest(Frame):
     TYPE: ClassVar[str] = "arena"
     arena: ArenaSpec = wire(read=_arena)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"type": self.TYPE, "arena": dict(self.arena.__dict__)}
 
 
@@ -210,7 +210,7 @@ class CompiledAhead(Tolerant, Reply):
     workers: int | None = wire(0, read=_count_or_none)
     seconds: float | None = wire(None, omit=True)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> AheadRecord:
         """What the result's `compiled_ahead` keeps of it, as it always did."""
         return {
             "kernels": self.kernels,
@@ -218,6 +218,15 @@ class CompiledAhead(Tolerant, Reply):
             "workers": self.workers,
             "seconds": self.seconds,
         }
+
+
+class AheadRecord(TypedDict):
+    """A sandbox's compile ahead, in the result's `compiled_ahead` list."""
+
+    kernels: int | None
+    compiled: int | None
+    workers: int | None
+    seconds: float | None
 
 
 # --- lesson 09's plain calls -------------------------------------------------------
@@ -231,7 +240,7 @@ class PlainCall(Frame):
     TYPE: ClassVar[str] = "call"
     function: str
     args: list[Any]
-    kwargs: dict[str, Any] = wire(factory=dict)
+    kwargs: Kwargs = wire(factory=dict)  # the call's, by name (JSON)
     plain: bool = True
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gpulab.wire.codec import Frame, Unfit, wire
-from gpulab.wire.protocol import TensorRef, number
+from gpulab.wire.protocol import Kwargs, TensorRef, number
 from gpulab.wire.replies import BadReply, Checked, Reply, checked, flags, items
 
 NO_TIMING = "the sandbox sent no usable timing"
@@ -29,7 +29,7 @@ class TimedInputs(Frame):
     a backward, its upstream gradient."""
 
     args: list[Any]
-    kwargs: dict[str, Any]
+    kwargs: Kwargs  # the call's, by name
     grad_output: TensorRef | None = wire(None, omit=True)
 
 
@@ -61,8 +61,10 @@ class TimeRequest(Frame):
 
 # A clock reading's values as the judge keeps them (gpulab.measure.timing.ClockLog).
 _CLOCK_VALUES = (int, float, bool, str, list)
-# The warm-up's clock summary (gpulab.measure.timing.ClockLog.summary), by key.
-Clocks = dict[str, Any]
+# The warm-up's clock summary (gpulab.measure.timing.ClockLog.summary), by
+# key, as the sandbox sent it: values of those kinds only (`_clocks`).
+ClockValue = int | float | bool | str | list[Any]
+Clocks = dict[str, ClockValue]
 
 
 def _times(value: Any) -> tuple[float, ...]:

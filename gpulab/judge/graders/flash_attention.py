@@ -28,6 +28,7 @@ from gpulab.judge.graders.matmul import DTYPES, checked, interpreter_skips
 from gpulab.judge.kernel_spec import Case, Expect, KernelSpec
 from gpulab.judge.standard import grade_kernel
 from gpulab.measure import compile_specs as cs
+from gpulab.wire.protocol import Kwargs
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
@@ -146,7 +147,7 @@ def make_case(
     layout, scale = extras.get("layout", ""), extras.get("scale", 1.0)
     sm_scale, label = extras.get("sm_scale"), extras.get("label", "")
     q, k, v = make_qkv(ctx, B, H, Sq, Sk, D, DTYPES[dt], seed, layout, scale)
-    kwargs: dict[str, object] = {}
+    kwargs: Kwargs = {}
     if causal:
         kwargs["causal"] = True
     if sm_scale is not None:
