@@ -181,10 +181,14 @@ def test_measured_bytes_take_precedence_over_the_estimate() -> None:
     estimate = {"kind": "extra_bytes", "severity": 0.4, "evidence": "estimated"}
     other = {"kind": "low_occupancy", "severity": 0.2}
     facts = nsight.summary(nsight.parse(SOFTMAX_CSV)[0])
-    finding, ratio = nsight.measured_extra_bytes(facts, case, GPU, {}, "memory")
+    # Where the course points extra_bytes (the manifest's explain_sections).
+    sections = {"extra_bytes": ("02_triton_101_softmax", "Why softmax is memory-bound")}
+    finding, ratio = nsight.measured_extra_bytes(facts, case, GPU, sections, "memory")
     assert ratio == pytest.approx(2.0)
     assert finding["severity"] == pytest.approx(0.5) and "measured" in finding["evidence"]
-    assert "2.0× the 32.0 MiB" in finding["evidence"] and "lesson" in finding["advice"]
+    assert "2.0× the 32.0 MiB" in finding["evidence"]
+    assert "(lesson 02, “Why softmax is memory-bound”)" in finding["advice"]
+    assert finding["lesson"] == "02_triton_101_softmax"
     merged = nsight.merge([estimate, other], finding, ratio)
     assert [d["kind"] for d in merged] == ["extra_bytes", "low_occupancy"]
     assert merged[0] is finding

@@ -190,7 +190,7 @@ def test_a_reference_that_fails_to_compile_fails_the_command(monkeypatch):
     )
     monkeypatch.setattr(loader, "compile_specs", lambda root, exercises=None: ((bad,), []))
     rows = dev_compile.compile_matrix([80])
-    assert dev_compile.failures(rows) and "no_such_kernel" in rows[0]["error"]
+    assert dev_compile.failures(rows) and "no_such_kernel" in rows[0].error
 
 
 @pytest.mark.slow
