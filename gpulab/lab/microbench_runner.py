@@ -14,11 +14,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 from gpulab.fsutil import atomic_write_json
 from gpulab.gpu import ceilings
 from gpulab.lab import child
+from gpulab.wire.microbench import Ceilings, ClockSummary, Row
 from gpulab.wire.protocol import JsonObject
 from gpulab.wire.status import Status
 
@@ -32,7 +33,7 @@ class BenchOutcome(TypedDict):
     ok: bool
     # The child's result event's `result`, as it printed it (gpulab.measure.
     # microbench): the ceilings, saved as they are for gpulab.gpu.ceilings.
-    result: NotRequired[JsonObject]
+    result: NotRequired[Ceilings]
     error: NotRequired[str]  # why there is no result
     cache: NotRequired[str]  # where the result was saved
     notes: NotRequired[list[str]]  # the child's notes (e.g. little free memory)
@@ -64,14 +65,16 @@ def run_microbench(
         events = child.Events(
             child.json_line_reader(proc.stdout), deadline=time.monotonic() + timeout, cancel=cancel
         )
-        result: JsonObject | None = None
+        result: Ceilings | None = None
         error: str | None = None
         try:
             for ev in events:
                 if ev.get("type") == "result":
                     got = ev.get("result")
                     if isinstance(got, dict):
-                        result = got
+                        # gpulab's own child (gpulab.measure.microbench), never
+                        # learner code: its result has the shape it writes.
+                        result = cast(Ceilings, got)
                     else:  # what the CLI and the TUI would fail on, said here
                         error = "the benchmarks' result is not a JSON object"
                 elif ev.get("type") == "error":
@@ -101,7 +104,7 @@ def run_microbench(
     return out
 
 
-def save(workspace_root: Path, result: JsonObject) -> Path:
+def save(workspace_root: Path, result: Ceilings) -> Path:
     """Write the child's result where gpulab.gpu.ceilings reads it, as it is."""
     path = ceilings.cache_path(Path(workspace_root), result["device"])
     atomic_write_json(path, result)
@@ -115,7 +118,7 @@ def _us(ms: float) -> str:
     return f"{ms * 1e3:,.1f}"
 
 
-def results_renderable(result: dict[str, Any]) -> Any:
+def results_renderable(result: Ceilings) -> Any:
     """Tables of a benchmark result (CLI and TUI)."""
     from rich.console import Group
     from rich.table import Table
@@ -138,11 +141,12 @@ def results_renderable(result: dict[str, Any]) -> Any:
     for r in result.get("bandwidth", []):
         bw.add_row(r["name"], r["method"], r["counted"], _us(r["ms"]), f"{r['tbs']:.2f}", _clock(r))
     parts.append(bw)
-    best = [
-        f"{k} {result[k + '_tbs']:.2f} TB/s"
-        for k in ("copy", "read", "write")
-        if result.get(f"{k}_tbs")
-    ]
+    tbs = {
+        "copy": result.get("copy_tbs"),
+        "read": result.get("read_tbs"),
+        "write": result.get("write_tbs"),
+    }
+    best = [f"{k} {v:.2f} TB/s" for k, v in tbs.items() if v]
     if best:
         parts.append(
             Text("best: " + ", ".join(best) + " (copy counts read + write)", style="green")
@@ -176,15 +180,15 @@ def results_renderable(result: dict[str, Any]) -> Any:
     return Group(*parts)
 
 
-def _clock(r: dict[str, Any]) -> str:
-    c = r.get("clocks") or {}
+def _clock(r: Row) -> str:
+    c = r.get("clocks") or ClockSummary(logged=False)
     if not c.get("logged"):
         return "n/a"
     s = f"{c['sm_mhz_median']:.0f}"
     return s + (" [yellow]throttled[/]" if c.get("throttled") else "")
 
 
-def _sweep_table(result: dict[str, Any]) -> Any:
+def _sweep_table(result: Ceilings) -> Any:
     from rich.table import Table
 
     t = Table(
@@ -193,7 +197,7 @@ def _sweep_table(result: dict[str, Any]) -> Any:
     )
     for col in ("size", "copy TB/s (r+w)", "read TB/s", "in L2?"):
         t.add_column(col)
-    by_size: dict[int, dict[str, Any]] = {}
+    by_size: dict[int, dict[str, Row]] = {}
     for r in result["sweep"]:
         by_size.setdefault(r["size_bytes"], {})[r["name"]] = r
     for size, rows in sorted(by_size.items()):

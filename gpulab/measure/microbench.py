@@ -25,13 +25,12 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
 from gpulab.measure.microbench_measure import (
     GiB,
     MatmulShape,
     MiB,
-    Row,
     Steps,
     bench_bandwidth,
     bench_fma,
@@ -40,40 +39,7 @@ from gpulab.measure.microbench_measure import (
     emit,
     size_label,
 )
-
-
-class Ceilings(TypedDict):
-    """The microbenchmarks' result (the `result` event, cached by the lab per
-    device), keys in the order it is written."""
-
-    device: str
-    date: str
-    driver: str | None
-    cuda: str | None
-    torch: str
-    triton: str | None
-    compute_capability: str
-    sms: int
-    l2_bytes: int
-    buffer_bytes: int
-    quick: bool
-    bandwidth: list[Row]
-    sweep: list[Row]
-    matmul: list[Row]
-    fma: list[Row]
-    skipped: dict[str, str]  # dtype -> why it was not measured
-    tflops: dict[str, float | None]  # dtype -> the best matmul's TFLOP/s
-    tflops_method: dict[str, str | None]
-    throttled: bool
-    throttle_reasons: list[str]
-    copy_tbs: NotRequired[float | None]  # the best of the copies' methods
-    copy_method: NotRequired[str | None]
-    read_tbs: NotRequired[float | None]
-    read_method: NotRequired[str | None]
-    write_tbs: NotRequired[float | None]
-    write_method: NotRequired[str | None]
-    fma_tflops: NotRequired[float]
-    elapsed_s: NotRequired[float]
+from gpulab.wire.microbench import Ceilings, Row
 
 
 def buffer_bytes(l2: int, free: int, quick: bool) -> int:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any
+
+from gpulab.wire.microbench import Row
 
 if TYPE_CHECKING:
-    from gpulab.measure.timing import ClockSummary, Measured
+    from gpulab.measure.timing import Measured
     from gpulab.wire.protocol import JsonObject
 
 GiB, MiB = 2**30, 2**20
@@ -23,33 +25,6 @@ FMA_ITERS, FMA_PROGRAMS_PER_SM = 1024, 64
 # (kind, method, call, bytes moved per buffer byte, check of the result)
 BandwidthPlan = tuple[str, str, Callable[[], object], int, Callable[[], bool]]
 MatmulShape = tuple[str, int, int, int]  # (dtype, M, N, K)
-
-
-class Row(TypedDict):
-    """One measurement, emitted as it is made: what was timed, how, `measure`'s
-    numbers, and its group's own fields, in the order they are emitted."""
-
-    group: str  # "bandwidth", "sweep", "matmul" or "fma"
-    name: str  # copy, read, write; a dtype; "fp32 FMA"
-    method: str
-    ms: float
-    min_ms: float
-    p20_ms: float
-    p80_ms: float
-    reps: int
-    clocks: ClockSummary
-    buffer_bytes: NotRequired[int]  # bandwidth
-    size_bytes: NotRequired[int]  # sweep
-    calls: NotRequired[int]  # sweep: copies in one timed CUDA graph
-    cuda_graph: NotRequired[bool]
-    per_call_ms: NotRequired[float]
-    fits_l2: NotRequired[bool]
-    shape: NotRequired[str]  # matmul: "MxNxK"
-    bytes: NotRequired[int]  # bandwidth: bytes counted as moved
-    counted: NotRequired[str]
-    flops: NotRequired[int]  # matmul, fma
-    tbs: NotRequired[float]  # bandwidth, sweep
-    tflops: NotRequired[float]  # matmul, fma
 
 
 def emit(event: JsonObject) -> None:

@@ -19,24 +19,13 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 import torch
 
+from gpulab.wire.microbench import ClockSummary
+
 FLUSH_FLOOR_BYTES = 256 * 1024 * 1024
-
-
-class ClockSummary(TypedDict):
-    """What ClockLog saw while timing (`logged` False: NVML did not answer)."""
-
-    logged: bool
-    sm_mhz_median: NotRequired[float]
-    sm_mhz_min: NotRequired[float]
-    sm_mhz_max_supported: NotRequired[float | None]
-    power_w_max: NotRequired[float]
-    temp_c_max: NotRequired[float]
-    throttle_reasons: NotRequired[list[str]]
-    throttled: NotRequired[bool]
 
 
 class Measured(TypedDict):

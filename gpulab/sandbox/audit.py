@@ -116,6 +116,13 @@ SCALAR_READS = 16
 # Triton kernel's name can carry a suffix), so an unknown name passes.
 TORCH_KERNELS = (
     "at::native::",
+    # torch's kernels outside at::native, in a file's anonymous namespace:
+    # its softmax for rows of up to 1024 (PersistentSoftmax.cuh's
+    # softmax_warp_forward), which the H100's audit showed this list missed.
+    # A Triton kernel's name is a Python name: it never holds "::".
+    "(anonymous namespace)::",
+    "softmax_warp_",
+    "cunn_",
     "cublas",
     "cutlass",
     "cudnn",

@@ -25,6 +25,7 @@ def main() -> int:
         torch.cuda.synchronize()
     found = a.findings(set())
     gpu = sum(1 for e in a.events if audit._on_gpu(e))
+    print("GPU events:", [e.name[:100] for e in a.events if audit._on_gpu(e)])
     print(
         f"torch ops: {found} ({gpu} GPU events of {len(a.events)}, {time.perf_counter() - t:.3f} s)"
     )
