@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from gpulab.textsafe import visible
 from gpulab.wire.protocol import JsonObject
+from gpulab.wire.result import AttemptNumbers
 from gpulab.wire.status import RECORDED, Status
 
 if TYPE_CHECKING:
@@ -38,19 +39,14 @@ STATUSES = RECORDED  # Status.NOT_STARTED is stored as no status at all
 # not know is kept in the dict as it came (a newer gpulab may have written
 # it): these are TypedDicts, not dataclasses, so the state goes back to disk
 # as it was read, and the TUI and the CLI read it as plain dicts.
-class Attempt(TypedDict, total=False):
-    """One line per check, as Workspace.record_result writes it (ATTEMPT)."""
+class Attempt(AttemptNumbers, total=False):
+    """One line per check, as Workspace.record_result writes it (ATTEMPT):
+    when, the verdict, and a timed check's numbers (Timing.attempt)."""
 
     time: str
     passed: bool
     summary: str
     device: str
-    ms: int | float
-    throughput: int | float
-    unit: str
-    roofline_fraction: int | float
-    speedup: int | float
-    grade: str
 
 
 class ExerciseEntry(TypedDict, total=False):

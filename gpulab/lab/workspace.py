@@ -50,7 +50,7 @@ from gpulab.lab.state import (
     validate_state,
 )
 from gpulab.textsafe import visible, visible_tree
-from gpulab.wire.result import CheckResult, Timing
+from gpulab.wire.result import CheckResult
 from gpulab.wire.status import RECORDED, Status
 
 __all__ = [
@@ -92,24 +92,6 @@ def _refuse_if_not_own(folder: Path) -> None:
             + ": gpulab keeps your work only in a folder of your own that others cannot "
             "write. Set $GPULAB_HOME to a new path (or remove that folder)."
         )
-
-
-def _timed(timing: Timing) -> Attempt:
-    """The numbers an attempt records of a timed check, those it has."""
-    numbers: Attempt = {}
-    if timing.ms is not None:
-        numbers["ms"] = timing.ms
-    if timing.throughput is not None:
-        numbers["throughput"] = timing.throughput
-    if timing.unit is not None:
-        numbers["unit"] = timing.unit
-    if timing.roofline_fraction is not None:
-        numbers["roofline_fraction"] = timing.roofline_fraction
-    if timing.speedup is not None:
-        numbers["speedup"] = timing.speedup
-    if timing.grade is not None:
-        numbers["grade"] = timing.grade
-    return numbers
 
 
 def _user_name(uid: int) -> str:
@@ -332,9 +314,9 @@ class Workspace:
             "passed": result.passed,
             "summary": result.summary,
             "device": result.device or "",
+            # A timed check's numbers, those measured (after the rest, as always).
+            **(result.timing.attempt() if result.timing is not None else {}),
         }
-        if result.timing is not None:
-            attempt.update(_timed(result.timing))
         # Only what the schema accepts (a nan time would be dropped, with a
         # warning, at the next read anyway).
         attempt = clean_attempt(attempt)
