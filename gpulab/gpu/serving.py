@@ -185,16 +185,10 @@ class StepRow(TypedDict):
     tokens_per_s: float
 
 
-class SweepRow(TypedDict):
+class SweepRow(StepRow):
     """One batch of the decode sweep: its step, and whether it fits in memory."""
 
     batch: int
-    flops: float
-    bytes: float
-    intensity: float
-    bound: str
-    seconds: float
-    tokens_per_s: float
     fits: bool
 
 
