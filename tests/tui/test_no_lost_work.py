@@ -73,7 +73,13 @@ def test_sigkill_loses_at_most_the_last_seconds_of_typing(tmp_path):
         marker = f"# kept-{uuid.uuid4().hex[:6]}"
         _tmux(sock, "send-keys", "-t", "lab", "Enter")
         _tmux(sock, "send-keys", "-t", "lab", "-l", marker)
+        # Typed once the lab shows it: on a busy machine (CI's two cores, both
+        # running tests) the keys take a while to reach it, and a key still
+        # in tmux's pipe was never typed into the lab.
+        _wait(sock, marker, 20)
         time.sleep(3.0)  # stop typing for longer than the autosave delay (~1 s)
+        # What a learner reads before walking away: the status line's "saved".
+        _wait(sock, "· saved ·", 15)
         _tmux(sock, "send-keys", "-t", "lab", "-l", "  # typed just before the kill")
         os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
