@@ -234,4 +234,3 @@ def _self_times(events: list[JsonObject], ops: dict[str, OpTime]) -> None:
                 stack[-1][1][0] += done["dur"]
         if e is not None:
             stack.append((e, [0.0]))
-

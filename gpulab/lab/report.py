@@ -168,9 +168,7 @@ def _short(name: str, width: int = 60) -> Any:
     return Text(name if len(name) <= width else name[: width - 1] + "…")
 
 
-def top_ops_table(
-    rows: Sequence[OpTime | KernelTime], *, title: str = "Top operations"
-) -> Any:
+def top_ops_table(rows: Sequence[OpTime | KernelTime], *, title: str = "Top operations") -> Any:
     """Rows as produced by read_trace (ops or kernels) or the grader's top_ops
     (OpTime's with the device's time: gpulab.judge.graders.nvtx_profile.OpRow)."""
     from rich.table import Table
