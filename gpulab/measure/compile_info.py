@@ -127,7 +127,7 @@ class CompileInfo:
         return self.blocks_per_sm * self.num_warps * 32 / lim.max_threads if self.ok else 0.0
 
     def as_dict(self) -> CompileJson:
-        # asdict types its answer dict[str, Any]: CompileJson says its keys.
+        # asdict answers an untyped dict: CompileJson says its keys.
         return cast(
             "CompileJson",
             {
