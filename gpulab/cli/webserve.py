@@ -52,6 +52,8 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 from yarl import URL
 
+from gpulab.wire.protocol import Kwargs
+
 log = logging.getLogger("gpulab.serve")
 
 # The address `gpulab serve` prints must fit an 80-column terminal: one that
@@ -421,7 +423,8 @@ class LabServer(Server):
                 loop.add_signal_handler(sig, self.request_exit)
             except NotImplementedError:  # pragma: no cover - not on POSIX
                 pass
-        where: dict[str, Any] = {"sock": sock} if sock else {"host": self.host, "port": self.port}
+        # run_app's keyword arguments for where it listens: a socket, or a host and port.
+        where: Kwargs = {"sock": sock} if sock else {"host": self.host, "port": self.port}
         try:
             # access_log=None: request lines would print URLs that hold the token.
             web.run_app(

@@ -13,7 +13,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from gpulab.wire.protocol import JsonObject
@@ -121,7 +121,52 @@ def shell_line(argv: list[str]) -> str:
 # --- reading a trace ------------------------------------------------------------
 
 
-def read_trace(path: Path | str) -> dict[str, Any]:
+class OpTime(TypedDict):
+    """A CPU operator's row: its calls, self time and total time (the nvtx
+    grader's rows add the time on the device: gpulab.judge.graders.nvtx_profile)."""
+
+    name: str
+    calls: int
+    self_cpu_ms: float
+    cpu_total_ms: float
+
+
+class KernelTime(TypedDict):
+    """A GPU kernel's row (the trace's, and the nvtx grader's profile's)."""
+
+    name: str
+    calls: int
+    device_ms: float
+
+
+class RangeCalls(TypedDict):
+    """A user range (record_function) of the trace: its calls and wall time."""
+
+    name: str
+    calls: int
+    ms: float
+
+
+class RangeTime(TypedDict):
+    """A range the nvtx grader found, as the result's profile lists it
+    (gpulab.judge.nvtx_ranges.range_times): its wall time and how many ops
+    ran inside it."""
+
+    name: str
+    ms: float
+    ops: int
+
+
+class TraceSummary(TypedDict):
+    """`read_trace`'s answer: the top rows of each table, the ranges in order."""
+
+    ops: list[OpTime]  # by self CPU time
+    ops_by_total: list[OpTime]  # by CPU total time
+    kernels: list[KernelTime]  # by device time
+    ranges: list[RangeCalls]  # as first seen
+
+
+def read_trace(path: Path | str) -> TraceSummary:
     """Summarise a torch.profiler Chrome trace: top CPU ops by self time (and
     by total time), top GPU kernels by total time, and the user ranges
     (record_function)."""
@@ -132,41 +177,50 @@ def read_trace(path: Path | str) -> dict[str, Any]:
         for e in events
         if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
     ]
-    ops: dict[str, dict[str, float]] = {}
-    kernels: dict[str, dict[str, float]] = {}
-    ranges: dict[str, dict[str, float]] = {}
+    ops: dict[str, OpTime] = {}
+    kernels: dict[str, KernelTime] = {}
+    ranges: dict[str, RangeCalls] = {}
     by_thread: dict[tuple[object, object], list[JsonObject]] = {}  # the trace's events
     for e in complete:
         cat = e.get("cat", "")
         if cat == "cpu_op":
             by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
         elif cat == "kernel":
-            k = kernels.setdefault(e["name"], {"calls": 0, "device_ms": 0.0})
+            name = e["name"]
+            k = kernels.setdefault(name, {"name": name, "calls": 0, "device_ms": 0.0})
             k["calls"] += 1
             k["device_ms"] += e["dur"] / 1e3
         elif cat == "user_annotation" and not e["name"].startswith(("Optimizer.", "ProfilerStep")):
-            r = ranges.setdefault(e["name"], {"calls": 0, "ms": 0.0})
+            name = e["name"]
+            r = ranges.setdefault(name, {"name": name, "calls": 0, "ms": 0.0})
             r["calls"] += 1
             r["ms"] += e["dur"] / 1e3
     for evs in by_thread.values():
         _self_times(evs, ops)
+    by_self = sorted(ops.values(), key=lambda r: r["self_cpu_ms"], reverse=True)
+    by_total = sorted(ops.values(), key=lambda r: r["cpu_total_ms"], reverse=True)
     return {
-        "ops": _rows(ops, "self_cpu_ms"),
-        "ops_by_total": _rows(ops, "cpu_total_ms"),
-        "kernels": _rows(kernels, "device_ms"),
-        "ranges": [{"name": n, **v} for n, v in ranges.items()],
+        # Copies: the two tables share no row, so neither changes the other.
+        "ops": [r.copy() for r in by_self[:TOP]],
+        "ops_by_total": [r.copy() for r in by_total[:TOP]],
+        "kernels": sorted(kernels.values(), key=lambda r: r["device_ms"], reverse=True)[:TOP],
+        "ranges": list(ranges.values()),
     }
 
 
-def _self_times(events: list[JsonObject], ops: dict[str, dict[str, float]]) -> None:
+TOP = 15  # rows kept of each table
+
+
+def _self_times(events: list[JsonObject], ops: dict[str, OpTime]) -> None:
     """Self time = duration minus the time of the ops nested directly inside."""
     events = sorted(events, key=lambda e: (e["ts"], -e["dur"]))
     stack: list[tuple[JsonObject, list[float]]] = []
     for e in events + [None]:
         while stack and (e is None or e["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]):
             done, child = stack.pop()
+            name = done["name"]
             row = ops.setdefault(
-                done["name"], {"calls": 0, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0}
+                name, {"name": name, "calls": 0, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0}
             )
             row["calls"] += 1
             # An op inside one of its own name (aten::div_ with a scalar calls
@@ -180,9 +234,3 @@ def _self_times(events: list[JsonObject], ops: dict[str, dict[str, float]]) -> N
                 stack[-1][1][0] += done["dur"]
         if e is not None:
             stack.append((e, [0.0]))
-
-
-def _rows(table: dict[str, dict[str, float]], key: str, n: int = 15) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = [{"name": name, **v} for name, v in table.items()]
-    rows.sort(key=lambda r: r[key], reverse=True)
-    return rows[:n]

@@ -68,6 +68,15 @@ class DoneEvent(WorkerEvent):
     seconds: float
 
 
+class ProgressEvent(WorkerEvent):
+    """A task's line as a progress bar shows it (gpulab.cli.commands.grade_run):
+    a worker's (WorkerEvent, DoneEvent) or one made of the result file a
+    Slurm task wrote, each value made text where it was read."""
+
+    status: str  # "" for none
+    summary: str  # "" for none
+
+
 # --- a check's result, as the gradebook reads it ------------------------------
 
 

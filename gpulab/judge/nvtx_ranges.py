@@ -11,8 +11,8 @@ optimizer_step) and none that belong to another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypedDict
 
+from gpulab.gpu.traces import RangeTime
 from gpulab.judge.case_row import case_row
 from gpulab.sandbox.training import RANGES
 from gpulab.wire.result import CaseRow
@@ -21,15 +21,6 @@ from gpulab.wire.training import ProfileEvent
 # One of the profile's host-side events, as the judge parsed it
 # (gpulab.wire.training.Trained keeps those whose every field has its type).
 Event = ProfileEvent
-
-
-class RangeTime(TypedDict):
-    """A range found, as the result's profile lists it (range_times): its
-    wall time and how many ops ran inside it."""
-
-    name: str
-    ms: float
-    ops: int
 
 
 STEP = "train_step"

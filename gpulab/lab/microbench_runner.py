@@ -1,7 +1,7 @@
 """Parent side of the microbenchmarks: run the child, relay progress, cache.
 
 `run_microbench()` starts `python -m gpulab.measure.microbench` in its own process
-session, hands each JSON event to `on_event` (the CLI's progress bar, the
+session, hands its progress and notes to `on_event` (the CLI's progress bar, the
 TUI's Device pane), and on success writes the ceilings where gpulab.gpu.ceilings
 reads them. Imports neither torch nor triton; safe from a UI thread worker.
 """
@@ -19,8 +19,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from gpulab.fsutil import atomic_write_json
 from gpulab.gpu import ceilings
 from gpulab.lab import child
-from gpulab.wire.microbench import Ceilings, ClockSummary, Row
-from gpulab.wire.protocol import JsonObject
+from gpulab.wire.microbench import Ceilings, ClockSummary, Row, ShownEvent
 from gpulab.wire.status import Status
 
 DEFAULT_TIMEOUT = 1800.0
@@ -43,11 +42,11 @@ def run_microbench(
     workspace_root: Path | None,
     *,
     quick: bool = False,
-    on_event: Callable[[JsonObject], object] | None = None,
+    on_event: Callable[[ShownEvent], object] | None = None,
     cancel: threading.Event | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> BenchOutcome:
-    """Run the benchmarks; `on_event` gets each of the child's JSON lines as read."""
+    """Run the benchmarks; `on_event` gets the child's progress and notes as read."""
     cmd = child.python_module("gpulab.measure.microbench", *(["--quick"] if quick else []))
     notes: list[str] = []
     with tempfile.TemporaryFile() as err:
@@ -81,8 +80,10 @@ def run_microbench(
                     error = str(ev.get("message"))
                 elif ev.get("type") == "note":
                     notes.append(str(ev.get("text")))
-                if on_event is not None:
-                    on_event(ev)
+                if on_event is not None and ev.get("type") in ("progress", "note"):
+                    # gpulab's own child: its events have the shapes it writes
+                    # (gpulab.wire.microbench); the readers .get them all the same.
+                    on_event(cast(ShownEvent, ev))
             if events.stopped == Status.CANCELLED:
                 error = "cancelled"
             elif events.stopped == Status.TIMEOUT:

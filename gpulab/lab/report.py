@@ -10,8 +10,10 @@ nor `[link=…]` become a link.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpulab.gpu.traces import KernelTime, OpTime, RangeCalls, RangeTime
 from gpulab.gpu.units import value_text
 from gpulab.textsafe import visible
 from gpulab.wire.protocol import JsonObject
@@ -166,8 +168,9 @@ def _short(name: str, width: int = 60) -> Any:
     return Text(name if len(name) <= width else name[: width - 1] + "…")
 
 
-def top_ops_table(rows: list[JsonObject], *, title: str = "Top operations") -> Any:
-    """Rows as produced by read_trace (ops or kernels) or the grader's top_ops."""
+def top_ops_table(rows: Sequence[OpTime | KernelTime], *, title: str = "Top operations") -> Any:
+    """Rows as produced by read_trace (ops or kernels) or the grader's top_ops
+    (OpTime's with the device's time: gpulab.judge.graders.nvtx_profile.OpRow)."""
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
@@ -180,11 +183,15 @@ def top_ops_table(rows: list[JsonObject], *, title: str = "Top operations") -> A
     for c in cols:
         t.add_column(c.replace("_ms", " ms").replace("_", " "), justify="right")
     for r in rows:
-        t.add_row(_short(r["name"]), *(str(r[c]) if c == "calls" else f"{r[c]:.3f}" for c in cols))
+        cells: Mapping[str, object] = r  # read by the columns' names
+        t.add_row(
+            _short(r["name"]), *(str(cells[c]) if c == "calls" else f"{cells[c]:.3f}" for c in cols)
+        )
     return t
 
 
-def ranges_table(ranges: list[JsonObject]) -> Any:
+def ranges_table(ranges: Sequence[RangeCalls | RangeTime]) -> Any:
+    """A trace's ranges (read_trace: calls) or the nvtx grader's (ops inside)."""
     from rich.table import Table
 
     t = Table(title="Your ranges", title_justify="left")

@@ -23,8 +23,16 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
+if TYPE_CHECKING:
+    from gpulab.explain.facts import CodeFacts
+
+# What `compile_kernel` hands `asm_hook`: the compiled texts by name ("ttir",
+# "ptx", ...; the cubin's bytes), and what the hook makes of them, kept as `extra`.
+AsmHook = Callable[[dict[str, str | bytes]], "CodeFacts | None"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,7 @@ class CompileInfo:
     blocks_per_sm: int = 0  # resident blocks on one SM: the occupancy
     limited_by: str = ""  # registers, shared memory, threads or blocks
     tensor_cores: str = ""  # "mma", "wgmma", "tcgen05" or "" when none
-    extra: dict[str, Any] | None = None  # what `asm_hook` made of the compiled code
+    extra: CodeFacts | None = None  # what `asm_hook` made of the compiled code
 
     @property
     def spills(self) -> int | None:
@@ -118,14 +126,42 @@ class CompileInfo:
         lim = ARCHS[parse_arch(self.arch)]
         return self.blocks_per_sm * self.num_warps * 32 / lim.max_threads if self.ok else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "spills": self.spills,
-            "fits": self.fits,
-            "occupancy": round(self.occupancy, 3),
-            "smem_per_block": ARCHS[parse_arch(self.arch)].smem_per_block,
-        }
+    def as_dict(self) -> CompileJson:
+        # asdict answers an untyped dict: CompileJson says its keys.
+        return cast(
+            "CompileJson",
+            {
+                **asdict(self),
+                "spills": self.spills,
+                "fits": self.fits,
+                "occupancy": round(self.occupancy, 3),
+                "smem_per_block": ARCHS[parse_arch(self.arch)].smem_per_block,
+            },
+        )
+
+
+class CompileJson(TypedDict):
+    """`CompileInfo.as_dict()`: its fields in order, then what they imply (a
+    row of `gpulab dev compile --json`; --explain's compile facts,
+    gpulab.explain.facts.CompileFacts, are made of it)."""
+
+    kernel: str
+    arch: str
+    ok: bool
+    error: str
+    registers: int | None
+    spill_stores: int | None
+    spill_loads: int | None
+    shared: int
+    num_warps: int
+    blocks_per_sm: int
+    limited_by: str
+    tensor_cores: str
+    extra: CodeFacts | None
+    spills: int | None
+    fits: bool
+    occupancy: float
+    smem_per_block: int
 
 
 def occupancy(
@@ -223,7 +259,7 @@ def compile_kernel(
     name: str = "",
     aligned: bool = True,
     divisible: Any = (),
-    asm_hook: Any = None,
+    asm_hook: AsmHook | None = None,
 ) -> CompileInfo:
     """Compile `fn` (a @triton.jit or @gluon.jit function) for `arch`.
 
@@ -288,7 +324,9 @@ __all__ = [
     "ARCHS",
     "DEFAULT_ARCHS",
     "ArchLimits",
+    "AsmHook",
     "CompileInfo",
+    "CompileJson",
     "compile_kernel",
     "occupancy",
     "parse_arch",

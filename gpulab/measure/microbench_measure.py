@@ -16,7 +16,7 @@ from gpulab.wire.microbench import Row
 
 if TYPE_CHECKING:
     from gpulab.measure.timing import Measured
-    from gpulab.wire.protocol import JsonObject
+    from gpulab.wire.microbench import BenchEvent
 
 GiB, MiB = 2**30, 2**20
 DEVICE = "cuda"  # a test's dry run points this at the CPU, with CUDA's calls faked
@@ -27,7 +27,7 @@ BandwidthPlan = tuple[str, str, Callable[[], object], int, Callable[[], bool]]
 MatmulShape = tuple[str, int, int, int]  # (dtype, M, N, K)
 
 
-def emit(event: JsonObject) -> None:
+def emit(event: BenchEvent) -> None:
     """One event, a JSON line on stdout (the parent reads them as they come)."""
     print(json.dumps(event, default=str), flush=True)
 

@@ -31,6 +31,14 @@ if TYPE_CHECKING:
     from gpulab.measure.timing import Measured
     from gpulab.wire.status import StageKind
 
+    # Here only as a type: gpulab.measure.timing imports torch.
+    class SideTimed(Measured):
+        """`side_by_side`'s answer per name: the first round's Measured, the
+        median of the rounds' medians as `ms`, and the rounds' own."""
+
+        rounds_ms: list[float]
+
+
 # A case's baselines: each by its name, a zero-argument call that runs it.
 Baselines = dict[str, Callable[[], Any]]
 
@@ -191,7 +199,7 @@ def measured_ceilings() -> BenchCeilings:
 
 def side_by_side(
     fns: dict[str, Callable[[], Any]], measure_one: Callable[..., Measured], rounds: int = 1
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, SideTimed]:
     """Time each of `fns` `rounds` times, the order rotating every round
     (A B C, then B C A, ...), so that clocks drifting during the run (a GPU
     settling on its power cap, warming up) fall on every side alike rather
@@ -203,7 +211,7 @@ def side_by_side(
     for r in range(rounds):
         for n in names[r % len(names) :] + names[: r % len(names)]:
             got[n].append(measure_one(fns[n], first=(n == names[0])))
-    out = {}
+    out: dict[str, SideTimed] = {}
     for n, ms in got.items():
         times = sorted(m["ms"] for m in ms)
         mid = len(times) // 2
@@ -248,6 +256,7 @@ def bench(kernels: list[str], rounds: int = 1) -> BenchReport:
             nbytes = eval_formula(lesson.bytes, names) if lesson.bytes else None
             flops = eval_formula(lesson.flops, names) if lesson.flops else None
             sec = t["ms"] * 1e-3
+            tput: float | None
             if lesson.kind == "compute" and flops:
                 peak = ceil["tflops"].get(dtype_name(case.dtype))
                 frac = flops / sec / (peak * 1e12) if peak else None

@@ -163,7 +163,7 @@ class DevicePane(LazyPane):
     @on(BenchProgress)
     def _bench_progress(self, event: BenchProgress) -> None:
         ev = event.event
-        if ev.get("type") == "progress":
+        if ev["type"] == "progress":
             self.query_one("#bench-stage", Static).update(
                 f"step {ev.get('done', 0)} of {ev.get('total', '?')}: {ev.get('label', '')} "
                 "(x cancels)"

@@ -18,6 +18,7 @@ from gpulab.wire.result import CheckResult
 
 if TYPE_CHECKING:
     from gpulab.lab.microbench_runner import BenchOutcome
+    from gpulab.wire.microbench import ShownEvent
 
 
 class CheckStarted(Message):
@@ -112,9 +113,9 @@ class DeviceSnapshot(Message):
 
 
 class BenchProgress(Message):
-    """An event from the microbenchmarks' child process."""
+    """A progress event or note from the microbenchmarks' child process."""
 
-    def __init__(self, event: dict[str, Any]) -> None:
+    def __init__(self, event: ShownEvent) -> None:
         super().__init__()
         self.event = event
 

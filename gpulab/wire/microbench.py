@@ -7,7 +7,7 @@ a timed case's `clocks` holds (gpulab.measure.timing).
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 
 class ClockSummary(TypedDict):
@@ -84,4 +84,59 @@ class Ceilings(TypedDict):
     elapsed_s: NotRequired[float]
 
 
-__all__ = ["Ceilings", "ClockSummary", "Row"]
+# --- the events, one JSON line each -------------------------------------------
+
+
+class Progress(TypedDict):
+    """A step about to run (`done` steps finished of `total`), or "done"."""
+
+    type: Literal["progress"]
+    done: int
+    total: int
+    label: str
+
+
+class Note(TypedDict):
+    """Something the learner should know (little free memory, a method left out)."""
+
+    type: Literal["note"]
+    text: str
+
+
+class RowEvent(Row):
+    """A measurement as it is made: `type` first, then the Row."""
+
+    type: Literal["row"]
+
+
+class ResultEvent(TypedDict):
+    """The whole result, last."""
+
+    type: Literal["result"]
+    result: Ceilings
+
+
+class ErrorEvent(TypedDict):
+    """Why the benchmarks did not run (no GPU, ...)."""
+
+    type: Literal["error"]
+    message: str
+
+
+BenchEvent = Progress | Note | RowEvent | ResultEvent | ErrorEvent
+# The events the lab hands on as they come (the CLI's bar, the TUI's Device pane).
+ShownEvent = Progress | Note
+
+
+__all__ = [
+    "BenchEvent",
+    "Ceilings",
+    "ClockSummary",
+    "ErrorEvent",
+    "Note",
+    "Progress",
+    "ResultEvent",
+    "Row",
+    "RowEvent",
+    "ShownEvent",
+]

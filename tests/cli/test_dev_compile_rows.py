@@ -51,3 +51,12 @@ def test_only_references_that_fail_are_failures_and_each_says_why():
     text = _text(render(rows))
     assert "✘ b on sm_75: ptxas said no" in text and "✘ d on sm_90: could not load" in text
     assert "wgmma" in text
+
+
+def test_compile_json_names_every_key_as_dict_writes():
+    """CompileJson is as_dict's type: its keys, in order (a field added to
+    CompileInfo and not to it would leave the JSON's key untyped)."""
+    from gpulab.measure.compile_info import CompileJson
+
+    for info in (GOOD, BROKEN):
+        assert list(info.as_dict()) == list(CompileJson.__annotations__)

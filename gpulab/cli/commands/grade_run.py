@@ -20,7 +20,9 @@ from gpulab.gradebook.exports import number
 from gpulab.gradebook.folder import CourseFolder
 from gpulab.gradebook.ingest import IngestReport, ingest
 from gpulab.gradebook.plan import Task, read_batch, stale, write_batch
+from gpulab.gradebook.records import ProgressEvent
 from gpulab.textsafe import visible
+from gpulab.wire.protocol import JsonObject
 
 FAILED = ("failed", "refused", "timeout", "crashed", "error")
 
@@ -67,7 +69,7 @@ def run(args: Any, folder: CourseFolder) -> int:
     interrupted = False
     with bar:
         try:
-            local.run(bar.event)
+            local.run(bar.worker_line)
         except KeyboardInterrupt:
             interrupted = True
     for problem in local.failed_workers:
@@ -126,17 +128,23 @@ class _Bar:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def event(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind not in ("done", "skipped"):
+    def worker_line(self, line: JsonObject) -> None:
+        """A worker's JSON line, as it came from its stdout (gpulab.gradebook.local)."""
+        get = line.get
+        self.event(
+            _event(get("event"), get("student"), get("exercise"), get("status"), get("summary"))
+        )
+
+    def event(self, event: ProgressEvent) -> None:
+        if event["event"] not in ("done", "skipped"):
             return
         self.done += 1
-        status = str(event.get("status") or "")
+        status = event["status"]
         if status in FAILED:
             self.failed += 1
             self.progress.console.print(
-                f"{visible(event.get('student'))} {visible(event.get('exercise'))}: "
-                f"{status}: {visible(str(event.get('summary') or ''))[:160]}",
+                f"{visible(event['student'])} {visible(event['exercise'])}: "
+                f"{status}: {visible(event['summary'])[:160]}",
                 markup=False,
                 highlight=False,
             )
@@ -247,11 +255,22 @@ def _new_results(results: Path, seen: set[Path], bar: _Bar) -> None:
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             res = record.get("result") or {}
-            event = {
-                "event": "done",
-                "student": record.get("student"),
-                "exercise": record.get("exercise"),
-            }
-            bar.event({**event, "status": res.get("status"), "summary": res.get("summary")})
+            student, exercise = record.get("student"), record.get("exercise")
+            bar.event(_event("done", student, exercise, res.get("status"), res.get("summary")))
         except (OSError, ValueError, AttributeError):
-            bar.event({"event": "done", "status": "error", "summary": f"{path}: unreadable"})
+            bar.event(_event("done", None, None, "error", f"{path}: unreadable"))
+
+
+def _event(
+    event: object, student: object, exercise: object, status: object, summary: object
+) -> ProgressEvent:
+    """A task's line from values read off JSON, any of them missing or of
+    another type: made text as the bar prints them (a missing student reads
+    "None", as it always did)."""
+    return {
+        "event": event if isinstance(event, str) else "",
+        "student": str(student),
+        "exercise": str(exercise),
+        "status": str(status or ""),
+        "summary": str(summary or ""),
+    }

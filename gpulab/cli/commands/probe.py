@@ -11,9 +11,12 @@ import json
 import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulab.cli.commands.common import UsageError, console, guarded, open_workspace
+
+if TYPE_CHECKING:
+    from gpulab.wire.microbench import ShownEvent
 
 
 @guarded
@@ -112,15 +115,15 @@ def _bench(ws: Any, args: Any) -> int:
         ) as progress:
             task = progress.add_task("starting the benchmarks", total=None)
 
-            def on_event(ev: dict) -> None:
-                if ev.get("type") == "progress":
+            def on_event(ev: ShownEvent) -> None:
+                if ev["type"] == "progress":
                     progress.update(
                         task,
                         completed=ev.get("done", 0),
                         total=ev.get("total"),
                         description=str(ev.get("label", "")),
                     )
-                elif ev.get("type") == "note":
+                elif ev["type"] == "note":
                     progress.console.print(
                         f"[yellow]note:[/] {ev.get('text')}", markup=True, highlight=False
                     )

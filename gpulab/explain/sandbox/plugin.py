@@ -176,9 +176,10 @@ def compile_launch(la: TracedLaunch, arch: str) -> CompileFacts:
         divisible=la.get("divisible") or (),
         asm_hook=_asm_facts,
     )
-    # CompileInfo's JSON (gpulab.measure.compile_info), its code facts and the label.
-    d = info.as_dict()
-    d.update(d.pop("extra") or {}, label=la["kernel"])
+    # CompileInfo's JSON (gpulab.measure.compile_info) but its `extra`, then
+    # the code facts it held and the label: CompileFacts' keys, in that order.
+    d: dict[str, object] = {k: v for k, v in info.as_dict().items() if k != "extra"}
+    d.update(info.extra or {}, label=la["kernel"])
     return cast("CompileFacts", d)
 
 

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
+from gpulab.gpu.traces import KernelTime
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.compare import Comparison, compare, describe_mismatch
 from gpulab.judge.context import GradeFailed
 from gpulab.judge.graders.nvtx_profile import (
-    KernelTime,
     OpRow,
     Profile,
     ProfileTiming,

@@ -45,11 +45,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpulab.fsutil import own_temp_folder
+from gpulab.gpu.traces import KernelTime, OpTime, RangeTime
 from gpulab.gpu.units import value_text
 from gpulab.judge.case_row import case_row
 from gpulab.judge.compare import worst
 from gpulab.judge.context import GradeFailed
-from gpulab.judge.nvtx_ranges import Event, RangeTime, check_ranges, range_times
+from gpulab.judge.nvtx_ranges import Event, check_ranges, range_times
 from gpulab.sandbox.training import RANGES, build_model
 from gpulab.wire.replies import Raised
 from gpulab.wire.status import StageKind, Status
@@ -113,22 +114,11 @@ def trace_file(ctx: GradeContext, name: str = "nvtx_profile.json") -> Path:
     return folder / name
 
 
-class OpRow(TypedDict):
-    """A profile's operator row, as the app draws it (gpulab.lab.report)."""
+class OpRow(OpTime):
+    """A profile's operator row, as the app draws it (gpulab.lab.report): a
+    trace's, with the time on the device."""
 
-    name: str
-    calls: int
-    self_cpu_ms: float
-    cpu_total_ms: float
     self_device_ms: float
-
-
-class KernelTime(TypedDict):
-    """A profile's kernel row."""
-
-    name: str
-    calls: int
-    device_ms: float
 
 
 class Profile(TypedDict, total=False):
