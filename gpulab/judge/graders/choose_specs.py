@@ -32,6 +32,7 @@ import numpy as np
 from gpulab.judge.case_row import CaseFields, case_row
 from gpulab.judge.graders.sharded_mlp import (
     COLLECTIVE,
+    Shardings,
     _flops,
     _partition_spec,
     _run,
@@ -89,9 +90,7 @@ def _same(sharding: Any, spec: tuple[Any, ...], mesh: Any, ndim: int) -> bool:
         return False
 
 
-def _requirements(
-    goal: str, mesh: Any, shape: tuple[int, int, int, int], given: dict[str, Any]
-) -> str:
+def _requirements(goal: str, mesh: Any, shape: tuple[int, int, int, int], given: Shardings) -> str:
     """What the program's shardings fail of the goal ("" if nothing)."""
     b, d, h, o = shape
     sizes = dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))
@@ -165,7 +164,7 @@ def check_goal(
     exported, problem = read_program(program["program"])
     compiled: Any
     compiled, y, given, problem = (
-        _run(exported, mesh, params, x) if exported else (None, None, {}, problem)
+        _run(exported, mesh, params, x) if exported else (None, None, Shardings(), problem)
     )
     problem = problem or _values_problem(y, expected, case)
     problem = problem or _requirements(goal, mesh, shape, given)

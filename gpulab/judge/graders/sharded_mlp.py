@@ -34,7 +34,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jax  # without JAX, the harness reports how to install it
 import numpy as np
@@ -51,6 +51,20 @@ if TYPE_CHECKING:
 
 # A layer's weights and biases by name (w1, b1, w2, b2), float32.
 Params = dict[str, np.ndarray]
+
+
+class Shardings(TypedDict, total=False):
+    """The learner's program's sharding of each input and of y, by name: a
+    JAX sharding, or None where the program names none (or none is read)."""
+
+    w1: object
+    b1: object
+    w2: object
+    b2: object
+    x: object
+    y: object
+
+
 # A partition spec as a plain tuple: a mesh axis's name (or a tuple of them) a dimension.
 SpecTuple = tuple[Any, ...]
 
@@ -264,7 +278,7 @@ def mesh_like_export(exported: Any, mesh: Any) -> Any:
 
 def _run(
     exported: Any, mesh: Any, params: Params, x: np.ndarray
-) -> tuple[Any, Any, dict[str, object], str]:
+) -> tuple[Any, Any, Shardings, str]:
     """Compile the learner's program here and run it on gpulab's inputs.
     Returns (the compiled step, y, its shardings by name, a problem)."""
     from jax.sharding import NamedSharding
@@ -273,12 +287,12 @@ def _run(
     mesh = mesh_like_export(exported, mesh)
     tree = jax.tree_util.tree_structure(((params, x), {}))
     if exported.in_tree != tree:
-        return None, None, {}, "the step takes other arguments than (params, x)"
+        return None, None, Shardings(), "the step takes other arguments than (params, x)"
     if exported.nr_devices not in (1, n):
         return (
             None,
             None,
-            {},
+            Shardings(),
             (
                 f"the step was compiled for {exported.nr_devices} devices; "
                 f"the mesh you were given has {n}"
@@ -287,9 +301,18 @@ def _run(
     ins = list(exported.in_shardings_jax(mesh))
     outs = list(exported.out_shardings_jax(mesh))
     (in_params, in_x), _ = jax.tree_util.tree_unflatten(exported.in_tree, ins)
-    given = {**in_params, "x": in_x, "y": outs[0] if len(outs) == 1 else None}
+    # The tree matched gpulab's (params, x) above: params are w1, b1, w2, b2.
+    given = Shardings(
+        w1=in_params["w1"],
+        b1=in_params["b1"],
+        w2=in_params["w2"],
+        b2=in_params["b2"],
+        x=in_x,
+        y=outs[0] if len(outs) == 1 else None,
+    )
+    if exported.nr_devices == 1 and n > 1:
+        given = Shardings(w1=None, b1=None, w2=None, b2=None, x=None, y=None)
     if exported.nr_devices == 1:
-        given = {k: None for k in given} if n > 1 else given
         step = jax.jit(exported.call)
     else:
         fill = NamedSharding(mesh, _partition_spec())  # to run it; the check sees None
@@ -339,7 +362,7 @@ def check_step(
     exported, problem = read_program(program["program"])
     compiled: Any  # a jax Compiled whenever no problem was found
     compiled, y, given, problem = (
-        _run(exported, mesh, params, x) if exported else (None, None, {}, problem)
+        _run(exported, mesh, params, x) if exported else (None, None, Shardings(), problem)
     )
     problem = problem or _values_problem(y, expected, case)
     want = EXPECTED[mode]
