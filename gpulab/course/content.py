@@ -9,7 +9,9 @@ reference solution `kernels/<exercise>.py` and the grader
 `gpulab.judge.graders.<exercise>`. The manifest's `exercise_folders` adds
 exercises that are one folder each, anywhere on disk
 (gpulab.course.exercise_folder): each is a lesson of its own, after the
-manifest's. Nothing here imports torch, triton or textual.
+manifest's; a `[[lesson.step]]` that names a folder (`folder = "path"`)
+makes that folder's exercise a step of its lesson, with its own text.
+Nothing here imports torch, triton or textual.
 
 A broken entry never takes the course down: it is loaded as a lesson (or a
 step) carrying an `error` that names the file and the field, and every other
@@ -469,6 +471,10 @@ def load_course(root: Path | None = None) -> Course:
     data = load_toml(path, ContentError, "the lesson manifest is missing")
     entries = data.get("lesson", [])
     folders, warnings = exercise_folder.listed(data, root, path)
+    # A folder a step names is that step, not a lesson of its own as well
+    # (where `exercise_folders` lists it, or the folder it is in).
+    steps = set(exercise_folder.step_folders(data, root))
+    folders = [f for f in folders if f not in steps]
     if not isinstance(entries, list) or not (entries or folders):
         raise ContentError(f"{path}: no [[lesson]] entries")
     lessons: list[Lesson] = []

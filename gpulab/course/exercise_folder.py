@@ -102,8 +102,12 @@ def listed(data: JsonObject, root: Path, manifest: Path) -> tuple[list[Path], li
     folders: list[Path] = []
     problems: list[str] = []
     for entry in raw:
-        path = resolve(entry, root)
         where = f"{manifest}: {MANIFEST_KEY} entry {entry!r}"
+        try:
+            path = resolve(entry, root)
+        except UNRESOLVABLE as exc:
+            problems.append(f"{where}: not a path ({exc})")
+            continue
         try:
             if not path.is_dir():
                 problems.append(f"{where}: no folder at {path}")
@@ -119,8 +123,14 @@ def listed(data: JsonObject, root: Path, manifest: Path) -> tuple[list[Path], li
     return list(dict.fromkeys(folders)), problems
 
 
+# What resolving a path the manifest names may raise: a link that loops
+# (RuntimeError before Python 3.13, OSError after) or a NUL in it (ValueError).
+UNRESOLVABLE = (OSError, RuntimeError, ValueError)
+
+
 def resolve(entry: str, root: Path) -> Path:
-    """A folder the manifest names: absolute, or read from the course's folder."""
+    """A folder the manifest names: absolute, or read from the course's folder.
+    Raises one of UNRESOLVABLE for a path that cannot be resolved."""
     path = Path(entry).expanduser()
     return (path if path.is_absolute() else root / path).resolve()
 
@@ -136,11 +146,15 @@ def step_folders(data: JsonObject, root: Path) -> list[Path]:
         for step in lesson["step"]
         if isinstance(step, dict)
     ]
-    return [
-        resolve(step[STEP_KEY], root)
-        for step in steps
-        if isinstance(step.get(STEP_KEY), str) and step[STEP_KEY]
-    ]
+    folders: list[Path] = []
+    for step in steps:
+        entry = step.get(STEP_KEY)
+        if isinstance(entry, str) and entry:
+            try:
+                folders.append(resolve(entry, root))
+            except UNRESOLVABLE:
+                pass  # the step is broken, and says why (read_step)
+    return folders
 
 
 def registered(root: Path) -> list[Path]:
@@ -243,7 +257,7 @@ def read_step(raw: object, root: Path, where: str) -> FolderStep | None:
         )
     try:
         folder = resolve(value, root)
-    except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a NUL in the path
+    except UNRESOLVABLE as exc:
         return FolderStep(None, error=f"{where}: field '{STEP_KEY}': {value!r} is no path ({exc})")
     other = next((k for k in raw if k != STEP_KEY), None)
     if other is not None:

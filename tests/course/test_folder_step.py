@@ -131,6 +131,7 @@ def test_a_folder_is_a_step_of_its_lesson(tmp_path, capsys):
             "manifest.toml lesson '01_first' step #2: field 'folder': no folder at ",
         ),
         ("folder = 3", "step #2: field 'folder' must be an exercise folder's path"),
+        ('folder = "a\\u0000b"', "step #2: field 'folder': 'a\\x00b' is no path"),
     ],
 )
 def test_a_broken_folder_step_is_named_and_the_rest_works(tmp_path, step, expect):
@@ -141,6 +142,22 @@ def test_a_broken_folder_step_is_named_and_the_rest_works(tmp_path, step, expect
     assert broken.error in course.warnings and len(course.warnings) == 1
     assert broken.step_label == "step 2 of 3"
     assert not warmup.error and not final.error and not course.find("second").error
+
+
+def test_a_folder_a_step_names_is_not_a_lesson_as_well(tmp_path):
+    from gpulab.course import exercise_template
+    from gpulab.course.exercise_folder import registered
+
+    root = course_with(tmp_path)
+    manifest = root / "lessons" / "manifest.toml"
+    # The course's folder of exercise folders is listed: gelu, a step, and relu.
+    manifest.write_text('exercise_folders = ["exercises"]\n' + manifest.read_text())
+    exercise_template.write(root / "exercises" / "relu", "relu")
+    course = load_course(root)
+    assert not course.warnings, course.warnings
+    assert course.exercise_ids == ["warmup", "gelu", "first", "second", "relu"]
+    assert course.find("gelu").is_step and course.find("relu").id == "03_relu"
+    assert registered(root) == [root / "exercises" / "gelu", root / "exercises" / "relu"]
 
 
 def test_exercise_toml_problems_name_the_file_and_field(tmp_path):
@@ -184,3 +201,15 @@ def test_dev_check_where_and_list_see_the_folder_step(run_gpulab, tmp_path):
         (2, "gelu", "GELU, one element a lane"),
         (3, "first", "A first lesson"),
     ]
+
+
+def test_a_path_that_cannot_be_resolved_is_named_not_a_crash(tmp_path):
+    root = course_with(tmp_path)
+    manifest = root / "lessons" / "manifest.toml"
+    (root / "loop").symlink_to(root / "loop")
+    manifest.write_text('exercise_folders = ["loop/x"]\n' + manifest.read_text())
+    course = load_course(root)
+    # A link that loops: a warning naming the entry (it raised out of load_course once).
+    assert len(course.warnings) == 1, course.warnings
+    assert course.warnings[0].startswith(f"{manifest}: exercise_folders entry 'loop/x': not a")
+    assert course.find("gelu").ready
