@@ -112,6 +112,16 @@ def test_a_folder_is_a_step_of_its_lesson(tmp_path, capsys):
 
     assert loader.check("gelu", str(root)) == folder
     assert registered(root) == [folder]
+    from gpulab.judge.policy import policy_for
+    from gpulab.wire.check_request import CheckRequest
+
+    request = CheckRequest(
+        exercise="gelu",
+        function="gelu",
+        file=str(tmp_path / "ws" / "gelu.py"),
+        content_root=str(root),
+    )
+    assert str(folder) in policy_for(request, "cpu", tmp_path / "p", tmp_path / "c").hidden
     book = tmp_path / "gradebook.toml"
     book.write_text('[[assignment]]\nexercise = "gelu"\npoints = 10\n')
     assert load_config(book, course.exercise_ids).assignment("gelu") is not None
