@@ -9,7 +9,9 @@ reference solution `kernels/<exercise>.py` and the grader
 `gpulab.judge.graders.<exercise>`. The manifest's `exercise_folders` adds
 exercises that are one folder each, anywhere on disk
 (gpulab.course.exercise_folder): each is a lesson of its own, after the
-manifest's. Nothing here imports torch, triton or textual.
+manifest's; a `[[lesson.step]]` that names a folder (`folder = "path"`)
+makes that folder's exercise a step of its lesson, with its own text.
+Nothing here imports torch, triton or textual.
 
 A broken entry never takes the course down: it is loaded as a lesson (or a
 step) carrying an `error` that names the file and the field, and every other
@@ -416,7 +418,15 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Les
     raw_steps = entry.get("step", [])
     if not isinstance(raw_steps, list):
         raise ValueError(f"{where}: field 'step' must be an array of tables ([[lesson.step]])")
-    raw_ids = [s.get("exercise") if isinstance(s, dict) else None for s in raw_steps]
+    # A step that names a folder is read first: its exercise id is the folder's.
+    found = [
+        exercise_folder.read_step(s, root, f"{where} step #{n + 1}")
+        for n, s in enumerate(raw_steps)
+    ]
+    raw_ids = [
+        f.exercise if f is not None else s.get("exercise") if isinstance(s, dict) else None
+        for s, f in zip(raw_steps, found, strict=True)
+    ]
     ids = [
         i if isinstance(i, str) and i else f"{own['exercise']}_step{n + 1}"
         for n, i in enumerate(raw_ids)
@@ -431,18 +441,25 @@ def _parse_lesson(entry: object, index: int, path: Path, root: Path) -> list[Les
     out: list[Lesson] = []
     for n, raw in enumerate(raw_steps):
         at = f"{where} step #{n + 1}"
+        folder_step = found[n]
         try:
             if not isinstance(raw, dict):
                 raise ValueError(f"{at}: expected a table")
             at = f"{where} step #{n + 1} ('{ids[n]}')"
-            _known_fields(raw, EXERCISE_FIELDS, at)
-            fields = _exercise_fields(raw, at, own)
-            step = Lesson(**common, **fields, name=_str_field(raw, "title", at))
-            _check_files(step, at)
+            if folder_step is not None:
+                step = _folder_step(folder_step, common)
+            else:
+                _known_fields(raw, EXERCISE_FIELDS, at)
+                fields = _exercise_fields(raw, at, own)
+                step = Lesson(**common, **fields, name=_str_field(raw, "title", at))
+                _check_files(step, at)
         except ValueError as exc:
             raw_title = raw.get("title") if isinstance(raw, dict) else None
             name = raw_title if isinstance(raw_title, str) else ""
-            step = Lesson(**common, exercise=ids[n], name=name, error=str(exc))
+            folder = folder_step.folder if folder_step is not None else None
+            if folder_step is not None:  # named as well as the folder allows
+                name = folder_step.title or (folder.name if folder else "")
+            step = Lesson(**common, exercise=ids[n], name=name, error=str(exc), folder=folder)
         out.append(step)
     return [*out, final]
 
@@ -454,6 +471,10 @@ def load_course(root: Path | None = None) -> Course:
     data = load_toml(path, ContentError, "the lesson manifest is missing")
     entries = data.get("lesson", [])
     folders, warnings = exercise_folder.listed(data, root, path)
+    # A folder a step names is that step, not a lesson of its own as well
+    # (where `exercise_folders` lists it, or the folder it is in).
+    steps = set(exercise_folder.step_folders(data, root))
+    folders = [f for f in folders if f not in steps]
     if not isinstance(entries, list) or not (entries or folders):
         raise ContentError(f"{path}: no [[lesson]] entries")
     lessons: list[Lesson] = []
@@ -537,6 +558,20 @@ def _folder_lesson(folder: Path, index: int, root: Path) -> Lesson:
     )
     _check_files(lesson, where)
     return lesson
+
+
+def _folder_step(found: exercise_folder.FolderStep, common: _LessonFields) -> Lesson:
+    """A folder exercise as a step of a manifest lesson: its exercise.toml
+    checked as a folder lesson's is, its own text, starter and reference."""
+    if found.entry is None:
+        raise ValueError(found.error)
+    entry = found.entry
+    where = str(entry.folder / exercise_folder.TOML)
+    own = _exercise_fields(entry.fields, where)
+    step = Lesson(**common, **own, name=entry.title, folder=entry.folder)
+    step = dataclasses.replace(step, roof_dtype=entry.roof_dtype)  # its own, as a folder lesson's
+    _check_files(step, where)
+    return step
 
 
 def _broken(entry: object, index: int, root: Path, error: str) -> Lesson:

@@ -16,7 +16,9 @@ exercise folder, or a folder of them, absolute or relative to the course's
 folder (the one holding lessons/), anywhere on disk. gpulab.course.content
 makes each one a lesson of its own after the manifest's lessons, so the
 workspace, the CLI, the lab's sidebar, the judge's loader and the gradebook
-find it as they find the others.
+find it as they find the others. A manifest lesson's `[[lesson.step]]` may
+instead name one folder (`folder = "path"`, read the same way): the folder
+exercise is then that step of that lesson.
 
 Here exercise.toml is read with tomllib and spec.py only parsed (ast, never
 run): the lab never runs an instructor's Python, the judge does. A problem
@@ -33,6 +35,7 @@ from gpulab.fsutil import load_toml
 from gpulab.wire.protocol import JsonObject
 
 MANIFEST_KEY = "exercise_folders"
+STEP_KEY = "folder"  # a [[lesson.step]] that is one exercise folder
 TOML = "exercise.toml"
 # Every file of a ready folder exercise, and what it is (said when one is missing).
 FILES = {
@@ -99,9 +102,12 @@ def listed(data: JsonObject, root: Path, manifest: Path) -> tuple[list[Path], li
     folders: list[Path] = []
     problems: list[str] = []
     for entry in raw:
-        path = Path(entry).expanduser()
-        path = (path if path.is_absolute() else root / path).resolve()
         where = f"{manifest}: {MANIFEST_KEY} entry {entry!r}"
+        try:
+            path = resolve(entry, root)
+        except UNRESOLVABLE as exc:
+            problems.append(f"{where}: not a path ({exc})")
+            continue
         try:
             if not path.is_dir():
                 problems.append(f"{where}: no folder at {path}")
@@ -117,16 +123,59 @@ def listed(data: JsonObject, root: Path, manifest: Path) -> tuple[list[Path], li
     return list(dict.fromkeys(folders)), problems
 
 
+# What resolving a path the manifest names may raise: a link that loops
+# (RuntimeError before Python 3.13, OSError after) or a NUL in it (ValueError).
+UNRESOLVABLE = (OSError, RuntimeError, ValueError)
+
+
+def resolve(entry: str, root: Path) -> Path:
+    """A folder the manifest names: absolute, or read from the course's folder.
+    Raises one of UNRESOLVABLE for a path that cannot be resolved."""
+    path = Path(entry).expanduser()
+    return (path if path.is_absolute() else root / path).resolve()
+
+
+def step_folders(data: JsonObject, root: Path) -> list[Path]:
+    """The folders the manifest's lessons name as steps (`folder = "path"` in
+    a [[lesson.step]]), in its order, whether or not they are there."""
+    lessons = data.get("lesson", [])
+    steps = [
+        step
+        for lesson in (lessons if isinstance(lessons, list) else [])
+        if isinstance(lesson, dict) and isinstance(lesson.get("step"), list)
+        for step in lesson["step"]
+        if isinstance(step, dict)
+    ]
+    folders: list[Path] = []
+    for step in steps:
+        entry = step.get(STEP_KEY)
+        if isinstance(entry, str) and entry:
+            try:
+                folders.append(resolve(entry, root))
+            except UNRESOLVABLE:
+                pass  # the step is broken, and says why (read_step)
+    return folders
+
+
 def registered(root: Path) -> list[Path]:
-    """Every exercise folder the course at `root` lists, read from its
-    manifest alone (none where the manifest cannot be read): what the judge
-    hides from the learner's sandbox, references and specs included."""
+    """Every exercise folder the course at `root` lists or names as a step,
+    read from its manifest alone (none where the manifest cannot be read):
+    what the judge hides from the learner's sandbox, references and specs
+    included."""
     manifest = root / "lessons" / "manifest.toml"
     try:
         data = load_toml(manifest, FolderError, "missing")
     except FolderError:
         return []
-    return listed(data, root, manifest)[0]
+    steps = [p for p in step_folders(data, root) if _is_dir(p)]
+    return list(dict.fromkeys([*listed(data, root, manifest)[0], *steps]))
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a folder it may not look into: nothing there to hide
+        return False
 
 
 def read(folder: Path) -> FolderEntry:
@@ -170,6 +219,64 @@ def read(folder: Path) -> FolderEntry:
                 raise FolderError(f"{folder}: {name} is missing ({what})")
         spec_problem(folder / "spec.py")
     return FolderEntry(folder, title, _text(data, "roof_dtype", where), fields)
+
+
+@dataclass(frozen=True)
+class FolderStep:
+    """A [[lesson.step]] that names an exercise folder: the folder's
+    exercise.toml read, or what is wrong with the step."""
+
+    folder: Path | None
+    entry: FolderEntry | None = None
+    error: str = ""
+
+    @property
+    def exercise(self) -> str | None:
+        """The step's exercise id: the folder's, or its name where unreadable."""
+        if self.entry is not None:
+            exercise = self.entry.fields.get("exercise")
+            return exercise if isinstance(exercise, str) else None
+        name = self.folder.name if self.folder is not None else ""
+        return name if name.isidentifier() else None
+
+    @property
+    def title(self) -> str:
+        return self.entry.title if self.entry is not None else ""
+
+
+def read_step(raw: object, root: Path, where: str) -> FolderStep | None:
+    """The folder a step names (`folder = "path"`, absolute or read from the
+    course's folder), read; None for a step whose fields are written out.
+    A step that names a folder names nothing else: its fields are the folder's."""
+    if not isinstance(raw, dict) or STEP_KEY not in raw:
+        return None
+    value = raw[STEP_KEY]
+    if not isinstance(value, str) or not value:
+        return FolderStep(
+            None, error=f"{where}: field '{STEP_KEY}' must be an exercise folder's path"
+        )
+    try:
+        folder = resolve(value, root)
+    except UNRESOLVABLE as exc:
+        return FolderStep(None, error=f"{where}: field '{STEP_KEY}': {value!r} is no path ({exc})")
+    other = next((k for k in raw if k != STEP_KEY), None)
+    if other is not None:
+        return FolderStep(
+            folder,
+            error=f"{where}: field '{other}' cannot be given with '{STEP_KEY}' (a folder step's "
+            f"fields are its {TOML}'s)",
+        )
+    try:
+        if not folder.is_dir():
+            return FolderStep(folder, error=f"{where}: field '{STEP_KEY}': no folder at {folder}")
+        return FolderStep(folder, read(folder))
+    except FolderError as exc:
+        return FolderStep(folder, error=str(exc))
+    except OSError as exc:
+        why = exc.strerror or exc
+        return FolderStep(
+            folder, error=f"{where}: field '{STEP_KEY}': {folder} cannot be read ({why})"
+        )
 
 
 def spec_problem(path: Path) -> None:

@@ -7,7 +7,8 @@ the course manifest declares it and gpulab.judge.graders holds a module of that
 name, so a request for `speed` or `harness` is refused before anything is
 imported, with words that say why. A folder exercise (the manifest's
 `exercise_folders`, gpulab.course.exercise_folder) is declared by being
-listed there, and graded from its own spec.py (gpulab.judge.folder_grader).
+listed there, or named by a lesson's step (`folder = "path"`), and graded
+from its own spec.py (gpulab.judge.folder_grader).
 
 The tools beyond `check` reach a grader's hooks through here too: the
 manifest's `tools` says which exercises a tool covers (Course.covered_by),

@@ -52,8 +52,8 @@ def lesson_markdown(lesson: Lesson) -> str:
         )
     text = lesson.text()
     if lesson.step_count > 1 and not lesson.error:
-        # Which of the lesson's exercises is open: the text is the lesson's,
-        # the hints and the check are this exercise's.
+        # Which of the lesson's exercises is open: the text is the lesson's
+        # (a folder step's own), the hints and the check are this exercise's.
         what = lesson.name if lesson.is_step else "the lesson's exercise"
         text = (
             f"> **{lesson.step_label.capitalize()}: {what}** (`{lesson.exercise}`). "
@@ -165,7 +165,8 @@ class LessonPane(VerticalScroll):
     async def _render_locked(self, hints_on_top: bool) -> None:
         lesson = self.lesson
         passed = self._passed()
-        # Keyed by exercise: a lesson's steps share its text, not its hints.
+        # Keyed by exercise: a lesson's steps share its text (a folder step has
+        # its own), not its hints.
         if lesson is None or self._shown == (lesson.exercise, self.revealed, passed):
             if hints_on_top:
                 self.anchor()

@@ -78,8 +78,8 @@ def check_named(course: Course, key: str, device: str = "auto", out: Any = None)
     if lesson is None:
         raise UsageError(
             f"no exercise '{key}' in the course ({course.path}); a folder exercise is "
-            "one once the manifest's exercise_folders lists it or the folder it is in "
-            "(docs/new-exercise.md)"
+            "one once the manifest's exercise_folders lists it or the folder it is in, "
+            "or a lesson's [[lesson.step]] names it (docs/new-exercise.md)"
         )
     return _check_exercise(lesson, device, out)
 
