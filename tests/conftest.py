@@ -197,12 +197,23 @@ def gpu_workspace(tmp_path_factory) -> Path:
 CPU_CHECK_TIMEOUT = 240.0
 
 
+@pytest.fixture(scope="session")
+def judge_pool():
+    """The judge process a worker keeps for its CPU checks (tests/judge_pool.py)."""
+    from tests.judge_pool import kept
+
+    return kept()
+
+
 @pytest.fixture
-def grade(tmp_path, tmp_path_factory, course, gpu_workspace):
+def grade(tmp_path, tmp_path_factory, course, gpu_workspace, judge_pool):
     """Grade source text (or a path) for an exercise in a real child process.
 
     Runs on the CPU (Triton interpreter) unless device="cuda" is passed; GPU
-    grades share one workspace (`gpu_workspace`).
+    grades share one workspace (`gpu_workspace`). A CPU check at the default
+    time limit is graded by the worker's kept judge (`judge_pool`: real
+    sandboxes of its own, the lab's real side); one with a time limit of its
+    own, where the test is about the limit, by a judge of its own.
     """
     from gpulab.lab.runner import run_check
 
@@ -226,6 +237,9 @@ def grade(tmp_path, tmp_path_factory, course, gpu_workspace):
         else:
             path = tmp_path / (name or f"{exercise}_attempt.py")
             path.write_text(source)
+        # GPULAB_TESTS_FRESH_JUDGES=1: a judge of its own for every check, as before.
+        fresh = os.environ.get("GPULAB_TESTS_FRESH_JUDGES") == "1"
+        kept = device == "cpu" and timeout == CPU_CHECK_TIMEOUT and not fresh
         return run_check(
             lesson,
             path,
@@ -233,6 +247,7 @@ def grade(tmp_path, tmp_path_factory, course, gpu_workspace):
             timeout=timeout,
             timing=timing,
             workspace=str(gpu_workspace if device == "cuda" else tmp_path / "workspace"),
+            spares=judge_pool if kept else None,
         ).to_json()
 
     return _grade
@@ -285,6 +300,8 @@ def shared_check(
     folder = Path(tempfile_mkdtemp(root))
     path = folder / f"{exercise}.py"
     path.write_text(source)
+    from tests.judge_pool import kept
+
     result = run_check(
         lesson,
         path,
@@ -292,6 +309,9 @@ def shared_check(
         timeout=CPU_CHECK_TIMEOUT,
         timing=timing,
         workspace=str(folder / "workspace"),
+        spares=kept()
+        if device == "cpu" and os.environ.get("GPULAB_TESTS_FRESH_JUDGES") != "1"
+        else None,
     ).to_json()
     temp = folder / "result.json"
     temp.write_text(json.dumps(result))

@@ -164,6 +164,24 @@ def judge(
     return result
 
 
+def answer(raw: str, channel: Channel, prepared: Prepared | None = None) -> None:
+    """Grade the request on `raw` (its JSON) and send the result on
+    `channel`, with the time each kind of stage took and the slowest steps.
+    A judge's whole check, but for its clean-up (main's, at its exit)."""
+    try:
+        result = judge(CheckRequest.from_json(json.loads(raw)), channel, prepared)
+    except Exception as exc:  # a gpulab bug or an environment problem
+        result = CheckResult(
+            Status.ERROR,
+            f"gpulab could not run this check: {type(exc).__name__}: {exc}",
+            message=traceback.format_exc(),
+            order=JUDGE_ORDER,
+        )
+    result = replace(result, stages=channel.stages())
+    result = with_keys(result, slowest=channel.slowest())
+    channel.finish(result)
+
+
 def main() -> int:
     from gpulab.judge.remote import harden_judge, kill_descendants
 
@@ -213,18 +231,7 @@ def main() -> int:
     else:
         raw = sys.stdin.read()
     try:
-        result = judge(CheckRequest.from_json(json.loads(raw)), channel, prepared)
-    except Exception as exc:  # a gpulab bug or an environment problem
-        result = CheckResult(
-            Status.ERROR,
-            f"gpulab could not run this check: {type(exc).__name__}: {exc}",
-            message=traceback.format_exc(),
-            order=JUDGE_ORDER,
-        )
-    result = replace(result, stages=channel.stages())
-    result = with_keys(result, slowest=channel.slowest())
-    try:
-        channel.finish(result)
+        answer(raw, channel, prepared)
     finally:
         # The lab stops a judge that has sent its result and not ended yet;
         # its SIGTERM, arriving here, ended the clean-up half-way (folders

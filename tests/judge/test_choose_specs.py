@@ -86,6 +86,9 @@ from gpulab.judge.main import judge
 from gpulab.judge.remote import harden_judge
 
 harden_judge()  # a judge adopts its sandboxes' keepers, as `python -m gpulab.judge.main` does
+from gpulab.judge import prepared
+
+prepared.KEEP_FORKS = True  # one fork server for the whole batch (tests/judge_pool.py)
 
 class Quiet:
     def send(self, event): pass
@@ -99,6 +102,7 @@ for name, path in items.items():
     results[name] = judge(request, Quiet()).to_json()
 with open(out_path, "w") as f:
     json.dump(results, f, default=str)
+prepared.close_kept_forks()
 """
 
 

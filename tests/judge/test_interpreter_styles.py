@@ -159,6 +159,9 @@ from gpulab.judge.main import judge
 from gpulab.judge.remote import harden_judge
 
 harden_judge()  # a judge adopts its sandboxes' keepers, as `python -m gpulab.judge.main` does
+from gpulab.judge import prepared
+
+prepared.KEEP_FORKS = True  # one fork server for the whole batch (tests/judge_pool.py)
 
 class Quiet:
     def send(self, event): pass
@@ -174,6 +177,7 @@ for name, (exercise, function, path) in items.items():
     results[name]["took_s"] = round(time.monotonic() - start, 1)
 with open(out_path, "w") as f:
     json.dump(results, f, default=str)
+prepared.close_kept_forks()
 """
 
 
