@@ -38,6 +38,7 @@ from gpulab.judge.remote import harden_judge, kill_descendants
 import gpulab.safetree  # noqa: F401 - before any handler needs it
 
 fd = int(os.environ.pop("GPULAB_EVENTS_FD"))
+done = int(os.environ.pop("GPULAB_POOL_DONE_FD"))
 harden_judge()
 prepared.KEEP_FORKS = True
 channel = [Channel(fd)]
@@ -61,6 +62,7 @@ for raw in sys.stdin:
     answer(raw, channel[0])
     kill_descendants(spare=True)  # what the check left behind, as a judge's end does
     prepared.remove_folders()
+    os.write(done, b".")  # the check is over only now, as at a judge's exit
 end(0)
 """
 
@@ -93,6 +95,8 @@ class _Kept:
             raise
         if result is None:  # stopped at the time limit, cancelled, or died
             pool.drop()
+        elif not pool.cleaned():
+            pool.drop()  # a judge that does not finish its clean-up is not kept
         log = runner._tail(pool.log)
         return runner._JudgeRun(result, events.stopped, proc.returncode, log, where)
 
@@ -108,6 +112,7 @@ class JudgePool:
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         self.read_fd: int | None = None
+        self.done_fd: int | None = None
         self.env: dict[str, str] | None = None
         self.tmp = tempfile.TemporaryDirectory(prefix="gpulab-test-judge-")
         self.log = Path(self.tmp.name) / "judge.log"
@@ -132,18 +137,29 @@ class JudgePool:
         from gpulab.lab import child
 
         read_fd, write_fd = os.pipe()
+        done_r, done_w = os.pipe()
         with open(self.log, "wb") as log:
             self.proc = child.spawn(
                 [sys.executable, "-c", SERVE],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, done_w),
                 cwd="/",
-                env={**env, "GPULAB_EVENTS_FD": str(write_fd)},
+                env={**env, "GPULAB_EVENTS_FD": str(write_fd), "GPULAB_POOL_DONE_FD": str(done_w)},
             )
         os.close(write_fd)
-        self.read_fd, self.env = read_fd, env
+        os.close(done_w)
+        self.read_fd, self.done_fd, self.env = read_fd, done_r, env
+
+    def cleaned(self, timeout: float = 60.0) -> bool:
+        """Wait for the judge to say it has killed what the check left and
+        removed its folders (a judge's exit, which the lab waits for)."""
+        import select
+
+        assert self.done_fd is not None
+        ready, _, _ = select.select([self.done_fd], [], [], timeout)
+        return bool(ready) and os.read(self.done_fd, 1) == b"."
 
     def drop(self) -> None:
         """End the kept judge (it kills its sandboxes and its fork server)."""
@@ -153,9 +169,10 @@ class JudgePool:
             if self.proc.poll() is None:
                 child.kill_tree(self.proc, term_s=3)
             self.proc = None
-        if self.read_fd is not None:
-            os.close(self.read_fd)
-            self.read_fd = None
+        for fd in (self.read_fd, self.done_fd):
+            if fd is not None:
+                os.close(fd)
+        self.read_fd = self.done_fd = None
 
     def close(self) -> None:
         """The session's end: the judge reads the end of its stdin and stops."""
