@@ -63,9 +63,9 @@ FIELDS = (
 )
 # What a folder exercise's `tools` may name: the commands that cover a
 # kernel folder as they cover the course's own kernels. A timed kernel is
-# explained unless its exercise.toml says `tools = []`; it is benched only
-# where it says so, since `gpulab bench` times it against spec.py's baseline.
-FOLDER_TOOLS = ("explain", "bench")
+# explained unless its exercise.toml says `tools = []`; it is benched and
+# compiled only where it says so, since those need more of spec.py.
+FOLDER_TOOLS = ("explain", "bench", "compile")
 DEFAULT_TOOLS = ("explain",)
 # What spec.py must define for each tool beyond what any check needs.
 TOOL_NEEDS = {
@@ -73,6 +73,7 @@ TOOL_NEEDS = {
         "TIMING_CASES": "the cases `gpulab bench` times",
         "baseline": "torch's own op, timed beside the reference",
     },
+    "compile": {"COMPILE_SPECS": "the kernels `gpulab dev compile` compiles"},
 }
 # What spec.py must define at its top level (gpulab.judge.folder_grader reads
 # the rest, all optional), and what each is, for the message that says it is missing.

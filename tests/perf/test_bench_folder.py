@@ -4,8 +4,10 @@ from its spec.py through the judge's loader, and the kernel timed is its
 folder's reference.py. On the CPU, up to the timing (the GPU step
 `bench-folder` in scripts/tools/gpu_session.sh runs the rest): the cases are
 drawn on the CPU (BenchContext's device patched; they are drawn where they
-would run, on a GPU), from small TIMING_CASES written for the test. No check
-runs here."""
+would run, on a GPU), from small TIMING_CASES written for the test. And
+`gpulab dev compile` covers one whose tools say "compile": its spec.py's
+COMPILE_SPECS compile its reference.py and starter.py (two compiles for one
+architecture, on the CPU). No check runs here."""
 
 from __future__ import annotations
 
@@ -150,3 +152,60 @@ def test_load_reference_takes_the_folders_reference_py(gelu):
     assert bench.load_reference("gelu", "BLOCK", course) == 1024
     with pytest.raises(ValueError, match="softmax is not an exercise of the course"):
         bench.load_reference("softmax", "softmax", course)
+
+
+COMPILE_SPECS = """
+from gpulab.measure import compile_specs as cs
+
+COMPILE_SPECS = [cs.Spec("gelu_kernel", "fp32", cs.simple("fp32", {"BLOCK": 1024}, 4), starter="gelu_kernel")]
+"""
+
+
+def test_dev_compile_takes_the_folders_reference_and_starter(gelu):
+    from gpulab.cli.commands import dev_compile
+    from gpulab.judge import loader
+    from gpulab.measure import compile_specs
+
+    root = gelu.parent.parent
+    assert loader.compile_specs(root) == ((), [])  # the scaffold's tools do not say compile
+    edit(gelu / TOML, 'status = "ready"', 'status = "ready"\ntools = ["compile"]')
+    assert "`COMPILE_SPECS` is missing" in load_course().find("gelu").error
+    with (gelu / "spec.py").open("a") as f:
+        f.write(COMPILE_SPECS)
+    assert load_course().find("gelu").tools == ("compile",)
+    specs, errors = loader.compile_specs(root)
+    assert errors == [] and [(s.exercise, s.folder) for s in specs] == [("gelu", gelu)]
+    jobs = list(compile_specs.jobs(root, specs))
+    assert [(j.name, j.role) for j in jobs] == [
+        ("gelu:gelu_kernel fp32", "reference"),
+        ("gelu:gelu_kernel (starter)", "starter"),
+    ]
+    files = [j.fn.fn.__code__.co_filename for j in jobs]
+    assert files == [str(gelu / "reference.py"), str(gelu / "starter.py")]
+    assert jobs[0].signature == {
+        "out_ptr": "*fp32",
+        "x_ptr": "*fp32",
+        "n": "i32",
+        "BLOCK": "constexpr",
+    }
+    rows = dev_compile.compile_matrix([80])
+    assert [(r.role, r.arch, r.ok) for r in rows] == [
+        ("reference", "sm_80", True),
+        ("starter", "sm_80", True),
+    ], [r.error for r in rows]
+
+
+def test_compile_specs_that_name_a_kernels_file_are_named(gelu):
+    from gpulab.judge import folder_spec
+
+    with (gelu / "spec.py").open("a") as f:
+        f.write(COMPILE_SPECS.replace('starter="gelu_kernel"', 'file="gelu"'))
+    with pytest.raises(folder_spec.SpecError) as caught:
+        folder_spec.load(gelu / "spec.py")
+    assert str(caught.value) == (
+        f"{gelu / 'spec.py'}: COMPILE_SPECS[0]: `file` names a file of kernels/; a folder "
+        "exercise's kernels are its reference.py's"
+    )
+    (gelu / "spec.py").write_text((gelu / "spec.py").read_text() + "COMPILE_SPECS = [3]\n")
+    with pytest.raises(folder_spec.SpecError, match="COMPILE_SPECS must be a list of gpulab"):
+        folder_spec.load(gelu / "spec.py")
