@@ -63,8 +63,18 @@ FIELDS = (
 )
 # What a folder exercise's `tools` may name: the commands that cover a
 # kernel folder as they cover the course's own kernels. A timed kernel is
-# explained unless its exercise.toml says `tools = []`.
-FOLDER_TOOLS = ("explain",)
+# explained unless its exercise.toml says `tools = []`; it is benched and
+# compiled only where it says so, since those need more of spec.py.
+FOLDER_TOOLS = ("explain", "bench", "compile")
+DEFAULT_TOOLS = ("explain",)
+# What spec.py must define for each tool beyond what any check needs.
+TOOL_NEEDS = {
+    "bench": {
+        "TIMING_CASES": "the cases `gpulab bench` times",
+        "baseline": "torch's own op, timed beside the reference",
+    },
+    "compile": {"COMPILE_SPECS": "the kernels `gpulab dev compile` compiles"},
+}
 # What spec.py must define at its top level (gpulab.judge.folder_grader reads
 # the rest, all optional), and what each is, for the message that says it is missing.
 SPEC_NEEDS = {
@@ -203,7 +213,7 @@ def read(folder: Path) -> FolderEntry:
     fields["kind"] = bound
     fields.setdefault("status", "ready")
     fields.setdefault("requires", ["triton"])  # a kernel exercise's kernels are Triton's
-    tools = fields.setdefault("tools", list(FOLDER_TOOLS))
+    tools = fields.setdefault("tools", list(DEFAULT_TOOLS))
     if not isinstance(tools, list) or not all(t in FOLDER_TOOLS for t in tools):
         raise FolderError(
             f"{where}: field 'tools' must be a list of {', '.join(FOLDER_TOOLS)} "
@@ -217,7 +227,7 @@ def read(folder: Path) -> FolderEntry:
                 raise FolderError(f"{folder}: {name} cannot be read ({exc.strerror})") from None
             if not there:
                 raise FolderError(f"{folder}: {name} is missing ({what})")
-        spec_problem(folder / "spec.py")
+        spec_problem(folder / "spec.py", tools)
     return FolderEntry(folder, title, _text(data, "roof_dtype", where), fields)
 
 
@@ -279,9 +289,10 @@ def read_step(raw: object, root: Path, where: str) -> FolderStep | None:
         )
 
 
-def spec_problem(path: Path) -> None:
+def spec_problem(path: Path, tools: list[str] | tuple[str, ...] = ()) -> None:
     """spec.py parsed (never run): valid Python that defines what the judge
-    needs. Raises FolderError naming the file, and the line of a syntax error."""
+    needs, and what each of `tools` (exercise.toml's) needs. Raises
+    FolderError naming the file, and the line of a syntax error."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     except SyntaxError as exc:
@@ -292,6 +303,12 @@ def spec_problem(path: Path) -> None:
     for name, what in SPEC_NEEDS.items():
         if name not in defined:
             raise FolderError(f"{path}: `{name}` is missing ({what})")
+    for tool in tools:
+        for name, what in TOOL_NEEDS.get(tool, {}).items():
+            if name not in defined:
+                raise FolderError(
+                    f"{path}: `{name}` is missing ({what}): {TOML}'s field 'tools' names {tool}"
+                )
 
 
 def top_level_names(tree: ast.Module) -> set[str]:

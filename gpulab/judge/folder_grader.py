@@ -30,6 +30,7 @@ from gpulab.wire.status import Status
 
 if TYPE_CHECKING:
     from gpulab.judge.context import CaseContext, GradeContext
+    from gpulab.measure.compile_specs import Spec as CompileSpec
 
 NO_TIMING_NOTE = "This exercise is graded on correctness only: its spec.py names no TIMING_CASES."
 # Public seeds by list, so no two cases of an exercise share one.
@@ -75,6 +76,11 @@ class FolderGrader:
 
     def kernel_spec(self, ctx: CaseContext) -> KernelSpec:
         return self.kernel
+
+    @property
+    def COMPILE_SPECS(self) -> tuple[CompileSpec, ...]:  # a module grader's name for it
+        """`gpulab dev compile`'s hook (gpulab.judge.loader.compile_specs)."""
+        return self.spec.compile_specs
 
     # --- the cases ------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from gpulab.measure.compile_specs import Spec as CompileSpec
 from gpulab.wire.protocol import Kwargs
 
 DTYPES = {
@@ -44,6 +45,7 @@ CONSTANTS = (
     "BANNED_LABEL",
     "BASELINE_NAME",
     "GRADES",
+    "COMPILE_SPECS",
 )
 FUNCTIONS = ("reference", "make_inputs", "baseline", "output_shape")
 
@@ -83,6 +85,7 @@ class FolderSpec:
     baseline_name: str = ""
     grades: tuple[tuple[float, str], ...] | None = None
     output_shape: Callable[..., Any] | None = None
+    compile_specs: tuple[CompileSpec, ...] = ()
 
 
 def load(path: Path) -> FolderSpec:
@@ -123,6 +126,7 @@ def load(path: Path) -> FolderSpec:
         baseline_name=_string(names, "BASELINE_NAME", where) or "torch",
         grades=_grades(names["GRADES"], where) if "GRADES" in names else None,
         output_shape=names.get("output_shape"),
+        compile_specs=_compile_specs(names.get("COMPILE_SPECS", ()), where),
     )
 
 
@@ -237,6 +241,23 @@ def _grades(raw: Any, where: str) -> tuple[tuple[float, str], ...]:
     if [t for t, _ in out] != sorted((t for t, _ in out), reverse=True) or out[-1][0] != 0:
         raise SpecError(f"{where}: GRADES must go from the best letter down to one at 0.0")
     return out
+
+
+def _compile_specs(raw: Any, where: str) -> tuple[CompileSpec, ...]:
+    """`gpulab dev compile`'s specs of the folder's kernels, as a course
+    grader's COMPILE_SPECS; each compiles the folder's reference.py (and
+    starter.py), so none names a file of kernels/."""
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(s, CompileSpec) for s in raw):
+        raise SpecError(
+            f"{where}: COMPILE_SPECS must be a list of gpulab.measure.compile_specs.Spec"
+        )
+    for i, spec in enumerate(raw):
+        if spec.file:
+            raise SpecError(
+                f"{where}: COMPILE_SPECS[{i}]: `file` names a file of kernels/; a folder "
+                "exercise's kernels are its reference.py's"
+            )
+    return tuple(raw)
 
 
 def _number(v: Any) -> bool:

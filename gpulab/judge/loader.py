@@ -120,8 +120,9 @@ def compile_specs(
 ) -> tuple[tuple[Spec, ...], list[tuple[str, str, str]]]:
     """(specs, errors): every spec of the graders the manifest at `root`
     says `gpulab dev compile` covers (only `exercises`, if given), each
-    with its exercise filled in; a (name, role, error) triple per grader
-    that cannot be loaded."""
+    with its exercise filled in (and a folder exercise's folder, whose
+    reference.py and starter.py it compiles); a (name, role, error) triple
+    per grader that cannot be loaded."""
     from gpulab.course.content import load_course
 
     course = load_course(root)
@@ -136,5 +137,6 @@ def compile_specs(
             errors.append((f"{name} (its grader)", "reference", f"{type(exc).__name__}: {exc}"))
             continue
         listed: tuple[Spec, ...] = getattr(grader, "COMPILE_SPECS", ())
-        specs += [dataclasses.replace(spec, exercise=name) for spec in listed]
+        folder = _folder(course, name)
+        specs += [dataclasses.replace(spec, exercise=name, folder=folder) for spec in listed]
     return tuple(specs), errors

@@ -7,8 +7,10 @@ Each exercise's grader lists its kernels' specs (COMPILE_SPECS, built with
 the helpers here) and the manifest says which graders have them (`tools =
 [..., "compile"]`): `jobs()` loads those graders through the judge's one
 loader, imports the reference and starter files of each exercise (under
-kernels/ and exercises/) and turns each spec into compile jobs. Keep the
-specs in step with the references: test_compile_info runs them all.
+kernels/ and exercises/, or a folder exercise's reference.py and starter.py,
+its specs in its spec.py: docs/new-exercise.md) and turns each spec into
+compile jobs. Keep the specs in step with the references: test_compile_info
+runs them all.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class Spec:
     # kernels/<exercise>.py, and exercises/<exercise>.py for the starter: the
     # grader that lists the spec (filled in by gpulab.judge.loader.compile_specs).
     exercise: str = ""
+    # A folder exercise's folder (filled in likewise): its reference.py and
+    # starter.py instead of kernels/ and exercises/.
+    folder: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -167,17 +172,22 @@ def jobs(
         if exercises and spec.exercise not in exercises:
             continue
         name = f"{spec.exercise}:{spec.kernel} {spec.label}"
-        ref_path = root / "kernels" / f"{spec.file or spec.exercise}.py"
+        if spec.folder is not None:  # a folder exercise: every one's files have these names
+            ref_path, starter_path = spec.folder / "reference.py", spec.folder / "starter.py"
+        else:
+            ref_path = root / "kernels" / f"{spec.file or spec.exercise}.py"
+            starter_path = root / "exercises" / f"{spec.exercise}.py"
         roles = [("reference", ref_path, spec.kernel)]
         if spec.starter:
-            roles.append(("starter", root / "exercises" / f"{spec.exercise}.py", spec.starter))
+            roles.append(("starter", starter_path, spec.starter))
         for role, path, attr in roles:
-            key = f"{role}:{path.stem}"
+            key = f"{role}:{path}"
+            stem = path.stem if spec.folder is None else spec.exercise
             try:
                 if key not in mods:
-                    mods[key] = load_module(path, f"gpulab_compile_{role}_{path.stem}")
+                    mods[key] = load_module(path, f"gpulab_compile_{role}_{stem}")
                 m = mods[key]
-                ref = mods[f"reference:{ref_path.stem}"]  # stems are unique under kernels/
+                ref = mods[f"reference:{ref_path}"]
                 fn = getattr(m, attr)
                 fn = _jit(fn)
                 # The starter gets the reference's signature and constexprs.

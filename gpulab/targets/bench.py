@@ -10,6 +10,12 @@ one, else its `timing_cases(ctx)` with its KernelSpec's baseline and any
 `bench_baselines(case)` it defines (gpulab.judge.interface.TimedGrader). Every number is a median from
 gpulab.measure.timing.measure (CUDA events, L2 flushed, adaptive stopping),
 the reference and its baselines timed in the same run.
+
+A folder exercise (docs/new-exercise.md) whose exercise.toml says `tools =
+[..., "bench"]` is benched the same way: the judge's loader gives its grader
+(gpulab.judge.folder_grader), whose timing cases are spec.py's TIMING_CASES
+and whose baseline is spec.py's `baseline`, named BASELINE_NAME; the kernel
+timed is its folder's reference.py.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 if TYPE_CHECKING:
+    from gpulab.course.content import Course
     from gpulab.judge.interface import TimedGrader
     from gpulab.judge.kernel_spec import Case
     from gpulab.measure.timing import Measured
@@ -101,6 +108,10 @@ class BenchReport(TypedDict):
     results: list[BenchRow]
 
 
+class NotBenchable(RuntimeError):
+    """An exercise the bench cannot time as it stands; the message says why."""
+
+
 def kernels() -> list[str]:
     """The exercises the bench times: the manifest's `tools = [..., "bench"]`."""
     from gpulab.course.content import load_course
@@ -131,7 +142,9 @@ class BenchContext:
 def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, Baselines]]:
     from gpulab.judge.loader import load
 
-    mod: Any = load(kernel)  # the judge's one loader: a declared exercise's grader
+    # The judge's one loader: a declared exercise's grader module, or a folder
+    # exercise's grader made from its spec.py.
+    mod: Any = load(kernel)
     if hasattr(mod, "bench_cases"):
         cases: list[tuple[Any, Baselines]] = mod.bench_cases(ctx)
         return cases
@@ -145,16 +158,33 @@ def cases_for(kernel: str, ctx: BenchContext) -> list[tuple[Any, Baselines]]:
         elif spec.baseline is not None:  # a case alone: only rope_rmsnorm pairs them
             baselines = {spec.baseline_name: spec.baseline(cast("Case", case))}
         else:
-            raise RuntimeError(f"{mod.__name__}'s KernelSpec names no baseline")
+            raise NotBenchable(_no_baseline(mod))
         out.append((case, baselines))
     return out
 
 
-def load_reference(kernel: str, function: str) -> Any:
-    from gpulab.course.content import content_root
+def _no_baseline(grader: Any) -> str:
+    """What a grader without a baseline lacks: a grader module's KernelSpec,
+    or a folder exercise's spec.py, named by its path (its grader is an
+    object, gpulab.judge.folder_grader.FolderGrader, not a module)."""
+    spec = getattr(grader, "spec", None)
+    path = getattr(spec, "path", None)
+    if isinstance(path, Path):
+        return f"{path}: `baseline` is missing (torch's own op, timed beside the reference)"
+    return f"{grader.__name__}'s KernelSpec names no baseline"
+
+
+def load_reference(kernel: str, function: str, course: Course | None = None) -> Any:
+    """`function` of `kernel`'s reference: kernels/<kernel>.py, or a folder
+    exercise's reference.py (the lesson's reference_path either way).
+    `course`: the manifest already read."""
+    from gpulab.course.content import load_course
     from gpulab.sandbox.learner import load_module
 
-    mod = load_module(str(content_root() / "kernels" / f"{kernel}.py"), f"reference_{kernel}")
+    lesson = (course or load_course()).find(kernel)
+    if lesson is None or lesson.exercise != kernel:
+        raise ValueError(f"{kernel} is not an exercise of the course")
+    mod = load_module(str(lesson.reference_path), f"reference_{kernel}")
     return getattr(mod, function)
 
 
@@ -236,7 +266,7 @@ def bench(kernels: list[str], rounds: int = 1) -> BenchReport:
         lesson = course.find(kernel)
         assert lesson is not None, f"{kernel} is not an exercise of the course"
         print(f"{kernel}:", file=sys.stderr, flush=True)
-        fn = load_reference(kernel, lesson.function)
+        fn = load_reference(kernel, lesson.function, course)
         for case, baselines in cases_for(kernel, BenchContext()):
             print(f"  {case.name}", file=sys.stderr, flush=True)
 
@@ -369,13 +399,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     from gpulab.gpu.gpulock import gpu_timing_lock
+    from gpulab.judge.context import GradeFailed
+    from gpulab.judge.loader import UnknownExercise
 
     with gpu_timing_lock(
         "gpulab bench",
         gpu=torch.cuda.current_device(),
         on_wait=lambda m: print(m, file=sys.stderr, flush=True),
     ):
-        report = bench(list(args.kernels) or known, rounds=args.rounds)
+        try:
+            report = bench(list(args.kernels) or known, rounds=args.rounds)
+        except (NotBenchable, UnknownExercise) as exc:
+            # A folder exercise's spec.py that cannot be used, or lacks what
+            # the bench needs: said, naming the file, not a traceback.
+            print(f"gpulab bench: {exc}", file=sys.stderr)
+            return 2
+        except GradeFailed as exc:  # spec.py's own code raised as it drew a case
+            print(f"gpulab bench: {exc.summary}\n{exc.message}", file=sys.stderr)
+            return 2
     if args.json:
         from gpulab.fsutil import atomic_write_text
 

@@ -138,6 +138,13 @@ sys.exit(0 if rows and all(r['ok'] for r in rows) else 1)"; echo "rc=$?" ;;
       GPULAB_CONTENT=/tmp/fcourse timeout 200 python3 -m gpulab dev check gelu --device cuda 2>&1 | tail -6; echo "dev check rc=$?"
       GPULAB_CONTENT=/tmp/fcourse timeout 200 python3 -m gpulab check gelu --file /tmp/fcourse/ex/gelu/reference.py --json > "$OUT/folder_gelu.json"; echo "check rc=$?"
       python3 -c "import json; r=json.load(open('$OUT/folder_gelu.json')); print(r['status'], r['summary']); print('stages', r.get('stages')); [print(' ', c.get('shape'), c.get('dtype'), c.get('ms'), c.get('claimed_ms'), c.get('roofline_fraction')) for c in (r.get('timing') or {}).get('cases', [])]" ;;
+    bench-folder)  # issue 45: `gpulab bench` times a folder exercise (tools edited to say bench) beside spec.py's baseline
+      rm -rf /tmp/bcourse; mkdir -p /tmp/bcourse/lessons; printf 'exercise_folders = ["ex"]\n' > /tmp/bcourse/lessons/manifest.toml
+      GPULAB_CONTENT=/tmp/bcourse python3 -m gpulab dev new-exercise gelu --dir /tmp/bcourse/ex | tail -3
+      sed -i 's/^status = "ready"\(.*\)$/status = "ready"\1\ntools = ["explain", "bench"]/' /tmp/bcourse/ex/gelu/exercise.toml
+      grep -n '^tools' /tmp/bcourse/ex/gelu/exercise.toml
+      GPULAB_CONTENT=/tmp/bcourse timeout 300 python3 -m gpulab bench gelu --json "$OUT/bench_folder.json" 2>&1 | grep -v "  …" | tail -20; echo "bench rc=${PIPESTATUS[0]}"
+      python3 -c "import json; r=json.load(open('$OUT/bench_folder.json')); [print(x['kernel'], x['shape'], x['dtype'], round(x['ms']*1e3,1), 'us', x['baseline'], 'x%.2f' % x['speedup'], x['roofline_fraction']) for x in r['results']]" ;;
     suite-cpu)  # the whole CPU suite on this machine's cores, the GPU hidden (CUDA_VISIBLE_DEVICES=):
       # the image's torch/Triton/JAX, with the lab's own packages carried as wheels in .whl/suite
       python3 --version; python3 -c "import numpy, torch, triton, jax; print('numpy', numpy.__version__, 'jax', jax.__version__)"

@@ -129,7 +129,7 @@ TOML = "exercise.toml"
         (('bytes = "2*N*elt"', "bytes = \"open('x')\""), f"{TOML}: field 'bytes': Call is"),
         (("hints = [", "hints = 3\nold = ["), "field 'old' is not a field"),
         (('exercise = "gelu"', 'exercise = "ge-lu"'), "field 'exercise' must be a Python"),
-        (('status = "ready"', 'tools = ["bench"]'), "field 'tools' must be a list of explain"),
+        (('status = "ready"', 'tools = ["profile"]'), "field 'tools' must be a list of explain"),
     ],
 )
 def test_exercise_toml_problems_name_the_file_and_field(tmp_path, change, expect):
