@@ -21,9 +21,9 @@ a function of the frame says so), or a function that reads the value
 itself (`read`), from its key, from more keys than its own (`also`) or
 from the whole object (`whole`: the order its keys came in). Extra keys
 are ignored, as they always were, or kept as they came in a catch-all
-field (`extra`); `Frame.EXTRA = False` refuses them. A value that writes its own JSON (a
-`to_json` method: a tensor reference, a part shaped as a list) is written
-by it.
+field (`extra`); `Frame.EXTRA = False` refuses them. A value that writes
+its own JSON (a `to_json` method: a tensor reference, a part shaped as a
+list) is written by it.
 
 A third rule is a frame's own: a reply the judge must refuse whole when a
 field is unusable (the kernel path's, gpulab.wire.replies.Checked) reads
@@ -315,7 +315,7 @@ def _plan(cls: type) -> tuple[_Field, ...]:
             )
         if extra is not None:
             _EXTRA[cls] = extra
-        _KNOWN[cls] = frozenset(known)
+        _KNOWN[cls] = frozenset(known | {"type"})  # a request may say its type
         plan = _PLANS[cls] = tuple(fields)
     return plan
 
