@@ -18,10 +18,12 @@ A field's own rule, where the type alone does not say it, goes in its
 metadata (`wire(...)`): the string limit, the JSON key when it differs
 from the name, whether it is left out of the JSON (at its default, or when
 a function of the frame says so), or a function that reads the value
-itself (`read`). Extra keys are ignored, as they always were;
-`Frame.EXTRA = False` refuses them. A value that writes its own JSON (a
-`to_json` method: a tensor reference, a part shaped as a list) is written
-by it.
+itself (`read`), from its key, from more keys than its own (`also`) or
+from the whole object (`whole`: the order its keys came in). Extra keys
+are ignored, as they always were, or kept as they came in a catch-all
+field (`extra`); `Frame.EXTRA = False` refuses them. A value that writes
+its own JSON (a `to_json` method: a tensor reference, a part shaped as a
+list) is written by it.
 
 A third rule is a frame's own: a reply the judge must refuse whole when a
 field is unusable (the kernel path's, gpulab.wire.replies.Checked) reads
@@ -65,9 +67,12 @@ def wire(
     limit: int | None = None,
     key: str | None = None,
     omit: bool | Callable[[Any], bool] = False,
-    read: Callable[[Any], Any] | None = None,
+    read: Callable[..., Any] | None = None,
     absent: Any = None,
     write: Callable[[Any], Any] | None = None,
+    also: tuple[str, ...] = (),
+    whole: bool = False,
+    extra: bool = False,
 ) -> Any:
     """A field with its wire rules: `limit` cuts its strings (a reply's are
     cut at STRING_LIMIT unless it says otherwise; a request's are never cut
@@ -81,7 +86,16 @@ def wire(
     reader that tells a missing key from a null). `write`, a function of
     the frame, gives the field's JSON value instead of the field's own
     (ABSENT: the key left out): for two fields that share one key (a
-    stage's `progress`, [done, total])."""
+    stage's `progress`, [done, total]).
+
+    `also`: more keys the field reads (a result's `status` falls back on
+    its `passed`): `read` is given its key's value, then each of theirs
+    (`absent` for one missing); they are keys of the frame, not extra ones.
+    `whole`: `read` is given the whole object (the order its keys came in);
+    the field reads no key of its own and writes none. `extra`: the field
+    (a dict) holds the object's keys that no other field reads, as they
+    came, in their order, and writes them back after the fields' (one that
+    shares a field's key, over it)."""
     meta = {
         "limit": limit,
         "key": key,
@@ -89,6 +103,9 @@ def wire(
         "read": read,
         "absent": absent,
         "write": write,
+        "also": also,
+        "whole": whole,
+        "extra": extra,
     }
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -124,8 +141,9 @@ F = TypeVar("F", bound=Frame)
 
 def encode(frame: Frame) -> JsonObject:
     """The frame's JSON: `type` first, then each field by its key."""
+    cls = type(frame)
     out: JsonObject = {"type": frame.TYPE} if frame.TYPE else {}
-    for f in _plan(type(frame)):
+    for f in _plan(cls):
         if f.write is not None:
             if (written := f.write(frame)) is not _MISSING:
                 out[f.key] = written
@@ -135,7 +153,14 @@ def encode(frame: Frame) -> JsonObject:
         if omit and (value == f.default if omit is True else omit(frame)):
             continue
         out[f.key] = _dump(value) if f.nested else value
+    if (extra := _EXTRA.get(cls)) is not None:
+        out.update(getattr(frame, extra))
     return out
+
+
+def keys(cls: type[Frame]) -> tuple[str, ...]:
+    """The keys the frame's fields write, in their order (not its extra ones)."""
+    return tuple(f.key for f in _plan(cls) if f.write is not _unwritten)
 
 
 def decode(cls: type[F], msg: Any) -> F:
@@ -144,14 +169,15 @@ def decode(cls: type[F], msg: Any) -> F:
         if cls.STRICT:
             raise ProtocolError(f"{_what(cls)} that is not an object")
         msg = {}
+    plan = _plan(cls)
     if not cls.EXTRA:
-        known = {f.key for f in _plan(cls)} | {"type"}
+        known = _KNOWN[cls]
         unknown = sorted(str(k) for k in msg if k not in known)
         if unknown:
             raise ProtocolError(f"{_what(cls)} with unknown fields: {', '.join(unknown)}")
     values = {}
-    for f in _plan(cls):
-        got = f.decode(msg.get(f.key, _MISSING))
+    for f in plan:
+        got = f.decode(msg if f.whole else msg.get(f.key, _MISSING))
         if got is _MISSING:
             if f.required:
                 if cls.STRICT:
@@ -212,11 +238,14 @@ class _Field:
     default: Any
     omit: bool | Callable[[Any], bool]
     decode: Callable[[Any], Any]  # the JSON value (or _MISSING) -> the field's, or _MISSING
+    whole: bool  # `decode` is given the whole object (`wire(also=, whole=, extra=)`)
     nested: bool  # its value holds what writes its own JSON (or tuples), written by _dump
     write: Callable[[Any], Any] | None  # the frame -> the key's JSON value, or _MISSING
 
 
 _PLANS: dict[type, tuple[_Field, ...]] = {}
+_KNOWN: dict[type, frozenset[str]] = {}  # the keys a frame's fields read
+_EXTRA: dict[type, str] = {}  # a frame's catch-all field (`wire(extra=True)`), if any
 
 
 def _by(read: Callable[[Any], Any], absent: Any, key: str) -> Callable[[Any], Any]:
@@ -234,12 +263,18 @@ def _by(read: Callable[[Any], Any], absent: Any, key: str) -> Callable[[Any], An
     return decode
 
 
+def _unwritten(frame: Any) -> Any:
+    return _MISSING
+
+
 def _plan(cls: type) -> tuple[_Field, ...]:
     plan = _PLANS.get(cls)
     if plan is None:
         hints = typing.get_type_hints(cls)
         strict = bool(getattr(cls, "STRICT", True))
         fields = []
+        known = {"type"} if getattr(cls, "TYPE", "") else set()
+        extra = None
         for f in dataclasses.fields(cls):
             meta = f.metadata
             limit = meta.get("limit")
@@ -250,6 +285,21 @@ def _plan(cls: type) -> tuple[_Field, ...]:
             if f.default_factory is not _MISSING:
                 default = f.default_factory()  # type: ignore[operator]
             what = f"`{getattr(cls, 'TYPE', '') or cls.__name__}`'s `{key}`"
+            also = tuple(meta.get("also") or ())
+            keyless = bool(meta.get("whole") or meta.get("extra"))  # reads and writes no key
+            if (also or meta.get("whole")) and not meta.get("read"):
+                raise TypeError(f"{what}: `also` and `whole` read with the field's own `read`")
+            if meta.get("extra"):
+                extra = f.name
+                read: Callable[[Any], Any] = _others(known)
+            elif also:
+                read = _by_keys(meta["read"], meta.get("absent"), (key, *also))
+            elif meta.get("read"):
+                read = _by(meta["read"], meta.get("absent"), key)
+            else:
+                read = _reader(hints[f.name], strict, limit, what)
+            if not keyless:
+                known.update((key, *also))
             fields.append(
                 _Field(
                     name=f.name,
@@ -257,15 +307,30 @@ def _plan(cls: type) -> tuple[_Field, ...]:
                     required=f.default is _MISSING and f.default_factory is _MISSING,
                     default=default,
                     omit=meta.get("omit") or False,
-                    decode=_by(meta["read"], meta.get("absent"), key)
-                    if meta.get("read")
-                    else _reader(hints[f.name], strict, limit, what),
+                    decode=read,
+                    whole=keyless or bool(also),
                     nested=_nested(hints[f.name]),
-                    write=meta.get("write"),
+                    write=_unwritten if keyless else meta.get("write"),
                 )
             )
+        if extra is not None:
+            _EXTRA[cls] = extra
+        _KNOWN[cls] = frozenset(known | {"type"})  # a request may say its type
         plan = _PLANS[cls] = tuple(fields)
     return plan
+
+
+def _others(known: set[str]) -> Callable[[JsonObject], JsonObject]:
+    """A catch-all's reader: the keys no field reads (`known`, whole once
+    the frame's plan is made), as they came, in their order."""
+    return lambda msg: {k: v for k, v in msg.items() if k not in known}
+
+
+def _by_keys(read: Callable[..., Any], absent: Any, keys: tuple[str, ...]) -> Callable[[Any], Any]:
+    """A field's own reader of several keys (`wire(also=...)`), given the
+    whole object: `read` gets each key's value, `absent` for one missing."""
+    one = _by(lambda values: read(*values), absent, keys[0])
+    return lambda msg: one(tuple(msg.get(k, absent) for k in keys))
 
 
 def _nested(hint: Any) -> bool:

@@ -8,8 +8,10 @@ from the judge's result frame or from a results file that a person, a
 script or another gpulab version may have written: every field is checked,
 and one of the wrong type is dropped, never trusted.
 
-Typed here: the top level, each correctness case's row (`CaseRow`), the
-timing and each of its rows (`Timing`, `TimingRow`). A row keeps the object
+Typed here, each declared once with gpulab.wire.codec and read as a reply
+(`Tolerant`): the top level (`CheckResult`), each correctness case's row
+(`CaseRow`), the timing and each of its rows (`Timing`, `TimingRow`). The
+top level's only code of its own is its keys' order. A row keeps the object
 it came as (`json`), written back unchanged, so a key the lab does not read
 (a case's `sizes`, a grader's own extras) is kept too. Passed through as the
 judge made them, checked only to be JSON objects: lesson 07's profile
@@ -23,10 +25,11 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
-from gpulab.wire.codec import ABSENT, Tolerant, decode, wire
+from gpulab.wire.codec import ABSENT, Tolerant, decode, encode, wire
+from gpulab.wire.codec import keys as codec_keys
 from gpulab.wire.protocol import JsonObject, text
 from gpulab.wire.status import Status
 
@@ -38,7 +41,6 @@ NAME_LIMIT = 1000  # a case's name, shape or dtype (a progress line shows the na
 # The keys the lab itself sets on every result, first in its JSON, as
 # gpulab.lab.runner always wrote them.
 _HEAD = ("exercise", "lesson", "file", "passed", "cases", "timing", "output", "stages")
-_TYPED = {*_HEAD, "status", "summary", "message", "device", "skipped", "notes"}
 _TAIL = ("duration_s", "warm")
 
 # The judge's own keys in the order it always wrote them (its result's
@@ -68,10 +70,6 @@ def finite(value: Any) -> int | float | None:
         return value if math.isfinite(value) else None
     except OverflowError:  # an int past a float's range (JSON has no limit): not finite
         return None
-
-
-def _texts(value: Any) -> list[str] | None:
-    return [text(v) for v in value if isinstance(v, str)] if isinstance(value, list) else None
 
 
 def _objects(value: Any) -> list[JsonObject]:
@@ -252,31 +250,49 @@ class AttemptNumbers(TypedDict, total=False):
     grade: str
 
 
+def _status(value: Any, passed: Any) -> Status:
+    """A check's end (gpulab.wire.status.ENDS); another word, or none, is
+    recomputed from `passed`, as the state's schema does (gpulab.lab.state)."""
+    status = Status.ended(value)
+    if status is None:
+        status = Status.PASSED if passed is True else Status.FAILED
+    return status
+
+
+def _judge_keys(obj: JsonObject) -> tuple[str, ...]:
+    """The order of the judge's keys: every key but the lab's own."""
+    return tuple(k for k in obj if k not in _HEAD and k not in _TAIL)
+
+
 @dataclass(frozen=True, slots=True)
-class CheckResult:
+class CheckResult(Tolerant):
     """One check's outcome. A field that is None is a key the JSON leaves
     out (a passed check has no `message`; one that never started has no
-    `stages`), as it always did."""
+    `stages`), as it always did; `timing` is always there (null when the
+    check was not timed), and the judge's own keys (`rest`) are kept as
+    they came, null or not."""
 
-    status: Status
+    # A word that is not a check's end is recomputed from `passed` (the JSON's, written from it).
+    status: Status = wire(read=_status, also=("passed",), write=lambda r: r.status.value)
     summary: str = ""
     exercise: str = ""
     lesson: str = ""
     file: str = ""
-    message: str | None = None
-    device: str | None = None
-    output: str = ""
-    cases: list[CaseRow] = field(default_factory=list)
-    timing: Timing | None = None
-    skipped: list[str] | None = None
-    notes: list[str] | None = None
-    stages: dict[str, float] | None = None  # seconds per kind of stage
-    duration_s: float | None = None
-    warm: bool | None = None  # a spare judge graded it (gpulab.lab.runner.Spares)
+    message: str | None = wire(None, limit=LONG_TEXT, omit=True)
+    device: str | None = wire(None, omit=True)
+    output: str = wire("", limit=LONG_TEXT)
+    cases: list[CaseRow] = wire(factory=list, read=case_rows)
+    timing: Timing | None = wire(None, read=Timing.from_json)
+    skipped: list[str] | None = wire(None, omit=True)
+    notes: list[str] | None = wire(None, omit=True)
+    stages: dict[str, float] | None = wire(None, omit=True)  # seconds per kind of stage
+    duration_s: float | None = wire(None, omit=True)
+    # a spare judge graded it (gpulab.lab.runner.Spares)
+    warm: bool | None = wire(None, omit=True)
     # The judge's other keys, passed through (the module's docstring lists them).
-    rest: JsonObject = field(default_factory=dict)
+    rest: JsonObject = wire(factory=dict, extra=True)
     # The order the judge's keys came in, which the JSON keeps.
-    order: tuple[str, ...] = ()
+    order: tuple[str, ...] = wire((), whole=True, read=_judge_keys)
 
     @property
     def passed(self) -> bool:
@@ -284,70 +300,15 @@ class CheckResult:
 
     @classmethod
     def from_json(cls, obj: JsonObject) -> CheckResult:
-        """A result from JSON, checked field by field. A status that is not
-        a check's end (gpulab.wire.status.ENDS) is recomputed from `passed`,
-        as the state's schema does (gpulab.lab.state)."""
-        status = Status.ended(obj.get("status"))
-        if status is None:
-            status = Status.PASSED if obj.get("passed") is True else Status.FAILED
-
-        def words(key: str, limit: int = 20000) -> str | None:
-            value = obj.get(key)
-            return text(value, limit) if isinstance(value, str) else None
-
-        stages = obj.get("stages")
-        warm = obj.get("warm")
-        duration = finite(obj.get("duration_s"))
-        return cls(
-            status=status,
-            summary=words("summary") or "",
-            exercise=words("exercise") or "",
-            lesson=words("lesson") or "",
-            file=words("file") or "",
-            message=words("message", LONG_TEXT),
-            device=words("device"),
-            output=words("output", LONG_TEXT) or "",
-            cases=case_rows(obj.get("cases")),
-            timing=Timing.from_json(obj.get("timing")),
-            skipped=_texts(obj.get("skipped")),
-            notes=_texts(obj.get("notes")),
-            stages=(
-                {k: float(v) for k, v in stages.items() if finite(v) is not None}
-                if isinstance(stages, dict)
-                else None
-            ),
-            duration_s=None if duration is None else float(duration),
-            warm=warm if isinstance(warm, bool) else None,
-            rest={k: v for k, v in obj.items() if k not in _TYPED and k not in _TAIL},
-            order=tuple(k for k in obj if k not in _HEAD and k not in _TAIL),
-        )
+        """A result from JSON, checked field by field."""
+        return decode(cls, obj)
 
     def to_json(self) -> JsonObject:
         """`gpulab check --json`'s object: the lab's keys first, then the
-        judge's in the order they came, then how long it took."""
-        typed: JsonObject = {
-            "exercise": self.exercise,
-            "lesson": self.lesson,
-            "file": self.file,
-            "passed": self.passed,
-            "cases": [c.json for c in self.cases],
-            "timing": None if self.timing is None else self.timing.json,
-            "output": self.output,
-            "stages": self.stages,
-            "status": self.status.value,
-            "summary": self.summary,
-            "message": self.message,
-            "device": self.device,
-            "skipped": self.skipped,
-            "notes": self.notes,
-            "duration_s": self.duration_s,
-            "warm": self.warm,
-        }
-        # A typed field that is None is a key left out; `timing` is always
-        # there (null when the check was not timed); the judge's own keys
-        # are kept as they came, null or not.
-        values = {k: v for k, v in typed.items() if v is not None or k == "timing"}
-        values.update(self.rest)
-        keys = [*_HEAD, *self.order, *typed, *self.rest]
+        judge's in the order they came, then how long it took. A key of the
+        judge's not in `order` (a result built, not read) follows in the
+        fields' order, then the others'."""
+        values = {"passed": self.passed, **encode(self)}
+        keys = [*_HEAD, *self.order, *codec_keys(CheckResult), *values]
         keys = [k for k in dict.fromkeys(keys) if k not in _TAIL] + list(_TAIL)
         return {k: values[k] for k in keys if k in values}

@@ -18,6 +18,7 @@ from gpulab.wire.codec import (
     check_version,
     decode,
     encode,
+    keys,
     plain,
     wire,
 )
@@ -258,3 +259,68 @@ def test_a_requests_number_past_a_floats_range_is_refused_not_an_overflow():
     assert decode(Rate, {"hz": 3}).hz == 3.0
     with pytest.raises(ProtocolError, match="`hz` is int"):
         decode(Rate, {"hz": 10**400})
+
+
+def _level(value: Any, fallback: Any) -> str:
+    return value if isinstance(value, str) else "high" if fallback is True else "low"
+
+
+@dataclass(frozen=True, slots=True)
+class Open(Tolerant):
+    """A frame that keeps what it does not read: the keys no field reads
+    (`extra`), the order its keys came in (`whole`), and a field that falls
+    back on another key (`also`)."""
+
+    TYPE = "open"
+    level: str = wire("", read=_level, also=("loud",))
+    name: str = ""
+    others: dict[str, Any] = wire(factory=dict, extra=True)
+    order: tuple[str, ...] = wire((), whole=True, read=lambda msg: tuple(msg))
+
+
+def test_a_frame_may_keep_its_other_keys_their_order_and_read_a_field_from_two_keys():
+    msg = {"zz": None, "name": "n", "type": "open", "loud": True, "order": 1, "others": 2}
+    got = decode(Open, msg)
+    # `loud` is the level's, `type` the frame's, the rest kept as they came, in order
+    assert got.others == {"zz": None, "order": 1, "others": 2}
+    assert list(got.others) == ["zz", "order", "others"]
+    assert got.order == ("zz", "name", "type", "loud", "order", "others")
+    assert got.level == "high" and decode(Open, {"level": "mid"}).level == "mid"
+    assert decode(Open, {"loud": 1}).level == "low"  # a missing key reads as None
+    # The order and the catch-all write no key of their own; the catch-all's
+    # keys follow the fields', one with a field's key over it.
+    assert encode(got) == {
+        "type": "open",
+        "level": "high",
+        "name": "n",
+        "zz": None,
+        "order": 1,
+        "others": 2,
+    }
+    assert encode(Open(name="a", others={"name": "b", "x": 1})) == {
+        "type": "open",
+        "level": "",
+        "name": "b",
+        "x": 1,
+    }
+    assert keys(Open) == ("level", "name")
+
+
+def test_a_frame_that_refuses_extra_keys_knows_those_a_field_also_reads():
+    @dataclass(frozen=True, slots=True)
+    class Closed(Tolerant):
+        EXTRA = False
+        level: str = wire(read=_level, also=("loud",))
+
+    assert decode(Closed, {"loud": True}).level == "high"
+    with pytest.raises(ProtocolError, match="unknown fields: quiet"):
+        decode(Closed, {"loud": True, "quiet": 1})
+
+
+def test_a_field_read_from_more_than_its_key_needs_its_own_reader():
+    @dataclass(frozen=True, slots=True)
+    class Bad(Tolerant):
+        level: str = wire("", also=("loud",))
+
+    with pytest.raises(TypeError, match="own `read`"):
+        decode(Bad, {})

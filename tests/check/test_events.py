@@ -4,6 +4,7 @@ huge strings are refused or dropped, never a crash further on."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -214,3 +215,50 @@ def test_an_int_past_a_floats_range_is_no_number():
     assert result.timing is not None and result.timing.ms is None
     (row,) = result.timing.cases
     assert row.ms is None and row.sizes == {}
+
+
+def test_a_hostile_result_reads_back_to_the_same_bytes_as_ever():
+    # Every rule of CheckResult's fields at once: wrong types dropped, words
+    # cut, only finite stages, `passed` standing in for a status that is no
+    # check's end, a null typed key left out, `timing` always there, the
+    # judge's keys (unknown ones too) in their order, how long last.
+    raw = {
+        "warm": "yes",
+        "zz": None,
+        "duration_s": 2,
+        "notes": ["n", 3],
+        "status": "running",
+        "passed": True,
+        "order": [1],
+        "stages": {"start": 1, "bad": float("nan"), "big": 10**400, "flag": True},
+        "message": None,
+        "exercise": 5,
+        "mode": "cpu",
+        "device": ["gpu"],
+        "rest": {"x": 1},
+        "summary": "s" * 20001,
+        "timing": "fast",
+        "skipped": "all",
+    }
+    out = CheckResult.from_json(raw).to_json()
+    assert json.dumps(out) == json.dumps(
+        {
+            "exercise": "",
+            "lesson": "",
+            "file": "",
+            "passed": True,
+            "cases": [],
+            "timing": None,
+            "output": "",
+            "stages": {"start": 1.0},
+            "zz": None,
+            "notes": ["n"],
+            "status": "passed",
+            "order": [1],
+            "mode": "cpu",
+            "rest": {"x": 1},
+            "summary": "s" * 20000,
+            "duration_s": 2.0,
+        }
+    )
+    assert json.dumps(CheckResult.from_json(out).to_json()) == json.dumps(out)
