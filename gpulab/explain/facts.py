@@ -112,8 +112,9 @@ class CaseEntry(TypedDict, total=False):
     intermediates: list[Intermediate]
 
 
-class CodeFacts(TypedDict):
-    """What gpulab.explain.ttir reads from a kernel's TTIR."""
+class CodeFacts(TypedDict, total=False):
+    """What gpulab.explain.ttir reads from a kernel's TTIR (`analyse` gives
+    every key; optional so that CompileFacts, which extends it, may lack them)."""
 
     loads: dict[str, int]  # argument -> the places it is loaded from
     atomics: int
@@ -125,10 +126,11 @@ class CodeFacts(TypedDict):
     load_bytes: int
 
 
-class CompileFacts(TypedDict, total=False):
+class CompileFacts(CodeFacts, total=False):
     """One kernel compiled for one architecture: gpulab.measure.compile_info's
-    CompileInfo.as_dict(), its code facts (CodeFacts) and its label; or a
-    launch not analysed (`skipped`)."""
+    CompileInfo.as_dict(), then its code facts (CodeFacts) and its label; or
+    a launch not analysed (`skipped`), or not compiled (`ok` False), without
+    code facts."""
 
     kernel: str
     arch: str
@@ -146,14 +148,6 @@ class CompileFacts(TypedDict, total=False):
     fits: bool
     occupancy: float
     smem_per_block: int
-    loads: dict[str, int]
-    atomics: int
-    loops: int
-    dot: bool
-    grouped: bool
-    loop_load_bytes: int
-    loop_dot_flops: int
-    load_bytes: int
     label: str
     skipped: bool
 

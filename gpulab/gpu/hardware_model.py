@@ -33,9 +33,11 @@ UNITS = {
 
 class MeasuredCeilings(TypedDict, total=False):
     """Ceilings measured on a GPU, in TB/s and dense TFLOP/s per dtype: the
-    table's reference run (`GPU.measured`), or what the probe's
-    microbenchmarks cached (gpulab.gpu.ceilings.read_ceilings keeps these
-    keys of it, checked)."""
+    table's reference run (`GPU.measured`), or the ceiling keys of what the
+    probe's microbenchmarks cached (the record is
+    gpulab.wire.microbench.Ceilings; `read_ceilings` keeps these keys of it,
+    checked: a failed measurement's None is left out), with where they came
+    from (`source`). The bench's roofs are these too (gpulab.targets.bench)."""
 
     device: str  # the name the device reported
     date: str

@@ -77,8 +77,21 @@ class LaunchMap(TypedDict):
     tensors: list[TensorMap]
 
 
+class LoadMapJson(TypedDict):
+    """A result's `load_map` as it is written: by the judge after a wrong case
+    (gpulab.judge.cost), or by `gpulab debug`'s `case.load_map()`. `counts`
+    are the interpreter's, per-element maps and all, as plain JSON
+    (gpulab.sandbox.costcount.CountsJson), unchecked: `read` checks them."""
+
+    case: str
+    number: int
+    counts: JsonObject
+    wrong: list[list[int]]  # the indices of the wrong elements of the result
+
+
 class LoadMap(TypedDict):
-    """A result's `load_map`, checked (`read`)."""
+    """A result's `load_map`, checked (`read`): a LoadMapJson's counts read
+    into at most 4 launches, `number` None where it had none, ready to draw."""
 
     case: str
     number: int | None

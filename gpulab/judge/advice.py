@@ -11,6 +11,7 @@ from gpulab.wire.protocol import JsonObject, Kwargs
 
 if TYPE_CHECKING:
     from gpulab.gpu.costmodel import CostEstimate
+    from gpulab.gpu.loadmap import LoadMapJson
     from gpulab.wire.sandbox_start import AheadRecord
 
 
@@ -33,7 +34,7 @@ class Advice:
 
     saved: list[Saved] = field(default_factory=list)
     saved_bytes: int = 0
-    load_map: LoadMap | None = None
+    load_map: LoadMapJson | None = None
     map_elements: int = 0
     maps_made: int = 0
 
@@ -43,15 +44,6 @@ class Traced(TypedDict):
     the replay sandbox's counts, plain JSON as it sent them (gpulab.gpu.loadmap
     reads them field by field), and the indices where its result was wrong."""
 
-    counts: JsonObject
-    wrong: list[list[int]]
-
-
-class LoadMap(TypedDict):
-    """The result's `load_map`: which case (its name and row) was traced, and its trace."""
-
-    case: str
-    number: int
     counts: JsonObject
     wrong: list[list[int]]
 
@@ -80,5 +72,5 @@ class JudgeKeys(TypedDict, total=False):
     compiled_ahead: list[AheadRecord | NothingAhead]
     replay_scale_invariant: ScaleInvariant
     debug: str
-    load_map: LoadMap
+    load_map: LoadMapJson
     cost: CostEstimate

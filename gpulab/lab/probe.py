@@ -23,6 +23,7 @@ from gpulab.gpu import ceilings, hardware
 from gpulab.gpu.nvml import Field, Query, na, value
 from gpulab.gpu.nvml import query as query_nvml
 from gpulab.lab import child
+from gpulab.wire.microbench import Ceilings
 from gpulab.wire.probe import TorchDevice, TorchInfo
 
 TORCH_TIMEOUT_S = 60.0
@@ -94,17 +95,6 @@ class RooflineGpu(TypedDict):
     note: NotRequired[str]  # the GPU here that the hardware table does not know
 
 
-class Measured(TypedDict, total=False):
-    """What the probe shows of the ceilings `gpulab probe --bench` measured
-    (gpulab.gpu.ceilings' cache; the snapshot keeps the whole file)."""
-
-    date: str
-    copy_tbs: float | None
-    read_tbs: float | None
-    write_tbs: float | None
-    tflops: dict[str, float | None]
-
-
 class Snapshot(TypedDict):
     time: str
     host: str
@@ -115,7 +105,9 @@ class Snapshot(TypedDict):
     gpus: list[GpuEntry]
     cpu: CpuInfo
     roofline_gpu: RooflineGpu
-    measured: dict[str, Measured]  # device name -> its measured ceilings
+    # Device name -> the microbenchmarks' cached file, whole (gpulab.gpu.ceilings):
+    # None where a measurement failed, and read tolerantly (it may be older).
+    measured: dict[str, Ceilings]
 
 
 def cpu_info() -> CpuInfo:
@@ -335,7 +327,7 @@ def snapshot(
         m = ceilings.load_measured(root, name)
         if m:
             # A JSON object read from the cache; _measured_text reads it tolerantly.
-            snap["measured"][name] = cast(Measured, m)
+            snap["measured"][name] = cast(Ceilings, m)
     return snap
 
 
@@ -411,7 +403,7 @@ def _esc(s: str) -> str:
     return escape(visible(s))
 
 
-def _measured_text(name: str, m: Measured) -> str:
+def _measured_text(name: str, m: Ceilings) -> str:
     parts = []
     for tbs, label in (
         (m.get("copy_tbs"), "copy (read+write)"),

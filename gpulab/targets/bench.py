@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 if TYPE_CHECKING:
     from gpulab.course.content import Course
+    from gpulab.gpu.hardware_model import MeasuredCeilings
     from gpulab.judge.interface import TimedGrader
     from gpulab.judge.kernel_spec import Case
     from gpulab.measure.timing import Measured
@@ -48,26 +49,6 @@ if TYPE_CHECKING:
 
 # A case's baselines: each by its name, a zero-argument call that runs it.
 Baselines = dict[str, Callable[[], Any]]
-
-
-class _CachedCeilings(TypedDict, total=False):
-    """What else the probe's cache holds (gpulab.gpu.ceilings), kept as it is."""
-
-    device: str
-    date: str
-    driver: str
-    torch: str
-    triton: str
-    read_tbs: float
-    write_tbs: float
-
-
-class BenchCeilings(_CachedCeilings):
-    """The roofs a bench's fractions are of, and where they came from."""
-
-    copy_tbs: float  # TB/s
-    tflops: dict[str, float]  # by dtype name ("bf16", "fp16")
-    source: str
 
 
 class _Rounds(TypedDict, total=False):
@@ -103,7 +84,9 @@ class BenchReport(TypedDict):
     date: str
     torch: str
     triton: str
-    ceilings: BenchCeilings
+    # The roofs (copy_tbs, tflops) and their source; from the probe's cache,
+    # its whole file beside them (gpulab.wire.microbench.Ceilings).
+    ceilings: MeasuredCeilings
     rounds: int
     results: list[BenchRow]
 
@@ -188,20 +171,22 @@ def load_reference(kernel: str, function: str, course: Course | None = None) -> 
     return getattr(mod, function)
 
 
-def measured_ceilings() -> BenchCeilings:
+def measured_ceilings() -> MeasuredCeilings:
     """Copy bandwidth and bf16/fp16 matmul peaks, measured now (a few seconds),
     unless the probe's microbenchmarks cached them for this device."""
     import torch
 
     from gpulab.fsutil import default_root
     from gpulab.gpu import ceilings
+    from gpulab.gpu.hardware_model import read_ceilings
     from gpulab.measure.timing import measure
 
     name = torch.cuda.get_device_name(0)
     cached = ceilings.load_measured(default_root(), name)
-    if cached and cached.get("copy_tbs") and cached.get("tflops"):
-        # The probe's file, checked above for the two roofs a bench uses.
-        return cast("BenchCeilings", {**cached, "source": "cached microbenchmarks"})
+    roofs = read_ceilings(cached)
+    if cached and roofs.get("copy_tbs") and roofs.get("tflops"):
+        # The probe's whole file as it is, its two roofs checked above.
+        return cast("MeasuredCeilings", {**cached, "source": "cached microbenchmarks"})
 
     def measure_copy() -> float:
         """In a frame of its own: its 4 GiB are freed before the matmuls."""

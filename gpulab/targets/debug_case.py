@@ -23,12 +23,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, cast
 
 from gpulab.wire.protocol import JsonObject
 
 if TYPE_CHECKING:
-    from gpulab.sandbox.costcount import CountsJson
+    from gpulab.gpu.loadmap import LoadMapJson
 
 HELP = """\
 gpulab debug: {exercise}, case {number} ({name}), as your last check ran it.
@@ -41,15 +41,6 @@ Your file runs here as plain Python (outside gpulab's sandbox): print(), breakpo
 
 The check said: {detail}
 """
-
-
-class LoadMapJson(TypedDict):
-    """A load map as a result's `load_map` holds it (gpulab.gpu.loadmap reads it)."""
-
-    case: str
-    number: int
-    counts: CountsJson  # the interpreter's counts, as gpulab.sandbox.counting gives them
-    wrong: list[list[int]]  # the indices of the wrong elements
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +177,9 @@ class DebugCase:
         data: LoadMapJson = {
             "case": self.name,
             "number": self.number,
-            "counts": counts.to_json(),
+            # Typed here (costcount.CountsJson); a load map holds it as plain
+            # JSON, as the judge's replay sends it, and `read` checks it.
+            "counts": cast("JsonObject", counts.to_json()),
             "wrong": _wrong(out, self.expected, self.tolerance),
         }
         drawn = loadmap.renderable({"load_map": data})

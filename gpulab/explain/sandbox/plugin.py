@@ -177,7 +177,7 @@ def compile_launch(la: TracedLaunch, arch: str) -> CompileFacts:
         asm_hook=_asm_facts,
     )
     # CompileInfo's JSON (gpulab.measure.compile_info) but its `extra`, then
-    # the code facts it held and the label: CompileFacts' keys, in that order.
+    # the code facts it held and the label, in that order (CompileFacts).
     d: dict[str, object] = {k: v for k, v in info.as_dict().items() if k != "extra"}
     d.update(info.extra or {}, label=la["kernel"])
     return cast("CompileFacts", d)
