@@ -404,17 +404,24 @@ def _esc(s: str) -> str:
 
 
 def _measured_text(name: str, m: Ceilings) -> str:
+    """The cached measurement in words. The file may come from anywhere: a
+    value of the wrong type is left out, as read_ceilings leaves it out."""
+    from gpulab.gpu.hardware_model import read_ceilings
+    from gpulab.textsafe import visible
+
+    roofs = read_ceilings(m)
     parts = []
-    for tbs, label in (
-        (m.get("copy_tbs"), "copy (read+write)"),
-        (m.get("read_tbs"), "read"),
-        (m.get("write_tbs"), "write"),
+    for key, label in (
+        ("copy_tbs", "copy (read+write)"),
+        ("read_tbs", "read"),
+        ("write_tbs", "write"),
     ):
-        if tbs:
+        tbs = roofs.get(key)
+        if isinstance(tbs, (int, float)) and tbs:
             parts.append(f"{label} {tbs:.2f} TB/s")
-    tf = m.get("tflops") or {}
-    parts += [f"{k} {v:.0f} TFLOP/s" for k, v in tf.items() if v]
-    return f"measured on {name} ({m.get('date', '?')}): " + ", ".join(parts)
+    parts += [f"{k} {v:.0f} TFLOP/s" for k, v in roofs.get("tflops", {}).items() if v]
+    # Shown as plain Text: only what may reach a terminal is made visible.
+    return visible(f"measured on {name} ({m.get('date', '?')}): " + ", ".join(parts))
 
 
 def snapshot_renderable(snap: Snapshot) -> Any:

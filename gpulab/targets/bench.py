@@ -185,8 +185,9 @@ def measured_ceilings() -> MeasuredCeilings:
     cached = ceilings.load_measured(default_root(), name)
     roofs = read_ceilings(cached)
     if cached and roofs.get("copy_tbs") and roofs.get("tflops"):
-        # The probe's whole file as it is, its two roofs checked above.
-        return cast("MeasuredCeilings", {**cached, "source": "cached microbenchmarks"})
+        # The probe's whole file, its roofs as read_ceilings checked them (a
+        # dtype whose measurement failed, None in the file, left out).
+        return cast("MeasuredCeilings", {**cached, **roofs, "source": "cached microbenchmarks"})
 
     def measure_copy() -> float:
         """In a frame of its own: its 4 GiB are freed before the matmuls."""

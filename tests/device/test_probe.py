@@ -407,3 +407,21 @@ def test_gpu_processes_follows_cuda_visible_devices_and_never_raises(monkeypatch
     assert nvml.gpu_processes(5) is None  # no such GPU
     fake_nvml(monkeypatch, {}, default="NVML_ERROR_DRIVER_NOT_LOADED")
     assert nvml.gpu_processes(0) is None
+
+
+def test_a_cached_measurement_of_any_shape_is_shown_without_a_crash():
+    """The probe's cache file may come from anywhere: values of the wrong
+    type are left out of the words, and nothing in it reaches the terminal
+    as a control sequence."""
+    bad = {
+        "date": "2026-12-08\x1b]52;c;aGk=\x07",
+        "copy_tbs": "3.1",
+        "read_tbs": None,
+        "write_tbs": 2.5,
+        "tflops": {"bf16": None, "fp16": 700.0, "fp8": "fast", "x": True},
+    }
+    text = probe._measured_text("H100", bad)  # type: ignore[arg-type]
+    assert "write 2.50 TB/s" in text and "fp16 700 TFLOP/s" in text
+    assert "copy" not in text and "bf16" not in text and "fp8" not in text
+    assert "\x1b" not in text and "\x07" not in text
+    assert probe._measured_text("H100", {"tflops": ["not", "a", "dict"]}).endswith(": ")  # type: ignore[typeddict-item]
