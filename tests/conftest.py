@@ -300,8 +300,9 @@ def shared_check(
     folder = Path(tempfile_mkdtemp(root))
     path = folder / f"{exercise}.py"
     path.write_text(source)
-    from tests.judge_pool import kept
+    from tests.judge_pool import kept as kept_judge
 
+    fresh = device != "cpu" or os.environ.get("GPULAB_TESTS_FRESH_JUDGES") == "1"
     result = run_check(
         lesson,
         path,
@@ -309,9 +310,7 @@ def shared_check(
         timeout=CPU_CHECK_TIMEOUT,
         timing=timing,
         workspace=str(folder / "workspace"),
-        spares=kept()
-        if device == "cpu" and os.environ.get("GPULAB_TESTS_FRESH_JUDGES") != "1"
-        else None,
+        spares=None if fresh else kept_judge(),
     ).to_json()
     temp = folder / "result.json"
     temp.write_text(json.dumps(result))
