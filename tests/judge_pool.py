@@ -117,6 +117,7 @@ class JudgePool:
         self.tmp = tempfile.TemporaryDirectory(prefix="gpulab-test-judge-")
         self.log = Path(self.tmp.name) / "judge.log"
         self.checks = 0
+        self.starts = 0  # judges started: a test that changes the environment starts one
 
     def take(self, request: Any) -> _Kept | None:
         from gpulab.lab import child
@@ -124,6 +125,8 @@ class JudgePool:
         if request.device != "cpu":
             return None
         env = child.env(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")
+        # pytest names the test running in the environment: not a change.
+        env.pop("PYTEST_CURRENT_TEST", None)
         if self.proc is None or self.proc.poll() is not None or env != self.env:
             self.drop()
             self._start(env)
@@ -150,6 +153,7 @@ class JudgePool:
             )
         os.close(write_fd)
         os.close(done_w)
+        self.starts += 1
         self.read_fd, self.done_fd, self.env = read_fd, done_r, env
 
     def cleaned(self, timeout: float = 60.0) -> bool:
