@@ -126,11 +126,11 @@ class CodeFacts(TypedDict, total=False):
     load_bytes: int
 
 
-class CompileFacts(CodeFacts, total=False):
-    """One kernel compiled for one architecture: gpulab.measure.compile_info's
-    CompileInfo.as_dict(), then its code facts (CodeFacts) and its label; or
-    a launch not analysed (`skipped`), or not compiled (`ok` False), without
-    code facts."""
+class CompiledKernel(TypedDict, total=False):
+    """One kernel compiled for one architecture, as
+    gpulab.measure.compile_info's CompileInfo.as_dict() writes it (every key
+    there; optional here so that CompileFacts, which extends it, may lack
+    them)."""
 
     kernel: str
     arch: str
@@ -148,6 +148,13 @@ class CompileFacts(CodeFacts, total=False):
     fits: bool
     occupancy: float
     smem_per_block: int
+
+
+class CompileFacts(CompiledKernel, CodeFacts, total=False):
+    """One kernel compiled for one architecture (CompiledKernel), then its
+    code facts (CodeFacts) and its label; or a launch not analysed
+    (`skipped`), or not compiled (`ok` False), without code facts."""
+
     label: str
     skipped: bool
 

@@ -25,10 +25,11 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import Any, cast
 
-if TYPE_CHECKING:
-    from gpulab.explain.facts import CodeFacts
+# Standard library only: the shape of a compiled kernel's row, which
+# --explain's compile facts share.
+from gpulab.explain.facts import CodeFacts, CompiledKernel
 
 # What `compile_kernel` hands `asm_hook`: the compiled texts by name ("ttir",
 # "ptx", ...; the cubin's bytes), and what the hook makes of them, kept as `extra`.
@@ -140,28 +141,12 @@ class CompileInfo:
         )
 
 
-class CompileJson(TypedDict):
-    """`CompileInfo.as_dict()`: its fields in order, then what they imply (a
-    row of `gpulab dev compile --json`; --explain's compile facts,
-    gpulab.explain.facts.CompileFacts, are made of it)."""
+class CompileJson(CompiledKernel, total=False):
+    """`CompileInfo.as_dict()`: a row of `gpulab dev compile --json`, every
+    key of CompiledKernel (--explain's compile facts are made of it) and
+    what `asm_hook` made of the compiled code."""
 
-    kernel: str
-    arch: str
-    ok: bool
-    error: str
-    registers: int | None
-    spill_stores: int | None
-    spill_loads: int | None
-    shared: int
-    num_warps: int
-    blocks_per_sm: int
-    limited_by: str
-    tensor_cores: str
     extra: CodeFacts | None
-    spills: int | None
-    fits: bool
-    occupancy: float
-    smem_per_block: int
 
 
 def occupancy(
